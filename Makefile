@@ -1,0 +1,47 @@
+# Every target sets up what it needs: a fresh clone needs only `make demo` or `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+DEV := $(BIN)/python -m gatehouse_dev
+PYTEST_ARGS ?=
+
+.PHONY: help install build up down demo lint test clean
+
+help:
+	@echo "make demo   start the local stack and show it working"
+	@echo "make test   lint, type-check and run the whole suite"
+	@echo "make up     start the local stack in the background (writes .gatehouse/dev/env)"
+	@echo "make down   stop the local stack"
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+install: $(INSTALLED)
+
+build: install
+	$(DEV) build
+
+up: install
+	$(DEV) up
+
+down:
+	@if [ -x $(BIN)/python ]; then $(DEV) down; fi
+
+demo: install
+	$(DEV) demo
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: lint build
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+clean: down
+	rm -rf $(VENV) .gatehouse .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,48 @@
+"""``python -m gatehouse_dev``: the local stack's command line (what the Makefile calls)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gatehouse_dev import stack
+from gatehouse_dev.binaries import BuildError, ensure_binaries
+from gatehouse_dev.processes import StartupError
+
+
+def _demo(paths: stack.StackPaths) -> None:
+    cluster = stack.up(paths)
+    print("$ kubectl version")
+    print(cluster.kubectl("version").stdout)
+    print("$ kubectl get --raw /version")
+    print(cluster.kubectl("get", "--raw", "/version").stdout)
+    print(f"The stack keeps running: `source {paths.env_file}` to use it, `make down` to stop it.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gatehouse-dev", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("build", help="build (or find cached) control-plane binaries")
+    commands.add_parser("up", help="start the local stack in the background")
+    commands.add_parser("down", help="stop the local stack and delete its data")
+    commands.add_parser("demo", help="start the stack and show it working")
+    args = parser.parse_args(argv)
+
+    paths = stack.StackPaths.for_checkout()
+    try:
+        if args.command == "build":
+            print(ensure_binaries().directory)
+        elif args.command == "up":
+            stack.up(paths)
+        elif args.command == "down":
+            stack.down(paths)
+        else:
+            _demo(paths)
+    except (BuildError, StartupError) as error:
+        print(f"gatehouse: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""A handle on the cluster the tests and tools talk to: the local control plane or the user's own.
+
+A user with a cluster of their own opts in by setting KUBECONFIG; otherwise a local control plane
+is started. Test users are impersonated (``kubectl --as``), so RBAC decisions are the API server's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gatehouse_dev.binaries import Binaries
+
+
+@dataclass(frozen=True)
+class Persona:
+    """A user the tests act as. The cluster administrator impersonates it on every request."""
+
+    name: str
+    groups: tuple[str, ...] = ()
+
+    def kubectl_flags(self) -> list[str]:
+        return [f"--as={self.name}", *(f"--as-group={group}" for group in self.groups)]
+
+
+# Project admins hold manage:ExternalConnection; builders build data apps and chart types;
+# interactive viewers may pick connections to link; nobody has no grants at all.
+ADMIN = Persona("admin@gatehouse.test")
+BUILDER = Persona("builder@gatehouse.test")
+VIEWER = Persona("viewer@gatehouse.test")
+NOBODY = Persona("nobody@gatehouse.test")
+
+
+class KubectlError(RuntimeError):
+    def __init__(self, argv: Sequence[str], returncode: int, stderr: str) -> None:
+        super().__init__(f"kubectl {' '.join(argv)} exited {returncode}: {stderr.strip()}")
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+@dataclass(frozen=True)
+class Cluster:
+    kubeconfig: Path
+    binaries: Binaries
+    local: bool = field(default=True)
+
+    def env(self) -> dict[str, str]:
+        """The environment for a child process that should talk to this cluster."""
+        path = f"{self.binaries.directory}{os.pathsep}{os.environ.get('PATH', '')}"
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PATH": path}
+
+    def kubectl(
+        self,
+        *args: str,
+        as_user: Persona | None = None,
+        stdin: str | None = None,
+        check: bool = True,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        argv = [*(as_user.kubectl_flags() if as_user else []), *args]
+        done = subprocess.run(
+            [str(self.binaries.kubectl), f"--kubeconfig={self.kubeconfig}", *argv],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise KubectlError(argv, done.returncode, done.stderr)
+        return done
