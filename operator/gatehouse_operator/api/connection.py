@@ -1,0 +1,253 @@
+"""ExternalConnection: one third-party HTTP API a project may call through the proxy.
+
+The schema's CEL rules make ``kubectl apply`` reject bad input with a message that names the field
+and the rule; what a schema cannot know (does the Secret exist, is the key file a service-account
+key) the operator reports as a condition.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from gatehouse_operator.api.meta import (
+    Kind,
+    Model,
+    PrinterColumn,
+    Status,
+    cel,
+    ready_columns,
+    validations,
+)
+
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+AuthType = Literal["none", "apiKey", "bearer", "googleServiceAccount"]
+LinkPolicy = Literal["AdminsOnly", "Builders"]
+
+# Headers an API key must not be sent as: the proxy or the HTTP framing owns them.
+# Authorization stays allowed on purpose (some APIs want the key there without "Bearer").
+RESERVED_KEY_HEADERS = (
+    "host",
+    "cookie",
+    "content-length",
+    "content-type",
+    "connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "keep-alive",
+    "expect",
+    "proxy-authorization",
+    "proxy-connection",
+)
+
+MAX_INSTRUCTIONS = 10_000
+_SCHEME = "^[A-Za-z][A-Za-z0-9+.-]*://"
+_HEADER_TOKEN = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"  # noqa: S105 (RFC 9110 token, not a secret)
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+class SecretKeyRef(Model):
+    """A key of a Secret in the connection's own namespace."""
+
+    name: str = Field(max_length=253, pattern=_DNS_SUBDOMAIN, description="The Secret's name.")
+    key: str = Field(
+        max_length=253, pattern=r"^[-._a-zA-Z0-9]+$", description="The key within its data."
+    )
+
+
+class ApiKeyAuth(Model):
+    name: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=_HEADER_TOKEN,
+        description="The header or query parameter the key is sent as.",
+    )
+    in_: Literal["header", "query"] = Field(
+        alias="in", description="Where the key goes: a header or a query parameter."
+    )
+
+
+Scope = Annotated[str, Field(max_length=512, pattern=r"^(https://\S+|openid|email|profile)$")]
+
+PathPrefix = Annotated[
+    str,
+    Field(
+        max_length=1024,
+        pattern=r"^/[^\s?#%\\]*$",
+        json_schema_extra=validations(
+            cel(
+                "!self.split('/').exists(s, s == '..' || s == '.')",
+                "allowedPaths entries must not contain . or .. segments",
+            ),
+            cel("!self.contains('//')", "allowedPaths entries must not contain //"),
+        ),
+    ),
+]
+
+
+class GoogleServiceAccountAuth(Model):
+    scopes: list[Scope] = Field(
+        min_length=1,
+        max_length=32,
+        description="OAuth scopes the access token is requested for.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+
+
+class Auth(Model):
+    model_config = Model.model_config | {
+        "json_schema_extra": validations(
+            cel(
+                "self.type == 'apiKey' ? has(self.apiKey) : !has(self.apiKey)",
+                "auth.apiKey (name and in) is required when auth.type is apiKey, and only then",
+            ),
+            cel(
+                "self.type == 'googleServiceAccount'"
+                " ? has(self.googleServiceAccount) : !has(self.googleServiceAccount)",
+                "auth.googleServiceAccount (scopes) is required when auth.type is "
+                "googleServiceAccount, and only then",
+            ),
+            cel(
+                "self.type == 'none' ? !has(self.secretRef) : has(self.secretRef)",
+                "auth.secretRef is required for every auth type except none, and not allowed "
+                "with none",
+            ),
+            cel(
+                "!has(self.apiKey) || self.apiKey.__in__ != 'header' || "
+                f"!(self.apiKey.name.lowerAscii() in {list(RESERVED_KEY_HEADERS)})",
+                "auth.apiKey.name must not be a header the proxy or HTTP itself controls ("
+                + ", ".join(RESERVED_KEY_HEADERS)
+                + ")",
+            ),
+        )
+    }
+
+    type: AuthType = Field(default="none", description="How the proxy authenticates upstream.")
+    api_key: ApiKeyAuth | None = Field(default=None, description="For type apiKey.")
+    google_service_account: GoogleServiceAccountAuth | None = Field(
+        default=None, description="For type googleServiceAccount."
+    )
+    secret_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="Where the secret is: the API key, the bearer token, or the service "
+        "account's JSON key file. Never copied into this resource.",
+    )
+
+
+class Limits(Model):
+    timeout_seconds: int = Field(
+        default=10, ge=1, le=120, description="Upstream timeout for a whole request."
+    )
+    max_request_bytes: int = Field(
+        default=262_144, ge=0, le=10_485_760, description="Largest request body accepted."
+    )
+    max_response_bytes: int = Field(
+        default=1_048_576,
+        ge=1,
+        le=26_214_400,
+        description="Largest upstream response body; a larger one is refused, not truncated.",
+    )
+    requests_per_minute: int = Field(
+        default=60, ge=1, le=100_000, description="Per app, per proxy replica."
+    )
+
+
+class ExternalConnectionSpec(Model):
+    display_name: str = Field(
+        min_length=1, max_length=128, description="The human-readable name apps see."
+    )
+    base_url: str = Field(
+        alias="baseURL",
+        max_length=2048,
+        description="The origin every request is pinned to: scheme, host and optional port.",
+        json_schema_extra=validations(
+            cel(
+                f"self.matches('{_SCHEME}')",
+                "baseURL must be an absolute URL such as https://api.example.com",
+            ),
+            cel(
+                f"!self.matches('{_SCHEME}') || self.startsWith('https://') "
+                "|| self.startsWith('http://')",
+                "baseURL must use https (http only where the installation allows it)",
+            ),
+            cel(
+                f"!self.matches('{_SCHEME}') || self.matches('{_SCHEME}[^/?#@]+')",
+                "baseURL must include a host",
+            ),
+            cel(
+                f"!self.matches('{_SCHEME}[^/?#]*@')",
+                "baseURL must not contain credentials; reference a Secret in auth.secretRef",
+            ),
+            cel(
+                f"!self.matches('{_SCHEME}[^/?#]*/[^?#]')",
+                "baseURL must be an origin without a path; restrict paths with allowedPaths",
+            ),
+            cel("!self.contains('?')", "baseURL must not have a query string"),
+            cel("!self.contains('#')", "baseURL must not have a fragment"),
+            cel(
+                f"!self.matches('{_SCHEME}[^/?#@]+') || isURL(self)",
+                "baseURL is not a valid URL",
+            ),
+        ),
+    )
+    allowed_methods: list[HttpMethod] = Field(
+        default=["GET"],
+        min_length=1,
+        max_length=5,
+        description="HTTP methods apps may use.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    allowed_paths: list[PathPrefix] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Path prefixes apps may call under the base URL, matched on whole "
+        "segments (/v1/users allows /v1/users/7, not /v1/users-admin). Empty allows all.",
+    )
+    auth: Auth
+    link_policy: LinkPolicy = Field(
+        description="Who may link the connection: AdminsOnly, or Builders (data app and "
+        "chart type builders too)."
+    )
+    allow_public_images: bool = Field(
+        default=False,
+        description="Let linked apps load images straight from the origin (<img>, CSS). "
+        "Only for trusted public image or tile hosts.",
+    )
+    instructions: str = Field(
+        default="",
+        max_length=MAX_INSTRUCTIONS,
+        description="Markdown notes for app builders and the app generator.",
+    )
+    # The empty default lets the API server fill in each limit's default, so the stored
+    # object shows the limits in force.
+    limits: Limits = Field(default_factory=Limits, json_schema_extra={"default": {}})
+
+
+class ExternalConnectionStatus(Status):
+    origin: str = Field(
+        default="", max_length=2048, description="The normalised origin requests are pinned to."
+    )
+    has_secret: bool = Field(
+        default=False,
+        description="Whether a credential is resolved. The secret itself is never shown.",
+    )
+
+
+EXTERNAL_CONNECTION = Kind(
+    kind="ExternalConnection",
+    plural="externalconnections",
+    description="A third-party HTTP API that linked apps may call through the Gatehouse proxy, "
+    "which pins the host, enforces methods and paths, and injects the credential.",
+    spec=ExternalConnectionSpec,
+    status=ExternalConnectionStatus,
+    short_names=("xconn", "xc"),
+    columns=[
+        PrinterColumn("Base URL", ".spec.baseURL"),
+        PrinterColumn("Auth", ".spec.auth.type"),
+        PrinterColumn("Link Policy", ".spec.linkPolicy", priority=1),
+        *ready_columns(),
+    ],
+)

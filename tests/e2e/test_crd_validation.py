@@ -1,0 +1,172 @@
+"""kubectl apply rejects bad input with a message that names the field and its rule."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gatehouse_dev.cluster import Cluster
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+
+VALID: dict[str, Any] = {
+    "apiVersion": "gatehouse.dev/v1alpha1",
+    "kind": "ExternalConnection",
+    "metadata": {"name": "example"},
+    "spec": {
+        "displayName": "Example API",
+        "baseURL": "https://api.example.com",
+        "linkPolicy": "Builders",
+        "auth": {
+            "type": "apiKey",
+            "apiKey": {"name": "X-API-Key", "in": "header"},
+            "secretRef": {"name": "example", "key": "api-key"},
+        },
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def crds_installed(cluster: Cluster) -> None:
+    cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
+    cluster.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/externalconnections.gatehouse.dev",
+        "crd/dataapps.gatehouse.dev",
+        "crd/charttypes.gatehouse.dev",
+    )
+
+
+def _apply(cluster: Cluster, namespace: str, resource: dict[str, Any]) -> tuple[int, str]:
+    done = cluster.kubectl(
+        "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(resource), check=False
+    )
+    return done.returncode, done.stderr
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    resource = copy.deepcopy(VALID)
+    node = resource["spec"]
+    *parents, leaf = path.split(".")
+    for key in parents:
+        node = node.setdefault(key, {})
+    if value is _DELETE:
+        del node[leaf]
+    else:
+        node[leaf] = value
+    return resource
+
+
+_DELETE = object()
+
+
+def test_a_valid_connection_is_accepted_with_defaults(
+    cluster: Cluster, crds_installed: None, namespace: str
+) -> None:
+    code, err = _apply(cluster, namespace, VALID)
+    assert code == 0, err
+    spec = yaml.safe_load(
+        cluster.kubectl(
+            "get", "externalconnection", "example", "-n", namespace, "-o", "yaml"
+        ).stdout
+    )["spec"]
+    assert spec["allowedMethods"] == ["GET"]
+    assert spec["allowPublicImages"] is False
+    assert spec["limits"] == {
+        "timeoutSeconds": 10,
+        "maxRequestBytes": 262_144,
+        "maxResponseBytes": 1_048_576,
+        "requestsPerMinute": 60,
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("baseURL", "api.example.com", "baseURL must be an absolute URL"),
+        ("baseURL", "ftp://api.example.com", "baseURL must use https"),
+        ("baseURL", "https://", "baseURL must include a host"),
+        ("baseURL", "https://user:pw@api.example.com", "baseURL must not contain credentials"),
+        ("baseURL", "https://api.example.com/v1", "baseURL must be an origin without a path"),
+        ("baseURL", "https://api.example.com?x=1", "baseURL must not have a query string"),
+        ("baseURL", "https://api.example.com#top", "baseURL must not have a fragment"),
+        ("allowedMethods", ["GET", "TRACE"], 'Unsupported value: "TRACE"'),
+        ("allowedMethods", [], "spec.allowedMethods: Invalid value: 0"),
+        ("allowedPaths", ["v1/users"], "spec.allowedPaths[0]"),
+        ("allowedPaths", ["/v1/../admin"], "must not contain . or .. segments"),
+        ("allowedPaths", ["/v1//admin"], "must not contain //"),
+        ("allowedPaths", ["/v1/%2e%2e"], "spec.allowedPaths[0]"),
+        ("auth.type", "basic", 'Unsupported value: "basic"'),
+        ("auth.apiKey", _DELETE, "auth.apiKey (name and in) is required"),
+        ("auth.secretRef", _DELETE, "auth.secretRef is required"),
+        ("auth.apiKey", {"name": "Host", "in": "header"}, "must not be a header the proxy"),
+        ("auth.apiKey", {"name": "key", "in": "body"}, 'Unsupported value: "body"'),
+        ("linkPolicy", "Everyone", 'Unsupported value: "Everyone"'),
+        ("linkPolicy", _DELETE, "spec.linkPolicy: Required value"),
+        ("instructions", "x" * 10_001, "spec.instructions: Too long"),
+        ("limits", {"timeoutSeconds": 121}, "spec.limits.timeoutSeconds"),
+        ("limits", {"maxResponseBytes": 26_214_401}, "spec.limits.maxResponseBytes"),
+    ],
+)
+def test_bad_connection_is_rejected_naming_the_field(
+    cluster: Cluster,
+    crds_installed: None,
+    namespace: str,
+    path: str,
+    value: Any,
+    message: str,
+) -> None:
+    code, err = _apply(cluster, namespace, _with(path, value))
+    assert code != 0
+    assert message in err
+
+
+def test_google_service_account_needs_a_scope(
+    cluster: Cluster, crds_installed: None, namespace: str
+) -> None:
+    resource = _with(
+        "auth",
+        {
+            "type": "googleServiceAccount",
+            "googleServiceAccount": {"scopes": []},
+            "secretRef": {"name": "sa", "key": "key.json"},
+        },
+    )
+    code, err = _apply(cluster, namespace, resource)
+    assert code != 0
+    assert "spec.auth.googleServiceAccount.scopes" in err
+    resource["spec"]["auth"]["googleServiceAccount"]["scopes"] = ["not a scope"]
+    code, err = _apply(cluster, namespace, resource)
+    assert code != 0
+    assert "spec.auth.googleServiceAccount.scopes[0]" in err
+
+
+def test_duplicate_aliases_are_rejected(
+    cluster: Cluster, crds_installed: None, namespace: str
+) -> None:
+    app: dict[str, Any] = {
+        "apiVersion": "gatehouse.dev/v1alpha1",
+        "kind": "DataApp",
+        "metadata": {"name": "sales"},
+        "spec": {
+            "connections": [
+                {"alias": "crm", "connection": "example"},
+                {"alias": "crm", "connection": "other"},
+            ]
+        },
+    }
+    code, err = _apply(cluster, namespace, app)
+    assert code != 0
+    assert "Duplicate value" in err
+    app["spec"]["connections"] = [{"alias": "Bad Alias", "connection": "example"}]
+    code, err = _apply(cluster, namespace, app)
+    assert code != 0
+    assert "spec.connections[0].alias" in err

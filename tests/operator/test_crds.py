@@ -1,0 +1,49 @@
+"""The CRD files are generated from the models: any drift fails here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gatehouse_operator.api import crds
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.api.meta import Kind
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("kind", crds.KINDS, ids=lambda kind: kind.kind)
+@pytest.mark.parametrize(
+    "directory", crds.output_dirs(ROOT), ids=lambda d: str(d.relative_to(ROOT))
+)
+def test_committed_crd_matches_the_model(kind: Kind, directory: Path) -> None:
+    committed = (directory / crds.file_name(kind)).read_text()
+    assert committed == crds.render(kind), (
+        f"{directory / crds.file_name(kind)} is stale: run `make crds` and commit the result"
+    )
+
+
+def _walk(node: Any, path: str = "") -> list[str]:
+    """Every place a structural schema forbids: $ref, anyOf, additionalProperties false, untyped."""
+    problems: list[str] = []
+    if isinstance(node, dict):
+        if "$ref" in node or "anyOf" in node or node.get("additionalProperties") is False:
+            problems.append(path)
+        if "properties" in node and node.get("type") != "object":
+            problems.append(path)
+        for key, child in node.items():
+            problems += _walk(child, f"{path}.{key}")
+    return problems
+
+
+@pytest.mark.parametrize("kind", crds.KINDS, ids=lambda kind: kind.kind)
+def test_schemas_are_structural(kind: Kind) -> None:
+    schema = crds.definition(kind)["spec"]["versions"][0]["schema"]
+    assert _walk(schema) == []
+
+
+def test_status_schema_carries_no_defaults() -> None:
+    status = crds.model_schema(EXTERNAL_CONNECTION.status, defaults=False)
+    assert "default" not in str(status)
