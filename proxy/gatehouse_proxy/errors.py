@@ -1,0 +1,56 @@
+"""Errors the proxy answers with: a stable code, the right status, a message without secrets.
+
+Every refusal is a :class:`ProxyError` raised where the rule lives and turned into a JSON response
+in one place (:func:`error_response`), so apps can branch on ``error.code``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from starlette.responses import JSONResponse
+
+STATUS_BY_CODE: Mapping[str, int] = {
+    "invalid_path": 400,
+    "path_traversal": 400,
+    "invalid_request": 400,
+    "unauthenticated": 401,
+    "path_not_allowed": 403,
+    "unknown_alias": 404,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "request_too_large": 413,
+    "rate_limited": 429,
+    "upstream_redirect": 502,
+    "upstream_failed": 502,
+    "response_too_large": 502,
+    "blocked_address": 502,
+    "credential_failed": 502,
+    "connection_unavailable": 503,
+    "not_ready": 503,
+    "upstream_timeout": 504,
+}
+
+
+class ProxyError(Exception):
+    def __init__(
+        self, code: str, message: str, *, headers: Mapping[str, str] | None = None
+    ) -> None:
+        if code not in STATUS_BY_CODE:
+            raise ValueError(f"unknown proxy error code {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.headers = dict(headers or {})
+
+    @property
+    def status(self) -> int:
+        return STATUS_BY_CODE[self.code]
+
+
+def error_response(error: ProxyError) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": error.code, "message": error.message}},
+        status_code=error.status,
+        headers={**error.headers, "Cache-Control": "no-store"},
+    )

@@ -1,0 +1,152 @@
+"""Sealing credentials and signing routing tables with a shared AES-256-GCM keyring.
+
+The operator and the proxy share one keyring (a Kubernetes Secret, mounted into the proxy). The
+operator seals every credential before it leaves its process; the proxy opens one only for the
+request that needs it. Each sealed value is bound to its connection (uid, origin and where the
+credential goes) as associated data, so a credential cannot be replayed onto another host. Tables
+are signed with a key derived from the keyring, so only the operator can publish one.
+
+Keyring file (JSON)::
+
+    {"active": "2026-11", "keys": {"2026-11": "<base64 of 32 random bytes>", "2026-05": "..."}}
+
+Rotation without downtime: add a key, let the proxies load it, make it active (the operator
+re-seals everything with it), later drop the old one.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from pydantic import BaseModel, ConfigDict
+
+_NONCE_BYTES = 12
+
+
+class KeyringError(ValueError):
+    """The keyring is malformed or lacks a key; messages never include key material."""
+
+
+class Sealed(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    key_id: str
+    nonce: str
+    ciphertext: str
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+class Keyring:
+    def __init__(self, keys: Mapping[str, bytes], active: str) -> None:
+        if active not in keys:
+            raise KeyringError(f"the active key {active!r} is not among the keys")
+        for key_id, key in keys.items():
+            if len(key) != 32:
+                raise KeyringError(f"key {key_id!r} must be 32 bytes (AES-256), not {len(key)}")
+        self._keys = dict(keys)
+        self.active = active
+
+    @classmethod
+    def parse(cls, document: str | bytes) -> Keyring:
+        try:
+            data = json.loads(document)
+            keys = {
+                key_id: base64.b64decode(value, validate=True)
+                for key_id, value in data["keys"].items()
+            }
+            return cls(keys, data["active"])
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            if isinstance(error, KeyringError):
+                raise
+            raise KeyringError(
+                'the keyring must be JSON {"active": ID, "keys": {ID: base64 of 32 bytes}}'
+            ) from None
+
+    @classmethod
+    def generate(cls, key_id: str = "k1") -> Keyring:
+        return cls({key_id: AESGCM.generate_key(bit_length=256)}, key_id)
+
+    def dump(self) -> str:
+        return json.dumps(
+            {"active": self.active, "keys": {kid: _b64(key) for kid, key in self._keys.items()}}
+        )
+
+    @property
+    def key_ids(self) -> frozenset[str]:
+        return frozenset(self._keys)
+
+    def seal(self, plaintext: bytes, context: str) -> Sealed:
+        nonce = os.urandom(_NONCE_BYTES)
+        ciphertext = AESGCM(self._keys[self.active]).encrypt(nonce, plaintext, context.encode())
+        return Sealed(key_id=self.active, nonce=_b64(nonce), ciphertext=_b64(ciphertext))
+
+    def open(self, sealed: Sealed, context: str) -> bytes:
+        key = self._keys.get(sealed.key_id)
+        if key is None:
+            raise KeyringError(f"no key {sealed.key_id!r} in the keyring")
+        try:
+            return AESGCM(key).decrypt(
+                base64.b64decode(sealed.nonce),
+                base64.b64decode(sealed.ciphertext),
+                context.encode(),
+            )
+        except (InvalidTag, ValueError):
+            raise KeyringError("a sealed value does not open with its key and context") from None
+
+    def _derived(self, key_id: str, purpose: bytes) -> bytes:
+        key = self._keys.get(key_id)
+        if key is None:
+            raise KeyringError(f"no key {key_id!r} in the keyring")
+        return hmac.new(key, purpose, hashlib.sha256).digest()
+
+    def sign(self, payload: bytes) -> tuple[str, str]:
+        """Returns (key id, signature) over ``payload`` with the active key's signing key."""
+        mac = hmac.new(
+            self._derived(self.active, b"gatehouse/table-signing"), payload, hashlib.sha256
+        )
+        return self.active, mac.hexdigest()
+
+    def verify(self, payload: bytes, key_id: str, signature: str) -> bool:
+        if key_id not in self._keys:
+            return False
+        expected = hmac.new(
+            self._derived(key_id, b"gatehouse/table-signing"), payload, hashlib.sha256
+        )
+        return hmac.compare_digest(expected.hexdigest(), signature)
+
+    def channel_tokens(self) -> frozenset[str]:
+        """Tokens a proxy may present to the operator: one per key, so rotation is seamless."""
+        return frozenset(
+            self._derived(key_id, b"gatehouse/channel-token").hex() for key_id in self._keys
+        )
+
+    def channel_token(self) -> str:
+        return self._derived(self.active, b"gatehouse/channel-token").hex()
+
+
+class KeyringFile:
+    """A keyring read from a file (a mounted Secret), re-read when the file changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stamp: tuple[int, int] | None = None
+        self._keyring: Keyring | None = None
+
+    def current(self) -> Keyring:
+        stat = self.path.stat()
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if self._keyring is None or stamp != self._stamp:
+            self._keyring = Keyring.parse(self.path.read_bytes())
+            self._stamp = stamp
+        return self._keyring

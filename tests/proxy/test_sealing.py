@@ -1,0 +1,71 @@
+"""Credentials open only with their key and their context; tables verify only when untouched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gatehouse_proxy.routing_table import RoutingTable, SignedTable
+from gatehouse_proxy.sealing import Keyring, KeyringError, KeyringFile
+
+
+def test_sealed_credential_opens_with_the_same_context() -> None:
+    keyring = Keyring.generate()
+    sealed = keyring.seal(b"sk_live_123", "uid|https://api.example.com")
+    assert b"sk_live_123" not in sealed.model_dump_json().encode()
+    assert keyring.open(sealed, "uid|https://api.example.com") == b"sk_live_123"
+
+
+def test_sealed_credential_does_not_open_for_another_origin() -> None:
+    keyring = Keyring.generate()
+    sealed = keyring.seal(b"sk_live_123", "uid|https://api.example.com")
+    with pytest.raises(KeyringError, match="does not open"):
+        keyring.open(sealed, "uid|https://evil.example.net")
+
+
+def test_rotation_keeps_old_values_readable_and_seals_with_the_new_key() -> None:
+    old = Keyring.generate("k1")
+    sealed_before = old.seal(b"secret", "ctx")
+    rotated = Keyring.parse(
+        old.dump()
+        .replace('"active": "k1"', '"active": "k2"')
+        .replace('"keys": {', '"keys": {"k2": "' + "A" * 43 + '=", ')
+    )
+    assert rotated.open(sealed_before, "ctx") == b"secret"
+    assert rotated.seal(b"secret", "ctx").key_id == "k2"
+    assert old.channel_token() in rotated.channel_tokens()
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ("not json", "must be JSON"),
+        ('{"active": "a", "keys": {"a": "c2hvcnQ="}}', "must be 32 bytes"),
+        ('{"active": "b", "keys": {"a": "' + "A" * 43 + '="}}', "active key 'b'"),
+    ],
+)
+def test_malformed_keyrings_are_refused_without_echoing_keys(document: str, message: str) -> None:
+    with pytest.raises(KeyringError, match=message) as caught:
+        Keyring.parse(document)
+    assert "c2hvcnQ" not in str(caught.value)
+
+
+def test_signed_table_verifies_and_tampering_is_detected() -> None:
+    keyring = Keyring.generate()
+    signed = SignedTable.sign(RoutingTable(version=7), keyring)
+    assert signed.verified(keyring).version == 7
+    tampered = signed.model_copy(update={"table": signed.table.replace("7", "8")})
+    with pytest.raises(ValueError, match="signature"):
+        tampered.verified(keyring)
+    with pytest.raises(ValueError, match="signature"):
+        signed.verified(Keyring.generate())
+
+
+def test_keyring_file_is_reread_when_it_changes(tmp_path: Path) -> None:
+    path = tmp_path / "keyring.json"
+    path.write_text(Keyring.generate("k1").dump())
+    keyring_file = KeyringFile(path)
+    assert keyring_file.current().active == "k1"
+    path.write_text(Keyring.generate("k2-longer-id").dump())
+    assert keyring_file.current().active == "k2-longer-id"
