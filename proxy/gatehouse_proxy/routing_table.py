@@ -36,6 +36,13 @@ class Credential(_Frozen):
     scopes: tuple[str, ...] = ()
     sealed: Sealed | None = None
 
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the sealed value without revealing anything about the secret."""
+        if self.sealed is None:
+            return ""
+        return hashlib.sha256(self.sealed.ciphertext.encode()).hexdigest()[:16]
+
     def context(self, connection_uid: str, origin: str) -> str:
         """What a sealed value is bound to: opening it for another host or placement fails."""
         return f"{connection_uid}|{origin}|{self.type}|{self.location}|{self.parameter}"

@@ -1,0 +1,61 @@
+"""Credential injectors: what each auth type adds to an upstream request.
+
+The sealed secret is opened here, for the one request being made, and the plain value lives only
+in the returned :class:`Injection` until the request is sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.google_tokens import GoogleTokenSource
+from gatehouse_proxy.routing_table import ConnectionRoute
+from gatehouse_proxy.sealing import Keyring, KeyringError
+
+
+@dataclass
+class Injection:
+    headers: dict[str, str] = field(default_factory=dict)
+    query: tuple[str, str] | None = None
+
+    @property
+    def header_names(self) -> set[str]:
+        return {name.lower() for name in self.headers}
+
+
+class Injector:
+    def __init__(self, keyring: Keyring, google: GoogleTokenSource) -> None:
+        self.keyring = keyring
+        self.google = google
+
+    def _open(self, connection: ConnectionRoute) -> bytes:
+        credential = connection.credential
+        if credential.sealed is None:
+            raise ProxyError("connection_unavailable", "the connection has no credential")
+        try:
+            return self.keyring.open(
+                credential.sealed, credential.context(connection.uid, connection.origin)
+            )
+        except KeyringError:
+            raise ProxyError(
+                "connection_unavailable", "the connection's credential cannot be decrypted here"
+            ) from None
+
+    async def injection(self, connection: ConnectionRoute) -> Injection:
+        credential = connection.credential
+        if credential.type == "none":
+            return Injection()
+        if credential.type == "bearer":
+            return Injection(headers={"Authorization": f"Bearer {self._open(connection).decode()}"})
+        if credential.type == "apiKey":
+            secret = self._open(connection).decode()
+            if credential.location == "query":
+                return Injection(query=(credential.parameter, secret))
+            return Injection(headers={credential.parameter: secret})
+        # A new key file (or a re-seal) gets a new cache entry: tokens never outlive their key.
+        cache_key = (connection.uid, credential.fingerprint, *sorted(credential.scopes))
+        token = await self.google.token(
+            cache_key, credential.scopes, lambda: self._open(connection)
+        )
+        return Injection(headers={"Authorization": f"Bearer {token}"})

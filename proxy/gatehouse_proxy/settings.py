@@ -1,0 +1,55 @@
+"""Installation settings of the proxy, from the environment (the Helm chart sets them).
+
+Only the installation may loosen the network rules (http upstreams, private networks, another
+token endpoint); nothing in a connection's spec can.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from gatehouse_proxy.google_tokens import GOOGLE_TOKEN_URL
+
+
+def _flag(name: str) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("", "0", "false", "no"):
+        return False
+    if value in ("1", "true", "yes"):
+        return True
+    raise ValueError(f"{name} must be true or false, not {value!r}")
+
+
+def _list(name: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in os.environ.get(name, "").split(",") if item.strip())
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    keyring_file: Path
+    operator_url: str
+    allow_http: bool = False
+    allowed_private_networks: tuple[str, ...] = ()
+    google_token_url: str = GOOGLE_TOKEN_URL
+    upstream_ca_file: Path | None = None
+
+    @classmethod
+    def from_env(cls) -> ProxySettings:
+        missing = [
+            name
+            for name in ("GATEHOUSE_KEYRING_FILE", "GATEHOUSE_OPERATOR_URL")
+            if not os.environ.get(name)
+        ]
+        if missing:
+            raise ValueError(f"required setting(s) not set: {', '.join(missing)}")
+        ca_file = os.environ.get("GATEHOUSE_UPSTREAM_CA_FILE")
+        return cls(
+            keyring_file=Path(os.environ["GATEHOUSE_KEYRING_FILE"]),
+            operator_url=os.environ["GATEHOUSE_OPERATOR_URL"].rstrip("/"),
+            allow_http=_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
+            allowed_private_networks=_list("GATEHOUSE_ALLOWED_PRIVATE_NETWORKS"),
+            google_token_url=os.environ.get("GATEHOUSE_GOOGLE_TOKEN_URL", GOOGLE_TOKEN_URL),
+            upstream_ca_file=Path(ca_file) if ca_file else None,
+        )
