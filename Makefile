@@ -6,7 +6,7 @@ INSTALLED := $(VENV)/.installed
 DEV := $(BIN)/python -m gatehouse_dev
 PYTEST_ARGS ?=
 
-.PHONY: help install build up down demo lint test clean
+.PHONY: help install build crds up down demo lint test clean
 
 help:
 	@echo "make demo   start the local stack and show it working"
@@ -24,6 +24,9 @@ install: $(INSTALLED)
 
 build: install
 	$(DEV) build
+
+crds: install
+	$(BIN)/python -m gatehouse_operator.api.crds
 
 up: install
 	$(DEV) up

@@ -28,9 +28,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def _die_with_parent() -> None:
     # Runs in the child between fork and exec: if the test run is killed outright (SIGKILL,
-    # a CI timeout), the kernel sends the servers SIGTERM instead of leaving them orphaned.
+    # a CI timeout), the kernel kills the servers too instead of leaving them orphaned.
+    # SIGKILL, not SIGTERM: kube-apiserver's graceful shutdown hangs once etcd is gone, and
+    # nothing in a test control plane is worth a graceful stop.
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def log_tail(path: Path, lines: int = 25) -> str:

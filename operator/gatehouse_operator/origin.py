@@ -1,0 +1,64 @@
+"""The canonical origin of a connection's baseURL: what the proxy pins requests to.
+
+The CRD's rules already refuse paths, queries, fragments and credentials; this adds what CEL
+cannot check well: host syntax, internationalised names (to punycode), trailing dots, numeric host
+forms that resolvers read as IP addresses (``2130706433``, ``0x7f.1``), and the installation's
+scheme rule.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from urllib.parse import urlsplit
+
+_NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+))*$")
+_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+class OriginError(ValueError):
+    """baseURL is not a usable origin; the message says which rule it breaks."""
+
+
+def normalise_origin(base_url: str, *, allow_http: bool) -> str:
+    parts = urlsplit(base_url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise OriginError("baseURL must use https")
+    if scheme == "http" and not allow_http:
+        raise OriginError("baseURL uses http, which this installation does not allow")
+    if parts.username is not None or parts.password is not None:
+        raise OriginError("baseURL must not contain credentials")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise OriginError("baseURL must be an origin: no path, query or fragment")
+    try:
+        port = parts.port
+    except ValueError:
+        raise OriginError("baseURL has an invalid port") from None
+    host = (parts.hostname or "").rstrip(".")
+    if not host:
+        raise OriginError("baseURL must include a host")
+    host = _canonical_host(host)
+    shown = f"[{host}]" if ":" in host else host
+    suffix = f":{port}" if port is not None and port != _DEFAULT_PORTS[scheme] else ""
+    return f"{scheme}://{shown}{suffix}"
+
+
+def _canonical_host(host: str) -> str:
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    if _NUMERIC_HOST.match(host):
+        raise OriginError(
+            f"baseURL host {host!r} looks like a numeric address in a non-standard form; "
+            "write the IP address in dotted-decimal form or use a host name"
+        )
+    try:
+        ascii_host = host.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        raise OriginError(f"baseURL host {host!r} is not a valid host name") from None
+    if not all(_LABEL.match(label) for label in ascii_host.split(".")):
+        raise OriginError(f"baseURL host {host!r} is not a valid host name")
+    return ascii_host

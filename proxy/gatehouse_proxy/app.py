@@ -1,0 +1,191 @@
+"""The proxy's HTTP surface: the app-facing fetch endpoint, health, readiness and metrics.
+
+An app calls ``{METHOD} /v1/fetch/{alias}/{path}?{query}`` with ``Authorization: Bearer <its
+credential>``. The checks run in order — table, app, alias, connection, method, path, rate, size —
+and the first that fails answers with its :class:`~gatehouse_proxy.errors.ProxyError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from urllib.parse import quote, unquote
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from gatehouse_proxy import headers as header_policy
+from gatehouse_proxy import metrics
+from gatehouse_proxy.errors import ProxyError, error_response
+from gatehouse_proxy.forwarder import Forwarder, new_session
+from gatehouse_proxy.google_tokens import GoogleTokenSource
+from gatehouse_proxy.injectors import Injection, Injector
+from gatehouse_proxy.matcher import check_method, check_path, normalise
+from gatehouse_proxy.network_guard import NetworkPolicy
+from gatehouse_proxy.rate_limit import RateLimiter
+from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute
+from gatehouse_proxy.sealing import KeyringFile
+from gatehouse_proxy.settings import ProxySettings
+from gatehouse_proxy.table_feed import ActiveTable, TableFeed, TableStore
+
+log = logging.getLogger("gatehouse.proxy")
+
+FETCH_PREFIX = b"/v1/fetch/"
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+class Proxy:
+    """The state one proxy process shares across requests."""
+
+    def __init__(self, settings: ProxySettings) -> None:
+        self.settings = settings
+        self.keyring = KeyringFile(settings.keyring_file)
+        self.store = TableStore()
+        self.limiter = RateLimiter()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        policy = NetworkPolicy(self.settings.allowed_private_networks)
+        ca_file = str(self.settings.upstream_ca_file) if self.settings.upstream_ca_file else None
+        session = new_session(policy, ca_file)
+        self.forwarder = Forwarder(session, policy, self.settings.allow_http)
+        self.google = GoogleTokenSource(session, self.settings.google_token_url)
+        feed = TableFeed(self.store, self.settings.operator_url, self.keyring, session)
+        self._tasks.append(asyncio.create_task(feed.run(), name="table-feed"))
+        try:
+            yield
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await session.close()
+
+    def _table(self) -> ActiveTable:
+        if self.store.current is None:
+            raise ProxyError("not_ready", "the proxy has not received a routing table yet")
+        return self.store.current
+
+    @staticmethod
+    def _app(active: ActiveTable, request: Request) -> AppRoute:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        app = active.app_for_token(token.strip()) if scheme.lower() == "bearer" else None
+        if app is None:
+            raise ProxyError(
+                "unauthenticated", "send the app's credential as Authorization: Bearer"
+            )
+        return app
+
+    @staticmethod
+    def _connection(active: ActiveTable, app: AppRoute, alias: str) -> ConnectionRoute:
+        key = app.links.get(alias)
+        connection = active.table.connections.get(key) if key else None
+        if connection is None:
+            raise ProxyError("unknown_alias", f"no connection is linked under the alias {alias!r}")
+        if connection.unavailable:
+            raise ProxyError("connection_unavailable", connection.unavailable)
+        return connection
+
+    async def fetch(self, request: Request) -> Response:
+        started = time.perf_counter()
+        raw = request.scope.get("raw_path") or request.scope["path"].encode()
+        alias_raw, _, rest = raw[len(FETCH_PREFIX) :].partition(b"/")
+        alias = unquote(alias_raw.decode("latin-1"))
+        # Labels are filled in as the request is identified; unauthenticated requests stay
+        # unlabelled, so made-up aliases cannot grow the metric's cardinality.
+        labels = metrics.Labels()
+        try:
+            active = self._table()
+            app = self._app(active, request)
+            labels = metrics.Labels(app=app.key)
+            connection = self._connection(active, app, alias)
+            labels = metrics.Labels(app=app.key, connection=connection.key)
+            response = await self._forward(request, app, connection, b"/" + rest)
+        except ProxyError as error:
+            response = error_response(error)
+            labels = labels.with_code(error.code)
+        metrics.observe(labels, request.method, response.status_code, time.perf_counter() - started)
+        return response
+
+    async def _forward(
+        self, request: Request, app: AppRoute, connection: ConnectionRoute, raw_path: bytes
+    ) -> Response:
+        check_method(request.method, connection.allowed_methods)
+        path = normalise(raw_path)
+        check_path(path, connection.allowed_paths)
+        self.limiter.acquire(connection.key, app.key, connection.limits.requests_per_minute)
+        body = await _read_body(request, connection.limits.max_request_bytes)
+
+        injection = await Injector(self.keyring.current(), self.google).injection(connection)
+        url = connection.origin + path.encoded + _query(request.scope["query_string"], injection)
+        outgoing = header_policy.upstream_request_headers(
+            request.headers.items(), injection.header_names
+        )
+        upstream = await self.forwarder.send(
+            method=request.method,
+            url=url,
+            headers=outgoing + list(injection.headers.items()),
+            body=body,
+            timeout_seconds=connection.limits.timeout_seconds,
+            max_response_bytes=connection.limits.max_response_bytes,
+        )
+        return StreamingResponse(
+            upstream.body(),
+            status_code=upstream.status,
+            headers=dict(header_policy.app_response_headers(upstream.headers())),
+        )
+
+
+def _query(raw: bytes, injection: Injection) -> str:
+    """The app's query string, minus any parameter the injected API key overrides."""
+    pairs = [pair for pair in raw.decode("latin-1").split("&") if pair]
+    if injection.query is not None:
+        name, secret = injection.query
+        pairs = [p for p in pairs if unquote(p.partition("=")[0]).lower() != name.lower()]
+        pairs.append(f"{quote(name, safe='')}={quote(secret, safe='')}")
+    return "?" + "&".join(pairs) if pairs else ""
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(settings: ProxySettings) -> Starlette:
+    proxy = Proxy(settings)
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(request: Request) -> Response:
+        current = proxy.store.current
+        if current is None:
+            return JSONResponse({"ready": False, "reason": "no routing table yet"}, status_code=503)
+        return JSONResponse({"ready": True, "tableVersion": current.table.version})
+
+    app = Starlette(
+        routes=[
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+            Route("/metrics", metrics.endpoint),
+            Route("/v1/fetch/{alias}/{path:path}", proxy.fetch, methods=METHODS),
+            Route("/v1/fetch/{alias}", proxy.fetch, methods=METHODS),
+        ],
+        lifespan=proxy.lifespan,
+    )
+    app.state.proxy = proxy
+    return app

@@ -1,0 +1,48 @@
+"""Prometheus metrics per connection and app: counts by outcome, and latency.
+
+Labels carry resource keys and error codes only: never a path, a query string or a header value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import generate_latest
+from starlette.requests import Request
+from starlette.responses import Response
+
+REGISTRY = CollectorRegistry()
+
+REQUESTS = Counter(
+    "gatehouse_proxy_requests",
+    "App requests handled, by connection, app, method, status and outcome code.",
+    ["connection", "app", "method", "status", "code"],
+    registry=REGISTRY,
+)
+DURATION = Histogram(
+    "gatehouse_proxy_request_duration_seconds",
+    "Time to the upstream's response headers (or the refusal), by connection and app.",
+    ["connection", "app"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+    registry=REGISTRY,
+)
+
+
+@dataclass(frozen=True)
+class Labels:
+    app: str = ""
+    connection: str = ""
+    code: str = "ok"
+
+    def with_code(self, code: str) -> Labels:
+        return replace(self, code=code)
+
+
+def observe(labels: Labels, method: str, status: int, seconds: float) -> None:
+    REQUESTS.labels(labels.connection, labels.app, method, str(status), labels.code).inc()
+    DURATION.labels(labels.connection, labels.app).observe(seconds)
+
+
+async def endpoint(request: Request) -> Response:
+    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
