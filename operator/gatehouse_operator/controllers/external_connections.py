@@ -1,0 +1,131 @@
+"""ExternalConnection: compile each connection into a route, and say whether it works.
+
+Conditions: ``Accepted`` (the spec makes a usable origin), ``CredentialReady`` (the Secret exists
+and holds a usable secret, now sealed) and ``Ready`` (the proxy routes it). A connection that is
+not Ready stays in the routing table marked unavailable, so the proxy answers 503 rather than
+calling upstream with stale or missing credentials.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
+from gatehouse_operator.api.meta import GROUP, VERSION
+from gatehouse_operator.conditions import Verdict, ready
+from gatehouse_operator.controllers import linked_apps
+from gatehouse_operator.credentials import CredentialProblem, seal_credential, verdict_for
+from gatehouse_operator.origin import OriginError, normalise_origin
+from gatehouse_operator.runtime import Runtime, resource_key
+from gatehouse_proxy.routing_table import ConnectionRoute, Credential, Limits
+
+PLURAL = EXTERNAL_CONNECTION.plural
+_UNSET = object()
+
+
+def _route(
+    key: str,
+    body: dict[str, Any],
+    spec: ExternalConnectionSpec,
+    origin: str,
+    credential: Credential,
+    unavailable: str,
+) -> ConnectionRoute:
+    return ConnectionRoute(
+        key=key,
+        uid=body["metadata"]["uid"],
+        origin=origin,
+        allowed_methods=frozenset(spec.allowed_methods),
+        allowed_paths=tuple(spec.allowed_paths),
+        credential=credential,
+        limits=Limits(
+            timeout_seconds=spec.limits.timeout_seconds,
+            max_request_bytes=spec.limits.max_request_bytes,
+            max_response_bytes=spec.limits.max_response_bytes,
+            requests_per_minute=spec.limits.requests_per_minute,
+        ),
+        unavailable=unavailable,
+    )
+
+
+async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _UNSET) -> None:
+    """Compiles the connection, publishes the table, writes status. Safe to repeat."""
+    key = resource_key(body)
+    namespace = body["metadata"]["namespace"]
+    try:
+        spec = ExternalConnectionSpec.model_validate(body.get("spec", {}))
+    except ValidationError as error:
+        # The CRD schema should have refused this already; say what is wrong all the same.
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        verdict = Verdict("Accepted", "False", "InvalidSpec", f"spec.{where}: {first['msg']}")
+        runtime.world.drop_connection(key)
+        runtime.refresh_table()
+        await runtime.write_status(
+            EXTERNAL_CONNECTION,
+            body,
+            [verdict, ready([verdict], "", "")],
+            {"hasSecret": False},
+            key,
+        )
+        return
+
+    verdicts: list[Verdict] = []
+    origin = ""
+    try:
+        origin = normalise_origin(spec.base_url, allow_http=runtime.settings.allow_http)
+        verdicts.append(Verdict("Accepted", "True", "Valid", f"requests are pinned to {origin}"))
+    except OriginError as error:
+        verdicts.append(Verdict("Accepted", "False", "InvalidBaseURL", str(error)))
+
+    ref = spec.auth.secret_ref
+    if secret_data is _UNSET:
+        secret_data = await runtime.kube.secret_data(namespace, ref.name) if ref else None
+    value = secret_data.get(ref.key) if ref and secret_data else None
+    problem: CredentialProblem | None = None
+    cache_key = runtime.seal_cache_key(
+        body["metadata"]["uid"], origin, spec.auth.model_dump_json(), value
+    )
+    credential = runtime.sealed.get(cache_key)
+    if credential is None:
+        try:
+            credential = seal_credential(
+                spec.auth,
+                secret_data,
+                keyring=runtime.keyring.current(),
+                connection_uid=body["metadata"]["uid"],
+                origin=origin,
+            )
+            runtime.sealed[cache_key] = credential
+        except CredentialProblem as caught:
+            problem = caught
+            credential = Credential(type=spec.auth.type)
+    verdicts.append(verdict_for(problem, spec.auth))
+    summary = ready(verdicts, "Routed", f"the proxy routes requests to {origin}")
+    unavailable = "" if summary.ok else f"the connection is not ready: {summary.message}"
+
+    runtime.world.put_connection(_route(key, body, spec, origin, credential, unavailable), body)
+    runtime.refresh_table()
+    extra = {"origin": origin, "hasSecret": credential.sealed is not None}
+    await runtime.write_status(EXTERNAL_CONNECTION, body, [*verdicts, summary], extra, key)
+    await linked_apps.refresh_statuses(runtime, runtime.world.apps_linking(key))
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL)
+async def connection_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await reconcile(memo.runtime, dict(body))
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+async def connection_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    runtime: Runtime = memo.runtime
+    key = resource_key(dict(body))
+    runtime.world.drop_connection(key)
+    runtime.forget(key)
+    runtime.refresh_table()
+    await linked_apps.refresh_statuses(runtime, runtime.world.apps_linking(key))

@@ -1,0 +1,105 @@
+"""Operator start-up and shut-down: settings, API client, table server, keyring watch."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from typing import Any
+
+import kopf
+import uvicorn
+from kubernetes.aio import client, config
+
+from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.controllers import external_connections
+from gatehouse_operator.kube import Kube
+from gatehouse_operator.runtime import Runtime, app_key, resource_key
+from gatehouse_operator.settings import OperatorSettings
+from gatehouse_operator.table_server import EmbeddedServer, Publisher, create_app
+from gatehouse_proxy.sealing import KeyringFile
+
+FINALIZER = "gatehouse.dev/finalizer"
+log = logging.getLogger("gatehouse.operator")
+
+
+async def _api_client() -> client.ApiClient:
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return client.ApiClient(configuration)
+    api: client.ApiClient = await config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=os.environ.get("KUBECONFIG")
+    )
+    return api
+
+
+@kopf.on.startup()
+async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="gatehouse.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="gatehouse.dev", key="last-handled-configuration"
+    )
+    options = OperatorSettings.from_env()
+    keyring = KeyringFile(options.keyring_file)
+    keyring.current()  # fail at start-up, clearly, rather than at the first connection
+    api = await _api_client()
+    runtime = Runtime(options, Kube(api), keyring, Publisher(keyring))
+
+    expected = {resource_key(item) for item in await runtime.kube.existing(EXTERNAL_CONNECTION)}
+    for kind in (DATA_APP, CHART_TYPE):
+        expected |= {app_key(kind, item) for item in await runtime.kube.existing(kind)}
+    runtime.world.expect(expected, options.initial_sync_seconds)
+
+    server = EmbeddedServer(
+        uvicorn.Config(
+            create_app(runtime.publisher),
+            host=options.table_host,
+            port=options.table_port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+        )
+    )
+    memo.runtime = runtime
+    memo.api = api
+    memo.server = server
+    memo.tasks = [
+        asyncio.create_task(server.serve(), name="table-server"),
+        asyncio.create_task(_housekeeping(runtime), name="housekeeping"),
+    ]
+    log.info("waiting to see %d existing resources before the first table", len(expected))
+
+
+async def _housekeeping(runtime: Runtime) -> None:
+    """Publishes the first table once synced, and re-seals everything when the keyring rotates."""
+    active = runtime.keyring.current().active
+    while True:
+        await asyncio.sleep(1.0)
+        if runtime.publisher.current is None:
+            runtime.refresh_table()
+        try:
+            now_active = runtime.keyring.current().active
+        except (OSError, ValueError) as error:
+            log.error("cannot read the keyring (%s); keeping the current key", type(error).__name__)
+            continue
+        if now_active != active:
+            log.info("keyring rotated to key %r: re-sealing every credential", now_active)
+            active = now_active
+            runtime.sealed.clear()
+            for body in list(runtime.world.connection_bodies.values()):
+                await external_connections.reconcile(runtime, body)
+
+
+@kopf.on.cleanup()
+async def stop(memo: Any, **_: Any) -> None:
+    memo.server.should_exit = True
+    for task in memo.tasks:
+        if task.get_name() != "table-server":
+            task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.gather(*memo.tasks, return_exceptions=True)
+    await memo.api.close()

@@ -1,0 +1,140 @@
+"""DataApp and ChartType: issue each app a proxy credential and route its aliases.
+
+The credential lives in a Secret the app owns (``<kind>-<name>-gatehouse``, key ``token``); the
+routing table holds only its SHA-256. Conditions: ``CredentialIssued``, ``LinksReady`` (every
+alias names a connection that is Ready) and ``Ready``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP, LinkedAppSpec
+from gatehouse_operator.api.meta import GROUP, VERSION, Kind
+from gatehouse_operator.conditions import Verdict, ready
+from gatehouse_operator.kube import CREDENTIAL_LABEL
+from gatehouse_operator.runtime import Runtime, app_key
+from gatehouse_proxy.routing_table import AppRoute, token_sha256
+
+KINDS = {DATA_APP.kind: DATA_APP, CHART_TYPE.kind: CHART_TYPE}
+
+
+def credential_secret_name(kind: Kind, name: str) -> str:
+    return f"{kind.singular}-{name}-gatehouse"
+
+
+def _link_statuses(runtime: Runtime, route: AppRoute) -> list[dict[str, Any]]:
+    statuses = []
+    for alias, connection_key in sorted(route.links.items()):
+        connection = runtime.world.connections.get(connection_key)
+        name = connection_key.split("/", 1)[1]
+        if connection is None:
+            reason = "ConnectionNotFound"
+        elif connection.unavailable:
+            reason = "ConnectionNotReady"
+        else:
+            reason = ""
+        statuses.append(
+            {"alias": alias, "connection": name, "ready": not reason, "reason": reason or "Routed"}
+        )
+    return statuses
+
+
+async def _write_status(
+    runtime: Runtime, kind: Kind, body: dict[str, Any], route: AppRoute
+) -> None:
+    links = _link_statuses(runtime, route)
+    broken = [link for link in links if not link["ready"]]
+    secret = credential_secret_name(kind, body["metadata"]["name"])
+    verdicts = [
+        Verdict(
+            "CredentialIssued", "True", "SecretCreated", f"the proxy credential is in {secret}"
+        ),
+        Verdict("LinksReady", "True", "AllLinksReady", f"{len(links)} connection(s) routed")
+        if not broken
+        else Verdict(
+            "LinksReady",
+            "False",
+            broken[0]["reason"],
+            "; ".join(
+                f"{link['alias']} -> {link['connection']}: {link['reason']}" for link in broken
+            ),
+        ),
+    ]
+    summary = ready(verdicts, "Routed", "every alias is routed by the proxy")
+    extra = {"credentialSecret": secret, "links": links}
+    await runtime.write_status(kind, body, [*verdicts, summary], extra, route.key)
+
+
+async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
+    meta = body["metadata"]
+    key = app_key(kind, body)
+    try:
+        spec = LinkedAppSpec.model_validate(body.get("spec", {}))
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        verdict = Verdict("Ready", "False", "InvalidSpec", f"spec.{where}: {first['msg']}")
+        await runtime.write_status(kind, body, [verdict], {}, key)
+        return
+    owner = {"kind": kind.kind, "name": meta["name"], "uid": meta["uid"]}
+    token = await runtime.kube.app_token(
+        meta["namespace"], credential_secret_name(kind, meta["name"]), owner
+    )
+    route = AppRoute(
+        key=key,
+        token_sha256=token_sha256(token),
+        links={link.alias: f"{meta['namespace']}/{link.connection}" for link in spec.connections},
+    )
+    runtime.world.put_app(route, body, seen_as=key)
+    runtime.refresh_table()
+    await _write_status(runtime, kind, body, route)
+
+
+async def refresh_statuses(runtime: Runtime, keys: list[str]) -> None:
+    """Re-reports apps whose links changed state because a connection did."""
+    for key in keys:
+        route = runtime.world.apps.get(key)
+        body = runtime.world.app_bodies.get(key)
+        if route is not None and body is not None:
+            await _write_status(runtime, KINDS[key.split("/")[1]], body, route)
+
+
+def _kind(body: kopf.Body) -> Kind:
+    return KINDS[body["kind"]]
+
+
+@kopf.on.resume(GROUP, VERSION, DATA_APP.plural)
+@kopf.on.create(GROUP, VERSION, DATA_APP.plural)
+@kopf.on.update(GROUP, VERSION, DATA_APP.plural)
+@kopf.on.resume(GROUP, VERSION, CHART_TYPE.plural)
+@kopf.on.create(GROUP, VERSION, CHART_TYPE.plural)
+@kopf.on.update(GROUP, VERSION, CHART_TYPE.plural)
+async def app_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await reconcile(memo.runtime, _kind(body), dict(body))
+
+
+@kopf.on.delete(GROUP, VERSION, DATA_APP.plural)
+@kopf.on.delete(GROUP, VERSION, CHART_TYPE.plural)
+async def app_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    runtime: Runtime = memo.runtime
+    kind = _kind(body)
+    key = app_key(kind, dict(body))
+    runtime.world.drop_app(key, seen_as=key)
+    runtime.forget(key)
+    runtime.refresh_table()
+    # Garbage collection removes the owned Secret in a real cluster; deleting it here as well
+    # means the credential is gone with the app even where no controller-manager runs.
+    await runtime.kube.delete_secret(
+        body["metadata"]["namespace"], credential_secret_name(kind, body["metadata"]["name"])
+    )
+
+
+def app_for_credential_secret(labels: dict[str, str], namespace: str) -> str | None:
+    """The app key a credential Secret belongs to, from the label the operator put on it."""
+    owner = labels.get(CREDENTIAL_LABEL, "")
+    kind, _, name = owner.partition(".")
+    return f"{namespace}/{kind}/{name}" if kind in KINDS and name else None

@@ -1,0 +1,55 @@
+"""Secrets: a rotated or deleted Secret reaches the proxy within seconds.
+
+The operator watches Secrets but acts only on those a connection references (its credential) or
+that hold an app's proxy credential; for the rest the filter answers no without reading them.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import kopf
+
+from gatehouse_operator.controllers import external_connections, linked_apps
+from gatehouse_operator.runtime import Runtime
+from gatehouse_proxy.routing_table import token_sha256
+
+
+def _relevant(name: str, namespace: str | None, labels: kopf.Labels, memo: Any, **_: Any) -> bool:
+    runtime: Runtime = memo.runtime
+    if namespace is None:
+        return False
+    return bool(
+        runtime.world.connections_using_secret(namespace, name)
+        or linked_apps.app_for_credential_secret(dict(labels), namespace)
+    )
+
+
+@kopf.on.event("", "v1", "secrets", when=_relevant)
+async def secret_event(
+    event: kopf.RawEvent, body: kopf.Body, name: str, namespace: str | None, memo: Any, **_: Any
+) -> None:
+    runtime: Runtime = memo.runtime
+    if namespace is None:
+        return
+    deleted = event.get("type") == "DELETED"
+    data = (
+        None
+        if deleted
+        else {key: base64.b64decode(value) for key, value in (body.get("data") or {}).items()}
+    )
+    for key in runtime.world.connections_using_secret(namespace, name):
+        await external_connections.reconcile(
+            runtime, runtime.world.connection_bodies[key], secret_data=data
+        )
+
+    app = linked_apps.app_for_credential_secret(
+        dict(body.get("metadata", {}).get("labels") or {}), namespace
+    )
+    route = runtime.world.apps.get(app) if app else None
+    token = (data or {}).get("token", b"").decode()
+    if app and route is not None and (deleted or route.token_sha256 != token_sha256(token)):
+        # Deleted or edited by hand: issue a fresh credential (or adopt the edited one).
+        kind = linked_apps.KINDS[app.split("/")[1]]
+        await linked_apps.reconcile(runtime, kind, runtime.world.app_bodies[app])

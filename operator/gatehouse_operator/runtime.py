@@ -1,0 +1,83 @@
+"""What the operator's handlers share (kopf hands it to them as ``memo.runtime``).
+
+Also the one place status is written: conditions merged with their transition times, a Kubernetes
+Event for every condition whose status or reason moved, ``observedGeneration`` stamped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import kopf
+
+from gatehouse_operator import conditions
+from gatehouse_operator.api.meta import Kind
+from gatehouse_operator.conditions import Verdict
+from gatehouse_operator.kube import Kube
+from gatehouse_operator.settings import OperatorSettings
+from gatehouse_operator.table_server import Publisher
+from gatehouse_operator.world import World
+from gatehouse_proxy.routing_table import Credential
+from gatehouse_proxy.sealing import KeyringFile
+
+log = logging.getLogger("gatehouse.operator")
+
+
+def resource_key(body: dict[str, Any]) -> str:
+    return f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+
+
+def app_key(kind: Kind, body: dict[str, Any]) -> str:
+    return f"{body['metadata']['namespace']}/{kind.kind}/{body['metadata']['name']}"
+
+
+@dataclass
+class Runtime:
+    settings: OperatorSettings
+    kube: Kube
+    keyring: KeyringFile
+    publisher: Publisher
+    world: World = field(default_factory=World)
+    sealed: dict[tuple[str, ...], Credential] = field(default_factory=dict)
+    _conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def refresh_table(self) -> None:
+        table = self.world.next_table()
+        if table is not None:
+            self.publisher.publish(table)
+
+    def seal_cache_key(
+        self, uid: str, origin: str, auth: str, value: bytes | None
+    ) -> tuple[str, ...]:
+        """Re-sealing an unchanged secret would change its ciphertext and so every cached token."""
+        digest = hashlib.sha256(value).hexdigest() if value is not None else ""
+        return (uid, origin, auth, digest, self.keyring.current().active)
+
+    async def write_status(
+        self,
+        kind: Kind,
+        body: dict[str, Any],
+        verdicts: Sequence[Verdict],
+        extra: dict[str, Any],
+        key: str,
+    ) -> None:
+        existing = self._conditions.get(key) or body.get("status", {}).get("conditions", [])
+        generation = int(body["metadata"].get("generation", 0))
+        merged, changed = conditions.merge(existing, verdicts, generation)
+        self._conditions[key] = merged
+        subject = cast(kopf.Body, body)  # kopf reads only apiVersion, kind and metadata
+        for verdict in changed:
+            if verdict.type == "Ready" and verdict.ok:
+                kopf.event(subject, type="Normal", reason=verdict.reason, message=verdict.message)
+            elif not verdict.ok:
+                kopf.event(subject, type="Warning", reason=verdict.reason, message=verdict.message)
+        status = {"observedGeneration": generation, "conditions": merged, **extra}
+        meta = body["metadata"]
+        await self.kube.patch_status(kind, meta["namespace"], meta["name"], status)
+
+    def forget(self, key: str) -> None:
+        self._conditions.pop(key, None)

@@ -1,0 +1,39 @@
+"""Installation settings of the operator, from the environment (the Helm chart sets them)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def _flag(name: str) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("", "0", "false", "no"):
+        return False
+    if value in ("1", "true", "yes"):
+        return True
+    raise ValueError(f"{name} must be true or false, not {value!r}")
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    keyring_file: Path
+    table_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod; the proxies connect to it)
+    table_port: int = 8081
+    allow_http: bool = False
+    # How long a fresh operator waits to see every existing resource before it publishes a table,
+    # so that proxies never receive a partial one after a restart.
+    initial_sync_seconds: float = 30.0
+
+    @classmethod
+    def from_env(cls) -> OperatorSettings:
+        keyring = os.environ.get("GATEHOUSE_KEYRING_FILE")
+        if not keyring:
+            raise ValueError("required setting not set: GATEHOUSE_KEYRING_FILE")
+        return cls(
+            keyring_file=Path(keyring),
+            table_host=os.environ.get("GATEHOUSE_TABLE_HOST", cls.table_host),
+            table_port=int(os.environ.get("GATEHOUSE_TABLE_PORT", str(cls.table_port))),
+            allow_http=_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
+        )
