@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import secrets
+import time
 from typing import Any, cast
 
 from kubernetes.aio import client
@@ -80,11 +82,22 @@ class Kube:
             if error.status != 404:  # deleted meanwhile: nothing left to report on
                 raise
 
-    async def existing(self, kind: Kind) -> list[dict[str, Any]]:
-        """Every object of ``kind`` in the cluster, as plain dicts."""
-        listing = cast(
-            dict[str, Any],
-            await self.custom.list_cluster_custom_object(GROUP, VERSION, kind.plural),
-        )
-        items: list[dict[str, Any]] = listing.get("items", [])
-        return items
+    async def existing(self, kind: Kind, patience: float = 30.0) -> list[dict[str, Any]]:
+        """Every object of ``kind`` in the cluster, as plain dicts.
+
+        Retries while the API server says it is busy: right after a CRD is installed, listing
+        its objects answers 429 "storage is (re)initializing" for a moment.
+        """
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                listing = cast(
+                    dict[str, Any],
+                    await self.custom.list_cluster_custom_object(GROUP, VERSION, kind.plural),
+                )
+                items: list[dict[str, Any]] = listing.get("items", [])
+                return items
+            except client.ApiException as error:
+                if error.status not in (429, 500, 503) or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(0.5)

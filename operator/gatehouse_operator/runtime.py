@@ -69,12 +69,17 @@ class Runtime:
         generation = int(body["metadata"].get("generation", 0))
         merged, changed = conditions.merge(existing, verdicts, generation)
         self._conditions[key] = merged
+        # One Event per move of Ready: its reason is the failing condition's, so the others
+        # would only repeat it.
         subject = cast(kopf.Body, body)  # kopf reads only apiVersion, kind and metadata
         for verdict in changed:
-            if verdict.type == "Ready" and verdict.ok:
-                kopf.event(subject, type="Normal", reason=verdict.reason, message=verdict.message)
-            elif not verdict.ok:
-                kopf.event(subject, type="Warning", reason=verdict.reason, message=verdict.message)
+            if verdict.type == "Ready":
+                kopf.event(
+                    subject,
+                    type="Normal" if verdict.ok else "Warning",
+                    reason=verdict.reason,
+                    message=verdict.message,
+                )
         status = {"observedGeneration": generation, "conditions": merged, **extra}
         meta = body["metadata"]
         await self.kube.patch_status(kind, meta["namespace"], meta["name"], status)

@@ -1,0 +1,80 @@
+"""A real third-party API stand-in on 127.0.0.1 for tests and the demo.
+
+``/echo/...`` answers with what it received (method, path, query, headers, body), so a test can
+assert exactly what the proxy sent. The other routes misbehave on purpose: a redirect, a huge or
+endless body, a slow answer, cookies and internal headers to strip.
+
+``python -m gatehouse_dev.upstream --port 18080`` serves it; tests start it as a subprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from aiohttp import web
+
+
+async def echo(request: web.Request) -> web.Response:
+    body = await request.read()
+    return web.json_response(
+        {
+            "method": request.method,
+            "path": request.raw_path.split("?", 1)[0],
+            "query": request.query_string,
+            "headers": {name.lower(): value for name, value in request.headers.items()},
+            "body": body.decode("utf-8", "replace"),
+        },
+        headers={
+            "Set-Cookie": "session=upstream-secret",
+            "X-Internal-Trace": "node-7",
+            "X-RateLimit-Remaining": "99",
+            "ETag": '"v1"',
+        },
+    )
+
+
+async def redirect(request: web.Request) -> web.Response:
+    raise web.HTTPFound("http://127.0.0.1:9/elsewhere")
+
+
+async def big(request: web.Request) -> web.StreamResponse:
+    size = int(request.query.get("bytes", "2000000"))
+    chunked = request.query.get("chunked") == "1"
+    response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+    if not chunked:
+        response.content_length = size
+    await response.prepare(request)
+    sent = 0
+    while sent < size:
+        part = min(65536, size - sent)
+        await response.write(b"x" * part)
+        sent += part
+    await response.write_eof()
+    return response
+
+
+async def slow(request: web.Request) -> web.Response:
+    await asyncio.sleep(float(request.query.get("seconds", "5")))
+    return web.json_response({"slow": True})
+
+
+def create_app() -> web.Application:
+    app = web.Application()
+    app.router.add_route("*", "/echo{tail:.*}", echo)
+    app.router.add_get("/redirect", redirect)
+    app.router.add_get("/big", big)
+    app.router.add_get("/slow", slow)
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    web.run_app(create_app(), host=args.host, port=args.port, print=None)
+
+
+if __name__ == "__main__":
+    main()
