@@ -20,8 +20,8 @@ async def echo(request: web.Request) -> web.Response:
     return web.json_response(
         {
             "method": request.method,
-            "path": request.raw_path.split("?", 1)[0],
-            "query": request.query_string,
+            "path": request.raw_path.partition("?")[0],
+            "query": request.raw_path.partition("?")[2],
             "headers": {name.lower(): value for name, value in request.headers.items()},
             "body": body.decode("utf-8", "replace"),
         },

@@ -1,0 +1,143 @@
+"""Gatehouse itself on the local machine: operator, proxy replicas and an example upstream.
+
+Each runs as its own process, exactly as in a Pod (``python -m gatehouse_operator`` and
+``python -m gatehouse_proxy``), against the cluster it is given, on free loopback ports, with its
+log in the work folder. Tests, ``make up`` and the demo start them through :class:`LocalGatehouse`.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.processes import Server, free_port
+from gatehouse_operator.api import crds
+from gatehouse_proxy.sealing import Keyring
+
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = ROOT / "crds"
+
+
+@dataclass
+class Endpoint:
+    server: Server
+    url: str
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@dataclass
+class LocalGatehouse:
+    cluster: Cluster
+    workdir: Path
+    detached: bool = False
+    table_port: int = field(default_factory=free_port)
+    servers: list[Server] = field(default_factory=list)
+
+    @property
+    def keyring_file(self) -> Path:
+        return self.workdir / "keyring.json"
+
+    @property
+    def operator_url(self) -> str:
+        return f"http://127.0.0.1:{self.table_port}"
+
+    def install_crds(self) -> None:
+        self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
+        names = [f"crd/{kind.crd_name}" for kind in crds.KINDS]
+        self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", *names)
+
+    def write_keyring(self, keyring: Keyring | None = None) -> Keyring:
+        keyring = keyring or Keyring.generate("k1")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        partial = self.keyring_file.with_suffix(".partial")
+        partial.write_text(keyring.dump())
+        partial.chmod(0o600)
+        partial.replace(self.keyring_file)  # atomic, like a Secret volume's symlink swap
+        return keyring
+
+    def _start(
+        self, name: str, argv: list[str], env: dict[str, str], url: str, ready_path: str
+    ) -> Endpoint:
+        server = Server(name, argv, self.workdir / "logs" / f"{name}.log")
+        server.start(detached=self.detached, env={**self.cluster.env(), **env})
+        self.servers.append(server)
+        server.wait_until(lambda: _answers(url + ready_path), timeout=60)
+        return Endpoint(server, url)
+
+    def start_upstream(self) -> Endpoint:
+        port = free_port()
+        argv = [sys.executable, "-m", "gatehouse_dev.upstream", "--port", str(port)]
+        return self._start(f"upstream-{port}", argv, {}, f"http://127.0.0.1:{port}", "/echo/ready")
+
+    def start_token_endpoint(self, public_key: rsa.RSAPublicKey, client_email: str) -> Endpoint:
+        port = free_port()
+        key_path = self.workdir / f"token-endpoint-{port}.pem"
+        key_path.write_bytes(
+            public_key.public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+        argv = [
+            sys.executable,
+            "-m",
+            "gatehouse_dev.token_endpoint",
+            f"--port={port}",
+            f"--public-key={key_path}",
+            f"--client-email={client_email}",
+        ]
+        return self._start(f"token-endpoint-{port}", argv, {}, f"http://127.0.0.1:{port}", "/stats")
+
+    def operator_env(self) -> dict[str, str]:
+        return {
+            "GATEHOUSE_KEYRING_FILE": str(self.keyring_file),
+            "GATEHOUSE_TABLE_HOST": "127.0.0.1",
+            "GATEHOUSE_TABLE_PORT": str(self.table_port),
+            "GATEHOUSE_ALLOW_HTTP_UPSTREAMS": "true",
+        }
+
+    def start_operator(self) -> Endpoint:
+        liveness = free_port()
+        argv = [
+            sys.executable,
+            "-m",
+            "gatehouse_operator",
+            f"--liveness=http://127.0.0.1:{liveness}/healthz",
+        ]
+        return self._start("operator", argv, self.operator_env(), self.operator_url, "/healthz")
+
+    def start_proxy(self, *, token_url: str = "") -> Endpoint:
+        port = free_port()
+        env = {
+            "GATEHOUSE_KEYRING_FILE": str(self.keyring_file),
+            "GATEHOUSE_OPERATOR_URL": self.operator_url,
+            "GATEHOUSE_ALLOW_HTTP_UPSTREAMS": "true",
+            "GATEHOUSE_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8,::1/128",
+        }
+        if token_url:
+            env["GATEHOUSE_GOOGLE_TOKEN_URL"] = token_url
+        argv = [
+            sys.executable,
+            "-m",
+            "gatehouse_proxy",
+            "--host=127.0.0.1",
+            f"--port={port}",
+            "--log-level=warning",
+        ]
+        return self._start(f"proxy-{port}", argv, env, f"http://127.0.0.1:{port}", "/healthz")
+
+    def stop(self) -> None:
+        for server in reversed(self.servers):
+            server.stop()
+        self.servers.clear()

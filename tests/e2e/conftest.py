@@ -1,0 +1,44 @@
+"""The whole stack for end-to-end tests: operator, two proxies, upstream, token endpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.service_accounts import service_account_key
+from gatehouse_dev.services import Endpoint, LocalGatehouse
+
+SERVICE_ACCOUNT = "reporter@gatehouse-test.iam.gserviceaccount.com"
+
+
+@dataclass
+class Stack:
+    local: LocalGatehouse
+    operator: Endpoint
+    proxies: list[Endpoint]
+    upstream: str
+    token_endpoint: str
+    service_account_key: bytes
+
+    @property
+    def proxy(self) -> str:
+        return self.proxies[0].url
+
+
+@pytest.fixture(scope="session")
+def stack(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    local = LocalGatehouse(cluster, tmp_path_factory.mktemp("gatehouse"))
+    try:
+        local.install_crds()
+        local.write_keyring()
+        key_file, public_key = service_account_key(SERVICE_ACCOUNT)
+        tokens = local.start_token_endpoint(public_key, SERVICE_ACCOUNT)
+        upstream = local.start_upstream()
+        operator = local.start_operator()
+        proxies = [local.start_proxy(token_url=f"{tokens.url}/token") for _ in range(2)]
+        yield Stack(local, operator, proxies, upstream.url, tokens.url, key_file)
+    finally:
+        local.stop()

@@ -1,0 +1,254 @@
+"""kubectl-applied resources -> a fetch through the proxy -> a real upstream seeing the credential.
+
+The app holds only its own proxy credential; every check below is on what the upstream received
+and what the app got back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.waiting import wait_for
+from tests.e2e.conftest import Stack
+from tests.e2e.gatehouse_fixtures import (
+    app_token,
+    apply,
+    connection,
+    data_app,
+    fetch,
+    secret,
+    wait_condition,
+)
+
+pytestmark = pytest.mark.e2e
+
+API_KEY_HEADER = {
+    "type": "apiKey",
+    "apiKey": {"name": "X-API-Key", "in": "header"},
+    "secretRef": {"name": "vendor", "key": "api-key"},
+}
+
+
+def _linked(
+    cluster: Cluster, stack: Stack, namespace: str, auth: dict[str, Any], **spec: Any
+) -> str:
+    """Applies a connection named vendor and an app linking it as 'vendor'; returns the token."""
+    apply(cluster, namespace, connection("vendor", stack.upstream, auth, **spec))
+    apply(cluster, namespace, data_app("sales", {"vendor": "vendor"}))
+    wait_condition(cluster, namespace, "externalconnection/vendor", "True", "Routed")
+    wait_condition(cluster, namespace, "dataapp/sales", "True", "Routed")
+    return app_token(cluster, namespace, "dataapp-sales-gatehouse")
+
+
+def _echo(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def _until_status(proxy: str, token: str, status: int) -> httpx.Response:
+    def answered() -> httpx.Response | None:
+        reply = fetch(proxy, token, "vendor", "/echo/")
+        return reply if reply.status_code == status else None
+
+    return wait_for(answered, timeout=10, what=f"HTTP {status} from the proxy")
+
+
+def _key_seen(proxy: str, token: str) -> str:
+    return str(_echo(fetch(proxy, token, "vendor", "/echo/"))["headers"]["x-api-key"])
+
+
+def test_auth_none_sends_no_credential(cluster: Cluster, stack: Stack, namespace: str) -> None:
+    token = _linked(cluster, stack, namespace, {"type": "none"})
+    seen = _echo(fetch(stack.proxy, token, "vendor", "/echo/v1/users", params={"page": "2"}))
+    assert seen["path"] == "/echo/v1/users"
+    assert seen["query"] == "page=2"
+    assert "authorization" not in seen["headers"]
+
+
+def test_api_key_header_overrides_the_apps_value(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(cluster, namespace, secret("vendor", **{"api-key": "sk_live_header"}))
+    token = _linked(cluster, stack, namespace, API_KEY_HEADER)
+    reply = fetch(
+        stack.proxy,
+        token,
+        "vendor",
+        "/echo/v1",
+        headers={"X-API-Key": "forged", "Cookie": "s=1", "X-Forwarded-Host": "evil.example"},
+    )
+    seen = _echo(reply)
+    assert seen["headers"]["x-api-key"] == "sk_live_header"
+    assert "cookie" not in seen["headers"]
+    assert "x-forwarded-host" not in seen["headers"]
+    assert seen["headers"]["host"] == stack.upstream.removeprefix("http://")
+    assert "set-cookie" not in reply.headers
+    assert "x-internal-trace" not in reply.headers
+    assert reply.headers["x-ratelimit-remaining"] == "99"
+    assert "sk_live_header" not in json.dumps(dict(reply.headers))
+
+
+def test_api_key_query_overrides_the_apps_parameter(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(cluster, namespace, secret("vendor", **{"api-key": "sk live/query"}))
+    auth = {**API_KEY_HEADER, "apiKey": {"name": "key", "in": "query"}}
+    token = _linked(cluster, stack, namespace, auth)
+    seen = _echo(
+        fetch(stack.proxy, token, "vendor", "/echo/v1", params={"key": "forged", "q": "x"})
+    )
+    assert seen["query"] == "q=x&key=sk%20live%2Fquery"
+
+
+def test_bearer_token(cluster: Cluster, stack: Stack, namespace: str) -> None:
+    apply(cluster, namespace, secret("vendor", token="bearer-secret-7"))
+    auth = {"type": "bearer", "secretRef": {"name": "vendor", "key": "token"}}
+    token = _linked(cluster, stack, namespace, auth)
+    seen = _echo(fetch(stack.proxy, token, "vendor", "/echo/v1"))
+    # The app's own Authorization (its proxy credential) is replaced, never forwarded.
+    assert seen["headers"]["authorization"] == "Bearer bearer-secret-7"
+    assert token not in str(seen)
+
+
+def test_google_service_account_exchanges_once_for_500_concurrent_requests(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(
+        cluster,
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "vendor"},
+            "stringData": {"key.json": stack.service_account_key.decode()},
+        },
+    )
+    scope = "https://www.googleapis.com/auth/bigquery.readonly"
+    auth = {
+        "type": "googleServiceAccount",
+        "googleServiceAccount": {"scopes": [scope]},
+        "secretRef": {"name": "vendor", "key": "key.json"},
+    }
+    token = _linked(cluster, stack, namespace, auth, limits={"requestsPerMinute": 100_000})
+    before = httpx.get(f"{stack.token_endpoint}/stats").json()["exchanges"]
+
+    async def many() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=100)
+        async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+            headers = {"Authorization": f"Bearer {token}"}
+            url = f"{stack.proxy}/v1/fetch/vendor/echo/v1"
+            return await asyncio.gather(*(client.get(url, headers=headers) for _ in range(500)))
+
+    replies = asyncio.run(many())
+    assert [reply.status_code for reply in replies] == [200] * 500
+    bearer = {reply.json()["headers"]["authorization"] for reply in replies}
+    assert len(bearer) == 1
+    access_token = bearer.pop().removeprefix("Bearer ")
+    info = httpx.get(f"{stack.token_endpoint}/tokeninfo", params={"access_token": access_token})
+    assert info.json()["scope"] == scope
+    assert httpx.get(f"{stack.token_endpoint}/stats").json()["exchanges"] == before + 1
+
+
+def test_rotated_secret_reaches_the_proxy_within_seconds(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(cluster, namespace, secret("vendor", **{"api-key": "before"}))
+    token = _linked(cluster, stack, namespace, API_KEY_HEADER)
+    assert _key_seen(stack.proxy, token) == "before"
+    apply(cluster, namespace, secret("vendor", **{"api-key": "after"}))
+    started = time.monotonic()
+    for proxy in stack.proxies:
+
+        def rotated(url: str = proxy.url) -> bool:
+            return _key_seen(url, token) == "after"
+
+        wait_for(rotated, timeout=10, what="the rotated key at the proxy")
+    assert time.monotonic() - started < 10
+
+
+def test_deleted_secret_makes_the_connection_unavailable_not_stale(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(cluster, namespace, secret("vendor", **{"api-key": "soon-gone"}))
+    token = _linked(cluster, stack, namespace, API_KEY_HEADER)
+    cluster.kubectl("delete", "secret", "vendor", "-n", namespace)
+    wait_condition(cluster, namespace, "externalconnection/vendor", "False", "SecretNotFound")
+    reply = _until_status(stack.proxy, token, 503)
+    assert reply.json()["error"]["code"] == "connection_unavailable"
+    assert "soon-gone" not in reply.text
+    wait_condition(cluster, namespace, "dataapp/sales", "False", "ConnectionNotReady")
+    events = cluster.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
+    assert "SecretNotFound" in events
+    assert "soon-gone" not in events
+
+
+def test_deleted_connection_removes_the_route(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    token = _linked(cluster, stack, namespace, {"type": "none"})
+    cluster.kubectl("delete", "externalconnection", "vendor", "-n", namespace, "--timeout=20s")
+    reply = _until_status(stack.proxy, token, 404)
+    assert reply.json()["error"]["code"] == "unknown_alias"
+    wait_condition(cluster, namespace, "dataapp/sales", "False", "ConnectionNotFound")
+
+
+def test_limits_and_refusals(cluster: Cluster, stack: Stack, namespace: str) -> None:
+    token = _linked(
+        cluster,
+        stack,
+        namespace,
+        {"type": "none"},
+        allowedMethods=["GET", "POST"],
+        allowedPaths=["/echo/v1", "/big", "/redirect", "/slow"],
+        limits={"timeoutSeconds": 1, "maxRequestBytes": 1000, "maxResponseBytes": 100_000},
+    )
+    cases = [
+        (fetch(stack.proxy, token, "vendor", "/echo/v2"), 403, "path_not_allowed"),
+        (fetch(stack.proxy, token, "vendor", "/echo/v1/%2e%2e/v2"), 400, "path_traversal"),
+        (
+            fetch(stack.proxy, token, "vendor", "/echo/v1", method="DELETE"),
+            405,
+            "method_not_allowed",
+        ),
+        (fetch(stack.proxy, token, "other", "/echo/v1"), 404, "unknown_alias"),
+        (fetch(stack.proxy, "wrong", "vendor", "/echo/v1"), 401, "unauthenticated"),
+        (fetch(stack.proxy, token, "vendor", "/redirect"), 502, "upstream_redirect"),
+        (
+            fetch(stack.proxy, token, "vendor", "/big", params={"bytes": "200000"}),
+            502,
+            "response_too_large",
+        ),
+        (
+            fetch(stack.proxy, token, "vendor", "/slow", params={"seconds": "3"}),
+            504,
+            "upstream_timeout",
+        ),
+        (
+            fetch(stack.proxy, token, "vendor", "/echo/v1", method="POST", content=b"x" * 1001),
+            413,
+            "request_too_large",
+        ),
+    ]
+    for reply, status, code in cases:
+        assert (reply.status_code, reply.json()["error"]["code"]) == (status, code), reply.text
+    streamed = fetch(
+        stack.proxy, token, "vendor", "/big", params={"bytes": "99000", "chunked": "1"}
+    )
+    assert len(streamed.content) == 99000
+
+
+def test_rate_limit_answers_429_with_retry_after(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    token = _linked(cluster, stack, namespace, {"type": "none"}, limits={"requestsPerMinute": 3})
+    statuses = [fetch(stack.proxy, token, "vendor", "/echo/").status_code for _ in range(4)]
+    assert statuses == [200, 200, 200, 429]
+    limited = fetch(stack.proxy, token, "vendor", "/echo/")
+    assert int(limited.headers["retry-after"]) >= 1
