@@ -117,11 +117,11 @@ class LocalGatehouse:
         ]
         return self._start("operator", argv, self.operator_env(), self.operator_url, "/healthz")
 
-    def start_proxy(self, *, token_url: str = "") -> Endpoint:
+    def start_proxy(self, *, token_url: str = "", operator_url: str = "") -> Endpoint:
         port = free_port()
         env = {
             "GATEHOUSE_KEYRING_FILE": str(self.keyring_file),
-            "GATEHOUSE_OPERATOR_URL": self.operator_url,
+            "GATEHOUSE_OPERATOR_URL": operator_url or self.operator_url,
             "GATEHOUSE_ALLOW_HTTP_UPSTREAMS": "true",
             "GATEHOUSE_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8,::1/128",
         }

@@ -86,7 +86,8 @@ def create_app(publisher: Publisher) -> Starlette:
         return StreamingResponse(publisher.updates(), media_type="application/x-ndjson")
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"ok": True, "tableVersion": publisher.version})
+        key_id = publisher.current.key_id if publisher.current else ""
+        return JSONResponse({"ok": True, "tableVersion": publisher.version, "keyId": key_id})
 
     return Starlette(routes=[Route(STREAM_PATH, stream), Route("/healthz", healthz)])
 

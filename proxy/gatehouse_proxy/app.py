@@ -175,7 +175,10 @@ def create_app(settings: ProxySettings) -> Starlette:
         current = proxy.store.current
         if current is None:
             return JSONResponse({"ready": False, "reason": "no routing table yet"}, status_code=503)
-        return JSONResponse({"ready": True, "tableVersion": current.table.version})
+        # keyId tells a key rotation when every replica holds a table sealed with the new key.
+        return JSONResponse(
+            {"ready": True, "tableVersion": current.table.version, "keyId": current.key_id}
+        )
 
     app = Starlette(
         routes=[

@@ -86,6 +86,22 @@ class Keyring:
     def key_ids(self) -> frozenset[str]:
         return frozenset(self._keys)
 
+    def with_new_key(self, key_id: str) -> Keyring:
+        """Rotation, step 1: a new key every reader learns before anything is sealed with it."""
+        if key_id in self._keys:
+            raise KeyringError(f"key {key_id!r} is already in the keyring")
+        return Keyring({**self._keys, key_id: AESGCM.generate_key(bit_length=256)}, self.active)
+
+    def activated(self, key_id: str) -> Keyring:
+        """Rotation, step 2: seal and sign with ``key_id`` from now on."""
+        return Keyring(self._keys, key_id)
+
+    def without(self, key_id: str) -> Keyring:
+        """Rotation, step 3: drop a retired key once nothing sealed with it remains."""
+        if key_id == self.active:
+            raise KeyringError(f"key {key_id!r} is active and cannot be dropped")
+        return Keyring({kid: key for kid, key in self._keys.items() if kid != key_id}, self.active)
+
     def seal(self, plaintext: bytes, context: str) -> Sealed:
         nonce = os.urandom(_NONCE_BYTES)
         ciphertext = AESGCM(self._keys[self.active]).encrypt(nonce, plaintext, context.encode())

@@ -30,11 +30,12 @@ class ActiveTable:
     """A verified table with the lookups the hot path needs."""
 
     table: RoutingTable
+    key_id: str
     apps_by_token_hash: dict[str, AppRoute] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, table: RoutingTable) -> ActiveTable:
-        return cls(table, {app.token_sha256: app for app in table.apps})
+    def of(cls, table: RoutingTable, key_id: str) -> ActiveTable:
+        return cls(table, key_id, {app.token_sha256: app for app in table.apps})
 
     def app_for_token(self, token: str) -> AppRoute | None:
         return self.apps_by_token_hash.get(token_sha256(token))
@@ -45,10 +46,10 @@ class TableStore:
         self.current: ActiveTable | None = None
         self.changed = asyncio.Event()
 
-    def install(self, table: RoutingTable) -> bool:
+    def install(self, table: RoutingTable, key_id: str) -> bool:
         if self.current is not None and self.current.table.version == table.version:
             return False
-        self.current = ActiveTable.of(table)
+        self.current = ActiveTable.of(table, key_id)
         self.changed.set()
         self.changed = asyncio.Event()
         log.info(
@@ -120,4 +121,4 @@ class TableFeed:
             # Never install what does not verify; keep serving the last good table.
             log.error("rejected a routing table: %s", type(error).__name__)
             return
-        self.store.install(table)
+        self.store.install(table, signed.key_id)

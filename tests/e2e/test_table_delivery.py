@@ -1,0 +1,118 @@
+"""Routing tables reach every proxy replica, survive the operator's absence, and rotate keys."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.waiting import wait_for
+from gatehouse_proxy.sealing import Keyring
+from tests.e2e.conftest import Stack
+from tests.e2e.gatehouse_fixtures import (
+    app_token,
+    apply,
+    connection,
+    data_app,
+    fetch,
+    secret,
+    wait_condition,
+)
+
+pytestmark = pytest.mark.e2e
+
+AUTH = {
+    "type": "apiKey",
+    "apiKey": {"name": "X-API-Key", "in": "header"},
+    "secretRef": {"name": "vendor", "key": "api-key"},
+}
+
+
+def _link(cluster: Cluster, stack: Stack, namespace: str, key: str) -> str:
+    apply(cluster, namespace, secret("vendor", **{"api-key": key}))
+    apply(cluster, namespace, connection("vendor", stack.upstream, AUTH))
+    apply(cluster, namespace, data_app("sales", {"vendor": "vendor"}))
+    wait_condition(cluster, namespace, "dataapp/sales", "True", "Routed")
+    return app_token(cluster, namespace, "dataapp-sales-gatehouse")
+
+
+def _key_at(proxy: str, token: str) -> str | None:
+    reply = fetch(proxy, token, "vendor", "/echo/")
+    return str(reply.json()["headers"]["x-api-key"]) if reply.status_code == 200 else None
+
+
+def test_a_replica_started_later_receives_the_current_table(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    token = _link(cluster, stack, namespace, "k-late")
+    late = stack.local.start_proxy(token_url=f"{stack.token_endpoint}/token")
+    try:
+        wait_for(lambda: httpx.get(f"{late.url}/readyz").status_code == 200, timeout=10)
+        assert _key_at(late.url, token) == "k-late"
+        assert all(_key_at(proxy.url, token) == "k-late" for proxy in stack.proxies)
+    finally:
+        late.server.stop()
+
+
+def test_a_proxy_without_a_table_is_not_ready(stack: Stack) -> None:
+    unfed = stack.local.start_proxy(operator_url="http://127.0.0.1:9")
+    try:
+        assert httpx.get(f"{unfed.url}/readyz").status_code == 503
+        reply = httpx.get(f"{unfed.url}/v1/fetch/vendor/x", headers={"Authorization": "Bearer x"})
+        assert (reply.status_code, reply.json()["error"]["code"]) == (503, "not_ready")
+    finally:
+        unfed.server.stop()
+
+
+def test_the_table_channel_requires_the_channel_token(stack: Stack) -> None:
+    url = f"{stack.local.operator_url}/v1/routing-table/stream"
+    assert httpx.get(url, headers={"Authorization": "Bearer guess"}).status_code == 401
+    assert httpx.get(url).status_code == 401
+
+
+def test_proxies_keep_serving_while_the_operator_is_away(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    token = _link(cluster, stack, namespace, "k-before")
+    stack.operator.server.stop()
+    try:
+        assert all(_key_at(proxy.url, token) == "k-before" for proxy in stack.proxies)
+        apply(cluster, namespace, secret("vendor", **{"api-key": "k-while-away"}))
+        assert _key_at(stack.proxy, token) == "k-before"
+    finally:
+        stack.operator = stack.local.start_operator()
+    for proxy in stack.proxies:
+
+        def caught_up(url: str = proxy.url) -> bool:
+            return _key_at(url, token) == "k-while-away"
+
+        wait_for(caught_up, timeout=30, what="the restarted operator's table at the proxy")
+
+
+def test_keyring_rotation_without_downtime(cluster: Cluster, stack: Stack, namespace: str) -> None:
+    token = _link(cluster, stack, namespace, "k-rotate")
+    old = Keyring.parse(stack.local.keyring_file.read_text())
+    added = old.with_new_key("k-next")
+    activated = added.activated("k-next")
+    for keyring in (added, activated):
+        stack.local.write_keyring(keyring)
+        assert all(_key_at(proxy.url, token) == "k-rotate" for proxy in stack.proxies)
+
+    def every_replica_on_the_new_key() -> bool:
+        return all(
+            httpx.get(f"{proxy.url}/readyz").json().get("keyId") == "k-next"
+            for proxy in stack.proxies
+        )
+
+    wait_for(every_replica_on_the_new_key, timeout=20, what="tables signed with the new key")
+    stack.local.write_keyring(activated.without(old.active))
+    assert all(_key_at(proxy.url, token) == "k-rotate" for proxy in stack.proxies)
+
+    # With the old key gone, requests still work only if everything was re-sealed and re-signed.
+    apply(cluster, namespace, secret("vendor", **{"api-key": "k-after-rotation"}))
+    for proxy in stack.proxies:
+
+        def fresh(url: str = proxy.url) -> bool:
+            return _key_at(url, token) == "k-after-rotation"
+
+        wait_for(fresh, timeout=20, what="a table sealed and signed with the new key")
