@@ -5,18 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gatehouse_dev import stack
+from gatehouse_dev import demo, stack
 from gatehouse_dev.binaries import BuildError, ensure_binaries
+from gatehouse_dev.cluster import KubectlError
 from gatehouse_dev.processes import StartupError
-
-
-def _demo(paths: stack.StackPaths) -> None:
-    cluster = stack.up(paths)
-    print("$ kubectl version")
-    print(cluster.kubectl("version").stdout)
-    print("$ kubectl get --raw /version")
-    print(cluster.kubectl("get", "--raw", "/version").stdout)
-    print(f"The stack keeps running: `source {paths.env_file}` to use it, `make down` to stop it.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "down":
             stack.down(paths)
         else:
-            _demo(paths)
-    except (BuildError, StartupError) as error:
+            demo.run(paths)
+    except (BuildError, StartupError, KubectlError, TimeoutError) as error:
         print(f"gatehouse: {error}", file=sys.stderr)
         return 1
     return 0

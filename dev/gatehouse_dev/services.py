@@ -76,8 +76,8 @@ class LocalGatehouse:
         server.wait_until(lambda: _answers(url + ready_path), timeout=60)
         return Endpoint(server, url)
 
-    def start_upstream(self) -> Endpoint:
-        port = free_port()
+    def start_upstream(self, port: int = 0) -> Endpoint:
+        port = port or free_port()
         argv = [sys.executable, "-m", "gatehouse_dev.upstream", "--port", str(port)]
         return self._start(f"upstream-{port}", argv, {}, f"http://127.0.0.1:{port}", "/echo/ready")
 

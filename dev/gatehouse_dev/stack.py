@@ -1,7 +1,9 @@
 """The local stack in the background: ``make up`` starts it, ``make down`` stops it.
 
-State lives in ``.gatehouse/dev/`` of the checkout: the control plane's folder, the pids of what
-was started, and ``env``, a file to source that points kubectl and the tools at the stack.
+The stack is the control plane (unless KUBECONFIG names a cluster of the user's), the CRDs, the
+operator, one proxy and the example upstream on 127.0.0.1:18080 that ``examples/demo`` calls.
+State lives in ``.gatehouse/dev/`` of the checkout: the control plane's folder, logs, the pids of
+what was started, and ``env``, a file to source that points kubectl and the tools at the stack.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
 from gatehouse_dev.processes import terminate_pid
+from gatehouse_dev.services import LocalGatehouse
+
+DEMO_UPSTREAM_PORT = int(os.environ.get("GATEHOUSE_DEMO_UPSTREAM_PORT", "18080"))
 
 
 def _log(message: str) -> None:
@@ -45,6 +50,12 @@ class StackPaths:
         return self.root / "controlplane"
 
 
+@dataclass(frozen=True)
+class RunningStack:
+    cluster: Cluster
+    proxy_url: str
+
+
 def _running(pids: list[int]) -> bool:
     try:
         for pid in pids:
@@ -63,44 +74,65 @@ def _user_kubeconfig(paths: StackPaths) -> Path | None:
     return None if path.is_relative_to(paths.root) else path
 
 
-def up(paths: StackPaths) -> Cluster:
-    """Starts the stack unless it is already running; returns the cluster it uses."""
+def up(paths: StackPaths) -> RunningStack:
+    """Starts the stack unless it is already running."""
     binaries = ensure_binaries()
-    existing = _user_kubeconfig(paths)
-    if existing is not None:
-        _log(f"using the cluster of KUBECONFIG={existing}; no local control plane is started")
-        cluster = Cluster(kubeconfig=existing, binaries=binaries, local=False)
-        _write_env(paths, cluster)
-        return cluster
-
     if paths.state_file.exists():
         state = json.loads(paths.state_file.read_text())
         if _running(state["pids"]):
             _log(f"the local stack is already up (pids {state['pids']})")
-            return Cluster(kubeconfig=Path(state["kubeconfig"]), binaries=binaries)
+            cluster = Cluster(Path(state["kubeconfig"]), binaries, local=state["local"])
+            return RunningStack(cluster, state["proxy_url"])
         _log("a previous local stack is gone; cleaning up after it")
         down(paths)
 
     paths.root.mkdir(parents=True, exist_ok=True)
-    controlplane = ControlPlane(paths.controlplane, binaries)
-    controlplane.start(detached=True)
+    pids: list[int] = []
+    existing = _user_kubeconfig(paths)
+    if existing is not None:
+        _log(f"using the cluster of KUBECONFIG={existing}; no local control plane is started")
+        cluster = Cluster(existing, binaries, local=False)
+    else:
+        controlplane = ControlPlane(paths.controlplane, binaries)
+        controlplane.start(detached=True)
+        pids += controlplane.pids()
+        cluster = Cluster(controlplane.kubeconfig, binaries)
+        _log(f"control plane up at {controlplane.endpoints.apiserver_url}")
+
+    gatehouse = LocalGatehouse(cluster, paths.root / "gatehouse", detached=True)
+    try:
+        gatehouse.install_crds()
+        gatehouse.write_keyring()
+        gatehouse.start_upstream(DEMO_UPSTREAM_PORT)
+        gatehouse.start_operator()
+        proxy = gatehouse.start_proxy()
+    except BaseException:
+        gatehouse.stop()
+        for pid in reversed(pids):
+            terminate_pid(pid)
+        raise
+    pids += [server.pid for server in gatehouse.servers]
     paths.state_file.write_text(
-        json.dumps({"pids": controlplane.pids(), "kubeconfig": str(controlplane.kubeconfig)})
+        json.dumps(
+            {
+                "pids": pids,
+                "kubeconfig": str(cluster.kubeconfig),
+                "local": cluster.local,
+                "proxy_url": proxy.url,
+            }
+        )
     )
-    cluster = Cluster(kubeconfig=controlplane.kubeconfig, binaries=binaries)
-    _write_env(paths, cluster)
-    _log(
-        f"control plane up at {controlplane.endpoints.apiserver_url}; "
-        f"logs in {controlplane.logs}; `source {paths.env_file}` to use it"
-    )
-    return cluster
+    _write_env(paths, cluster, proxy.url)
+    _log(f"proxy at {proxy.url}; logs in {gatehouse.workdir / 'logs'}")
+    _log(f"`source {paths.env_file}` to use the stack, `make down` to stop it")
+    return RunningStack(cluster, proxy.url)
 
 
-def _write_env(paths: StackPaths, cluster: Cluster) -> None:
-    paths.root.mkdir(parents=True, exist_ok=True)
+def _write_env(paths: StackPaths, cluster: Cluster, proxy_url: str) -> None:
     lines = [
         f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}",
         f'export PATH={shlex.quote(str(cluster.binaries.directory))}:"$PATH"',
+        f"export GATEHOUSE_PROXY_URL={shlex.quote(proxy_url)}",
     ]
     paths.env_file.write_text("\n".join(lines) + "\n")
 
@@ -108,10 +140,11 @@ def _write_env(paths: StackPaths, cluster: Cluster) -> None:
 def down(paths: StackPaths) -> None:
     if paths.state_file.exists():
         state = json.loads(paths.state_file.read_text())
-        # Reverse start order: the API server before etcd.
+        # Reverse start order: Gatehouse first, then the API server, etcd last.
         for pid in reversed(state["pids"]):
             terminate_pid(pid)
         _log(f"stopped pids {state['pids']}")
-    shutil.rmtree(paths.controlplane, ignore_errors=True)
+    for folder in (paths.controlplane, paths.root / "gatehouse"):
+        shutil.rmtree(folder, ignore_errors=True)
     for leftover in (paths.state_file, paths.env_file):
         leftover.unlink(missing_ok=True)
