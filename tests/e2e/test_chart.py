@@ -1,0 +1,105 @@
+"""The Helm chart installs on the real API server; its keyring survives upgrades; RBAC is tight."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.services import LocalGatehouse
+from gatehouse_proxy.sealing import Keyring
+
+pytestmark = pytest.mark.e2e
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "gatehouse"
+
+
+@pytest.fixture(autouse=True)
+def crds(cluster: Cluster, tmp_path: Path) -> None:
+    LocalGatehouse(cluster, tmp_path).install_crds()
+
+
+def _helm(cluster: Cluster, *args: str) -> str:
+    done = subprocess.run(
+        [str(cluster.binaries.helm), *args],
+        env=cluster.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _keyring(cluster: Cluster, namespace: str, release: str) -> str:
+    secret = json.loads(
+        cluster.kubectl(
+            "get", "secret", f"{release}-gatehouse-keyring", "-n", namespace, "-o", "json"
+        ).stdout
+    )
+    return base64.b64decode(secret["data"]["keyring.json"]).decode()
+
+
+def _can(cluster: Cluster, subject: str, verb: str, resource: str) -> bool:
+    done = cluster.kubectl("auth", "can-i", verb, resource, "-A", f"--as={subject}", check=False)
+    return done.stdout.strip() == "yes"
+
+
+def test_chart_installs_and_keeps_its_keyring(cluster: Cluster, namespace: str) -> None:
+    release = namespace[-8:]
+    _helm(cluster, "install", release, str(CHART), "-n", namespace, "--skip-crds")
+    first = _keyring(cluster, namespace, release)
+    assert len(Keyring.parse(first).key_ids) == 1
+    _helm(
+        cluster,
+        "upgrade",
+        release,
+        str(CHART),
+        "-n",
+        namespace,
+        "--skip-crds",
+        "--set",
+        "proxy.replicas=3",
+    )
+    assert _keyring(cluster, namespace, release) == first
+
+    deployments = json.loads(
+        cluster.kubectl("get", "deployments", "-n", namespace, "-o", "json").stdout
+    )["items"]
+    by_name = {item["metadata"]["name"]: item for item in deployments}
+    proxy = by_name[f"{release}-gatehouse-proxy"]
+    assert proxy["spec"]["replicas"] == 3
+    operator = by_name[f"{release}-gatehouse-operator"]
+    assert operator["spec"]["strategy"]["type"] == "Recreate"
+    container = proxy["spec"]["template"]["spec"]["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
+    cluster: Cluster, namespace: str
+) -> None:
+    release = namespace[-8:]
+    _helm(cluster, "install", release, str(CHART), "-n", namespace, "--skip-crds")
+    operator = f"system:serviceaccount:{namespace}:{release}-gatehouse-operator"
+    proxy = f"system:serviceaccount:{namespace}:{release}-gatehouse-proxy"
+    for verb, resource in [
+        ("watch", "externalconnections.gatehouse.dev"),
+        ("patch", "externalconnections.gatehouse.dev/status"),
+        ("patch", "dataapps.gatehouse.dev/status"),
+        ("patch", "charttypes.gatehouse.dev"),
+        ("create", "secrets"),
+        ("watch", "secrets"),
+        ("create", "events"),
+        ("list", "customresourcedefinitions.apiextensions.k8s.io"),
+    ]:
+        assert _can(cluster, operator, verb, resource), (verb, resource)
+    assert not _can(cluster, operator, "delete", "externalconnections.gatehouse.dev")
+    assert not _can(cluster, operator, "create", "pods")
+    assert not _can(cluster, proxy, "get", "secrets")
+    assert not _can(cluster, proxy, "list", "externalconnections.gatehouse.dev")
