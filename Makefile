@@ -6,13 +6,14 @@ INSTALLED := $(VENV)/.installed
 DEV := $(BIN)/python -m gatehouse_dev
 PYTEST_ARGS ?=
 
-.PHONY: help install build crds up down demo lint test clean
+.PHONY: help install build crds up down demo lint test bench clean
 
 help:
 	@echo "make demo   start the local stack and show it working"
 	@echo "make test   lint, type-check and run the whole suite"
 	@echo "make up     start the local stack in the background (writes .gatehouse/dev/env)"
 	@echo "make down   stop the local stack"
+	@echo "make bench  apply-to-route latency and the proxy's added latency"
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +46,9 @@ lint: install
 
 test: lint build
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+bench: install build
+	$(BIN)/python -m gatehouse_dev.bench
 
 clean: down
 	rm -rf $(VENV) .gatehouse .mypy_cache .ruff_cache .pytest_cache

@@ -99,6 +99,21 @@ class LocalGatehouse:
         ]
         return self._start(f"token-endpoint-{port}", argv, {}, f"http://127.0.0.1:{port}", "/stats")
 
+    def start_reference_passthrough(self, upstream_url: str) -> Endpoint:
+        """The benchmark's yardstick (see gatehouse_dev.reference_passthrough)."""
+        port = free_port()
+        argv = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "gatehouse_dev.reference_passthrough:app",
+            "--host=127.0.0.1",
+            f"--port={port}",
+            "--log-level=warning",
+        ]
+        env = {"GATEHOUSE_REFERENCE_UPSTREAM": upstream_url}
+        return self._start(f"reference-{port}", argv, env, f"http://127.0.0.1:{port}", "/")
+
     def operator_env(self) -> dict[str, str]:
         return {
             "GATEHOUSE_KEYRING_FILE": str(self.keyring_file),

@@ -1,0 +1,191 @@
+"""``make bench``: how fast a change reaches the proxy, and what a fetch through it costs.
+
+Everything runs on this machine in one run (control plane, operator, one proxy, the echo
+upstream, and the load generator), so compare the ratios, not the absolute numbers.
+
+- apply-to-route: from creating a connection and an app through the API to the first 200
+  through the proxy.
+- added latency: the same request straight to the upstream and through the proxy, measured by
+  wrk (a Python load generator would be the bottleneck) with 1 and with 32 connections.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from kubernetes import client, config
+
+from gatehouse_dev.binaries import ensure_binaries
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.controlplane import ControlPlane
+from gatehouse_dev.services import LocalGatehouse
+from gatehouse_dev.waiting import wait_for
+
+CONCURRENCY = 32
+ROUTES = 10
+WRK_SECONDS = 8
+
+
+@contextmanager
+def _stack(workdir: Path) -> Iterator[tuple[Cluster, str, str, str]]:
+    binaries = ensure_binaries()
+    controlplane = ControlPlane(workdir / "controlplane", binaries)
+    controlplane.start()
+    cluster = Cluster(controlplane.kubeconfig, binaries)
+    local = LocalGatehouse(cluster, workdir / "gatehouse")
+    try:
+        local.install_crds()
+        local.write_keyring()
+        upstream = local.start_upstream()
+        reference = local.start_reference_passthrough(f"{upstream.url}/echo/")
+        local.start_operator()
+        proxy = local.start_proxy()
+        yield cluster, upstream.url, reference.url, proxy.url
+    finally:
+        local.stop()
+        controlplane.stop()
+
+
+def _resources(name: str, upstream: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name},
+            "stringData": {"key": "bench-key"},
+        },
+        {
+            "apiVersion": "gatehouse.dev/v1alpha1",
+            "kind": "ExternalConnection",
+            "metadata": {"name": name},
+            "spec": {
+                "displayName": name,
+                "baseURL": upstream,
+                "linkPolicy": "Builders",
+                "auth": {
+                    "type": "apiKey",
+                    "apiKey": {"name": "X-API-Key", "in": "header"},
+                    "secretRef": {"name": name, "key": "key"},
+                },
+                "limits": {"requestsPerMinute": 100_000},
+            },
+        },
+        {
+            "apiVersion": "gatehouse.dev/v1alpha1",
+            "kind": "DataApp",
+            "metadata": {"name": name},
+            "spec": {"connections": [{"alias": "api", "connection": name}]},
+        },
+    ]
+
+
+def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[float], str]:
+    """Seconds from create to first routed fetch, per pair; and the last app's token."""
+    namespace = f"bench-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl("create", "namespace", namespace)
+    seconds = []
+    token = ""
+    with (
+        config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(cluster.kubeconfig)
+        ) as api,
+        httpx.Client(timeout=5) as http,
+    ):
+        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        for index in range(ROUTES):
+            name = f"api{index}"
+            secret, connection, app = _resources(name, upstream)
+            started = time.perf_counter()
+            core.create_namespaced_secret(namespace, secret)  # type: ignore[arg-type]
+            custom.create_namespaced_custom_object(
+                "gatehouse.dev", "v1alpha1", namespace, "externalconnections", connection
+            )
+            custom.create_namespaced_custom_object(
+                "gatehouse.dev", "v1alpha1", namespace, "dataapps", app
+            )
+
+            def issued(name: str = name) -> str | None:
+                try:
+                    data = core.read_namespaced_secret(f"dataapp-{name}-gatehouse", namespace).data
+                except client.ApiException:
+                    return None
+                return base64.b64decode(data["token"]).decode() if data else None
+
+            token = wait_for(issued, timeout=30, interval=0.005)
+
+            def routed(token: str = token) -> bool:
+                reply = http.get(
+                    f"{proxy}/v1/fetch/api/echo/", headers={"Authorization": f"Bearer {token}"}
+                )
+                return reply.status_code == 200
+
+            wait_for(routed, timeout=30, interval=0.005)
+            seconds.append(time.perf_counter() - started)
+    return seconds, token
+
+
+def wrk(url: str, connections: int, headers: dict[str, str]) -> dict[str, float]:
+    """Requests per second and latency percentiles (ms) from a wrk run."""
+    argv = ["wrk", "-t1", f"-c{connections}", f"-d{WRK_SECONDS}s", "--latency", url]
+    for name, value in headers.items():
+        argv[1:1] = ["-H", f"{name}: {value}"]
+    output = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    result = {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))}  # type: ignore[union-attr]
+    for label in ("50", "99"):
+        value, unit = re.search(rf"{label}%\s+([\d.]+)(us|ms|s)", output).groups()  # type: ignore[union-attr]
+        result[f"p{label}"] = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    return result
+
+
+def main() -> int:
+    if shutil.which("wrk") is None:
+        print("make bench needs wrk (Debian: apt-get install wrk)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as folder, _stack(Path(folder)) as stack:
+        cluster, upstream, reference, proxy = stack
+        routes, token = apply_to_route(cluster, upstream, proxy)
+        targets = [
+            ("upstream, direct", f"{upstream}/echo/", {}),
+            ("bare Starlette + aiohttp pass-through", f"{reference}/", {}),
+            (
+                "Gatehouse proxy (API key injected)",
+                f"{proxy}/v1/fetch/api/echo/",
+                {"Authorization": f"Bearer {token}"},
+            ),
+        ]
+        results = {
+            (label, connections): wrk(url, connections, headers)
+            for connections in (1, CONCURRENCY)
+            for label, url, headers in targets
+        }
+
+    print(
+        f"apply-to-route over {ROUTES} new connection+app pairs: "
+        f"p50 {statistics.median(routes) * 1000:.0f} ms, max {max(routes) * 1000:.0f} ms\n"
+    )
+    print("| path | connections | req/s | p50 ms | p99 ms | req/s vs pass-through |")
+    print("|---|---|---|---|---|---|")
+    for (label, connections), result in results.items():
+        yardstick = results[(targets[1][0], connections)]["rps"]
+        print(
+            f"| {label} | {connections} | {result['rps']:.0f} | {result['p50']:.2f} "
+            f"| {result['p99']:.2f} | {result['rps'] / yardstick:.2f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
