@@ -252,3 +252,38 @@ def test_rate_limit_answers_429_with_retry_after(
     assert statuses == [200, 200, 200, 429]
     limited = fetch(stack.proxy, token, "vendor", "/echo/")
     assert int(limited.headers["retry-after"]) >= 1
+
+
+def test_chart_types_link_like_data_apps(cluster: Cluster, stack: Stack, namespace: str) -> None:
+    apply(cluster, namespace, connection("tiles", stack.upstream, {"type": "none"}))
+    apply(
+        cluster,
+        namespace,
+        {
+            "apiVersion": "gatehouse.dev/v1alpha1",
+            "kind": "ChartType",
+            "metadata": {"name": "heatmap"},
+            "spec": {"connections": [{"alias": "tiles", "connection": "tiles"}]},
+        },
+    )
+    wait_condition(cluster, namespace, "charttype/heatmap", "True", "Routed")
+    token = app_token(cluster, namespace, "charttype-heatmap-gatehouse")
+    assert _echo(fetch(stack.proxy, token, "tiles", "/echo/z/1/2"))["path"] == "/echo/z/1/2"
+
+
+def test_metrics_are_per_connection_and_app_without_paths_or_secrets(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(cluster, namespace, secret("vendor", **{"api-key": "sk_metrics_secret"}))
+    token = _linked(cluster, stack, namespace, API_KEY_HEADER)
+    fetch(stack.proxy, token, "vendor", "/echo/v1/private-path", params={"q": "query-value"})
+    fetch(stack.proxy, token, "vendor", "/echo/v1", method="DELETE")
+    metrics = httpx.get(f"{stack.proxy}/metrics").text
+    app = f"{namespace}/DataApp/sales"
+    assert (
+        f'gatehouse_proxy_requests_total{{app="{app}",code="ok",connection="{namespace}/vendor",'
+        f'method="GET",status="200"}}' in metrics
+    )
+    assert 'code="method_not_allowed"' in metrics
+    for leaked in ("private-path", "query-value", "sk_metrics_secret", token):
+        assert leaked not in metrics
