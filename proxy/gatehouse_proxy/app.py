@@ -175,9 +175,15 @@ def create_app(settings: ProxySettings) -> Starlette:
         current = proxy.store.current
         if current is None:
             return JSONResponse({"ready": False, "reason": "no routing table yet"}, status_code=503)
-        # keyId tells a key rotation when every replica holds a table sealed with the new key.
+        # A key rotation may drop the old key once every replica's table is signed with the new
+        # key and seals nothing with the old one.
         return JSONResponse(
-            {"ready": True, "tableVersion": current.table.version, "keyId": current.key_id}
+            {
+                "ready": True,
+                "tableVersion": current.table.version,
+                "signedWith": current.key_id,
+                "sealedWith": sorted(current.table.sealing_keys),
+            }
         )
 
     app = Starlette(

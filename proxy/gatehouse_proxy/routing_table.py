@@ -72,6 +72,16 @@ class RoutingTable(_Frozen):
     connections: dict[str, ConnectionRoute] = Field(default_factory=dict)
     apps: tuple[AppRoute, ...] = ()
 
+    @property
+    def sealing_keys(self) -> frozenset[str]:
+        """The keyring keys this table's credentials are sealed with; a key may be retired
+        once no replica's table uses it."""
+        return frozenset(
+            route.credential.sealed.key_id
+            for route in self.connections.values()
+            if route.credential.sealed is not None
+        )
+
 
 def token_sha256(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()

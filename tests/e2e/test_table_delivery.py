@@ -99,12 +99,13 @@ def test_keyring_rotation_without_downtime(cluster: Cluster, stack: Stack, names
         assert all(_key_at(proxy.url, token) == "k-rotate" for proxy in stack.proxies)
 
     def every_replica_on_the_new_key() -> bool:
-        return all(
-            httpx.get(f"{proxy.url}/readyz").json().get("keyId") == "k-next"
-            for proxy in stack.proxies
-        )
+        for proxy in stack.proxies:
+            ready = httpx.get(f"{proxy.url}/readyz").json()
+            if ready.get("signedWith") != "k-next" or ready.get("sealedWith") != ["k-next"]:
+                return False
+        return True
 
-    wait_for(every_replica_on_the_new_key, timeout=20, what="tables signed with the new key")
+    wait_for(every_replica_on_the_new_key, timeout=30, what="tables using only the new key")
     stack.local.write_keyring(activated.without(old.active))
     assert all(_key_at(proxy.url, token) == "k-rotate" for proxy in stack.proxies)
 
