@@ -82,10 +82,6 @@ class CertificateAuthority:
         self.cert_path = directory / "ca.crt"
         self.cert_path.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
 
-    @property
-    def cert_pem(self) -> bytes:
-        return self._cert.public_bytes(serialization.Encoding.PEM)
-
     def issue(
         self,
         name: str,

@@ -42,7 +42,8 @@ class Runtime:
     keyring: KeyringFile
     publisher: Publisher
     world: World = field(default_factory=World)
-    sealed: dict[tuple[str, ...], Credential] = field(default_factory=dict)
+    # Per connection uid: the inputs a credential was sealed from, and the result.
+    sealed: dict[str, tuple[tuple[str, ...], Credential]] = field(default_factory=dict)
     _conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def refresh_table(self) -> None:
@@ -84,5 +85,10 @@ class Runtime:
         meta = body["metadata"]
         await self.kube.patch_status(kind, meta["namespace"], meta["name"], status)
 
-    def forget(self, key: str) -> None:
+    def sealed_for(self, uid: str, inputs: tuple[str, ...]) -> Credential | None:
+        cached = self.sealed.get(uid)
+        return cached[1] if cached is not None and cached[0] == inputs else None
+
+    def forget(self, key: str, uid: str = "") -> None:
         self._conditions.pop(key, None)
+        self.sealed.pop(uid, None)

@@ -6,14 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-
-def _flag(name: str) -> bool:
-    value = os.environ.get(name, "").strip().lower()
-    if value in ("", "0", "false", "no"):
-        return False
-    if value in ("1", "true", "yes"):
-        return True
-    raise ValueError(f"{name} must be true or false, not {value!r}")
+from gatehouse_proxy.settings import env_flag
 
 
 @dataclass(frozen=True)
@@ -35,5 +28,5 @@ class OperatorSettings:
             keyring_file=Path(keyring),
             table_host=os.environ.get("GATEHOUSE_TABLE_HOST", cls.table_host),
             table_port=int(os.environ.get("GATEHOUSE_TABLE_PORT", str(cls.table_port))),
-            allow_http=_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
+            allow_http=env_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
         )

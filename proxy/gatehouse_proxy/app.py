@@ -24,11 +24,11 @@ from gatehouse_proxy import metrics
 from gatehouse_proxy.errors import ProxyError, error_response
 from gatehouse_proxy.forwarder import Forwarder, new_session
 from gatehouse_proxy.google_tokens import GoogleTokenSource
-from gatehouse_proxy.injectors import Injection, Injector
+from gatehouse_proxy.injectors import Injection, Injector, token_cache_key
 from gatehouse_proxy.matcher import check_method, check_path, normalise
 from gatehouse_proxy.network_guard import NetworkPolicy
 from gatehouse_proxy.rate_limit import RateLimiter
-from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute
+from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, RoutingTable
 from gatehouse_proxy.sealing import KeyringFile
 from gatehouse_proxy.settings import ProxySettings
 from gatehouse_proxy.table_feed import ActiveTable, TableFeed, TableStore
@@ -45,7 +45,7 @@ class Proxy:
     def __init__(self, settings: ProxySettings) -> None:
         self.settings = settings
         self.keyring = KeyringFile(settings.keyring_file)
-        self.store = TableStore()
+        self.store = TableStore(on_install=self._prune)
         self.limiter = RateLimiter()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -65,6 +65,18 @@ class Proxy:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await session.close()
+
+    def _prune(self, table: RoutingTable) -> None:
+        """Drops token caches and rate buckets of connections and apps no longer routed."""
+        self.limiter.forget({(key, app.key) for app in table.apps for key in app.links.values()})
+        # Tables arrive only through the feed, which starts after the lifespan made these.
+        self.google.forget(
+            {
+                token_cache_key(route)
+                for route in table.connections.values()
+                if route.credential.type == "googleServiceAccount"
+            }
+        )
 
     def _table(self) -> ActiveTable:
         if self.store.current is None:

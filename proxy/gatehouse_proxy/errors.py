@@ -13,11 +13,9 @@ from starlette.responses import JSONResponse
 STATUS_BY_CODE: Mapping[str, int] = {
     "invalid_path": 400,
     "path_traversal": 400,
-    "invalid_request": 400,
     "unauthenticated": 401,
     "path_not_allowed": 403,
     "unknown_alias": 404,
-    "not_found": 404,
     "method_not_allowed": 405,
     "request_too_large": 413,
     "rate_limited": 429,

@@ -24,6 +24,13 @@ class Injection:
         return {name.lower() for name in self.headers}
 
 
+def token_cache_key(connection: ConnectionRoute) -> tuple[str, ...]:
+    """Google tokens are cached per connection, key file and scopes: a new key file or a
+    re-seal gets a new entry, so a token never outlives the key it was issued for."""
+    credential = connection.credential
+    return (connection.uid, credential.fingerprint, *sorted(credential.scopes))
+
+
 class Injector:
     def __init__(self, keyring: Keyring, google: GoogleTokenSource) -> None:
         self.keyring = keyring
@@ -53,9 +60,7 @@ class Injector:
             if credential.location == "query":
                 return Injection(query=(credential.parameter, secret))
             return Injection(headers={credential.parameter: secret})
-        # A new key file (or a re-seal) gets a new cache entry: tokens never outlive their key.
-        cache_key = (connection.uid, credential.fingerprint, *sorted(credential.scopes))
         token = await self.google.token(
-            cache_key, credential.scopes, lambda: self._open(connection)
+            token_cache_key(connection), credential.scopes, lambda: self._open(connection)
         )
         return Injection(headers={"Authorization": f"Bearer {token}"})

@@ -13,7 +13,7 @@ from pathlib import Path
 from gatehouse_proxy.google_tokens import GOOGLE_TOKEN_URL
 
 
-def _flag(name: str) -> bool:
+def env_flag(name: str) -> bool:
     value = os.environ.get(name, "").strip().lower()
     if value in ("", "0", "false", "no"):
         return False
@@ -48,7 +48,7 @@ class ProxySettings:
         return cls(
             keyring_file=Path(os.environ["GATEHOUSE_KEYRING_FILE"]),
             operator_url=os.environ["GATEHOUSE_OPERATOR_URL"].rstrip("/"),
-            allow_http=_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
+            allow_http=env_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
             allowed_private_networks=_list("GATEHOUSE_ALLOWED_PRIVATE_NETWORKS"),
             google_token_url=os.environ.get("GATEHOUSE_GOOGLE_TOKEN_URL", GOOGLE_TOKEN_URL),
             upstream_ca_file=Path(ca_file) if ca_file else None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -42,14 +43,17 @@ class ActiveTable:
 
 
 class TableStore:
-    def __init__(self) -> None:
+    def __init__(self, on_install: Callable[[RoutingTable], None] | None = None) -> None:
         self.current: ActiveTable | None = None
         self.changed = asyncio.Event()
+        self.on_install = on_install
 
     def install(self, table: RoutingTable, key_id: str) -> bool:
         if self.current is not None and self.current.table.version == table.version:
             return False
         self.current = ActiveTable.of(table, key_id)
+        if self.on_install is not None:
+            self.on_install(table)
         self.changed.set()
         self.changed = asyncio.Event()
         log.info(

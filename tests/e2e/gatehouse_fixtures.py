@@ -12,6 +12,12 @@ import yaml
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
 
+API_KEY_AUTH: dict[str, Any] = {
+    "type": "apiKey",
+    "apiKey": {"name": "X-API-Key", "in": "header"},
+    "secretRef": {"name": "vendor", "key": "api-key"},
+}
+
 
 def apply(cluster: Cluster, namespace: str, *documents: dict[str, Any]) -> None:
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all(documents))

@@ -11,6 +11,7 @@ import pytest
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.services import LocalGatehouse
+from gatehouse_dev.waiting import wait_for
 from gatehouse_proxy.sealing import Keyring
 
 pytestmark = pytest.mark.e2e
@@ -88,6 +89,12 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
     _helm(cluster, "install", release, str(CHART), "-n", namespace, "--skip-crds")
     operator = f"system:serviceaccount:{namespace}:{release}-gatehouse-operator"
     proxy = f"system:serviceaccount:{namespace}:{release}-gatehouse-proxy"
+    # The authorizer sees a new ClusterRoleBinding a moment after it is created.
+    wait_for(
+        lambda: _can(cluster, operator, "list", "externalconnections.gatehouse.dev"),
+        timeout=10,
+        what="the chart's RBAC to take effect",
+    )
     for verb, resource in [
         ("watch", "externalconnections.gatehouse.dev"),
         ("patch", "externalconnections.gatehouse.dev/status"),

@@ -18,6 +18,7 @@ from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
+    API_KEY_AUTH,
     app_token,
     apply,
     connection,
@@ -28,12 +29,6 @@ from tests.e2e.gatehouse_fixtures import (
 )
 
 pytestmark = pytest.mark.e2e
-
-API_KEY_HEADER = {
-    "type": "apiKey",
-    "apiKey": {"name": "X-API-Key", "in": "header"},
-    "secretRef": {"name": "vendor", "key": "api-key"},
-}
 
 
 def _linked(
@@ -76,7 +71,7 @@ def test_api_key_header_overrides_the_apps_value(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:
     apply(cluster, namespace, secret("vendor", **{"api-key": "sk_live_header"}))
-    token = _linked(cluster, stack, namespace, API_KEY_HEADER)
+    token = _linked(cluster, stack, namespace, API_KEY_AUTH)
     reply = fetch(
         stack.proxy,
         token,
@@ -99,7 +94,7 @@ def test_api_key_query_overrides_the_apps_parameter(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:
     apply(cluster, namespace, secret("vendor", **{"api-key": "sk live/query"}))
-    auth = {**API_KEY_HEADER, "apiKey": {"name": "key", "in": "query"}}
+    auth = {**API_KEY_AUTH, "apiKey": {"name": "key", "in": "query"}}
     token = _linked(cluster, stack, namespace, auth)
     seen = _echo(
         fetch(stack.proxy, token, "vendor", "/echo/v1", params={"key": "forged", "q": "x"})
@@ -160,7 +155,7 @@ def test_rotated_secret_reaches_the_proxy_within_seconds(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:
     apply(cluster, namespace, secret("vendor", **{"api-key": "before"}))
-    token = _linked(cluster, stack, namespace, API_KEY_HEADER)
+    token = _linked(cluster, stack, namespace, API_KEY_AUTH)
     assert _key_seen(stack.proxy, token) == "before"
     apply(cluster, namespace, secret("vendor", **{"api-key": "after"}))
     started = time.monotonic()
@@ -177,7 +172,7 @@ def test_deleted_secret_makes_the_connection_unavailable_not_stale(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:
     apply(cluster, namespace, secret("vendor", **{"api-key": "soon-gone"}))
-    token = _linked(cluster, stack, namespace, API_KEY_HEADER)
+    token = _linked(cluster, stack, namespace, API_KEY_AUTH)
     cluster.kubectl("delete", "secret", "vendor", "-n", namespace)
     wait_condition(cluster, namespace, "externalconnection/vendor", "False", "SecretNotFound")
     reply = _until_status(stack.proxy, token, 503)
@@ -275,7 +270,7 @@ def test_metrics_are_per_connection_and_app_without_paths_or_secrets(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:
     apply(cluster, namespace, secret("vendor", **{"api-key": "sk_metrics_secret"}))
-    token = _linked(cluster, stack, namespace, API_KEY_HEADER)
+    token = _linked(cluster, stack, namespace, API_KEY_AUTH)
     fetch(stack.proxy, token, "vendor", "/echo/v1/private-path", params={"q": "query-value"})
     fetch(stack.proxy, token, "vendor", "/echo/v1", method="DELETE")
     metrics = httpx.get(f"{stack.proxy}/metrics").text

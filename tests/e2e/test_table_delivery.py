@@ -10,6 +10,7 @@ from gatehouse_dev.waiting import wait_for
 from gatehouse_proxy.sealing import Keyring
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
+    API_KEY_AUTH,
     app_token,
     apply,
     connection,
@@ -21,16 +22,10 @@ from tests.e2e.gatehouse_fixtures import (
 
 pytestmark = pytest.mark.e2e
 
-AUTH = {
-    "type": "apiKey",
-    "apiKey": {"name": "X-API-Key", "in": "header"},
-    "secretRef": {"name": "vendor", "key": "api-key"},
-}
-
 
 def _link(cluster: Cluster, stack: Stack, namespace: str, key: str) -> str:
     apply(cluster, namespace, secret("vendor", **{"api-key": key}))
-    apply(cluster, namespace, connection("vendor", stack.upstream, AUTH))
+    apply(cluster, namespace, connection("vendor", stack.upstream, API_KEY_AUTH))
     apply(cluster, namespace, data_app("sales", {"vendor": "vendor"}))
     wait_condition(cluster, namespace, "dataapp/sales", "True", "Routed")
     return app_token(cluster, namespace, "dataapp-sales-gatehouse")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 GROUP = "gatehouse.dev"
@@ -26,6 +26,17 @@ class Model(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
     )
+
+
+def spec_error(error: ValidationError) -> str:
+    """The first problem in a spec, as ``spec.<path>: <rule>``, for a condition's message.
+
+    The CRD schema refuses such specs at apply time; this covers objects stored before a
+    schema change.
+    """
+    first = error.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return f"spec.{where}: {first['msg']}"
 
 
 def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:

@@ -14,7 +14,7 @@ import kopf
 from pydantic import ValidationError
 
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
-from gatehouse_operator.api.meta import GROUP, VERSION
+from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.conditions import Verdict, ready
 from gatehouse_operator.controllers import linked_apps
 from gatehouse_operator.credentials import CredentialProblem, seal_credential, verdict_for
@@ -58,10 +58,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     try:
         spec = ExternalConnectionSpec.model_validate(body.get("spec", {}))
     except ValidationError as error:
-        # The CRD schema should have refused this already; say what is wrong all the same.
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        verdict = Verdict("Accepted", "False", "InvalidSpec", f"spec.{where}: {first['msg']}")
+        verdict = Verdict("Accepted", "False", "InvalidSpec", spec_error(error))
         runtime.world.drop_connection(key)
         runtime.refresh_table()
         await runtime.write_status(
@@ -89,7 +86,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     cache_key = runtime.seal_cache_key(
         body["metadata"]["uid"], origin, spec.auth.model_dump_json(), value
     )
-    credential = runtime.sealed.get(cache_key)
+    credential = runtime.sealed_for(body["metadata"]["uid"], cache_key)
     if credential is None:
         try:
             credential = seal_credential(
@@ -99,7 +96,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
                 connection_uid=body["metadata"]["uid"],
                 origin=origin,
             )
-            runtime.sealed[cache_key] = credential
+            runtime.sealed[body["metadata"]["uid"]] = (cache_key, credential)
         except CredentialProblem as caught:
             problem = caught
             credential = Credential(type=spec.auth.type)
@@ -126,6 +123,6 @@ async def connection_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None
     runtime: Runtime = memo.runtime
     key = resource_key(dict(body))
     runtime.world.drop_connection(key)
-    runtime.forget(key)
+    runtime.forget(key, body["metadata"]["uid"])
     runtime.refresh_table()
     await linked_apps.refresh_statuses(runtime, runtime.world.apps_linking(key))

@@ -13,7 +13,7 @@ import kopf
 from pydantic import ValidationError
 
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP, LinkedAppSpec
-from gatehouse_operator.api.meta import GROUP, VERSION, Kind
+from gatehouse_operator.api.meta import GROUP, VERSION, Kind, spec_error
 from gatehouse_operator.conditions import Verdict, ready
 from gatehouse_operator.kube import CREDENTIAL_LABEL
 from gatehouse_operator.runtime import Runtime, app_key
@@ -75,9 +75,9 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
     try:
         spec = LinkedAppSpec.model_validate(body.get("spec", {}))
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        verdict = Verdict("Ready", "False", "InvalidSpec", f"spec.{where}: {first['msg']}")
+        runtime.world.drop_app(key, seen_as=key)
+        runtime.refresh_table()
+        verdict = Verdict("Ready", "False", "InvalidSpec", spec_error(error))
         await runtime.write_status(kind, body, [verdict], {}, key)
         return
     owner = {"kind": kind.kind, "name": meta["name"], "uid": meta["uid"]}
