@@ -30,6 +30,8 @@ async def echo(request: web.Request) -> web.Response:
             "X-Internal-Trace": "node-7",
             "X-RateLimit-Remaining": "99",
             "ETag": '"v1"',
+            # Pagination as many APIs do it: the next page's URL, query (and key) included.
+            "Link": f'<{request.url.with_query(request.query_string + "&page=2")}>; rel="next"',
         },
     )
 

@@ -149,7 +149,7 @@ class Proxy:
         return StreamingResponse(
             upstream.body(),
             status_code=upstream.status,
-            headers=dict(header_policy.app_response_headers(upstream.headers())),
+            headers=dict(header_policy.app_response_headers(upstream.headers(), injection.secrets)),
         )
 
 

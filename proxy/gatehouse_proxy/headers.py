@@ -7,6 +7,7 @@ so cookies and upstream internals never do.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 # Headers that identify the caller or steer routing: the proxy decides these, never the app.
@@ -49,6 +50,7 @@ RESPONSE_ALLOWED = frozenset(
         "content-encoding",
         "content-language",
         "content-disposition",
+        "content-location",
         "accept-ranges",
         "cache-control",
         "content-range",
@@ -94,14 +96,38 @@ def upstream_request_headers(
     return kept
 
 
-def app_response_headers(upstream: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The allowlisted upstream headers, at most 16 KiB of them."""
+REDACTED = "[redacted]"
+
+
+def _secret_pattern(secret: str) -> re.Pattern[str]:
+    """Matches the secret however a URL encoder wrote it: each character raw or %-encoded."""
+    parts = []
+    for char in secret:
+        encoded = "".join(f"%{byte:02x}" for byte in char.encode())
+        options = [re.escape(char), re.escape(encoded)] + (["\\+"] if char == " " else [])
+        parts.append("(?:" + "|".join(options) + ")")
+    return re.compile("".join(parts), re.IGNORECASE)
+
+
+def _redact(value: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        value = _secret_pattern(secret).sub(REDACTED, value)
+    return value
+
+
+def app_response_headers(
+    upstream: Iterable[tuple[str, str]], secrets: Iterable[str] = ()
+) -> list[tuple[str, str]]:
+    """The allowlisted upstream headers, at most 16 KiB of them, with injected values redacted
+    (a pagination Link header would otherwise hand a query API key to the app)."""
     kept: list[tuple[str, str]] = []
     size = 0
-    for name, value in upstream:
+    secrets = [secret for secret in secrets if secret]
+    for name, raw_value in upstream:
         lowered = name.lower()
         if lowered not in RESPONSE_ALLOWED and not lowered.startswith(_RESPONSE_ALLOWED_PREFIXES):
             continue
+        value = _redact(raw_value, secrets)
         size += len(name) + len(value) + 4
         if size > MAX_RESPONSE_HEADER_BYTES:
             break

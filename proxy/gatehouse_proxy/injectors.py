@@ -18,6 +18,8 @@ from gatehouse_proxy.sealing import Keyring, KeyringError
 class Injection:
     headers: dict[str, str] = field(default_factory=dict)
     query: tuple[str, str] | None = None
+    # The injected values themselves, so nothing the upstream echoes back can carry them.
+    secrets: tuple[str, ...] = ()
 
     @property
     def header_names(self) -> set[str]:
@@ -54,13 +56,14 @@ class Injector:
         if credential.type == "none":
             return Injection()
         if credential.type == "bearer":
-            return Injection(headers={"Authorization": f"Bearer {self._open(connection).decode()}"})
+            secret = self._open(connection).decode()
+            return Injection(headers={"Authorization": f"Bearer {secret}"}, secrets=(secret,))
         if credential.type == "apiKey":
             secret = self._open(connection).decode()
             if credential.location == "query":
-                return Injection(query=(credential.parameter, secret))
-            return Injection(headers={credential.parameter: secret})
+                return Injection(query=(credential.parameter, secret), secrets=(secret,))
+            return Injection(headers={credential.parameter: secret}, secrets=(secret,))
         token = await self.google.token(
             token_cache_key(connection), credential.scopes, lambda: self._open(connection)
         )
-        return Injection(headers={"Authorization": f"Bearer {token}"})
+        return Injection(headers={"Authorization": f"Bearer {token}"}, secrets=(token,))

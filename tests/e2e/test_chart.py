@@ -52,7 +52,8 @@ def _can(cluster: Cluster, subject: str, verb: str, resource: str) -> bool:
 
 
 def test_chart_installs_and_keeps_its_keyring(cluster: Cluster, namespace: str) -> None:
-    release = namespace[-8:]
+    # All digits (and unique: ClusterRoles are cluster-wide): label values must be quoted.
+    release = f"{int(namespace[-8:], 16) % 10**8:08d}"
     _helm(cluster, "install", release, str(CHART), "-n", namespace, "--skip-crds")
     first = _keyring(cluster, namespace, release)
     assert len(Keyring.parse(first).key_ids) == 1

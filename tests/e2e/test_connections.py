@@ -100,6 +100,9 @@ def test_api_key_query_overrides_the_apps_parameter(
         fetch(stack.proxy, token, "vendor", "/echo/v1", params={"key": "forged", "q": "x"})
     )
     assert seen["query"] == "q=x&key=sk%20live%2Fquery"
+    link = fetch(stack.proxy, token, "vendor", "/echo/v1", params={"q": "x"}).headers["link"]
+    assert "page=2" in link
+    assert "key=[redacted]" in link
 
 
 def test_bearer_token(cluster: Cluster, stack: Stack, namespace: str) -> None:
