@@ -1,0 +1,60 @@
+"""The forwarder refuses private upstreams unless the installation allows them, and redirects."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiohttp import web
+
+from gatehouse_dev.processes import free_port
+from gatehouse_dev.upstream import create_app
+from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.forwarder import Forwarder, new_session
+from gatehouse_proxy.network_guard import NetworkPolicy
+
+
+async def _send(policy: NetworkPolicy, url: str, *, allow_http: bool = True) -> int:
+    runner = web.AppRunner(create_app())
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    session = new_session(policy)
+    try:
+        forwarder = Forwarder(session, policy, allow_http=allow_http)
+        upstream = await forwarder.send(
+            method="GET",
+            url=url.format(port=port),
+            headers=[],
+            body=b"",
+            timeout_seconds=5,
+            max_response_bytes=1_000_000,
+        )
+        chunks = [chunk async for chunk in upstream.body()]
+        assert chunks
+        return upstream.status
+    finally:
+        await session.close()
+        await runner.cleanup()
+
+
+def _code(policy: NetworkPolicy, url: str, *, allow_http: bool = True) -> str:
+    with pytest.raises(ProxyError) as caught:
+        asyncio.run(_send(policy, url, allow_http=allow_http))
+    return caught.value.code
+
+
+def test_loopback_is_refused_by_default_by_ip_and_by_name() -> None:
+    assert _code(NetworkPolicy(), "http://127.0.0.1:{port}/echo/") == "blocked_address"
+    assert _code(NetworkPolicy(), "http://localhost:{port}/echo/") == "blocked_address"
+
+
+def test_http_is_refused_unless_the_installation_allows_it() -> None:
+    allowed = NetworkPolicy(["127.0.0.0/8"])
+    assert _code(allowed, "http://127.0.0.1:{port}/echo/", allow_http=False) == "blocked_address"
+
+
+def test_allowed_private_network_passes_and_redirects_are_refused() -> None:
+    allowed = NetworkPolicy(["127.0.0.0/8", "::1/128"])
+    assert asyncio.run(_send(allowed, "http://127.0.0.1:{port}/echo/")) == 200
+    assert _code(allowed, "http://127.0.0.1:{port}/redirect") == "upstream_redirect"
