@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import kopf
 
 from gatehouse_operator import conditions
+from gatehouse_operator.api.connection import Auth
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.conditions import Verdict
+from gatehouse_operator.credentials import seal_credential
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.table_server import Publisher
@@ -51,12 +53,36 @@ class Runtime:
         if table is not None:
             self.publisher.publish(table)
 
-    def seal_cache_key(
-        self, uid: str, origin: str, auth: str, value: bytes | None
-    ) -> tuple[str, ...]:
-        """Re-sealing an unchanged secret would change its ciphertext and so every cached token."""
-        digest = hashlib.sha256(value).hexdigest() if value is not None else ""
-        return (uid, origin, auth, digest, self.keyring.current().active)
+    def seal(
+        self,
+        auth: Auth,
+        secret_data: Mapping[str, bytes] | None,
+        *,
+        connection_uid: str,
+        origin: str,
+    ) -> Credential:
+        """The connection's sealed credential, re-sealed only when an input changed.
+
+        Re-sealing an unchanged secret would change its ciphertext, and with it the proxies'
+        cached Google tokens. The active key id is an input, so a rotation re-seals everything.
+        Raises CredentialProblem as seal_credential does.
+        """
+        value = secret_data.get(auth.secret_ref.key) if auth.secret_ref and secret_data else None
+        keyring = self.keyring.current()
+        inputs = (
+            origin,
+            auth.model_dump_json(),
+            hashlib.sha256(value).hexdigest() if value is not None else "",
+            keyring.active,
+        )
+        cached = self.sealed.get(connection_uid)
+        if cached is not None and cached[0] == inputs:
+            return cached[1]
+        credential = seal_credential(
+            auth, secret_data, keyring=keyring, connection_uid=connection_uid, origin=origin
+        )
+        self.sealed[connection_uid] = (inputs, credential)
+        return credential
 
     async def write_status(
         self,
@@ -84,10 +110,6 @@ class Runtime:
         status = {"observedGeneration": generation, "conditions": merged, **extra}
         meta = body["metadata"]
         await self.kube.patch_status(kind, meta["namespace"], meta["name"], status)
-
-    def sealed_for(self, uid: str, inputs: tuple[str, ...]) -> Credential | None:
-        cached = self.sealed.get(uid)
-        return cached[1] if cached is not None and cached[0] == inputs else None
 
     def forget(self, key: str, uid: str = "") -> None:
         self._conditions.pop(key, None)

@@ -47,7 +47,6 @@ class Proxy:
         self.keyring = KeyringFile(settings.keyring_file)
         self.store = TableStore(on_install=self._prune)
         self.limiter = RateLimiter()
-        self._tasks: list[asyncio.Task[None]] = []
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -56,14 +55,14 @@ class Proxy:
         session = new_session(policy, ca_file)
         self.forwarder = Forwarder(session, policy, self.settings.allow_http)
         self.google = GoogleTokenSource(session, self.settings.google_token_url)
+        self.injector = Injector(self.keyring, self.google)
         feed = TableFeed(self.store, self.settings.operator_url, self.keyring, session)
-        self._tasks.append(asyncio.create_task(feed.run(), name="table-feed"))
+        feed_task = asyncio.create_task(feed.run(), name="table-feed")
         try:
             yield
         finally:
-            for task in self._tasks:
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            feed_task.cancel()
+            await asyncio.gather(feed_task, return_exceptions=True)
             await session.close()
 
     def _prune(self, table: RoutingTable) -> None:
@@ -133,7 +132,7 @@ class Proxy:
         self.limiter.acquire(connection.key, app.key, connection.limits.requests_per_minute)
         body = await _read_body(request, connection.limits.max_request_bytes)
 
-        injection = await Injector(self.keyring.current(), self.google).injection(connection)
+        injection = await self.injector.injection(connection)
         url = connection.origin + path.encoded + _query(request.scope["query_string"], injection)
         outgoing = header_policy.upstream_request_headers(
             request.headers.items(), injection.header_names

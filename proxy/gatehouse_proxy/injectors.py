@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.google_tokens import GoogleTokenSource
 from gatehouse_proxy.routing_table import ConnectionRoute
-from gatehouse_proxy.sealing import Keyring, KeyringError
+from gatehouse_proxy.sealing import KeyringError, KeyringFile
 
 
 @dataclass
@@ -34,7 +34,7 @@ def token_cache_key(connection: ConnectionRoute) -> tuple[str, ...]:
 
 
 class Injector:
-    def __init__(self, keyring: Keyring, google: GoogleTokenSource) -> None:
+    def __init__(self, keyring: KeyringFile, google: GoogleTokenSource) -> None:
         self.keyring = keyring
         self.google = google
 
@@ -43,7 +43,7 @@ class Injector:
         if credential.sealed is None:
             raise ProxyError("connection_unavailable", "the connection has no credential")
         try:
-            return self.keyring.open(
+            return self.keyring.current().open(
                 credential.sealed, credential.context(connection.uid, connection.origin)
             )
         except KeyringError:

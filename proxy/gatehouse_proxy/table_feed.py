@@ -45,7 +45,6 @@ class ActiveTable:
 class TableStore:
     def __init__(self, on_install: Callable[[RoutingTable], None] | None = None) -> None:
         self.current: ActiveTable | None = None
-        self.changed = asyncio.Event()
         self.on_install = on_install
 
     def install(self, table: RoutingTable, key_id: str) -> bool:
@@ -54,8 +53,6 @@ class TableStore:
         self.current = ActiveTable.of(table, key_id)
         if self.on_install is not None:
             self.on_install(table)
-        self.changed.set()
-        self.changed = asyncio.Event()
         log.info(
             "routing table %d installed: %d connections, %d apps",
             table.version,

@@ -17,7 +17,7 @@ from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConne
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.conditions import Verdict, ready
 from gatehouse_operator.controllers import linked_apps
-from gatehouse_operator.credentials import CredentialProblem, seal_credential, verdict_for
+from gatehouse_operator.credentials import CredentialProblem, verdict_for
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.runtime import Runtime, resource_key
 from gatehouse_proxy.routing_table import ConnectionRoute, Credential, Limits
@@ -81,25 +81,14 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     ref = spec.auth.secret_ref
     if secret_data is _UNSET:
         secret_data = await runtime.kube.secret_data(namespace, ref.name) if ref else None
-    value = secret_data.get(ref.key) if ref and secret_data else None
     problem: CredentialProblem | None = None
-    cache_key = runtime.seal_cache_key(
-        body["metadata"]["uid"], origin, spec.auth.model_dump_json(), value
-    )
-    credential = runtime.sealed_for(body["metadata"]["uid"], cache_key)
-    if credential is None:
-        try:
-            credential = seal_credential(
-                spec.auth,
-                secret_data,
-                keyring=runtime.keyring.current(),
-                connection_uid=body["metadata"]["uid"],
-                origin=origin,
-            )
-            runtime.sealed[body["metadata"]["uid"]] = (cache_key, credential)
-        except CredentialProblem as caught:
-            problem = caught
-            credential = Credential(type=spec.auth.type)
+    try:
+        credential = runtime.seal(
+            spec.auth, secret_data, connection_uid=body["metadata"]["uid"], origin=origin
+        )
+    except CredentialProblem as caught:
+        problem = caught
+        credential = Credential(type=spec.auth.type)
     verdicts.append(verdict_for(problem, spec.auth))
     summary = ready(verdicts, "Routed", f"the proxy routes requests to {origin}")
     unavailable = "" if summary.ok else f"the connection is not ready: {summary.message}"

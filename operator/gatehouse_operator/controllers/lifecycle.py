@@ -89,7 +89,6 @@ async def _housekeeping(runtime: Runtime) -> None:
         if now_active != active:
             log.info("keyring rotated to key %r: re-sealing every credential", now_active)
             active = now_active
-            runtime.sealed.clear()
             for body in list(runtime.world.connection_bodies.values()):
                 await external_connections.reconcile(runtime, body)
 
