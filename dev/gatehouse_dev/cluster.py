@@ -6,6 +6,7 @@ is started. Test users are impersonated (``kubectl --as``), so RBAC decisions ar
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gatehouse_dev.binaries import Binaries
+from gatehouse_dev.waiting import wait_for
 
 
 @dataclass(frozen=True)
@@ -72,3 +74,25 @@ class Cluster:
         if check and done.returncode != 0:
             raise KubectlError(argv, done.returncode, done.stderr)
         return done
+
+    def app_token(self, namespace: str, secret: str, timeout: float = 30) -> str:
+        """An app's proxy credential, once the operator has issued it into ``secret``."""
+
+        def read() -> str | None:
+            done = self.kubectl(
+                "get",
+                "secret",
+                secret,
+                "-n",
+                namespace,
+                "-o",
+                "jsonpath={.data.token}",
+                check=False,
+            )
+            return (
+                base64.b64decode(done.stdout).decode()
+                if done.returncode == 0 and done.stdout
+                else None
+            )
+
+        return wait_for(read, timeout=timeout, interval=0.2, what=f"the credential in {secret}")

@@ -2,37 +2,15 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
 import httpx
 
 from gatehouse_dev import stack
-from gatehouse_dev.cluster import Cluster
-from gatehouse_dev.waiting import wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo" / "vendor-api.yaml"
 NAMESPACE = "demo"
-
-
-def _token(cluster: Cluster) -> str:
-    def read() -> str | None:
-        done = cluster.kubectl(
-            "get",
-            "secret",
-            "dataapp-sales-dashboard-gatehouse",
-            "-n",
-            NAMESPACE,
-            "-o",
-            "jsonpath={.data.token}",
-            check=False,
-        )
-        return (
-            base64.b64decode(done.stdout).decode() if done.returncode == 0 and done.stdout else None
-        )
-
-    return wait_for(read, timeout=30, what="the app's proxy credential")
 
 
 def run(paths: stack.StackPaths) -> None:
@@ -54,7 +32,7 @@ def run(paths: stack.StackPaths) -> None:
     print(f"$ kubectl get externalconnections,dataapps -n {NAMESPACE}")
     print(cluster.kubectl("get", "externalconnections,dataapps", "-n", NAMESPACE).stdout)
 
-    token = _token(cluster)
+    token = cluster.app_token(NAMESPACE, "dataapp-sales-dashboard-gatehouse")
     url = f"{running.proxy_url}/v1/fetch/vendor/echo/v1/orders?page=1"
     print("The app holds only its own proxy credential (Secret dataapp-sales-dashboard-gatehouse):")
     print(f"$ curl -H 'Authorization: Bearer {token[:6]}…' {url}")

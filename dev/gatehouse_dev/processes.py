@@ -98,7 +98,8 @@ class Server:
             self.process.wait(timeout=1)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs; reaps it first if it is our exited child."""
     try:
         waited, _ = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
@@ -120,7 +121,7 @@ def terminate_pid(pid: int, timeout: float = 10.0) -> None:
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not alive(pid):
             return
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):

@@ -19,7 +19,7 @@ from pathlib import Path
 from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
-from gatehouse_dev.processes import terminate_pid
+from gatehouse_dev.processes import alive, terminate_pid
 from gatehouse_dev.services import LocalGatehouse
 
 DEMO_UPSTREAM_PORT = int(os.environ.get("GATEHOUSE_DEMO_UPSTREAM_PORT", "18080"))
@@ -56,15 +56,6 @@ class RunningStack:
     proxy_url: str
 
 
-def _running(pids: list[int]) -> bool:
-    try:
-        for pid in pids:
-            os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return bool(pids)
-
-
 def _user_kubeconfig(paths: StackPaths) -> Path | None:
     """The KUBECONFIG a user set for a cluster of their own, if any (ours does not count)."""
     configured = os.environ.get("KUBECONFIG")
@@ -79,7 +70,7 @@ def up(paths: StackPaths) -> RunningStack:
     binaries = ensure_binaries()
     if paths.state_file.exists():
         state = json.loads(paths.state_file.read_text())
-        if _running(state["pids"]):
+        if state["pids"] and all(alive(pid) for pid in state["pids"]):
             _log(f"the local stack is already up (pids {state['pids']})")
             cluster = Cluster(Path(state["kubeconfig"]), binaries, local=state["local"])
             return RunningStack(cluster, state["proxy_url"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
@@ -54,12 +53,7 @@ def wait_condition(
 
 
 def app_token(cluster: Cluster, namespace: str, secret: str) -> str:
-    def read() -> str | None:
-        body = get(cluster, namespace, f"secret/{secret}")
-        data = (body or {}).get("data", {})
-        return base64.b64decode(data["token"]).decode() if "token" in data else None
-
-    return wait_for(read, timeout=20, interval=0.2, what=f"secret {secret}")
+    return cluster.app_token(namespace, secret, timeout=20)
 
 
 def connection(
