@@ -28,6 +28,7 @@ build: install
 
 crds: install
 	$(BIN)/python -m gatehouse_operator.api.crds
+	$(BIN)/python -m gatehouse_operator.api.roles
 
 up: install
 	$(DEV) up

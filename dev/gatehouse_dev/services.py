@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import Server, free_port
-from gatehouse_operator.api import crds
+from gatehouse_operator.api import crds, roles
 from gatehouse_proxy.sealing import Keyring
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +43,10 @@ class LocalGatehouse:
     workdir: Path
     detached: bool = False
     table_port: int = field(default_factory=free_port)
+    api_port: int = field(default_factory=free_port)
+    webhook_port: int = field(default_factory=free_port)
+    # The first proxy replica's port, known before it starts: the operator sends tests there.
+    proxy_port: int = field(default_factory=free_port)
     servers: list[Server] = field(default_factory=list)
 
     @property
@@ -53,8 +57,16 @@ class LocalGatehouse:
     def operator_url(self) -> str:
         return f"http://127.0.0.1:{self.table_port}"
 
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
     def install_crds(self) -> None:
-        self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
+        """The CRDs and the user-facing ClusterRoles, as the chart installs them."""
+        for manifests in (CRDS, roles.output_file(ROOT)):
+            self.cluster.kubectl(
+                "apply", "--server-side", "--force-conflicts", "-f", str(manifests)
+            )
         names = [f"crd/{kind.crd_name}" for kind in crds.KINDS]
         self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", *names)
 
@@ -120,6 +132,11 @@ class LocalGatehouse:
             "GATEHOUSE_TABLE_HOST": "127.0.0.1",
             "GATEHOUSE_TABLE_PORT": str(self.table_port),
             "GATEHOUSE_ALLOW_HTTP_UPSTREAMS": "true",
+            "GATEHOUSE_PROXY_URL": f"http://127.0.0.1:{self.proxy_port}",
+            "GATEHOUSE_API_HOST": "127.0.0.1",
+            "GATEHOUSE_API_PORT": str(self.api_port),
+            "GATEHOUSE_WEBHOOK_HOST": "127.0.0.1",
+            "GATEHOUSE_WEBHOOK_PORT": str(self.webhook_port),
         }
 
     def start_operator(self) -> Endpoint:
@@ -133,7 +150,8 @@ class LocalGatehouse:
         return self._start("operator", argv, self.operator_env(), self.operator_url, "/healthz")
 
     def start_proxy(self, *, token_url: str = "", operator_url: str = "") -> Endpoint:
-        port = free_port()
+        started = {server.name for server in self.servers}
+        port = self.proxy_port if f"proxy-{self.proxy_port}" not in started else free_port()
         env = {
             "GATEHOUSE_KEYRING_FILE": str(self.keyring_file),
             "GATEHOUSE_OPERATOR_URL": operator_url or self.operator_url,

@@ -54,6 +54,7 @@ class StackPaths:
 class RunningStack:
     cluster: Cluster
     proxy_url: str
+    api_url: str = ""
 
 
 def _user_kubeconfig(paths: StackPaths) -> Path | None:
@@ -73,7 +74,7 @@ def up(paths: StackPaths) -> RunningStack:
         if state["pids"] and all(alive(pid) for pid in state["pids"]):
             _log(f"the local stack is already up (pids {state['pids']})")
             cluster = Cluster(Path(state["kubeconfig"]), binaries, local=state["local"])
-            return RunningStack(cluster, state["proxy_url"])
+            return RunningStack(cluster, state["proxy_url"], state.get("api_url", ""))
         _log("a previous local stack is gone; cleaning up after it")
         down(paths)
 
@@ -110,20 +111,24 @@ def up(paths: StackPaths) -> RunningStack:
                 "kubeconfig": str(cluster.kubeconfig),
                 "local": cluster.local,
                 "proxy_url": proxy.url,
+                "api_url": gatehouse.api_url,
             }
         )
     )
-    _write_env(paths, cluster, proxy.url)
-    _log(f"proxy at {proxy.url}; logs in {gatehouse.workdir / 'logs'}")
+    running = RunningStack(cluster, proxy.url, gatehouse.api_url)
+    _write_env(paths, running)
+    _log(f"proxy at {proxy.url}, service API at {gatehouse.api_url}")
+    _log(f"logs in {gatehouse.workdir / 'logs'}")
     _log(f"`source {paths.env_file}` to use the stack, `make down` to stop it")
-    return RunningStack(cluster, proxy.url)
+    return running
 
 
-def _write_env(paths: StackPaths, cluster: Cluster, proxy_url: str) -> None:
+def _write_env(paths: StackPaths, running: RunningStack) -> None:
     lines = [
-        f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}",
-        f'export PATH={shlex.quote(str(cluster.binaries.directory))}:"$PATH"',
-        f"export GATEHOUSE_PROXY_URL={shlex.quote(proxy_url)}",
+        f"export KUBECONFIG={shlex.quote(str(running.cluster.kubeconfig))}",
+        f'export PATH={shlex.quote(str(running.cluster.binaries.directory))}:"$PATH"',
+        f"export GATEHOUSE_PROXY_URL={shlex.quote(running.proxy_url)}",
+        f"export GATEHOUSE_API_URL={shlex.quote(running.api_url)}",
     ]
     paths.env_file.write_text("\n".join(lines) + "\n")
 

@@ -13,7 +13,27 @@ from kubernetes.aio import client
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 
 CREDENTIAL_LABEL = "gatehouse.dev/credential-for"
+SAMPLES_LABEL = "gatehouse.dev/samples-for"
 TOKEN_KEY = "token"  # noqa: S105 (the key name within the Secret)
+
+
+class SampleLimitReached(Exception):
+    """The connection already keeps as many samples as allowed."""
+
+
+def samples_config_map(connection: str) -> str:
+    return f"{connection}-gatehouse-samples"
+
+
+def _owner(owner: dict[str, Any]) -> client.V1OwnerReference:
+    return client.V1OwnerReference(
+        api_version=f"{GROUP}/{VERSION}",
+        kind=owner["kind"],
+        name=owner["name"],
+        uid=owner["uid"],
+        controller=True,
+        block_owner_deletion=True,
+    )
 
 
 def _decoded(data: dict[str, bytes | str] | None) -> dict[str, bytes]:
@@ -44,16 +64,7 @@ class Kube:
             metadata=client.V1ObjectMeta(
                 name=secret_name,
                 labels={CREDENTIAL_LABEL: f"{owner['kind']}.{owner['name']}"},
-                owner_references=[
-                    client.V1OwnerReference(
-                        api_version=f"{GROUP}/{VERSION}",
-                        kind=owner["kind"],
-                        name=owner["name"],
-                        uid=owner["uid"],
-                        controller=True,
-                        block_owner_deletion=True,
-                    )
-                ],
+                owner_references=[_owner(owner)],
             ),
             type="Opaque",
             string_data={TOKEN_KEY: token},
@@ -63,6 +74,87 @@ class Kube:
         else:
             await self.core.replace_namespaced_secret(secret_name, namespace, body)
         return token
+
+    async def samples(self, namespace: str, connection: str) -> dict[str, str]:
+        """The connection's saved samples: id to JSON document."""
+        try:
+            found = await self.core.read_namespaced_config_map(
+                samples_config_map(connection), namespace
+            )
+        except client.ApiException as error:
+            if error.status == 404:
+                return {}
+            raise
+        return dict(found.data or {})
+
+    async def save_sample(
+        self, namespace: str, owner: dict[str, Any], sample_id: str, document: str, limit: int
+    ) -> None:
+        """Adds a sample to the connection's ConfigMap (owned by the connection).
+
+        The ConfigMap's resourceVersion guards the limit when two tests save at once; the loser
+        of such a race reads again and retries.
+        """
+        for _ in range(5):
+            try:
+                await self._save_sample_once(namespace, owner, sample_id, document, limit)
+                return
+            except client.ApiException as error:
+                if error.status != 409:
+                    raise
+        raise RuntimeError(f"the samples of {owner['name']} kept changing; try again")
+
+    async def _save_sample_once(
+        self, namespace: str, owner: dict[str, Any], sample_id: str, document: str, limit: int
+    ) -> None:
+        name = samples_config_map(owner["name"])
+        try:
+            found = await self.core.read_namespaced_config_map(name, namespace)
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
+            found = None
+        data = dict(found.data or {}) if found is not None else {}
+        version = found.metadata.resource_version if found is not None and found.metadata else None
+        if sample_id not in data and len(data) >= limit:
+            raise SampleLimitReached(
+                f"the connection keeps at most {limit} samples; delete one from ConfigMap "
+                f"{name} to save another"
+            )
+        data[sample_id] = document
+        body = client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(
+                name=name,
+                labels={SAMPLES_LABEL: owner["name"]},
+                owner_references=[_owner(owner)],
+                resource_version=version,
+            ),
+            data=data,
+        )
+        if found is None:
+            await self.core.create_namespaced_config_map(namespace, body)
+        else:
+            await self.core.replace_namespaced_config_map(name, namespace, body)
+
+    async def get_custom(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            found = await self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, kind.plural, name
+            )
+        except client.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return cast(dict[str, Any], found)
+
+    async def delete_custom(self, kind: Kind, namespace: str, name: str) -> None:
+        try:
+            await self.custom.delete_namespaced_custom_object(
+                GROUP, VERSION, namespace, kind.plural, name
+            )
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
 
     async def delete_secret(self, namespace: str, name: str) -> None:
         try:

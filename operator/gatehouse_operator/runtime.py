@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import httpx
 import kopf
 
 from gatehouse_operator import conditions
@@ -44,6 +45,8 @@ class Runtime:
     keyring: KeyringFile
     publisher: Publisher
     world: World = field(default_factory=World)
+    # For connection tests, which the operator sends to a proxy replica.
+    http: httpx.AsyncClient = field(default_factory=httpx.AsyncClient)
     # Per connection uid: the inputs a credential was sealed from, and the result.
     sealed: dict[str, tuple[tuple[str, ...], Credential]] = field(default_factory=dict)
     _conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -91,16 +94,17 @@ class Runtime:
         verdicts: Sequence[Verdict],
         extra: dict[str, Any],
         key: str,
+        summary: str = "Ready",
     ) -> None:
         existing = self._conditions.get(key) or body.get("status", {}).get("conditions", [])
         generation = int(body["metadata"].get("generation", 0))
         merged, changed = conditions.merge(existing, verdicts, generation)
         self._conditions[key] = merged
-        # One Event per move of Ready: its reason is the failing condition's, so the others
-        # would only repeat it.
+        # One Event per move of the summary condition (Ready): its reason is the failing
+        # condition's, so the others would only repeat it.
         subject = cast(kopf.Body, body)  # kopf reads only apiVersion, kind and metadata
         for verdict in changed:
-            if verdict.type == "Ready":
+            if verdict.type == summary:
                 kopf.event(
                     subject,
                     type="Normal" if verdict.ok else "Warning",

@@ -15,6 +15,16 @@ class OperatorSettings:
     table_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod; the proxies connect to it)
     table_port: int = 8081
     allow_http: bool = False
+    # Where connection tests are sent: the proxy Service (any replica will do).
+    proxy_url: str = ""
+    # The service API (TokenReview + SubjectAccessReview in front of every endpoint).
+    api_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod)
+    api_port: int = 8082
+    # The admission webhook: where it listens, and how the API server reaches it — through a
+    # Service ("namespace/name") in a cluster, or at the listening address on a developer's machine.
+    webhook_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod)
+    webhook_port: int = 9443
+    webhook_service: str = ""
     # How long a fresh operator waits to see every existing resource before it publishes a table,
     # so that proxies never receive a partial one after a restart.
     initial_sync_seconds: float = 30.0
@@ -29,4 +39,10 @@ class OperatorSettings:
             table_host=os.environ.get("GATEHOUSE_TABLE_HOST", cls.table_host),
             table_port=int(os.environ.get("GATEHOUSE_TABLE_PORT", str(cls.table_port))),
             allow_http=env_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
+            proxy_url=os.environ.get("GATEHOUSE_PROXY_URL", cls.proxy_url).rstrip("/"),
+            api_host=os.environ.get("GATEHOUSE_API_HOST", cls.api_host),
+            api_port=int(os.environ.get("GATEHOUSE_API_PORT", str(cls.api_port))),
+            webhook_host=os.environ.get("GATEHOUSE_WEBHOOK_HOST", cls.webhook_host),
+            webhook_port=int(os.environ.get("GATEHOUSE_WEBHOOK_PORT", str(cls.webhook_port))),
+            webhook_service=os.environ.get("GATEHOUSE_WEBHOOK_SERVICE", cls.webhook_service),
         )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator
@@ -21,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from gatehouse_proxy.probes import channel_authorised
 from gatehouse_proxy.routing_table import RoutingTable, SignedTable
 from gatehouse_proxy.sealing import KeyringFile
 from gatehouse_proxy.table_feed import HEARTBEAT_SECONDS, STREAM_PATH
@@ -62,13 +62,7 @@ class Publisher:
                 yield json.dumps({"heartbeat": True}).encode() + b"\n"
 
     def authorised(self, request: Request) -> bool:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer":
-            return False
-        return any(
-            hmac.compare_digest(token.strip(), expected)
-            for expected in self.keyring.current().channel_tokens()
-        )
+        return channel_authorised(request.headers.get("authorization", ""), self.keyring)
 
 
 def create_app(publisher: Publisher) -> Starlette:

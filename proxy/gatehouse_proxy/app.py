@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from urllib.parse import quote, unquote
 
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -22,11 +24,19 @@ from starlette.routing import Route
 from gatehouse_proxy import headers as header_policy
 from gatehouse_proxy import metrics
 from gatehouse_proxy.errors import ProxyError, error_response
-from gatehouse_proxy.forwarder import Forwarder, new_session
+from gatehouse_proxy.forwarder import Forwarder, Upstream, new_session
 from gatehouse_proxy.google_tokens import GoogleTokenSource
 from gatehouse_proxy.injectors import Injection, Injector, token_cache_key
 from gatehouse_proxy.matcher import check_method, check_path, normalise
 from gatehouse_proxy.network_guard import NetworkPolicy
+from gatehouse_proxy.probes import (
+    CONNECTION_TEST_CALLER,
+    PROBE_PATH,
+    ProbeAnswer,
+    ProbeRequest,
+    channel_authorised,
+    scrub,
+)
 from gatehouse_proxy.rate_limit import RateLimiter
 from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, RoutingTable
 from gatehouse_proxy.sealing import KeyringFile
@@ -126,29 +136,100 @@ class Proxy:
     async def _forward(
         self, request: Request, app: AppRoute, connection: ConnectionRoute, raw_path: bytes
     ) -> Response:
-        check_method(request.method, connection.allowed_methods)
+        upstream, injection = await self._call(
+            connection,
+            rate_key=app.key,
+            method=request.method,
+            raw_path=raw_path,
+            query=request.scope["query_string"],
+            incoming=request.headers.items(),
+            body=await _read_body(request, connection.limits.max_request_bytes),
+        )
+        return StreamingResponse(
+            upstream.body(),
+            status_code=upstream.status,
+            headers=dict(header_policy.app_response_headers(upstream.headers(), injection.secrets)),
+        )
+
+    async def _call(
+        self,
+        connection: ConnectionRoute,
+        *,
+        rate_key: str,
+        method: str,
+        raw_path: bytes,
+        query: bytes,
+        incoming: Iterable[tuple[str, str]],
+        body: bytes,
+    ) -> tuple[Upstream, Injection]:
+        """Every rule of a connection, in order, then the upstream call with the credential."""
+        check_method(method, connection.allowed_methods)
         path = normalise(raw_path)
         check_path(path, connection.allowed_paths)
-        self.limiter.acquire(connection.key, app.key, connection.limits.requests_per_minute)
-        body = await _read_body(request, connection.limits.max_request_bytes)
-
+        self.limiter.acquire(connection.key, rate_key, connection.limits.requests_per_minute)
+        if len(body) > connection.limits.max_request_bytes:
+            raise ProxyError(
+                "request_too_large",
+                f"the request body exceeds {connection.limits.max_request_bytes} bytes",
+            )
         injection = await self.injector.injection(connection)
-        url = connection.origin + path.encoded + _query(request.scope["query_string"], injection)
-        outgoing = header_policy.upstream_request_headers(
-            request.headers.items(), injection.header_names
-        )
+        url = connection.origin + path.encoded + _query(query, injection)
+        outgoing = header_policy.upstream_request_headers(incoming, injection.header_names)
         upstream = await self.forwarder.send(
-            method=request.method,
+            method=method,
             url=url,
             headers=outgoing + list(injection.headers.items()),
             body=body,
             timeout_seconds=connection.limits.timeout_seconds,
             max_response_bytes=connection.limits.max_response_bytes,
         )
-        return StreamingResponse(
-            upstream.body(),
+        return upstream, injection
+
+    async def connection_test(self, request: Request) -> Response:
+        """Runs an operator's ConnectionTest through the same rules as an app's fetch.
+
+        Only the operator may call it (the keyring's channel token). Refusals are part of the
+        result, with their detail: the admin running a test should see why, unlike app code.
+        """
+        if not channel_authorised(request.headers.get("authorization", ""), self.keyring):
+            return error_response(ProxyError("unauthenticated", "a channel token is required"))
+        try:
+            probe = ProbeRequest.model_validate_json(await request.body())
+        except ValidationError as error:
+            return JSONResponse({"error": {"code": "invalid_request", "message": str(error)}}, 400)
+        try:
+            table = self._table().table
+            if table.version < probe.min_table_version:
+                return JSONResponse({"stale": {"tableVersion": table.version}}, 409)
+            connection = table.connections.get(probe.connection)
+            if connection is None:
+                raise ProxyError("unknown_alias", f"no connection {probe.connection!r} is routed")
+            if connection.unavailable:
+                raise ProxyError("connection_unavailable", connection.unavailable)
+            answer = await self._probe(connection, probe)
+        except ProxyError as error:
+            return JSONResponse({"refused": {"code": error.code, "message": error.message}})
+        return JSONResponse({"answered": answer.model_dump(by_alias=True)})
+
+    async def _probe(self, connection: ConnectionRoute, probe: ProbeRequest) -> ProbeAnswer:
+        path, _, query = probe.path.partition("?")
+        body = b"" if probe.body is None else json.dumps(probe.body).encode()
+        headers = [("content-type", "application/json")] if body else []
+        upstream, injection = await self._call(
+            connection,
+            rate_key=CONNECTION_TEST_CALLER,
+            method=probe.method,
+            raw_path=path.encode(),
+            query=query.encode(),
+            incoming=headers,
+            body=body,
+        )
+        content = b"".join([chunk async for chunk in upstream.body()])
+        return ProbeAnswer(
             status_code=upstream.status,
-            headers=dict(header_policy.app_response_headers(upstream.headers(), injection.secrets)),
+            content_type=upstream.response.headers.get("content-type", ""),
+            body=scrub(content.decode("utf-8", errors="replace"), injection.secrets),
+            size_bytes=len(content),
         )
 
 
@@ -163,6 +244,7 @@ def _query(raw: bytes, injection: Injection) -> str:
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
+    """The app's body, refused as soon as it is known to be too large."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
@@ -204,6 +286,7 @@ def create_app(settings: ProxySettings) -> Starlette:
             Route("/metrics", metrics.endpoint),
             Route("/v1/fetch/{alias}/{path:path}", proxy.fetch, methods=METHODS),
             Route("/v1/fetch/{alias}", proxy.fetch, methods=METHODS),
+            Route(PROBE_PATH, proxy.connection_test, methods=["POST"]),
         ],
         lifespan=proxy.lifespan,
     )

@@ -16,9 +16,10 @@ import yaml
 
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, Model
 
-KINDS = (EXTERNAL_CONNECTION, DATA_APP, CHART_TYPE)
+KINDS = (EXTERNAL_CONNECTION, DATA_APP, CHART_TYPE, CONNECTION_TEST)
 
 # Keywords a structural schema may carry over from JSON Schema as they are.
 _KEPT = {
@@ -77,7 +78,8 @@ def structural(
     extra = node.get("additionalProperties")
     if isinstance(extra, dict):
         out["additionalProperties"] = structural(extra, defs, defaults=defaults)
-    if "type" not in out:
+    # Arbitrary JSON (a ConnectionTest's body) is the one node a structural schema leaves untyped.
+    if "type" not in out and not out.get("x-kubernetes-preserve-unknown-fields"):
         raise SchemaError(f"untyped schema node: {node}")
     return out
 

@@ -1,5 +1,19 @@
 """kopf handlers, one module per resource; importing this package registers them all."""
 
-from gatehouse_operator.controllers import external_connections, lifecycle, linked_apps, secrets
+from gatehouse_operator.controllers import (
+    admission,
+    connection_tests,
+    external_connections,
+    lifecycle,
+    linked_apps,
+    secrets,
+)
 
-__all__ = ["external_connections", "lifecycle", "linked_apps", "secrets"]
+__all__ = [
+    "admission",
+    "connection_tests",
+    "external_connections",
+    "lifecycle",
+    "linked_apps",
+    "secrets",
+]

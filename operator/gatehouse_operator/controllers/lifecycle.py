@@ -1,4 +1,8 @@
-"""Operator start-up and shut-down: settings, API client, table server, keyring watch."""
+"""Operator start-up and shut-down: settings, API client, servers, webhook, keyring watch.
+
+Three servers run in the operator's event loop: the routing-table stream for the proxies, the
+service API, and (kopf's) admission webhook.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +15,22 @@ from typing import Any
 import kopf
 import uvicorn
 from kubernetes.aio import client, config
+from starlette.applications import Starlette
 
+from gatehouse_operator.access import Access
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.controllers import external_connections
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
+from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.table_server import EmbeddedServer, Publisher, create_app
+from gatehouse_operator.webhook import WebhookServer
 from gatehouse_proxy.sealing import KeyringFile
 
 FINALIZER = "gatehouse.dev/finalizer"
+WEBHOOK_CONFIGURATION = "gatehouse.dev"
 log = logging.getLogger("gatehouse.operator")
 
 
@@ -44,6 +53,10 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         prefix="gatehouse.dev", key="last-handled-configuration"
     )
     options = OperatorSettings.from_env()
+    settings.admission.server = WebhookServer(
+        addr=options.webhook_host, port=options.webhook_port, service=options.webhook_service
+    )
+    settings.admission.managed = WEBHOOK_CONFIGURATION
     keyring = KeyringFile(options.keyring_file)
     keyring.current()  # fail at start-up, clearly, rather than at the first connection
     api = await _api_client()
@@ -54,24 +67,27 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         expected |= {app_key(kind, item) for item in await runtime.kube.existing(kind)}
     runtime.world.expect(expected, options.initial_sync_seconds)
 
-    server = EmbeddedServer(
-        uvicorn.Config(
-            create_app(runtime.publisher),
-            host=options.table_host,
-            port=options.table_port,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-        )
-    )
+    access = Access(api)
+    servers = [
+        _embedded(create_app(runtime.publisher), options.table_host, options.table_port),
+        _embedded(service_api.create_app(runtime, access), options.api_host, options.api_port),
+    ]
     memo.runtime = runtime
+    memo.access = access
     memo.api = api
-    memo.server = server
+    memo.servers = servers
     memo.tasks = [
-        asyncio.create_task(server.serve(), name="table-server"),
+        *(asyncio.create_task(server.serve(), name="server") for server in servers),
         asyncio.create_task(_housekeeping(runtime), name="housekeeping"),
     ]
     log.info("waiting to see %d existing resources before the first table", len(expected))
+
+
+def _embedded(app: Starlette, host: str, port: int) -> EmbeddedServer:
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
+    )
+    return EmbeddedServer(config)
 
 
 async def _housekeeping(runtime: Runtime) -> None:
@@ -95,10 +111,12 @@ async def _housekeeping(runtime: Runtime) -> None:
 
 @kopf.on.cleanup()
 async def stop(memo: Any, **_: Any) -> None:
-    memo.server.should_exit = True
+    for server in memo.servers:
+        server.should_exit = True
     for task in memo.tasks:
-        if task.get_name() != "table-server":
+        if task.get_name() != "server":
             task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.gather(*memo.tasks, return_exceptions=True)
+    await memo.runtime.http.aclose()
     await memo.api.close()

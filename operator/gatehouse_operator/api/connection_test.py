@@ -1,0 +1,120 @@
+"""ConnectionTest: one request to a connection, run through the proxy, with its result in status.
+
+A test is a resource, as a certificate request is in cert-manager: create it, read the outcome
+from its status, and let the operator delete it some time after it finished. A passing test can
+be kept as a redacted sample for the app generator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from gatehouse_operator.api.connection import HttpMethod
+from gatehouse_operator.api.meta import Kind, Model, PrinterColumn, Status, cel, validations
+
+# The test result keeps the first characters of the body (the reference UI shows as many).
+RESULT_BODY_CHARS = 4_000
+DEFAULT_TTL_SECONDS = 3_600
+_CONNECTION_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+class SampleRequest(Model):
+    label: str = Field(
+        min_length=1,
+        max_length=200,
+        description="A name for the sample, shown to app builders and the app generator.",
+    )
+
+
+class ConnectionTestSpec(Model):
+    model_config = Model.model_config | {
+        "json_schema_extra": validations(
+            cel(
+                "self == oldSelf",
+                "a ConnectionTest is immutable: create a new one to test again",
+            ),
+        )
+    }
+
+    connection: str = Field(
+        max_length=253,
+        pattern=_CONNECTION_NAME,
+        description="The ExternalConnection to test, in the same namespace.",
+    )
+    method: HttpMethod = Field(
+        default="GET", description="Must be one of the connection's allowedMethods."
+    )
+    path: str = Field(
+        default="/",
+        max_length=2048,
+        pattern=r"^/[^\s#]*$",
+        description="Path (and optional query) relative to the connection's base URL.",
+    )
+    body: Any = Field(
+        default=None,
+        description="A JSON request body, for methods other than GET (checked at admission: "
+        "CEL cannot see untyped fields).",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+    save_as_sample: SampleRequest | None = Field(
+        default=None,
+        description="Keep the response as a redacted sample if the test passes (2xx).",
+    )
+    ttl_seconds_after_finished: int = Field(
+        default=DEFAULT_TTL_SECONDS,
+        ge=0,
+        le=604_800,
+        description="How long a finished test is kept before the operator deletes it.",
+    )
+
+
+class UpstreamAnswer(Model):
+    status_code: int = Field(default=0, ge=0, le=999, description="The upstream HTTP status.")
+    content_type: str = Field(default="", max_length=256)
+    body: str = Field(
+        default="",
+        max_length=RESULT_BODY_CHARS,
+        description=f"The first {RESULT_BODY_CHARS} characters of the body, redacted.",
+    )
+    truncated: bool = Field(default=False, description="Whether the body was cut.")
+    size_bytes: int = Field(default=0, ge=0, description="The full body's size.")
+
+
+class ConnectionTestStatus(Status):
+    response: UpstreamAnswer | None = Field(
+        default=None, description="What the connection answered, when it answered."
+    )
+    error: str = Field(
+        default="",
+        max_length=1024,
+        description="Why no answer came back (refused by the proxy's rules, timeout, ...).",
+    )
+    duration_ms: int = Field(default=0, ge=0)
+    finished_at: str = Field(default="", json_schema_extra={"format": "date-time"})
+    sample: str = Field(default="", max_length=253, description="The saved sample's id.")
+
+
+CONNECTION_TEST = Kind(
+    kind="ConnectionTest",
+    plural="connectiontests",
+    description="One request to an ExternalConnection through the Gatehouse proxy, with the "
+    "answer recorded in status.",
+    spec=ConnectionTestSpec,
+    status=ConnectionTestStatus,
+    short_names=("xtest",),
+    columns=[
+        PrinterColumn("Connection", ".spec.connection"),
+        PrinterColumn("Method", ".spec.method"),
+        PrinterColumn("Path", ".spec.path"),
+        PrinterColumn("HTTP", ".status.response.statusCode", type="integer"),
+        PrinterColumn(
+            "Passed",
+            '.status.conditions[?(@.type=="Passed")].status',
+            description="Whether the connection answered with a 2xx status.",
+        ),
+        PrinterColumn("Reason", '.status.conditions[?(@.type=="Passed")].reason'),
+        PrinterColumn("Message", '.status.conditions[?(@.type=="Passed")].message', priority=1),
+    ],
+)

@@ -1,0 +1,113 @@
+"""The ClusterRoles users are bound to, generated here so the chart's copy cannot drift.
+
+- ``gatehouse-admin`` holds ``manage:ExternalConnection``: create, edit and delete connections,
+  test them, and link any connection (it aggregates into the built-in ``admin`` role);
+- ``gatehouse-builder`` manages DataApps and ChartTypes and may ``link`` connections whose
+  linkPolicy is Builders (aggregates into ``edit``);
+- ``gatehouse-interactive-viewer`` may view apps and list, through the service API, the
+  connections it could link (aggregates into ``view``).
+
+``link`` is a custom verb: RBAC grants it like any other, and Gatehouse asks for it with a
+SubjectAccessReview. Aggregation into admin/edit/view is done by kube-controller-manager.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.api.connection_test import CONNECTION_TEST
+from gatehouse_operator.api.meta import GROUP
+from gatehouse_operator.link_policy import LINK_VERB
+
+READ = ["get", "list", "watch"]
+WRITE = ["create", "update", "patch", "delete", "deletecollection"]
+ADMIN_ROLE = "gatehouse-admin"
+BUILDER_ROLE = "gatehouse-builder"
+VIEWER_ROLE = "gatehouse-interactive-viewer"
+APPS = [DATA_APP.plural, CHART_TYPE.plural]
+
+
+def _rule(resources: list[str], verbs: list[str]) -> dict[str, Any]:
+    return {"apiGroups": [GROUP], "resources": resources, "verbs": verbs}
+
+
+def _role(
+    name: str, aggregate_to: str, description: str, rules: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "app.kubernetes.io/part-of": "gatehouse",
+                f"rbac.authorization.k8s.io/aggregate-to-{aggregate_to}": "true",
+            },
+            "annotations": {"gatehouse.dev/description": description},
+        },
+        "rules": rules,
+    }
+
+
+def roles() -> list[dict[str, Any]]:
+    return [
+        _role(
+            ADMIN_ROLE,
+            "admin",
+            "Holds manage:ExternalConnection: create, edit, delete and test connections; "
+            "link any connection.",
+            [
+                _rule([EXTERNAL_CONNECTION.plural], [*READ, *WRITE, LINK_VERB]),
+                _rule([f"{EXTERNAL_CONNECTION.plural}/status"], ["get"]),
+                _rule([CONNECTION_TEST.plural], [*READ, "create", "delete", "deletecollection"]),
+                _rule([f"{CONNECTION_TEST.plural}/status"], ["get"]),
+                _rule(APPS, [*READ, *WRITE]),
+            ],
+        ),
+        _role(
+            BUILDER_ROLE,
+            "edit",
+            "Builds data apps and chart types; links connections whose linkPolicy is Builders.",
+            [
+                _rule(APPS, [*READ, *WRITE]),
+                _rule([f"{plural}/status" for plural in APPS], ["get"]),
+                _rule([EXTERNAL_CONNECTION.plural], [LINK_VERB]),
+            ],
+        ),
+        _role(
+            VIEWER_ROLE,
+            "view",
+            "Views apps; lists (through the service API) the connections it could link.",
+            [
+                _rule(APPS, READ),
+                _rule([EXTERNAL_CONNECTION.plural], [LINK_VERB]),
+            ],
+        ),
+    ]
+
+
+HEADER = "# Generated from gatehouse_operator.api.roles by `make crds`. Do not edit.\n"
+
+
+def render() -> str:
+    return HEADER + yaml.safe_dump_all(roles(), sort_keys=False, width=100)
+
+
+def output_file(root: Path) -> Path:
+    return root / "charts" / "gatehouse" / "templates" / "user-roles.yaml"
+
+
+def main() -> int:
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path.cwd()
+    output_file(root).write_text(render())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Admission: the link policy, and ConnectionTests that ask for a method the connection refuses.
+
+Validating webhooks with failure policy Fail, decided with the requesting user's identity (the
+AdmissionReview's userInfo) through SubjectAccessReviews. The configurations stay registered
+while the operator is down (``persistent``), so no link slips through unchecked meanwhile.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from gatehouse_operator import link_policy
+from gatehouse_operator.access import Access, User
+from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.api.connection_test import CONNECTION_TEST
+from gatehouse_operator.api.meta import GROUP, VERSION
+from gatehouse_operator.runtime import Runtime
+
+_LINKING = {DATA_APP.plural, CHART_TYPE.plural}
+
+
+def _linking(resource: kopf.Resource) -> bool:
+    return resource.group == GROUP and resource.plural in _LINKING
+
+
+@kopf.on.validate(_linking, id="link-policy", operations=["CREATE", "UPDATE"], persistent=True)
+async def check_links(
+    body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
+) -> None:
+    runtime: Runtime = memo.runtime
+    access: Access = memo.access
+    namespace = body["metadata"]["namespace"]
+    old: kopf.Body | None = kwargs.get("old")  # kopf passes it, though WebhookFn omits it
+    added = link_policy.added_links(old.get("spec") if old else None, body.get("spec") or {})
+    if not added:
+        return
+    user = User.from_user_info(dict(userinfo))
+    policies: dict[str, str | None] = {}
+    for name in added:
+        connection = await runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
+        policies[name] = (
+            (connection or {}).get("spec", {}).get("linkPolicy") if connection else None
+        )
+
+    async def may(verb: str, name: str) -> bool:
+        return await access.allowed(user, verb, EXTERNAL_CONNECTION.plural, namespace, name)
+
+    problems = await link_policy.refusals(added, policies, may)
+    if problems:
+        raise kopf.AdmissionError(f"{user.name} may not link: " + "; ".join(problems), code=403)
+
+
+@kopf.on.validate(
+    GROUP,
+    VERSION,
+    CONNECTION_TEST.plural,
+    id="connection-test",
+    operations=["CREATE"],
+    persistent=True,
+)
+async def check_connection_test(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    runtime: Runtime = memo.runtime
+    spec = body.get("spec") or {}
+    name = str(spec.get("connection", ""))
+    connection = await runtime.kube.get_custom(
+        EXTERNAL_CONNECTION, body["metadata"]["namespace"], name
+    )
+    if connection is None:
+        raise kopf.AdmissionError(
+            f"spec.connection: no ExternalConnection {name!r} in this namespace", code=422
+        )
+    allowed = connection.get("spec", {}).get("allowedMethods") or ["GET"]
+    method = spec.get("method", "GET")
+    if method == "GET" and spec.get("body") is not None:
+        raise kopf.AdmissionError("spec.body: a GET test cannot have a body", code=422)
+    if method not in allowed:
+        raise kopf.AdmissionError(
+            f"spec.method: {method} is not one of the connection's allowedMethods "
+            f"({', '.join(allowed)})",
+            code=422,
+        )

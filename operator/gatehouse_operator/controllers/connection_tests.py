@@ -1,0 +1,269 @@
+"""ConnectionTest: send one request through a proxy replica and record the answer.
+
+The test goes through the proxy's own path (host pinning, method and path rules, credential
+injection, limits), so a passing test means an app's fetch would pass too. Conditions: ``Passed``
+(True for a 2xx answer; False with the proxy's or upstream's reason) and, when a sample was asked
+for, ``SampleSaved``. A test waits up to a minute for its connection to become Ready, runs once,
+and is deleted ``ttlSecondsAfterFinished`` after it finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import time
+from typing import Any
+
+import httpx
+import kopf
+from pydantic import ValidationError
+
+from gatehouse_operator import samples
+from gatehouse_operator.api.connection import ExternalConnectionSpec
+from gatehouse_operator.api.connection_test import (
+    CONNECTION_TEST,
+    RESULT_BODY_CHARS,
+    ConnectionTestSpec,
+    SampleRequest,
+)
+from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
+from gatehouse_operator.conditions import Verdict, now
+from gatehouse_operator.kube import SampleLimitReached
+from gatehouse_operator.runtime import Runtime
+from gatehouse_proxy.probes import PROBE_PATH, ProbeAnswer, ProbeRequest, scrub
+
+PLURAL = CONNECTION_TEST.plural
+# How long a test waits for its connection to exist and be Ready (it may be applied together
+# with the connection, before the operator has compiled it) and for a proxy to answer.
+PATIENCE_SECONDS = 60.0
+
+
+class _Finished(Exception):
+    """The test is over without an answer from upstream; the verdict says why."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.message)
+        self.verdict = verdict
+
+
+class _Waiting(Exception):
+    """The test cannot run yet; it is retried until its patience runs out."""
+
+    def __init__(self, reason: str, message: str, delay: float = 2.0) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.delay = delay
+
+
+def _key(body: dict[str, Any]) -> str:
+    return f"{body['metadata']['namespace']}/{CONNECTION_TEST.kind}/{body['metadata']['name']}"
+
+
+def _age_seconds(body: dict[str, Any]) -> float:
+    created = datetime.datetime.fromisoformat(body["metadata"]["creationTimestamp"])
+    return (datetime.datetime.now(datetime.UTC) - created).total_seconds()
+
+
+def _camel(code: str) -> str:
+    return "".join(part.capitalize() for part in code.split("_"))
+
+
+async def _secrets_of(runtime: Runtime, namespace: str, spec: ExternalConnectionSpec) -> list[str]:
+    """The connection's secret as stored, to scrub from anything the test keeps."""
+    ref = spec.auth.secret_ref
+    data = await runtime.kube.secret_data(namespace, ref.name) if ref else None
+    value = data.get(ref.key) if data and ref else None
+    if value is None:
+        return []
+    text = value.decode(errors="replace").strip()
+    found = [text]
+    if spec.auth.type == "googleServiceAccount":
+        with contextlib.suppress(ValueError, AttributeError):
+            found.append(str(json.loads(text).get("private_key", "")))
+    return [secret for secret in found if secret]
+
+
+def _connection(runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec) -> str:
+    """The connection's routing key once it is Ready; waits (by retrying) until patience ends."""
+    key = f"{body['metadata']['namespace']}/{spec.connection}"
+    route = runtime.world.connections.get(key)
+    if route is not None and not route.unavailable:
+        if spec.method not in route.allowed_methods:
+            raise _Finished(
+                Verdict(
+                    "Passed",
+                    "False",
+                    "MethodNotAllowed",
+                    f"{spec.method} is not among the connection's allowedMethods "
+                    f"({', '.join(sorted(route.allowed_methods))})",
+                )
+            )
+        return key
+    if route is None:
+        reason, message = "ConnectionNotFound", f"no ExternalConnection {spec.connection!r}"
+    else:
+        reason, message = "ConnectionNotReady", route.unavailable
+    raise _Waiting(reason, message)
+
+
+async def _probe(runtime: Runtime, key: str, spec: ConnectionTestSpec) -> ProbeAnswer:
+    if not runtime.settings.proxy_url:
+        raise _Finished(
+            Verdict("Passed", "False", "ProxyNotConfigured", "GATEHOUSE_PROXY_URL is not set")
+        )
+    route = runtime.world.connections[key]
+    request = ProbeRequest(
+        connection=key,
+        method=spec.method,
+        path=spec.path,
+        body=spec.body,
+        min_table_version=runtime.publisher.version,
+    )
+    try:
+        reply = await runtime.http.post(
+            runtime.settings.proxy_url + PROBE_PATH,
+            content=request.model_dump_json(by_alias=True),
+            headers={
+                "Authorization": f"Bearer {runtime.keyring.current().channel_token()}",
+                "Content-Type": "application/json",
+            },
+            timeout=route.limits.timeout_seconds + 5,
+        )
+    except httpx.HTTPError as error:
+        raise _Waiting(
+            "ProxyUnavailable", f"the proxy is not reachable ({type(error).__name__})"
+        ) from None
+    if reply.status_code == 409:
+        raise _Waiting("ProxyBehind", "the proxy has not received the newest table yet", 0.5)
+    if reply.status_code != 200:
+        raise _Waiting("ProxyUnavailable", f"the proxy answered {reply.status_code}")
+    outcome = reply.json()
+    if "refused" in outcome:
+        refused = outcome["refused"]
+        raise _Finished(
+            Verdict("Passed", "False", _camel(refused["code"]), str(refused["message"])[:1024])
+        )
+    return ProbeAnswer.model_validate(outcome["answered"])
+
+
+async def _save_sample(
+    runtime: Runtime,
+    body: dict[str, Any],
+    spec: ConnectionTestSpec,
+    request: SampleRequest,
+    answer: ProbeAnswer,
+    secrets: list[str],
+) -> Verdict:
+    meta = body["metadata"]
+    connection = runtime.world.connection_bodies[f"{meta['namespace']}/{spec.connection}"]
+    owner = {
+        "kind": connection["kind"],
+        "name": connection["metadata"]["name"],
+        "uid": connection["metadata"]["uid"],
+    }
+    document = {
+        "label": request.label,
+        "savedAt": now(),
+        "request": {"method": spec.method, "path": scrub(spec.path, secrets)},
+        "statusCode": answer.status_code,
+        "contentType": answer.content_type,
+        "body": samples.sample_body(answer.body, answer.content_type, secrets),
+    }
+    try:
+        await runtime.kube.save_sample(
+            meta["namespace"],
+            owner,
+            meta["name"],
+            json.dumps(document, ensure_ascii=False),
+            samples.MAX_SAMPLES_PER_CONNECTION,
+        )
+    except SampleLimitReached as error:
+        return Verdict("SampleSaved", "False", "SampleLimitReached", str(error))
+    return Verdict("SampleSaved", "True", "Saved", f"saved as sample {meta['name']!r}")
+
+
+async def run(runtime: Runtime, body: dict[str, Any]) -> None:
+    """Runs the test once; a finished test is never run again."""
+    if body.get("status", {}).get("finishedAt"):
+        return
+    key = _key(body)
+    started = time.perf_counter()
+    extra: dict[str, Any] = {}
+    verdicts: list[Verdict] = []
+    try:
+        try:
+            spec = ConnectionTestSpec.model_validate(body.get("spec", {}))
+        except ValidationError as error:
+            raise _Finished(Verdict("Passed", "False", "InvalidSpec", spec_error(error))) from None
+        connection_key = _connection(runtime, body, spec)
+        connection_spec = ExternalConnectionSpec.model_validate(
+            runtime.world.connection_bodies[connection_key]["spec"]
+        )
+        answer = await _probe(runtime, connection_key, spec)
+    except _Finished as finished:
+        verdicts.append(finished.verdict)
+    except _Waiting as waiting:
+        if _age_seconds(body) > PATIENCE_SECONDS:
+            verdicts.append(Verdict("Passed", "False", waiting.reason, waiting.message))
+        else:
+            pending = Verdict("Passed", "Unknown", "Pending", waiting.message)
+            await runtime.write_status(CONNECTION_TEST, body, [pending], {}, key, summary="Passed")
+            raise kopf.TemporaryError(waiting.message, delay=waiting.delay) from None
+    else:
+        secrets = await _secrets_of(runtime, body["metadata"]["namespace"], connection_spec)
+        text = samples.redacted_text(answer.body, answer.content_type, secrets)
+        passed = 200 <= answer.status_code < 300
+        summary = f"{spec.method} {spec.path} answered {answer.status_code}"
+        verdicts.append(
+            Verdict("Passed", "True", "Passed", summary)
+            if passed
+            else Verdict("Passed", "False", "UpstreamStatus", summary)
+        )
+        extra["response"] = {
+            "statusCode": answer.status_code,
+            "contentType": answer.content_type[:256],
+            "body": text[:RESULT_BODY_CHARS],
+            "truncated": len(text) > RESULT_BODY_CHARS,
+            "sizeBytes": answer.size_bytes,
+        }
+        if spec.save_as_sample is not None:
+            saved = (
+                await _save_sample(runtime, body, spec, spec.save_as_sample, answer, secrets)
+                if passed
+                else Verdict(
+                    "SampleSaved", "False", "TestFailed", "only a passing test is saved as a sample"
+                )
+            )
+            verdicts.append(saved)
+            if saved.ok:
+                extra["sample"] = body["metadata"]["name"]
+    extra["durationMs"] = int((time.perf_counter() - started) * 1000)
+    extra["finishedAt"] = now()
+    await runtime.write_status(CONNECTION_TEST, body, verdicts, extra, key, summary="Passed")
+    runtime.forget(key)  # a finished test is never written again
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+async def test_created(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await run(memo.runtime, dict(body))
+
+
+def _finished(status: kopf.Status, **_: Any) -> bool:
+    return bool(status.get("finishedAt"))
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=30, idle=5, when=_finished)
+async def expire(
+    body: kopf.Body, spec: kopf.Spec, status: kopf.Status, memo: kopf.Memo, **_: Any
+) -> None:
+    """Deletes a finished test once its ttlSecondsAfterFinished has passed."""
+    finished = datetime.datetime.fromisoformat(str(status["finishedAt"]))
+    ttl = datetime.timedelta(seconds=int(spec.get("ttlSecondsAfterFinished", 3600)))
+    if datetime.datetime.now(datetime.UTC) >= finished + ttl:
+        runtime: Runtime = memo.runtime
+        await runtime.kube.delete_custom(
+            CONNECTION_TEST, body["metadata"]["namespace"], body["metadata"]["name"]
+        )

@@ -1,0 +1,91 @@
+"""The service API's request and response bodies; the OpenAPI document is generated from them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from gatehouse_operator.api.connection import HttpMethod
+from gatehouse_operator.api.connection_test import SampleRequest
+from gatehouse_operator.api.meta import Model
+
+
+class ErrorDetail(Model):
+    code: str = Field(description="Stable and machine-readable, e.g. forbidden.")
+    message: str = Field(description="For people: names the field and the rule where there is one.")
+
+
+class ErrorBody(Model):
+    error: ErrorDetail
+
+
+class LinkableConnection(Model):
+    name: str
+    display_name: str
+    origin: str = Field(description="The origin every request is pinned to.")
+    allowed_methods: list[HttpMethod]
+    allowed_paths: list[str]
+    auth_type: str
+    has_secret: bool = Field(description="Whether a credential is set; never the credential.")
+    link_policy: Literal["AdminsOnly", "Builders"]
+    allow_public_images: bool
+    instructions: str
+    ready: bool = Field(description="Whether the proxy routes the connection now.")
+
+
+class ConnectionList(Model):
+    items: list[LinkableConnection]
+    all_visible: bool = Field(
+        description="True for admins; otherwise only connections with linkPolicy Builders."
+    )
+
+
+class Sample(Model):
+    id: str
+    label: str
+    saved_at: str
+    request: dict[str, str]
+    status_code: int
+    content_type: str
+    body: Any = Field(description="The redacted, size-capped response body.")
+
+
+class LinkedConnectionSpec(Model):
+    alias: str
+    connection: str
+    display_name: str
+    origin: str
+    allowed_methods: list[HttpMethod]
+    allowed_paths: list[str]
+    instructions: str
+    samples: list[Sample]
+    fetch_path: str = Field(description="Where app code sends its requests through the proxy.")
+
+
+class ImagePolicy(Model):
+    origins: list[str] = Field(description="Origins of linked connections with public images.")
+    img_src: str = Field(description="A ready Content-Security-Policy img-src value.")
+
+
+class BuildSpec(Model):
+    kind: Literal["DataApp", "ChartType"]
+    name: str
+    connections: list[LinkedConnectionSpec]
+    image_policy: ImagePolicy
+
+
+class ConnectionTestRequest(Model):
+    method: HttpMethod = "GET"
+    path: str = Field(default="/", pattern=r"^/[^\s#]*$", max_length=2048)
+    body: Any = None
+    save_as_sample: SampleRequest | None = None
+
+
+class ConnectionTestOutcome(Model):
+    name: str = Field(description="The ConnectionTest resource that ran the test.")
+    passed: bool
+    reason: str
+    message: str
+    response: dict[str, Any] | None = None
+    sample: str = ""

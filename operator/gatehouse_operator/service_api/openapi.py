@@ -1,0 +1,122 @@
+"""The service API's OpenAPI 3.1 document, with schemas generated from the body models."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from gatehouse_operator.service_api.models import (
+    BuildSpec,
+    ConnectionList,
+    ConnectionTestOutcome,
+    ConnectionTestRequest,
+    ErrorBody,
+)
+
+_MODELS = (BuildSpec, ConnectionList, ConnectionTestOutcome, ConnectionTestRequest, ErrorBody)
+_REF = "#/components/schemas/{model}"
+
+
+def _ref(model: type) -> dict[str, str]:
+    return {"$ref": _REF.format(model=model.__name__)}
+
+
+def _json(model: type, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ref(model)}}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    meaning = {
+        400: "The body breaks a rule; the message names the field.",
+        401: "No bearer token, or the API server did not accept it.",
+        403: "RBAC does not allow the caller this action.",
+        404: "No such resource.",
+        422: "Admission refused the request; the message names the field and the rule.",
+        502: "The Kubernetes API server failed.",
+        504: "The test did not finish in time.",
+    }
+    return {str(status): _json(ErrorBody, meaning[status]) for status in statuses}
+
+
+def _name(name: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string"},
+        "description": description,
+    }
+
+
+NAMESPACE = _name("namespace", "The project's namespace.")
+
+
+@cache
+def document() -> dict[str, Any]:
+    _, schemas = models_json_schema(
+        [(model, "validation") for model in _MODELS],
+        by_alias=True,
+        ref_template=_REF,
+    )
+    paths: dict[str, Any] = {
+        "/api/v1/namespaces/{namespace}/connections": {
+            "get": {
+                "summary": "The connections the caller could link",
+                "description": "Admins (who may update ExternalConnections) see all; builders "
+                "and interactive viewers (the link verb) only those with linkPolicy Builders. "
+                "Never a secret, only whether one is set.",
+                "parameters": [NAMESPACE],
+                "responses": {
+                    "200": _json(ConnectionList, "The connections."),
+                    **_errors(401, 403, 502),
+                },
+            }
+        },
+        "/api/v1/namespaces/{namespace}/connections/{name}/tests": {
+            "post": {
+                "summary": "Test a connection through the proxy",
+                "description": "Creates a ConnectionTest (needs create on connectiontests) and "
+                "waits for its outcome. A passing test may be saved as a redacted sample.",
+                "parameters": [NAMESPACE, _name("name", "The ExternalConnection.")],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref(ConnectionTestRequest)}},
+                },
+                "responses": {
+                    "201": _json(ConnectionTestOutcome, "The test ran; see passed."),
+                    **_errors(400, 401, 403, 422, 502, 504),
+                },
+            }
+        },
+    }
+    for plural, kind in (("dataapps", "DataApp"), ("charttypes", "ChartType")):
+        paths[f"/api/v1/namespaces/{{namespace}}/{plural}/{{name}}/build-spec"] = {
+            "get": {
+                "summary": f"The app-build hand-off for a {kind}",
+                "description": "Per linked alias: the connection's origin, allowed methods and "
+                "paths, instructions and saved samples; and the image policy (CSP img-src).",
+                "parameters": [NAMESPACE, _name("name", f"The {kind}.")],
+                "responses": {
+                    "200": _json(BuildSpec, "The hand-off document."),
+                    **_errors(401, 403, 404, 502),
+                },
+            }
+        }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Gatehouse service API", "version": "v1"},
+        "components": {
+            "schemas": schemas["$defs"],
+            "securitySchemes": {
+                "kubernetes": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A Kubernetes token, checked with a TokenReview.",
+                }
+            },
+        },
+        "security": [{"kubernetes": []}],
+        "paths": paths,
+    }

@@ -1,0 +1,84 @@
+"""The admission webhook's server: kopf's, with its certificate made by ``cryptography``.
+
+kopf writes the ValidatingWebhookConfiguration itself (``settings.admission.managed``), with the CA
+bundle of the certificate made here at every start, so there are no hand steps. In a cluster the
+API server reaches the operator through its Service; on a developer's machine, at the address it
+listens on.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from collections.abc import AsyncIterator, Collection
+
+import kopf
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+CERTIFICATE_DAYS = 365
+
+
+def _san(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+class WebhookServer(kopf.WebhookServer):
+    def __init__(self, *, service: str = "", **kwargs: object) -> None:
+        """``service`` is ``namespace/name`` of the Service in front of the operator, if any."""
+        self.service = tuple(service.split("/", 1)) if service else ()
+        if self.service:
+            namespace, name = self.service
+            kwargs["host"] = f"{name}.{namespace}.svc"
+            kwargs["extra_sans"] = [f"{name}.{namespace}.svc.cluster.local"]
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+
+    @staticmethod
+    def build_certificate(
+        hostnames: Collection[str], password: str | None = None
+    ) -> tuple[bytes, bytes]:
+        """A self-signed certificate for ``hostnames`` (its own CA bundle)."""
+        names = [name for name in dict.fromkeys(hostnames) if name and name != "0.0.0.0"]  # noqa: S104
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])])
+        start = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+        certificate = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start)
+            .not_valid_after(start + datetime.timedelta(days=CERTIFICATE_DAYS))
+            .add_extension(x509.SubjectAlternativeName([_san(name) for name in names]), False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .sign(key, hashes.SHA256())
+        )
+        encryption: serialization.KeySerializationEncryption = (
+            serialization.BestAvailableEncryption(password.encode())
+            if password
+            else serialization.NoEncryption()
+        )
+        return (
+            certificate.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+            ),
+        )
+
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+        async for config in super().__call__(fn):
+            if self.service:
+                namespace, name = self.service
+                config = kopf.WebhookClientConfig(
+                    service=kopf.WebhookClientConfigService(
+                        namespace=namespace, name=name, port=self.port or 443, path=""
+                    ),
+                    caBundle=config["caBundle"],
+                )
+            yield config

@@ -1,0 +1,67 @@
+"""Connection tests: the operator asks a proxy to make one request exactly as an app's would.
+
+The wire shapes of that call, the check that only the operator makes it, and the scrubbing of the
+injected credential from what comes back (an echoing upstream must not leak it into a status).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Iterable
+from typing import Any, Literal
+from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from gatehouse_proxy.sealing import KeyringFile
+
+PROBE_PATH = "/v1/connection-tests"
+# Tests have their own rate bucket per connection, so testing cannot starve an app.
+CONNECTION_TEST_CALLER = "gatehouse/connection-test"
+REDACTED = "[redacted]"
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class ProbeRequest(_Wire):
+    connection: str = Field(description="The connection's routing key, namespace/name.")
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+    path: str = Field(pattern=r"^/", description="Path and optional query under the origin.")
+    body: Any = None
+    # The operator's newest table when it sent the test: an older replica answers "stale"
+    # instead of testing against a connection it has not seen yet.
+    min_table_version: int = 0
+
+
+class ProbeAnswer(_Wire):
+    status_code: int
+    content_type: str
+    body: str
+    size_bytes: int
+
+
+def channel_authorised(authorization: str, keyring: KeyringFile) -> bool:
+    """Whether an ``Authorization`` header carries a channel token of the shared keyring."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return any(
+        hmac.compare_digest(token.strip(), expected)
+        for expected in keyring.current().channel_tokens()
+    )
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every injected secret replaced, as sent and as URL- or JSON-encoded."""
+    for secret in secrets:
+        if not secret:
+            continue
+        for form in {secret, quote(secret, safe=""), json.dumps(secret)[1:-1]}:
+            text = text.replace(form, REDACTED)
+    return text
