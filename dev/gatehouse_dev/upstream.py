@@ -1,8 +1,8 @@
 """A real third-party API stand-in on 127.0.0.1 for tests and the demo.
 
-``/echo/...`` answers with what it received (method, path, query, headers, body), so a test can
-assert exactly what the proxy sent. The other routes misbehave on purpose: a redirect, a huge or
-endless body, a slow answer, cookies and internal headers to strip.
+``/echo/...`` answers with what it received (method, path, query, headers, body, and a JSON body
+parsed), so a test can assert exactly what the proxy sent. The other routes misbehave on purpose:
+a redirect, a huge or endless body, a slow answer, cookies and internal headers to strip.
 
 ``python -m gatehouse_dev.upstream --port 18080`` serves it; tests start it as a subprocess.
 """
@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 
 from aiohttp import web
 
 
 async def echo(request: web.Request) -> web.Response:
     body = await request.read()
+    try:
+        parsed = json.loads(body) if request.content_type == "application/json" else None
+    except ValueError:
+        parsed = None
     return web.json_response(
         {
+            "json": parsed,
             "method": request.method,
             "path": request.raw_path.partition("?")[0],
             "query": request.raw_path.partition("?")[2],

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import yaml
 
-from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.cluster import Cluster, Persona
 from gatehouse_dev.waiting import wait_for
 
 API_KEY_AUTH: dict[str, Any] = {
@@ -96,3 +97,60 @@ def fetch(
     return httpx.request(
         method, f"{proxy}/v1/fetch/{alias}{path}", headers=headers, timeout=30, **kwargs
     )
+
+
+# The project's members for access tests: a ServiceAccount each, bound to a Gatehouse role in the
+# namespace, so the same identity works with kubectl (impersonated) and the service API (token).
+ROLES = {
+    "admin": "gatehouse-admin",
+    "builder": "gatehouse-builder",
+    "viewer": "gatehouse-interactive-viewer",
+    "nobody": None,
+}
+
+
+@dataclass(frozen=True)
+class Member:
+    persona: Persona
+    token: str
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def project_members(cluster: Cluster, namespace: str) -> dict[str, Member]:
+    members = {}
+    for name, role in ROLES.items():
+        cluster.kubectl("create", "serviceaccount", name, "-n", namespace)
+        if role:
+            cluster.kubectl(
+                "create",
+                "rolebinding",
+                name,
+                f"--clusterrole={role}",
+                f"--serviceaccount={namespace}:{name}",
+                "-n",
+                namespace,
+            )
+        token = cluster.kubectl("create", "token", name, "-n", namespace).stdout.strip()
+        persona = Persona(
+            f"system:serviceaccount:{namespace}:{name}",
+            ("system:serviceaccounts", f"system:serviceaccounts:{namespace}"),
+        )
+        members[name] = Member(persona, token)
+
+    def bound() -> bool:  # RBAC reaches the API server's authorizer through a watch
+        done = cluster.kubectl(
+            "auth",
+            "can-i",
+            "link",
+            "externalconnections",
+            "-n",
+            namespace,
+            as_user=members["viewer"].persona,
+            check=False,
+        )
+        return done.stdout.strip() == "yes"
+
+    wait_for(bound, timeout=10, interval=0.1, what="the role bindings")
+    return members

@@ -1,0 +1,129 @@
+"""``gatehouse``: test a connection from the command line, without writing YAML.
+
+``gatehouse test CONNECTION [-n NAMESPACE] [-X METHOD] [--path PATH] [--data JSON]
+[--save-sample LABEL]`` creates a ConnectionTest with the caller's own kubeconfig (so RBAC decides,
+as with kubectl), waits for it to finish and prints the outcome. Exit codes: 0 passed, 1 the test
+ran and failed, 2 the test could not be run (bad arguments, refused, timed out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from typing import Any, cast
+
+from kubernetes import client, config
+
+from gatehouse_operator.api.connection_test import CONNECTION_TEST
+from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
+
+PASSED, FAILED, NOT_RUN = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gatehouse", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--context", help="the kubeconfig context to use")
+    commands = parser.add_subparsers(dest="command", required=True)
+    test = commands.add_parser("test", help="test an ExternalConnection through the proxy")
+    test.add_argument("connection", help="the ExternalConnection's name")
+    test.add_argument("-n", "--namespace", help="default: the context's namespace")
+    test.add_argument("-X", "--method", default="GET", type=str.upper)
+    test.add_argument("--path", default="/", help="relative to the base URL, may hold a query")
+    test.add_argument("--data", help="a JSON request body (not with GET)")
+    test.add_argument("--save-sample", metavar="LABEL", help="keep a passing answer as a sample")
+    test.add_argument("--timeout", type=float, default=150.0, help="seconds to wait")
+    test.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    return parser
+
+
+def _namespace(context: str | None, given: str | None) -> str:
+    if given:
+        return given
+    contexts, active = config.list_kube_config_contexts()  # type: ignore[no-untyped-call]
+    chosen = next((c for c in contexts if c["name"] == context), active) if context else active
+    return str((chosen or {}).get("context", {}).get("namespace") or "default")
+
+
+def _test_body(args: argparse.Namespace) -> dict[str, Any]:
+    spec: dict[str, Any] = {"connection": args.connection, "method": args.method, "path": args.path}
+    if args.data is not None:
+        spec["body"] = json.loads(args.data)
+    if args.save_sample:
+        spec["saveAsSample"] = {"label": args.save_sample}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": CONNECTION_TEST.kind,
+        "metadata": {"name": f"{args.connection[:40]}-{uuid.uuid4().hex[:8]}"},
+        "spec": spec,
+    }
+
+
+def _api_message(error: client.ApiException) -> str:
+    try:
+        return str(json.loads(error.body or "").get("message"))
+    except (ValueError, TypeError, AttributeError):
+        return f"the API server answered {error.status} {error.reason}"
+
+
+def _report(test: dict[str, Any], output: str) -> int:
+    status = test.get("status", {})
+    passed: dict[str, Any] = next(
+        (c for c in status.get("conditions", []) if c["type"] == "Passed"), {}
+    )
+    code = PASSED if passed.get("status") == "True" else FAILED
+    if output == "json":
+        print(json.dumps({"name": test["metadata"]["name"], "status": status}, indent=2))
+        return code
+    verdict = "PASSED" if code == PASSED else "FAILED"
+    print(f"{verdict} {passed.get('reason', '')}: {passed.get('message', '')}")
+    response = status.get("response")
+    if response:
+        print(f"HTTP {response['statusCode']} {response.get('contentType', '')}")
+        print(response.get("body", ""))
+        if response.get("truncated"):
+            print(f"... (truncated; {response.get('sizeBytes')} bytes in all)")
+    if status.get("sample"):
+        print(f"saved as sample {status['sample']!r}")
+    return code
+
+
+def test(args: argparse.Namespace) -> int:
+    config.load_kube_config(context=args.context)  # type: ignore[no-untyped-call]
+    namespace = _namespace(args.context, args.namespace)
+    try:
+        body = _test_body(args)
+    except ValueError as error:
+        print(f"gatehouse: --data is not JSON: {error}", file=sys.stderr)
+        return NOT_RUN
+    api = client.CustomObjectsApi()
+    name = body["metadata"]["name"]
+    try:
+        api.create_namespaced_custom_object(GROUP, VERSION, namespace, CONNECTION_TEST.plural, body)
+        deadline = time.monotonic() + args.timeout
+        while time.monotonic() < deadline:
+            found = cast(
+                dict[str, Any],
+                api.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, CONNECTION_TEST.plural, name
+                ),
+            )
+            if found.get("status", {}).get("finishedAt"):
+                return _report(found, args.output)
+            time.sleep(0.3)
+    except client.ApiException as error:
+        print(f"gatehouse: {_api_message(error)}", file=sys.stderr)
+        return NOT_RUN
+    print(f"gatehouse: ConnectionTest {namespace}/{name} did not finish in time", file=sys.stderr)
+    return NOT_RUN
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return test(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""Who may do what, decided by the real API server: the seed's Authentication table and the link
+policy, for admin, builder, interactive viewer and an unprivileged user of one project."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from gatehouse_dev.cluster import Cluster
+from tests.e2e.conftest import Stack
+from tests.e2e.gatehouse_fixtures import (
+    API_KEY_AUTH,
+    Member,
+    apply,
+    connection,
+    data_app,
+    project_members,
+    secret,
+    wait_condition,
+)
+
+pytestmark = pytest.mark.e2e
+
+NONE_AUTH = {"type": "none"}
+
+
+def _as(
+    cluster: Cluster, member: Member, namespace: str, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return cluster.kubectl(*args, "-n", namespace, as_user=member.persona, stdin=stdin, check=False)
+
+
+def _apply_as(
+    cluster: Cluster, member: Member, namespace: str, document: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
+    return _as(cluster, member, namespace, "apply", "-f", "-", stdin=yaml.safe_dump(document))
+
+
+def _forbidden(done: subprocess.CompletedProcess[str]) -> bool:
+    return done.returncode != 0 and "forbidden" in done.stderr.lower()
+
+
+@pytest.fixture
+def project(cluster: Cluster, stack: Stack, namespace: str) -> dict[str, Member]:
+    """Two connections (one per link policy) and the four members."""
+    apply(cluster, namespace, secret("vendor", **{"api-key": "k-access"}))
+    apply(
+        cluster,
+        namespace,
+        connection("open", stack.upstream, NONE_AUTH, linkPolicy="Builders"),
+        connection("locked", stack.upstream, API_KEY_AUTH, linkPolicy="AdminsOnly"),
+    )
+    wait_condition(cluster, namespace, "externalconnection/open", "True")
+    wait_condition(cluster, namespace, "externalconnection/locked", "True")
+    return project_members(cluster, namespace)
+
+
+def test_only_admins_create_edit_and_delete_connections(
+    cluster: Cluster, stack: Stack, namespace: str, project: dict[str, Member]
+) -> None:
+    for who, allowed in (("admin", True), ("builder", False), ("viewer", False), ("nobody", False)):
+        member = project[who]
+        draft = connection(f"by-{who}", stack.upstream, NONE_AUTH)
+        created = _apply_as(cluster, member, namespace, draft)
+        assert (created.returncode == 0) is allowed, (who, created.stderr)
+        edited = _as(
+            cluster,
+            member,
+            namespace,
+            "patch",
+            "externalconnection",
+            "open",
+            "--type=merge",
+            "-p",
+            '{"spec":{"instructions":"edited"}}',
+        )
+        assert (edited.returncode == 0) is allowed, (who, edited.stderr)
+        if not allowed:
+            assert "forbidden" in created.stderr.lower()
+            assert "forbidden" in edited.stderr.lower()
+    for who in ("builder", "viewer", "nobody"):
+        deleted = _as(cluster, project[who], namespace, "delete", "externalconnection", "open")
+        assert _forbidden(deleted), who
+    assert (
+        _as(
+            cluster, project["admin"], namespace, "delete", "externalconnection", "by-admin"
+        ).returncode
+        == 0
+    )
+
+
+def test_only_admins_view_every_connection_with_kubectl(
+    cluster: Cluster, namespace: str, project: dict[str, Member]
+) -> None:
+    assert _as(cluster, project["admin"], namespace, "get", "externalconnections").returncode == 0
+    for who in ("builder", "viewer", "nobody"):
+        listed = _as(cluster, project[who], namespace, "get", "externalconnections")
+        assert _forbidden(listed), who
+
+
+def test_the_linkable_list_follows_the_callers_role(
+    stack: Stack, namespace: str, project: dict[str, Member]
+) -> None:
+    url = f"{stack.local.api_url}/api/v1/namespaces/{namespace}/connections"
+    seen = {}
+    for who in ("admin", "builder", "viewer"):
+        reply = httpx.get(url, headers=project[who].headers(), timeout=10)
+        assert reply.status_code == 200, reply.text
+        seen[who] = sorted(item["name"] for item in reply.json()["items"])
+        for item in reply.json()["items"]:
+            assert "secretRef" not in item
+            assert "auth" not in item
+            assert set(item) >= {"hasSecret", "origin", "allowedMethods", "linkPolicy"}
+    assert seen == {"admin": ["locked", "open"], "builder": ["open"], "viewer": ["open"]}
+    locked = next(
+        i
+        for i in httpx.get(url, headers=project["admin"].headers()).json()["items"]
+        if i["name"] == "locked"
+    )
+    assert locked["hasSecret"] is True
+    assert "k-access" not in str(locked)
+
+    denied = httpx.get(url, headers=project["nobody"].headers(), timeout=10)
+    assert denied.status_code == 403
+    assert denied.json()["error"]["code"] == "forbidden"
+    assert httpx.get(url, timeout=10).status_code == 401
+    bad = httpx.get(url, headers={"Authorization": "Bearer not-a-token"}, timeout=10)
+    assert bad.status_code == 401
+    assert bad.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize(
+    ("who", "target", "allowed"),
+    [
+        ("builder", "open", True),
+        ("builder", "locked", False),
+        ("admin", "open", True),
+        ("admin", "locked", True),
+    ],
+)
+def test_link_policy_at_admission(
+    cluster: Cluster,
+    namespace: str,
+    project: dict[str, Member],
+    who: str,
+    target: str,
+    allowed: bool,
+) -> None:
+    done = _apply_as(cluster, project[who], namespace, data_app(f"app-{who}", {"api": target}))
+    assert (done.returncode == 0) is allowed, done.stderr
+    if not allowed:
+        assert "ExternalConnection 'locked' has linkPolicy AdminsOnly" in done.stderr
+        assert "denied the request" in done.stderr
+
+
+def test_builders_keep_existing_links_and_cannot_add_locked_ones(
+    cluster: Cluster, stack: Stack, namespace: str, project: dict[str, Member]
+) -> None:
+    # An admin links the locked connection; a builder may still edit the app around it.
+    assert (
+        _apply_as(
+            cluster, project["admin"], namespace, data_app("shared", {"pay": "locked"})
+        ).returncode
+        == 0
+    )
+    edited = data_app("shared", {"pay": "locked", "web": "open"})
+    assert _apply_as(cluster, project["builder"], namespace, edited).returncode == 0
+    # Under a second alias the same connection is not a new link either.
+    twice = data_app("shared", {"pay": "locked", "pay2": "locked", "web": "open"})
+    assert _apply_as(cluster, project["builder"], namespace, twice).returncode == 0
+    # Tightening the policy does not cut an existing link (README: link policy).
+    apply(
+        cluster, namespace, connection("open", stack.upstream, NONE_AUTH, linkPolicy="AdminsOnly")
+    )
+    unchanged = _apply_as(cluster, project["builder"], namespace, twice)
+    assert unchanged.returncode == 0, unchanged.stderr
+    fresh = _apply_as(cluster, project["builder"], namespace, data_app("other", {"web": "open"}))
+    assert fresh.returncode != 0
+    assert "linkPolicy AdminsOnly" in fresh.stderr
+
+
+def test_builders_cannot_link_a_connection_before_it_exists(
+    cluster: Cluster, namespace: str, project: dict[str, Member]
+) -> None:
+    early = _apply_as(cluster, project["builder"], namespace, data_app("early", {"x": "future"}))
+    assert early.returncode != 0
+    assert "'future' does not exist" in early.stderr
+    ahead = _apply_as(cluster, project["admin"], namespace, data_app("early", {"x": "future"}))
+    assert ahead.returncode == 0, ahead.stderr
+
+
+def test_viewers_and_strangers_cannot_build_apps(
+    cluster: Cluster, namespace: str, project: dict[str, Member]
+) -> None:
+    for who in ("viewer", "nobody"):
+        done = _apply_as(cluster, project[who], namespace, data_app(f"app-{who}", {"web": "open"}))
+        assert _forbidden(done), who
+    assert _as(cluster, project["viewer"], namespace, "get", "dataapps").returncode == 0
+
+
+def test_only_admins_test_connections(
+    stack: Stack, namespace: str, project: dict[str, Member]
+) -> None:
+    url = f"{stack.local.api_url}/api/v1/namespaces/{namespace}/connections/open/tests"
+    for who in ("builder", "viewer", "nobody"):
+        reply = httpx.post(
+            url, json={"path": "/echo/x"}, headers=project[who].headers(), timeout=30
+        )
+        assert reply.status_code == 403, who
+    reply = httpx.post(
+        url, json={"path": "/echo/x"}, headers=project["admin"].headers(), timeout=60
+    )
+    assert reply.status_code == 201, reply.text
+    assert reply.json()["passed"] is True
+    assert reply.json()["response"]["statusCode"] == 200
