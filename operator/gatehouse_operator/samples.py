@@ -3,7 +3,8 @@
 A sample tells the app generator the shape of an API's responses, so it keeps structure and drops
 what must never be shown: the connection's own secret wherever it appears, and the value of every
 key that usually holds a credential, at any depth. Keys match whatever their case or separators
-(``access_token``, ``accessToken`` and ``Access-Token`` are one key).
+(``access_token``, ``accessToken`` and ``Access-Token`` are one key); in free text, values written
+as ``key=value`` or ``key: value`` after such a key are replaced too.
 """
 
 from __future__ import annotations
@@ -35,10 +36,29 @@ MAX_SAMPLE_BYTES = 16 * 1024
 MAX_SAMPLES_PER_CONNECTION = 20
 _SEPARATORS = re.compile(r"[-_\s]")
 _NORMALISED = frozenset(_SEPARATORS.sub("", key) for key in SENSITIVE_KEYS)
+# ``key=value``, ``key: value`` and ``"key": "value"`` inside free text: form bodies, query
+# strings, header dumps, JSON that an API returns as a string. Keys start at a word boundary and
+# are bounded, so a long run of letters costs linear time, not quadratic.
+_PAIR = re.compile(
+    r"(?<![A-Za-z0-9_-])(?P<key>[A-Za-z][A-Za-z0-9_-]{0,63})(?P<sep>[\"']?\s*[:=]\s*[\"']?)"
+    r"(?P<value>(?:(?:Bearer|Basic|Token)\s+)?[^\"'&\s,;}]+)",
+    re.IGNORECASE,
+)
 
 
 def is_sensitive(key: str) -> bool:
     return _SEPARATORS.sub("", key.lower()) in _NORMALISED
+
+
+def _scrub_text(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` without the secrets, and without values given to sensitive keys."""
+
+    def pair(match: re.Match[str]) -> str:
+        if not is_sensitive(match["key"]):
+            return match[0]
+        return f"{match['key']}{match['sep']}{REDACTED}"
+
+    return _PAIR.sub(pair, scrub(text, secrets))
 
 
 def redact(value: Any, secrets: Iterable[str], *, max_items: int | None = None) -> Any:
@@ -53,7 +73,7 @@ def redact(value: Any, secrets: Iterable[str], *, max_items: int | None = None) 
         kept = value if max_items is None else value[:max_items]
         return [redact(item, secrets, max_items=max_items) for item in kept]
     if isinstance(value, str):
-        return scrub(value, secrets)
+        return _scrub_text(value, secrets)
     return value
 
 
@@ -72,7 +92,7 @@ def redacted_text(body: str, content_type: str, secrets: Iterable[str]) -> str:
     secrets = tuple(secrets)
     document = _parsed(body, content_type)
     if document is None:
-        return scrub(body, secrets)
+        return _scrub_text(body, secrets)
     return json.dumps(redact(document, secrets), ensure_ascii=False)
 
 
@@ -85,7 +105,7 @@ def sample_body(body: str, content_type: str, secrets: Iterable[str]) -> Any:
     secrets = tuple(secrets)
     document = _parsed(body, content_type)
     kept = (
-        scrub(body, secrets)
+        _scrub_text(body, secrets)
         if document is None
         else redact(document, secrets, max_items=MAX_ARRAY_ITEMS)
     )

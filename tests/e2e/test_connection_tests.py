@@ -1,0 +1,383 @@
+"""ConnectionTests run through the proxy's own path; passing ones become redacted samples that the
+app-build hand-off serves; nothing anyone can read afterwards holds a secret."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import httpx
+import pytest
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.waiting import wait_for
+from tests.e2e.conftest import Stack
+from tests.e2e.gatehouse_fixtures import (
+    API_KEY_AUTH,
+    apply,
+    connection,
+    data_app,
+    get,
+    project_members,
+    secret,
+    wait_condition,
+)
+
+pytestmark = pytest.mark.e2e
+
+SECRET = "sk-live-0123456789abcdef"
+
+
+def connection_test(name: str, target: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "gatehouse.dev/v1alpha1",
+        "kind": "ConnectionTest",
+        "metadata": {"name": name},
+        "spec": {"connection": target, **spec},
+    }
+
+
+def finished(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        body = get(cluster, namespace, f"connectiontest/{name}") or {}
+        return body if body.get("status", {}).get("finishedAt") else None
+
+    return wait_for(done, timeout=30, interval=0.2, what=f"ConnectionTest {name} to finish")
+
+
+def passed(body: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in body["status"]["conditions"] if c["type"] == "Passed")
+
+
+AUTHS = {
+    "none": ({"type": "none"}, "", ""),
+    "api-key-header": (API_KEY_AUTH, "api-key", SECRET),
+    "api-key-query": (
+        {
+            "type": "apiKey",
+            "apiKey": {"name": "appid", "in": "query"},
+            "secretRef": {"name": "vendor", "key": "api-key"},
+        },
+        "api-key",
+        SECRET,
+    ),
+    "bearer": (
+        {"type": "bearer", "secretRef": {"name": "vendor", "key": "api-key"}},
+        "api-key",
+        SECRET,
+    ),
+    "google": (
+        {
+            "type": "googleServiceAccount",
+            "googleServiceAccount": {"scopes": ["https://www.googleapis.com/auth/bigquery"]},
+            "secretRef": {"name": "vendor", "key": "key.json"},
+        },
+        "key.json",
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize("auth_name", sorted(AUTHS))
+def test_each_auth_type_through_the_proxy(
+    cluster: Cluster, stack: Stack, namespace: str, auth_name: str
+) -> None:
+    auth, key, value = AUTHS[auth_name]
+    if key == "key.json":
+        value = stack.service_account_key.decode()
+    if key:
+        apply(cluster, namespace, secret("vendor", **{key: value}))
+    apply(cluster, namespace, connection("vendor", stack.upstream, auth))
+    apply(cluster, namespace, connection_test("probe", "vendor", path="/echo/ping?q=1"))
+    body = finished(cluster, namespace, "probe")
+    assert passed(body)["reason"] == "Passed", passed(body)
+    response = body["status"]["response"]
+    assert response["statusCode"] == 200
+    assert response["contentType"].startswith("application/json")
+    echoed = json.loads(response["body"])
+    assert echoed["path"] == "/echo/ping"
+    headers, query = echoed["headers"], echoed["query"]
+    injected = {
+        "none": "authorization" not in headers and "x-api-key" not in headers,
+        "api-key-header": headers.get("x-api-key") == "[redacted]",
+        "api-key-query": query == "q=1&appid=[redacted]",
+        "bearer": headers.get("authorization") == "[redacted]",
+        "google": headers.get("authorization") == "[redacted]",
+    }
+    assert injected[auth_name], echoed
+    if auth_name == "google":
+        # The echoed token was one the token endpoint issued for the signed assertion.
+        assert httpx.get(f"{stack.token_endpoint}/stats", timeout=5).json()["exchanges"] >= 1
+    if value:
+        assert value.strip() not in json.dumps(body)
+
+
+def test_a_passing_test_saved_as_sample_is_redacted_and_capped(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(cluster, namespace, secret("vendor", **{"api-key": SECRET}))
+    apply(
+        cluster,
+        namespace,
+        connection("vendor", stack.upstream, API_KEY_AUTH, allowedMethods=["GET", "POST"]),
+    )
+    payload = {
+        "token": "t-upstream-session",
+        "note": f"the key is {SECRET}",
+        "items": [{"id": n, "client_secret": f"c-{n}"} for n in range(120)],
+        "nested": {"deeper": {"Access-Token": "a-1", "kept": "visible"}},
+    }
+    apply(
+        cluster,
+        namespace,
+        connection_test(
+            "sample",
+            "vendor",
+            method="POST",
+            path="/echo/orders",
+            body=payload,
+            saveAsSample={"label": "An order"},
+        ),
+    )
+    body = finished(cluster, namespace, "sample")
+    assert passed(body)["status"] == "True"
+    assert body["status"]["sample"] == "sample"
+    stored = get(cluster, namespace, "configmap/vendor-gatehouse-samples")
+    assert stored is not None
+    text = json.dumps(stored)
+    for leak in (SECRET, "t-upstream-session", "c-7", "a-1"):
+        assert leak not in text, leak
+    sample = json.loads(stored["data"]["sample"])
+    assert sample["label"] == "An order"
+    assert sample["request"] == {"method": "POST", "path": "/echo/orders"}
+    echoed = sample["body"]["json"]
+    assert echoed["token"] == "[redacted]"
+    assert echoed["note"] == "the key is [redacted]"
+    assert len(echoed["items"]) == 50
+    assert echoed["items"][3] == {"id": 3, "client_secret": "[redacted]"}
+    assert echoed["nested"]["deeper"] == {"Access-Token": "[redacted]", "kept": "visible"}
+    assert sample["body"]["headers"]["x-api-key"] == "[redacted]"
+
+
+def test_refusals_are_results_and_bad_methods_are_refused_at_admission(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(
+        cluster,
+        namespace,
+        connection("vendor", stack.upstream, {"type": "none"}, allowedPaths=["/echo/v1"]),
+    )
+    wait_condition(cluster, namespace, "externalconnection/vendor", "True")
+    refused = cluster.kubectl(
+        "apply",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        check=False,
+        stdin=json.dumps(connection_test("post", "vendor", method="POST", body={"a": 1})),
+    )
+    assert refused.returncode != 0
+    assert "spec.method: POST is not one of the connection's allowedMethods (GET)" in refused.stderr
+    with_body = cluster.kubectl(
+        "apply",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        check=False,
+        stdin=json.dumps(connection_test("get-body", "vendor", body={"a": 1})),
+    )
+    assert "spec.body: a GET test cannot have a body" in with_body.stderr
+    missing = cluster.kubectl(
+        "apply",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        check=False,
+        stdin=json.dumps(connection_test("nowhere", "absent")),
+    )
+    assert "spec.connection: no ExternalConnection 'absent'" in missing.stderr
+
+    apply(
+        cluster,
+        namespace,
+        connection_test("outside", "vendor", path="/echo/v2", saveAsSample={"label": "x"}),
+        connection_test("traversal", "vendor", path="/echo/v1/%2e%2e/v2"),
+    )
+    outside = finished(cluster, namespace, "outside")
+    assert passed(outside)["reason"] == "PathNotAllowed"
+    assert "response" not in outside["status"]
+    assert not any(c["type"] == "SampleSaved" for c in outside["status"]["conditions"])
+    assert passed(finished(cluster, namespace, "traversal"))["reason"] == "PathTraversal"
+    events = cluster.kubectl(
+        "get",
+        "events",
+        "-n",
+        namespace,
+        "--field-selector=involvedObject.name=outside",
+        "-o",
+        "json",
+    )
+    assert any(e["reason"] == "PathNotAllowed" for e in json.loads(events.stdout)["items"])
+
+
+def test_upstream_errors_fail_the_test_and_are_not_saved(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(cluster, namespace, connection("vendor", stack.upstream, {"type": "none"}))
+    apply(
+        cluster,
+        namespace,
+        connection_test("missing", "vendor", path="/nothing-here", saveAsSample={"label": "x"}),
+    )
+    body = finished(cluster, namespace, "missing")
+    assert passed(body)["reason"] == "UpstreamStatus"
+    assert body["status"]["response"]["statusCode"] == 404
+    saved = next(c for c in body["status"]["conditions"] if c["type"] == "SampleSaved")
+    assert (saved["status"], saved["reason"]) == ("False", "TestFailed")
+
+
+def test_at_most_twenty_samples_per_connection(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(cluster, namespace, connection("vendor", stack.upstream, {"type": "none"}))
+    wait_condition(cluster, namespace, "externalconnection/vendor", "True")
+    names = [f"s{n:02d}" for n in range(21)]
+    apply(
+        cluster,
+        namespace,
+        *(connection_test(n, "vendor", path="/echo/", saveAsSample={"label": n}) for n in names),
+    )
+    outcomes = []
+    for name in names:
+        conditions = finished(cluster, namespace, name)["status"]["conditions"]
+        outcomes.append(next(c["reason"] for c in conditions if c["type"] == "SampleSaved"))
+    assert sorted(outcomes) == ["SampleLimitReached"] + ["Saved"] * 20
+    stored = get(cluster, namespace, "configmap/vendor-gatehouse-samples") or {}
+    assert len(stored["data"]) == 20
+
+
+def test_finished_tests_are_deleted_after_their_ttl(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(cluster, namespace, connection("vendor", stack.upstream, {"type": "none"}))
+    apply(
+        cluster,
+        namespace,
+        connection_test("brief", "vendor", path="/echo/", ttlSecondsAfterFinished=0),
+    )
+    finished(cluster, namespace, "brief")
+    wait_for(
+        lambda: get(cluster, namespace, "connectiontest/brief") is None,
+        timeout=45,
+        interval=0.5,
+        what="the expired test's deletion",
+    )
+
+
+def test_the_cli_runs_a_test_and_exits_by_its_outcome(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(
+        cluster,
+        namespace,
+        connection("vendor", stack.upstream, {"type": "none"}, allowedPaths=["/echo"]),
+    )
+    wait_condition(cluster, namespace, "externalconnection/vendor", "True")
+
+    def gatehouse(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gatehouse_operator.cli",
+                "test",
+                "vendor",
+                "-n",
+                namespace,
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        )
+
+    ok = gatehouse("--path", "/echo/hello", "--save-sample", "Hello")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("PASSED Passed: GET /echo/hello answered 200")
+    assert "saved as sample" in ok.stdout
+    failed = gatehouse("--path", "/elsewhere")
+    assert failed.returncode == 1
+    assert failed.stdout.startswith("FAILED PathNotAllowed")
+    refused = gatehouse("-X", "POST", "--data", '{"a": 1}')
+    assert refused.returncode == 2
+    assert "allowedMethods" in refused.stderr
+    as_json = json.loads(gatehouse("--path", "/echo/x", "-o", "json").stdout)
+    assert as_json["status"]["response"]["statusCode"] == 200
+
+
+def test_the_build_spec_hands_off_connections_samples_and_image_policy(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    members = project_members(cluster, namespace)
+    apply(cluster, namespace, secret("vendor", **{"api-key": SECRET}))
+    apply(
+        cluster,
+        namespace,
+        connection(
+            "vendor",
+            stack.upstream,
+            API_KEY_AUTH,
+            allowedPaths=["/echo"],
+            instructions="Paginate with ?page=.",
+        ),
+        connection("tiles", "http://127.0.0.1:18099", {"type": "none"}, allowPublicImages=True),
+    )
+    apply(
+        cluster,
+        namespace,
+        connection_test("shape", "vendor", path="/echo/items", saveAsSample={"label": "Items"}),
+    )
+    finished(cluster, namespace, "shape")
+    apply(cluster, namespace, data_app("sales", {"api": "vendor", "map": "tiles"}))
+
+    url = f"{stack.local.api_url}/api/v1/namespaces/{namespace}/dataapps/sales/build-spec"
+    reply = httpx.get(url, headers=members["builder"].headers(), timeout=10)
+    assert reply.status_code == 200, reply.text
+    spec = reply.json()
+    assert SECRET not in reply.text
+    by_alias = {link["alias"]: link for link in spec["connections"]}
+    api = by_alias["api"]
+    assert api["origin"] == stack.upstream
+    assert api["allowedMethods"] == ["GET"]
+    assert api["allowedPaths"] == ["/echo"]
+    assert api["instructions"] == "Paginate with ?page=."
+    assert api["fetchPath"] == "/v1/fetch/api/"
+    assert [sample["label"] for sample in api["samples"]] == ["Items"]
+    assert api["samples"][0]["body"]["headers"]["x-api-key"] == "[redacted]"
+    assert spec["imagePolicy"] == {
+        "origins": ["http://127.0.0.1:18099"],
+        "imgSrc": "'self' http://127.0.0.1:18099",
+    }
+    assert httpx.get(url, headers=members["nobody"].headers(), timeout=10).status_code == 403
+    missing = url.replace("/sales/", "/absent/")
+    assert httpx.get(missing, headers=members["builder"].headers(), timeout=10).status_code == 404
+
+
+def test_the_openapi_document_lists_every_endpoint(stack: Stack) -> None:
+    document = httpx.get(f"{stack.local.api_url}/openapi.json", timeout=10).json()
+    assert document["openapi"].startswith("3.")
+    assert set(document["paths"]) == {
+        "/api/v1/namespaces/{namespace}/connections",
+        "/api/v1/namespaces/{namespace}/connections/{name}/tests",
+        "/api/v1/namespaces/{namespace}/dataapps/{name}/build-spec",
+        "/api/v1/namespaces/{namespace}/charttypes/{name}/build-spec",
+    }
+    assert "ConnectionList" in document["components"]["schemas"]

@@ -1,0 +1,76 @@
+"""Redaction and caps for test results and samples, one rule per case."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gatehouse_operator import samples
+
+SECRET = "sk-0123456789"
+
+
+@pytest.mark.parametrize("key", sorted(samples.SENSITIVE_KEYS))
+def test_every_sensitive_key_is_redacted_at_any_depth(key: str) -> None:
+    document = {"a": [{"b": {key: "value", "kept": 1}}]}
+    assert samples.redact(document, ()) == {"a": [{"b": {key: "[redacted]", "kept": 1}}]}
+
+
+@pytest.mark.parametrize("key", ["accessToken", "Access-Token", "CLIENT_SECRET", "X_Api_Key"])
+def test_keys_match_whatever_their_case_or_separators(key: str) -> None:
+    assert samples.redact({key: {"nested": "x"}}, ()) == {key: "[redacted]"}
+
+
+@pytest.mark.parametrize("key", ["tokens_used", "secretary", "password_hint_shown", "author"])
+def test_lookalike_keys_are_kept(key: str) -> None:
+    assert samples.redact({key: "x"}, ()) == {key: "x"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"key={SECRET}", "key=[redacted]"),
+        (f"key={SECRET.replace('-', '%2D')}", "key=sk%2D0123456789"),  # not an encoding we made
+        ("a=1&api_key=abc&b=2", "a=1&api_key=[redacted]&b=2"),
+        ("Authorization: Bearer abc.def", "Authorization: [redacted]"),
+        ('{"refresh_token": "r-1"}', '{"refresh_token": "[redacted]"}'),
+        ("tokens: 12", "tokens: 12"),
+    ],
+)
+def test_free_text_loses_secrets_and_sensitive_pairs(text: str, expected: str) -> None:
+    assert samples.redact(text, (SECRET,)) == expected
+
+
+def test_the_secret_is_scrubbed_as_sent_and_as_encoded() -> None:
+    secret = "a b/c"
+    body = json.dumps({"echo": f"x {secret} y", "url": "q=a%20b%2Fc"})
+    assert secret not in samples.redacted_text(body, "application/json", (secret,))
+    assert "a%20b%2Fc" not in samples.redacted_text(body, "application/json", (secret,))
+
+
+def test_a_sample_cuts_arrays_to_fifty_items() -> None:
+    body = json.dumps({"items": list(range(120)), "rows": [[0] * 80]})
+    sample = samples.sample_body(body, "application/json", ())
+    assert len(sample["items"]) == 50
+    assert len(sample["rows"][0]) == 50
+
+
+def test_a_large_sample_becomes_a_marked_preview() -> None:
+    body = json.dumps({"text": "x" * 40_000, "token": "t"})
+    sample: Any = samples.sample_body(body, "application/json", ())
+    assert sample["truncated"] is True
+    assert len(json.dumps(sample).encode()) <= samples.MAX_SAMPLE_BYTES + 64
+    assert '"t"' not in sample["preview"]
+
+
+def test_a_text_body_is_kept_as_redacted_text() -> None:
+    sample = samples.sample_body(f"ok {SECRET}\npassword=hunter2", "text/plain", (SECRET,))
+    assert sample == "ok [redacted]\npassword=[redacted]"
+
+
+def test_the_test_result_keeps_json_layout_and_all_items() -> None:
+    body = json.dumps({"items": list(range(60)), "token": "t"})
+    shown = json.loads(samples.redacted_text(body, "application/json; charset=utf-8", ()))
+    assert shown == {"items": list(range(60)), "token": "[redacted]"}
