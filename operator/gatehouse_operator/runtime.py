@@ -115,6 +115,10 @@ class Runtime:
         meta = body["metadata"]
         await self.kube.patch_status(kind, meta["namespace"], meta["name"], status)
 
+    def condition(self, key: str, type_: str) -> dict[str, Any]:
+        """The condition this operator last wrote for ``key``, or an empty dict."""
+        return next((c for c in self._conditions.get(key, []) if c["type"] == type_), {})
+
     def forget(self, key: str, uid: str = "") -> None:
         self._conditions.pop(key, None)
         self.sealed.pop(uid, None)

@@ -3,7 +3,7 @@
 The test goes through the proxy's own path (host pinning, method and path rules, credential
 injection, limits), so a passing test means an app's fetch would pass too. Conditions: ``Passed``
 (True for a 2xx answer; False with the proxy's or upstream's reason) and, when a sample was asked
-for, ``SampleSaved``. A test waits up to a minute for its connection to become Ready, runs once,
+for, ``SampleSaved``. A test waits up to a minute for the operator to see its connection, runs once,
 and is deleted ``ttlSecondsAfterFinished`` after it finished.
 """
 
@@ -86,7 +86,7 @@ async def _secrets_of(runtime: Runtime, namespace: str, spec: ExternalConnection
 
 
 def _connection(runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec) -> str:
-    """The connection's routing key once it is Ready; waits (by retrying) until patience ends."""
+    """The connection's routing key; waits (by retrying) while the operator has not seen it."""
     key = f"{body['metadata']['namespace']}/{spec.connection}"
     route = runtime.world.connections.get(key)
     if route is not None and not route.unavailable:
@@ -102,10 +102,17 @@ def _connection(runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec
             )
         return key
     if route is None:
-        reason, message = "ConnectionNotFound", f"no ExternalConnection {spec.connection!r}"
-    else:
-        reason, message = "ConnectionNotReady", route.unavailable
-    raise _Waiting(reason, message)
+        raise _Waiting("ConnectionNotFound", f"no ExternalConnection {spec.connection!r}")
+    # Compiled and not Ready: the connection's own condition says why, and waiting would not help.
+    ready = runtime.condition(key, "Ready")
+    raise _Finished(
+        Verdict(
+            "Passed",
+            "False",
+            ready.get("reason") or "ConnectionNotReady",
+            ready.get("message") or route.unavailable,
+        )
+    )
 
 
 async def _probe(runtime: Runtime, key: str, spec: ConnectionTestSpec) -> ProbeAnswer:

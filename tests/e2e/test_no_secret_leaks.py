@@ -1,0 +1,116 @@
+"""No service API response, status, Event, sample or log line holds a secret: exercise every
+path that handles one (good and broken credentials, passing and failing tests, errors), then scan
+everything a user or an operator of the cluster can read."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from gatehouse_dev.cluster import Cluster
+from tests.e2e.conftest import Stack
+from tests.e2e.gatehouse_fixtures import (
+    API_KEY_AUTH,
+    app_token,
+    apply,
+    connection,
+    data_app,
+    fetch,
+    project_members,
+    secret,
+    wait_condition,
+)
+
+pytestmark = pytest.mark.e2e
+
+API_KEY = "leak-canary-api-key-4f1c"
+BEARER = "leak-canary-bearer-9e2d"
+BROKEN_KEY_FILE = '{"type": "service_account", "private_key": "leak-canary-private-7a3b"}'
+CANARIES = (API_KEY, BEARER, "leak-canary-private-7a3b")
+
+
+def test_nothing_readable_holds_a_secret(cluster: Cluster, stack: Stack, namespace: str) -> None:
+    members = project_members(cluster, namespace)
+    admin = members["admin"].headers()
+    apply(
+        cluster,
+        namespace,
+        secret("vendor", **{"api-key": API_KEY}),
+        secret("payments", token=BEARER),
+        secret("google", **{"key.json": BROKEN_KEY_FILE}),
+    )
+    apply(
+        cluster,
+        namespace,
+        connection("vendor", stack.upstream, API_KEY_AUTH, allowedMethods=["GET", "POST"]),
+        connection(
+            "payments",
+            stack.upstream,
+            {"type": "bearer", "secretRef": {"name": "payments", "key": "token"}},
+        ),
+        connection(
+            "google",
+            stack.upstream,
+            {
+                "type": "googleServiceAccount",
+                "googleServiceAccount": {"scopes": ["email"]},
+                "secretRef": {"name": "google", "key": "key.json"},
+            },
+        ),
+        data_app("sales", {"api": "vendor", "pay": "payments", "gcp": "google"}),
+    )
+    wait_condition(cluster, namespace, "externalconnection/google", "False")
+    wait_condition(cluster, namespace, "externalconnection/vendor", "True")
+
+    # App traffic, as apps make it. The echo upstream sends the injected key back in every answer.
+    token = app_token(cluster, namespace, "dataapp-sales-gatehouse")
+    assert fetch(stack.proxy, token, "api", "/echo/a").status_code == 200
+    assert fetch(stack.proxy, token, "gcp", "/echo/a").status_code == 503
+
+    api = f"{stack.local.api_url}/api/v1/namespaces/{namespace}"
+    replies = [
+        httpx.get(f"{api}/connections", headers=admin, timeout=10),
+        httpx.get(f"{api}/dataapps/sales/build-spec", headers=admin, timeout=10),
+        httpx.post(
+            f"{api}/connections/vendor/tests",
+            json={
+                "method": "POST",
+                "path": "/echo/x",
+                "body": {"hello": "world"},
+                "saveAsSample": {"label": "echo"},
+            },
+            headers=admin,
+            timeout=60,
+        ),
+        httpx.post(
+            f"{api}/connections/payments/tests", json={"path": "/echo/y"}, headers=admin, timeout=60
+        ),
+        httpx.post(
+            f"{api}/connections/google/tests", json={"path": "/echo/z"}, headers=admin, timeout=90
+        ),
+        httpx.post(
+            f"{api}/connections/vendor/tests", json={"method": "TRACE"}, headers=admin, timeout=10
+        ),
+        httpx.post(
+            f"{api}/connections/vendor/tests", json={"method": "DELETE"}, headers=admin, timeout=10
+        ),
+    ]
+    statuses = [reply.status_code for reply in replies]
+    assert statuses == [200, 200, 201, 201, 201, 400, 422], [r.text for r in replies]
+    assert replies[2].json()["passed"] is True
+    assert replies[2].json()["sample"]
+    assert replies[4].json()["reason"] == "InvalidServiceAccountKey"
+
+    readable = [reply.text for reply in replies]
+    for resources in ("externalconnections,dataapps,connectiontests", "configmaps", "events"):
+        readable.append(cluster.kubectl("get", resources, "-n", namespace, "-o", "json").stdout)
+    for log in sorted((stack.local.workdir / "logs").glob("*.log")):
+        readable.append(log.read_text(errors="replace"))
+    for text in readable:
+        for canary in CANARIES:
+            assert canary not in text
+    # The sample was saved and is readable, only without the secret.
+    samples = json.loads(readable[8])["items"]
+    assert any(item["metadata"]["name"] == "vendor-gatehouse-samples" for item in samples)
