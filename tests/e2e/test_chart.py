@@ -8,10 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
+from gatehouse_operator.api import roles
 from gatehouse_proxy.sealing import Keyring
 
 pytestmark = pytest.mark.e2e
@@ -22,6 +24,11 @@ CHART = Path(__file__).resolve().parents[2] / "charts" / "gatehouse"
 @pytest.fixture(autouse=True)
 def crds(cluster: Cluster, tmp_path: Path) -> None:
     LocalGatehouse(cluster, tmp_path).install_crds()
+
+
+# The suite's cluster already has the CRDs and user roles (installed as `make up` does), and both
+# are cluster-wide: a second owner would conflict.
+IN_SHARED_CLUSTER = ("--skip-crds", "--set", "userRoles.create=false")
 
 
 def _helm(cluster: Cluster, *args: str) -> str:
@@ -54,7 +61,7 @@ def _can(cluster: Cluster, subject: str, verb: str, resource: str) -> bool:
 def test_chart_installs_and_keeps_its_keyring(cluster: Cluster, namespace: str) -> None:
     # All digits (and unique: ClusterRoles are cluster-wide): label values must be quoted.
     release = f"{int(namespace[-8:], 16) % 10**8:08d}"
-    _helm(cluster, "install", release, str(CHART), "-n", namespace, "--skip-crds")
+    _helm(cluster, "install", release, str(CHART), "-n", namespace, *IN_SHARED_CLUSTER)
     first = _keyring(cluster, namespace, release)
     assert len(Keyring.parse(first).key_ids) == 1
     _helm(
@@ -64,7 +71,7 @@ def test_chart_installs_and_keeps_its_keyring(cluster: Cluster, namespace: str) 
         str(CHART),
         "-n",
         namespace,
-        "--skip-crds",
+        *IN_SHARED_CLUSTER,
         "--set",
         "proxy.replicas=3",
     )
@@ -87,7 +94,7 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
     cluster: Cluster, namespace: str
 ) -> None:
     release = namespace[-8:]
-    _helm(cluster, "install", release, str(CHART), "-n", namespace, "--skip-crds")
+    _helm(cluster, "install", release, str(CHART), "-n", namespace, *IN_SHARED_CLUSTER)
     operator = f"system:serviceaccount:{namespace}:{release}-gatehouse-operator"
     proxy = f"system:serviceaccount:{namespace}:{release}-gatehouse-proxy"
     # The authorizer sees a new ClusterRoleBinding a moment after it is created.
@@ -105,9 +112,23 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
         ("watch", "secrets"),
         ("create", "events"),
         ("list", "customresourcedefinitions.apiextensions.k8s.io"),
+        ("create", "connectiontests.gatehouse.dev"),
+        ("delete", "connectiontests.gatehouse.dev"),
+        ("update", "configmaps"),
+        ("create", "tokenreviews.authentication.k8s.io"),
+        ("create", "subjectaccessreviews.authorization.k8s.io"),
+        ("patch", "validatingwebhookconfigurations.admissionregistration.k8s.io"),
     ]:
         assert _can(cluster, operator, verb, resource), (verb, resource)
     assert not _can(cluster, operator, "delete", "externalconnections.gatehouse.dev")
     assert not _can(cluster, operator, "create", "pods")
     assert not _can(cluster, proxy, "get", "secrets")
     assert not _can(cluster, proxy, "list", "externalconnections.gatehouse.dev")
+
+
+def test_chart_ships_the_generated_user_roles(cluster: Cluster) -> None:
+    rendered = yaml.safe_load_all(_helm(cluster, "template", "gh", str(CHART)))
+    shipped = [doc for doc in rendered if doc and doc["kind"] == "ClusterRole"]
+    by_name = {doc["metadata"]["name"]: doc for doc in shipped}
+    for role in roles.roles():
+        assert by_name[role["metadata"]["name"]] == role

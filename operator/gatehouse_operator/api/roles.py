@@ -100,7 +100,9 @@ def render() -> str:
 
 
 def output_file(root: Path) -> Path:
-    return root / "charts" / "gatehouse" / "templates" / "user-roles.yaml"
+    """Plain YAML (``kubectl apply`` takes it as is); the chart includes it unless
+    ``userRoles.create`` is false."""
+    return root / "charts" / "gatehouse" / "files" / "user-roles.yaml"
 
 
 def main() -> int:
