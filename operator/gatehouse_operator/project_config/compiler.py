@@ -1,0 +1,89 @@
+"""Compiles a ``service.config.yml`` into what consumers read, with the spec's warnings.
+
+Validation (unknown keys, enums, patterns, required fields) happens in the models; compiling
+drops what cannot apply and says so: sub-day grains under ``additional_time_intervals.date``,
+names that are neither standard grains nor custom granularities, unknown ``granularity_labels``
+keys. Each warning names its rule and its path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gatehouse_operator.project_config import labels, time_intervals
+from gatehouse_operator.project_config.schema import ServiceConfig
+from gatehouse_operator.project_config.time_intervals import CompileWarning
+
+
+@dataclass(frozen=True)
+class Compiled:
+    time_intervals: dict[str, list[str]]
+    granularity_labels: dict[str, str]
+    defaults: dict[str, bool]
+    parameters: dict[str, dict[str, Any]]
+    custom_granularities: dict[str, dict[str, str]]
+    table_groups: dict[str, dict[str, str]] | None
+    categories: dict[str, dict[str, str]]
+    default_visibility: str
+    warnings: list[CompileWarning] = field(default_factory=list)
+
+    def as_status(self) -> dict[str, Any]:
+        """The compiled result in the status's camelCase shape (warnings go separately)."""
+        return {
+            "timeIntervals": self.time_intervals,
+            "granularityLabels": self.granularity_labels,
+            "defaults": self.defaults,
+            "parameters": sorted(self.parameters),
+            "customGranularities": sorted(self.custom_granularities),
+            "tableGroups": sorted(self.table_groups or {}),
+            "categories": sorted(self.categories),
+            "defaultVisibility": self.default_visibility,
+        }
+
+
+def effective_defaults(config: ServiceConfig) -> dict[str, bool]:
+    """The boolean defaults in force: the file's, else the spec's ``true``."""
+    given = config.defaults
+    return {
+        name: True if value is None else value
+        for name, value in (
+            ("case_sensitive", given.case_sensitive),
+            ("column_totals", given.column_totals),
+            ("pre_aggregate_execution_fallback", given.pre_aggregate_execution_fallback),
+        )
+    }
+
+
+def compile_config(config: ServiceConfig) -> Compiled:
+    warnings: list[CompileWarning] = []
+    additional = config.defaults.additional_time_intervals
+    intervals: dict[str, list[str]] = {}
+    for kind in ("date", "timestamp"):
+        names = getattr(additional, kind) if additional else []
+        kept, dropped = time_intervals.checked_additional(kind, names, config.custom_granularities)
+        warnings += dropped
+        intervals[kind] = time_intervals.effective(kind, kept)
+    grain_labels, dropped = labels.checked_labels(config.defaults.granularity_labels)
+    warnings += dropped
+    return Compiled(
+        time_intervals=intervals,
+        granularity_labels=grain_labels,
+        defaults=effective_defaults(config),
+        parameters={
+            name: parameter.model_dump(exclude_defaults=True)
+            for name, parameter in config.parameters.items()
+        },
+        custom_granularities={
+            key: granularity.model_dump()
+            for key, granularity in config.custom_granularities.items()
+        },
+        table_groups=(
+            None
+            if config.table_groups is None
+            else {key: group.model_dump() for key, group in config.table_groups.items()}
+        ),
+        categories={key: c.model_dump() for key, c in config.spotlight.categories.items()},
+        default_visibility=config.spotlight.default_visibility,
+        warnings=warnings,
+    )

@@ -1,0 +1,98 @@
+"""Time intervals of date and timestamp dimensions.
+
+Built-ins first (date: DAY WEEK MONTH QUARTER YEAR; timestamp: RAW and the same), then the
+project's ``defaults.additional_time_intervals`` appended and de-duplicated. Standard grains are
+accepted in any case and kept upper-case; custom granularity keys are kept as written. A dimension
+that lists its own ``time_intervals`` uses exactly that list. The compile-time checks drop what
+cannot apply, each with the spec's warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+DimensionType = Literal["date", "timestamp"]
+
+STANDARD_GRAINS = (
+    "RAW",
+    "MILLISECOND",
+    "SECOND",
+    "MINUTE",
+    "HOUR",
+    "DAY",
+    "WEEK",
+    "MONTH",
+    "QUARTER",
+    "YEAR",
+)
+SUB_DAY_GRAINS = frozenset({"RAW", "MILLISECOND", "SECOND", "MINUTE", "HOUR"})
+BUILT_IN: dict[DimensionType, tuple[str, ...]] = {
+    "date": ("DAY", "WEEK", "MONTH", "QUARTER", "YEAR"),
+    "timestamp": ("RAW", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR"),
+}
+
+
+@dataclass(frozen=True)
+class CompileWarning:
+    """A compile warning: the rule it comes from, where, and the message users see."""
+
+    rule: str
+    path: str
+    message: str
+
+
+def standard(name: str) -> str | None:
+    """The standard grain ``name`` stands for (case-insensitive), or None."""
+    upper = name.upper()
+    return upper if upper in STANDARD_GRAINS else None
+
+
+def checked_additional(
+    kind: DimensionType, names: Iterable[str], custom_keys: Iterable[str]
+) -> tuple[list[str], list[CompileWarning]]:
+    """The additional intervals of ``kind`` that apply, and a warning for each one dropped."""
+    customs = set(custom_keys)
+    path = f"defaults.additional_time_intervals.{kind}"
+    kept: list[str] = []
+    warnings: list[CompileWarning] = []
+    for name in names:
+        grain = standard(name)
+        if grain is not None and kind == "date" and grain in SUB_DAY_GRAINS:
+            warnings.append(
+                CompileWarning(
+                    "SubDayIntervalOnDate",
+                    path,
+                    f'Ignoring sub-day time interval "{name}" in {path} — not valid for DATE '
+                    "dimensions.",
+                )
+            )
+        elif grain is not None:
+            kept.append(grain)
+        elif name in customs:
+            kept.append(name)
+        else:
+            warnings.append(
+                CompileWarning(
+                    "UnknownTimeInterval",
+                    path,
+                    f'Ignoring unknown time interval "{name}" in {path} — not a standard '
+                    "granularity or a defined custom_granularity.",
+                )
+            )
+    return kept, warnings
+
+
+def effective(
+    kind: DimensionType,
+    additional: Sequence[str],
+    dimension_intervals: Sequence[str] | None = None,
+) -> list[str]:
+    """The intervals a dimension offers: its own list if it has one, else built-ins + additional.
+
+    ``additional`` is the checked list from :func:`checked_additional`.
+    """
+    if dimension_intervals is not None:
+        return [standard(name) or name for name in dimension_intervals]
+    return list(dict.fromkeys([*BUILT_IN[kind], *additional]))
