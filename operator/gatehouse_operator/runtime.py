@@ -45,6 +45,8 @@ class Runtime:
     keyring: KeyringFile
     publisher: Publisher
     world: World = field(default_factory=World)
+    # ProjectConfigs by projectUuid (their uid), for the defaults API.
+    projects: dict[str, tuple[str, str]] = field(default_factory=dict)
     # For connection tests, which the operator sends to a proxy replica.
     http: httpx.AsyncClient = field(default_factory=httpx.AsyncClient)
     # Per connection uid: the inputs a credential was sealed from, and the result.

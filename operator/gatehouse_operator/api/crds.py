@@ -13,13 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
-from gatehouse_operator.api.meta import GROUP, VERSION, Kind, Model
+from gatehouse_operator.api.meta import GROUP, VERSION, Kind
+from gatehouse_operator.api.project_config import PROJECT_CONFIG
 
-KINDS = (EXTERNAL_CONNECTION, DATA_APP, CHART_TYPE, CONNECTION_TEST)
+KINDS = (EXTERNAL_CONNECTION, DATA_APP, CHART_TYPE, CONNECTION_TEST, PROJECT_CONFIG)
 
 # Keywords a structural schema may carry over from JSON Schema as they are.
 _KEPT = {
@@ -84,7 +86,7 @@ def structural(
     return out
 
 
-def model_schema(model: type[Model], *, defaults: bool = True) -> dict[str, Any]:
+def model_schema(model: type[BaseModel], *, defaults: bool = True) -> dict[str, Any]:
     raw = model.model_json_schema(by_alias=True, mode="validation")
     return structural(raw, raw.get("$defs", {}), defaults=defaults)
 

@@ -129,7 +129,7 @@ class Kind:
     kind: str
     plural: str
     description: str
-    spec: type[Model]
+    spec: type[BaseModel]
     status: type[Status]
     short_names: tuple[str, ...] = ()
     columns: list[PrinterColumn] = field(default_factory=list)

@@ -6,6 +6,7 @@ from gatehouse_operator.controllers import (
     external_connections,
     lifecycle,
     linked_apps,
+    project_configs,
     secrets,
 )
 
@@ -15,5 +16,6 @@ __all__ = [
     "external_connections",
     "lifecycle",
     "linked_apps",
+    "project_configs",
     "secrets",
 ]

@@ -7,16 +7,13 @@ their pattern are refused with the path named, by the CRD's CEL rules and by the
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationInfo,
     WithJsonSchema,
-    field_validator,
     model_validator,
 )
 
@@ -134,38 +131,25 @@ class TableGroup(FileModel):
     description: str = ""
 
 
+# Map keys are checked one by one, so an error names the key (and the CLI finds its line).
 ParameterName = Annotated[str, Field(pattern=PARAMETER_NAME)]
+CustomGranularityName = Annotated[str, Field(pattern=CUSTOM_GRANULARITY_NAME)]
+TableGroupName = Annotated[str, Field(pattern=TABLE_GROUP_NAME)]
 
 
 class ServiceConfig(FileModel):
     """The whole file. ``spotlight`` is required by the spec; everything else is optional."""
 
     spotlight: Spotlight
-    parameters: dict[str, Parameter] = Field(
+    parameters: dict[ParameterName, Parameter] = Field(
         default_factory=dict, json_schema_extra=_keys_match(PARAMETER_NAME, "parameter")
     )
     defaults: Defaults = Field(default_factory=Defaults)
-    custom_granularities: dict[str, CustomGranularity] = Field(
+    custom_granularities: dict[CustomGranularityName, CustomGranularity] = Field(
         default_factory=dict,
         json_schema_extra=_keys_match(CUSTOM_GRANULARITY_NAME, "custom_granularities"),
     )
     # None (absent) and {} (present, empty) differ: deploy syncs table groups only when present.
-    table_groups: dict[str, TableGroup] | None = Field(
+    table_groups: dict[TableGroupName, TableGroup] | None = Field(
         default=None, json_schema_extra=_keys_match(TABLE_GROUP_NAME, "table_groups")
     )
-
-    @field_validator("parameters", "custom_granularities", "table_groups")
-    @classmethod
-    def _names(cls, value: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
-        pattern = _NAME_PATTERNS[str(info.field_name)]
-        for name in value or {}:
-            if not re.fullmatch(pattern, name):
-                raise ValueError(f"{name!r} does not match {pattern}")
-        return value
-
-
-_NAME_PATTERNS = {
-    "parameters": PARAMETER_NAME,
-    "custom_granularities": CUSTOM_GRANULARITY_NAME,
-    "table_groups": TABLE_GROUP_NAME,
-}

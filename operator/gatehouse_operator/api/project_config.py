@@ -1,0 +1,66 @@
+"""ProjectConfig: a project's ``service.config.yml``, as a resource, compiled by the operator.
+
+The spec is the file itself (its own snake_case keys), so the file pastes in unchanged. The
+status says whether it compiled, lists the compile warnings (also Warning Events), and publishes
+the compiled result: effective time intervals, labels, defaults, parameters and groups.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from gatehouse_operator.api.meta import Kind, Model, PrinterColumn, Status, ready_columns
+from gatehouse_operator.project_config.schema import ServiceConfig
+
+
+class CompileWarningStatus(Model):
+    rule: str = Field(max_length=64, description="The spec's rule, e.g. SubDayIntervalOnDate.")
+    path: str = Field(max_length=256, description="Where in the file.")
+    message: str = Field(max_length=1024)
+
+
+class TimeIntervals(Model):
+    date: list[str] = Field(default_factory=list, max_length=64)
+    timestamp: list[str] = Field(default_factory=list, max_length=64)
+
+
+class CompiledConfig(Model):
+    time_intervals: TimeIntervals = Field(default_factory=TimeIntervals)
+    granularity_labels: dict[str, str] = Field(default_factory=dict)
+    defaults: dict[str, bool] = Field(default_factory=dict)
+    parameters: list[str] = Field(default_factory=list)
+    custom_granularities: list[str] = Field(default_factory=list)
+    table_groups: list[str] = Field(default_factory=list)
+    categories: list[str] = Field(default_factory=list)
+    default_visibility: str = ""
+
+
+class ProjectConfigStatus(Status):
+    project_uuid: str = Field(
+        default="",
+        max_length=64,
+        description="The project's id in the service API (/api/v2/projects/{projectUuid}): "
+        "this resource's metadata.uid.",
+    )
+    warnings: list[CompileWarningStatus] = Field(default_factory=list, max_length=256)
+    compiled: CompiledConfig | None = None
+
+
+PROJECT_CONFIG = Kind(
+    kind="ProjectConfig",
+    plural="projectconfigs",
+    description="A project's service.config.yml (spotlight, parameters, defaults, custom "
+    "granularities, table groups), validated and compiled by the Gatehouse operator.",
+    spec=ServiceConfig,
+    status=ProjectConfigStatus,
+    short_names=("projcfg",),
+    columns=[
+        PrinterColumn("Project UUID", ".status.projectUuid", priority=1),
+        PrinterColumn(
+            "Warnings",
+            ".status.warnings[*].rule",
+            description="Compile warnings: see kubectl describe.",
+        ),
+        *ready_columns(),
+    ],
+)

@@ -1,0 +1,73 @@
+"""ProjectConfig: validate and compile ``service.config.yml``; publish the result and warnings.
+
+Conditions: ``Compiled`` (the file is valid; False with ``InvalidConfig`` naming the path and the
+rule for what the CRD schema could not check) and ``Ready``. Every compile warning is listed in
+status and sent as a Warning Event once per generation, so ``kubectl describe`` shows them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import kopf
+from pydantic import ValidationError
+
+from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
+from gatehouse_operator.api.project_config import PROJECT_CONFIG
+from gatehouse_operator.conditions import Verdict, ready
+from gatehouse_operator.project_config.compiler import compile_config
+from gatehouse_operator.project_config.schema import ServiceConfig
+from gatehouse_operator.runtime import Runtime
+
+PLURAL = PROJECT_CONFIG.plural
+
+
+def _key(body: dict[str, Any]) -> str:
+    return f"{body['metadata']['namespace']}/{PROJECT_CONFIG.kind}/{body['metadata']['name']}"
+
+
+async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
+    key = _key(body)
+    extra: dict[str, Any] = {"projectUuid": body["metadata"]["uid"]}
+    try:
+        config = ServiceConfig.model_validate(body.get("spec") or {})
+    except ValidationError as error:
+        verdict = Verdict("Compiled", "False", "InvalidConfig", spec_error(error))
+        await runtime.write_status(
+            PROJECT_CONFIG, body, [verdict, ready([verdict], "", "")], extra, key
+        )
+        return
+    compiled = compile_config(config)
+    warnings = [{"rule": w.rule, "path": w.path, "message": w.message} for w in compiled.warnings]
+    generation = body["metadata"].get("generation", 0)
+    seen = body.get("status", {}).get("observedGeneration")
+    if seen != generation:
+        subject = cast(kopf.Body, body)
+        for warning in compiled.warnings:
+            kopf.warn(subject, reason=warning.rule, message=warning.message)
+    summary = (
+        f"compiled with {len(warnings)} warning(s)" if warnings else "compiled without warnings"
+    )
+    verdict = Verdict("Compiled", "True", "Compiled", summary)
+    extra |= {"warnings": warnings, "compiled": compiled.as_status()}
+    await runtime.write_status(
+        PROJECT_CONFIG, body, [verdict, ready([verdict], "Compiled", summary)], extra, key
+    )
+    runtime.projects[body["metadata"]["uid"]] = (
+        body["metadata"]["namespace"],
+        body["metadata"]["name"],
+    )
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL)
+async def project_config_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await reconcile(memo.runtime, dict(body))
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+async def project_config_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    runtime: Runtime = memo.runtime
+    runtime.forget(_key(dict(body)))
+    runtime.projects.pop(body["metadata"]["uid"], None)

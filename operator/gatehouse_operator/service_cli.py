@@ -1,0 +1,219 @@
+"""``service``: validate ``service.config.yml`` and apply it as a ProjectConfig.
+
+Also installed as ``gatehouse-service``: ``service`` is a system command on Debian, and anything
+but the three commands below is handed to ``/usr/sbin/service`` when it exists.
+
+    service validate [--project-dir DIR]                 offline: the same checks as the operator
+    service deploy   [--project-dir DIR] [-n NS] [--context CTX] [--name project] [--dry-run]
+    service preview  [--project-dir DIR] [-n NS] [--context CTX] [--name preview] [--dry-run]
+
+The file is found beside ``dbt_project.yml``. Errors and warnings carry the file's line numbers.
+Deploy uses server-side apply with its own field managers: the file's sections are applied as the
+``service-cli`` manager, so the file wins for every key it sets; ``table_groups`` is applied, by
+the ``service-cli-table-groups`` manager, only when the file has the key (``{}`` clears the
+groups; an absent key leaves the deployed groups as they are). Exit codes: 0 done (warnings
+allowed), 1 the file is invalid, 2 the command could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+from pydantic import ValidationError
+
+from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
+from gatehouse_operator.api.project_config import PROJECT_CONFIG
+from gatehouse_operator.project_config.compiler import compile_config
+from gatehouse_operator.project_config.schema import ServiceConfig
+
+FILE_NAME = "service.config.yml"
+DBT_PROJECT = "dbt_project.yml"
+MANAGER = "service-cli"
+TABLE_GROUPS_MANAGER = "service-cli-table-groups"
+PREVIEW_LABEL = "gatehouse.dev/preview"
+OK, INVALID, NOT_RUN = 0, 1, 2
+
+
+class Failure(Exception):
+    """The command cannot run; the message says why."""
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    path: Path
+    data: dict[str, Any]
+    lines: dict[tuple[str, ...], int]
+
+    def line_of(self, location: tuple[str | int, ...]) -> int:
+        """The line of the deepest part of ``location`` that is in the file."""
+        parts = tuple(str(part) for part in location)
+        while parts and parts not in self.lines:
+            parts = parts[:-1]
+        return self.lines.get(parts, 1)
+
+
+def _lines(node: yaml.Node, path: tuple[str, ...], into: dict[tuple[str, ...], int]) -> None:
+    into.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            child = (*path, str(key.value))
+            into[child] = key.start_mark.line + 1
+            _lines(value, child, into)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _lines(item, (*path, str(index)), into)
+
+
+def find(project_dir: Path) -> ConfigFile | None:
+    if not (project_dir / DBT_PROJECT).is_file():
+        raise Failure(f"no {DBT_PROJECT} in {project_dir}: point --project-dir at the dbt project")
+    path = project_dir / FILE_NAME
+    if not path.is_file():
+        return None
+    text = path.read_text()
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise Failure(
+            f"{path}{line}: not valid YAML ({getattr(error, 'problem', error)})"
+        ) from None
+    if not isinstance(data, dict):
+        raise Failure(f"{path}:1: the file must be a mapping of sections")
+    lines: dict[tuple[str, ...], int] = {}
+    if node is not None:
+        _lines(node, (), lines)
+    return ConfigFile(path, data, lines)
+
+
+def problems(found: ConfigFile) -> tuple[list[str], list[str]]:
+    """Errors and warnings, each as ``file:line: path: message``."""
+    try:
+        parsed = ServiceConfig.model_validate(found.data)
+    except ValidationError as error:
+        errors = []
+        for item in error.errors(include_url=False):
+            location = tuple(item["loc"])
+            where = ".".join(str(part) for part in location) or "(file)"
+            errors.append(f"{found.path}:{found.line_of(location)}: {where}: {item['msg']}")
+        return errors, []
+    warnings = [
+        f"{found.path}:{found.line_of(tuple(w.path.split('.')))}: warning: {w.message}"
+        for w in compile_config(parsed).warnings
+    ]
+    return [], warnings
+
+
+def documents(found: ConfigFile, name: str, preview: bool) -> list[tuple[str, dict[str, Any]]]:
+    """The applies to make, each with its field manager."""
+    metadata: dict[str, Any] = {"name": name}
+    if preview:
+        metadata["labels"] = {PREVIEW_LABEL: "true"}
+    head = {"apiVersion": API_VERSION, "kind": PROJECT_CONFIG.kind, "metadata": metadata}
+    sections = {key: value for key, value in found.data.items() if key != "table_groups"}
+    applies = [(MANAGER, {**head, "spec": sections})]
+    if "table_groups" in found.data:
+        groups = found.data["table_groups"] or {}
+        applies.append((TABLE_GROUPS_MANAGER, {**head, "spec": {"table_groups": groups}}))
+    return applies
+
+
+def _namespace(context: str | None, given: str | None) -> str:
+    if given:
+        return given
+    contexts, active = config.list_kube_config_contexts()  # type: ignore[no-untyped-call]
+    chosen = next((c for c in contexts if c["name"] == context), active) if context else active
+    return str((chosen or {}).get("context", {}).get("namespace") or "default")
+
+
+def _api_message(error: client.ApiException) -> str:
+    try:
+        return str(json.loads(error.body or "").get("message"))
+    except (ValueError, TypeError, AttributeError):
+        return f"the API server answered {error.status} {error.reason}"
+
+
+def apply(args: argparse.Namespace, found: ConfigFile, preview: bool) -> str:
+    config.load_kube_config(context=args.context)  # type: ignore[no-untyped-call]
+    namespace = _namespace(args.context, args.namespace)
+    api = client.CustomObjectsApi()
+    for manager, document in documents(found, args.name, preview):
+        try:
+            api.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                PROJECT_CONFIG.plural,
+                args.name,
+                document,
+                field_manager=manager,
+                force=True,
+                dry_run="All" if args.dry_run else None,
+                _content_type="application/apply-patch+yaml",
+            )
+        except client.ApiException as error:
+            raise Failure(
+                f"applying {PROJECT_CONFIG.kind} {namespace}/{args.name}: {_api_message(error)}"
+            ) from None
+    synced = "synced" if "table_groups" in found.data else "left as deployed (no table_groups key)"
+    suffix = " (dry run)" if args.dry_run else ""
+    return f"applied {PROJECT_CONFIG.kind} {namespace}/{args.name}{suffix}; table groups {synced}"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="service", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    for command, default_name in (("validate", ""), ("deploy", "project"), ("preview", "preview")):
+        sub = commands.add_parser(command)
+        sub.add_argument("--project-dir", type=Path, default=Path.cwd())
+        if command == "validate":
+            continue
+        sub.add_argument("-n", "--namespace", help="the project's namespace")
+        sub.add_argument("--context", help="the kubeconfig context to use")
+        sub.add_argument("--name", default=default_name, help="the ProjectConfig's name")
+        sub.add_argument("--dry-run", action="store_true", help="validate on the server only")
+    return parser
+
+
+SYSTEM_SERVICE = Path("/usr/sbin/service")
+COMMANDS = ("validate", "deploy", "preview", "-h", "--help")
+
+
+def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given and given[0] not in COMMANDS and SYSTEM_SERVICE.exists():
+        # Installed as `service`, this shadows Debian's init-script tool: hand its uses back.
+        os.execv(SYSTEM_SERVICE, [str(SYSTEM_SERVICE), *given])  # noqa: S606
+    args = _parser().parse_args(given)
+    try:
+        found = find(args.project_dir.resolve())
+        if found is None:
+            print(f"service: no {FILE_NAME} beside {DBT_PROJECT}; nothing to do")
+            return OK
+        errors, warnings = problems(found)
+        for line in [*errors, *warnings]:
+            print(line, file=sys.stderr)
+        if errors:
+            return INVALID
+        if args.command == "validate":
+            print(f"{found.path}: valid ({len(warnings)} warning(s))")
+            return OK
+        print(apply(args, found, preview=args.command == "preview"))
+        return OK
+    except Failure as failure:
+        print(f"service: {failure}", file=sys.stderr)
+        return NOT_RUN
+
+
+if __name__ == "__main__":
+    sys.exit(main())
