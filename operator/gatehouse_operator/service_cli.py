@@ -147,7 +147,12 @@ def apply(args: argparse.Namespace, found: ConfigFile, preview: bool) -> str:
     config.load_kube_config(context=args.context)  # type: ignore[no-untyped-call]
     namespace = _namespace(args.context, args.namespace)
     api = client.CustomObjectsApi()
-    for manager, document in documents(found, args.name, preview):
+    applies = documents(found, args.name, preview)
+    if args.dry_run:
+        # Nothing persists between dry runs, so the server checks the whole file at once.
+        spec = {key: value for _, document in applies for key, value in document["spec"].items()}
+        applies = [(MANAGER, {**applies[0][1], "spec": spec})]
+    for manager, document in applies:
         try:
             api.patch_namespaced_custom_object(
                 GROUP,

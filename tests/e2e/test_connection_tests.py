@@ -379,5 +379,6 @@ def test_the_openapi_document_lists_every_endpoint(stack: Stack) -> None:
         "/api/v1/namespaces/{namespace}/connections/{name}/tests",
         "/api/v1/namespaces/{namespace}/dataapps/{name}/build-spec",
         "/api/v1/namespaces/{namespace}/charttypes/{name}/build-spec",
+        "/api/v2/projects/{projectUuid}/defaults",
     }
     assert "ConnectionList" in document["components"]["schemas"]

@@ -40,6 +40,7 @@ _KEPT = {
     "minProperties",
     "maxProperties",
     "required",
+    "nullable",
 }
 
 
@@ -78,6 +79,13 @@ def structural(
     if "items" in node:
         out["items"] = structural(node["items"], defs, defaults=defaults)
     extra = node.get("additionalProperties")
+    # A map with a key pattern: the values' schema is kept, the pattern is left to a CEL rule
+    # (structural schemas have no patternProperties).
+    patterned = list((node.get("patternProperties") or {}).values())
+    if len(patterned) > 1:
+        raise SchemaError(f"a map may have one key pattern: {node['patternProperties']}")
+    if patterned:
+        extra = patterned[0]
     if isinstance(extra, dict):
         out["additionalProperties"] = structural(extra, defs, defaults=defaults)
     # Arbitrary JSON (a ConnectionTest's body) is the one node a structural schema leaves untyped.

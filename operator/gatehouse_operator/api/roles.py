@@ -1,7 +1,8 @@
 """The ClusterRoles users are bound to, generated here so the chart's copy cannot drift.
 
 - ``gatehouse-admin`` holds ``manage:ExternalConnection``: create, edit and delete connections,
-  test them, and link any connection (it aggregates into the built-in ``admin`` role);
+  test them, and link any connection; it also deploys ProjectConfigs and changes their defaults
+  (it aggregates into the built-in ``admin`` role);
 - ``gatehouse-builder`` manages DataApps and ChartTypes and may ``link`` connections whose
   linkPolicy is Builders (aggregates into ``edit``);
 - ``gatehouse-interactive-viewer`` may view apps and list, through the service API, the
@@ -23,6 +24,7 @@ from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.meta import GROUP
+from gatehouse_operator.api.project_config import PROJECT_CONFIG
 from gatehouse_operator.link_policy import LINK_VERB
 
 READ = ["get", "list", "watch"]
@@ -68,6 +70,8 @@ def roles() -> list[dict[str, Any]]:
                 _rule([CONNECTION_TEST.plural], [*READ, "create", "delete", "deletecollection"]),
                 _rule([f"{CONNECTION_TEST.plural}/status"], ["get"]),
                 _rule(APPS, [*READ, *WRITE]),
+                _rule([PROJECT_CONFIG.plural], [*READ, *WRITE]),
+                _rule([f"{PROJECT_CONFIG.plural}/status"], ["get"]),
             ],
         ),
         _role(
@@ -78,6 +82,7 @@ def roles() -> list[dict[str, Any]]:
                 _rule(APPS, [*READ, *WRITE]),
                 _rule([f"{plural}/status" for plural in APPS], ["get"]),
                 _rule([EXTERNAL_CONNECTION.plural], [LINK_VERB]),
+                _rule([PROJECT_CONFIG.plural], READ),
             ],
         ),
         _role(
@@ -87,6 +92,7 @@ def roles() -> list[dict[str, Any]]:
             [
                 _rule(APPS, READ),
                 _rule([EXTERNAL_CONNECTION.plural], [LINK_VERB]),
+                _rule([PROJECT_CONFIG.plural], READ),
             ],
         ),
     ]

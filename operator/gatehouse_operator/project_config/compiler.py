@@ -8,6 +8,7 @@ keys. Each warning names its rule and its path.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,16 +43,14 @@ class Compiled:
         }
 
 
-def effective_defaults(config: ServiceConfig) -> dict[str, bool]:
-    """The boolean defaults in force: the file's, else the spec's ``true``."""
-    given = config.defaults
+BOOLEAN_DEFAULTS = ("case_sensitive", "column_totals", "pre_aggregate_execution_fallback")
+
+
+def effective_defaults(defaults: Mapping[str, Any]) -> dict[str, bool]:
+    """The boolean defaults in force: the ones set, else the spec's ``true``."""
     return {
-        name: True if value is None else value
-        for name, value in (
-            ("case_sensitive", given.case_sensitive),
-            ("column_totals", given.column_totals),
-            ("pre_aggregate_execution_fallback", given.pre_aggregate_execution_fallback),
-        )
+        name: value if isinstance(value := defaults.get(name), bool) else True
+        for name in BOOLEAN_DEFAULTS
     }
 
 
@@ -69,7 +68,7 @@ def compile_config(config: ServiceConfig) -> Compiled:
     return Compiled(
         time_intervals=intervals,
         granularity_labels=grain_labels,
-        defaults=effective_defaults(config),
+        defaults=effective_defaults(config.defaults.model_dump()),
         parameters={
             name: parameter.model_dump(exclude_defaults=True)
             for name, parameter in config.parameters.items()

@@ -72,15 +72,7 @@ _ANY = WithJsonSchema({"x-kubernetes-preserve-unknown-fields": True})
 
 
 class Parameter(FileModel):
-    model_config = FileModel.model_config | {
-        "json_schema_extra": validations(
-            cel(
-                "has(self.options) || has(self.options_from_dimension) || "
-                "(has(self.allow_custom_values) && self.allow_custom_values)",
-                "a parameter needs options, options_from_dimension or allow_custom_values: true",
-            )
-        )
-    }
+    """Whether it has options (untyped in the CRD, so out of CEL's reach) the operator checks."""
 
     label: str = Field(min_length=1, max_length=256)
     description: str = ""
@@ -150,6 +142,8 @@ class ServiceConfig(FileModel):
         json_schema_extra=_keys_match(CUSTOM_GRANULARITY_NAME, "custom_granularities"),
     )
     # None (absent) and {} (present, empty) differ: deploy syncs table groups only when present.
+    # Nullable in the CRD: server-side apply of `table_groups: {}` (clear them) stores null.
     table_groups: dict[TableGroupName, TableGroup] | None = Field(
-        default=None, json_schema_extra=_keys_match(TABLE_GROUP_NAME, "table_groups")
+        default=None,
+        json_schema_extra={**_keys_match(TABLE_GROUP_NAME, "table_groups"), "nullable": True},
     )

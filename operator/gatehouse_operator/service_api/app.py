@@ -26,17 +26,22 @@ from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION, Kind, Model
+from gatehouse_operator.api.project_config import PROJECT_CONFIG
 from gatehouse_operator.link_policy import LINK_VERB, MANAGE_VERB
+from gatehouse_operator.project_config.compiler import effective_defaults
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.service_api import handoff, openapi
 from gatehouse_operator.service_api.models import (
     ConnectionList,
     ConnectionTestOutcome,
     ConnectionTestRequest,
+    DefaultsResult,
+    DefaultsUpdate,
     LinkableConnection,
 )
 
 APPS = {DATA_APP.plural: DATA_APP, CHART_TYPE.plural: CHART_TYPE}
+DEFAULTS_MANAGER = "gatehouse-defaults-api"
 # A test answers within the connection's timeout (at most 120 s) once the connection is Ready.
 TEST_WAIT_SECONDS = 150.0
 
@@ -206,6 +211,53 @@ class ServiceApi:
             await asyncio.sleep(0.2)
         raise ApiError(504, "test_timeout", f"ConnectionTest {name} did not finish in time")
 
+    async def project_defaults(self, request: Request, user: User) -> Response:
+        """``GET`` or ``PUT /api/v2/projects/{projectUuid}/defaults``."""
+        uuid_ = request.path_params["project_uuid"]
+        found = self.runtime.projects.get(uuid_)
+        if found is None:
+            raise ApiError(404, "not_found", f"no ProjectConfig has projectUuid {uuid_}")
+        namespace, name = found
+        verb = "get" if request.method == "GET" else "patch"
+        await self._require(user, verb, PROJECT_CONFIG, namespace, name)
+        if request.method == "PUT":
+            await self._update_defaults(request, namespace, name)
+        body = await self.runtime.kube.get_custom(PROJECT_CONFIG, namespace, name)
+        if body is None:
+            raise ApiError(404, "not_found", f"ProjectConfig {namespace}/{name} is gone")
+        stored = dict(body.get("spec", {}).get("defaults") or {})
+        effective = effective_defaults(stored)
+        return JSONResponse(
+            DefaultsResult(results={**stored, **effective}).model_dump(mode="json"),
+            headers={"Cache-Control": "no-store"},
+        )
+
+    async def _update_defaults(self, request: Request, namespace: str, name: str) -> None:
+        try:
+            update = DefaultsUpdate.model_validate_json(await request.body() or b"null")
+        except ValidationError as error:
+            raise ApiError(400, "invalid_request", _validation_message(error)) from None
+        given = update.model_dump(exclude_none=True)
+        if not given:
+            raise ApiError(
+                400,
+                "invalid_request",
+                "body: give column_totals and/or pre_aggregate_execution_fallback (booleans)",
+            )
+        # A merge patch changes only the keys given (the reference replaced the whole object).
+        # Its field manager takes ownership of them, so a later `service deploy` keeps these
+        # values unless the file sets the same keys.
+        await self.runtime.kube.custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            PROJECT_CONFIG.plural,
+            name,
+            {"spec": {"defaults": given}},
+            field_manager=DEFAULTS_MANAGER,
+            _content_type="application/merge-patch+json",
+        )
+
 
 def _linkable(body: dict[str, Any]) -> LinkableConnection:
     spec = body.get("spec", {})
@@ -260,6 +312,11 @@ def create_app(runtime: Runtime, access: Access) -> Starlette:
                 f"{prefix}/connections/{{name}}/tests",
                 api.authenticated(api.test_connection),
                 methods=["POST"],
+            ),
+            Route(
+                "/api/v2/projects/{project_uuid}/defaults",
+                api.authenticated(api.project_defaults),
+                methods=["GET", "PUT"],
             ),
             *(
                 Route(

@@ -12,10 +12,20 @@ from gatehouse_operator.service_api.models import (
     ConnectionList,
     ConnectionTestOutcome,
     ConnectionTestRequest,
+    DefaultsResult,
+    DefaultsUpdate,
     ErrorBody,
 )
 
-_MODELS = (BuildSpec, ConnectionList, ConnectionTestOutcome, ConnectionTestRequest, ErrorBody)
+_MODELS = (
+    BuildSpec,
+    ConnectionList,
+    ConnectionTestOutcome,
+    ConnectionTestRequest,
+    DefaultsResult,
+    DefaultsUpdate,
+    ErrorBody,
+)
 _REF = "#/components/schemas/{model}"
 
 
@@ -104,6 +114,34 @@ def document() -> dict[str, Any]:
                 },
             }
         }
+    project = _name("projectUuid", "The ProjectConfig's metadata.uid (its status.projectUuid).")
+    paths["/api/v2/projects/{projectUuid}/defaults"] = {
+        "get": {
+            "summary": "The project's defaults",
+            "description": "Needs get on the ProjectConfig. Booleans carry their effective "
+            "value (true when not set).",
+            "parameters": [project],
+            "responses": {
+                "200": _json(DefaultsResult, "The defaults."),
+                **_errors(401, 403, 404, 502),
+            },
+        },
+        "put": {
+            "summary": "Change column_totals and/or pre_aggregate_execution_fallback",
+            "description": "Needs patch on the ProjectConfig. Changes only the keys given; any "
+            "other key or a non-boolean is a 400 naming it. A later `service deploy` keeps "
+            "these values unless the file sets the same keys.",
+            "parameters": [project],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _ref(DefaultsUpdate)}},
+            },
+            "responses": {
+                "200": _json(DefaultsResult, "The defaults after the change."),
+                **_errors(400, 401, 403, 404, 502),
+            },
+        },
+    }
     return {
         "openapi": "3.1.0",
         "info": {"title": "Gatehouse service API", "version": "v1"},

@@ -1,0 +1,316 @@
+"""service.config.yml end to end: `service deploy` / `preview` of the example project, compile
+warnings in status and Events, the table-groups sync rule, and the defaults API."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.waiting import wait_for
+from tests.e2e.conftest import Stack
+from tests.e2e.gatehouse_fixtures import get, project_members, wait_condition
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "project"
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    shutil.copytree(EXAMPLE, tmp_path / "project")
+    return tmp_path / "project"
+
+
+def edit(project_dir: Path, **sections: Any) -> None:
+    """Rewrites the file with sections replaced; a value of None removes the section."""
+    path = project_dir / "service.config.yml"
+    data = yaml.safe_load(path.read_text())
+    for key, value in sections.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def service(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gatehouse_operator.service_cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+    )
+
+
+def deploy(cluster: Cluster, project_dir: Path, namespace: str, *extra: str) -> str:
+    done = service(cluster, "deploy", "--project-dir", str(project_dir), "-n", namespace, *extra)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def groups(cluster: Cluster, namespace: str, name: str = "project") -> list[str]:
+    body = get(cluster, namespace, f"projectconfig/{name}") or {}
+    return sorted(body.get("spec", {}).get("table_groups") or {})
+
+
+def compiled(cluster: Cluster, namespace: str, name: str = "project") -> dict[str, Any]:
+    def fresh() -> dict[str, Any] | None:
+        body = get(cluster, namespace, f"projectconfig/{name}") or {}
+        status = body.get("status", {})
+        current = status.get("observedGeneration") == body["metadata"]["generation"]
+        return status if current and status.get("conditions") else None
+
+    return wait_for(fresh, timeout=20, interval=0.2, what=f"ProjectConfig {name} compiled")
+
+
+def test_the_example_deploys_and_compiles(
+    cluster: Cluster, stack: Stack, namespace: str, project_dir: Path
+) -> None:
+    assert "table groups synced" in deploy(cluster, project_dir, namespace)
+    wait_condition(cluster, namespace, "projectconfig/project", "True", "Compiled")
+    status = compiled(cluster, namespace)
+    body = get(cluster, namespace, "projectconfig/project") or {}
+    assert status["projectUuid"] == body["metadata"]["uid"]
+    assert status["warnings"] == []
+    result = status["compiled"]
+    assert result["timeIntervals"] == {
+        "date": ["DAY", "WEEK", "MONTH", "QUARTER", "YEAR", "fiscal_quarter"],
+        "timestamp": ["RAW", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR", "HOUR", "fiscal_quarter"],
+    }
+    assert result["granularityLabels"] == {"WEEK": "Fiscal week", "QUARTER": "Calendar quarter"}
+    assert result["defaults"] == {
+        "case_sensitive": False,
+        "column_totals": True,
+        "pre_aggregate_execution_fallback": True,
+    }
+    assert result["parameters"] == ["min-order-value", "region", "since", "store"]
+    assert result["tableGroups"] == ["marketing", "sales", "sales-emea"]
+    # The file pasted in unchanged: the stored spec is the file.
+    stored = body["spec"]
+    assert stored["custom_granularities"]["fiscal_quarter"]["sql"].endswith("${COLUMN}))")
+
+
+def test_compile_warnings_show_in_status_and_describe(
+    cluster: Cluster, stack: Stack, namespace: str, project_dir: Path
+) -> None:
+    edit(
+        project_dir,
+        defaults={
+            "additional_time_intervals": {"date": ["HOUR", "fortnight"], "timestamp": ["hour"]},
+            "granularity_labels": {"week": "Fiscal week", "sprint": "Sprint"},
+        },
+    )
+    validated = service(cluster, "validate", "--project-dir", str(project_dir))
+    assert validated.returncode == 0
+    assert validated.stderr.count("warning: Ignoring") == 3
+    deploy(cluster, project_dir, namespace)
+    status = compiled(cluster, namespace)
+    assert [w["rule"] for w in status["warnings"]] == [
+        "SubDayIntervalOnDate",
+        "UnknownTimeInterval",
+        "UnknownGranularityLabel",
+    ]
+    assert status["compiled"]["timeIntervals"]["date"] == [
+        "DAY",
+        "WEEK",
+        "MONTH",
+        "QUARTER",
+        "YEAR",
+    ]
+
+    def described() -> str | None:
+        text = cluster.kubectl("describe", "projectconfig", "project", "-n", namespace).stdout
+        return text if "UnknownGranularityLabel" in text.split("Events:")[-1] else None
+
+    text = wait_for(described, timeout=20, interval=0.3, what="the Warning Events")
+    status_part, events = text.split("Events:")
+    for rule in ("SubDayIntervalOnDate", "UnknownTimeInterval", "UnknownGranularityLabel"):
+        assert rule in status_part
+        assert rule in events
+    assert 'Ignoring unknown granularity "sprint"' in status_part
+    assert events.count("Warning") >= 3
+
+
+def test_table_groups_sync_only_when_the_key_is_present(
+    cluster: Cluster, stack: Stack, namespace: str, project_dir: Path
+) -> None:
+    deploy(cluster, project_dir, namespace)
+    assert groups(cluster, namespace) == ["marketing", "sales", "sales-emea"]
+
+    edit(project_dir, table_groups=None)
+    assert "left as deployed" in deploy(cluster, project_dir, namespace)
+    assert groups(cluster, namespace) == ["marketing", "sales", "sales-emea"]
+
+    edit(project_dir, table_groups={})
+    deploy(cluster, project_dir, namespace)
+    assert groups(cluster, namespace) == []
+
+    edit(project_dir, table_groups={"finance": {"label": "Finance"}})
+    deploy(cluster, project_dir, namespace)
+    assert groups(cluster, namespace) == ["finance"]
+
+    # An absent key keeps what an earlier deploy set, and the other sections still apply.
+    edit(project_dir, table_groups=None, parameters={"only": {"label": "O", "options": ["a"]}})
+    deploy(cluster, project_dir, namespace)
+    assert groups(cluster, namespace) == ["finance"]
+    body = get(cluster, namespace, "projectconfig/project") or {}
+    assert list(body["spec"]["parameters"]) == ["only"]
+
+
+def test_preview_deploys_its_own_project_config_with_table_groups(
+    cluster: Cluster, stack: Stack, namespace: str, project_dir: Path
+) -> None:
+    done = service(cluster, "preview", "--project-dir", str(project_dir), "-n", namespace)
+    assert done.returncode == 0, done.stderr
+    body = get(cluster, namespace, "projectconfig/preview") or {}
+    assert body["metadata"]["labels"] == {"gatehouse.dev/preview": "true"}
+    assert groups(cluster, namespace, "preview") == ["marketing", "sales", "sales-emea"]
+    assert get(cluster, namespace, "projectconfig/project") is None
+    wait_condition(cluster, namespace, "projectconfig/preview", "True", "Compiled")
+
+
+def test_bad_files_are_refused_with_their_lines_and_nothing_is_applied(
+    cluster: Cluster, stack: Stack, namespace: str, project_dir: Path
+) -> None:
+    edit(
+        project_dir,
+        custom_granularities={"Fiscal Quarter": {"label": "FQ", "sql": "${COLUMN}"}},
+        spotlight={"default_visibility": "visible"},
+    )
+    done = service(cluster, "deploy", "--project-dir", str(project_dir), "-n", namespace)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert any(
+        line.endswith(
+            "custom_granularities.Fiscal Quarter.[key]: String should match pattern "
+            "'^[a-zA-Z0-9_]+$'"
+        )
+        and ":" in line.split("service.config.yml")[1]
+        for line in lines
+    ), done.stderr
+    assert any(
+        "spotlight.default_visibility: Input should be 'show' or 'hide'" in line for line in lines
+    )
+    assert get(cluster, namespace, "projectconfig/project") is None
+    dry = service(cluster, "deploy", "--project-dir", str(EXAMPLE), "-n", namespace, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert get(cluster, namespace, "projectconfig/project") is None
+    missing = service(cluster, "validate", "--project-dir", str(project_dir.parent))
+    assert missing.returncode == 2
+    assert "no dbt_project.yml" in missing.stderr
+
+
+def test_the_crd_names_bad_keys_and_the_operator_reports_the_rest(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    def apply(spec: dict[str, Any], name: str = "direct") -> subprocess.CompletedProcess[str]:
+        document = {
+            "apiVersion": "gatehouse.dev/v1alpha1",
+            "kind": "ProjectConfig",
+            "metadata": {"name": name},
+            "spec": {"spotlight": {}, **spec},
+        }
+        return cluster.kubectl(
+            "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(document), check=False
+        )
+
+    cases: list[tuple[dict[str, Any], str]] = [
+        (
+            {"custom_granularities": {"Fiscal Quarter": {"label": "F", "sql": "x"}}},
+            "custom_granularities names must match ^[a-zA-Z0-9_]+$",
+        ),
+        (
+            {"table_groups": {"sales ops": {"label": "S"}}},
+            "table_groups names must match ^[a-zA-Z0-9_-]+$",
+        ),
+        ({"defaults": {"case_sensitve": False}}, 'unknown field "spec.defaults.case_sensitve"'),
+        (
+            {"spotlight": {"categories": {"k": {"label": "K", "color": "teal"}}}},
+            "spec.spotlight.categories.k.color: Unsupported value",
+        ),
+    ]
+    for spec, message in cases:
+        done = apply(spec)
+        assert done.returncode != 0, spec
+        assert message in done.stderr, (message, done.stderr)
+
+    # What a structural schema cannot say (options/default are untyped there), the operator does.
+    late = {
+        "late": (
+            {"p": {"label": "P", "options": ["a"], "default": ["a", "b"]}},
+            "spec.parameters.p: Value error, default is a list, so multiple must be true",
+        ),
+        "bare": (
+            {"p": {"label": "P"}},
+            "spec.parameters.p: Value error, a parameter needs options, options_from_dimension "
+            "or allow_custom_values: true",
+        ),
+    }
+    for name, (parameters, _) in late.items():
+        assert apply({"parameters": parameters}, name).returncode == 0
+    for name, (_, message) in late.items():
+        condition = wait_condition(
+            cluster, namespace, f"projectconfig/{name}", "False", "InvalidConfig"
+        )
+        assert condition["message"] == message
+
+
+def test_the_defaults_api_changes_only_the_keys_given(
+    cluster: Cluster, stack: Stack, namespace: str, project_dir: Path
+) -> None:
+    members = project_members(cluster, namespace)
+    edit(project_dir, defaults={"case_sensitive": False})
+    deploy(cluster, project_dir, namespace)
+    uuid = compiled(cluster, namespace)["projectUuid"]
+    url = f"{stack.local.api_url}/api/v2/projects/{uuid}/defaults"
+    admin = members["admin"].headers()
+
+    reply = httpx.put(url, json={"column_totals": False}, headers=admin, timeout=10)
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == {
+        "status": "ok",
+        "results": {
+            "case_sensitive": False,
+            "column_totals": False,
+            "pre_aggregate_execution_fallback": True,
+        },
+    }
+    reply = httpx.put(url, json={"pre_aggregate_execution_fallback": False}, headers=admin)
+    assert reply.json()["results"]["column_totals"] is False  # kept, unlike the reference
+    assert httpx.get(url, headers=members["viewer"].headers()).json() == reply.json()
+
+    for body, field in (({"colour": True}, "colour"), ({"column_totals": "no"}, "column_totals")):
+        refused = httpx.put(url, json=body, headers=admin, timeout=10)
+        assert refused.status_code == 400
+        assert refused.json()["error"]["message"].startswith(field)
+    assert httpx.put(url, json={}, headers=admin).status_code == 400
+    assert (
+        httpx.put(
+            url, json={"column_totals": True}, headers=members["builder"].headers()
+        ).status_code
+        == 403
+    )
+    assert httpx.get(url, headers=members["nobody"].headers()).status_code == 403
+    assert httpx.get(url).status_code == 401
+    unknown = url.replace(uuid, "00000000-0000-0000-0000-000000000000")
+    assert httpx.get(unknown, headers=admin).status_code == 404
+
+    # A later deploy keeps values set through the API unless the file sets the same keys.
+    deploy(cluster, project_dir, namespace)
+    assert httpx.get(url, headers=admin).json()["results"]["column_totals"] is False
+    edit(project_dir, defaults={"case_sensitive": False, "column_totals": True})
+    deploy(cluster, project_dir, namespace)
+    after = httpx.get(url, headers=admin).json()["results"]
+    assert after["column_totals"] is True
+    assert after["pre_aggregate_execution_fallback"] is False
