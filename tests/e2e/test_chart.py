@@ -113,6 +113,7 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
         ("create", "events"),
         ("list", "customresourcedefinitions.apiextensions.k8s.io"),
         ("create", "connectiontests.gatehouse.dev"),
+        ("patch", "projectconfigs.gatehouse.dev/status"),
         ("delete", "connectiontests.gatehouse.dev"),
         ("update", "configmaps"),
         ("create", "tokenreviews.authentication.k8s.io"),

@@ -28,7 +28,9 @@ def _key(body: dict[str, Any]) -> str:
 
 async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
     key = _key(body)
-    extra: dict[str, Any] = {"projectUuid": body["metadata"]["uid"]}
+    meta = body["metadata"]
+    runtime.projects[meta["uid"]] = (meta["namespace"], meta["name"])
+    extra: dict[str, Any] = {"projectUuid": meta["uid"]}
     try:
         config = ServiceConfig.model_validate(body.get("spec") or {})
     except ValidationError as error:
@@ -52,10 +54,6 @@ async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
     extra |= {"warnings": warnings, "compiled": compiled.as_status()}
     await runtime.write_status(
         PROJECT_CONFIG, body, [verdict, ready([verdict], "Compiled", summary)], extra, key
-    )
-    runtime.projects[body["metadata"]["uid"]] = (
-        body["metadata"]["namespace"],
-        body["metadata"]["name"],
     )
 
 
