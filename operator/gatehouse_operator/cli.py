@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from kubernetes import client, config
 
+from gatehouse_operator import kubeconfig
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
 
@@ -39,14 +40,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _namespace(context: str | None, given: str | None) -> str:
-    if given:
-        return given
-    contexts, active = config.list_kube_config_contexts()  # type: ignore[no-untyped-call]
-    chosen = next((c for c in contexts if c["name"] == context), active) if context else active
-    return str((chosen or {}).get("context", {}).get("namespace") or "default")
-
-
 def _test_body(args: argparse.Namespace) -> dict[str, Any]:
     spec: dict[str, Any] = {"connection": args.connection, "method": args.method, "path": args.path}
     if args.data is not None:
@@ -59,13 +52,6 @@ def _test_body(args: argparse.Namespace) -> dict[str, Any]:
         "metadata": {"name": f"{args.connection[:40]}-{uuid.uuid4().hex[:8]}"},
         "spec": spec,
     }
-
-
-def _api_message(error: client.ApiException) -> str:
-    try:
-        return str(json.loads(error.body or "").get("message"))
-    except (ValueError, TypeError, AttributeError):
-        return f"the API server answered {error.status} {error.reason}"
 
 
 def _report(test: dict[str, Any], output: str) -> int:
@@ -92,7 +78,7 @@ def _report(test: dict[str, Any], output: str) -> int:
 
 def test(args: argparse.Namespace) -> int:
     config.load_kube_config(context=args.context)  # type: ignore[no-untyped-call]
-    namespace = _namespace(args.context, args.namespace)
+    namespace = kubeconfig.namespace(args.context, args.namespace)
     try:
         body = _test_body(args)
     except ValueError as error:
@@ -114,7 +100,7 @@ def test(args: argparse.Namespace) -> int:
                 return _report(found, args.output)
             time.sleep(0.3)
     except client.ApiException as error:
-        print(f"gatehouse: {_api_message(error)}", file=sys.stderr)
+        print(f"gatehouse: {kubeconfig.refusal(error)}", file=sys.stderr)
         return NOT_RUN
     print(f"gatehouse: ConnectionTest {namespace}/{name} did not finish in time", file=sys.stderr)
     return NOT_RUN

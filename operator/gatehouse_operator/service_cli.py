@@ -18,7 +18,6 @@ allowed), 1 the file is invalid, 2 the command could not run.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import yaml
 from kubernetes import client, config
 from pydantic import ValidationError
 
+from gatehouse_operator import kubeconfig
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
 from gatehouse_operator.project_config.compiler import compile_config
@@ -128,24 +128,9 @@ def documents(found: ConfigFile, name: str, preview: bool) -> list[tuple[str, di
     return applies
 
 
-def _namespace(context: str | None, given: str | None) -> str:
-    if given:
-        return given
-    contexts, active = config.list_kube_config_contexts()  # type: ignore[no-untyped-call]
-    chosen = next((c for c in contexts if c["name"] == context), active) if context else active
-    return str((chosen or {}).get("context", {}).get("namespace") or "default")
-
-
-def _api_message(error: client.ApiException) -> str:
-    try:
-        return str(json.loads(error.body or "").get("message"))
-    except (ValueError, TypeError, AttributeError):
-        return f"the API server answered {error.status} {error.reason}"
-
-
 def apply(args: argparse.Namespace, found: ConfigFile, preview: bool) -> str:
     config.load_kube_config(context=args.context)  # type: ignore[no-untyped-call]
-    namespace = _namespace(args.context, args.namespace)
+    namespace = kubeconfig.namespace(args.context, args.namespace)
     api = client.CustomObjectsApi()
     applies = documents(found, args.name, preview)
     if args.dry_run:
@@ -167,9 +152,8 @@ def apply(args: argparse.Namespace, found: ConfigFile, preview: bool) -> str:
                 _content_type="application/apply-patch+yaml",
             )
         except client.ApiException as error:
-            raise Failure(
-                f"applying {PROJECT_CONFIG.kind} {namespace}/{args.name}: {_api_message(error)}"
-            ) from None
+            target = f"{PROJECT_CONFIG.kind} {namespace}/{args.name}"
+            raise Failure(f"applying {target}: {kubeconfig.refusal(error)}") from None
     synced = "synced" if "table_groups" in found.data else "left as deployed (no table_groups key)"
     suffix = " (dry run)" if args.dry_run else ""
     return f"applied {PROJECT_CONFIG.kind} {namespace}/{args.name}{suffix}; table groups {synced}"

@@ -48,6 +48,20 @@ def finished(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     return wait_for(done, timeout=30, interval=0.2, what=f"ConnectionTest {name} to finish")
 
 
+def public_connection(cluster: Cluster, stack: Stack, namespace: str, **spec: Any) -> None:
+    """A connection without auth to the echo upstream, Ready."""
+    apply(cluster, namespace, connection("vendor", stack.upstream, {"type": "none"}, **spec))
+    wait_condition(cluster, namespace, "externalconnection/vendor", "True")
+
+
+def try_apply(cluster: Cluster, namespace: str, document: dict[str, Any]) -> str:
+    """kubectl apply's error output ('' when it was applied)."""
+    done = cluster.kubectl(
+        "apply", "-n", namespace, "-f", "-", stdin=json.dumps(document), check=False
+    )
+    return "" if done.returncode == 0 else done.stderr
+
+
 def passed(body: dict[str, Any]) -> dict[str, Any]:
     return next(c for c in body["status"]["conditions"] if c["type"] == "Passed")
 
@@ -165,43 +179,18 @@ def test_a_passing_test_saved_as_sample_is_redacted_and_capped(
 def test_refusals_are_results_and_bad_methods_are_refused_at_admission(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:
-    apply(
-        cluster,
-        namespace,
-        connection("vendor", stack.upstream, {"type": "none"}, allowedPaths=["/echo/v1"]),
-    )
-    wait_condition(cluster, namespace, "externalconnection/vendor", "True")
-    refused = cluster.kubectl(
-        "apply",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        check=False,
-        stdin=json.dumps(connection_test("post", "vendor", method="POST", body={"a": 1})),
-    )
-    assert refused.returncode != 0
-    assert "spec.method: POST is not one of the connection's allowedMethods (GET)" in refused.stderr
-    with_body = cluster.kubectl(
-        "apply",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        check=False,
-        stdin=json.dumps(connection_test("get-body", "vendor", body={"a": 1})),
-    )
-    assert "spec.body: a GET test cannot have a body" in with_body.stderr
-    missing = cluster.kubectl(
-        "apply",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        check=False,
-        stdin=json.dumps(connection_test("nowhere", "absent")),
-    )
-    assert "spec.connection: no ExternalConnection 'absent'" in missing.stderr
+    public_connection(cluster, stack, namespace, allowedPaths=["/echo/v1"])
+    refusals = {
+        "spec.method: POST is not one of the connection's allowedMethods (GET)": connection_test(
+            "post", "vendor", method="POST", body={"a": 1}
+        ),
+        "spec.body: a GET test cannot have a body": connection_test(
+            "get-body", "vendor", body={"a": 1}
+        ),
+        "spec.connection: no ExternalConnection 'absent'": connection_test("nowhere", "absent"),
+    }
+    for message, document in refusals.items():
+        assert message in try_apply(cluster, namespace, document)
 
     apply(
         cluster,
@@ -283,12 +272,7 @@ def test_finished_tests_are_deleted_after_their_ttl(
 def test_the_cli_runs_a_test_and_exits_by_its_outcome(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:
-    apply(
-        cluster,
-        namespace,
-        connection("vendor", stack.upstream, {"type": "none"}, allowedPaths=["/echo"]),
-    )
-    wait_condition(cluster, namespace, "externalconnection/vendor", "True")
+    public_connection(cluster, stack, namespace, allowedPaths=["/echo"])
 
     def gatehouse(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

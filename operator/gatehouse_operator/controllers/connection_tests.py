@@ -34,8 +34,8 @@ from gatehouse_operator.runtime import Runtime
 from gatehouse_proxy.probes import PROBE_PATH, ProbeAnswer, ProbeRequest, scrub
 
 PLURAL = CONNECTION_TEST.plural
-# How long a test waits for its connection to exist and be Ready (it may be applied together
-# with the connection, before the operator has compiled it) and for a proxy to answer.
+# How long a test waits for the operator to see its connection (it may be applied together with
+# the connection) and for a proxy replica to answer.
 PATIENCE_SECONDS = 60.0
 
 
