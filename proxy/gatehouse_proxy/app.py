@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from urllib.parse import quote, unquote
 
 from pydantic import ValidationError
@@ -143,7 +143,7 @@ class Proxy:
             raw_path=raw_path,
             query=request.scope["query_string"],
             incoming=request.headers.items(),
-            body=await _read_body(request, connection.limits.max_request_bytes),
+            read_body=lambda limit: _read_body(request, limit),
         )
         return StreamingResponse(
             upstream.body(),
@@ -160,18 +160,17 @@ class Proxy:
         raw_path: bytes,
         query: bytes,
         incoming: Iterable[tuple[str, str]],
-        body: bytes,
+        read_body: Callable[[int], Awaitable[bytes]],
     ) -> tuple[Upstream, Injection]:
-        """Every rule of a connection, in order, then the upstream call with the credential."""
+        """Every rule of a connection, in order, then the upstream call with the credential.
+
+        The body is read last, after the cheaper checks, and only up to the connection's limit.
+        """
         check_method(method, connection.allowed_methods)
         path = normalise(raw_path)
         check_path(path, connection.allowed_paths)
         self.limiter.acquire(connection.key, rate_key, connection.limits.requests_per_minute)
-        if len(body) > connection.limits.max_request_bytes:
-            raise ProxyError(
-                "request_too_large",
-                f"the request body exceeds {connection.limits.max_request_bytes} bytes",
-            )
+        body = await read_body(connection.limits.max_request_bytes)
         injection = await self.injector.injection(connection)
         url = connection.origin + path.encoded + _query(query, injection)
         outgoing = header_policy.upstream_request_headers(incoming, injection.header_names)
@@ -215,6 +214,12 @@ class Proxy:
         path, _, query = probe.path.partition("?")
         body = b"" if probe.body is None else json.dumps(probe.body).encode()
         headers = [("content-type", "application/json")] if body else []
+
+        async def read_body(limit: int) -> bytes:
+            if len(body) > limit:
+                raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
+            return body
+
         upstream, injection = await self._call(
             connection,
             rate_key=CONNECTION_TEST_CALLER,
@@ -222,7 +227,7 @@ class Proxy:
             raw_path=path.encode(),
             query=query.encode(),
             incoming=headers,
-            body=body,
+            read_body=read_body,
         )
         content = b"".join([chunk async for chunk in upstream.body()])
         return ProbeAnswer(

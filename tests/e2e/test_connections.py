@@ -233,6 +233,12 @@ def test_limits_and_refusals(cluster: Cluster, stack: Stack, namespace: str) -> 
             413,
             "request_too_large",
         ),
+        # The rules run in order and the body is read last: a path refusal wins over size.
+        (
+            fetch(stack.proxy, token, "vendor", "/echo/v2", method="POST", content=b"x" * 1001),
+            403,
+            "path_not_allowed",
+        ),
     ]
     for reply, status, code in cases:
         assert (reply.status_code, reply.json()["error"]["code"]) == (status, code), reply.text
