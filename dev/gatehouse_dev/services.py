@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import Server, free_port
 from gatehouse_operator.api import crds, roles
+from gatehouse_operator.webhook import WEBHOOK_CONFIGURATION
 from gatehouse_proxy.sealing import Keyring
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,3 +175,16 @@ class LocalGatehouse:
         for server in reversed(self.servers):
             server.stop()
         self.servers.clear()
+        if not self.cluster.local:
+            remove_webhooks(self.cluster)
+
+
+def remove_webhooks(cluster: Cluster) -> None:
+    """Deletes the webhook configurations the operator registered.
+
+    They stay while an operator is merely down (failure policy Fail), but one that ran on this
+    machine will not come back: left behind in a user's cluster, they would block every DataApp
+    and ChartType change there.
+    """
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        cluster.kubectl("delete", kind, WEBHOOK_CONFIGURATION, "--ignore-not-found", check=False)

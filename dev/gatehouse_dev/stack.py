@@ -20,7 +20,7 @@ from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
 from gatehouse_dev.processes import alive, terminate_pid
-from gatehouse_dev.services import LocalGatehouse
+from gatehouse_dev.services import LocalGatehouse, remove_webhooks
 
 DEMO_UPSTREAM_PORT = int(os.environ.get("GATEHOUSE_DEMO_UPSTREAM_PORT", "18080"))
 
@@ -140,6 +140,8 @@ def down(paths: StackPaths) -> None:
         for pid in reversed(state["pids"]):
             terminate_pid(pid)
         _log(f"stopped pids {state['pids']}")
+        if not state["local"]:
+            remove_webhooks(Cluster(Path(state["kubeconfig"]), ensure_binaries(), local=False))
     for folder in (paths.controlplane, paths.root / "gatehouse"):
         shutil.rmtree(folder, ignore_errors=True)
     for leftover in (paths.state_file, paths.env_file):

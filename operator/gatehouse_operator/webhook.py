@@ -19,6 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 CERTIFICATE_DAYS = 365
+# The name of the webhook configurations kopf keeps up to date.
+WEBHOOK_CONFIGURATION = "gatehouse.dev"
 
 
 def _san(name: str) -> x509.GeneralName:

@@ -26,11 +26,10 @@ from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.table_server import EmbeddedServer, Publisher, create_app
-from gatehouse_operator.webhook import WebhookServer
+from gatehouse_operator.webhook import WEBHOOK_CONFIGURATION, WebhookServer
 from gatehouse_proxy.sealing import KeyringFile
 
 FINALIZER = "gatehouse.dev/finalizer"
-WEBHOOK_CONFIGURATION = "gatehouse.dev"
 log = logging.getLogger("gatehouse.operator")
 
 
