@@ -218,12 +218,11 @@ def test_refusals_are_results_and_bad_methods_are_refused_at_admission(
 def test_upstream_errors_fail_the_test_and_are_not_saved(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:
-    apply(cluster, namespace, connection("vendor", stack.upstream, {"type": "none"}))
-    apply(
-        cluster,
-        namespace,
-        connection_test("missing", "vendor", path="/nothing-here", saveAsSample={"label": "x"}),
+    public_connection(cluster, stack, namespace)
+    missing = connection_test(
+        "missing", "vendor", path="/nothing-here", saveAsSample={"label": "x"}
     )
+    apply(cluster, namespace, missing)
     body = finished(cluster, namespace, "missing")
     assert passed(body)["reason"] == "UpstreamStatus"
     assert body["status"]["response"]["statusCode"] == 404
@@ -234,8 +233,7 @@ def test_upstream_errors_fail_the_test_and_are_not_saved(
 def test_at_most_twenty_samples_per_connection(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:
-    apply(cluster, namespace, connection("vendor", stack.upstream, {"type": "none"}))
-    wait_condition(cluster, namespace, "externalconnection/vendor", "True")
+    public_connection(cluster, stack, namespace)
     names = [f"s{n:02d}" for n in range(21)]
     apply(
         cluster,
@@ -254,12 +252,8 @@ def test_at_most_twenty_samples_per_connection(
 def test_finished_tests_are_deleted_after_their_ttl(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:
-    apply(cluster, namespace, connection("vendor", stack.upstream, {"type": "none"}))
-    apply(
-        cluster,
-        namespace,
-        connection_test("brief", "vendor", path="/echo/", ttlSecondsAfterFinished=0),
-    )
+    public_connection(cluster, stack, namespace)
+    apply(cluster, namespace, connection_test("brief", "vendor", ttlSecondsAfterFinished=0))
     finished(cluster, namespace, "brief")
     wait_for(
         lambda: get(cluster, namespace, "connectiontest/brief") is None,

@@ -41,9 +41,7 @@ async def check_links(
     policies: dict[str, str | None] = {}
     for name in added:
         connection = await runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
-        policies[name] = (
-            (connection or {}).get("spec", {}).get("linkPolicy") if connection else None
-        )
+        policies[name] = connection.get("spec", {}).get("linkPolicy") if connection else None
 
     async def may(verb: str, name: str) -> bool:
         return await access.allowed(user, verb, EXTERNAL_CONNECTION.plural, namespace, name)
