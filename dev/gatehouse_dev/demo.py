@@ -37,8 +37,11 @@ def run(paths: stack.StackPaths) -> None:
     print("The app holds only its own proxy credential (Secret dataapp-sales-dashboard-gatehouse):")
     print(f"$ curl -H 'Authorization: Bearer {token[:6]}…' {url}")
     reply = httpx.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    seen = reply.json()
-    print(f"HTTP {reply.status_code}; what the upstream received:")
+    echoed = reply.json()
+    # Asked of the upstream itself, not through the proxy: what it really received.
+    upstream = f"http://127.0.0.1:{stack.DEMO_UPSTREAM_PORT}"
+    seen = httpx.get(f"{upstream}/_received/{echoed['id']}", timeout=10).json()
+    print(f"HTTP {reply.status_code}; what the upstream received (asked of it directly):")
     print(
         json.dumps(
             {"path": seen["path"], "query": seen["query"], "headers": seen["headers"]}, indent=2
@@ -46,6 +49,10 @@ def run(paths: stack.StackPaths) -> None:
     )
     injected = seen["headers"].get("x-api-key", "")
     print(f"\nX-API-Key {injected!r} was injected by the proxy; the app never held it.")
+    print(
+        "The upstream echoed it back; the app's copy of that answer reads "
+        f"{echoed['headers'].get('x-api-key')!r}."
+    )
     print("Headers the app got back:", ", ".join(sorted(reply.headers)))
     print(
         f"\nThe stack keeps running: `source {paths.env_file}` to use it, `make down` to stop it."

@@ -1,8 +1,10 @@
 """A real third-party API stand-in on 127.0.0.1 for tests and the demo.
 
 ``/echo/...`` answers with what it received (method, path, query, headers, body, and a JSON body
-parsed), so a test can assert exactly what the proxy sent. The other routes misbehave on purpose:
-a redirect, a huge or endless body, a slow answer, cookies and internal headers to strip.
+parsed, and a request id), so a test can assert exactly what the proxy sent; ``/_received/{id}``
+answers the same record to a caller that asks the upstream directly, not through the proxy. The
+other routes misbehave on purpose: a redirect, a huge or endless body, a slow answer, cookies and
+internal headers to strip.
 
 ``python -m gatehouse_dev.upstream --port 18080`` serves it; tests start it as a subprocess.
 """
@@ -12,8 +14,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import uuid
+from collections import OrderedDict
+from typing import Any
 
 from aiohttp import web
+
+# What the upstream received, by request id, for tests that ask it directly (the proxy scrubs
+# injected credentials from the echo apps get back). Bounded: the oldest records go first.
+RECEIVED: OrderedDict[str, dict[str, Any]] = OrderedDict()
+KEEP_RECEIVED = 10_000
 
 
 async def echo(request: web.Request) -> web.Response:
@@ -22,15 +32,21 @@ async def echo(request: web.Request) -> web.Response:
         parsed = json.loads(body) if request.content_type == "application/json" else None
     except ValueError:
         parsed = None
+    request_id = uuid.uuid4().hex
+    seen = {
+        "id": request_id,
+        "json": parsed,
+        "method": request.method,
+        "path": request.raw_path.partition("?")[0],
+        "query": request.raw_path.partition("?")[2],
+        "headers": {name.lower(): value for name, value in request.headers.items()},
+        "body": body.decode("utf-8", "replace"),
+    }
+    RECEIVED[request_id] = seen
+    while len(RECEIVED) > KEEP_RECEIVED:
+        RECEIVED.popitem(last=False)
     return web.json_response(
-        {
-            "json": parsed,
-            "method": request.method,
-            "path": request.raw_path.partition("?")[0],
-            "query": request.raw_path.partition("?")[2],
-            "headers": {name.lower(): value for name, value in request.headers.items()},
-            "body": body.decode("utf-8", "replace"),
-        },
+        seen,
         headers={
             "Set-Cookie": "session=upstream-secret",
             "X-Internal-Trace": "node-7",
@@ -40,6 +56,13 @@ async def echo(request: web.Request) -> web.Response:
             "Link": f'<{request.url.with_query(request.query_string + "&page=2")}>; rel="next"',
         },
     )
+
+
+async def received(request: web.Request) -> web.Response:
+    seen = RECEIVED.get(request.match_info["id"])
+    if seen is None:
+        raise web.HTTPNotFound()
+    return web.json_response(seen)
 
 
 async def redirect(request: web.Request) -> web.Response:
@@ -70,6 +93,7 @@ async def slow(request: web.Request) -> web.Response:
 def create_app() -> web.Application:
     app = web.Application()
     app.router.add_route("*", "/echo{tail:.*}", echo)
+    app.router.add_get("/_received/{id}", received)
     app.router.add_get("/redirect", redirect)
     app.router.add_get("/big", big)
     app.router.add_get("/slow", slow)

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from gatehouse_proxy.probes import REDACTED, scrub
+from gatehouse_proxy.redaction import REDACTED, scrub
 
 SENSITIVE_KEYS = frozenset(
     {

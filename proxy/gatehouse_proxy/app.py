@@ -35,9 +35,9 @@ from gatehouse_proxy.probes import (
     ProbeAnswer,
     ProbeRequest,
     channel_authorised,
-    scrub,
 )
 from gatehouse_proxy.rate_limit import RateLimiter
+from gatehouse_proxy.redaction import scrub, scrubbed
 from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, RoutingTable
 from gatehouse_proxy.sealing import KeyringFile
 from gatehouse_proxy.settings import ProxySettings
@@ -145,8 +145,9 @@ class Proxy:
             incoming=request.headers.items(),
             read_body=lambda limit: _read_body(request, limit),
         )
+        body = upstream.body()
         return StreamingResponse(
-            upstream.body(),
+            scrubbed(body, injection.secrets) if injection.secrets else body,
             status_code=upstream.status,
             headers=dict(header_policy.app_response_headers(upstream.headers(), injection.secrets)),
         )
@@ -161,6 +162,7 @@ class Proxy:
         query: bytes,
         incoming: Iterable[tuple[str, str]],
         read_body: Callable[[int], Awaitable[bytes]],
+        readable: bool = False,
     ) -> tuple[Upstream, Injection]:
         """Every rule of a connection, in order, then the upstream call with the credential.
 
@@ -174,6 +176,13 @@ class Proxy:
         injection = await self.injector.injection(connection)
         url = connection.origin + path.encoded + _query(query, injection)
         outgoing = header_policy.upstream_request_headers(incoming, injection.header_names)
+        if injection.secrets or readable:
+            # An uncompressed answer, so an echoed credential can be scrubbed from it (and a
+            # test result read).
+            outgoing = [
+                (name, value) for name, value in outgoing if name.lower() != "accept-encoding"
+            ]
+            outgoing.append(("Accept-Encoding", "identity"))
         upstream = await self.forwarder.send(
             method=method,
             url=url,
@@ -228,6 +237,7 @@ class Proxy:
             query=query.encode(),
             incoming=headers,
             read_body=read_body,
+            readable=True,
         )
         content = b"".join([chunk async for chunk in upstream.body()])
         return ProbeAnswer(

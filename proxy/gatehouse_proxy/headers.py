@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from gatehouse_proxy.redaction import REDACTED
+
 # Headers that identify the caller or steer routing: the proxy decides these, never the app.
 _REQUEST_DROPPED = frozenset(
     {
@@ -94,9 +96,6 @@ def upstream_request_headers(
             continue
         kept.append((name, value))
     return kept
-
-
-REDACTED = "[redacted]"
 
 
 def _secret_pattern(secret: str) -> re.Pattern[str]:

@@ -42,9 +42,12 @@ def _linked(
     return app_token(cluster, namespace, "dataapp-sales-gatehouse")
 
 
-def _echo(response: httpx.Response) -> dict[str, Any]:
+def _received(stack: Stack, response: httpx.Response) -> dict[str, Any]:
+    """What the upstream received for an echoed request, asked of the upstream directly: the
+    echo that came back through the proxy has the injected credential scrubbed."""
     assert response.status_code == 200, response.text
-    return dict(response.json())
+    record = httpx.get(f"{stack.upstream}/_received/{response.json()['id']}", timeout=5)
+    return dict(record.json())
 
 
 def _until_status(proxy: str, token: str, status: int) -> httpx.Response:
@@ -55,13 +58,15 @@ def _until_status(proxy: str, token: str, status: int) -> httpx.Response:
     return wait_for(answered, timeout=10, what=f"HTTP {status} from the proxy")
 
 
-def _key_seen(proxy: str, token: str) -> str:
-    return str(_echo(fetch(proxy, token, "vendor", "/echo/"))["headers"]["x-api-key"])
+def _key_seen(stack: Stack, proxy: str, token: str) -> str:
+    return str(_received(stack, fetch(proxy, token, "vendor", "/echo/"))["headers"]["x-api-key"])
 
 
 def test_auth_none_sends_no_credential(cluster: Cluster, stack: Stack, namespace: str) -> None:
     token = _linked(cluster, stack, namespace, {"type": "none"})
-    seen = _echo(fetch(stack.proxy, token, "vendor", "/echo/v1/users", params={"page": "2"}))
+    seen = _received(
+        stack, fetch(stack.proxy, token, "vendor", "/echo/v1/users", params={"page": "2"})
+    )
     assert seen["path"] == "/echo/v1/users"
     assert seen["query"] == "page=2"
     assert "authorization" not in seen["headers"]
@@ -77,10 +82,19 @@ def test_api_key_header_overrides_the_apps_value(
         token,
         "vendor",
         "/echo/v1",
-        headers={"X-API-Key": "forged", "Cookie": "s=1", "X-Forwarded-Host": "evil.example"},
+        headers={
+            "X-API-Key": "forged",
+            "Cookie": "s=1",
+            "X-Forwarded-Host": "evil.example",
+            "Accept-Encoding": "gzip",
+        },
     )
-    seen = _echo(reply)
+    seen = _received(stack, reply)
     assert seen["headers"]["x-api-key"] == "sk_live_header"
+    assert seen["headers"]["accept-encoding"] == "identity"  # so the answer can be scrubbed
+    # The upstream echoed the key back; the app's copy of that answer does not hold it.
+    assert reply.json()["headers"]["x-api-key"] == "[redacted]"
+    assert "sk_live_header" not in reply.text
     assert "cookie" not in seen["headers"]
     assert "x-forwarded-host" not in seen["headers"]
     assert seen["headers"]["host"] == stack.upstream.removeprefix("http://")
@@ -96,10 +110,9 @@ def test_api_key_query_overrides_the_apps_parameter(
     apply(cluster, namespace, secret("vendor", **{"api-key": "sk live/query"}))
     auth = {**API_KEY_AUTH, "apiKey": {"name": "key", "in": "query"}}
     token = _linked(cluster, stack, namespace, auth)
-    seen = _echo(
-        fetch(stack.proxy, token, "vendor", "/echo/v1", params={"key": "forged", "q": "x"})
-    )
-    assert seen["query"] == "q=x&key=sk%20live%2Fquery"
+    reply = fetch(stack.proxy, token, "vendor", "/echo/v1", params={"key": "forged", "q": "x"})
+    assert _received(stack, reply)["query"] == "q=x&key=sk%20live%2Fquery"
+    assert reply.json()["query"] == "q=x&key=[redacted]"
     link = fetch(stack.proxy, token, "vendor", "/echo/v1", params={"q": "x"}).headers["link"]
     assert "page=2" in link
     assert "key=[redacted]" in link
@@ -109,7 +122,9 @@ def test_bearer_token(cluster: Cluster, stack: Stack, namespace: str) -> None:
     apply(cluster, namespace, secret("vendor", token="bearer-secret-7"))
     auth = {"type": "bearer", "secretRef": {"name": "vendor", "key": "token"}}
     token = _linked(cluster, stack, namespace, auth)
-    seen = _echo(fetch(stack.proxy, token, "vendor", "/echo/v1"))
+    reply = fetch(stack.proxy, token, "vendor", "/echo/v1")
+    seen = _received(stack, reply)
+    assert reply.json()["headers"]["authorization"] == "Bearer [redacted]"
     # The app's own Authorization (its proxy credential) is replaced, never forwarded.
     assert seen["headers"]["authorization"] == "Bearer bearer-secret-7"
     assert token not in str(seen)
@@ -146,7 +161,7 @@ def test_google_service_account_exchanges_once_for_500_concurrent_requests(
 
     replies = asyncio.run(many())
     assert [reply.status_code for reply in replies] == [200] * 500
-    bearer = {reply.json()["headers"]["authorization"] for reply in replies}
+    bearer = {_received(stack, reply)["headers"]["authorization"] for reply in replies}
     assert len(bearer) == 1
     access_token = bearer.pop().removeprefix("Bearer ")
     info = httpx.get(f"{stack.token_endpoint}/tokeninfo", params={"access_token": access_token})
@@ -159,13 +174,13 @@ def test_rotated_secret_reaches_the_proxy_within_seconds(
 ) -> None:
     apply(cluster, namespace, secret("vendor", **{"api-key": "before"}))
     token = _linked(cluster, stack, namespace, API_KEY_AUTH)
-    assert _key_seen(stack.proxy, token) == "before"
+    assert _key_seen(stack, stack.proxy, token) == "before"
     apply(cluster, namespace, secret("vendor", **{"api-key": "after"}))
     started = time.monotonic()
     for proxy in stack.proxies:
 
         def rotated(url: str = proxy.url) -> bool:
-            return _key_seen(url, token) == "after"
+            return _key_seen(stack, url, token) == "after"
 
         wait_for(rotated, timeout=10, what="the rotated key at the proxy")
     assert time.monotonic() - started < 10
@@ -272,7 +287,8 @@ def test_chart_types_link_like_data_apps(cluster: Cluster, stack: Stack, namespa
     )
     wait_condition(cluster, namespace, "charttype/heatmap", "True", "Routed")
     token = app_token(cluster, namespace, "charttype-heatmap-gatehouse")
-    assert _echo(fetch(stack.proxy, token, "tiles", "/echo/z/1/2"))["path"] == "/echo/z/1/2"
+    reply = fetch(stack.proxy, token, "tiles", "/echo/z/1/2")
+    assert _received(stack, reply)["path"] == "/echo/z/1/2"
 
 
 def test_metrics_are_per_connection_and_app_without_paths_or_secrets(

@@ -23,6 +23,7 @@ from gatehouse_operator import samples
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
+    DEFAULT_TTL_SECONDS,
     RESULT_BODY_CHARS,
     ConnectionTestSpec,
     SampleRequest,
@@ -31,7 +32,8 @@ from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.conditions import Verdict, now
 from gatehouse_operator.kube import SampleLimitReached
 from gatehouse_operator.runtime import Runtime
-from gatehouse_proxy.probes import PROBE_PATH, ProbeAnswer, ProbeRequest, scrub
+from gatehouse_proxy.probes import PROBE_PATH, ProbeAnswer, ProbeRequest
+from gatehouse_proxy.redaction import scrub
 
 PLURAL = CONNECTION_TEST.plural
 # How long a test waits for the operator to see its connection (it may be applied together with
@@ -258,19 +260,18 @@ async def test_created(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     await run(memo.runtime, dict(body))
 
 
-def _finished(status: kopf.Status, **_: Any) -> bool:
-    return bool(status.get("finishedAt"))
+async def expire_finished(runtime: Runtime) -> None:
+    """Deletes finished tests whose ttlSecondsAfterFinished has passed (run by housekeeping).
 
-
-@kopf.timer(GROUP, VERSION, PLURAL, interval=30, idle=5, when=_finished)
-async def expire(
-    body: kopf.Body, spec: kopf.Spec, status: kopf.Status, memo: kopf.Memo, **_: Any
-) -> None:
-    """Deletes a finished test once its ttlSecondsAfterFinished has passed."""
-    finished = datetime.datetime.fromisoformat(str(status["finishedAt"]))
-    ttl = datetime.timedelta(seconds=int(spec.get("ttlSecondsAfterFinished", 3600)))
-    if datetime.datetime.now(datetime.UTC) >= finished + ttl:
-        runtime: Runtime = memo.runtime
-        await runtime.kube.delete_custom(
-            CONNECTION_TEST, body["metadata"]["namespace"], body["metadata"]["name"]
-        )
+    A sweep rather than a kopf timer per test: timers would put kopf's finalizer on every test,
+    and tests would then outlive an uninstalled operator.
+    """
+    now = datetime.datetime.now(datetime.UTC)
+    for body in await runtime.kube.existing(CONNECTION_TEST):
+        finished_at = body.get("status", {}).get("finishedAt")
+        if not finished_at:
+            continue
+        ttl = body.get("spec", {}).get("ttlSecondsAfterFinished", DEFAULT_TTL_SECONDS)
+        if now >= datetime.datetime.fromisoformat(finished_at) + datetime.timedelta(seconds=ttl):
+            meta = body["metadata"]
+            await runtime.kube.delete_custom(CONNECTION_TEST, meta["namespace"], meta["name"])

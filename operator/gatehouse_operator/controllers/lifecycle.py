@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 from typing import Any
@@ -20,7 +21,7 @@ from starlette.applications import Starlette
 from gatehouse_operator.access import Access
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
-from gatehouse_operator.controllers import external_connections
+from gatehouse_operator.controllers import connection_tests, external_connections
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.service_api import app as service_api
@@ -30,6 +31,7 @@ from gatehouse_operator.webhook import WEBHOOK_CONFIGURATION, WebhookServer
 from gatehouse_proxy.sealing import KeyringFile
 
 FINALIZER = "gatehouse.dev/finalizer"
+TEST_SWEEP_SECONDS = 10
 log = logging.getLogger("gatehouse.operator")
 
 
@@ -90,12 +92,18 @@ def _embedded(app: Starlette, host: str, port: int) -> EmbeddedServer:
 
 
 async def _housekeeping(runtime: Runtime) -> None:
-    """Publishes the first table once synced, and re-seals everything when the keyring rotates."""
+    """Publishes the first table once synced, re-seals everything when the keyring rotates, and
+    deletes expired ConnectionTests."""
     active = runtime.keyring.current().active
-    while True:
+    for tick in itertools.count(1):
         await asyncio.sleep(1.0)
         if runtime.publisher.current is None:
             runtime.refresh_table()
+        if tick % TEST_SWEEP_SECONDS == 0:
+            try:
+                await connection_tests.expire_finished(runtime)
+            except client.ApiException as error:
+                log.warning("cannot sweep expired ConnectionTests (HTTP %s)", error.status)
         try:
             now_active = runtime.keyring.current().active
         except (OSError, ValueError) as error:

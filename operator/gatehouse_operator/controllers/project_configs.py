@@ -64,7 +64,8 @@ async def project_config_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> 
     await reconcile(memo.runtime, dict(body))
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL)
+# Optional: no finalizer for in-memory bookkeeping, so a ProjectConfig never outlives the operator.
+@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
 async def project_config_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     runtime: Runtime = memo.runtime
     runtime.forget(_key(dict(body)))
