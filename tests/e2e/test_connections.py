@@ -161,7 +161,9 @@ def test_google_service_account_exchanges_once_for_500_concurrent_requests(
 
     replies = asyncio.run(many())
     assert [reply.status_code for reply in replies] == [200] * 500
-    bearer = {_received(stack, reply)["headers"]["authorization"] for reply in replies}
+    with httpx.Client(base_url=stack.upstream, timeout=10) as upstream:
+        seen = [upstream.get(f"/_received/{reply.json()['id']}").json() for reply in replies]
+    bearer = {record["headers"]["authorization"] for record in seen}
     assert len(bearer) == 1
     access_token = bearer.pop().removeprefix("Bearer ")
     info = httpx.get(f"{stack.token_endpoint}/tokeninfo", params={"access_token": access_token})
