@@ -1,29 +1,35 @@
 """Keeping injected credentials out of what goes back to apps and into test results.
 
 An upstream may echo the credential the proxy injected: in an error message, a request dump, or a
-next-page URL that carries an API key in its query. Whatever comes back is scrubbed of the
-injected values as sent, URL-encoded and JSON-escaped. Bodies are scrubbed as they stream, with a
-carry-over as long as the longest form, so a value split across chunks is caught too.
+next-page URL that carries an API key in its query. Bodies are scrubbed of the injected values as
+sent, %-encoded (either hex case, ``%20`` or ``+`` for a space) and JSON-escaped, as they stream,
+with a carry-over as long as the longest form, so a value split across chunks is caught too.
+
+Bodies use literal replacement, which runs at memory speed on the proxy's hot path; headers, which
+are few and small, use the fuller per-character matcher in ``headers``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Iterable
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 REDACTED = "[redacted]"
 _REDACTED_BYTES = REDACTED.encode()
+_HEX_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+
+
+def _forms(secret: str) -> set[str]:
+    encoded = {quote(secret, safe=""), quote_plus(secret, safe="")}
+    lowered = {_HEX_ESCAPE.sub(lambda m: m[0].lower(), form) for form in encoded}
+    return {secret, json.dumps(secret)[1:-1], *encoded, *lowered}
 
 
 def secret_forms(secrets: Iterable[str]) -> list[str]:
-    """Each secret as sent, URL-encoded and JSON-escaped; longest first."""
-    forms = {
-        form
-        for secret in secrets
-        if secret
-        for form in (secret, quote(secret, safe=""), json.dumps(secret)[1:-1])
-    }
+    """Every form of every secret, longest first (so a longer form is replaced whole)."""
+    forms = {form for secret in secrets if secret for form in _forms(secret)}
     return sorted(forms, key=len, reverse=True)
 
 

@@ -37,6 +37,10 @@ def test_byte_by_byte_and_whole() -> None:
     assert _scrub_chunks([BODY]) == EXPECTED
 
 
+def test_percent_encoding_in_either_hex_case_and_plus_for_space() -> None:
+    assert scrub("k=sk+live%2f42 k=sk%20live%2F42", [SECRET]) == f"k={REDACTED} k={REDACTED}"
+
+
 def test_json_escaped_forms_are_scrubbed() -> None:
     secret = 'a"b\\c'
     assert scrub('{"k": "a\\"b\\\\c"}', [secret]) == f'{{"k": "{REDACTED}"}}'
