@@ -3,8 +3,8 @@
 ``/echo/...`` answers with what it received (method, path, query, headers, body, and a JSON body
 parsed, and a request id), so a test can assert exactly what the proxy sent; ``/_received/{id}``
 answers the same record to a caller that asks the upstream directly, not through the proxy. The
-other routes misbehave on purpose: a redirect, a huge or endless body, a slow answer, cookies and
-internal headers to strip.
+other routes misbehave on purpose: a redirect, a huge or endless body, a slow answer, a body that
+breaks off or stalls half-way, cookies and internal headers to strip.
 
 ``python -m gatehouse_dev.upstream --port 18080`` serves it; tests start it as a subprocess.
 """
@@ -85,6 +85,18 @@ async def big(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def broken(request: web.Request) -> web.StreamResponse:
+    """Starts a chunked answer, then closes the connection (``?then=close``) or goes silent."""
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await response.prepare(request)
+    await response.write(b'{"items": [')
+    if request.query.get("then") == "stall":
+        await asyncio.sleep(float(request.query.get("seconds", "30")))
+    elif request.transport is not None:
+        request.transport.abort()
+    return response
+
+
 async def slow(request: web.Request) -> web.Response:
     await asyncio.sleep(float(request.query.get("seconds", "5")))
     return web.json_response({"slow": True})
@@ -97,6 +109,7 @@ def create_app() -> web.Application:
     app.router.add_get("/redirect", redirect)
     app.router.add_get("/big", big)
     app.router.add_get("/slow", slow)
+    app.router.add_get("/broken", broken)
     return app
 
 

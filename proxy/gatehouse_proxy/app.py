@@ -18,7 +18,7 @@ from urllib.parse import quote, unquote
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from gatehouse_proxy import headers as header_policy
@@ -37,7 +37,8 @@ from gatehouse_proxy.probes import (
     channel_authorised,
 )
 from gatehouse_proxy.rate_limit import RateLimiter
-from gatehouse_proxy.redaction import scrub, scrubbed
+from gatehouse_proxy.redaction import scrub
+from gatehouse_proxy.relay import RelayedResponse
 from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, RoutingTable
 from gatehouse_proxy.sealing import KeyringFile
 from gatehouse_proxy.settings import ProxySettings
@@ -145,12 +146,20 @@ class Proxy:
             incoming=request.headers.items(),
             read_body=lambda limit: _read_body(request, limit),
         )
-        body = upstream.body()
-        return StreamingResponse(
-            scrubbed(body, injection.secrets) if injection.secrets else body,
-            status_code=upstream.status,
-            headers=dict(header_policy.app_response_headers(upstream.headers(), injection.secrets)),
-        )
+
+        def cut(error: ProxyError) -> None:
+            log.warning(
+                "cut off the answer from %s to %s: %s (%s)",
+                connection.key,
+                app.key,
+                error.code,
+                error.message,
+            )
+            metrics.count_cut(
+                metrics.Labels(app=app.key, connection=connection.key, code=error.code)
+            )
+
+        return RelayedResponse(upstream, injection.secrets, on_cut=cut)
 
     async def _call(
         self,

@@ -53,7 +53,11 @@ class Upstream:
         return list(self.response.headers.items())
 
     async def body(self) -> AsyncIterator[bytes]:
-        """The body in chunks; past ``max_bytes`` the stream is cut (headers are already sent)."""
+        """The body in chunks.
+
+        Raises :class:`ProxyError` past ``max_bytes`` (a body of unknown length; a declared one
+        was refused before) and when the upstream breaks off or runs out of time half-way.
+        """
         received = 0
         try:
             async for chunk in self.response.content.iter_chunked(_CHUNK):
@@ -64,11 +68,18 @@ class Upstream:
                         f"the upstream response exceeds {self.max_bytes} bytes",
                     )
                 yield chunk
+        except TimeoutError:
+            raise ProxyError(
+                "upstream_timeout", "the upstream did not finish its answer in time"
+            ) from None
+        except (aiohttp.ClientError, OSError):
+            raise ProxyError("upstream_failed", "the upstream broke off its answer") from None
         finally:
-            self.response.release()
+            self.release()
 
-    def close(self) -> None:
-        self.response.close()
+    def release(self) -> None:
+        """Gives the connection back to the pool, or closes it when the body was not read."""
+        self.response.release()
 
 
 class Forwarder:

@@ -28,6 +28,13 @@ DURATION = Histogram(
     registry=REGISTRY,
 )
 
+CUT = Counter(
+    "gatehouse_proxy_responses_cut",
+    "Answers cut off after their headers were sent (too large, upstream broke off or stalled).",
+    ["connection", "app", "code"],
+    registry=REGISTRY,
+)
+
 
 @dataclass(frozen=True)
 class Labels:
@@ -42,6 +49,10 @@ class Labels:
 def observe(labels: Labels, method: str, status: int, seconds: float) -> None:
     REQUESTS.labels(labels.connection, labels.app, method, str(status), labels.code).inc()
     DURATION.labels(labels.connection, labels.app).observe(seconds)
+
+
+def count_cut(labels: Labels) -> None:
+    CUT.labels(labels.connection, labels.app, labels.code).inc()
 
 
 async def endpoint(request: Request) -> Response:

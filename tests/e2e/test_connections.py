@@ -265,6 +265,43 @@ def test_limits_and_refusals(cluster: Cluster, stack: Stack, namespace: str) -> 
     assert len(streamed.content) == 99000
 
 
+def test_answers_that_fail_after_their_headers_are_cut_off_cleanly(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """Once the headers are out, a failure can only break the stream: the app sees a broken
+    response (never a silently short one), the proxy logs one line and counts it, no traceback."""
+    token = _linked(
+        cluster,
+        stack,
+        namespace,
+        {"type": "none"},
+        allowedPaths=["/big", "/broken"],
+        limits={"timeoutSeconds": 1, "maxResponseBytes": 100_000},
+    )
+    cases = {
+        "response_too_large": ("/big", {"bytes": "300000", "chunked": "1"}),
+        "upstream_failed": ("/broken", {}),
+        "upstream_timeout": ("/broken", {"then": "stall", "seconds": "5"}),
+    }
+    for path, params in cases.values():
+        with pytest.raises(httpx.RemoteProtocolError):
+            fetch(stack.proxy, token, "vendor", path, params=params)
+    metrics = httpx.get(f"{stack.proxy}/metrics", timeout=5).text
+    log = stack.proxies[0].server.log_path.read_text()
+    for code in cases:
+        assert (
+            f'gatehouse_proxy_responses_cut_total{{app="{namespace}/DataApp/sales",code="{code}",'
+            f'connection="{namespace}/vendor"}} 1.0' in metrics
+        )
+        assert (
+            f"cut off the answer from {namespace}/vendor to {namespace}/DataApp/sales: {code}"
+            in log
+        )
+    assert "Traceback" not in log
+    # The connection is still fine for the next request.
+    assert fetch(stack.proxy, token, "vendor", "/big", params={"bytes": "10"}).status_code == 200
+
+
 def test_rate_limit_answers_429_with_retry_after(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:

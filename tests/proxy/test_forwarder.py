@@ -1,8 +1,10 @@
-"""The forwarder refuses private upstreams unless the installation allows them, and redirects."""
+"""The forwarder refuses private upstreams unless the installation allows them, and redirects;
+a body that fails half-way is a ProxyError too, never an aiohttp exception."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -14,7 +16,14 @@ from gatehouse_proxy.forwarder import Forwarder, new_session
 from gatehouse_proxy.network_guard import NetworkPolicy
 
 
-async def _send(policy: NetworkPolicy, url: str, *, allow_http: bool = True) -> int:
+async def _send(
+    policy: NetworkPolicy,
+    url: str,
+    *,
+    allow_http: bool = True,
+    timeout_seconds: float = 5,
+    max_response_bytes: int = 1_000_000,
+) -> int:
     runner = web.AppRunner(create_app())
     await runner.setup()
     port = free_port()
@@ -27,8 +36,8 @@ async def _send(policy: NetworkPolicy, url: str, *, allow_http: bool = True) -> 
             url=url.format(port=port),
             headers=[],
             body=b"",
-            timeout_seconds=5,
-            max_response_bytes=1_000_000,
+            timeout_seconds=timeout_seconds,
+            max_response_bytes=max_response_bytes,
         )
         chunks = [chunk async for chunk in upstream.body()]
         assert chunks
@@ -38,9 +47,9 @@ async def _send(policy: NetworkPolicy, url: str, *, allow_http: bool = True) -> 
         await runner.cleanup()
 
 
-def _code(policy: NetworkPolicy, url: str, *, allow_http: bool = True) -> str:
+def _code(policy: NetworkPolicy, url: str, **limits: Any) -> str:
     with pytest.raises(ProxyError) as caught:
-        asyncio.run(_send(policy, url, allow_http=allow_http))
+        asyncio.run(_send(policy, url, **limits))
     return caught.value.code
 
 
@@ -58,3 +67,12 @@ def test_allowed_private_network_passes_and_redirects_are_refused() -> None:
     allowed = NetworkPolicy(["127.0.0.0/8", "::1/128"])
     assert asyncio.run(_send(allowed, "http://127.0.0.1:{port}/echo/")) == 200
     assert _code(allowed, "http://127.0.0.1:{port}/redirect") == "upstream_redirect"
+
+
+def test_a_body_that_fails_half_way_is_a_proxy_error() -> None:
+    allowed = NetworkPolicy(["127.0.0.0/8"])
+    chunked = "http://127.0.0.1:{port}/big?bytes=300000&chunked=1"
+    assert _code(allowed, chunked, max_response_bytes=100_000) == "response_too_large"
+    assert _code(allowed, "http://127.0.0.1:{port}/broken") == "upstream_failed"
+    stalled = "http://127.0.0.1:{port}/broken?then=stall&seconds=5"
+    assert _code(allowed, stalled, timeout_seconds=0.5) == "upstream_timeout"
