@@ -150,7 +150,9 @@ class LocalGatehouse:
         ]
         return self._start("operator", argv, self.operator_env(), self.operator_url, "/healthz")
 
-    def start_proxy(self, *, token_url: str = "", operator_url: str = "") -> Endpoint:
+    def start_proxy(
+        self, *, token_url: str = "", operator_url: str = "", read_timeout_seconds: float = 0
+    ) -> Endpoint:
         started = {server.name for server in self.servers}
         port = self.proxy_port if f"proxy-{self.proxy_port}" not in started else free_port()
         env = {
@@ -161,6 +163,8 @@ class LocalGatehouse:
         }
         if token_url:
             env["GATEHOUSE_GOOGLE_TOKEN_URL"] = token_url
+        if read_timeout_seconds:
+            env["GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS"] = str(read_timeout_seconds)
         argv = [
             sys.executable,
             "-m",

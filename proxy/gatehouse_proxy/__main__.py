@@ -9,6 +9,7 @@ import sys
 import uvicorn
 
 from gatehouse_proxy.app import create_app
+from gatehouse_proxy.request_deadline import with_head_deadline
 from gatehouse_proxy.settings import ProxySettings
 
 
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         server_header=False,
         proxy_headers=False,
         timeout_keep_alive=5,
+        http=with_head_deadline(settings.request_read_timeout_seconds),
     )
     return 0
 

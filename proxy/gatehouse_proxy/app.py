@@ -144,7 +144,9 @@ class Proxy:
             raw_path=raw_path,
             query=request.scope["query_string"],
             incoming=request.headers.items(),
-            read_body=lambda limit: _read_body(request, limit),
+            read_body=lambda limit: _read_body(
+                request, limit, self.settings.request_read_timeout_seconds
+            ),
         )
 
         def cut(error: ProxyError) -> None:
@@ -267,18 +269,27 @@ def _query(raw: bytes, injection: Injection) -> str:
     return "?" + "&".join(pairs) if pairs else ""
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The app's body, refused as soon as it is known to be too large."""
+async def _read_body(request: Request, limit: int, timeout_seconds: float) -> bytes:
+    """The app's body, refused as soon as it is known to be too large or too slow."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        # Closed, since the rest of the body may still be on its way.
+        raise ProxyError(
+            "request_timeout",
+            f"the request body did not arrive within {timeout_seconds:g}s",
+            headers={"Connection": "close"},
+        ) from None
     return b"".join(chunks)
 
 

@@ -22,6 +22,21 @@ def env_flag(name: str) -> bool:
     raise ValueError(f"{name} must be true or false, not {value!r}")
 
 
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 3600:
+        raise ValueError(
+            f"{name} must be a number of seconds above 0 and at most 3600, not {raw!r}"
+        )
+    return value
+
+
 def _list(name: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in os.environ.get(name, "").split(",") if item.strip())
 
@@ -34,6 +49,8 @@ class ProxySettings:
     allowed_private_networks: tuple[str, ...] = ()
     google_token_url: str = GOOGLE_TOKEN_URL
     upstream_ca_file: Path | None = None
+    # The time a client has to send a request head, and again its body.
+    request_read_timeout_seconds: float = 15.0
 
     @classmethod
     def from_env(cls) -> ProxySettings:
@@ -52,4 +69,7 @@ class ProxySettings:
             allowed_private_networks=_list("GATEHOUSE_ALLOWED_PRIVATE_NETWORKS"),
             google_token_url=os.environ.get("GATEHOUSE_GOOGLE_TOKEN_URL", GOOGLE_TOKEN_URL),
             upstream_ca_file=Path(ca_file) if ca_file else None,
+            request_read_timeout_seconds=_seconds(
+                "GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", cls.request_read_timeout_seconds
+            ),
         )

@@ -12,6 +12,8 @@ from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_dev.services import Endpoint, LocalGatehouse
 
 SERVICE_ACCOUNT = "reporter@gatehouse-test.iam.gserviceaccount.com"
+# Short, so the tests of slow clients finish quickly.
+READ_TIMEOUT_SECONDS = 2.0
 
 
 @dataclass
@@ -38,7 +40,12 @@ def stack(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         tokens = local.start_token_endpoint(public_key, SERVICE_ACCOUNT)
         upstream = local.start_upstream()
         operator = local.start_operator()
-        proxies = [local.start_proxy(token_url=f"{tokens.url}/token") for _ in range(2)]
+        proxies = [
+            local.start_proxy(
+                token_url=f"{tokens.url}/token", read_timeout_seconds=READ_TIMEOUT_SECONDS
+            )
+            for _ in range(2)
+        ]
         yield Stack(local, operator, proxies, upstream.url, tokens.url, key_file)
     finally:
         local.stop()

@@ -15,6 +15,7 @@ from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api import roles
 from gatehouse_proxy.sealing import Keyring
+from gatehouse_proxy.settings import ProxySettings
 
 pytestmark = pytest.mark.e2e
 
@@ -133,3 +134,38 @@ def test_chart_ships_the_generated_user_roles(cluster: Cluster) -> None:
     by_name = {doc["metadata"]["name"]: doc for doc in shipped}
     for role in roles.roles():
         assert by_name[role["metadata"]["name"]] == role
+
+
+def test_the_proxy_reads_every_setting_the_chart_gives_it(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rendered = yaml.safe_load_all(
+        _helm(
+            cluster,
+            "template",
+            "gh",
+            str(CHART),
+            "--set",
+            "proxy.requestReadTimeoutSeconds=7",
+            "--set",
+            "installation.allowHttpUpstreams=true",
+            "--set",
+            "installation.allowedPrivateNetworks={10.20.0.0/16}",
+        )
+    )
+    proxy = next(
+        doc
+        for doc in rendered
+        if doc and doc["metadata"]["name"] == "gh-gatehouse-proxy" and doc["kind"] == "Deployment"
+    )
+    env = {
+        item["name"]: item["value"]
+        for item in proxy["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = ProxySettings.from_env()
+    assert settings.request_read_timeout_seconds == 7
+    assert settings.allow_http is True
+    assert settings.allowed_private_networks == ("10.20.0.0/16",)
+    assert settings.operator_url.startswith("http://gh-gatehouse-operator.")

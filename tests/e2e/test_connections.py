@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
-from tests.e2e.conftest import Stack
+from tests.e2e.conftest import READ_TIMEOUT_SECONDS, Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,
     app_token,
@@ -300,6 +301,30 @@ def test_answers_that_fail_after_their_headers_are_cut_off_cleanly(
     assert "Traceback" not in log
     # The connection is still fine for the next request.
     assert fetch(stack.proxy, token, "vendor", "/big", params={"bytes": "10"}).status_code == 200
+
+
+def test_slow_clients_are_cut_off_at_the_read_deadline(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """A head that never ends is disconnected; a body that never comes is answered 408."""
+    token = _linked(cluster, stack, namespace, {"type": "none"}, allowedMethods=["GET", "POST"])
+    address = ("127.0.0.1", int(stack.proxy.rsplit(":", 1)[1]))
+    head = (
+        f"POST /v1/fetch/vendor/echo/ HTTP/1.1\r\nHost: proxy\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: 10\r\n"
+    ).encode()
+    budget = READ_TIMEOUT_SECONDS + 5
+    with socket.create_connection(address, timeout=budget) as unfinished:
+        unfinished.sendall(head)  # and never the blank line that ends it
+        assert unfinished.recv(1024) == b""
+    with socket.create_connection(address, timeout=budget) as bodiless:
+        bodiless.sendall(head + b"\r\n")  # and never the 10 bytes of body
+        answer = b""
+        while chunk := bodiless.recv(4096):
+            answer += chunk
+    status, _, rest = answer.partition(b"\r\n")
+    assert status == b"HTTP/1.1 408 Request Timeout"
+    assert b'"code":"request_timeout"' in rest
 
 
 def test_rate_limit_answers_429_with_retry_after(

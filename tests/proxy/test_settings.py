@@ -1,0 +1,48 @@
+"""The proxy's installation settings: defaults, and a clear refusal naming a bad setting."""
+
+from __future__ import annotations
+
+import pytest
+
+from gatehouse_proxy.settings import ProxySettings
+
+REQUIRED = {"GATEHOUSE_KEYRING_FILE": "/k/keyring.json", "GATEHOUSE_OPERATOR_URL": "http://op/"}
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name, value in REQUIRED.items():
+        monkeypatch.setenv(name, value)
+    return monkeypatch
+
+
+def test_defaults_are_the_strict_ones(env: pytest.MonkeyPatch) -> None:
+    settings = ProxySettings.from_env()
+    assert settings.operator_url == "http://op"
+    assert settings.allow_http is False
+    assert settings.allowed_private_networks == ()
+    assert settings.request_read_timeout_seconds == 15
+
+
+def test_missing_required_settings_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in REQUIRED:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValueError, match="GATEHOUSE_KEYRING_FILE, GATEHOUSE_OPERATOR_URL"):
+        ProxySettings.from_env()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", "0"),
+        ("GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", "soon"),
+        ("GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", "7200"),
+        ("GATEHOUSE_ALLOW_HTTP_UPSTREAMS", "maybe"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_setting(
+    env: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    env.setenv(name, value)
+    with pytest.raises(ValueError, match=f"^{name} must be .*{value!r}"):
+        ProxySettings.from_env()
