@@ -147,6 +147,14 @@ class Kube:
             raise
         return cast(dict[str, Any], found)
 
+    async def list_custom(self, kind: Kind, namespace: str) -> list[dict[str, Any]]:
+        listing = cast(
+            dict[str, Any],
+            await self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, kind.plural),
+        )
+        items: list[dict[str, Any]] = listing.get("items", [])
+        return items
+
     async def delete_custom(self, kind: Kind, namespace: str, name: str) -> None:
         try:
             await self.custom.delete_namespaced_custom_object(

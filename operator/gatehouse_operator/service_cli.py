@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from gatehouse_operator import kubeconfig
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
-from gatehouse_operator.api.project_config import PROJECT_CONFIG
+from gatehouse_operator.api.project_config import PREVIEW_LABEL, PROJECT_CONFIG
 from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.schema import ServiceConfig
 
@@ -38,7 +38,6 @@ FILE_NAME = "service.config.yml"
 DBT_PROJECT = "dbt_project.yml"
 MANAGER = "service-cli"
 TABLE_GROUPS_MANAGER = "service-cli-table-groups"
-PREVIEW_LABEL = "gatehouse.dev/preview"
 OK, INVALID, NOT_RUN = 0, 1, 2
 
 

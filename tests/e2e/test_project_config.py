@@ -16,6 +16,7 @@ import yaml
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
+from gatehouse_operator.api.project_config import PREVIEW_LABEL
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import get, project_members, wait_condition
 
@@ -218,7 +219,8 @@ def test_the_crd_names_bad_keys_and_the_operator_reports_the_rest(
         document = {
             "apiVersion": "gatehouse.dev/v1alpha1",
             "kind": "ProjectConfig",
-            "metadata": {"name": name},
+            # Previews, so several can stand in one namespace.
+            "metadata": {"name": name, "labels": {PREVIEW_LABEL: "true"}},
             "spec": {"spotlight": {}, **spec},
         }
         return cluster.kubectl(
@@ -314,3 +316,33 @@ def test_the_defaults_api_changes_only_the_keys_given(
     after = httpx.get(url, headers=admin).json()["results"]
     assert after["column_totals"] is True
     assert after["pre_aggregate_execution_fallback"] is False
+
+
+def test_a_namespace_has_one_project_file_and_any_number_of_previews(
+    cluster: Cluster, stack: Stack, namespace: str, project_dir: Path
+) -> None:
+    deploy(cluster, project_dir, namespace)
+    second = service(
+        cluster, "deploy", "--project-dir", str(project_dir), "-n", namespace, "--name", "other"
+    )
+    assert second.returncode == 2
+    assert "the namespace already has the ProjectConfig 'project'" in second.stderr
+    assert "service deploy --name project" in second.stderr
+    assert get(cluster, namespace, "projectconfig/other") is None
+
+    for name in ("preview", "preview-pr-7"):
+        done = service(
+            cluster, "preview", "--project-dir", str(project_dir), "-n", namespace, "--name", name
+        )
+        assert done.returncode == 0, done.stderr
+    # A preview cannot be promoted beside the project file, with kubectl either.
+    promoted = cluster.kubectl(
+        "label", "projectconfig", "preview", f"{PREVIEW_LABEL}-", "-n", namespace, check=False
+    )
+    assert promoted.returncode != 0
+    assert "already has the ProjectConfig 'project'" in promoted.stderr
+    # The project file itself stays editable, and can move once the old one is gone.
+    edit(project_dir, defaults={"column_totals": False})
+    deploy(cluster, project_dir, namespace)
+    cluster.kubectl("delete", "projectconfig", "project", "-n", namespace)
+    deploy(cluster, project_dir, namespace, "--name", "other")

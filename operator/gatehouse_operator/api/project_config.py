@@ -7,10 +7,45 @@ the compiled result: effective time intervals, labels, defaults, parameters and 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from pydantic import Field
 
 from gatehouse_operator.api.meta import Kind, Model, PrinterColumn, Status, ready_columns
 from gatehouse_operator.project_config.schema import ServiceConfig
+
+# Marks a preview of the project's file (``service preview``). A namespace is one project, with
+# one ProjectConfig that is not a preview and any number that are.
+PREVIEW_LABEL = "gatehouse.dev/preview"
+
+
+def is_preview(metadata: Mapping[str, Any]) -> bool:
+    return (metadata.get("labels") or {}).get(PREVIEW_LABEL) == "true"
+
+
+def becomes_the_project(metadata: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
+    """Whether a create or update makes this ProjectConfig its namespace's project file.
+
+    Only that is checked against the others, so configs that predate the rule stay editable.
+    """
+    return not is_preview(metadata) and (old is None or is_preview(old))
+
+
+def second_project(metadata: Mapping[str, Any], others: Iterable[Mapping[str, Any]]) -> str:
+    """Why the namespace cannot have this project file besides another ('' when it can)."""
+    names = sorted(
+        other["metadata"]["name"]
+        for other in others
+        if other["metadata"]["name"] != metadata["name"] and not is_preview(other["metadata"])
+    )
+    if not names:
+        return ""
+    return (
+        f"the namespace already has the ProjectConfig {names[0]!r}, and a project has one "
+        f"service.config.yml: deploy to that one (service deploy --name {names[0]}), or label "
+        f'this one {PREVIEW_LABEL}: "true" to make it a preview'
+    )
 
 
 class CompileWarningStatus(Model):

@@ -1,4 +1,5 @@
-"""Admission: the link policy, and ConnectionTests that ask for a method the connection refuses.
+"""Admission: the link policy, ConnectionTests that ask for a method the connection refuses, and
+one project file (ProjectConfig that is not a preview) per namespace.
 
 Validating webhooks with failure policy Fail, decided with the requesting user's identity (the
 AdmissionReview's userInfo) through SubjectAccessReviews. The configurations stay registered
@@ -17,6 +18,11 @@ from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.meta import GROUP, VERSION
+from gatehouse_operator.api.project_config import (
+    PROJECT_CONFIG,
+    becomes_the_project,
+    second_project,
+)
 from gatehouse_operator.runtime import Runtime
 
 _LINKING = {DATA_APP.plural, CHART_TYPE.plural}
@@ -80,3 +86,22 @@ async def check_connection_test(body: kopf.Body, memo: kopf.Memo, **_: Any) -> N
             f"({', '.join(allowed)})",
             code=422,
         )
+
+
+@kopf.on.validate(
+    GROUP,
+    VERSION,
+    PROJECT_CONFIG.plural,
+    id="one-project-config",
+    operations=["CREATE", "UPDATE"],
+    persistent=True,
+)
+async def check_one_project(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    runtime: Runtime = memo.runtime
+    old: kopf.Body | None = kwargs.get("old")  # kopf passes it, though WebhookFn omits it
+    if not becomes_the_project(body["metadata"], old["metadata"] if old else None):
+        return
+    others = await runtime.kube.list_custom(PROJECT_CONFIG, body["metadata"]["namespace"])
+    problem = second_project(body["metadata"], others)
+    if problem:
+        raise kopf.AdmissionError(problem, code=409)

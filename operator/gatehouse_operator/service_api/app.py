@@ -12,7 +12,7 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 from kubernetes.aio import client
 from pydantic import ValidationError
@@ -106,16 +106,6 @@ class ServiceApi:
                 403, "forbidden", f"{user.name} may not {verb} {target} in namespace {namespace}"
             )
 
-    async def _list(self, kind: Kind, namespace: str) -> list[dict[str, Any]]:
-        listing = cast(
-            dict[str, Any],
-            await self.runtime.kube.custom.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, kind.plural
-            ),
-        )
-        items: list[dict[str, Any]] = listing.get("items", [])
-        return items
-
     async def list_connections(self, request: Request, user: User) -> Response:
         """The connections the caller could link: all for admins, Builders ones for others."""
         namespace = request.path_params["namespace"]
@@ -126,7 +116,7 @@ class ServiceApi:
             await self._require(user, LINK_VERB, EXTERNAL_CONNECTION, namespace)
         items = [
             _linkable(body)
-            for body in await self._list(EXTERNAL_CONNECTION, namespace)
+            for body in await self.runtime.kube.list_custom(EXTERNAL_CONNECTION, namespace)
             if all_visible or body.get("spec", {}).get("linkPolicy") == "Builders"
         ]
         items.sort(key=lambda item: item.name)
@@ -149,7 +139,7 @@ class ServiceApi:
         wanted = {link["connection"] for link in app.get("spec", {}).get("connections") or []}
         connections = {
             body["metadata"]["name"]: body
-            for body in await self._list(EXTERNAL_CONNECTION, namespace)
+            for body in await self.runtime.kube.list_custom(EXTERNAL_CONNECTION, namespace)
             if body["metadata"]["name"] in wanted
         }
         samples = {
