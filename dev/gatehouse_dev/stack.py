@@ -13,6 +13,7 @@ import os
 import shlex
 import shutil
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,17 +117,20 @@ def up(paths: StackPaths) -> RunningStack:
         )
     )
     running = RunningStack(cluster, proxy.url, gatehouse.api_url)
-    _write_env(paths, running)
+    write_env(paths, running)
     _log(f"proxy at {proxy.url}, service API at {gatehouse.api_url}")
     _log(f"logs in {gatehouse.workdir / 'logs'}")
     _log(f"`source {paths.env_file}` to use the stack, `make down` to stop it")
     return running
 
 
-def _write_env(paths: StackPaths, running: RunningStack) -> None:
+def write_env(paths: StackPaths, running: RunningStack) -> None:
+    """The file users source: the cluster, the endpoints, and a PATH with kubectl, helm and
+    Gatehouse's own commands (``gatehouse``, ``gatehouse-service``) from this environment."""
+    tools = [str(running.cluster.binaries.directory), sysconfig.get_path("scripts")]
     lines = [
         f"export KUBECONFIG={shlex.quote(str(running.cluster.kubeconfig))}",
-        f'export PATH={shlex.quote(str(running.cluster.binaries.directory))}:"$PATH"',
+        f'export PATH={shlex.quote(os.pathsep.join(tools))}:"$PATH"',
         f"export GATEHOUSE_PROXY_URL={shlex.quote(running.proxy_url)}",
         f"export GATEHOUSE_API_URL={shlex.quote(running.api_url)}",
     ]
