@@ -48,7 +48,10 @@ lint: install
 test: lint build
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+# wrk is Debian's (apt-get as root, as .ci/run does); anyone else is told to install it.
 bench: install build
+	@command -v wrk >/dev/null || [ "$$(id -u)" != 0 ] || { echo "installing wrk"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 	$(BIN)/python -m gatehouse_dev.bench
 
 clean: down
