@@ -18,7 +18,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-CERTIFICATE_DAYS = 365
+# kopf makes the certificate once per start and never renews it, so it must outlive any operator
+# process: its key exists only in that process's memory and is replaced at the next start.
+CERTIFICATE_DAYS = 3650
 # The name of the webhook configurations kopf keeps up to date.
 WEBHOOK_CONFIGURATION = "gatehouse.dev"
 
