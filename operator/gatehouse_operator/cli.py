@@ -1,7 +1,7 @@
 """``gatehouse``: test a connection from the command line, without writing YAML.
 
-``gatehouse test CONNECTION [-n NAMESPACE] [-X METHOD] [--path PATH] [--data JSON]
-[--save-sample LABEL]`` creates a ConnectionTest with the caller's own kubeconfig (so RBAC decides,
+``gatehouse test CONNECTION [-n NAMESPACE] [--context CONTEXT] [-X METHOD] [--path PATH]
+[--data JSON] [--save-sample LABEL]`` creates a ConnectionTest with the caller's own kubeconfig (so RBAC decides,
 as with kubectl), waits for it to finish and prints the outcome. Exit codes: 0 passed, 1 the test
 ran and failed, 2 the test could not be run (bad arguments, refused, timed out).
 """
@@ -15,7 +15,7 @@ import time
 import uuid
 from typing import Any, cast
 
-from kubernetes import client, config
+from kubernetes import client
 
 from gatehouse_operator import kubeconfig
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
@@ -26,11 +26,11 @@ PASSED, FAILED, NOT_RUN = 0, 1, 2
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gatehouse", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--context", help="the kubeconfig context to use")
     commands = parser.add_subparsers(dest="command", required=True)
     test = commands.add_parser("test", help="test an ExternalConnection through the proxy")
     test.add_argument("connection", help="the ExternalConnection's name")
     test.add_argument("-n", "--namespace", help="default: the context's namespace")
+    test.add_argument("--context", help="the kubeconfig context to use")
     test.add_argument("-X", "--method", default="GET", type=str.upper)
     test.add_argument("--path", default="/", help="relative to the base URL, may hold a query")
     test.add_argument("--data", help="a JSON request body (not with GET)")
@@ -77,28 +77,40 @@ def _report(test: dict[str, Any], output: str) -> int:
 
 
 def test(args: argparse.Namespace) -> int:
-    config.load_kube_config(context=args.context)  # type: ignore[no-untyped-call]
-    namespace = kubeconfig.namespace(args.context, args.namespace)
     try:
         body = _test_body(args)
     except ValueError as error:
         print(f"gatehouse: --data is not JSON: {error}", file=sys.stderr)
         return NOT_RUN
+    namespace = kubeconfig.load(args.context, args.namespace)
     api = client.CustomObjectsApi()
     name = body["metadata"]["name"]
     try:
-        api.create_namespaced_custom_object(GROUP, VERSION, namespace, CONNECTION_TEST.plural, body)
-        deadline = time.monotonic() + args.timeout
-        while time.monotonic() < deadline:
-            found = cast(
-                dict[str, Any],
-                api.get_namespaced_custom_object(
-                    GROUP, VERSION, namespace, CONNECTION_TEST.plural, name
-                ),
+        with kubeconfig.reaching_the_cluster():
+            api.create_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                CONNECTION_TEST.plural,
+                body,
+                _request_timeout=kubeconfig.REQUEST_TIMEOUT,
             )
-            if found.get("status", {}).get("finishedAt"):
-                return _report(found, args.output)
-            time.sleep(0.3)
+            deadline = time.monotonic() + args.timeout
+            while time.monotonic() < deadline:
+                found = cast(
+                    dict[str, Any],
+                    api.get_namespaced_custom_object(
+                        GROUP,
+                        VERSION,
+                        namespace,
+                        CONNECTION_TEST.plural,
+                        name,
+                        _request_timeout=kubeconfig.REQUEST_TIMEOUT,
+                    ),
+                )
+                if found.get("status", {}).get("finishedAt"):
+                    return _report(found, args.output)
+                time.sleep(0.3)
     except client.ApiException as error:
         print(f"gatehouse: {kubeconfig.refusal(error)}", file=sys.stderr)
         return NOT_RUN
@@ -108,7 +120,11 @@ def test(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return test(args)
+    try:
+        return test(args)
+    except kubeconfig.ClusterError as error:
+        print(f"gatehouse: {error}", file=sys.stderr)
+        return NOT_RUN
 
 
 if __name__ == "__main__":

@@ -1,10 +1,31 @@
-"""What the command-line tools share: the kubeconfig's namespace, and readable API refusals."""
+"""What the command-line tools share: loading the kubeconfig, its namespace, a bounded wait for
+the API server, and readable errors, so a CLI says in one line why it could not run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
+import urllib3
 from kubernetes import client, config
+
+# (connect, read) seconds for each API call: without them a server that never answers (a
+# firewall dropping packets) holds the command for ever.
+REQUEST_TIMEOUT = (10, 60)
+
+
+class ClusterError(Exception):
+    """The cluster cannot be used: no kubeconfig, an unknown context, no answer."""
+
+
+def load(context: str | None, given: str | None) -> str:
+    """Loads the kubeconfig (``context``, else its current one); the namespace to work in."""
+    try:
+        config.load_kube_config(context=context)  # type: ignore[no-untyped-call]
+        return namespace(context, given)
+    except config.ConfigException as error:
+        raise ClusterError(f"kubeconfig: {error}") from None
 
 
 def namespace(context: str | None, given: str | None) -> str:
@@ -14,6 +35,20 @@ def namespace(context: str | None, given: str | None) -> str:
     contexts, active = config.list_kube_config_contexts()  # type: ignore[no-untyped-call]
     chosen = next((c for c in contexts if c["name"] == context), active) if context else active
     return str((chosen or {}).get("context", {}).get("namespace") or "default")
+
+
+@contextlib.contextmanager
+def reaching_the_cluster() -> Iterator[None]:
+    """Turns a failure to talk to the API server into a :class:`ClusterError`."""
+    try:
+        yield
+    except urllib3.exceptions.HTTPError as error:
+        cause = getattr(error, "reason", None) or error
+        server = client.Configuration.get_default_copy().host
+        # urllib3 prefixes the connection's repr; the end says what happened.
+        raise ClusterError(
+            f"cannot reach the cluster at {server}: {str(cause).rpartition(': ')[2]}"
+        ) from None
 
 
 def refusal(error: client.ApiException) -> str:

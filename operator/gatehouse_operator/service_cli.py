@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client, config
+from kubernetes import client
 from pydantic import ValidationError
 
 from gatehouse_operator import kubeconfig
@@ -128,8 +128,7 @@ def documents(found: ConfigFile, name: str, preview: bool) -> list[tuple[str, di
 
 
 def apply(args: argparse.Namespace, found: ConfigFile, preview: bool) -> str:
-    config.load_kube_config(context=args.context)  # type: ignore[no-untyped-call]
-    namespace = kubeconfig.namespace(args.context, args.namespace)
+    namespace = kubeconfig.load(args.context, args.namespace)
     api = client.CustomObjectsApi()
     applies = documents(found, args.name, preview)
     if args.dry_run:
@@ -138,18 +137,20 @@ def apply(args: argparse.Namespace, found: ConfigFile, preview: bool) -> str:
         applies = [(MANAGER, {**applies[0][1], "spec": spec})]
     for manager, document in applies:
         try:
-            api.patch_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                namespace,
-                PROJECT_CONFIG.plural,
-                args.name,
-                document,
-                field_manager=manager,
-                force=True,
-                dry_run="All" if args.dry_run else None,
-                _content_type="application/apply-patch+yaml",
-            )
+            with kubeconfig.reaching_the_cluster():
+                api.patch_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    PROJECT_CONFIG.plural,
+                    args.name,
+                    document,
+                    field_manager=manager,
+                    force=True,
+                    dry_run="All" if args.dry_run else None,
+                    _content_type="application/apply-patch+yaml",
+                    _request_timeout=kubeconfig.REQUEST_TIMEOUT,
+                )
         except client.ApiException as error:
             target = f"{PROJECT_CONFIG.kind} {namespace}/{args.name}"
             raise Failure(f"applying {target}: {kubeconfig.refusal(error)}") from None
@@ -198,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             return OK
         print(apply(args, found, preview=args.command == "preview"))
         return OK
-    except Failure as failure:
+    except (Failure, kubeconfig.ClusterError) as failure:
         print(f"service: {failure}", file=sys.stderr)
         return NOT_RUN
 

@@ -1,0 +1,65 @@
+"""Both command-line tools say in one line why they could not reach a cluster, and exit 2:
+no kubeconfig, an unknown context, an API server that is not there (a closed port on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gatehouse_dev.processes import free_port
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "project"
+COMMANDS = {
+    "gatehouse": ["-m", "gatehouse_operator.cli", "test", "vendor"],
+    "service": ["-m", "gatehouse_operator.service_cli", "deploy", "--project-dir", str(EXAMPLE)],
+}
+
+
+@pytest.fixture
+def unreachable(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    server = f"https://127.0.0.1:{free_port()}"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return path
+
+
+def run(command: str, kubeconfig: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *COMMANDS[command], *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+    )
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_no_cluster_is_one_line_and_exit_2(command: str, unreachable: Path, tmp_path: Path) -> None:
+    cases = {
+        "kubeconfig: Invalid kube-config file": run(command, tmp_path / "absent"),
+        "kubeconfig: Invalid kube-config file. Expected object with name nope": run(
+            command, unreachable, "--context", "nope"
+        ),
+        "cannot reach the cluster at https://127.0.0.1:": run(command, unreachable),
+    }
+    for message, done in cases.items():
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"{command}: {message}"), done.stderr
