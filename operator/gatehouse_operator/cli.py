@@ -1,9 +1,10 @@
 """``gatehouse``: test a connection from the command line, without writing YAML.
 
 ``gatehouse test CONNECTION [-n NAMESPACE] [--context CONTEXT] [-X METHOD] [--path PATH]
-[--data JSON] [--save-sample LABEL]`` creates a ConnectionTest with the caller's own kubeconfig (so RBAC decides,
-as with kubectl), waits for it to finish and prints the outcome. Exit codes: 0 passed, 1 the test
-ran and failed, 2 the test could not be run (bad arguments, refused, timed out).
+[--data JSON] [--save-sample LABEL]`` creates a ConnectionTest with the caller's own kubeconfig
+(so RBAC decides, as with kubectl), waits for it to finish and prints the outcome. Exit codes: 0
+passed, 1 the test ran and failed, 2 the test could not be run (bad arguments, no cluster,
+refused, timed out).
 """
 
 from __future__ import annotations
