@@ -9,6 +9,8 @@ import sys
 import kopf
 
 import gatehouse_operator.controllers  # noqa: F401  (registers the handlers)
+from gatehouse_operator.settings import OperatorSettings
+from gatehouse_proxy.sealing import KeyringFile
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,11 +25,20 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # Checked before kopf starts: a bad setting is one line and exit 2 (a crash loop that says
+    # why), where kopf would retry its start-up handler every minute with a traceback.
+    try:
+        options = OperatorSettings.from_env()
+        KeyringFile(options.keyring_file).check()
+    except ValueError as error:
+        print(f"gatehouse-operator: {error}", file=sys.stderr)
+        return 2
     kopf.run(
         standalone=True,  # one replica (Recreate): the routing tables have a single source
         clusterwide=not args.namespace,
         namespaces=args.namespace,
         liveness_endpoint=args.liveness,
+        memo=kopf.Memo(options=options),
     )
     return 0
 

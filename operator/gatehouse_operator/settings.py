@@ -9,6 +9,15 @@ from pathlib import Path
 from gatehouse_proxy.settings import env_flag
 
 
+def _port(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ValueError(f"{name} must be a port number (1 to 65535), not {raw!r}")
+    return int(raw)
+
+
 @dataclass(frozen=True)
 class OperatorSettings:
     keyring_file: Path
@@ -37,12 +46,12 @@ class OperatorSettings:
         return cls(
             keyring_file=Path(keyring),
             table_host=os.environ.get("GATEHOUSE_TABLE_HOST", cls.table_host),
-            table_port=int(os.environ.get("GATEHOUSE_TABLE_PORT", str(cls.table_port))),
+            table_port=_port("GATEHOUSE_TABLE_PORT", cls.table_port),
             allow_http=env_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
             proxy_url=os.environ.get("GATEHOUSE_PROXY_URL", cls.proxy_url).rstrip("/"),
             api_host=os.environ.get("GATEHOUSE_API_HOST", cls.api_host),
-            api_port=int(os.environ.get("GATEHOUSE_API_PORT", str(cls.api_port))),
+            api_port=_port("GATEHOUSE_API_PORT", cls.api_port),
             webhook_host=os.environ.get("GATEHOUSE_WEBHOOK_HOST", cls.webhook_host),
-            webhook_port=int(os.environ.get("GATEHOUSE_WEBHOOK_PORT", str(cls.webhook_port))),
+            webhook_port=_port("GATEHOUSE_WEBHOOK_PORT", cls.webhook_port),
             webhook_service=os.environ.get("GATEHOUSE_WEBHOOK_SERVICE", cls.webhook_service),
         )

@@ -10,6 +10,7 @@ import uvicorn
 
 from gatehouse_proxy.app import create_app
 from gatehouse_proxy.request_deadline import with_head_deadline
+from gatehouse_proxy.sealing import KeyringFile
 from gatehouse_proxy.settings import ProxySettings
 
 
@@ -24,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         settings = ProxySettings.from_env()
+        KeyringFile(settings.keyring_file).check()
     except ValueError as error:
         print(f"gatehouse-proxy: {error}", file=sys.stderr)
         return 2

@@ -159,6 +159,15 @@ class KeyringFile:
         self._stamp: tuple[int, int] | None = None
         self._keyring: Keyring | None = None
 
+    def check(self) -> None:
+        """Raises :class:`KeyringError` saying in one line why the keyring cannot be used."""
+        try:
+            self.current()
+        except OSError as error:
+            raise KeyringError(
+                f"cannot read the keyring file {self.path}: {error.strerror or error}"
+            ) from None
+
     def current(self) -> Keyring:
         stat = self.path.stat()
         stamp = (stat.st_mtime_ns, stat.st_size)

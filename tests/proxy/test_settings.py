@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from gatehouse_proxy.settings import ProxySettings
@@ -46,3 +50,23 @@ def test_bad_values_are_refused_naming_the_setting(
     env.setenv(name, value)
     with pytest.raises(ValueError, match=f"^{name} must be .*{value!r}"):
         ProxySettings.from_env()
+
+
+def test_the_proxy_will_not_start_without_a_readable_keyring(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("[]")
+    for keyring, message in (("absent.json", "cannot read the keyring file"), ("bad.json", "")):
+        done = subprocess.run(
+            [sys.executable, "-m", "gatehouse_proxy", "--port", "0"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "GATEHOUSE_KEYRING_FILE": str(tmp_path / keyring),
+                "GATEHOUSE_OPERATOR_URL": "http://127.0.0.1:1",
+            },
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"gatehouse-proxy: {message or 'the keyring must be'}")
+        assert done.stderr.count("\n") == 1

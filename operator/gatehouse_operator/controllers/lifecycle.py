@@ -53,13 +53,12 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="gatehouse.dev", key="last-handled-configuration"
     )
-    options = OperatorSettings.from_env()
+    options: OperatorSettings = memo.options  # checked by __main__ before kopf started
     settings.admission.server = WebhookServer(
         addr=options.webhook_host, port=options.webhook_port, service=options.webhook_service
     )
     settings.admission.managed = WEBHOOK_CONFIGURATION
     keyring = KeyringFile(options.keyring_file)
-    keyring.current()  # fail at start-up, clearly, rather than at the first connection
     api = await _api_client()
     runtime = Runtime(options, Kube(api), keyring, Publisher(keyring))
 

@@ -1,0 +1,51 @@
+"""The operator checks its settings and keyring before kopf starts: one line naming the problem,
+exit 2 (a crash loop that says why), never a start-up handler retried with a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gatehouse_proxy.sealing import Keyring
+
+
+def start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gatehouse_operator"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", **env},
+    )
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({}, "required setting not set: GATEHOUSE_KEYRING_FILE"),
+        ({"GATEHOUSE_KEYRING_FILE": "{tmp}/absent.json"}, "cannot read the keyring file"),
+        ({"GATEHOUSE_KEYRING_FILE": "{tmp}/bad.json"}, "the keyring must be JSON"),
+        (
+            {"GATEHOUSE_KEYRING_FILE": "{tmp}/good.json", "GATEHOUSE_API_PORT": "http"},
+            "GATEHOUSE_API_PORT must be a port number (1 to 65535), not 'http'",
+        ),
+        (
+            {"GATEHOUSE_KEYRING_FILE": "{tmp}/good.json", "GATEHOUSE_ALLOW_HTTP_UPSTREAMS": "si"},
+            "GATEHOUSE_ALLOW_HTTP_UPSTREAMS must be true or false",
+        ),
+    ],
+)
+def test_bad_settings_stop_the_operator_in_one_line(
+    tmp_path: Path, settings: dict[str, str], message: str
+) -> None:
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "good.json").write_text(Keyring.generate().dump())
+    env = {name: value.format(tmp=tmp_path) for name, value in settings.items()}
+    done = start(env)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"gatehouse-operator: {message}"), done.stderr
+    assert done.stderr.count("\n") == 1
