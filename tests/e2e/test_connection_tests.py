@@ -114,17 +114,32 @@ def test_each_auth_type_through_the_proxy(
     echoed = json.loads(response["body"])
     assert echoed["path"] == "/echo/ping"
     headers, query = echoed["headers"], echoed["query"]
-    injected = {
+    # What the test result keeps: the echoed credential, redacted.
+    kept = {
         "none": "authorization" not in headers and "x-api-key" not in headers,
         "api-key-header": headers.get("x-api-key") == "[redacted]",
         "api-key-query": query == "q=1&appid=[redacted]",
         "bearer": headers.get("authorization") == "[redacted]",
         "google": headers.get("authorization") == "[redacted]",
     }
-    assert injected[auth_name], echoed
+    assert kept[auth_name], echoed
+    # What the upstream received, asked of it directly: the credential itself.
+    seen = httpx.get(f"{stack.upstream}/_received/{echoed['id']}", timeout=5).json()
+    received = seen["headers"]
     if auth_name == "google":
-        # The echoed token was one the token endpoint issued for the signed assertion.
-        assert httpx.get(f"{stack.token_endpoint}/stats", timeout=5).json()["exchanges"] >= 1
+        access_token = received["authorization"].removeprefix("Bearer ")
+        info = httpx.get(
+            f"{stack.token_endpoint}/tokeninfo", params={"access_token": access_token}, timeout=5
+        )
+        assert info.json()["scope"] == "https://www.googleapis.com/auth/bigquery"
+    else:
+        sent = {
+            "none": "authorization" not in received and "x-api-key" not in received,
+            "api-key-header": received.get("x-api-key") == SECRET,
+            "api-key-query": seen["query"] == f"q=1&appid={SECRET}",
+            "bearer": received.get("authorization") == f"Bearer {SECRET}",
+        }
+        assert sent[auth_name], seen
     if value:
         assert value.strip() not in json.dumps(body)
 
