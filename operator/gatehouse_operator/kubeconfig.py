@@ -23,12 +23,12 @@ def load(context: str | None, given: str | None) -> str:
     """Loads the kubeconfig (``context``, else its current one); the namespace to work in."""
     try:
         config.load_kube_config(context=context)  # type: ignore[no-untyped-call]
-        return namespace(context, given)
+        return _namespace(context, given)
     except config.ConfigException as error:
         raise ClusterError(f"kubeconfig: {error}") from None
 
 
-def namespace(context: str | None, given: str | None) -> str:
+def _namespace(context: str | None, given: str | None) -> str:
     """``given``, else the namespace of the kubeconfig context in use, else ``default``."""
     if given:
         return given
