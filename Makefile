@@ -6,7 +6,7 @@ INSTALLED := $(VENV)/.installed
 DEV := $(BIN)/python -m gatehouse_dev
 PYTEST_ARGS ?=
 
-.PHONY: help install build crds up down demo lint test bench clean
+.PHONY: help install build crds up down demo lint test bench clean cluster-up cluster-down node-packages
 
 help:
 	@echo "make demo   start the local stack and show it working"
@@ -14,6 +14,8 @@ help:
 	@echo "make up     start the local stack in the background (writes .gatehouse/dev/env)"
 	@echo "make down   stop the local stack"
 	@echo "make bench  apply-to-route latency and the proxy's added latency"
+	@echo "make cluster-up    a single-node cluster that runs Pods, with the image built from"
+	@echo "                   Dockerfile (writes .gatehouse/node/env); make cluster-down stops it"
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +38,24 @@ up: install
 down:
 	@if [ -x $(BIN)/python ]; then $(DEV) down; fi
 
+# The node needs root (namespaces, mounts) and Debian's containerd, runc, CNI plugins, iptables,
+# buildah and debootstrap: installed here when missing and run as root, as .ci/run does.
+NODE_PACKAGES := containerd runc containernetworking-plugins iptables conntrack buildah debootstrap
+
+node-packages:
+	@missing=$$(for p in $(NODE_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "the dev node needs root and: $$missing"; exit 1; fi; \
+	  echo "installing $$missing"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+cluster-up: install node-packages
+	$(DEV) cluster-up
+
+cluster-down:
+	@if [ -x $(BIN)/python ]; then $(DEV) cluster-down; fi
+
 demo: install
 	$(DEV) demo
 
@@ -45,7 +65,7 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint build
+test: lint build node-packages
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # wrk is Debian's (apt-get as root, as .ci/run does); anyone else is told to install it.

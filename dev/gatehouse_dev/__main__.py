@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from gatehouse_dev import demo, stack
 from gatehouse_dev.binaries import BuildError, ensure_binaries
 from gatehouse_dev.cluster import KubectlError
+from gatehouse_dev.node import cluster as node_cluster
 from gatehouse_dev.processes import StartupError
+
+NODE_DIR = Path(".gatehouse/node")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("up", help="start the local stack in the background")
     commands.add_parser("down", help="stop the local stack and delete its data")
     commands.add_parser("demo", help="start the stack and show it working")
+    commands.add_parser("cluster-up", help="start a single-node cluster that runs Pods")
+    commands.add_parser("cluster-down", help="stop the single-node cluster")
     args = parser.parse_args(argv)
 
     paths = stack.StackPaths.for_checkout()
@@ -28,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
             stack.up(paths)
         elif args.command == "down":
             stack.down(paths)
+        elif args.command == "cluster-up":
+            node_cluster.up(NODE_DIR.resolve())
+        elif args.command == "cluster-down":
+            node_cluster.down(NODE_DIR.resolve())
         else:
             demo.run(paths)
     except (BuildError, StartupError, KubectlError, TimeoutError) as error:

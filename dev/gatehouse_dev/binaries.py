@@ -1,14 +1,18 @@
-"""Builds the control-plane binaries (kube-apiserver, etcd, kubectl, helm) from pinned Go modules.
+"""Builds the Kubernetes binaries the dev tooling runs, from pinned Go modules.
 
-The versions live in one place, the go.mod files under ``dev/go/``; this module reads them from
-there. Built binaries are cached in a folder keyed by those versions, the go.sum contents and the Go
-toolchain, so only the first run on a machine pays for the build.
+Two sets, cached apart so that tools which need only the first never build the second: the control
+plane (kube-apiserver, etcd, kubectl, helm) and the node (kubelet, kube-proxy, kube-scheduler,
+kube-controller-manager, CoreDNS, and the pause binary compiled from the Kubernetes module's C
+source). The versions live in one place, the go.mod files under ``dev/go/``; this module reads them
+from there. Built binaries are cached in folders keyed by those versions, the go.sum contents and
+the Go toolchain, so only the first run on a machine pays for the build.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -16,13 +20,15 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 GO_MODULES_DIR = Path(__file__).resolve().parent.parent / "go"
 KUBERNETES_MODULE_DIR = GO_MODULES_DIR / "kubernetes"
 HELM_MODULE_DIR = GO_MODULES_DIR / "helm"
+K8S = "k8s.io/kubernetes"
+COREDNS_MODULE_DIR = GO_MODULES_DIR / "coredns"
 
 
 class BuildError(RuntimeError):
@@ -34,15 +40,18 @@ class Versions:
     kubernetes: str
     etcd: str
     helm: str
+    coredns: str
 
     @classmethod
     def pinned(cls) -> Versions:
         k8s_mod = (KUBERNETES_MODULE_DIR / "go.mod").read_text()
         helm_mod = (HELM_MODULE_DIR / "go.mod").read_text()
+        coredns_mod = (COREDNS_MODULE_DIR / "go.mod").read_text()
         return cls(
             kubernetes=_required_version(k8s_mod, "k8s.io/kubernetes"),
             etcd=_required_version(k8s_mod, "go.etcd.io/etcd/server/v3"),
             helm=_required_version(helm_mod, "helm.sh/helm/v4"),
+            coredns=_required_version(coredns_mod, "github.com/coredns/coredns"),
         )
 
 
@@ -57,6 +66,16 @@ class Binaries:
     @property
     def directory(self) -> Path:
         return self.kube_apiserver.parent
+
+
+@dataclass(frozen=True)
+class NodeBinaries:
+    kubelet: Path
+    kube_proxy: Path
+    kube_scheduler: Path
+    kube_controller_manager: Path
+    coredns: Path
+    pause: Path
 
 
 def _required_version(go_mod: str, module: str) -> str:
@@ -74,9 +93,12 @@ def cache_root() -> Path:
     return Path(xdg) / "gatehouse"
 
 
-def _go(*args: str, cwd: Path) -> str:
+def _go(*args: str, cwd: Path, cgo: bool = True) -> str:
+    env = None if cgo else {**os.environ, "CGO_ENABLED": "0"}
     try:
-        done = subprocess.run(["go", *args], cwd=cwd, capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            ["go", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+        )
     except FileNotFoundError:
         raise BuildError(
             "the Go toolchain is not on PATH; install Go 1.26 or newer (see README)"
@@ -86,17 +108,14 @@ def _go(*args: str, cwd: Path) -> str:
     return done.stdout
 
 
-def _cache_key(versions: Versions) -> str:
+def _cache_key(prefix: str, module_dirs: tuple[Path, ...]) -> str:
     digest = hashlib.sha256()
-    for module_dir in (KUBERNETES_MODULE_DIR, HELM_MODULE_DIR):
+    for module_dir in module_dirs:
         for name in ("go.mod", "go.sum"):
             digest.update((module_dir / name).read_bytes())
     digest.update(_go("env", "GOVERSION", cwd=KUBERNETES_MODULE_DIR).encode())
     digest.update(Path(__file__).read_bytes())  # ldflags below are part of what is built
-    return (
-        f"k8s-{versions.kubernetes}-etcd-{versions.etcd}-helm-{versions.helm}"
-        f"-{digest.hexdigest()[:12]}"
-    )
+    return f"{prefix}-{digest.hexdigest()[:12]}"
 
 
 def _kubernetes_ldflags(version: str) -> str:
@@ -129,13 +148,89 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build(package: str, output: Path, module_dir: Path, ldflags: str) -> float:
+@dataclass(frozen=True)
+class _GoTarget:
+    output: Path
+    package: str
+    module_dir: Path
+    ldflags: Callable[[], str]
+    cgo: bool = True
+
+    def build(self, partial: Path) -> None:
+        _go(
+            "build",
+            "-trimpath",
+            "-ldflags",
+            self.ldflags(),
+            "-o",
+            str(partial),
+            self.package,
+            cwd=self.module_dir,
+            cgo=self.cgo,
+        )
+
+
+@dataclass(frozen=True)
+class _PauseTarget:
+    """The pod sandbox's pause binary, from the C source in the pinned Kubernetes module.
+
+    Compiled statically, so the one-file image holding it needs no libc.
+    """
+
+    output: Path
+
+    @property
+    def package(self) -> str:
+        return "build/pause/linux/pause.c"
+
+    def build(self, partial: Path) -> None:
+        info = json.loads(
+            _go("mod", "download", "-json", "k8s.io/kubernetes", cwd=KUBERNETES_MODULE_DIR)
+        )
+        source = Path(info["Dir"]) / self.package
+        done = subprocess.run(
+            ["gcc", "-Os", "-static", "-o", str(partial), str(source)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise BuildError(f"compiling {source} failed:\n{done.stderr.strip()}")
+        partial.chmod(0o755)
+
+
+_Target = _GoTarget | _PauseTarget
+
+
+def _build(target: _Target) -> float:
     started = time.monotonic()
-    partial = output.with_name(output.name + ".partial")
-    print(f"gatehouse: building {output.name} from {package} ...", file=sys.stderr, flush=True)
-    _go("build", "-trimpath", "-ldflags", ldflags, "-o", str(partial), package, cwd=module_dir)
-    partial.rename(output)
+    partial = target.output.with_name(target.output.name + ".partial")
+    name = target.output.name
+    print(f"gatehouse: building {name} from {target.package} ...", file=sys.stderr, flush=True)
+    target.build(partial)
+    partial.rename(target.output)
     return time.monotonic() - started
+
+
+def _ensure(directory: Path, what: str, targets: list[_Target]) -> None:
+    """Builds whichever of ``targets`` are missing, one builder at a time per cache folder."""
+    if all(target.output.exists() for target in targets):
+        return
+    with _exclusive(directory.with_name(directory.name + ".lock")):
+        directory.mkdir(parents=True, exist_ok=True)
+        took = {
+            target.output.name: _build(target)
+            for target in targets
+            if not target.output.exists()  # another process may have built it while we waited
+        }
+    if took:
+        detail = ", ".join(f"{name} {seconds:.0f}s" for name, seconds in took.items())
+        print(
+            f"gatehouse: built {what} binaries in {sum(took.values()):.0f}s "
+            f"({detail}); cached in {directory}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _helm_ldflags(version: str) -> str:
@@ -143,9 +238,16 @@ def _helm_ldflags(version: str) -> str:
 
 
 def ensure_binaries() -> Binaries:
-    """Returns the cached binaries, building whichever are missing."""
+    """Returns the cached control-plane binaries, building whichever are missing."""
     versions = Versions.pinned()
-    directory = cache_root() / "bin" / _cache_key(versions)
+    directory = (
+        cache_root()
+        / "bin"
+        / _cache_key(
+            f"k8s-{versions.kubernetes}-etcd-{versions.etcd}-helm-{versions.helm}",
+            (KUBERNETES_MODULE_DIR, HELM_MODULE_DIR),
+        )
+    )
     binaries = Binaries(
         versions=versions,
         kube_apiserver=directory / "kube-apiserver",
@@ -153,32 +255,74 @@ def ensure_binaries() -> Binaries:
         kubectl=directory / "kubectl",
         helm=directory / "helm",
     )
-    targets = [
-        (binaries.kube_apiserver, "k8s.io/kubernetes/cmd/kube-apiserver", KUBERNETES_MODULE_DIR),
-        (binaries.kubectl, "k8s.io/kubernetes/cmd/kubectl", KUBERNETES_MODULE_DIR),
-        (binaries.etcd, "go.etcd.io/etcd/server/v3", KUBERNETES_MODULE_DIR),
-        (binaries.helm, "helm.sh/helm/v4/cmd/helm", HELM_MODULE_DIR),
-    ]
-    missing = [target for target in targets if not target[0].exists()]
-    if not missing:
-        return binaries
-    with _exclusive(directory.with_name(directory.name + ".lock")):
-        directory.mkdir(parents=True, exist_ok=True)
-        ldflags = {
-            KUBERNETES_MODULE_DIR: _kubernetes_ldflags(versions.kubernetes),
-            HELM_MODULE_DIR: _helm_ldflags(versions.helm),
-        }
-        took = {
-            path.name: _build(package, path, module_dir, ldflags[module_dir])
-            for path, package, module_dir in missing
-            if not path.exists()  # another process may have built it while we waited
-        }
-        if took:
-            detail = ", ".join(f"{name} {seconds:.0f}s" for name, seconds in took.items())
-            print(
-                f"gatehouse: built control-plane binaries in {sum(took.values()):.0f}s "
-                f"({detail}); cached in {directory}",
-                file=sys.stderr,
-                flush=True,
-            )
+    kubernetes = functools.partial(_kubernetes_ldflags, versions.kubernetes)
+    _ensure(
+        directory,
+        "control-plane",
+        [
+            _GoTarget(
+                binaries.kube_apiserver,
+                f"{K8S}/cmd/kube-apiserver",
+                KUBERNETES_MODULE_DIR,
+                kubernetes,
+            ),
+            _GoTarget(binaries.kubectl, f"{K8S}/cmd/kubectl", KUBERNETES_MODULE_DIR, kubernetes),
+            _GoTarget(
+                binaries.etcd, "go.etcd.io/etcd/server/v3", KUBERNETES_MODULE_DIR, kubernetes
+            ),
+            _GoTarget(
+                binaries.helm,
+                "helm.sh/helm/v4/cmd/helm",
+                HELM_MODULE_DIR,
+                functools.partial(_helm_ldflags, versions.helm),
+            ),
+        ],
+    )
     return binaries
+
+
+def ensure_node_binaries() -> NodeBinaries:
+    """Returns the cached binaries of a node that runs Pods, building whichever are missing."""
+    versions = Versions.pinned()
+    directory = (
+        cache_root()
+        / "bin"
+        / _cache_key(
+            f"node-k8s-{versions.kubernetes}-coredns-{versions.coredns}",
+            (KUBERNETES_MODULE_DIR, COREDNS_MODULE_DIR),
+        )
+    )
+    node = NodeBinaries(
+        kubelet=directory / "kubelet",
+        kube_proxy=directory / "kube-proxy",
+        kube_scheduler=directory / "kube-scheduler",
+        kube_controller_manager=directory / "kube-controller-manager",
+        coredns=directory / "coredns",
+        pause=directory / "pause",
+    )
+    kubernetes = functools.partial(_kubernetes_ldflags, versions.kubernetes)
+    _ensure(
+        directory,
+        "node",
+        [
+            *(
+                _GoTarget(path, f"{K8S}/cmd/{path.name}", KUBERNETES_MODULE_DIR, kubernetes)
+                for path in (
+                    node.kubelet,
+                    node.kube_proxy,
+                    node.kube_scheduler,
+                    node.kube_controller_manager,
+                )
+            ),
+            # Static (no cgo): it runs alone in a one-file image.
+            _GoTarget(
+                node.coredns,
+                "github.com/coredns/coredns",
+                COREDNS_MODULE_DIR,
+                lambda: "-s -w",
+                cgo=False,
+            ),
+            _PauseTarget(node.pause),
+        ],
+    )
+    return node

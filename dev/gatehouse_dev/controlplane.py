@@ -11,6 +11,7 @@ import base64
 import os
 import shlex
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,31 +44,52 @@ class Endpoints:
 class ControlPlane:
     """etcd + kube-apiserver in ``workdir``, reachable through ``workdir/kubeconfig``."""
 
-    def __init__(self, workdir: Path, binaries: Binaries) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        binaries: Binaries,
+        *,
+        endpoints: Endpoints | None = None,
+        apiserver_flags: dict[str, str] | None = None,
+        serving_hosts: tuple[str, ...] = (),
+    ) -> None:
+        """``apiserver_flags`` replace or add to the envtest set (a node that runs Pods needs
+        the ServiceAccount admission plugin, the Node authorizer and a way to reach kubelets)."""
         self.workdir = workdir
         self.binaries = binaries
         self.kubeconfig = workdir / "kubeconfig"
         self.logs = workdir / "logs"
-        self.endpoints = Endpoints(etcd_port=free_port(), apiserver_port=free_port())
+        self.endpoints = endpoints or Endpoints(etcd_port=free_port(), apiserver_port=free_port())
+        self.apiserver_flags = apiserver_flags or {}
+        self.serving_hosts = serving_hosts
         self.servers: list[Server] = []
 
-    def start(self, *, detached: bool = False, timeout: float = 60.0) -> None:
+    def start(
+        self,
+        *,
+        detached: bool = False,
+        timeout: float = 60.0,
+        before_apiserver: Callable[[pki.CertificateAuthority], None] | None = None,
+    ) -> None:
         """Starts both servers and returns once the API server answers ``/readyz``.
 
         Without ``detached`` the servers die with this process, even when it is killed.
+        ``before_apiserver`` may issue certificates the API server's flags name.
         """
         certs = self.workdir / "pki"
         certs.mkdir(parents=True, exist_ok=True)
-        ca = pki.CertificateAuthority(certs)
+        self.ca = ca = pki.CertificateAuthority(certs)
         serving = ca.issue(
             "apiserver",
             "kube-apiserver",
-            hosts=("127.0.0.1", "::1", "localhost", "kubernetes.default.svc"),
+            hosts=("127.0.0.1", "::1", "localhost", "kubernetes.default.svc", *self.serving_hosts),
         )
         admin = ca.issue("admin", ADMIN_USER, organizations=("system:masters",), client=True)
         sa_key = certs / "service-account.key"
         pki.write_service_account_key(sa_key)
 
+        if before_apiserver is not None:
+            before_apiserver(ca)
         try:
             etcd = self._start_etcd(detached)
             etcd.wait_until(self._etcd_healthy, timeout)
@@ -102,26 +124,30 @@ class ControlPlane:
     def _start_apiserver(
         self, ca: pki.CertificateAuthority, serving: pki.KeyPair, sa_key: Path, detached: bool
     ) -> Server:
+        flags = {
+            "etcd-servers": self.endpoints.etcd_url,
+            "secure-port": str(self.endpoints.apiserver_port),
+            "bind-address": "127.0.0.1",
+            "advertise-address": "127.0.0.1",
+            "cert-dir": str(self.workdir / "pki"),
+            "tls-cert-file": str(serving.cert_path),
+            "tls-private-key-file": str(serving.key_path),
+            "client-ca-file": str(ca.cert_path),
+            "authorization-mode": "RBAC",
+            "service-cluster-ip-range": "10.0.0.0/24",
+            "allow-privileged": "true",
+            # No controller-manager runs to create service-account tokens for Pods.
+            "disable-admission-plugins": "ServiceAccount",
+            "service-account-issuer": "https://kubernetes.default.svc.cluster.local",
+            "service-account-key-file": str(sa_key),
+            "service-account-signing-key-file": str(sa_key),
+            **self.apiserver_flags,
+        }
         server = Server(
             "kube-apiserver",
             [
                 str(self.binaries.kube_apiserver),
-                f"--etcd-servers={self.endpoints.etcd_url}",
-                f"--secure-port={self.endpoints.apiserver_port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--cert-dir={self.workdir / 'pki'}",
-                f"--tls-cert-file={serving.cert_path}",
-                f"--tls-private-key-file={serving.key_path}",
-                f"--client-ca-file={ca.cert_path}",
-                "--authorization-mode=RBAC",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                "--allow-privileged=true",
-                # No controller-manager runs to create service-account tokens for Pods.
-                "--disable-admission-plugins=ServiceAccount",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={sa_key}",
-                f"--service-account-signing-key-file={sa_key}",
+                *(f"--{name}={value}" for name, value in flags.items()),
                 # Last, so that they win: e.g. feature gates, or AlwaysAllow to see a test fail.
                 *shlex.split(os.environ.get("GATEHOUSE_APISERVER_ARGS", "")),
             ],

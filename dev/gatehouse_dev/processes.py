@@ -52,7 +52,13 @@ class Server:
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, *, detached: bool, env: dict[str, str] | None = None) -> None:
+    def start(
+        self,
+        *,
+        detached: bool,
+        env: dict[str, str] | None = None,
+        pass_fds: tuple[int, ...] = (),
+    ) -> None:
         """Starts the process; ``detached`` lets it outlive us (``make up``)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
@@ -63,6 +69,7 @@ class Server:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
+                pass_fds=pass_fds,
                 preexec_fn=None if detached else _die_with_parent,
             )
 

@@ -1,0 +1,222 @@
+"""Container images for the dev node, built here without any registry.
+
+- The Gatehouse image is built from the project's own ``Dockerfile`` (Debian's buildah), on a base
+  made locally: a debootstrap rootfs of Debian bookworm, whose Python is 3.11 like the Dockerfile's
+  default ``python:3.11-slim``. So the node runs what ships, not a second recipe.
+- pause and CoreDNS are one static binary each, in an image of one file.
+
+Each is written as a docker-archive that containerd imports, and cached under the cache folder,
+keyed by what went into it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gatehouse_dev.binaries import BuildError, cache_root
+
+REPO = Path(__file__).resolve().parents[3]
+DEBIAN_SUITE = "bookworm"
+BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+# The Dockerfile's build context: what pip needs to build the wheel, and the Dockerfile itself.
+CONTEXT = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "operator", "proxy")
+HOST_CA_BUNDLE = "/etc/ssl/host-ca-bundle.crt"
+
+
+def _images_dir() -> Path:
+    return cache_root() / "images"
+
+
+def _buildah(*args: str) -> str:
+    root = _images_dir()
+    done = subprocess.run(
+        [
+            "buildah",
+            f"--root={root / 'storage'}",
+            f"--runroot={root / 'run'}",
+            "--log-level=warn",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise BuildError(f"`buildah {' '.join(args)}` failed:\n{done.stderr.strip()[-3000:]}")
+    return done.stdout.strip()
+
+
+def _log(message: str) -> None:
+    print(f"gatehouse: {message}", file=sys.stderr, flush=True)
+
+
+def _debian_mirror() -> str:
+    """The mirror this machine's apt uses: the one package source known to be reachable."""
+    configured = os.environ.get("GATEHOUSE_DEBIAN_MIRROR")
+    if configured:
+        return configured
+    sources = Path("/etc/apt/sources.list.d/debian.sources")
+    if sources.exists():
+        match = re.search(r"^URIs:\s*(\S+)", sources.read_text(), re.MULTILINE)
+        if match:
+            return match.group(1)
+    return "http://deb.debian.org/debian"
+
+
+def _digest(*parts: bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()[:12]
+
+
+def _exists(image: str) -> bool:
+    return image in _buildah("images", "--format", "{{.Name}}:{{.Tag}}").split()
+
+
+def ensure_base() -> str:
+    """The locally made base image (``BASE_IMAGE`` for the Dockerfile)."""
+    recipe = f"{DEBIAN_SUITE} minbase {' '.join(BASE_PACKAGES)}".encode()
+    image = f"localhost/gatehouse-base:{DEBIAN_SUITE}-{_digest(recipe)}"
+    if _exists(image):
+        return image
+    started = time.monotonic()
+    _log(f"making the base image {image} (debootstrap {DEBIAN_SUITE}) ...")
+    with tempfile.TemporaryDirectory(prefix="gatehouse-rootfs-") as scratch:
+        rootfs = Path(scratch) / "rootfs"
+        done = subprocess.run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(BASE_PACKAGES)}",
+                DEBIAN_SUITE,
+                str(rootfs),
+                _debian_mirror(),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise BuildError(f"debootstrap failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        # Package lists and caches are not part of an image.
+        for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            shutil.rmtree(rootfs / leftover, ignore_errors=True)
+        container = _buildah("from", "scratch")
+        try:
+            mount = Path(_buildah("mount", container))
+            subprocess.run(["cp", "-a", f"{rootfs}/.", str(mount)], check=True)
+            _buildah("config", "--cmd", "python3", container)
+            _buildah("commit", "--quiet", container, image)
+        finally:
+            _buildah("rm", container)
+    _log(f"made {image} in {time.monotonic() - started:.0f}s")
+    return image
+
+
+def _host_trust() -> list[str]:
+    """Build-time volumes that let pip in the build trust what the host trusts.
+
+    Where the machine reaches PyPI through a TLS-intercepting proxy, only the host's CA bundle
+    knows its certificate. The bundle and a pip.conf naming it are mounted into the RUN steps
+    only: volumes are not part of the committed image.
+    """
+    bundle = Path(os.environ.get("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"))
+    if not bundle.is_file():
+        return []
+    pip_conf = _images_dir() / "pip.conf"
+    pip_conf.parent.mkdir(parents=True, exist_ok=True)
+    pip_conf.write_text(f"[global]\ncert = {HOST_CA_BUNDLE}\n")
+    return [f"--volume={bundle}:{HOST_CA_BUNDLE}:ro", f"--volume={pip_conf}:/etc/pip.conf:ro"]
+
+
+def _context_files() -> list[Path]:
+    files: list[Path] = []
+    for name in CONTEXT:
+        path = REPO / name
+        if path.is_dir():
+            files += sorted(
+                p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+            )
+        elif path.exists():
+            files.append(path)
+    return files
+
+
+def chart_image_reference() -> str:
+    """The image the chart's default values name: the node holds our build under that name."""
+    chart = (REPO / "charts" / "gatehouse" / "Chart.yaml").read_text()
+    version = re.search(r'^appVersion:\s*"?([^"\s]+)"?', chart, re.MULTILINE)
+    if version is None:
+        raise BuildError("charts/gatehouse/Chart.yaml has no appVersion")
+    values = (REPO / "charts" / "gatehouse" / "values.yaml").read_text()
+    repository = re.search(r"^\s+repository:\s*(\S+)", values, re.MULTILINE)
+    if repository is None:
+        raise BuildError("charts/gatehouse/values.yaml has no image.repository")
+    return f"{repository.group(1)}:{version.group(1)}"
+
+
+def ensure_gatehouse_image() -> Path:
+    """A docker-archive of the image the Dockerfile builds, named as the chart expects it."""
+    base = ensure_base()
+    files = _context_files()
+    key = _digest(
+        base.encode(),
+        *(str(path.relative_to(REPO)).encode() for path in files),
+        *(path.read_bytes() for path in files),
+    )
+    archive = _images_dir() / f"gatehouse-{key}.tar"
+    if archive.exists():
+        return archive
+    started = time.monotonic()
+    _log("building the Gatehouse image from Dockerfile (buildah) ...")
+    tag = f"localhost/gatehouse:{key}"
+    _buildah(
+        "build",
+        "--isolation=chroot",
+        "--layers=false",
+        *_host_trust(),
+        f"--build-arg=BASE_IMAGE={base}",
+        f"--file={REPO / 'Dockerfile'}",
+        f"--tag={tag}",
+        str(REPO),
+    )
+    _write_archive(tag, archive, chart_image_reference())
+    _buildah("rmi", tag)
+    _log(f"built the Gatehouse image in {time.monotonic() - started:.0f}s: {archive}")
+    return archive
+
+
+def ensure_binary_image(binary: Path, reference: str) -> Path:
+    """A one-file image: ``binary`` at ``/`` as its entrypoint (static binaries only)."""
+    key = _digest(binary.read_bytes(), reference.encode())
+    archive = _images_dir() / f"{binary.name}-{key}.tar"
+    if archive.exists():
+        return archive
+    container = _buildah("from", "scratch")
+    try:
+        _buildah("copy", "--chmod=0755", container, str(binary), f"/{binary.name}")
+        _buildah("config", f'--entrypoint=["/{binary.name}"]', container)
+        tag = f"localhost/{binary.name}:{key}"
+        _buildah("commit", "--quiet", container, tag)
+    finally:
+        _buildah("rm", container)
+    _write_archive(tag, archive, reference)
+    _buildah("rmi", tag)
+    return archive
+
+
+def _write_archive(tag: str, archive: Path, reference: str) -> None:
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_name(archive.name + ".partial")
+    partial.unlink(missing_ok=True)
+    _buildah("push", "--quiet", tag, f"docker-archive:{partial}:{reference}")
+    partial.rename(archive)

@@ -1,0 +1,193 @@
+"""Pods the node tests run, all from the Gatehouse image (the only image the node needs besides
+pause and CoreDNS): an upstream that records what it received, and clients that fetch through the
+proxy Service. Their scripts are plain standard-library Python, mounted from ConfigMaps."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.node.images import chart_image_reference
+from gatehouse_dev.waiting import wait_for
+
+IMAGE = chart_image_reference()
+
+UPSTREAM_SCRIPT = """
+import http.server, json
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        received = {"path": self.path, "x-api-key": self.headers.get("X-API-Key")}
+        print(json.dumps(received), flush=True)
+        body = json.dumps({"received": received}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+http.server.ThreadingHTTPServer(("", 8080), Recorder).serve_forever()
+"""
+
+# Fetches through the proxy for SECONDS (one request every 50 ms, each on a new connection, so
+# each is balanced anew), printing every failure and then a summary line.
+CLIENT_SCRIPT = """
+import json, os, time, urllib.request
+
+url, token = os.environ["URL"], os.environ["TOKEN"]
+ok = failed = 0
+end = time.monotonic() + float(os.environ["SECONDS"])
+print(json.dumps({"started": True}), flush=True)
+while time.monotonic() < end:
+    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as reply:
+            last = json.loads(reply.read())
+            ok += 1
+    except Exception as error:
+        failed += 1
+        print(json.dumps({"failure": repr(error), "at": time.time()}), flush=True)
+    time.sleep(0.05)
+print(json.dumps({"ok": ok, "failed": failed, "last": last if ok else None}), flush=True)
+"""
+
+SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def _script_volume(config_map: str) -> dict[str, Any]:
+    return {"name": "script", "configMap": {"name": config_map}}
+
+
+def upstream(namespace: str, cluster_ip: str) -> list[dict[str, Any]]:
+    labels = {"app": "upstream"}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "upstream", "namespace": namespace},
+            "data": {"upstream.py": UPSTREAM_SCRIPT},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "upstream", "namespace": namespace},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "securityContext": SECURITY,
+                        "containers": [
+                            {
+                                "name": "upstream",
+                                "image": IMAGE,
+                                "imagePullPolicy": "Never",
+                                "args": ["python", "/script/upstream.py"],
+                                "ports": [{"containerPort": 8080}],
+                                "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
+                                "volumeMounts": [{"name": "script", "mountPath": "/script"}],
+                            }
+                        ],
+                        "volumes": [_script_volume("upstream")],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "upstream", "namespace": namespace},
+            "spec": {
+                "selector": labels,
+                "clusterIP": cluster_ip,
+                "ports": [{"port": 80, "targetPort": 8080}],
+            },
+        },
+    ]
+
+
+def client(
+    namespace: str, name: str, *, url: str, token_secret: str, seconds: float
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {"client.py": CLIENT_SCRIPT},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "restartPolicy": "Never",
+                "securityContext": SECURITY,
+                "containers": [
+                    {
+                        "name": "client",
+                        "image": IMAGE,
+                        "imagePullPolicy": "Never",
+                        "args": ["python", "/script/client.py"],
+                        "env": [
+                            {"name": "URL", "value": url},
+                            {"name": "SECONDS", "value": str(seconds)},
+                            # The app's credential for the proxy, from the Secret the operator
+                            # issued: what a data app's Pod would mount.
+                            {
+                                "name": "TOKEN",
+                                "valueFrom": {
+                                    "secretKeyRef": {"name": token_secret, "key": "token"}
+                                },
+                            },
+                        ],
+                        "volumeMounts": [{"name": "script", "mountPath": "/script"}],
+                    }
+                ],
+                "volumes": [_script_volume(name)],
+            },
+        },
+    ]
+
+
+def apply(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
+    cluster.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))
+
+
+def log_lines(cluster: Cluster, namespace: str, pod: str) -> list[dict[str, Any]]:
+    logs = cluster.kubectl("logs", pod, "-n", namespace, check=False).stdout
+    return [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
+
+
+def wait_started(cluster: Cluster, namespace: str, pod: str, timeout: float = 60) -> None:
+    wait_for(
+        lambda: any(line.get("started") for line in log_lines(cluster, namespace, pod)),
+        timeout=timeout,
+        interval=0.5,
+        what=f"client {pod} to start",
+    )
+
+
+def summary(cluster: Cluster, namespace: str, pod: str, timeout: float) -> dict[str, Any]:
+    """The client's closing line, once its Pod has finished."""
+
+    def finished() -> dict[str, Any] | None:
+        phase = cluster.kubectl(
+            "get", "pod", pod, "-n", namespace, "-o", "jsonpath={.status.phase}", check=False
+        ).stdout
+        if phase not in ("Succeeded", "Failed"):
+            return None
+        lines = log_lines(cluster, namespace, pod)
+        return next((line for line in reversed(lines) if "ok" in line), {"phase": phase})
+
+    return wait_for(finished, timeout=timeout, interval=1, what=f"client {pod} to finish")

@@ -1,0 +1,257 @@
+"""Gatehouse as it ships: the image built from the Dockerfile and the chart, on a node with Pods.
+
+Installed the way the README says, with default values plus only what an in-cluster test upstream
+needs (http, and that one Service address); connections and apps applied with kubectl; fetched from
+Pods through the proxy Service; upgraded, a proxy killed and uninstalled under a running client.
+The tests run in file order, one release through its life.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.waiting import wait_for
+from tests.node import pods
+
+pytestmark = pytest.mark.node
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "gatehouse"
+RELEASE = "gatehouse"
+SYSTEM = "gatehouse-system"
+PROJECT = "shop"
+# A fixed address, so the installation opens exactly the upstream and not the cluster's Services.
+UPSTREAM_IP = "10.96.200.200"
+API_KEY = "sk_node_test_only_the_proxy_sees_this"
+# What an in-cluster http upstream needs; everything else is the chart's default.
+TEST_UPSTREAM_VALUES = (
+    "--set",
+    "installation.allowHttpUpstreams=true",
+    "--set",
+    f"installation.allowedPrivateNetworks={{{UPSTREAM_IP}/32}}",
+)
+PROXY_URL = f"http://{RELEASE}-proxy.{SYSTEM}.svc/v1/fetch/vendor/v1/orders"
+
+
+def helm(cluster: Cluster, *args: str, timeout: float = 360) -> str:
+    done = subprocess.run(
+        [str(cluster.binaries.helm), *args],
+        env=cluster.env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, f"helm {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def proxy_pods(cluster: Cluster) -> dict[str, bool]:
+    """Each proxy Pod that is not being deleted, and whether it is Ready."""
+    listed = json.loads(
+        cluster.kubectl(
+            "get", "pods", "-n", SYSTEM, "-l", "app.kubernetes.io/component=proxy", "-o", "json"
+        ).stdout
+    )
+    return {
+        pod["metadata"]["name"]: any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in pod["status"].get("conditions", [])
+        )
+        for pod in listed["items"]
+        if "deletionTimestamp" not in pod["metadata"]
+    }
+
+
+def rollout(cluster: Cluster, component: str) -> None:
+    cluster.kubectl(
+        "rollout",
+        "status",
+        f"deployment/{RELEASE}-{component}",
+        "-n",
+        SYSTEM,
+        "--timeout=180s",
+        timeout=190,
+    )
+
+
+@dataclass
+class Release:
+    cluster: Cluster
+    token_secret: str = ""
+
+
+CONNECTION = f"""
+apiVersion: v1
+kind: Secret
+metadata: {{name: vendor-api}}
+stringData: {{api-key: {API_KEY}}}
+---
+apiVersion: gatehouse.dev/v1alpha1
+kind: ExternalConnection
+metadata: {{name: vendor-api}}
+spec:
+  displayName: Vendor API
+  baseURL: http://upstream.upstream.svc.cluster.local
+  allowedPaths: [/v1]
+  linkPolicy: Builders
+  auth:
+    type: apiKey
+    apiKey: {{name: X-API-Key, in: header}}
+    secretRef: {{name: vendor-api, key: api-key}}
+---
+apiVersion: gatehouse.dev/v1alpha1
+kind: DataApp
+metadata: {{name: dashboard}}
+spec:
+  connections: [{{alias: vendor, connection: vendor-api}}]
+"""
+
+
+@pytest.fixture(scope="module")
+def release(node: Cluster) -> Iterator[Release]:
+    node.kubectl("create", "namespace", "upstream")
+    pods.apply(node, pods.upstream("upstream", UPSTREAM_IP))
+    node.kubectl("create", "namespace", PROJECT)
+    yield Release(node)
+    node.kubectl("delete", "namespace", "upstream", "--wait=false", check=False)
+
+
+def test_helm_install_makes_the_operator_and_every_proxy_replica_ready(release: Release) -> None:
+    cluster = release.cluster
+    helm(
+        cluster,
+        "install",
+        RELEASE,
+        str(CHART),
+        "-n",
+        SYSTEM,
+        "--create-namespace",
+        "--wait",
+        "--timeout=5m",
+        *TEST_UPSTREAM_VALUES,
+    )
+    rollout(cluster, "operator")
+    rollout(cluster, "proxy")
+    replicas = proxy_pods(cluster)
+    assert len(replicas) == 2
+    assert all(replicas.values()), replicas
+
+
+def test_a_pod_fetches_through_the_proxy_service_with_the_key_injected(release: Release) -> None:
+    cluster = release.cluster
+    cluster.kubectl("apply", "-n", PROJECT, "-f", "-", stdin=CONNECTION)
+    cluster.kubectl(
+        "wait", "-n", PROJECT, "dataapp/dashboard", "--for=condition=Ready", "--timeout=60s"
+    )
+    release.token_secret = "dataapp-dashboard-gatehouse"
+    pods.apply(
+        cluster,
+        pods.client(
+            PROJECT, "fetch-once", url=PROXY_URL, token_secret=release.token_secret, seconds=1
+        ),
+    )
+    result = pods.summary(cluster, PROJECT, "fetch-once", timeout=90)
+    assert result.get("failed") == 0, pods.log_lines(cluster, PROJECT, "fetch-once")
+    assert result["ok"] >= 1
+    # The upstream Pod received the key, which the app's Pod never held.
+    assert result["last"]["received"] == {"path": "/v1/orders", "x-api-key": API_KEY}
+    upstream_log = cluster.kubectl("logs", "deployment/upstream", "-n", "upstream").stdout
+    assert API_KEY in upstream_log
+    client_env = cluster.kubectl("get", "pod", "fetch-once", "-n", PROJECT, "-o", "json").stdout
+    assert API_KEY not in client_env
+    token = cluster.kubectl(
+        "get", "secret", release.token_secret, "-n", PROJECT, "-o", "jsonpath={.data.token}"
+    ).stdout
+    assert API_KEY not in base64.b64decode(token).decode()
+
+
+def test_a_killed_proxy_pod_leaves_the_service_answering(release: Release) -> None:
+    cluster = release.cluster
+    pods.apply(
+        cluster,
+        pods.client(
+            PROJECT, "under-kill", url=PROXY_URL, token_secret=release.token_secret, seconds=30
+        ),
+    )
+    pods.wait_started(cluster, PROJECT, "under-kill")
+    time.sleep(3)  # the client runs against both replicas first
+    victim = sorted(proxy_pods(cluster))[0]
+    killed_at = time.time()
+    cluster.kubectl("delete", "pod", victim, "-n", SYSTEM, "--grace-period=0", "--force")
+    result = pods.summary(cluster, PROJECT, "under-kill", timeout=120)
+    failures = [
+        line for line in pods.log_lines(cluster, PROJECT, "under-kill") if "failure" in line
+    ]
+    # Requests in flight on the killed Pod may fail; the Service answers again at once.
+    assert result["ok"] > 100, result
+    assert all(line["at"] - killed_at < 5 for line in failures), failures
+    rollout(cluster, "proxy")
+    replicas = proxy_pods(cluster)
+    assert victim not in replicas
+    assert len(replicas) == 2
+    assert all(replicas.values()), replicas
+
+
+def test_helm_upgrade_rolls_the_proxies_with_no_failed_request(release: Release) -> None:
+    cluster = release.cluster
+    before = set(proxy_pods(cluster))
+    pods.apply(
+        cluster,
+        pods.client(
+            PROJECT, "under-upgrade", url=PROXY_URL, token_secret=release.token_secret, seconds=75
+        ),
+    )
+    pods.wait_started(cluster, PROJECT, "under-upgrade")
+    # A setting the proxies read at start: the upgrade replaces every replica.
+    helm(
+        cluster,
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        "-n",
+        SYSTEM,
+        "--reuse-values",
+        "--set",
+        "proxy.requestReadTimeoutSeconds=16",
+        "--wait",
+        "--timeout=5m",
+    )
+    rollout(cluster, "proxy")
+    after = set(proxy_pods(cluster))
+    assert not before & after, "the upgrade did not replace the proxies"
+    result = pods.summary(cluster, PROJECT, "under-upgrade", timeout=150)
+    failures = [
+        line for line in pods.log_lines(cluster, PROJECT, "under-upgrade") if "failure" in line
+    ]
+    assert result.get("failed") == 0, failures
+    assert result["ok"] > 300, result
+
+
+def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Release) -> None:
+    cluster = release.cluster
+    helm(cluster, "uninstall", RELEASE, "-n", SYSTEM, "--wait", "--timeout=3m")
+    cluster.kubectl("delete", "namespace", PROJECT, "--wait=false")
+
+    def gone(kind: str, name: str) -> bool:
+        return cluster.kubectl("get", kind, name, check=False).returncode != 0
+
+    wait_for(lambda: gone("namespace", PROJECT), timeout=90, interval=1, what="shop deleted")
+    for kind in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"):
+        names = cluster.kubectl("get", kind, "-o", "name").stdout
+        assert "gatehouse" not in names, names
+    for kind in ("clusterroles", "clusterrolebindings"):
+        owned = cluster.kubectl(
+            "get", kind, "-l", f"app.kubernetes.io/instance={RELEASE}", "-o", "name"
+        ).stdout
+        assert owned == "", owned
+    cluster.kubectl("delete", "namespace", SYSTEM, "--wait=false")
+    wait_for(lambda: gone("namespace", SYSTEM), timeout=90, interval=1, what="release deleted")
