@@ -40,7 +40,8 @@ down:
 
 # The node needs root (namespaces, mounts) and Debian's containerd, runc, CNI plugins, iptables,
 # buildah and debootstrap: installed here when missing and run as root, as .ci/run does.
-NODE_PACKAGES := containerd runc containernetworking-plugins iptables conntrack buildah debootstrap
+NODE_PACKAGES := containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux \
+  buildah debootstrap gcc libc6-dev
 
 node-packages:
 	@missing=$$(for p in $(NODE_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
