@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import socket
 import sys
 
 import kopf
@@ -11,6 +13,15 @@ import kopf
 import gatehouse_operator.controllers  # noqa: F401  (registers the handlers)
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_proxy.sealing import KeyringFile
+
+
+def identity() -> str:
+    """Who this operator is in kopf's peering records: the Pod's name, else host and process.
+
+    kopf's own default asks ``getpass`` for the user name, which fails in the image: its user
+    (65532) has no passwd entry.
+    """
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         standalone=True,  # one replica (Recreate): the routing tables have a single source
         clusterwide=not args.namespace,
         namespaces=args.namespace,
+        # kopf's Identity is a NewType of str that kopf does not export.
+        identity=identity(),  # type: ignore[arg-type]
         liveness_endpoint=args.liveness,
         memo=kopf.Memo(options=options),
     )

@@ -67,7 +67,7 @@ class Proxy:
         self.forwarder = Forwarder(session, policy, self.settings.allow_http)
         self.google = GoogleTokenSource(session, self.settings.google_token_url)
         self.injector = Injector(self.keyring, self.google)
-        feed = TableFeed(self.store, self.settings.operator_url, self.keyring, session)
+        feed = TableFeed(self.store, self.settings.operator_url, self.keyring)
         feed_task = asyncio.create_task(feed.run(), name="table-feed")
         try:
             yield

@@ -63,25 +63,26 @@ class TableStore:
 
 
 class TableFeed:
-    """Follows the operator's stream until cancelled."""
+    """Follows the operator's stream until cancelled.
 
-    def __init__(
-        self,
-        store: TableStore,
-        operator_url: str,
-        keyring: KeyringFile,
-        session: aiohttp.ClientSession,
-    ) -> None:
+    The feed has a session of its own: the upstream session's resolver refuses private
+    addresses, and the operator's Service is one. Only the installation chooses this URL.
+    """
+
+    def __init__(self, store: TableStore, operator_url: str, keyring: KeyringFile) -> None:
         self.store = store
         self.url = operator_url + STREAM_PATH
         self.keyring = keyring
-        self.session = session
 
     async def run(self) -> None:
+        async with aiohttp.ClientSession(trust_env=False) as session:
+            await self._retry_forever(session)
+
+    async def _retry_forever(self, session: aiohttp.ClientSession) -> None:
         delay = 0.2
         while True:
             try:
-                await self._follow()
+                await self._follow(session)
                 delay = 0.2
             except (aiohttp.ClientError, OSError, TimeoutError, KeyringError) as error:
                 log.warning(
@@ -93,9 +94,9 @@ class TableFeed:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    async def _follow(self) -> None:
+    async def _follow(self, session: aiohttp.ClientSession) -> None:
         keyring = self.keyring.current()
-        async with self.session.get(
+        async with session.get(
             self.url,
             headers={"Authorization": f"Bearer {keyring.channel_token()}"},
             # A dead operator shows as missing heartbeats.
