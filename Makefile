@@ -31,6 +31,7 @@ build: install
 crds: install
 	$(BIN)/python -m gatehouse_operator.api.crds
 	$(BIN)/python -m gatehouse_operator.api.roles
+	$(BIN)/python -m gatehouse_operator.api.webhooks
 
 up: install
 	$(DEV) up

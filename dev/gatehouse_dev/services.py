@@ -7,17 +7,19 @@ log in the work folder. Tests, ``make up`` and the demo start them through :clas
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import kopf
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import Server, free_port
-from gatehouse_operator.api import crds, roles
+from gatehouse_operator.api import crds, roles, webhooks
 from gatehouse_operator.webhook import WEBHOOK_CONFIGURATION
 from gatehouse_proxy.sealing import Keyring
 
@@ -140,7 +142,25 @@ class LocalGatehouse:
             "GATEHOUSE_WEBHOOK_PORT": str(self.webhook_port),
         }
 
+    def install_webhooks(self) -> None:
+        """The webhook configuration, as the chart installs it, sent to this machine's operator.
+
+        The operator fills in the CA bundle when it starts; until then (failure policy Fail) the
+        changes the webhooks check are refused.
+        """
+        where = kopf.WebhookClientConfig(url=f"https://127.0.0.1:{self.webhook_port}")
+        configuration = webhooks.configuration(WEBHOOK_CONFIGURATION, where)
+        self.cluster.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            "-",
+            stdin=json.dumps(configuration),
+        )
+
     def start_operator(self) -> Endpoint:
+        self.install_webhooks()
         liveness = free_port()
         argv = [
             sys.executable,
@@ -184,11 +204,16 @@ class LocalGatehouse:
 
 
 def remove_webhooks(cluster: Cluster) -> None:
-    """Deletes the webhook configurations the operator registered.
+    """Deletes the webhook configuration the dev stack installed.
 
-    They stay while an operator is merely down (failure policy Fail), but one that ran on this
-    machine will not come back: left behind in a user's cluster, they would block every DataApp
+    It stays while an operator is merely down (failure policy Fail), but one that ran on this
+    machine will not come back: left behind in a user's cluster, it would block every DataApp
     and ChartType change there.
     """
-    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
-        cluster.kubectl("delete", kind, WEBHOOK_CONFIGURATION, "--ignore-not-found", check=False)
+    cluster.kubectl(
+        "delete",
+        "validatingwebhookconfiguration",
+        WEBHOOK_CONFIGURATION,
+        "--ignore-not-found",
+        check=False,
+    )

@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     # why), where kopf would retry its start-up handler every minute with a traceback.
     try:
         options = OperatorSettings.from_env()
-        KeyringFile(options.keyring_file).check()
+        if options.keyring_file:
+            KeyringFile(options.keyring_file).check()
     except ValueError as error:
         print(f"gatehouse-operator: {error}", file=sys.stderr)
         return 2

@@ -44,6 +44,7 @@ class Kube:
     def __init__(self, api: client.ApiClient) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.admission = client.AdmissionregistrationV1Api(api)
 
     async def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None:
         try:
@@ -53,6 +54,16 @@ class Kube:
                 return None
             raise
         return _decoded(secret.data)
+
+    async def create_secret(self, namespace: str, name: str, string_data: dict[str, str]) -> None:
+        body = client.V1Secret(
+            metadata=client.V1ObjectMeta(
+                name=name, labels={"app.kubernetes.io/managed-by": "gatehouse-operator"}
+            ),
+            type="Opaque",
+            string_data=string_data,
+        )
+        await self.core.create_namespaced_secret(namespace, body)
 
     async def app_token(self, namespace: str, secret_name: str, owner: dict[str, Any]) -> str:
         """The app's proxy credential from the Secret the operator owns, created if missing."""
@@ -170,6 +181,23 @@ class Kube:
         except client.ApiException as error:
             if error.status != 404:
                 raise
+
+    async def set_webhook_ca(self, configuration: str, ca_bundle: str) -> None:
+        """Writes ``ca_bundle`` into every webhook of the ValidatingWebhookConfiguration.
+
+        A strategic merge keyed by webhook name touches caBundle alone, and a PATCH never
+        creates: a configuration uninstalled meanwhile stays gone.
+        """
+        live = await self.admission.read_validating_webhook_configuration(configuration)
+        patch = {
+            "webhooks": [
+                {"name": webhook.name, "clientConfig": {"caBundle": ca_bundle}}
+                for webhook in live.webhooks or []
+            ]
+        }
+        await self.admission.patch_validating_webhook_configuration(
+            configuration, patch, _content_type="application/strategic-merge-patch+json"
+        )
 
     async def patch_status(
         self, kind: Kind, namespace: str, name: str, status: dict[str, Any]

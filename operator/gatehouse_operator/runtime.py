@@ -25,7 +25,7 @@ from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.table_server import Publisher
 from gatehouse_operator.world import World
 from gatehouse_proxy.routing_table import Credential
-from gatehouse_proxy.sealing import KeyringFile
+from gatehouse_proxy.sealing import KeyringSource
 
 log = logging.getLogger("gatehouse.operator")
 
@@ -42,7 +42,7 @@ def app_key(kind: Kind, body: dict[str, Any]) -> str:
 class Runtime:
     settings: OperatorSettings
     kube: Kube
-    keyring: KeyringFile
+    keyring: KeyringSource
     publisher: Publisher
     world: World = field(default_factory=World)
     # ProjectConfigs by projectUuid (their uid), for the defaults API.

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gatehouse_operator.webhook import WEBHOOK_CONFIGURATION
 from gatehouse_proxy.settings import env_flag
 
 
@@ -18,9 +19,21 @@ def _port(name: str, default: int) -> int:
     return int(raw)
 
 
+def _secret_ref(name: str) -> str:
+    raw = os.environ.get(name, "").strip()
+    namespace, _, secret = raw.partition("/")
+    if raw and not (namespace and secret and "/" not in secret):
+        raise ValueError(f"{name} must be namespace/name, not {raw!r}")
+    return raw
+
+
 @dataclass(frozen=True)
 class OperatorSettings:
-    keyring_file: Path
+    # The keyring: a file (a mounted Secret; the dev stack), or a Secret the operator reads
+    # through the API and makes when absent and allowed (the chart: see keyring_secret).
+    keyring_file: Path | None = None
+    keyring_secret: str = ""
+    keyring_create: bool = False
     table_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod; the proxies connect to it)
     table_port: int = 8081
     allow_http: bool = False
@@ -34,17 +47,24 @@ class OperatorSettings:
     webhook_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod)
     webhook_port: int = 9443
     webhook_service: str = ""
+    # The ValidatingWebhookConfiguration the installer made, whose CA bundle the operator fills in.
+    webhook_configuration: str = WEBHOOK_CONFIGURATION
     # How long a fresh operator waits to see every existing resource before it publishes a table,
     # so that proxies never receive a partial one after a restart.
     initial_sync_seconds: float = 30.0
 
     @classmethod
     def from_env(cls) -> OperatorSettings:
-        keyring = os.environ.get("GATEHOUSE_KEYRING_FILE")
-        if not keyring:
-            raise ValueError("required setting not set: GATEHOUSE_KEYRING_FILE")
+        keyring_file = os.environ.get("GATEHOUSE_KEYRING_FILE", "").strip()
+        keyring_secret = _secret_ref("GATEHOUSE_KEYRING_SECRET")
+        if bool(keyring_file) == bool(keyring_secret):
+            raise ValueError(
+                "set exactly one of GATEHOUSE_KEYRING_FILE and GATEHOUSE_KEYRING_SECRET"
+            )
         return cls(
-            keyring_file=Path(keyring),
+            keyring_file=Path(keyring_file) if keyring_file else None,
+            keyring_secret=keyring_secret,
+            keyring_create=env_flag("GATEHOUSE_KEYRING_CREATE"),
             table_host=os.environ.get("GATEHOUSE_TABLE_HOST", cls.table_host),
             table_port=_port("GATEHOUSE_TABLE_PORT", cls.table_port),
             allow_http=env_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
@@ -54,4 +74,7 @@ class OperatorSettings:
             webhook_host=os.environ.get("GATEHOUSE_WEBHOOK_HOST", cls.webhook_host),
             webhook_port=_port("GATEHOUSE_WEBHOOK_PORT", cls.webhook_port),
             webhook_service=os.environ.get("GATEHOUSE_WEBHOOK_SERVICE", cls.webhook_service),
+            webhook_configuration=os.environ.get(
+                "GATEHOUSE_WEBHOOK_CONFIGURATION", cls.webhook_configuration
+            ),
         )

@@ -22,14 +22,14 @@ from starlette.routing import Route
 
 from gatehouse_proxy.probes import channel_authorised
 from gatehouse_proxy.routing_table import RoutingTable, SignedTable
-from gatehouse_proxy.sealing import KeyringFile
+from gatehouse_proxy.sealing import KeyringSource
 from gatehouse_proxy.table_feed import HEARTBEAT_SECONDS, STREAM_PATH
 
 log = logging.getLogger("gatehouse.operator.tables")
 
 
 class Publisher:
-    def __init__(self, keyring: KeyringFile) -> None:
+    def __init__(self, keyring: KeyringSource) -> None:
         self.keyring = keyring
         self.current: SignedTable | None = None
         self.version = 0

@@ -1,16 +1,16 @@
 """The admission webhook's server: kopf's, with its certificate made by ``cryptography``.
 
-kopf writes the ValidatingWebhookConfiguration itself (``settings.admission.managed``), with the CA
-bundle of the certificate made here at every start, so there are no hand steps. In a cluster the
-API server reaches the operator through its Service; on a developer's machine, at the address it
-listens on.
+The installer owns the ValidatingWebhookConfiguration (see ``api.webhooks``); the server hands the
+CA bundle of the certificate made here at every start to ``on_ca_bundle``, which writes it there.
+In a cluster the API server reaches the operator through its Service; on a developer's machine,
+at the address it listens on.
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 
 import kopf
 from cryptography import x509
@@ -21,7 +21,7 @@ from cryptography.x509.oid import NameOID
 # kopf makes the certificate once per start and never renews it, so it must outlive any operator
 # process: its key exists only in that process's memory and is replaced at the next start.
 CERTIFICATE_DAYS = 3650
-# The name of the webhook configurations kopf keeps up to date.
+# The configuration's name where no installer names it (the dev stack; the chart names its own).
 WEBHOOK_CONFIGURATION = "gatehouse.dev"
 
 
@@ -33,8 +33,16 @@ def _san(name: str) -> x509.GeneralName:
 
 
 class WebhookServer(kopf.WebhookServer):
-    def __init__(self, *, service: str = "", **kwargs: object) -> None:
-        """``service`` is ``namespace/name`` of the Service in front of the operator, if any."""
+    def __init__(
+        self,
+        *,
+        on_ca_bundle: Callable[[str], Awaitable[None]],
+        service: str = "",
+        **kwargs: object,
+    ) -> None:
+        """``service`` is ``namespace/name`` of the Service in front of the operator, if any;
+        ``on_ca_bundle`` receives each new certificate's CA bundle (base64 PEM)."""
+        self.on_ca_bundle = on_ca_bundle
         self.service = tuple(service.split("/", 1)) if service else ()
         if self.service:
             namespace, name = self.service
@@ -85,4 +93,5 @@ class WebhookServer(kopf.WebhookServer):
                     ),
                     caBundle=config["caBundle"],
                 )
+            await self.on_ca_bundle(config.get("caBundle") or "")
             yield config

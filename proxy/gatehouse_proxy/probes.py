@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from gatehouse_proxy.sealing import KeyringFile
+from gatehouse_proxy.sealing import KeyringSource
 
 PROBE_PATH = "/v1/connection-tests"
 # Tests have their own rate bucket per connection, so testing cannot starve an app.
@@ -41,7 +41,7 @@ class ProbeAnswer(_Wire):
     size_bytes: int
 
 
-def channel_authorised(authorization: str, keyring: KeyringFile) -> bool:
+def channel_authorised(authorization: str, keyring: KeyringSource) -> bool:
     """Whether an ``Authorization`` header carries a channel token of the shared keyring."""
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer":

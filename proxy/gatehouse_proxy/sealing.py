@@ -23,6 +23,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -149,6 +150,11 @@ class Keyring:
 
     def channel_token(self) -> str:
         return self._derived(self.active, b"gatehouse/channel-token").hex()
+
+
+class KeyringSource(Protocol):
+    def current(self) -> Keyring:
+        """The keyring as it is now. Raises KeyringError (or OSError) when it cannot be read."""
 
 
 class KeyringFile:

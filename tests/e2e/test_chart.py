@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -14,7 +16,6 @@ from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api import roles
-from gatehouse_proxy.sealing import Keyring
 from gatehouse_proxy.settings import ProxySettings
 
 pytestmark = pytest.mark.e2e
@@ -45,26 +46,76 @@ def _helm(cluster: Cluster, *args: str) -> str:
     return done.stdout
 
 
-def _keyring(cluster: Cluster, namespace: str, release: str) -> str:
-    secret = json.loads(
-        cluster.kubectl(
-            "get", "secret", f"{release}-gatehouse-keyring", "-n", namespace, "-o", "json"
-        ).stdout
-    )
-    return base64.b64decode(secret["data"]["keyring.json"]).decode()
-
-
 def _can(cluster: Cluster, subject: str, verb: str, resource: str) -> bool:
     done = cluster.kubectl("auth", "can-i", verb, resource, "-A", f"--as={subject}", check=False)
     return done.stdout.strip() == "yes"
 
 
-def test_chart_installs_and_keeps_its_keyring(cluster: Cluster, namespace: str) -> None:
+@pytest.fixture
+def release(cluster: Cluster, namespace: str) -> Iterator[str]:
+    """A release name, uninstalled afterwards: its webhooks (failure policy Fail) would refuse
+    every other test's apps, as no operator of its own runs here."""
     # All digits (and unique: ClusterRoles are cluster-wide): label values must be quoted.
-    release = f"{int(namespace[-8:], 16) % 10**8:08d}"
+    name = f"{int(namespace[-8:], 16) % 10**8:08d}"
+    yield name
+    subprocess.run(
+        [str(cluster.binaries.helm), "uninstall", name, "-n", namespace, "--ignore-not-found"],
+        env=cluster.env(),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _resource_versions(
+    cluster: Cluster, namespace: str, documents: list[dict[str, Any]]
+) -> dict[str, str]:
+    versions = {}
+    for document in documents:
+        kind, name = document["kind"], document["metadata"]["name"]
+        live = json.loads(cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout)
+        versions[f"{kind}/{name}"] = live["metadata"]["resourceVersion"]
+    return versions
+
+
+def test_the_render_is_the_same_every_time_and_reapplying_it_changes_nothing(
+    cluster: Cluster, namespace: str, release: str
+) -> None:
+    """As a GitOps tool uses the chart: `helm template` on every sync, applied server-side."""
+    render = ("template", release, str(CHART), "-n", namespace, "--set", "userRoles.create=false")
+    first = _helm(cluster, *render)
+    assert _helm(cluster, *render) == first
+    documents = [doc for doc in yaml.safe_load_all(first) if doc]
+    # No key material at render time: the operator makes the keyring Secret when it starts.
+    assert not [doc for doc in documents if doc["kind"] == "Secret"]
+    manifests = first
+    apply = ("apply", "--server-side", "--field-manager=gitops", "-n", namespace, "-f", "-")
+    try:
+        cluster.kubectl(*apply, stdin=manifests)
+        # What the operator does at its start: the CA bundle is its field, never the render's.
+        webhook = f"{release}-gatehouse-{namespace}"
+        ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----").decode()
+        names = [hook["name"] for hook in next(
+            doc for doc in documents if doc["kind"] == "ValidatingWebhookConfiguration"
+        )["webhooks"]]  # fmt: skip
+        patch = {"webhooks": [{"name": name, "clientConfig": {"caBundle": ca}} for name in names]}
+        cluster.kubectl(
+            "patch", "validatingwebhookconfiguration", webhook, "--type=strategic",
+            "-p", json.dumps(patch),
+        )  # fmt: skip
+        before = _resource_versions(cluster, namespace, documents)
+        cluster.kubectl(*apply, stdin=manifests)
+        assert _resource_versions(cluster, namespace, documents) == before
+        live = json.loads(
+            cluster.kubectl("get", "validatingwebhookconfiguration", webhook, "-o", "json").stdout
+        )
+        assert {hook["clientConfig"].get("caBundle") for hook in live["webhooks"]} == {ca}
+    finally:
+        cluster.kubectl("delete", "-n", namespace, "-f", "-", "--wait=false", stdin=manifests)
+
+
+def test_chart_installs_and_upgrades(cluster: Cluster, namespace: str, release: str) -> None:
     _helm(cluster, "install", release, str(CHART), "-n", namespace, *IN_SHARED_CLUSTER)
-    first = _keyring(cluster, namespace, release)
-    assert len(Keyring.parse(first).key_ids) == 1
     _helm(
         cluster,
         "upgrade",
@@ -76,8 +127,6 @@ def test_chart_installs_and_keeps_its_keyring(cluster: Cluster, namespace: str) 
         "--set",
         "proxy.replicas=3",
     )
-    assert _keyring(cluster, namespace, release) == first
-
     deployments = json.loads(
         cluster.kubectl("get", "deployments", "-n", namespace, "-o", "json").stdout
     )["items"]
@@ -92,9 +141,8 @@ def test_chart_installs_and_keeps_its_keyring(cluster: Cluster, namespace: str) 
 
 
 def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
-    cluster: Cluster, namespace: str
+    cluster: Cluster, namespace: str, release: str
 ) -> None:
-    release = namespace[-8:]
     _helm(cluster, "install", release, str(CHART), "-n", namespace, *IN_SHARED_CLUSTER)
     operator = f"system:serviceaccount:{namespace}:{release}-gatehouse-operator"
     proxy = f"system:serviceaccount:{namespace}:{release}-gatehouse-proxy"
@@ -119,9 +167,12 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
         ("update", "configmaps"),
         ("create", "tokenreviews.authentication.k8s.io"),
         ("create", "subjectaccessreviews.authorization.k8s.io"),
-        ("patch", "validatingwebhookconfigurations.admissionregistration.k8s.io"),
+        ("patch", f"validatingwebhookconfigurations/{release}-gatehouse-{namespace}"),
     ]:
         assert _can(cluster, operator, verb, resource), (verb, resource)
+    # Only the chart's own webhook configuration, and never one of its own making.
+    assert not _can(cluster, operator, "patch", "validatingwebhookconfigurations/other")
+    assert not _can(cluster, operator, "create", "validatingwebhookconfigurations")
     assert not _can(cluster, operator, "delete", "externalconnections.gatehouse.dev")
     assert not _can(cluster, operator, "create", "pods")
     assert not _can(cluster, proxy, "get", "secrets")

@@ -257,5 +257,12 @@ def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Re
             "get", kind, "-l", f"app.kubernetes.io/instance={RELEASE}", "-o", "name"
         ).stdout
         assert owned == "", owned
+    # What stays, by design: the keyring the operator made (credentials sealed with it must
+    # stay readable if the release comes back). Nothing else of the release.
+    left = cluster.kubectl(
+        "get", "all,secrets,configmaps,serviceaccounts,roles,rolebindings", "-n", SYSTEM,
+        "-o", "name",
+    ).stdout.split()  # fmt: skip
+    assert [name for name in left if "gatehouse" in name] == [f"secret/{RELEASE}-keyring"], left
     cluster.kubectl("delete", "namespace", SYSTEM, "--wait=false")
     wait_for(lambda: gone("namespace", SYSTEM), timeout=90, interval=1, what="release deleted")

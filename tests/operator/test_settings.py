@@ -26,7 +26,15 @@ def start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({}, "required setting not set: GATEHOUSE_KEYRING_FILE"),
+        ({}, "set exactly one of GATEHOUSE_KEYRING_FILE and GATEHOUSE_KEYRING_SECRET"),
+        (
+            {"GATEHOUSE_KEYRING_FILE": "{tmp}/good.json", "GATEHOUSE_KEYRING_SECRET": "a/b"},
+            "set exactly one of GATEHOUSE_KEYRING_FILE and GATEHOUSE_KEYRING_SECRET",
+        ),
+        (
+            {"GATEHOUSE_KEYRING_SECRET": "gatehouse-keyring"},
+            "GATEHOUSE_KEYRING_SECRET must be namespace/name, not 'gatehouse-keyring'",
+        ),
         ({"GATEHOUSE_KEYRING_FILE": "{tmp}/absent.json"}, "cannot read the keyring file"),
         ({"GATEHOUSE_KEYRING_FILE": "{tmp}/bad.json"}, "the keyring must be JSON"),
         (

@@ -1,13 +1,36 @@
-"""The webhook's self-signed certificate: names, its own CA, and a life longer than the process."""
+"""The webhook's self-signed certificate (names, its own CA, a life longer than the process), and
+the chart's webhook list generated from the registered handlers."""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+from pathlib import Path
 
 from cryptography import x509
 
+from gatehouse_operator.api import webhooks
 from gatehouse_operator.webhook import WebhookServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_charts_webhooks_match_the_handlers() -> None:
+    assert webhooks.output_file(ROOT).read_text() == webhooks.render(), (
+        "the chart's webhooks differ from the handlers: run `make crds`"
+    )
+
+
+def test_every_validating_handler_has_a_webhook_that_fails_closed() -> None:
+    by_name = {webhook["name"]: webhook for webhook in webhooks.chart_webhooks()}
+    assert set(by_name) == {
+        "connection-test.gatehouse.dev",
+        "link-policy.gatehouse.dev",
+        "one-project-config.gatehouse.dev",
+    }
+    for webhook in by_name.values():
+        assert webhook["failurePolicy"] == "Fail"
+        assert webhook["rules"], webhook["name"]
 
 
 def test_the_certificate_names_the_service_and_outlives_the_operator() -> None:

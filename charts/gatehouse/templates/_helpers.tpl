@@ -34,8 +34,10 @@ securityContext:
 {{- end -}}
 
 {{- define "gatehouse.installationEnv" -}}
-- name: GATEHOUSE_KEYRING_FILE
-  value: /etc/gatehouse/keyring/keyring.json
 - name: GATEHOUSE_ALLOW_HTTP_UPSTREAMS
   value: {{ .Values.installation.allowHttpUpstreams | quote }}
+{{- end -}}
+
+{{- define "gatehouse.webhookConfiguration" -}}
+{{ include "gatehouse.fullname" . }}-{{ .Release.Namespace }}
 {{- end -}}

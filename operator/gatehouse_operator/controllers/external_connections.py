@@ -107,11 +107,20 @@ async def connection_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None
     await reconcile(memo.runtime, dict(body))
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL)
-async def connection_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    runtime: Runtime = memo.runtime
-    key = resource_key(dict(body))
+async def forget(runtime: Runtime, body: dict[str, Any]) -> None:
+    """Takes a deleted connection out of the table; its apps now report the link broken."""
+    key = resource_key(body)
     runtime.world.drop_connection(key)
     runtime.forget(key, body["metadata"]["uid"])
     runtime.refresh_table()
     await linked_apps.refresh_statuses(runtime, runtime.world.apps_linking(key))
+
+
+# Deletions are seen on the watch, not with an on.delete handler: that would need a finalizer on
+# every connection, and a namespace could not be deleted while the operator is not running.
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def connection_event(
+    event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
+) -> None:
+    if event.get("type") == "DELETED":
+        await forget(memo.runtime, dict(body))

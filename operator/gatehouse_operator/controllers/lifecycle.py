@@ -21,17 +21,21 @@ from starlette.applications import Starlette
 from gatehouse_operator.access import Access
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
-from gatehouse_operator.controllers import connection_tests, external_connections
+from gatehouse_operator.controllers import connection_tests, external_connections, linked_apps
+from gatehouse_operator.keyring_secret import KeyringSecret
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.table_server import EmbeddedServer, Publisher, create_app
-from gatehouse_operator.webhook import WEBHOOK_CONFIGURATION, WebhookServer
-from gatehouse_proxy.sealing import KeyringFile
+from gatehouse_operator.webhook import WebhookServer
+from gatehouse_proxy.sealing import KeyringError, KeyringFile, KeyringSource
 
 FINALIZER = "gatehouse.dev/finalizer"
 TEST_SWEEP_SECONDS = 10
+RESYNC_SECONDS = 60
+# How soon a keyring Secret edited by hand (a rotation) is noticed; one GET each time.
+KEYRING_POLL_SECONDS = 10
 log = logging.getLogger("gatehouse.operator")
 
 
@@ -54,17 +58,26 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         prefix="gatehouse.dev", key="last-handled-configuration"
     )
     options: OperatorSettings = memo.options  # checked by __main__ before kopf started
-    settings.admission.server = WebhookServer(
-        addr=options.webhook_host, port=options.webhook_port, service=options.webhook_service
-    )
-    settings.admission.managed = WEBHOOK_CONFIGURATION
-    keyring = KeyringFile(options.keyring_file)
     api = await _api_client()
-    runtime = Runtime(options, Kube(api), keyring, Publisher(keyring))
+    kube = Kube(api)
+    keyring = await _keyring(options, kube)
+    runtime = Runtime(options, kube, keyring, Publisher(keyring))
+    memo.tasks = []
 
-    expected = {resource_key(item) for item in await runtime.kube.existing(EXTERNAL_CONNECTION)}
-    for kind in (DATA_APP, CHART_TYPE):
-        expected |= {app_key(kind, item) for item in await runtime.kube.existing(kind)}
+    async def on_ca_bundle(ca_bundle: str) -> None:
+        memo.tasks.append(
+            asyncio.create_task(_install_ca_bundle(runtime, ca_bundle), name="webhook-ca")
+        )
+
+    settings.admission.server = WebhookServer(
+        addr=options.webhook_host,
+        port=options.webhook_port,
+        service=options.webhook_service,
+        on_ca_bundle=on_ca_bundle,
+    )
+
+    connections, apps = await _existing(runtime)
+    expected = set(connections) | set(apps)
     runtime.world.expect(expected, options.initial_sync_seconds)
 
     access = Access(api)
@@ -76,11 +89,99 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     memo.access = access
     memo.api = api
     memo.servers = servers
-    memo.tasks = [
+    memo.tasks += [
         *(asyncio.create_task(server.serve(), name="server") for server in servers),
         asyncio.create_task(_housekeeping(runtime), name="housekeeping"),
     ]
     log.info("waiting to see %d existing resources before the first table", len(expected))
+
+
+async def _keyring(options: OperatorSettings, kube: Kube) -> KeyringSource:
+    if options.keyring_file:
+        return KeyringFile(options.keyring_file)
+    namespace, _, name = options.keyring_secret.partition("/")
+    keyring = KeyringSecret(namespace, name, create=options.keyring_create)
+    try:
+        await keyring.load(kube)
+    except KeyringError as error:
+        raise kopf.PermanentError(str(error)) from None
+    except client.ApiException as error:
+        # Retried by kopf: the API server may be busy, or RBAC not yet in effect.
+        raise kopf.TemporaryError(
+            f"cannot read the keyring Secret {keyring.ref} (HTTP {error.status} {error.reason})",
+            delay=5,
+        ) from None
+    return keyring
+
+
+async def _refresh_keyring(keyring: KeyringSecret, kube: Kube) -> None:
+    try:
+        await keyring.refresh(kube)
+    except client.ApiException as error:
+        log.warning("cannot read the keyring Secret %s (HTTP %s)", keyring.ref, error.status)
+
+
+async def _existing(runtime: Runtime) -> tuple[dict[str, str], dict[str, str]]:
+    """The connections and the apps in the cluster now: their uids by key."""
+    connections = {
+        resource_key(item): item["metadata"]["uid"]
+        for item in await runtime.kube.existing(EXTERNAL_CONNECTION)
+    }
+    apps = {
+        app_key(kind, item): item["metadata"]["uid"]
+        for kind in (DATA_APP, CHART_TYPE)
+        for item in await runtime.kube.existing(kind)
+    }
+    return connections, apps
+
+
+async def _drop_vanished(runtime: Runtime) -> None:
+    """Forgets what the world holds and the cluster no longer has.
+
+    A watch that restarts lists again and never reports what vanished meanwhile, so a missed
+    deletion would keep a route (and its credential) alive until the operator restarts. Only
+    what the world held before the listing is compared: anything newer may not be in it yet.
+    """
+    world = runtime.world
+    held = {key: body["metadata"]["uid"] for key, body in world.connection_bodies.items()}
+    held_apps = {key: body["metadata"]["uid"] for key, body in world.app_bodies.items()}
+    connections, apps = await _existing(runtime)
+    for key, uid in held.items():
+        body = world.connection_bodies.get(key)
+        if connections.get(key) != uid and body is not None and body["metadata"]["uid"] == uid:
+            log.info("connection %s was deleted while unwatched: dropping its route", key)
+            await external_connections.forget(runtime, body)
+    for key, uid in held_apps.items():
+        body = world.app_bodies.get(key)
+        if apps.get(key) != uid and body is not None and body["metadata"]["uid"] == uid:
+            log.info("app %s was deleted while unwatched: dropping its route", key)
+            await linked_apps.forget(runtime, linked_apps.KINDS[key.split("/")[1]], body)
+
+
+async def _install_ca_bundle(runtime: Runtime, ca_bundle: str) -> None:
+    """Writes the webhook certificate's CA into the installer's webhook configuration.
+
+    Until it is there the API server cannot call the webhooks, and (failure policy Fail) refuses
+    the changes they check: retried, and said, until it succeeds.
+    """
+    name = runtime.settings.webhook_configuration
+    for delay in itertools.chain((1.0, 2.0, 5.0, 10.0), itertools.repeat(30.0)):
+        try:
+            await runtime.kube.set_webhook_ca(name, ca_bundle)
+        except client.ApiException as error:
+            log.error(
+                "cannot write the webhook certificate into ValidatingWebhookConfiguration %s "
+                "(HTTP %s %s); retrying in %.0fs: until then links, tests and project files "
+                "are refused",
+                name,
+                error.status,
+                error.reason,
+                delay,
+            )
+            await asyncio.sleep(delay)
+        else:
+            log.info("webhook certificate written into ValidatingWebhookConfiguration %s", name)
+            return
 
 
 def _embedded(app: Starlette, host: str, port: int) -> EmbeddedServer:
@@ -91,8 +192,8 @@ def _embedded(app: Starlette, host: str, port: int) -> EmbeddedServer:
 
 
 async def _housekeeping(runtime: Runtime) -> None:
-    """Publishes the first table once synced, re-seals everything when the keyring rotates, and
-    deletes expired ConnectionTests."""
+    """Publishes the first table once synced, re-seals everything when the keyring rotates,
+    deletes expired ConnectionTests and drops routes whose resources vanished unseen."""
     active = runtime.keyring.current().active
     for tick in itertools.count(1):
         await asyncio.sleep(1.0)
@@ -103,6 +204,15 @@ async def _housekeeping(runtime: Runtime) -> None:
                 await connection_tests.expire_finished(runtime)
             except client.ApiException as error:
                 log.warning("cannot sweep expired ConnectionTests (HTTP %s)", error.status)
+        if tick % RESYNC_SECONDS == 0:
+            try:
+                await _drop_vanished(runtime)
+            except client.ApiException as error:
+                log.warning(
+                    "cannot list resources to find missed deletions (HTTP %s)", error.status
+                )
+        if tick % KEYRING_POLL_SECONDS == 0 and isinstance(runtime.keyring, KeyringSecret):
+            await _refresh_keyring(runtime.keyring, runtime.kube)
         try:
             now_active = runtime.keyring.current().active
         except (OSError, ValueError) as error:

@@ -117,12 +117,9 @@ async def app_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     await reconcile(memo.runtime, _kind(body), dict(body))
 
 
-@kopf.on.delete(GROUP, VERSION, DATA_APP.plural)
-@kopf.on.delete(GROUP, VERSION, CHART_TYPE.plural)
-async def app_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    runtime: Runtime = memo.runtime
-    kind = _kind(body)
-    key = app_key(kind, dict(body))
+async def forget(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
+    """Takes a deleted app out of the table, with its proxy credential."""
+    key = app_key(kind, body)
     runtime.world.drop_app(key, seen_as=key)
     runtime.forget(key)
     runtime.refresh_table()
@@ -131,6 +128,14 @@ async def app_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     await runtime.kube.delete_secret(
         body["metadata"]["namespace"], credential_secret_name(kind, body["metadata"]["name"])
     )
+
+
+# On the watch rather than on.delete, which would need a finalizer (see external_connections).
+@kopf.on.event(GROUP, VERSION, DATA_APP.plural)
+@kopf.on.event(GROUP, VERSION, CHART_TYPE.plural)
+async def app_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    if event.get("type") == "DELETED":
+        await forget(memo.runtime, _kind(body), dict(body))
 
 
 def app_for_credential_secret(labels: dict[str, str], namespace: str) -> str | None:

@@ -64,9 +64,13 @@ async def project_config_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> 
     await reconcile(memo.runtime, dict(body))
 
 
-# Optional: no finalizer for in-memory bookkeeping, so a ProjectConfig never outlives the operator.
-@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
-async def project_config_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+# On the watch: an on.delete handler is called only for objects that carry a finalizer.
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def project_config_event(
+    event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
+) -> None:
+    if event.get("type") != "DELETED":
+        return
     runtime: Runtime = memo.runtime
     runtime.forget(_key(dict(body)))
     runtime.projects.pop(body["metadata"]["uid"], None)
