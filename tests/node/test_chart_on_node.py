@@ -257,6 +257,13 @@ def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Re
             "get", kind, "-l", f"app.kubernetes.io/instance={RELEASE}", "-o", "name"
         ).stdout
         assert owned == "", owned
+    # The Pods finish their graceful stop (preStop sleep, in-flight requests) and go.
+    wait_for(
+        lambda: not cluster.kubectl("get", "pods", "-n", SYSTEM, "-o", "name").stdout.strip(),
+        timeout=90,
+        interval=1,
+        what="the release's Pods gone",
+    )
     # What stays, by design: the keyring the operator made (credentials sealed with it must
     # stay readable if the release comes back). Nothing else of the release.
     left = cluster.kubectl(
