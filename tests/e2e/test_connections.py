@@ -25,6 +25,7 @@ from tests.e2e.gatehouse_fixtures import (
     connection,
     data_app,
     fetch,
+    get,
     secret,
     wait_condition,
 )
@@ -209,10 +210,31 @@ def test_deleted_connection_removes_the_route(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:
     token = _linked(cluster, stack, namespace, {"type": "none"})
+    # Nothing waits on the operator to let a connection or an app go.
+    for resource in ("externalconnection/vendor", "dataapp/sales"):
+        assert not (get(cluster, namespace, resource) or {})["metadata"].get("finalizers")
     cluster.kubectl("delete", "externalconnection", "vendor", "-n", namespace, "--timeout=20s")
     reply = _until_status(stack.proxy, token, 404)
     assert reply.json()["error"]["code"] == "unknown_alias"
     wait_condition(cluster, namespace, "dataapp/sales", "False", "ConnectionNotFound")
+
+
+def test_the_finalizer_of_earlier_versions_is_taken_off(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    legacy = connection("vendor", stack.upstream, {"type": "none"})
+    legacy["metadata"]["finalizers"] = ["gatehouse.dev/finalizer"]
+    apply(cluster, namespace, legacy)
+    wait_for(
+        lambda: (
+            not (get(cluster, namespace, "externalconnection/vendor") or {})["metadata"].get(
+                "finalizers"
+            )
+        ),
+        timeout=20,
+        what="the old finalizer removed",
+    )
+    cluster.kubectl("delete", "externalconnection", "vendor", "-n", namespace, "--timeout=20s")
 
 
 def test_limits_and_refusals(cluster: Cluster, stack: Stack, namespace: str) -> None:
