@@ -6,7 +6,8 @@ INSTALLED := $(VENV)/.installed
 DEV := $(BIN)/python -m gatehouse_dev
 PYTEST_ARGS ?=
 
-.PHONY: help install build crds up down demo lint test bench clean cluster-up cluster-down node-packages
+.PHONY: help install build crds up down demo lint test test-lowest bench clean cluster-up cluster-down \
+  node-packages
 
 help:
 	@echo "make demo   start the local stack and show it working"
@@ -17,10 +18,10 @@ help:
 	@echo "make cluster-up    a single-node cluster that runs Pods, with the image built from"
 	@echo "                   Dockerfile (writes .gatehouse/node/env); make cluster-down stops it"
 
-$(INSTALLED): pyproject.toml
+$(INSTALLED): pyproject.toml dev/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e . -e ./dev
 	touch $@
 
 install: $(INSTALLED)
@@ -70,6 +71,16 @@ lint: install
 test: lint build node-packages
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+# Every direct dependency at its declared lower bound, and the tests that need no cluster on them.
+LOWEST := .venv-lowest
+test-lowest: install
+	rm -rf $(LOWEST)
+	$(PYTHON) -m venv $(LOWEST)
+	$(BIN)/python -m gatehouse_dev.lowest pyproject.toml > $(LOWEST)/constraints.txt
+	$(LOWEST)/bin/pip install --quiet --disable-pip-version-check \
+	  -c $(LOWEST)/constraints.txt -e . -e ./dev
+	$(LOWEST)/bin/pytest -p no:cacheprovider tests/operator tests/proxy tests/dev
+
 # wrk is Debian's (apt-get as root, as .ci/run does); anyone else is told to install it.
 bench: install build
 	@command -v wrk >/dev/null || [ "$$(id -u)" != 0 ] || { echo "installing wrk"; \
@@ -77,4 +88,4 @@ bench: install build
 	$(BIN)/python -m gatehouse_dev.bench
 
 clean: down
-	rm -rf $(VENV) .gatehouse .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(LOWEST) .gatehouse .mypy_cache .ruff_cache .pytest_cache

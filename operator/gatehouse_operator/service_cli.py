@@ -1,11 +1,13 @@
-"""``service``: validate ``service.config.yml`` and apply it as a ProjectConfig.
+"""``gatehouse-service``: validate ``service.config.yml`` and apply it as a ProjectConfig.
 
-Also installed as ``gatehouse-service``: ``service`` is a system command on Debian, and anything
-but the three commands below is handed to ``/usr/sbin/service`` when it exists.
+The spec's ``service deploy`` / ``service preview``, under a name of its own: ``service`` is
+Debian's init-script tool, which a package must never shadow.
 
-    service validate [--project-dir DIR]                 offline: the same checks as the operator
-    service deploy   [--project-dir DIR] [-n NS] [--context CTX] [--name project] [--dry-run]
-    service preview  [--project-dir DIR] [-n NS] [--context CTX] [--name preview] [--dry-run]
+    gatehouse-service validate [--project-dir DIR]       offline: the same checks as the operator
+    gatehouse-service deploy   [--project-dir DIR] [-n NS] [--context CTX] [--name project]
+                               [--dry-run]
+    gatehouse-service preview  [--project-dir DIR] [-n NS] [--context CTX] [--name preview]
+                               [--dry-run]
 
 The file is found beside ``dbt_project.yml``. Errors and warnings carry the file's line numbers.
 Deploy uses server-side apply with its own field managers: the file's sections are applied as the
@@ -18,7 +20,6 @@ allowed), 1 the file is invalid, 2 the command could not run.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,7 +161,7 @@ def apply(args: argparse.Namespace, found: ConfigFile, preview: bool) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="service", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="gatehouse-service", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     for command, default_name in (("validate", ""), ("deploy", "project"), ("preview", "preview")):
         sub = commands.add_parser(command)
@@ -174,20 +175,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-SYSTEM_SERVICE = Path("/usr/sbin/service")
-COMMANDS = ("validate", "deploy", "preview", "-h", "--help")
-
-
 def main(argv: list[str] | None = None) -> int:
-    given = sys.argv[1:] if argv is None else argv
-    if given and given[0] not in COMMANDS and SYSTEM_SERVICE.exists():
-        # Installed as `service`, this shadows Debian's init-script tool: hand its uses back.
-        os.execv(SYSTEM_SERVICE, [str(SYSTEM_SERVICE), *given])  # noqa: S606
-    args = _parser().parse_args(given)
+    args = _parser().parse_args(argv)
     try:
         found = find(args.project_dir.resolve())
         if found is None:
-            print(f"service: no {FILE_NAME} beside {DBT_PROJECT}; nothing to do")
+            print(f"gatehouse-service: no {FILE_NAME} beside {DBT_PROJECT}; nothing to do")
             return OK
         errors, warnings = problems(found)
         for line in [*errors, *warnings]:
@@ -200,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         print(apply(args, found, preview=args.command == "preview"))
         return OK
     except (Failure, kubeconfig.ClusterError) as failure:
-        print(f"service: {failure}", file=sys.stderr)
+        print(f"gatehouse-service: {failure}", file=sys.stderr)
         return NOT_RUN
 
 

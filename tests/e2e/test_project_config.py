@@ -327,7 +327,7 @@ def test_a_namespace_has_one_project_file_and_any_number_of_previews(
     )
     assert second.returncode == 2
     assert "the namespace already has the ProjectConfig 'project'" in second.stderr
-    assert "service deploy --name project" in second.stderr
+    assert "gatehouse-service deploy --name project" in second.stderr
     assert get(cluster, namespace, "projectconfig/other") is None
 
     for name in ("preview", "preview-pr-7"):

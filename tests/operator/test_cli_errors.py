@@ -16,7 +16,13 @@ from gatehouse_dev.processes import free_port
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "project"
 COMMANDS = {
     "gatehouse": ["-m", "gatehouse_operator.cli", "test", "vendor"],
-    "service": ["-m", "gatehouse_operator.service_cli", "deploy", "--project-dir", str(EXAMPLE)],
+    "gatehouse-service": [
+        "-m",
+        "gatehouse_operator.service_cli",
+        "deploy",
+        "--project-dir",
+        str(EXAMPLE),
+    ],
 }
 
 

@@ -42,7 +42,7 @@ def test_a_second_project_file_is_refused_naming_the_first() -> None:
     ]
     problem = second_project(meta("other"), others)
     assert problem.startswith("the namespace already has the ProjectConfig 'analytics'")
-    assert "service deploy --name analytics" in problem
+    assert "gatehouse-service deploy --name analytics" in problem
     assert f'{PREVIEW_LABEL}: "true"' in problem
 
 

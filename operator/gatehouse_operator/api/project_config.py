@@ -43,8 +43,8 @@ def second_project(metadata: Mapping[str, Any], others: Iterable[Mapping[str, An
         return ""
     return (
         f"the namespace already has the ProjectConfig {names[0]!r}, and a project has one "
-        f"service.config.yml: deploy to that one (service deploy --name {names[0]}), or label "
-        f'this one {PREVIEW_LABEL}: "true" to make it a preview'
+        f"service.config.yml: deploy to that one (gatehouse-service deploy --name {names[0]}), "
+        f'or label this one {PREVIEW_LABEL}: "true" to make it a preview'
     )
 
 

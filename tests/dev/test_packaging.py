@@ -1,0 +1,49 @@
+"""What the gatehouse wheel (and so the image) ships: the two programs and nothing of the dev
+tooling, its two commands and no ``service`` that would shadow Debian's, and the declared bounds."""
+
+from __future__ import annotations
+
+import configparser
+import subprocess
+import sys
+import tomllib
+import zipfile
+from email.parser import HeaderParser
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def build_wheel(into: Path) -> zipfile.ZipFile:
+    subprocess.run(
+        [
+            sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
+            "--no-deps", "--no-build-isolation", "--wheel-dir", str(into), str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )  # fmt: skip
+    (wheel,) = into.glob("gatehouse-*.whl")
+    return zipfile.ZipFile(wheel)
+
+
+def test_the_wheel_ships_the_operator_and_the_proxy_only(tmp_path: Path) -> None:
+    with build_wheel(tmp_path) as wheel:
+        names = wheel.namelist()
+        metadata_dir = next(name.split("/")[0] for name in names if ".dist-info/" in name)
+        entry_points = configparser.ConfigParser()
+        entry_points.read_string(wheel.read(f"{metadata_dir}/entry_points.txt").decode())
+        metadata = HeaderParser().parsestr(wheel.read(f"{metadata_dir}/METADATA").decode())
+
+    top_level = {name.split("/")[0] for name in names if not name.startswith(metadata_dir)}
+    assert top_level == {"gatehouse_operator", "gatehouse_proxy"}
+    assert set(entry_points["console_scripts"]) == {"gatehouse", "gatehouse-service"}
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    shipped = metadata.get_all("Requires-Dist") or []
+    assert {str(Requirement(item)) for item in shipped} == {
+        str(Requirement(item)) for item in declared
+    }
+    assert "kubernetes>=37" in declared  # the first release with kubernetes.aio
