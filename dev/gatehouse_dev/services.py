@@ -31,6 +31,8 @@ CRDS = ROOT / "crds"
 class Endpoint:
     server: Server
     url: str
+    # The proxy's metrics listener (its own port, as in a Pod).
+    metrics_url: str = ""
 
 
 def _answers(url: str) -> bool:
@@ -175,6 +177,7 @@ class LocalGatehouse:
     ) -> Endpoint:
         started = {server.name for server in self.servers}
         port = self.proxy_port if f"proxy-{self.proxy_port}" not in started else free_port()
+        metrics_port = free_port()
         env = {
             "GATEHOUSE_KEYRING_FILE": str(self.keyring_file),
             "GATEHOUSE_OPERATOR_URL": operator_url or self.operator_url,
@@ -191,9 +194,12 @@ class LocalGatehouse:
             "gatehouse_proxy",
             "--host=127.0.0.1",
             f"--port={port}",
+            f"--metrics-port={metrics_port}",
             "--log-level=warning",
         ]
-        return self._start(f"proxy-{port}", argv, env, f"http://127.0.0.1:{port}", "/healthz")
+        endpoint = self._start(f"proxy-{port}", argv, env, f"http://127.0.0.1:{port}", "/healthz")
+        endpoint.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        return endpoint
 
     def stop(self) -> None:
         for server in reversed(self.servers):

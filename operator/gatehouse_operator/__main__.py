@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import socket
 import sys
@@ -13,6 +12,8 @@ import kopf
 import gatehouse_operator.controllers  # noqa: F401  (registers the handlers)
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_proxy.sealing import KeyringFile
+
+LOG_FORMATS = {"text": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
 
 
 def identity() -> str:
@@ -31,10 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    # kopf's own formats: JSON lines carry the object each message is about (under "object").
+    kopf.configure(
+        verbose=args.verbose, log_format=LOG_FORMATS[args.log_format], log_refkey="object"
     )
     # Checked before kopf starts: a bad setting is one line and exit 2 (a crash loop that says
     # why), where kopf would retry its start-up handler every minute with a traceback.

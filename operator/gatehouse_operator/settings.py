@@ -7,16 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gatehouse_operator.webhook import WEBHOOK_CONFIGURATION
-from gatehouse_proxy.settings import env_flag
-
-
-def _port(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
-        raise ValueError(f"{name} must be a port number (1 to 65535), not {raw!r}")
-    return int(raw)
+from gatehouse_proxy.settings import env_flag, env_port
 
 
 def _secret_ref(name: str) -> str:
@@ -66,13 +57,13 @@ class OperatorSettings:
             keyring_secret=keyring_secret,
             keyring_create=env_flag("GATEHOUSE_KEYRING_CREATE"),
             table_host=os.environ.get("GATEHOUSE_TABLE_HOST", cls.table_host),
-            table_port=_port("GATEHOUSE_TABLE_PORT", cls.table_port),
+            table_port=env_port("GATEHOUSE_TABLE_PORT", cls.table_port),
             allow_http=env_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
             proxy_url=os.environ.get("GATEHOUSE_PROXY_URL", cls.proxy_url).rstrip("/"),
             api_host=os.environ.get("GATEHOUSE_API_HOST", cls.api_host),
-            api_port=_port("GATEHOUSE_API_PORT", cls.api_port),
+            api_port=env_port("GATEHOUSE_API_PORT", cls.api_port),
             webhook_host=os.environ.get("GATEHOUSE_WEBHOOK_HOST", cls.webhook_host),
-            webhook_port=_port("GATEHOUSE_WEBHOOK_PORT", cls.webhook_port),
+            webhook_port=env_port("GATEHOUSE_WEBHOOK_PORT", cls.webhook_port),
             webhook_service=os.environ.get("GATEHOUSE_WEBHOOK_SERVICE", cls.webhook_service),
             webhook_configuration=os.environ.get(
                 "GATEHOUSE_WEBHOOK_CONFIGURATION", cls.webhook_configuration

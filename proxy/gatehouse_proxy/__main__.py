@@ -1,38 +1,64 @@
-"""``python -m gatehouse_proxy``: serve the proxy with uvicorn."""
+"""``python -m gatehouse_proxy``: serve the proxy, and its metrics on a port of their own."""
 
 from __future__ import annotations
 
 import argparse
-import logging
+import asyncio
+import contextlib
 import sys
+from collections.abc import Iterator
 
 import uvicorn
 
+from gatehouse_proxy import logs, metrics
 from gatehouse_proxy.app import create_app
 from gatehouse_proxy.request_deadline import with_head_deadline
 from gatehouse_proxy.sealing import KeyringFile
 from gatehouse_proxy.settings import ProxySettings
 
 
+class MetricsServer(uvicorn.Server):
+    """Runs beside the app server, which alone owns the process's signals and stops both."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve(app: uvicorn.Config, metrics_config: uvicorn.Config | None) -> None:
+    if metrics_config is None:
+        await uvicorn.Server(app).serve()
+        return
+    metrics_server = MetricsServer(metrics_config)
+    metrics_task = asyncio.create_task(metrics_server.serve(), name="metrics")
+    try:
+        await uvicorn.Server(app).serve()
+    finally:
+        metrics_server.should_exit = True
+        await metrics_task
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gatehouse-proxy", description=__doc__)
     parser.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a server in a Pod)
     parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--metrics-port", type=int, default=0, help="0: no metrics listener")
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--log-format", choices=logs.FORMATS, default="text")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(args.log_level, args.log_format)
     try:
         settings = ProxySettings.from_env()
         KeyringFile(settings.keyring_file).check()
     except ValueError as error:
         print(f"gatehouse-proxy: {error}", file=sys.stderr)
         return 2
-    uvicorn.run(
+    # log_config=None: uvicorn's loggers propagate to ours, in the chosen format.
+    app = uvicorn.Config(
         create_app(settings),
         host=args.host,
         port=args.port,
+        log_config=None,
         log_level=args.log_level,
         access_log=False,  # access lines would carry query strings, and so API keys
         server_header=False,
@@ -40,6 +66,21 @@ def main(argv: list[str] | None = None) -> int:
         timeout_keep_alive=5,
         http=with_head_deadline(settings.request_read_timeout_seconds),
     )
+    metrics_config = (
+        uvicorn.Config(
+            metrics.create_app(),
+            host=args.host,
+            port=args.metrics_port,
+            log_config=None,
+            log_level=args.log_level,
+            access_log=False,
+            server_header=False,
+            lifespan="off",
+        )
+        if args.metrics_port
+        else None
+    )
+    asyncio.run(serve(app, metrics_config))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The proxy's HTTP surface: the app-facing fetch endpoint, health, readiness and metrics.
+"""The proxy's app-facing HTTP surface: the fetch endpoint, health and readiness.
 
 An app calls ``{METHOD} /v1/fetch/{alias}/{path}?{query}`` with ``Authorization: Bearer <its
 credential>``. The checks run in order — table, app, alias, connection, method, path, rate, size —
@@ -318,7 +318,6 @@ def create_app(settings: ProxySettings) -> Starlette:
         routes=[
             Route("/healthz", healthz),
             Route("/readyz", readyz),
-            Route("/metrics", metrics.endpoint),
             Route("/v1/fetch/{alias}/{path:path}", proxy.fetch, methods=METHODS),
             Route("/v1/fetch/{alias}", proxy.fetch, methods=METHODS),
             Route(PROBE_PATH, proxy.connection_test, methods=["POST"]),

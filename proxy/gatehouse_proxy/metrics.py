@@ -9,8 +9,10 @@ from dataclasses import dataclass, replace
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import generate_latest
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 REGISTRY = CollectorRegistry()
 
@@ -57,3 +59,9 @@ def count_cut(labels: Labels) -> None:
 
 async def endpoint(request: Request) -> Response:
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+
+def create_app() -> Starlette:
+    """The metrics listener: its own port, never the one apps call (the series name every
+    tenant's apps and connections)."""
+    return Starlette(routes=[Route("/metrics", endpoint)])

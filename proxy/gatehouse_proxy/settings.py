@@ -22,6 +22,15 @@ def env_flag(name: str) -> bool:
     raise ValueError(f"{name} must be true or false, not {value!r}")
 
 
+def env_port(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ValueError(f"{name} must be a port number (1 to 65535), not {raw!r}")
+    return int(raw)
+
+
 def _seconds(name: str, default: float) -> float:
     raw = os.environ.get(name, "").strip()
     if not raw:

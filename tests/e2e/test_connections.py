@@ -309,7 +309,7 @@ def test_answers_that_fail_after_their_headers_are_cut_off_cleanly(
     for path, params in cases.values():
         with pytest.raises(httpx.RemoteProtocolError):
             fetch(stack.proxy, token, "vendor", path, params=params)
-    metrics = httpx.get(f"{stack.proxy}/metrics", timeout=5).text
+    metrics = httpx.get(stack.proxies[0].metrics_url, timeout=5).text
     log = stack.proxies[0].server.log_path.read_text()
     for code in cases:
         assert (
@@ -384,7 +384,7 @@ def test_metrics_are_per_connection_and_app_without_paths_or_secrets(
     token = _linked(cluster, stack, namespace, API_KEY_AUTH)
     fetch(stack.proxy, token, "vendor", "/echo/v1/private-path", params={"q": "query-value"})
     fetch(stack.proxy, token, "vendor", "/echo/v1", method="DELETE")
-    metrics = httpx.get(f"{stack.proxy}/metrics").text
+    metrics = httpx.get(stack.proxies[0].metrics_url, timeout=5).text
     app = f"{namespace}/DataApp/sales"
     assert (
         f'gatehouse_proxy_requests_total{{app="{app}",code="ok",connection="{namespace}/vendor",'
@@ -393,3 +393,5 @@ def test_metrics_are_per_connection_and_app_without_paths_or_secrets(
     assert 'code="method_not_allowed"' in metrics
     for leaked in ("private-path", "query-value", "sk_metrics_secret", token):
         assert leaked not in metrics
+    # Not on the port apps call: the series name every tenant's apps and connections.
+    assert httpx.get(f"{stack.proxy}/metrics", timeout=5).status_code == 404
