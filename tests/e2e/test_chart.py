@@ -30,7 +30,7 @@ def crds(cluster: Cluster, tmp_path: Path) -> None:
 
 # The suite's cluster already has the CRDs and user roles (installed as `make up` does), and both
 # are cluster-wide: a second owner would conflict.
-IN_SHARED_CLUSTER = ("--skip-crds", "--set", "userRoles.create=false")
+IN_SHARED_CLUSTER = ("--set", "crds.enabled=false", "--set", "userRoles.create=false")
 
 
 def _helm(cluster: Cluster, *args: str) -> str:
@@ -82,7 +82,7 @@ def test_the_render_is_the_same_every_time_and_reapplying_it_changes_nothing(
     cluster: Cluster, namespace: str, release: str
 ) -> None:
     """As a GitOps tool uses the chart: `helm template` on every sync, applied server-side."""
-    render = ("template", release, str(CHART), "-n", namespace, "--set", "userRoles.create=false")
+    render = ("template", release, str(CHART), "-n", namespace, *IN_SHARED_CLUSTER)
     first = _helm(cluster, *render)
     assert _helm(cluster, *render) == first
     documents = [doc for doc in yaml.safe_load_all(first) if doc]
@@ -220,3 +220,73 @@ def test_the_proxy_reads_every_setting_the_chart_gives_it(
     assert settings.allow_http is True
     assert settings.allowed_private_networks == ("10.20.0.0/16",)
     assert settings.operator_url.startswith("http://gh-gatehouse-operator.")
+
+
+def _render(cluster: Cluster, *values: str) -> list[dict[str, Any]]:
+    documents = yaml.safe_load_all(_helm(cluster, "template", "gh", str(CHART), *values))
+    return [doc for doc in documents if doc]
+
+
+def _named(documents: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    return next(d for d in documents if d["kind"] == kind and d["metadata"]["name"] == name)
+
+
+@pytest.mark.parametrize("environment", ["dev", "staging", "prod"])
+def test_the_example_values_lint_strictly_and_render(cluster: Cluster, environment: str) -> None:
+    values = str(CHART / "examples" / f"values-{environment}.yaml")
+    _helm(cluster, "lint", "--strict", str(CHART), "-f", values)
+    documents = _render(cluster, "-f", values)
+    proxy = _named(documents, "Deployment", "gh-gatehouse-proxy")
+    args = proxy["spec"]["template"]["spec"]["containers"][0]["args"]
+    kinds = {doc["kind"] for doc in documents}
+    if environment == "dev":
+        assert proxy["spec"]["replicas"] == 1
+        assert "PodDisruptionBudget" not in kinds  # one replica: a budget would block drains
+    else:
+        assert "--log-format=json" in args
+        assert {"PodDisruptionBudget", "NetworkPolicy"} <= kinds
+    if environment == "prod":
+        image = proxy["spec"]["template"]["spec"]["containers"][0]["image"]
+        assert image == "ghcr.io/gatehouse-dev/gatehouse@sha256:" + "0" * 64
+        assert "ServiceMonitor" in kinds
+        assert not [doc for doc in documents if doc["kind"] == "Secret"]
+
+
+def test_a_misspelt_or_mistyped_value_fails_the_install(cluster: Cluster) -> None:
+    for value, problem in [
+        ("proxy.replicaz=3", "additional properties 'replicaz' not allowed"),
+        ("proxy.replicas=two", "got string, want integer"),
+        ("logFormat=yaml", "logFormat"),
+    ]:
+        done = subprocess.run(
+            [str(cluster.binaries.helm), "template", "gh", str(CHART), "--set", value],
+            env=cluster.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode != 0, value
+        assert problem in done.stderr, done.stderr
+
+
+def test_values_reach_the_pods(cluster: Cluster) -> None:
+    documents = _render(
+        cluster,
+        "--set", "imagePullSecrets[0].name=registry",
+        "--set", "proxy.extraEnv[0].name=HTTPS_PROXY",
+        "--set", "proxy.extraEnv[0].value=http://egress:3128",
+        "--set", "securityContext.readOnlyRootFilesystem=false",
+        "--set", "crds.keep=false",
+    )  # fmt: skip
+    pod = _named(documents, "Deployment", "gh-gatehouse-proxy")["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "registry"}]
+    container = pod["containers"][0]
+    assert {"name": "HTTPS_PROXY", "value": "http://egress:3128"} in container["env"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is False
+    assert "--metrics-port=9090" in container["args"]
+    spread = pod["topologySpreadConstraints"][0]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    crds = [doc for doc in documents if doc["kind"] == "CustomResourceDefinition"]
+    assert len(crds) == 5
+    assert not any("annotations" in crd["metadata"] for crd in crds)

@@ -11,7 +11,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | quote }}
 {{- end -}}
 
 {{- define "gatehouse.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
 {{- end -}}
 
 {{- define "gatehouse.keyringSecret" -}}
@@ -19,18 +23,32 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | quote }}
 {{- end -}}
 
 {{- define "gatehouse.podSecurity" -}}
-securityContext:
-  runAsNonRoot: true
-  runAsUser: 65532
-  runAsGroup: 65532
-  seccompProfile: {type: RuntimeDefault}
+securityContext: {{- toYaml .Values.podSecurityContext | nindent 2 }}
 {{- end -}}
 
 {{- define "gatehouse.containerSecurity" -}}
-securityContext:
-  allowPrivilegeEscalation: false
-  readOnlyRootFilesystem: true
-  capabilities: {drop: [ALL]}
+securityContext: {{- toYaml .Values.securityContext | nindent 2 }}
+{{- end -}}
+
+{{- /* Scheduling and pod extras shared by both Deployments; called with (list $ .Values.<program>). */ -}}
+{{- define "gatehouse.podExtras" -}}
+{{- $root := index . 0 -}}
+{{- $values := index . 1 -}}
+{{- with $root.Values.imagePullSecrets }}
+imagePullSecrets: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.priorityClassName }}
+priorityClassName: {{ . | quote }}
+{{- end }}
+{{- with $values.nodeSelector }}
+nodeSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.tolerations }}
+tolerations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.affinity }}
+affinity: {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{- define "gatehouse.installationEnv" -}}

@@ -166,7 +166,8 @@ def file_name(kind: Kind) -> str:
 
 
 def output_dirs(root: Path) -> list[Path]:
-    return [root / "crds", root / "charts" / "gatehouse" / "crds"]
+    # The chart renders its copy as templates (crds.enabled), so that upgrades upgrade them.
+    return [root / "crds", root / "charts" / "gatehouse" / "files" / "crds"]
 
 
 def main() -> int:
