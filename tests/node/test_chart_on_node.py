@@ -264,6 +264,9 @@ def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Re
         interval=1,
         what="the release's Pods gone",
     )
+    # Kept by design (crds.keep): deleting a CRD would delete every resource of its kind.
+    kept = cluster.kubectl("get", "crd", "-o", "name").stdout.split()
+    assert len([name for name in kept if name.endswith(".gatehouse.dev")]) == 5, kept
     # What stays, by design: the keyring the operator made (credentials sealed with it must
     # stay readable if the release comes back). Nothing else of the release.
     left = cluster.kubectl(
