@@ -31,6 +31,8 @@ from gatehouse_operator.table_server import EmbeddedServer, Publisher, create_ap
 from gatehouse_operator.webhook import WebhookServer
 from gatehouse_proxy.sealing import KeyringError, KeyringFile, KeyringSource
 
+# No handler needs a finalizer any more; naming the one earlier versions put on connections and
+# apps lets kopf take it off the next time it sees each of them.
 FINALIZER = "gatehouse.dev/finalizer"
 TEST_SWEEP_SECONDS = 10
 RESYNC_SECONDS = 60
