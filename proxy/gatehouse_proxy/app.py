@@ -57,7 +57,16 @@ class Proxy:
         self.settings = settings
         self.keyring = KeyringFile(settings.keyring_file)
         self.store = TableStore(on_install=self._prune)
+        self.feed = TableFeed(self.store, settings.operator_url, self.keyring)
         self.limiter = RateLimiter()
+        metrics.track_feed(
+            version=lambda: self.store.current.table.version if self.store.current else 0,
+            age=lambda: self.table_age() if self.store.current else -1,
+            connected=lambda: float(self.feed.state.connected),
+        )
+
+    def table_age(self) -> float:
+        return time.monotonic() - self.store.installed_at
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -67,8 +76,7 @@ class Proxy:
         self.forwarder = Forwarder(session, policy, self.settings.allow_http)
         self.google = GoogleTokenSource(session, self.settings.google_token_url)
         self.injector = Injector(self.keyring, self.google)
-        feed = TableFeed(self.store, self.settings.operator_url, self.keyring)
-        feed_task = asyncio.create_task(feed.run(), name="table-feed")
+        feed_task = asyncio.create_task(self.feed.run(), name="table-feed")
         try:
             yield
         finally:
@@ -301,16 +309,22 @@ def create_app(settings: ProxySettings) -> Starlette:
 
     async def readyz(request: Request) -> Response:
         current = proxy.store.current
+        feed = proxy.feed.state.describe()
         if current is None:
-            return JSONResponse({"ready": False, "reason": "no routing table yet"}, status_code=503)
+            return JSONResponse(
+                {"ready": False, "reason": "no routing table yet", "feed": feed}, status_code=503
+            )
         # A key rotation may drop the old key once every replica's table is signed with the new
-        # key and seals nothing with the old one.
+        # key and seals nothing with the old one. The last verified table keeps being served
+        # while the feed is down; the feed's state says so.
         return JSONResponse(
             {
                 "ready": True,
                 "tableVersion": current.table.version,
+                "tableAgeSeconds": round(proxy.table_age(), 1),
                 "signedWith": current.key_id,
                 "sealedWith": sorted(current.table.sealing_keys),
+                "feed": feed,
             }
         )
 

@@ -5,9 +5,10 @@ Labels carry resource keys and error codes only: never a path, a query string or
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -36,6 +37,31 @@ CUT = Counter(
     ["connection", "app", "code"],
     registry=REGISTRY,
 )
+
+TABLE_VERSION = Gauge(
+    "gatehouse_proxy_table_version",
+    "Version of the routing table this replica serves (0: none yet).",
+    registry=REGISTRY,
+)
+TABLE_AGE = Gauge(
+    "gatehouse_proxy_table_age_seconds",
+    "Seconds since this replica installed its table (-1: none yet); alert on it with the feed.",
+    registry=REGISTRY,
+)
+FEED_CONNECTED = Gauge(
+    "gatehouse_proxy_table_feed_connected",
+    "1 while the table stream from the operator is open, else 0.",
+    registry=REGISTRY,
+)
+
+
+def track_feed(
+    version: Callable[[], float], age: Callable[[], float], connected: Callable[[], float]
+) -> None:
+    """Reads the feed's figures at each scrape, so they can never lag what /readyz says."""
+    TABLE_VERSION.set_function(version)
+    TABLE_AGE.set_function(age)
+    FEED_CONNECTED.set_function(connected)
 
 
 @dataclass(frozen=True)
