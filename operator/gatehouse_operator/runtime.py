@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import httpx
 import kopf
 
 from gatehouse_operator import conditions
@@ -21,10 +20,13 @@ from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.conditions import Verdict
 from gatehouse_operator.credentials import seal_credential
 from gatehouse_operator.kube import Kube
+from gatehouse_operator.replicas import Replicas
+from gatehouse_operator.rollout import Rollout, Routed
 from gatehouse_operator.settings import OperatorSettings
-from gatehouse_operator.table_server import Publisher
+from gatehouse_operator.table_journal import Journal
+from gatehouse_operator.table_server import TableChannel
 from gatehouse_operator.world import World
-from gatehouse_proxy.routing_table import Credential
+from gatehouse_proxy.routing_table import Credential, EntryKind
 from gatehouse_proxy.sealing import KeyringSource
 
 log = logging.getLogger("gatehouse.operator")
@@ -43,20 +45,57 @@ class Runtime:
     settings: OperatorSettings
     kube: Kube
     keyring: KeyringSource
-    publisher: Publisher
     world: World = field(default_factory=World)
+    journal: Journal = field(default_factory=Journal)
     # ProjectConfigs by projectUuid (their uid), for the defaults API.
     projects: dict[str, tuple[str, str]] = field(default_factory=dict)
-    # For connection tests, which the operator sends to a proxy replica.
-    http: httpx.AsyncClient = field(default_factory=httpx.AsyncClient)
     # Per connection uid: the inputs a credential was sealed from, and the result.
     sealed: dict[str, tuple[tuple[str, ...], Credential]] = field(default_factory=dict)
     _conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _written: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.replicas = Replicas(self.settings.replica_grace_seconds, self._replicas_changed)
+        self.channel = TableChannel(self.keyring, self.world, self.journal, self.replicas)
+        self.rollout = Rollout(self.world, self.journal, self.replicas, self.write_status)
+
+    def _replicas_changed(self) -> None:
+        self.rollout.wake()
 
     def refresh_table(self) -> None:
-        table = self.world.next_table()
-        if table is not None:
-            self.publisher.publish(table)
+        """Publishes the world's changes to the proxy replicas (soon, coalesced)."""
+        self.channel.schedule_flush()
+
+    async def report_routed(
+        self,
+        kind: Kind,
+        body: dict[str, Any],
+        verdicts: Sequence[Verdict],
+        extra: dict[str, Any],
+        key: str,
+        entry: tuple[EntryKind, str],
+        message: str,
+    ) -> None:
+        """Writes the status of a resource whose own checks pass: Ready once the proxy
+        replicas hold its route (see rollout)."""
+        routed = Routed(kind, body, verdicts, extra, key, entry, message)
+        verdict = self.rollout.verdict(routed)
+        if verdict.ok:
+            self.rollout.drop(key)
+            await self.write_status(kind, body, [*verdicts, verdict], extra, key)
+        else:
+            self.rollout.expect(routed)
+
+    async def report_not_ready(
+        self,
+        kind: Kind,
+        body: dict[str, Any],
+        verdicts: Sequence[Verdict],
+        extra: dict[str, Any],
+        key: str,
+    ) -> None:
+        self.rollout.drop(key)
+        await self.write_status(kind, body, verdicts, extra, key)
 
     def seal(
         self,
@@ -114,8 +153,11 @@ class Runtime:
                     message=verdict.message,
                 )
         status = {"observedGeneration": generation, "conditions": merged, **extra}
+        if status == self._written.get(key, body.get("status")):
+            return  # as it is: a restarted operator re-reports thousands of unchanged resources
         meta = body["metadata"]
         await self.kube.patch_status(kind, meta["namespace"], meta["name"], status)
+        self._written[key] = status
 
     def condition(self, key: str, type_: str) -> dict[str, Any]:
         """The condition this operator last wrote for ``key``, or an empty dict."""
@@ -123,4 +165,6 @@ class Runtime:
 
     def forget(self, key: str, uid: str = "") -> None:
         self._conditions.pop(key, None)
+        self._written.pop(key, None)
+        self.rollout.drop(key)
         self.sealed.pop(uid, None)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gatehouse_operator.webhook import WEBHOOK_CONFIGURATION
-from gatehouse_proxy.settings import env_flag, env_port
+from gatehouse_proxy.settings import env_flag, env_port, env_seconds
 
 
 def _secret_ref(name: str) -> str:
@@ -28,8 +28,9 @@ class OperatorSettings:
     table_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod; the proxies connect to it)
     table_port: int = 8081
     allow_http: bool = False
-    # Where connection tests are sent: the proxy Service (any replica will do).
-    proxy_url: str = ""
+    # How long a proxy replica whose stream broke still counts as serving its last table (so
+    # changes it lacks are reported PendingProxies); a replica shutting down says goodbye.
+    replica_grace_seconds: float = 30.0
     # The service API (TokenReview + SubjectAccessReview in front of every endpoint).
     api_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod)
     api_port: int = 8082
@@ -59,7 +60,9 @@ class OperatorSettings:
             table_host=os.environ.get("GATEHOUSE_TABLE_HOST", cls.table_host),
             table_port=env_port("GATEHOUSE_TABLE_PORT", cls.table_port),
             allow_http=env_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
-            proxy_url=os.environ.get("GATEHOUSE_PROXY_URL", cls.proxy_url).rstrip("/"),
+            replica_grace_seconds=env_seconds(
+                "GATEHOUSE_REPLICA_GRACE_SECONDS", cls.replica_grace_seconds
+            ),
             api_host=os.environ.get("GATEHOUSE_API_HOST", cls.api_host),
             api_port=env_port("GATEHOUSE_API_PORT", cls.api_port),
             webhook_host=os.environ.get("GATEHOUSE_WEBHOOK_HOST", cls.webhook_host),

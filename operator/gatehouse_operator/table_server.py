@@ -1,9 +1,13 @@
-"""Pushing signed routing tables to the proxy replicas.
+"""The table channel's operator end: one WebSocket per proxy replica.
 
-Each replica keeps a request open on ``GET /v1/routing-table/stream``; the operator writes the
-current signed table at once, every new one as it is published, and a heartbeat in between. The
-replica authenticates with a channel token derived from the shared keyring; the tables are signed
-with a key derived from it, so neither side trusts the network between them.
+A replica that connects (see :mod:`gatehouse_proxy.channel` for the wire rules) receives a
+snapshot, then every delta the journal records, a signed heartbeat when nothing else moved, and
+the connection tests the operator runs. What it acknowledges is recorded in :class:`Replicas`,
+which is what ``Ready`` waits for. Each replica has its own sender: a slow one falls behind (and
+is sent a snapshot once its deltas are gone), it never holds the others back.
+
+aiohttp, not Starlette/uvicorn, serves the channel: the replicas' end is aiohttp's WebSocket
+client, and its server needs no further package (uvicorn would need ``websockets``).
 """
 
 from __future__ import annotations
@@ -12,83 +16,315 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+import secrets
+import time
+from typing import Any
 
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from aiohttp import WSCloseCode, WSMsgType, web
+from pydantic import ValidationError
 
-from gatehouse_proxy.probes import channel_authorised
-from gatehouse_proxy.routing_table import RoutingTable, SignedTable
+from gatehouse_operator.replicas import Replica, Replicas
+from gatehouse_operator.table_journal import Journal
+from gatehouse_operator.world import World
+from gatehouse_proxy.channel import (
+    CHANNEL_PATH,
+    CLOCK_SKEW_SECONDS,
+    HEARTBEAT_SECONDS,
+    MISSED_HEARTBEATS,
+    Ack,
+    ChannelRefused,
+    Goodbye,
+    Nack,
+    ProbeResult,
+    Resync,
+    replica_message,
+    seal_frame,
+    verify_request,
+)
+from gatehouse_proxy.channel_tls import ServerContext
+from gatehouse_proxy.probes import ProbeRequest
 from gatehouse_proxy.sealing import KeyringSource
-from gatehouse_proxy.table_feed import HEARTBEAT_SECONDS, STREAM_PATH
 
 log = logging.getLogger("gatehouse.operator.tables")
 
+# Changes closer together than this are sent as one delta.
+COALESCE_SECONDS = 0.05
+# What a replica may send in one message (a connection test's answer is the largest).
+MAX_REPLICA_MESSAGE_BYTES = 64 * 1024 * 1024
 
-class Publisher:
-    def __init__(self, keyring: KeyringSource) -> None:
+
+class NoReplica(Exception):
+    """No connected replica holds the table a connection test needs (yet)."""
+
+
+class TableChannel:
+    def __init__(
+        self, keyring: KeyringSource, world: World, journal: Journal, replicas: Replicas
+    ) -> None:
         self.keyring = keyring
-        self.current: SignedTable | None = None
-        self.version = 0
+        self.world = world
+        self.journal = journal
+        self.replicas = replicas
+        self.tls = ServerContext(keyring.current())
+        self.sessions: dict[str, _Session] = {}
         self._changed = asyncio.Event()
+        self._flush_at: asyncio.TimerHandle | None = None
+        self._last_flush = 0.0
+        self._nonces: dict[str, float] = {}
+        self._refusal_logged_at = 0.0
 
-    def publish(self, table: RoutingTable) -> None:
-        self.current = SignedTable.sign(table, self.keyring.current())
-        self.version = table.version
+    # --- Publishing ---------------------------------------------------------------------------
+
+    def schedule_flush(self) -> None:
+        """Publishes the world's changes soon, as one delta with whatever else changes first."""
+        if self._flush_at is not None:
+            return
+        delay = max(0.0, self._last_flush + COALESCE_SECONDS - time.monotonic())
+        self._flush_at = asyncio.get_running_loop().call_later(delay, self.flush)
+
+    def flush(self) -> None:
+        self._flush_at = None
+        if not self.world.synced:
+            return  # housekeeping flushes once it is
+        self._last_flush = time.monotonic()
+        delta = self.journal.flush(self.world)
+        if delta is None:
+            return
+        log.debug("published routing table %d: %d change(s)", delta.version, len(delta.changed))
+        self.wake()
+
+    def wake(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
-        log.info(
-            "published routing table %d: %d connections, %d apps",
-            table.version,
-            len(table.connections),
-            len(table.apps),
+
+    # --- Connection tests ---------------------------------------------------------------------
+
+    async def probe(self, request: ProbeRequest, within: float) -> dict[str, Any]:
+        """Runs a connection test on a replica that holds ``request.min_table_version``."""
+        holders = [
+            session
+            for session in self.sessions.values()
+            if session.replica.version >= request.min_table_version
+        ]
+        if not holders:
+            raise NoReplica(
+                "no proxy replica holds the newest table yet"
+                if self.sessions
+                else "no proxy replica is connected to the operator"
+            )
+        return await secrets.choice(holders).probe(request, within)
+
+    # --- The server ---------------------------------------------------------------------------
+
+    def _authenticate(self, request: web.Request) -> tuple[str, str]:
+        replica = request.headers.get("X-Gatehouse-Replica", "")
+        nonce = verify_request(
+            self.keyring.current(), request.headers.get("Authorization", ""), replica
+        )
+        now = time.monotonic()
+        self._nonces = {n: t for n, t in self._nonces.items() if t > now}
+        if nonce in self._nonces:
+            raise ChannelRefused("the request's nonce was used before (a replay?)")
+        self._nonces[nonce] = now + 2 * CLOCK_SKEW_SECONDS
+        return replica, nonce
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        try:
+            name, nonce = self._authenticate(request)
+        except ChannelRefused as refused:
+            if time.monotonic() - self._refusal_logged_at > 10:
+                self._refusal_logged_at = time.monotonic()
+                log.warning("refused a table channel from %s: %s", request.remote, refused)
+            return web.json_response(
+                {"error": {"code": "unauthenticated", "message": str(refused)}}, status=401
+            )
+        ws = web.WebSocketResponse(
+            receive_timeout=HEARTBEAT_SECONDS * MISSED_HEARTBEATS,
+            max_msg_size=MAX_REPLICA_MESSAGE_BYTES,
+            autoping=True,
+        )
+        await ws.prepare(request)
+        previous = self.sessions.get(name)
+        if previous is not None:
+            await previous.ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"replaced")
+        session = _Session(self, ws, nonce, self.replicas.connected(name))
+        self.sessions[name] = session
+        log.info("proxy replica %s connected", name)
+        goodbye = False
+        try:
+            goodbye = await session.run()
+        finally:
+            if self.sessions.get(name) is session:
+                del self.sessions[name]
+            self.replicas.disconnected(session.replica, goodbye=goodbye)
+            session.fail_probes()
+            log.info("proxy replica %s %s", name, "left" if goodbye else "disconnected")
+        return ws
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "ok": True,
+                "tableVersion": self.journal.version,
+                "keyId": self.tls.key_id,
+                "replicas": [r.describe() for r in self.replicas.by_name.values()],
+            }
         )
 
-    async def updates(self) -> AsyncIterator[bytes]:
-        sent: SignedTable | None = None
+    def create_app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get(CHANNEL_PATH, self._stream)
+        app.router.add_get("/healthz", self._healthz)
+        return app
+
+    async def close(self) -> None:
+        for session in list(self.sessions.values()):
+            await session.ws.close(code=WSCloseCode.GOING_AWAY, message=b"operator stopping")
+
+
+class _Session:
+    """One replica's stream: its frame sequence, what it was sent, its pending tests."""
+
+    def __init__(
+        self, channel: TableChannel, ws: web.WebSocketResponse, nonce: str, replica: Replica
+    ) -> None:
+        self.channel = channel
+        self.ws = ws
+        self.nonce = nonce
+        self.replica = replica
+        self.seq = 0
+        self.sent = 0  # the version this replica was last sent
+        self.needs_snapshot = True
+        self.wakeup = asyncio.Event()
+        self.goodbye = False  # the replica said it is shutting down
+        self._send_lock = asyncio.Lock()
+        self._probes: dict[str, asyncio.Future[dict[str, Any]]] = {}
+
+    async def run(self) -> bool:
+        """Serves the replica until the stream ends; True if the replica said goodbye."""
+        sender = asyncio.create_task(self._send_forever(), name=f"table-sender-{self.replica.name}")
+        try:
+            return await self._receive_forever()
+        finally:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                await sender
+
+    async def send(self, payload: bytes) -> None:
+        # One at a time: frames must arrive in the order of their sequence numbers.
+        async with self._send_lock:
+            self.seq += 1
+            frame = seal_frame(self.channel.keyring.current(), self.nonce, self.seq, payload)
+            await self.ws.send_bytes(frame)
+
+    async def _send_forever(self) -> None:
+        journal = self.channel.journal
         while True:
-            # Taken before the check: a table published while we yield sets this very event.
-            changed = self._changed
-            if self.current is not None and self.current is not sent:
-                sent = self.current
-                yield sent.model_dump_json().encode() + b"\n"
+            changed = self.channel._changed
+            if journal.version and self.needs_snapshot:
+                self.needs_snapshot = False
+                self.sent = journal.version
+                for part in journal.snapshot():
+                    await self.send(part)
                 continue
-            try:
-                await asyncio.wait_for(changed.wait(), HEARTBEAT_SECONDS)
-            except TimeoutError:
-                yield json.dumps({"heartbeat": True}).encode() + b"\n"
-
-    def authorised(self, request: Request) -> bool:
-        return channel_authorised(request.headers.get("authorization", ""), self.keyring)
-
-
-def create_app(publisher: Publisher) -> Starlette:
-    async def stream(request: Request) -> Response:
-        if not publisher.authorised(request):
-            return JSONResponse(
-                {
-                    "error": {
-                        "code": "unauthenticated",
-                        "message": "a valid channel token is required",
-                    }
-                },
-                status_code=401,
+            if journal.version and journal.version != self.sent:
+                deltas = journal.since(self.sent)
+                if deltas is None:
+                    self.needs_snapshot = True
+                    continue
+                for delta in deltas:
+                    await self.send(delta.payload)
+                    self.sent = delta.version
+                continue
+            self.wakeup.clear()
+            waits = [
+                asyncio.ensure_future(changed.wait()),
+                asyncio.ensure_future(self.wakeup.wait()),
+            ]
+            done, pending = await asyncio.wait(
+                waits, timeout=HEARTBEAT_SECONDS, return_when=asyncio.FIRST_COMPLETED
             )
-        return StreamingResponse(publisher.updates(), media_type="application/x-ndjson")
+            for waiting in pending:
+                waiting.cancel()
+            if not done:
+                heartbeat = {"type": "heartbeat", "version": journal.version, "time": time.time()}
+                await self.send(json.dumps(heartbeat).encode())
 
-    async def healthz(request: Request) -> Response:
-        key_id = publisher.current.key_id if publisher.current else ""
-        return JSONResponse({"ok": True, "tableVersion": publisher.version, "keyId": key_id})
+    async def _receive_forever(self) -> bool:
+        try:
+            async for message in self.ws:
+                if message.type is not WSMsgType.TEXT:
+                    log.warning(
+                        "proxy replica %s sent a %s message", self.replica.name, message.type
+                    )
+                    return False
+                try:
+                    said = replica_message.validate_json(message.data)
+                except ValidationError as error:
+                    log.warning(
+                        "proxy replica %s sent an unreadable message (%s)",
+                        self.replica.name,
+                        error.errors()[0]["msg"] if error.errors() else error,
+                    )
+                    continue
+                self._heard(said)
+        except TimeoutError:
+            log.warning(
+                "proxy replica %s said nothing for %.0fs: closing its stream",
+                self.replica.name,
+                HEARTBEAT_SECONDS * MISSED_HEARTBEATS,
+            )
+            await self.ws.close(code=WSCloseCode.GOING_AWAY, message=b"silent")
+            return False
+        return self.goodbye
 
-    return Starlette(routes=[Route(STREAM_PATH, stream), Route("/healthz", healthz)])
+    def _heard(self, said: Ack | Nack | Resync | ProbeResult | Goodbye) -> None:
+        replicas = self.channel.replicas
+        if isinstance(said, Ack):
+            replicas.acknowledged(self.replica, said.version)
+        elif isinstance(said, Nack):
+            if said.reason != self.replica.last_refusal:
+                log.error(
+                    "proxy replica %s refused table %d: %s",
+                    self.replica.name,
+                    said.version,
+                    said.reason,
+                )
+            self.replica.last_refusal = said.reason
+            if said.installed >= self.channel.journal.version:
+                # It holds a newer version than this operator has made (an operator whose clock
+                # ran ahead): number on from there, or it would refuse every table.
+                self.channel.journal.move_past(said.installed)
+                self.needs_snapshot = True
+                self.channel.wake()
+        elif isinstance(said, Goodbye):
+            self.goodbye = True
+        elif isinstance(said, Resync):
+            log.warning("proxy replica %s asked for a snapshot: %s", self.replica.name, said.reason)
+            self.needs_snapshot = True
+            self.wakeup.set()
+        else:
+            future = self._probes.pop(said.id, None)
+            if future is not None and not future.done():
+                future.set_result(said.result)
 
+    async def probe(self, request: ProbeRequest, within: float) -> dict[str, Any]:
+        probe_id = secrets.token_hex(8)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._probes[probe_id] = future
+        try:
+            message = {
+                "type": "probe",
+                "id": probe_id,
+                "request": request.model_dump(by_alias=True),
+            }
+            await self.send(json.dumps(message).encode())
+            async with asyncio.timeout(within):
+                return await future
+        finally:
+            self._probes.pop(probe_id, None)
 
-class EmbeddedServer(uvicorn.Server):
-    """uvicorn inside kopf's event loop: kopf, not uvicorn, owns the process's signals."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
+    def fail_probes(self) -> None:
+        for future in self._probes.values():
+            if not future.done():
+                future.set_exception(NoReplica(f"proxy replica {self.replica.name} disconnected"))

@@ -1,8 +1,9 @@
-"""The operator's picture of the cluster, and the routing table it compiles into.
+"""The operator's picture of the cluster: the routes it compiled, and which of them changed.
 
-Handlers put compiled routes in and take them out; after every change the world offers a new
-table. A freshly started operator holds its first table back until it has seen every resource that
-existed when it started (or a deadline passes), so a restart never publishes a partial table.
+Handlers put compiled routes in and take them out; the journal (see table_journal) takes the
+changed keys and publishes them. A freshly started operator holds its first table back until it
+has seen every resource that existed when it started (or a deadline passes), so a restart never
+publishes a partial table.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, RoutingTable
+from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, EntryKind
 
 
 class World:
@@ -19,10 +20,13 @@ class World:
         self.connection_bodies: dict[str, dict[str, Any]] = {}
         self.apps: dict[str, AppRoute] = {}
         self.app_bodies: dict[str, dict[str, Any]] = {}
-        self.version = 0
+        # Indexes, so that a change costs the same with 10 resources as with 10,000.
+        self._secret_users: dict[tuple[str, str], set[str]] = {}
+        self._linkers: dict[str, set[str]] = {}
+        # Routes put or dropped since the journal last took them.
+        self.changed: set[tuple[EntryKind, str]] = set()
         self._pending: set[str] = set()
         self._sync_deadline = 0.0
-        self._last_content = ""
 
     def expect(self, keys: set[str], within: float) -> None:
         """Holds the first table back until these keys were seen, for at most ``within`` s."""
@@ -37,50 +41,67 @@ class World:
         self._pending.discard(key)
 
     def put_connection(self, route: ConnectionRoute, body: dict[str, Any]) -> None:
+        self._unindex_connection(route.key)
         self.connections[route.key] = route
         self.connection_bodies[route.key] = body
+        self._secret_users.setdefault(_secret_of(body), set()).add(route.key)
+        self.changed.add(("connection", route.key))
         self._seen(route.key)
 
     def drop_connection(self, key: str) -> None:
+        self._unindex_connection(key)
         self.connections.pop(key, None)
         self.connection_bodies.pop(key, None)
+        self.changed.add(("connection", key))
         self._seen(key)
 
     def put_app(self, route: AppRoute, body: dict[str, Any], seen_as: str) -> None:
+        self._unindex_app(route.key)
+        for connection in route.links.values():
+            self._linkers.setdefault(connection, set()).add(route.key)
         self.apps[route.key] = route
         self.app_bodies[route.key] = body
+        self.changed.add(("app", route.key))
         self._seen(seen_as)
 
     def drop_app(self, key: str, seen_as: str) -> None:
+        self._unindex_app(key)
         self.apps.pop(key, None)
         self.app_bodies.pop(key, None)
+        self.changed.add(("app", key))
         self._seen(seen_as)
 
+    def _unindex_connection(self, key: str) -> None:
+        body = self.connection_bodies.get(key)
+        if body is not None:
+            users = self._secret_users.get(_secret_of(body), set())
+            users.discard(key)
+            if not users:
+                self._secret_users.pop(_secret_of(body), None)
+
+    def _unindex_app(self, key: str) -> None:
+        app = self.apps.get(key)
+        for connection in app.links.values() if app else ():
+            linkers = self._linkers.get(connection, set())
+            linkers.discard(key)
+            if not linkers:
+                self._linkers.pop(connection, None)
+
     def connections_using_secret(self, namespace: str, name: str) -> list[str]:
-        users = []
-        for key, body in self.connection_bodies.items():
-            ref = body.get("spec", {}).get("auth", {}).get("secretRef") or {}
-            if body["metadata"]["namespace"] == namespace and ref.get("name") == name:
-                users.append(key)
-        return users
+        return sorted(self._secret_users.get((namespace, name), ()))
 
     def apps_linking(self, connection_key: str) -> list[str]:
-        return [key for key, app in self.apps.items() if connection_key in app.links.values()]
+        return sorted(self._linkers.get(connection_key, ()))
 
-    def next_table(self) -> RoutingTable | None:
-        """A new table if anything changed since the last one (and the world is synced)."""
-        if not self.synced:
-            return None
-        table = RoutingTable(
-            version=0,
-            connections=dict(sorted(self.connections.items())),
-            apps=tuple(self.apps[key] for key in sorted(self.apps)),
-        )
-        content = table.model_dump_json()
-        if content == self._last_content:
-            return None
-        self._last_content = content
-        # Milliseconds since the epoch, and always increasing: a restarted operator's tables
-        # are newer than its predecessor's without any stored counter.
-        self.version = max(self.version + 1, int(time.time() * 1000))
-        return table.model_copy(update={"version": self.version})
+    def route(self, kind: EntryKind, key: str) -> ConnectionRoute | AppRoute | None:
+        return self.connections.get(key) if kind == "connection" else self.apps.get(key)
+
+    def take_changes(self) -> set[tuple[EntryKind, str]]:
+        changed, self.changed = self.changed, set()
+        return changed
+
+
+def _secret_of(body: dict[str, Any]) -> tuple[str, str]:
+    """(namespace, Secret name) a connection takes its credential from; name "" for none."""
+    ref = body.get("spec", {}).get("auth", {}).get("secretRef") or {}
+    return body["metadata"]["namespace"], str(ref.get("name") or "")

@@ -15,7 +15,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from urllib.parse import quote, unquote
 
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -29,20 +28,14 @@ from gatehouse_proxy.google_tokens import GoogleTokenSource
 from gatehouse_proxy.injectors import Injection, Injector, token_cache_key
 from gatehouse_proxy.matcher import check_method, check_path, normalise
 from gatehouse_proxy.network_guard import NetworkPolicy
-from gatehouse_proxy.probes import (
-    CONNECTION_TEST_CALLER,
-    PROBE_PATH,
-    ProbeAnswer,
-    ProbeRequest,
-    channel_authorised,
-)
+from gatehouse_proxy.probes import CONNECTION_TEST_CALLER, ProbeAnswer, ProbeRequest
 from gatehouse_proxy.rate_limit import RateLimiter
 from gatehouse_proxy.redaction import scrub
 from gatehouse_proxy.relay import RelayedResponse
 from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, RoutingTable
 from gatehouse_proxy.sealing import KeyringFile
 from gatehouse_proxy.settings import ProxySettings
-from gatehouse_proxy.table_feed import ActiveTable, TableFeed, TableStore
+from gatehouse_proxy.table_feed import TableFeed, TableStore
 
 log = logging.getLogger("gatehouse.proxy")
 
@@ -57,10 +50,12 @@ class Proxy:
         self.settings = settings
         self.keyring = KeyringFile(settings.keyring_file)
         self.store = TableStore(on_install=self._prune)
-        self.feed = TableFeed(self.store, settings.operator_url, self.keyring)
+        self.feed = TableFeed(
+            self.store, settings.operator_url, self.keyring, settings.replica, self.run_probe
+        )
         self.limiter = RateLimiter()
         metrics.track_feed(
-            version=lambda: self.store.current.table.version if self.store.current else 0,
+            version=lambda: self.store.current.version if self.store.current else 0,
             age=lambda: self.table_age() if self.store.current else -1,
             connected=lambda: float(self.feed.state.connected),
         )
@@ -86,7 +81,9 @@ class Proxy:
 
     def _prune(self, table: RoutingTable) -> None:
         """Drops token caches and rate buckets of connections and apps no longer routed."""
-        self.limiter.forget({(key, app.key) for app in table.apps for key in app.links.values()})
+        self.limiter.forget(
+            {(key, app.key) for app in table.apps.values() for key in app.links.values()}
+        )
         # Tables arrive only through the feed, which starts after the lifespan made these.
         self.google.forget(
             {
@@ -96,13 +93,13 @@ class Proxy:
             }
         )
 
-    def _table(self) -> ActiveTable:
+    def _table(self) -> RoutingTable:
         if self.store.current is None:
             raise ProxyError("not_ready", "the proxy has not received a routing table yet")
         return self.store.current
 
     @staticmethod
-    def _app(active: ActiveTable, request: Request) -> AppRoute:
+    def _app(active: RoutingTable, request: Request) -> AppRoute:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         app = active.app_for_token(token.strip()) if scheme.lower() == "bearer" else None
         if app is None:
@@ -112,9 +109,9 @@ class Proxy:
         return app
 
     @staticmethod
-    def _connection(active: ActiveTable, app: AppRoute, alias: str) -> ConnectionRoute:
+    def _connection(active: RoutingTable, app: AppRoute, alias: str) -> ConnectionRoute:
         key = app.links.get(alias)
-        connection = active.table.connections.get(key) if key else None
+        connection = active.connections.get(key) if key else None
         if connection is None:
             raise ProxyError("unknown_alias", f"no connection is linked under the alias {alias!r}")
         if connection.unavailable:
@@ -212,22 +209,16 @@ class Proxy:
         )
         return upstream, injection
 
-    async def connection_test(self, request: Request) -> Response:
+    async def run_probe(self, probe: ProbeRequest) -> dict[str, object]:
         """Runs an operator's ConnectionTest through the same rules as an app's fetch.
 
-        Only the operator may call it (the keyring's channel token). Refusals are part of the
-        result, with their detail: the admin running a test should see why, unlike app code.
+        Refusals are part of the result, with their detail: the admin running a test should see
+        why, unlike app code.
         """
-        if not channel_authorised(request.headers.get("authorization", ""), self.keyring):
-            return error_response(ProxyError("unauthenticated", "a channel token is required"))
         try:
-            probe = ProbeRequest.model_validate_json(await request.body())
-        except ValidationError as error:
-            return JSONResponse({"error": {"code": "invalid_request", "message": str(error)}}, 400)
-        try:
-            table = self._table().table
+            table = self._table()
             if table.version < probe.min_table_version:
-                return JSONResponse({"stale": {"tableVersion": table.version}}, 409)
+                return {"stale": {"tableVersion": table.version}}
             connection = table.connections.get(probe.connection)
             if connection is None:
                 raise ProxyError("unknown_alias", f"no connection {probe.connection!r} is routed")
@@ -235,8 +226,8 @@ class Proxy:
                 raise ProxyError("connection_unavailable", connection.unavailable)
             answer = await self._probe(connection, probe)
         except ProxyError as error:
-            return JSONResponse({"refused": {"code": error.code, "message": error.message}})
-        return JSONResponse({"answered": answer.model_dump(by_alias=True)})
+            return {"refused": {"code": error.code, "message": error.message}}
+        return {"answered": answer.model_dump(by_alias=True)}
 
     async def _probe(self, connection: ConnectionRoute, probe: ProbeRequest) -> ProbeAnswer:
         path, _, query = probe.path.partition("?")
@@ -320,10 +311,10 @@ def create_app(settings: ProxySettings) -> Starlette:
         return JSONResponse(
             {
                 "ready": True,
-                "tableVersion": current.table.version,
+                "tableVersion": current.version,
                 "tableAgeSeconds": round(proxy.table_age(), 1),
                 "signedWith": current.key_id,
-                "sealedWith": sorted(current.table.sealing_keys),
+                "sealedWith": sorted(current.sealing_keys),
                 "feed": feed,
             }
         )
@@ -334,7 +325,6 @@ def create_app(settings: ProxySettings) -> Starlette:
             Route("/readyz", readyz),
             Route("/v1/fetch/{alias}/{path:path}", proxy.fetch, methods=METHODS),
             Route("/v1/fetch/{alias}", proxy.fetch, methods=METHODS),
-            Route(PROBE_PATH, proxy.connection_test, methods=["POST"]),
         ],
         lifespan=proxy.lifespan,
     )

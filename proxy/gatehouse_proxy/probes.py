@@ -1,19 +1,16 @@
 """Connection tests: the operator asks a proxy to make one request exactly as an app's would.
 
-The wire shapes of that call, and the check that only the operator makes it.
+The wire shapes of that call. It travels on the table channel (see :mod:`gatehouse_proxy.channel`),
+which only the operator can speak: no port of the proxy takes it.
 """
 
 from __future__ import annotations
 
-import hmac
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from gatehouse_proxy.sealing import KeyringSource
-
-PROBE_PATH = "/v1/connection-tests"
 # Tests have their own rate bucket per connection, so testing cannot starve an app.
 CONNECTION_TEST_CALLER = "gatehouse/connection-test"
 
@@ -39,14 +36,3 @@ class ProbeAnswer(_Wire):
     content_type: str
     body: str
     size_bytes: int
-
-
-def channel_authorised(authorization: str, keyring: KeyringSource) -> bool:
-    """Whether an ``Authorization`` header carries a channel token of the shared keyring."""
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return any(
-        hmac.compare_digest(token.strip(), expected)
-        for expected in keyring.current().channel_tokens()
-    )

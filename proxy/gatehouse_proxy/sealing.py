@@ -1,10 +1,12 @@
-"""Sealing credentials and signing routing tables with a shared AES-256-GCM keyring.
+"""Sealing credentials with a shared AES-256-GCM keyring, from which the table channel's keys
+are derived too.
 
 The operator and the proxy share one keyring (a Kubernetes Secret, mounted into the proxy). The
 operator seals every credential before it leaves its process; the proxy opens one only for the
 request that needs it. Each sealed value is bound to its connection (uid, origin and where the
-credential goes) as associated data, so a credential cannot be replayed onto another host. Tables
-are signed with a key derived from the keyring, so only the operator can publish one.
+credential goes) as associated data, so a credential cannot be replayed onto another host. The
+table channel's TLS certificate and its signatures use keys derived from the keyring (see
+gatehouse_proxy.channel), so only the operator can publish a table.
 
 Keyring file (JSON)::
 
@@ -121,35 +123,12 @@ class Keyring:
         except (InvalidTag, ValueError):
             raise KeyringError("a sealed value does not open with its key and context") from None
 
-    def _derived(self, key_id: str, purpose: bytes) -> bytes:
+    def derived(self, key_id: str, purpose: bytes) -> bytes:
+        """A key for one ``purpose`` (signing, the channel), derived from the keyring key."""
         key = self._keys.get(key_id)
         if key is None:
             raise KeyringError(f"no key {key_id!r} in the keyring")
         return hmac.new(key, purpose, hashlib.sha256).digest()
-
-    def sign(self, payload: bytes) -> tuple[str, str]:
-        """Returns (key id, signature) over ``payload`` with the active key's signing key."""
-        mac = hmac.new(
-            self._derived(self.active, b"gatehouse/table-signing"), payload, hashlib.sha256
-        )
-        return self.active, mac.hexdigest()
-
-    def verify(self, payload: bytes, key_id: str, signature: str) -> bool:
-        if key_id not in self._keys:
-            return False
-        expected = hmac.new(
-            self._derived(key_id, b"gatehouse/table-signing"), payload, hashlib.sha256
-        )
-        return hmac.compare_digest(expected.hexdigest(), signature)
-
-    def channel_tokens(self) -> frozenset[str]:
-        """Tokens a proxy may present to the operator: one per key, so rotation is seamless."""
-        return frozenset(
-            self._derived(key_id, b"gatehouse/channel-token").hex() for key_id in self._keys
-        )
-
-    def channel_token(self) -> str:
-        return self._derived(self.active, b"gatehouse/channel-token").hex()
 
 
 class KeyringSource(Protocol):

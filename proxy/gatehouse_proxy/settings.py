@@ -7,7 +7,8 @@ token endpoint); nothing in a connection's spec can.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import socket
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gatehouse_proxy.google_tokens import GOOGLE_TOKEN_URL
@@ -31,7 +32,7 @@ def env_port(name: str, default: int) -> int:
     return int(raw)
 
 
-def _seconds(name: str, default: float) -> float:
+def env_seconds(name: str, default: float) -> float:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -50,10 +51,18 @@ def _list(name: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in os.environ.get(name, "").split(",") if item.strip())
 
 
+def _replica_name() -> str:
+    """The name the operator knows this replica by: its Pod's, else host and process."""
+    return os.environ.get("POD_NAME", "").strip() or f"{socket.gethostname()}-{os.getpid()}"
+
+
 @dataclass(frozen=True)
 class ProxySettings:
     keyring_file: Path
+    # The operator's table channel: always https:// (TLS with the keyring's certificates; see
+    # channel_tls), so that no routing table crosses the network in the clear.
     operator_url: str
+    replica: str = field(default_factory=_replica_name)
     allow_http: bool = False
     allowed_private_networks: tuple[str, ...] = ()
     google_token_url: str = GOOGLE_TOKEN_URL
@@ -70,15 +79,21 @@ class ProxySettings:
         ]
         if missing:
             raise ValueError(f"required setting(s) not set: {', '.join(missing)}")
+        operator_url = os.environ["GATEHOUSE_OPERATOR_URL"].rstrip("/")
+        if not operator_url.startswith("https://"):
+            raise ValueError(
+                f"GATEHOUSE_OPERATOR_URL must be an https:// URL (the table channel is TLS), "
+                f"not {operator_url!r}"
+            )
         ca_file = os.environ.get("GATEHOUSE_UPSTREAM_CA_FILE")
         return cls(
             keyring_file=Path(os.environ["GATEHOUSE_KEYRING_FILE"]),
-            operator_url=os.environ["GATEHOUSE_OPERATOR_URL"].rstrip("/"),
+            operator_url=operator_url,
             allow_http=env_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
             allowed_private_networks=_list("GATEHOUSE_ALLOWED_PRIVATE_NETWORKS"),
             google_token_url=os.environ.get("GATEHOUSE_GOOGLE_TOKEN_URL", GOOGLE_TOKEN_URL),
             upstream_ca_file=Path(ca_file) if ca_file else None,
-            request_read_timeout_seconds=_seconds(
+            request_read_timeout_seconds=env_seconds(
                 "GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", cls.request_read_timeout_seconds
             ),
         )

@@ -7,6 +7,7 @@ import pytest
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
+from gatehouse_proxy.channel_tls import client_context
 from gatehouse_proxy.sealing import Keyring
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
@@ -54,7 +55,7 @@ def test_a_replica_started_later_receives_the_current_table(
 
 
 def test_a_proxy_without_a_table_is_not_ready(stack: Stack) -> None:
-    unfed = stack.local.start_proxy(operator_url="http://127.0.0.1:9")
+    unfed = stack.local.start_proxy(operator_url="https://127.0.0.1:9")
     try:
         assert httpx.get(f"{unfed.url}/readyz").status_code == 503
         reply = httpx.get(f"{unfed.url}/v1/fetch/vendor/x", headers={"Authorization": "Bearer x"})
@@ -63,10 +64,16 @@ def test_a_proxy_without_a_table_is_not_ready(stack: Stack) -> None:
         unfed.server.stop()
 
 
-def test_the_table_channel_requires_the_channel_token(stack: Stack) -> None:
-    url = f"{stack.local.operator_url}/v1/routing-table/stream"
-    assert httpx.get(url, headers={"Authorization": "Bearer guess"}).status_code == 401
-    assert httpx.get(url).status_code == 401
+def test_the_table_channel_refuses_what_does_not_authenticate(stack: Stack) -> None:
+    """A static bearer token opens nothing; the channel is TLS with the keyring's certificate."""
+    url = f"{stack.local.operator_url}/v1/channel"
+    keyring = Keyring.parse(stack.local.keyring_file.read_text())
+    trusted = client_context(keyring)
+    for headers in ({"Authorization": "Bearer guess"}, {}):
+        reply = httpx.get(url, headers=headers, verify=trusted)
+        assert reply.status_code == 401
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        httpx.get(url, verify=client_context(Keyring.generate("not-ours")))
 
 
 def test_proxies_keep_serving_while_the_operator_is_away(

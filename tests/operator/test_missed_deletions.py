@@ -16,7 +16,6 @@ from gatehouse_operator.controllers import lifecycle
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
-from gatehouse_operator.table_server import Publisher
 from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, Credential, Limits
 from gatehouse_proxy.sealing import Keyring
 
@@ -49,7 +48,7 @@ def body(kind: str, name: str, uid: str) -> dict[str, Any]:
 
 def runtime_with(listing: Listing) -> Runtime:
     keyring = StaticKeyring()
-    runtime = Runtime(OperatorSettings(), cast(Kube, listing), keyring, Publisher(keyring))
+    runtime = Runtime(OperatorSettings(), cast(Kube, listing), keyring)
     for name, uid in (("kept", "c1"), ("gone", "c2"), ("replaced", "c3")):
         route = ConnectionRoute(
             key=f"shop/{name}",

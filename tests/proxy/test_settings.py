@@ -10,7 +10,7 @@ import pytest
 
 from gatehouse_proxy.settings import ProxySettings
 
-REQUIRED = {"GATEHOUSE_KEYRING_FILE": "/k/keyring.json", "GATEHOUSE_OPERATOR_URL": "http://op/"}
+REQUIRED = {"GATEHOUSE_KEYRING_FILE": "/k/keyring.json", "GATEHOUSE_OPERATOR_URL": "https://op/"}
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_defaults_are_the_strict_ones(env: pytest.MonkeyPatch) -> None:
     settings = ProxySettings.from_env()
-    assert settings.operator_url == "http://op"
+    assert settings.operator_url == "https://op"
     assert settings.allow_http is False
     assert settings.allowed_private_networks == ()
     assert settings.request_read_timeout_seconds == 15
@@ -42,6 +42,7 @@ def test_missing_required_settings_are_named(monkeypatch: pytest.MonkeyPatch) ->
         ("GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", "soon"),
         ("GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", "7200"),
         ("GATEHOUSE_ALLOW_HTTP_UPSTREAMS", "maybe"),
+        ("GATEHOUSE_OPERATOR_URL", "http://op"),
     ],
 )
 def test_bad_values_are_refused_naming_the_setting(
@@ -64,7 +65,7 @@ def test_the_proxy_will_not_start_without_a_readable_keyring(tmp_path: Path) -> 
             env={
                 "PATH": "/usr/bin:/bin",
                 "GATEHOUSE_KEYRING_FILE": str(tmp_path / keyring),
-                "GATEHOUSE_OPERATOR_URL": "http://127.0.0.1:1",
+                "GATEHOUSE_OPERATOR_URL": "https://127.0.0.1:1",
             },
         )
         assert done.returncode == 2, done.stderr

@@ -15,7 +15,6 @@ import json
 import time
 from typing import Any
 
-import httpx
 import kopf
 from pydantic import ValidationError
 
@@ -32,7 +31,8 @@ from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.conditions import Verdict, now
 from gatehouse_operator.kube import SampleLimitReached
 from gatehouse_operator.runtime import Runtime
-from gatehouse_proxy.probes import PROBE_PATH, ProbeAnswer, ProbeRequest
+from gatehouse_operator.table_server import NoReplica
+from gatehouse_proxy.probes import ProbeAnswer, ProbeRequest
 from gatehouse_proxy.redaction import scrub
 
 PLURAL = CONNECTION_TEST.plural
@@ -118,41 +118,38 @@ def _connection(runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec
 
 
 async def _probe(runtime: Runtime, key: str, spec: ConnectionTestSpec) -> ProbeAnswer:
-    if not runtime.settings.proxy_url:
-        raise _Finished(
-            Verdict("Passed", "False", "ProxyNotConfigured", "GATEHOUSE_PROXY_URL is not set")
-        )
+    """Runs the test on a proxy replica that holds the connection's latest route.
+
+    It travels on that replica's table channel: no port of the proxy takes tests.
+    """
     route = runtime.world.connections[key]
+    revision = runtime.journal.revision("connection", key)
+    if revision is None or ("connection", key) in runtime.world.changed:
+        raise _Waiting("ProxyBehind", "the connection's latest route is not published yet", 0.5)
     request = ProbeRequest(
         connection=key,
         method=spec.method,
         path=spec.path,
         body=spec.body,
-        min_table_version=runtime.publisher.version,
+        min_table_version=revision,
     )
     try:
-        reply = await runtime.http.post(
-            runtime.settings.proxy_url + PROBE_PATH,
-            content=request.model_dump_json(by_alias=True),
-            headers={
-                "Authorization": f"Bearer {runtime.keyring.current().channel_token()}",
-                "Content-Type": "application/json",
-            },
-            timeout=route.limits.timeout_seconds + 5,
-        )
-    except httpx.HTTPError as error:
-        raise _Waiting(
-            "ProxyUnavailable", f"the proxy is not reachable ({type(error).__name__})"
-        ) from None
-    if reply.status_code == 409:
-        raise _Waiting("ProxyBehind", "the proxy has not received the newest table yet", 0.5)
-    if reply.status_code != 200:
-        raise _Waiting("ProxyUnavailable", f"the proxy answered {reply.status_code}")
-    outcome = reply.json()
+        outcome = await runtime.channel.probe(request, within=route.limits.timeout_seconds + 5)
+    except NoReplica as error:
+        raise _Waiting("ProxyBehind", str(error), 0.5) from None
+    except (TimeoutError, ConnectionError):
+        raise _Waiting("ProxyUnavailable", "the proxy replica did not answer in time") from None
+    if "stale" in outcome:
+        raise _Waiting("ProxyBehind", "the proxy has not installed the newest table yet", 0.5)
     if "refused" in outcome:
         refused = outcome["refused"]
         raise _Finished(
             Verdict("Passed", "False", _camel(refused["code"]), str(refused["message"])[:1024])
+        )
+    if "answered" not in outcome:
+        failure = outcome.get("error", {})
+        raise _Finished(
+            Verdict("Passed", "False", "ProxyError", str(failure.get("message", outcome))[:1024])
         )
     return ProbeAnswer.model_validate(outcome["answered"])
 

@@ -1,7 +1,8 @@
 """ExternalConnection: compile each connection into a route, and say whether it works.
 
 Conditions: ``Accepted`` (the spec makes a usable origin), ``CredentialReady`` (the Secret exists
-and holds a usable secret, now sealed) and ``Ready`` (the proxy routes it). A connection that is
+and holds a usable secret, now sealed) and ``Ready`` (every serving proxy replica routes it; see
+rollout). A connection that is
 not Ready stays in the routing table marked unavailable, so the proxy answers 503 rather than
 calling upstream with stale or missing credentials.
 """
@@ -20,7 +21,7 @@ from gatehouse_operator.controllers import linked_apps
 from gatehouse_operator.credentials import CredentialProblem, verdict_for
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.runtime import Runtime, resource_key
-from gatehouse_proxy.routing_table import ConnectionRoute, Credential, Limits
+from gatehouse_proxy.routing_table import ConnectionRoute, Credential, EntryKind, Limits
 
 PLURAL = EXTERNAL_CONNECTION.plural
 _UNSET = object()
@@ -61,7 +62,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
         verdict = Verdict("Accepted", "False", "InvalidSpec", spec_error(error))
         runtime.world.drop_connection(key)
         runtime.refresh_table()
-        await runtime.write_status(
+        await runtime.report_not_ready(
             EXTERNAL_CONNECTION,
             body,
             [verdict, ready([verdict], "", "")],
@@ -90,13 +91,18 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
         problem = caught
         credential = Credential(type=spec.auth.type)
     verdicts.append(verdict_for(problem, spec.auth))
-    summary = ready(verdicts, "Routed", f"the proxy routes requests to {origin}")
+    routed = f"the proxy routes requests to {origin}"
+    summary = ready(verdicts, "Routed", routed)
     unavailable = "" if summary.ok else f"the connection is not ready: {summary.message}"
 
     runtime.world.put_connection(_route(key, body, spec, origin, credential, unavailable), body)
     runtime.refresh_table()
     extra = {"origin": origin, "hasSecret": credential.sealed is not None}
-    await runtime.write_status(EXTERNAL_CONNECTION, body, [*verdicts, summary], extra, key)
+    if summary.ok:
+        entry: tuple[EntryKind, str] = ("connection", key)
+        await runtime.report_routed(EXTERNAL_CONNECTION, body, verdicts, extra, key, entry, routed)
+    else:
+        await runtime.report_not_ready(EXTERNAL_CONNECTION, body, [*verdicts, summary], extra, key)
     await linked_apps.refresh_statuses(runtime, runtime.world.apps_linking(key))
 
 

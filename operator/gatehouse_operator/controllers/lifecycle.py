@@ -1,7 +1,7 @@
 """Operator start-up and shut-down: settings, API client, servers, webhook, keyring watch.
 
-Three servers run in the operator's event loop: the routing-table stream for the proxies, the
-service API, and (kopf's) admission webhook.
+Three servers run in the operator's event loop: the table channel for the proxies (aiohttp, TLS),
+the service API, and (kopf's) admission webhook.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import contextlib
 import itertools
 import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import kopf
 import uvicorn
+from aiohttp import web
 from kubernetes.aio import client, config
 from starlette.applications import Starlette
 
@@ -27,7 +29,6 @@ from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
-from gatehouse_operator.table_server import EmbeddedServer, Publisher, create_app
 from gatehouse_operator.webhook import WebhookServer
 from gatehouse_proxy.sealing import KeyringError, KeyringFile, KeyringSource
 
@@ -63,7 +64,7 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     api = await _api_client()
     kube = Kube(api)
     keyring = await _keyring(options, kube)
-    runtime = Runtime(options, kube, keyring, Publisher(keyring))
+    runtime = Runtime(options, kube, keyring)
     memo.tasks = []
 
     async def on_ca_bundle(ca_bundle: str) -> None:
@@ -83,17 +84,23 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     runtime.world.expect(expected, options.initial_sync_seconds)
 
     access = Access(api)
+    channel = web.AppRunner(runtime.channel.create_app(), access_log=None)
+    await channel.setup()
+    await web.TCPSite(
+        channel, options.table_host, options.table_port, ssl_context=runtime.channel.tls.context
+    ).start()
     servers = [
-        _embedded(create_app(runtime.publisher), options.table_host, options.table_port),
         _embedded(service_api.create_app(runtime, access), options.api_host, options.api_port),
     ]
     memo.runtime = runtime
     memo.access = access
     memo.api = api
+    memo.channel = channel
     memo.servers = servers
     memo.tasks += [
         *(asyncio.create_task(server.serve(), name="server") for server in servers),
         asyncio.create_task(_housekeeping(runtime), name="housekeeping"),
+        asyncio.create_task(runtime.rollout.run(), name="rollout"),
     ]
     log.info("waiting to see %d existing resources before the first table", len(expected))
 
@@ -186,6 +193,14 @@ async def _install_ca_bundle(runtime: Runtime, ca_bundle: str) -> None:
             return
 
 
+class EmbeddedServer(uvicorn.Server):
+    """uvicorn inside kopf's event loop: kopf, not uvicorn, owns the process's signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 def _embedded(app: Starlette, host: str, port: int) -> EmbeddedServer:
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
@@ -199,8 +214,8 @@ async def _housekeeping(runtime: Runtime) -> None:
     active = runtime.keyring.current().active
     for tick in itertools.count(1):
         await asyncio.sleep(1.0)
-        if runtime.publisher.current is None:
-            runtime.refresh_table()
+        if not runtime.journal.version:
+            runtime.channel.flush()  # the first table, once the world is synced
         if tick % TEST_SWEEP_SECONDS == 0:
             try:
                 await connection_tests.expire_finished(runtime)
@@ -223,12 +238,15 @@ async def _housekeeping(runtime: Runtime) -> None:
         if now_active != active:
             log.info("keyring rotated to key %r: re-sealing every credential", now_active)
             active = now_active
+            runtime.channel.tls.use(runtime.keyring.current())
             for body in list(runtime.world.connection_bodies.values()):
                 await external_connections.reconcile(runtime, body)
 
 
 @kopf.on.cleanup()
 async def stop(memo: Any, **_: Any) -> None:
+    await memo.runtime.channel.close()
+    await memo.channel.cleanup()
     for server in memo.servers:
         server.should_exit = True
     for task in memo.tasks:
@@ -236,5 +254,4 @@ async def stop(memo: Any, **_: Any) -> None:
             task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.gather(*memo.tasks, return_exceptions=True)
-    await memo.runtime.http.aclose()
     await memo.api.close()

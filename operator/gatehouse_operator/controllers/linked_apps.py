@@ -17,7 +17,7 @@ from gatehouse_operator.api.meta import GROUP, VERSION, Kind, spec_error
 from gatehouse_operator.conditions import Verdict, ready
 from gatehouse_operator.kube import CREDENTIAL_LABEL
 from gatehouse_operator.runtime import Runtime, app_key
-from gatehouse_proxy.routing_table import AppRoute, token_sha256
+from gatehouse_proxy.routing_table import AppRoute, EntryKind, token_sha256
 
 KINDS = {DATA_APP.kind: DATA_APP, CHART_TYPE.kind: CHART_TYPE}
 
@@ -64,9 +64,14 @@ async def _write_status(
             ),
         ),
     ]
-    summary = ready(verdicts, "Routed", "every alias is routed by the proxy")
+    message = "every alias is routed by the proxy"
+    summary = ready(verdicts, "Routed", message)
     extra = {"credentialSecret": secret, "links": links}
-    await runtime.write_status(kind, body, [*verdicts, summary], extra, route.key)
+    if summary.ok:
+        entry: tuple[EntryKind, str] = ("app", route.key)
+        await runtime.report_routed(kind, body, verdicts, extra, route.key, entry, message)
+    else:
+        await runtime.report_not_ready(kind, body, [*verdicts, summary], extra, route.key)
 
 
 async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
@@ -78,7 +83,7 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
         runtime.world.drop_app(key, seen_as=key)
         runtime.refresh_table()
         verdict = Verdict("Ready", "False", "InvalidSpec", spec_error(error))
-        await runtime.write_status(kind, body, [verdict], {}, key)
+        await runtime.report_not_ready(kind, body, [verdict], {}, key)
         return
     owner = {"kind": kind.kind, "name": meta["name"], "uid": meta["uid"]}
     token = await runtime.kube.app_token(

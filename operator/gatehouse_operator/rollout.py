@@ -1,0 +1,134 @@
+"""``Ready`` for connections and apps: routed by every serving proxy replica, not merely published.
+
+A resource whose own checks pass is handed here with its status. It is written ``Ready=True``
+once every serving replica acknowledged a table that holds its latest route; if that takes longer
+than ``REPORT_AFTER_SECONDS`` it is written ``Ready=False`` with the reason ``PendingProxies``
+("installed on 1 of 2 proxy replicas") or ``NoProxyReplicas``, and then ``Ready=True`` when the
+replicas catch up. In the common case (acknowledged within the grace) that is one status write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gatehouse_operator.api.meta import Kind
+from gatehouse_operator.conditions import Verdict
+from gatehouse_operator.replicas import Replicas
+from gatehouse_operator.table_journal import Journal
+from gatehouse_operator.world import World
+from gatehouse_proxy.routing_table import EntryKind
+
+log = logging.getLogger("gatehouse.operator.rollout")
+
+REPORT_AFTER_SECONDS = 2.0
+# Status writes the rollout makes at once (a bulk apply finishes thousands together).
+CONCURRENT_WRITES = 16
+
+
+@dataclass
+class Routed:
+    """A resource waiting for the replicas: everything its status needs but ``Ready``."""
+
+    kind: Kind
+    body: dict[str, Any]
+    verdicts: Sequence[Verdict]
+    extra: dict[str, Any]
+    key: str
+    entry: tuple[EntryKind, str]
+    message: str  # Ready's message once routed
+    report_at: float = field(default_factory=lambda: time.monotonic() + REPORT_AFTER_SECONDS)
+    reported: tuple[str, str] = ("", "")
+    not_before: float = 0.0  # after a failed write
+
+
+StatusWriter = Callable[
+    [Kind, dict[str, Any], Sequence[Verdict], dict[str, Any], str], Awaitable[None]
+]
+
+
+class Rollout:
+    def __init__(
+        self, world: World, journal: Journal, replicas: Replicas, write: StatusWriter
+    ) -> None:
+        self.world = world
+        self.journal = journal
+        self.replicas = replicas
+        self.write = write
+        self.waiting: dict[str, Routed] = {}
+        self._wake = asyncio.Event()
+        self._failures: set[str] = set()
+
+    def verdict(self, routed: Routed) -> Verdict:
+        revision = self.journal.revision(*routed.entry)
+        floor, serving = self.replicas.floor()
+        if serving == 0:
+            return Verdict(
+                "Ready", "False", "NoProxyReplicas", "no proxy replica is connected to the operator"
+            )
+        if revision is not None and routed.entry not in self.world.changed and revision <= floor:
+            return Verdict("Ready", "True", "Routed", routed.message)
+        holding = 0 if revision is None else self.replicas.holding(revision)
+        return Verdict(
+            "Ready",
+            "False",
+            "PendingProxies",
+            f"installed on {holding} of {serving} proxy replicas",
+        )
+
+    def expect(self, routed: Routed) -> None:
+        self.waiting[routed.key] = routed
+        self.wake()
+
+    def drop(self, key: str) -> None:
+        self.waiting.pop(key, None)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Writes statuses as replicas catch up, until cancelled."""
+        slots = asyncio.Semaphore(CONCURRENT_WRITES)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=0.5)
+            self._wake.clear()
+            now = time.monotonic()
+            due: list[tuple[Routed, Verdict]] = []
+            for routed in list(self.waiting.values()):
+                if routed.not_before > now:
+                    continue
+                verdict = self.verdict(routed)
+                if verdict.ok:
+                    del self.waiting[routed.key]
+                    due.append((routed, verdict))
+                elif now >= routed.report_at and routed.reported != (
+                    verdict.reason,
+                    verdict.message,
+                ):
+                    routed.reported = (verdict.reason, verdict.message)
+                    due.append((routed, verdict))
+            await asyncio.gather(*(self._write(routed, verdict, slots) for routed, verdict in due))
+            # Batches, rather than one pass per acknowledgement.
+            await asyncio.sleep(0.1)
+
+    async def _write(self, routed: Routed, verdict: Verdict, slots: asyncio.Semaphore) -> None:
+        async with slots:
+            try:
+                await self.write(
+                    routed.kind, routed.body, [*routed.verdicts, verdict], routed.extra, routed.key
+                )
+            except Exception as error:  # any: the rollout must outlive one failed write
+                if routed.key not in self._failures:
+                    log.error("cannot write the status of %s: %s", routed.key, error)
+                self._failures.add(routed.key)
+                routed.not_before = time.monotonic() + 5.0
+                routed.reported = ("", "")
+                self.waiting.setdefault(routed.key, routed)  # tried again
+            else:
+                self._failures.discard(routed.key)

@@ -1,0 +1,263 @@
+"""The operator's end of the table channel with real proxy feeds, in one process on 127.0.0.1.
+
+Journal, channel server (aiohttp, TLS from the keyring) and TableFeeds are the real ones; the
+cluster is not involved (the end-to-end suite runs the same with the operator and proxies as
+processes against a real API server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from gatehouse_operator import table_journal
+from gatehouse_operator.replicas import Replicas
+from gatehouse_operator.table_journal import Journal
+from gatehouse_operator.table_server import TableChannel
+from gatehouse_operator.world import World
+from gatehouse_proxy.channel import CHANNEL_PATH, new_nonce, sign_request
+from gatehouse_proxy.channel_tls import client_context
+from gatehouse_proxy.probes import ProbeRequest
+from gatehouse_proxy.routing_table import (
+    AppRoute,
+    ConnectionRoute,
+    Credential,
+    Limits,
+    RoutingTable,
+)
+from gatehouse_proxy.sealing import Keyring, KeyringFile
+from gatehouse_proxy.table_feed import TableFeed, TableStore
+
+LIMITS = Limits(
+    timeout_seconds=30, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1
+)
+
+
+def connection(name: str, path: str = "/") -> ConnectionRoute:
+    return ConnectionRoute(
+        key=f"shop/{name}",
+        uid=f"uid-{name}",
+        origin="https://api.example.com",
+        allowed_methods=frozenset({"GET"}),
+        allowed_paths=(path,),
+        credential=Credential(type="none"),
+        limits=LIMITS,
+    )
+
+
+def body(name: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": "shop", "name": name, "uid": f"uid-{name}"}, "spec": {}}
+
+
+def app(name: str, links: dict[str, str]) -> AppRoute:
+    return AppRoute(key=f"shop/DataApp/{name}", token_sha256=name * 4, links=links)
+
+
+def test_deltas_replayed_on_a_snapshot_make_the_same_table() -> None:
+    world, journal = World(), Journal()
+    for index in range(50):
+        world.put_connection(connection(f"c{index}"), body(f"c{index}"))
+    world.put_app(app("a", {"x": "shop/c1"}), body("a"), seen_as="a")
+    first = journal.flush(world)
+    assert first is not None
+    replica = RoutingTable.from_snapshot(_json(journal.snapshot()[0]), "k1")
+    world.put_connection(connection("c1", "/v2/"), body("c1"))
+    world.drop_connection("shop/c2")
+    world.put_connection(connection("c3"), body("c3"))  # unchanged: not in the delta
+    world.drop_app("shop/DataApp/a", seen_as="a")
+    changed = journal.flush(world)
+    assert changed is not None
+    assert set(changed.changed) == {
+        ("connection", "shop/c1"),
+        ("connection", "shop/c2"),
+        ("app", "shop/DataApp/a"),
+    }
+    assert journal.flush(world) is None  # nothing changed since
+    replica = replica.with_delta(_json(changed.payload), "k1")
+    fresh = RoutingTable.from_snapshot(_json(journal.snapshot()[0]), "k1")
+    assert replica.digest == fresh.digest == journal.digest
+    assert replica.connections == fresh.connections
+    assert replica.apps == fresh.apps == {}
+    assert journal.since(first.version) == [changed]
+    assert journal.since(first.version - 1) is None  # before the history: a snapshot
+
+
+def _json(payload: bytes) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(payload)
+    return parsed
+
+
+class Channel:
+    """A TableChannel serving on 127.0.0.1, and the feeds of replicas following it."""
+
+    def __init__(self, tmp_path: Path, keyring: Keyring) -> None:
+        self.keyring_path = tmp_path / "keyring.json"
+        self.keyring_path.write_text(keyring.dump())
+        self.world = World()
+        self.journal = Journal()
+        self.replicas = Replicas(grace_seconds=30, on_change=lambda: None)
+        self.server = TableChannel(
+            KeyringFile(self.keyring_path), self.world, self.journal, self.replicas
+        )
+        self.url = ""
+        self.feeds: dict[str, tuple[TableFeed, asyncio.Task[None]]] = {}
+        self.probes: list[ProbeRequest] = []
+
+    async def run_probe(self, request: ProbeRequest) -> dict[str, Any]:
+        self.probes.append(request)
+        return {"answered": {"statusCode": 200}}
+
+    def start_replica(self, name: str) -> TableStore:
+        store = TableStore()
+        feed = TableFeed(store, self.url, KeyringFile(self.keyring_path), name, self.run_probe)
+        self.feeds[name] = (feed, asyncio.create_task(feed.run()))
+        return store
+
+    async def stop_replica(self, name: str) -> None:
+        _, task = self.feeds.pop(name)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@asynccontextmanager
+async def serving(tmp_path: Path) -> AsyncIterator[Channel]:
+    channel = Channel(tmp_path, Keyring.generate())
+    runner = web.AppRunner(channel.server.create_app())
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=channel.server.tls.context).start()
+    channel.url = f"https://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        yield channel
+    finally:
+        for name in list(channel.feeds):
+            await channel.stop_replica(name)
+        await channel.server.close()
+        await runner.cleanup()
+
+
+async def eventually(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+def test_replicas_receive_deltas_acknowledge_them_and_run_tests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(table_journal, "SNAPSHOT_PART_BYTES", 10_000)
+
+    async def scenario() -> None:
+        async with serving(tmp_path) as channel:
+            world, journal, replicas = channel.world, channel.journal, channel.replicas
+            for index in range(200):
+                world.put_connection(connection(f"c{index}"), body(f"c{index}"))
+            channel.server.flush()
+            assert len(journal.snapshot()) > 5  # in parts
+            first = channel.start_replica("proxy-a")
+            second = channel.start_replica("proxy-b")
+            await eventually(lambda: replicas.floor() == (journal.version, 2), "both synced")
+            assert first.current is not None
+            assert len(first.current.connections) == 200
+
+            before = journal.version
+            world.put_connection(connection("c7", "/v2/"), body("c7"))
+            channel.server.schedule_flush()
+            await eventually(
+                lambda: journal.version > before and replicas.floor() == (journal.version, 2),
+                "the delta",
+            )
+            for store in (first, second):
+                assert store.current is not None
+                assert store.current.connections["shop/c7"].allowed_paths == ("/v2/",)
+            assert len(journal.history[-1].payload) < 1024  # the change, not the table
+
+            probe = ProbeRequest(
+                connection="shop/c7", method="GET", path="/v2/x", min_table_version=1
+            )
+            assert await channel.server.probe(probe, within=5) == {"answered": {"statusCode": 200}}
+            assert channel.probes == [probe]
+
+            await channel.stop_replica("proxy-b")  # a Pod shutting down says goodbye
+            await eventually(lambda: replicas.floor()[1] == 1, "proxy-b gone at once")
+
+    asyncio.run(scenario())
+
+
+def test_a_replica_that_broke_off_counts_until_its_grace_ends(tmp_path: Path) -> None:
+    replicas = Replicas(grace_seconds=0.2, on_change=lambda: None)
+    a, b = replicas.connected("a"), replicas.connected("b")
+    replicas.acknowledged(a, 5)
+    replicas.acknowledged(b, 4)
+    assert replicas.floor() == (4, 2)
+    assert replicas.holding(5) == 1
+    replicas.disconnected(b, goodbye=False)
+    assert replicas.floor() == (4, 2)  # it still serves version 4
+    time.sleep(0.3)
+    assert replicas.floor() == (5, 1)
+    fresh = replicas.connected("c")
+    assert replicas.floor() == (5, 1)  # not counted before it holds a table
+    replicas.acknowledged(fresh, 5)
+    assert replicas.floor() == (5, 2)
+
+
+@pytest.mark.parametrize(
+    ("authorization", "message"),
+    [
+        ("Bearer static-token", "scheme must be Gatehouse-Channel"),
+        ("stale", "from the operator's clock"),
+        ("other-keyring", "signed with a key the operator does not have"),
+        ("replayed", "nonce was used before"),
+    ],
+)
+def test_opening_requests_that_do_not_authenticate_are_refused(
+    tmp_path: Path, authorization: str, message: str
+) -> None:
+    async def scenario() -> None:
+        async with serving(tmp_path) as channel:
+            keyring = Keyring.parse(channel.keyring_path.read_text())
+            nonce = new_nonce()
+            headers = {"X-Gatehouse-Replica": "intruder"}
+            if authorization == "stale":
+                headers["Authorization"] = sign_request(
+                    keyring, "intruder", nonce, time.time() - 600
+                )
+            elif authorization == "other-keyring":
+                headers["Authorization"] = sign_request(Keyring.generate("x"), "intruder", nonce)
+            elif authorization == "replayed":
+                headers["Authorization"] = sign_request(keyring, "intruder", nonce)
+            else:
+                headers["Authorization"] = authorization
+            async with aiohttp.ClientSession() as session:
+                if authorization == "replayed":
+                    async with session.ws_connect(
+                        channel.url + CHANNEL_PATH, headers=headers, ssl=client_context(keyring)
+                    ):
+                        pass
+                async with session.get(
+                    channel.url + CHANNEL_PATH, headers=headers, ssl=client_context(keyring)
+                ) as reply:
+                    assert reply.status == 401
+                    assert message in (await reply.json())["error"]["message"]
+
+    asyncio.run(scenario())
+
+
+def test_only_the_keyrings_certificate_is_trusted(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with serving(tmp_path) as channel, aiohttp.ClientSession() as session:
+            with pytest.raises(aiohttp.ClientConnectorCertificateError):
+                await session.get(
+                    channel.url + "/healthz", ssl=client_context(Keyring.generate("other"))
+                )
+
+    asyncio.run(scenario())
