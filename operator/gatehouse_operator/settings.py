@@ -28,6 +28,9 @@ class OperatorSettings:
     table_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod; the proxies connect to it)
     table_port: int = 8081
     allow_http: bool = False
+    # Prometheus metrics (plain HTTP, a port of their own); 0: none.
+    metrics_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod)
+    metrics_port: int = 0
     # How long a proxy replica whose stream broke still counts as serving its last table (so
     # changes it lacks are reported PendingProxies); a replica shutting down says goodbye.
     replica_grace_seconds: float = 30.0
@@ -60,6 +63,8 @@ class OperatorSettings:
             table_host=os.environ.get("GATEHOUSE_TABLE_HOST", cls.table_host),
             table_port=env_port("GATEHOUSE_TABLE_PORT", cls.table_port),
             allow_http=env_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
+            metrics_host=os.environ.get("GATEHOUSE_METRICS_HOST", cls.metrics_host),
+            metrics_port=env_port("GATEHOUSE_METRICS_PORT", cls.metrics_port),
             replica_grace_seconds=env_seconds(
                 "GATEHOUSE_REPLICA_GRACE_SECONDS", cls.replica_grace_seconds
             ),

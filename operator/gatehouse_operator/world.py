@@ -23,6 +23,9 @@ class World:
         # Indexes, so that a change costs the same with 10 resources as with 10,000.
         self._secret_users: dict[tuple[str, str], set[str]] = {}
         self._linkers: dict[str, set[str]] = {}
+        # Bytes each route takes in the table, and their sum per namespace (see table_bounds).
+        self._sizes: dict[tuple[EntryKind, str], int] = {}
+        self._namespace_sizes: dict[str, int] = {}
         # Routes put or dropped since the journal last took them.
         self.changed: set[tuple[EntryKind, str]] = set()
         self._pending: set[str] = set()
@@ -40,7 +43,27 @@ class World:
     def _seen(self, key: str) -> None:
         self._pending.discard(key)
 
-    def put_connection(self, route: ConnectionRoute, body: dict[str, Any]) -> None:
+    def namespace_total_with(self, kind: EntryKind, key: str, size: int) -> int:
+        """The bytes ``key``'s namespace would take if its route took ``size``."""
+        namespace = key.split("/", 1)[0]
+        return self._namespace_sizes.get(namespace, 0) - self._sizes.get((kind, key), 0) + size
+
+    def _resize(self, kind: EntryKind, key: str, size: int) -> None:
+        namespace = key.split("/", 1)[0]
+        total = self.namespace_total_with(kind, key, size)
+        if size:
+            self._sizes[kind, key] = size
+        else:
+            self._sizes.pop((kind, key), None)
+        if total:
+            self._namespace_sizes[namespace] = total
+        else:
+            self._namespace_sizes.pop(namespace, None)
+
+    def put_connection(
+        self, route: ConnectionRoute, body: dict[str, Any], size: int | None = None
+    ) -> None:
+        self._resize("connection", route.key, size or len(route.model_dump_json()))
         self._unindex_connection(route.key)
         self.connections[route.key] = route
         self.connection_bodies[route.key] = body
@@ -49,13 +72,17 @@ class World:
         self._seen(route.key)
 
     def drop_connection(self, key: str) -> None:
+        self._resize("connection", key, 0)
         self._unindex_connection(key)
         self.connections.pop(key, None)
         self.connection_bodies.pop(key, None)
         self.changed.add(("connection", key))
         self._seen(key)
 
-    def put_app(self, route: AppRoute, body: dict[str, Any], seen_as: str) -> None:
+    def put_app(
+        self, route: AppRoute, body: dict[str, Any], seen_as: str, size: int | None = None
+    ) -> None:
+        self._resize("app", route.key, size or len(route.model_dump_json()))
         self._unindex_app(route.key)
         for connection in route.links.values():
             self._linkers.setdefault(connection, set()).add(route.key)
@@ -65,6 +92,7 @@ class World:
         self._seen(seen_as)
 
     def drop_app(self, key: str, seen_as: str) -> None:
+        self._resize("app", key, 0)
         self._unindex_app(key)
         self.apps.pop(key, None)
         self.app_bodies.pop(key, None)

@@ -14,6 +14,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
+from gatehouse_operator import table_bounds
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.conditions import Verdict, ready
@@ -95,9 +96,22 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     summary = ready(verdicts, "Routed", routed)
     unavailable = "" if summary.ok else f"the connection is not ready: {summary.message}"
 
-    runtime.world.put_connection(_route(key, body, spec, origin, credential, unavailable), body)
-    runtime.refresh_table()
+    route = _route(key, body, spec, origin, credential, unavailable)
+    size = table_bounds.entry_size(route)
+    total = runtime.world.namespace_total_with("connection", key, size)
+    refusal = table_bounds.check(route, size, total, "Accepted")
     extra = {"origin": origin, "hasSecret": credential.sealed is not None}
+    if refusal is not None:
+        # Left out of the table (its apps report the link broken); Accepted says what to shrink.
+        runtime.world.drop_connection(key)
+        runtime.refresh_table()
+        verdicts[0] = refusal
+        summary = ready(verdicts, "", "")
+        await runtime.report_not_ready(EXTERNAL_CONNECTION, body, [*verdicts, summary], extra, key)
+        await linked_apps.refresh_statuses(runtime, runtime.world.apps_linking(key))
+        return
+    runtime.world.put_connection(route, body, size)
+    runtime.refresh_table()
     if summary.ok:
         entry: tuple[EntryKind, str] = ("connection", key)
         await runtime.report_routed(EXTERNAL_CONNECTION, body, verdicts, extra, key, entry, routed)

@@ -20,6 +20,7 @@ from aiohttp import web
 from kubernetes.aio import client, config
 from starlette.applications import Starlette
 
+from gatehouse_operator import metrics
 from gatehouse_operator.access import Access
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
@@ -89,13 +90,20 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     await web.TCPSite(
         channel, options.table_host, options.table_port, ssl_context=runtime.channel.tls.context
     ).start()
+    if options.metrics_port:
+        found = metrics.registry(runtime.journal, runtime.replicas, runtime.rollout)
+        metrics_runner = web.AppRunner(metrics.create_app(found), access_log=None)
+        await metrics_runner.setup()
+        await web.TCPSite(metrics_runner, options.metrics_host, options.metrics_port).start()
+        memo.runners = [channel, metrics_runner]
+    else:
+        memo.runners = [channel]
     servers = [
         _embedded(service_api.create_app(runtime, access), options.api_host, options.api_port),
     ]
     memo.runtime = runtime
     memo.access = access
     memo.api = api
-    memo.channel = channel
     memo.servers = servers
     memo.tasks += [
         *(asyncio.create_task(server.serve(), name="server") for server in servers),
@@ -246,7 +254,8 @@ async def _housekeeping(runtime: Runtime) -> None:
 @kopf.on.cleanup()
 async def stop(memo: Any, **_: Any) -> None:
     await memo.runtime.channel.close()
-    await memo.channel.cleanup()
+    for runner in memo.runners:
+        await runner.cleanup()
     for server in memo.servers:
         server.should_exit = True
     for task in memo.tasks:

@@ -12,6 +12,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
+from gatehouse_operator import table_bounds
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP, LinkedAppSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, spec_error
 from gatehouse_operator.conditions import Verdict, ready
@@ -94,7 +95,16 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
         token_sha256=token_sha256(token),
         links={link.alias: f"{meta['namespace']}/{link.connection}" for link in spec.connections},
     )
-    runtime.world.put_app(route, body, seen_as=key)
+    size = table_bounds.entry_size(route)
+    refusal = table_bounds.check(
+        route, size, runtime.world.namespace_total_with("app", key, size), "Ready"
+    )
+    if refusal is not None:
+        runtime.world.drop_app(key, seen_as=key)
+        runtime.refresh_table()
+        await runtime.report_not_ready(kind, body, [refusal], {}, key)
+        return
+    runtime.world.put_app(route, body, seen_as=key, size=size)
     runtime.refresh_table()
     await _write_status(runtime, kind, body, route)
 

@@ -1,0 +1,60 @@
+"""How much of the routing table one connection, one app and one namespace may take.
+
+Every replica holds the whole table, so these bounds are what keeps one namespace's resources
+from making delivery slow or memory-hungry for everyone. A resource over a bound is left out of
+the table with a condition that names the field to shrink; nothing else is affected.
+"""
+
+from __future__ import annotations
+
+from gatehouse_operator.conditions import Verdict
+from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute
+
+MAX_CONNECTION_BYTES = 32 * 1024
+MAX_APP_BYTES = 32 * 1024
+MAX_NAMESPACE_BYTES = 4 * 1024 * 1024
+
+
+def entry_size(route: ConnectionRoute | AppRoute) -> int:
+    return len(route.model_dump_json())
+
+
+def _largest_part(route: ConnectionRoute | AppRoute) -> tuple[str, int]:
+    if isinstance(route, AppRoute):
+        return "spec.connections", sum(len(a) + len(c) + 6 for a, c in route.links.items())
+    sealed = route.credential.sealed
+    parts = {
+        "spec.allowedPaths": sum(len(path) + 3 for path in route.allowed_paths),
+        "spec.auth.googleServiceAccount.scopes": sum(len(s) + 3 for s in route.credential.scopes),
+        "the Secret's value (spec.auth.secretRef)": len(sealed.ciphertext) if sealed else 0,
+    }
+    field = max(parts, key=lambda name: parts[name])
+    return field, parts[field]
+
+
+def check(
+    route: ConnectionRoute | AppRoute, size: int, namespace_total: int, reason_kind: str
+) -> Verdict | None:
+    """A refusal when ``route`` (``size`` bytes) is over its bound, or would make its
+    namespace's total (``namespace_total`` bytes with it) go over the namespace's."""
+    field, part = _largest_part(route)
+    limit = MAX_APP_BYTES if isinstance(route, AppRoute) else MAX_CONNECTION_BYTES
+    if size > limit:
+        return Verdict(
+            reason_kind,
+            "False",
+            "TableEntryTooLarge",
+            f"this {'app' if isinstance(route, AppRoute) else 'connection'} would take "
+            f"{size:,} bytes of the routing table, over the {limit:,} allowed; {field} makes "
+            f"{part:,} of them",
+        )
+    if namespace_total > MAX_NAMESPACE_BYTES:
+        return Verdict(
+            reason_kind,
+            "False",
+            "NamespaceTableFull",
+            f"the namespace's connections and apps would take {namespace_total:,} bytes of the "
+            f"routing table with this one, over the {MAX_NAMESPACE_BYTES:,} allowed per "
+            f"namespace; this one takes {size:,} ({field}: {part:,})",
+        )
+    return None

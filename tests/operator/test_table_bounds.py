@@ -1,0 +1,79 @@
+"""Bounds on what one connection, one app and one namespace may take of the routing table.
+
+The refusal itself (condition, Event, the route left out) runs against the real API server in
+tests/e2e/test_table_delivery.py; here: which field is named, and the namespace's running total.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gatehouse_operator import table_bounds
+from gatehouse_operator.world import World
+from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, Credential, Limits
+from gatehouse_proxy.sealing import Sealed
+
+LIMITS = Limits(
+    timeout_seconds=30, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1
+)
+
+
+def connection(name: str, paths: int = 1, secret_bytes: int = 0) -> ConnectionRoute:
+    sealed = Sealed(key_id="k1", nonce="n", ciphertext="c" * secret_bytes) if secret_bytes else None
+    return ConnectionRoute(
+        key=f"shop/{name}",
+        uid=name,
+        origin="https://api.example.com",
+        allowed_methods=frozenset({"GET"}),
+        allowed_paths=tuple(f"/v1/{index:04d}/" + "p" * 1000 for index in range(paths)),
+        credential=Credential(type="bearer", sealed=sealed),
+        limits=LIMITS,
+    )
+
+
+def body(name: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": "shop", "name": name, "uid": name}, "spec": {}}
+
+
+def refusal(route: ConnectionRoute, total: int = 0) -> str:
+    size = table_bounds.entry_size(route)
+    verdict = table_bounds.check(route, size, total or size, "Accepted")
+    assert verdict is not None
+    assert verdict.type == "Accepted"
+    return f"{verdict.reason}: {verdict.message}"
+
+
+def test_a_connection_over_its_bound_names_the_field_that_makes_it() -> None:
+    assert table_bounds.check(connection("ok"), 1000, 1000, "Accepted") is None
+    assert "TableEntryTooLarge" in refusal(connection("paths", paths=40))
+    assert "spec.allowedPaths makes" in refusal(connection("paths", paths=40))
+    assert "the Secret's value (spec.auth.secretRef) makes" in refusal(
+        connection("secret", secret_bytes=300_000)
+    )
+
+
+def test_a_namespace_over_its_bound_is_refused_naming_its_total() -> None:
+    route = connection("one-more")
+    message = refusal(route, total=table_bounds.MAX_NAMESPACE_BYTES + 1)
+    assert message.startswith("NamespaceTableFull: the namespace's connections and apps")
+    app = AppRoute(key="shop/DataApp/a", token_sha256="t", links={"x" * 64: "shop/c" * 40})
+    verdict = table_bounds.check(app, 40_000, 40_000, "Ready")
+    assert verdict is not None
+    assert "spec.connections makes" in verdict.message
+
+
+def test_the_world_keeps_each_namespaces_total() -> None:
+    world = World()
+    first, second = connection("a"), connection("b", paths=3)
+    world.put_connection(first, body("a"))
+    world.put_connection(second, body("b"))
+    both = table_bounds.entry_size(first) + table_bounds.entry_size(second)
+    assert world.namespace_total_with("connection", "other/x", 0) == 0
+    assert world.namespace_total_with("connection", "shop/new", 0) == both
+    # Replacing a route counts its new size instead of its old one.
+    assert (
+        world.namespace_total_with("connection", "shop/a", 10)
+        == both - len(first.model_dump_json()) + 10
+    )
+    world.drop_connection("shop/b")
+    assert world.namespace_total_with("connection", "shop/new", 0) == table_bounds.entry_size(first)
