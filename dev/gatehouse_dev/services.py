@@ -143,6 +143,9 @@ class LocalGatehouse:
             "GATEHOUSE_API_PORT": str(self.api_port),
             "GATEHOUSE_WEBHOOK_HOST": "127.0.0.1",
             "GATEHOUSE_WEBHOOK_PORT": str(self.webhook_port),
+            # A proxy process on this machine that stops is gone (no network partitions here):
+            # stop counting it soon.
+            "GATEHOUSE_REPLICA_GRACE_SECONDS": "5",
         }
 
     def install_webhooks(self) -> None:

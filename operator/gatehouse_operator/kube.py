@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
+import os
 import secrets
 import time
 from typing import Any, cast
@@ -45,6 +47,38 @@ class Kube:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.admission = client.AdmissionregistrationV1Api(api)
+
+    async def post_event(
+        self, kind: Kind, meta: dict[str, Any], type_: str, reason: str, message: str
+    ) -> None:
+        """An Event on a resource, as ``kubectl describe`` and ``get events`` show them.
+
+        Posted directly rather than through kopf's queue, which only handlers can reach: the
+        rollout writes statuses from a task of its own.
+        """
+        stamp = datetime.datetime.now(datetime.UTC)
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(
+                generate_name=f"{meta['name'][:200]}.", namespace=meta["namespace"]
+            ),
+            involved_object=client.V1ObjectReference(
+                api_version=f"{GROUP}/{VERSION}",
+                kind=kind.kind,
+                name=meta["name"],
+                namespace=meta["namespace"],
+                uid=meta.get("uid"),
+            ),
+            reason=reason,
+            message=message[:1024],
+            type=type_,
+            source=client.V1EventSource(component="gatehouse-operator"),
+            first_timestamp=stamp,
+            last_timestamp=stamp,
+            count=1,
+            reporting_component="gatehouse.dev/operator",
+            reporting_instance=os.environ.get("POD_NAME", "gatehouse-operator")[:128],
+        )
+        await self.core.create_namespaced_event(meta["namespace"], event)
 
     async def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None:
         try:

@@ -125,7 +125,12 @@ class Rollout:
                 )
             except Exception as error:  # any: the rollout must outlive one failed write
                 if routed.key not in self._failures:
-                    log.error("cannot write the status of %s: %s", routed.key, error)
+                    log.error(
+                        "cannot write the status of %s (%s: %s); retrying",
+                        routed.key,
+                        type(error).__name__,
+                        error,
+                    )
                 self._failures.add(routed.key)
                 routed.not_before = time.monotonic() + 5.0
                 routed.reported = ("", "")

@@ -10,9 +10,9 @@ import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-import kopf
+from kubernetes.aio import client
 
 from gatehouse_operator import conditions
 from gatehouse_operator.api.connection import Auth
@@ -143,21 +143,33 @@ class Runtime:
         self._conditions[key] = merged
         # One Event per move of the summary condition (Ready): its reason is the failing
         # condition's, so the others would only repeat it.
-        subject = cast(kopf.Body, body)  # kopf reads only apiVersion, kind and metadata
         for verdict in changed:
             if verdict.type == summary:
-                kopf.event(
-                    subject,
-                    type="Normal" if verdict.ok else "Warning",
-                    reason=verdict.reason,
-                    message=verdict.message,
-                )
+                await self._event(kind, body, verdict)
         status = {"observedGeneration": generation, "conditions": merged, **extra}
         if status == self._written.get(key, body.get("status")):
             return  # as it is: a restarted operator re-reports thousands of unchanged resources
         meta = body["metadata"]
         await self.kube.patch_status(kind, meta["namespace"], meta["name"], status)
         self._written[key] = status
+
+    async def _event(self, kind: Kind, body: dict[str, Any], verdict: Verdict) -> None:
+        try:
+            await self.kube.post_event(
+                kind,
+                body["metadata"],
+                "Normal" if verdict.ok else "Warning",
+                verdict.reason,
+                verdict.message,
+            )
+        except client.ApiException as error:
+            # The status still says it: an Event is a notification, not the record.
+            log.warning(
+                "cannot post the %s Event on %s (HTTP %s)",
+                verdict.reason,
+                body["metadata"]["name"],
+                error.status,
+            )
 
     def condition(self, key: str, type_: str) -> dict[str, Any]:
         """The condition this operator last wrote for ``key``, or an empty dict."""

@@ -166,6 +166,7 @@ class TableChannel:
             {
                 "ok": True,
                 "tableVersion": self.journal.version,
+                "entries": len(self.journal.entries),
                 "keyId": self.tls.key_id,
                 "replicas": [r.describe() for r in self.replicas.by_name.values()],
             }

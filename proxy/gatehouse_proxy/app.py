@@ -312,6 +312,8 @@ def create_app(settings: ProxySettings) -> Starlette:
             {
                 "ready": True,
                 "tableVersion": current.version,
+                "connections": len(current.connections),
+                "apps": len(current.apps),
                 "tableAgeSeconds": round(proxy.table_age(), 1),
                 "signedWith": current.key_id,
                 "sealedWith": sorted(current.sealing_keys),
