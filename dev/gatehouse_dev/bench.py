@@ -12,6 +12,7 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
 from __future__ import annotations
 
 import base64
+import os
 import re
 import shutil
 import statistics
@@ -28,6 +29,7 @@ from typing import Any
 import httpx
 from kubernetes import client, config
 
+from gatehouse_dev import bench_scale
 from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
@@ -37,6 +39,30 @@ from gatehouse_dev.waiting import wait_for
 CONCURRENCY = 32
 ROUTES = 10
 WRK_SECONDS = 8
+
+
+def scale(workdir: Path, sizes: tuple[int, ...]) -> str:
+    """The table channel at N connections (see bench_scale), on a stack of its own."""
+    binaries = ensure_binaries()
+    controlplane = ControlPlane(workdir / "controlplane", binaries)
+    controlplane.start()
+    cluster = Cluster(controlplane.kubeconfig, binaries)
+    local = LocalGatehouse(cluster, workdir / "gatehouse")
+    try:
+        local.install_crds()
+        local.write_keyring()
+        upstream = local.start_upstream()
+        operator = local.start_operator()
+        proxies = [local.start_proxy() for _ in range(2)]
+        bench = bench_scale.ScaleBench(cluster, local, upstream.url)
+        try:
+            results = [bench_scale.measure(bench, size, operator, proxies) for size in sizes]
+        finally:
+            bench.close()
+    finally:
+        local.stop()
+        controlplane.stop()
+    return bench_scale.table(results)
 
 
 @contextmanager
@@ -154,6 +180,9 @@ def main() -> int:
     if shutil.which("wrk") is None:
         print("make bench needs wrk (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
+    sizes = tuple(int(size) for size in os.environ.get("BENCH_SCALE", "1000,10000").split(","))
+    with tempfile.TemporaryDirectory() as folder:
+        at_scale = scale(Path(folder), sizes) if sizes != (0,) else ""
     with tempfile.TemporaryDirectory() as folder, _stack(Path(folder)) as stack:
         cluster, upstream, reference, proxy = stack
         routes, token = apply_to_route(cluster, upstream, proxy)
@@ -184,6 +213,12 @@ def main() -> int:
             f"| {label} | {connections} | {result['rps']:.0f} | {result['p50']:.2f} "
             f"| {result['p99']:.2f} | {result['rps'] / yardstick:.2f} |"
         )
+    if at_scale:
+        print(
+            f"\nThe table channel at scale ({bench_scale.NAMESPACES} namespaces, one app per "
+            "connection, 2 proxy replicas):\n"
+        )
+        print(at_scale)
     return 0
 
 

@@ -64,9 +64,10 @@ class Rollout:
         self._wake = asyncio.Event()
         self._failures: set[str] = set()
 
-    def verdict(self, routed: Routed) -> Verdict:
+    def verdict(self, routed: Routed, replicas: tuple[int, int] | None = None) -> Verdict:
+        """Ready for ``routed`` now; ``replicas`` is replicas.floor(), when the caller has it."""
         revision = self.journal.revision(*routed.entry)
-        floor, serving = self.replicas.floor()
+        floor, serving = replicas or self.replicas.floor()
         if serving == 0:
             return Verdict(
                 "Ready", "False", "NoProxyReplicas", "no proxy replica is connected to the operator"
@@ -99,11 +100,12 @@ class Rollout:
                 await asyncio.wait_for(self._wake.wait(), timeout=0.5)
             self._wake.clear()
             now = time.monotonic()
+            floor = self.replicas.floor()
             due: list[tuple[Routed, Verdict]] = []
             for routed in list(self.waiting.values()):
                 if routed.not_before > now:
                     continue
-                verdict = self.verdict(routed)
+                verdict = self.verdict(routed, floor)
                 if verdict.ok:
                     del self.waiting[routed.key]
                     due.append((routed, verdict))

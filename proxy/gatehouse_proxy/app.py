@@ -58,6 +58,7 @@ class Proxy:
             version=lambda: self.store.current.version if self.store.current else 0,
             age=lambda: self.table_age() if self.store.current else -1,
             connected=lambda: float(self.feed.state.connected),
+            received=lambda: self.feed.state.bytes_received,
         )
 
     def table_age(self) -> float:

@@ -54,14 +54,24 @@ FEED_CONNECTED = Gauge(
     registry=REGISTRY,
 )
 
+FEED_BYTES = Gauge(
+    "gatehouse_proxy_table_feed_received_bytes",
+    "Bytes received on the table channel since the replica started (snapshots and deltas).",
+    registry=REGISTRY,
+)
+
 
 def track_feed(
-    version: Callable[[], float], age: Callable[[], float], connected: Callable[[], float]
+    version: Callable[[], float],
+    age: Callable[[], float],
+    connected: Callable[[], float],
+    received: Callable[[], float],
 ) -> None:
     """Reads the feed's figures at each scrape, so they can never lag what /readyz says."""
     TABLE_VERSION.set_function(version)
     TABLE_AGE.set_function(age)
     FEED_CONNECTED.set_function(connected)
+    FEED_BYTES.set_function(received)
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,7 @@ class FeedState:
     snapshots: int = 0
     deltas: int = 0
     rejected: int = 0
+    bytes_received: int = 0  # every frame from the operator, as it arrived
 
     def describe(self) -> dict[str, object]:
         silent = time.monotonic() - self.last_message_at if self.last_message_at else None
@@ -95,6 +96,7 @@ class FeedState:
             "snapshots": self.snapshots,
             "deltas": self.deltas,
             "rejected": self.rejected,
+            "bytesReceived": self.bytes_received,
         }
 
 
@@ -207,6 +209,7 @@ class _Stream:
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse, frame: bytes) -> None:
         feed = self.feed
+        feed.state.bytes_received += len(frame)
         try:
             key_id, payload = open_frame(feed.keyring.current(), self.nonce, self.next_seq, frame)
         except FrameRejected as error:

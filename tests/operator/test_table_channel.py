@@ -18,9 +18,11 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from prometheus_client.exposition import generate_latest
 
-from gatehouse_operator import table_journal
+from gatehouse_operator import metrics, table_journal
 from gatehouse_operator.replicas import Replicas
+from gatehouse_operator.rollout import Rollout
 from gatehouse_operator.table_journal import Journal
 from gatehouse_operator.table_server import TableChannel
 from gatehouse_operator.world import World
@@ -186,6 +188,17 @@ def test_replicas_receive_deltas_acknowledge_them_and_run_tests(
             )
             assert await channel.server.probe(probe, within=5) == {"answered": {"statusCode": 200}}
             assert channel.probes == [probe]
+
+            async def no_writes(*_: Any) -> None:
+                raise AssertionError("nothing is waiting")
+
+            found = metrics.registry(
+                journal, replicas, Rollout(world, journal, replicas, no_writes)
+            )
+            exposed = generate_latest(found).decode()
+            assert 'gatehouse_operator_proxy_replicas{state="current"} 2.0' in exposed
+            assert 'gatehouse_operator_table_entries{kind="connection"} 200.0' in exposed
+            assert "gatehouse_operator_resources_pending 0.0" in exposed
 
             await channel.stop_replica("proxy-b")  # a Pod shutting down says goodbye
             await eventually(lambda: replicas.floor()[1] == 1, "proxy-b gone at once")
