@@ -10,15 +10,25 @@ import json
 import re
 from collections.abc import Mapping
 
-from google.auth import crypt
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding
 
 from gatehouse_operator.api.connection import Auth
 from gatehouse_operator.conditions import Verdict
+from gatehouse_proxy.google_tokens import load_rsa_key
 from gatehouse_proxy.routing_table import Credential
 from gatehouse_proxy.sealing import Keyring
 
 CREDENTIAL_READY = "CredentialReady"
 _HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# An API key or bearer token longer than this is refused: real ones are far shorter, and the
+# proxy scans every answer for the secret it injected.
+MAX_SECRET_BYTES = 4096
+# A service-account key file is about 2.3 KB; its RSA key may be at most this large. Larger keys
+# cost seconds of CPU per signature check (16,384 bits: 35 s) in a process every tenant shares.
+MAX_KEY_FILE_BYTES = 16 * 1024
+MAX_RSA_BITS = 4096
 
 
 class CredentialProblem(Exception):
@@ -35,6 +45,11 @@ def _text_secret(value: bytes, where: str) -> str:
         raise CredentialProblem("InvalidSecretValue", f"{where} is not UTF-8 text") from None
     if not text:
         raise CredentialProblem("InvalidSecretValue", f"{where} is empty")
+    if len(value) > MAX_SECRET_BYTES:
+        raise CredentialProblem(
+            "SecretTooLong",
+            f"{where} is {len(value):,} bytes; at most {MAX_SECRET_BYTES:,} are allowed",
+        )
     if _HEADER_UNSAFE.search(text):
         raise CredentialProblem(
             "InvalidSecretValue",
@@ -44,7 +59,17 @@ def _text_secret(value: bytes, where: str) -> str:
 
 
 def validate_service_account_key(value: bytes, where: str) -> bytes:
-    """Checks a Google service-account key file the way the token exchange will use it."""
+    """Checks a Google service-account key file the way the token exchange will use it.
+
+    Cheap whatever the input: the size is checked before anything is parsed, the RSA key is
+    loaded without OpenSSL's consistency check (seconds for large keys, holding the GIL) and
+    proven instead by signing and verifying one message.
+    """
+    if len(value) > MAX_KEY_FILE_BYTES:
+        raise CredentialProblem(
+            "InvalidServiceAccountKey",
+            f"{where} is {len(value):,} bytes; a key file may have at most {MAX_KEY_FILE_BYTES:,}",
+        )
     try:
         info = json.loads(value)
     except ValueError:
@@ -59,10 +84,25 @@ def validate_service_account_key(value: bytes, where: str) -> bytes:
         if not isinstance(info.get(field), str) or not info[field]:
             raise CredentialProblem("InvalidServiceAccountKey", f'{where}: "{field}" is missing')
     try:
-        crypt.RSASigner.from_service_account_info(info)  # type: ignore[no-untyped-call]
-    except (ValueError, TypeError, IndexError):
+        key = load_rsa_key(info["private_key"].encode())
+    except (ValueError, TypeError, UnsupportedAlgorithm):
         raise CredentialProblem(
             "InvalidServiceAccountKey", f'{where}: "private_key" is not a PEM RSA private key'
+        ) from None
+    if key.key_size > MAX_RSA_BITS:
+        raise CredentialProblem(
+            "InvalidServiceAccountKey",
+            f'{where}: "private_key" is a {key.key_size:,}-bit RSA key; at most '
+            f"{MAX_RSA_BITS:,} bits are allowed (Google issues 2,048)",
+        )
+    probe = b"gatehouse key check"
+    try:
+        signature = key.sign(probe, padding.PKCS1v15(), hashes.SHA256())
+        key.public_key().verify(signature, probe, padding.PKCS1v15(), hashes.SHA256())
+    except (ValueError, InvalidSignature):
+        raise CredentialProblem(
+            "InvalidServiceAccountKey",
+            f'{where}: "private_key" is not a consistent RSA key (its signatures do not verify)',
         ) from None
     return value
 

@@ -2,19 +2,28 @@
 
 The token endpoint is the installation's (Google's by default), never the key file's
 ``token_uri``: the signed assertion is posted there, so a key file must not choose where it goes.
-One exchange runs at a time per (connection, credential, scopes); concurrent requests wait for it.
-Signing runs in a worker thread, so the event loop never blocks on RSA.
+One exchange runs at a time per (connection, credential, scopes); concurrent requests wait for it,
+and a failed exchange is answered from memory, with backoff, instead of being tried again at once.
+
+Parsing an RSA key with OpenSSL's consistency check holds the GIL for as long as it takes (35 ms
+at 2,048 bits, seconds for large keys): a worker thread does not free the event loop. So keys are
+loaded without it (the operator proved each key by signing with it before sealing it), at most
+4,096 bits, and each parsed signer is kept per key file for as long as the key is routed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from google.auth import crypt, jwt
 
 from gatehouse_proxy.errors import ProxyError
@@ -30,12 +39,36 @@ class AccessToken:
     expires_at: float  # time.monotonic() clock
 
 
-def _sign_assertion(key_file: bytes, scopes: tuple[str, ...], audience: str) -> bytes:
+MAX_RSA_BITS = 4096
+# After a failed exchange, requests get its error without a new exchange for this long, doubling
+# up to the maximum while it keeps failing.
+BACKOFF_SECONDS = 2.0
+MAX_BACKOFF_SECONDS = 60.0
+
+
+def load_rsa_key(pem: bytes) -> rsa.RSAPrivateKey:
+    """A PEM RSA private key, parsed in well under a millisecond whatever its size."""
+    key = serialization.load_pem_private_key(pem, None, unsafe_skip_rsa_key_validation=True)
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise ValueError("not an RSA private key")
+    return key
+
+
+def _signer(key_file: bytes) -> tuple[crypt.Signer, str]:
     info = json.loads(key_file)
-    signer = crypt.RSASigner.from_service_account_info(info)  # type: ignore[no-untyped-call]
+    key = load_rsa_key(info["private_key"].encode())
+    if key.key_size > MAX_RSA_BITS:
+        raise ValueError("the RSA key is too large")
+    signer = crypt.RSASigner(key, info.get("private_key_id"))  # type: ignore[no-untyped-call]
+    return signer, str(info["client_email"])
+
+
+def _sign_assertion(
+    signer: crypt.Signer, email: str, scopes: tuple[str, ...], audience: str
+) -> bytes:
     now = int(time.time())
     payload = {
-        "iss": info["client_email"],
+        "iss": email,
         "scope": " ".join(scopes),
         "aud": audience,
         "iat": now,
@@ -60,6 +93,10 @@ class GoogleTokenSource:
         self.exchanges = 0
         self._tokens: dict[tuple[str, ...], AccessToken] = {}
         self._locks: dict[tuple[str, ...], asyncio.Lock] = {}
+        # Parsed signers by the key file's hash; failures by cache key: (until, delay, error).
+        self._signers: dict[str, tuple[crypt.Signer, str]] = {}
+        self._signer_of: dict[tuple[str, ...], str] = {}
+        self._failures: dict[tuple[str, ...], tuple[float, float, ProxyError]] = {}
 
     async def token(
         self, cache_key: tuple[str, ...], scopes: tuple[str, ...], key_file: Callable[[], bytes]
@@ -73,7 +110,16 @@ class GoogleTokenSource:
             cached = self._fresh(cache_key)
             if cached is not None:
                 return cached
-            token = await self._exchange(key_file(), tuple(sorted(scopes)))
+            failed = self._failures.get(cache_key)
+            if failed is not None and failed[0] > time.monotonic():
+                raise failed[2]
+            try:
+                token = await self._exchange(cache_key, key_file(), tuple(sorted(scopes)))
+            except ProxyError as error:
+                delay = min(failed[1] * 2, MAX_BACKOFF_SECONDS) if failed else BACKOFF_SECONDS
+                self._failures[cache_key] = (time.monotonic() + delay, delay, error)
+                raise
+            self._failures.pop(cache_key, None)
             self._tokens[cache_key] = token
             return token.value
 
@@ -85,14 +131,33 @@ class GoogleTokenSource:
 
     def forget(self, keep: set[tuple[str, ...]]) -> None:
         """Drops tokens of connections that left the routing table or changed credentials."""
-        for key in [key for key in self._tokens if key not in keep]:
-            del self._tokens[key]
+        known = {*self._tokens, *self._failures, *self._signer_of}
+        for key in [key for key in known if key not in keep]:
+            self._tokens.pop(key, None)
+            self._failures.pop(key, None)
+            self._signer_of.pop(key, None)
             self._locks.pop(key, None)
+        routed = set(self._signer_of.values())
+        for fingerprint in [f for f in self._signers if f not in routed]:
+            del self._signers[fingerprint]
 
-    async def _exchange(self, key_file: bytes, scopes: tuple[str, ...]) -> AccessToken:
+    def _signer_for(self, cache_key: tuple[str, ...], key_file: bytes) -> tuple[crypt.Signer, str]:
+        fingerprint = hashlib.sha256(key_file).hexdigest()
+        signer = self._signers.get(fingerprint)
+        if signer is None:
+            signer = self._signers[fingerprint] = _signer(key_file)
+        self._signer_of[cache_key] = fingerprint
+        return signer
+
+    async def _exchange(
+        self, cache_key: tuple[str, ...], key_file: bytes, scopes: tuple[str, ...]
+    ) -> AccessToken:
         try:
-            assertion = await asyncio.to_thread(_sign_assertion, key_file, scopes, self.token_url)
-        except (ValueError, KeyError, TypeError):
+            signer, email = self._signer_for(cache_key, key_file)
+            # A few milliseconds at 4,096 bits: not worth a thread, which would not free the
+            # loop anyway.
+            assertion = _sign_assertion(signer, email, scopes, self.token_url)
+        except (ValueError, KeyError, TypeError, UnsupportedAlgorithm):
             raise ProxyError(
                 "credential_failed", "the service account key could not sign a token request"
             ) from None

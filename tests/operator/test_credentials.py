@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_operator.api.connection import Auth
@@ -104,3 +106,66 @@ def test_bad_service_account_keys_are_named_without_echoing(key_file: bytes, mes
     assert caught.value.reason == "InvalidServiceAccountKey"
     assert message in caught.value.message
     assert "BEGIN" not in caught.value.message
+
+
+def _pem(key: rsa.RSAPrivateKey) -> str:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+
+
+def _inconsistent_key() -> str:
+    """An RSA key whose private exponents were tampered with: it parses, but cannot sign."""
+    numbers = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_numbers()
+    tampered = rsa.RSAPrivateNumbers(
+        numbers.p,
+        numbers.q,
+        numbers.d + 2,
+        numbers.dmp1 + 2,
+        numbers.dmq1,
+        numbers.iqmp,
+        numbers.public_numbers,
+    )
+    return _pem(tampered.private_key(unsafe_skip_rsa_key_validation=True))
+
+
+@pytest.mark.parametrize(
+    ("key_file", "message"),
+    [
+        # 16,384 bits cost 35 s of GIL-holding CPU to check; the size is refused before that.
+        (
+            _key_with(private_key=_pem(rsa.generate_private_key(65537, key_size=4160))),
+            "a 4,160-bit RSA key; at most 4,096 bits are allowed",
+        ),
+        (_key_with(padding="x" * 20_000), "a key file may have at most 16,384"),
+        (_key_with(private_key=_inconsistent_key()), "not a consistent RSA key"),
+    ],
+)
+def test_service_account_keys_that_would_cost_every_tenant_are_refused(
+    key_file: bytes, message: str
+) -> None:
+    with pytest.raises(CredentialProblem) as caught:
+        seal_credential(
+            GOOGLE,
+            {"key.json": key_file},
+            keyring=Keyring.generate(),
+            connection_uid="u",
+            origin=ORIGIN,
+        )
+    assert caught.value.reason == "InvalidServiceAccountKey"
+    assert message in caught.value.message
+
+
+def test_an_api_key_longer_than_4_kib_is_refused() -> None:
+    with pytest.raises(CredentialProblem) as caught:
+        seal_credential(
+            API_KEY,
+            {"token": b"k" * 300_000},
+            keyring=Keyring.generate(),
+            connection_uid="u",
+            origin=ORIGIN,
+        )
+    assert caught.value.reason == "SecretTooLong"
+    assert caught.value.message == (
+        "key 'token' of Secret 'vendor' is 300,000 bytes; at most 4,096 are allowed"
+    )

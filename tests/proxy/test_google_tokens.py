@@ -1,0 +1,91 @@
+"""Google token exchanges cost one tenant, never every tenant on the replica.
+
+Against a token endpoint on 127.0.0.1 (the real one that verifies signed JWTs runs in
+tests/e2e): a key is parsed once however many connections and exchanges use it, without
+OpenSSL's slow consistency check; a failed exchange is answered from memory with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from gatehouse_dev.service_accounts import service_account_key
+from gatehouse_proxy import google_tokens
+from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.google_tokens import GoogleTokenSource
+
+SCOPES = ("https://www.googleapis.com/auth/bigquery.readonly",)
+
+
+@asynccontextmanager
+async def token_endpoint(status: int) -> AsyncIterator[tuple[str, list[str]]]:
+    assertions: list[str] = []
+
+    async def token(request: web.Request) -> web.Response:
+        assertions.append(str((await request.post())["assertion"]))
+        if status != 200:
+            return web.json_response({"error": "invalid_grant"}, status=status)
+        return web.json_response({"access_token": f"t{len(assertions)}", "expires_in": 3600})
+
+    app = web.Application()
+    app.router.add_post("/token", token)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/token", assertions
+    finally:
+        await runner.cleanup()
+
+
+def test_a_key_is_parsed_once_for_all_its_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    key_file, _ = service_account_key()
+    parsed: list[bytes] = []
+    real = google_tokens.load_rsa_key
+
+    def counting(pem: bytes) -> object:
+        parsed.append(pem)
+        return real(pem)
+
+    monkeypatch.setattr(google_tokens, "load_rsa_key", counting)
+
+    async def scenario() -> None:
+        async with token_endpoint(200) as (url, assertions), aiohttp.ClientSession() as session:
+            source = GoogleTokenSource(session, url)
+            first = ("uid-1", "f1", *SCOPES)
+            second = ("uid-2", "f2", *SCOPES)
+            assert await source.token(first, SCOPES, lambda: key_file) == "t1"
+            assert await source.token(second, SCOPES, lambda: key_file) == "t2"
+            assert len(assertions) == 2
+            assert len(parsed) == 1
+            source.forget({second})
+            assert await source.token(second, SCOPES, lambda: key_file) == "t2"  # cached
+            source.forget(set())
+            assert source._signers == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_exchange_is_backed_off_per_key() -> None:
+    key_file, _ = service_account_key()
+
+    async def scenario() -> None:
+        async with token_endpoint(400) as (url, assertions), aiohttp.ClientSession() as session:
+            source = GoogleTokenSource(session, url)
+            failing = ("uid-1", "f1", *SCOPES)
+            for _ in range(20):
+                with pytest.raises(ProxyError, match="invalid_grant"):
+                    await source.token(failing, SCOPES, lambda: key_file)
+            assert len(assertions) == 1  # one exchange; the other 19 answered from memory
+            # Another connection's key is not held back by this one's failures.
+            with pytest.raises(ProxyError, match="invalid_grant"):
+                await source.token(("uid-2", "f2", *SCOPES), SCOPES, lambda: key_file)
+            assert len(assertions) == 2
+
+    asyncio.run(scenario())
