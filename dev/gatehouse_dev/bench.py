@@ -41,8 +41,9 @@ ROUTES = 10
 WRK_SECONDS = 8
 
 
-def scale(workdir: Path, sizes: tuple[int, ...]) -> str:
-    """The table channel at N connections (see bench_scale), on a stack of its own."""
+@contextmanager
+def _gatehouse(workdir: Path) -> Iterator[tuple[Cluster, LocalGatehouse, str]]:
+    """A control plane of its own with the CRDs, a keyring and the echo upstream; stopped after."""
     binaries = ensure_binaries()
     controlplane = ControlPlane(workdir / "controlplane", binaries)
     controlplane.start()
@@ -51,38 +52,32 @@ def scale(workdir: Path, sizes: tuple[int, ...]) -> str:
     try:
         local.install_crds()
         local.write_keyring()
-        upstream = local.start_upstream()
+        yield cluster, local, local.start_upstream().url
+    finally:
+        local.stop()
+        controlplane.stop()
+
+
+def scale(workdir: Path, sizes: tuple[int, ...]) -> str:
+    """The table channel at N connections (see bench_scale), on a stack of its own."""
+    with _gatehouse(workdir) as (cluster, local, upstream):
         operator = local.start_operator()
         proxies = [local.start_proxy() for _ in range(2)]
-        bench = bench_scale.ScaleBench(cluster, local, upstream.url)
+        bench = bench_scale.ScaleBench(cluster, local, upstream)
         try:
             results = [bench_scale.measure(bench, size, operator, proxies) for size in sizes]
         finally:
             bench.close()
-    finally:
-        local.stop()
-        controlplane.stop()
     return bench_scale.table(results)
 
 
 @contextmanager
 def _stack(workdir: Path) -> Iterator[tuple[Cluster, str, str, str]]:
-    binaries = ensure_binaries()
-    controlplane = ControlPlane(workdir / "controlplane", binaries)
-    controlplane.start()
-    cluster = Cluster(controlplane.kubeconfig, binaries)
-    local = LocalGatehouse(cluster, workdir / "gatehouse")
-    try:
-        local.install_crds()
-        local.write_keyring()
-        upstream = local.start_upstream()
-        reference = local.start_reference_passthrough(f"{upstream.url}/echo/")
+    with _gatehouse(workdir) as (cluster, local, upstream):
+        reference = local.start_reference_passthrough(f"{upstream}/echo/")
         local.start_operator()
         proxy = local.start_proxy()
-        yield cluster, upstream.url, reference.url, proxy.url
-    finally:
-        local.stop()
-        controlplane.stop()
+        yield cluster, upstream, reference.url, proxy.url
 
 
 def _resources(name: str, upstream: str) -> list[dict[str, Any]]:

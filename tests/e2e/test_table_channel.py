@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import pytest
@@ -175,16 +175,11 @@ def test_thousands_of_connections_reach_a_replica_started_later(
         cluster.kubectl("delete", "xc", "--all", "-n", namespace, "--wait=false")
 
 
-class ByteRelay:
-    """A TCP relay to the operator (TLS passes through it untouched) that stops passing the
-    operator's bytes on after ``stop_after`` of them, from a thread."""
+class InThread:
+    """A server on an event loop of its own in a thread, stopped when the block ends."""
 
-    def __init__(self, operator_url: str, stop_after: int) -> None:
-        self.target = operator_url.removeprefix("https://").rsplit(":", 1)
-        self.stop_after = stop_after
-        self.forwarded = 0
+    def __init__(self) -> None:
         self.url = ""
-        self._tasks: set[asyncio.Task[None]] = set()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -194,12 +189,39 @@ class ByteRelay:
         self._loop.close()
 
     async def _serve(self) -> None:
-        server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
-        self.url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        raise NotImplementedError
+
+    async def _until_stopped(self, url: str) -> None:
+        self.url = url
         self._stop = asyncio.Event()
         self._ready.set()
+        await self._stop.wait()
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+
+class ByteRelay(InThread):
+    """A TCP relay to the operator (TLS passes through it untouched) that stops passing the
+    operator's bytes on after ``stop_after`` of them, from a thread."""
+
+    def __init__(self, operator_url: str, stop_after: int) -> None:
+        super().__init__()
+        self.target = operator_url.removeprefix("https://").rsplit(":", 1)
+        self.stop_after = stop_after
+        self.forwarded = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def _serve(self) -> None:
+        server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
         async with server:
-            await self._stop.wait()
+            await self._until_stopped(f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}")
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -235,20 +257,11 @@ class ByteRelay:
             writer.close()
             up_writer.close()
 
-    def __enter__(self) -> ByteRelay:
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-
 
 # --- A hostile operator end ---------------------------------------------------------------------
 
 
-class HostileOperator:
+class HostileOperator(InThread):
     """Serves the table channel with the stack's keyring, from a thread, and misbehaves.
 
     Stream 1 gets a frame recorded from the real operator (a replay from another stream),
@@ -256,18 +269,11 @@ class HostileOperator:
     """
 
     def __init__(self, keyring: Keyring, recorded: bytes) -> None:
+        super().__init__()
         self.keyring = keyring
         self.recorded = recorded
         self.streams = 0
         self.heard: list[dict[str, Any]] = []
-        self.url = ""
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        self._loop.run_until_complete(self._serve())
-        self._loop.close()
 
     async def _serve(self) -> None:
         app = web.Application()
@@ -276,11 +282,10 @@ class HostileOperator:
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ServerContext(self.keyring).context)
         await site.start()
-        self.url = f"https://127.0.0.1:{runner.addresses[0][1]}"
-        self._stop = asyncio.Event()
-        self._ready.set()
-        await self._stop.wait()
-        await runner.cleanup()
+        try:
+            await self._until_stopped(f"https://127.0.0.1:{runner.addresses[0][1]}")
+        finally:
+            await runner.cleanup()
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:
         nonce = verify_request(
@@ -308,15 +313,6 @@ class HostileOperator:
         async for message in ws:
             self.heard.append(json.loads(message.data))
         return ws
-
-    def __enter__(self) -> HostileOperator:
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
 
 
 def _recorded_frame(stack: Stack, keyring: Keyring) -> bytes:
