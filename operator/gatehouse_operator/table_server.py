@@ -13,7 +13,6 @@ client, and its server needs no further package (uvicorn would need ``websockets
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import secrets
@@ -202,14 +201,29 @@ class _Session:
         self._probes: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     async def run(self) -> bool:
-        """Serves the replica until the stream ends; True if the replica said goodbye."""
+        """Serves the replica until the stream ends; True if the replica said goodbye.
+
+        A sender that fails ends the stream at once (the replica reconnects and gets a
+        snapshot): left open, the replica would hear nothing until its heartbeat timeout.
+        """
         sender = asyncio.create_task(self._send_forever(), name=f"table-sender-{self.replica.name}")
+        receiver = asyncio.create_task(self._receive_forever())
         try:
-            return await self._receive_forever()
+            await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_COMPLETED)
+            if sender.done() and not receiver.done():
+                failure = sender.exception()
+                if failure is not None and not isinstance(failure, ConnectionError):
+                    log.error(
+                        "sending to proxy replica %s failed; closing its stream",
+                        self.replica.name,
+                        exc_info=failure,
+                    )
+                await self.ws.close(code=WSCloseCode.INTERNAL_ERROR, message=b"sender failed")
+            return await receiver
         finally:
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
-                await sender
+            for task in (sender, receiver):
+                task.cancel()
+            await asyncio.gather(sender, receiver, return_exceptions=True)
 
     async def send(self, payload: bytes) -> None:
         # One at a time: frames must arrive in the order of their sequence numbers.

@@ -274,3 +274,30 @@ def test_only_the_keyrings_certificate_is_trusted(tmp_path: Path) -> None:
                 )
 
     asyncio.run(scenario())
+
+
+def test_a_failing_sender_ends_the_stream_and_the_replica_resyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without this, the replica would hear nothing until its heartbeat timeout (15 s)."""
+
+    async def scenario() -> None:
+        async with serving(tmp_path) as channel:
+            channel.world.put_connection(connection("a"), body("a"))
+            channel.server.flush()
+            real = channel.journal.snapshot
+            calls: list[int] = []
+
+            def snapshot_failing_once() -> list[bytes]:
+                calls.append(1)
+                if len(calls) == 1:
+                    raise RuntimeError("a bug in the sender")
+                return real()
+
+            monkeypatch.setattr(channel.journal, "snapshot", snapshot_failing_once)
+            store = channel.start_replica("proxy-a")
+            # eventually() gives up after 10 s, before the replica's 15 s heartbeat timeout.
+            await eventually(lambda: store.current is not None, "the second snapshot")
+            assert len(calls) == 2
+
+    asyncio.run(scenario())
