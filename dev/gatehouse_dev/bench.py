@@ -11,7 +11,6 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
 
 from __future__ import annotations
 
-import base64
 import os
 import re
 import shutil
@@ -23,6 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -138,22 +138,10 @@ def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[fl
                 "gatehouse.dev", "v1alpha1", namespace, "dataapps", app
             )
 
-            def issued(name: str = name) -> str | None:
-                try:
-                    data = core.read_namespaced_secret(f"dataapp-{name}-gatehouse", namespace).data
-                except client.ApiException:
-                    return None
-                return base64.b64decode(data["token"]).decode() if data else None
-
-            token = wait_for(issued, timeout=30, interval=0.005)
-
-            def routed(token: str = token) -> bool:
-                reply = http.get(
-                    f"{proxy}/v1/fetch/api/echo/", headers={"Authorization": f"Bearer {token}"}
-                )
-                return reply.status_code == 200
-
-            wait_for(routed, timeout=30, interval=0.005)
+            token = wait_for(
+                partial(bench_scale.app_token, core, namespace, name), timeout=30, interval=0.005
+            )
+            wait_for(partial(bench_scale.routed, http, proxy, token), timeout=30, interval=0.005)
             seconds.append(time.perf_counter() - started)
     return seconds, token
 

@@ -77,6 +77,21 @@ def _app(name: str) -> dict[str, Any]:
     }
 
 
+def app_token(core: client.CoreV1Api, namespace: str, name: str) -> str | None:
+    """The proxy credential the operator issued to DataApp ``name``, once it has."""
+    try:
+        secret = core.read_namespaced_secret(f"dataapp-{name}-gatehouse", namespace)
+    except client.ApiException:
+        return None
+    return base64.b64decode(secret.data["token"]).decode() if secret.data else None
+
+
+def routed(http: httpx.Client, proxy: str, token: str) -> bool:
+    """Whether the app's ``api`` alias answers 200 through ``proxy``."""
+    reply = http.get(f"{proxy}/v1/fetch/api/echo/", headers={"Authorization": f"Bearer {token}"})
+    return reply.status_code == 200
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -111,13 +126,6 @@ class ScaleBench:
                 "gatehouse.dev", "v1alpha1", namespace, plural, document
             )
 
-    def token(self, namespace: str, name: str) -> str | None:
-        try:
-            secret = self.core.read_namespaced_secret(f"dataapp-{name}-gatehouse", namespace)
-        except client.ApiException:
-            return None
-        return base64.b64decode(secret.data["token"]).decode() if secret.data else None
-
     def grow_to(self, total: int, proxies: list[Endpoint]) -> tuple[float, float]:
         """Creates pairs until ``total`` exist: seconds to create them, and from the last
         accepted to all routed."""
@@ -131,7 +139,7 @@ class ScaleBench:
         accepted = time.perf_counter()
         self.created = total
         namespace, name = names[-1]
-        token = wait_for(partial(self.token, namespace, name), timeout=1800, interval=0.2)
+        token = wait_for(partial(app_token, self.core, namespace, name), timeout=1800, interval=0.2)
         with httpx.Client(timeout=10) as http:
             for proxy in proxies:
 
@@ -139,10 +147,7 @@ class ScaleBench:
                     ready = http.get(f"{url}/readyz").json()
                     if ready.get("connections", 0) < total or ready.get("apps", 0) < total:
                         return False
-                    reply = http.get(
-                        f"{url}/v1/fetch/api/echo/", headers={"Authorization": f"Bearer {token}"}
-                    )
-                    return reply.status_code == 200
+                    return routed(http, url, token)
 
                 wait_for(
                     complete, timeout=1800, interval=0.2, what=f"{total} routes at {proxy.url}"
@@ -157,15 +162,10 @@ class ScaleBench:
                 name = f"single-{self.created}-{index}"
                 started = time.perf_counter()
                 self._create(namespace, name)
-                token = wait_for(partial(self.token, namespace, name), timeout=60, interval=0.005)
-
-                def routed(token: str = token) -> bool:
-                    reply = http.get(
-                        f"{proxy}/v1/fetch/api/echo/", headers={"Authorization": f"Bearer {token}"}
-                    )
-                    return reply.status_code == 200
-
-                wait_for(routed, timeout=60, interval=0.005)
+                token = wait_for(
+                    partial(app_token, self.core, namespace, name), timeout=60, interval=0.005
+                )
+                wait_for(partial(routed, http, proxy, token), timeout=60, interval=0.005)
                 seconds.append(time.perf_counter() - started)
         return seconds
 
