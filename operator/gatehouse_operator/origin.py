@@ -2,8 +2,9 @@
 
 The CRD's rules already refuse paths, queries, fragments and credentials; this adds what CEL
 cannot check well: host syntax, internationalised names (to punycode), trailing dots, numeric host
-forms that resolvers read as IP addresses (``2130706433``, ``0x7f.1``), and the installation's
-scheme rule.
+forms that resolvers read as IP addresses (``2130706433``, ``0x7f.1``, and the same written with
+fullwidth digits or ideographic full stops, which IDNA maps to ASCII), port 0, and the
+installation's scheme rule.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def normalise_origin(base_url: str, *, allow_http: bool) -> str:
         port = parts.port
     except ValueError:
         raise OriginError("baseURL has an invalid port") from None
+    if port == 0:
+        raise OriginError("baseURL has port 0, which no upstream listens on")
     host = (parts.hostname or "").rstrip(".")
     if not host:
         raise OriginError("baseURL must include a host")
@@ -50,15 +53,16 @@ def _canonical_host(host: str) -> str:
         return str(ipaddress.ip_address(host))
     except ValueError:
         pass
-    if _NUMERIC_HOST.match(host):
-        raise OriginError(
-            f"baseURL host {host!r} looks like a numeric address in a non-standard form; "
-            "write the IP address in dotted-decimal form or use a host name"
-        )
+    # Checked after IDNA's mapping, which turns fullwidth "127.0.0.1" into ASCII.
     try:
         ascii_host = host.encode("idna").decode("ascii").lower()
     except UnicodeError:
         raise OriginError(f"baseURL host {host!r} is not a valid host name") from None
+    if _NUMERIC_HOST.match(ascii_host):
+        raise OriginError(
+            f"baseURL host {host!r} looks like a numeric address in a non-standard form; "
+            "write the IP address in ASCII dotted-decimal form or use a host name"
+        )
     if not all(_LABEL.match(label) for label in ascii_host.split(".")):
         raise OriginError(f"baseURL host {host!r} is not a valid host name")
     return ascii_host

@@ -80,7 +80,7 @@ def verify_request(
     fields = dict(part.partition("=")[::2] for part in rest.split(","))
     try:
         key_id, nonce, mac = fields["key"], fields["nonce"], fields["sig"]
-        timestamp = int(fields["ts"])
+        timestamp = int(fields["ts"]) if fields["ts"].isascii() else -1
     except (KeyError, ValueError):
         raise ChannelRefused("Authorization needs key, ts, nonce and sig") from None
     if len(nonce) != 32 or not all(c in "0123456789abcdef" for c in nonce):
@@ -94,7 +94,8 @@ def verify_request(
         raise ChannelRefused("the request is signed with a key the operator does not have")
     key = keyring.derived(key_id, b"gatehouse/channel-request")
     expected = hmac.new(key, _request_text(replica, timestamp, nonce), hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(expected, mac):
+    # Bytes, since compare_digest raises on a str with non-ASCII characters.
+    if not hmac.compare_digest(expected.encode(), mac.encode("utf-8", "surrogateescape")):
         raise ChannelRefused("the request's signature does not verify")
     return nonce
 

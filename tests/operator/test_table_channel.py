@@ -230,6 +230,7 @@ def test_a_replica_that_broke_off_counts_until_its_grace_ends(tmp_path: Path) ->
         ("stale", "from the operator's clock"),
         ("other-keyring", "signed with a key the operator does not have"),
         ("replayed", "nonce was used before"),
+        ("non-ascii", "signature does not verify"),
     ],
 )
 def test_opening_requests_that_do_not_authenticate_are_refused(
@@ -248,6 +249,9 @@ def test_opening_requests_that_do_not_authenticate_are_refused(
                 headers["Authorization"] = sign_request(Keyring.generate("x"), "intruder", nonce)
             elif authorization == "replayed":
                 headers["Authorization"] = sign_request(keyring, "intruder", nonce)
+            elif authorization == "non-ascii":
+                signed = sign_request(keyring, "intruder", nonce)
+                headers["Authorization"] = signed[: signed.index("sig=") + 4] + "é" * 64
             else:
                 headers["Authorization"] = authorization
             async with aiohttp.ClientSession() as session:
