@@ -36,11 +36,20 @@ MAX_SAMPLE_BYTES = 16 * 1024
 MAX_SAMPLES_PER_CONNECTION = 20
 _SEPARATORS = re.compile(r"[-_\s]")
 _NORMALISED = frozenset(_SEPARATORS.sub("", key) for key in SENSITIVE_KEYS)
+
+
+def _spelled_any_way(key: str) -> str:
+    return "[-_ ]?".join(re.escape(char) for char in key)
+
+
 # ``key=value``, ``key: value`` and ``"key": "value"`` inside free text: form bodies, query
-# strings, header dumps, JSON that an API returns as a string. Keys start at a word boundary and
-# are bounded, so a long run of letters costs linear time, not quadratic.
+# strings, header dumps, JSON that an API returns as a string. Only sensitive keys are matched, so
+# a pair such as ``https://host/?access_token=...`` cannot hide inside the "value" of ``https:``.
+# Keys start and end at word boundaries, so ``tokens_used`` stays.
 _PAIR = re.compile(
-    r"(?<![A-Za-z0-9_-])(?P<key>[A-Za-z][A-Za-z0-9_-]{0,63})(?P<sep>[\"']?\s*[:=]\s*[\"']?)"
+    r"(?<![A-Za-z0-9_-])(?P<key>"
+    + "|".join(_spelled_any_way(key) for key in sorted(_NORMALISED, key=len, reverse=True))
+    + r")(?![A-Za-z0-9_-])(?P<sep>[\"']?\s*[:=]\s*[\"']?)"
     r"(?P<value>(?:(?:Bearer|Basic|Token)\s+)?[^\"'&\s,;}]+)",
     re.IGNORECASE,
 )
@@ -53,12 +62,7 @@ def is_sensitive(key: str) -> bool:
 def _scrub_text(text: str, secrets: tuple[str, ...]) -> str:
     """``text`` without the secrets, and without values given to sensitive keys."""
 
-    def pair(match: re.Match[str]) -> str:
-        if not is_sensitive(match["key"]):
-            return match[0]
-        return f"{match['key']}{match['sep']}{REDACTED}"
-
-    return _PAIR.sub(pair, scrub(text, secrets))
+    return _PAIR.sub(lambda pair: f"{pair['key']}{pair['sep']}{REDACTED}", scrub(text, secrets))
 
 
 def redact(value: Any, secrets: Iterable[str], *, max_items: int | None = None) -> Any:

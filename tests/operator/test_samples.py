@@ -37,6 +37,15 @@ def test_lookalike_keys_are_kept(key: str) -> None:
         ("Authorization: Bearer abc.def", "Authorization: [redacted]"),
         ('{"refresh_token": "r-1"}', '{"refresh_token": "[redacted]"}'),
         ("tokens: 12", "tokens: 12"),
+        (
+            "next: https://x.example/cb?access_token=abc&b=1",
+            "next: https://x.example/cb?access_token=[redacted]&b=1",
+        ),
+        (
+            '{"next": "https://x.example/?apiKey=abc"}',
+            '{"next": "https://x.example/?apiKey=[redacted]"}',
+        ),
+        ("x-api-key: abc, tokens_used=3", "x-api-key: [redacted], tokens_used=3"),
     ],
 )
 def test_free_text_loses_secrets_and_sensitive_pairs(text: str, expected: str) -> None:
