@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -29,6 +29,7 @@ from gatehouse_proxy.injectors import Injection, Injector, token_cache_key
 from gatehouse_proxy.matcher import check_method, check_path, normalise
 from gatehouse_proxy.network_guard import NetworkPolicy
 from gatehouse_proxy.probes import CONNECTION_TEST_CALLER, ProbeAnswer, ProbeRequest
+from gatehouse_proxy.query import upstream_query
 from gatehouse_proxy.rate_limit import RateLimiter
 from gatehouse_proxy.redaction import scrub
 from gatehouse_proxy.relay import RelayedResponse
@@ -191,8 +192,10 @@ class Proxy:
         self.limiter.acquire(connection.key, rate_key, connection.limits.requests_per_minute)
         body = await read_body(connection.limits.max_request_bytes)
         injection = await self.injector.injection(connection)
-        url = connection.origin + path.encoded + _query(query, injection)
-        outgoing = header_policy.upstream_request_headers(incoming, injection.header_names)
+        url = connection.origin + path.encoded + upstream_query(query, injection.query)
+        outgoing = header_policy.upstream_request_headers(
+            incoming, injection.header_names, credentialed=bool(injection.secrets)
+        )
         if injection.secrets or readable:
             # An uncompressed answer, so an echoed credential can be scrubbed from it (and a
             # test result read).
@@ -257,16 +260,6 @@ class Proxy:
             body=scrub(content.decode("utf-8", errors="replace"), injection.secrets),
             size_bytes=len(content),
         )
-
-
-def _query(raw: bytes, injection: Injection) -> str:
-    """The app's query string, minus any parameter the injected API key overrides."""
-    pairs = [pair for pair in raw.decode("latin-1").split("&") if pair]
-    if injection.query is not None:
-        name, secret = injection.query
-        pairs = [p for p in pairs if unquote(p.partition("=")[0]).lower() != name.lower()]
-        pairs.append(f"{quote(name, safe='')}={quote(secret, safe='')}")
-    return "?" + "&".join(pairs) if pairs else ""
 
 
 async def _read_body(request: Request, limit: int, timeout_seconds: float) -> bytes:

@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse
 
 STATUS_BY_CODE: Mapping[str, int] = {
     "invalid_path": 400,
+    "invalid_query": 400,
     "path_traversal": 400,
     "unauthenticated": 401,
     "path_not_allowed": 403,

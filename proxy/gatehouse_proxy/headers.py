@@ -1,8 +1,12 @@
 """Which headers cross the proxy, in each direction.
 
 Requests: the app's headers pass except those that carry identity or routing, control the hop, or
-would let the app override what the proxy injects. Responses: only an allowlist reaches app code,
-so cookies and upstream internals never do.
+would let the app override what the proxy injects. Names are compared with ``_`` read as ``-``:
+CGI, WSGI and Rack servers turn both into one variable (``HTTP_X_API_KEY``) and merge the app's
+``X_Api_Key`` into the injected ``X-Api-Key`` (the class of Puma CVE-2024-45614). On a
+credentialed connection ``Range`` and ``If-Range`` are dropped too: an upstream that echoes the
+credential would otherwise hand it over in pieces that the scrubber never sees whole.
+Responses: only an allowlist reaches app code, so cookies and upstream internals never do.
 """
 
 from __future__ import annotations
@@ -20,12 +24,26 @@ _REQUEST_DROPPED = frozenset(
         "cookie",
         "host",
         "forwarded",
+        "via",
+        # Client addresses that CDNs, load balancers and frameworks trust.
         "x-real-ip",
+        "x-client-ip",
+        "client-ip",
+        "true-client-ip",
+        "cf-connecting-ip",
+        "fastly-client-ip",
+        "x-cluster-client-ip",
+        # Host, URL and method overrides read by proxies and frameworks.
+        "x-host",
+        "x-original-host",
+        "x-http-host-override",
         "x-original-url",
+        "x-original-uri",
         "x-rewrite-url",
         "x-http-method-override",
         "x-http-method",
         "x-method-override",
+        "x-method",
         "origin",
         "referer",
         "content-length",  # recomputed from the body actually sent
@@ -44,7 +62,8 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
-_REQUEST_DROPPED_PREFIXES = ("x-forwarded-", "proxy-", "x-gatehouse-")
+_REQUEST_DROPPED_PREFIXES = ("x-forwarded-", "proxy-", "x-gatehouse-", "x-envoy-")
+_PARTIAL_READS = frozenset({"range", "if-range"})
 
 RESPONSE_ALLOWED = frozenset(
     {
@@ -68,33 +87,39 @@ _RESPONSE_ALLOWED_PREFIXES = ("ratelimit", "x-ratelimit-", "x-rate-limit-")
 MAX_RESPONSE_HEADER_BYTES = 16 * 1024
 
 
+def _name(header: str) -> str:
+    return header.lower().replace("_", "-")
+
+
 def _connection_named(headers: Iterable[tuple[str, str]]) -> set[str]:
     """Headers the sender listed in Connection; a hop must drop them (Go CVE-2021-33197)."""
     named: set[str] = set()
     for name, value in headers:
-        if name.lower() == "connection":
-            named.update(token.strip().lower() for token in value.split(",") if token.strip())
+        if _name(name) == "connection":
+            named.update(_name(token.strip()) for token in value.split(",") if token.strip())
     return named
 
 
 def upstream_request_headers(
-    app_headers: Iterable[tuple[str, str]], injected: set[str]
+    app_headers: Iterable[tuple[str, str]], injected: set[str], *, credentialed: bool = False
 ) -> list[tuple[str, str]]:
     """The app's headers that may go upstream; names in ``injected`` are the proxy's alone."""
     incoming = list(app_headers)
     named = _connection_named(incoming)
+    injected = {_name(header) for header in injected}
     kept: list[tuple[str, str]] = []
-    for name, value in incoming:
-        lowered = name.lower()
+    for header, value in incoming:
+        name = _name(header)
         if (
-            lowered in _REQUEST_DROPPED
-            or lowered in HOP_BY_HOP
-            or lowered in named
-            or lowered in injected
-            or lowered.startswith(_REQUEST_DROPPED_PREFIXES)
+            name in _REQUEST_DROPPED
+            or name in HOP_BY_HOP
+            or name in named
+            or name in injected
+            or name.startswith(_REQUEST_DROPPED_PREFIXES)
+            or (credentialed and name in _PARTIAL_READS)
         ):
             continue
-        kept.append((name, value))
+        kept.append((header, value))
     return kept
 
 
