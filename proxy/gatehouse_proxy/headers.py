@@ -11,10 +11,9 @@ Responses: only an allowlist reaches app code, so cookies and upstream internals
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
-from gatehouse_proxy.redaction import REDACTED
+from gatehouse_proxy.redaction import Redactor
 
 # Headers that identify the caller or steer routing: the proxy decides these, never the app.
 _REQUEST_DROPPED = frozenset(
@@ -123,22 +122,6 @@ def upstream_request_headers(
     return kept
 
 
-def _secret_pattern(secret: str) -> re.Pattern[str]:
-    """Matches the secret however a URL encoder wrote it: each character raw or %-encoded."""
-    parts = []
-    for char in secret:
-        encoded = "".join(f"%{byte:02x}" for byte in char.encode())
-        options = [re.escape(char), re.escape(encoded)] + (["\\+"] if char == " " else [])
-        parts.append("(?:" + "|".join(options) + ")")
-    return re.compile("".join(parts), re.IGNORECASE)
-
-
-def _redact(value: str, secrets: Iterable[str]) -> str:
-    for secret in secrets:
-        value = _secret_pattern(secret).sub(REDACTED, value)
-    return value
-
-
 def app_response_headers(
     upstream: Iterable[tuple[str, str]], secrets: Iterable[str] = ()
 ) -> list[tuple[str, str]]:
@@ -146,12 +129,12 @@ def app_response_headers(
     (a pagination Link header would otherwise hand a query API key to the app)."""
     kept: list[tuple[str, str]] = []
     size = 0
-    secrets = [secret for secret in secrets if secret]
+    redact = Redactor(secrets)
     for name, raw_value in upstream:
         lowered = name.lower()
         if lowered not in RESPONSE_ALLOWED and not lowered.startswith(_RESPONSE_ALLOWED_PREFIXES):
             continue
-        value = _redact(raw_value, secrets)
+        value = redact.text(raw_value)
         size += len(name) + len(value) + 4
         if size > MAX_RESPONSE_HEADER_BYTES:
             break

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
+import json
 from collections.abc import AsyncIterator
 
 import pytest
 
+from gatehouse_proxy.headers import app_response_headers
 from gatehouse_proxy.redaction import REDACTED, BodyScrubber, scrub, scrubbed
 
 SECRET = "sk live/42"  # a space and a slash: its URL-encoded form differs
@@ -60,3 +63,90 @@ def test_the_async_stream() -> None:
         return b"".join([chunk async for chunk in scrubbed(chunks(), [SECRET])])
 
     assert asyncio.run(collect()) == EXPECTED
+
+
+TOKEN = "sk_live~4/2+Zq.9x"  # characters that encoders treat differently
+
+
+def _every_escape(char: str) -> list[str]:
+    byte = ord(char)
+    return [
+        f"%{byte:02x}",
+        f"%{byte:02X}",
+        f"\\u{byte:04x}",
+        f"\\u{byte:04X}",
+        f"&#{byte};",
+        f"&#x{byte:x};",
+        f"&#X{byte:02X};",
+    ]
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        TOKEN.replace("/", "\\/"),  # JSON's escaped slash
+        TOKEN.replace("~", "%7E"),  # a character clients leave unencoded
+        TOKEN.replace("~", "%7e").replace("/", "%2F"),  # mixed-case hex
+        TOKEN.replace("+", "&#43;"),  # HTML entity
+        TOKEN.replace("+", "&plus;").replace("/", "&sol;"),
+        "".join(f"\\u{ord(char):04x}" for char in TOKEN),  # JSON \uXXXX throughout
+        "".join(f"&#x{ord(char):x};" for char in TOKEN),
+        "".join(f"%{ord(char):02x}" for char in TOKEN),
+    ],
+)
+def test_escaped_echoes_are_scrubbed(echo: str) -> None:
+    body = f'{{"error": "bad key {echo}", "n": 1}}'.encode()
+    scrubbed_body = _scrub_chunks_of(body, TOKEN)
+    assert scrubbed_body == b'{"error": "bad key [redacted]", "n": 1}'
+
+
+def test_every_escape_of_every_character_split_anywhere() -> None:
+    for index, char in enumerate(TOKEN):
+        for escape in _every_escape(char):
+            echo = TOKEN[:index] + escape + TOKEN[index + 1 :]
+            body = f"<p>{echo}</p>".encode()
+            for cut in range(1, len(body)):
+                assert _scrub_chunks_of(body, TOKEN, [cut]) == b"<p>[redacted]</p>", (echo, cut)
+
+
+@pytest.mark.parametrize("pad", [b"", b"u", b"us"])
+def test_base64_inside_a_longer_base64_string(pad: bytes) -> None:
+    encoded = base64.b64encode(pad + b"user:" + TOKEN.encode() + b"\n").decode()
+    for form in (encoded, encoded.replace("+", "-").replace("/", "_")):
+        scrubbed_body = _scrub_chunks_of(f"Basic {form}".encode(), TOKEN).decode()
+        assert REDACTED in scrubbed_body
+        assert base64.b64encode(TOKEN.encode()).decode()[2:-2] not in scrubbed_body
+
+
+def test_short_values_do_not_blank_unrelated_base64() -> None:
+    body = base64.b64encode(b"abc" * 100)
+    assert _scrub_chunks_of(body, "abc123") == body
+
+
+def test_headers_lose_json_and_html_escaped_echoes() -> None:
+    kept = dict(
+        app_response_headers(
+            [
+                ("Link", "<https://x.example/?k=sk_live~4\\/2+Zq.9x>"),
+                ("Content-Disposition", 'attachment; filename="sk_live&#126;4/2&#43;Zq.9x"'),
+            ],
+            secrets=[TOKEN],
+        )
+    )
+    assert kept == {
+        "link": "<https://x.example/?k=[redacted]>",
+        "content-disposition": 'attachment; filename="[redacted]"',
+    }
+
+
+def test_a_json_body_full_of_escapes_keeps_every_other_byte() -> None:
+    body = json.dumps(
+        [{"url": f"https://x.example/a/{n}?q=%20&r=&amp;", "s": "\\"} for n in range(500)]
+    )
+    assert _scrub_chunks_of(body.encode(), TOKEN, [7, 4000, 9000]) == body.encode()
+
+
+def _scrub_chunks_of(body: bytes, secret: str, cuts: list[int] | None = None) -> bytes:
+    scrubber = BodyScrubber([secret])
+    chunks = _stream(body, cuts or [len(body) // 2])
+    return b"".join([scrubber.feed(chunk) for chunk in chunks] + [scrubber.flush()])
