@@ -22,7 +22,11 @@ USER_AGENT = "gatehouse-proxy"
 
 
 def new_session(policy: NetworkPolicy, ca_file: str | None = None) -> aiohttp.ClientSession:
-    tls = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
+    tls = ssl.create_default_context()
+    if ca_file:
+        # Added to the system's trust, not instead of it: public upstreams and Google's token
+        # endpoint keep working beside the private ones the installation's CA signs.
+        tls.load_verify_locations(cafile=ca_file)
     connector = aiohttp.TCPConnector(
         resolver=GuardedResolver(policy),
         ssl=tls,

@@ -4,11 +4,14 @@ a body that fails half-way is a ProxyError too, never an aiohttp exception."""
 from __future__ import annotations
 
 import asyncio
+import ssl
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 
+from gatehouse_dev.pki import CertificateAuthority
 from gatehouse_dev.processes import free_port
 from gatehouse_dev.upstream import create_app
 from gatehouse_proxy.errors import ProxyError
@@ -76,3 +79,51 @@ def test_a_body_that_fails_half_way_is_a_proxy_error() -> None:
     assert _code(allowed, "http://127.0.0.1:{port}/broken") == "upstream_failed"
     stalled = "http://127.0.0.1:{port}/broken?then=stall&seconds=5"
     assert _code(allowed, stalled, timeout_seconds=0.5) == "upstream_timeout"
+
+
+def test_the_upstream_ca_adds_to_the_system_trust_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    system_dir, private_dir = tmp_path / "system", tmp_path / "private"
+    system_dir.mkdir()
+    private_dir.mkdir()
+    system = CertificateAuthority(system_dir, "a-public-ca")
+    private = CertificateAuthority(private_dir, "the-installations-ca")
+    # OpenSSL's default trust store, as create_default_context loads it.
+    monkeypatch.setenv("SSL_CERT_FILE", str(system.cert_path))
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path / "none"))
+    policy = NetworkPolicy(["127.0.0.0/8"])
+
+    async def scenario() -> list[int]:
+        runners, ports = [], []
+        for ca in (system, private):
+            pair = ca.issue("upstream", "upstream", hosts=("127.0.0.1",))
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(pair.cert_path, pair.key_path)
+            runner = web.AppRunner(create_app())
+            await runner.setup()
+            ports.append(free_port())
+            await web.TCPSite(runner, "127.0.0.1", ports[-1], ssl_context=context).start()
+            runners.append(runner)
+        session = new_session(policy, str(private.cert_path))
+        try:
+            forwarder = Forwarder(session, policy, allow_http=False)
+            statuses = []
+            for port in ports:
+                upstream = await forwarder.send(
+                    method="GET",
+                    url=f"https://127.0.0.1:{port}/echo/",
+                    headers=[],
+                    body=b"",
+                    timeout_seconds=5,
+                    max_response_bytes=1_000_000,
+                )
+                upstream.release()
+                statuses.append(upstream.status)
+            return statuses
+        finally:
+            await session.close()
+            for runner in runners:
+                await runner.cleanup()
+
+    assert asyncio.run(scenario()) == [200, 200]
