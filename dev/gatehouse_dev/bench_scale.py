@@ -143,8 +143,8 @@ class ScaleBench:
         with httpx.Client(timeout=10) as http:
             for proxy in proxies:
 
-                def complete(url: str = proxy.url) -> bool:
-                    ready = http.get(f"{url}/readyz").json()
+                def complete(url: str = proxy.url, admin: str = proxy.admin_url) -> bool:
+                    ready = http.get(f"{admin}/readyz").json()
                     if ready.get("connections", 0) < total or ready.get("apps", 0) < total:
                         return False
                     return routed(http, url, token)
@@ -169,14 +169,14 @@ class ScaleBench:
                 seconds.append(time.perf_counter() - started)
         return seconds
 
-    def change_bytes(self, proxy: str) -> int:
+    def change_bytes(self, admin: str) -> int:
         """Bytes the replica received for one change (one connection's paths)."""
         namespace = self.namespaces[1]
 
         def received() -> int:
-            return int(httpx.get(f"{proxy}/readyz", timeout=10).json()["feed"]["bytesReceived"])
+            return int(httpx.get(f"{admin}/readyz", timeout=10).json()["feed"]["bytesReceived"])
 
-        version = httpx.get(f"{proxy}/readyz", timeout=10).json()["tableVersion"]
+        version = httpx.get(f"{admin}/readyz", timeout=10).json()["tableVersion"]
         time.sleep(6)  # past a heartbeat, so none falls inside the measurement by chance
         before = received()
         self.custom.patch_namespaced_custom_object(
@@ -188,7 +188,7 @@ class ScaleBench:
             {"spec": {"allowedPaths": ["/echo/", f"/changed-{version}/"]}},
         )
         wait_for(
-            lambda: httpx.get(f"{proxy}/readyz", timeout=10).json()["tableVersion"] > version,
+            lambda: httpx.get(f"{admin}/readyz", timeout=10).json()["tableVersion"] > version,
             timeout=60,
             interval=0.01,
         )
@@ -199,7 +199,7 @@ class ScaleBench:
         late = self.local.start_proxy()
 
         def ready() -> bool:
-            return httpx.get(f"{late.url}/readyz", timeout=10).status_code == 200
+            return httpx.get(f"{late.admin_url}/readyz", timeout=10).status_code == 200
 
         wait_for(ready, timeout=600, interval=0.05)
         return time.perf_counter() - started, late
@@ -208,7 +208,7 @@ class ScaleBench:
 def measure(bench: ScaleBench, total: int, operator: Endpoint, proxies: list[Endpoint]) -> Figures:
     create, bulk = bench.grow_to(total, proxies)
     singles = bench.single_applies(proxies[0].url)
-    change = bench.change_bytes(proxies[1].url)
+    change = bench.change_bytes(proxies[1].admin_url)
     late_seconds, late = bench.late_replica()
     late.server.stop()
     return Figures(

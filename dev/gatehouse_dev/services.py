@@ -31,8 +31,8 @@ CRDS = ROOT / "crds"
 class Endpoint:
     server: Server
     url: str
-    # The proxy's metrics listener (its own port, as in a Pod).
-    metrics_url: str = ""
+    # The proxy's readiness and metrics listener (its own port, as in a Pod): /readyz, /metrics.
+    admin_url: str = ""
 
 
 def _answers(url: str) -> bool:
@@ -202,7 +202,7 @@ class LocalGatehouse:
             "--log-level=warning",
         ]
         endpoint = self._start(f"proxy-{port}", argv, env, f"http://127.0.0.1:{port}", "/healthz")
-        endpoint.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        endpoint.admin_url = f"http://127.0.0.1:{metrics_port}"
         return endpoint
 
     def stop(self) -> None:

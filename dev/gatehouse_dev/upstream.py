@@ -4,7 +4,7 @@
 parsed, and a request id), so a test can assert exactly what the proxy sent; ``/_received/{id}``
 answers the same record to a caller that asks the upstream directly, not through the proxy. The
 other routes misbehave on purpose: a redirect, a huge or endless body, a slow answer, a body that
-breaks off or stalls half-way, cookies and internal headers to strip.
+breaks off or stalls half-way, cookies and internal headers to strip, any status and header.
 
 ``python -m gatehouse_dev.upstream --port 18080`` serves it; tests start it as a subprocess.
 """
@@ -98,8 +98,16 @@ async def broken(request: web.Request) -> web.StreamResponse:
 
 
 async def slow(request: web.Request) -> web.Response:
+    """Answers after ``?seconds=``, reading a request body only then (the proxy holds it)."""
     await asyncio.sleep(float(request.query.get("seconds", "5")))
-    return web.json_response({"slow": True})
+    return web.json_response({"slow": True, "received": len(await request.read())})
+
+
+async def status(request: web.Request) -> web.Response:
+    """Answers with the status in the path, and any ``?header=Name:value`` it is asked for."""
+    name, _, value = request.query.get("header", "").partition(":")
+    headers = {name: value} if name else {}
+    return web.json_response({}, status=int(request.match_info["code"]), headers=headers)
 
 
 def create_app() -> web.Application:
@@ -108,7 +116,8 @@ def create_app() -> web.Application:
     app.router.add_get("/_received/{id}", received)
     app.router.add_get("/redirect", redirect)
     app.router.add_get("/big", big)
-    app.router.add_get("/slow", slow)
+    app.router.add_route("*", "/slow", slow)
+    app.router.add_get("/status/{code}", status)
     app.router.add_get("/broken", broken)
     return app
 

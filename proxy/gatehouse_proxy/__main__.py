@@ -1,4 +1,5 @@
-"""``python -m gatehouse_proxy``: serve the proxy, and its metrics on a port of their own."""
+"""``python -m gatehouse_proxy``: serve the proxy, and its readiness and metrics on a port of their
+own (``--metrics-port``), which apps are not given."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ from collections.abc import Iterator
 
 import uvicorn
 
-from gatehouse_proxy import logs, metrics
-from gatehouse_proxy.app import create_app
+from gatehouse_proxy import logs
+from gatehouse_proxy.app import create_admin_app, create_app
 from gatehouse_proxy.request_deadline import with_head_deadline
 from gatehouse_proxy.sealing import KeyringFile
 from gatehouse_proxy.settings import ProxySettings
 
 
-class MetricsServer(uvicorn.Server):
+class AdminServer(uvicorn.Server):
     """Runs beside the app server, which alone owns the process's signals and stops both."""
 
     @contextlib.contextmanager
@@ -25,24 +26,23 @@ class MetricsServer(uvicorn.Server):
         yield
 
 
-async def serve(app: uvicorn.Config, metrics_config: uvicorn.Config | None) -> None:
-    if metrics_config is None:
-        await uvicorn.Server(app).serve()
-        return
-    metrics_server = MetricsServer(metrics_config)
-    metrics_task = asyncio.create_task(metrics_server.serve(), name="metrics")
+async def serve(app: uvicorn.Config, admin: uvicorn.Config) -> None:
+    admin_server = AdminServer(admin)
+    admin_task = asyncio.create_task(admin_server.serve(), name="admin")
     try:
         await uvicorn.Server(app).serve()
     finally:
-        metrics_server.should_exit = True
-        await metrics_task
+        admin_server.should_exit = True
+        await admin_task
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gatehouse-proxy", description=__doc__)
     parser.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a server in a Pod)
     parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--metrics-port", type=int, default=0, help="0: no metrics listener")
+    parser.add_argument(
+        "--metrics-port", type=int, default=9090, help="readiness (/readyz) and /metrics"
+    )
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--log-format", choices=logs.FORMATS, default="text")
     args = parser.parse_args(argv)
@@ -54,8 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gatehouse-proxy: {error}", file=sys.stderr)
         return 2
     # log_config=None: uvicorn's loggers propagate to ours, in the chosen format.
+    proxy_app = create_app(settings)
     app = uvicorn.Config(
-        create_app(settings),
+        proxy_app,
         host=args.host,
         port=args.port,
         log_config=None,
@@ -66,21 +67,17 @@ def main(argv: list[str] | None = None) -> int:
         timeout_keep_alive=5,
         http=with_head_deadline(settings.request_read_timeout_seconds),
     )
-    metrics_config = (
-        uvicorn.Config(
-            metrics.create_app(),
-            host=args.host,
-            port=args.metrics_port,
-            log_config=None,
-            log_level=args.log_level,
-            access_log=False,
-            server_header=False,
-            lifespan="off",
-        )
-        if args.metrics_port
-        else None
+    admin = uvicorn.Config(
+        create_admin_app(proxy_app.state.proxy),
+        host=args.host,
+        port=args.metrics_port,
+        log_config=None,
+        log_level=args.log_level,
+        access_log=False,
+        server_header=False,
+        lifespan="off",
     )
-    asyncio.run(serve(app, metrics_config))
+    asyncio.run(serve(app, admin))
     return 0
 
 

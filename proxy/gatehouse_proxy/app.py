@@ -37,6 +37,7 @@ from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, RoutingTabl
 from gatehouse_proxy.sealing import KeyringFile
 from gatehouse_proxy.settings import ProxySettings
 from gatehouse_proxy.table_feed import TableFeed, TableStore
+from gatehouse_proxy.tenancy import ConcurrencyLimits, Place, RequestBytes, TenantPools
 
 log = logging.getLogger("gatehouse.proxy")
 
@@ -55,6 +56,8 @@ class Proxy:
             self.store, settings.operator_url, self.keyring, settings.replica, self.run_probe
         )
         self.limiter = RateLimiter()
+        self.concurrency = ConcurrencyLimits(settings.tenant_limits)
+        self.request_bytes = RequestBytes(settings.tenant_limits)
         metrics.track_feed(
             version=lambda: self.store.current.version if self.store.current else 0,
             age=lambda: self.table_age() if self.store.current else -1,
@@ -69,9 +72,14 @@ class Proxy:
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         policy = NetworkPolicy(self.settings.allowed_private_networks)
         ca_file = str(self.settings.upstream_ca_file) if self.settings.upstream_ca_file else None
-        session = new_session(policy, ca_file)
-        self.forwarder = Forwarder(session, policy, self.settings.allow_http)
-        self.google = GoogleTokenSource(session, self.settings.google_token_url)
+        self.pools = TenantPools(
+            lambda size: new_session(policy, ca_file, size),
+            self.settings.tenant_limits.concurrent_per_namespace,
+        )
+        self.forwarder = Forwarder(policy, self.settings.allow_http)
+        # Token exchanges have a pool of their own: the endpoint is the installation's.
+        token_session = new_session(policy, ca_file)
+        self.google = GoogleTokenSource(token_session, self.settings.google_token_url)
         self.injector = Injector(self.keyring, self.google)
         feed_task = asyncio.create_task(self.feed.run(), name="table-feed")
         try:
@@ -79,10 +87,12 @@ class Proxy:
         finally:
             feed_task.cancel()
             await asyncio.gather(feed_task, return_exceptions=True)
-            await session.close()
+            await self.pools.close()
+            await token_session.close()
 
     def _prune(self, table: RoutingTable) -> None:
-        """Drops token caches and rate buckets of connections and apps no longer routed."""
+        """Drops pools, token caches and rate buckets of what is no longer routed."""
+        self.pools.keep({_namespace(key) for key in table.connections})
         self.limiter.forget(
             {(key, app.key) for app in table.apps.values() for key in app.links.values()}
         )
@@ -144,16 +154,15 @@ class Proxy:
     async def _forward(
         self, request: Request, app: AppRoute, connection: ConnectionRoute, raw_path: bytes
     ) -> Response:
-        upstream, injection = await self._call(
+        timeout = self.settings.request_read_timeout_seconds
+        upstream, injection, place = await self._call(
             connection,
-            rate_key=app.key,
+            caller=app.key,
             method=request.method,
             raw_path=raw_path,
             query=request.scope["query_string"],
             incoming=request.headers.items(),
-            read_body=lambda limit: _read_body(
-                request, limit, self.settings.request_read_timeout_seconds
-            ),
+            read_body=lambda limit, take: _read_body(request, limit, timeout, take),
         )
 
         def cut(error: ProxyError) -> None:
@@ -168,50 +177,68 @@ class Proxy:
                 metrics.Labels(app=app.key, connection=connection.key, code=error.code)
             )
 
-        return RelayedResponse(upstream, injection.secrets, on_cut=cut)
+        try:
+            return RelayedResponse(upstream, injection.secrets, on_cut=cut, on_end=place.release)
+        except BaseException:
+            upstream.release()
+            place.release()
+            raise
 
     async def _call(
         self,
         connection: ConnectionRoute,
         *,
-        rate_key: str,
+        caller: str,
         method: str,
         raw_path: bytes,
         query: bytes,
         incoming: Iterable[tuple[str, str]],
-        read_body: Callable[[int], Awaitable[bytes]],
+        read_body: BodyReader,
         readable: bool = False,
-    ) -> tuple[Upstream, Injection]:
+    ) -> tuple[Upstream, Injection, Place]:
         """Every rule of a connection, in order, then the upstream call with the credential.
 
-        The body is read last, after the cheaper checks, and only up to the connection's limit.
+        The body is read after the cheaper checks, only up to the connection's limit and within
+        the namespace's byte budget. The returned place under the tenant's caps is the caller's
+        to release once the answer has been relayed.
         """
         check_method(method, connection.allowed_methods)
         path = normalise(raw_path)
         check_path(path, connection.allowed_paths)
-        self.limiter.acquire(connection.key, rate_key, connection.limits.requests_per_minute)
-        body = await read_body(connection.limits.max_request_bytes)
-        injection = await self.injector.injection(connection)
-        url = connection.origin + path.encoded + upstream_query(query, injection.query)
-        outgoing = header_policy.upstream_request_headers(
-            incoming, injection.header_names, credentialed=bool(injection.secrets)
-        )
-        if injection.secrets or readable:
-            # An uncompressed answer, so an echoed credential can be scrubbed from it (and a
-            # test result read).
-            outgoing = [
-                (name, value) for name, value in outgoing if name.lower() != "accept-encoding"
-            ]
-            outgoing.append(("Accept-Encoding", "identity"))
-        upstream = await self.forwarder.send(
-            method=method,
-            url=url,
-            headers=outgoing + list(injection.headers.items()),
-            body=body,
-            timeout_seconds=connection.limits.timeout_seconds,
-            max_response_bytes=connection.limits.max_response_bytes,
-        )
-        return upstream, injection
+        self.limiter.acquire(connection.key, caller, connection.limits.requests_per_minute)
+        namespace = _namespace(connection.key)
+        place = await self.concurrency.enter(namespace, caller, connection.key)
+        body = self.request_bytes.reservation(namespace)
+        try:
+            content = await read_body(connection.limits.max_request_bytes, body.take)
+            injection = await self.injector.injection(connection)
+            url = connection.origin + path.encoded + upstream_query(query, injection.query)
+            outgoing = header_policy.upstream_request_headers(
+                incoming, injection.header_names, credentialed=bool(injection.secrets)
+            )
+            if injection.secrets or readable:
+                # An uncompressed answer, so an echoed credential can be scrubbed from it (and
+                # a test result read).
+                outgoing = [
+                    (name, value) for name, value in outgoing if name.lower() != "accept-encoding"
+                ]
+                outgoing.append(("Accept-Encoding", "identity"))
+            upstream = await self.forwarder.send(
+                self.pools.session(namespace),
+                method=method,
+                url=url,
+                headers=outgoing + list(injection.headers.items()),
+                body=content,
+                timeout_seconds=connection.limits.timeout_seconds,
+                max_response_bytes=connection.limits.max_response_bytes,
+            )
+        except BaseException:
+            place.release()
+            raise
+        finally:
+            # Sent (or never to be): the body's bytes are no longer held.
+            body.release()
+        return upstream, injection, place
 
     async def run_probe(self, probe: ProbeRequest) -> dict[str, object]:
         """Runs an operator's ConnectionTest through the same rules as an app's fetch.
@@ -238,14 +265,15 @@ class Proxy:
         body = b"" if probe.body is None else json.dumps(probe.body).encode()
         headers = [("content-type", "application/json")] if body else []
 
-        async def read_body(limit: int) -> bytes:
+        async def read_body(limit: int, take: Callable[[int], None]) -> bytes:
             if len(body) > limit:
                 raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
+            take(len(body))
             return body
 
-        upstream, injection = await self._call(
+        upstream, injection, place = await self._call(
             connection,
-            rate_key=CONNECTION_TEST_CALLER,
+            caller=CONNECTION_TEST_CALLER,
             method=probe.method,
             raw_path=path.encode(),
             query=query.encode(),
@@ -253,7 +281,10 @@ class Proxy:
             read_body=read_body,
             readable=True,
         )
-        content = b"".join([chunk async for chunk in upstream.body()])
+        try:
+            content = b"".join([chunk async for chunk in upstream.body()])
+        finally:
+            place.release()
         return ProbeAnswer(
             status_code=upstream.status,
             content_type=upstream.response.headers.get("content-type", ""),
@@ -262,8 +293,18 @@ class Proxy:
         )
 
 
-async def _read_body(request: Request, limit: int, timeout_seconds: float) -> bytes:
-    """The app's body, refused as soon as it is known to be too large or too slow."""
+def _namespace(key: str) -> str:
+    return key.partition("/")[0]
+
+
+BodyReader = Callable[[int, Callable[[int], None]], Awaitable[bytes]]
+
+
+async def _read_body(
+    request: Request, limit: int, timeout_seconds: float, take: Callable[[int], None]
+) -> bytes:
+    """The app's body, refused as soon as it is known to be too large or too slow; ``take``
+    reserves each chunk's bytes in the namespace's budget before it is kept."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
@@ -275,6 +316,7 @@ async def _read_body(request: Request, limit: int, timeout_seconds: float) -> by
                 size += len(chunk)
                 if size > limit:
                     raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
+                take(len(chunk))
                 chunks.append(chunk)
     except TimeoutError:
         # Closed, since the rest of the body may still be on its way.
@@ -287,10 +329,27 @@ async def _read_body(request: Request, limit: int, timeout_seconds: float) -> by
 
 
 def create_app(settings: ProxySettings) -> Starlette:
+    """The app-facing server: the fetch endpoint, and a liveness answer that says nothing."""
     proxy = Proxy(settings)
 
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
+
+    app = Starlette(
+        routes=[
+            Route("/healthz", healthz),
+            Route("/v1/fetch/{alias}/{path:path}", proxy.fetch, methods=METHODS),
+            Route("/v1/fetch/{alias}", proxy.fetch, methods=METHODS),
+        ],
+        lifespan=proxy.lifespan,
+    )
+    app.state.proxy = proxy
+    return app
+
+
+def create_admin_app(proxy: Proxy) -> Starlette:
+    """Readiness and metrics, on a port of their own that apps are not given: both describe
+    every tenant's routes and traffic."""
 
     async def readyz(request: Request) -> Response:
         current = proxy.store.current
@@ -315,14 +374,4 @@ def create_app(settings: ProxySettings) -> Starlette:
             }
         )
 
-    app = Starlette(
-        routes=[
-            Route("/healthz", healthz),
-            Route("/readyz", readyz),
-            Route("/v1/fetch/{alias}/{path:path}", proxy.fetch, methods=METHODS),
-            Route("/v1/fetch/{alias}", proxy.fetch, methods=METHODS),
-        ],
-        lifespan=proxy.lifespan,
-    )
-    app.state.proxy = proxy
-    return app
+    return Starlette(routes=[Route("/readyz", readyz), Route("/metrics", metrics.endpoint)])

@@ -21,7 +21,9 @@ _CHUNK = 64 * 1024
 USER_AGENT = "gatehouse-proxy"
 
 
-def new_session(policy: NetworkPolicy, ca_file: str | None = None) -> aiohttp.ClientSession:
+def new_session(
+    policy: NetworkPolicy, ca_file: str | None = None, pool_size: int = 100
+) -> aiohttp.ClientSession:
     tls = ssl.create_default_context()
     if ca_file:
         # Added to the system's trust, not instead of it: public upstreams and Google's token
@@ -30,8 +32,8 @@ def new_session(policy: NetworkPolicy, ca_file: str | None = None) -> aiohttp.Cl
     connector = aiohttp.TCPConnector(
         resolver=GuardedResolver(policy),
         ssl=tls,
-        limit=1000,
-        limit_per_host=200,
+        limit=pool_size,
+        limit_per_host=0,  # the connection's own concurrency cap applies instead
         ttl_dns_cache=30,
     )
     return aiohttp.ClientSession(
@@ -87,15 +89,13 @@ class Upstream:
 
 
 class Forwarder:
-    def __init__(
-        self, session: aiohttp.ClientSession, policy: NetworkPolicy, allow_http: bool
-    ) -> None:
-        self.session = session
+    def __init__(self, policy: NetworkPolicy, allow_http: bool) -> None:
         self.policy = policy
         self.allow_http = allow_http
 
     async def send(
         self,
+        session: aiohttp.ClientSession,
         *,
         method: str,
         url: str,
@@ -109,7 +109,7 @@ class Forwarder:
             raise ProxyError("blocked_address", "this installation only calls https upstreams")
         try:
             self.policy.check_address(target.raw_host or "")
-            response = await self.session.request(
+            response = await session.request(
                 method,
                 target,
                 headers=headers,

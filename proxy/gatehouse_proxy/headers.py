@@ -134,7 +134,9 @@ def app_response_headers(
         lowered = name.lower()
         if lowered not in RESPONSE_ALLOWED and not lowered.startswith(_RESPONSE_ALLOWED_PREFIXES):
             continue
-        value = redact.text(raw_value)
+        # The upstream's bytes as they came (aiohttp read them as UTF-8): a header value is
+        # bytes to HTTP, and Starlette writes it back as Latin-1.
+        value = redact.text(raw_value).encode("utf-8", "surrogateescape").decode("latin-1")
         size += len(name) + len(value) + 4
         if size > MAX_RESPONSE_HEADER_BYTES:
             break

@@ -10,16 +10,14 @@ from dataclasses import dataclass, replace
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 REGISTRY = CollectorRegistry()
 
 REQUESTS = Counter(
     "gatehouse_proxy_requests",
-    "App requests handled, by connection, app, method, status and outcome code.",
+    "App requests handled, by connection, app, method, status class (2xx..5xx) and outcome code.",
     ["connection", "app", "method", "status", "code"],
     registry=REGISTRY,
 )
@@ -84,8 +82,13 @@ class Labels:
         return replace(self, code=code)
 
 
+def status_class(status: int) -> str:
+    """``2xx`` .. ``5xx``: an upstream may answer any number, and each would be a new series."""
+    return f"{status // 100}xx" if 100 <= status < 600 else "other"
+
+
 def observe(labels: Labels, method: str, status: int, seconds: float) -> None:
-    REQUESTS.labels(labels.connection, labels.app, method, str(status), labels.code).inc()
+    REQUESTS.labels(labels.connection, labels.app, method, status_class(status), labels.code).inc()
     DURATION.labels(labels.connection, labels.app).observe(seconds)
 
 
@@ -95,9 +98,3 @@ def count_cut(labels: Labels) -> None:
 
 async def endpoint(request: Request) -> Response:
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
-
-
-def create_app() -> Starlette:
-    """The metrics listener: its own port, never the one apps call (the series name every
-    tenant's apps and connections)."""
-    return Starlette(routes=[Route("/metrics", endpoint)])

@@ -4,7 +4,8 @@ The status and headers go out before the body has arrived, so a failure half-way
 of unknown length crossing the cap, an upstream that breaks off or stalls) can no longer become an
 error response. The stream then ends without its final chunk: the server closes the connection
 and the app sees a broken response, never a silently short one. The cut is reported once, through
-``on_cut`` (a log line and a metric), not as a traceback from the server.
+``on_cut`` (a log line and a metric), not as a traceback from the server. ``on_end`` runs when
+the relay is over, however it ended: the request's place under its tenant's caps is freed there.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class RelayedResponse(StreamingResponse):
         upstream: Upstream,
         secrets: Sequence[str],
         on_cut: Callable[[ProxyError], None],
+        on_end: Callable[[], None],
     ) -> None:
         body = upstream.body()
         super().__init__(
@@ -35,6 +37,7 @@ class RelayedResponse(StreamingResponse):
         )
         self.upstream = upstream
         self.on_cut = on_cut
+        self.on_end = on_end
 
     async def stream_response(self, send: Send) -> None:
         try:
@@ -44,3 +47,4 @@ class RelayedResponse(StreamingResponse):
         finally:
             # Also when the app went away mid-body and the body was never read to its end.
             self.upstream.release()
+            self.on_end()

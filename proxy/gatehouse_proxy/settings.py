@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gatehouse_proxy.google_tokens import GOOGLE_TOKEN_URL
+from gatehouse_proxy.tenancy import TenantLimits
 
 
 def env_flag(name: str) -> bool:
@@ -47,6 +48,33 @@ def env_seconds(name: str, default: float) -> float:
     return value
 
 
+def env_count(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, not {raw!r}")
+    return int(raw)
+
+
+def _tenant_limits() -> TenantLimits:
+    default = TenantLimits()
+    return TenantLimits(
+        concurrent_per_namespace=env_count(
+            "GATEHOUSE_CONCURRENT_PER_NAMESPACE", default.concurrent_per_namespace
+        ),
+        concurrent_per_app=env_count("GATEHOUSE_CONCURRENT_PER_APP", default.concurrent_per_app),
+        concurrent_per_connection=env_count(
+            "GATEHOUSE_CONCURRENT_PER_CONNECTION", default.concurrent_per_connection
+        ),
+        wait_seconds=env_seconds("GATEHOUSE_CONCURRENCY_WAIT_SECONDS", default.wait_seconds),
+        request_bytes_per_namespace=env_count(
+            "GATEHOUSE_REQUEST_BYTES_PER_NAMESPACE", default.request_bytes_per_namespace
+        ),
+        request_bytes_total=env_count("GATEHOUSE_REQUEST_BYTES_TOTAL", default.request_bytes_total),
+    )
+
+
 def _list(name: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in os.environ.get(name, "").split(",") if item.strip())
 
@@ -69,6 +97,7 @@ class ProxySettings:
     upstream_ca_file: Path | None = None
     # The time a client has to send a request head, and again its body.
     request_read_timeout_seconds: float = 15.0
+    tenant_limits: TenantLimits = field(default_factory=TenantLimits)
 
     @classmethod
     def from_env(cls) -> ProxySettings:
@@ -96,4 +125,5 @@ class ProxySettings:
             request_read_timeout_seconds=env_seconds(
                 "GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", cls.request_read_timeout_seconds
             ),
+            tenant_limits=_tenant_limits(),
         )

@@ -137,7 +137,11 @@ def test_chart_installs_and_upgrades(cluster: Cluster, namespace: str, release: 
     assert operator["spec"]["strategy"]["type"] == "Recreate"
     container = proxy["spec"]["template"]["spec"]["containers"][0]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["readinessProbe"]["httpGet"] == {
+        "path": "/readyz",
+        "port": "metrics",
+        "scheme": "HTTP",
+    }
 
 
 def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(

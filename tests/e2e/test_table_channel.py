@@ -131,7 +131,7 @@ def test_thousands_of_connections_reach_a_replica_started_later(
         version = _operator_health(stack)["tableVersion"]
         for proxy in stack.proxies:
 
-            def holds(url: str = proxy.url) -> bool:
+            def holds(url: str = proxy.admin_url) -> bool:
                 return bool(_readyz(url)["tableVersion"] >= version)
 
             wait_for(holds, timeout=30, what="the table at both replicas")
@@ -142,17 +142,17 @@ def test_thousands_of_connections_reach_a_replica_started_later(
         with ByteRelay(stack.local.operator_url, stop_after=256 * 1024) as relay:
             doomed = stack.local.start_proxy(operator_url=relay.url)
             wait_for(lambda: relay.forwarded >= 256 * 1024, timeout=30, what="a partial snapshot")
-            assert httpx.get(f"{doomed.url}/readyz", timeout=5).status_code == 503
+            assert httpx.get(f"{doomed.admin_url}/readyz", timeout=5).status_code == 503
             os.kill(doomed.server.pid, signal.SIGKILL)
         started = time.monotonic()
         late = stack.local.start_proxy()
         try:
-            wait_for(lambda: _readyz(late.url).get("ready") is True, timeout=60, what="ready")
+            wait_for(lambda: _readyz(late.admin_url).get("ready") is True, timeout=60, what="ready")
             print(
                 f"a replica started with {count}+ connections was ready in "
                 f"{time.monotonic() - started:.1f}s"
             )
-            assert _readyz(late.url)["connections"] >= count
+            assert _readyz(late.admin_url)["connections"] >= count
 
             apply(
                 cluster, namespace, data_app("bulk", {"first": "bulk-00000", "last": "bulk-01999"})
@@ -162,7 +162,7 @@ def test_thousands_of_connections_reach_a_replica_started_later(
             for replica in (*stack.proxies, late):
                 reply = fetch(replica.url, token, "last", "/echo/1999/x")
                 assert reply.status_code == 200, reply.text
-            feed = _readyz(late.url)["feed"]
+            feed = _readyz(late.admin_url)["feed"]
             assert feed["snapshots"] == 1
             assert feed["deltas"] >= 1
             connected_now = [
@@ -351,7 +351,7 @@ def test_a_replica_refuses_replays_and_garbage_and_keeps_its_feed(stack: Stack) 
                 timeout=30,
                 what="the replica's refusal of the older snapshot",
             )
-            ready = _readyz(replica.url)
+            ready = _readyz(replica.admin_url)
             assert ready["tableVersion"] == 9_000_000_000_000
             assert ready["feed"]["state"] == "connected"
             assert ready["feed"]["rejected"] >= 3

@@ -47,7 +47,7 @@ def test_a_replica_started_later_receives_the_current_table(
     token = _link(cluster, stack, namespace, "k-late")
     late = stack.local.start_proxy(token_url=f"{stack.token_endpoint}/token")
     try:
-        wait_for(lambda: httpx.get(f"{late.url}/readyz").status_code == 200, timeout=10)
+        wait_for(lambda: httpx.get(f"{late.admin_url}/readyz").status_code == 200, timeout=10)
         assert _key_at(stack, late.url, token) == "k-late"
         assert all(_key_at(stack, proxy.url, token) == "k-late" for proxy in stack.proxies)
     finally:
@@ -57,7 +57,7 @@ def test_a_replica_started_later_receives_the_current_table(
 def test_a_proxy_without_a_table_is_not_ready(stack: Stack) -> None:
     unfed = stack.local.start_proxy(operator_url="https://127.0.0.1:9")
     try:
-        assert httpx.get(f"{unfed.url}/readyz").status_code == 503
+        assert httpx.get(f"{unfed.admin_url}/readyz").status_code == 503
         reply = httpx.get(f"{unfed.url}/v1/fetch/vendor/x", headers={"Authorization": "Bearer x"})
         assert (reply.status_code, reply.json()["error"]["code"]) == (503, "not_ready")
     finally:
@@ -106,7 +106,7 @@ def test_keyring_rotation_without_downtime(cluster: Cluster, stack: Stack, names
 
     def every_replica_on_the_new_key() -> bool:
         for proxy in stack.proxies:
-            ready = httpx.get(f"{proxy.url}/readyz").json()
+            ready = httpx.get(f"{proxy.admin_url}/readyz").json()
             if ready.get("signedWith") != "k-next" or ready.get("sealedWith") != ["k-next"]:
                 return False
         return True

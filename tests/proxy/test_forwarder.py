@@ -33,8 +33,9 @@ async def _send(
     await web.TCPSite(runner, "127.0.0.1", port).start()
     session = new_session(policy)
     try:
-        forwarder = Forwarder(session, policy, allow_http=allow_http)
+        forwarder = Forwarder(policy, allow_http=allow_http)
         upstream = await forwarder.send(
+            session,
             method="GET",
             url=url.format(port=port),
             headers=[],
@@ -107,10 +108,11 @@ def test_the_upstream_ca_adds_to_the_system_trust_store(
             runners.append(runner)
         session = new_session(policy, str(private.cert_path))
         try:
-            forwarder = Forwarder(session, policy, allow_http=False)
+            forwarder = Forwarder(policy, allow_http=False)
             statuses = []
             for port in ports:
                 upstream = await forwarder.send(
+                    session,
                     method="GET",
                     url=f"https://127.0.0.1:{port}/echo/",
                     headers=[],

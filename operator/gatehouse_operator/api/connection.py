@@ -151,7 +151,10 @@ class Limits(Model):
         description="Largest upstream response body; a larger one is refused, not truncated.",
     )
     requests_per_minute: int = Field(
-        default=60, ge=1, le=100_000, description="Per app, per proxy replica."
+        default=60,
+        ge=1,
+        le=100_000,
+        description="Per app, per proxy replica; at most ten seconds of the rate at once.",
     )
 
 

@@ -1,0 +1,196 @@
+"""What keeps tenants that share a replica apart: concurrency caps, request-byte budgets, pools.
+
+A tenant is a namespace. Each request holds a place under three caps — its namespace's, its
+app's and its connection's — from before its body is read until its answer has been relayed.
+A request over a cap waits for a place, at most ``wait_seconds``, then gets 503
+``concurrency_limited``: it waits on its own tenant's traffic only, never on another's.
+
+Request bodies are read into memory (the upstream call needs the whole body to sign, retry and
+know its length), so their bytes are budgeted: per namespace and for the replica. A body that
+would cross either budget is refused with 503 ``request_bytes_limited``, so a namespace that
+sends large bodies runs out of its own share long before the replica runs out of memory.
+
+Each namespace has its own upstream connection pool, sized to its concurrency cap: no tenant's
+slow upstreams can hold the sockets another tenant needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiohttp
+
+from gatehouse_proxy.errors import ProxyError
+
+RETRY_AFTER = {"Retry-After": "1"}
+
+
+@dataclass(frozen=True)
+class TenantLimits:
+    concurrent_per_namespace: int = 256
+    concurrent_per_app: int = 128
+    concurrent_per_connection: int = 128
+    wait_seconds: float = 2.0
+    request_bytes_per_namespace: int = 24 * 1024 * 1024
+    request_bytes_total: int = 64 * 1024 * 1024
+
+
+class _Gate:
+    __slots__ = ("semaphore", "users")
+
+    def __init__(self, cap: int) -> None:
+        self.semaphore = asyncio.Semaphore(cap)
+        self.users = 0  # holders and waiters: an idle gate is dropped
+
+
+class Place:
+    """A request's place under its caps; ``release`` (idempotent) when its answer has ended."""
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release: Callable[[], None] | None = release
+
+    def release(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
+class ConcurrencyLimits:
+    def __init__(self, limits: TenantLimits) -> None:
+        self.limits = limits
+        self._gates: dict[tuple[str, str], _Gate] = {}
+
+    def in_flight(self, kind: str, key: str) -> int:
+        gate = self._gates.get((kind, key))
+        return 0 if gate is None else gate.users
+
+    async def enter(self, namespace: str, app: str, connection: str) -> Place:
+        """A place under the namespace's, the app's and the connection's caps, taken in that
+        order by every request (so no two requests can wait on each other)."""
+        limits = self.limits
+        caps = [
+            ("namespace", namespace, limits.concurrent_per_namespace),
+            ("app", app, limits.concurrent_per_app),
+            ("connection", connection, limits.concurrent_per_connection),
+        ]
+        deadline = asyncio.get_running_loop().time() + limits.wait_seconds
+        taken: list[tuple[tuple[str, str], _Gate]] = []
+
+        def release() -> None:
+            for key, gate in taken:
+                gate.semaphore.release()
+                self._leave(key, gate)
+
+        for kind, key, cap in caps:
+            gate_key = (kind, key)
+            gate = self._gates.get(gate_key) or self._gates.setdefault(gate_key, _Gate(cap))
+            gate.users += 1
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await gate.semaphore.acquire()
+            except BaseException as error:
+                self._leave(gate_key, gate)
+                release()
+                if isinstance(error, TimeoutError):
+                    raise ProxyError(
+                        "concurrency_limited",
+                        f"this {kind} already has {cap} requests in flight on this proxy "
+                        f"replica and none finished within {limits.wait_seconds:g}s",
+                        headers=RETRY_AFTER,
+                    ) from None
+                raise
+            taken.append((gate_key, gate))
+        return Place(release)
+
+    def _leave(self, key: tuple[str, str], gate: _Gate) -> None:
+        gate.users -= 1
+        if gate.users == 0 and self._gates.get(key) is gate:
+            del self._gates[key]
+
+
+class RequestBytes:
+    """Bytes of request bodies held in memory, per namespace and in all."""
+
+    def __init__(self, limits: TenantLimits) -> None:
+        self.limits = limits
+        self.total = 0
+        self._by_namespace: dict[str, int] = {}
+
+    def held(self, namespace: str) -> int:
+        return self._by_namespace.get(namespace, 0)
+
+    def take(self, namespace: str, size: int) -> None:
+        held = self.held(namespace)
+        if held + size > self.limits.request_bytes_per_namespace:
+            raise ProxyError(
+                "request_bytes_limited",
+                f"request bodies in flight from this namespace would exceed "
+                f"{self.limits.request_bytes_per_namespace} bytes on this proxy replica",
+                headers={**RETRY_AFTER, "Connection": "close"},
+            )
+        if self.total + size > self.limits.request_bytes_total:
+            raise ProxyError(
+                "request_bytes_limited",
+                "this proxy replica holds as many request bodies as it may; retry shortly",
+                headers={**RETRY_AFTER, "Connection": "close"},
+            )
+        self._by_namespace[namespace] = held + size
+        self.total += size
+
+    def reservation(self, namespace: str) -> Reservation:
+        return Reservation(self, namespace)
+
+    def give_back(self, namespace: str, size: int) -> None:
+        held = self.held(namespace) - size
+        self.total -= size
+        if held:
+            self._by_namespace[namespace] = held
+        else:
+            self._by_namespace.pop(namespace, None)
+
+
+class Reservation:
+    """One request body's bytes, taken as they arrive and given back in one go."""
+
+    def __init__(self, budget: RequestBytes, namespace: str) -> None:
+        self.budget = budget
+        self.namespace = namespace
+        self.size = 0
+
+    def take(self, size: int) -> None:
+        self.budget.take(self.namespace, size)
+        self.size += size
+
+    def release(self) -> None:
+        size, self.size = self.size, 0
+        if size:
+            self.budget.give_back(self.namespace, size)
+
+
+class TenantPools:
+    """One upstream session (connection pool) per namespace, made on first use and closed when
+    the namespace no longer has a connection in the table."""
+
+    def __init__(self, new_session: Callable[[int], aiohttp.ClientSession], size: int) -> None:
+        self._new_session = new_session
+        self._size = size
+        self._sessions: dict[str, aiohttp.ClientSession] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def session(self, namespace: str) -> aiohttp.ClientSession:
+        session = self._sessions.get(namespace)
+        if session is None:
+            session = self._sessions[namespace] = self._new_session(self._size)
+        return session
+
+    def keep(self, namespaces: set[str]) -> None:
+        for namespace in [name for name in self._sessions if name not in namespaces]:
+            task = asyncio.get_running_loop().create_task(self._sessions.pop(namespace).close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    async def close(self) -> None:
+        sessions, self._sessions = list(self._sessions.values()), {}
+        await asyncio.gather(*(session.close() for session in sessions), *self._closing)

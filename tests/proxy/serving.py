@@ -1,0 +1,168 @@
+"""A real proxy (uvicorn on 127.0.0.1) holding a table the test writes, beside real upstreams.
+
+For tests of what happens between tenants on one replica: no operator is needed to hold a table,
+so the table is installed directly; the table channel itself is tested end to end elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from aiohttp import web
+
+from gatehouse_dev.processes import free_port
+from gatehouse_dev.upstream import create_app as create_upstream
+from gatehouse_proxy.app import Proxy, create_admin_app, create_app
+from gatehouse_proxy.routing_table import (
+    AppRoute,
+    ConnectionRoute,
+    Credential,
+    Limits,
+    RoutingTable,
+    entry_digest,
+    token_sha256,
+)
+from gatehouse_proxy.sealing import Keyring
+from gatehouse_proxy.settings import ProxySettings
+from gatehouse_proxy.tenancy import TenantLimits
+
+KEYRING = Keyring.generate("k1")
+LIMITS = Limits(
+    timeout_seconds=30,
+    max_request_bytes=10 * 1024 * 1024,
+    max_response_bytes=10 * 1024 * 1024,
+    requests_per_minute=100_000,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tenant:
+    """One namespace with one connection and one app linked to it under the alias ``api``."""
+
+    namespace: str
+    origin: str
+    auth: str = "none"
+    secret: str = ""
+    parameter: str = ""
+    location: str = ""
+    limits: Limits = LIMITS
+
+    @property
+    def token(self) -> str:
+        return f"app-token-{self.namespace}"
+
+    @property
+    def app_key(self) -> str:
+        return f"{self.namespace}/DataApp/app"
+
+    def connection(self) -> ConnectionRoute:
+        key, uid = f"{self.namespace}/api", f"uid-{self.namespace}"
+        credential = Credential(
+            type=self.auth,  # type: ignore[arg-type]
+            parameter=self.parameter,
+            location=self.location,  # type: ignore[arg-type]
+        )
+        if self.secret:
+            context = credential.context(uid, self.origin)
+            credential = credential.model_copy(
+                update={"sealed": KEYRING.seal(self.secret.encode(), context)}
+            )
+        return ConnectionRoute(
+            key=key,
+            uid=uid,
+            origin=self.origin,
+            allowed_methods=frozenset({"GET", "POST"}),
+            allowed_paths=("/",),
+            credential=credential,
+            limits=self.limits,
+        )
+
+    def app(self) -> AppRoute:
+        return AppRoute(
+            key=self.app_key,
+            token_sha256=token_sha256(self.token),
+            links={"api": f"{self.namespace}/api"},
+        )
+
+
+def table(tenants: Sequence[Tenant], version: int = 1) -> RoutingTable:
+    snapshot: dict[str, Any] = {
+        "version": version,
+        "connections": [
+            {"route": t.connection().model_dump(mode="json"), "rev": version} for t in tenants
+        ],
+        "apps": [{"route": t.app().model_dump(mode="json"), "rev": version} for t in tenants],
+    }
+    digest = 0
+    for tenant in tenants:
+        digest ^= entry_digest("connection", f"{tenant.namespace}/api", version)
+        digest ^= entry_digest("app", tenant.app_key, version)
+    snapshot["digest"] = f"{digest:x}"
+    return RoutingTable.from_snapshot(snapshot, KEYRING.active)
+
+
+@dataclasses.dataclass
+class Running:
+    url: str
+    admin_url: str
+    proxy: Proxy
+
+
+async def _serve(app: Any, port: int) -> tuple[uvicorn.Server, asyncio.Task[None]]:
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="auto")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    return server, task
+
+
+@contextlib.asynccontextmanager
+async def running_proxy(
+    tmp_path: Path, tenants: Sequence[Tenant], limits: TenantLimits | None = None
+) -> AsyncIterator[Running]:
+    keyring_file = tmp_path / "keyring.json"
+    keyring_file.write_text(KEYRING.dump())
+    settings = ProxySettings(
+        keyring_file=keyring_file,
+        # Nothing listens there: the feed retries in the background, the test's table stays.
+        operator_url=f"https://127.0.0.1:{free_port()}",
+        allow_http=True,
+        allowed_private_networks=("127.0.0.0/8",),
+        tenant_limits=limits or TenantLimits(),
+    )
+    app = create_app(settings)
+    proxy: Proxy = app.state.proxy
+    servers = [await _serve(app, free_port()), await _serve(create_admin_app(proxy), free_port())]
+    proxy.store.install(table(tenants))
+    try:
+        yield Running(
+            url=f"http://127.0.0.1:{servers[0][0].config.port}",
+            admin_url=f"http://127.0.0.1:{servers[1][0].config.port}",
+            proxy=proxy,
+        )
+    finally:
+        for server, task in servers:
+            server.should_exit = True
+            await task
+
+
+@contextlib.asynccontextmanager
+async def upstream(app: web.Application | None = None) -> AsyncIterator[str]:
+    """A real upstream on 127.0.0.1 (the dev stand-in, unless the test brings its own)."""
+    runner = web.AppRunner(app or create_upstream())
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,203 @@
+"""Tenants sharing a replica: one namespace's traffic never makes another's wait or fail, and
+nothing on the app port describes other tenants. A real proxy, real upstreams on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import httpx
+from aiohttp import web
+
+from gatehouse_dev import upstream as dev_upstream
+from gatehouse_proxy.tenancy import TenantLimits
+from tests.proxy.serving import Tenant, running_proxy, upstream
+
+SMALL = TenantLimits(
+    concurrent_per_namespace=8,
+    concurrent_per_app=8,
+    concurrent_per_connection=8,
+    wait_seconds=0.5,
+    request_bytes_per_namespace=3 * 1024 * 1024,
+    request_bytes_total=8 * 1024 * 1024,
+)
+
+
+def _fetch(
+    client: httpx.AsyncClient,
+    base: str,
+    tenant: Tenant,
+    path: str,
+    *,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    params: dict[str, str] | None = None,
+    content: bytes | None = None,
+) -> asyncio.Task[httpx.Response]:
+    return asyncio.ensure_future(
+        client.request(
+            method,
+            f"{base}/v1/fetch/api{path}",
+            headers={"Authorization": f"Bearer {tenant.token}", **(headers or {})},
+            params=params,
+            content=content,
+        )
+    )
+
+
+def _code(response: httpx.Response) -> str:
+    return str(response.json()["error"]["code"]) if response.status_code >= 400 else "ok"
+
+
+def test_a_tenant_with_slow_upstreams_waits_on_its_own_caps_only(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with upstream() as origin:
+            noisy, quiet = Tenant("noisy", origin), Tenant("quiet", origin)
+            async with (
+                running_proxy(tmp_path, [noisy, quiet], SMALL) as proxy,
+                httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=100)) as client,
+            ):
+                slow = [
+                    _fetch(client, proxy.url, noisy, "/slow", params={"seconds": "3"})
+                    for _ in range(20)
+                ]
+                await asyncio.sleep(0.3)
+                assert proxy.proxy.concurrency.in_flight("namespace", "noisy") == 20
+                started = time.perf_counter()
+                answer = await _fetch(client, proxy.url, quiet, "/echo/quiet")
+                quiet_seconds = time.perf_counter() - started
+                assert answer.status_code == 200
+                assert dev_upstream.RECEIVED[answer.json()["id"]]["path"] == "/echo/quiet"
+                codes = [_code(response) for response in await asyncio.gather(*slow)]
+                assert codes.count("ok") == 8
+                assert codes.count("concurrency_limited") == 12
+                assert quiet_seconds < 1.0, quiet_seconds
+                # Every place was given back, and idle gates are dropped.
+                assert proxy.proxy.concurrency.in_flight("namespace", "noisy") == 0
+
+    asyncio.run(scenario())
+
+
+def test_request_bodies_are_budgeted_per_namespace(tmp_path: Path) -> None:
+    body = b"x" * (1024 * 1024)
+
+    async def scenario() -> None:
+        async with upstream() as origin:
+            noisy, quiet = Tenant("noisy", origin), Tenant("quiet", origin)
+            async with (
+                running_proxy(tmp_path, [noisy, quiet], SMALL) as proxy,
+                httpx.AsyncClient(timeout=30) as client,
+            ):
+                held = [
+                    _fetch(
+                        client,
+                        proxy.url,
+                        noisy,
+                        "/slow",
+                        method="POST",
+                        params={"seconds": "2"},
+                        content=body,
+                    )
+                    for _ in range(6)
+                ]
+                await asyncio.sleep(0.5)
+                assert proxy.proxy.request_bytes.held("noisy") == 3 * len(body)
+                answer = await _fetch(
+                    client, proxy.url, quiet, "/slow", method="POST", content=body
+                )
+                assert answer.json() == {"slow": True, "received": len(body)}
+                codes = [_code(response) for response in await asyncio.gather(*held)]
+                assert sorted(codes) == ["ok"] * 3 + ["request_bytes_limited"] * 3
+                assert proxy.proxy.request_bytes.total == 0
+
+    asyncio.run(scenario())
+
+
+def test_readiness_and_metrics_are_not_on_the_app_port(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with upstream() as origin:
+            tenant = Tenant("one", origin)
+            async with (
+                running_proxy(tmp_path, [tenant]) as proxy,
+                httpx.AsyncClient(timeout=10) as client,
+            ):
+                for path in ("/readyz", "/metrics"):
+                    assert (await client.get(f"{proxy.url}{path}")).status_code == 404
+                ready = (await client.get(f"{proxy.admin_url}/readyz")).json()
+                assert ready["connections"] == 1
+                for status in (299, 577, 418):
+                    await _fetch(client, proxy.url, tenant, f"/status/{status}")
+                metrics = (await client.get(f"{proxy.admin_url}/metrics")).text
+                for label in ('status="2xx"', 'status="5xx"', 'status="4xx"'):
+                    assert label in metrics
+                for raw in ('status="299"', 'status="577"', 'status="418"'):
+                    assert raw not in metrics
+
+    asyncio.run(scenario())
+
+
+def test_a_header_that_is_not_latin_1_passes_as_bytes_and_frees_its_socket(
+    tmp_path: Path,
+) -> None:
+    async def disposition(request: web.Request) -> web.Response:
+        return web.Response(
+            text="{}", headers={"Content-Disposition": 'attachment; filename="résumé-€.pdf"'}
+        )
+
+    app = web.Application()
+    app.router.add_get("/file", disposition)
+    # One socket for the namespace: a leaked one would leave the next request waiting.
+    one = TenantLimits(
+        concurrent_per_namespace=1, concurrent_per_app=1, concurrent_per_connection=1
+    )
+
+    async def scenario() -> None:
+        async with upstream(app) as origin:
+            tenant = Tenant("one", origin)
+            async with (
+                running_proxy(tmp_path, [tenant], one) as proxy,
+                httpx.AsyncClient(timeout=10) as client,
+            ):
+                for _ in range(3):
+                    answer = await _fetch(client, proxy.url, tenant, "/file")
+                    assert answer.status_code == 200
+                    raw = dict(answer.headers.raw)[b"content-disposition"]
+                    assert raw == 'attachment; filename="résumé-€.pdf"'.encode()
+
+    asyncio.run(scenario())
+
+
+def test_underscore_and_array_spellings_never_reach_the_upstream(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with upstream() as origin:
+            header = Tenant("header", origin, "apiKey", "sk-header-1234", "X-Api-Key", "header")
+            query = Tenant("query", origin, "apiKey", "sk-query-1234", "api_key", "query")
+            async with (
+                running_proxy(tmp_path, [header, query]) as proxy,
+                httpx.AsyncClient(timeout=10) as client,
+            ):
+                answer = await _fetch(
+                    client,
+                    proxy.url,
+                    header,
+                    "/echo/",
+                    headers={
+                        "X_Api_Key": "forged",
+                        "X-Original-Host": "elsewhere",
+                        "Range": "bytes=0-3",
+                    },
+                )
+                seen = dev_upstream.RECEIVED[answer.json()["id"]]
+                assert seen["headers"]["x-api-key"] == "sk-header-1234"
+                assert "x_api_key" not in seen["headers"]
+                assert "x-original-host" not in seen["headers"]
+                assert "range" not in seen["headers"]
+                answer = await client.get(
+                    f"{proxy.url}/v1/fetch/api/echo/?a=1&api_key[]=forged&API_KEY=forged",
+                    headers={"Authorization": f"Bearer {query.token}"},
+                )
+                seen = dev_upstream.RECEIVED[answer.json()["id"]]
+                assert seen["query"] == "a=1&api_key=sk-query-1234"
+
+    asyncio.run(scenario())
