@@ -7,6 +7,8 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   through the proxy.
 - added latency: the same request straight to the upstream and through the proxy, measured by
   wrk (a Python load generator would be the bottleneck) with 1 and with 32 connections.
+- noisy neighbours: one tenant's latency while another attacks the same replica (see
+  bench_neighbours).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 import httpx
 from kubernetes import client, config
 
-from gatehouse_dev import bench_scale
+from gatehouse_dev import bench_neighbours, bench_scale
 from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
@@ -69,6 +71,12 @@ def scale(workdir: Path, sizes: tuple[int, ...]) -> str:
         finally:
             bench.close()
     return bench_scale.table(results)
+
+
+def neighbours(workdir: Path) -> str:
+    """Tenant isolation on one replica (see bench_neighbours), on a stack of its own."""
+    with _gatehouse(workdir) as (cluster, local, upstream):
+        return bench_neighbours.table(bench_neighbours.measure(cluster, local, upstream, wrk))
 
 
 @contextmanager
@@ -166,6 +174,8 @@ def main() -> int:
     sizes = tuple(int(size) for size in os.environ.get("BENCH_SCALE", "1000,10000").split(","))
     with tempfile.TemporaryDirectory() as folder:
         at_scale = scale(Path(folder), sizes) if sizes != (0,) else ""
+    with tempfile.TemporaryDirectory() as folder:
+        isolation = neighbours(Path(folder))
     with tempfile.TemporaryDirectory() as folder, _stack(Path(folder)) as stack:
         cluster, upstream, reference, proxy = stack
         routes, token = apply_to_route(cluster, upstream, proxy)
@@ -196,6 +206,11 @@ def main() -> int:
             f"| {label} | {connections} | {result['rps']:.0f} | {result['p50']:.2f} "
             f"| {result['p99']:.2f} | {result['rps'] / yardstick:.2f} |"
         )
+    print(
+        "\nNoisy neighbours: tenant B's latency through one replica while tenant A attacks it "
+        "(B: wrk, 4 connections, API key injected):\n"
+    )
+    print(isolation)
     if at_scale:
         print(
             f"\nThe table channel at scale ({bench_scale.NAMESPACES} namespaces, one app per "

@@ -12,9 +12,10 @@ def service_account_key(
     email: str = "reporter@gatehouse-test.iam.gserviceaccount.com",
     *,
     token_uri: str = "https://oauth2.googleapis.com/token",  # noqa: S107 (a URL)
+    key_size: int = 2048,
 ) -> tuple[bytes, rsa.RSAPublicKey]:
     """The key file's bytes and the public half a token endpoint verifies assertions with."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=key_size)
     pem = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,

@@ -8,6 +8,7 @@ import datetime
 import os
 import secrets
 import time
+import weakref
 from typing import Any, cast
 
 from kubernetes.aio import client
@@ -47,6 +48,9 @@ class Kube:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.admission = client.AdmissionregistrationV1Api(api)
+        self._sample_writers: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     async def post_event(
         self, kind: Kind, meta: dict[str, Any], type_: str, reason: str, message: str
@@ -137,12 +141,18 @@ class Kube:
     ) -> None:
         """Adds a sample to the connection's ConfigMap (owned by the connection).
 
-        The ConfigMap's resourceVersion guards the limit when two tests save at once; the loser
-        of such a race reads again and retries.
+        Saves to one ConfigMap take turns in this process (twenty tests finishing together would
+        otherwise outrun any number of retries); the ConfigMap's resourceVersion still guards the
+        limit against another writer, and the loser of such a race reads again and retries.
         """
+        key = (namespace, owner["name"])
+        writer = self._sample_writers.get(key) or self._sample_writers.setdefault(
+            key, asyncio.Lock()
+        )
         for _ in range(5):
             try:
-                await self._save_sample_once(namespace, owner, sample_id, document, limit)
+                async with writer:
+                    await self._save_sample_once(namespace, owner, sample_id, document, limit)
                 return
             except client.ApiException as error:
                 if error.status != 409:

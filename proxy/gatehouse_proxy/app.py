@@ -308,6 +308,10 @@ async def _read_body(
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
+    # A declared length is reserved before anything is read, so a body over the budget is
+    # refused before it costs anything.
+    reserved = int(declared) if declared else 0
+    take(reserved)
     chunks: list[bytes] = []
     size = 0
     try:
@@ -316,7 +320,9 @@ async def _read_body(
                 size += len(chunk)
                 if size > limit:
                     raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
-                take(len(chunk))
+                if size > reserved:
+                    take(size - reserved)
+                    reserved = size
                 chunks.append(chunk)
     except TimeoutError:
         # Closed, since the rest of the body may still be on its way.

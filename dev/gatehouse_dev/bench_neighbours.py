@@ -1,0 +1,261 @@
+"""Noisy neighbours: tenant B's latency through one proxy replica while tenant A attacks it.
+
+Both tenants are namespaces on the same replica (a real operator and proxy process). B's app
+makes ordinary requests (wrk, 4 connections, an API key injected); meanwhile A's app runs one
+attack at a time, each as a namespace admin could mount it within the limits Gatehouse enforces:
+
+1. Google key files: a 4,096-bit key (the largest accepted) whose every exchange fails.
+2. A 4 KiB API key (the longest accepted), echoed back in every answer, so every body is scrubbed.
+3. Slow upstreams: 300 requests at a time to an upstream that answers after 5 s.
+4. Large bodies: 30 uploads of 10 MiB at a time (the largest a connection may allow).
+
+The table gives B's p50 and p99 during each attack and their ratio to B's quiet p99, what A's
+requests got, and the replica's peak memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import aiohttp
+import httpx
+from kubernetes import client, config
+
+from gatehouse_dev import bench_scale
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.service_accounts import service_account_key
+from gatehouse_dev.services import Endpoint, LocalGatehouse
+from gatehouse_dev.waiting import wait_for
+
+Wrk = Callable[[str, int, dict[str, str]], dict[str, float]]
+
+QUIET, NOISY = "tenant-b", "tenant-a"
+LONG_SECRET = "k" * 4096
+BODY = b"x" * (10 * 1024 * 1024)
+
+
+@dataclass(frozen=True)
+class Attack:
+    label: str
+    alias: str
+    path: str
+    workers: int
+    method: str = "GET"
+    body: bytes = b""
+
+
+ATTACKS = [
+    Attack("1. Google key file, 4,096 bits, exchanges failing", "google", "/echo/", 64),
+    Attack("2. 4 KiB API key echoed in every answer", "long", "/echo/", 64),
+    Attack("3. slow upstream (5 s answers)", "slow", "/slow?seconds=5", 300),
+    Attack("4. 10 MiB request bodies", "bodies", "/slow?seconds=1", 30, "POST", BODY),
+]
+
+
+@dataclass
+class Row:
+    label: str
+    p50: float
+    p99: float
+    outcomes: Counter[str]
+    proxy_mb: float
+
+
+def _connection(name: str, upstream: str, auth: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "gatehouse.dev/v1alpha1",
+        "kind": "ExternalConnection",
+        "metadata": {"name": name},
+        "spec": {
+            "displayName": name,
+            "baseURL": upstream,
+            "auth": auth,
+            "limits": {"requestsPerMinute": 100_000, **spec.pop("limits", {})},
+            **spec,
+        },
+    }
+
+
+def _secret(name: str, key: str, value: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name},
+        "stringData": {key: value},
+    }
+
+
+def _app(aliases: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "gatehouse.dev/v1alpha1",
+        "kind": "DataApp",
+        "metadata": {"name": "app"},
+        "spec": {"connections": [{"alias": alias, "connection": alias} for alias in aliases]},
+    }
+
+
+def _api_key(secret: str) -> dict[str, Any]:
+    return {
+        "type": "apiKey",
+        "apiKey": {"name": "X-API-Key", "in": "header"},
+        "secretRef": {"name": secret, "key": "key"},
+    }
+
+
+def _tenants(upstream: str) -> dict[str, list[dict[str, Any]]]:
+    key_file, _ = service_account_key(
+        "stranger@gatehouse-bench.iam.gserviceaccount.com", key_size=4096
+    )
+    noisy = [
+        _secret("google", "key.json", key_file.decode()),
+        _connection(
+            "google",
+            upstream,
+            {
+                "type": "googleServiceAccount",
+                "googleServiceAccount": {"scopes": ["email"]},
+                "secretRef": {"name": "google", "key": "key.json"},
+            },
+        ),
+        _secret("long", "key", LONG_SECRET),
+        _connection("long", upstream, _api_key("long")),
+        _connection("slow", upstream, {"type": "none"}, limits={"timeoutSeconds": 30}),
+        _connection(
+            "bodies",
+            upstream,
+            {"type": "none"},
+            allowedMethods=["GET", "POST"],
+            limits={"maxRequestBytes": len(BODY), "timeoutSeconds": 30},
+        ),
+        _app(["google", "long", "slow", "bodies"]),
+    ]
+    quiet = [
+        _secret("api", "key", "sk-quiet-0123456789"),
+        _connection("api", upstream, _api_key("api")),
+        _app(["api"]),
+    ]
+    return {NOISY: noisy, QUIET: quiet}
+
+
+@contextmanager
+def _attacking(proxy: str, token: str, attack: Attack | None) -> Iterator[Counter[str]]:
+    """Runs the attack's workers in a thread of their own until the block ends."""
+    outcomes: Counter[str] = Counter()
+    if attack is None:
+        yield outcomes
+        return
+    stop = threading.Event()
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        url = f"{proxy}/v1/fetch/{attack.alias}{attack.path}"
+        while not stop.is_set():
+            try:
+                async with session.request(
+                    attack.method,
+                    url,
+                    data=attack.body or None,
+                    headers={"Authorization": f"Bearer {token}"},
+                ) as reply:
+                    text = await reply.read()
+                    code = json.loads(text)["error"]["code"] if reply.status >= 400 else "ok"
+                    outcomes[f"{reply.status} {code}"] += 1
+            except (aiohttp.ClientError, ValueError, KeyError):
+                outcomes["broken connection"] += 1
+                await asyncio.sleep(0.05)
+
+    async def run() -> None:
+        connector = aiohttp.TCPConnector(limit=attack.workers)
+        timeout = aiohttp.ClientTimeout(total=60)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            await asyncio.gather(*(worker(session) for _ in range(attack.workers)))
+
+    thread = threading.Thread(target=asyncio.run, args=(run(),), daemon=True)
+    thread.start()
+    try:
+        time.sleep(2)  # the attack at full strength before B is measured
+        yield outcomes
+    finally:
+        stop.set()
+        thread.join(timeout=90)
+
+
+def measure(cluster: Cluster, local: LocalGatehouse, upstream: str, wrk: Wrk) -> list[Row]:
+    _, public_key = service_account_key("bench@gatehouse-bench.iam.gserviceaccount.com")
+    tokens = local.start_token_endpoint(public_key, "bench@gatehouse-bench.iam.gserviceaccount.com")
+    local.start_operator()
+    proxy: Endpoint = local.start_proxy(token_url=f"{tokens.url}/token")
+    app_tokens: dict[str, str] = {}
+    with config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(cluster.kubeconfig)
+    ) as api:
+        core = client.CoreV1Api(api)
+        for namespace, resources in _tenants(upstream).items():
+            cluster.kubectl("create", "namespace", namespace)
+            cluster.kubectl(
+                "apply",
+                "-n",
+                namespace,
+                "-f",
+                "-",
+                stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": resources}),
+            )
+            app_tokens[namespace] = wait_for(
+                partial(bench_scale.app_token, core, namespace, "app"), timeout=60, interval=0.1
+            )
+    quiet_url = f"{proxy.url}/v1/fetch/api/echo/"
+    quiet_headers = {"Authorization": f"Bearer {app_tokens[QUIET]}"}
+    wait_for(lambda: _answers(quiet_url, quiet_headers), timeout=60, interval=0.1, what="B's route")
+    rows = []
+    for attack in [None, *ATTACKS]:
+        with _attacking(proxy.url, app_tokens[NOISY], attack) as outcomes:
+            memory = _PeakMemory(proxy.server.pid)
+            memory.start()
+            latency = wrk(quiet_url, 4, quiet_headers)
+            memory.finished.set()
+            memory.join()
+        label = attack.label if attack else "quiet (no attack)"
+        rows.append(Row(label, latency["p50"], latency["p99"], outcomes, memory.peak))
+        time.sleep(6 if attack else 0)  # A's slow requests drain before the next attack
+    return rows
+
+
+def _answers(url: str, headers: dict[str, str]) -> bool:
+    return httpx.get(url, headers=headers, timeout=5).status_code == 200
+
+
+class _PeakMemory(threading.Thread):
+    """The replica's largest resident size, sampled every 0.2 s until ``finished`` is set."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak = bench_scale.rss_mb(pid)
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        while not self.finished.wait(0.2):
+            self.peak = max(self.peak, bench_scale.rss_mb(self.pid))
+
+
+def table(rows: list[Row]) -> str:
+    quiet = rows[0].p99
+    lines = [
+        "| tenant A's attack | B p50 ms | B p99 ms | B p99 vs quiet | A got | proxy MB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        got = ", ".join(f"{count:,}x {outcome}" for outcome, count in row.outcomes.most_common(3))
+        lines.append(
+            f"| {row.label} | {row.p50:.2f} | {row.p99:.2f} | {row.p99 / quiet:.2f} "
+            f"| {got or '-'} | {row.proxy_mb:.0f} |"
+        )
+    return "\n".join(lines)
