@@ -1,13 +1,19 @@
 """Noisy neighbours: tenant B's latency through one proxy replica while tenant A attacks it.
 
-Both tenants are namespaces on the same replica (a real operator and proxy process). B's app
-makes ordinary requests (wrk, 4 connections, an API key injected); meanwhile A's app runs one
-attack at a time, each as a namespace admin could mount it within the limits Gatehouse enforces:
+Both tenants are namespaces on the same replica (a real operator and proxy process), each with
+its own upstream, as two vendors would be. B's app makes ordinary requests (wrk, 4 connections,
+an API key injected); meanwhile A's app runs one attack at a time, each as a namespace admin could
+mount it within the limits Gatehouse enforces:
 
-1. Google key files: a 4,096-bit key (the largest accepted) whose every exchange fails.
-2. A 4 KiB API key (the longest accepted), echoed back in every answer, so every body is scrubbed.
+1. Google key files: a 4,096-bit key (the largest accepted) whose every exchange fails, 200
+   requests a second.
+2. A 4 KiB API key (the longest accepted), echoed back in every answer so that every body is
+   scrubbed, 200 requests a second.
 3. Slow upstreams: 300 requests at a time to an upstream that answers after 5 s.
 4. Large bodies: 30 uploads of 10 MiB at a time (the largest a connection may allow).
+
+Attacks 1 and 2 are paced: their point is what each request costs, and a flood of any request
+costs CPU, which one process shares (see the README's security section).
 
 The table gives B's p50 and p99 during each attack and their ratio to B's quiet p99, what A's
 requests got, and the replica's peak memory.
@@ -49,15 +55,16 @@ class Attack:
     alias: str
     path: str
     workers: int
+    per_second: float = 0  # 0: as fast as the answers come
     method: str = "GET"
     body: bytes = b""
 
 
 ATTACKS = [
-    Attack("1. Google key file, 4,096 bits, exchanges failing", "google", "/echo/", 64),
-    Attack("2. 4 KiB API key echoed in every answer", "long", "/echo/", 64),
+    Attack("1. Google key file, 4,096 bits, exchanges failing", "google", "/echo/", 32, 200),
+    Attack("2. 4 KiB API key echoed in every answer", "long", "/echo/", 32, 200),
     Attack("3. slow upstream (5 s answers)", "slow", "/slow?seconds=5", 300),
-    Attack("4. 10 MiB request bodies", "bodies", "/slow?seconds=1", 30, "POST", BODY),
+    Attack("4. 10 MiB request bodies", "bodies", "/slow?seconds=1", 30, 0, "POST", BODY),
 ]
 
 
@@ -78,6 +85,7 @@ def _connection(name: str, upstream: str, auth: dict[str, Any], **spec: Any) -> 
         "spec": {
             "displayName": name,
             "baseURL": upstream,
+            "linkPolicy": "Builders",
             "auth": auth,
             "limits": {"requestsPerMinute": 100_000, **spec.pop("limits", {})},
             **spec,
@@ -111,7 +119,7 @@ def _api_key(secret: str) -> dict[str, Any]:
     }
 
 
-def _tenants(upstream: str) -> dict[str, list[dict[str, Any]]]:
+def _tenants(upstream: str, quiet_upstream: str) -> dict[str, list[dict[str, Any]]]:
     key_file, _ = service_account_key(
         "stranger@gatehouse-bench.iam.gserviceaccount.com", key_size=4096
     )
@@ -140,7 +148,7 @@ def _tenants(upstream: str) -> dict[str, list[dict[str, Any]]]:
     ]
     quiet = [
         _secret("api", "key", "sk-quiet-0123456789"),
-        _connection("api", upstream, _api_key("api")),
+        _connection("api", quiet_upstream, _api_key("api")),
         _app(["api"]),
     ]
     return {NOISY: noisy, QUIET: quiet}
@@ -157,7 +165,9 @@ def _attacking(proxy: str, token: str, attack: Attack | None) -> Iterator[Counte
 
     async def worker(session: aiohttp.ClientSession) -> None:
         url = f"{proxy}/v1/fetch/{attack.alias}{attack.path}"
+        pause = attack.workers / attack.per_second if attack.per_second else 0
         while not stop.is_set():
+            await asyncio.sleep(pause)
             try:
                 async with session.request(
                     attack.method,
@@ -193,12 +203,13 @@ def measure(cluster: Cluster, local: LocalGatehouse, upstream: str, wrk: Wrk) ->
     tokens = local.start_token_endpoint(public_key, "bench@gatehouse-bench.iam.gserviceaccount.com")
     local.start_operator()
     proxy: Endpoint = local.start_proxy(token_url=f"{tokens.url}/token")
+    quiet_upstream = local.start_upstream().url
     app_tokens: dict[str, str] = {}
     with config.new_client_from_config(  # type: ignore[no-untyped-call]
         config_file=str(cluster.kubeconfig)
     ) as api:
         core = client.CoreV1Api(api)
-        for namespace, resources in _tenants(upstream).items():
+        for namespace, resources in _tenants(upstream, quiet_upstream).items():
             cluster.kubectl("create", "namespace", namespace)
             cluster.kubectl(
                 "apply",
