@@ -220,7 +220,9 @@ class Proxy:
                 # An uncompressed answer, so an echoed credential can be scrubbed from it (and
                 # a test result read).
                 outgoing = [
-                    (name, value) for name, value in outgoing if name.lower() != "accept-encoding"
+                    (name, value)
+                    for name, value in outgoing
+                    if header_policy.canonical_name(name) != "accept-encoding"
                 ]
                 outgoing.append(("Accept-Encoding", "identity"))
             upstream = await self.forwarder.send(

@@ -86,7 +86,8 @@ _RESPONSE_ALLOWED_PREFIXES = ("ratelimit", "x-ratelimit-", "x-rate-limit-")
 MAX_RESPONSE_HEADER_BYTES = 16 * 1024
 
 
-def _name(header: str) -> str:
+def canonical_name(header: str) -> str:
+    """Lower case, with ``_`` read as ``-`` (as CGI-style servers read it)."""
     return header.lower().replace("_", "-")
 
 
@@ -94,8 +95,10 @@ def _connection_named(headers: Iterable[tuple[str, str]]) -> set[str]:
     """Headers the sender listed in Connection; a hop must drop them (Go CVE-2021-33197)."""
     named: set[str] = set()
     for name, value in headers:
-        if _name(name) == "connection":
-            named.update(_name(token.strip()) for token in value.split(",") if token.strip())
+        if canonical_name(name) == "connection":
+            named.update(
+                canonical_name(token.strip()) for token in value.split(",") if token.strip()
+            )
     return named
 
 
@@ -105,10 +108,10 @@ def upstream_request_headers(
     """The app's headers that may go upstream; names in ``injected`` are the proxy's alone."""
     incoming = list(app_headers)
     named = _connection_named(incoming)
-    injected = {_name(header) for header in injected}
+    injected = {canonical_name(header) for header in injected}
     kept: list[tuple[str, str]] = []
     for header, value in incoming:
-        name = _name(header)
+        name = canonical_name(header)
         if (
             name in _REQUEST_DROPPED
             or name in HOP_BY_HOP
