@@ -61,10 +61,14 @@ class Attack:
 
 
 ATTACKS = [
-    Attack("1. Google key file, 4,096 bits, exchanges failing", "google", "/echo/", 32, 200),
-    Attack("2. 4 KiB API key echoed in every answer", "long", "/echo/", 32, 200),
-    Attack("3. slow upstream (5 s answers)", "slow", "/slow?seconds=5", 300),
-    Attack("4. 10 MiB request bodies", "bodies", "/slow?seconds=1", 30, 0, "POST", BODY),
+    Attack(
+        "1. Google key file, 4,096 bits, exchanges failing (200/s)", "google", "/echo/", 32, 200
+    ),
+    Attack("2. 4 KiB API key echoed in every answer (200/s)", "long", "/echo/", 32, 200),
+    Attack("3. slow upstream (5 s answers), 300 at a time", "slow", "/slow?seconds=5", 300),
+    Attack(
+        "4. 10 MiB request bodies, 30 at a time", "bodies", "/slow?seconds=1", 30, 0, "POST", BODY
+    ),
 ]
 
 
