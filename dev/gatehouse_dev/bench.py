@@ -26,12 +26,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import httpx
 from kubernetes import client, config
 
-from gatehouse_dev import bench_neighbours, bench_scale
+from gatehouse_dev import bench_neighbours, bench_resources, bench_scale
 from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
@@ -88,39 +87,6 @@ def _stack(workdir: Path) -> Iterator[tuple[Cluster, str, str, str]]:
         yield cluster, upstream, reference.url, proxy.url
 
 
-def _resources(name: str, upstream: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": name},
-            "stringData": {"key": "bench-key"},
-        },
-        {
-            "apiVersion": "gatehouse.dev/v1alpha1",
-            "kind": "ExternalConnection",
-            "metadata": {"name": name},
-            "spec": {
-                "displayName": name,
-                "baseURL": upstream,
-                "linkPolicy": "Builders",
-                "auth": {
-                    "type": "apiKey",
-                    "apiKey": {"name": "X-API-Key", "in": "header"},
-                    "secretRef": {"name": name, "key": "key"},
-                },
-                "limits": {"requestsPerMinute": 100_000},
-            },
-        },
-        {
-            "apiVersion": "gatehouse.dev/v1alpha1",
-            "kind": "DataApp",
-            "metadata": {"name": name},
-            "spec": {"connections": [{"alias": "api", "connection": name}]},
-        },
-    ]
-
-
 def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[float], str]:
     """Seconds from create to first routed fetch, per pair; and the last app's token."""
     namespace = f"bench-{uuid.uuid4().hex[:6]}"
@@ -136,7 +102,11 @@ def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[fl
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         for index in range(ROUTES):
             name = f"api{index}"
-            secret, connection, app = _resources(name, upstream)
+            secret = bench_resources.secret(name, "key", "bench-key")
+            connection = bench_resources.connection(
+                name, upstream, bench_resources.api_key_auth(name)
+            )
+            app = bench_resources.data_app(name, {"api": name})
             started = time.perf_counter()
             core.create_namespaced_secret(namespace, secret)  # type: ignore[arg-type]
             custom.create_namespaced_custom_object(

@@ -37,6 +37,7 @@ import httpx
 from kubernetes import client, config
 
 from gatehouse_dev import bench_scale
+from gatehouse_dev.bench_resources import NO_AUTH, api_key_auth, connection, data_app, secret
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_dev.services import Endpoint, LocalGatehouse
@@ -81,55 +82,13 @@ class Row:
     proxy_mb: float
 
 
-def _connection(name: str, upstream: str, auth: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "gatehouse.dev/v1alpha1",
-        "kind": "ExternalConnection",
-        "metadata": {"name": name},
-        "spec": {
-            "displayName": name,
-            "baseURL": upstream,
-            "linkPolicy": "Builders",
-            "auth": auth,
-            "limits": {"requestsPerMinute": 100_000, **spec.pop("limits", {})},
-            **spec,
-        },
-    }
-
-
-def _secret(name: str, key: str, value: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name},
-        "stringData": {key: value},
-    }
-
-
-def _app(aliases: list[str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "gatehouse.dev/v1alpha1",
-        "kind": "DataApp",
-        "metadata": {"name": "app"},
-        "spec": {"connections": [{"alias": alias, "connection": alias} for alias in aliases]},
-    }
-
-
-def _api_key(secret: str) -> dict[str, Any]:
-    return {
-        "type": "apiKey",
-        "apiKey": {"name": "X-API-Key", "in": "header"},
-        "secretRef": {"name": secret, "key": "key"},
-    }
-
-
 def _tenants(upstream: str, quiet_upstream: str) -> dict[str, list[dict[str, Any]]]:
     key_file, _ = service_account_key(
         "stranger@gatehouse-bench.iam.gserviceaccount.com", key_size=4096
     )
     noisy = [
-        _secret("google", "key.json", key_file.decode()),
-        _connection(
+        secret("google", "key.json", key_file.decode()),
+        connection(
             "google",
             upstream,
             {
@@ -138,22 +97,22 @@ def _tenants(upstream: str, quiet_upstream: str) -> dict[str, list[dict[str, Any
                 "secretRef": {"name": "google", "key": "key.json"},
             },
         ),
-        _secret("long", "key", LONG_SECRET),
-        _connection("long", upstream, _api_key("long")),
-        _connection("slow", upstream, {"type": "none"}, limits={"timeoutSeconds": 30}),
-        _connection(
+        secret("long", "key", LONG_SECRET),
+        connection("long", upstream, api_key_auth("long")),
+        connection("slow", upstream, NO_AUTH, limits={"timeoutSeconds": 30}),
+        connection(
             "bodies",
             upstream,
-            {"type": "none"},
+            NO_AUTH,
             allowedMethods=["GET", "POST"],
             limits={"maxRequestBytes": len(BODY), "timeoutSeconds": 30},
         ),
-        _app(["google", "long", "slow", "bodies"]),
+        data_app("app", {alias: alias for alias in ("google", "long", "slow", "bodies")}),
     ]
     quiet = [
-        _secret("api", "key", "sk-quiet-0123456789"),
-        _connection("api", quiet_upstream, _api_key("api")),
-        _app(["api"]),
+        secret("api", "key", "sk-quiet-0123456789"),
+        connection("api", quiet_upstream, api_key_auth("api")),
+        data_app("app", {"api": "api"}),
     ]
     return {NOISY: noisy, QUIET: quiet}
 

@@ -25,11 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import httpx
 from kubernetes import client, config
 
+from gatehouse_dev.bench_resources import NO_AUTH, connection, data_app
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.services import Endpoint, LocalGatehouse
 from gatehouse_dev.waiting import wait_for
@@ -50,31 +50,6 @@ class Figures:
     late_ready_seconds: float
     operator_rss_mb: float
     proxy_rss_mb: float
-
-
-def _connection(name: str, upstream: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "gatehouse.dev/v1alpha1",
-        "kind": "ExternalConnection",
-        "metadata": {"name": name},
-        "spec": {
-            "displayName": name,
-            "baseURL": upstream,
-            "linkPolicy": "Builders",
-            "allowedPaths": ["/echo/"],
-            "auth": {"type": "none"},
-            "limits": {"requestsPerMinute": 100_000},
-        },
-    }
-
-
-def _app(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "gatehouse.dev/v1alpha1",
-        "kind": "DataApp",
-        "metadata": {"name": name},
-        "spec": {"connections": [{"alias": "api", "connection": name}]},
-    }
 
 
 def app_token(core: client.CoreV1Api, namespace: str, name: str) -> str | None:
@@ -119,8 +94,11 @@ class ScaleBench:
 
     def _create(self, namespace: str, name: str) -> None:
         for plural, document in (
-            ("externalconnections", _connection(name, self.upstream)),
-            ("dataapps", _app(name)),
+            (
+                "externalconnections",
+                connection(name, self.upstream, NO_AUTH, allowedPaths=["/echo/"]),
+            ),
+            ("dataapps", data_app(name, {"api": name})),
         ):
             self.custom.create_namespaced_custom_object(
                 "gatehouse.dev", "v1alpha1", namespace, plural, document
