@@ -30,7 +30,7 @@ from pathlib import Path
 import httpx
 from kubernetes import client, config
 
-from gatehouse_dev import bench_neighbours, bench_resources, bench_scale
+from gatehouse_dev import bench_neighbours, bench_scale, resources
 from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
@@ -102,11 +102,11 @@ def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[fl
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         for index in range(ROUTES):
             name = f"api{index}"
-            secret = bench_resources.secret(name, "key", "bench-key")
-            connection = bench_resources.connection(
-                name, upstream, bench_resources.api_key_auth(name)
+            secret = resources.secret(name, key="bench-key")
+            connection = resources.connection(
+                name, upstream, resources.api_key_auth(name), limits=resources.UNLIMITED_RATE
             )
-            app = bench_resources.data_app(name, {"api": name})
+            app = resources.data_app(name, {"api": name})
             started = time.perf_counter()
             core.create_namespaced_secret(namespace, secret)  # type: ignore[arg-type]
             custom.create_namespaced_custom_object(

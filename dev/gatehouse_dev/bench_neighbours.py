@@ -37,8 +37,15 @@ import httpx
 from kubernetes import client, config
 
 from gatehouse_dev import bench_scale
-from gatehouse_dev.bench_resources import NO_AUTH, api_key_auth, connection, data_app, secret
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.resources import (
+    NO_AUTH,
+    UNLIMITED_RATE,
+    api_key_auth,
+    connection,
+    data_app,
+    secret,
+)
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_dev.services import Endpoint, LocalGatehouse
 from gatehouse_dev.waiting import wait_for
@@ -87,7 +94,7 @@ def _tenants(upstream: str, quiet_upstream: str) -> dict[str, list[dict[str, Any
         "stranger@gatehouse-bench.iam.gserviceaccount.com", key_size=4096
     )
     noisy = [
-        secret("google", "key.json", key_file.decode()),
+        secret("google", **{"key.json": key_file.decode()}),
         connection(
             "google",
             upstream,
@@ -96,22 +103,23 @@ def _tenants(upstream: str, quiet_upstream: str) -> dict[str, list[dict[str, Any
                 "googleServiceAccount": {"scopes": ["email"]},
                 "secretRef": {"name": "google", "key": "key.json"},
             },
+            limits=UNLIMITED_RATE,
         ),
-        secret("long", "key", LONG_SECRET),
-        connection("long", upstream, api_key_auth("long")),
-        connection("slow", upstream, NO_AUTH, limits={"timeoutSeconds": 30}),
+        secret("long", key=LONG_SECRET),
+        connection("long", upstream, api_key_auth("long"), limits=UNLIMITED_RATE),
+        connection("slow", upstream, NO_AUTH, limits={**UNLIMITED_RATE, "timeoutSeconds": 30}),
         connection(
             "bodies",
             upstream,
             NO_AUTH,
             allowedMethods=["GET", "POST"],
-            limits={"maxRequestBytes": len(BODY), "timeoutSeconds": 30},
+            limits={**UNLIMITED_RATE, "maxRequestBytes": len(BODY), "timeoutSeconds": 30},
         ),
         data_app("app", {alias: alias for alias in ("google", "long", "slow", "bodies")}),
     ]
     quiet = [
-        secret("api", "key", "sk-quiet-0123456789"),
-        connection("api", quiet_upstream, api_key_auth("api")),
+        secret("api", key="sk-quiet-0123456789"),
+        connection("api", quiet_upstream, api_key_auth("api"), limits=UNLIMITED_RATE),
         data_app("app", {"api": "api"}),
     ]
     return {NOISY: noisy, QUIET: quiet}

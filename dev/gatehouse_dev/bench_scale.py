@@ -29,8 +29,8 @@ from pathlib import Path
 import httpx
 from kubernetes import client, config
 
-from gatehouse_dev.bench_resources import NO_AUTH, connection, data_app
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.resources import NO_AUTH, UNLIMITED_RATE, connection, data_app
 from gatehouse_dev.services import Endpoint, LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 
@@ -96,7 +96,13 @@ class ScaleBench:
         for plural, document in (
             (
                 "externalconnections",
-                connection(name, self.upstream, NO_AUTH, allowedPaths=["/echo/"]),
+                connection(
+                    name,
+                    self.upstream,
+                    NO_AUTH,
+                    allowedPaths=["/echo/"],
+                    limits=UNLIMITED_RATE,
+                ),
             ),
             ("dataapps", data_app(name, {"api": name})),
         ):

@@ -10,6 +10,9 @@ import httpx
 import yaml
 
 from gatehouse_dev.cluster import Cluster, Persona
+from gatehouse_dev.resources import connection as connection
+from gatehouse_dev.resources import data_app as data_app
+from gatehouse_dev.resources import secret as secret
 from gatehouse_dev.waiting import wait_for
 
 API_KEY_AUTH: dict[str, Any] = {
@@ -55,39 +58,6 @@ def wait_condition(
 
 def app_token(cluster: Cluster, namespace: str, secret: str) -> str:
     return cluster.app_token(namespace, secret, timeout=20)
-
-
-def connection(
-    name: str,
-    base_url: str,
-    auth: dict[str, Any],
-    **spec: Any,
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "gatehouse.dev/v1alpha1",
-        "kind": "ExternalConnection",
-        "metadata": {"name": name},
-        "spec": {
-            "displayName": name.title(),
-            "baseURL": base_url,
-            "linkPolicy": "Builders",
-            "auth": auth,
-            **spec,
-        },
-    }
-
-
-def data_app(name: str, links: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "gatehouse.dev/v1alpha1",
-        "kind": "DataApp",
-        "metadata": {"name": name},
-        "spec": {"connections": [{"alias": a, "connection": c} for a, c in links.items()]},
-    }
-
-
-def secret(name: str, **data: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data}
 
 
 def fetch(

@@ -1,22 +1,21 @@
-"""The resources the benchmarks create, as API documents: one way to write each kind."""
+"""Gatehouse's resources as API documents, one way to write each kind: for the e2e tests and the
+benchmarks alike."""
 
 from __future__ import annotations
 
 from typing import Any
 
 NO_AUTH: dict[str, Any] = {"type": "none"}
+# Out of a benchmark's way: it measures the proxy, not the connection's rate limit.
+UNLIMITED_RATE: dict[str, Any] = {"requestsPerMinute": 100_000}
 
 
-def secret(name: str, key: str, value: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name},
-        "stringData": {key: value},
-    }
+def secret(name: str, **data: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data}
 
 
 def api_key_auth(secret_name: str, key: str = "key") -> dict[str, Any]:
+    """An API key in the ``X-API-Key`` header, from ``secret_name``'s ``key``."""
     return {
         "type": "apiKey",
         "apiKey": {"name": "X-API-Key", "in": "header"},
@@ -24,20 +23,17 @@ def api_key_auth(secret_name: str, key: str = "key") -> dict[str, Any]:
     }
 
 
-def connection(name: str, upstream: str, auth: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    """A Builders connection with a rate limit out of the benchmark's way; ``spec`` adds to it
-    (``limits`` merge)."""
-    limits = {"requestsPerMinute": 100_000, **spec.pop("limits", {})}
+def connection(name: str, base_url: str, auth: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """A Builders connection; ``spec`` adds to or replaces its fields."""
     return {
         "apiVersion": "gatehouse.dev/v1alpha1",
         "kind": "ExternalConnection",
         "metadata": {"name": name},
         "spec": {
-            "displayName": name,
-            "baseURL": upstream,
+            "displayName": name.title(),
+            "baseURL": base_url,
             "linkPolicy": "Builders",
             "auth": auth,
-            "limits": limits,
             **spec,
         },
     }
@@ -49,9 +45,5 @@ def data_app(name: str, links: dict[str, str]) -> dict[str, Any]:
         "apiVersion": "gatehouse.dev/v1alpha1",
         "kind": "DataApp",
         "metadata": {"name": name},
-        "spec": {
-            "connections": [
-                {"alias": alias, "connection": target} for alias, target in links.items()
-            ]
-        },
+        "spec": {"connections": [{"alias": a, "connection": c} for a, c in links.items()]},
     }
