@@ -95,6 +95,13 @@ def _key_with(**changes: Any) -> bytes:
     ],
 )
 def test_bad_service_account_keys_are_named_without_echoing(key_file: bytes, message: str) -> None:
+    problem = _refused_key_file(key_file)
+    assert problem.reason == "InvalidServiceAccountKey"
+    assert message in problem.message
+    assert "BEGIN" not in problem.message
+
+
+def _refused_key_file(key_file: bytes) -> CredentialProblem:
     with pytest.raises(CredentialProblem) as caught:
         seal_credential(
             GOOGLE,
@@ -103,9 +110,7 @@ def test_bad_service_account_keys_are_named_without_echoing(key_file: bytes, mes
             connection_uid="u",
             origin=ORIGIN,
         )
-    assert caught.value.reason == "InvalidServiceAccountKey"
-    assert message in caught.value.message
-    assert "BEGIN" not in caught.value.message
+    return caught.value
 
 
 def _pem(key: rsa.RSAPrivateKey) -> str:
@@ -144,16 +149,9 @@ def _inconsistent_key() -> str:
 def test_service_account_keys_that_would_cost_every_tenant_are_refused(
     key_file: bytes, message: str
 ) -> None:
-    with pytest.raises(CredentialProblem) as caught:
-        seal_credential(
-            GOOGLE,
-            {"key.json": key_file},
-            keyring=Keyring.generate(),
-            connection_uid="u",
-            origin=ORIGIN,
-        )
-    assert caught.value.reason == "InvalidServiceAccountKey"
-    assert message in caught.value.message
+    problem = _refused_key_file(key_file)
+    assert problem.reason == "InvalidServiceAccountKey"
+    assert message in problem.message
 
 
 def test_an_api_key_longer_than_4_kib_is_refused() -> None:
