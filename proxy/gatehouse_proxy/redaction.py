@@ -164,7 +164,7 @@ def _redact_escaped(data: bytes, values: list[bytes], escapes: re.Pattern[bytes]
         return data
     # Decoded once without bookkeeping: the common answer is "no secret here".
     canonical = escapes.sub(lambda match: _decoded(match[0]), data)
-    if canonical is data or not any(value in canonical for value in values):
+    if not any(value in canonical for value in values):
         return data
     segments = _Segments(data, escapes)
     spans: list[tuple[int, int]] = []
@@ -178,8 +178,6 @@ def _redact_escaped(data: bytes, values: list[bytes], escapes: re.Pattern[bytes]
                 )
             )
             at = segments.text.find(value, at + len(value))
-    if not spans:
-        return data
     out: list[bytes] = []
     position = 0
     for start, end in sorted(spans):
@@ -195,7 +193,7 @@ class Redactor:
     """Every form of the given secrets, ready to scrub bytes."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        kept = sorted({secret for secret in secrets if secret}, key=len, reverse=True)
+        kept = {secret for secret in secrets if secret}
         self.values = sorted(
             {form for secret in kept for form in _plain_forms(secret)}, key=len, reverse=True
         )
