@@ -49,6 +49,12 @@ class ProxyError(Exception):
     def status(self) -> int:
         return STATUS_BY_CODE[self.code]
 
+    def again(self) -> ProxyError:
+        """The same refusal as a new exception, for an answer kept and given again: raising one
+        object again and again would chain every raise's traceback onto it, and with them the
+        frames of every request it refused."""
+        return ProxyError(self.code, self.message, headers=self.headers)
+
 
 def error_response(error: ProxyError) -> JSONResponse:
     return JSONResponse(

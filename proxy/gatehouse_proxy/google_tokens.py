@@ -112,7 +112,7 @@ class GoogleTokenSource:
                 return cached
             failed = self._failures.get(cache_key)
             if failed is not None and failed[0] > time.monotonic():
-                raise failed[2]
+                raise failed[2].again()
             try:
                 token = await self._exchange(cache_key, key_file(), tuple(sorted(scopes)))
             except ProxyError as error:

@@ -8,6 +8,7 @@ OpenSSL's slow consistency check; a failed exchange is answered from memory with
 from __future__ import annotations
 
 import asyncio
+import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -79,10 +80,15 @@ def test_a_failed_exchange_is_backed_off_per_key() -> None:
         async with token_endpoint(400) as (url, assertions), aiohttp.ClientSession() as session:
             source = GoogleTokenSource(session, url)
             failing = ("uid-1", "f1", *SCOPES)
+            depths = set()
             for _ in range(20):
-                with pytest.raises(ProxyError, match="invalid_grant"):
+                with pytest.raises(ProxyError, match="invalid_grant") as caught:
                     await source.token(failing, SCOPES, lambda: key_file)
+                depths.add(len(traceback.extract_tb(caught.value.__traceback__)))
             assert len(assertions) == 1  # one exchange; the other 19 answered from memory
+            # Each answer from memory is an exception of its own: one object raised again would
+            # collect every request's frames in its traceback.
+            assert len(depths) <= 2, depths
             # Another connection's key is not held back by this one's failures.
             with pytest.raises(ProxyError, match="invalid_grant"):
                 await source.token(("uid-2", "f2", *SCOPES), SCOPES, lambda: key_file)
