@@ -9,6 +9,8 @@ Parsing an RSA key with OpenSSL's consistency check holds the GIL for as long as
 at 2,048 bits, seconds for large keys): a worker thread does not free the event loop. So keys are
 loaded without it (the operator proved each key by signing with it before sealing it), at most
 4,096 bits, and each parsed signer is kept per key file for as long as the key is routed.
+Signing, unlike parsing, lets go of the GIL: it runs in a worker thread, and the loop serves
+other requests meanwhile.
 """
 
 from __future__ import annotations
@@ -154,9 +156,9 @@ class GoogleTokenSource:
     ) -> AccessToken:
         try:
             signer, email = self._signer_for(cache_key, key_file)
-            # A few milliseconds at 4,096 bits: not worth a thread, which would not free the
-            # loop anyway.
-            assertion = _sign_assertion(signer, email, scopes, self.token_url)
+            assertion = await asyncio.to_thread(
+                _sign_assertion, signer, email, scopes, self.token_url
+            )
         except (ValueError, KeyError, TypeError, UnsupportedAlgorithm):
             raise ProxyError(
                 "credential_failed", "the service account key could not sign a token request"

@@ -2,12 +2,14 @@
 
 Against a token endpoint on 127.0.0.1 (the real one that verifies signed JWTs runs in
 tests/e2e): a key is parsed once however many connections and exchanges use it, without
-OpenSSL's slow consistency check; a failed exchange is answered from memory with backoff.
+OpenSSL's slow consistency check; assertions are signed off the event loop; a failed exchange
+is answered from memory with backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -95,3 +97,26 @@ def test_a_failed_exchange_is_backed_off_per_key() -> None:
             assert len(assertions) == 2
 
     asyncio.run(scenario())
+
+
+def test_assertions_are_signed_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Signing lets go of the GIL (unlike parsing), so a thread frees the loop for the few
+    milliseconds a 4,096-bit signature takes."""
+    key_file, _ = service_account_key(key_size=4096)
+    signed_on: list[int] = []
+    real = google_tokens._sign_assertion
+
+    def recording(*args: object) -> bytes:
+        signed_on.append(threading.get_ident())
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(google_tokens, "_sign_assertion", recording)
+
+    async def scenario() -> None:
+        async with token_endpoint(200) as (url, _), aiohttp.ClientSession() as session:
+            source = GoogleTokenSource(session, url)
+            assert await source.token(("uid-1", "f1", *SCOPES), SCOPES, lambda: key_file) == "t1"
+
+    asyncio.run(scenario())
+    assert signed_on
+    assert threading.get_ident() not in signed_on
