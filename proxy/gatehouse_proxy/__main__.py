@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import sys
 from collections.abc import Iterator
 
@@ -77,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         server_header=False,
         lifespan="off",
     )
+    # What start-up made (modules, classes: most of the heap) lives as long as the process; frozen,
+    # the collector stops scanning it, and its full collections under load shrink from tens of
+    # milliseconds, when every tenant's requests wait, to a few.
+    gc.freeze()
     asyncio.run(serve(app, admin))
     return 0
 

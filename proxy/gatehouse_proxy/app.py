@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from functools import partial
 from urllib.parse import unquote
 
 from starlette.applications import Starlette
@@ -23,7 +24,7 @@ from starlette.routing import Route
 from gatehouse_proxy import headers as header_policy
 from gatehouse_proxy import metrics
 from gatehouse_proxy.errors import ProxyError, error_response
-from gatehouse_proxy.forwarder import Forwarder, Upstream, new_session
+from gatehouse_proxy.forwarder import Forwarder, RequestBody, Upstream, new_session, tls_context
 from gatehouse_proxy.google_tokens import GoogleTokenSource
 from gatehouse_proxy.injectors import Injection, Injector, token_cache_key
 from gatehouse_proxy.matcher import check_method, check_path, normalise
@@ -37,7 +38,7 @@ from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, RoutingTabl
 from gatehouse_proxy.sealing import KeyringFile
 from gatehouse_proxy.settings import ProxySettings
 from gatehouse_proxy.table_feed import TableFeed, TableStore
-from gatehouse_proxy.tenancy import ConcurrencyLimits, Place, RequestBytes, TenantPools
+from gatehouse_proxy.tenancy import ConcurrencyLimits, Place, RequestBytes, TenantPools, Turns
 
 log = logging.getLogger("gatehouse.proxy")
 
@@ -58,6 +59,7 @@ class Proxy:
         self.limiter = RateLimiter()
         self.concurrency = ConcurrencyLimits(settings.tenant_limits)
         self.request_bytes = RequestBytes(settings.tenant_limits)
+        self.turns = Turns()
         metrics.track_feed(
             version=lambda: self.store.current.version if self.store.current else 0,
             age=lambda: self.table_age() if self.store.current else -1,
@@ -72,13 +74,14 @@ class Proxy:
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         policy = NetworkPolicy(self.settings.allowed_private_networks)
         ca_file = str(self.settings.upstream_ca_file) if self.settings.upstream_ca_file else None
+        tls = tls_context(ca_file)
         self.pools = TenantPools(
-            lambda size: new_session(policy, ca_file, size),
+            lambda size: new_session(policy, tls, size),
             self.settings.tenant_limits.concurrent_per_namespace,
         )
         self.forwarder = Forwarder(policy, self.settings.allow_http)
         # Token exchanges have a pool of their own: the endpoint is the installation's.
-        token_session = new_session(policy, ca_file)
+        token_session = new_session(policy, tls)
         self.google = GoogleTokenSource(token_session, self.settings.google_token_url)
         self.injector = Injector(self.keyring, self.google)
         feed_task = asyncio.create_task(self.feed.run(), name="table-feed")
@@ -202,15 +205,21 @@ class Proxy:
         the namespace's byte budget. The returned place under the tenant's caps is the caller's
         to release once the answer has been relayed.
         """
+        namespace = _namespace(connection.key)
+        await self.turns.take(namespace)
         check_method(method, connection.allowed_methods)
         path = normalise(raw_path)
         check_path(path, connection.allowed_paths)
         self.limiter.acquire(connection.key, caller, connection.limits.requests_per_minute)
-        namespace = _namespace(connection.key)
-        place = await self.concurrency.enter(namespace, caller, connection.key)
-        body = self.request_bytes.reservation(namespace)
         try:
-            content = await read_body(connection.limits.max_request_bytes, body.take)
+            place = await self.concurrency.enter(namespace, caller, connection.key)
+        except ProxyError:
+            # Waits that began together end together: their refusals are a burst to spread.
+            await self.turns.take(namespace)
+            raise
+        held = self.request_bytes.reservation(namespace)
+        try:
+            pieces = await read_body(connection.limits.max_request_bytes, held.take)
             injection = await self.injector.injection(connection)
             url = connection.origin + path.encoded + upstream_query(query, injection.query)
             outgoing = header_policy.upstream_request_headers(
@@ -225,21 +234,27 @@ class Proxy:
                     if header_policy.canonical_name(name) != "accept-encoding"
                 ]
                 outgoing.append(("Accept-Encoding", "identity"))
-            upstream = await self.forwarder.send(
-                self.pools.session(namespace),
-                method=method,
-                url=url,
-                headers=outgoing + list(injection.headers.items()),
-                body=content,
-                timeout_seconds=connection.limits.timeout_seconds,
-                max_response_bytes=connection.limits.max_response_bytes,
-            )
+            try:
+                upstream = await self.forwarder.send(
+                    self.pools.session(namespace),
+                    method=method,
+                    url=url,
+                    headers=outgoing + list(injection.headers.items()),
+                    body=RequestBody(pieces, partial(self.turns.take, namespace)),
+                    timeout_seconds=connection.limits.timeout_seconds,
+                    max_response_bytes=connection.limits.max_response_bytes,
+                )
+            except ProxyError:
+                await self.turns.take(namespace)
+                raise
+            # Answers to requests sent together (and their failures) arrive together.
+            await self.turns.take(namespace)
         except BaseException:
             place.release()
             raise
         finally:
             # Sent (or never to be): the body's bytes are no longer held.
-            body.release()
+            held.release()
         return upstream, injection, place
 
     async def run_probe(self, probe: ProbeRequest) -> dict[str, object]:
@@ -267,11 +282,11 @@ class Proxy:
         body = b"" if probe.body is None else json.dumps(probe.body).encode()
         headers = [("content-type", "application/json")] if body else []
 
-        async def read_body(limit: int, take: Callable[[int], None]) -> bytes:
+        async def read_body(limit: int, take: Callable[[int], None]) -> list[bytes]:
             if len(body) > limit:
                 raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
             take(len(body))
-            return body
+            return [body] if body else []
 
         upstream, injection, place = await self._call(
             connection,
@@ -299,14 +314,18 @@ def _namespace(key: str) -> str:
     return key.partition("/")[0]
 
 
-BodyReader = Callable[[int, Callable[[int], None]], Awaitable[bytes]]
+BodyReader = Callable[[int, Callable[[int], None]], Awaitable[list[bytes]]]
+
+# Pieces of a request body are kept at least this large: a client that sends a byte at a time
+# must not make the proxy hold an object (and its overhead) per byte.
+_PIECE_BYTES = 64 * 1024
 
 
 async def _read_body(
     request: Request, limit: int, timeout_seconds: float, take: Callable[[int], None]
-) -> bytes:
-    """The app's body, refused as soon as it is known to be too large or too slow; ``take``
-    reserves each chunk's bytes in the namespace's budget before it is kept."""
+) -> list[bytes]:
+    """The app's body in pieces, refused as soon as it is known to be too large or too slow;
+    ``take`` reserves each chunk's bytes in the namespace's budget before it is kept."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
@@ -314,7 +333,8 @@ async def _read_body(
     # refused before it costs anything.
     reserved = int(declared) if declared else 0
     take(reserved)
-    chunks: list[bytes] = []
+    pieces: list[bytes] = []
+    small = bytearray()
     size = 0
     try:
         async with asyncio.timeout(timeout_seconds):
@@ -325,7 +345,13 @@ async def _read_body(
                 if size > reserved:
                     take(size - reserved)
                     reserved = size
-                chunks.append(chunk)
+                if small or len(chunk) < _PIECE_BYTES:
+                    small += chunk
+                    if len(small) >= _PIECE_BYTES:
+                        pieces.append(bytes(small))
+                        small.clear()
+                else:
+                    pieces.append(chunk)
     except TimeoutError:
         # Closed, since the rest of the body may still be on its way.
         raise ProxyError(
@@ -333,7 +359,9 @@ async def _read_body(
             f"the request body did not arrive within {timeout_seconds:g}s",
             headers={"Connection": "close"},
         ) from None
-    return b"".join(chunks)
+    if small:
+        pieces.append(bytes(small))
+    return pieces
 
 
 def create_app(settings: ProxySettings) -> Starlette:

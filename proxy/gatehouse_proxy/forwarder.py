@@ -8,7 +8,7 @@ would otherwise carry the injected credential anywhere.
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import aiohttp
@@ -21,14 +21,20 @@ _CHUNK = 64 * 1024
 USER_AGENT = "gatehouse-proxy"
 
 
-def new_session(
-    policy: NetworkPolicy, ca_file: str | None = None, pool_size: int = 100
-) -> aiohttp.ClientSession:
+def tls_context(ca_file: str | None = None) -> ssl.SSLContext:
+    """The upstreams' TLS settings, made once per process: loading the system's trust store
+    takes tens of milliseconds of CPU, too long to spend on the event loop per new pool."""
     tls = ssl.create_default_context()
     if ca_file:
         # Added to the system's trust, not instead of it: public upstreams and Google's token
         # endpoint keep working beside the private ones the installation's CA signs.
         tls.load_verify_locations(cafile=ca_file)
+    return tls
+
+
+def new_session(
+    policy: NetworkPolicy, tls: ssl.SSLContext, pool_size: int = 100
+) -> aiohttp.ClientSession:
     connector = aiohttp.TCPConnector(
         resolver=GuardedResolver(policy),
         ssl=tls,
@@ -44,6 +50,32 @@ def new_session(
         trust_env=False,
         headers={"User-Agent": USER_AGENT},
     )
+
+
+@dataclass(frozen=True)
+class RequestBody:
+    """An app's request body, read whole, sent in the pieces it was read in.
+
+    One write of megabytes would copy them all in one step of the event loop (into the socket,
+    then what did not fit into the transport's buffer), while every other request waits.
+    ``pace`` is awaited before each piece: the tenant's turn (see ``tenancy.Turns``).
+    """
+
+    pieces: Sequence[bytes] = ()
+    pace: Callable[[], Awaitable[None]] | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(len(piece) for piece in self.pieces)
+
+    async def stream(self) -> AsyncIterator[bytes]:
+        for piece in self.pieces:
+            if self.pace is not None:
+                await self.pace()
+            yield piece
+
+
+NO_BODY = RequestBody()
 
 
 @dataclass
@@ -100,11 +132,16 @@ class Forwarder:
         method: str,
         url: str,
         headers: list[tuple[str, str]],
-        body: bytes,
         timeout_seconds: float,
         max_response_bytes: int,
+        body: RequestBody = NO_BODY,
     ) -> Upstream:
         target = URL(url, encoded=True)
+        size = body.size
+        if size:
+            # Declared, so a streamed body is not sent chunked: upstreams that refuse chunked
+            # requests get the length they expect.
+            headers = [*headers, ("Content-Length", str(size))]
         if target.scheme != "https" and not self.allow_http:
             raise ProxyError("blocked_address", "this installation only calls https upstreams")
         try:
@@ -113,7 +150,7 @@ class Forwarder:
                 method,
                 target,
                 headers=headers,
-                data=body if body else None,
+                data=body.stream() if size else None,
                 allow_redirects=False,
                 timeout=aiohttp.ClientTimeout(total=timeout_seconds),
             )

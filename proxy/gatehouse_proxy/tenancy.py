@@ -12,11 +12,18 @@ sends large bodies runs out of its own share long before the replica runs out of
 
 Each namespace has its own upstream connection pool, sized to its concurrency cap: no tenant's
 slow upstreams can hold the sockets another tenant needs.
+
+A replica's one event loop runs whatever is ready first come, first served, and one tenant's
+requests tend to become ready together: a hundred slow answers arrive at once, a hundred waits
+time out in the same instant. :class:`Turns` spreads such a burst over the loop's iterations, a
+few of a tenant's requests per iteration, so another tenant's request that becomes ready behind
+the burst waits for a few of them, not for all.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -167,6 +174,68 @@ class Reservation:
         size, self.size = self.size, 0
         if size:
             self.budget.give_back(self.namespace, size)
+
+
+class Turns:
+    """Each tenant's share of the event loop: ``per_round`` turns per iteration of the loop.
+
+    A request takes a turn before each stretch of work it does without waiting (identifying it,
+    sending it upstream, relaying the answer). A tenant whose turns in this iteration are used
+    up waits for a later one, in order; meanwhile other tenants' requests run.
+    """
+
+    def __init__(self, per_round: int = 2) -> None:
+        self.per_round = per_round
+        self._taken: dict[str, int] = {}
+        self._waiting: dict[str, deque[asyncio.Future[None]]] = {}
+        self._round_due = False
+
+    def waiting(self, tenant: str) -> int:
+        return len(self._waiting.get(tenant, ()))
+
+    async def take(self, tenant: str) -> None:
+        taken = self._taken.get(tenant, 0)
+        if taken < self.per_round and tenant not in self._waiting:
+            self._taken[tenant] = taken + 1
+            self._next_round()
+            return
+        turn = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(tenant, deque()).append(turn)
+        self._next_round()
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if not turn.cancelled():
+                # Granted as it was cancelled: the turn goes unused, nobody waits for it.
+                raise
+            queue = self._waiting.get(tenant)
+            if queue is not None and turn in queue:
+                queue.remove(turn)
+                if not queue:
+                    del self._waiting[tenant]
+            raise
+
+    def _next_round(self) -> None:
+        if not self._round_due:
+            self._round_due = True
+            asyncio.get_running_loop().call_soon(self._round)
+
+    def _round(self) -> None:
+        """A new iteration of the loop: each waiting tenant's next turns are granted."""
+        self._round_due = False
+        self._taken = {}
+        for tenant, queue in list(self._waiting.items()):
+            granted = 0
+            while queue and granted < self.per_round:
+                turn = queue.popleft()
+                if not turn.done():
+                    turn.set_result(None)
+                    granted += 1
+            self._taken[tenant] = granted
+            if not queue:
+                del self._waiting[tenant]
+        if self._waiting:
+            self._next_round()
 
 
 class TenantPools:

@@ -15,7 +15,7 @@ from gatehouse_dev.pki import CertificateAuthority
 from gatehouse_dev.processes import free_port
 from gatehouse_dev.upstream import create_app
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.forwarder import Forwarder, new_session
+from gatehouse_proxy.forwarder import Forwarder, new_session, tls_context
 from gatehouse_proxy.network_guard import NetworkPolicy
 
 
@@ -31,7 +31,7 @@ async def _send(
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
-    session = new_session(policy)
+    session = new_session(policy, tls_context())
     try:
         forwarder = Forwarder(policy, allow_http=allow_http)
         upstream = await forwarder.send(
@@ -39,7 +39,6 @@ async def _send(
             method="GET",
             url=url.format(port=port),
             headers=[],
-            body=b"",
             timeout_seconds=timeout_seconds,
             max_response_bytes=max_response_bytes,
         )
@@ -106,7 +105,7 @@ def test_the_upstream_ca_adds_to_the_system_trust_store(
             ports.append(free_port())
             await web.TCPSite(runner, "127.0.0.1", ports[-1], ssl_context=context).start()
             runners.append(runner)
-        session = new_session(policy, str(private.cert_path))
+        session = new_session(policy, tls_context(str(private.cert_path)))
         try:
             forwarder = Forwarder(policy, allow_http=False)
             statuses = []
@@ -116,7 +115,6 @@ def test_the_upstream_ca_adds_to_the_system_trust_store(
                     method="GET",
                     url=f"https://127.0.0.1:{port}/echo/",
                     headers=[],
-                    body=b"",
                     timeout_seconds=5,
                     max_response_bytes=1_000_000,
                 )

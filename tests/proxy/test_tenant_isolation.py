@@ -4,14 +4,19 @@ nothing on the app port describes other tenants. A real proxy, real upstreams on
 from __future__ import annotations
 
 import asyncio
+import ssl
+import sys
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 from aiohttp import web
 
 from gatehouse_dev import upstream as dev_upstream
-from gatehouse_proxy.tenancy import TenantLimits
+from gatehouse_proxy.tenancy import TenantLimits, Turns
 from tests.proxy.serving import Tenant, running_proxy, upstream
 
 SMALL = TenantLimits(
@@ -33,7 +38,7 @@ def _fetch(
     method: str = "GET",
     headers: dict[str, str] | None = None,
     params: dict[str, str] | None = None,
-    content: bytes | None = None,
+    content: bytes | AsyncIterator[bytes] | None = None,
 ) -> asyncio.Task[httpx.Response]:
     return asyncio.ensure_future(
         client.request(
@@ -202,5 +207,105 @@ def test_underscore_and_array_spellings_never_reach_the_upstream(tmp_path: Path)
                 )
                 seen = dev_upstream.RECEIVED[answer.json()["id"]]
                 assert seen["query"] == "a=1&api_key=sk-query-1234"
+
+    asyncio.run(scenario())
+
+
+def test_a_burst_of_one_tenant_is_spread_over_the_loop_so_another_waits_a_few_turns() -> None:
+    async def scenario() -> None:
+        turns = Turns(per_round=2)
+        order: list[tuple[str, int]] = []
+
+        async def request(tenant: str, number: int) -> None:
+            await turns.take(tenant)
+            order.append((tenant, number))
+
+        burst = [asyncio.create_task(request("noisy", number)) for number in range(50)]
+        await asyncio.sleep(0)  # the burst has become ready: 2 turns taken, 48 waiting
+        assert turns.waiting("noisy") == 48
+        quiet = asyncio.create_task(request("quiet", 0))
+        await asyncio.gather(*burst, quiet)
+        # First come, first served, the quiet request would have run 51st.
+        assert order.index(("quiet", 0)) <= 2
+        assert [number for tenant, number in order if tenant == "noisy"] == list(range(50))
+
+    asyncio.run(scenario())
+
+
+def test_a_request_cancelled_while_it_waits_for_a_turn_holds_up_nobody() -> None:
+    async def scenario() -> None:
+        turns = Turns(per_round=1)
+        done: list[int] = []
+
+        async def request(number: int) -> None:
+            await turns.take("noisy")
+            done.append(number)
+
+        waiting = [asyncio.create_task(request(number)) for number in range(10)]
+        await asyncio.sleep(0)
+        for task in waiting[3:6]:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        assert done == [0, 1, 2, 6, 7, 8, 9]
+        assert turns.waiting("noisy") == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_body_sent_in_small_pieces_reaches_the_upstream_whole_with_its_length(
+    tmp_path: Path,
+) -> None:
+    piece = bytes(range(32, 127)) * 10
+
+    async def trickle() -> AsyncIterator[bytes]:
+        for _ in range(300):
+            yield piece
+
+    async def scenario() -> None:
+        async with upstream() as origin:
+            tenant = Tenant("one", origin)
+            async with (
+                running_proxy(tmp_path, [tenant]) as proxy,
+                httpx.AsyncClient(timeout=10) as client,
+            ):
+                answer = await _fetch(
+                    client, proxy.url, tenant, "/echo/", method="POST", content=trickle()
+                )
+                seen = dev_upstream.RECEIVED[answer.json()["id"]]
+                assert seen["body"] == (piece * 300).decode()
+                # Sent as read (in pieces), but with its length, not chunked.
+                assert seen["headers"]["content-length"] == str(len(piece) * 300)
+                assert "transfer-encoding" not in seen["headers"]
+
+    asyncio.run(scenario())
+
+
+def test_one_tls_context_serves_every_tenants_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading the trust store takes tens of milliseconds of CPU: a pool per namespace must not
+    load it again, on the event loop, for each new tenant."""
+    made: list[str] = []
+    create_default_context: Callable[..., ssl.SSLContext] = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        made.append(sys._getframe(1).f_globals["__name__"])
+        return create_default_context(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+
+    async def scenario() -> None:
+        async with upstream() as origin:
+            tenants = [Tenant(f"tenant-{number}", origin) for number in range(3)]
+            async with (
+                running_proxy(tmp_path, tenants) as proxy,
+                httpx.AsyncClient(timeout=10) as client,
+            ):
+                for tenant in tenants:
+                    answer = await _fetch(client, proxy.url, tenant, "/echo/")
+                    assert answer.status_code == 200
+        assert [module for module in made if module.startswith("gatehouse_proxy")] == [
+            "gatehouse_proxy.forwarder"
+        ]
 
     asyncio.run(scenario())
