@@ -74,8 +74,8 @@ def scale(workdir: Path, sizes: tuple[int, ...]) -> str:
 
 def neighbours(workdir: Path) -> str:
     """Tenant isolation on one replica (see bench_neighbours), on a stack of its own."""
-    with _gatehouse(workdir) as (cluster, local, upstream):
-        return bench_neighbours.table(bench_neighbours.measure(cluster, local, upstream, wrk))
+    with _gatehouse(workdir) as (cluster, local, _):
+        return bench_neighbours.table(bench_neighbours.measure(cluster, local, wrk))
 
 
 @contextmanager
@@ -124,12 +124,18 @@ def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[fl
     return seconds, token
 
 
-def wrk(url: str, connections: int, headers: dict[str, str]) -> dict[str, float]:
-    """Requests per second and latency percentiles (ms) from a wrk run."""
+def wrk(url: str, connections: int, headers: dict[str, str], pause_ms: int = 0) -> dict[str, float]:
+    """Requests per second and latency percentiles (ms) from a wrk run; with ``pause_ms``, each
+    connection waits that long between an answer and its next request (not counted)."""
     argv = ["wrk", "-t1", f"-c{connections}", f"-d{WRK_SECONDS}s", "--latency", url]
     for name, value in headers.items():
         argv[1:1] = ["-H", f"{name}: {value}"]
-    output = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
+        if pause_ms:
+            script.write(f"function delay()\n  return {pause_ms}\nend\n")
+            script.flush()
+            argv[1:1] = ["-s", script.name]
+        output = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     result = {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))}  # type: ignore[union-attr]
     for label in ("50", "99"):
         value, unit = re.search(rf"{label}%\s+([\d.]+)(us|ms|s)", output).groups()  # type: ignore[union-attr]
@@ -178,7 +184,8 @@ def main() -> int:
         )
     print(
         "\nNoisy neighbours: tenant B's latency through one replica while tenant A attacks it "
-        "(B: wrk, 4 connections, API key injected):\n"
+        f"(B: wrk, 4 connections, {bench_neighbours.PAUSE_MS} ms between requests, API key "
+        "injected):\n"
     )
     print(isolation)
     if at_scale:

@@ -1,9 +1,12 @@
 """Noisy neighbours: tenant B's latency through one proxy replica while tenant A attacks it.
 
 Both tenants are namespaces on the same replica (a real operator and proxy process), each with
-its own upstream, as two vendors would be. B's app makes ordinary requests (wrk, 4 connections,
-an API key injected); meanwhile A's app runs one attack at a time, each as a namespace admin could
-mount it within the limits Gatehouse enforces:
+its own upstream, as two vendors would be. B's app makes ordinary requests (wrk, 4 connections
+with 5 ms between an answer and the next request, about 600 a second, an API key injected): a
+busy tenant on a replica with headroom, as an autoscaled deployment runs. B as fast as wrk can
+go would measure the replica's capacity instead: at saturation every request of anyone's takes
+CPU from B's. Meanwhile A's app runs one attack at a time, each as a namespace admin could
+mount it within the limits Gatehouse enforces, and retrying a 503 after its ``Retry-After``:
 
 1. Google key files: a 4,096-bit key (the largest accepted) whose every exchange fails, 200
    requests a second.
@@ -11,18 +14,28 @@ mount it within the limits Gatehouse enforces:
    scrubbed, 200 requests a second.
 3. Slow upstreams: 300 requests at a time to an upstream that answers after 5 s.
 4. Large bodies: 30 uploads of 10 MiB at a time (the largest a connection may allow).
+5. The same uploads, each refusal retried at once: a flood.
 
-Attacks 1 and 2 are paced: their point is what each request costs, and a flood of any request
-costs CPU, which one process shares (see the README's security section).
+Attacks 1 and 2 are paced at 200 requests a second, and attacks 3 and 4 by the refusals'
+``Retry-After``: their point is what each request costs, and a flood of any request costs CPU,
+which one process shares; attack 5 shows how much (see the README's security section).
+
+A's load generator and A's upstream run at the lowest CPU priority (nice 19). They stand in for
+Pods elsewhere, or at least under CPU requests of their own: on this one VM they would otherwise
+take the replica's and B's cores, which no tenant can do to a replica in a cluster.
 
 The table gives B's p50 and p99 during each attack and their ratio to B's quiet p99, what A's
-requests got, and the replica's peak memory.
+requests got, and the replica's peak memory. As a control, each attack runs a second time against
+another replica on the same VM while B is measured again: that p99 is what the attack costs B
+through the machine (CPU, the loopback network) alone, and the last ratio is what sharing the
+replica adds to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections import Counter
@@ -50,9 +63,11 @@ from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_dev.services import Endpoint, LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 
-Wrk = Callable[[str, int, dict[str, str]], dict[str, float]]
+Wrk = Callable[[str, int, dict[str, str], int], dict[str, float]]
 
 QUIET, NOISY = "tenant-b", "tenant-a"
+LOWEST_PRIORITY = 19
+PAUSE_MS = 5  # B's requests: about 600 a second, a busy tenant on a replica with headroom
 LONG_SECRET = "k" * 4096
 BODY = b"x" * (10 * 1024 * 1024)
 
@@ -66,6 +81,7 @@ class Attack:
     per_second: float = 0  # 0: as fast as the answers come
     method: str = "GET"
     body: bytes = b""
+    retry_after: bool = True  # a 503's Retry-After is waited out
 
 
 ATTACKS = [
@@ -77,6 +93,16 @@ ATTACKS = [
     Attack(
         "4. 10 MiB request bodies, 30 at a time", "bodies", "/slow?seconds=1", 30, 0, "POST", BODY
     ),
+    Attack(
+        "5. as 4, refusals retried at once (a flood)",
+        "bodies",
+        "/slow?seconds=1",
+        30,
+        0,
+        "POST",
+        BODY,
+        retry_after=False,
+    ),
 ]
 
 
@@ -87,6 +113,7 @@ class Row:
     p99: float
     outcomes: Counter[str]
     proxy_mb: float
+    apart_p99: float  # B's p99 while A attacks another replica
 
 
 def _tenants(upstream: str, quiet_upstream: str) -> dict[str, list[dict[str, Any]]]:
@@ -149,11 +176,14 @@ def _attacking(proxy: str, token: str, attack: Attack | None) -> Iterator[Counte
                     text = await reply.read()
                     code = json.loads(text)["error"]["code"] if reply.status >= 400 else "ok"
                     outcomes[f"{reply.status} {code}"] += 1
+                    if reply.status == 503 and attack.retry_after:
+                        await asyncio.sleep(float(reply.headers.get("Retry-After", "0")))
             except (aiohttp.ClientError, ValueError, KeyError):
                 outcomes["broken connection"] += 1
                 await asyncio.sleep(0.05)
 
     async def run() -> None:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
         connector = aiohttp.TCPConnector(limit=attack.workers)
         timeout = aiohttp.ClientTimeout(total=60)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
@@ -169,18 +199,21 @@ def _attacking(proxy: str, token: str, attack: Attack | None) -> Iterator[Counte
         thread.join(timeout=90)
 
 
-def measure(cluster: Cluster, local: LocalGatehouse, upstream: str, wrk: Wrk) -> list[Row]:
+def measure(cluster: Cluster, local: LocalGatehouse, wrk: Wrk) -> list[Row]:
     _, public_key = service_account_key("bench@gatehouse-bench.iam.gserviceaccount.com")
     tokens = local.start_token_endpoint(public_key, "bench@gatehouse-bench.iam.gserviceaccount.com")
     local.start_operator()
     proxy: Endpoint = local.start_proxy(token_url=f"{tokens.url}/token")
+    elsewhere = local.start_proxy(token_url=f"{tokens.url}/token")
     quiet_upstream = local.start_upstream().url
+    noisy_upstream = local.start_upstream()
+    os.setpriority(os.PRIO_PROCESS, noisy_upstream.server.pid, LOWEST_PRIORITY)
     app_tokens: dict[str, str] = {}
     with config.new_client_from_config(  # type: ignore[no-untyped-call]
         config_file=str(cluster.kubeconfig)
     ) as api:
         core = client.CoreV1Api(api)
-        for namespace, resources in _tenants(upstream, quiet_upstream).items():
+        for namespace, resources in _tenants(noisy_upstream.url, quiet_upstream).items():
             cluster.kubectl("create", "namespace", namespace)
             cluster.kubectl(
                 "apply",
@@ -196,17 +229,24 @@ def measure(cluster: Cluster, local: LocalGatehouse, upstream: str, wrk: Wrk) ->
     quiet_url = f"{proxy.url}/v1/fetch/api/echo/"
     quiet_headers = {"Authorization": f"Bearer {app_tokens[QUIET]}"}
     wait_for(lambda: _answers(quiet_url, quiet_headers), timeout=60, interval=0.1, what="B's route")
+
+    def during(attack: Attack | None, target: Endpoint) -> tuple[dict[str, float], Counter[str]]:
+        with _attacking(target.url, app_tokens[NOISY], attack) as outcomes:
+            latency = wrk(quiet_url, 4, quiet_headers, PAUSE_MS)
+        if attack:
+            time.sleep(6)  # A's slow requests drain before the next run
+        return latency, outcomes
+
     rows = []
     for attack in [None, *ATTACKS]:
-        with _attacking(proxy.url, app_tokens[NOISY], attack) as outcomes:
-            memory = _PeakMemory(proxy.server.pid)
-            memory.start()
-            latency = wrk(quiet_url, 4, quiet_headers)
-            memory.finished.set()
-            memory.join()
+        memory = _PeakMemory(proxy.server.pid)
+        memory.start()
+        shared, outcomes = during(attack, proxy)
+        memory.finished.set()
+        memory.join()
+        apart = during(attack, elsewhere)[0] if attack else shared
         label = attack.label if attack else "quiet (no attack)"
-        rows.append(Row(label, latency["p50"], latency["p99"], outcomes, memory.peak))
-        time.sleep(6 if attack else 0)  # A's slow requests drain before the next attack
+        rows.append(Row(label, shared["p50"], shared["p99"], outcomes, memory.peak, apart["p99"]))
     return rows
 
 
@@ -231,13 +271,15 @@ class _PeakMemory(threading.Thread):
 def table(rows: list[Row]) -> str:
     quiet = rows[0].p99
     lines = [
-        "| tenant A's attack | B p50 ms | B p99 ms | B p99 vs quiet | A got | proxy MB |",
-        "|---|---|---|---|---|---|",
+        "| tenant A's attack | B p50 ms | B p99 ms | B p99 vs quiet "
+        "| B p99 ms, A on another replica | sharing adds | A got | proxy MB |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         got = ", ".join(f"{count:,}x {outcome}" for outcome, count in row.outcomes.most_common(3))
         lines.append(
             f"| {row.label} | {row.p50:.2f} | {row.p99:.2f} | {row.p99 / quiet:.2f} "
+            f"| {row.apart_p99:.2f} | {row.p99 / row.apart_p99:.2f} "
             f"| {got or '-'} | {row.proxy_mb:.0f} |"
         )
     return "\n".join(lines)
