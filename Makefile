@@ -69,6 +69,7 @@ lint: install
 	$(BIN)/lint-imports
 
 test: lint build node-packages
+	$(DEV) build-node
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # Every direct dependency at its declared lower bound, and the tests that need no cluster on them.

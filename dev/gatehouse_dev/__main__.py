@@ -19,6 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gatehouse-dev", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("build", help="build (or find cached) control-plane binaries")
+    commands.add_parser(
+        "build-node", help="build (or find cached) the dev node's binaries and images"
+    )
     commands.add_parser("up", help="start the local stack in the background")
     commands.add_parser("down", help="stop the local stack and delete its data")
     commands.add_parser("demo", help="start the stack and show it working")
@@ -30,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             print(ensure_binaries().directory)
+        elif args.command == "build-node":
+            print(*node_cluster.build()[2], sep="\n")
         elif args.command == "up":
             stack.up(paths)
         elif args.command == "down":

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from gatehouse_dev import pki
-from gatehouse_dev.binaries import Binaries, ensure_binaries, ensure_node_binaries
+from gatehouse_dev.binaries import Binaries, NodeBinaries, ensure_binaries, ensure_node_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import kubeconfig
 from gatehouse_dev.node import coredns, images, layout
@@ -37,6 +37,19 @@ def _log(message: str) -> None:
     print(f"gatehouse: {message}", file=sys.stderr, flush=True)
 
 
+def build() -> tuple[Binaries, NodeBinaries, list[Path]]:
+    """What the node needs before it starts: its binaries and image archives, built or found in
+    the cache. ``make test`` builds them before the suite, since a cold build (Go modules, a
+    Debian base, the image) takes longer than any one test may."""
+    node = ensure_node_binaries()
+    archives = [
+        images.ensure_binary_image(node.pause, layout.PAUSE_IMAGE),
+        images.ensure_binary_image(node.coredns, coredns.IMAGE),
+        images.ensure_gatehouse_image(),
+    ]
+    return ensure_binaries(), node, archives
+
+
 class DevNode:
     """The node in ``workdir``; :meth:`start` returns the :class:`Cluster` that reaches it."""
 
@@ -45,13 +58,7 @@ class DevNode:
         self.server: Server | None = None
 
     def start(self, *, detached: bool = False, timeout: float = 300.0) -> Cluster:
-        binaries = ensure_binaries()
-        node = ensure_node_binaries()
-        archives = [
-            images.ensure_binary_image(node.pause, layout.PAUSE_IMAGE),
-            images.ensure_binary_image(node.coredns, coredns.IMAGE),
-            images.ensure_gatehouse_image(),
-        ]
+        binaries, node, archives = build()
         started = time.monotonic()
         self.files.config.mkdir(parents=True, exist_ok=True)
         self.files.ready_marker.unlink(missing_ok=True)
