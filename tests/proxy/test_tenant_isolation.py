@@ -4,6 +4,7 @@ nothing on the app port describes other tenants. A real proxy, real upstreams on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import sys
 import time
@@ -17,7 +18,7 @@ from aiohttp import web
 
 from gatehouse_dev import upstream as dev_upstream
 from gatehouse_proxy.tenancy import TenantLimits, Turns
-from tests.proxy.serving import Tenant, running_proxy, upstream
+from tests.proxy.serving import Running, Tenant, running_proxy, upstream
 
 SMALL = TenantLimits(
     concurrent_per_namespace=8,
@@ -53,6 +54,20 @@ def _fetch(
 
 def _code(response: httpx.Response) -> str:
     return str(response.json()["error"]["code"]) if response.status_code >= 400 else "ok"
+
+
+@contextlib.asynccontextmanager
+async def _one_tenant(
+    tmp_path: Path, app: web.Application | None = None, limits: TenantLimits | None = None
+) -> AsyncIterator[tuple[Running, httpx.AsyncClient, Tenant]]:
+    """A proxy with one tenant, namespace ``one``, in front of a real upstream, and a client."""
+    async with upstream(app) as origin:
+        tenant = Tenant("one", origin)
+        async with (
+            running_proxy(tmp_path, [tenant], limits) as proxy,
+            httpx.AsyncClient(timeout=10) as client,
+        ):
+            yield proxy, client, tenant
 
 
 def test_a_tenant_with_slow_upstreams_waits_on_its_own_caps_only(tmp_path: Path) -> None:
@@ -121,23 +136,18 @@ def test_request_bodies_are_budgeted_per_namespace(tmp_path: Path) -> None:
 
 def test_readiness_and_metrics_are_not_on_the_app_port(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async with upstream() as origin:
-            tenant = Tenant("one", origin)
-            async with (
-                running_proxy(tmp_path, [tenant]) as proxy,
-                httpx.AsyncClient(timeout=10) as client,
-            ):
-                for path in ("/readyz", "/metrics"):
-                    assert (await client.get(f"{proxy.url}{path}")).status_code == 404
-                ready = (await client.get(f"{proxy.admin_url}/readyz")).json()
-                assert ready["connections"] == 1
-                for status in (299, 577, 418):
-                    await _fetch(client, proxy.url, tenant, f"/status/{status}")
-                metrics = (await client.get(f"{proxy.admin_url}/metrics")).text
-                for label in ('status="2xx"', 'status="5xx"', 'status="4xx"'):
-                    assert label in metrics
-                for raw in ('status="299"', 'status="577"', 'status="418"'):
-                    assert raw not in metrics
+        async with _one_tenant(tmp_path) as (proxy, client, tenant):
+            for path in ("/readyz", "/metrics"):
+                assert (await client.get(f"{proxy.url}{path}")).status_code == 404
+            ready = (await client.get(f"{proxy.admin_url}/readyz")).json()
+            assert ready["connections"] == 1
+            for status in (299, 577, 418):
+                await _fetch(client, proxy.url, tenant, f"/status/{status}")
+            metrics = (await client.get(f"{proxy.admin_url}/metrics")).text
+            for label in ('status="2xx"', 'status="5xx"', 'status="4xx"'):
+                assert label in metrics
+            for raw in ('status="299"', 'status="577"', 'status="418"'):
+                assert raw not in metrics
 
     asyncio.run(scenario())
 
@@ -158,17 +168,12 @@ def test_a_header_that_is_not_latin_1_passes_as_bytes_and_frees_its_socket(
     )
 
     async def scenario() -> None:
-        async with upstream(app) as origin:
-            tenant = Tenant("one", origin)
-            async with (
-                running_proxy(tmp_path, [tenant], one) as proxy,
-                httpx.AsyncClient(timeout=10) as client,
-            ):
-                for _ in range(3):
-                    answer = await _fetch(client, proxy.url, tenant, "/file")
-                    assert answer.status_code == 200
-                    raw = dict(answer.headers.raw)[b"content-disposition"]
-                    assert raw == 'attachment; filename="résumé-€.pdf"'.encode()
+        async with _one_tenant(tmp_path, app, one) as (proxy, client, tenant):
+            for _ in range(3):
+                answer = await _fetch(client, proxy.url, tenant, "/file")
+                assert answer.status_code == 200
+                raw = dict(answer.headers.raw)[b"content-disposition"]
+                assert raw == 'attachment; filename="résumé-€.pdf"'.encode()
 
     asyncio.run(scenario())
 
@@ -262,20 +267,15 @@ def test_a_body_sent_in_small_pieces_reaches_the_upstream_whole_with_its_length(
             yield piece
 
     async def scenario() -> None:
-        async with upstream() as origin:
-            tenant = Tenant("one", origin)
-            async with (
-                running_proxy(tmp_path, [tenant]) as proxy,
-                httpx.AsyncClient(timeout=10) as client,
-            ):
-                answer = await _fetch(
-                    client, proxy.url, tenant, "/echo/", method="POST", content=trickle()
-                )
-                seen = dev_upstream.RECEIVED[answer.json()["id"]]
-                assert seen["body"] == (piece * 300).decode()
-                # Sent as read (in pieces), but with its length, not chunked.
-                assert seen["headers"]["content-length"] == str(len(piece) * 300)
-                assert "transfer-encoding" not in seen["headers"]
+        async with _one_tenant(tmp_path) as (proxy, client, tenant):
+            answer = await _fetch(
+                client, proxy.url, tenant, "/echo/", method="POST", content=trickle()
+            )
+            seen = dev_upstream.RECEIVED[answer.json()["id"]]
+            assert seen["body"] == (piece * 300).decode()
+            # Sent as read (in pieces), but with its length, not chunked.
+            assert seen["headers"]["content-length"] == str(len(piece) * 300)
+            assert "transfer-encoding" not in seen["headers"]
 
     asyncio.run(scenario())
 
