@@ -21,19 +21,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client
 from pydantic import ValidationError
 
 from gatehouse_operator import kubeconfig
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
 from gatehouse_operator.api.project_config import PREVIEW_LABEL, PROJECT_CONFIG
+from gatehouse_operator.project_config import yaml_source
 from gatehouse_operator.project_config.compiler import compile_config
-from gatehouse_operator.project_config.schema import ServiceConfig
+from gatehouse_operator.project_config.schema import MAX_SPEC_BYTES, ServiceConfig, oversize, rule
+from gatehouse_operator.project_config.yaml_source import Document
 
 FILE_NAME = "service.config.yml"
 DBT_PROJECT = "dbt_project.yml"
@@ -46,57 +46,33 @@ class Failure(Exception):
     """The command cannot run; the message says why."""
 
 
-@dataclass(frozen=True)
-class ConfigFile:
-    path: Path
-    data: dict[str, Any]
-    lines: dict[tuple[str, ...], int]
-
-    def line_of(self, location: tuple[str | int, ...]) -> int:
-        """The line of the deepest part of ``location`` that is in the file."""
-        parts = tuple(str(part) for part in location)
-        while parts and parts not in self.lines:
-            parts = parts[:-1]
-        return self.lines.get(parts, 1)
+class Invalid(Exception):
+    """The file cannot be read as a service.config.yml; the message says where and why."""
 
 
-def _lines(node: yaml.Node, path: tuple[str, ...], into: dict[tuple[str, ...], int]) -> None:
-    into.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            child = (*path, str(key.value))
-            into[child] = key.start_mark.line + 1
-            _lines(value, child, into)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _lines(item, (*path, str(index)), into)
-
-
-def find(project_dir: Path) -> ConfigFile | None:
+def find(project_dir: Path) -> Document | None:
     if not (project_dir / DBT_PROJECT).is_file():
         raise Failure(f"no {DBT_PROJECT} in {project_dir}: point --project-dir at the dbt project")
     path = project_dir / FILE_NAME
     if not path.is_file():
         return None
-    text = path.read_text()
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise Failure(
-            f"{path}{line}: not valid YAML ({getattr(error, 'problem', error)})"
-        ) from None
-    if not isinstance(data, dict):
-        raise Failure(f"{path}:1: the file must be a mapping of sections")
-    lines: dict[tuple[str, ...], int] = {}
-    if node is not None:
-        _lines(node, (), lines)
-    return ConfigFile(path, data, lines)
+        found = yaml_source.read(path, MAX_SPEC_BYTES)
+    except yaml_source.YamlProblem as problem:
+        raise Invalid(str(problem)) from None
+    except OSError as error:
+        raise Failure(f"cannot read {path}: {error.strerror}") from None
+    if not isinstance(found.data, dict):
+        what = "empty" if found.data is None else f"a {type(found.data).__name__}"
+        raise Invalid(
+            f"{path}:1: the file is {what}; it must be a mapping of sections (spotlight: ...)"
+        )
+    if too_large := oversize(found.data):
+        raise Invalid(f"{path}:1: {too_large}")
+    return found
 
 
-def problems(found: ConfigFile) -> tuple[list[str], list[str]]:
+def problems(found: Document) -> tuple[list[str], list[str]]:
     """Errors and warnings, each as ``file:line: path: message``."""
     try:
         parsed = ServiceConfig.model_validate(found.data)
@@ -105,7 +81,7 @@ def problems(found: ConfigFile) -> tuple[list[str], list[str]]:
         for item in error.errors(include_url=False):
             location = tuple(item["loc"])
             where = ".".join(str(part) for part in location) or "(file)"
-            errors.append(f"{found.path}:{found.line_of(location)}: {where}: {item['msg']}")
+            errors.append(f"{found.path}:{found.line_of(location)}: {where}: {rule(item)}")
         return errors, []
     warnings = [
         f"{found.path}:{found.line_of(tuple(w.path.split('.')))}: warning: {w.message}"
@@ -114,7 +90,7 @@ def problems(found: ConfigFile) -> tuple[list[str], list[str]]:
     return [], warnings
 
 
-def documents(found: ConfigFile, name: str, preview: bool) -> list[tuple[str, dict[str, Any]]]:
+def documents(found: Document, name: str, preview: bool) -> list[tuple[str, dict[str, Any]]]:
     """The applies to make, each with its field manager."""
     metadata: dict[str, Any] = {"name": name}
     if preview:
@@ -128,7 +104,7 @@ def documents(found: ConfigFile, name: str, preview: bool) -> list[tuple[str, di
     return applies
 
 
-def apply(args: argparse.Namespace, found: ConfigFile, preview: bool) -> str:
+def apply(args: argparse.Namespace, found: Document, preview: bool) -> str:
     namespace = kubeconfig.load(args.context, args.namespace)
     api = client.CustomObjectsApi()
     applies = documents(found, args.name, preview)
@@ -179,6 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         found = find(args.project_dir.resolve())
+    except Invalid as invalid:
+        print(invalid, file=sys.stderr)
+        return INVALID
+    except Failure as failure:
+        print(f"gatehouse-service: {failure}", file=sys.stderr)
+        return NOT_RUN
+    try:
         if found is None:
             print(f"gatehouse-service: no {FILE_NAME} beside {DBT_PROJECT}; nothing to do")
             return OK

@@ -236,7 +236,7 @@ def test_the_crd_names_bad_keys_and_the_operator_reports_the_rest(
             {"table_groups": {"sales ops": {"label": "S"}}},
             "table_groups names must match ^[a-zA-Z0-9_-]+$",
         ),
-        ({"defaults": {"case_sensitve": False}}, 'unknown field "spec.defaults.case_sensitve"'),
+        ({"defaults": {"case_sensitve": False}}, "spec.defaults.case_sensitve: unknown key"),
         (
             {"spotlight": {"categories": {"k": {"label": "K", "color": "teal"}}}},
             "spec.spotlight.categories.k.color: Unsupported value",
@@ -247,25 +247,41 @@ def test_the_crd_names_bad_keys_and_the_operator_reports_the_rest(
         assert done.returncode != 0, spec
         assert message in done.stderr, (message, done.stderr)
 
-    # What a structural schema cannot say (options/default are untyped there), the operator does.
-    late = {
-        "late": (
-            {"p": {"label": "P", "options": ["a"], "default": ["a", "b"]}},
-            "spec.parameters.p: Value error, default is a list, so multiple must be true",
-        ),
-        "bare": (
-            {"p": {"label": "P"}},
-            "spec.parameters.p: Value error, a parameter needs options, options_from_dimension "
-            "or allow_custom_values: true",
-        ),
+    # What a structural schema cannot say (options are untyped there), the webhook does.
+    refused = apply({"parameters": {"p": {"label": "P"}}}, "bare")
+    assert refused.returncode != 0
+    assert (
+        "spec.parameters.p: Value error, a parameter needs options, options_from_dimension "
+        "or allow_custom_values: true" in refused.stderr
+    )
+
+
+def test_unknown_keys_are_refused_whatever_field_validation_the_client_asks_for(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    document = {
+        "apiVersion": "gatehouse.dev/v1alpha1",
+        "kind": "ProjectConfig",
+        "metadata": {"name": "typo", "labels": {PREVIEW_LABEL: "true"}},
+        "spec": {"spotlight": {}, "defaults": {"case_sensitve": False}},
     }
-    for name, (parameters, _) in late.items():
-        assert apply({"parameters": parameters}, name).returncode == 0
-    for name, (_, message) in late.items():
-        condition = wait_condition(
-            cluster, namespace, f"projectconfig/{name}", "False", "InvalidConfig"
+    for validation in ("Ignore", "Warn", "Strict"):
+        done = cluster.kubectl(
+            "create",
+            f"--validate={validation.lower()}",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+            stdin=yaml.safe_dump(document),
+            check=False,
         )
-        assert condition["message"] == message
+        assert done.returncode != 0, validation
+        assert (
+            "spec.defaults.case_sensitve: unknown key (misspelt, or not a setting of this section)"
+            in done.stderr
+        ), (validation, done.stderr)
+    assert get(cluster, namespace, "projectconfig/typo") is None
 
 
 def test_the_defaults_api_changes_only_the_keys_given(

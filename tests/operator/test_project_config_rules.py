@@ -226,7 +226,6 @@ def test_date_zoom_is_empty_without_a_zoom_and_a_user_parameter_shadows_it() -> 
     ("definition", "error"),
     [
         ({"label": "R"}, "needs options, options_from_dimension or allow_custom_values: true"),
-        ({"label": "R", "options": ["a"], "default": ["a", "b"]}, "multiple must be true"),
         ({"label": "R", "options": ["a"], "type": "text"}, "type"),
         ({"label": "R", "options": ["a"], "colour": "red"}, "Extra inputs are not permitted"),
         ({"options": ["a"]}, "label"),

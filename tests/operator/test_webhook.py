@@ -26,7 +26,7 @@ def test_every_validating_handler_has_a_webhook_that_fails_closed() -> None:
     assert set(by_name) == {
         "connection-test.gatehouse.dev",
         "link-policy.gatehouse.dev",
-        "one-project-config.gatehouse.dev",
+        "project-config.gatehouse.dev",
     }
     for webhook in by_name.values():
         assert webhook["failurePolicy"] == "Fail"

@@ -7,13 +7,14 @@ the compiled result: effective time intervals, labels, defaults, parameters and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import Field
 
 from gatehouse_operator.api.meta import Kind, Model, PrinterColumn, Status, ready_columns
-from gatehouse_operator.project_config.schema import ServiceConfig
+from gatehouse_operator.project_config.schema import ServiceConfig, shortened
+from gatehouse_operator.project_config.time_intervals import MAX_INTERVALS, CompileWarning
 
 # Marks a preview of the project's file (``service preview``). A namespace is one project, with
 # one ProjectConfig that is not a preview and any number that are.
@@ -48,15 +49,40 @@ def second_project(metadata: Mapping[str, Any], others: Iterable[Mapping[str, An
     )
 
 
+MAX_WARNINGS = 256
+MAX_PATH = 256
+MAX_MESSAGE = 1024
+
+
 class CompileWarningStatus(Model):
     rule: str = Field(max_length=64, description="The spec's rule, e.g. SubDayIntervalOnDate.")
-    path: str = Field(max_length=256, description="Where in the file.")
-    message: str = Field(max_length=1024)
+    path: str = Field(max_length=MAX_PATH, description="Where in the file.")
+    message: str = Field(max_length=MAX_MESSAGE)
+
+
+def fitted_warnings(warnings: Sequence[CompileWarning]) -> list[CompileWarning]:
+    """``warnings`` as the status can hold them: long paths and messages (a name can be long)
+    shortened, and past ``MAX_WARNINGS`` one warning that says how many more there are."""
+    fitted = [
+        CompileWarning(w.rule, shortened(w.path, MAX_PATH), shortened(w.message, MAX_MESSAGE))
+        for w in warnings
+    ]
+    if len(fitted) <= MAX_WARNINGS:
+        return fitted
+    more = len(fitted) - MAX_WARNINGS + 1
+    return [
+        *fitted[: MAX_WARNINGS - 1],
+        CompileWarning(
+            "MoreWarnings",
+            "",
+            f"{more} more warnings are not listed: gatehouse-service validate shows them all",
+        ),
+    ]
 
 
 class TimeIntervals(Model):
-    date: list[str] = Field(default_factory=list, max_length=64)
-    timestamp: list[str] = Field(default_factory=list, max_length=64)
+    date: list[str] = Field(default_factory=list, max_length=MAX_INTERVALS)
+    timestamp: list[str] = Field(default_factory=list, max_length=MAX_INTERVALS)
 
 
 class CompiledConfig(Model):

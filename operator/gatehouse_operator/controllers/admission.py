@@ -1,5 +1,6 @@
 """Admission: the link policy, ConnectionTests that ask for a method the connection refuses, and
-one project file (ProjectConfig that is not a preview) per namespace.
+ProjectConfigs: a valid file (unknown keys refused whatever the client asked for, as the CRD keeps
+them), and one project file (ProjectConfig that is not a preview) per namespace.
 
 Validating webhooks with failure policy Fail, decided with the requesting user's identity (the
 AdmissionReview's userInfo) through SubjectAccessReviews. The configurations stay registered
@@ -23,6 +24,7 @@ from gatehouse_operator.api.project_config import (
     becomes_the_project,
     second_project,
 )
+from gatehouse_operator.project_config.schema import spec_problems
 from gatehouse_operator.runtime import Runtime
 
 _LINKING = {DATA_APP.plural, CHART_TYPE.plural}
@@ -92,11 +94,14 @@ async def check_connection_test(body: kopf.Body, memo: kopf.Memo, **_: Any) -> N
     GROUP,
     VERSION,
     PROJECT_CONFIG.plural,
-    id="one-project-config",
+    id="project-config",
     operations=["CREATE", "UPDATE"],
     persistent=True,
 )
-async def check_one_project(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+async def check_project_config(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    problems = spec_problems(body.get("spec") or {})
+    if problems:
+        raise kopf.AdmissionError("; ".join(problems), code=422)
     runtime: Runtime = memo.runtime
     old: kopf.Body | None = kwargs.get("old")  # kopf passes it, though WebhookFn omits it
     if not becomes_the_project(body["metadata"], old["metadata"] if old else None):

@@ -1,8 +1,10 @@
 """ProjectConfig: validate and compile ``service.config.yml``; publish the result and warnings.
 
 Conditions: ``Compiled`` (the file is valid; False with ``InvalidConfig`` naming the path and the
-rule for what the CRD schema could not check) and ``Ready``. Every compile warning is listed in
-status and sent as a Warning Event once per generation, so ``kubectl describe`` shows them.
+rule, for what the CRD schema could not check or a config the admission webhook did not see) and
+``Ready``. Every compile warning is listed in status and sent as a Warning Event once per
+generation, after the status is written, so ``kubectl describe`` shows them and a retried write
+does not repeat them.
 """
 
 from __future__ import annotations
@@ -10,13 +12,12 @@ from __future__ import annotations
 from typing import Any, cast
 
 import kopf
-from pydantic import ValidationError
 
-from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
-from gatehouse_operator.api.project_config import PROJECT_CONFIG
+from gatehouse_operator.api.meta import GROUP, VERSION
+from gatehouse_operator.api.project_config import PROJECT_CONFIG, fitted_warnings
 from gatehouse_operator.conditions import Verdict, ready
 from gatehouse_operator.project_config.compiler import compile_config
-from gatehouse_operator.project_config.schema import ServiceConfig
+from gatehouse_operator.project_config.schema import ServiceConfig, spec_problems
 from gatehouse_operator.runtime import Runtime
 
 PLURAL = PROJECT_CONFIG.plural
@@ -31,30 +32,34 @@ async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
     meta = body["metadata"]
     runtime.projects[meta["uid"]] = (meta["namespace"], meta["name"])
     extra: dict[str, Any] = {"projectUuid": meta["uid"]}
-    try:
-        config = ServiceConfig.model_validate(body.get("spec") or {})
-    except ValidationError as error:
-        verdict = Verdict("Compiled", "False", "InvalidConfig", spec_error(error))
+    spec = body.get("spec") or {}
+    problems = spec_problems(spec)
+    if problems:
+        verdict = Verdict("Compiled", "False", "InvalidConfig", "; ".join(problems))
         await runtime.write_status(
             PROJECT_CONFIG, body, [verdict, ready([verdict], "", "")], extra, key
         )
         return
-    compiled = compile_config(config)
-    warnings = [{"rule": w.rule, "path": w.path, "message": w.message} for w in compiled.warnings]
-    generation = body["metadata"].get("generation", 0)
-    seen = body.get("status", {}).get("observedGeneration")
-    if seen != generation:
-        subject = cast(kopf.Body, body)
-        for warning in compiled.warnings:
-            kopf.warn(subject, reason=warning.rule, message=warning.message)
+    compiled = compile_config(ServiceConfig.model_validate(spec))
+    warnings = fitted_warnings(compiled.warnings)
     summary = (
-        f"compiled with {len(warnings)} warning(s)" if warnings else "compiled without warnings"
+        f"compiled with {len(compiled.warnings)} warning(s)"
+        if compiled.warnings
+        else "compiled without warnings"
     )
     verdict = Verdict("Compiled", "True", "Compiled", summary)
-    extra |= {"warnings": warnings, "compiled": compiled.as_status()}
+    extra |= {
+        "warnings": [{"rule": w.rule, "path": w.path, "message": w.message} for w in warnings],
+        "compiled": compiled.as_status(),
+    }
+    first_time = body.get("status", {}).get("observedGeneration") != meta.get("generation", 0)
     await runtime.write_status(
         PROJECT_CONFIG, body, [verdict, ready([verdict], "Compiled", summary)], extra, key
     )
+    if first_time:
+        subject = cast(kopf.Body, body)
+        for warning in warnings:
+            kopf.warn(subject, reason=warning.rule, message=warning.message)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)

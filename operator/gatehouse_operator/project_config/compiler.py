@@ -62,7 +62,8 @@ def compile_config(config: ServiceConfig) -> Compiled:
         names = getattr(additional, kind) if additional else []
         kept, dropped = time_intervals.checked_additional(kind, names, config.custom_granularities)
         warnings += dropped
-        intervals[kind] = time_intervals.effective(kind, kept)
+        intervals[kind], dropped = time_intervals.capped(kind, time_intervals.effective(kind, kept))
+        warnings += dropped
     grain_labels, dropped = labels.checked_labels(config.defaults.granularity_labels)
     warnings += dropped
     return Compiled(

@@ -1,21 +1,30 @@
 """The sections of ``service.config.yml`` with the file's own (snake_case) keys.
 
 A ProjectConfig's spec is the file itself, so a file pastes in unchanged. Unknown keys are
-refused everywhere (the reference implementation accepted and ignored them); map keys that break
-their pattern are refused with the path named, by the CRD's CEL rules and by these models.
+refused everywhere (the reference implementation accepted and ignored them), whatever the client:
+the CRD keeps them rather than pruning them (a client that does not ask for strict field
+validation would otherwise lose a misspelt key without a word), and the admission webhook and the
+operator refuse them, naming the key. Map keys that break their pattern are refused with the path
+named, by the CRD's CEL rules and by these models.
+
+The spec's JSON is bounded (``MAX_SPEC_BYTES``) so that whatever validates also fits what the
+API server stores.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     WithJsonSchema,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from gatehouse_operator.api.meta import cel, validations
 
@@ -23,9 +32,19 @@ Color = Literal["gray", "violet", "red", "orange", "green", "blue", "indigo", "p
 GranularityType = Literal["date", "timestamp", "string"]
 ParameterType = Literal["string", "number", "date"]
 
+# Well within what the API server stores: 1.5 MiB an object, with its managed fields (about as
+# large as the spec again) and its status.
+MAX_SPEC_BYTES = 256 * 1024
+
 PARAMETER_NAME = r"^[a-zA-Z0-9_-]+$"
 CUSTOM_GRANULARITY_NAME = r"^[a-zA-Z0-9_]+$"
 TABLE_GROUP_NAME = r"^[a-zA-Z0-9_-]+$"
+
+
+# Map keys are checked one by one, so an error names the key (and the CLI finds its line).
+ParameterName = Annotated[str, Field(pattern=PARAMETER_NAME)]
+CustomGranularityName = Annotated[str, Field(pattern=CUSTOM_GRANULARITY_NAME)]
+TableGroupName = Annotated[str, Field(pattern=TABLE_GROUP_NAME)]
 
 
 def _keys_match(pattern: str, what: str) -> dict[str, Any]:
@@ -35,9 +54,53 @@ def _keys_match(pattern: str, what: str) -> dict[str, Any]:
     )
 
 
-class FileModel(BaseModel):
-    # Strict: YAML "yes" or "1" is not a boolean here, as the spec types say.
+class StrictModel(BaseModel):
+    # Strict: "yes" or 1 is not a boolean here, as the spec types say.
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class FileModel(StrictModel):
+    """A section of the file: in the CRD, an object that keeps unknown keys for the checks."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+
+
+def oversize(spec: Any) -> str:
+    """Why ``spec`` is too large to store ('' when it is not)."""
+    size = len(json.dumps(spec, separators=(",", ":")))
+    if size <= MAX_SPEC_BYTES:
+        return ""
+    return f"the file is {size:,} bytes as JSON; at most {MAX_SPEC_BYTES:,} are stored"
+
+
+def spec_problems(spec: Any, most: int = 10) -> list[str]:
+    """What is wrong with a ProjectConfig's spec, each as ``spec.<path>: <rule>``, at most ``most``
+    of them, each short enough for a condition's message whatever the names in the path."""
+    if too_large := oversize(spec):
+        return [f"spec: {too_large}"]
+    try:
+        ServiceConfig.model_validate(spec)
+    except ValidationError as error:
+        found = error.errors(include_url=False)
+        problems = [
+            shortened(f"spec.{'.'.join(str(part) for part in item['loc'])}: {rule(item)}", 512)
+            for item in found[:most]
+        ]
+        if len(found) > most:
+            problems.append(f"and {len(found) - most} more")
+        return problems
+    return []
+
+
+def rule(error: ErrorDetails) -> str:
+    """The rule an error breaks, in words a file's author reads."""
+    if error["type"] == "extra_forbidden":
+        return "unknown key (misspelt, or not a setting of this section)"
+    return error["msg"]
+
+
+def shortened(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 class Category(FileModel):
@@ -74,6 +137,9 @@ _ANY = WithJsonSchema({"x-kubernetes-preserve-unknown-fields": True})
 class Parameter(FileModel):
     """Whether it has options (untyped in the CRD, so out of CEL's reach) the operator checks."""
 
+    # A list default without multiple is accepted: the seed's own table shows one, and the
+    # reference accepts it.
+
     label: str = Field(min_length=1, max_length=256)
     description: str = ""
     type: ParameterType = "string"
@@ -94,8 +160,6 @@ class Parameter(FileModel):
             raise ValueError(
                 "a parameter needs options, options_from_dimension or allow_custom_values: true"
             )
-        if isinstance(self.default, list) and not self.multiple:
-            raise ValueError("default is a list, so multiple must be true")
         return self
 
 
@@ -121,12 +185,6 @@ class CustomGranularity(FileModel):
 class TableGroup(FileModel):
     label: str = Field(min_length=1, max_length=256)
     description: str = ""
-
-
-# Map keys are checked one by one, so an error names the key (and the CLI finds its line).
-ParameterName = Annotated[str, Field(pattern=PARAMETER_NAME)]
-CustomGranularityName = Annotated[str, Field(pattern=CUSTOM_GRANULARITY_NAME)]
-TableGroupName = Annotated[str, Field(pattern=TABLE_GROUP_NAME)]
 
 
 class ServiceConfig(FileModel):

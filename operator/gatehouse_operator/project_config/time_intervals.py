@@ -27,6 +27,7 @@ STANDARD_GRAINS = (
     "QUARTER",
     "YEAR",
 )
+MAX_INTERVALS = 64  # a dimension's zoom options: what the status lists, and far past any use
 SUB_DAY_GRAINS = frozenset({"RAW", "MILLISECOND", "SECOND", "MINUTE", "HOUR"})
 BUILT_IN: dict[DimensionType, tuple[str, ...]] = {
     "date": ("DAY", "WEEK", "MONTH", "QUARTER", "YEAR"),
@@ -96,3 +97,19 @@ def effective(
     if dimension_intervals is not None:
         return [standard(name) or name for name in dimension_intervals]
     return list(dict.fromkeys([*BUILT_IN[kind], *additional]))
+
+
+def capped(kind: DimensionType, intervals: list[str]) -> tuple[list[str], list[CompileWarning]]:
+    """The first ``MAX_INTERVALS`` of ``intervals``, and a warning if there were more."""
+    if len(intervals) <= MAX_INTERVALS:
+        return intervals, []
+    path = f"defaults.additional_time_intervals.{kind}"
+    dropped = len(intervals) - MAX_INTERVALS
+    return intervals[:MAX_INTERVALS], [
+        CompileWarning(
+            "TooManyTimeIntervals",
+            path,
+            f"Ignoring the last {dropped} time intervals in {path} — a dimension offers at "
+            f"most {MAX_INTERVALS}.",
+        )
+    ]

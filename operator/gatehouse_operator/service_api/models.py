@@ -9,7 +9,7 @@ from pydantic import Field
 from gatehouse_operator.api.connection import HttpMethod
 from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.api.meta import Model
-from gatehouse_operator.project_config.schema import FileModel
+from gatehouse_operator.project_config.schema import StrictModel
 
 
 class ErrorDetail(Model):
@@ -92,14 +92,14 @@ class ConnectionTestOutcome(Model):
     sample: str = ""
 
 
-class DefaultsUpdate(FileModel):
+class DefaultsUpdate(StrictModel):
     """The defaults the API may change, with the file's own key names. Keys not given stay."""
 
     column_totals: bool | None = None
     pre_aggregate_execution_fallback: bool | None = None
 
 
-class DefaultsResult(FileModel):
+class DefaultsResult(StrictModel):
     status: Literal["ok"] = "ok"
     results: dict[str, Any] = Field(
         description="The project's defaults as now stored, booleans with their effective value."

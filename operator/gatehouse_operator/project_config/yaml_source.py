@@ -1,0 +1,231 @@
+"""YAML files as their authors mean them: ``service.config.yml`` and the dbt project's own files.
+
+YAML 1.2's core schema: ``true`` and ``false`` are the booleans (``yes``, ``no``, ``on``,
+``off`` and ``NO`` are strings), dates are strings, and every key is the string written
+(``2024:`` is the key ``"2024"``). A key written twice is refused, naming both lines. Merge keys
+(``<<: *base``) work, as they do in dbt's own loader.
+
+Hostile files are refused before anything expands them: more than ``max_bytes``, text that is not
+UTF-8, more than ``MAX_VALUES`` values once aliases are expanded (a "billion laughs" file has a
+billion), nesting deeper than ``MAX_DEPTH``, an alias inside itself, tags outside the core schema.
+
+The file is parsed once: ruamel.yaml composes the node graph (YAML 1.2 tags, line numbers), and
+the values are built from it here, counting as they go, each path's line remembered.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.reader import ReaderError
+
+MAX_VALUES = 100_000
+MAX_DEPTH = 64
+MAX_BRACKETS = 256
+
+_CORE = "tag:yaml.org,2002:"
+_INT = re.compile(r"[-+]?[0-9]+")
+_OCTAL = re.compile(r"0o[0-7]+")
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+_INFINITY = re.compile(r"([-+]?)\.(inf|Inf|INF)")
+_NAN = re.compile(r"\.(nan|NaN|NAN)")
+_BRACKET = re.compile(r"[\[\]{}]")
+
+Location = tuple[str, ...]
+
+
+class YamlProblem(ValueError):
+    """Why a file cannot be read, as ``file:line: message``."""
+
+    def __init__(self, path: str, line: int, message: str) -> None:
+        super().__init__(f"{path}:{line}: {message}")
+        self.line = line
+
+
+@dataclass(frozen=True)
+class Document:
+    path: str
+    data: Any
+    lines: dict[Location, int]
+
+    def line_of(self, location: tuple[str | int, ...]) -> int:
+        """The line of the deepest part of ``location`` that is in the file."""
+        parts = tuple(str(part) for part in location)
+        while parts and parts not in self.lines:
+            parts = parts[:-1]
+        return self.lines.get(parts, 1)
+
+
+def read(path: Path, max_bytes: int) -> Document:
+    """The file at ``path``; read no further than one byte past ``max_bytes``."""
+    with path.open("rb") as file:
+        raw = file.read(max_bytes + 1)
+    return parse(raw, str(path), max_bytes)
+
+
+def parse(raw: bytes, path: str, max_bytes: int) -> Document:
+    if len(raw) > max_bytes:
+        raise YamlProblem(path, 1, f"the file is larger than {max_bytes:,} bytes")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        byte = raw[error.start]
+        raise YamlProblem(
+            path, line, f"not UTF-8 text (byte 0x{byte:02x}); save it as UTF-8"
+        ) from None
+    if (deep := _deep_brackets(text)) is not None:
+        raise YamlProblem(path, deep, f"nested more than {MAX_DEPTH} levels deep")
+    yaml = YAML(typ="rt", pure=True)
+    yaml.version = (1, 2)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            node = yaml.compose(text)
+    except RecursionError:
+        raise YamlProblem(path, 1, f"nested more than {MAX_DEPTH} levels deep") from None
+    except MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        said = ", ".join(part for part in (error.context, error.problem) if part)
+        raise YamlProblem(path, line, f"not valid YAML: {said}") from None
+    except ReaderError as error:
+        line = text.count("\n", 0, error.position) + 1
+        raise YamlProblem(path, line, f"not valid YAML: {error.reason}") from None
+    except YAMLError as error:
+        raise YamlProblem(path, 1, f"not valid YAML: {error}") from None
+    if node is None:
+        return Document(path, None, {})
+    builder = _Builder(path)
+    builder.expanded_size(node, {}, [])
+    return Document(path, builder.value(node, ()), builder.lines)
+
+
+def _deep_brackets(text: str) -> int | None:
+    """The line where ``[`` and ``{`` outnumber ``]`` and ``}`` by ``MAX_BRACKETS``, if any.
+
+    ruamel.yaml's scanner takes time that grows with the square of flow nesting (seconds for
+    two thousand ``[``), so deep flow collections are refused before it runs. Brackets in
+    strings count too: a file would need hundreds of unclosed ones to be refused wrongly.
+    """
+    depth = 0
+    for match in _BRACKET.finditer(text):
+        depth = depth + 1 if match[0] in "[{" else max(depth - 1, 0)
+        if depth > MAX_BRACKETS:
+            return text.count("\n", 0, match.start()) + 1
+    return None
+
+
+class _Builder:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lines: dict[Location, int] = {}
+
+    def problem(self, node: Node, message: str) -> YamlProblem:
+        return YamlProblem(self.path, node.start_mark.line + 1, message)
+
+    def expanded_size(self, node: Node, sizes: dict[int, int], inside: list[Node]) -> int:
+        """How many values ``node`` becomes, each node of the graph visited once.
+
+        Building the values would take as long as there are values: a file of a few hundred
+        bytes can have a billion, so they are counted first.
+        """
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if any(node is outer for outer in inside):
+            raise self.problem(node, "an alias refers to a node that contains it")
+        if len(inside) >= MAX_DEPTH:
+            raise self.problem(node, f"nested more than {MAX_DEPTH} levels deep")
+        children: list[Node] = []
+        if isinstance(node, MappingNode):
+            children = [value for _, value in node.value]
+        elif isinstance(node, SequenceNode):
+            children = node.value
+        inside.append(node)
+        size = 1 + sum(self.expanded_size(child, sizes, inside) for child in children)
+        inside.pop()
+        if size > MAX_VALUES:
+            raise self.problem(
+                node,
+                f"the file expands to more than {MAX_VALUES:,} values "
+                "(an alias is expanded every time it is used)",
+            )
+        sizes[id(node)] = size
+        return size
+
+    def value(self, node: Node, location: Location) -> Any:
+        self.lines.setdefault(location, node.start_mark.line + 1)
+        if isinstance(node, MappingNode) and str(node.tag) == _CORE + "map":
+            return self.mapping(node, location)
+        if isinstance(node, SequenceNode) and str(node.tag) == _CORE + "seq":
+            return [self.value(item, (*location, str(i))) for i, item in enumerate(node.value)]
+        if isinstance(node, ScalarNode):
+            return self.scalar(node)
+        raise self.problem(node, f"the tag {node.tag} is not supported here")
+
+    def mapping(self, node: MappingNode, location: Location) -> dict[str, Any]:
+        built: dict[str, Any] = {}
+        merged: dict[str, Any] = {}
+        first_line: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            if str(key_node.tag) == _CORE + "merge":
+                for source in self.merge_sources(value_node):
+                    for key, value in self.value(source, location).items():
+                        merged.setdefault(key, value)
+                continue
+            if not isinstance(key_node, ScalarNode):
+                raise self.problem(key_node, "a key must be a string, not a list or a mapping")
+            key = str(key_node.value)
+            line = key_node.start_mark.line + 1
+            if key in first_line:
+                raise self.problem(
+                    key_node, f"the key {key!r} is written twice (first on line {first_line[key]})"
+                )
+            first_line[key] = line
+            child = (*location, key)
+            self.lines[child] = line
+            built[key] = self.value(value_node, child)
+        return {**merged, **built}
+
+    def merge_sources(self, node: Node) -> Iterator[MappingNode]:
+        sources = node.value if isinstance(node, SequenceNode) else [node]
+        for source in sources:
+            if not isinstance(source, MappingNode):
+                raise self.problem(source, "a merge key (<<) takes a mapping or a list of them")
+            yield source
+
+    def scalar(self, node: ScalarNode) -> Any:
+        tag, text = str(node.tag), str(node.value)
+        if tag in (_CORE + "str", _CORE + "timestamp"):
+            return text
+        if tag == _CORE + "null":
+            return None
+        if tag == _CORE + "bool":
+            return text.lower() == "true"
+        if tag == _CORE + "int":
+            if _INT.fullmatch(text):
+                return int(text)
+            if _OCTAL.fullmatch(text):
+                return int(text[2:], 8)
+            if _HEX.fullmatch(text):
+                return int(text[2:], 16)
+            return text
+        if tag == _CORE + "float":
+            if _FLOAT.fullmatch(text):
+                return float(text)
+            if infinity := _INFINITY.fullmatch(text):
+                return -math.inf if infinity[1] == "-" else math.inf
+            if _NAN.fullmatch(text):
+                return math.nan
+            return text
+        raise self.problem(node, f"the tag {tag} is not supported here")

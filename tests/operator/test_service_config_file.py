@@ -1,0 +1,284 @@
+"""service.config.yml as users write it: YAML 1.2, hostile files, and compile output that fits.
+
+Each table row is a file a user wrote (or an attacker could), run through ``gatehouse-service
+validate`` in-process, with the exit code and the line it must print.
+"""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gatehouse_operator import service_cli
+from gatehouse_operator.api.project_config import (
+    MAX_WARNINGS,
+    ProjectConfigStatus,
+    fitted_warnings,
+)
+from gatehouse_operator.project_config.compiler import compile_config
+from gatehouse_operator.project_config.schema import ServiceConfig, spec_problems
+from gatehouse_operator.project_config.yaml_source import parse
+
+INVALID, OK = service_cli.INVALID, service_cli.OK
+
+
+def validate(
+    tmp_path: Path, text: str | bytes, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str]:
+    (tmp_path / "dbt_project.yml").write_text("name: shop\n")
+    raw = text.encode() if isinstance(text, str) else text
+    (tmp_path / "service.config.yml").write_bytes(raw)
+    code = service_cli.main(["validate", "--project-dir", str(tmp_path)])
+    captured = capsys.readouterr()
+    return code, captured.err
+
+
+def _alias_bomb() -> str:
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for previous, name in zip("abcdefgh", "bcdefghi", strict=True):
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{previous}"] * 9) + "]")
+    return "spotlight: {}\n" + "\n".join(lines) + "\n"
+
+
+# YAML 1.1 read yes/no/on/off/NO as booleans; YAML 1.2 reads them as the strings they are.
+YAML_AS_MEANT: list[tuple[str, str, int, str]] = [
+    (
+        "yes is not true",
+        "spotlight: {}\ndefaults:\n  case_sensitive: yes\n",
+        INVALID,
+        ":3: defaults.case_sensitive: Input should be a valid boolean",
+    ),
+    (
+        "off is not false",
+        "spotlight: {}\ndefaults:\n  column_totals: off\n",
+        INVALID,
+        ":3: defaults.column_totals: Input should be a valid boolean",
+    ),
+    (
+        "On is not true",
+        "spotlight: {}\ndefaults:\n  pre_aggregate_execution_fallback: On\n",
+        INVALID,
+        ":3: defaults.pre_aggregate_execution_fallback: Input should be a valid boolean",
+    ),
+    (
+        "country codes stay strings",
+        "spotlight: {}\nparameters:\n  country:\n    label: Country\n"
+        "    options: [NO, SE, DK]\n    default: NO\n",
+        OK,
+        "valid (0 warning(s))",
+    ),
+    (
+        "a key on: is the key 'on'",
+        "spotlight:\n  categories:\n    on:\n      label: On call\n      color: teal\n",
+        INVALID,
+        ":5: spotlight.categories.on.color: Input should be",
+    ),
+    (
+        "a year is a table-group key",
+        "spotlight: {}\ntable_groups:\n  2024:\n    label: This year\n",
+        OK,
+        "valid (0 warning(s))",
+    ),
+    (
+        "a key written twice names both lines",
+        "spotlight: {}\ndefaults:\n  case_sensitive: true\n  case_sensitive: false\n",
+        INVALID,
+        ":4: the key 'case_sensitive' is written twice (first on line 3)",
+    ),
+    (
+        "a top-level section written twice",
+        "spotlight: {}\nparameters: {}\nspotlight:\n  default_visibility: hide\n",
+        INVALID,
+        ":3: the key 'spotlight' is written twice (first on line 1)",
+    ),
+    (
+        "true and false are booleans",
+        "spotlight: {}\ndefaults:\n  case_sensitive: false\n  column_totals: true\n",
+        OK,
+        "valid (0 warning(s))",
+    ),
+    (
+        "merge keys work, as in dbt",
+        "spotlight:\n  categories:\n    a: &base {label: A, color: red}\n"
+        "    b:\n      <<: *base\n      label: B\n",
+        OK,
+        "valid (0 warning(s))",
+    ),
+    (
+        "a date stays a string",
+        "spotlight: {}\nparameters:\n  since:\n    label: Since\n    type: date\n"
+        "    allow_custom_values: true\n    default: 2024-01-31\n",
+        OK,
+        "valid (0 warning(s))",
+    ),
+    (
+        "a list default with one value and no multiple, as the seed's table shows",
+        "spotlight: {}\nparameters:\n  region:\n    label: Region\n    options: [EMEA, APAC]\n"
+        "    default: [EMEA]\n",
+        OK,
+        "valid (0 warning(s))",
+    ),
+]
+
+HOSTILE: list[tuple[str, str | bytes, str]] = [
+    ("an empty file", "", ":1: the file is empty; it must be a mapping of sections"),
+    ("a comment only", "# nothing yet\n", ":1: the file is empty"),
+    ("a top-level list", "- spotlight\n", ":1: the file is a list; it must be a mapping"),
+    ("a top-level string", "spotlight\n", ":1: the file is a str; it must be a mapping"),
+    ("broken YAML", "spotlight: {\n", ":2: not valid YAML"),
+    ("bad indentation", "spotlight:\n  a: 1\n b: 2\n", ":3: not valid YAML"),
+    ("not UTF-8", b"spotlight: {}\n# caf\xe9\n", ":2: not UTF-8 text (byte 0xe9)"),
+    (
+        "two documents",
+        "spotlight: {}\n---\nspotlight: {}\n",
+        ":2: not valid YAML: expected a single",
+    ),
+    ("an alias bomb", _alias_bomb(), "expands to more than 100,000 values"),
+    (
+        "an alias inside itself",
+        "spotlight: &s {categories: *s}\n",
+        "refers to a node that contains it",
+    ),
+    ("deep flow nesting", "spotlight: " + "[" * 20_000, ":1: nested more than 64 levels deep"),
+    ("deep block nesting", "".join(" " * i + "k:\n" for i in range(600)), "nested more than 64"),
+    ("a custom tag", "spotlight: !include other.yml\n", ":1: the tag !include is not supported"),
+    ("a mapping as a key", "? {a: 1}\n: x\n", ":1: a key must be a string"),
+    (
+        "larger than the API server stores",
+        "spotlight: {}\nparameters:\n"
+        + "".join(
+            f"  p{i}:\n    label: {'x' * 200}\n    allow_custom_values: true\n"
+            for i in range(12_000)
+        ),
+        ":1: the file is larger than 262,144 bytes",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "says"),
+    [row[1:] for row in YAML_AS_MEANT],
+    ids=[row[0] for row in YAML_AS_MEANT],
+)
+def test_yaml_is_read_as_users_mean_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, code: int, says: str
+) -> None:
+    got, err = validate(tmp_path, text, capsys)
+    assert got == code, err
+    if code == OK:
+        return
+    assert says in err, err
+
+
+def test_values_are_read_with_yaml_1_2_types() -> None:
+    document = parse(
+        b"a: NO\nb: on\nc: 017\nd: 0o17\ne: 0x1F\nf: 1_000\ng: .inf\nh: ~\n"
+        b"i: 2024-01-31\nj: True\n",
+        "f.yml",
+        1024,
+    )
+    assert document.data == {
+        "a": "NO",
+        "b": "on",
+        "c": 17,
+        "d": 15,
+        "e": 31,
+        "f": "1_000",
+        "g": float("inf"),
+        "h": None,
+        "i": "2024-01-31",
+        "j": True,
+    }
+    assert document.line_of(("i",)) == 9
+
+
+@pytest.mark.parametrize(
+    ("text", "says"), [row[1:] for row in HOSTILE], ids=[row[0] for row in HOSTILE]
+)
+def test_hostile_files_are_refused_with_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | bytes, says: str
+) -> None:
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        code, err = validate(tmp_path, text, capsys)
+        took, (_, peak) = time.perf_counter() - started, tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert code == INVALID, err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(str(tmp_path / "service.config.yml")), err
+    assert says in err, err
+    assert "Traceback" not in err
+    # Bounds, not timings: a bomb once took past 60 s and 6 GB.
+    assert took < 10
+    assert peak < 200 * 1024 * 1024
+
+
+def _compiled_status(spec: dict[str, Any]) -> ProjectConfigStatus:
+    compiled = compile_config(ServiceConfig.model_validate(spec))
+    warnings = fitted_warnings(compiled.warnings)
+    return ProjectConfigStatus.model_validate(
+        {
+            "warnings": [{"rule": w.rule, "path": w.path, "message": w.message} for w in warnings],
+            "compiled": compiled.as_status(),
+        }
+    )
+
+
+FITS: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "more than 64 effective time intervals",
+        {
+            "custom_granularities": {
+                f"g{i}": {"label": "G", "sql": "${COLUMN}"} for i in range(90)
+            },
+            "defaults": {"additional_time_intervals": {"date": [f"g{i}" for i in range(90)]}},
+        },
+        "TooManyTimeIntervals",
+    ),
+    (
+        "more than 256 warnings",
+        {"defaults": {"granularity_labels": {f"fortnight{i}": "F" for i in range(400)}}},
+        "MoreWarnings",
+    ),
+    (
+        "a 2,000-character interval name",
+        {"defaults": {"additional_time_intervals": {"timestamp": ["x" * 2_000]}}},
+        "UnknownTimeInterval",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "rule"), [row[1:] for row in FITS], ids=[row[0] for row in FITS])
+def test_what_validates_compiles_to_a_status_the_crd_accepts(
+    spec: dict[str, Any], rule: str
+) -> None:
+    status = _compiled_status({"spotlight": {}, **spec})
+    assert rule in [warning.rule for warning in status.warnings]
+    assert len(status.warnings) <= MAX_WARNINGS
+
+
+def test_the_count_of_warnings_left_out_is_said() -> None:
+    status = _compiled_status(
+        {"spotlight": {}, "defaults": {"granularity_labels": {f"f{i}": "F" for i in range(400)}}}
+    )
+    assert status.warnings[-1].message.startswith("145 more warnings are not listed")
+
+
+def test_a_spec_too_large_to_store_is_refused_by_the_webhooks_check() -> None:
+    spec = {"spotlight": {"categories": {f"c{i}": {"label": "x" * 200} for i in range(2_000)}}}
+    assert spec_problems(spec) == [
+        "spec: the file is 440,920 bytes as JSON; at most 262,144 are stored"
+    ]
+
+
+def test_an_unknown_key_is_named_as_one() -> None:
+    problems = spec_problems({"spotlight": {}, "defaults": {"case_sensitve": False}})
+    assert problems == [
+        "spec.defaults.case_sensitve: unknown key (misspelt, or not a setting of this section)"
+    ]
