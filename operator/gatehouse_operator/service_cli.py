@@ -3,13 +3,19 @@
 The spec's ``service deploy`` / ``service preview``, under a name of its own: ``service`` is
 Debian's init-script tool, which a package must never shadow.
 
-    gatehouse-service validate [--project-dir DIR]       offline: the same checks as the operator
+    gatehouse-service validate [--project-dir DIR]       offline: the operator's checks, and the
+                                                         file against the dbt project's models
+    gatehouse-service explain  MODEL[.DIMENSION] [--project-dir DIR]
+                                                         what the rules resolve to for it
     gatehouse-service deploy   [--project-dir DIR] [-n NS] [--context CTX] [--name project]
                                [--dry-run]
     gatehouse-service preview  [--project-dir DIR] [-n NS] [--context CTX] [--name preview]
                                [--dry-run]
 
-The file is found beside ``dbt_project.yml``. Errors and warnings carry the file's line numbers.
+The file is found beside ``dbt_project.yml``, and checked against the models the project's
+``model-paths`` describe: deploy and preview apply nothing while either has an error. Errors and
+warnings carry their file and line.
+
 Deploy uses server-side apply with its own field managers: the file's sections are applied as the
 ``service-cli`` manager, so the file wins for every key it sets; ``table_groups`` is applied, by
 the ``service-cli-table-groups`` manager, only when the file has the key (``{}`` clears the
@@ -30,13 +36,14 @@ from pydantic import ValidationError
 from gatehouse_operator import kubeconfig
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
 from gatehouse_operator.api.project_config import PREVIEW_LABEL, PROJECT_CONFIG
-from gatehouse_operator.project_config import yaml_source
+from gatehouse_operator.project_config import dbt_project, model_checks, yaml_source
 from gatehouse_operator.project_config.compiler import compile_config
+from gatehouse_operator.project_config.dbt_project import DBT_PROJECT, DbtProject
+from gatehouse_operator.project_config.explain import NotFound, explain
 from gatehouse_operator.project_config.schema import MAX_SPEC_BYTES, ServiceConfig, oversize, rule
 from gatehouse_operator.project_config.yaml_source import Document
 
 FILE_NAME = "service.config.yml"
-DBT_PROJECT = "dbt_project.yml"
 MANAGER = "service-cli"
 TABLE_GROUPS_MANAGER = "service-cli-table-groups"
 OK, INVALID, NOT_RUN = 0, 1, 2
@@ -72,8 +79,8 @@ def find(project_dir: Path) -> Document | None:
     return found
 
 
-def problems(found: Document) -> tuple[list[str], list[str]]:
-    """Errors and warnings, each as ``file:line: path: message``."""
+def problems(found: Document, project: DbtProject) -> tuple[list[str], list[str]]:
+    """Errors and warnings of the file and of the models, each as ``file:line: message``."""
     try:
         parsed = ServiceConfig.model_validate(found.data)
     except ValidationError as error:
@@ -87,7 +94,8 @@ def problems(found: Document) -> tuple[list[str], list[str]]:
         f"{found.path}:{found.line_of(tuple(w.path.split('.')))}: warning: {w.message}"
         for w in compile_config(parsed).warnings
     ]
-    return [], warnings
+    findings = model_checks.check(parsed, found, project)
+    return findings.errors, warnings + findings.warnings
 
 
 def documents(found: Document, name: str, preview: bool) -> list[tuple[str, dict[str, Any]]]:
@@ -139,10 +147,17 @@ def apply(args: argparse.Namespace, found: Document, preview: bool) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gatehouse-service", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for command, default_name in (("validate", ""), ("deploy", "project"), ("preview", "preview")):
+    for command, default_name in (
+        ("validate", ""),
+        ("deploy", "project"),
+        ("preview", "preview"),
+        ("explain", ""),
+    ):
         sub = commands.add_parser(command)
         sub.add_argument("--project-dir", type=Path, default=Path.cwd())
-        if command == "validate":
+        if command == "explain":
+            sub.add_argument("target", metavar="MODEL[.DIMENSION]")
+        if command in ("validate", "explain"):
             continue
         sub.add_argument("-n", "--namespace", help="the project's namespace")
         sub.add_argument("--context", help="the kubeconfig context to use")
@@ -153,31 +168,44 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    project_dir = args.project_dir.resolve()
     try:
-        found = find(args.project_dir.resolve())
+        found = find(project_dir)
     except Invalid as invalid:
         print(invalid, file=sys.stderr)
         return INVALID
     except Failure as failure:
         print(f"gatehouse-service: {failure}", file=sys.stderr)
         return NOT_RUN
-    try:
-        if found is None:
-            print(f"gatehouse-service: no {FILE_NAME} beside {DBT_PROJECT}; nothing to do")
-            return OK
-        errors, warnings = problems(found)
-        for line in [*errors, *warnings]:
-            print(line, file=sys.stderr)
-        if errors:
-            return INVALID
-        if args.command == "validate":
-            print(f"{found.path}: valid ({len(warnings)} warning(s))")
-            return OK
-        print(apply(args, found, preview=args.command == "preview"))
+    project = dbt_project.read(project_dir)
+    if found is None and args.command != "explain":
+        print(f"gatehouse-service: no {FILE_NAME} beside {DBT_PROJECT}; nothing to do")
         return OK
+    if found is None:
+        found = Document(str(project_dir / FILE_NAME), {"spotlight": {}}, {})
+    errors, warnings = problems(found, project)
+    for line in [*errors, *warnings]:
+        print(line, file=sys.stderr)
+    if errors:
+        return INVALID
+    if args.command == "validate":
+        print(f"{found.path}: valid ({len(warnings)} warning(s), {len(project.models)} model(s))")
+        return OK
+    if args.command == "explain":
+        try:
+            print(
+                "\n".join(explain(ServiceConfig.model_validate(found.data), project, args.target))
+            )
+        except NotFound as missing:
+            print(f"gatehouse-service: {missing}", file=sys.stderr)
+            return INVALID
+        return OK
+    try:
+        print(apply(args, found, preview=args.command == "preview"))
     except (Failure, kubeconfig.ClusterError) as failure:
         print(f"gatehouse-service: {failure}", file=sys.stderr)
         return NOT_RUN
+    return OK
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -13,7 +12,6 @@ from gatehouse_operator.project_config import (
     custom_granularities,
     labels,
     parameters,
-    pre_aggregates,
     table_groups,
     time_intervals,
 )
@@ -158,7 +156,7 @@ def test_a_label_replaces_the_grain_verbatim(grain: str, expected: str) -> None:
 def test_case_sensitive_precedence(
     dimension: bool | None, explore: bool | None, project: bool | None, expected: bool
 ) -> None:
-    assert case_sensitivity.case_sensitive(dimension, explore, project) is expected
+    assert case_sensitivity.case_sensitive(dimension, explore, project)[0] is expected
 
 
 # --- parameters -------------------------------------------------------------------------------
@@ -364,56 +362,6 @@ def test_group_labels(keys: list[str], expected: list[str]) -> None:
 def test_nesting_deeper_than_three_levels_names_the_model() -> None:
     with pytest.raises(table_groups.NestingError, match=r"model 'orders': .* 4 levels deep"):
         table_groups.sidebar_path("orders", ["a", "b", "c", "d"], GROUPS)
-
-
-# --- pre-aggregates ---------------------------------------------------------------------------
-
-
-async def _fails() -> str:
-    raise OSError("materialization unreadable")
-
-
-async def _warehouse() -> str:
-    return "warehouse"
-
-
-async def _pre_aggregate() -> str:
-    return "pre-aggregate"
-
-
-@pytest.mark.parametrize(
-    ("matched", "works", "fallback", "expected"),
-    [
-        (True, True, True, "pre-aggregate"),
-        (True, True, False, "pre-aggregate"),
-        (True, False, True, "warehouse"),
-        (False, False, False, "warehouse"),
-        (False, True, True, "warehouse"),
-    ],
-)
-def test_pre_aggregate_execution(matched: bool, works: bool, fallback: bool, expected: str) -> None:
-    result = asyncio.run(
-        pre_aggregates.execute(
-            matched=matched,
-            on_pre_aggregate=_pre_aggregate if works else _fails,
-            on_warehouse=_warehouse,
-            fallback=fallback,
-        )
-    )
-    assert result == expected
-
-
-def test_a_failed_pre_aggregate_without_fallback_names_the_setting() -> None:
-    with pytest.raises(pre_aggregates.PreAggregateExecutionError) as raised:
-        asyncio.run(
-            pre_aggregates.execute(
-                matched=True, on_pre_aggregate=_fails, on_warehouse=_warehouse, fallback=False
-            )
-        )
-    assert str(raised.value) == (
-        "Pre-aggregate execution failed and execution fallback is disabled for this project "
-        "(defaults.pre_aggregate_execution_fallback): materialization unreadable"
-    )
 
 
 # --- the compiler -----------------------------------------------------------------------------

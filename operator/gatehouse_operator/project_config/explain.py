@@ -1,0 +1,146 @@
+"""``gatehouse-service explain MODEL[.DIMENSION]``: what the file's rules resolve to for one model.
+
+For a dimension: its type and SQL, case sensitivity and the level it comes from, its effective
+time intervals (its own list, or the built-ins plus ``additional_time_intervals``) with their
+labels, the sub-dimensions its custom granularities become, with their SQL. For a model: its group
+path in the sidebar, its case sensitivity, its dimensions, and its metrics. Every SQL is shown
+with the parameters' defaults substituted, typed and quoted as a query would get them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gatehouse_operator.project_config import (
+    case_sensitivity,
+    custom_granularities,
+    labels,
+    parameters,
+    table_groups,
+    time_intervals,
+)
+from gatehouse_operator.project_config.compiler import compile_config
+from gatehouse_operator.project_config.dbt_project import DbtProject, Dimension, Model
+from gatehouse_operator.project_config.model_checks import did_you_mean, model_parameters
+from gatehouse_operator.project_config.schema import ServiceConfig
+
+
+class NotFound(LookupError):
+    """The model or dimension asked for is not in the project; the message says what is."""
+
+
+def explain(config: ServiceConfig, project: DbtProject, target: str) -> list[str]:
+    model_name, _, dimension_name = target.partition(".")
+    model = project.models.get(model_name)
+    if model is None:
+        raise NotFound(
+            f"no model .yml describes {model_name!r}{did_you_mean(model_name, project.models)}"
+        )
+    if not dimension_name:
+        return _model(config, model)
+    dimension = model.dimension(dimension_name)
+    if dimension is None:
+        names = [d.name for d in model.dimensions]
+        raise NotFound(
+            f"the model {model.name} has no column {dimension_name!r}"
+            f"{did_you_mean(dimension_name, names)}"
+        )
+    return _dimension(config, model, dimension)
+
+
+def _model(config: ServiceConfig, model: Model) -> list[str]:
+    lines = [f"model {model.name} ({model.place.at()})"]
+    groups = model.meta.get("groups")
+    if isinstance(groups, list) and groups:
+        keys = [str(key) for key in groups]
+        try:
+            path = table_groups.sidebar_path(model.name, keys, config.table_groups or {})
+            lines.append(f"  sidebar: {' > '.join(path)}  (meta.groups: {' > '.join(keys)})")
+        except table_groups.NestingError as error:
+            lines.append(f"  sidebar: {error}")
+    else:
+        lines.append("  sidebar: not in a group")
+    sensitive, level = case_sensitivity.case_sensitive(
+        None, _boolean(model.meta, "case_sensitive"), config.defaults.case_sensitive
+    )
+    lines.append(f"  case sensitive: {_yes(sensitive)}  (from {level})")
+    lines.append(f"  dimensions: {', '.join(d.name for d in model.dimensions) or 'none described'}")
+    for key in ("sql_filter", "sql_where"):
+        if isinstance(model.meta.get(key), str):
+            lines.append(f"  {key}: {_substituted(config, model, model.meta[key])}")
+    for metric in model.all_metrics():
+        sql = metric.meta.get("sql")
+        kind = metric.meta.get("type", "")
+        shown = _substituted(config, model, sql) if isinstance(sql, str) else "(the column)"
+        lines.append(f"  metric {metric.name} ({kind}): {shown}")
+    return lines
+
+
+def _dimension(config: ServiceConfig, model: Model, dimension: Dimension) -> list[str]:
+    kind = dimension.time_type
+    lines = [
+        f"dimension {model.name}.{dimension.name} ({dimension.place.at()})",
+        f"  type: {dimension.type or 'from the warehouse (no meta.dimension.type)'}",
+        f"  sql: {_substituted(config, model, dimension.sql)}",
+    ]
+    sensitive, level = case_sensitivity.case_sensitive(
+        _boolean(dimension.meta, "case_sensitive"),
+        _boolean(model.meta, "case_sensitive"),
+        config.defaults.case_sensitive,
+    )
+    lines.append(f"  case sensitive: {_yes(sensitive)}  (from {level})")
+    if kind is None:
+        return lines
+    own = dimension.meta.get("time_intervals")
+    compiled = compile_config(config)
+    if own == "OFF":
+        lines.append("  time intervals: none  (time_intervals: OFF)")
+        return lines
+    if isinstance(own, list):
+        intervals = time_intervals.effective(kind, [], [str(name) for name in own])
+        source = "the dimension's own time_intervals"
+    else:
+        intervals = compiled.time_intervals[kind]
+        source = f"built-ins + defaults.additional_time_intervals.{kind}"
+    lines.append(f"  time intervals: {', '.join(intervals)}  (from {source})")
+    label = str(dimension.meta.get("label") or dimension.name.replace("_", " ").capitalize())
+    for name in intervals:
+        granularity = config.custom_granularities.get(name)
+        if granularity is None:
+            shown = labels.dimension_label(label, name, compiled.granularity_labels)
+            lines.append(f"    {name}: {shown}")
+            continue
+        derived = custom_granularities.sub_dimension(
+            {"name": dimension.name, "sql": dimension.sql}, name, granularity
+        )
+        sql = _substituted(config, model, str(derived["sql"]))
+        lines.append(
+            f"    {name}: {derived['label']} -> {derived['name']} ({derived['type']}): {sql}"
+        )
+    return lines
+
+
+def _substituted(config: ServiceConfig, model: Model, sql: str) -> str:
+    values: dict[str, Any] = {}
+    types: dict[str, parameters.ParameterType] = {}
+    for name, parameter in config.parameters.items():
+        types[name], values[name] = parameter.type, parameter.default
+    for name, definition in model_parameters(model).items():
+        if isinstance(definition, Mapping):
+            kind = definition.get("type", "string")
+            types[str(name)] = kind if kind in ("string", "number", "date") else "string"
+            values[str(name)] = definition.get("default")
+    try:
+        return parameters.substitute(sql, values, types)
+    except parameters.ParameterError as error:
+        return f"{sql}  (not substituted: {error})"
+
+
+def _boolean(meta: Mapping[str, Any], key: str) -> bool | None:
+    value = meta.get(key)
+    return value if isinstance(value, bool) else None
+
+
+def _yes(value: bool) -> str:
+    return "true" if value else "false"

@@ -1,0 +1,197 @@
+"""``service.config.yml`` checked against the dbt project's models: where users get hurt.
+
+Errors (``validate`` exits 1, ``deploy`` and ``preview`` apply nothing):
+
+- a ``${service.parameters.x}`` / ``${sv.parameters.x}`` anywhere in a model that names no
+  parameter of the file or of the model (the reference left it raw in the SQL), with a "did you
+  mean";
+- a dimension's ``time_intervals`` entry that is neither a standard grain nor a custom
+  granularity of the file (so removing a granularity a model still uses is refused);
+- ``meta.groups`` nested deeper than three levels;
+- a Metrics Catalog category used by a model or metric that ``spotlight.categories`` lacks;
+- a table or dimension ``case_sensitive`` that is not a boolean;
+- ``options_from_dimension`` naming a dimension its (described) model does not have.
+
+Warnings: a group key ``table_groups`` does not define (the key becomes its label), a sub-day
+grain on a date dimension, ``options_from_dimension`` naming a model no ``.yml`` describes.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gatehouse_operator.project_config import parameters, table_groups, time_intervals
+from gatehouse_operator.project_config.dbt_project import DbtProject, Dimension, Model, Place
+from gatehouse_operator.project_config.schema import ServiceConfig
+from gatehouse_operator.project_config.yaml_source import Document
+
+# What the reference also accepts instead of a list: no time intervals, or the defaults.
+INTERVAL_WORDS = ("OFF", "default")
+
+
+@dataclass
+class Findings:
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def check(config: ServiceConfig, config_file: Document, project: DbtProject) -> Findings:
+    """``config`` (read from ``config_file``) against ``project``, each finding at its line."""
+    found = Findings(errors=list(project.problems))
+    for model in project.models.values():
+        _parameter_references(config, model, found)
+        _groups(config, model, found)
+        _categories(config, model, found)
+        _case_sensitive(model.meta, model.place, f"model {model.name}", found)
+        for dimension in model.dimensions:
+            subject = f"model {model.name}, dimension {dimension.name}"
+            _time_intervals(config, dimension, subject, found)
+            _case_sensitive(dimension.meta, dimension.place, subject, found)
+    _options_from_dimensions(config, config_file, project, found)
+    return found
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _strings(value: Any, location: tuple[str, ...]) -> Iterator[tuple[str, tuple[str, ...]]]:
+    if isinstance(value, str):
+        yield value, location
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, (*location, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, (*location, str(index)))
+
+
+def model_parameters(model: Model) -> dict[str, Any]:
+    own = model.meta.get("parameters")
+    return own if isinstance(own, dict) else {}
+
+
+def _parameter_references(config: ServiceConfig, model: Model, found: Findings) -> None:
+    known = {*config.parameters, *model_parameters(model), *parameters.RESERVED}
+    entry_location = model.place.location[:2]  # ("models", index): the whole entry
+    document = model.place.document
+    entry = document.data["models"][int(entry_location[1])]
+    for text, location in _strings(entry, entry_location):
+        for name in parameters.references(text):
+            if name not in known:
+                where = f"{document.path}:{document.line_of(location)}"
+                found.errors.append(
+                    f"{where}: model {model.name}: ${{service.parameters.{name}}} names no "
+                    f"parameter of service.config.yml or of the model{did_you_mean(name, known)}"
+                )
+
+
+def _groups(config: ServiceConfig, model: Model, found: Findings) -> None:
+    keys = model.meta.get("groups")
+    if keys is None:
+        return
+    where = model.place.at("groups")
+    if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
+        found.errors.append(f"{where}: model {model.name}: meta.groups must be a list of keys")
+        return
+    defined = config.table_groups or {}
+    try:
+        table_groups.sidebar_path(model.name, keys, defined)
+    except table_groups.NestingError as error:
+        found.errors.append(f"{where}: {error}")
+    for key in keys:
+        if key not in defined:
+            found.warnings.append(
+                f"{where}: warning: model {model.name}: the group {key!r} is not in "
+                f"table_groups, so {key!r} is its label{did_you_mean(key, defined)}"
+            )
+
+
+def _category_lists(model: Model) -> Iterator[tuple[str, Any, Place]]:
+    spotlight = model.meta.get("spotlight")
+    if isinstance(spotlight, dict) and "categories" in spotlight:
+        yield f"model {model.name}", spotlight["categories"], model.place
+    for metric in model.all_metrics():
+        spotlight = metric.meta.get("spotlight")
+        if isinstance(spotlight, dict) and "categories" in spotlight:
+            yield f"model {model.name}, metric {metric.name}", spotlight["categories"], metric.place
+
+
+def _categories(config: ServiceConfig, model: Model, found: Findings) -> None:
+    defined = config.spotlight.categories
+    for subject, categories, place in _category_lists(model):
+        where = place.at("spotlight", "categories")
+        if not isinstance(categories, list):
+            found.errors.append(f"{where}: {subject}: spotlight.categories must be a list")
+            continue
+        for category in categories:
+            if str(category) not in defined:
+                found.errors.append(
+                    f"{where}: {subject}: the category {category!r} is not defined in "
+                    f"spotlight.categories{did_you_mean(str(category), defined)}"
+                )
+
+
+def _case_sensitive(meta: Any, place: Place, subject: str, found: Findings) -> None:
+    if "case_sensitive" in meta and not isinstance(meta["case_sensitive"], bool):
+        found.errors.append(
+            f"{place.at('case_sensitive')}: {subject}: case_sensitive must be true or false, "
+            f"not {meta['case_sensitive']!r}"
+        )
+
+
+def _time_intervals(
+    config: ServiceConfig, dimension: Dimension, subject: str, found: Findings
+) -> None:
+    if "time_intervals" not in dimension.meta:
+        return
+    names = dimension.meta["time_intervals"]
+    where = dimension.place.at("time_intervals")
+    if names in INTERVAL_WORDS:
+        return
+    if not isinstance(names, list):
+        found.errors.append(
+            f"{where}: {subject}: time_intervals must be a list, OFF or default, not {names!r}"
+        )
+        return
+    customs = config.custom_granularities
+    for name in names:
+        grain = time_intervals.standard(str(name))
+        if grain is None and name not in customs:
+            found.errors.append(
+                f"{where}: {subject}: the time interval {name!r} is neither a standard grain nor "
+                f"a custom granularity of service.config.yml"
+                f"{did_you_mean(str(name), [*customs, *time_intervals.STANDARD_GRAINS])}"
+            )
+        elif grain in time_intervals.SUB_DAY_GRAINS and dimension.type == "date":
+            found.warnings.append(
+                f"{where}: warning: {subject}: the sub-day time interval {name!r} does not "
+                "apply to a date dimension"
+            )
+
+
+def _options_from_dimensions(
+    config: ServiceConfig, config_file: Document, project: DbtProject, found: Findings
+) -> None:
+    for name, parameter in config.parameters.items():
+        source = parameter.options_from_dimension
+        if source is None:
+            continue
+        place = Place(config_file, ("parameters", name, "options_from_dimension"))
+        subject = f"parameter {name}: options_from_dimension"
+        model = project.models.get(source.model)
+        if model is None:
+            found.warnings.append(
+                f"{place.at('model')}: warning: {subject}: no model .yml describes {source.model!r}"
+                f"{did_you_mean(source.model, project.models)}"
+            )
+        elif model.dimension(source.dimension) is None:
+            columns = [dimension.name for dimension in model.dimensions]
+            found.errors.append(
+                f"{place.at('dimension')}: {subject}: the model {model.name} has no column "
+                f"{source.dimension!r}{did_you_mean(source.dimension, columns)}"
+            )

@@ -1,0 +1,286 @@
+"""service.config.yml against the dbt project's models: each row a model file a user wrote.
+
+The example project (``examples/project``) is copied, one models file is written into it, and
+``gatehouse-service validate`` (and ``deploy``, which must refuse before reaching any cluster)
+runs in-process. Each expected line is ``file:line: message``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gatehouse_operator import service_cli
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "project"
+INVALID, OK = service_cli.INVALID, service_cli.OK
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    shutil.copytree(EXAMPLE, tmp_path / "project")
+    shutil.rmtree(tmp_path / "project" / "models")
+    (tmp_path / "project" / "models").mkdir()
+    return tmp_path / "project"
+
+
+def run(capsys: pytest.CaptureFixture[str], project: Path, *args: str) -> tuple[int, str, str]:
+    code = service_cli.main([*args, "--project-dir", str(project)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def model_file(body: str) -> str:
+    return "version: 2\nmodels:\n  - name: orders\n" + body
+
+
+CASES: list[tuple[str, str, int, str]] = [
+    (
+        "a misspelt parameter in a metric's SQL",
+        model_file(
+            "    columns:\n      - name: amount\n        meta:\n          metrics:\n"
+            "            big:\n              type: sum\n"
+            "              sql: IF(${TABLE}.amount > ${sv.parameters.min-order-valeu}, 1, 0)\n"
+        ),
+        INVALID,
+        "orders.yml:10: model orders: ${service.parameters.min-order-valeu} names no parameter "
+        "of service.config.yml or of the model (did you mean 'min-order-value'?)",
+    ),
+    (
+        "a parameter in a model's sql_filter, defined by the model",
+        model_file(
+            "    meta:\n      sql_filter: ${TABLE}.shop = ${service.parameters.shop}\n"
+            "      parameters:\n        shop:\n          label: Shop\n"
+            "          allow_custom_values: true\n"
+        ),
+        OK,
+        "",
+    ),
+    (
+        "date_zoom is reserved",
+        model_file("    meta:\n      sql_where: ${sv.parameters.date_zoom} = 'day'\n"),
+        OK,
+        "",
+    ),
+    (
+        "a time interval that is no grain nor custom granularity",
+        model_file(
+            "    columns:\n      - name: ordered_at\n        meta:\n          dimension:\n"
+            "            type: timestamp\n            time_intervals: [DAY, fiscal_qtr]\n"
+        ),
+        INVALID,
+        "orders.yml:9: model orders, dimension ordered_at: the time interval 'fiscal_qtr' is "
+        "neither a standard grain nor a custom granularity of service.config.yml "
+        "(did you mean 'fiscal_quarter'?)",
+    ),
+    (
+        "time_intervals: OFF",
+        model_file(
+            "    columns:\n      - name: ordered_at\n        meta:\n          dimension:\n"
+            "            type: timestamp\n            time_intervals: OFF\n"
+        ),
+        OK,
+        "",
+    ),
+    (
+        "a sub-day grain on a date dimension",
+        model_file(
+            "    columns:\n      - name: ordered_on\n        meta:\n          dimension:\n"
+            "            type: date\n            time_intervals: [hour, DAY]\n"
+        ),
+        OK,
+        "orders.yml:9: warning: model orders, dimension ordered_on: the sub-day time interval "
+        "'hour' does not apply to a date dimension",
+    ),
+    (
+        "groups nested four deep",
+        model_file("    meta:\n      groups: [sales, sales-emea, marketing, nordics]\n"),
+        INVALID,
+        "orders.yml:5: model 'orders': meta.groups nests 4 levels deep "
+        "(sales > sales-emea > marketing > nordics); at most 3 are allowed",
+    ),
+    (
+        "a group key table_groups does not define",
+        model_file("    meta:\n      groups: [sales, salse-emea]\n"),
+        OK,
+        "orders.yml:5: warning: model orders: the group 'salse-emea' is not in table_groups, "
+        "so 'salse-emea' is its label (did you mean 'sales-emea'?)",
+    ),
+    (
+        "a model's undefined category",
+        model_file("    meta:\n      spotlight:\n        categories: [revenue, finance]\n"),
+        INVALID,
+        "orders.yml:6: model orders: the category 'finance' is not defined in spotlight.categories",
+    ),
+    (
+        "a metric's undefined category, under dbt's config.meta",
+        model_file(
+            "    columns:\n      - name: amount\n        config:\n          meta:\n"
+            "            metrics:\n              total:\n                type: sum\n"
+            "                spotlight: {categories: [grwoth]}\n"
+        ),
+        INVALID,
+        "orders.yml:11: model orders, metric total: the category 'grwoth' is not defined in "
+        "spotlight.categories (did you mean 'growth'?)",
+    ),
+    (
+        "case_sensitive: yes on a model",
+        model_file("    meta:\n      case_sensitive: yes\n"),
+        INVALID,
+        "orders.yml:5: model orders: case_sensitive must be true or false, not 'yes'",
+    ),
+    (
+        "case_sensitive: 0 on a dimension",
+        model_file(
+            "    columns:\n      - name: status\n        meta:\n          dimension:\n"
+            "            case_sensitive: 0\n"
+        ),
+        INVALID,
+        "orders.yml:8: model orders, dimension status: case_sensitive must be true or false, not 0",
+    ),
+    (
+        "a key written twice in a model file",
+        model_file("    meta:\n      groups: [sales]\n      groups: [marketing]\n"),
+        INVALID,
+        "orders.yml:6: the key 'groups' is written twice (first on line 5)",
+    ),
+    (
+        "options_from_dimension naming a column the model lacks",
+        "version: 2\nmodels:\n  - name: stores\n    columns:\n      - name: title\n",
+        INVALID,
+        "service.config.yml:36: parameter store: options_from_dimension: the model stores has "
+        "no column 'name'",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("models", "code", "says"), [row[1:] for row in CASES], ids=[row[0] for row in CASES]
+)
+def test_the_file_is_checked_against_the_models(
+    capsys: pytest.CaptureFixture[str], project: Path, models: str, code: int, says: str
+) -> None:
+    (project / "models" / "orders.yml").write_text(models)
+    got, _, err = run(capsys, project, "validate")
+    assert got == code, err
+    if says:
+        assert any(line.endswith(says) for line in err.splitlines()), err
+    if code == INVALID:
+        deployed, _, err = run(capsys, project, "deploy", "-n", "shop")
+        assert deployed == INVALID, err  # refused before any cluster is reached
+
+
+def test_a_custom_granularity_removed_while_a_model_uses_it_is_refused(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    (project / "models" / "orders.yml").write_text(
+        model_file(
+            "    columns:\n      - name: ordered_at\n        meta:\n          dimension:\n"
+            "            type: timestamp\n            time_intervals: [day_of_shift]\n"
+        )
+    )
+    assert run(capsys, project, "validate")[0] == OK
+    config = project / "service.config.yml"
+    config.write_text(config.read_text().replace("  day_of_shift:", "  shift_of_day:"))
+    code, _, err = run(capsys, project, "deploy", "-n", "shop")
+    assert code == INVALID
+    assert "the time interval 'day_of_shift' is neither" in err
+
+
+def test_the_model_paths_of_dbt_project_yml_are_read(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    (project / "dbt_project.yml").write_text("name: shop\nmodel-paths: [marts]\n")
+    (project / "marts" / "finance").mkdir(parents=True)
+    (project / "marts" / "finance" / "orders.yaml").write_text(
+        model_file("    meta:\n      case_sensitive: nope\n")
+    )
+    (project / "models" / "ignored.yml").write_text(model_file("    meta:\n      groups: 1\n"))
+    code, _, err = run(capsys, project, "validate")
+    assert code == INVALID
+    errors = [line for line in err.splitlines() if ": warning: " not in line]
+    assert len(errors) == 1, err
+    assert errors[0].endswith(
+        "marts/finance/orders.yaml:5: model orders: case_sensitive must be true or false, "
+        "not 'nope'"
+    ), err
+
+
+EXPLAINED = [
+    (
+        "orders",
+        [
+            "  sidebar: Sales > EMEA  (meta.groups: sales > sales-emea)",
+            "  case sensitive: true  (from the model's meta.case_sensitive)",
+            "  sql_filter: ${TABLE}.region IN ('EMEA')",
+            "  metric revenue (sum): CASE WHEN ${TABLE}.amount >= 25 THEN ${TABLE}.amount END",
+        ],
+    ),
+    (
+        "orders.ordered_at",
+        [
+            "  time intervals: DAY, WEEK, MONTH, fiscal_quarter, day_of_shift  "
+            "(from the dimension's own time_intervals)",
+            "    WEEK: Ordered at Fiscal week",
+            "    day_of_shift: Shift -> ordered_at_day_of_shift (string): CASE WHEN EXTRACT(hour "
+            "FROM ${TABLE}.ordered_at) < 14 THEN 'early' ELSE 'late' END",
+        ],
+    ),
+    (
+        "stores.opened_on",
+        [
+            "  case sensitive: false  (from defaults.case_sensitive in service.config.yml)",
+            "  time intervals: DAY, WEEK, MONTH, QUARTER, YEAR, fiscal_quarter  "
+            "(from built-ins + defaults.additional_time_intervals.date)",
+            "    QUARTER: Opened on Calendar quarter",
+            "    fiscal_quarter: Fiscal quarter -> opened_on_fiscal_quarter (date): "
+            "DATE_TRUNC('quarter', DATEADD('month', 1, CAST(${TABLE}.opened_at AS DATE)))",
+        ],
+    ),
+    (
+        "orders.status",
+        ["  case sensitive: false  (from the dimension's case_sensitive)"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("target", "lines"), EXPLAINED, ids=[row[0] for row in EXPLAINED])
+def test_explain_prints_what_the_rules_resolve_to(
+    capsys: pytest.CaptureFixture[str], target: str, lines: list[str]
+) -> None:
+    code, out, err = run(capsys, EXAMPLE, "explain", target)
+    assert code == OK, err
+    for line in lines:
+        assert line in out.splitlines(), out
+
+
+def test_explain_substitutes_dates_as_dates(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    (project / "models" / "orders.yml").write_text(
+        model_file(
+            "    meta:\n      sql_filter: ${TABLE}.day >= ${sv.parameters.from}\n"
+            "      parameters:\n        from:\n          label: From\n          type: date\n"
+            "          allow_custom_values: true\n          default: 2024-01-31\n"
+        )
+    )
+    code, out, err = run(capsys, project, "explain", "orders")
+    assert code == OK, err
+    assert "  sql_filter: ${TABLE}.day >= CAST('2024-01-31' AS DATE)" in out.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("order", "no model .yml describes 'order' (did you mean 'orders'?)"),
+        ("orders.statu", "the model orders has no column 'statu' (did you mean 'status'?)"),
+    ],
+)
+def test_explain_names_what_is_missing(
+    capsys: pytest.CaptureFixture[str], target: str, says: str
+) -> None:
+    code, _, err = run(capsys, EXAMPLE, "explain", target)
+    assert code == INVALID
+    assert err.strip() == f"gatehouse-service: {says}"
