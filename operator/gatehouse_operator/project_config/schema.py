@@ -104,7 +104,7 @@ def shortened(text: str, most: int) -> str:
 
 
 class Category(FileModel):
-    label: str = Field(min_length=1, max_length=256, description="Shown in the Metrics Catalog.")
+    label: str = Field(min_length=1, description="Shown in the Metrics Catalog.")
     color: Color = "gray"
 
 
@@ -140,7 +140,7 @@ class Parameter(FileModel):
     # A list default without multiple is accepted: the seed's own table shows one, and the
     # reference accepts it.
 
-    label: str = Field(min_length=1, max_length=256)
+    label: str = Field(min_length=1)
     description: str = ""
     type: ParameterType = "string"
     multiple: bool = False
@@ -177,13 +177,13 @@ class Defaults(FileModel):
 
 
 class CustomGranularity(FileModel):
-    label: str = Field(min_length=1, max_length=256)
+    label: str = Field(min_length=1)
     sql: str = Field(min_length=1, description="${COLUMN} is replaced with the column's SQL.")
     type: GranularityType = "date"
 
 
 class TableGroup(FileModel):
-    label: str = Field(min_length=1, max_length=256)
+    label: str = Field(min_length=1)
     description: str = ""
 
 
