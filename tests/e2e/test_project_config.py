@@ -143,6 +143,32 @@ def test_compile_warnings_show_in_status_and_describe(
     assert events.count("Warning") >= 3
 
 
+def test_a_file_with_more_warnings_than_status_holds_is_stored_with_the_count(
+    cluster: Cluster, stack: Stack, namespace: str, project_dir: Path
+) -> None:
+    customs = {f"g{i}": {"label": "G", "sql": "${COLUMN}"} for i in range(80)}
+    edit(
+        project_dir,
+        custom_granularities=customs,
+        defaults={
+            "additional_time_intervals": {"timestamp": list(customs)},
+            # Some names longer than a warning's message may be.
+            "granularity_labels": {
+                f"sprint{i}" + ("_" + "x" * 2_000 if i < 10 else ""): "S" for i in range(300)
+            },
+        },
+    )
+    shutil.rmtree(project_dir / "models")
+    deploy(cluster, project_dir, namespace)
+    status = compiled(cluster, namespace)
+    assert status["conditions"][0]["status"] == "True", status["conditions"]
+    assert len(status["warnings"]) == 256
+    assert status["warnings"][-1]["message"].startswith("46 more warnings are not listed")
+    assert status["warnings"][0]["rule"] == "TooManyTimeIntervals"
+    assert len(status["warnings"][1]["message"]) == 1024
+    assert len(status["compiled"]["timeIntervals"]["timestamp"]) == 64
+
+
 def test_table_groups_sync_only_when_the_key_is_present(
     cluster: Cluster, stack: Stack, namespace: str, project_dir: Path
 ) -> None:

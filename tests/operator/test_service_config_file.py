@@ -282,3 +282,19 @@ def test_an_unknown_key_is_named_as_one() -> None:
     assert problems == [
         "spec.defaults.case_sensitve: unknown key (misspelt, or not a setting of this section)"
     ]
+
+
+def test_what_deploy_applies_keeps_country_codes_as_written(tmp_path: Path) -> None:
+    (tmp_path / "dbt_project.yml").write_text("name: shop\n")
+    (tmp_path / "service.config.yml").write_text(
+        "spotlight: {}\nparameters:\n  country:\n    label: Country\n"
+        "    options: [NO, SE, DK]\n    default: NO\n"
+    )
+    found = service_cli.find(tmp_path)
+    assert found is not None
+    [(_, applied)] = service_cli.documents(found, "project", preview=False)
+    assert applied["spec"]["parameters"]["country"] == {
+        "label": "Country",
+        "options": ["NO", "SE", "DK"],
+        "default": "NO",
+    }
