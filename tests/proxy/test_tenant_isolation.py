@@ -15,10 +15,12 @@ from typing import Any
 import httpx
 import pytest
 from aiohttp import web
+from starlette.types import Receive, Scope, Send
 
 from gatehouse_dev import upstream as dev_upstream
+from gatehouse_proxy.app import FirstTurn
 from gatehouse_proxy.tenancy import TenantLimits, Turns
-from tests.proxy.serving import Running, Tenant, running_proxy, upstream
+from tests.proxy.serving import Running, Tenant, running_proxy, table, upstream
 
 SMALL = TenantLimits(
     concurrent_per_namespace=8,
@@ -235,6 +237,40 @@ def test_a_burst_of_one_tenant_is_spread_over_the_loop_so_another_waits_a_few_tu
         assert [number for tenant, number in order if tenant == "noisy"] == list(range(50))
 
     asyncio.run(scenario())
+
+
+def test_a_burst_of_requests_is_spread_before_any_of_them_is_routed() -> None:
+    noisy, quiet = Tenant("noisy", "http://127.0.0.1:9"), Tenant("quiet", "http://127.0.0.1:9")
+    routes = table([noisy, quiet])
+
+    async def scenario() -> None:
+        turns = Turns(per_round=2)
+        routed: list[str] = []
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            routed.append(scope["who"])
+
+        first_turn = FirstTurn(app, turns, lambda: routes)
+
+        def request(who: str, authorization: bytes) -> asyncio.Task[None]:
+            scope = {"type": "http", "who": who, "headers": [(b"authorization", authorization)]}
+            return asyncio.create_task(first_turn(scope, _nothing, _nothing))
+
+        # A hundred of one tenant's requests parsed in one iteration, as a retried burst is.
+        burst = [request("noisy", b"Bearer " + noisy.token.encode()) for _ in range(100)]
+        strangers = [request("stranger", b"Bearer made-up") for _ in range(20)]
+        await asyncio.sleep(0)
+        assert turns.waiting("noisy") == 98
+        assert turns.waiting("") == 18  # unknown tokens share one tenant: spread as well
+        late = request("quiet", b"bearer " + quiet.token.encode())
+        await asyncio.gather(*burst, *strangers, late)
+        assert routed.index("quiet") <= 4, routed[:10]
+
+    asyncio.run(scenario())
+
+
+async def _nothing(*_: Any) -> Any:
+    return None
 
 
 def test_a_request_cancelled_while_it_waits_for_a_turn_holds_up_nobody() -> None:
