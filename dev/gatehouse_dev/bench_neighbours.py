@@ -174,12 +174,10 @@ def _attacking(proxy: str, token: str, attack: Attack | None) -> Iterator[Counte
                     data=attack.body or None,
                     headers={"Authorization": f"Bearer {token}"},
                 ) as reply:
-                    text = await reply.read()
-                    code = json.loads(text)["error"]["code"] if reply.status >= 400 else "ok"
-                    outcomes[f"{reply.status} {code}"] += 1
+                    outcomes[f"{reply.status} {_code(await reply.read(), reply.status)}"] += 1
                     if reply.status == 503 and attack.retry_after:
                         await asyncio.sleep(float(reply.headers.get("Retry-After", "0")))
-            except (aiohttp.ClientError, ValueError, KeyError):
+            except aiohttp.ClientError:
                 outcomes["broken connection"] += 1
                 await asyncio.sleep(0.05)
 
@@ -250,6 +248,16 @@ def measure(cluster: Cluster, local: LocalGatehouse, wrk: Wrk) -> list[Row]:
         label = attack.label if attack else "quiet (no attack)"
         rows.append(Row(label, shared["p50"], shared["p99"], outcomes, memory.peak, apart["p99"]))
     return rows
+
+
+def _code(body: bytes, status: int) -> str:
+    """The proxy's error code, ``ok``, or ``upstream`` for an error the upstream answered."""
+    if status < 400:
+        return "ok"
+    try:
+        return str(json.loads(body)["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return "upstream"
 
 
 def _in_idle_time(thread: int) -> None:

@@ -111,7 +111,8 @@ async def status(request: web.Request) -> web.Response:
 
 
 def create_app() -> web.Application:
-    app = web.Application()
+    # Bodies as large as a connection may allow (aiohttp refuses past 1 MiB by default).
+    app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_route("*", "/echo{tail:.*}", echo)
     app.router.add_get("/_received/{id}", received)
     app.router.add_get("/redirect", redirect)
