@@ -384,7 +384,8 @@ class FirstTurn:
         self.table = table
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        # Only fetches: the liveness answer must not queue behind anyone's burst.
+        if scope["type"] == "http" and scope["path"].startswith("/v1/fetch/"):
             await self.turns.take(self._tenant(scope))
         await self.app(scope, receive, send)
 

@@ -19,6 +19,7 @@ from aiohttp import web
 from gatehouse_dev.processes import free_port
 from gatehouse_dev.upstream import create_app as create_upstream
 from gatehouse_proxy.app import Proxy, create_admin_app, create_app
+from gatehouse_proxy.request_deadline import with_head_deadline
 from gatehouse_proxy.routing_table import (
     AppRoute,
     ConnectionRoute,
@@ -114,8 +115,12 @@ class Running:
     proxy: Proxy
 
 
-async def _serve(app: Any, port: int) -> tuple[uvicorn.Server, asyncio.Task[None]]:
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="auto")
+async def _serve(
+    app: Any, port: int, http: Any = "auto"
+) -> tuple[uvicorn.Server, asyncio.Task[None]]:
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_config=None, lifespan="auto", http=http
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started:
@@ -141,7 +146,11 @@ async def running_proxy(
     )
     app = create_app(settings)
     proxy: Proxy = app.state.proxy
-    servers = [await _serve(app, free_port()), await _serve(create_admin_app(proxy), free_port())]
+    # The app port with the production protocol (request-head deadline and bounds).
+    servers = [
+        await _serve(app, free_port(), with_head_deadline(15.0)),
+        await _serve(create_admin_app(proxy), free_port()),
+    ]
     proxy.store.install(table(tenants))
     try:
         yield Running(

@@ -14,7 +14,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from gatehouse_proxy.request_deadline import with_head_deadline
+from gatehouse_proxy.request_deadline import (
+    MAX_HEAD_BYTES,
+    MAX_HEADERS,
+    MAX_PIPELINED,
+    with_head_deadline,
+)
 
 DEADLINE = 0.5
 REQUEST = b"GET / HTTP/1.1\r\nHost: test\r\n\r\n"
@@ -117,3 +122,61 @@ def test_whole_requests_keep_alive_and_pipelining_are_served() -> None:
             return answers
 
     assert asyncio.run(scenario()) == [b"hello"] * 3
+
+
+async def _answer_to(head_parts: list[bytes]) -> bytes:
+    """What the server answers to a head sent in these reads, up to when it closes."""
+    async with serving() as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        answer = b""
+        for part in head_parts:
+            writer.write(part)
+            await writer.drain()
+            # A pause between parts, so each is a read of its own; an answer ends the sending.
+            with contextlib.suppress(TimeoutError):
+                answer = await asyncio.wait_for(reader.read(1), timeout=0.05)
+                break
+        answer += await asyncio.wait_for(reader.read(), timeout=5)
+        writer.close()
+        return answer
+
+
+def test_a_head_larger_than_h11_allowed_is_refused() -> None:
+    many = b"".join(b"a%d: b\r\n" % i for i in range(MAX_HEADERS + 1))
+    long_value = b"X-Big: " + b"v" * MAX_HEAD_BYTES + b"\r\n"
+    cases = {
+        "many small headers": [b"GET / HTTP/1.1\r\nHost: t\r\n" + many + b"\r\n"],
+        "one long value": [b"GET / HTTP/1.1\r\nHost: t\r\n" + long_value + b"\r\n"],
+        "a long url": [b"GET /" + b"u" * MAX_HEAD_BYTES + b" HTTP/1.1\r\nHost: t\r\n\r\n"],
+        # A value gathered over many reads is refused before it is whole.
+        "a value in many reads": [b"GET / HTTP/1.1\r\nHost: t\r\nX-Big: "]
+        + [b"v" * 8192] * 64
+        + [b"\r\n\r\n"],
+    }
+    for name, parts in cases.items():
+        answer = asyncio.run(_answer_to(parts))
+        assert answer.startswith(b"HTTP/1.1 400 "), (name, answer[:80])
+
+
+def test_a_head_within_the_limit_is_served() -> None:
+    value = b"X-Fine: " + b"v" * (MAX_HEAD_BYTES // 2) + b"\r\n"
+    answer = asyncio.run(
+        _answer_to([b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n" + value + b"\r\n"])
+    )
+    assert answer.startswith(b"HTTP/1.1 200 ")
+
+
+def test_pipelined_requests_past_the_bound_close_the_connection() -> None:
+    async def scenario() -> tuple[int, bool]:
+        async with serving() as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            # Thousands of heads in one write: without the bound each became a queued request.
+            writer.write(REQUEST * 2000)
+            await writer.drain()
+            data = await asyncio.wait_for(reader.read(), timeout=5)
+            writer.close()
+            return data.count(b"hello"), data.endswith(b"Invalid HTTP request received.")
+
+    answered, refused = asyncio.run(scenario())
+    assert answered <= MAX_PIPELINED + 1
+    assert refused
