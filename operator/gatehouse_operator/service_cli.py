@@ -26,6 +26,7 @@ allowed), 1 the file is invalid, 2 the command could not run.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ FILE_NAME = "service.config.yml"
 MANAGER = "service-cli"
 TABLE_GROUPS_MANAGER = "service-cli-table-groups"
 OK, INVALID, NOT_RUN = 0, 1, 2
+MAX_SHOWN = 100  # errors, then warnings, printed; the rest are counted
 
 
 class Failure(Exception):
@@ -192,6 +194,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Names come from the user's files, and may hold what the terminal cannot encode.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     args = _parser().parse_args(argv)
     project_dir = args.project_dir.resolve()
     try:
@@ -209,8 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     if found is None:
         found = Document(str(project_dir / FILE_NAME), {"spotlight": {}}, {})
     errors, warnings = problems(found, project)
-    for line in [*errors, *warnings]:
-        print(line, file=sys.stderr)
+    for lines in (errors, warnings):
+        for line in lines[:MAX_SHOWN]:
+            print(line, file=sys.stderr)
+        if len(lines) > MAX_SHOWN:
+            print(f"... and {len(lines) - MAX_SHOWN} more like these", file=sys.stderr)
     if errors:
         return INVALID
     if args.command == "validate":

@@ -65,6 +65,22 @@ CASES: list[tuple[str, str, int, str]] = [
         "",
     ),
     (
+        "a reference with a typo in its prefix",
+        model_file("    meta:\n      sql_filter: ${TABLE}.r = ${sv.parameter.region}\n"),
+        INVALID,
+        "orders.yml:5: model orders: ${sv.parameter.region} is not a parameter reference, and "
+        "would stay in the SQL as written: write ${sv.parameters.NAME}",
+    ),
+    (
+        "a time interval that is not a name",
+        model_file(
+            "    columns:\n      - name: ordered_at\n        meta:\n          dimension:\n"
+            "            type: timestamp\n            time_intervals: [[DAY]]\n"
+        ),
+        INVALID,
+        "model orders, dimension ordered_at: a time interval must be a name, not ['DAY']",
+    ),
+    (
         "a time interval that is no grain nor custom granularity",
         model_file(
             "    columns:\n      - name: ordered_at\n        meta:\n          dimension:\n"
@@ -187,6 +203,24 @@ def test_a_custom_granularity_removed_while_a_model_uses_it_is_refused(
     code, _, err = run(capsys, project, "deploy", "-n", "shop")
     assert code == INVALID
     assert "the time interval 'day_of_shift' is neither" in err
+
+
+def test_overlapping_and_absolute_model_paths_read_each_file_once(
+    capsys: pytest.CaptureFixture[str], project: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "shared-models"
+    elsewhere.mkdir()
+    (elsewhere / "stores.yml").write_text(
+        "version: 2\nmodels:\n  - name: stores\n    columns:\n      - name: name\n"
+    )
+    (project / "models" / "marts").mkdir()
+    (project / "models" / "marts" / "orders.yml").write_text(model_file(""))
+    (project / "dbt_project.yml").write_text(
+        f"name: shop\nmodel-paths: [models, models/marts, {elsewhere}]\n"
+    )
+    code, out, err = run(capsys, project, "validate")
+    assert code == OK, err
+    assert "2 model(s)" in out
 
 
 def test_the_model_paths_of_dbt_project_yml_are_read(

@@ -143,7 +143,26 @@ HOSTILE: list[tuple[str, str | bytes, str]] = [
         "spotlight: &s {categories: *s}\n",
         "refers to a node that contains it",
     ),
-    ("deep flow nesting", "spotlight: " + "[" * 20_000, ":1: nested more than 64 levels deep"),
+    ("deep flow nesting", "spotlight: " + "[" * 20_000, ":1: not valid YAML: nested more than 64"),
+    # Closing brackets in strings hide the depth from a count of brackets.
+    ("hidden flow nesting", "spotlight: " + '["]", ' * 3_000, ":1: not valid YAML: nested more"),
+    ("YAML 1.1 asked for", "%YAML 1.1\n---\nspotlight: {}\n", ":1: only YAML 1.2 is read"),
+    (
+        "an integer past Python's digits",
+        "spotlight: {}\nx: " + "9" * 5_000 + "\n",
+        ":2: an integer",
+    ),
+    ("an explicit bool that is not one", "spotlight: !!bool yes\n", ":1: 'yes' is not a boolean"),
+    (
+        "two merge keys",
+        "a: &a {x: 1}\nb: &b {y: 2}\nspotlight:\n  <<: *a\n  <<: *b\n",
+        ":5: a second merge key (first on line 4)",
+    ),
+    (
+        "a long string used many times",
+        'spotlight: {}\nx: &s "' + "x" * 200_000 + '"\ny: [' + ", ".join(["*s"] * 50) + "]\n",
+        "expands to more than 1,048,576 characters",
+    ),
     ("deep block nesting", "".join(" " * i + "k:\n" for i in range(600)), "nested more than 64"),
     ("a custom tag", "spotlight: !include other.yml\n", ":1: the tag !include is not supported"),
     ("a mapping as a key", "? {a: 1}\n: x\n", ":1: a key must be a string"),

@@ -122,20 +122,20 @@ def read(project_dir: Path) -> DbtProject:
 
 
 def _model_files(project_dir: Path, folders: list[str], project: DbtProject) -> list[Path]:
-    found: list[Path] = []
+    found: dict[Path, None] = {}  # in order, once each: model paths may overlap
     for folder in folders:
         base = project_dir / folder
         for path in sorted(base.rglob("*")) if base.is_dir() else []:
-            if SKIPPED.intersection(path.relative_to(project_dir).parts):
+            if SKIPPED.intersection(path.relative_to(base).parts):
                 continue
             if path.suffix in (".yml", ".yaml") and path.is_file():
-                found.append(path)
+                found[path.resolve()] = None
             if len(found) > MAX_FILES:
                 project.problems.append(
                     f"{base}:1: more than {MAX_FILES:,} YAML files under the model paths"
                 )
                 return []
-    return found
+    return list(found)
 
 
 def _add_models(document: Document, project: DbtProject) -> None:

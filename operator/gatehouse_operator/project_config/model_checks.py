@@ -19,6 +19,7 @@ grain on a date dimension, ``options_from_dimension`` naming a model no ``.yml``
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,8 @@ from gatehouse_operator.project_config.dbt_project import DbtProject, Dimension,
 from gatehouse_operator.project_config.schema import ServiceConfig
 from gatehouse_operator.project_config.yaml_source import Document
 
+# What was meant as a parameter reference: any ${...} that starts with service. or sv.
+_LOOKS_LIKE_A_REFERENCE = re.compile(r"\$\{\s*(?:service|sv)\.[^}]*\}", re.IGNORECASE)
 # What the reference also accepts instead of a list: no time intervals, or the defaults.
 INTERVAL_WORDS = ("OFF", "default")
 
@@ -81,9 +84,15 @@ def _parameter_references(config: ServiceConfig, model: Model, found: Findings) 
     document = model.place.document
     entry = document.data["models"][int(entry_location[1])]
     for text, location in _strings(entry, entry_location):
+        where = f"{document.path}:{document.line_of(location)}"
+        for written in _LOOKS_LIKE_A_REFERENCE.findall(text):
+            if not parameters.REFERENCE.fullmatch(written):
+                found.errors.append(
+                    f"{where}: model {model.name}: {written} is not a parameter reference, and "
+                    "would stay in the SQL as written: write ${sv.parameters.NAME}"
+                )
         for name in parameters.references(text):
             if name not in known:
-                where = f"{document.path}:{document.line_of(location)}"
                 found.errors.append(
                     f"{where}: model {model.name}: ${{service.parameters.{name}}} names no "
                     f"parameter of service.config.yml or of the model{did_you_mean(name, known)}"
@@ -160,12 +169,15 @@ def _time_intervals(
         return
     customs = config.custom_granularities
     for name in names:
-        grain = time_intervals.standard(str(name))
+        if not isinstance(name, str):
+            found.errors.append(f"{where}: {subject}: a time interval must be a name, not {name!r}")
+            continue
+        grain = time_intervals.standard(name)
         if grain is None and name not in customs:
             found.errors.append(
                 f"{where}: {subject}: the time interval {name!r} is neither a standard grain nor "
                 f"a custom granularity of service.config.yml"
-                f"{did_you_mean(str(name), [*customs, *time_intervals.STANDARD_GRAINS])}"
+                f"{did_you_mean(name, [*customs, *time_intervals.STANDARD_GRAINS])}"
             )
         elif grain in time_intervals.SUB_DAY_GRAINS and dimension.type == "date":
             found.warnings.append(

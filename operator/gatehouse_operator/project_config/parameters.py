@@ -34,7 +34,7 @@ def _literal(name: str, kind: ParameterType, value: Value) -> str:
             raise ParameterError(f"parameter {name!r}: {value!r} is not a number")
         try:
             number = float(value)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise ParameterError(f"parameter {name!r}: {value!r} is not a number") from None
         if not math.isfinite(number):
             raise ParameterError(f"parameter {name!r}: {value!r} is not a finite number")
@@ -52,6 +52,10 @@ def _literal(name: str, kind: ParameterType, value: Value) -> str:
 
 
 def render_value(name: str, kind: ParameterType, value: Value | Sequence[Value]) -> str:
+    if isinstance(value, dict) or (
+        isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list)) for v in value)
+    ):
+        raise ParameterError(f"parameter {name!r}: a value must be a string, number or date")
     if isinstance(value, (list, tuple)):
         if not value:
             raise ParameterError(f"parameter {name!r} has an empty list of values")

@@ -6,11 +6,15 @@ YAML 1.2's core schema: ``true`` and ``false`` are the booleans (``yes``, ``no``
 (``<<: *base``) work, as they do in dbt's own loader.
 
 Hostile files are refused before anything expands them: more than ``max_bytes``, text that is not
-UTF-8, more than ``MAX_VALUES`` values once aliases are expanded (a "billion laughs" file has a
-billion), nesting deeper than ``MAX_DEPTH``, an alias inside itself, tags outside the core schema.
+UTF-8, a ``%YAML`` directive other than 1.2, more than ``MAX_VALUES`` values (or an eighth of
+``max_bytes``, if more) or four times ``max_bytes`` in characters once aliases are expanded (a
+"billion laughs" file has a billion values; one long string used a million times, a billion
+characters), nesting deeper than ``MAX_DEPTH`` (flow collections are refused by the scanner as they
+open), an alias inside itself, tags outside the core schema, integers past Python's digits.
 
-The file is parsed once: ruamel.yaml composes the node graph (YAML 1.2 tags, line numbers), and
-the values are built from it here, counting as they go, each path's line remembered.
+The file is parsed once: ruamel.yaml composes the node graph (YAML 1.2 tags, line numbers), its
+expanded size is counted over the graph, each node once, and the values are built from it here,
+each path's line remembered.
 """
 
 from __future__ import annotations
@@ -27,10 +31,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
+from ruamel.yaml.scanner import RoundTripScanner, ScannerError
 
 MAX_VALUES = 100_000
 MAX_DEPTH = 64
-MAX_BRACKETS = 256
 
 _CORE = "tag:yaml.org,2002:"
 _INT = re.compile(r"[-+]?[0-9]+")
@@ -38,8 +42,9 @@ _OCTAL = re.compile(r"0o[0-7]+")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 _INFINITY = re.compile(r"([-+]?)\.(inf|Inf|INF)")
+_NULLS = ("", "~", "null", "Null", "NULL")
 _NAN = re.compile(r"\.(nan|NaN|NAN)")
-_BRACKET = re.compile(r"[\[\]{}]")
+_OTHER_VERSION = re.compile(r"^%YAML[ \t]+(?!1\.2[ \t]*(?:#.*)?$)(\S*)", re.MULTILINE)
 
 Location = tuple[str, ...]
 
@@ -84,10 +89,14 @@ def parse(raw: bytes, path: str, max_bytes: int) -> Document:
         raise YamlProblem(
             path, line, f"not UTF-8 text (byte 0x{byte:02x}); save it as UTF-8"
         ) from None
-    if (deep := _deep_brackets(text)) is not None:
-        raise YamlProblem(path, deep, f"nested more than {MAX_DEPTH} levels deep")
+    if directive := _OTHER_VERSION.search(text):
+        line = text.count("\n", 0, directive.start()) + 1
+        raise YamlProblem(
+            path, line, f"only YAML 1.2 is read, and the file asks for %YAML {directive[1]}"
+        )
     yaml = YAML(typ="rt", pure=True)
     yaml.version = (1, 2)
+    yaml.Scanner = _BoundedScanner
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -106,41 +115,41 @@ def parse(raw: bytes, path: str, max_bytes: int) -> Document:
         raise YamlProblem(path, 1, f"not valid YAML: {error}") from None
     if node is None:
         return Document(path, None, {})
-    builder = _Builder(path)
+    builder = _Builder(path, max_bytes)
     builder.expanded_size(node, {}, [])
     return Document(path, builder.value(node, ()), builder.lines)
 
 
-def _deep_brackets(text: str) -> int | None:
-    """The line where ``[`` and ``{`` outnumber ``]`` and ``}`` by ``MAX_BRACKETS``, if any.
+class _BoundedScanner(RoundTripScanner):
+    """ruamel.yaml's scanner, refusing a flow collection where it opens past ``MAX_DEPTH``: the
+    scanner's time grows with the square of flow nesting (seconds for two thousand ``[``)."""
 
-    ruamel.yaml's scanner takes time that grows with the square of flow nesting (seconds for
-    two thousand ``[``), so deep flow collections are refused before it runs. Brackets in
-    strings count too: a file would need hundreds of unclosed ones to be refused wrongly. A file
-    that hides its depth behind closing brackets in quoted strings still costs the scanner
-    seconds; only the CLI parses YAML, on its user's own project, so that cost is its author's.
-    """
-    depth = 0
-    for match in _BRACKET.finditer(text):
-        depth = depth + 1 if match[0] in "[{" else max(depth - 1, 0)
-        if depth > MAX_BRACKETS:
-            return text.count("\n", 0, match.start()) + 1
-    return None
+    def fetch_flow_collection_start(self, TokenClass: Any, to_push: str) -> None:
+        if self.flow_level >= MAX_DEPTH:
+            mark = self.reader.get_mark()
+            raise ScannerError(None, None, f"nested more than {MAX_DEPTH} levels deep", mark)
+        super().fetch_flow_collection_start(TokenClass, to_push)
 
 
 class _Builder:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, max_bytes: int) -> None:
         self.path = path
         self.lines: dict[Location, int] = {}
+        # A file may expand to a few times its size, never to gigabytes.
+        self.max_values = max(MAX_VALUES, max_bytes // 8)
+        self.max_characters = 4 * max_bytes
 
     def problem(self, node: Node, message: str) -> YamlProblem:
         return YamlProblem(self.path, node.start_mark.line + 1, message)
 
-    def expanded_size(self, node: Node, sizes: dict[int, int], inside: list[Node]) -> int:
-        """How many values ``node`` becomes, each node of the graph visited once.
+    def expanded_size(
+        self, node: Node, sizes: dict[int, tuple[int, int]], inside: list[Node]
+    ) -> tuple[int, int]:
+        """How many values and characters ``node`` becomes, each node of the graph visited once.
 
-        Building the values would take as long as there are values: a file of a few hundred
-        bytes can have a billion, so they are counted first.
+        Building the values (or their JSON) would take as long as they are large, and a file of
+        a few hundred bytes can have a billion values, or a string used a million times, so they
+        are counted first.
         """
         if id(node) in sizes:
             return sizes[id(node)]
@@ -148,22 +157,34 @@ class _Builder:
             raise self.problem(node, "an alias refers to a node that contains it")
         if len(inside) >= MAX_DEPTH:
             raise self.problem(node, f"nested more than {MAX_DEPTH} levels deep")
+        values, characters = 1, 0
         children: list[Node] = []
         if isinstance(node, MappingNode):
             children = [value for _, value in node.value]
+            characters = sum(
+                len(str(key.value)) for key, _ in node.value if isinstance(key, ScalarNode)
+            )
         elif isinstance(node, SequenceNode):
             children = node.value
+        else:
+            characters = len(str(node.value))
         inside.append(node)
-        size = 1 + sum(self.expanded_size(child, sizes, inside) for child in children)
+        for child in children:
+            child_values, child_characters = self.expanded_size(child, sizes, inside)
+            values, characters = values + child_values, characters + child_characters
         inside.pop()
-        if size > MAX_VALUES:
-            raise self.problem(
-                node,
-                f"the file expands to more than {MAX_VALUES:,} values "
-                "(an alias is expanded every time it is used)",
-            )
-        sizes[id(node)] = size
-        return size
+        for count, most, what in (
+            (values, self.max_values, "values"),
+            (characters, self.max_characters, "characters"),
+        ):
+            if count > most:
+                raise self.problem(
+                    node,
+                    f"the file expands to more than {most:,} {what} "
+                    "(an alias is expanded every time it is used)",
+                )
+        sizes[id(node)] = (values, characters)
+        return values, characters
 
     def value(self, node: Node, location: Location) -> Any:
         self.lines.setdefault(location, node.start_mark.line + 1)
@@ -181,6 +202,11 @@ class _Builder:
         first_line: dict[str, int] = {}
         for key_node, value_node in node.value:
             if str(key_node.tag) == _CORE + "merge":
+                if "<<" in first_line:
+                    raise self.problem(
+                        key_node, f"a second merge key (first on line {first_line['<<']})"
+                    )
+                first_line["<<"] = key_node.start_mark.line + 1
                 for source in self.merge_sources(value_node):
                     for key, value in self.value(source, location).items():
                         merged.setdefault(key, value)
@@ -208,19 +234,27 @@ class _Builder:
 
     def scalar(self, node: ScalarNode) -> Any:
         tag, text = str(node.tag), str(node.value)
-        if tag in (_CORE + "str", _CORE + "timestamp"):
+        # YAML 1.2's core schema has no timestamps, and `=` and `<<` as values are strings.
+        if tag in (_CORE + "str", _CORE + "timestamp", _CORE + "value", _CORE + "merge"):
             return text
         if tag == _CORE + "null":
+            if text not in _NULLS:
+                raise self.problem(node, f"{text!r} is not null")
             return None
         if tag == _CORE + "bool":
+            if text.lower() not in ("true", "false"):
+                raise self.problem(node, f"{text!r} is not a boolean (true or false)")
             return text.lower() == "true"
         if tag == _CORE + "int":
-            if _INT.fullmatch(text):
-                return int(text)
-            if _OCTAL.fullmatch(text):
-                return int(text[2:], 8)
-            if _HEX.fullmatch(text):
-                return int(text[2:], 16)
+            try:
+                if _INT.fullmatch(text):
+                    return int(text)
+                if _OCTAL.fullmatch(text):
+                    return int(text[2:], 8)
+                if _HEX.fullmatch(text):
+                    return int(text[2:], 16)
+            except ValueError:  # past Python's 4,300 digits
+                raise self.problem(node, "an integer too long to read") from None
             return text
         if tag == _CORE + "float":
             if _FLOAT.fullmatch(text):
