@@ -3,13 +3,19 @@ the chart's webhook list generated from the registered handlers."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ipaddress
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import kopf
+import pytest
 from cryptography import x509
 
 from gatehouse_operator.api import webhooks
+from gatehouse_operator.controllers import admission
 from gatehouse_operator.webhook import WebhookServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,3 +51,19 @@ def test_the_certificate_names_the_service_and_outlives_the_operator() -> None:
     life = certificate.not_valid_after_utc - datetime.datetime.now(datetime.UTC)
     assert life > datetime.timedelta(days=9 * 365)
     assert key.startswith(b"-----BEGIN PRIVATE KEY-----")
+
+
+def test_a_stored_config_that_breaks_a_rule_stays_editable_until_its_spec_changes() -> None:
+    stored = {"spotlight": {}, "defaults": {"case_sensitve": False}}
+    metadata = {"name": "project", "namespace": "shop", "labels": {"team": "a"}}
+    memo = SimpleNamespace(runtime=None)
+
+    def review(spec: dict[str, Any], old_spec: dict[str, Any] | None) -> None:
+        old = None if old_spec is None else {"metadata": metadata, "spec": old_spec}
+        body = {"metadata": {**metadata, "labels": {"team": "b"}}, "spec": spec}
+        asyncio.run(admission.check_project_config(body=body, memo=memo, old=old))
+
+    review(stored, stored)  # a label changed, the spec did not: kopf's annotations, a relabel
+    for old_spec in (None, {"spotlight": {}}):
+        with pytest.raises(kopf.AdmissionError, match="case_sensitve: unknown key"):
+            review(stored, old_spec)

@@ -99,11 +99,15 @@ async def check_connection_test(body: kopf.Body, memo: kopf.Memo, **_: Any) -> N
     persistent=True,
 )
 async def check_project_config(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
-    problems = spec_problems(body.get("spec") or {})
-    if problems:
-        raise kopf.AdmissionError("; ".join(problems), code=422)
-    runtime: Runtime = memo.runtime
     old: kopf.Body | None = kwargs.get("old")  # kopf passes it, though WebhookFn omits it
+    # Only a new or changed spec: an object stored before a rule existed must stay editable
+    # (labels, annotations, kopf's own bookkeeping) and deletable.
+    spec = body.get("spec") or {}
+    if old is None or (old.get("spec") or {}) != spec:
+        problems = spec_problems(spec)
+        if problems:
+            raise kopf.AdmissionError("; ".join(problems), code=422)
+    runtime: Runtime = memo.runtime
     if not becomes_the_project(body["metadata"], old["metadata"] if old else None):
         return
     others = await runtime.kube.list_custom(PROJECT_CONFIG, body["metadata"]["namespace"])
