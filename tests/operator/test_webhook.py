@@ -61,9 +61,11 @@ def test_a_stored_config_that_breaks_a_rule_stays_editable_until_its_spec_change
     def review(spec: dict[str, Any], old_spec: dict[str, Any] | None) -> None:
         old = None if old_spec is None else {"metadata": metadata, "spec": old_spec}
         body = {"metadata": {**metadata, "labels": {"team": "b"}}, "spec": spec}
-        asyncio.run(admission.check_project_config(body=body, memo=memo, old=old))
+        check: Any = admission.check_project_config  # the handler, as kopf registered it
+        asyncio.run(check(body=body, memo=memo, old=old))
 
     review(stored, stored)  # a label changed, the spec did not: kopf's annotations, a relabel
-    for old_spec in (None, {"spotlight": {}}):
+    changed: list[dict[str, Any] | None] = [None, {"spotlight": {}}]
+    for old_spec in changed:
         with pytest.raises(kopf.AdmissionError, match="case_sensitve: unknown key"):
             review(stored, old_spec)
