@@ -117,8 +117,7 @@ class Proxy:
 
     @staticmethod
     def _app(active: RoutingTable, request: Request) -> AppRoute:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        app = active.app_for_token(token.strip()) if scheme.lower() == "bearer" else None
+        app = _bearer_app(active, request.headers.get("authorization", ""))
         if app is None:
             raise ProxyError(
                 "unauthenticated", "send the app's credential as Authorization: Bearer"
@@ -311,6 +310,12 @@ class Proxy:
         )
 
 
+def _bearer_app(table: RoutingTable, authorization: str) -> AppRoute | None:
+    """The app whose token an ``Authorization: Bearer`` value carries, if any."""
+    scheme, _, token = authorization.partition(" ")
+    return table.app_for_token(token.strip()) if scheme.lower() == "bearer" else None
+
+
 def _namespace(key: str) -> str:
     return key.partition("/")[0]
 
@@ -395,10 +400,8 @@ class FirstTurn:
             return ""
         for name, value in scope["headers"]:
             if name == b"authorization":
-                scheme, _, token = value.decode("latin-1").partition(" ")
-                if scheme.lower() != "bearer":
-                    return ""
-                app = table.app_for_token(token.strip())
+                # Decoded as Starlette decodes it for the fetch, so both find the same app.
+                app = _bearer_app(table, value.decode("latin-1"))
                 return "" if app is None else _namespace(app.key)
         return ""
 
