@@ -38,6 +38,9 @@ class Place:
         """``file:line`` of ``keys`` under this part (of the part itself, if they are absent)."""
         return f"{self.document.path}:{self.line(*keys)}"
 
+    def under(self, *keys: str) -> Place:
+        return Place(self.document, (*self.location, *keys))
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -158,13 +161,13 @@ def _add_models(document: Document, project: DbtProject) -> None:
             first = project.models[name].place
             project.problems.append(
                 f"{place.at('name')}: the model {name!r} is described twice "
-                f"(first at {first.document.path}:{first.document.line_of(first.location[:2])})"
+                f"(first at {Place(first.document, first.location[:2]).at()})"
             )
             continue
         meta, meta_place = _meta(entry, place)
         columns = entry.get("columns")
         dimensions = [
-            _dimension(column, Place(document, (*place.location, "columns", str(i))))
+            _dimension(column, place.under("columns", str(i)))
             for i, column in enumerate(columns if isinstance(columns, list) else [])
             if isinstance(column, dict) and isinstance(column.get("name"), str)
         ]
@@ -178,9 +181,9 @@ def _meta(entry: Mapping[str, Any], place: Place) -> tuple[dict[str, Any], Place
     meta = _mapping(entry.get("meta"))
     config_meta = _mapping(entry.get("config")).get("meta")
     if isinstance(config_meta, dict):
-        return {**meta, **config_meta}, Place(place.document, (*place.location, "config", "meta"))
+        return {**meta, **config_meta}, place.under("config", "meta")
     if meta:
-        return dict(meta), Place(place.document, (*place.location, "meta"))
+        return dict(meta), place.under("meta")
     return {}, place
 
 
@@ -193,7 +196,7 @@ def _dimension(column: Mapping[str, Any], place: Place) -> Dimension:
     dimension = meta.get("dimension")
     metrics = _metrics(meta.get("metrics"), meta_place)
     if isinstance(dimension, dict):
-        return Dimension(column["name"], dimension, _under(meta_place, "dimension"), metrics)
+        return Dimension(column["name"], dimension, meta_place.under("dimension"), metrics)
     return Dimension(column["name"], {}, place, metrics)
 
 
@@ -201,10 +204,6 @@ def _metrics(metrics: Any, place: Place) -> list[Metric]:
     if not isinstance(metrics, dict):
         return []
     return [
-        Metric(str(name), meta if isinstance(meta, dict) else {}, _under(place, "metrics", name))
+        Metric(str(name), meta if isinstance(meta, dict) else {}, place.under("metrics", name))
         for name, meta in metrics.items()
     ]
-
-
-def _under(place: Place, *keys: str) -> Place:
-    return Place(place.document, (*place.location, *keys))
