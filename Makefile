@@ -7,7 +7,7 @@ DEV := $(BIN)/python -m gatehouse_dev
 PYTEST_ARGS ?=
 
 .PHONY: help install build crds up down demo lint test test-lowest bench clean cluster-up cluster-down \
-  node-packages
+  node-packages browser-packages
 
 help:
 	@echo "make demo   start the local stack and show it working"
@@ -53,6 +53,13 @@ node-packages:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# The connections page's browser tests drive Debian's chromium through Playwright.
+browser-packages:
+	@dpkg -s chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" != 0 ]; then echo "the browser tests need Debian's chromium"; exit 1; fi; \
+	  echo "installing chromium"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 cluster-up: install node-packages
 	$(DEV) cluster-up
 
@@ -68,7 +75,7 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint build node-packages
+test: lint build node-packages browser-packages
 	$(DEV) build-node
 	$(BIN)/pytest $(PYTEST_ARGS)
 

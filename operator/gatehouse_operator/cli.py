@@ -2,9 +2,10 @@
 
 ``gatehouse test CONNECTION [-n NAMESPACE] [--context CONTEXT] [-X METHOD] [--path PATH]
 [--data JSON] [--save-sample LABEL]`` creates a ConnectionTest with the caller's own kubeconfig
-(so RBAC decides, as with kubectl), waits for it to finish and prints the outcome. Exit codes: 0
-passed, 1 the test ran and failed, 2 the test could not be run (bad arguments, no cluster,
-refused, timed out).
+(so RBAC decides, as with kubectl), waits for it to finish and prints the outcome.
+``gatehouse save-sample TEST --label LABEL`` keeps a finished, passing test as a sample, once its
+result was seen. Exit codes: 0 passed (saved), 1 the test ran and failed (was not saved), 2 the
+command could not be run (bad arguments, no cluster, refused, timed out).
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from typing import Any, cast
 from kubernetes import client
 
 from gatehouse_operator import kubeconfig
-from gatehouse_operator.api.connection_test import CONNECTION_TEST
+from gatehouse_operator.api.connection_test import (
+    CONNECTION_TEST,
+    SAMPLE_LABEL_CHARS,
+    SAVE_AS_SAMPLE_ANNOTATION,
+)
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
 
 PASSED, FAILED, NOT_RUN = 0, 1, 2
@@ -38,6 +43,14 @@ def _parser() -> argparse.ArgumentParser:
     test.add_argument("--save-sample", metavar="LABEL", help="keep a passing answer as a sample")
     test.add_argument("--timeout", type=float, default=150.0, help="seconds to wait")
     test.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    save = commands.add_parser(
+        "save-sample", help="keep a finished, passing ConnectionTest as a sample"
+    )
+    save.add_argument("test", help="the ConnectionTest's name (printed by `gatehouse test`)")
+    save.add_argument("--label", required=True, help=f"1 to {SAMPLE_LABEL_CHARS} characters")
+    save.add_argument("-n", "--namespace", help="default: the context's namespace")
+    save.add_argument("--context", help="the kubeconfig context to use")
+    save.add_argument("--timeout", type=float, default=30.0, help="seconds to wait")
     return parser
 
 
@@ -57,15 +70,14 @@ def _test_body(args: argparse.Namespace) -> dict[str, Any]:
 
 def _report(test: dict[str, Any], output: str) -> int:
     status = test.get("status", {})
-    passed: dict[str, Any] = next(
-        (c for c in status.get("conditions", []) if c["type"] == "Passed"), {}
-    )
+    passed = _condition(test, "Passed")
     code = PASSED if passed.get("status") == "True" else FAILED
     if output == "json":
         print(json.dumps({"name": test["metadata"]["name"], "status": status}, indent=2))
         return code
     verdict = "PASSED" if code == PASSED else "FAILED"
     print(f"{verdict} {passed.get('reason', '')}: {passed.get('message', '')}")
+    print(f"ConnectionTest {test['metadata']['name']}")
     response = status.get("response")
     if response:
         print(f"HTTP {response['statusCode']} {response.get('contentType', '')}")
@@ -74,7 +86,55 @@ def _report(test: dict[str, Any], output: str) -> int:
             print(f"... (truncated; {response.get('sizeBytes')} bytes in all)")
     if status.get("sample"):
         print(f"saved as sample {status['sample']!r}")
+    elif code == PASSED:
+        print(f"to keep it as a sample: gatehouse save-sample {test['metadata']['name']} --label …")
     return code
+
+
+def _condition(test: dict[str, Any], kind: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(
+        (c for c in test.get("status", {}).get("conditions", []) if c["type"] == kind), {}
+    )
+    return found
+
+
+def save_sample(args: argparse.Namespace) -> int:
+    label = args.label.strip()
+    if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
+        print(f"gatehouse: --label: 1 to {SAMPLE_LABEL_CHARS} characters", file=sys.stderr)
+        return NOT_RUN
+    namespace = kubeconfig.load(args.context, args.namespace)
+    api = client.CustomObjectsApi()
+    where = (GROUP, VERSION, namespace, CONNECTION_TEST.plural, args.test)
+    try:
+        with kubeconfig.reaching_the_cluster():
+            api.patch_namespaced_custom_object(
+                *where,
+                {"metadata": {"annotations": {SAVE_AS_SAMPLE_ANNOTATION: label}}},
+                _request_timeout=kubeconfig.REQUEST_TIMEOUT,
+            )
+            deadline = time.monotonic() + args.timeout
+            while time.monotonic() < deadline:
+                found = cast(
+                    dict[str, Any],
+                    api.get_namespaced_custom_object(
+                        *where, _request_timeout=kubeconfig.REQUEST_TIMEOUT
+                    ),
+                )
+                saved = _condition(found, "SampleSaved")
+                if found.get("status", {}).get("sample"):
+                    print(f"saved as sample {found['status']['sample']!r}")
+                    return PASSED
+                if saved.get("status") == "False":
+                    print(f"NOT SAVED {saved.get('reason', '')}: {saved.get('message', '')}")
+                    return FAILED
+                time.sleep(0.3)
+    except client.ApiException as error:
+        print(f"gatehouse: {kubeconfig.refusal(error)}", file=sys.stderr)
+        return NOT_RUN
+    late = f"ConnectionTest {namespace}/{args.test} was not saved in time"
+    print(f"gatehouse: {late}", file=sys.stderr)
+    return NOT_RUN
 
 
 def test(args: argparse.Namespace) -> int:
@@ -122,7 +182,7 @@ def test(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return test(args)
+        return save_sample(args) if args.command == "save-sample" else test(args)
     except kubeconfig.ClusterError as error:
         print(f"gatehouse: {error}", file=sys.stderr)
         return NOT_RUN

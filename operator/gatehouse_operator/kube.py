@@ -191,6 +191,20 @@ class Kube:
         else:
             await self.core.replace_namespaced_config_map(name, namespace, body)
 
+    async def delete_sample(self, namespace: str, connection: str, sample_id: str) -> bool:
+        """Removes one sample; False when there was no such sample."""
+        if sample_id not in await self.samples(namespace, connection):
+            return False
+        # A merge patch's null removes just this key, whatever else was saved meanwhile.
+        try:
+            await self.core.patch_namespaced_config_map(
+                samples_config_map(connection), namespace, {"data": {sample_id: None}}
+            )
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
+        return True
+
     async def get_custom(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             found = await self.custom.get_namespaced_custom_object(

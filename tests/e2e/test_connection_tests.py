@@ -17,6 +17,7 @@ from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,
+    Member,
     apply,
     connection,
     data_app,
@@ -285,23 +286,7 @@ def test_the_cli_runs_a_test_and_exits_by_its_outcome(
     public_connection(cluster, stack, namespace, allowedPaths=["/echo"])
 
     def gatehouse(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "gatehouse_operator.cli",
-                "test",
-                "vendor",
-                "-n",
-                namespace,
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
-        )
+        return gatehouse_cli(cluster, "test", "vendor", "-n", namespace, *args)
 
     ok = gatehouse("--path", "/echo/hello", "--save-sample", "Hello")
     assert ok.returncode == 0, ok.stderr
@@ -315,6 +300,94 @@ def test_the_cli_runs_a_test_and_exits_by_its_outcome(
     assert "allowedMethods" in refused.stderr
     as_json = json.loads(gatehouse("--path", "/echo/x", "-o", "json").stdout)
     assert as_json["status"]["response"]["statusCode"] == 200
+
+
+def gatehouse_cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gatehouse_operator.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+    )
+
+
+def test_a_passing_test_is_saved_as_a_sample_after_its_result_was_seen(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(cluster, namespace, secret("vendor", **{"api-key": SECRET}))
+    apply(
+        cluster,
+        namespace,
+        connection("vendor", stack.upstream, API_KEY_AUTH, linkPolicy="AdminsOnly"),
+    )
+    wait_condition(cluster, namespace, "externalconnection/vendor", "True")
+    members = project_members(cluster, namespace)
+    tests = f"{stack.local.api_url}/api/v1/namespaces/{namespace}/connectiontests"
+    for name, path in (("seen", "/echo/seen"), ("cli", "/echo/cli"), ("api", "/echo/api")):
+        apply(cluster, namespace, connection_test(name, "vendor", path=path))
+    apply(cluster, namespace, connection_test("broken", "vendor", path="/status/500"))
+    for name in ("seen", "cli", "api", "broken"):
+        body = finished(cluster, namespace, name)
+        assert SECRET not in json.dumps(body)
+    assert finished(cluster, namespace, "seen")["status"]["sampleBody"]["path"] == "/echo/seen"
+
+    # kubectl, the CLI and the service API ask in the same way: the annotation.
+    cluster.kubectl(
+        "annotate", "-n", namespace, "connectiontest/seen", "gatehouse.dev/save-as-sample=Seen"
+    )
+    saved = gatehouse_cli(cluster, "save-sample", "cli", "--label", "From the CLI", "-n", namespace)
+    assert (saved.returncode, saved.stdout.strip()) == (0, "saved as sample 'cli'"), saved.stderr
+    by_api = httpx.post(
+        f"{tests}/api/sample", json={"label": "From the API"}, headers=members["admin"].headers()
+    )
+    assert by_api.status_code == 201, by_api.text
+    assert by_api.json()["sample"] == "api"
+    wait_for(
+        lambda: (get(cluster, namespace, "connectiontest/seen") or {})["status"].get("sample"),
+        timeout=20,
+        interval=0.2,
+        what="the annotated test's sample",
+    )
+
+    refused = gatehouse_cli(cluster, "save-sample", "broken", "--label", "No", "-n", namespace)
+    assert refused.returncode == 1
+    assert refused.stdout.startswith("NOT SAVED TestFailed"), refused.stdout
+    failed = httpx.post(f"{tests}/broken/sample", json={"label": "No"}, **_as(members["admin"]))
+    assert (failed.status_code, failed.json()["reason"]) == (409, "TestFailed")
+    too_long = httpx.post(f"{tests}/api/sample", json={"label": "x" * 201}, **_as(members["admin"]))
+    assert too_long.status_code == 400
+    assert too_long.json()["error"]["message"].startswith("label:")
+    assert (
+        httpx.post(f"{tests}/gone/sample", json={"label": "x"}, **_as(members["admin"])).status_code
+        == 404
+    )
+    for member in ("builder", "viewer", "nobody"):
+        denied = httpx.post(f"{tests}/seen/sample", json={"label": "x"}, **_as(members[member]))
+        assert denied.status_code == 403, member
+
+    detail_url = f"{stack.local.api_url}/api/v1/namespaces/{namespace}/connections/vendor"
+    detail = httpx.get(detail_url, **_as(members["admin"])).json()
+    assert {(s["id"], s["label"]) for s in detail["samples"]} == {
+        ("seen", "Seen"),
+        ("cli", "From the CLI"),
+        ("api", "From the API"),
+    }
+    assert detail["canManage"] is True
+    assert detail["auth"]["secretRef"] == {"name": "vendor", "key": "api-key"}
+    assert SECRET not in json.dumps(detail)
+    # AdminsOnly: a builder is told nothing of it, not even that it exists.
+    assert httpx.get(detail_url, **_as(members["builder"])).status_code == 404
+    assert httpx.delete(f"{detail_url}/samples/cli", **_as(members["builder"])).status_code == 403
+    assert httpx.delete(f"{detail_url}/samples/cli", **_as(members["admin"])).status_code == 204
+    assert httpx.delete(f"{detail_url}/samples/cli", **_as(members["admin"])).status_code == 404
+    stored = get(cluster, namespace, "configmap/vendor-gatehouse-samples") or {}
+    assert set(stored["data"]) == {"seen", "api"}
+
+
+def _as(member: Member) -> dict[str, Any]:
+    return {"headers": member.headers(), "timeout": 40}
 
 
 def test_the_build_spec_hands_off_connections_samples_and_image_policy(
@@ -371,6 +444,9 @@ def test_the_openapi_document_lists_every_endpoint(stack: Stack) -> None:
     assert set(document["paths"]) == {
         "/api/v1/namespaces/{namespace}/connections",
         "/api/v1/namespaces/{namespace}/connections/{name}/tests",
+        "/api/v1/namespaces/{namespace}/connections/{name}",
+        "/api/v1/namespaces/{namespace}/connections/{name}/samples/{sample}",
+        "/api/v1/namespaces/{namespace}/connectiontests/{name}/sample",
         "/api/v1/namespaces/{namespace}/dataapps/{name}/build-spec",
         "/api/v1/namespaces/{namespace}/charttypes/{name}/build-spec",
         "/api/v2/projects/{projectUuid}/defaults",

@@ -2,7 +2,8 @@
 
 A test is a resource, as a certificate request is in cert-manager: create it, read the outcome
 from its status, and let the operator delete it some time after it finished. A passing test can
-be kept as a redacted sample for the app generator.
+be kept as a redacted sample for the app generator: asked for in the spec before it runs, or
+after its result was seen, with the annotation ``gatehouse.dev/save-as-sample: <label>``.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ from gatehouse_operator.api.meta import Kind, Model, PrinterColumn, Status, cel,
 # The test result keeps the first characters of the body (the reference UI shows as many).
 RESULT_BODY_CHARS = 4_000
 DEFAULT_TTL_SECONDS = 3_600
+SAVE_AS_SAMPLE_ANNOTATION = "gatehouse.dev/save-as-sample"
+SAMPLE_LABEL_CHARS = 200
 _CONNECTION_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
 class SampleRequest(Model):
     label: str = Field(
         min_length=1,
-        max_length=200,
+        max_length=SAMPLE_LABEL_CHARS,
         description="A name for the sample, shown to app builders and the app generator.",
     )
 
@@ -94,6 +97,12 @@ class ConnectionTestStatus(Status):
     duration_ms: int = Field(default=0, ge=0)
     finished_at: str = Field(default="", json_schema_extra={"format": "date-time"})
     sample: str = Field(default="", max_length=253, description="The saved sample's id.")
+    sample_body: Any = Field(
+        default=None,
+        description="For a passing test: the body as a sample keeps it (redacted, arrays cut, "
+        "size-capped), so the test can be saved as a sample after its result was seen.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
 
 
 CONNECTION_TEST = Kind(

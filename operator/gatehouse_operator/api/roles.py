@@ -67,7 +67,11 @@ def roles() -> list[dict[str, Any]]:
             [
                 _rule([EXTERNAL_CONNECTION.plural], [*READ, *WRITE, LINK_VERB]),
                 _rule([f"{EXTERNAL_CONNECTION.plural}/status"], ["get"]),
-                _rule([CONNECTION_TEST.plural], [*READ, "create", "delete", "deletecollection"]),
+                # patch: the save-as-sample annotation on a finished test (specs are immutable).
+                _rule(
+                    [CONNECTION_TEST.plural],
+                    [*READ, "create", "patch", "delete", "deletecollection"],
+                ),
                 _rule([f"{CONNECTION_TEST.plural}/status"], ["get"]),
                 _rule(APPS, [*READ, *WRITE]),
                 _rule([PROJECT_CONFIG.plural], [*READ, *WRITE]),

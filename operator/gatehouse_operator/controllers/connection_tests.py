@@ -4,7 +4,8 @@ The test goes through the proxy's own path (host pinning, method and path rules,
 injection, limits), so a passing test means an app's fetch would pass too. Conditions: ``Passed``
 (True for a 2xx answer; False with the proxy's or upstream's reason) and, when a sample was asked
 for, ``SampleSaved``. A test waits up to a minute for the operator to see its connection, runs once,
-and is deleted ``ttlSecondsAfterFinished`` after it finished.
+and is deleted ``ttlSecondsAfterFinished`` after it finished. A passing test keeps its sample
+body in status, so the annotation ``gatehouse.dev/save-as-sample`` can save it later.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
     DEFAULT_TTL_SECONDS,
     RESULT_BODY_CHARS,
+    SAMPLE_LABEL_CHARS,
+    SAVE_AS_SAMPLE_ANNOTATION,
     ConnectionTestSpec,
-    SampleRequest,
 )
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.conditions import Verdict, now
@@ -158,24 +160,29 @@ async def _save_sample(
     runtime: Runtime,
     body: dict[str, Any],
     spec: ConnectionTestSpec,
-    request: SampleRequest,
-    answer: ProbeAnswer,
+    label: str,
+    response: dict[str, Any],
+    sample_body: Any,
     secrets: list[str],
 ) -> Verdict:
+    """Keeps a passing test's answer (``response``: its status field) as a sample."""
     meta = body["metadata"]
-    connection = runtime.world.connection_bodies[f"{meta['namespace']}/{spec.connection}"]
+    connection = runtime.world.connection_bodies.get(f"{meta['namespace']}/{spec.connection}")
+    if connection is None:
+        missing = f"no ExternalConnection {spec.connection!r}"
+        return Verdict("SampleSaved", "False", "ConnectionNotFound", missing)
     owner = {
         "kind": connection["kind"],
         "name": connection["metadata"]["name"],
         "uid": connection["metadata"]["uid"],
     }
     document = {
-        "label": request.label,
+        "label": label,
         "savedAt": now(),
         "request": {"method": spec.method, "path": scrub(spec.path, secrets)},
-        "statusCode": answer.status_code,
-        "contentType": answer.content_type,
-        "body": samples.sample_body(answer.body, answer.content_type, secrets),
+        "statusCode": response.get("statusCode", 0),
+        "contentType": response.get("contentType", ""),
+        "body": sample_body,
     }
     try:
         await runtime.kube.save_sample(
@@ -188,6 +195,62 @@ async def _save_sample(
     except SampleLimitReached as error:
         return Verdict("SampleSaved", "False", "SampleLimitReached", str(error))
     return Verdict("SampleSaved", "True", "Saved", f"saved as sample {meta['name']!r}")
+
+
+def _passed(status: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Passed" and c.get("status") == "True"
+        for c in status.get("conditions", [])
+    )
+
+
+async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
+    """Saves a finished test as a sample when its annotation asks, once its result was seen.
+
+    Idempotent: a test already saved stays as it is, whatever the annotation says now.
+    """
+    status = body.get("status", {})
+    label = body["metadata"].get("annotations", {}).get(SAVE_AS_SAMPLE_ANNOTATION)
+    if label is None or not status.get("finishedAt") or status.get("sample"):
+        return
+    key = _key(body)
+    label = label.strip()
+    if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
+        verdict = Verdict(
+            "SampleSaved",
+            "False",
+            "InvalidLabel",
+            f"metadata.annotations[{SAVE_AS_SAMPLE_ANNOTATION}]: a label of 1 to "
+            f"{SAMPLE_LABEL_CHARS} characters",
+        )
+    elif not _passed(status):
+        verdict = Verdict(
+            "SampleSaved", "False", "TestFailed", "only a passing test is saved as a sample"
+        )
+    elif status.get("sampleBody") is None:
+        verdict = Verdict(
+            "SampleSaved",
+            "False",
+            "NoSampleBody",
+            "this test finished before tests kept their sample body: run the test again",
+        )
+    else:
+        spec = ConnectionTestSpec.model_validate(body.get("spec", {}))
+        namespace = body["metadata"]["namespace"]
+        connection = runtime.world.connection_bodies.get(f"{namespace}/{spec.connection}")
+        secrets = (
+            await _secrets_of(
+                runtime, namespace, ExternalConnectionSpec.model_validate(connection["spec"])
+            )
+            if connection is not None
+            else []
+        )
+        verdict = await _save_sample(
+            runtime, body, spec, label, status.get("response") or {}, status["sampleBody"], secrets
+        )
+    extra = {"sample": body["metadata"]["name"]} if verdict.ok else {}
+    await runtime.write_status(CONNECTION_TEST, body, [verdict], extra, key, summary="Passed")
+    runtime.forget(key)
 
 
 async def run(runtime: Runtime, body: dict[str, Any]) -> None:
@@ -234,9 +297,19 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             "truncated": len(text) > RESULT_BODY_CHARS,
             "sizeBytes": answer.size_bytes,
         }
+        if passed:
+            extra["sampleBody"] = samples.sample_body(answer.body, answer.content_type, secrets)
         if spec.save_as_sample is not None:
             saved = (
-                await _save_sample(runtime, body, spec, spec.save_as_sample, answer, secrets)
+                await _save_sample(
+                    runtime,
+                    body,
+                    spec,
+                    spec.save_as_sample.label,
+                    extra["response"],
+                    extra["sampleBody"],
+                    secrets,
+                )
                 if passed
                 else Verdict(
                     "SampleSaved", "False", "TestFailed", "only a passing test is saved as a sample"
@@ -255,6 +328,15 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
 @kopf.on.create(GROUP, VERSION, PLURAL)
 async def test_created(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     await run(memo.runtime, dict(body))
+
+
+# An event handler, not an update handler: kopf leaves annotations under its own storage prefix
+# (gatehouse.dev) out of the changes it diffs. save_after is idempotent and makes no API call
+# once a test is saved, so the events its own status write causes cost nothing.
+@kopf.on.event(GROUP, VERSION, PLURAL, annotations={SAVE_AS_SAMPLE_ANNOTATION: kopf.PRESENT})
+async def sample_asked(type: str, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    if type != "DELETED":
+        await save_after(memo.runtime, dict(body))
 
 
 async def expire_finished(runtime: Runtime) -> None:

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
-from gatehouse_operator.api.connection_test import CONNECTION_TEST
+from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMPLE_ANNOTATION
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION, Kind, Model
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
 from gatehouse_operator.link_policy import LINK_VERB, MANAGE_VERB
@@ -32,18 +32,23 @@ from gatehouse_operator.project_config.compiler import effective_defaults
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.service_api import handoff, openapi
 from gatehouse_operator.service_api.models import (
+    ConnectionDetail,
     ConnectionList,
     ConnectionTestOutcome,
     ConnectionTestRequest,
     DefaultsResult,
     DefaultsUpdate,
     LinkableConnection,
+    SampleSaveOutcome,
+    SampleSaveRequest,
 )
 
 APPS = {DATA_APP.plural: DATA_APP, CHART_TYPE.plural: CHART_TYPE}
 DEFAULTS_MANAGER = "gatehouse-defaults-api"
 # A test answers within the connection's timeout (at most 120 s) once the connection is Ready.
 TEST_WAIT_SECONDS = 150.0
+# Saving is one ConfigMap write by the operator once it sees the annotation.
+SAVE_WAIT_SECONDS = 30.0
 
 Endpoint = Callable[[Request, User], Awaitable[Response]]
 
@@ -106,21 +111,76 @@ class ServiceApi:
                 403, "forbidden", f"{user.name} may not {verb} {target} in namespace {namespace}"
             )
 
-    async def list_connections(self, request: Request, user: User) -> Response:
-        """The connections the caller could link: all for admins, Builders ones for others."""
-        namespace = request.path_params["namespace"]
-        all_visible = await self.access.allowed(
-            user, MANAGE_VERB, EXTERNAL_CONNECTION.plural, namespace
+    async def may_manage(self, user: User, namespace: str, name: str = "") -> bool:
+        return await self.access.allowed(
+            user, MANAGE_VERB, EXTERNAL_CONNECTION.plural, namespace, name
         )
+
+    async def visible_connections(self, user: User, namespace: str) -> ConnectionList:
+        """The connections the caller could link: all for admins, Builders ones for others."""
+        all_visible = await self.may_manage(user, namespace)
         if not all_visible:
             await self._require(user, LINK_VERB, EXTERNAL_CONNECTION, namespace)
+        linked_by = await self._linked_by(namespace)
         items = [
-            _linkable(body)
+            _linkable(body, linked_by)
             for body in await self.runtime.kube.list_custom(EXTERNAL_CONNECTION, namespace)
             if all_visible or body.get("spec", {}).get("linkPolicy") == "Builders"
         ]
         items.sort(key=lambda item: item.name)
-        return _json(ConnectionList(items=items, all_visible=all_visible))
+        return ConnectionList(items=items, all_visible=all_visible)
+
+    async def _linked_by(self, namespace: str) -> dict[str, list[str]]:
+        """Connection name to the apps linking it (Kind/name), read with the operator's identity:
+        the callers who may see a connection may not be allowed to list every app."""
+        found: dict[str, set[str]] = {}
+        for kind in APPS.values():
+            for app in await self.runtime.kube.list_custom(kind, namespace):
+                for link in app.get("spec", {}).get("connections") or []:
+                    found.setdefault(link["connection"], set()).add(
+                        f"{kind.kind}/{app['metadata']['name']}"
+                    )
+        return {name: sorted(apps) for name, apps in found.items()}
+
+    async def connection_detail(self, user: User, namespace: str, name: str) -> ConnectionDetail:
+        """One connection the caller may see, with its samples; others are 404 alike, so a
+        builder learns nothing of AdminsOnly connections, not even that they exist."""
+        can_manage = await self.may_manage(user, namespace, name)
+        if not can_manage:
+            await self._require(user, LINK_VERB, EXTERNAL_CONNECTION, namespace)
+        body = await self.runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
+        spec = (body or {}).get("spec", {})
+        if body is None or not (can_manage or spec.get("linkPolicy") == "Builders"):
+            raise ApiError(404, "not_found", f"no connection {name!r} you may see in {namespace}")
+        return ConnectionDetail(
+            connection=_linkable(body, await self._linked_by(namespace)),
+            auth=dict(spec.get("auth") or {"type": "none"}),
+            limits=dict(spec.get("limits") or {}),
+            samples=handoff.samples_from(await self.runtime.kube.samples(namespace, name)),
+            can_manage=can_manage,
+        )
+
+    async def delete_sample(self, user: User, namespace: str, name: str, sample: str) -> None:
+        if not await self.may_manage(user, namespace, name):
+            raise ApiError(
+                403,
+                "forbidden",
+                f"{user.name} may not delete samples of {name} in namespace {namespace}",
+            )
+        if not await self.runtime.kube.delete_sample(namespace, name, sample):
+            raise ApiError(404, "not_found", f"connection {name!r} has no sample {sample!r}")
+
+    async def list_connections(self, request: Request, user: User) -> Response:
+        return _json(await self.visible_connections(user, request.path_params["namespace"]))
+
+    async def get_connection(self, request: Request, user: User) -> Response:
+        params = request.path_params
+        return _json(await self.connection_detail(user, params["namespace"], params["name"]))
+
+    async def delete_sample_endpoint(self, request: Request, user: User) -> Response:
+        params = request.path_params
+        await self.delete_sample(user, params["namespace"], params["name"], params["sample"])
+        return Response(status_code=204, headers={"Cache-Control": "no-store"})
 
     def build_spec(self, kind: Kind) -> Endpoint:
         async def endpoint(request: Request, user: User) -> Response:
@@ -150,13 +210,17 @@ class ServiceApi:
 
     async def test_connection(self, request: Request, user: User) -> Response:
         """Creates a ConnectionTest for the caller and answers with its outcome."""
-        namespace = request.path_params["namespace"]
-        connection = request.path_params["name"]
-        await self._require(user, "create", CONNECTION_TEST, namespace)
         try:
             wanted = ConnectionTestRequest.model_validate_json(await request.body())
         except ValidationError as error:
             raise ApiError(400, "invalid_request", _validation_message(error)) from None
+        params = request.path_params
+        return _json(await self.run_test(user, params["namespace"], params["name"], wanted), 201)
+
+    async def run_test(
+        self, user: User, namespace: str, connection: str, wanted: ConnectionTestRequest
+    ) -> ConnectionTestOutcome:
+        await self._require(user, "create", CONNECTION_TEST, namespace)
         name = f"{connection[:40]}-{uuid.uuid4().hex[:8]}"
         body = {
             "apiVersion": API_VERSION,
@@ -179,7 +243,53 @@ class ServiceApi:
                 # The admission webhook's or the schema's refusal, which names the field.
                 raise ApiError(422, "invalid_request", _refusal(error)) from None
             raise
-        return _json(await self._outcome(namespace, name), 201)
+        return await self._outcome(namespace, name)
+
+    async def save_sample_endpoint(self, request: Request, user: User) -> Response:
+        try:
+            wanted = SampleSaveRequest.model_validate_json(await request.body() or b"null")
+        except ValidationError as error:
+            raise ApiError(400, "invalid_request", _validation_message(error)) from None
+        params = request.path_params
+        outcome = await self.save_sample(user, params["namespace"], params["name"], wanted.label)
+        return _json(outcome, 201 if outcome.saved else 409)
+
+    async def save_sample(
+        self, user: User, namespace: str, test: str, label: str
+    ) -> SampleSaveOutcome:
+        """Keeps a finished, passing test as a sample: the annotation the operator acts on, as
+        ``kubectl annotate`` or ``gatehouse save-sample`` would set it, so one rule decides."""
+        await self._require(user, "patch", CONNECTION_TEST, namespace, test)
+        try:
+            await self.runtime.kube.custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                CONNECTION_TEST.plural,
+                test,
+                {"metadata": {"annotations": {SAVE_AS_SAMPLE_ANNOTATION: label}}},
+                _content_type="application/merge-patch+json",
+            )
+        except client.ApiException as error:
+            if error.status == 404:
+                missing = f"no ConnectionTest {test!r} in {namespace}"
+                raise ApiError(404, "not_found", missing) from None
+            raise
+        deadline = time.monotonic() + SAVE_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            status = (
+                await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, test) or {}
+            ).get("status", {})
+            saved = _condition(status, "SampleSaved")
+            if status.get("sample") or saved.get("status") == "False":
+                return SampleSaveOutcome(
+                    saved=bool(status.get("sample")),
+                    sample=status.get("sample", ""),
+                    reason=saved.get("reason", ""),
+                    message=saved.get("message", ""),
+                )
+            await asyncio.sleep(0.2)
+        raise ApiError(504, "save_timeout", f"ConnectionTest {test} was not saved in time")
 
     async def _outcome(self, namespace: str, name: str) -> ConnectionTestOutcome:
         deadline = time.monotonic() + TEST_WAIT_SECONDS
@@ -187,9 +297,7 @@ class ServiceApi:
             found = await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, name)
             status = (found or {}).get("status", {})
             if status.get("finishedAt"):
-                passed: dict[str, Any] = next(
-                    (c for c in status.get("conditions", []) if c["type"] == "Passed"), {}
-                )
+                passed = _condition(status, "Passed")
                 return ConnectionTestOutcome(
                     name=name,
                     passed=passed.get("status") == "True",
@@ -249,12 +357,17 @@ class ServiceApi:
         )
 
 
-def _linkable(body: dict[str, Any]) -> LinkableConnection:
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(
+        (c for c in status.get("conditions", []) if c.get("type") == kind), {}
+    )
+    return found
+
+
+def _linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> LinkableConnection:
     spec = body.get("spec", {})
     status = body.get("status", {})
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", [])
-    )
+    ready = _condition(status, "Ready")
     return LinkableConnection(
         name=body["metadata"]["name"],
         display_name=spec.get("displayName", ""),
@@ -266,7 +379,10 @@ def _linkable(body: dict[str, Any]) -> LinkableConnection:
         link_policy=spec.get("linkPolicy", "AdminsOnly"),
         allow_public_images=bool(spec.get("allowPublicImages")),
         instructions=spec.get("instructions", ""),
-        ready=ready,
+        ready=ready.get("status") == "True",
+        ready_reason=ready.get("reason", ""),
+        ready_message=ready.get("message", ""),
+        linked_by=linked_by.get(body["metadata"]["name"], []),
     )
 
 
@@ -298,6 +414,17 @@ def create_app(runtime: Runtime, access: Access) -> Starlette:
             Route("/healthz", healthz),
             Route("/openapi.json", openapi_document),
             Route(f"{prefix}/connections", api.authenticated(api.list_connections)),
+            Route(f"{prefix}/connections/{{name}}", api.authenticated(api.get_connection)),
+            Route(
+                f"{prefix}/connections/{{name}}/samples/{{sample}}",
+                api.authenticated(api.delete_sample_endpoint),
+                methods=["DELETE"],
+            ),
+            Route(
+                f"{prefix}/connectiontests/{{name}}/sample",
+                api.authenticated(api.save_sample_endpoint),
+                methods=["POST"],
+            ),
             Route(
                 f"{prefix}/connections/{{name}}/tests",
                 api.authenticated(api.test_connection),

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from gatehouse_operator.api.connection import HttpMethod
-from gatehouse_operator.api.connection_test import SampleRequest
+from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS, SampleRequest
 from gatehouse_operator.api.meta import Model
 from gatehouse_operator.project_config.schema import StrictModel
 
@@ -33,6 +33,11 @@ class LinkableConnection(Model):
     allow_public_images: bool
     instructions: str
     ready: bool = Field(description="Whether the proxy routes the connection now.")
+    ready_reason: str = Field(default="", description="The Ready condition's reason.")
+    ready_message: str = Field(default="", description="The Ready condition's message.")
+    linked_by: list[str] = Field(
+        default_factory=list, description="The apps linking it, as Kind/name, sorted."
+    )
 
 
 class ConnectionList(Model):
@@ -50,6 +55,28 @@ class Sample(Model):
     status_code: int
     content_type: str
     body: Any = Field(description="The redacted, size-capped response body.")
+
+
+class ConnectionDetail(Model):
+    connection: LinkableConnection
+    auth: dict[str, Any] = Field(
+        description="The auth settings as in the spec: type, apiKey, googleServiceAccount and "
+        "the secretRef's name and key (a reference, never the secret)."
+    )
+    limits: dict[str, Any] = Field(description="The spec's limits, as given.")
+    samples: list[Sample]
+    can_manage: bool = Field(description="Whether the caller may edit and delete it.")
+
+
+class SampleSaveRequest(Model):
+    label: str = Field(min_length=1, max_length=SAMPLE_LABEL_CHARS)
+
+
+class SampleSaveOutcome(Model):
+    saved: bool
+    sample: str = Field(default="", description="The sample's id, when saved.")
+    reason: str
+    message: str
 
 
 class LinkedConnectionSpec(Model):

@@ -9,22 +9,28 @@ from pydantic.json_schema import models_json_schema
 
 from gatehouse_operator.service_api.models import (
     BuildSpec,
+    ConnectionDetail,
     ConnectionList,
     ConnectionTestOutcome,
     ConnectionTestRequest,
     DefaultsResult,
     DefaultsUpdate,
     ErrorBody,
+    SampleSaveOutcome,
+    SampleSaveRequest,
 )
 
 _MODELS = (
     BuildSpec,
+    ConnectionDetail,
     ConnectionList,
     ConnectionTestOutcome,
     ConnectionTestRequest,
     DefaultsResult,
     DefaultsUpdate,
     ErrorBody,
+    SampleSaveOutcome,
+    SampleSaveRequest,
 )
 _REF = "#/components/schemas/{model}"
 
@@ -43,9 +49,10 @@ def _errors(*statuses: int) -> dict[str, Any]:
         401: "No bearer token, or the API server did not accept it.",
         403: "RBAC does not allow the caller this action.",
         404: "No such resource.",
+        409: "The test was not saved; reason and message say why.",
         422: "Admission refused the request; the message names the field and the rule.",
         502: "The Kubernetes API server failed.",
-        504: "The test did not finish in time.",
+        504: "The test did not finish (or was not saved) in time.",
     }
     return {str(status): _json(ErrorBody, meaning[status]) for status in statuses}
 
@@ -97,6 +104,48 @@ def document() -> dict[str, Any]:
                 "responses": {
                     "201": _json(ConnectionTestOutcome, "The test ran; see passed."),
                     **_errors(400, 401, 403, 422, 502, 504),
+                },
+            }
+        },
+        "/api/v1/namespaces/{namespace}/connections/{name}": {
+            "get": {
+                "summary": "One connection, with its saved samples",
+                "description": "Visible as in the list: a connection the caller could not see "
+                "there is 404 here. canManage says whether the caller may edit it.",
+                "parameters": [NAMESPACE, _name("name", "The ExternalConnection.")],
+                "responses": {
+                    "200": _json(ConnectionDetail, "The connection."),
+                    **_errors(401, 403, 404, 502),
+                },
+            }
+        },
+        "/api/v1/namespaces/{namespace}/connections/{name}/samples/{sample}": {
+            "delete": {
+                "summary": "Delete a saved sample",
+                "description": "Needs update on the ExternalConnection (manage).",
+                "parameters": [
+                    NAMESPACE,
+                    _name("name", "The ExternalConnection."),
+                    _name("sample", "The sample's id (the test it was saved from)."),
+                ],
+                "responses": {"204": {"description": "Deleted."}, **_errors(401, 403, 404, 502)},
+            }
+        },
+        "/api/v1/namespaces/{namespace}/connectiontests/{name}/sample": {
+            "post": {
+                "summary": "Save a finished, passing test as a sample",
+                "description": "Needs patch on the ConnectionTest. Sets its annotation "
+                "gatehouse.dev/save-as-sample (as `gatehouse save-sample` does) and waits for "
+                "the operator. A test is saved once; a failed one never.",
+                "parameters": [NAMESPACE, _name("name", "The ConnectionTest.")],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref(SampleSaveRequest)}},
+                },
+                "responses": {
+                    "201": _json(SampleSaveOutcome, "Saved."),
+                    "409": _json(SampleSaveOutcome, "Not saved; reason and message say why."),
+                    **_errors(400, 401, 403, 404, 502, 504),
                 },
             }
         },
