@@ -7,7 +7,7 @@ DEV := $(BIN)/python -m gatehouse_dev
 PYTEST_ARGS ?=
 
 .PHONY: help install build crds up down demo lint test test-lowest bench clean cluster-up cluster-down \
-  node-packages browser-packages
+  node-packages browser-packages screenshots
 
 help:
 	@echo "make demo   start the local stack and show it working"
@@ -78,6 +78,10 @@ lint: install
 test: lint build node-packages browser-packages
 	$(DEV) build-node
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The README's pictures of the connections page, taken by its browser tests.
+screenshots: build browser-packages
+	GATEHOUSE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(BIN)/pytest tests/e2e/test_connections_page.py
 
 # Every direct dependency at its declared lower bound, and the tests that need no cluster on them.
 LOWEST := .venv-lowest

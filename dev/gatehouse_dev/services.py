@@ -176,6 +176,15 @@ class LocalGatehouse:
         ]
         return self._start("operator", argv, self.operator_env(), self.operator_url, "/healthz")
 
+    def start_page_server(self, *, read_only: bool) -> Endpoint:
+        """The service API and connections page alone (see page_server), beside the operator."""
+        port = free_port()
+        argv = [sys.executable, "-m", "gatehouse_dev.page_server", f"--port={port}"]
+        if read_only:
+            argv.append("--read-only")
+        env = {"GATEHOUSE_KEYRING_FILE": str(self.keyring_file)}
+        return self._start(f"page-{port}", argv, env, f"http://127.0.0.1:{port}", "/healthz")
+
     def start_proxy(
         self, *, token_url: str = "", operator_url: str = "", read_timeout_seconds: float = 0
     ) -> Endpoint:

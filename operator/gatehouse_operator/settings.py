@@ -37,6 +37,9 @@ class OperatorSettings:
     # The service API (TokenReview + SubjectAccessReview in front of every endpoint).
     api_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod)
     api_port: int = 8082
+    # The connections page (on the service API's port) without its writes, for clusters whose
+    # connections and apps are applied from Git: list, detail, tests and samples stay.
+    web_read_only: bool = False
     # The admission webhook: where it listens, and how the API server reaches it — through a
     # Service ("namespace/name") in a cluster, or at the listening address on a developer's machine.
     webhook_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod)
@@ -70,6 +73,7 @@ class OperatorSettings:
             ),
             api_host=os.environ.get("GATEHOUSE_API_HOST", cls.api_host),
             api_port=env_port("GATEHOUSE_API_PORT", cls.api_port),
+            web_read_only=env_flag("GATEHOUSE_WEB_READ_ONLY"),
             webhook_host=os.environ.get("GATEHOUSE_WEBHOOK_HOST", cls.webhook_host),
             webhook_port=env_port("GATEHOUSE_WEBHOOK_PORT", cls.webhook_port),
             webhook_service=os.environ.get("GATEHOUSE_WEBHOOK_SERVICE", cls.webhook_service),

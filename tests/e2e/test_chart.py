@@ -16,6 +16,7 @@ from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api import roles
+from gatehouse_operator.settings import OperatorSettings
 from gatehouse_proxy.settings import ProxySettings
 
 pytestmark = pytest.mark.e2e
@@ -225,6 +226,17 @@ def test_the_proxy_reads_every_setting_the_chart_gives_it(
     assert settings.allow_http is True
     assert settings.allowed_private_networks == ("10.20.0.0/16",)
     assert settings.operator_url.startswith("https://gh-gatehouse-operator.")
+
+
+def test_the_operator_reads_the_page_setting_the_chart_gives_it(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for given, expected in (([], False), (["--set", "operator.page.readOnly=true"], True)):
+        operator = _named(_render(cluster, *given), "Deployment", "gh-gatehouse-operator")
+        for item in operator["spec"]["template"]["spec"]["containers"][0]["env"]:
+            if "value" in item:
+                monkeypatch.setenv(item["name"], item["value"])
+        assert OperatorSettings.from_env().web_read_only is expected
 
 
 def _render(cluster: Cluster, *values: str) -> list[dict[str, Any]]:

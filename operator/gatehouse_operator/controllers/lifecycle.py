@@ -30,6 +30,7 @@ from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
+from gatehouse_operator.web import pages as connections_page
 from gatehouse_operator.webhook import WebhookServer
 from gatehouse_proxy.sealing import KeyringError, KeyringFile, KeyringSource
 
@@ -99,7 +100,11 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     else:
         memo.runners = [channel]
     servers = [
-        _embedded(service_api.create_app(runtime, access), options.api_host, options.api_port),
+        _embedded(
+            service_api.create_app(runtime, access, connections_page.mount(runtime, access)),
+            options.api_host,
+            options.api_port,
+        ),
     ]
     memo.runtime = runtime
     memo.access = access

@@ -18,8 +18,8 @@ from kubernetes.aio import client
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
 
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
@@ -213,7 +213,7 @@ class ServiceApi:
         try:
             wanted = ConnectionTestRequest.model_validate_json(await request.body())
         except ValidationError as error:
-            raise ApiError(400, "invalid_request", _validation_message(error)) from None
+            raise ApiError(400, "invalid_request", validation_message(error)) from None
         params = request.path_params
         return _json(await self.run_test(user, params["namespace"], params["name"], wanted), 201)
 
@@ -241,7 +241,7 @@ class ServiceApi:
         except client.ApiException as error:
             if error.status in (400, 422):
                 # The admission webhook's or the schema's refusal, which names the field.
-                raise ApiError(422, "invalid_request", _refusal(error)) from None
+                raise ApiError(422, "invalid_request", refusal(error)) from None
             raise
         return await self._outcome(namespace, name)
 
@@ -249,7 +249,7 @@ class ServiceApi:
         try:
             wanted = SampleSaveRequest.model_validate_json(await request.body() or b"null")
         except ValidationError as error:
-            raise ApiError(400, "invalid_request", _validation_message(error)) from None
+            raise ApiError(400, "invalid_request", validation_message(error)) from None
         params = request.path_params
         outcome = await self.save_sample(user, params["namespace"], params["name"], wanted.label)
         return _json(outcome, 201 if outcome.saved else 409)
@@ -334,7 +334,7 @@ class ServiceApi:
         try:
             update = DefaultsUpdate.model_validate_json(await request.body() or b"null")
         except ValidationError as error:
-            raise ApiError(400, "invalid_request", _validation_message(error)) from None
+            raise ApiError(400, "invalid_request", validation_message(error)) from None
         given = update.model_dump(exclude_none=True)
         if not given:
             raise ApiError(
@@ -386,20 +386,21 @@ def _linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> Linkable
     )
 
 
-def _validation_message(error: ValidationError) -> str:
+def validation_message(error: ValidationError) -> str:
     first = error.errors(include_url=False)[0]
     where = ".".join(str(part) for part in first["loc"]) or "body"
     return f"{where}: {first['msg']}"
 
 
-def _refusal(error: client.ApiException) -> str:
+def refusal(error: client.ApiException) -> str:
     try:
         return str(json.loads(error.body or "").get("message", ""))[:1024]
     except (ValueError, TypeError, AttributeError):
-        return f"the API server refused the test ({error.status})"
+        return f"the API server refused the request ({error.status})"
 
 
-def create_app(runtime: Runtime, access: Access) -> Starlette:
+def create_app(runtime: Runtime, access: Access, page: Mount | None = None) -> Starlette:
+    """The API's endpoints, and the connections page (see gatehouse_operator.web) when given."""
     api = ServiceApi(runtime, access)
     prefix = "/api/v1/namespaces/{namespace}"
 
@@ -409,8 +410,12 @@ def create_app(runtime: Runtime, access: Access) -> Starlette:
     async def openapi_document(request: Request) -> Response:
         return JSONResponse(openapi.document())
 
+    async def to_page(request: Request) -> Response:
+        return RedirectResponse("/ui/", status_code=303)
+
     return Starlette(
         routes=[
+            *((Route("/", to_page), page) if page else ()),
             Route("/healthz", healthz),
             Route("/openapi.json", openapi_document),
             Route(f"{prefix}/connections", api.authenticated(api.list_connections)),

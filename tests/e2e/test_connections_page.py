@@ -1,0 +1,425 @@
+"""The "Data app connections" page in real headless Chromium, against the real control plane.
+
+Every page a test visits is checked for the canary secret and the visitor's Kubernetes token; the
+browser's cookies and storage and the server's logs are checked at the end of each test.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Dialog,
+    Page,
+    Playwright,
+    sync_playwright,
+)
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.processes import free_port
+from gatehouse_dev.services import Endpoint
+from tests.e2e.conftest import Stack
+from tests.e2e.gatehouse_fixtures import (
+    API_KEY_AUTH,
+    Member,
+    apply,
+    connection,
+    data_app,
+    get,
+    project_members,
+    secret,
+    wait_condition,
+)
+
+pytestmark = pytest.mark.e2e
+
+CANARY = "canary-7f3a9c1e-never-shown"
+# `make screenshots` points this at docs/screenshots, which the README shows; a plain test run
+# keeps them out of the work tree.
+SCREENSHOTS = Path(
+    os.environ.get("GATEHOUSE_SCREENSHOTS_DIR")
+    or Path(__file__).parents[2] / ".gatehouse" / "screenshots"
+)
+
+
+# Module-scoped: Playwright's sync API keeps an event loop running in this thread while it is
+# started, and the other modules' tests start loops of their own.
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Playwright]:
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    chromium = shutil.which("chromium")
+    assert chromium, "the browser tests need Debian's chromium: `make test` installs it"
+    # Chromium's sandbox needs user namespaces that a root CI shell does not give it.
+    args = ["--no-sandbox"] if os.geteuid() == 0 else []
+    found = playwright.chromium.launch(executable_path=chromium, args=args)
+    yield found
+    found.close()
+
+
+class Visit:
+    """A browser context of one visitor; every page it shows is checked for secrets."""
+
+    def __init__(self, context: BrowserContext, base: str, secrets: list[str]) -> None:
+        self.context = context
+        self.base = base
+        self.secrets = secrets
+        self.page = context.new_page()
+        self.dialogs: list[str] = []
+        self.page.on("dialog", self._dialog)
+
+    def _dialog(self, dialog: Dialog) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def open(self, path: str) -> Page:
+        self.page.goto(self.base + path)
+        self.check()
+        return self.page
+
+    def check(self) -> None:
+        html = self.page.content()
+        for secret_value in self.secrets:
+            assert secret_value not in html
+        stored = self.page.evaluate(
+            "() => JSON.stringify([Object.entries(localStorage), Object.entries(sessionStorage)])"
+        )
+        for secret_value in self.secrets:
+            assert secret_value not in stored
+        for cookie in self.context.cookies():
+            for secret_value in self.secrets:
+                assert secret_value not in cookie["value"]
+
+    def submit(self, selector: str) -> Page:
+        self.page.click(selector)
+        self.page.wait_for_load_state()
+        self.check()
+        return self.page
+
+
+@pytest.fixture
+def visit(browser: Browser, stack: Stack) -> Iterator[Any]:
+    contexts: list[BrowserContext] = []
+
+    def open_as(member: Member | None, *, base: str = "", via_proxy: bool = False) -> Visit:
+        headers = member.headers() if member and via_proxy else {}
+        context = browser.new_context(
+            extra_http_headers=headers, viewport={"width": 1280, "height": 900}
+        )
+        context.set_default_timeout(15_000)
+        contexts.append(context)
+        secrets = [CANARY, *([member.token] if member else [])]
+        visitor = Visit(context, base or stack.local.api_url, secrets)
+        if member and not via_proxy:
+            page = visitor.open("/ui/sign-in")
+            page.fill("textarea[name=token]", member.token)
+            visitor.submit("button[type=submit]")
+            assert page.url.endswith("/ui/"), page.url
+        return visitor
+
+    yield open_as
+    for context in contexts:
+        context.close()
+    for log in (stack.local.workdir / "logs").glob("*.log"):
+        assert CANARY not in log.read_text(errors="replace"), log.name
+
+
+def project(cluster: Cluster, stack: Stack, namespace: str) -> dict[str, Member]:
+    """Two connections, one per link policy, the canary as the stored secret; one DataApp."""
+    apply(cluster, namespace, secret("vendor", **{"api-key": CANARY}))
+    apply(
+        cluster,
+        namespace,
+        connection(
+            "open",
+            stack.upstream,
+            API_KEY_AUTH,
+            displayName="Open vendor API",
+            allowedMethods=["GET", "POST"],
+            allowedPaths=["/echo"],
+            instructions="Paginate with `?page=`.\n\n- one\n- two",
+        ),
+        connection(
+            "locked",
+            stack.upstream,
+            API_KEY_AUTH,
+            displayName="Locked API",
+            linkPolicy="AdminsOnly",
+        ),
+        data_app("board", {}),
+    )
+    wait_condition(cluster, namespace, "externalconnection/open", "True")
+    wait_condition(cluster, namespace, "externalconnection/locked", "True")
+    return project_members(cluster, namespace)
+
+
+def rows(page: Page) -> list[str]:
+    return [
+        row.get_attribute("data-name") or ""
+        for row in page.query_selector_all("#connections tbody tr")
+    ]
+
+
+def test_a_signed_out_visitor_sees_nothing(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    project(cluster, stack, namespace)
+    stranger = visit(None)
+    for path in (
+        f"/ui/namespaces/{namespace}/connections",
+        f"/ui/namespaces/{namespace}/connections/open",
+        "/ui/",
+        "/",
+    ):
+        page = stranger.open(path)
+        assert page.url.endswith("/ui/sign-in"), path
+        assert "Open vendor API" not in page.content()
+    page = stranger.open("/ui/sign-in")
+    page.fill("textarea[name=token]", "not-a-token")
+    stranger.submit("button[type=submit]")
+    assert "did not accept this token" in page.inner_text(".error")
+    assert stranger.context.cookies() == []
+
+
+def test_an_admin_tests_a_connection_saves_a_sample_and_deletes_it(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/connections")
+    assert rows(page) == ["locked", "open"]
+    row = page.inner_text("#connections tr[data-name=open]")
+    for shown in ("Ready", "apiKey", "yes", "Builders"):
+        assert shown in row
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "connections-list.png"), full_page=True)
+
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/open")
+    assert page.inner_text("#instructions li") == "one"
+    assert [o.inner_text() for o in page.query_selector_all("#test select option")] == [
+        "GET",
+        "POST",
+    ]
+    page.fill("#test input[name=path]", "echo/orders?page=1")
+    admin.submit("#test button[type=submit]")
+    assert page.inner_text("#verdict").startswith("Passed")
+    assert page.inner_text("#status-code") == "200"
+    assert "/echo/orders" in page.inner_text("#response-body")
+    page.fill("#save-sample input[name=label]", "Orders, page 1")
+    admin.submit("#save-sample button[type=submit]")
+    assert page.inner_text(".notice") == "Saved sample “Orders, page 1”."
+    assert page.inner_text("#samples h3") == "Orders, page 1"
+    page.screenshot(path=str(SCREENSHOTS / "connection-detail.png"), full_page=True)
+
+    # A failing test offers no save; a body that is not JSON is named.
+    page.fill("#test input[name=path]", "/elsewhere")
+    admin.submit("#test button[type=submit]")
+    assert page.inner_text("#verdict").startswith("Failed — PathNotAllowed")
+    assert page.query_selector("#save-sample") is None
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/open")
+    page.select_option("#test select[name=method]", "POST")
+    page.fill("#test textarea[name=body]", "{not json")
+    admin.submit("#test button[type=submit]")
+    assert page.inner_text("#refusal").startswith("body: not JSON")
+
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/open")
+    admin.submit("#samples button.danger")
+    assert page.inner_text(".notice") == "Sample deleted."
+    assert page.query_selector("#samples article") is None
+
+
+def test_a_builder_sees_only_builders_connections_links_one_and_is_refused_a_locked_one(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    builder = visit(members["builder"])
+    page = builder.open(f"/ui/namespaces/{namespace}/connections")
+    assert rows(page) == ["open"]
+    assert builder.open(f"/ui/namespaces/{namespace}/connections/locked").inner_text("#refusal")
+    page = builder.open(f"/ui/namespaces/{namespace}/connections")
+    page.fill("#link-form input[name=alias]", "vendor")
+    page.fill("#link-form input[name=connection]", "open")
+    builder.submit("#link-form button[type=submit]")
+    assert page.inner_text(".notice") == "Linked open to DataApp board as “vendor”."
+    assert "DataApp/board" in page.inner_text("#connections tr[data-name=open]")
+    links = (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"]
+    assert links == [{"alias": "vendor", "connection": "open"}]
+
+    page.fill("#link-form input[name=alias]", "secret")
+    page.fill("#link-form input[name=connection]", "locked")
+    builder.submit("#link-form button[type=submit]")
+    refusal = page.inner_text("#refusal")
+    assert refusal.startswith("not linked:"), refusal
+    assert "'locked'" in refusal, refusal
+    assert "AdminsOnly" in refusal, refusal
+    assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == links
+
+
+def test_an_interactive_viewer_sees_the_list_and_cannot_change_anything(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    viewer = visit(members["viewer"])
+    page = viewer.open(f"/ui/namespaces/{namespace}/connections")
+    assert rows(page) == ["open"]
+    assert page.query_selector_all("form[method=post]:not([action='/ui/sign-out'])") == []
+    page = viewer.open(f"/ui/namespaces/{namespace}/connections/open")
+    assert page.query_selector_all("form[method=post]:not([action='/ui/sign-out'])") == []
+    # The forms are not merely hidden: posted anyway, with the viewer's own CSRF token, they fail.
+    csrf = page.get_attribute("input[name=csrf]", "value")
+    for action, fields in (
+        ("links", {"app": "DataApp/board", "alias": "x", "connection": "open"}),
+        ("connections/open/test", {"method": "GET", "path": "/echo"}),
+    ):
+        answer = page.request.post(
+            f"{viewer.base}/ui/namespaces/{namespace}/{action}",
+            form={"csrf": csrf or "", **fields},
+            headers={"Origin": viewer.base},
+        )
+        assert answer.status == 403, action
+    assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == []
+
+
+class AttackerSite:
+    """A page on another site that posts a form to the connections page when it loads."""
+
+    def __init__(self, target: str, fields: dict[str, str]) -> None:
+        inputs = "".join(f'<input name="{k}" value="{v}">' for k, v in fields.items())
+        html = (
+            f'<form id="f" method="post" action="{target}">{inputs}</form>'
+            "<script>document.getElementById('f').submit()</script>"
+        ).encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                self.wfile.write(html)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, host: str) -> str:
+        return f"http://{host}:{self.server.server_address[1]}/"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("via_proxy", [False, True], ids=["session-cookie", "proxy-header"])
+def test_a_cross_site_form_post_is_refused(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any, via_proxy: bool
+) -> None:
+    members = project(cluster, stack, namespace)
+    admin = visit(members["admin"], via_proxy=via_proxy)
+    admin.open(f"/ui/namespaces/{namespace}/connections")
+    target = f"{stack.local.api_url}/ui/namespaces/{namespace}/links"
+    attacker = AttackerSite(target, {"app": "DataApp/board", "alias": "x", "connection": "locked"})
+    try:
+        # localhost is another site; another port of 127.0.0.1 is the same site, another origin.
+        for host in ("localhost", "127.0.0.1"):
+            page = admin.page
+            with page.expect_navigation(url=target):
+                page.goto(attacker.url(host))
+            page.wait_for_load_state()
+            assert page.inner_text("#refusal") in (
+                "refused: the form was sent by another site",
+                "sign in first",
+            ), host
+    finally:
+        attacker.close()
+    assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == []
+
+
+def test_a_script_in_instructions_is_shown_and_never_run(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    hostile = (
+        "<script>document.title = 'ran'; alert('script')</script>\n\n"
+        "<img src=x onerror=\"alert('img')\">\n\n"
+        "[click](javascript:alert('link')) and [docs](https://example.com/docs)"
+    )
+    apply(
+        cluster,
+        namespace,
+        connection("open", stack.upstream, API_KEY_AUTH, instructions=hostile),
+    )
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/open")
+    page.wait_for_timeout(300)
+    shown = page.inner_text("#instructions")
+    assert "<script>document.title = 'ran'" in shown
+    assert page.query_selector_all("#instructions script, #instructions img") == []
+    assert page.title() != "ran"
+    assert admin.dialogs == []
+    hrefs = [a.get_attribute("href") for a in page.query_selector_all("#instructions a")]
+    assert hrefs == ["https://example.com/docs"]
+
+
+@pytest.fixture
+def read_only_page(stack: Stack) -> Iterator[Endpoint]:
+    server = stack.local.start_page_server(read_only=True)
+    yield server
+    server.server.stop()
+    stack.local.servers.remove(server.server)
+
+
+def test_the_read_only_setting_hides_every_write(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any, read_only_page: Endpoint
+) -> None:
+    members = project(cluster, stack, namespace)
+    admin = visit(members["admin"], base=read_only_page.url)
+    page = admin.open(f"/ui/namespaces/{namespace}/connections")
+    assert page.query_selector("#read-only") is not None
+    assert rows(page) == ["locked", "open"]
+    assert page.query_selector("#link-form") is None
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/open")
+    assert page.query_selector("#link-form") is None
+    # Tests and samples stay.
+    page.fill("#test input[name=path]", "/echo/ro")
+    admin.submit("#test button[type=submit]")
+    assert page.inner_text("#verdict").startswith("Passed")
+    csrf = page.get_attribute("input[name=csrf]", "value")
+    answer = page.request.post(
+        f"{admin.base}/ui/namespaces/{namespace}/links",
+        form={"csrf": csrf or "", "app": "DataApp/board", "alias": "x", "connection": "open"},
+        headers={"Origin": admin.base},
+    )
+    assert answer.status == 403
+    assert "read-only" in answer.text()
+    assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == []
+
+
+def test_the_page_sends_a_strict_content_security_policy(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    admin = visit(members["admin"])
+    answer = admin.page.request.get(f"{admin.base}/ui/namespaces/{namespace}/connections")
+    policy = answer.headers["content-security-policy"]
+    assert "default-src 'none'" in policy
+    assert "script-src" not in policy
+    assert answer.headers["cache-control"] == "no-store"
+    [cookie] = admin.context.cookies()
+    assert cookie["name"] == "__Host-gatehouse-session"
+    assert (cookie["httpOnly"], cookie["secure"], cookie["sameSite"]) == (True, True, "Strict")
