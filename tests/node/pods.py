@@ -57,6 +57,19 @@ while time.monotonic() < end:
 print(json.dumps({"ok": ok, "failed": failed, "last": last if ok else None}), flush=True)
 """
 
+PAGE_SCRIPT = """
+import json, os, urllib.request
+
+pages = {}
+for url in os.environ["URLS"].split():
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            pages[url] = [reply.status, reply.read().decode(errors="replace")[:4000]]
+    except Exception as error:
+        pages[url] = [0, repr(error)]
+print(json.dumps({"ok": True, "pages": pages}), flush=True)
+"""
+
 SECURITY = {
     "runAsNonRoot": True,
     "runAsUser": 65532,
@@ -151,6 +164,38 @@ def client(
                                 },
                             },
                         ],
+                        "volumeMounts": [{"name": "script", "mountPath": "/script"}],
+                    }
+                ],
+                "volumes": [_script_volume(name)],
+            },
+        },
+    ]
+
+
+def page_reader(namespace: str, name: str, urls: list[str]) -> list[dict[str, Any]]:
+    """A Pod that GETs each URL once and prints the statuses and the start of each body."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {"page.py": PAGE_SCRIPT},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "restartPolicy": "Never",
+                "securityContext": SECURITY,
+                "containers": [
+                    {
+                        "name": "reader",
+                        "image": IMAGE,
+                        "imagePullPolicy": "Never",
+                        "args": ["python", "/script/page.py"],
+                        "env": [{"name": "URLS", "value": " ".join(urls)}],
                         "volumeMounts": [{"name": "script", "mountPath": "/script"}],
                     }
                 ],

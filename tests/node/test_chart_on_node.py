@@ -178,6 +178,20 @@ def test_a_pod_fetches_through_the_proxy_service_with_the_key_injected(release: 
     assert API_KEY not in base64.b64decode(token).decode()
 
 
+def test_the_operator_pod_serves_the_connections_page(release: Release) -> None:
+    """Its templates and styles ship in the image and load on a read-only root filesystem."""
+    cluster = release.cluster
+    api = f"http://{RELEASE}-operator.{SYSTEM}.svc:8082"
+    urls = [f"{api}/ui/sign-in", f"{api}/ui/static/page.css"]
+    pods.apply(cluster, pods.page_reader(PROJECT, "page-once", urls))
+    result = pods.summary(cluster, PROJECT, "page-once", timeout=90)
+    sign_in, style = (result["pages"][url] for url in urls)
+    assert sign_in[0] == 200, sign_in
+    assert '<textarea name="token"' in sign_in[1]
+    assert style[0] == 200, style
+    assert "--accent" in style[1]
+
+
 def test_a_killed_proxy_pod_leaves_the_service_answering(release: Release) -> None:
     cluster = release.cluster
     pods.apply(
