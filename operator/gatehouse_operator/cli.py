@@ -26,6 +26,7 @@ from gatehouse_operator.api.connection_test import (
     SAVE_AS_SAMPLE_ANNOTATION,
 )
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
+from gatehouse_operator.conditions import condition
 
 PASSED, FAILED, NOT_RUN = 0, 1, 2
 
@@ -70,7 +71,7 @@ def _test_body(args: argparse.Namespace) -> dict[str, Any]:
 
 def _report(test: dict[str, Any], output: str) -> int:
     status = test.get("status", {})
-    passed = _condition(test, "Passed")
+    passed = condition(test.get("status", {}), "Passed")
     code = PASSED if passed.get("status") == "True" else FAILED
     if output == "json":
         print(json.dumps({"name": test["metadata"]["name"], "status": status}, indent=2))
@@ -91,13 +92,6 @@ def _report(test: dict[str, Any], output: str) -> int:
     return code
 
 
-def _condition(test: dict[str, Any], kind: str) -> dict[str, Any]:
-    found: dict[str, Any] = next(
-        (c for c in test.get("status", {}).get("conditions", []) if c["type"] == kind), {}
-    )
-    return found
-
-
 def save_sample(args: argparse.Namespace) -> int:
     label = args.label.strip()
     if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
@@ -108,6 +102,16 @@ def save_sample(args: argparse.Namespace) -> int:
     where = (GROUP, VERSION, namespace, CONNECTION_TEST.plural, args.test)
     try:
         with kubeconfig.reaching_the_cluster():
+            before = cast(
+                dict[str, Any],
+                api.get_namespaced_custom_object(
+                    *where, _request_timeout=kubeconfig.REQUEST_TIMEOUT
+                ),
+            )
+            earlier = before.get("status", {}).get("sample")
+            if earlier:
+                print(f"NOT SAVED AlreadySaved: saved already as sample {earlier!r}")
+                return FAILED
             api.patch_namespaced_custom_object(
                 *where,
                 {"metadata": {"annotations": {SAVE_AS_SAMPLE_ANNOTATION: label}}},
@@ -115,20 +119,23 @@ def save_sample(args: argparse.Namespace) -> int:
             )
             deadline = time.monotonic() + args.timeout
             while time.monotonic() < deadline:
+                time.sleep(0.3)
                 found = cast(
                     dict[str, Any],
                     api.get_namespaced_custom_object(
                         *where, _request_timeout=kubeconfig.REQUEST_TIMEOUT
                     ),
                 )
-                saved = _condition(found, "SampleSaved")
-                if found.get("status", {}).get("sample"):
-                    print(f"saved as sample {found['status']['sample']!r}")
+                # The operator removes the annotation once the status holds its answer.
+                if SAVE_AS_SAMPLE_ANNOTATION in found["metadata"].get("annotations", {}):
+                    continue
+                status = found.get("status", {})
+                if status.get("sample"):
+                    print(f"saved as sample {status['sample']!r}")
                     return PASSED
-                if saved.get("status") == "False":
-                    print(f"NOT SAVED {saved.get('reason', '')}: {saved.get('message', '')}")
-                    return FAILED
-                time.sleep(0.3)
+                saved = condition(status, "SampleSaved")
+                print(f"NOT SAVED {saved.get('reason', '')}: {saved.get('message', '')}")
+                return FAILED
     except client.ApiException as error:
         print(f"gatehouse: {kubeconfig.refusal(error)}", file=sys.stderr)
         return NOT_RUN

@@ -5,7 +5,7 @@ the status does, and the generation they describe.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,14 @@ class Verdict:
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(status: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The condition of type ``kind`` in a status, or {}."""
+    found: dict[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == kind), {}
+    )
+    return found
 
 
 def merge(

@@ -191,6 +191,21 @@ class Kube:
         else:
             await self.core.replace_namespaced_config_map(name, namespace, body)
 
+    async def remove_annotation(self, kind: Kind, namespace: str, name: str, key: str) -> None:
+        try:
+            await self.custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                kind.plural,
+                name,
+                {"metadata": {"annotations": {key: None}}},
+                _content_type="application/merge-patch+json",
+            )
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
+
     async def delete_sample(self, namespace: str, connection: str, sample_id: str) -> bool:
         """Removes one sample; False when there was no such sample."""
         if sample_id not in await self.samples(namespace, connection):

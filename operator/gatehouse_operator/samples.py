@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS, SAVE_AS_SAMPLE_ANNOTATION
+from gatehouse_operator.conditions import Verdict, condition
 from gatehouse_proxy.redaction import REDACTED, scrub
 
 SENSITIVE_KEYS = frozenset(
@@ -118,3 +120,33 @@ def sample_body(body: str, content_type: str, secrets: Iterable[str]) -> Any:
         return kept
     preview = encoded.encode()[: MAX_SAMPLE_BYTES - 64].decode(errors="ignore")
     return {"truncated": True, "preview": preview}
+
+
+def save_refusal(status: dict[str, Any], label: str) -> Verdict | None:
+    """Why a finished test cannot be saved with ``label`` (None: it can). The service API asks
+    the same before it sets the annotation, so its callers need not wait for the operator."""
+    if status.get("sample"):
+        return Verdict(
+            "SampleSaved", "False", "AlreadySaved", f"saved already as sample {status['sample']!r}"
+        )
+    if not 1 <= len(label.strip()) <= SAMPLE_LABEL_CHARS:
+        return Verdict(
+            "SampleSaved",
+            "False",
+            "InvalidLabel",
+            f"metadata.annotations[{SAVE_AS_SAMPLE_ANNOTATION}]: a label of 1 to "
+            f"{SAMPLE_LABEL_CHARS} characters",
+        )
+    passed = condition(status, "Passed")
+    if passed.get("status") != "True":
+        return Verdict(
+            "SampleSaved", "False", "TestFailed", "only a passing test is saved as a sample"
+        )
+    if status.get("sampleBody") is None:
+        return Verdict(
+            "SampleSaved",
+            "False",
+            "NoSampleBody",
+            "this test finished before tests kept their sample body: run the test again",
+        )
+    return None

@@ -333,10 +333,32 @@ def test_a_passing_test_is_saved_as_a_sample_after_its_result_was_seen(
         assert SECRET not in json.dumps(body)
     assert finished(cluster, namespace, "seen")["status"]["sampleBody"]["path"] == "/echo/seen"
 
-    # kubectl, the CLI and the service API ask in the same way: the annotation.
-    cluster.kubectl(
-        "annotate", "-n", namespace, "connectiontest/seen", "gatehouse.dev/save-as-sample=Seen"
-    )
+    # kubectl, the CLI and the service API ask in the same way: the annotation, which the operator
+    # removes once it answered. A refused request can be asked again, and Passed stays.
+    def annotate(test: str, label: str) -> dict[str, Any]:
+        cluster.kubectl(
+            "annotate",
+            "--overwrite",
+            "-n",
+            namespace,
+            f"connectiontest/{test}",
+            f"gatehouse.dev/save-as-sample={label}",
+        )
+
+        def answered() -> dict[str, Any] | None:
+            body = get(cluster, namespace, f"connectiontest/{test}") or {}
+            asked = "gatehouse.dev/save-as-sample" in body["metadata"].get("annotations", {})
+            return None if asked else body
+
+        return wait_for(answered, timeout=20, interval=0.2, what=f"the answer for {test}")
+
+    refused = annotate("seen", "   ")
+    assert condition_of(refused, "SampleSaved")["reason"] == "InvalidLabel"
+    assert condition_of(refused, "Passed")["status"] == "True"
+    accepted = annotate("seen", "Seen")
+    assert accepted["status"]["sample"] == "seen"
+    assert condition_of(accepted, "SampleSaved")["reason"] == "Saved"
+    assert condition_of(accepted, "Passed")["status"] == "True"
     saved = gatehouse_cli(cluster, "save-sample", "cli", "--label", "From the CLI", "-n", namespace)
     assert (saved.returncode, saved.stdout.strip()) == (0, "saved as sample 'cli'"), saved.stderr
     by_api = httpx.post(
@@ -344,16 +366,12 @@ def test_a_passing_test_is_saved_as_a_sample_after_its_result_was_seen(
     )
     assert by_api.status_code == 201, by_api.text
     assert by_api.json()["sample"] == "api"
-    wait_for(
-        lambda: (get(cluster, namespace, "connectiontest/seen") or {})["status"].get("sample"),
-        timeout=20,
-        interval=0.2,
-        what="the annotated test's sample",
-    )
+    again = httpx.post(f"{tests}/api/sample", json={"label": "Again"}, **_as(members["admin"]))
+    assert (again.status_code, again.json()["reason"]) == (409, "AlreadySaved")
 
-    refused = gatehouse_cli(cluster, "save-sample", "broken", "--label", "No", "-n", namespace)
-    assert refused.returncode == 1
-    assert refused.stdout.startswith("NOT SAVED TestFailed"), refused.stdout
+    unsaved = gatehouse_cli(cluster, "save-sample", "broken", "--label", "No", "-n", namespace)
+    assert unsaved.returncode == 1
+    assert unsaved.stdout.startswith("NOT SAVED TestFailed"), unsaved.stdout
     failed = httpx.post(f"{tests}/broken/sample", json={"label": "No"}, **_as(members["admin"]))
     assert (failed.status_code, failed.json()["reason"]) == (409, "TestFailed")
     too_long = httpx.post(f"{tests}/api/sample", json={"label": "x" * 201}, **_as(members["admin"]))
@@ -384,6 +402,10 @@ def test_a_passing_test_is_saved_as_a_sample_after_its_result_was_seen(
     assert httpx.delete(f"{detail_url}/samples/cli", **_as(members["admin"])).status_code == 404
     stored = get(cluster, namespace, "configmap/vendor-gatehouse-samples") or {}
     assert set(stored["data"]) == {"seen", "api"}
+
+
+def condition_of(body: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in body["status"]["conditions"] if c["type"] == kind)
 
 
 def _as(member: Member) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import (
     Browser,
@@ -113,6 +114,7 @@ class Visit:
 @pytest.fixture
 def visit(browser: Browser, stack: Stack) -> Iterator[Any]:
     contexts: list[BrowserContext] = []
+    tokens: list[str] = []
 
     def open_as(member: Member | None, *, base: str = "", via_proxy: bool = False) -> Visit:
         headers = member.headers() if member and via_proxy else {}
@@ -122,6 +124,7 @@ def visit(browser: Browser, stack: Stack) -> Iterator[Any]:
         context.set_default_timeout(15_000)
         contexts.append(context)
         secrets = [CANARY, *([member.token] if member else [])]
+        tokens.extend(secrets)
         visitor = Visit(context, base or stack.local.api_url, secrets)
         if member and not via_proxy:
             page = visitor.open("/ui/sign-in")
@@ -134,7 +137,9 @@ def visit(browser: Browser, stack: Stack) -> Iterator[Any]:
     for context in contexts:
         context.close()
     for log in (stack.local.workdir / "logs").glob("*.log"):
-        assert CANARY not in log.read_text(errors="replace"), log.name
+        text = log.read_text(errors="replace")
+        for secret_value in {CANARY, *tokens}:
+            assert secret_value not in text, log.name
 
 
 def project(cluster: Cluster, stack: Stack, namespace: str) -> dict[str, Member]:
@@ -341,12 +346,18 @@ def test_a_cross_site_form_post_is_refused(
             with page.expect_navigation(url=target):
                 page.goto(attacker.url(host))
             page.wait_for_load_state()
-            assert page.inner_text("#refusal") in (
-                "refused: the form was sent by another site",
-                "sign in first",
-            ), host
+            assert page.inner_text("#refusal") == "refused: the form was sent by another site", host
     finally:
         attacker.close()
+    # Same-origin but without the visitor's CSRF token (a page of this origin that is not ours):
+    # refused too.
+    forged = admin.page.request.post(
+        target,
+        form={"app": "DataApp/board", "alias": "x", "connection": "locked"},
+        headers={"Origin": stack.local.api_url, "Sec-Fetch-Site": "same-origin"},
+    )
+    assert forged.status == 403
+    assert "the form has expired" in forged.text()
     assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == []
 
 
@@ -408,6 +419,41 @@ def test_the_read_only_setting_hides_every_write(
     assert answer.status == 403
     assert "read-only" in answer.text()
     assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == []
+
+
+def test_odd_requests_get_a_clear_page_and_change_nothing(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    admin = visit(members["admin"])
+    # A notice only shows when this page signed it for this visitor: a link cannot add words.
+    page = admin.open(
+        f"/ui/namespaces/{namespace}/connections?notice=Session+expired:+paste+your+token+at+x"
+        "&signed=00"
+    )
+    assert page.query_selector(".notice") is None
+    # Names that are not Kubernetes names never reach a permission check or an API path.
+    base = f"{stack.local.api_url}/ui/namespaces"
+    for path in ("/%2E%2E/connections", f"/{namespace}/connections/%2E%2E", "/UPPER/connections"):
+        answer = httpx.get(base + path, headers=members["admin"].headers(), timeout=20)
+        assert answer.status_code == 404, path
+        assert "not a Kubernetes name" in answer.text
+    csrf = admin.open(f"/ui/namespaces/{namespace}/connections/open").get_attribute(
+        "input[name=csrf]", "value"
+    )
+    huge = admin.page.request.post(
+        f"{admin.base}/ui/namespaces/{namespace}/links",
+        form={"csrf": csrf or "", "alias": "x" * 70_000},
+        headers={"Origin": admin.base},
+    )
+    assert huge.status == 413
+    assert huge.headers["content-security-policy"].startswith("default-src 'none'")
+    for body in ("1" * 5000, "[" * 20_000):
+        page = admin.open(f"/ui/namespaces/{namespace}/connections/open")
+        page.select_option("#test select[name=method]", "POST")
+        page.fill("#test textarea[name=body]", body)
+        admin.submit("#test button[type=submit]")
+        assert page.inner_text("#refusal").startswith("body:")
 
 
 def test_the_page_sends_a_strict_content_security_policy(

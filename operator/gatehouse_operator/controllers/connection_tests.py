@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import kopf
+from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_operator import samples
@@ -25,7 +26,6 @@ from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
     DEFAULT_TTL_SECONDS,
     RESULT_BODY_CHARS,
-    SAMPLE_LABEL_CHARS,
     SAVE_AS_SAMPLE_ANNOTATION,
     ConnectionTestSpec,
 )
@@ -197,46 +197,42 @@ async def _save_sample(
     return Verdict("SampleSaved", "True", "Saved", f"saved as sample {meta['name']!r}")
 
 
-def _passed(status: dict[str, Any]) -> bool:
-    return any(
-        c.get("type") == "Passed" and c.get("status") == "True"
-        for c in status.get("conditions", [])
-    )
-
-
 async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
     """Saves a finished test as a sample when its annotation asks, once its result was seen.
 
-    Idempotent: a test already saved stays as it is, whatever the annotation says now.
+    The annotation is a request: once answered (in status: ``sample``, or ``SampleSaved=False``
+    with the reason) the operator removes it, so the caller knows the answer is for this request
+    and can ask again. A test is saved once; asking again later leaves it as it is.
     """
+    meta = body["metadata"]
     status = body.get("status", {})
-    label = body["metadata"].get("annotations", {}).get(SAVE_AS_SAMPLE_ANNOTATION)
-    if label is None or not status.get("finishedAt") or status.get("sample"):
+    label = meta.get("annotations", {}).get(SAVE_AS_SAMPLE_ANNOTATION)
+    if label is None or not status.get("finishedAt"):
         return
-    key = _key(body)
-    label = label.strip()
-    if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
-        verdict = Verdict(
-            "SampleSaved",
-            "False",
-            "InvalidLabel",
-            f"metadata.annotations[{SAVE_AS_SAMPLE_ANNOTATION}]: a label of 1 to "
-            f"{SAMPLE_LABEL_CHARS} characters",
+    if not status.get("sample"):
+        verdict = samples.save_refusal(status, label) or await _saved(runtime, body, label.strip())
+        # Every other condition (Passed) as it stands: the status patch replaces the list.
+        kept = [
+            Verdict(c["type"], c["status"], c.get("reason", ""), c.get("message", ""))
+            for c in status.get("conditions", [])
+            if c.get("type") != "SampleSaved"
+        ]
+        extra = {"sample": meta["name"]} if verdict.ok else {}
+        key = _key(body)
+        await runtime.write_status(
+            CONNECTION_TEST, body, [*kept, verdict], extra, key, summary="Passed"
         )
-    elif not _passed(status):
-        verdict = Verdict(
-            "SampleSaved", "False", "TestFailed", "only a passing test is saved as a sample"
-        )
-    elif status.get("sampleBody") is None:
-        verdict = Verdict(
-            "SampleSaved",
-            "False",
-            "NoSampleBody",
-            "this test finished before tests kept their sample body: run the test again",
-        )
-    else:
-        spec = ConnectionTestSpec.model_validate(body.get("spec", {}))
-        namespace = body["metadata"]["namespace"]
+        runtime.forget(key)
+    await runtime.kube.remove_annotation(
+        CONNECTION_TEST, meta["namespace"], meta["name"], SAVE_AS_SAMPLE_ANNOTATION
+    )
+
+
+async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
+    spec = ConnectionTestSpec.model_validate(body.get("spec", {}))
+    namespace = body["metadata"]["namespace"]
+    status = body["status"]
+    try:
         connection = runtime.world.connection_bodies.get(f"{namespace}/{spec.connection}")
         secrets = (
             await _secrets_of(
@@ -245,12 +241,15 @@ async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
             if connection is not None
             else []
         )
-        verdict = await _save_sample(
+        return await _save_sample(
             runtime, body, spec, label, status.get("response") or {}, status["sampleBody"], secrets
         )
-    extra = {"sample": body["metadata"]["name"]} if verdict.ok else {}
-    await runtime.write_status(CONNECTION_TEST, body, [verdict], extra, key, summary="Passed")
-    runtime.forget(key)
+    except (client.ApiException, RuntimeError, ValidationError) as error:
+        # An event handler is not retried: the answer says so, and asking again retries.
+        reason = f"HTTP {error.status}" if isinstance(error, client.ApiException) else "a conflict"
+        return Verdict(
+            "SampleSaved", "False", "SaveError", f"the sample was not saved ({reason}): ask again"
+        )
 
 
 async def run(runtime: Runtime, body: dict[str, Any]) -> None:
@@ -331,11 +330,11 @@ async def test_created(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 
 
 # An event handler, not an update handler: kopf leaves annotations under its own storage prefix
-# (gatehouse.dev) out of the changes it diffs. save_after is idempotent and makes no API call
-# once a test is saved, so the events its own status write causes cost nothing.
+# (gatehouse.dev) out of the changes it diffs. save_after removes the annotation it answered, so
+# the events its own writes cause do not match this filter.
 @kopf.on.event(GROUP, VERSION, PLURAL, annotations={SAVE_AS_SAMPLE_ANNOTATION: kopf.PRESENT})
-async def sample_asked(type: str, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    if type != "DELETED":
+async def sample_asked(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    if event["type"] != "DELETED":
         await save_after(memo.runtime, dict(body))
 
 

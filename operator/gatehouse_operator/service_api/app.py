@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kubernetes.aio import client
@@ -21,12 +22,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
+from gatehouse_operator import samples
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
-from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMPLE_ANNOTATION
+from gatehouse_operator.api.connection_test import (
+    CONNECTION_TEST,
+    SAVE_AS_SAMPLE_ANNOTATION,
+    SampleRequest,
+)
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION, Kind, Model
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
+from gatehouse_operator.conditions import condition
 from gatehouse_operator.link_policy import LINK_VERB, MANAGE_VERB
 from gatehouse_operator.project_config.compiler import effective_defaults
 from gatehouse_operator.runtime import Runtime
@@ -40,7 +47,6 @@ from gatehouse_operator.service_api.models import (
     DefaultsUpdate,
     LinkableConnection,
     SampleSaveOutcome,
-    SampleSaveRequest,
 )
 
 APPS = {DATA_APP.plural: DATA_APP, CHART_TYPE.plural: CHART_TYPE}
@@ -85,6 +91,7 @@ class ServiceApi:
     def authenticated(self, endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
             try:
+                check_names(request.path_params)
                 scheme, _, token = request.headers.get("authorization", "").partition(" ")
                 if scheme.lower() != "bearer" or not token.strip():
                     raise ApiError(401, "unauthenticated", "send a Kubernetes bearer token")
@@ -142,16 +149,21 @@ class ServiceApi:
                     )
         return {name: sorted(apps) for name, apps in found.items()}
 
-    async def connection_detail(self, user: User, namespace: str, name: str) -> ConnectionDetail:
-        """One connection the caller may see, with its samples; others are 404 alike, so a
-        builder learns nothing of AdminsOnly connections, not even that they exist."""
+    async def visible(self, user: User, namespace: str, name: str) -> tuple[dict[str, Any], bool]:
+        """A connection the caller may see, and whether they may manage it. Others are 404
+        alike, so a builder learns nothing of AdminsOnly connections, not even that they exist."""
         can_manage = await self.may_manage(user, namespace, name)
         if not can_manage:
             await self._require(user, LINK_VERB, EXTERNAL_CONNECTION, namespace)
         body = await self.runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
-        spec = (body or {}).get("spec", {})
-        if body is None or not (can_manage or spec.get("linkPolicy") == "Builders"):
+        if body is None or not (can_manage or body.get("spec", {}).get("linkPolicy") == "Builders"):
             raise ApiError(404, "not_found", f"no connection {name!r} you may see in {namespace}")
+        return body, can_manage
+
+    async def connection_detail(self, user: User, namespace: str, name: str) -> ConnectionDetail:
+        """One connection the caller may see, with its samples."""
+        body, can_manage = await self.visible(user, namespace, name)
+        spec = body.get("spec", {})
         return ConnectionDetail(
             connection=_linkable(body, await self._linked_by(namespace)),
             auth=dict(spec.get("auth") or {"type": "none"}),
@@ -221,6 +233,7 @@ class ServiceApi:
         self, user: User, namespace: str, connection: str, wanted: ConnectionTestRequest
     ) -> ConnectionTestOutcome:
         await self._require(user, "create", CONNECTION_TEST, namespace)
+        await self.visible(user, namespace, connection)
         name = f"{connection[:40]}-{uuid.uuid4().hex[:8]}"
         body = {
             "apiVersion": API_VERSION,
@@ -247,7 +260,7 @@ class ServiceApi:
 
     async def save_sample_endpoint(self, request: Request, user: User) -> Response:
         try:
-            wanted = SampleSaveRequest.model_validate_json(await request.body() or b"null")
+            wanted = SampleRequest.model_validate_json(await request.body() or b"null")
         except ValidationError as error:
             raise ApiError(400, "invalid_request", validation_message(error)) from None
         params = request.path_params
@@ -258,37 +271,46 @@ class ServiceApi:
         self, user: User, namespace: str, test: str, label: str
     ) -> SampleSaveOutcome:
         """Keeps a finished, passing test as a sample: the annotation the operator acts on, as
-        ``kubectl annotate`` or ``gatehouse save-sample`` would set it, so one rule decides."""
+        ``kubectl annotate`` or ``gatehouse save-sample`` would set it, so one rule decides.
+        The operator removes the annotation once it answered: then the status holds the answer."""
         await self._require(user, "patch", CONNECTION_TEST, namespace, test)
-        try:
-            await self.runtime.kube.custom.patch_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                namespace,
-                CONNECTION_TEST.plural,
-                test,
-                {"metadata": {"annotations": {SAVE_AS_SAMPLE_ANNOTATION: label}}},
-                _content_type="application/merge-patch+json",
+        found = await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, test)
+        if found is None:
+            raise ApiError(404, "not_found", f"no ConnectionTest {test!r} in {namespace}")
+        await self.visible(user, namespace, found.get("spec", {}).get("connection", ""))
+        status = found.get("status", {})
+        if not status.get("finishedAt"):
+            return SampleSaveOutcome(
+                saved=False, reason="NotFinished", message="the test has not finished yet"
             )
-        except client.ApiException as error:
-            if error.status == 404:
-                missing = f"no ConnectionTest {test!r} in {namespace}"
-                raise ApiError(404, "not_found", missing) from None
-            raise
+        refused = samples.save_refusal(status, label)
+        if refused is not None:
+            return SampleSaveOutcome(saved=False, reason=refused.reason, message=refused.message)
+        await self.runtime.kube.custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            CONNECTION_TEST.plural,
+            test,
+            {"metadata": {"annotations": {SAVE_AS_SAMPLE_ANNOTATION: label.strip()}}},
+            _content_type="application/merge-patch+json",
+        )
         deadline = time.monotonic() + SAVE_WAIT_SECONDS
         while time.monotonic() < deadline:
-            status = (
-                await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, test) or {}
-            ).get("status", {})
-            saved = _condition(status, "SampleSaved")
-            if status.get("sample") or saved.get("status") == "False":
-                return SampleSaveOutcome(
-                    saved=bool(status.get("sample")),
-                    sample=status.get("sample", ""),
-                    reason=saved.get("reason", ""),
-                    message=saved.get("message", ""),
-                )
             await asyncio.sleep(0.2)
+            found = await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, test)
+            if found is None:
+                raise ApiError(404, "not_found", f"ConnectionTest {test!r} was deleted")
+            if SAVE_AS_SAMPLE_ANNOTATION in found["metadata"].get("annotations", {}):
+                continue
+            status = found.get("status", {})
+            saved = condition(status, "SampleSaved")
+            return SampleSaveOutcome(
+                saved=bool(status.get("sample")),
+                sample=status.get("sample", ""),
+                reason=saved.get("reason", ""),
+                message=saved.get("message", ""),
+            )
         raise ApiError(504, "save_timeout", f"ConnectionTest {test} was not saved in time")
 
     async def _outcome(self, namespace: str, name: str) -> ConnectionTestOutcome:
@@ -297,7 +319,7 @@ class ServiceApi:
             found = await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, name)
             status = (found or {}).get("status", {})
             if status.get("finishedAt"):
-                passed = _condition(status, "Passed")
+                passed = condition(status, "Passed")
                 return ConnectionTestOutcome(
                     name=name,
                     passed=passed.get("status") == "True",
@@ -357,17 +379,10 @@ class ServiceApi:
         )
 
 
-def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
-    found: dict[str, Any] = next(
-        (c for c in status.get("conditions", []) if c.get("type") == kind), {}
-    )
-    return found
-
-
 def _linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> LinkableConnection:
     spec = body.get("spec", {})
     status = body.get("status", {})
-    ready = _condition(status, "Ready")
+    ready = condition(status, "Ready")
     return LinkableConnection(
         name=body["metadata"]["name"],
         display_name=spec.get("displayName", ""),
@@ -384,6 +399,17 @@ def _linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> Linkable
         ready_message=ready.get("message", ""),
         linked_by=linked_by.get(body["metadata"]["name"], []),
     )
+
+
+# A namespace, resource or sample name as Kubernetes spells them (a DNS subdomain; projectUuid
+# fits too). Anything else (``..``, ``%2F``) never reaches a permission check or an API path.
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def check_names(params: Mapping[str, Any]) -> None:
+    for key, value in params.items():
+        if not (isinstance(value, str) and len(value) <= 253 and _NAME.match(value)):
+            raise ApiError(404, "not_found", f"{key}: not a Kubernetes name")
 
 
 def validation_message(error: ValidationError) -> str:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from gatehouse_operator.api.connection import HttpMethod
-from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS, SampleRequest
+from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.api.meta import Model
 from gatehouse_operator.project_config.schema import StrictModel
 
@@ -66,10 +66,6 @@ class ConnectionDetail(Model):
     limits: dict[str, Any] = Field(description="The spec's limits, as given.")
     samples: list[Sample]
     can_manage: bool = Field(description="Whether the caller may edit and delete it.")
-
-
-class SampleSaveRequest(Model):
-    label: str = Field(min_length=1, max_length=SAMPLE_LABEL_CHARS)
 
 
 class SampleSaveOutcome(Model):

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
+from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.service_api.models import (
     BuildSpec,
     ConnectionDetail,
@@ -17,10 +18,10 @@ from gatehouse_operator.service_api.models import (
     DefaultsUpdate,
     ErrorBody,
     SampleSaveOutcome,
-    SampleSaveRequest,
 )
 
 _MODELS = (
+    SampleRequest,
     BuildSpec,
     ConnectionDetail,
     ConnectionList,
@@ -30,7 +31,6 @@ _MODELS = (
     DefaultsUpdate,
     ErrorBody,
     SampleSaveOutcome,
-    SampleSaveRequest,
 )
 _REF = "#/components/schemas/{model}"
 
@@ -140,7 +140,7 @@ def document() -> dict[str, Any]:
                 "parameters": [NAMESPACE, _name("name", "The ConnectionTest.")],
                 "requestBody": {
                     "required": True,
-                    "content": {"application/json": {"schema": _ref(SampleSaveRequest)}},
+                    "content": {"application/json": {"schema": _ref(SampleRequest)}},
                 },
                 "responses": {
                     "201": _json(SampleSaveOutcome, "Saved."),

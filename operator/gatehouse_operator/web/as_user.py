@@ -19,13 +19,6 @@ class AsUser:
     def __init__(self, api: client.CustomObjectsApi) -> None:
         self.custom = api
 
-    async def list_custom(self, kind: Kind, namespace: str) -> list[dict[str, Any]]:
-        found = cast(
-            dict[str, Any],
-            await self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, kind.plural),
-        )
-        return cast(list[dict[str, Any]], found.get("items", []))
-
     async def get_custom(self, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
         found = await self.custom.get_namespaced_custom_object(
             GROUP, VERSION, namespace, kind.plural, name

@@ -7,33 +7,45 @@ why not). Every POST is refused unless it comes from this origin with the caller
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
+import aiohttp
 from jinja2 import Environment, PackageLoader, select_autoescape
 from kubernetes.aio import client
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.datastructures import FormData, MutableHeaders
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAMPLE_LABEL_CHARS
 from gatehouse_operator.runtime import Runtime
-from gatehouse_operator.service_api.app import ApiError, ServiceApi, refusal, validation_message
+from gatehouse_operator.service_api.app import (
+    ApiError,
+    ServiceApi,
+    check_names,
+    refusal,
+    validation_message,
+)
 from gatehouse_operator.service_api.models import ConnectionTestRequest
 from gatehouse_operator.web.as_user import as_user
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS, Credentials, Sessions, same_origin
+from gatehouse_proxy.sealing import KeyringError
 
+log = logging.getLogger("gatehouse.operator.page")
 APP_KINDS = {DATA_APP.kind: DATA_APP, CHART_TYPE.kind: CHART_TYPE}
 # No script at all: the page works with forms alone. Styles and images from this origin only.
 CONTENT_SECURITY_POLICY = (
@@ -74,11 +86,21 @@ class Visitor:
     csrf: str
 
 
-class SecurityHeaders(BaseHTTPMiddleware):
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        response = await call_next(request)
-        response.headers.update(SECURITY_HEADERS)
-        return response
+class SecurityHeaders:
+    """Adds the page's security headers to every response, the stylesheet's too."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 class Refused(Exception):
@@ -91,6 +113,19 @@ class Refused(Exception):
 
 
 Handler = Callable[[Request, Visitor], Awaitable[Response]]
+# The page's forms are small; a bound taken from Content-Length before anything is read keeps an
+# unauthenticated sign-in post from filling the operator's memory.
+MAX_FORM_BYTES = 64 * 1024
+
+
+async def _fields(request: Request) -> FormData:
+    length = request.headers.get("content-length", "")
+    if not length.isdigit() or int(length) > MAX_FORM_BYTES:
+        raise Refused(413, f"a form of at most {MAX_FORM_BYTES // 1024} KiB, with its length sent")
+    try:
+        return await request.form(max_files=0, max_fields=16, max_part_size=MAX_FORM_BYTES)
+    except HTTPException as error:
+        raise Refused(400, f"the form could not be read: {error.detail}") from None
 
 
 class Pages:
@@ -103,12 +138,8 @@ class Pages:
         self.read_only = read_only
         self.env = _templates()
 
-    def render(
-        self, request: Request, template: str, status: int = 200, **context: Any
-    ) -> HTMLResponse:
-        html = self.env.get_template(template).render(
-            request=request, read_only=self.read_only, **context
-        )
+    def render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = self.env.get_template(template).render(read_only=self.read_only, **context)
         return HTMLResponse(html, status_code=status)
 
     async def visitor(self, request: Request) -> Visitor | None:
@@ -124,10 +155,13 @@ class Pages:
         """A GET: signed-out visitors are sent to sign in and see nothing else."""
 
         async def handle(request: Request) -> Response:
-            visitor = await self.visitor(request)
-            if visitor is None:
-                return RedirectResponse("/ui/sign-in", status_code=303)
-            return await self._answer(request, visitor, handler)
+            async def signed_in(request: Request) -> Response:
+                visitor = await self.visitor(request)
+                if visitor is None:
+                    return RedirectResponse("/ui/sign-in", status_code=303)
+                return await handler(request, visitor)
+
+            return await self._answer(request, signed_in)
 
         return handle
 
@@ -137,84 +171,93 @@ class Pages:
         """A POST: refused unless same-origin, signed in, with the visitor's CSRF token."""
 
         async def handle(request: Request) -> Response:
-            if not same_origin(request):
-                return self._refused(
-                    request, None, 403, "refused: the form was sent by another site"
-                )
-            visitor = await self.visitor(request)
-            if visitor is None:
-                return self._refused(request, None, 401, "sign in first")
-            fields = await request.form()
-            if not self.sessions.csrf_valid(visitor.credentials, str(fields.get("csrf", ""))):
-                return self._refused(
-                    request, visitor, 403, "the form has expired: reload the page and try again"
-                )
-            if writes_resources and self.read_only:
-                return self._refused(
-                    request,
-                    visitor,
-                    403,
-                    "this page is read-only: connections and apps are managed in Git here",
-                )
-            return await self._answer(request, visitor, handler)
+            async def checked(request: Request) -> Response:
+                fields = await _fields(request)
+                visitor = await self.visitor(request)
+                if visitor is None:
+                    raise Refused(401, "sign in first")
+                if not self.sessions.csrf_valid(visitor.credentials, str(fields.get("csrf", ""))):
+                    raise Refused(403, "the form has expired: reload the page and try again")
+                if writes_resources and self.read_only:
+                    raise Refused(
+                        403, "this page is read-only: connections and apps are managed in Git here"
+                    )
+                return await handler(request, visitor)
+
+            return await self._answer(request, checked)
 
         return handle
 
-    async def _answer(self, request: Request, visitor: Visitor, handler: Handler) -> Response:
+    async def _answer(
+        self, request: Request, handler: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        """The handler's page, or a page that says why not: never a traceback."""
         try:
-            return await handler(request, visitor)
-        except ApiError as error:
-            return self._refused(request, visitor, error.status, error.message)
-        except Refused as error:
-            return self._refused(request, visitor, error.status, error.message)
+            check_names(request.path_params)
+            if request.method == "POST" and not same_origin(request):
+                raise Refused(403, CROSS_SITE)
+            return await handler(request)
+        except (ApiError, Refused) as error:
+            return self._refused(error.status, error.message)
         except client.ApiException as error:
-            # The API server's own words may quote the request, never a secret of ours; only
-            # refusals of the user's own changes are shown (see link), others by status alone.
-            return self._refused(
-                request, visitor, 502, f"the Kubernetes API answered {error.status}"
-            )
+            # The API server's own words may quote the request; only refusals of the visitor's
+            # own changes are shown (see link), others by status alone.
+            return self._refused(502, f"the Kubernetes API answered {error.status}")
+        except (aiohttp.ClientError, TimeoutError, OSError, KeyringError) as error:
+            log.warning("connections page: %s on %s", type(error).__name__, request.url.path)
+            return self._refused(503, "the page cannot reach the Kubernetes API now: try again")
 
-    def _refused(
-        self, request: Request, visitor: Visitor | None, status: int, message: str
-    ) -> HTMLResponse:
-        return self.render(request, "refused.html", status, visitor=visitor, message=message)
+    def _refused(self, status: int, message: str) -> HTMLResponse:
+        return self.render("refused.html", status, visitor=None, message=message)
 
     # Sign-in and out.
 
     async def sign_in_form(self, request: Request) -> Response:
-        if await self.visitor(request) is not None:
-            return RedirectResponse("/ui/", status_code=303)
-        return self.render(request, "sign_in.html", visitor=None, error="")
+        async def form(request: Request) -> Response:
+            if await self.visitor(request) is not None:
+                return RedirectResponse("/ui/", status_code=303)
+            return self.render("sign_in.html", visitor=None, error="")
+
+        return await self._answer(request, form)
 
     async def sign_in(self, request: Request) -> Response:
-        if not same_origin(request):
-            return self._refused(request, None, 403, CROSS_SITE)
-        token = str((await request.form()).get("token", "")).strip()
+        return await self._answer(request, self._sign_in)
+
+    async def _sign_in(self, request: Request) -> Response:
+        token = str((await _fields(request)).get("token", "")).strip()
         error = ""
         if not token or len(token) > MAX_TOKEN_CHARS:
             error = f"token: paste a Kubernetes token of 1 to {MAX_TOKEN_CHARS} characters"
         elif await self.api.access.authenticate(token) is None:
             error = "token: the Kubernetes API server did not accept this token"
         if error:
-            return self.render(request, "sign_in.html", 401, visitor=None, error=error)
+            return self.render("sign_in.html", 401, visitor=None, error=error)
         response = RedirectResponse("/ui/", status_code=303)
-        self.sessions.start(response, token)
+        if not self.sessions.start(response, token):
+            error = "token: too long to keep in a cookie; sign in through your identity proxy"
+            return self.render("sign_in.html", 422, visitor=None, error=error)
         return response
 
-    async def sign_out(self, request: Request, visitor: Visitor) -> Response:
-        response = RedirectResponse("/ui/sign-in", status_code=303)
-        self.sessions.end(response)
-        return response
+    async def sign_out(self, request: Request) -> Response:
+        """Ends the session whatever state it is in (expired, revoked): same-origin is enough."""
+
+        async def end(request: Request) -> Response:
+            response = RedirectResponse("/ui/sign-in", status_code=303)
+            self.sessions.end(response)
+            return response
+
+        return await self._answer(request, end)
 
     # Pages.
 
     async def home(self, request: Request, visitor: Visitor) -> Response:
         chosen = request.query_params.get("namespace", "").strip()
         if chosen:
+            check_names({"namespace": chosen})
             return RedirectResponse(f"/ui/namespaces/{chosen}/connections", status_code=303)
         parts = visitor.user.name.split(":")
         own = parts[2] if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"] else ""
-        return self.render(request, "home.html", visitor=visitor, namespace=own)
+        return self.render("home.html", visitor=visitor, namespace=own)
 
     async def _may(self, visitor: Visitor, verb: str, plural: str, namespace: str) -> bool:
         return await self.api.access.allowed(visitor.user, verb, plural, namespace)
@@ -236,34 +279,32 @@ class Pages:
         namespace = request.path_params["namespace"]
         listing = await self.api.visible_connections(visitor.user, namespace)
         return self.render(
-            request,
             "list.html",
             visitor=visitor,
             namespace=namespace,
             listing=listing,
             apps=await self._linkable_apps(visitor, namespace),
-            notice=request.query_params.get("notice", ""),
+            notice=self._notice(request, visitor),
         )
 
     async def connection(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
         detail = await self.api.connection_detail(visitor.user, namespace, name)
         return self.render(
-            request,
             "detail.html",
             visitor=visitor,
             namespace=namespace,
             detail=detail,
             can_test=await self._may(visitor, "create", CONNECTION_TEST.plural, namespace),
             apps=await self._linkable_apps(visitor, namespace),
-            notice=request.query_params.get("notice", ""),
+            notice=self._notice(request, visitor),
         )
 
     # Forms.
 
     async def test(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        fields = await request.form()
+        fields = await _fields(request)
         detail = await self.api.connection_detail(visitor.user, namespace, name)
         method = str(fields.get("method", "GET"))
         if method not in detail.connection.allowed_methods:
@@ -278,13 +319,14 @@ class Pages:
             except json.JSONDecodeError as error:
                 where = f"{error.msg} at character {error.pos}"
                 raise Refused(422, f"body: not JSON ({where})") from None
+            except (ValueError, RecursionError):
+                raise Refused(422, "body: JSON this deep or this long is not accepted") from None
         try:
             test = ConnectionTestRequest.model_validate(wanted)
         except ValidationError as error:
             raise Refused(422, validation_message(error)) from None
         outcome = await self.api.run_test(visitor.user, namespace, name, test)
         return self.render(
-            request,
             "test_result.html",
             visitor=visitor,
             namespace=namespace,
@@ -300,7 +342,7 @@ class Pages:
 
     async def save_sample(self, request: Request, visitor: Visitor) -> Response:
         namespace, test = request.path_params["namespace"], request.path_params["test"]
-        fields = await request.form()
+        fields = await _fields(request)
         label = str(fields.get("label", "")).strip()
         if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
             raise Refused(422, f"label: 1 to {SAMPLE_LABEL_CHARS} characters")
@@ -308,19 +350,19 @@ class Pages:
         outcome = await self.api.save_sample(visitor.user, namespace, test, label)
         if not outcome.saved:
             raise Refused(409, f"not saved ({outcome.reason}): {outcome.message}")
-        return self._back_to(namespace, connection, f"Saved sample “{label}”.")
+        return self._back_to(visitor, namespace, connection, f"Saved sample “{label}”.")
 
     async def delete_sample(self, request: Request, visitor: Visitor) -> Response:
         params = request.path_params
         namespace, name = params["namespace"], params["name"]
         await self.api.delete_sample(visitor.user, namespace, name, params["sample"])
-        return self._back_to(namespace, name, "Sample deleted.")
+        return self._back_to(visitor, namespace, name, "Sample deleted.")
 
     async def link(self, request: Request, visitor: Visitor) -> Response:
         """Links a connection to an app as the visitor: RBAC and the admission webhook decide,
         and the webhook's message is shown as it is."""
         namespace = request.path_params["namespace"]
-        fields = await request.form()
+        fields = await _fields(request)
         kind_name, _, app_name = str(fields.get("app", "")).partition("/")
         kind = APP_KINDS.get(kind_name)
         alias = str(fields.get("alias", "")).strip()
@@ -348,14 +390,23 @@ class Pages:
                 raise
         notice = f"Linked {connection} to {kind.kind} {app_name} as “{alias}”."
         back = connection if fields.get("back") == "detail" else ""
-        return self._back_to(namespace, back, notice)
+        return self._back_to(visitor, namespace, back, notice)
 
-    def _back_to(self, namespace: str, connection: str, notice: str) -> Response:
-        """To the connection's page, or the list without one, with a notice to show."""
-        url = f"/ui/namespaces/{namespace}/connections"
+    def _back_to(self, visitor: Visitor, namespace: str, connection: str, notice: str) -> Response:
+        """To the connection's page, or the list without one, with a notice to show there."""
+        url = f"/ui/namespaces/{quote(namespace, safe='')}/connections"
         if connection:
-            url += f"/{connection}"
-        return RedirectResponse(f"{url}?{urlencode({'notice': notice})}", status_code=303)
+            url += f"/{quote(connection, safe='')}"
+        signature = self.sessions.sign(visitor.credentials, notice)
+        query = urlencode({"notice": notice, "signed": signature})
+        return RedirectResponse(f"{url}?{query}", status_code=303)
+
+    def _notice(self, request: Request, visitor: Visitor) -> str:
+        """The notice a redirect of this page carried: only one this page signed for the visitor,
+        so a link cannot put words on the page."""
+        notice = request.query_params.get("notice", "")
+        signed = request.query_params.get("signed", "")
+        return notice if self.sessions.signed(visitor.credentials, notice, signed) else ""
 
 
 def mount(runtime: Runtime, access: Access) -> Mount:
@@ -372,7 +423,7 @@ def mount(runtime: Runtime, access: Access) -> Mount:
             Route("/", pages.page(pages.home)),
             Route("/sign-in", pages.sign_in_form, methods=["GET"]),
             Route("/sign-in", pages.sign_in, methods=["POST"]),
-            Route("/sign-out", pages.form(pages.sign_out), methods=["POST"]),
+            Route("/sign-out", pages.sign_out, methods=["POST"]),
             Route(f"{prefix}/connections", pages.page(pages.connections)),
             Route(f"{prefix}/connections/{{name}}", pages.page(pages.connection)),
             Route(f"{prefix}/connections/{{name}}/test", pages.form(pages.test), methods=["POST"]),

@@ -30,6 +30,9 @@ SESSION_SECONDS = 8 * 3600
 MAX_TOKEN_CHARS = 2800
 _SESSION_CONTEXT = "gatehouse/web-session"
 _CSRF_PURPOSE = b"gatehouse/web-csrf"
+_NOTICE_PURPOSE = b"gatehouse/web-notice"
+# Browsers keep cookies of up to 4096 bytes, name and attributes included.
+MAX_COOKIE_VALUE = 3900
 
 
 def _b64(data: bytes) -> str:
@@ -57,7 +60,8 @@ class Sessions:
         token = self._open(request.cookies.get(COOKIE, ""))
         return Credentials(token, from_proxy=False) if token else None
 
-    def start(self, response: Response, token: str) -> None:
+    def start(self, response: Response, token: str) -> bool:
+        """Sets the session cookie; False when the sealed token would not fit in one."""
         keyring = self.keyring.current()
         plaintext = json.dumps({"token": token, "expires": int(time.time()) + SESSION_SECONDS})
         sealed = keyring.seal(plaintext.encode(), _SESSION_CONTEXT)
@@ -68,6 +72,8 @@ class Sessions:
                 _b64(base64.b64decode(sealed.ciphertext)),
             ]
         )
+        if len(value) > MAX_COOKIE_VALUE:
+            return False
         response.set_cookie(
             COOKIE,
             value,
@@ -77,16 +83,18 @@ class Sessions:
             httponly=True,
             samesite="strict",
         )
+        return True
 
     def end(self, response: Response) -> None:
         response.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")
 
     def _open(self, value: str) -> str:
         """The cookie's token, or '' for no, a tampered, a foreign or an expired cookie."""
-        key_id, _, rest = value.partition(".")
-        nonce, _, ciphertext = rest.partition(".")
-        if not (key_id and nonce and ciphertext):
+        # Nonce and ciphertext are base64url (no dots); a key id may hold one.
+        parts = value.rsplit(".", 2)
+        if len(parts) != 3 or not all(parts):
             return ""
+        key_id, nonce, ciphertext = parts
         try:
             sealed = Sealed(
                 key_id=key_id,
@@ -94,21 +102,31 @@ class Sessions:
                 ciphertext=base64.b64encode(_unb64(ciphertext)).decode(),
             )
             session = json.loads(self.keyring.current().open(sealed, _SESSION_CONTEXT))
-        except (KeyringError, ValueError):
+        except (KeyringError, ValueError, OSError):
             return ""
         if not isinstance(session, dict) or int(session.get("expires", 0)) < time.time():
             return ""
         token = session.get("token")
         return token if isinstance(token, str) else ""
 
-    def csrf_token(self, credentials: Credentials) -> str:
+    def _mac(self, credentials: Credentials, purpose: bytes, text: str) -> str:
         keyring = self.keyring.current()
-        key = keyring.derived(keyring.active, _CSRF_PURPOSE)
+        key = keyring.derived(keyring.active, purpose)
         digest = hashlib.sha256(credentials.token.encode()).digest()
-        return hmac.new(key, digest, hashlib.sha256).hexdigest()
+        return hmac.new(key, digest + text.encode(), hashlib.sha256).hexdigest()
+
+    def csrf_token(self, credentials: Credentials) -> str:
+        return self._mac(credentials, _CSRF_PURPOSE, "")
 
     def csrf_valid(self, credentials: Credentials, given: str) -> bool:
         return bool(given) and hmac.compare_digest(self.csrf_token(credentials), given)
+
+    def sign(self, credentials: Credentials, notice: str) -> str:
+        """A notice's signature, so that only this page can put it on the visitor's page."""
+        return self._mac(credentials, _NOTICE_PURPOSE, notice)
+
+    def signed(self, credentials: Credentials, notice: str, signature: str) -> bool:
+        return bool(notice) and hmac.compare_digest(self.sign(credentials, notice), signature)
 
 
 def same_origin(request: Request) -> bool:
