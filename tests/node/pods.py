@@ -129,15 +129,16 @@ def upstream(namespace: str, cluster_ip: str) -> list[dict[str, Any]]:
     ]
 
 
-def client(
-    namespace: str, name: str, *, url: str, token_secret: str, seconds: float
+def _script_pod(
+    namespace: str, name: str, script: str, env: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
+    """A one-shot Pod of the chart's image that runs ``script`` from a ConfigMap of its own."""
     return [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace},
-            "data": {"client.py": CLIENT_SCRIPT},
+            "data": {"script.py": script},
         },
         {
             "apiVersion": "v1",
@@ -148,22 +149,11 @@ def client(
                 "securityContext": SECURITY,
                 "containers": [
                     {
-                        "name": "client",
+                        "name": "script",
                         "image": IMAGE,
                         "imagePullPolicy": "Never",
-                        "args": ["python", "/script/client.py"],
-                        "env": [
-                            {"name": "URL", "value": url},
-                            {"name": "SECONDS", "value": str(seconds)},
-                            # The app's credential for the proxy, from the Secret the operator
-                            # issued: what a data app's Pod would mount.
-                            {
-                                "name": "TOKEN",
-                                "valueFrom": {
-                                    "secretKeyRef": {"name": token_secret, "key": "token"}
-                                },
-                            },
-                        ],
+                        "args": ["python", "/script/script.py"],
+                        "env": env,
                         "volumeMounts": [{"name": "script", "mountPath": "/script"}],
                     }
                 ],
@@ -171,38 +161,27 @@ def client(
             },
         },
     ]
+
+
+def client(
+    namespace: str, name: str, *, url: str, token_secret: str, seconds: float
+) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": "URL", "value": url},
+        {"name": "SECONDS", "value": str(seconds)},
+        # The app's credential for the proxy, from the Secret the operator issued: what a data
+        # app's Pod would mount.
+        {
+            "name": "TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": token_secret, "key": "token"}},
+        },
+    ]
+    return _script_pod(namespace, name, CLIENT_SCRIPT, env)
 
 
 def page_reader(namespace: str, name: str, urls: list[str]) -> list[dict[str, Any]]:
     """A Pod that GETs each URL once and prints the statuses and the start of each body."""
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace},
-            "data": {"page.py": PAGE_SCRIPT},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "restartPolicy": "Never",
-                "securityContext": SECURITY,
-                "containers": [
-                    {
-                        "name": "reader",
-                        "image": IMAGE,
-                        "imagePullPolicy": "Never",
-                        "args": ["python", "/script/page.py"],
-                        "env": [{"name": "URLS", "value": " ".join(urls)}],
-                        "volumeMounts": [{"name": "script", "mountPath": "/script"}],
-                    }
-                ],
-                "volumes": [_script_volume(name)],
-            },
-        },
-    ]
+    return _script_pod(namespace, name, PAGE_SCRIPT, [{"name": "URLS", "value": " ".join(urls)}])
 
 
 def apply(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
