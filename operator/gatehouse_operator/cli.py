@@ -92,6 +92,18 @@ def _report(test: dict[str, Any], output: str) -> int:
     return code
 
 
+def _read_test(api: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
+    found = api.get_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        CONNECTION_TEST.plural,
+        name,
+        _request_timeout=kubeconfig.REQUEST_TIMEOUT,
+    )
+    return cast(dict[str, Any], found)
+
+
 def save_sample(args: argparse.Namespace) -> int:
     label = args.label.strip()
     if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
@@ -99,33 +111,26 @@ def save_sample(args: argparse.Namespace) -> int:
         return NOT_RUN
     namespace = kubeconfig.load(args.context, args.namespace)
     api = client.CustomObjectsApi()
-    where = (GROUP, VERSION, namespace, CONNECTION_TEST.plural, args.test)
     try:
         with kubeconfig.reaching_the_cluster():
-            before = cast(
-                dict[str, Any],
-                api.get_namespaced_custom_object(
-                    *where, _request_timeout=kubeconfig.REQUEST_TIMEOUT
-                ),
-            )
+            before = _read_test(api, namespace, args.test)
             earlier = before.get("status", {}).get("sample")
             if earlier:
                 print(f"NOT SAVED AlreadySaved: saved already as sample {earlier!r}")
                 return FAILED
             api.patch_namespaced_custom_object(
-                *where,
+                GROUP,
+                VERSION,
+                namespace,
+                CONNECTION_TEST.plural,
+                args.test,
                 {"metadata": {"annotations": {SAVE_AS_SAMPLE_ANNOTATION: label}}},
                 _request_timeout=kubeconfig.REQUEST_TIMEOUT,
             )
             deadline = time.monotonic() + args.timeout
             while time.monotonic() < deadline:
                 time.sleep(0.3)
-                found = cast(
-                    dict[str, Any],
-                    api.get_namespaced_custom_object(
-                        *where, _request_timeout=kubeconfig.REQUEST_TIMEOUT
-                    ),
-                )
+                found = _read_test(api, namespace, args.test)
                 # The operator removes the annotation once the status holds its answer.
                 if SAVE_AS_SAMPLE_ANNOTATION in found["metadata"].get("annotations", {}):
                     continue
@@ -165,17 +170,7 @@ def test(args: argparse.Namespace) -> int:
             )
             deadline = time.monotonic() + args.timeout
             while time.monotonic() < deadline:
-                found = cast(
-                    dict[str, Any],
-                    api.get_namespaced_custom_object(
-                        GROUP,
-                        VERSION,
-                        namespace,
-                        CONNECTION_TEST.plural,
-                        name,
-                        _request_timeout=kubeconfig.REQUEST_TIMEOUT,
-                    ),
-                )
+                found = _read_test(api, namespace, name)
                 if found.get("status", {}).get("finishedAt"):
                     return _report(found, args.output)
                 time.sleep(0.3)

@@ -191,7 +191,10 @@ class Kube:
         else:
             await self.core.replace_namespaced_config_map(name, namespace, body)
 
-    async def remove_annotation(self, kind: Kind, namespace: str, name: str, key: str) -> None:
+    async def annotate(
+        self, kind: Kind, namespace: str, name: str, key: str, value: str | None
+    ) -> None:
+        """Sets one annotation, or removes it (None); an object deleted meanwhile is left be."""
         try:
             await self.custom.patch_namespaced_custom_object(
                 GROUP,
@@ -199,7 +202,7 @@ class Kube:
                 namespace,
                 kind.plural,
                 name,
-                {"metadata": {"annotations": {key: None}}},
+                {"metadata": {"annotations": {key: value}}},
                 _content_type="application/merge-patch+json",
             )
         except client.ApiException as error:

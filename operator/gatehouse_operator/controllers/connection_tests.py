@@ -223,8 +223,8 @@ async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
             CONNECTION_TEST, body, [*kept, verdict], extra, key, summary="Passed"
         )
         runtime.forget(key)
-    await runtime.kube.remove_annotation(
-        CONNECTION_TEST, meta["namespace"], meta["name"], SAVE_AS_SAMPLE_ANNOTATION
+    await runtime.kube.annotate(
+        CONNECTION_TEST, meta["namespace"], meta["name"], SAVE_AS_SAMPLE_ANNOTATION, None
     )
 
 

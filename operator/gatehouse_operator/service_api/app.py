@@ -130,7 +130,7 @@ class ServiceApi:
             await self._require(user, LINK_VERB, EXTERNAL_CONNECTION, namespace)
         linked_by = await self._linked_by(namespace)
         items = [
-            _linkable(body, linked_by)
+            linkable(body, linked_by)
             for body in await self.runtime.kube.list_custom(EXTERNAL_CONNECTION, namespace)
             if all_visible or body.get("spec", {}).get("linkPolicy") == "Builders"
         ]
@@ -165,7 +165,7 @@ class ServiceApi:
         body, can_manage = await self.visible(user, namespace, name)
         spec = body.get("spec", {})
         return ConnectionDetail(
-            connection=_linkable(body, await self._linked_by(namespace)),
+            connection=linkable(body, await self._linked_by(namespace)),
             auth=dict(spec.get("auth") or {"type": "none"}),
             limits=dict(spec.get("limits") or {}),
             samples=handoff.samples_from(await self.runtime.kube.samples(namespace, name)),
@@ -286,14 +286,8 @@ class ServiceApi:
         refused = samples.save_refusal(status, label)
         if refused is not None:
             return SampleSaveOutcome(saved=False, reason=refused.reason, message=refused.message)
-        await self.runtime.kube.custom.patch_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            CONNECTION_TEST.plural,
-            test,
-            {"metadata": {"annotations": {SAVE_AS_SAMPLE_ANNOTATION: label.strip()}}},
-            _content_type="application/merge-patch+json",
+        await self.runtime.kube.annotate(
+            CONNECTION_TEST, namespace, test, SAVE_AS_SAMPLE_ANNOTATION, label.strip()
         )
         deadline = time.monotonic() + SAVE_WAIT_SECONDS
         while time.monotonic() < deadline:
@@ -379,7 +373,8 @@ class ServiceApi:
         )
 
 
-def _linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> LinkableConnection:
+def linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> LinkableConnection:
+    """A connection as the list shows it; ``linked_by`` maps names to the apps linking them."""
     spec = body.get("spec", {})
     status = body.get("status", {})
     ready = condition(status, "Ready")

@@ -37,6 +37,7 @@ from gatehouse_operator.service_api.app import (
     ApiError,
     ServiceApi,
     check_names,
+    linkable,
     refusal,
     validation_message,
 )
@@ -305,10 +306,11 @@ class Pages:
     async def test(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
         fields = await _fields(request)
-        detail = await self.api.connection_detail(visitor.user, namespace, name)
+        body, _ = await self.api.visible(visitor.user, namespace, name)
+        item = linkable(body, {})
         method = str(fields.get("method", "GET"))
-        if method not in detail.connection.allowed_methods:
-            allowed = ", ".join(detail.connection.allowed_methods)
+        if method not in item.allowed_methods:
+            allowed = ", ".join(item.allowed_methods)
             raise Refused(422, f"method: must be one of the connection's methods ({allowed})")
         path = str(fields.get("path", "")).strip() or "/"
         raw_body = str(fields.get("body", "")).strip()
@@ -330,7 +332,7 @@ class Pages:
             "test_result.html",
             visitor=visitor,
             namespace=namespace,
-            detail=detail,
+            item=item,
             request_sent=test,
             outcome=outcome,
             can_save=outcome.passed
