@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +57,18 @@ def wait_condition(
         return None
 
     return wait_for(met, timeout=20, interval=0.2, what=f"{resource} Ready={status} {reason or ''}")
+
+
+def run_cli(cluster: Cluster, module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """One of the shipped command-line tools (``python -m module``) against the cluster."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+    )
 
 
 def app_token(cluster: Cluster, namespace: str, secret: str) -> str:

@@ -4,9 +4,7 @@ app-build hand-off serves; nothing anyone can read afterwards holds a secret."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from typing import Any
 
 import httpx
@@ -23,6 +21,7 @@ from tests.e2e.gatehouse_fixtures import (
     data_app,
     get,
     project_members,
+    run_cli,
     secret,
     wait_condition,
 )
@@ -303,14 +302,7 @@ def test_the_cli_runs_a_test_and_exits_by_its_outcome(
 
 
 def gatehouse_cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gatehouse_operator.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
-    )
+    return run_cli(cluster, "gatehouse_operator.cli", *args)
 
 
 def test_a_passing_test_is_saved_as_a_sample_after_its_result_was_seen(

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import (
+    APIResponse,
     Browser,
     BrowserContext,
     Dialog,
@@ -103,6 +104,14 @@ class Visit:
         for cookie in self.context.cookies():
             for secret_value in self.secrets:
                 assert secret_value not in cookie["value"]
+
+    def post(self, path: str, fields: dict[str, str]) -> APIResponse:
+        """A form posted outside the page's own forms, with the visitor's CSRF token from the page
+        shown now, from this origin: what only RBAC and the page's own rules still stop."""
+        csrf = self.page.get_attribute("input[name=csrf]", "value") or ""
+        return self.page.request.post(
+            self.base + path, form={"csrf": csrf, **fields}, headers={"Origin": self.base}
+        )
 
     def submit(self, selector: str) -> Page:
         self.page.click(selector)
@@ -284,16 +293,11 @@ def test_an_interactive_viewer_sees_the_list_and_cannot_change_anything(
     page = viewer.open(f"/ui/namespaces/{namespace}/connections/open")
     assert page.query_selector_all("form[method=post]:not([action='/ui/sign-out'])") == []
     # The forms are not merely hidden: posted anyway, with the viewer's own CSRF token, they fail.
-    csrf = page.get_attribute("input[name=csrf]", "value")
     for action, fields in (
         ("links", {"app": "DataApp/board", "alias": "x", "connection": "open"}),
         ("connections/open/test", {"method": "GET", "path": "/echo"}),
     ):
-        answer = page.request.post(
-            f"{viewer.base}/ui/namespaces/{namespace}/{action}",
-            form={"csrf": csrf or "", **fields},
-            headers={"Origin": viewer.base},
-        )
+        answer = viewer.post(f"/ui/namespaces/{namespace}/{action}", fields)
         assert answer.status == 403, action
     assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == []
 
@@ -410,11 +414,9 @@ def test_the_read_only_setting_hides_every_write(
     page.fill("#test input[name=path]", "/echo/ro")
     admin.submit("#test button[type=submit]")
     assert page.inner_text("#verdict").startswith("Passed")
-    csrf = page.get_attribute("input[name=csrf]", "value")
-    answer = page.request.post(
-        f"{admin.base}/ui/namespaces/{namespace}/links",
-        form={"csrf": csrf or "", "app": "DataApp/board", "alias": "x", "connection": "open"},
-        headers={"Origin": admin.base},
+    answer = admin.post(
+        f"/ui/namespaces/{namespace}/links",
+        {"app": "DataApp/board", "alias": "x", "connection": "open"},
     )
     assert answer.status == 403
     assert "read-only" in answer.text()
@@ -438,14 +440,8 @@ def test_odd_requests_get_a_clear_page_and_change_nothing(
         answer = httpx.get(base + path, headers=members["admin"].headers(), timeout=20)
         assert answer.status_code == 404, path
         assert "not a Kubernetes name" in answer.text
-    csrf = admin.open(f"/ui/namespaces/{namespace}/connections/open").get_attribute(
-        "input[name=csrf]", "value"
-    )
-    huge = admin.page.request.post(
-        f"{admin.base}/ui/namespaces/{namespace}/links",
-        form={"csrf": csrf or "", "alias": "x" * 70_000},
-        headers={"Origin": admin.base},
-    )
+    admin.open(f"/ui/namespaces/{namespace}/connections/open")
+    huge = admin.post(f"/ui/namespaces/{namespace}/links", {"alias": "x" * 70_000})
     assert huge.status == 413
     assert huge.headers["content-security-policy"].startswith("default-src 'none'")
     for body in ("1" * 5000, "[" * 20_000):

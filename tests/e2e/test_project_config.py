@@ -3,10 +3,8 @@ warnings in status and Events, the table-groups sync rule, and the defaults API.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api.project_config import PREVIEW_LABEL
 from tests.e2e.conftest import Stack
-from tests.e2e.gatehouse_fixtures import get, project_members, wait_condition
+from tests.e2e.gatehouse_fixtures import get, project_members, run_cli, wait_condition
 
 pytestmark = pytest.mark.e2e
 
@@ -44,14 +42,7 @@ def edit(project_dir: Path, **sections: Any) -> None:
 
 
 def service(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gatehouse_operator.service_cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
-    )
+    return run_cli(cluster, "gatehouse_operator.service_cli", *args)
 
 
 def deploy(cluster: Cluster, project_dir: Path, namespace: str, *extra: str) -> str:
