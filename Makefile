@@ -53,9 +53,10 @@ node-packages:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# The connections page's browser tests drive Debian's chromium through Playwright.
+# The connections page's browser tests drive Debian's chromium through Playwright. The binary is
+# checked, not dpkg's record: a removed package keeps its record while its config files stay.
 browser-packages:
-	@dpkg -s chromium >/dev/null 2>&1 || { \
+	@command -v chromium >/dev/null || { \
 	  if [ "$$(id -u)" != 0 ]; then echo "the browser tests need Debian's chromium"; exit 1; fi; \
 	  echo "installing chromium"; apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
