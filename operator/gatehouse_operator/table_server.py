@@ -331,7 +331,7 @@ class _Session:
             message = {
                 "type": "probe",
                 "id": probe_id,
-                "request": request.model_dump(by_alias=True),
+                "request": request.model_dump(by_alias=True, mode="json"),
             }
             await self.send(json.dumps(message).encode())
             async with asyncio.timeout(within):

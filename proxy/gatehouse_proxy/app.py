@@ -264,18 +264,30 @@ class Proxy:
         why, unlike app code.
         """
         try:
-            table = self._table()
-            if table.version < probe.min_table_version:
-                return {"stale": {"tableVersion": table.version}}
-            connection = table.connections.get(probe.connection)
-            if connection is None:
-                raise ProxyError("unknown_alias", f"no connection {probe.connection!r} is routed")
-            if connection.unavailable:
-                raise ProxyError("connection_unavailable", connection.unavailable)
-            answer = await self._probe(connection, probe)
+            if probe.draft is not None:
+                answer = await self._probe_draft(probe.draft, probe)
+            else:
+                table = self._table()
+                if table.version < probe.min_table_version:
+                    return {"stale": {"tableVersion": table.version}}
+                connection = table.connections.get(probe.connection)
+                if connection is None:
+                    raise ProxyError(
+                        "unknown_alias", f"no connection {probe.connection!r} is routed"
+                    )
+                if connection.unavailable:
+                    raise ProxyError("connection_unavailable", connection.unavailable)
+                answer = await self._probe(connection, probe)
         except ProxyError as error:
             return {"refused": {"code": error.code, "message": error.message}}
         return {"answered": answer.model_dump(by_alias=True)}
+
+    async def _probe_draft(self, draft: ConnectionRoute, probe: ProbeRequest) -> ProbeAnswer:
+        """A draft's test: the same path, then its access token (if any) is dropped."""
+        try:
+            return await self._probe(draft, probe)
+        finally:
+            self.google.discard(token_cache_key(draft))
 
     async def _probe(self, connection: ConnectionRoute, probe: ProbeRequest) -> ProbeAnswer:
         path, _, query = probe.path.partition("?")

@@ -143,6 +143,15 @@ class GoogleTokenSource:
         for fingerprint in [f for f in self._signers if f not in routed]:
             del self._signers[fingerprint]
 
+    def discard(self, cache_key: tuple[str, ...]) -> None:
+        """Drops one entry at once (a draft's, after its test): not kept for the next sweep."""
+        self._tokens.pop(cache_key, None)
+        self._failures.pop(cache_key, None)
+        self._locks.pop(cache_key, None)
+        fingerprint = self._signer_of.pop(cache_key, None)
+        if fingerprint is not None and fingerprint not in self._signer_of.values():
+            self._signers.pop(fingerprint, None)
+
     def _signer_for(self, cache_key: tuple[str, ...], key_file: bytes) -> tuple[crypt.Signer, str]:
         fingerprint = hashlib.sha256(key_file).hexdigest()
         signer = self._signers.get(fingerprint)

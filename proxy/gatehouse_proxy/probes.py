@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+
+from gatehouse_proxy.routing_table import ConnectionRoute
 
 # Tests have their own rate bucket per connection, so testing cannot starve an app.
 CONNECTION_TEST_CALLER = "gatehouse/connection-test"
@@ -29,6 +31,16 @@ class ProbeRequest(_Wire):
     # The operator's newest table when it sent the test: an older replica answers "stale"
     # instead of testing against a connection it has not seen yet.
     min_table_version: int = 0
+    # A connection that is not saved ("Test this draft"): its route, compiled and sealed by the
+    # operator as a saved one's would be. The replica uses it for this request only; it never
+    # enters the table, and nothing it caches outlives the request.
+    draft: ConnectionRoute | None = None
+
+    @model_validator(mode="after")
+    def _draft_is_the_connection(self) -> ProbeRequest:
+        if self.draft is not None and self.draft.key != self.connection:
+            raise ValueError("a draft's route must have the probe's connection key")
+        return self
 
 
 class ProbeAnswer(_Wire):

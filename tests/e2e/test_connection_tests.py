@@ -458,6 +458,7 @@ def test_the_openapi_document_lists_every_endpoint(stack: Stack) -> None:
     assert set(document["paths"]) == {
         "/api/v1/namespaces/{namespace}/connections",
         "/api/v1/namespaces/{namespace}/connections/{name}/tests",
+        "/api/v1/namespaces/{namespace}/connection-drafts/tests",
         "/api/v1/namespaces/{namespace}/connections/{name}",
         "/api/v1/namespaces/{namespace}/connections/{name}/samples/{sample}",
         "/api/v1/namespaces/{namespace}/connectiontests/{name}/sample",

@@ -10,7 +10,6 @@ body in status, so the annotation ``gatehouse.dev/save-as-sample`` can save it l
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import time
@@ -25,15 +24,14 @@ from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
     DEFAULT_TTL_SECONDS,
-    RESULT_BODY_CHARS,
     SAVE_AS_SAMPLE_ANNOTATION,
     ConnectionTestSpec,
 )
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.conditions import Verdict, now
 from gatehouse_operator.kube import SampleLimitReached
+from gatehouse_operator.probing import Finished, Waiting, ask, result, stored_secrets
 from gatehouse_operator.runtime import Runtime
-from gatehouse_operator.table_server import NoReplica
 from gatehouse_proxy.probes import ProbeAnswer, ProbeRequest
 from gatehouse_proxy.redaction import scrub
 
@@ -41,24 +39,6 @@ PLURAL = CONNECTION_TEST.plural
 # How long a test waits for the operator to see its connection (it may be applied together with
 # the connection) and for a proxy replica to answer.
 PATIENCE_SECONDS = 60.0
-
-
-class _Finished(Exception):
-    """The test is over without an answer from upstream; the verdict says why."""
-
-    def __init__(self, verdict: Verdict) -> None:
-        super().__init__(verdict.message)
-        self.verdict = verdict
-
-
-class _Waiting(Exception):
-    """The test cannot run yet; it is retried until its patience runs out."""
-
-    def __init__(self, reason: str, message: str, delay: float = 2.0) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-        self.delay = delay
 
 
 def _key(body: dict[str, Any]) -> str:
@@ -70,32 +50,13 @@ def _age_seconds(body: dict[str, Any]) -> float:
     return (datetime.datetime.now(datetime.UTC) - created).total_seconds()
 
 
-def _camel(code: str) -> str:
-    return "".join(part.capitalize() for part in code.split("_"))
-
-
-async def _secrets_of(runtime: Runtime, namespace: str, spec: ExternalConnectionSpec) -> list[str]:
-    """The connection's secret as stored, to scrub from anything the test keeps."""
-    ref = spec.auth.secret_ref
-    data = await runtime.kube.secret_data(namespace, ref.name) if ref else None
-    value = data.get(ref.key) if data and ref else None
-    if value is None:
-        return []
-    text = value.decode(errors="replace").strip()
-    found = [text]
-    if spec.auth.type == "googleServiceAccount":
-        with contextlib.suppress(ValueError, AttributeError):
-            found.append(str(json.loads(text).get("private_key", "")))
-    return [secret for secret in found if secret]
-
-
 def _connection(runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec) -> str:
     """The connection's routing key; waits (by retrying) while the operator has not seen it."""
     key = f"{body['metadata']['namespace']}/{spec.connection}"
     route = runtime.world.connections.get(key)
     if route is not None and not route.unavailable:
         if spec.method not in route.allowed_methods:
-            raise _Finished(
+            raise Finished(
                 Verdict(
                     "Passed",
                     "False",
@@ -106,10 +67,10 @@ def _connection(runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec
             )
         return key
     if route is None:
-        raise _Waiting("ConnectionNotFound", f"no ExternalConnection {spec.connection!r}")
+        raise Waiting("ConnectionNotFound", f"no ExternalConnection {spec.connection!r}")
     # Compiled and not Ready: the connection's own condition says why, and waiting would not help.
     ready = runtime.condition(key, "Ready")
-    raise _Finished(
+    raise Finished(
         Verdict(
             "Passed",
             "False",
@@ -120,14 +81,11 @@ def _connection(runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec
 
 
 async def _probe(runtime: Runtime, key: str, spec: ConnectionTestSpec) -> ProbeAnswer:
-    """Runs the test on a proxy replica that holds the connection's latest route.
-
-    It travels on that replica's table channel: no port of the proxy takes tests.
-    """
+    """Runs the test on a proxy replica that holds the connection's latest route."""
     route = runtime.world.connections[key]
     revision = runtime.journal.revision("connection", key)
     if revision is None or ("connection", key) in runtime.world.changed:
-        raise _Waiting("ProxyBehind", "the connection's latest route is not published yet", 0.5)
+        raise Waiting("ProxyBehind", "the connection's latest route is not published yet", 0.5)
     request = ProbeRequest(
         connection=key,
         method=spec.method,
@@ -135,25 +93,7 @@ async def _probe(runtime: Runtime, key: str, spec: ConnectionTestSpec) -> ProbeA
         body=spec.body,
         min_table_version=revision,
     )
-    try:
-        outcome = await runtime.channel.probe(request, within=route.limits.timeout_seconds + 5)
-    except NoReplica as error:
-        raise _Waiting("ProxyBehind", str(error), 0.5) from None
-    except (TimeoutError, ConnectionError):
-        raise _Waiting("ProxyUnavailable", "the proxy replica did not answer in time") from None
-    if "stale" in outcome:
-        raise _Waiting("ProxyBehind", "the proxy has not installed the newest table yet", 0.5)
-    if "refused" in outcome:
-        refused = outcome["refused"]
-        raise _Finished(
-            Verdict("Passed", "False", _camel(refused["code"]), str(refused["message"])[:1024])
-        )
-    if "answered" not in outcome:
-        failure = outcome.get("error", {})
-        raise _Finished(
-            Verdict("Passed", "False", "ProxyError", str(failure.get("message", outcome))[:1024])
-        )
-    return ProbeAnswer.model_validate(outcome["answered"])
+    return await ask(runtime, request, within=route.limits.timeout_seconds + 5)
 
 
 async def _save_sample(
@@ -235,7 +175,7 @@ async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
     try:
         connection = runtime.world.connection_bodies.get(f"{namespace}/{spec.connection}")
         secrets = (
-            await _secrets_of(
+            await stored_secrets(
                 runtime, namespace, ExternalConnectionSpec.model_validate(connection["spec"])
             )
             if connection is not None
@@ -264,15 +204,15 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
         try:
             spec = ConnectionTestSpec.model_validate(body.get("spec", {}))
         except ValidationError as error:
-            raise _Finished(Verdict("Passed", "False", "InvalidSpec", spec_error(error))) from None
+            raise Finished(Verdict("Passed", "False", "InvalidSpec", spec_error(error))) from None
         connection_key = _connection(runtime, body, spec)
         connection_spec = ExternalConnectionSpec.model_validate(
             runtime.world.connection_bodies[connection_key]["spec"]
         )
         answer = await _probe(runtime, connection_key, spec)
-    except _Finished as finished:
+    except Finished as finished:
         verdicts.append(finished.verdict)
-    except _Waiting as waiting:
+    except Waiting as waiting:
         if _age_seconds(body) > PATIENCE_SECONDS:
             verdicts.append(Verdict("Passed", "False", waiting.reason, waiting.message))
         else:
@@ -280,24 +220,12 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             await runtime.write_status(CONNECTION_TEST, body, [pending], {}, key, summary="Passed")
             raise kopf.TemporaryError(waiting.message, delay=waiting.delay) from None
     else:
-        secrets = await _secrets_of(runtime, body["metadata"]["namespace"], connection_spec)
-        text = samples.redacted_text(answer.body, answer.content_type, secrets)
-        passed = 200 <= answer.status_code < 300
-        summary = f"{spec.method} {spec.path} answered {answer.status_code}"
-        verdicts.append(
-            Verdict("Passed", "True", "Passed", summary)
-            if passed
-            else Verdict("Passed", "False", "UpstreamStatus", summary)
-        )
-        extra["response"] = {
-            "statusCode": answer.status_code,
-            "contentType": answer.content_type[:256],
-            "body": text[:RESULT_BODY_CHARS],
-            "truncated": len(text) > RESULT_BODY_CHARS,
-            "sizeBytes": answer.size_bytes,
-        }
-        if passed:
-            extra["sampleBody"] = samples.sample_body(answer.body, answer.content_type, secrets)
+        secrets = await stored_secrets(runtime, body["metadata"]["namespace"], connection_spec)
+        outcome = result(answer, spec.method, spec.path, secrets)
+        verdicts.append(outcome.verdict)
+        extra["response"] = outcome.response
+        if outcome.passed:
+            extra["sampleBody"] = outcome.sample_body
         if spec.save_as_sample is not None:
             saved = (
                 await _save_sample(
@@ -309,7 +237,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
                     extra["sampleBody"],
                     secrets,
                 )
-                if passed
+                if outcome.passed
                 else Verdict(
                     "SampleSaved", "False", "TestFailed", "only a passing test is saved as a sample"
                 )

@@ -28,17 +28,18 @@ PLURAL = EXTERNAL_CONNECTION.plural
 _UNSET = object()
 
 
-def _route(
+def route_for(
     key: str,
-    body: dict[str, Any],
+    uid: str,
     spec: ExternalConnectionSpec,
     origin: str,
     credential: Credential,
     unavailable: str,
 ) -> ConnectionRoute:
+    """The proxy's route for a connection (a saved one, or a draft under test)."""
     return ConnectionRoute(
         key=key,
-        uid=body["metadata"]["uid"],
+        uid=uid,
         origin=origin,
         allowed_methods=frozenset(spec.allowed_methods),
         allowed_paths=tuple(spec.allowed_paths),
@@ -96,7 +97,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     summary = ready(verdicts, "Routed", routed)
     unavailable = "" if summary.ok else f"the connection is not ready: {summary.message}"
 
-    route = _route(key, body, spec, origin, credential, unavailable)
+    route = route_for(key, body["metadata"]["uid"], spec, origin, credential, unavailable)
     size = table_bounds.entry_size(route)
     total = runtime.world.namespace_total_with("connection", key, size)
     refusal = table_bounds.check(route, size, total, "Accepted")

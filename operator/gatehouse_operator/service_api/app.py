@@ -8,7 +8,6 @@ operator's own identity does the work once they may. The OpenAPI document lists 
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 import uuid
@@ -22,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-from gatehouse_operator import samples
+from gatehouse_operator import drafts, samples
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
@@ -33,6 +32,7 @@ from gatehouse_operator.api.connection_test import (
 )
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION, Kind, Model
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
+from gatehouse_operator.as_user import as_user, refusal
 from gatehouse_operator.conditions import condition
 from gatehouse_operator.link_policy import LINK_VERB, MANAGE_VERB
 from gatehouse_operator.project_config.compiler import effective_defaults
@@ -45,6 +45,8 @@ from gatehouse_operator.service_api.models import (
     ConnectionTestRequest,
     DefaultsResult,
     DefaultsUpdate,
+    DraftTestOutcome,
+    DraftTestRequest,
     LinkableConnection,
     SampleSaveOutcome,
 )
@@ -258,6 +260,29 @@ class ServiceApi:
             raise
         return await self._outcome(namespace, name)
 
+    async def test_draft_endpoint(self, request: Request, user: User) -> Response:
+        try:
+            draft = DraftTestRequest.model_validate_json(await request.body())
+        except ValidationError as error:
+            raise ApiError(400, "invalid_request", validation_message(error)) from None
+        token = request.headers["authorization"].partition(" ")[2].strip()
+        return _json(await self.test_draft(token, request.path_params["namespace"], draft))
+
+    async def test_draft(
+        self, token: str, namespace: str, draft: DraftTestRequest
+    ) -> DraftTestOutcome:
+        """Tries a connection that is not saved; the API server decides, as the caller, whether
+        they could apply it (see gatehouse_operator.drafts)."""
+        async with as_user(self.runtime.kube.core.api_client, token) as kube:
+            try:
+                return await drafts.try_draft(self.runtime, kube, namespace, draft)
+            except drafts.DraftRefused as refused:
+                status = refused.status if refused.status in (403, 404, 409) else 422
+                code = {403: "forbidden", 404: "not_found", 409: "conflict"}.get(
+                    status, "invalid_request"
+                )
+                raise ApiError(status, code, refused.message) from None
+
     async def save_sample_endpoint(self, request: Request, user: User) -> Response:
         try:
             wanted = SampleRequest.model_validate_json(await request.body() or b"null")
@@ -413,13 +438,6 @@ def validation_message(error: ValidationError) -> str:
     return f"{where}: {first['msg']}"
 
 
-def refusal(error: client.ApiException) -> str:
-    try:
-        return str(json.loads(error.body or "").get("message", ""))[:1024]
-    except (ValueError, TypeError, AttributeError):
-        return f"the API server refused the request ({error.status})"
-
-
 def create_app(runtime: Runtime, access: Access, page: Mount | None = None) -> Starlette:
     """The API's endpoints, and the connections page (see gatehouse_operator.web) when given."""
     api = ServiceApi(runtime, access)
@@ -445,6 +463,11 @@ def create_app(runtime: Runtime, access: Access, page: Mount | None = None) -> S
                 f"{prefix}/connections/{{name}}/samples/{{sample}}",
                 api.authenticated(api.delete_sample_endpoint),
                 methods=["DELETE"],
+            ),
+            Route(
+                f"{prefix}/connection-drafts/tests",
+                api.authenticated(api.test_draft_endpoint),
+                methods=["POST"],
             ),
             Route(
                 f"{prefix}/connectiontests/{{name}}/sample",

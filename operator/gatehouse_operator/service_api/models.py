@@ -99,11 +99,50 @@ class BuildSpec(Model):
     image_policy: ImagePolicy
 
 
-class ConnectionTestRequest(Model):
+class TrialRequest(Model):
     method: HttpMethod = "GET"
-    path: str = Field(default="/", pattern=r"^/[^\s#]*$", max_length=2048)
-    body: Any = None
+    path: str = Field(
+        default="/",
+        pattern=r"^/[^\s#]*$",
+        max_length=2048,
+        description="Path and optional query, relative to the base URL.",
+    )
+    body: Any = Field(default=None, description="A JSON body, sent with methods other than GET.")
+
+
+class ConnectionTestRequest(TrialRequest):
     save_as_sample: SampleRequest | None = None
+
+
+class DraftTestRequest(Model):
+    """A connection that is not saved, and one request to try it with."""
+
+    name: str = Field(
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="The connection's name, as it would be created (or as it is, to edit it).",
+    )
+    spec: dict[str, Any] = Field(description="The ExternalConnection spec as it would be applied.")
+    secret: str | None = Field(
+        default=None,
+        max_length=65_536,
+        description="The credential, written only: the API key, bearer token or service account "
+        "key file. Without it the Secret that spec.auth.secretRef names is used.",
+    )
+    replaces: bool = Field(
+        default=False, description="True to try an edit of the existing connection of this name."
+    )
+    request: TrialRequest = Field(default_factory=TrialRequest)
+
+
+class DraftTestOutcome(Model):
+    passed: bool
+    reason: str
+    message: str
+    response: dict[str, Any] | None = Field(
+        default=None,
+        description="statusCode, contentType, body (redacted, truncated), truncated, sizeBytes.",
+    )
 
 
 class ConnectionTestOutcome(Model):

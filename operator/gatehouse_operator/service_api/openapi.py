@@ -16,6 +16,8 @@ from gatehouse_operator.service_api.models import (
     ConnectionTestRequest,
     DefaultsResult,
     DefaultsUpdate,
+    DraftTestOutcome,
+    DraftTestRequest,
     ErrorBody,
     SampleSaveOutcome,
 )
@@ -29,6 +31,8 @@ _MODELS = (
     ConnectionTestRequest,
     DefaultsResult,
     DefaultsUpdate,
+    DraftTestOutcome,
+    DraftTestRequest,
     ErrorBody,
     SampleSaveOutcome,
 )
@@ -49,7 +53,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
         401: "No bearer token, or the API server did not accept it.",
         403: "RBAC does not allow the caller this action.",
         404: "No such resource.",
-        409: "The test was not saved; reason and message say why.",
+        409: "A conflict: the test was not saved, or the connection exists already.",
         422: "Admission refused the request; the message names the field and the rule.",
         502: "The Kubernetes API server failed.",
         504: "The test did not finish (or was not saved) in time.",
@@ -104,6 +108,25 @@ def document() -> dict[str, Any]:
                 "responses": {
                     "201": _json(ConnectionTestOutcome, "The test ran; see passed."),
                     **_errors(400, 401, 403, 422, 502, 504),
+                },
+            }
+        },
+        "/api/v1/namespaces/{namespace}/connection-drafts/tests": {
+            "post": {
+                "summary": "Test a connection before it is saved",
+                "description": "The draft is checked by the API server as the caller (a dry-run "
+                "create, or replace with replaces: RBAC, the schema's rules, the admission "
+                "webhook), compiled and its credential sealed as a saved connection's would be, "
+                "and tried through a proxy replica. Nothing of it is stored: no connection, "
+                "Secret or ConnectionTest.",
+                "parameters": [NAMESPACE],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref(DraftTestRequest)}},
+                },
+                "responses": {
+                    "200": _json(DraftTestOutcome, "The test ran; see passed."),
+                    **_errors(400, 401, 403, 404, 409, 422, 502, 504),
                 },
             }
         },

@@ -32,17 +32,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAMPLE_LABEL_CHARS
+from gatehouse_operator.as_user import as_user, refusal
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.service_api.app import (
     ApiError,
     ServiceApi,
     check_names,
     linkable,
-    refusal,
     validation_message,
 )
 from gatehouse_operator.service_api.models import ConnectionTestRequest
-from gatehouse_operator.web.as_user import as_user
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS, Credentials, Sessions, same_origin
 from gatehouse_proxy.sealing import KeyringError
 

@@ -1,0 +1,108 @@
+"""The Kubernetes API as the signed-in user: the page's changes are theirs, not the operator's.
+
+A client with the operator's API server address and CA, and only the user's bearer token (never
+the operator's certificate or token), so RBAC and the admission webhooks see the user.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+from kubernetes.aio import client
+
+from gatehouse_operator.api.meta import GROUP, VERSION, Kind
+
+# A dry run goes through authentication, RBAC, the schema's rules and the admission webhooks,
+# and stores nothing.
+DRY_RUN = "All"
+
+
+def _dry_run(wanted: bool) -> str | None:
+    return DRY_RUN if wanted else None
+
+
+class AsUser:
+    def __init__(self, api: client.ApiClient) -> None:
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+
+    async def get_custom(self, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
+        found = await self.custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, kind.plural, name
+        )
+        return cast(dict[str, Any], found)
+
+    async def create_custom(
+        self, kind: Kind, namespace: str, body: dict[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """The object as stored (or, in a dry run, as it would be), defaults filled in."""
+        created = await self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, kind.plural, body, dry_run=_dry_run(dry_run)
+        )
+        return cast(dict[str, Any], created)
+
+    async def replace_custom(
+        self, kind: Kind, namespace: str, body: dict[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Replaces with the read resourceVersion: a change made meanwhile is a 409, not lost."""
+        replaced = await self.custom.replace_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            kind.plural,
+            body["metadata"]["name"],
+            body,
+            dry_run=_dry_run(dry_run),
+        )
+        return cast(dict[str, Any], replaced)
+
+    async def delete_custom(self, kind: Kind, namespace: str, name: str, uid: str) -> None:
+        """Deletes the object that was read (its uid), not one made since under its name."""
+        await self.custom.delete_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            kind.plural,
+            name,
+            body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
+        )
+
+    async def create_secret(self, namespace: str, body: client.V1Secret) -> None:
+        await self.core.create_namespaced_secret(namespace, body)
+
+    async def patch_secret(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        await self.core.patch_namespaced_secret(name, namespace, patch)
+
+    async def delete_secret(self, namespace: str, name: str, uid: str) -> None:
+        await self.core.delete_namespaced_secret(
+            name,
+            namespace,
+            body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
+        )
+
+
+def refusal(error: client.ApiException) -> str:
+    """The API server's message for a refused change: it names the field and rule, or the
+    webhook's reason. Only for the caller's own requests, whose content it may quote."""
+    try:
+        return str(json.loads(error.body or "").get("message", ""))[:1024]
+    except (ValueError, TypeError, AttributeError):
+        return f"the API server refused the request ({error.status})"
+
+
+@asynccontextmanager
+async def as_user(operator: client.ApiClient, token: str) -> AsyncIterator[AsUser]:
+    own = operator.configuration
+    configuration = client.Configuration(host=own.host)
+    configuration.ssl_ca_cert = own.ssl_ca_cert
+    configuration.verify_ssl = own.verify_ssl
+    configuration.api_key = {"authorization": token}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
+    api = client.ApiClient(configuration)
+    try:
+        yield AsUser(api)
+    finally:
+        await api.close()  # type: ignore[no-untyped-call]

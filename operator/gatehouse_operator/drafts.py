@@ -1,0 +1,138 @@
+"""Test this draft: a connection that is not saved, tried through a proxy replica as if it were.
+
+The draft is checked by the API server as the caller, with a dry-run create (or replace, for an
+edit): RBAC, the schema's rules and the admission webhook decide, exactly as for the real apply,
+and the answer carries the defaults the API server fills in. It is then compiled into a route
+the way the connection controller compiles a saved one, its credential sealed with the keyring
+under a one-off identity, and sent with the request on the table channel. The replica uses the
+route for that request alone. Nothing of the draft is stored: no ExternalConnection, no Secret,
+no ConnectionTest, no table entry, no cached access token.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from kubernetes.aio import client
+from pydantic import ValidationError
+
+from gatehouse_operator import table_bounds
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
+from gatehouse_operator.api.meta import API_VERSION, spec_error
+from gatehouse_operator.as_user import AsUser, refusal
+from gatehouse_operator.controllers.external_connections import route_for
+from gatehouse_operator.credentials import CredentialProblem, seal_credential
+from gatehouse_operator.origin import OriginError, normalise_origin
+from gatehouse_operator.probing import Finished, Waiting, ask, result, secret_texts
+from gatehouse_operator.runtime import Runtime
+from gatehouse_operator.service_api.models import DraftTestOutcome, DraftTestRequest
+from gatehouse_proxy.probes import ProbeRequest
+
+# Not a Kubernetes name, so a draft's routing key can never be a saved connection's.
+DRAFT_NAME = "~draft"
+
+
+class DraftRefused(Exception):
+    """The API server refused the draft as the caller; its status and message travel on."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def manifest(name: str, spec: dict[str, Any], resource_version: str = "") -> dict[str, Any]:
+    """The ExternalConnection that would be applied."""
+    metadata: dict[str, Any] = {"name": name}
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
+    return {
+        "apiVersion": API_VERSION,
+        "kind": EXTERNAL_CONNECTION.kind,
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
+async def checked_spec(kube: AsUser, namespace: str, draft: DraftTestRequest) -> dict[str, Any]:
+    """The draft's spec as the API server would store it, after a dry run as the caller."""
+    try:
+        if draft.replaces:
+            current = await kube.get_custom(EXTERNAL_CONNECTION, namespace, draft.name)
+            body = manifest(draft.name, draft.spec, current["metadata"]["resourceVersion"])
+            stored = await kube.replace_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=True)
+        else:
+            body = manifest(draft.name, draft.spec)
+            stored = await kube.create_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=True)
+    except client.ApiException as error:
+        raise DraftRefused(error.status, refusal(error)) from None
+    spec: dict[str, Any] = stored.get("spec", {})
+    return spec
+
+
+def _failed(reason: str, message: str) -> DraftTestOutcome:
+    return DraftTestOutcome(passed=False, reason=reason, message=message)
+
+
+async def try_draft(
+    runtime: Runtime, kube: AsUser, namespace: str, draft: DraftTestRequest
+) -> DraftTestOutcome:
+    """Runs ``draft.request`` against the draft; raises DraftRefused for the API server's no."""
+    stored = await checked_spec(kube, namespace, draft)
+    try:
+        spec = ExternalConnectionSpec.model_validate(stored)
+    except ValidationError as error:
+        return _failed("InvalidSpec", spec_error(error))
+    method = draft.request.method
+    if method not in spec.allowed_methods:
+        allowed = ", ".join(spec.allowed_methods)
+        return _failed("MethodNotAllowed", f"{method} is not among allowedMethods ({allowed})")
+    try:
+        origin = normalise_origin(spec.base_url, allow_http=runtime.settings.allow_http)
+    except OriginError as error:
+        return _failed("InvalidBaseURL", str(error))
+    ref = spec.auth.secret_ref
+    if draft.secret is not None and ref is None:
+        return _failed("SecretNotUsed", "secret: auth.type none takes no secret")
+    if draft.secret is not None and ref is not None:
+        secret_data: dict[str, bytes] | None = {ref.key: draft.secret.encode()}
+    else:
+        secret_data = await runtime.kube.secret_data(namespace, ref.name) if ref else None
+    uid = f"draft-{secrets.token_hex(8)}"
+    try:
+        credential = seal_credential(
+            spec.auth,
+            secret_data,
+            keyring=runtime.keyring.current(),
+            connection_uid=uid,
+            origin=origin,
+        )
+    except CredentialProblem as problem:
+        return _failed(problem.reason, problem.message)
+    route = route_for(f"{namespace}/{DRAFT_NAME}", uid, spec, origin, credential, "")
+    size = table_bounds.entry_size(route)
+    too_large = table_bounds.check(route, size, size, "Passed")
+    if too_large is not None:
+        return _failed(too_large.reason, too_large.message)
+    request = ProbeRequest(
+        connection=route.key,
+        method=method,
+        path=draft.request.path,
+        body=draft.request.body,
+        draft=route,
+    )
+    try:
+        answer = await ask(runtime, request, within=spec.limits.timeout_seconds + 5)
+    except Finished as finished:
+        return _failed(finished.verdict.reason, finished.verdict.message)
+    except Waiting as waiting:
+        return _failed(waiting.reason, waiting.message)
+    value = secret_data.get(ref.key) if secret_data and ref else None
+    outcome = result(answer, method, draft.request.path, secret_texts(spec, value))
+    return DraftTestOutcome(
+        passed=outcome.passed,
+        reason=outcome.verdict.reason,
+        message=outcome.verdict.message,
+        response=outcome.response,
+    )

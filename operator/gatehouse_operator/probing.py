@@ -1,0 +1,122 @@
+"""Sending one test request to a proxy replica, and reading what came back.
+
+Shared by ConnectionTests (a saved connection, named by its routing key) and draft tests (a
+connection not saved yet, whose route travels with the request). Both go through the proxy's own
+path: host pinning, method and path rules, credential injection, limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gatehouse_operator import samples
+from gatehouse_operator.api.connection import ExternalConnectionSpec
+from gatehouse_operator.api.connection_test import RESULT_BODY_CHARS
+from gatehouse_operator.conditions import Verdict
+from gatehouse_operator.runtime import Runtime
+from gatehouse_operator.table_server import NoReplica
+from gatehouse_proxy.probes import ProbeAnswer, ProbeRequest
+
+
+class Finished(Exception):
+    """The test is over without an answer from upstream; the verdict says why."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.message)
+        self.verdict = verdict
+
+
+class Waiting(Exception):
+    """The test cannot run yet: no replica could take it now."""
+
+    def __init__(self, reason: str, message: str, delay: float = 2.0) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.delay = delay
+
+
+def _camel(code: str) -> str:
+    return "".join(part.capitalize() for part in code.split("_"))
+
+
+async def ask(runtime: Runtime, request: ProbeRequest, within: float) -> ProbeAnswer:
+    """The replica's answer; raises Finished for a refusal and Waiting when none could answer.
+
+    It travels on a replica's table channel: no port of the proxy takes tests.
+    """
+    try:
+        outcome = await runtime.channel.probe(request, within=within)
+    except NoReplica as error:
+        raise Waiting("ProxyBehind", str(error), 0.5) from None
+    except (TimeoutError, ConnectionError):
+        raise Waiting("ProxyUnavailable", "the proxy replica did not answer in time") from None
+    if "stale" in outcome:
+        raise Waiting("ProxyBehind", "the proxy has not installed the newest table yet", 0.5)
+    if "refused" in outcome:
+        refused = outcome["refused"]
+        raise Finished(
+            Verdict("Passed", "False", _camel(refused["code"]), str(refused["message"])[:1024])
+        )
+    if "answered" not in outcome:
+        failure = outcome.get("error", {})
+        raise Finished(
+            Verdict("Passed", "False", "ProxyError", str(failure.get("message", outcome))[:1024])
+        )
+    return ProbeAnswer.model_validate(outcome["answered"])
+
+
+@dataclass(frozen=True)
+class Result:
+    verdict: Verdict
+    response: dict[str, Any]  # as ConnectionTest status.response shows it
+    sample_body: Any  # what a sample would keep; only for a passing test
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.ok
+
+
+def result(answer: ProbeAnswer, method: str, path: str, secrets: list[str]) -> Result:
+    """The answer as people see it: redacted of ``secrets``, the body truncated."""
+    text = samples.redacted_text(answer.body, answer.content_type, secrets)
+    passed = 200 <= answer.status_code < 300
+    summary = f"{method} {path} answered {answer.status_code}"
+    verdict = (
+        Verdict("Passed", "True", "Passed", summary)
+        if passed
+        else Verdict("Passed", "False", "UpstreamStatus", summary)
+    )
+    response = {
+        "statusCode": answer.status_code,
+        "contentType": answer.content_type[:256],
+        "body": text[:RESULT_BODY_CHARS],
+        "truncated": len(text) > RESULT_BODY_CHARS,
+        "sizeBytes": answer.size_bytes,
+    }
+    sample = samples.sample_body(answer.body, answer.content_type, secrets) if passed else None
+    return Result(verdict, response, sample)
+
+
+def secret_texts(spec: ExternalConnectionSpec, value: bytes | None) -> list[str]:
+    """A connection's secret as it could appear in an answer, to scrub from anything kept."""
+    if value is None:
+        return []
+    text = value.decode(errors="replace").strip()
+    found = [text]
+    if spec.auth.type == "googleServiceAccount":
+        with contextlib.suppress(ValueError, AttributeError):
+            found.append(str(json.loads(text).get("private_key", "")))
+    return [secret for secret in found if secret]
+
+
+async def stored_secrets(
+    runtime: Runtime, namespace: str, spec: ExternalConnectionSpec
+) -> list[str]:
+    """The connection's secret as its Secret holds it, for scrubbing."""
+    ref = spec.auth.secret_ref
+    data = await runtime.kube.secret_data(namespace, ref.name) if ref else None
+    return secret_texts(spec, data.get(ref.key) if data and ref else None)

@@ -1,0 +1,177 @@
+"""Test this draft: a connection that is not saved, tried through a real proxy replica with each
+auth type, checked by the API server as the caller, and leaving nothing behind."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from gatehouse_dev.cluster import Cluster
+from tests.e2e.conftest import Stack
+from tests.e2e.gatehouse_fixtures import (
+    API_KEY_AUTH,
+    Member,
+    apply,
+    connection,
+    get,
+    project_members,
+    secret,
+    wait_condition,
+)
+
+pytestmark = pytest.mark.e2e
+
+SECRET = "sk-draft-0123456789abcdef"
+SCOPE = "https://www.googleapis.com/auth/bigquery"
+# Each auth type as the wizard writes it: the Secret it would create, named after the connection.
+AUTHS: dict[str, dict[str, Any]] = {
+    "none": {"type": "none"},
+    "api-key-header": {**API_KEY_AUTH, "secretRef": {"name": "draft-credential", "key": "token"}},
+    "api-key-query": {
+        "type": "apiKey",
+        "apiKey": {"name": "appid", "in": "query"},
+        "secretRef": {"name": "draft-credential", "key": "token"},
+    },
+    "bearer": {"type": "bearer", "secretRef": {"name": "draft-credential", "key": "token"}},
+    "google": {
+        "type": "googleServiceAccount",
+        "googleServiceAccount": {"scopes": [SCOPE]},
+        "secretRef": {"name": "draft-credential", "key": "key.json"},
+    },
+}
+
+
+def draft_spec(stack: Stack, auth: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    document: dict[str, Any] = connection("draft", stack.upstream, auth, **spec)["spec"]
+    return document
+
+
+def try_draft(
+    stack: Stack, namespace: str, member: Member, draft: dict[str, Any]
+) -> httpx.Response:
+    return httpx.post(
+        f"{stack.local.api_url}/api/v1/namespaces/{namespace}/connection-drafts/tests",
+        json=draft,
+        headers=member.headers(),
+        timeout=60,
+    )
+
+
+def nothing_kept(cluster: Cluster, namespace: str) -> None:
+    for kind in ("externalconnections", "connectiontests", "secrets", "configmaps"):
+        names = cluster.kubectl(
+            "get", kind, "-n", namespace, "-o", "jsonpath={.items[*].metadata.name}"
+        ).stdout.split()
+        assert not [name for name in names if "draft" in name], (kind, names)
+
+
+@pytest.mark.parametrize("auth_name", sorted(AUTHS))
+def test_a_draft_is_tried_through_the_proxy_with_each_auth_type(
+    cluster: Cluster, stack: Stack, namespace: str, auth_name: str
+) -> None:
+    members = project_members(cluster, namespace)
+    auth = AUTHS[auth_name]
+    value = stack.service_account_key.decode() if auth_name == "google" else SECRET
+    draft = {
+        "name": "draft",
+        "spec": draft_spec(stack, auth, allowedPaths=["/echo"]),
+        "request": {"method": "GET", "path": "/echo/ping?q=1"},
+        **({"secret": value} if auth_name != "none" else {}),
+    }
+    answer = try_draft(stack, namespace, members["admin"], draft)
+    assert answer.status_code == 200, answer.text
+    outcome = answer.json()
+    assert outcome["passed"], outcome
+    assert outcome["response"]["statusCode"] == 200
+    echoed = json.loads(outcome["response"]["body"])
+    assert echoed["path"] == "/echo/ping"
+    seen = httpx.get(f"{stack.upstream}/_received/{echoed['id']}", timeout=5).json()
+    received = seen["headers"]
+    sent = {
+        "none": "authorization" not in received and "x-api-key" not in received,
+        "api-key-header": received.get("x-api-key") == SECRET,
+        "api-key-query": seen["query"] == f"q=1&appid={SECRET}",
+        "bearer": received.get("authorization") == f"Bearer {SECRET}",
+        # A real token exchange: the token endpoint verified the key's signed assertion.
+        "google": received.get("authorization", "").startswith("Bearer "),
+    }
+    assert sent[auth_name], seen
+    if auth_name == "google":
+        token = received["authorization"].removeprefix("Bearer ")
+        info = httpx.get(f"{stack.token_endpoint}/tokeninfo", params={"access_token": token})
+        assert info.json()["scope"] == SCOPE
+    if auth_name != "none":
+        assert value.strip() not in answer.text
+        assert SECRET not in answer.text
+    nothing_kept(cluster, namespace)
+
+
+def test_a_draft_is_held_to_the_rules_of_a_saved_connection(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    members = project_members(cluster, namespace)
+    admin = members["admin"]
+    base = {"name": "draft", "secret": SECRET, "request": {"path": "/echo"}}
+    pinned = draft_spec(stack, AUTHS["bearer"], allowedPaths=["/echo"])
+
+    # The proxy's rules: paths, methods and redirects, as for an app's fetch.
+    for request, reason in (
+        ({"path": "/status/204"}, "PathNotAllowed"),
+        ({"method": "POST", "path": "/echo"}, "MethodNotAllowed"),
+    ):
+        outcome = try_draft(stack, namespace, admin, {**base, "spec": pinned, "request": request})
+        assert outcome.status_code == 200, outcome.text
+        assert (outcome.json()["passed"], outcome.json()["reason"]) == (False, reason)
+    redirected = try_draft(
+        stack,
+        namespace,
+        admin,
+        {**base, "spec": draft_spec(stack, AUTHS["bearer"]), "request": {"path": "/redirect"}},
+    ).json()
+    assert (redirected["passed"], redirected["reason"]) == (False, "UpstreamRedirect")
+
+    # The API server's rules, as the caller: the schema's CEL rule names the field.
+    bad = {**base, "spec": {**pinned, "baseURL": "https://user:pw@example.com"}}
+    refused = try_draft(stack, namespace, admin, bad)
+    assert refused.status_code == 422, refused.text
+    assert "baseURL must not contain credentials" in refused.json()["error"]["message"]
+    # RBAC, as the caller: only those who could create the connection may try it.
+    for who in ("builder", "viewer", "nobody"):
+        answer = try_draft(stack, namespace, members[who], {**base, "spec": pinned})
+        assert answer.status_code == 403, (who, answer.text)
+    # A secret that is not one: the credential's own check, before anything is sent.
+    broken = {**base, "spec": pinned, "secret": "two\nlines"}
+    assert try_draft(stack, namespace, admin, broken).json()["reason"] == "InvalidSecretValue"
+    # No secret given: the Secret the spec names is used, and a missing one is said.
+    missing = try_draft(stack, namespace, admin, {**base, "spec": pinned, "secret": None}).json()
+    assert (missing["passed"], missing["reason"]) == (False, "SecretNotFound")
+    nothing_kept(cluster, namespace)
+
+
+def test_an_edit_is_tried_with_the_stored_secret_before_it_is_saved(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    members = project_members(cluster, namespace)
+    apply(cluster, namespace, secret("vendor", **{"api-key": SECRET}))
+    apply(cluster, namespace, connection("vendor", stack.upstream, API_KEY_AUTH))
+    wait_condition(cluster, namespace, "externalconnection/vendor", "True")
+    before = get(cluster, namespace, "externalconnection/vendor") or {}
+    edited = {**before["spec"], "allowedPaths": ["/echo/v2"]}
+    draft = {"name": "vendor", "replaces": True, "spec": edited, "request": {"path": "/echo/v2"}}
+    outcome = try_draft(stack, namespace, members["admin"], draft).json()
+    assert outcome["passed"], outcome
+    echoed = json.loads(outcome["response"]["body"])
+    assert echoed["headers"]["x-api-key"] == "[redacted]"
+    seen = httpx.get(f"{stack.upstream}/_received/{echoed['id']}", timeout=5).json()
+    assert seen["headers"]["x-api-key"] == SECRET
+    after = get(cluster, namespace, "externalconnection/vendor") or {}
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    # A new name as an edit is 404; an existing name as a new connection is 409.
+    for name, replaces, status in (("absent", True, 404), ("vendor", False, 409)):
+        answer = try_draft(
+            stack, namespace, members["admin"], {**draft, "name": name, "replaces": replaces}
+        )
+        assert answer.status_code == status, answer.text
