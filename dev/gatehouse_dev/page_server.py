@@ -20,7 +20,7 @@ from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
-from gatehouse_operator.web import pages
+from gatehouse_operator.web import routes
 from gatehouse_proxy.sealing import KeyringFile
 
 
@@ -30,7 +30,7 @@ async def serve(port: int, read_only: bool) -> None:
     settings = OperatorSettings(keyring_file=keyring_file, web_read_only=read_only)
     runtime = Runtime(settings, Kube(api), KeyringFile(keyring_file))
     access = Access(api)
-    app = service_api.create_app(runtime, access, pages.mount(runtime, access))
+    app = service_api.create_app(runtime, access, routes.mount(runtime, access))
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     )

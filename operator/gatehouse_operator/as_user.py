@@ -76,11 +76,13 @@ class AsUser:
     async def patch_secret(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         await self.core.patch_namespaced_secret(name, namespace, patch)
 
-    async def delete_secret(self, namespace: str, name: str, uid: str) -> None:
+    async def delete_secret(self, namespace: str, secret: client.V1Secret) -> None:
+        """Deletes the Secret that was read (its uid), not one made since under its name."""
+        meta = secret.metadata or client.V1ObjectMeta()
         await self.core.delete_namespaced_secret(
-            name,
+            str(meta.name),
             namespace,
-            body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
+            body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=meta.uid)),
         )
 
 

@@ -21,7 +21,7 @@ from gatehouse_operator import table_bounds
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import API_VERSION, spec_error
 from gatehouse_operator.as_user import AsUser, refusal
-from gatehouse_operator.controllers.external_connections import route_for
+from gatehouse_operator.connection_route import route_for
 from gatehouse_operator.credentials import CredentialProblem, seal_credential
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.probing import Finished, Waiting, ask, result, secret_texts

@@ -84,14 +84,18 @@ class Kube:
         )
         await self.core.create_namespaced_event(meta["namespace"], event)
 
-    async def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None:
+    async def secret(self, namespace: str, name: str) -> client.V1Secret | None:
         try:
-            secret = await self.core.read_namespaced_secret(name, namespace)
+            found: client.V1Secret = await self.core.read_namespaced_secret(name, namespace)
         except client.ApiException as error:
             if error.status == 404:
                 return None
             raise
-        return _decoded(secret.data)
+        return found
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None:
+        secret = await self.secret(namespace, name)
+        return None if secret is None else _decoded(secret.data)
 
     async def create_secret(self, namespace: str, name: str, string_data: dict[str, str]) -> None:
         body = client.V1Secret(

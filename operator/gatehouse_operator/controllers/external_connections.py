@@ -18,40 +18,15 @@ from gatehouse_operator import table_bounds
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.conditions import Verdict, ready
+from gatehouse_operator.connection_route import route_for
 from gatehouse_operator.controllers import linked_apps
 from gatehouse_operator.credentials import CredentialProblem, verdict_for
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.runtime import Runtime, resource_key
-from gatehouse_proxy.routing_table import ConnectionRoute, Credential, EntryKind, Limits
+from gatehouse_proxy.routing_table import Credential, EntryKind
 
 PLURAL = EXTERNAL_CONNECTION.plural
 _UNSET = object()
-
-
-def route_for(
-    key: str,
-    uid: str,
-    spec: ExternalConnectionSpec,
-    origin: str,
-    credential: Credential,
-    unavailable: str,
-) -> ConnectionRoute:
-    """The proxy's route for a connection (a saved one, or a draft under test)."""
-    return ConnectionRoute(
-        key=key,
-        uid=uid,
-        origin=origin,
-        allowed_methods=frozenset(spec.allowed_methods),
-        allowed_paths=tuple(spec.allowed_paths),
-        credential=credential,
-        limits=Limits(
-            timeout_seconds=spec.limits.timeout_seconds,
-            max_request_bytes=spec.limits.max_request_bytes,
-            max_response_bytes=spec.limits.max_response_bytes,
-            requests_per_minute=spec.limits.requests_per_minute,
-        ),
-        unavailable=unavailable,
-    )
 
 
 async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _UNSET) -> None:

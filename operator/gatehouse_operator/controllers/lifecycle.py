@@ -30,7 +30,7 @@ from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
-from gatehouse_operator.web import pages as connections_page
+from gatehouse_operator.web import routes as connections_page
 from gatehouse_operator.webhook import WebhookServer
 from gatehouse_proxy.sealing import KeyringError, KeyringFile, KeyringSource
 

@@ -19,21 +19,17 @@ from kubernetes.aio import client
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 from pydantic import ValidationError
-from starlette.applications import Starlette
 from starlette.datastructures import FormData, MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gatehouse_operator.access import Access, User
+from gatehouse_operator.access import User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAMPLE_LABEL_CHARS
 from gatehouse_operator.as_user import as_user, refusal
-from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.service_api.app import (
     ApiError,
     ServiceApi,
@@ -41,7 +37,7 @@ from gatehouse_operator.service_api.app import (
     linkable,
     validation_message,
 )
-from gatehouse_operator.service_api.models import ConnectionTestRequest
+from gatehouse_operator.service_api.models import ConnectionTestRequest, TrialRequest
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS, Credentials, Sessions, same_origin
 from gatehouse_proxy.sealing import KeyringError
 
@@ -53,6 +49,7 @@ CONTENT_SECURITY_POLICY = (
     "frame-ancestors 'none'; base-uri 'none'"
 )
 CROSS_SITE = "refused: the form was sent by another site"
+READ_ONLY = "this page is read-only: connections and apps are managed in Git here"
 SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
@@ -118,14 +115,34 @@ Handler = Callable[[Request, Visitor], Awaitable[Response]]
 MAX_FORM_BYTES = 64 * 1024
 
 
-async def _fields(request: Request) -> FormData:
+async def fields_of(
+    request: Request, max_bytes: int = MAX_FORM_BYTES, max_fields: int = 16
+) -> FormData:
     length = request.headers.get("content-length", "")
-    if not length.isdigit() or int(length) > MAX_FORM_BYTES:
-        raise Refused(413, f"a form of at most {MAX_FORM_BYTES // 1024} KiB, with its length sent")
+    if not length.isdigit() or int(length) > max_bytes:
+        raise Refused(413, f"a form of at most {max_bytes // 1024} KiB, with its length sent")
     try:
-        return await request.form(max_files=0, max_fields=16, max_part_size=MAX_FORM_BYTES)
+        return await request.form(max_files=0, max_fields=max_fields, max_part_size=max_bytes)
     except HTTPException as error:
         raise Refused(400, f"the form could not be read: {error.detail}") from None
+
+
+def trial(method: str, path: str, raw_body: str) -> TrialRequest:
+    """A test's request from a form: a relative path, and a JSON body for methods but GET."""
+    wanted: dict[str, Any] = {"method": method, "path": "/" + (path.strip() or "/").lstrip("/")}
+    raw_body = raw_body.strip()
+    if raw_body and method != "GET":
+        try:
+            wanted["body"] = json.loads(raw_body)
+        except json.JSONDecodeError as error:
+            where = f"{error.msg} at character {error.pos}"
+            raise Refused(422, f"body: not JSON ({where})") from None
+        except (ValueError, RecursionError):
+            raise Refused(422, "body: JSON this deep or this long is not accepted") from None
+    try:
+        return TrialRequest.model_validate(wanted)
+    except ValidationError as error:
+        raise Refused(422, validation_message(error)) from None
 
 
 class Pages:
@@ -166,22 +183,26 @@ class Pages:
         return handle
 
     def form(
-        self, handler: Handler, *, writes_resources: bool = False
+        self,
+        handler: Handler,
+        *,
+        writes_resources: bool = False,
+        max_bytes: int = MAX_FORM_BYTES,
+        max_fields: int = 16,
     ) -> Callable[[Request], Awaitable[Response]]:
-        """A POST: refused unless same-origin, signed in, with the visitor's CSRF token."""
+        """A POST: refused unless same-origin, signed in, with the visitor's CSRF token. The
+        form is read once, within its bounds; the handler's fields_of gets the same."""
 
         async def handle(request: Request) -> Response:
             async def checked(request: Request) -> Response:
-                fields = await _fields(request)
+                fields = await fields_of(request, max_bytes, max_fields)
                 visitor = await self.visitor(request)
                 if visitor is None:
                     raise Refused(401, "sign in first")
                 if not self.sessions.csrf_valid(visitor.credentials, str(fields.get("csrf", ""))):
                     raise Refused(403, "the form has expired: reload the page and try again")
                 if writes_resources and self.read_only:
-                    raise Refused(
-                        403, "this page is read-only: connections and apps are managed in Git here"
-                    )
+                    raise Refused(403, READ_ONLY)
                 return await handler(request, visitor)
 
             return await self._answer(request, checked)
@@ -224,7 +245,7 @@ class Pages:
         return await self._answer(request, self._sign_in)
 
     async def _sign_in(self, request: Request) -> Response:
-        token = str((await _fields(request)).get("token", "")).strip()
+        token = str((await fields_of(request)).get("token", "")).strip()
         error = ""
         if not token or len(token) > MAX_TOKEN_CHARS:
             error = f"token: paste a Kubernetes token of 1 to {MAX_TOKEN_CHARS} characters"
@@ -259,7 +280,7 @@ class Pages:
         own = parts[2] if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"] else ""
         return self.render("home.html", visitor=visitor, namespace=own)
 
-    async def _may(self, visitor: Visitor, verb: str, plural: str, namespace: str) -> bool:
+    async def may(self, visitor: Visitor, verb: str, plural: str, namespace: str) -> bool:
         return await self.api.access.allowed(visitor.user, verb, plural, namespace)
 
     async def _linkable_apps(self, visitor: Visitor, namespace: str) -> list[str]:
@@ -268,7 +289,7 @@ class Pages:
             return []
         apps = []
         for kind in APP_KINDS.values():
-            if await self._may(visitor, "update", kind.plural, namespace):
+            if await self.may(visitor, "update", kind.plural, namespace):
                 apps += [
                     f"{kind.kind}/{body['metadata']['name']}"
                     for body in await self.api.runtime.kube.list_custom(kind, namespace)
@@ -283,6 +304,7 @@ class Pages:
             visitor=visitor,
             namespace=namespace,
             listing=listing,
+            can_create=await self.may(visitor, "create", EXTERNAL_CONNECTION.plural, namespace),
             apps=await self._linkable_apps(visitor, namespace),
             notice=self._notice(request, visitor),
         )
@@ -295,7 +317,7 @@ class Pages:
             visitor=visitor,
             namespace=namespace,
             detail=detail,
-            can_test=await self._may(visitor, "create", CONNECTION_TEST.plural, namespace),
+            can_test=await self.may(visitor, "create", CONNECTION_TEST.plural, namespace),
             apps=await self._linkable_apps(visitor, namespace),
             notice=self._notice(request, visitor),
         )
@@ -304,28 +326,15 @@ class Pages:
 
     async def test(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        fields = await _fields(request)
+        fields = await fields_of(request)
         body, _ = await self.api.visible(visitor.user, namespace, name)
         item = linkable(body, {})
         method = str(fields.get("method", "GET"))
         if method not in item.allowed_methods:
             allowed = ", ".join(item.allowed_methods)
             raise Refused(422, f"method: must be one of the connection's methods ({allowed})")
-        path = str(fields.get("path", "")).strip() or "/"
-        raw_body = str(fields.get("body", "")).strip()
-        wanted: dict[str, Any] = {"method": method, "path": "/" + path.lstrip("/")}
-        if raw_body and method != "GET":
-            try:
-                wanted["body"] = json.loads(raw_body)
-            except json.JSONDecodeError as error:
-                where = f"{error.msg} at character {error.pos}"
-                raise Refused(422, f"body: not JSON ({where})") from None
-            except (ValueError, RecursionError):
-                raise Refused(422, "body: JSON this deep or this long is not accepted") from None
-        try:
-            test = ConnectionTestRequest.model_validate(wanted)
-        except ValidationError as error:
-            raise Refused(422, validation_message(error)) from None
+        wanted = trial(method, str(fields.get("path", "")), str(fields.get("body", "")))
+        test = ConnectionTestRequest.model_validate(wanted.model_dump())
         outcome = await self.api.run_test(visitor.user, namespace, name, test)
         return self.render(
             "test_result.html",
@@ -343,7 +352,7 @@ class Pages:
 
     async def save_sample(self, request: Request, visitor: Visitor) -> Response:
         namespace, test = request.path_params["namespace"], request.path_params["test"]
-        fields = await _fields(request)
+        fields = await fields_of(request)
         label = str(fields.get("label", "")).strip()
         if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
             raise Refused(422, f"label: 1 to {SAMPLE_LABEL_CHARS} characters")
@@ -351,19 +360,19 @@ class Pages:
         outcome = await self.api.save_sample(visitor.user, namespace, test, label)
         if not outcome.saved:
             raise Refused(409, f"not saved ({outcome.reason}): {outcome.message}")
-        return self._back_to(visitor, namespace, connection, f"Saved sample “{label}”.")
+        return self.back_to(visitor, namespace, connection, f"Saved sample “{label}”.")
 
     async def delete_sample(self, request: Request, visitor: Visitor) -> Response:
         params = request.path_params
         namespace, name = params["namespace"], params["name"]
         await self.api.delete_sample(visitor.user, namespace, name, params["sample"])
-        return self._back_to(visitor, namespace, name, "Sample deleted.")
+        return self.back_to(visitor, namespace, name, "Sample deleted.")
 
     async def link(self, request: Request, visitor: Visitor) -> Response:
         """Links a connection to an app as the visitor: RBAC and the admission webhook decide,
         and the webhook's message is shown as it is."""
         namespace = request.path_params["namespace"]
-        fields = await _fields(request)
+        fields = await fields_of(request)
         kind_name, _, app_name = str(fields.get("app", "")).partition("/")
         kind = APP_KINDS.get(kind_name)
         alias = str(fields.get("alias", "")).strip()
@@ -391,9 +400,9 @@ class Pages:
                 raise
         notice = f"Linked {connection} to {kind.kind} {app_name} as “{alias}”."
         back = connection if fields.get("back") == "detail" else ""
-        return self._back_to(visitor, namespace, back, notice)
+        return self.back_to(visitor, namespace, back, notice)
 
-    def _back_to(self, visitor: Visitor, namespace: str, connection: str, notice: str) -> Response:
+    def back_to(self, visitor: Visitor, namespace: str, connection: str, notice: str) -> Response:
         """To the connection's page, or the list without one, with a notice to show there."""
         url = f"/ui/namespaces/{quote(namespace, safe='')}/connections"
         if connection:
@@ -408,43 +417,3 @@ class Pages:
         notice = request.query_params.get("notice", "")
         signed = request.query_params.get("signed", "")
         return notice if self.sessions.signed(visitor.credentials, notice, signed) else ""
-
-
-def mount(runtime: Runtime, access: Access) -> Mount:
-    """The page at /ui, served with the service API (see service_api.app.create_app)."""
-    pages = Pages(
-        ServiceApi(runtime, access),
-        Sessions(runtime.keyring),
-        runtime.kube.core.api_client,
-        runtime.settings.web_read_only,
-    )
-    prefix = "/namespaces/{namespace}"
-    page = Starlette(
-        routes=[
-            Route("/", pages.page(pages.home)),
-            Route("/sign-in", pages.sign_in_form, methods=["GET"]),
-            Route("/sign-in", pages.sign_in, methods=["POST"]),
-            Route("/sign-out", pages.sign_out, methods=["POST"]),
-            Route(f"{prefix}/connections", pages.page(pages.connections)),
-            Route(f"{prefix}/connections/{{name}}", pages.page(pages.connection)),
-            Route(f"{prefix}/connections/{{name}}/test", pages.form(pages.test), methods=["POST"]),
-            Route(
-                f"{prefix}/connections/{{name}}/samples/{{sample}}/delete",
-                pages.form(pages.delete_sample),
-                methods=["POST"],
-            ),
-            Route(
-                f"{prefix}/connectiontests/{{test}}/sample",
-                pages.form(pages.save_sample),
-                methods=["POST"],
-            ),
-            Route(
-                f"{prefix}/links",
-                pages.form(pages.link, writes_resources=True),
-                methods=["POST"],
-            ),
-            Mount("/static", StaticFiles(packages=[("gatehouse_operator.web", "static")])),
-        ],
-        middleware=[Middleware(SecurityHeaders)],
-    )
-    return Mount("/ui", page)

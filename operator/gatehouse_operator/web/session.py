@@ -33,6 +33,8 @@ _CSRF_PURPOSE = b"gatehouse/web-csrf"
 _NOTICE_PURPOSE = b"gatehouse/web-notice"
 # Browsers keep cookies of up to 4096 bytes, name and attributes included.
 MAX_COOKIE_VALUE = 3900
+# A wizard left open longer asks for its secret again.
+DRAFT_SECRET_SECONDS = 3600
 
 
 def _b64(data: bytes) -> str:
@@ -49,6 +51,10 @@ class Credentials:
     from_proxy: bool  # an authenticating proxy's header, not the session cookie
 
 
+def _draft_context(credentials: Credentials) -> str:
+    return f"gatehouse/web-draft-secret|{hashlib.sha256(credentials.token.encode()).hexdigest()}"
+
+
 class Sessions:
     def __init__(self, keyring: KeyringSource) -> None:
         self.keyring = keyring
@@ -57,21 +63,12 @@ class Sessions:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and token.strip():
             return Credentials(token.strip(), from_proxy=True)
-        token = self._open(request.cookies.get(COOKIE, ""))
+        token = self._open_session(request.cookies.get(COOKIE, ""))
         return Credentials(token, from_proxy=False) if token else None
 
     def start(self, response: Response, token: str) -> bool:
         """Sets the session cookie; False when the sealed token would not fit in one."""
-        keyring = self.keyring.current()
-        plaintext = json.dumps({"token": token, "expires": int(time.time()) + SESSION_SECONDS})
-        sealed = keyring.seal(plaintext.encode(), _SESSION_CONTEXT)
-        value = ".".join(
-            [
-                sealed.key_id,
-                _b64(base64.b64decode(sealed.nonce)),
-                _b64(base64.b64decode(sealed.ciphertext)),
-            ]
-        )
+        value = self._seal({"token": token}, SESSION_SECONDS, _SESSION_CONTEXT)
         if len(value) > MAX_COOKIE_VALUE:
             return False
         response.set_cookie(
@@ -88,12 +85,38 @@ class Sessions:
     def end(self, response: Response) -> None:
         response.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")
 
-    def _open(self, value: str) -> str:
+    def _open_session(self, value: str) -> str:
         """The cookie's token, or '' for no, a tampered, a foreign or an expired cookie."""
+        token = self._open(value, _SESSION_CONTEXT).get("token")
+        return token if isinstance(token, str) else ""
+
+    def seal_draft_secret(self, credentials: Credentials, secret: str) -> str:
+        """A wizard's secret as the page carries it between steps: sealed for this visitor's
+        token, so the page's HTML holds only ciphertext that no other session can open."""
+        return self._seal({"secret": secret}, DRAFT_SECRET_SECONDS, _draft_context(credentials))
+
+    def open_draft_secret(self, credentials: Credentials, sealed: str) -> str | None:
+        secret = self._open(sealed, _draft_context(credentials)).get("secret")
+        return secret if isinstance(secret, str) else None
+
+    def _seal(self, content: dict[str, str], lifetime: int, context: str) -> str:
+        keyring = self.keyring.current()
+        plaintext = json.dumps({**content, "expires": int(time.time()) + lifetime})
+        sealed = keyring.seal(plaintext.encode(), context)
+        return ".".join(
+            [
+                sealed.key_id,
+                _b64(base64.b64decode(sealed.nonce)),
+                _b64(base64.b64decode(sealed.ciphertext)),
+            ]
+        )
+
+    def _open(self, value: str, context: str) -> dict[str, object]:
+        """What ``_seal`` sealed, or {} for a tampered, foreign or expired value."""
         # Nonce and ciphertext are base64url (no dots); a key id may hold one.
         parts = value.rsplit(".", 2)
         if len(parts) != 3 or not all(parts):
-            return ""
+            return {}
         key_id, nonce, ciphertext = parts
         try:
             sealed = Sealed(
@@ -101,13 +124,12 @@ class Sessions:
                 nonce=base64.b64encode(_unb64(nonce)).decode(),
                 ciphertext=base64.b64encode(_unb64(ciphertext)).decode(),
             )
-            session = json.loads(self.keyring.current().open(sealed, _SESSION_CONTEXT))
+            content = json.loads(self.keyring.current().open(sealed, context))
         except (KeyringError, ValueError, OSError):
-            return ""
-        if not isinstance(session, dict) or int(session.get("expires", 0)) < time.time():
-            return ""
-        token = session.get("token")
-        return token if isinstance(token, str) else ""
+            return {}
+        if not isinstance(content, dict) or int(content.get("expires", 0)) < time.time():
+            return {}
+        return content
 
     def _mac(self, credentials: Credentials, purpose: bytes, text: str) -> str:
         keyring = self.keyring.current()

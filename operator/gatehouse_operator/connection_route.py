@@ -1,0 +1,33 @@
+"""A connection as the proxy routes it: what the connection controller publishes in the table,
+and what a draft test sends with its request."""
+
+from __future__ import annotations
+
+from gatehouse_operator.api.connection import ExternalConnectionSpec
+from gatehouse_proxy.routing_table import ConnectionRoute, Credential, Limits
+
+
+def route_for(
+    key: str,
+    uid: str,
+    spec: ExternalConnectionSpec,
+    origin: str,
+    credential: Credential,
+    unavailable: str,
+) -> ConnectionRoute:
+    """The proxy's route for a connection (a saved one, or a draft under test)."""
+    return ConnectionRoute(
+        key=key,
+        uid=uid,
+        origin=origin,
+        allowed_methods=frozenset(spec.allowed_methods),
+        allowed_paths=tuple(spec.allowed_paths),
+        credential=credential,
+        limits=Limits(
+            timeout_seconds=spec.limits.timeout_seconds,
+            max_request_bytes=spec.limits.max_request_bytes,
+            max_response_bytes=spec.limits.max_response_bytes,
+            requests_per_minute=spec.limits.requests_per_minute,
+        ),
+        unavailable=unavailable,
+    )

@@ -1,0 +1,359 @@
+"""The admins' forms: the new-connection wizard, Edit (the same wizard on a stored connection),
+and Delete.
+
+Every change is made as the visitor (see gatehouse_operator.as_user), so RBAC, the schema's rules
+and the admission webhook decide it, and it is checked with a dry run before anything is written:
+a refused connection leaves no Secret behind, and a refused edit leaves the stored secret as it
+was. The wizard works in read-only mode too, without its Save: a draft can still be tested and
+its YAML taken to Git.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import replace
+from typing import Any
+
+from kubernetes.aio import client
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.as_user import AsUser, as_user, refusal
+from gatehouse_operator.drafts import manifest
+from gatehouse_operator.service_api.app import ApiError, validation_message
+from gatehouse_operator.service_api.models import DraftTestOutcome, DraftTestRequest
+from gatehouse_operator.web.pages import READ_ONLY, Pages, Refused, Visitor, fields_of, trial
+from gatehouse_operator.web.wizard import (
+    AUTH_TYPES,
+    CONNECTION_LABEL,
+    CREATED_BY,
+    CREATED_BY_LABEL,
+    METHODS,
+    STEP_TITLES,
+    STEPS,
+    WizardForm,
+)
+
+# Instructions of 10,000 characters, URL-encoded, and a service account's key file fit.
+WIZARD_FORM_BYTES = 256 * 1024
+WIZARD_FIELDS = 40
+MAX_SECRET_CHARS = 64 * 1024
+
+
+class Wizard:
+    """One post of the wizard: the form as sent, what the visitor asked, and what it led to."""
+
+    def __init__(self, form: WizardForm, secret: str | None, step: str) -> None:
+        self.form = form
+        self.secret = secret  # opened from the sealed field; None when none was entered
+        self.step = step
+        self.errors: list[str] = []
+        self.outcome: DraftTestOutcome | None = None
+        self.check = ""
+
+
+class ConnectionForms:
+    def __init__(self, pages: Pages) -> None:
+        self.pages = pages
+
+    # Pages.
+
+    async def new(self, request: Request, visitor: Visitor) -> Response:
+        namespace = request.path_params["namespace"]
+        await self._may_create(visitor, namespace)
+        return self._render(visitor, namespace, Wizard(WizardForm(), None, STEPS[0]))
+
+    async def edit(self, request: Request, visitor: Visitor) -> Response:
+        namespace, name = request.path_params["namespace"], request.path_params["name"]
+        body = await self._managed(visitor, namespace, name)
+        return self._render(visitor, namespace, Wizard(WizardForm.of(body), None, STEPS[0]))
+
+    # Forms.
+
+    async def new_posted(self, request: Request, visitor: Visitor) -> Response:
+        namespace = request.path_params["namespace"]
+        await self._may_create(visitor, namespace)
+        return await self._posted(request, visitor, namespace, None)
+
+    async def edit_posted(self, request: Request, visitor: Visitor) -> Response:
+        namespace, name = request.path_params["namespace"], request.path_params["name"]
+        body = await self._managed(visitor, namespace, name)
+        return await self._posted(request, visitor, namespace, body)
+
+    async def delete(self, request: Request, visitor: Visitor) -> Response:
+        """Deletes the connection as the visitor, and the Secret the wizard made for it."""
+        namespace, name = request.path_params["namespace"], request.path_params["name"]
+        body = await self._managed(visitor, namespace, name)
+        fields = await fields_of(request)
+        if str(fields.get("confirm", "")).strip() != name:
+            raise Refused(422, f"confirm: type the connection's name, {name}, to delete it")
+        notice = f"Deleted connection {name}."
+        async with as_user(self.pages.operator, visitor.credentials.token) as kube:
+            try:
+                await kube.delete_custom(
+                    EXTERNAL_CONNECTION, namespace, name, body["metadata"]["uid"]
+                )
+            except client.ApiException as error:
+                if error.status in (403, 404, 409):
+                    raise Refused(error.status, f"not deleted: {refusal(error)}") from None
+                raise
+            ref = (body.get("spec", {}).get("auth") or {}).get("secretRef")
+            if ref:
+                notice += await self._delete_made_secret(kube, namespace, name, ref["name"])
+        return self.pages.back_to(visitor, namespace, "", notice)
+
+    # The wizard.
+
+    async def _posted(
+        self,
+        request: Request,
+        visitor: Visitor,
+        namespace: str,
+        stored: dict[str, Any] | None,
+    ) -> Response:
+        fields = await fields_of(request, WIZARD_FORM_BYTES, WIZARD_FIELDS)  # as the route read it
+        form = WizardForm.posted(fields, stored["spec"] if stored else {})
+        if stored is not None:
+            # The name is the resource's; the version is the one the visitor started from.
+            form = replace(form, name=stored["metadata"]["name"])
+        form = form.named()
+        sessions, credentials = self.pages.sessions, visitor.credentials
+        entered = str(fields.get("secret", ""))
+        if len(entered) > MAX_SECRET_CHARS:
+            raise Refused(413, f"secret: at most {MAX_SECRET_CHARS:,} characters")
+        if entered.strip():
+            form = replace(form, sealed_secret=sessions.seal_draft_secret(credentials, entered))
+        secret = sessions.open_draft_secret(credentials, form.sealed_secret)
+        action = str(fields.get("action", ""))
+        step = str(fields.get("step", STEPS[0]))
+        wizard = Wizard(form, secret, step if step in STEPS else STEPS[0])
+        if form.sealed_secret and secret is None:
+            wizard.form = replace(form, sealed_secret="")
+            wizard.errors.append("Secret: the one entered expired after an hour: enter it again")
+        if action.startswith("go:") and action[3:] in STEPS:
+            wizard.step = action[3:]
+        elif action == "test":
+            wizard.step = "test"
+            await self._try(wizard, visitor, namespace, fields.get)
+        elif action == "save":
+            if self.pages.read_only:
+                raise Refused(403, READ_ONLY)
+            saved = await self._save(wizard, visitor, namespace)
+            if saved is not None:
+                return saved
+            wizard.step = "review"
+        if wizard.step == "review" and not wizard.errors:
+            await self._check(wizard, visitor, namespace)
+        return self._render(visitor, namespace, wizard)
+
+    async def _try(self, wizard: Wizard, visitor: Visitor, namespace: str, field: Any) -> None:
+        """Test this draft: through the service API's draft test, as the visitor."""
+        form = wizard.form
+        wizard.errors += form.problems()
+        if wizard.errors:
+            return
+        try:
+            request = trial(
+                str(field("test_method", "GET")),
+                str(field("test_path", "/")),
+                str(field("test_body", "")),
+            )
+            draft = DraftTestRequest(
+                name=form.name,
+                spec=form.spec(),
+                secret=wizard.secret,
+                replaces=form.editing,
+                request=request,
+            )
+            wizard.outcome = await self.pages.api.test_draft(
+                visitor.credentials.token, namespace, draft
+            )
+        except Refused as refused:
+            wizard.errors.append(refused.message)
+        except ValidationError as error:
+            wizard.errors.append(validation_message(error))
+        except ApiError as error:
+            wizard.errors.append(error.message)
+
+    async def _check(self, wizard: Wizard, visitor: Visitor, namespace: str) -> None:
+        """The review step's word from the API server: would it take this connection?"""
+        wizard.errors += wizard.form.problems()
+        if wizard.errors:
+            return
+        async with as_user(self.pages.operator, visitor.credentials.token) as kube:
+            try:
+                await self._dry_run(kube, namespace, wizard.form)
+            except client.ApiException as error:
+                wizard.errors.append(refusal(error))
+                return
+        wizard.check = "The Kubernetes API server accepts this connection (a dry run as you)."
+
+    async def _dry_run(self, kube: AsUser, namespace: str, form: WizardForm) -> None:
+        body = manifest(form.name, form.spec(), form.resource_version)
+        if form.editing:
+            await kube.replace_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=True)
+        else:
+            await kube.create_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=True)
+
+    async def _save(self, wizard: Wizard, visitor: Visitor, namespace: str) -> Response | None:
+        """Creates or replaces the connection, and writes a newly entered secret; a redirect to
+        the connection, or None with wizard.errors saying why not."""
+        form, secret = wizard.form, wizard.secret
+        wizard.errors += form.problems()
+        ref = form.secret_ref()
+        kube_secret = None
+        if ref is not None:
+            kube_secret = await self.pages.api.runtime.kube.secret(namespace, ref["name"])
+            if secret is None and (kube_secret is None or not form.editing):
+                wizard.errors.append(
+                    f"Secret: required for {AUTH_TYPES[form.auth_type]} authentication; "
+                    "it is stored in a Secret and never shown again"
+                )
+            elif secret is not None and kube_secret is not None and not form.editing:
+                wizard.errors.append(
+                    f"Secret: a Secret named {ref['name']} exists already in {namespace}; "
+                    "choose another connection name"
+                )
+        if wizard.errors:
+            return None
+        async with as_user(self.pages.operator, visitor.credentials.token) as kube:
+            try:
+                # Checked before anything is written: a refusal leaves the Secret untouched.
+                await self._dry_run(kube, namespace, form)
+                undo = await self._write_secret(kube, namespace, form, secret, kube_secret)
+            except client.ApiException as error:
+                wizard.errors.append(refusal(error))
+                return None
+            body = manifest(form.name, form.spec(), form.resource_version)
+            try:
+                if form.editing:
+                    saved = await kube.replace_custom(EXTERNAL_CONNECTION, namespace, body)
+                else:
+                    saved = await kube.create_custom(EXTERNAL_CONNECTION, namespace, body)
+            except client.ApiException as error:
+                await undo()
+                wizard.errors.append(refusal(error))
+                return None
+            notice = f"{'Saved' if form.editing else 'Created'} connection {form.name}."
+            if ref is not None and secret is not None and kube_secret is None:
+                notice += await self._own_secret(kube, namespace, ref["name"], saved)
+        return self.pages.back_to(visitor, namespace, form.name, notice)
+
+    async def _write_secret(
+        self,
+        kube: AsUser,
+        namespace: str,
+        form: WizardForm,
+        secret: str | None,
+        existing: client.V1Secret | None,
+    ) -> Any:
+        """Writes a newly entered secret; returns how to put things back should the connection
+        then be refused."""
+
+        async def nothing() -> None:
+            return None
+
+        ref = form.secret_ref()
+        if secret is None or ref is None:
+            return nothing
+        encoded = base64.b64encode(secret.strip().encode()).decode()
+        if existing is None:
+            made = client.V1Secret(
+                metadata=client.V1ObjectMeta(
+                    name=ref["name"],
+                    labels={CREATED_BY_LABEL: CREATED_BY, CONNECTION_LABEL: form.name},
+                ),
+                type="Opaque",
+                data={ref["key"]: encoded},
+            )
+            await kube.create_secret(namespace, made)
+
+            async def remove() -> None:
+                found = await self.pages.api.runtime.kube.secret(namespace, ref["name"])
+                if found is not None:
+                    await kube.delete_secret(namespace, found)
+
+            return remove
+        before = (existing.data or {}).get(ref["key"])
+        await kube.patch_secret(namespace, ref["name"], {"data": {ref["key"]: encoded}})
+
+        async def restore() -> None:
+            await kube.patch_secret(namespace, ref["name"], {"data": {ref["key"]: before}})
+
+        return restore
+
+    async def _own_secret(
+        self, kube: AsUser, namespace: str, secret_name: str, connection: dict[str, Any]
+    ) -> str:
+        """Makes the new Secret the connection's, so the cluster deletes it with the connection."""
+        owner = {
+            "apiVersion": connection["apiVersion"],
+            "kind": connection["kind"],
+            "name": connection["metadata"]["name"],
+            "uid": connection["metadata"]["uid"],
+        }
+        try:
+            await kube.patch_secret(
+                namespace, secret_name, {"metadata": {"ownerReferences": [owner]}}
+            )
+        except client.ApiException as error:
+            return f" Its Secret {secret_name} is not owned by it: {refusal(error)}"
+        return ""
+
+    async def _delete_made_secret(
+        self, kube: AsUser, namespace: str, connection: str, secret_name: str
+    ) -> str:
+        """Deletes the Secret the wizard made for this connection; any other stays."""
+        found = await self.pages.api.runtime.kube.secret(namespace, secret_name)
+        meta = found.metadata if found is not None else None
+        labels = (meta.labels if meta is not None else None) or {}
+        if found is None or labels.get(CONNECTION_LABEL) != connection:
+            return ""
+        if labels.get(CREATED_BY_LABEL) != CREATED_BY:
+            return ""
+        try:
+            await kube.delete_secret(namespace, found)
+        except client.ApiException as error:
+            return f" Its Secret {secret_name} was left: {refusal(error)}"
+        return f" Its Secret {secret_name} was deleted too."
+
+    # Helpers.
+
+    async def _may_create(self, visitor: Visitor, namespace: str) -> None:
+        if not await self.pages.may(visitor, "create", EXTERNAL_CONNECTION.plural, namespace):
+            raise Refused(
+                403, f"{visitor.user.name} may not create connections in namespace {namespace}"
+            )
+
+    async def _managed(self, visitor: Visitor, namespace: str, name: str) -> dict[str, Any]:
+        body, can_manage = await self.pages.api.visible(visitor.user, namespace, name)
+        if not can_manage:
+            raise Refused(403, f"{visitor.user.name} may not edit connection {name}")
+        return body
+
+    def _render(self, visitor: Visitor, namespace: str, wizard: Wizard) -> Response:
+        form = wizard.form
+        stored_secret = bool((form.stored.get("auth") or {}).get("secretRef"))
+        return self.pages.render(
+            "wizard.html",
+            status=422 if wizard.errors else 200,
+            visitor=visitor,
+            namespace=namespace,
+            wizard=wizard,
+            form=form,
+            steps=STEPS,
+            step_titles=STEP_TITLES,
+            methods=METHODS,
+            auth_types=AUTH_TYPES,
+            secret_state=(
+                "entered" if wizard.secret is not None else "stored" if stored_secret else "none"
+            ),
+            yaml_text=form.yaml(namespace),
+            action=(
+                f"/ui/namespaces/{namespace}/connections/{form.name}/edit"
+                if form.editing
+                else f"/ui/namespaces/{namespace}/new-connection"
+            ),
+        )

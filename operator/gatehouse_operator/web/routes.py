@@ -1,0 +1,86 @@
+"""The page's routes, at /ui beside the service API (see service_api.app.create_app)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from gatehouse_operator.access import Access
+from gatehouse_operator.runtime import Runtime
+from gatehouse_operator.service_api.app import ServiceApi
+from gatehouse_operator.web.connection_forms import (
+    WIZARD_FIELDS,
+    WIZARD_FORM_BYTES,
+    ConnectionForms,
+)
+from gatehouse_operator.web.pages import Handler, Pages, SecurityHeaders
+from gatehouse_operator.web.session import Sessions
+
+
+def mount(runtime: Runtime, access: Access) -> Mount:
+    pages = Pages(
+        ServiceApi(runtime, access),
+        Sessions(runtime.keyring),
+        runtime.kube.core.api_client,
+        runtime.settings.web_read_only,
+    )
+    forms = ConnectionForms(pages)
+
+    def wizard(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        return pages.form(handler, max_bytes=WIZARD_FORM_BYTES, max_fields=WIZARD_FIELDS)
+
+    namespace = "/namespaces/{namespace}"
+    connection = f"{namespace}/connections/{{name}}"
+    page = Starlette(
+        routes=[
+            Route("/", pages.page(pages.home)),
+            Route("/sign-in", pages.sign_in_form, methods=["GET"]),
+            Route("/sign-in", pages.sign_in, methods=["POST"]),
+            Route("/sign-out", pages.sign_out, methods=["POST"]),
+            Route(f"{namespace}/connections", pages.page(pages.connections)),
+            # Not under connections/: "new" is a name a connection may have.
+            Route(f"{namespace}/new-connection", pages.page(forms.new), methods=["GET"]),
+            Route(
+                f"{namespace}/new-connection",
+                wizard(forms.new_posted),
+                methods=["POST"],
+            ),
+            Route(connection, pages.page(pages.connection)),
+            Route(f"{connection}/edit", pages.page(forms.edit), methods=["GET"]),
+            Route(
+                f"{connection}/edit",
+                wizard(forms.edit_posted),
+                methods=["POST"],
+            ),
+            Route(
+                f"{connection}/delete",
+                pages.form(forms.delete, writes_resources=True),
+                methods=["POST"],
+            ),
+            Route(f"{connection}/test", pages.form(pages.test), methods=["POST"]),
+            Route(
+                f"{connection}/samples/{{sample}}/delete",
+                pages.form(pages.delete_sample),
+                methods=["POST"],
+            ),
+            Route(
+                f"{namespace}/connectiontests/{{test}}/sample",
+                pages.form(pages.save_sample),
+                methods=["POST"],
+            ),
+            Route(
+                f"{namespace}/links",
+                pages.form(pages.link, writes_resources=True),
+                methods=["POST"],
+            ),
+            Mount("/static", StaticFiles(packages=[("gatehouse_operator.web", "static")])),
+        ],
+        middleware=[Middleware(SecurityHeaders)],
+    )
+    return Mount("/ui", page)
