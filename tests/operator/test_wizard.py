@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, UploadFile
 
 from gatehouse_operator.api.connection import MAX_INSTRUCTIONS, ExternalConnectionSpec
 from gatehouse_operator.web import session
@@ -24,8 +24,8 @@ class FixedKeyring:
         return self.keyring
 
 
-def posted(stored: dict[str, Any] | None = None, **fields: str | list[str]) -> WizardForm:
-    items = [
+def posted(fields: dict[str, str | list[str]], stored: dict[str, Any] | None = None) -> WizardForm:
+    items: list[tuple[str, str | UploadFile]] = [
         (key, value)
         for key, values in fields.items()
         for value in (values if isinstance(values, list) else [values])
@@ -33,14 +33,17 @@ def posted(stored: dict[str, Any] | None = None, **fields: str | list[str]) -> W
     return WizardForm.posted(FormData(items), stored or {}).named()
 
 
-BASE = {"display_name": "Payments API (EU)", "base_url": "https://api.example.com"}
+BASE: dict[str, str | list[str]] = {
+    "display_name": "Payments API (EU)",
+    "base_url": "https://api.example.com",
+}
 
 
 def test_a_name_is_made_from_the_display_name_unless_one_is_given() -> None:
     assert name_from("Payments API (EU)") == "payments-api-eu"
     assert name_from("  --Ünïcode & more-- ") == "n-code-more"
-    assert posted(**BASE).name == "payments-api-eu"
-    assert posted(**BASE, name="pay").name == "pay"
+    assert posted(BASE).name == "payments-api-eu"
+    assert posted({**BASE, "name": "pay"}).name == "pay"
 
 
 @pytest.mark.parametrize(
@@ -69,15 +72,19 @@ def test_a_name_is_made_from_the_display_name_unless_one_is_given() -> None:
         ),
     ],
 )
-def test_each_auth_type_makes_a_valid_spec(fields: dict[str, str], auth: dict[str, Any]) -> None:
+def test_each_auth_type_makes_a_valid_spec(
+    fields: dict[str, str | list[str]], auth: dict[str, Any]
+) -> None:
     form = posted(
-        **BASE,
-        **fields,
-        allowed_methods=["POST", "GET", "TRACE"],
-        allowed_paths="/v1\n\n/v2 \n",
-        link_policy="Builders",
-        allow_public_images="on",
-        instructions="Paginate.\r\nWith ?page=.",
+        {
+            **BASE,
+            **fields,
+            "allowed_methods": ["POST", "GET", "TRACE"],
+            "allowed_paths": "/v1\n\n/v2 \n",
+            "link_policy": "Builders",
+            "allow_public_images": "on",
+            "instructions": "Paginate.\r\nWith ?page=.",
+        }
     )
     spec = form.spec()
     assert spec["auth"] == auth
@@ -90,7 +97,7 @@ def test_each_auth_type_makes_a_valid_spec(fields: dict[str, str], auth: dict[st
 
 
 def test_an_edit_keeps_what_the_wizard_does_not_show() -> None:
-    stored_body = {
+    stored_body: dict[str, Any] = {
         "metadata": {"name": "vendor", "resourceVersion": "41"},
         "spec": {
             "displayName": "Vendor",
@@ -107,18 +114,20 @@ def test_an_edit_keeps_what_the_wizard_does_not_show() -> None:
     assert spec["auth"]["secretRef"] == {"name": "their-secret", "key": "token"}
     # A service account key is another kind of secret: a Secret of the wizard's own is named.
     switched = posted(
+        {
+            **BASE,
+            "name": "vendor",
+            "resource_version": "41",
+            "auth_type": "googleServiceAccount",
+            "scopes": "https://a/x",
+        },
         stored_body["spec"],
-        **BASE,
-        name="vendor",
-        resource_version="41",
-        auth_type="googleServiceAccount",
-        scopes="https://a/x",
     )
     assert switched.spec()["auth"]["secretRef"] == {"name": "vendor-credential", "key": "key.json"}
 
 
 def test_problems_name_their_field() -> None:
-    form = posted(auth_type="apiKey", instructions="x" * (MAX_INSTRUCTIONS + 1))
+    form = posted({"auth_type": "apiKey", "instructions": "x" * (MAX_INSTRUCTIONS + 1)})
     problems = form.problems()
     assert problems == [
         "Display name: required",
@@ -126,13 +135,13 @@ def test_problems_name_their_field() -> None:
         f"Instructions: at most {MAX_INSTRUCTIONS:,} characters ({MAX_INSTRUCTIONS + 1:,} given)",
         "Parameter name: required for an API key",
     ]
-    assert posted(**BASE, auth_type="googleServiceAccount").problems() == [
+    assert posted({**BASE, "auth_type": "googleServiceAccount"}).problems() == [
         "Scopes: at least one for a Google service account"
     ]
 
 
 def test_the_yaml_is_the_manifest_and_names_the_secret_without_its_value() -> None:
-    text = posted(**BASE, auth_type="bearer", sealed_secret="sealed-blob").yaml("sales")
+    text = posted({**BASE, "auth_type": "bearer", "sealed_secret": "sealed-blob"}).yaml("sales")
     manifest, comment = text.split("---\n")
     document = yaml.safe_load(manifest)
     assert document["metadata"] == {"name": "payments-api-eu", "namespace": "sales"}
@@ -140,7 +149,7 @@ def test_the_yaml_is_the_manifest_and_names_the_secret_without_its_value() -> No
     assert "sealed-blob" not in text
     assert "kubectl create secret generic payments-api-eu-credential -n sales" in comment
     assert all(line.startswith("#") for line in comment.splitlines())
-    assert "---" not in posted(**BASE).yaml("sales")
+    assert "---" not in posted(BASE).yaml("sales")
 
 
 def test_a_draft_secret_opens_only_for_the_token_it_was_sealed_for() -> None:
@@ -163,5 +172,5 @@ def test_a_draft_secret_expires(monkeypatch: pytest.MonkeyPatch) -> None:
     alice = Credentials("alice-token", from_proxy=False)
     sealed = sessions.seal_draft_secret(alice, "sk-live-123")
     later = time.time() + session.DRAFT_SECRET_SECONDS + 1
-    monkeypatch.setattr(session.time, "time", lambda: later)
+    monkeypatch.setattr("gatehouse_operator.web.session.time.time", lambda: later)
     assert sessions.open_draft_secret(alice, sealed) is None
