@@ -76,10 +76,9 @@ def _failed(reason: str, message: str) -> DraftTestOutcome:
 
 
 async def try_draft(
-    runtime: Runtime, kube: AsUser, namespace: str, draft: DraftTestRequest
+    runtime: Runtime, namespace: str, draft: DraftTestRequest, stored: dict[str, Any]
 ) -> DraftTestOutcome:
-    """Runs ``draft.request`` against the draft; raises DraftRefused for the API server's no."""
-    stored = await checked_spec(kube, namespace, draft)
+    """Runs ``draft.request`` against the draft, ``stored`` its spec after checked_spec."""
     try:
         spec = ExternalConnectionSpec.model_validate(stored)
     except ValidationError as error:

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,
@@ -145,8 +146,30 @@ def test_a_draft_is_held_to_the_rules_of_a_saved_connection(
     # A secret that is not one: the credential's own check, before anything is sent.
     broken = {**base, "spec": pinned, "secret": "two\nlines"}
     assert try_draft(stack, namespace, admin, broken).json()["reason"] == "InvalidSecretValue"
-    # No secret given: the Secret the spec names is used, and a missing one is said.
-    missing = try_draft(stack, namespace, admin, {**base, "spec": pinned, "secret": None}).json()
+    # No secret given: a stored Secret is used only by those who may read it (or to edit the
+    # connection that uses it), and a missing one is said.
+    keyless = {**base, "spec": pinned, "secret": None}
+    refused = try_draft(stack, namespace, admin, keyless)
+    assert refused.status_code == 403, refused.text
+    assert "may read it" in refused.json()["error"]["message"]
+    cluster.kubectl(
+        "create", "role", "secret-reader", "--verb=get", "--resource=secrets", "-n", namespace
+    )
+    cluster.kubectl(
+        "create",
+        "rolebinding",
+        "secret-reader",
+        "--role=secret-reader",
+        f"--serviceaccount={namespace}:admin",
+        "-n",
+        namespace,
+    )
+
+    def answered() -> dict[str, Any] | None:  # once RBAC has the binding
+        found: dict[str, Any] = try_draft(stack, namespace, admin, keyless).json()
+        return found if "reason" in found else None
+
+    missing = wait_for(answered, timeout=10, interval=0.2, what="the Secret role binding")
     assert (missing["passed"], missing["reason"]) == (False, "SecretNotFound")
     nothing_kept(cluster, namespace)
 

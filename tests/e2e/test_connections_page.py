@@ -384,16 +384,31 @@ def test_an_admin_creates_a_connection_through_the_wizard_tests_it_edits_and_del
     kept = get(cluster, namespace, "secret/payments-api-credential") or {}
     assert kept["data"] == made["data"]
 
+    # A new secret goes to a new Secret, which the connection switches to; the old one goes.
+    admin.submit("#edit")
+    admin.submit("button.step[value='go:auth']")
+    page.fill("input[name=secret]", CANARY + "-rotated")
+    admin.submit("button.step[value='go:review']")
+    admin.submit("#save")
+    assert page.inner_text(".notice") == (
+        "Saved connection payments-api. Its Secret payments-api-credential was deleted too."
+    )
+    rotated = (get(cluster, namespace, "externalconnection/payments-api") or {})["spec"]["auth"]
+    new_secret = rotated["secretRef"]["name"]
+    assert new_secret.startswith("payments-api-credential-"), rotated
+    assert get(cluster, namespace, "secret/payments-api-credential") is None
+    wait_condition(cluster, namespace, "externalconnection/payments-api", "True")
+
     # Delete: the name typed to confirm; the Secret the wizard made goes with it.
     admin.submit("#edit")
     page.fill("#delete input[name=confirm]", "payments-api")
     admin.submit("#delete button[type=submit]")
     assert page.inner_text(".notice") == (
-        "Deleted connection payments-api. Its Secret payments-api-credential was deleted too."
+        f"Deleted connection payments-api. Its Secret {new_secret} was deleted too."
     )
     assert rows(page) == ["locked", "open"]
     assert get(cluster, namespace, "externalconnection/payments-api") is None
-    assert get(cluster, namespace, "secret/payments-api-credential") is None
+    assert get(cluster, namespace, f"secret/{new_secret}") is None
 
 
 def test_the_wizard_names_each_problem_and_a_refused_connection_writes_no_secret(
@@ -444,6 +459,13 @@ def test_the_wizard_names_each_problem_and_a_refused_connection_writes_no_secret
     assert answer.status == 422
     assert "Secret: required for Bearer token authentication" in answer.text()
     assert get(cluster, namespace, "externalconnection/keyless") is None
+    # A value no option of the form has is named, not a failure of the page.
+    answer = admin.post(
+        f"/ui/namespaces/{namespace}/new-connection",
+        {"action": "save", "display_name": "Odd", "base_url": stack.upstream, "auth_type": "x"},
+    )
+    assert answer.status == 422
+    assert "Auth type: one of none, apiKey, bearer, googleServiceAccount" in answer.text()
 
 
 def test_a_builder_sees_only_builders_connections_links_one_and_is_refused_a_locked_one(

@@ -266,22 +266,42 @@ class ServiceApi:
         except ValidationError as error:
             raise ApiError(400, "invalid_request", validation_message(error)) from None
         token = request.headers["authorization"].partition(" ")[2].strip()
-        return _json(await self.test_draft(token, request.path_params["namespace"], draft))
+        namespace = request.path_params["namespace"]
+        return _json(await self.test_draft(user, token, namespace, draft))
 
     async def test_draft(
-        self, token: str, namespace: str, draft: DraftTestRequest
+        self, user: User, token: str, namespace: str, draft: DraftTestRequest
     ) -> DraftTestOutcome:
         """Tries a connection that is not saved; the API server decides, as the caller, whether
-        they could apply it (see gatehouse_operator.drafts)."""
+        they could apply it (see gatehouse_operator.drafts). A test of a saved one needs create
+        on connectiontests; so does this. A Secret the draft names instead of giving the secret
+        is used only where the caller may read it, or it is the edited connection's own."""
+        await self._require(user, "create", CONNECTION_TEST, namespace)
         async with as_user(self.runtime.kube.core.api_client, token) as kube:
             try:
-                return await drafts.try_draft(self.runtime, kube, namespace, draft)
+                spec = await drafts.checked_spec(kube, namespace, draft)
             except drafts.DraftRefused as refused:
-                status = refused.status if refused.status in (403, 404, 409) else 422
-                code = {403: "forbidden", 404: "not_found", 409: "conflict"}.get(
-                    status, "invalid_request"
-                )
-                raise ApiError(status, code, refused.message) from None
+                raise ApiError(*_draft_refusal(refused.status), refused.message) from None
+        ref = (spec.get("auth") or {}).get("secretRef")
+        if draft.secret is None and ref and not await self._may_use_secret(user, namespace, draft):
+            raise ApiError(
+                403,
+                "forbidden",
+                f"secret: give the secret, or be allowed to get Secret {ref['name']!r}: "
+                "a draft uses a stored Secret only for those who may read it, or to edit "
+                "the connection that uses it",
+            )
+        return await drafts.try_draft(self.runtime, namespace, draft, spec)
+
+    async def _may_use_secret(self, user: User, namespace: str, draft: DraftTestRequest) -> bool:
+        ref = draft.spec.get("auth", {}).get("secretRef") or {}
+        if draft.replaces:
+            stored = await self.runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, draft.name)
+            if ref == ((stored or {}).get("spec", {}).get("auth") or {}).get("secretRef"):
+                return True
+        return await self.access.allowed(
+            user, "get", "secrets", namespace, str(ref.get("name", "")), group=""
+        )
 
     async def save_sample_endpoint(self, request: Request, user: User) -> Response:
         try:
@@ -396,6 +416,16 @@ class ServiceApi:
             field_manager=DEFAULTS_MANAGER,
             _content_type="application/merge-patch+json",
         )
+
+
+def _draft_refusal(status: int) -> tuple[int, str]:
+    """The API server's answer to a draft's dry run, as this API's status and code."""
+    if status in (401, 403, 404, 409):
+        names = {401: "unauthenticated", 403: "forbidden", 404: "not_found", 409: "conflict"}
+        return status, names[status]
+    if status in (400, 422):
+        return 422, "invalid_request"
+    return 502, "kubernetes_error"
 
 
 def linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> LinkableConnection:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import base64
 from dataclasses import replace
+from secrets import token_hex
 from typing import Any
 
+import aiohttp
 from kubernetes.aio import client
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -31,6 +33,7 @@ from gatehouse_operator.web.wizard import (
     CREATED_BY,
     CREATED_BY_LABEL,
     METHODS,
+    SECRET_SUFFIX,
     STEP_TITLES,
     STEPS,
     WizardForm,
@@ -52,6 +55,18 @@ class Wizard:
         self.errors: list[str] = []
         self.outcome: DraftTestOutcome | None = None
         self.check = ""
+
+
+def _secret(ref: dict[str, str], connection: str, value: str) -> client.V1Secret:
+    """The Secret a credential entered in the wizard is kept in, labelled as the wizard's."""
+    return client.V1Secret(
+        metadata=client.V1ObjectMeta(
+            name=ref["name"],
+            labels={CREATED_BY_LABEL: CREATED_BY, CONNECTION_LABEL: connection},
+        ),
+        type="Opaque",
+        data={ref["key"]: base64.b64encode(value.strip().encode()).decode()},
+    )
 
 
 class ConnectionForms:
@@ -163,12 +178,12 @@ class ConnectionForms:
             draft = DraftTestRequest(
                 name=form.name,
                 spec=form.spec(),
-                secret=wizard.secret,
+                secret=wizard.secret if form.secret_ref() is not None else None,
                 replaces=form.editing,
                 request=request,
             )
             wizard.outcome = await self.pages.api.test_draft(
-                visitor.credentials.token, namespace, draft
+                visitor.user, visitor.credentials.token, namespace, draft
             )
         except Refused as refused:
             wizard.errors.append(refused.message)
@@ -200,89 +215,85 @@ class ConnectionForms:
     async def _save(self, wizard: Wizard, visitor: Visitor, namespace: str) -> Response | None:
         """Creates or replaces the connection, and writes a newly entered secret; a redirect to
         the connection, or None with wizard.errors saying why not."""
-        form, secret = wizard.form, wizard.secret
-        wizard.errors += form.problems()
-        ref = form.secret_ref()
-        kube_secret = None
-        if ref is not None:
-            kube_secret = await self.pages.api.runtime.kube.secret(namespace, ref["name"])
-            if secret is None and (kube_secret is None or not form.editing):
-                wizard.errors.append(
-                    f"Secret: required for {AUTH_TYPES[form.auth_type]} authentication; "
-                    "it is stored in a Secret and never shown again"
-                )
-            elif secret is not None and kube_secret is not None and not form.editing:
-                wizard.errors.append(
-                    f"Secret: a Secret named {ref['name']} exists already in {namespace}; "
-                    "choose another connection name"
-                )
+        wizard.errors += wizard.form.problems()
         if wizard.errors:
             return None
+        form, secret = wizard.form, wizard.secret
+        stored = self.pages.api.runtime.kube
         async with as_user(self.pages.operator, visitor.credentials.token) as kube:
             try:
-                # Checked before anything is written: a refusal leaves the Secret untouched.
+                # Checked before any Secret is read or written: a refusal changes nothing.
                 await self._dry_run(kube, namespace, form)
-                undo = await self._write_secret(kube, namespace, form, secret, kube_secret)
             except client.ApiException as error:
                 wizard.errors.append(refusal(error))
                 return None
+            ref = form.secret_ref()
+            replaced = None
+            if ref is not None and secret is None:
+                found = await stored.secret(namespace, ref["name"])
+                if not form.editing or found is None or ref["key"] not in (found.data or {}):
+                    wizard.errors.append(
+                        f"Secret: required for {AUTH_TYPES[form.auth_type]} authentication; "
+                        "it is stored in a Secret and never shown again"
+                    )
+                    return None
+            elif ref is not None and secret is not None:
+                if form.editing:
+                    # A new credential goes to a new Secret that the replace switches to, so the
+                    # live connection keeps its own until then, and keeps it if the edit fails.
+                    replaced = ref["name"]
+                    ref = {"name": f"{form.name}{SECRET_SUFFIX}-{token_hex(3)}", "key": ref["key"]}
+                    form = form.with_secret_ref(ref)
+                elif await stored.secret(namespace, ref["name"]) is not None:
+                    wizard.errors.append(
+                        f"Secret: a Secret named {ref['name']} exists already in {namespace}; "
+                        "choose another connection name"
+                    )
+                    return None
+                try:
+                    await kube.create_secret(namespace, _secret(ref, form.name, secret))
+                except client.ApiException as error:
+                    # Not the API server's words: an admission policy could quote the data.
+                    status = f"HTTP {error.status} {error.reason}"
+                    wizard.errors.append(f"Secret: {ref['name']} was not written ({status})")
+                    return None
             body = manifest(form.name, form.spec(), form.resource_version)
             try:
                 if form.editing:
                     saved = await kube.replace_custom(EXTERNAL_CONNECTION, namespace, body)
                 else:
                     saved = await kube.create_custom(EXTERNAL_CONNECTION, namespace, body)
-            except client.ApiException as error:
-                await undo()
-                wizard.errors.append(refusal(error))
+            except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
+                if ref is not None and secret is not None:
+                    wizard.errors += await self._undo_secret(kube, namespace, form.name, ref)
+                if not isinstance(error, client.ApiException):
+                    raise
+                wizard.errors.insert(0, refusal(error))
                 return None
             notice = f"{'Saved' if form.editing else 'Created'} connection {form.name}."
-            if ref is not None and secret is not None and kube_secret is None:
+            if ref is not None and secret is not None:
                 notice += await self._own_secret(kube, namespace, ref["name"], saved)
+            if replaced is not None:
+                notice += await self._delete_made_secret(kube, namespace, form.name, replaced)
         return self.pages.back_to(visitor, namespace, form.name, notice)
 
-    async def _write_secret(
-        self,
-        kube: AsUser,
-        namespace: str,
-        form: WizardForm,
-        secret: str | None,
-        existing: client.V1Secret | None,
-    ) -> Any:
-        """Writes a newly entered secret; returns how to put things back should the connection
-        then be refused."""
-
-        async def nothing() -> None:
-            return None
-
-        ref = form.secret_ref()
-        if secret is None or ref is None:
-            return nothing
-        encoded = base64.b64encode(secret.strip().encode()).decode()
-        if existing is None:
-            made = client.V1Secret(
-                metadata=client.V1ObjectMeta(
-                    name=ref["name"],
-                    labels={CREATED_BY_LABEL: CREATED_BY, CONNECTION_LABEL: form.name},
-                ),
-                type="Opaque",
-                data={ref["key"]: encoded},
-            )
-            await kube.create_secret(namespace, made)
-
-            async def remove() -> None:
-                found = await self.pages.api.runtime.kube.secret(namespace, ref["name"])
-                if found is not None:
-                    await kube.delete_secret(namespace, found)
-
-            return remove
-        before = (existing.data or {}).get(ref["key"])
-        await kube.patch_secret(namespace, ref["name"], {"data": {ref["key"]: encoded}})
-
-        async def restore() -> None:
-            await kube.patch_secret(namespace, ref["name"], {"data": {ref["key"]: before}})
-
-        return restore
+    async def _undo_secret(
+        self, kube: AsUser, namespace: str, connection: str, ref: dict[str, str]
+    ) -> list[str]:
+        """After a save that failed: deletes the Secret it wrote, unless the connection uses it
+        after all (a save whose answer was lost is not undone)."""
+        stored = self.pages.api.runtime.kube
+        try:
+            current = await stored.get_custom(EXTERNAL_CONNECTION, namespace, connection)
+            auth = (current or {}).get("spec", {}).get("auth") or {}
+            found = await stored.secret(namespace, ref["name"])
+            if found is None or auth.get("secretRef") == ref:
+                return []
+            await kube.delete_secret(namespace, found)
+        except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
+            why = f"HTTP {error.status}" if isinstance(error, client.ApiException) else "no answer"
+            return [f"Secret {ref['name']} was written and could not be removed ({why}): delete it"]
+        return []
 
     async def _own_secret(
         self, kube: AsUser, namespace: str, secret_name: str, connection: dict[str, Any]
@@ -316,7 +327,8 @@ class ConnectionForms:
         try:
             await kube.delete_secret(namespace, found)
         except client.ApiException as error:
-            return f" Its Secret {secret_name} was left: {refusal(error)}"
+            if error.status != 404:  # already collected with its owner
+                return f" Its Secret {secret_name} was left (HTTP {error.status})."
         return f" Its Secret {secret_name} was deleted too."
 
     # Helpers.
@@ -335,7 +347,8 @@ class ConnectionForms:
 
     def _render(self, visitor: Visitor, namespace: str, wizard: Wizard) -> Response:
         form = wizard.form
-        stored_secret = bool((form.stored.get("auth") or {}).get("secretRef"))
+        stored_ref = (form.stored.get("auth") or {}).get("secretRef")
+        stored_secret = stored_ref is not None and stored_ref == form.secret_ref()
         return self.pages.render(
             "wizard.html",
             status=422 if wizard.errors else 200,

@@ -142,6 +142,11 @@ class WizardForm:
             return dict(stored)
         return {"name": f"{self.name}{SECRET_SUFFIX}", "key": key}
 
+    def with_secret_ref(self, ref: dict[str, str]) -> WizardForm:
+        """With the credential in another Secret (a new one, written on Save)."""
+        auth = {**(self.stored.get("auth") or {}), "secretRef": ref}
+        return replace(self, stored={**self.stored, "auth": auth})
+
     def spec(self) -> dict[str, Any]:
         """The ExternalConnection spec these fields make; on an edit, fields the wizard does not
         show (limits) stay as stored."""
@@ -182,6 +187,13 @@ class WizardForm:
                 f"Instructions: at most {MAX_INSTRUCTIONS:,} characters "
                 f"({len(self.instructions):,} given)"
             )
+        for title, value, allowed in (
+            ("Auth type", self.auth_type, AUTH_TYPES),
+            ("API key: sent in", self.api_key_in, ("header", "query")),
+            ("Who can link it", self.link_policy, ("AdminsOnly", "Builders")),
+        ):
+            if value not in allowed:
+                found.append(f"{title}: one of {', '.join(allowed)}")
         if self.auth_type == "apiKey" and not self.api_key_name:
             found.append("Parameter name: required for an API key")
         if self.auth_type == "googleServiceAccount" and not _lines(self.scopes):
