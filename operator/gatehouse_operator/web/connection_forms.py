@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 from kubernetes.aio import client
 from pydantic import ValidationError
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -151,7 +152,7 @@ class ConnectionForms:
             wizard.step = action[3:]
         elif action == "test":
             wizard.step = "test"
-            await self._try(wizard, visitor, namespace, fields.get)
+            await self._try(wizard, visitor, namespace, fields)
         elif action == "save":
             if self.pages.read_only:
                 raise Refused(403, READ_ONLY)
@@ -163,7 +164,9 @@ class ConnectionForms:
             await self._check(wizard, visitor, namespace)
         return self._render(visitor, namespace, wizard)
 
-    async def _try(self, wizard: Wizard, visitor: Visitor, namespace: str, field: Any) -> None:
+    async def _try(
+        self, wizard: Wizard, visitor: Visitor, namespace: str, fields: FormData
+    ) -> None:
         """Test this draft: through the service API's draft test, as the visitor."""
         form = wizard.form
         wizard.errors += form.problems()
@@ -171,9 +174,9 @@ class ConnectionForms:
             return
         try:
             request = trial(
-                str(field("test_method", "GET")),
-                str(field("test_path", "/")),
-                str(field("test_body", "")),
+                str(fields.get("test_method", "GET")),
+                str(fields.get("test_path", "/")),
+                str(fields.get("test_body", "")),
             )
             draft = DraftTestRequest(
                 name=form.name,
