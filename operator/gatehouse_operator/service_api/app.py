@@ -283,7 +283,7 @@ class ServiceApi:
             except drafts.DraftRefused as refused:
                 raise ApiError(*_draft_refusal(refused.status), refused.message) from None
         ref = (spec.get("auth") or {}).get("secretRef")
-        if draft.secret is None and ref and not await self._may_use_secret(user, namespace, draft):
+        if draft.secret is None and ref and not await self._may_use(user, namespace, draft, ref):
             raise ApiError(
                 403,
                 "forbidden",
@@ -293,15 +293,15 @@ class ServiceApi:
             )
         return await drafts.try_draft(self.runtime, namespace, draft, spec)
 
-    async def _may_use_secret(self, user: User, namespace: str, draft: DraftTestRequest) -> bool:
-        ref = draft.spec.get("auth", {}).get("secretRef") or {}
+    async def _may_use(
+        self, user: User, namespace: str, draft: DraftTestRequest, ref: dict[str, str]
+    ) -> bool:
+        """Whether the draft may use the stored Secret ``ref`` names."""
         if draft.replaces:
             stored = await self.runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, draft.name)
             if ref == ((stored or {}).get("spec", {}).get("auth") or {}).get("secretRef"):
                 return True
-        return await self.access.allowed(
-            user, "get", "secrets", namespace, str(ref.get("name", "")), group=""
-        )
+        return await self.access.allowed(user, "get", "secrets", namespace, ref["name"], group="")
 
     async def save_sample_endpoint(self, request: Request, user: User) -> Response:
         try:
