@@ -8,6 +8,7 @@ hostile operator end refuses them, says so, and keeps its feed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -227,8 +228,15 @@ class ByteRelay(InThread):
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Known (so stopped) before it connects: a relay cancelled only later could be cut off
+        # mid-connect when the loop closes, and its sockets left for the garbage collector.
+        self._tasks.add(asyncio.current_task())  # type: ignore[arg-type]
         host, port = self.target
-        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        try:
+            up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        except BaseException:
+            writer.close()
+            raise
 
         async def pipe(
             source: asyncio.StreamReader, sink: asyncio.StreamWriter, down: bool
@@ -242,7 +250,6 @@ class ByteRelay(InThread):
                     sink.write(chunk)
                     await sink.drain()
 
-        self._tasks.add(asyncio.current_task())  # type: ignore[arg-type]
         directions = [
             asyncio.ensure_future(pipe(reader, up_writer, False)),
             asyncio.ensure_future(pipe(up_reader, writer, True)),
@@ -254,8 +261,11 @@ class ByteRelay(InThread):
             for direction in directions:
                 direction.cancel()
             await asyncio.gather(*directions, return_exceptions=True)
-            writer.close()
-            up_writer.close()
+            for end in (writer, up_writer):
+                end.close()
+            for end in (writer, up_writer):
+                with contextlib.suppress(OSError, asyncio.CancelledError):
+                    await end.wait_closed()
 
 
 # --- A hostile operator end ---------------------------------------------------------------------
