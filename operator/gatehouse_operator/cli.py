@@ -71,7 +71,7 @@ def _test_body(args: argparse.Namespace) -> dict[str, Any]:
 
 def _report(test: dict[str, Any], output: str) -> int:
     status = test.get("status", {})
-    passed = condition(test.get("status", {}), "Passed")
+    passed = condition(status, "Passed")
     code = PASSED if passed.get("status") == "True" else FAILED
     if output == "json":
         print(json.dumps({"name": test["metadata"]["name"], "status": status}, indent=2))

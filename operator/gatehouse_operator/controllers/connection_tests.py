@@ -233,8 +233,8 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
                     body,
                     spec,
                     spec.save_as_sample.label,
-                    extra["response"],
-                    extra["sampleBody"],
+                    outcome.response,
+                    outcome.sample_body,
                     secrets,
                 )
                 if outcome.passed

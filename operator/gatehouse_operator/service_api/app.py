@@ -12,10 +12,10 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes.aio import client
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -59,6 +59,7 @@ TEST_WAIT_SECONDS = 150.0
 SAVE_WAIT_SECONDS = 30.0
 
 Endpoint = Callable[[Request, User], Awaitable[Response]]
+Body = TypeVar("Body", bound=BaseModel)
 
 
 class ApiError(Exception):
@@ -75,6 +76,14 @@ class ApiError(Exception):
             status_code=self.status,
             headers={**headers, "Cache-Control": "no-store"},
         )
+
+
+async def _parsed(request: Request, model: type[Body], if_empty: bytes = b"") -> Body:
+    """The request's JSON body as ``model``; 400 naming the field and the rule otherwise."""
+    try:
+        return model.model_validate_json(await request.body() or if_empty)
+    except ValidationError as error:
+        raise ApiError(400, "invalid_request", validation_message(error)) from None
 
 
 def _json(model: Model, status: int = 200) -> JSONResponse:
@@ -224,10 +233,7 @@ class ServiceApi:
 
     async def test_connection(self, request: Request, user: User) -> Response:
         """Creates a ConnectionTest for the caller and answers with its outcome."""
-        try:
-            wanted = ConnectionTestRequest.model_validate_json(await request.body())
-        except ValidationError as error:
-            raise ApiError(400, "invalid_request", validation_message(error)) from None
+        wanted = await _parsed(request, ConnectionTestRequest)
         params = request.path_params
         return _json(await self.run_test(user, params["namespace"], params["name"], wanted), 201)
 
@@ -261,10 +267,7 @@ class ServiceApi:
         return await self._outcome(namespace, name)
 
     async def test_draft_endpoint(self, request: Request, user: User) -> Response:
-        try:
-            draft = DraftTestRequest.model_validate_json(await request.body())
-        except ValidationError as error:
-            raise ApiError(400, "invalid_request", validation_message(error)) from None
+        draft = await _parsed(request, DraftTestRequest)
         token = request.headers["authorization"].partition(" ")[2].strip()
         namespace = request.path_params["namespace"]
         return _json(await self.test_draft(user, token, namespace, draft))
@@ -304,10 +307,7 @@ class ServiceApi:
         return await self.access.allowed(user, "get", "secrets", namespace, ref["name"], group="")
 
     async def save_sample_endpoint(self, request: Request, user: User) -> Response:
-        try:
-            wanted = SampleRequest.model_validate_json(await request.body() or b"null")
-        except ValidationError as error:
-            raise ApiError(400, "invalid_request", validation_message(error)) from None
+        wanted = await _parsed(request, SampleRequest, if_empty=b"null")
         params = request.path_params
         outcome = await self.save_sample(user, params["namespace"], params["name"], wanted.label)
         return _json(outcome, 201 if outcome.saved else 409)
@@ -392,10 +392,7 @@ class ServiceApi:
         )
 
     async def _update_defaults(self, request: Request, namespace: str, name: str) -> None:
-        try:
-            update = DefaultsUpdate.model_validate_json(await request.body() or b"null")
-        except ValidationError as error:
-            raise ApiError(400, "invalid_request", validation_message(error)) from None
+        update = await _parsed(request, DefaultsUpdate, if_empty=b"null")
         given = update.model_dump(exclude_none=True)
         if not given:
             raise ApiError(
