@@ -55,16 +55,25 @@ def manifest(name: str, spec: dict[str, Any], resource_version: str = "") -> dic
     }
 
 
+async def apply(
+    kube: AsUser, namespace: str, body: dict[str, Any], *, replaces: bool, dry_run: bool = False
+) -> dict[str, Any]:
+    """Creates the connection, or replaces it (``body`` carries the resourceVersion read), as
+    the caller; the object as stored, or as it would be in a dry run."""
+    if replaces:
+        return await kube.replace_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=dry_run)
+    return await kube.create_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=dry_run)
+
+
 async def checked_spec(kube: AsUser, namespace: str, draft: DraftTestRequest) -> dict[str, Any]:
     """The draft's spec as the API server would store it, after a dry run as the caller."""
     try:
+        version = ""
         if draft.replaces:
             current = await kube.get_custom(EXTERNAL_CONNECTION, namespace, draft.name)
-            body = manifest(draft.name, draft.spec, current["metadata"]["resourceVersion"])
-            stored = await kube.replace_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=True)
-        else:
-            body = manifest(draft.name, draft.spec)
-            stored = await kube.create_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=True)
+            version = current["metadata"]["resourceVersion"]
+        body = manifest(draft.name, draft.spec, version)
+        stored = await apply(kube, namespace, body, replaces=draft.replaces, dry_run=True)
     except client.ApiException as error:
         raise DraftRefused(error.status, refusal(error)) from None
     spec: dict[str, Any] = stored.get("spec", {})

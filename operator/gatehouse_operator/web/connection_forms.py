@@ -24,7 +24,7 @@ from starlette.responses import Response
 
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.as_user import AsUser, as_user, refusal
-from gatehouse_operator.drafts import manifest
+from gatehouse_operator.drafts import apply, manifest
 from gatehouse_operator.service_api.app import ApiError, validation_message
 from gatehouse_operator.service_api.models import DraftTestOutcome, DraftTestRequest
 from gatehouse_operator.web.pages import READ_ONLY, Pages, Refused, Visitor, fields_of, trial
@@ -68,6 +68,12 @@ def _secret(ref: dict[str, str], connection: str, value: str) -> client.V1Secret
         type="Opaque",
         data={ref["key"]: base64.b64encode(value.strip().encode()).decode()},
     )
+
+
+def _http(error: client.ApiException) -> str:
+    """A refused Secret write by its status alone: the API server's words (or an admission
+    policy's) could quote the Secret's data."""
+    return f"HTTP {error.status} {error.reason}"
 
 
 class ConnectionForms:
@@ -210,10 +216,7 @@ class ConnectionForms:
 
     async def _dry_run(self, kube: AsUser, namespace: str, form: WizardForm) -> None:
         body = manifest(form.name, form.spec(), form.resource_version)
-        if form.editing:
-            await kube.replace_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=True)
-        else:
-            await kube.create_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=True)
+        await apply(kube, namespace, body, replaces=form.editing, dry_run=True)
 
     async def _save(self, wizard: Wizard, visitor: Visitor, namespace: str) -> Response | None:
         """Creates or replaces the connection, and writes a newly entered secret; a redirect to
@@ -256,16 +259,11 @@ class ConnectionForms:
                 try:
                     await kube.create_secret(namespace, _secret(ref, form.name, secret))
                 except client.ApiException as error:
-                    # Not the API server's words: an admission policy could quote the data.
-                    status = f"HTTP {error.status} {error.reason}"
-                    wizard.errors.append(f"Secret: {ref['name']} was not written ({status})")
+                    wizard.errors.append(f"Secret: {ref['name']} was not written ({_http(error)})")
                     return None
             body = manifest(form.name, form.spec(), form.resource_version)
             try:
-                if form.editing:
-                    saved = await kube.replace_custom(EXTERNAL_CONNECTION, namespace, body)
-                else:
-                    saved = await kube.create_custom(EXTERNAL_CONNECTION, namespace, body)
+                saved = await apply(kube, namespace, body, replaces=form.editing)
             except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
                 if ref is not None and secret is not None:
                     wizard.errors += await self._undo_secret(kube, namespace, form.name, ref)
@@ -294,7 +292,7 @@ class ConnectionForms:
                 return []
             await kube.delete_secret(namespace, found)
         except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
-            why = f"HTTP {error.status}" if isinstance(error, client.ApiException) else "no answer"
+            why = _http(error) if isinstance(error, client.ApiException) else "no answer"
             return [f"Secret {ref['name']} was written and could not be removed ({why}): delete it"]
         return []
 
@@ -313,7 +311,7 @@ class ConnectionForms:
                 namespace, secret_name, {"metadata": {"ownerReferences": [owner]}}
             )
         except client.ApiException as error:
-            return f" Its Secret {secret_name} is not owned by it: {refusal(error)}"
+            return f" Its Secret {secret_name} is not owned by it ({_http(error)})."
         return ""
 
     async def _delete_made_secret(
@@ -321,17 +319,16 @@ class ConnectionForms:
     ) -> str:
         """Deletes the Secret the wizard made for this connection; any other stays."""
         found = await self.pages.api.runtime.kube.secret(namespace, secret_name)
-        meta = found.metadata if found is not None else None
-        labels = (meta.labels if meta is not None else None) or {}
-        if found is None or labels.get(CONNECTION_LABEL) != connection:
+        if found is None or found.metadata is None:
             return ""
-        if labels.get(CREATED_BY_LABEL) != CREATED_BY:
+        labels = found.metadata.labels or {}
+        if labels.get(CONNECTION_LABEL) != connection or labels.get(CREATED_BY_LABEL) != CREATED_BY:
             return ""
         try:
             await kube.delete_secret(namespace, found)
         except client.ApiException as error:
             if error.status != 404:  # already collected with its owner
-                return f" Its Secret {secret_name} was left (HTTP {error.status})."
+                return f" Its Secret {secret_name} was left ({_http(error)})."
         return f" Its Secret {secret_name} was deleted too."
 
     # Helpers.
