@@ -38,7 +38,8 @@ class OperatorSettings:
     api_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod)
     api_port: int = 8082
     # The connections page (on the service API's port) without its writes, for clusters whose
-    # connections and apps are applied from Git: list, detail, tests and samples stay.
+    # connections and apps are applied from Git: list, detail, tests and samples stay, and the
+    # wizard drafts YAML without saving.
     web_read_only: bool = False
     # The admission webhook: where it listens, and how the API server reaches it — through a
     # Service ("namespace/name") in a cluster, or at the listening address on a developer's machine.
