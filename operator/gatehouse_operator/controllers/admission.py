@@ -1,6 +1,8 @@
-"""Admission: the link policy, ConnectionTests that ask for a method the connection refuses, and
-ProjectConfigs: a valid file (unknown keys refused whatever the client asked for, as the CRD keeps
-them), and one project file (ProjectConfig that is not a preview) per namespace.
+"""Admission: the link policy; connections that would send a Secret's value for someone who may
+not read it (see gatehouse_operator.secret_use); ConnectionTests of a connection the requester
+may not see, or with a method the connection refuses; and ProjectConfigs: a valid file (unknown
+keys refused whatever the client asked for, as the CRD keeps them), and one project file
+(ProjectConfig that is not a preview) per namespace.
 
 Validating webhooks with failure policy Fail, decided with the requesting user's identity (the
 AdmissionReview's userInfo) through SubjectAccessReviews. The configurations stay registered
@@ -13,7 +15,7 @@ from typing import Any
 
 import kopf
 
-from gatehouse_operator import link_policy
+from gatehouse_operator import link_policy, secret_use
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
@@ -62,21 +64,60 @@ async def check_links(
 @kopf.on.validate(
     GROUP,
     VERSION,
+    EXTERNAL_CONNECTION.plural,
+    id="secret-use",
+    operations=["CREATE", "UPDATE"],
+    persistent=True,
+)
+async def check_secret_use(
+    body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
+) -> None:
+    old: kopf.Body | None = kwargs.get("old")  # kopf passes it, though WebhookFn omits it
+    needed = secret_use.secret_to_read(old.get("spec") if old else None, body.get("spec") or {})
+    if needed is None:
+        return
+    secret, field = needed
+    access: Access = memo.access
+    namespace = body["metadata"]["namespace"]
+    user = User.from_user_info(dict(userinfo))
+    if not await access.allowed(user, secret_use.READ_VERB, "secrets", namespace, secret, group=""):
+        raise kopf.AdmissionError(
+            secret_use.secret_refusal(user.name, namespace, secret, field), code=403
+        )
+
+
+@kopf.on.validate(
+    GROUP,
+    VERSION,
     CONNECTION_TEST.plural,
     id="connection-test",
     operations=["CREATE"],
     persistent=True,
 )
-async def check_connection_test(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def check_connection_test(
+    body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any
+) -> None:
     runtime: Runtime = memo.runtime
+    access: Access = memo.access
     spec = body.get("spec") or {}
     name = str(spec.get("connection", ""))
-    connection = await runtime.kube.get_custom(
-        EXTERNAL_CONNECTION, body["metadata"]["namespace"], name
-    )
-    if connection is None:
+    namespace = body["metadata"]["namespace"]
+    user = User.from_user_info(dict(userinfo))
+    connection = await runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
+
+    async def may(verb: str, connection_name: str) -> bool:
+        return await access.allowed(
+            user, verb, EXTERNAL_CONNECTION.plural, namespace, connection_name
+        )
+
+    policy = connection.get("spec", {}).get("linkPolicy") if connection else None
+    # One answer for "missing" and "not yours to see", as the service API gives (404 alike).
+    if connection is None or not await secret_use.may_test(may, name, policy):
         raise kopf.AdmissionError(
-            f"spec.connection: no ExternalConnection {name!r} in this namespace", code=422
+            f"spec.connection: no ExternalConnection {name!r} that {user.name} may test in "
+            "this namespace (testing needs update on the connection, or link on one whose "
+            "linkPolicy is Builders)",
+            code=422,
         )
     allowed = connection.get("spec", {}).get("allowedMethods") or ["GET"]
     method = spec.get("method", "GET")

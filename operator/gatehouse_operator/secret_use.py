@@ -1,0 +1,62 @@
+"""Who may make a connection send a Secret's value, and who may test a connection.
+
+A connection's credential goes to its ``baseURL``: whoever chooses the Secret, or the origin a
+Secret's value is sent to, chooses who receives that value. The operator reads Secrets with its
+own rights, so without a check here ``update`` on connections would be ``get`` on every Secret of
+the namespace: point ``secretRef`` at any Secret and ``baseURL`` at your own host, then test.
+So a change that sets ``secretRef``, changes it, or moves a connection that has one to another
+``baseURL`` is admitted only for a requester who may ``get`` that Secret themselves.
+
+Changes that keep both (limits, paths, instructions, the link policy, the auth's own settings)
+need nothing more than RBAC already asks: the value still goes only where its reader sent it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+READ_VERB = "get"
+
+# may(verb, connection name) -> whether the requesting user may
+Permission = Callable[[str, str], Awaitable[bool]]
+
+
+def _secret_ref(spec: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    ref = ((spec or {}).get("auth") or {}).get("secretRef")
+    return ref if isinstance(ref, Mapping) else None
+
+
+def secret_to_read(
+    old_spec: Mapping[str, Any] | None, new_spec: Mapping[str, Any]
+) -> tuple[str, str] | None:
+    """The Secret the requester must be allowed to ``get`` for this change, and the field that
+    makes it so; None when the change needs nothing more. ``old_spec`` is None for a create."""
+    ref = _secret_ref(new_spec)
+    if ref is None:
+        return None
+    name = str(ref.get("name", ""))
+    if old_spec is None or _secret_ref(old_spec) != ref:
+        return name, "spec.auth.secretRef"
+    if old_spec.get("baseURL") != new_spec.get("baseURL"):
+        return name, "spec.baseURL"
+    return None
+
+
+def secret_refusal(user: str, namespace: str, secret: str, field: str) -> str:
+    """Why the change is refused, naming the field and the rule."""
+    return (
+        f"{field}: {user} may not get Secret {secret!r} in namespace {namespace}: a connection "
+        "sends its Secret's value to its baseURL, so setting or changing auth.secretRef, or "
+        "changing baseURL while it is set, needs the right to read that Secret"
+    )
+
+
+async def may_test(may: Permission, name: str, policy: str | None) -> bool:
+    """Whether the requester may test connection ``name``: the service API's visibility rule,
+    so kubectl and the API agree. Managers (``update``) test any connection; others only one
+    they could link (``link``, and its linkPolicy is Builders). ``policy`` is None when the
+    connection does not exist."""
+    if await may("update", name):
+        return True
+    return policy == "Builders" and await may("link", name)

@@ -1,0 +1,79 @@
+"""Which connection changes need the right to read the Secret, and who may test what."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from gatehouse_operator import secret_use
+
+REF = {"name": "vendor", "key": "api-key"}
+SPEC: dict[str, Any] = {
+    "baseURL": "https://api.vendor.test",
+    "auth": {"type": "bearer", "secretRef": REF},
+    "allowedPaths": ["/v1"],
+}
+
+
+def _with(**changes: Any) -> dict[str, Any]:
+    return {**SPEC, **changes}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needed"),
+    [
+        (None, SPEC, ("vendor", "spec.auth.secretRef")),
+        (None, _with(auth={"type": "none"}), None),
+        (SPEC, SPEC, None),
+        (SPEC, _with(allowedPaths=["/v2"], linkPolicy="Builders"), None),
+        (
+            SPEC,
+            _with(auth={"type": "bearer", "secretRef": {"name": "db-password", "key": "p"}}),
+            ("db-password", "spec.auth.secretRef"),
+        ),
+        (
+            SPEC,
+            _with(auth={"type": "bearer", "secretRef": {"name": "vendor", "key": "other"}}),
+            ("vendor", "spec.auth.secretRef"),
+        ),
+        (SPEC, _with(baseURL="https://attacker.test"), ("vendor", "spec.baseURL")),
+        (_with(auth={"type": "none"}), SPEC, ("vendor", "spec.auth.secretRef")),
+        (SPEC, _with(baseURL="https://attacker.test", auth={"type": "none"}), None),
+    ],
+)
+def test_what_a_change_needs_to_read(
+    old: dict[str, Any] | None, new: dict[str, Any], needed: tuple[str, str] | None
+) -> None:
+    assert secret_use.secret_to_read(old, new) == needed
+
+
+def test_the_refusal_names_the_field_the_secret_and_the_rule() -> None:
+    message = secret_use.secret_refusal("ana", "shop", "db-password", "spec.baseURL")
+    assert message.startswith("spec.baseURL: ana may not get Secret 'db-password'")
+    assert "namespace shop" in message
+
+
+def _may(*granted: str) -> secret_use.Permission:
+    async def may(verb: str, name: str) -> bool:
+        return verb in granted
+
+    return may
+
+
+@pytest.mark.parametrize(
+    ("granted", "policy", "allowed"),
+    [
+        (("update",), "AdminsOnly", True),
+        (("update",), None, True),
+        (("link",), "Builders", True),
+        (("link",), "AdminsOnly", False),
+        (("link",), None, False),
+        ((), "Builders", False),
+    ],
+)
+def test_who_may_test_a_connection(
+    granted: tuple[str, ...], policy: str | None, allowed: bool
+) -> None:
+    assert asyncio.run(secret_use.may_test(_may(*granted), "c", policy)) is allowed
