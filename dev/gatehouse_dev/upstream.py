@@ -69,17 +69,28 @@ async def redirect(request: web.Request) -> web.Response:
     raise web.HTTPFound("http://127.0.0.1:9/elsewhere")
 
 
+# What /big repeats: bytes that cost a reader the most in their own way (``?fill=``).
+FILLS = {
+    "x": (b"x", "application/octet-stream"),
+    "strings": (b'"a",', "application/json"),  # a JSON array of a million short strings
+    "percent": (b"%41", "text/plain"),  # an escape in every third byte, for the scrubber
+    "control": (b"\x01", "text/plain"),  # six bytes each once escaped in JSON
+}
+
+
 async def big(request: web.Request) -> web.StreamResponse:
     size = int(request.query.get("bytes", "2000000"))
     chunked = request.query.get("chunked") == "1"
-    response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+    unit, content_type = FILLS[request.query.get("fill", "x")]
+    response = web.StreamResponse(headers={"Content-Type": content_type})
     if not chunked:
         response.content_length = size
     await response.prepare(request)
+    block = unit * (65536 // len(unit) + 1)
     sent = 0
     while sent < size:
         part = min(65536, size - sent)
-        await response.write(b"x" * part)
+        await response.write(block[:part])
         sent += part
     await response.write_eof()
     return response

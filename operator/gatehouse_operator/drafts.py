@@ -137,7 +137,7 @@ async def try_draft(
     except Waiting as waiting:
         return _failed(waiting.reason, waiting.message)
     value = secret_data.get(ref.key) if secret_data and ref else None
-    outcome = result(answer, method, draft.request.path, secret_texts(spec, value))
+    outcome = await result(answer, method, draft.request.path, secret_texts(spec, value))
     return DraftTestOutcome(
         passed=outcome.passed,
         reason=outcome.verdict.reason,

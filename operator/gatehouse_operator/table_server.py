@@ -48,8 +48,10 @@ log = logging.getLogger("gatehouse.operator.tables")
 
 # Changes closer together than this are sent as one delta.
 COALESCE_SECONDS = 0.05
-# What a replica may send in one message (a connection test's answer is the largest).
-MAX_REPLICA_MESSAGE_BYTES = 64 * 1024 * 1024
+# What a replica may send in one message. A connection test's result is the largest, and its
+# body is cut on the replica (gatehouse_proxy.probes.MAX_ANSWER_BODY_BYTES) so that the largest
+# fits with room to spare, whatever the upstream answered (tests/operator/test_probing.py).
+MAX_REPLICA_MESSAGE_BYTES = 1024 * 1024
 
 
 class NoReplica(Exception):
@@ -327,6 +329,8 @@ class _Session:
         probe_id = secrets.token_hex(8)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._probes[probe_id] = future
+        # The replica drops the test once this operator stopped waiting for it.
+        request = request.model_copy(update={"within_seconds": within})
         try:
             message = {
                 "type": "probe",

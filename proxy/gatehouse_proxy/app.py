@@ -31,10 +31,16 @@ from gatehouse_proxy.google_tokens import GoogleTokenSource
 from gatehouse_proxy.injectors import Injection, Injector, token_cache_key
 from gatehouse_proxy.matcher import check_method, check_path, normalise
 from gatehouse_proxy.network_guard import NetworkPolicy
-from gatehouse_proxy.probes import CONNECTION_TEST_CALLER, ProbeAnswer, ProbeRequest
+from gatehouse_proxy.probes import (
+    CONNECTION_TEST_CALLER,
+    MAX_ANSWER_BODY_BYTES,
+    MAX_CONTENT_TYPE_CHARS,
+    ProbeAnswer,
+    ProbeRequest,
+)
 from gatehouse_proxy.query import upstream_query
 from gatehouse_proxy.rate_limit import RateLimiter
-from gatehouse_proxy.redaction import scrub
+from gatehouse_proxy.redaction import scrubbed_prefix
 from gatehouse_proxy.relay import RelayedResponse
 from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, RoutingTable
 from gatehouse_proxy.sealing import KeyringFile
@@ -310,15 +316,23 @@ class Proxy:
             read_body=read_body,
             readable=True,
         )
+        namespace = _namespace(connection.key)
         try:
-            content = b"".join([chunk async for chunk in upstream.body()])
+            prefix = await scrubbed_prefix(
+                upstream.body(),
+                injection.secrets,
+                MAX_ANSWER_BODY_BYTES,
+                partial(self.turns.take, namespace),
+            )
         finally:
             place.release()
         return ProbeAnswer(
             status_code=upstream.status,
-            content_type=upstream.response.headers.get("content-type", ""),
-            body=scrub(content.decode("utf-8", errors="replace"), injection.secrets),
-            size_bytes=len(content),
+            content_type=upstream.response.headers.get("content-type", "")[:MAX_CONTENT_TYPE_CHARS],
+            # A cut inside a character leaves one replacement character, not an error.
+            body=prefix.data.decode("utf-8", errors="replace"),
+            size_bytes=prefix.size,
+            truncated=not prefix.whole,
         )
 
 

@@ -15,6 +15,12 @@ from gatehouse_proxy.routing_table import ConnectionRoute
 
 # Tests have their own rate bucket per connection, so testing cannot starve an app.
 CONNECTION_TEST_CALLER = "gatehouse/connection-test"
+# What a test's answer keeps of the body: well over what a result shows (4,000 characters) and a
+# sample keeps (16 KiB), so both come out as from the whole body for most answers, and small
+# enough that scrubbing, sending and redacting it are bounded whatever the connection's
+# maxResponseBytes (up to 25 MiB) lets through.
+MAX_ANSWER_BODY_BYTES = 64 * 1024
+MAX_CONTENT_TYPE_CHARS = 256
 
 
 class _Wire(BaseModel):
@@ -31,6 +37,9 @@ class ProbeRequest(_Wire):
     # The operator's newest table when it sent the test: an older replica answers "stale"
     # instead of testing against a connection it has not seen yet.
     min_table_version: int = 0
+    # How long the operator waits for the answer, counted by the replica from when it arrives:
+    # a test that has not started by then is dropped, one still running is cancelled.
+    within_seconds: float = Field(default=60.0, gt=0, le=600)
     # A connection that is not saved ("Test this draft"): its route, compiled and sealed by the
     # operator as a saved one's would be. The replica uses it for this request only; it never
     # enters the table, and nothing it caches outlives the request.
@@ -45,6 +54,8 @@ class ProbeRequest(_Wire):
 
 class ProbeAnswer(_Wire):
     status_code: int
-    content_type: str
-    body: str
-    size_bytes: int
+    content_type: str = Field(max_length=MAX_CONTENT_TYPE_CHARS)
+    # Its first MAX_ANSWER_BODY_BYTES, scrubbed, decoded as UTF-8 (invalid bytes replaced).
+    body: str = Field(max_length=MAX_ANSWER_BODY_BYTES)
+    size_bytes: int = Field(description="The whole body's size.")
+    truncated: bool = Field(default=False, description="Whether the body is a prefix.")

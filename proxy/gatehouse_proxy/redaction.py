@@ -23,7 +23,8 @@ import base64
 import bisect
 import functools
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
 
 REDACTED = "[redacted]"
 _REDACTED_BYTES = REDACTED.encode()
@@ -250,3 +251,43 @@ async def scrubbed(chunks: AsyncIterator[bytes], secrets: Iterable[str]) -> Asyn
     rest = scrubber.flush()
     if rest:
         yield rest
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """The beginning of a body, scrubbed; ``size`` is the whole body's."""
+
+    data: bytes
+    size: int
+    whole: bool
+
+
+async def scrubbed_prefix(
+    chunks: AsyncIterator[bytes],
+    secrets: Iterable[str],
+    limit: int,
+    pace: Callable[[], Awaitable[None]],
+) -> Prefix:
+    """At most ``limit`` bytes of the body, scrubbed, for a reader that shows only its start.
+
+    The rest is read and counted, never kept or scrubbed: what the body costs past ``limit`` is
+    the reading alone, whatever it holds. ``pace`` is awaited before each chunk scrubbed (the
+    tenant's turn), since scrubbing an escape-heavy chunk is the costly part.
+    """
+    scrubber = BodyScrubber(secrets)
+    kept: list[bytes] = []
+    kept_bytes = 0
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if kept_bytes < limit:
+            await pace()
+            out = scrubber.feed(chunk)
+            kept.append(out)
+            kept_bytes += len(out)
+    # Everything fed came out only if the scrubber's carry is still within the limit.
+    whole = kept_bytes < limit
+    if whole:
+        kept.append(scrubber.flush())
+    data = b"".join(kept)
+    return Prefix(data[:limit], size, whole and len(data) <= limit)

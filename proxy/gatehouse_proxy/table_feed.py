@@ -41,14 +41,13 @@ from gatehouse_proxy.channel import (
     sign_request,
 )
 from gatehouse_proxy.channel_tls import client_context
+from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.probe_slots import ProbeSlots
 from gatehouse_proxy.probes import ProbeRequest
 from gatehouse_proxy.routing_table import RoutingTable, TableGap, TableRejected
 from gatehouse_proxy.sealing import KeyringFile
 
 log = logging.getLogger("gatehouse.proxy.table")
-
-# Connection tests one replica runs at once for the operator; more wait their turn.
-PROBE_CONCURRENCY = 8
 
 ProbeRunner = Callable[[ProbeRequest], Awaitable[dict[str, Any]]]
 
@@ -120,6 +119,8 @@ class TableFeed:
         self.keyring = keyring
         self.replica = replica
         self.run_probe = run_probe
+        # Shared by the feed's streams: a reconnect cancels its tests, and their places with them.
+        self.probe_slots = ProbeSlots()
         self.state = FeedState()
 
     async def run(self) -> None:
@@ -167,7 +168,6 @@ class _Stream:
         self.awaiting_snapshot = True
         self.snapshot_parts: list[dict[str, Any]] = []
         self.probes: set[asyncio.Task[None]] = set()
-        self.probe_slots = asyncio.Semaphore(PROBE_CONCURRENCY)
 
     async def follow(self) -> None:
         feed = self.feed
@@ -319,6 +319,8 @@ class _Stream:
         await self._ack(ws)
 
     def _probe(self, ws: aiohttp.ClientWebSocketResponse, message: dict[str, Any]) -> None:
+        arrived = asyncio.get_running_loop().time()
+
         async def run() -> None:
             probe_id = str(message.get("id", ""))[:100]
             try:
@@ -328,12 +330,17 @@ class _Stream:
                     "error": {"code": "invalid_request", "message": str(error)[:1000]}
                 }
             else:
-                async with self.probe_slots:
-                    try:
+                namespace = request.connection.partition("/")[0]
+                try:
+                    async with self.feed.probe_slots.slot(
+                        namespace, arrived + request.within_seconds
+                    ):
                         result = await self.feed.run_probe(request)
-                    except Exception:  # said to the operator, whose test then fails with it
-                        log.exception("a connection test failed inside the proxy")
-                        result = {"error": {"code": "internal", "message": "the proxy failed"}}
+                except ProxyError as refused:
+                    result = {"refused": {"code": refused.code, "message": refused.message}}
+                except Exception:  # said to the operator, whose test then fails with it
+                    log.exception("a connection test failed inside the proxy")
+                    result = {"error": {"code": "internal", "message": "the proxy failed"}}
             # The stream may have closed meanwhile; the operator then retries elsewhere.
             with contextlib.suppress(ConnectionError):
                 await ws.send_str(ProbeResult(id=probe_id, result=result).model_dump_json())

@@ -11,7 +11,14 @@ from collections.abc import AsyncIterator
 import pytest
 
 from gatehouse_proxy.headers import app_response_headers
-from gatehouse_proxy.redaction import REDACTED, BodyScrubber, scrub, scrubbed
+from gatehouse_proxy.redaction import (
+    REDACTED,
+    BodyScrubber,
+    Prefix,
+    scrub,
+    scrubbed,
+    scrubbed_prefix,
+)
 
 SECRET = "sk live/42"  # a space and a slash: its URL-encoded form differs
 
@@ -63,6 +70,39 @@ def test_the_async_stream() -> None:
         return b"".join([chunk async for chunk in scrubbed(chunks(), [SECRET])])
 
     assert asyncio.run(collect()) == EXPECTED
+
+
+def _prefix(chunks: list[bytes], limit: int) -> tuple[Prefix, int]:
+    """The prefix kept of ``chunks``, and how many chunks were scrubbed (paced)."""
+    paced = 0
+
+    async def pace() -> None:
+        nonlocal paced
+        paced += 1
+
+    async def body() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    return asyncio.run(scrubbed_prefix(body(), [SECRET], limit, pace)), paced
+
+
+@pytest.mark.parametrize("cut", range(1, len(BODY)))
+def test_a_prefix_is_scrubbed_wherever_the_chunks_and_the_limit_fall(cut: int) -> None:
+    whole, _ = _prefix(_stream(BODY, [cut]), 10_000)
+    assert whole == Prefix(EXPECTED, len(BODY), whole=True)
+    part, _ = _prefix(_stream(BODY, [cut]), cut)
+    assert part.data == EXPECTED[:cut]
+    assert SECRET.encode() not in part.data
+    assert (part.size, part.whole) == (len(BODY), cut >= len(EXPECTED))
+
+
+def test_past_the_prefix_chunks_are_counted_not_scrubbed() -> None:
+    chunks = [BODY] * 1_000
+    prefix, paced = _prefix(chunks, len(EXPECTED) * 3)
+    assert prefix == Prefix(EXPECTED * 3, len(BODY) * 1_000, whole=False)
+    # The prefix and the scrubber's carry-over (a secret's longest escaped form) only.
+    assert paced < 10
 
 
 TOKEN = "sk_live~4/2+Zq.9x"  # characters that encoders treat differently

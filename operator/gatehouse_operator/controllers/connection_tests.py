@@ -221,7 +221,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             raise kopf.TemporaryError(waiting.message, delay=waiting.delay) from None
     else:
         secrets = await stored_secrets(runtime, body["metadata"]["namespace"], connection_spec)
-        outcome = result(answer, spec.method, spec.path, secrets)
+        outcome = await result(answer, spec.method, spec.path, secrets)
         verdicts.append(outcome.verdict)
         extra["response"] = outcome.response
         if outcome.passed:

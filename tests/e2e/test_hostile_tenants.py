@@ -1,0 +1,198 @@
+"""One tenant's connection tests against everyone else's use of the operator and the replicas.
+
+The operator is one process and one event loop for every namespace's admission, API, page and
+tests; a replica is one loop for every tenant's fetches and tests. A test whose answer is 25 MiB
+(the largest maxResponseBytes allows) once froze the operator for 80 s and took a replica past its
+memory limit; a result too large for the table channel tore the replica's stream down; two dozen
+slow tests of one tenant held every test place of every replica. The bounds asserted here are
+loose (what failed before failed by orders of magnitude); make bench measures the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.waiting import wait_for
+from tests.e2e.conftest import Stack
+from tests.e2e.gatehouse_fixtures import (
+    apply,
+    connection,
+    data_app,
+    get,
+    project_members,
+    secret,
+    wait_condition,
+)
+
+pytestmark = pytest.mark.e2e
+
+SECRET = "sk-hostile-0123456789abcdef"
+LARGEST = 26_214_400  # the schema's maximum limits.maxResponseBytes
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+class Watch:
+    """Asks cheap questions of each process every 20 ms while a test runs: the longest answer
+    is how long its event loop was held; the highest RSS, what the test cost in memory."""
+
+    def __init__(self, targets: dict[str, tuple[str, int]]) -> None:
+        self.targets = targets  # name: (a /healthz that takes no turn, its process id)
+        self.slowest = dict.fromkeys(targets, 0.0)
+        self.baseline = {name: _rss_bytes(pid) for name, (_, pid) in targets.items()}
+        self.peak = dict(self.baseline)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=120) as client:
+            while not self._stop.wait(0.02):
+                for name, (url, pid) in self.targets.items():
+                    started = time.monotonic()
+                    client.get(url)
+                    self.slowest[name] = max(self.slowest[name], time.monotonic() - started)
+                    self.peak[name] = max(self.peak[name], _rss_bytes(pid))
+
+    def growth(self) -> dict[str, int]:
+        return {name: self.peak[name] - self.baseline[name] for name in self.targets}
+
+    def __enter__(self) -> Watch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=150)
+
+
+def _watch(stack: Stack) -> Watch:
+    targets = {"operator": (f"{stack.local.api_url}/healthz", stack.operator.server.pid)}
+    for index, proxy in enumerate(stack.proxies):
+        targets[f"proxy-{index}"] = (f"{proxy.url}/healthz", proxy.server.pid)
+    return Watch(targets)
+
+
+def _feeds(stack: Stack) -> list[dict[str, Any]]:
+    return [
+        httpx.get(f"{proxy.admin_url}/readyz", timeout=5).json()["feed"] for proxy in stack.proxies
+    ]
+
+
+def _test(name: str, target: str, path: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "gatehouse.dev/v1alpha1",
+        "kind": "ConnectionTest",
+        "metadata": {"name": name},
+        "spec": {"connection": target, "path": path},
+    }
+
+
+def _finished(cluster: Cluster, namespace: str, name: str, timeout: float) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        body = get(cluster, namespace, f"connectiontest/{name}") or {}
+        return body if body.get("status", {}).get("finishedAt") else None
+
+    found: dict[str, Any] = wait_for(
+        done, timeout=timeout, interval=0.2, what=f"ConnectionTest {name}"
+    )
+    return found
+
+
+@pytest.fixture
+def other_namespace(cluster: Cluster) -> Iterator[str]:
+    name = f"gh-test-{uuid.uuid4().hex[:10]}"
+    cluster.kubectl("create", "namespace", name)
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def test_a_25_mib_answer_costs_the_operator_and_its_replica_little(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(cluster, namespace, secret("huge-credential", token=SECRET))
+    auth = {"type": "bearer", "secretRef": {"name": "huge-credential", "key": "token"}}
+    limits = {"maxResponseBytes": LARGEST, "timeoutSeconds": 120}
+    apply(cluster, namespace, connection("huge", stack.upstream, auth, limits=limits))
+    wait_condition(cluster, namespace, "externalconnection/huge", "True")
+    feeds = _feeds(stack)
+    fills = ("strings", "percent", "control")
+    with _watch(stack) as watch:
+        for fill in fills:
+            apply(cluster, namespace, _test(fill, "huge", f"/big?bytes={LARGEST}&fill={fill}"))
+        results = [_finished(cluster, namespace, fill, timeout=120)["status"] for fill in fills]
+        # The same answer through Test this draft, the service API's path.
+        members = project_members(cluster, namespace)
+        draft = httpx.post(
+            f"{stack.local.api_url}/api/v1/namespaces/{namespace}/connection-drafts/tests",
+            json={
+                "name": "huge",
+                "spec": {**connection("huge", stack.upstream, auth, limits=limits)["spec"]},
+                "secret": SECRET,
+                "request": {"method": "GET", "path": f"/big?bytes={LARGEST}&fill=strings"},
+                "replaces": True,
+            },
+            headers=members["admin"].headers(),
+            timeout=150,
+        )
+    for status in results:
+        assert status["conditions"][0]["status"] == "True", status
+        response = status["response"]
+        assert (response["sizeBytes"], response["truncated"]) == (LARGEST, True)
+        assert len(response["body"]) <= 4_000
+        assert status["sampleBody"]["truncated"] is True
+    assert draft.status_code == 200, draft.text
+    assert draft.json()["passed"] is True
+    assert draft.json()["response"]["sizeBytes"] == LARGEST
+    print("longest answer (s):", watch.slowest, "RSS growth (bytes):", watch.growth())
+    # Before: 16.5 s for a 5 MiB answer, ~80 s for 25 MiB; replica RSS +230 MiB to +1.3 GiB.
+    assert max(watch.slowest.values()) < 1.0, watch.slowest
+    assert max(watch.growth().values()) < 20 * 1024 * 1024, watch.growth()
+    # Every result fitted the channel: no replica lost its stream and asked for a snapshot.
+    assert [feed["snapshots"] for feed in _feeds(stack)] == [feed["snapshots"] for feed in feeds]
+
+
+def test_a_tenant_flooding_slow_tests_leaves_another_tenants_tests_and_writes_alone(
+    cluster: Cluster, stack: Stack, namespace: str, other_namespace: str
+) -> None:
+    flooder, other = namespace, other_namespace
+    limits = {"timeoutSeconds": 20}
+    apply(cluster, flooder, connection("slow", stack.upstream, {"type": "none"}, limits=limits))
+    apply(cluster, other, connection("quick", stack.upstream, {"type": "none"}))
+    wait_condition(cluster, flooder, "externalconnection/slow", "True")
+    wait_condition(cluster, other, "externalconnection/quick", "True")
+    flood = [_test(f"slow-{n}", "slow", "/slow?seconds=10") for n in range(24)]
+    apply(cluster, flooder, *flood)
+    time.sleep(1)  # the flood has reached the replicas
+
+    started = time.monotonic()
+    apply(cluster, other, _test("quick", "quick", "/echo/ping"))
+    quick = _finished(cluster, other, "quick", timeout=60)
+    waited = time.monotonic() - started
+    apply(cluster, other, data_app("app", {"api": "quick"}))
+    written = time.monotonic() - started - waited
+    print(f"the other tenant's test: {waited:.2f} s; its DataApp write: {written:.2f} s")
+    assert quick["status"]["conditions"][0]["status"] == "True", quick["status"]
+    # Before: 10 s, behind the flood on every place of both replicas.
+    assert waited < 3, waited
+    assert written < 3, written
+
+    # The flood itself is not lost: tests past the namespace's places wait and then run.
+    for test in flood:
+        status = _finished(cluster, flooder, test["metadata"]["name"], timeout=120)["status"]
+        assert status["conditions"][0]["status"] == "True", status
+    assert json.loads(quick["status"]["response"]["body"])["path"] == "/echo/ping"
