@@ -43,7 +43,7 @@ WRK_SECONDS = 8
 
 
 @contextmanager
-def _gatehouse(workdir: Path) -> Iterator[tuple[Cluster, LocalGatehouse, str]]:
+def _gatehouse(workdir: Path) -> Iterator[tuple[Cluster, LocalGatehouse, str, ControlPlane]]:
     """A control plane of its own with the CRDs, a keyring and the echo upstream; stopped after."""
     binaries = ensure_binaries()
     controlplane = ControlPlane(workdir / "controlplane", binaries)
@@ -53,7 +53,7 @@ def _gatehouse(workdir: Path) -> Iterator[tuple[Cluster, LocalGatehouse, str]]:
     try:
         local.install_crds()
         local.write_keyring()
-        yield cluster, local, local.start_upstream().url
+        yield cluster, local, local.start_upstream().url, controlplane
     finally:
         local.stop()
         controlplane.stop()
@@ -61,7 +61,7 @@ def _gatehouse(workdir: Path) -> Iterator[tuple[Cluster, LocalGatehouse, str]]:
 
 def scale(workdir: Path, sizes: tuple[int, ...]) -> str:
     """The table channel at N connections (see bench_scale), on a stack of its own."""
-    with _gatehouse(workdir) as (cluster, local, upstream):
+    with _gatehouse(workdir) as (cluster, local, upstream, _):
         operator = local.start_operator()
         proxies = [local.start_proxy() for _ in range(2)]
         bench = bench_scale.ScaleBench(cluster, local, upstream)
@@ -74,13 +74,14 @@ def scale(workdir: Path, sizes: tuple[int, ...]) -> str:
 
 def neighbours(workdir: Path) -> str:
     """Tenant isolation on one replica (see bench_neighbours), on a stack of its own."""
-    with _gatehouse(workdir) as (cluster, local, _):
-        return bench_neighbours.table(bench_neighbours.measure(cluster, local, wrk))
+    with _gatehouse(workdir) as (cluster, local, _, controlplane):
+        processes = {server.name: server.pid for server in controlplane.servers}
+        return bench_neighbours.table(bench_neighbours.measure(cluster, local, wrk, processes))
 
 
 @contextmanager
 def _stack(workdir: Path) -> Iterator[tuple[Cluster, str, str, str]]:
-    with _gatehouse(workdir) as (cluster, local, upstream):
+    with _gatehouse(workdir) as (cluster, local, upstream, _):
         reference = local.start_reference_passthrough(f"{upstream}/echo/")
         local.start_operator()
         proxy = local.start_proxy()

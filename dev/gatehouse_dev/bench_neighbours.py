@@ -16,6 +16,11 @@ mount it within the limits Gatehouse enforces, and retrying a 503 after its ``Re
 4. Large bodies: 30 uploads of 10 MiB at a time (the largest a connection may allow).
 5. The same uploads, each refusal retried at once: a flood.
 
+6. Connection tests (a second table): 8 callers running tests through the service API and 4
+   drafting, each of an answer of 25 MiB (the largest maxResponseBytes allows) of short JSON
+   strings, one after another, while B fetches, runs a test of its own and edits its DataApp
+   (the admission webhook) every half second.
+
 Attacks 1 and 2 are paced at 200 requests a second, and attacks 3 and 4 by the refusals'
 ``Retry-After``: their point is what each request costs, and a flood of any request costs CPU,
 which one process shares; attack 5 shows how much (see the README's security section).
@@ -38,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import statistics
 import threading
 import time
 from collections import Counter
@@ -45,6 +51,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -68,6 +75,11 @@ from gatehouse_dev.waiting import wait_for
 Wrk = Callable[[str, int, dict[str, str], int], dict[str, float]]
 
 QUIET, NOISY = "tenant-b", "tenant-a"
+LARGEST_ANSWER = 26_214_400  # the largest limits.maxResponseBytes
+HUGE_PATH = f"/big?bytes={LARGEST_ANSWER}&fill=strings"
+HUGE_SECRET = "sk-huge-0123456789"  # noqa: S105 (a bench's made-up credential)
+_HUGE_AUTH = {"type": "bearer", "secretRef": {"name": "huge", "key": "token"}}
+_HUGE_LIMITS = {**UNLIMITED_RATE, "maxResponseBytes": LARGEST_ANSWER, "timeoutSeconds": 60}
 PAUSE_MS = 5  # B's requests: about 600 a second, a busy tenant on a replica with headroom
 LONG_SECRET = "k" * 4096
 BODY = b"x" * (10 * 1024 * 1024)
@@ -108,6 +120,20 @@ ATTACKS = [
 
 
 @dataclass
+class FloodRow:
+    """Tenant A floods connection tests; what B's fetches, tests and writes took meanwhile."""
+
+    fetch: dict[str, float]
+    test_seconds: list[float]
+    write_seconds: list[float]
+    outcomes: Counter[str]
+    operator_mb: float
+    proxy_mb: float
+    cpu_seconds: dict[str, float]  # of each process of ours, over the flood
+    seconds: float
+
+
+@dataclass
 class Row:
     label: str
     p50: float
@@ -144,6 +170,8 @@ def _tenants(upstream: str, quiet_upstream: str) -> dict[str, list[dict[str, Any
             limits={**UNLIMITED_RATE, "maxRequestBytes": len(BODY), "timeoutSeconds": 30},
         ),
         data_app("app", {alias: alias for alias in ("google", "long", "slow", "bodies")}),
+        secret("huge", token=HUGE_SECRET),
+        connection("huge", upstream, _HUGE_AUTH, limits=_HUGE_LIMITS),
     ]
     quiet = [
         secret("api", key="sk-quiet-0123456789"),
@@ -198,10 +226,181 @@ def _attacking(proxy: str, token: str, attack: Attack | None) -> Iterator[Counte
         thread.join(timeout=90)
 
 
-def measure(cluster: Cluster, local: LocalGatehouse, wrk: Wrk) -> list[Row]:
+def _admin_token(cluster: Cluster, namespace: str) -> str:
+    """A token of a ServiceAccount bound to gatehouse-admin in ``namespace``."""
+    cluster.kubectl("create", "serviceaccount", "admin", "-n", namespace)
+    cluster.kubectl(
+        "create",
+        "rolebinding",
+        "admin",
+        "--clusterrole=gatehouse-admin",
+        f"--serviceaccount={namespace}:admin",
+        "-n",
+        namespace,
+    )
+    return cluster.kubectl("create", "token", "admin", "-n", namespace).stdout.strip()
+
+
+@contextmanager
+def _flooding_tests(api: str, token: str, upstream: str) -> Iterator[Counter[str]]:
+    """Tenant A's admin: 8 callers testing, 4 drafting, each a 25 MiB answer, back to back."""
+    outcomes: Counter[str] = Counter()
+    stop = threading.Event()
+    prefix = f"{api}/api/v1/namespaces/{NOISY}"
+    requests = {
+        "test": (f"{prefix}/connections/huge/tests", {"path": HUGE_PATH}),
+        "draft": (
+            f"{prefix}/connection-drafts/tests",
+            {
+                "name": "huge",
+                "replaces": True,
+                "spec": connection("huge", upstream, _HUGE_AUTH, limits=_HUGE_LIMITS)["spec"],
+                "secret": HUGE_SECRET,
+                "request": {"method": "GET", "path": HUGE_PATH},
+            },
+        ),
+    }
+
+    async def caller(session: aiohttp.ClientSession, kind: str) -> None:
+        url, body = requests[kind]
+        while not stop.is_set():
+            try:
+                async with session.post(
+                    url, json=body, headers={"Authorization": f"Bearer {token}"}
+                ) as reply:
+                    answer = await reply.json(content_type=None)
+                    why = answer.get("reason") or answer.get("error", {}).get("code", "")
+                    outcomes[f"{kind} {reply.status} {why}"] += 1
+                    if reply.status == 429:
+                        await asyncio.sleep(float(reply.headers.get("Retry-After", "1")))
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                outcomes[f"{kind} broken"] += 1
+                await asyncio.sleep(0.5)
+
+    async def run() -> None:
+        _in_idle_time(threading.get_native_id())
+        timeout = aiohttp.ClientTimeout(total=180)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            callers = [caller(session, "test") for _ in range(8)]
+            callers += [caller(session, "draft") for _ in range(4)]
+            await asyncio.gather(*callers)
+
+    thread = threading.Thread(target=asyncio.run, args=(run(),), daemon=True)
+    thread.start()
+    try:
+        time.sleep(5)  # the flood in full flow: its first 25 MiB answers on their way
+        yield outcomes
+    finally:
+        stop.set()
+        thread.join(timeout=200)
+
+
+class _QuietAdmin(threading.Thread):
+    """Tenant B's admin, every half second: a test through the service API, then an edit of
+    B's DataApp (which the admission webhook checks); each one's seconds are kept."""
+
+    def __init__(self, api: str, token: str, kubeconfig: str) -> None:
+        super().__init__(daemon=True)
+        self.api = api
+        self.token = token
+        self.kubeconfig = kubeconfig
+        self.tests: list[float] = []
+        self.writes: list[float] = []
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        with (
+            config.new_client_from_config(config_file=self.kubeconfig) as api,  # type: ignore[no-untyped-call]
+            httpx.Client(timeout=180) as http,
+        ):
+            custom = client.CustomObjectsApi(api)
+            url = f"{self.api}/api/v1/namespaces/{QUIET}/connections/api/tests"
+            count = 0
+            while not self.finished.wait(0.5):
+                started = time.monotonic()
+                reply = http.post(
+                    url, json={"path": "/echo/"}, headers={"Authorization": f"Bearer {self.token}"}
+                )
+                if reply.status_code == 201 and reply.json()["passed"]:
+                    self.tests.append(time.monotonic() - started)
+                count += 1
+                started = time.monotonic()
+                custom.patch_namespaced_custom_object(
+                    "gatehouse.dev",
+                    "v1alpha1",
+                    QUIET,
+                    "dataapps",
+                    "app",
+                    {"metadata": {"labels": {"edit": str(count)}}},
+                    _content_type="application/merge-patch+json",
+                )
+                self.writes.append(time.monotonic() - started)
+
+
+def _test_flood(
+    cluster: Cluster,
+    local: LocalGatehouse,
+    operator: Endpoint,
+    proxy: Endpoint,
+    others: dict[str, int],
+    upstream: str,
+    fetch_latency: Callable[[], dict[str, float]],
+) -> FloodRow:
+    """``others``: more processes whose CPU time the row reports (the other replica, the
+    control plane), by name."""
+    noisy_token = _admin_token(cluster, NOISY)
+    quiet_token = _admin_token(cluster, QUIET)
+    listing = f"{local.api_url}/api/v1/namespaces/{QUIET}/connections"
+    wait_for(
+        lambda: _answers(listing, {"Authorization": f"Bearer {quiet_token}"}),
+        timeout=30,
+        interval=0.2,
+        what="B's admin role",
+    )
+    operator_memory = _PeakMemory(operator.server.pid)
+    proxy_memory = _PeakMemory(proxy.server.pid)
+    quiet = _QuietAdmin(local.api_url, quiet_token, str(cluster.kubeconfig))
+    for sampler in (operator_memory, proxy_memory):
+        sampler.start()
+    processes = {"operator": operator.server.pid, "B's replica": proxy.server.pid, **others}
+    with _flooding_tests(local.api_url, noisy_token, upstream) as outcomes:
+        started = time.monotonic()
+        before = {name: _cpu_seconds(pid) for name, pid in processes.items()}
+        quiet.start()
+        fetch = fetch_latency()
+        quiet.finished.set()
+        quiet.join(timeout=200)
+        used = {name: _cpu_seconds(pid) - before[name] for name, pid in processes.items()}
+        seconds = time.monotonic() - started
+    for sampler in (operator_memory, proxy_memory):
+        sampler.finished.set()
+        sampler.join()
+    return FloodRow(
+        fetch,
+        quiet.tests,
+        quiet.writes,
+        outcomes,
+        operator_memory.peak,
+        proxy_memory.peak,
+        used,
+        seconds,
+    )
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(
+    cluster: Cluster, local: LocalGatehouse, wrk: Wrk, cluster_processes: dict[str, int]
+) -> tuple[list[Row], FloodRow]:
+    """``cluster_processes``: the control plane's processes by name, whose CPU time the test
+    flood's row reports beside ours."""
     _, public_key = service_account_key("bench@gatehouse-bench.iam.gserviceaccount.com")
     tokens = local.start_token_endpoint(public_key, "bench@gatehouse-bench.iam.gserviceaccount.com")
-    local.start_operator()
+    operator = local.start_operator()
     proxy: Endpoint = local.start_proxy(token_url=f"{tokens.url}/token")
     elsewhere = local.start_proxy(token_url=f"{tokens.url}/token")
     quiet_upstream = local.start_upstream().url
@@ -247,7 +446,16 @@ def measure(cluster: Cluster, local: LocalGatehouse, wrk: Wrk) -> list[Row]:
         apart = during(attack, elsewhere)[0] if attack else shared
         label = attack.label if attack else "quiet (no attack)"
         rows.append(Row(label, shared["p50"], shared["p99"], outcomes, memory.peak, apart["p99"]))
-    return rows
+    flood = _test_flood(
+        cluster,
+        local,
+        operator,
+        proxy,
+        {"the other replica": elsewhere.server.pid, **cluster_processes},
+        noisy_upstream.url,
+        lambda: wrk(quiet_url, 4, quiet_headers, PAUSE_MS),
+    )
+    return rows, flood
 
 
 def _code(body: bytes, status: int) -> str:
@@ -282,7 +490,8 @@ class _PeakMemory(threading.Thread):
             self.peak = max(self.peak, bench_scale.rss_mb(self.pid))
 
 
-def table(rows: list[Row]) -> str:
+def table(results: tuple[list[Row], FloodRow]) -> str:
+    rows, flood = results
     quiet = rows[0].p99
     lines = [
         "| tenant A's attack | B p50 ms | B p99 ms | B p99 vs quiet "
@@ -296,4 +505,27 @@ def table(rows: list[Row]) -> str:
             f"| {row.apart_p99:.2f} | {row.p99 / row.apart_p99:.2f} "
             f"| {got or '-'} | {row.proxy_mb:.0f} |"
         )
+    tests, writes = sorted(flood.test_seconds), sorted(flood.write_seconds)
+    got = ", ".join(f"{count:,}x {outcome}" for outcome, count in flood.outcomes.most_common(4))
+    lines += [
+        "",
+        "| tenant A's attack | B fetch p50 ms | B fetch p99 ms | B fetch p99 vs quiet "
+        "| B's tests s (median, max) | B's DataApp edits s (median, max) | A got "
+        "| operator MB | proxy MB |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| 6. connection tests and drafts of 25 MiB answers, 12 at a time "
+        f"| {flood.fetch['p50']:.2f} | {flood.fetch['p99']:.2f} "
+        f"| {flood.fetch['p99'] / quiet:.2f} | {_spread(tests)} | {_spread(writes)} "
+        f"| {got or '-'} | {flood.operator_mb:.0f} | {flood.proxy_mb:.0f} |",
+        "",
+        f"CPU seconds over those {flood.seconds:.1f} s (the machine has "
+        f"{flood.seconds * (os.cpu_count() or 1):.1f}): "
+        + ", ".join(f"{name} {used:.2f}" for name, used in flood.cpu_seconds.items()),
+    ]
     return "\n".join(lines)
+
+
+def _spread(seconds: list[float]) -> str:
+    if not seconds:
+        return "none finished"
+    return f"{statistics.median(seconds):.2f}, {max(seconds):.2f} ({len(seconds)})"
