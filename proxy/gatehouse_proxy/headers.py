@@ -1,11 +1,15 @@
 """Which headers cross the proxy, in each direction.
 
 Requests: the app's headers pass except those that carry identity or routing, control the hop, or
-would let the app override what the proxy injects. Names are compared with ``_`` read as ``-``:
-CGI, WSGI and Rack servers turn both into one variable (``HTTP_X_API_KEY``) and merge the app's
-``X_Api_Key`` into the injected ``X-Api-Key`` (the class of Puma CVE-2024-45614). On a
-credentialed connection ``Range`` and ``If-Range`` are dropped too: an upstream that echoes the
-credential would otherwise hand it over in pieces that the scrubber never sees whole.
+would let the app override what the proxy injects. Routing is a class, not a list: a name with a
+token that frameworks and proxies use for the host, URL, scheme, port, method or client address
+(``X-Forwarded-Host``, ``X-Original-URL``, ``Disguised-Host``, ``X-Forwarded-Uri``, ``X-Scheme``,
+``WL-Proxy-Client-IP``...) is dropped, and so are the prefixes of edge networks' own headers.
+Names are compared with ``_`` read as ``-``: CGI, WSGI and Rack servers turn both into one
+variable (``HTTP_X_API_KEY``) and merge the app's ``X_Api_Key`` into the injected ``X-Api-Key``
+(the class of Puma CVE-2024-45614). On a credentialed connection ``Range`` and ``If-Range`` are
+dropped too: an upstream that echoes the credential would otherwise hand it over in pieces that
+the scrubber never sees whole.
 Responses: only an allowlist reaches app code, so cookies and upstream internals never do.
 """
 
@@ -15,38 +19,59 @@ from collections.abc import Iterable
 
 from gatehouse_proxy.redaction import Redactor
 
-# Headers that identify the caller or steer routing: the proxy decides these, never the app.
+# Headers that identify the caller, or steer routing without a telling token (below).
 _REQUEST_DROPPED = frozenset(
     {
         "authorization",
         "proxy-authorization",
         "cookie",
-        "host",
-        "forwarded",
         "via",
-        # Client addresses that CDNs, load balancers and frameworks trust.
-        "x-real-ip",
-        "x-client-ip",
-        "client-ip",
-        "true-client-ip",
-        "cf-connecting-ip",
-        "fastly-client-ip",
-        "x-cluster-client-ip",
-        # Host, URL and method overrides read by proxies and frameworks.
-        "x-host",
-        "x-original-host",
-        "x-http-host-override",
-        "x-original-url",
-        "x-original-uri",
-        "x-rewrite-url",
-        "x-http-method-override",
-        "x-http-method",
-        "x-method-override",
-        "x-method",
         "origin",
         "referer",
+        # WebDAV names other resources by URL (RFC 4918), out of the path check's reach.
+        "destination",
+        "if",
+        # Mount point and scheme for WSGI apps behind a proxy, and Cloudflare's scheme and
+        # calling Worker.
+        "x-script-name",
+        "cf-visitor",
+        "cf-worker",
+        # Where oauth2-proxy and nginx auth_request send the browser after sign-in.
+        "x-auth-request-redirect",
+        # Rack::Sendfile maps file paths through these (CVE-2025-61780).
+        "x-sendfile-type",
+        "x-accel-mapping",
         "content-length",  # recomputed from the body actually sent
         "expect",
+    }
+)
+# Tokens of the names that frameworks and proxies read a request's host, URL, scheme, port,
+# method or client address from: Forwarded and X-Forwarded-* (Host, Port, Proto, Prefix, Uri,
+# Server, Method, For...), X-Original-* (URL, URI, Host, Method, For, Proto, Prefix, To),
+# X-Rewrite-URL, X-HTTP-Method-Override, X-HTTP-Host-Override, X-WAWS-Unencoded-URL,
+# Disguised-Host, X-URL-Scheme, X-Scheme, Front-End-Https, X-ARR-SSL, X-Real-IP,
+# WL-Proxy-Client-IP, X-Azure-ClientIP, X-Client-Port... None of them is in an API's own
+# vocabulary (Stripe-Version, X-Goog-Upload-Protocol, X-Amz-Copy-Source, X-Request-Id...).
+_ROUTING_TOKENS = frozenset(
+    {
+        "host",
+        "hostname",
+        "url",
+        "uri",
+        "forwarded",
+        "original",
+        "rewrite",
+        "override",
+        "method",
+        "scheme",
+        "proto",
+        "ssl",
+        "https",
+        "port",
+        "ip",
+        "ipv6",
+        "clientip",
+        "socketip",
     }
 )
 # Hop-by-hop (RFC 9110 7.6.1): they describe this connection, not the request.
@@ -61,7 +86,16 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
-_REQUEST_DROPPED_PREFIXES = ("x-forwarded-", "proxy-", "x-gatehouse-", "x-envoy-")
+# Headers of the proxy's own and of edges that origins trust: Envoy, CloudFront's viewer
+# headers, Azure Front Door's (X-Azure-FDID locks an origin to one Front Door).
+_REQUEST_DROPPED_PREFIXES = (
+    "proxy-",
+    "x-gatehouse-",
+    "x-envoy-",
+    "cloudfront-",
+    "x-azure-",
+    "x-fd-",
+)
 _PARTIAL_READS = frozenset({"range", "if-range"})
 
 RESPONSE_ALLOWED = frozenset(
@@ -118,6 +152,7 @@ def upstream_request_headers(
             or name in named
             or name in injected
             or name.startswith(_REQUEST_DROPPED_PREFIXES)
+            or not _ROUTING_TOKENS.isdisjoint(name.split("-"))
             or (credentialed and name in _PARTIAL_READS)
         ):
             continue

@@ -3,14 +3,20 @@
 The path is taken raw, as the app sent it, and normalised once, here. Anything whose meaning could
 differ between this proxy and the upstream server is refused rather than guessed at: dot segments
 (also encoded, double-encoded or with ``;`` parameters), encoded slashes and backslashes, empty
-segments, control characters, invalid UTF-8. What passes is re-encoded canonically, so the upstream
-sees exactly the path that was checked.
+segments, control characters, invalid UTF-8. So is a segment that some server reads as one of
+those: servers trim whitespace around a segment and drop invisible characters; frameworks fold
+Unicode look-alikes (NFKC turns fullwidth, small and leader dots into dots); Windows converts to
+its code pages by "best fit" (the WorstFit research), turning fraction and division slashes, set
+minus, yen and won signs into slashes and backslashes. What passes is re-encoded canonically, so
+the upstream sees exactly the path that was checked.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
+from typing import NoReturn
 from urllib.parse import quote, unquote_to_bytes
 
 from gatehouse_proxy.errors import ProxyError
@@ -20,6 +26,37 @@ _SAFE = "!$&'()*+,;=:@-._~"
 _PERCENT = re.compile(rb"%[0-9A-Fa-f]{2}")
 _FORBIDDEN_RAW = re.compile(rb"[\x00-\x20\x7f\\#]")
 _CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
+# Where a server stops reading a segment's name: Tomcat's ";" parameters, and "?" or "#" that a
+# server decoding the path, or folding look-alikes into them, reads as the end of the path.
+_NAME_END = re.compile("[;?#]")
+_PERCENT_TEXT = re.compile("%[0-9A-Fa-f]{2}")
+# Every Windows best-fit conversion (WideCharToMultiByte without WC_NO_BEST_FIT_CHARS) onto a
+# character that structures a path, from Microsoft's bestfit*.txt tables, with the code pages.
+_BEST_FIT = str.maketrans(
+    {
+        "\uff0e": ".",  # fullwidth full stop: 874, 1250 to 1258
+        "\uff0f": "/",  # fullwidth solidus: 874, 1250 to 1258
+        "\u2044": "/",  # fraction slash: 1250, 1252, 1254
+        "\u2215": "/",  # division slash: 1250, 1252, 1254
+        "\u00b4": "/",  # acute accent: 1253
+        "\uff3c": "\\",  # fullwidth reverse solidus: 874, 1250 to 1258
+        "\u2216": "\\",  # set minus: 1250, 1252, 1254
+        "\u00a5": "\\",  # yen sign: 932, where 0x5C is the path separator
+        "\u20a9": "\\",  # won sign: 949, 1361
+        "\uff1f": "?",  # fullwidth question mark: 874, 1250 to 1258
+        "\u00bf": "?",  # inverted question mark: 932, 950, 1250
+        "\uff03": "#",  # fullwidth number sign: 874, 1250 to 1258
+        "\uff1b": ";",  # fullwidth semicolon: 874, 1250 to 1258
+        "\u037e": ";",  # Greek question mark: 1250, 1252, 1253
+        "\uff05": "%",  # fullwidth percent sign: 874, 1250 to 1258
+        "\u066a": "%",  # Arabic percent sign: 1250, 1252, 1254
+    }
+)
+# What servers trim around a name or drop from it: whitespace, controls, format characters (zero
+# width, byte order mark, bidi), combining marks, and unassigned code points (a newer Unicode may
+# make them default-ignorable); plus the Hangul fillers, letters that are default-ignorable.
+_INVISIBLE = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Cn", "Mn", "Me"})
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
 
 
 @dataclass(frozen=True)
@@ -65,10 +102,50 @@ def normalise(raw: bytes) -> UpstreamPath:
             text = decoded.decode("utf-8")
         except UnicodeDecodeError:
             raise ProxyError("invalid_path", "the path is not valid UTF-8") from None
-        if text.split(";", 1)[0] in (".", ".."):
-            raise ProxyError("path_traversal", "the path contains a . or .. segment")
+        _check_segment(text)
         segments.append(text)
     return UpstreamPath(tuple(segments), trailing)
+
+
+def _check_segment(text: str) -> None:
+    """Refuses a decoded segment that any server could read as ``.``, ``..``, empty, or more
+    than one segment."""
+    if text.isascii():
+        # Controls are refused already, so a space is all a server could trim; and a name that
+        # starts with anything else than a space or a dot is never all dots.
+        if text[0] in " .":
+            name = _NAME_END.split(text, maxsplit=1)[0]
+            if not name.strip(" ."):
+                _refuse_dots(name, "dots and spaces only")
+        return
+    # A server folds by NFKC or by best fit, not both: each reading is checked on its own.
+    for folded in (unicodedata.normalize("NFKC", text), text.translate(_BEST_FIT)):
+        if "/" in folded or "\\" in folded:
+            raise ProxyError(
+                "invalid_path",
+                "the path contains a character that some servers read as / or \\ "
+                "(a fullwidth, small or division slash, set minus, yen or won sign...)",
+            )
+        if _PERCENT_TEXT.search(folded):
+            raise ProxyError("invalid_path", "the path contains a look-alike of a percent-escape")
+        name = _NAME_END.split(folded, maxsplit=1)[0]
+        if name and all(
+            char == "." or char in _FILLERS or unicodedata.category(char) in _INVISIBLE
+            for char in name
+        ):
+            _refuse_dots(
+                _NAME_END.split(text, maxsplit=1)[0],
+                "look-alike dots, Unicode whitespace or invisible characters",
+            )
+
+
+def _refuse_dots(name: str, detail: str) -> NoReturn:
+    if name in (".", ".."):
+        raise ProxyError("path_traversal", "the path contains a . or .. segment")
+    raise ProxyError(
+        "invalid_path",
+        f"the path contains a segment that some servers read as ., .. or empty ({detail})",
+    )
 
 
 def allowed_by_prefixes(path: UpstreamPath, prefixes: tuple[str, ...]) -> bool:

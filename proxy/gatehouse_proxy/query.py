@@ -4,9 +4,13 @@ An upstream reads the query with its own parser, so the proxy sends only what ev
 the same way. Each pair is re-encoded from its decoded bytes (no stray ``%``, no raw non-ASCII). A
 ``#`` is refused: it would push what follows, the injected key included, into a fragment that is
 never sent. On a connection that injects an API key into the query, ``;`` is refused too (legacy
-parsers split on it and read the app's value first), and every pair whose name a parser could take
-for the key's name is removed: any case, ``[]`` or ``[0]`` after it (PHP, Rails), ``.``, space or
-``-`` for ``_`` (PHP), or cut short by an encoded NUL (C parsers).
+parsers split on it and read the app's value first), and every pair is removed whose name any
+parser could read as the key's name, compared without case. The readings follow PHP's
+``php_register_variable_ex`` and Rack's ``normalize_params``: a name ends at a NUL; surrounding
+whitespace goes; space, ``.`` and ``-`` read as ``_``, and so do bytes 0x80 to 0x9F (older PHP);
+``name[...]`` is an array called ``name`` (PHP, Rack, qs); a ``[`` that nothing closes reads as
+``_`` with the rest kept (PHP); leading brackets are skipped and a name ends at the next one
+(Rack 2). Names are read after ``+`` and percent-decoding, as parsers read them.
 """
 
 from __future__ import annotations
@@ -19,13 +23,25 @@ from gatehouse_proxy.errors import ProxyError
 # RFC 3986 query characters that need no encoding, minus the separators ``&``, ``=`` and ``;``;
 # ``+`` stays as the app wrote it (a space to form parsers, a plus to others, as it was).
 _SAFE = "-._~!$'()*,/:@+"
-_ARRAY_SUFFIX = re.compile(rb"\[[^\]]*\]$")
-_SEPARATOR_LIKE = re.compile(rb"[. _-]")
+_SEPARATOR_LIKE = re.compile(rb"[. \-\x80-\x9f]")
+_BRACKET = re.compile(rb"[\[\]]")
 
 
-def _name_as_parsers_read_it(raw: bytes) -> bytes:
-    name = unquote_to_bytes(raw.replace(b"+", b" ")).partition(b"\0")[0].strip().lower()
-    return _SEPARATOR_LIKE.sub(b"_", _ARRAY_SUFFIX.sub(b"", name))
+def _names_as_parsers_read_it(raw: bytes) -> set[bytes]:
+    """Every name a parser could read ``raw`` (a name as sent, still encoded) as, folded."""
+    name = unquote_to_bytes(raw.replace(b"+", b" ")).partition(b"\0")[0].strip()
+    readings = {name}
+    bracket = name.find(b"[")
+    if bracket != -1:
+        # An array called what comes before (PHP, Rack, qs), whatever follows.
+        readings.add(name[:bracket])
+        if b"]" not in name[bracket + 1 :]:
+            # PHP turns a "[" that nothing closes into "_" and keeps the rest as it is.
+            readings.add(name[:bracket] + b"_" + name[bracket + 1 :])
+    if bracket != -1 or b"]" in name:
+        # Rack 2 skips leading brackets and ends the name at the next one.
+        readings.add(_BRACKET.split(name.lstrip(b"[]"), maxsplit=1)[0])
+    return {_SEPARATOR_LIKE.sub(b"_", reading.lower()) for reading in readings}
 
 
 def _encoded(raw: bytes, safe: str) -> str:
@@ -41,7 +57,8 @@ def upstream_query(raw: bytes, injected: tuple[str, str] | None) -> str:
             "invalid_query",
             "the query string must not contain a raw ';' on this connection (encode it as %3B)",
         )
-    shadowed = _name_as_parsers_read_it(injected[0].encode()) if injected else None
+    # The key's name as it is sent (encoded below), read the same way.
+    shadowed = _names_as_parsers_read_it(quote(injected[0], safe="").encode()) if injected else None
     # Without an injected key there is nothing to shadow, and ';' keeps its meaning to the API.
     safe = _SAFE if injected else _SAFE + ";"
     pairs: list[str] = []
@@ -49,7 +66,7 @@ def upstream_query(raw: bytes, injected: tuple[str, str] | None) -> str:
         if not pair:
             continue
         name, equals, value = pair.partition(b"=")
-        if shadowed is not None and _name_as_parsers_read_it(name) == shadowed:
+        if shadowed is not None and not shadowed.isdisjoint(_names_as_parsers_read_it(name)):
             continue
         pairs.append(_encoded(name, safe) + ("=" + _encoded(value, safe) if equals else ""))
     if injected is not None:

@@ -58,6 +58,111 @@ def test_refuses_ambiguous_paths(raw: bytes, code: str) -> None:
     assert caught.value.status == 400
 
 
+# Segments that some server reads as ., .. or empty, each with the rule that makes it so.
+READ_AS_DOTS_OR_EMPTY = [
+    # Trimmed ASCII whitespace, and Windows dropping trailing dots and spaces.
+    (b"/v1/%20../admin", "invalid_path"),
+    (b"/v1/..%20/admin", "invalid_path"),
+    (b"/v1/%20.%20/admin", "invalid_path"),
+    (b"/v1/.%20./admin", "invalid_path"),
+    (b"/v1/.../admin", "invalid_path"),
+    (b"/v1/%20/admin", "invalid_path"),
+    (b"/v1/..%09/admin", "invalid_path"),
+    # A name ends at Tomcat's ";", and at a "?" or "#" a decoding server reads as the path's end.
+    (b"/v1/%20..;v=1/admin", "invalid_path"),
+    (b"/v1/%20;v=1/admin", "invalid_path"),
+    (b"/v1/..%3F/admin", "path_traversal"),
+    (b"/v1/.%23x/admin", "path_traversal"),
+    # Unicode whitespace: no-break, en quad to hair space, ideographic, next line, line separator.
+    (b"/v1/%C2%A0../admin", "invalid_path"),
+    (b"/v1/..%E2%80%80/admin", "invalid_path"),
+    (b"/v1/..%E2%80%8A/admin", "invalid_path"),
+    (b"/v1/%E3%80%80..%E3%80%80/admin", "invalid_path"),
+    (b"/v1/..%C2%85/admin", "invalid_path"),
+    (b"/v1/..%E2%80%A8/admin", "invalid_path"),
+    (b"/v1/%C2%A0/admin", "invalid_path"),
+    # Dropped invisibles, also inside the name: BOM, zero width space and joiner, word joiner,
+    # Mongolian vowel separator, a tag character, a Hangul filler, a combining mark.
+    (b"/v1/%EF%BB%BF../admin", "invalid_path"),
+    (b"/v1/.%E2%80%8B./admin", "invalid_path"),
+    (b"/v1/.%E2%80%8D./admin", "invalid_path"),
+    (b"/v1/..%E2%81%A0/admin", "invalid_path"),
+    (b"/v1/..%E1%A0%8E/admin", "invalid_path"),
+    (b"/v1/..%F3%A0%80%A0/admin", "invalid_path"),
+    (b"/v1/..%E3%85%A4/admin", "invalid_path"),
+    (b"/v1/.%CC%81./admin", "invalid_path"),
+    # NFKC and best-fit dots: fullwidth, one dot leader, small full stop, two dot leader,
+    # presentation-form two dot leader, ellipsis; mixed with ASCII, spaces and look-alike ";".
+    (b"/v1/%EF%BC%8E%EF%BC%8E/admin", "invalid_path"),
+    (b"/v1/%EF%BC%8E/admin", "invalid_path"),
+    (b"/v1/%E2%80%A4%E2%80%A4/admin", "invalid_path"),
+    (b"/v1/%EF%B9%92./admin", "invalid_path"),
+    (b"/v1/%E2%80%A5/admin", "invalid_path"),
+    (b"/v1/%EF%B8%B0/admin", "invalid_path"),
+    (b"/v1/%E2%80%A6/admin", "invalid_path"),
+    (b"/v1/%EF%BC%8E%EF%BC%8E%C2%A0/admin", "invalid_path"),
+    (b"/v1/%EF%BC%8E%EF%BC%8E%EF%BC%9Bv=1/admin", "invalid_path"),
+    (b"/v1/..%CD%BEv=1/admin", "invalid_path"),
+    (b"/v1/%EF%BC%8E%EF%BC%8E%C2%BF/admin", "invalid_path"),
+    (b"/v1/..%EF%BC%9Fx/admin", "invalid_path"),
+]
+# Segments that a folding server splits in two: NFKC slashes and backslashes (fullwidth, small
+# reverse solidus, "a/c") and best-fit ones (fraction and division slash, set minus, acute accent,
+# yen and won signs); and percent-escapes made of look-alikes (fullwidth and Arabic percent signs).
+READ_AS_SEPARATORS = [
+    b"/v1/a%EF%BC%8F..%EF%BC%8Fadmin",
+    b"/v1/..%EF%BC%BCadmin",
+    b"/v1/..%EF%B9%A8admin",
+    b"/v1/..%E2%84%80",
+    b"/v1/..%E2%81%84admin",
+    b"/v1/..%E2%88%95admin",
+    b"/v1/..%E2%88%96admin",
+    b"/v1/..%C2%B4admin",
+    b"/v1/..%C2%A5admin",
+    b"/v1/..%E2%82%A9admin",
+    b"/v1/%EF%BC%852e%EF%BC%852e/admin",
+    b"/v1/%D9%AA2e%D9%AA2e/admin",
+]
+
+
+@pytest.mark.parametrize(("raw", "code"), READ_AS_DOTS_OR_EMPTY)
+def test_refuses_segments_some_server_reads_as_dots_or_empty(raw: bytes, code: str) -> None:
+    with pytest.raises(ProxyError) as caught:
+        normalise(raw)
+    assert caught.value.code == code
+    assert caught.value.status == 400
+
+
+@pytest.mark.parametrize("raw", READ_AS_SEPARATORS)
+def test_refuses_lookalikes_of_separators_and_escapes(raw: bytes) -> None:
+    with pytest.raises(ProxyError) as caught:
+        normalise(raw)
+    assert caught.value.code == "invalid_path"
+    assert "look-alike" in caught.value.message or "/ or \\" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("raw", "encoded"),
+    [
+        (b"/v1/..a/.b/c.", "/v1/..a/.b/c."),
+        (b"/v1/%20a/b%20", "/v1/%20a/b%20"),
+        (b"/v1/v1.2;v=1", "/v1/v1.2;v=1"),
+        (b"/v1/;v=1/a%3Fb", "/v1/;v=1/a%3Fb"),
+        (b"/v1/%E6%97%A5%E6%9C%AC", "/v1/%E6%97%A5%E6%9C%AC"),
+        (b"/v1/%C2%BFqu%C3%A9", "/v1/%C2%BFqu%C3%A9"),
+        (b"/v1/100%EF%BC%85", "/v1/100%EF%BC%85"),
+        (b"/v1/%EF%BC%8Ejpg", "/v1/%EF%BC%8Ejpg"),
+        (b"/v1/%E3%80%80a", "/v1/%E3%80%80a"),
+        (b"/v1/%C2%BD%EF%BF%A5", "/v1/%C2%BD%EF%BF%A5"),
+        (b"/v1/%E2%80%A6and%20more", "/v1/%E2%80%A6and%20more"),
+    ],
+)
+def test_names_with_dots_spaces_and_lookalikes_among_other_characters_pass(
+    raw: bytes, encoded: str
+) -> None:
+    assert normalise(raw).encoded == encoded
+
+
 @pytest.mark.parametrize(
     ("path", "prefixes", "allowed"),
     [

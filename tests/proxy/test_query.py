@@ -10,30 +10,86 @@ from gatehouse_proxy.query import upstream_query
 KEY = ("api_key", "s3cret")
 
 
+# Each rule by which a parser reads a name as the key's, with its spellings and encodings.
+SHADOWS = {
+    "as sent": ["api_key=app", "api_key", "api%5Fkey=app", "api_key="],
+    "any case": ["API_KEY=app", "Api_Key=app", "api%5fKEY=app"],
+    "leading and trailing whitespace": [
+        "%20api_key=a",
+        "+api_key=a",
+        "+%20api_key=a",
+        "api_key+=a",
+    ],
+    "space as _": ["api+key=app", "api%20key=app"],
+    ". as _": ["api.key=app", "api%2Ekey=app", "api%2ekey=app"],
+    "- as _": ["api-key=app", "api%2Dkey=app"],
+    "0x80-0x9F as _ (older PHP)": ["api%80key=app", "api%85key=app", "api%9Fkey=app"],
+    "NUL ends the name": ["api_key%00x=app", "api_key%00=app", "api%5Fkey%00%5B=app"],
+    "name[...] is an array named name": [
+        "api_key[]=app",
+        "api_key[0]=app",
+        "api_key[x][y]=app",
+        "api_key[x]tail=app",
+        "api_key[=app",
+        "api_key[+]=app",
+        "api_key%5B%5D=app",
+        "api_key%5b0%5d=app",
+        "api+key[]=app",
+        "api.key%5Bx%5D=app",
+    ],
+    "an unclosed [ as _, the rest kept (PHP)": [
+        "api[key=app",
+        "api%5Bkey=app",
+        "api%5bkey=app",
+        "+api[key=app",
+        "API[KEY=app",
+    ],
+    "leading brackets skipped, next bracket ends (Rack 2)": [
+        "[api_key]=app",
+        "]api_key=app",
+        "[[api_key]]=app",
+        "%5Bapi_key%5D=app",
+        "api_key]x=app",
+    ],
+}
+
+
 @pytest.mark.parametrize(
     "shadow",
     [
-        "api_key=app",
-        "API_KEY=app",
-        "api_key[]=app",
-        "api_key[0]=app",
-        "api_key%5B%5D=app",
-        "api_key%00x=app",
-        "api%5Fkey=app",
-        "api.key=app",
-        "api+key=app",
-        "api-key=app",
-        "%20api_key=app",
-        "api_key",
+        pytest.param(spelling, id=f"{rule}: {spelling}")
+        for rule, spellings in SHADOWS.items()
+        for spelling in spellings
     ],
 )
 def test_every_spelling_of_the_injected_name_is_removed(shadow: str) -> None:
     assert upstream_query(f"a=1&{shadow}&b=2".encode(), KEY) == "?a=1&b=2&api_key=s3cret"
 
 
-def test_lookalike_names_stay() -> None:
-    sent = upstream_query(b"api_keys=1&my_api_key=2", KEY)
-    assert sent == "?api_keys=1&my_api_key=2&api_key=s3cret"
+@pytest.mark.parametrize(
+    "name",
+    [
+        "api_keys",
+        "my_api_key",
+        "apikey",
+        "api_key2",
+        "api_key_",
+        "api%2Bkey",  # a literal plus: PHP reads "api+key"
+        "api%A0key",  # above 0x9F, kept by every PHP
+        "api%C2%80key",  # U+0080 in UTF-8: its lead byte stays
+        "x[api_key]",  # an index, not the name
+        "api_key%5Fx",
+        "api[key]",  # the array "api"
+    ],
+)
+def test_distinct_names_stay(name: str) -> None:
+    assert upstream_query(f"{name}=1".encode(), KEY).endswith("=1&api_key=s3cret")
+
+
+def test_the_keys_own_name_is_read_as_it_is_sent() -> None:
+    # Sent as "api%2Bkey", a name with a plus is not a name with a space.
+    assert upstream_query(b"api+key=a&api%2Bkey=b", ("api+key", "s")) == "?api+key=a&api%2Bkey=s"
+    assert upstream_query(b"api_key=a&api%2Ekey=b", ("api.key", "s")) == "?api.key=s"
 
 
 @pytest.mark.parametrize("query", [b"a=1#api_key=x", b"a=1%23&b#"])
