@@ -436,6 +436,43 @@ def test_the_wizard_names_each_problem_and_a_refused_connection_writes_no_secret
     assert "Auth type: one of none, apiKey, bearer, googleServiceAccount" in answer.text()
 
 
+def test_saving_tells_of_an_existing_secret_only_what_the_visitors_own_create_is_told(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    """The wizard writes the Secret as the visitor and reads none with the operator's rights:
+    whether `<name>-credential` exists is said only by the visitor's own create (409), so an
+    admin who may not create Secrets learns nothing of which exist."""
+    members = project(cluster, stack, namespace)
+    apply(cluster, namespace, secret("taken-credential", token="not-the-visitors"))
+    admin = visit(members["admin"])
+
+    def save(name: str) -> str:
+        answer = admin.post(
+            f"/ui/namespaces/{namespace}/new-connection",
+            {
+                "action": "save",
+                "display_name": name,
+                "base_url": stack.upstream,
+                "auth_type": "bearer",
+                "secret": CANARY,
+            },
+        )
+        assert answer.status == 422, answer.text()
+        return answer.text()
+
+    # Without Secret rights: the same refusal (the dry run's, at admission) whether the name is
+    # taken or not, and no Secret written.
+    taken, free = save("Taken"), save("Free")
+    for text, name in ((taken, "taken"), (free, "free")):
+        assert f"may not get Secret &#39;{name}-credential&#39;" in text, text
+        assert "exists already" not in text
+    assert get(cluster, namespace, "secret/free-credential") is None
+    # With create (and get, as a connection that uses it needs): the create's own 409.
+    grant_secrets(cluster, namespace, "admin", "create,get")
+    assert "a Secret named taken-credential exists already" in save("Taken")
+    assert get(cluster, namespace, "externalconnection/taken") is None
+
+
 def test_a_builder_sees_only_builders_connections_links_one_and_is_refused_a_locked_one(
     cluster: Cluster, stack: Stack, namespace: str, visit: Any
 ) -> None:

@@ -11,6 +11,8 @@ loose (what failed before failed by orders of magnitude); make bench measures th
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
 import uuid
@@ -196,3 +198,71 @@ def test_a_tenant_flooding_slow_tests_leaves_another_tenants_tests_and_writes_al
         status = _finished(cluster, flooder, test["metadata"]["name"], timeout=120)["status"]
         assert status["conditions"][0]["status"] == "True", status
     assert json.loads(quick["status"]["response"]["body"])["path"] == "/echo/ping"
+
+
+def _post_until_answered(api: str, path: str, token: str, *, declared: int | None) -> int:
+    """Posts a body of ``declared`` bytes (None: chunked, endless) until the server answers;
+    its status. The body is sent for at most 256 MiB or 20 s, whichever comes first."""
+    host, port = api.removeprefix("http://").split(":")
+    framing = f"Content-Length: {declared}" if declared else "Transfer-Encoding: chunked"
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\n{framing}\r\n\r\n"
+    )
+    piece = b"[" + b"1," * 32_767 + b"1]"
+    if declared is None:
+        piece = f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+    answer = b""
+    with socket.create_connection((host, int(port)), timeout=20) as sock:
+        sock.sendall(head.encode())
+        sent, deadline = 0, time.monotonic() + 20
+        while sent < 256 * 1024 * 1024 and time.monotonic() < deadline:
+            readable, writable, _ = select.select([sock], [sock], [], 1)
+            if readable:
+                break
+            if writable:
+                try:
+                    sent += sock.send(piece)
+                except OSError:
+                    break  # closed after its answer: read it below
+        sock.settimeout(10)
+        while b"\r\n" not in answer:
+            received = sock.recv(4096)
+            if not received:
+                break
+            answer += received
+    return int(answer.split(b" ", 2)[1])
+
+
+def test_a_large_post_costs_the_operator_nothing_before_its_caller_is_allowed(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """Bodies are read only once the caller may do what they ask, and only up to what the API
+    takes. Before, the whole body was read first: 1 GiB from a token without any right took
+    the operator from 236 MiB to 2.2 GiB (past the chart's limit: every tenant's admission
+    went down with it)."""
+    members = project_members(cluster, namespace)
+    prefix = f"/api/v1/namespaces/{namespace}"
+    posts = [
+        f"{prefix}/connection-drafts/tests",
+        f"{prefix}/connections/any/tests",
+        f"{prefix}/connectiontests/any/sample",
+    ]
+    operator = stack.operator.server.pid
+    before = _rss_bytes(operator)
+    peak = before
+    for path in posts:
+        for declared in (1024**3, None):
+            for who, expected in (("nobody", 403), ("admin", 413)):
+                if who == "admin" and "connection-drafts" not in path:
+                    continue  # the others need a connection or a test to exist first
+                token = members[who].token
+                status = _post_until_answered(stack.local.api_url, path, token, declared=declared)
+                assert status == expected, (path, declared, who, status)
+                peak = max(peak, _rss_bytes(operator))
+    # No token at all, and a token the API server does not know: refused before the body too.
+    for token in ("", "not-a-token"):
+        status = _post_until_answered(stack.local.api_url, posts[0], token, declared=None)
+        assert status == 401
+    print(f"operator RSS {before / 2**20:.0f} MiB, peak {peak / 2**20:.0f} MiB")
+    assert peak - before < 10 * 1024 * 1024, (before, peak)

@@ -8,10 +8,12 @@ operator's own identity does the work once they may. The OpenAPI document lists 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from kubernetes.aio import client
@@ -39,6 +41,7 @@ from gatehouse_operator.project_config.compiler import effective_defaults
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.service_api import handoff, openapi
 from gatehouse_operator.service_api.models import (
+    MAX_BODY_BYTES,
     ConnectionDetail,
     ConnectionList,
     ConnectionTestOutcome,
@@ -57,6 +60,10 @@ DEFAULTS_MANAGER = "gatehouse-defaults-api"
 TEST_WAIT_SECONDS = 150.0
 # Saving is one ConfigMap write by the operator once it sees the annotation.
 SAVE_WAIT_SECONDS = 30.0
+# What one caller may have running at once: each holds the operator's attention (a test through
+# the API polls its ConnectionTest until it finishes; a draft runs a dry run and a test).
+MAX_TESTS_PER_CALLER = 4
+MAX_DRAFTS_PER_CALLER = 2
 
 Endpoint = Callable[[Request, User], Awaitable[Response]]
 Body = TypeVar("Body", bound=BaseModel)
@@ -71,6 +78,8 @@ class ApiError(Exception):
 
     def response(self) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else {}
+        if self.status == 429:
+            headers["Retry-After"] = "1"
         return JSONResponse(
             {"error": {"code": self.code, "message": self.message}},
             status_code=self.status,
@@ -78,12 +87,59 @@ class ApiError(Exception):
         )
 
 
+def _too_large() -> ApiError:
+    return ApiError(413, "request_too_large", f"body: at most {MAX_BODY_BYTES:,} bytes of JSON")
+
+
+async def _body(request: Request) -> bytes:
+    """The request's body, refused past MAX_BODY_BYTES: by its declared length before any of it
+    is read, and while it streams (a chunked body, or one longer than it said)."""
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+        raise _too_large()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _too_large()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def _parsed(request: Request, model: type[Body], if_empty: bytes = b"") -> Body:
-    """The request's JSON body as ``model``; 400 naming the field and the rule otherwise."""
+    """The request's JSON body as ``model``; 400 naming the field and the rule otherwise. Call
+    it once the caller is known to be allowed what the body asks."""
     try:
-        return model.model_validate_json(await request.body() or if_empty)
+        return model.model_validate_json(await _body(request) or if_empty)
     except ValidationError as error:
         raise ApiError(400, "invalid_request", validation_message(error)) from None
+
+
+class PerCaller:
+    """At most ``limit`` operations of one kind per caller at once; more are refused (429)."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        self.what = what
+        self.limit = limit
+        self._running: Counter[str] = Counter()
+
+    @contextlib.contextmanager
+    def slot(self, user: User) -> Iterator[None]:
+        if self._running[user.name] >= self.limit:
+            raise ApiError(
+                429,
+                "too_many_requests",
+                f"{user.name} has {self.limit} {self.what} running, the most one caller may "
+                "run at once: try again when one has finished",
+            )
+        self._running[user.name] += 1
+        try:
+            yield
+        finally:
+            self._running[user.name] -= 1
+            if not self._running[user.name]:
+                del self._running[user.name]
 
 
 def _json(model: Model, status: int = 200) -> JSONResponse:
@@ -98,6 +154,8 @@ class ServiceApi:
     def __init__(self, runtime: Runtime, access: Access) -> None:
         self.runtime = runtime
         self.access = access
+        self.tests = PerCaller("connection tests", MAX_TESTS_PER_CALLER)
+        self.drafts = PerCaller("draft tests", MAX_DRAFTS_PER_CALLER)
 
     def authenticated(self, endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
@@ -233,15 +291,28 @@ class ServiceApi:
 
     async def test_connection(self, request: Request, user: User) -> Response:
         """Creates a ConnectionTest for the caller and answers with its outcome."""
+        namespace, name = request.path_params["namespace"], request.path_params["name"]
+        await self.may_test(user, namespace, name)
         wanted = await _parsed(request, ConnectionTestRequest)
-        params = request.path_params
-        return _json(await self.run_test(user, params["namespace"], params["name"], wanted), 201)
+        return _json(await self.run_test(user, namespace, name, wanted), 201)
+
+    async def may_test(self, user: User, namespace: str, connection: str) -> dict[str, Any]:
+        """The connection, if the caller may test it: create on connectiontests, and a
+        connection they may see."""
+        await self._require(user, "create", CONNECTION_TEST, namespace)
+        body, _ = await self.visible(user, namespace, connection)
+        return body
 
     async def run_test(
         self, user: User, namespace: str, connection: str, wanted: ConnectionTestRequest
     ) -> ConnectionTestOutcome:
-        await self._require(user, "create", CONNECTION_TEST, namespace)
-        await self.visible(user, namespace, connection)
+        """Runs the test for a caller may_test allowed, and waits for its outcome."""
+        with self.tests.slot(user):
+            return await self._run_test(user, namespace, connection, wanted)
+
+    async def _run_test(
+        self, user: User, namespace: str, connection: str, wanted: ConnectionTestRequest
+    ) -> ConnectionTestOutcome:
         name = f"{connection[:40]}-{uuid.uuid4().hex[:8]}"
         body = {
             "apiVersion": API_VERSION,
@@ -267,62 +338,56 @@ class ServiceApi:
         return await self._outcome(namespace, name)
 
     async def test_draft_endpoint(self, request: Request, user: User) -> Response:
+        namespace = request.path_params["namespace"]
+        await self.may_draft(user, namespace)
         draft = await _parsed(request, DraftTestRequest)
         token = request.headers["authorization"].partition(" ")[2].strip()
-        namespace = request.path_params["namespace"]
         return _json(await self.test_draft(user, token, namespace, draft))
+
+    async def may_draft(self, user: User, namespace: str) -> None:
+        """A test of a saved connection needs create on connectiontests; so does a draft's."""
+        await self._require(user, "create", CONNECTION_TEST, namespace)
 
     async def test_draft(
         self, user: User, token: str, namespace: str, draft: DraftTestRequest
     ) -> DraftTestOutcome:
-        """Tries a connection that is not saved; the API server decides, as the caller, whether
-        they could apply it (see gatehouse_operator.drafts). A test of a saved one needs create
-        on connectiontests; so does this. A Secret the draft names instead of giving the secret
-        is used only where the caller may read it, or it is the edited connection's own."""
-        await self._require(user, "create", CONNECTION_TEST, namespace)
-        async with as_user(self.runtime.kube.core.api_client, token) as kube:
-            try:
-                spec = await drafts.checked_spec(kube, namespace, draft)
-            except drafts.DraftRefused as refused:
-                raise ApiError(*_draft_refusal(refused.status), refused.message) from None
-        ref = (spec.get("auth") or {}).get("secretRef")
-        if draft.secret is None and ref and not await self._may_use(user, namespace, draft, ref):
-            raise ApiError(
-                403,
-                "forbidden",
-                f"secret: give the secret, or be allowed to get Secret {ref['name']!r}: "
-                "a draft uses a stored Secret only for those who may read it, or to edit "
-                "the connection that uses it",
-            )
-        return await drafts.try_draft(self.runtime, namespace, draft, spec)
-
-    async def _may_use(
-        self, user: User, namespace: str, draft: DraftTestRequest, ref: dict[str, str]
-    ) -> bool:
-        """Whether the draft may use the stored Secret ``ref`` names."""
-        if draft.replaces:
-            stored = await self.runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, draft.name)
-            if ref == ((stored or {}).get("spec", {}).get("auth") or {}).get("secretRef"):
-                return True
-        return await self.access.allowed(user, "get", "secrets", namespace, ref["name"], group="")
+        """Tries a connection that is not saved, for a caller may_draft allowed. The API server
+        decides, as the caller, whether they could apply it (see gatehouse_operator.drafts): its
+        admission lets a draft name a Secret, or move a stored one to another baseURL, only for
+        those who may read that Secret (see gatehouse_operator.secret_use)."""
+        with self.drafts.slot(user):
+            async with as_user(self.runtime.kube.core.api_client, token) as kube:
+                try:
+                    spec = await drafts.checked_spec(kube, namespace, draft)
+                except drafts.DraftRefused as refused:
+                    raise ApiError(*_draft_refusal(refused.status), refused.message) from None
+            return await drafts.try_draft(self.runtime, namespace, draft, spec)
 
     async def save_sample_endpoint(self, request: Request, user: User) -> Response:
+        namespace, test = request.path_params["namespace"], request.path_params["name"]
+        found = await self.may_save_sample(user, namespace, test)
         wanted = await _parsed(request, SampleRequest, if_empty=b"null")
-        params = request.path_params
-        outcome = await self.save_sample(user, params["namespace"], params["name"], wanted.label)
+        outcome = await self.save_sample(namespace, found, wanted.label)
         return _json(outcome, 201 if outcome.saved else 409)
 
-    async def save_sample(
-        self, user: User, namespace: str, test: str, label: str
-    ) -> SampleSaveOutcome:
-        """Keeps a finished, passing test as a sample: the annotation the operator acts on, as
-        ``kubectl annotate`` or ``gatehouse save-sample`` would set it, so one rule decides.
-        The operator removes the annotation once it answered: then the status holds the answer."""
+    async def may_save_sample(self, user: User, namespace: str, test: str) -> dict[str, Any]:
+        """The ConnectionTest, if the caller may save it: patch on it, and its connection one
+        they may see."""
         await self._require(user, "patch", CONNECTION_TEST, namespace, test)
         found = await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, test)
         if found is None:
             raise ApiError(404, "not_found", f"no ConnectionTest {test!r} in {namespace}")
         await self.visible(user, namespace, found.get("spec", {}).get("connection", ""))
+        return found
+
+    async def save_sample(
+        self, namespace: str, found: dict[str, Any], label: str
+    ) -> SampleSaveOutcome:
+        """Keeps a finished, passing test (``found``, as may_save_sample gave it) as a sample:
+        the annotation the operator acts on, as ``kubectl annotate`` or ``gatehouse
+        save-sample`` would set it, so one rule decides. The operator removes the annotation
+        once it answered: then the status holds the answer."""
+        test = found["metadata"]["name"]
         status = found.get("status", {})
         if not status.get("finishedAt"):
             return SampleSaveOutcome(
@@ -337,12 +402,12 @@ class ServiceApi:
         deadline = time.monotonic() + SAVE_WAIT_SECONDS
         while time.monotonic() < deadline:
             await asyncio.sleep(0.2)
-            found = await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, test)
-            if found is None:
+            now = await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, test)
+            if now is None:
                 raise ApiError(404, "not_found", f"ConnectionTest {test!r} was deleted")
-            if SAVE_AS_SAMPLE_ANNOTATION in found["metadata"].get("annotations", {}):
+            if SAVE_AS_SAMPLE_ANNOTATION in now["metadata"].get("annotations", {}):
                 continue
-            status = found.get("status", {})
+            status = now.get("status", {})
             saved = condition(status, "SampleSaved")
             return SampleSaveOutcome(
                 saved=bool(status.get("sample")),
@@ -378,7 +443,7 @@ class ServiceApi:
             raise ApiError(404, "not_found", f"no ProjectConfig has projectUuid {uuid_}")
         namespace, name = found
         verb = "get" if request.method == "GET" else "patch"
-        await self._require(user, verb, PROJECT_CONFIG, namespace, name)
+        await self._require(user, verb, PROJECT_CONFIG, namespace, name)  # before the body
         if request.method == "PUT":
             await self._update_defaults(request, namespace, name)
         body = await self.runtime.kube.get_custom(PROJECT_CONFIG, namespace, name)

@@ -11,6 +11,12 @@ from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.api.meta import Model
 from gatehouse_operator.project_config.schema import StrictModel
 
+# A request body: a ConnectionTest's spec must fit one Kubernetes object (etcd stores at most
+# 1.5 MiB), so a test body over 1 MiB could never run; a draft adds a spec (instructions up to
+# 10,000 characters) and a secret (up to 64 KiB) to it. Read only after the caller was found
+# allowed, and refused from Content-Length before any of it is read.
+MAX_BODY_BYTES = 1024 * 1024 + 128 * 1024
+
 
 class ErrorDetail(Model):
     code: str = Field(description="Stable and machine-readable, e.g. forbidden.")

@@ -9,6 +9,7 @@ from pydantic.json_schema import models_json_schema
 
 from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.service_api.models import (
+    MAX_BODY_BYTES,
     BuildSpec,
     ConnectionDetail,
     ConnectionList,
@@ -54,7 +55,9 @@ def _errors(*statuses: int) -> dict[str, Any]:
         403: "RBAC does not allow the caller this action.",
         404: "No such resource.",
         409: "A conflict: the test was not saved, or the connection exists already.",
+        413: f"The body is over {MAX_BODY_BYTES:,} bytes; refused before it is read.",
         422: "Admission refused the request; the message names the field and the rule.",
+        429: "The caller has as many tests or draft tests running as one caller may.",
         502: "The Kubernetes API server failed.",
         504: "The test did not finish (or was not saved) in time.",
     }
@@ -107,7 +110,7 @@ def document() -> dict[str, Any]:
                 },
                 "responses": {
                     "201": _json(ConnectionTestOutcome, "The test ran; see passed."),
-                    **_errors(400, 401, 403, 422, 502, 504),
+                    **_errors(400, 401, 403, 413, 422, 429, 502, 504),
                 },
             }
         },
@@ -126,7 +129,7 @@ def document() -> dict[str, Any]:
                 },
                 "responses": {
                     "200": _json(DraftTestOutcome, "The test ran; see passed."),
-                    **_errors(400, 401, 403, 404, 409, 422, 502, 504),
+                    **_errors(400, 401, 403, 404, 409, 413, 422, 429, 502, 504),
                 },
             }
         },
@@ -168,7 +171,7 @@ def document() -> dict[str, Any]:
                 "responses": {
                     "201": _json(SampleSaveOutcome, "Saved."),
                     "409": _json(SampleSaveOutcome, "Not saved; reason and message say why."),
-                    **_errors(400, 401, 403, 404, 502, 504),
+                    **_errors(400, 401, 403, 404, 413, 502, 504),
                 },
             }
         },
@@ -210,7 +213,7 @@ def document() -> dict[str, Any]:
             },
             "responses": {
                 "200": _json(DefaultsResult, "The defaults after the change."),
-                **_errors(400, 401, 403, 404, 502),
+                **_errors(400, 401, 403, 404, 413, 502),
             },
         },
     }

@@ -191,6 +191,7 @@ class ConnectionForms:
                 replaces=form.editing,
                 request=request,
             )
+            await self.pages.api.may_draft(visitor.user, namespace)
             wizard.outcome = await self.pages.api.test_draft(
                 visitor.user, visitor.credentials.token, namespace, draft
             )
@@ -225,7 +226,6 @@ class ConnectionForms:
         if wizard.errors:
             return None
         form, secret = wizard.form, wizard.secret
-        stored = self.pages.api.runtime.kube
         async with as_user(self.pages.operator, visitor.credentials.token) as kube:
             try:
                 # Checked before any Secret is read or written: a refusal changes nothing.
@@ -235,31 +235,32 @@ class ConnectionForms:
                 return None
             ref = form.secret_ref()
             replaced = None
-            if ref is not None and secret is None:
-                found = await stored.secret(namespace, ref["name"])
-                if not form.editing or found is None or ref["key"] not in (found.data or {}):
-                    wizard.errors.append(
-                        f"Secret: required for {AUTH_TYPES[form.auth_type]} authentication; "
-                        "it is stored in a Secret and never shown again"
-                    )
-                    return None
-            elif ref is not None and secret is not None:
+            # Nothing here reads a Secret with the operator's rights on the visitor's behalf: an
+            # answer would tell someone who may not get Secrets which exist.
+            if ref is not None and secret is None and not form.keeps_stored_secret():
+                wizard.errors.append(
+                    f"Secret: required for {AUTH_TYPES[form.auth_type]} authentication; "
+                    "it is stored in a Secret and never shown again"
+                )
+                return None
+            if ref is not None and secret is not None:
                 if form.editing:
                     # A new credential goes to a new Secret that the replace switches to, so the
                     # live connection keeps its own until then, and keeps it if the edit fails.
                     replaced = ref["name"]
                     ref = {"name": f"{form.name}{SECRET_SUFFIX}-{token_hex(3)}", "key": ref["key"]}
                     form = form.with_secret_ref(ref)
-                elif await stored.secret(namespace, ref["name"]) is not None:
-                    wizard.errors.append(
-                        f"Secret: a Secret named {ref['name']} exists already in {namespace}; "
-                        "choose another connection name"
-                    )
-                    return None
                 try:
                     await kube.create_secret(namespace, _secret(ref, form.name, secret))
                 except client.ApiException as error:
-                    wizard.errors.append(f"Secret: {ref['name']} was not written ({_http(error)})")
+                    # Only what the visitor's own create was told: a name taken is a 409 to
+                    # those who may create Secrets, and a 403 tells nothing of existence.
+                    wizard.errors.append(
+                        f"Secret: a Secret named {ref['name']} exists already in {namespace}; "
+                        "choose another connection name"
+                        if error.status == 409
+                        else f"Secret: {ref['name']} was not written ({_http(error)})"
+                    )
                     return None
             body = manifest(form.name, form.spec(), form.resource_version)
             try:

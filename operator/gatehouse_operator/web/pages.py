@@ -327,7 +327,7 @@ class Pages:
     async def test(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
         fields = await fields_of(request)
-        body, _ = await self.api.visible(visitor.user, namespace, name)
+        body = await self.api.may_test(visitor.user, namespace, name)
         item = linkable(body, {})
         method = str(fields.get("method", "GET"))
         if method not in item.allowed_methods:
@@ -357,7 +357,8 @@ class Pages:
         if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
             raise Refused(422, f"label: 1 to {SAMPLE_LABEL_CHARS} characters")
         connection = str(fields.get("connection", ""))
-        outcome = await self.api.save_sample(visitor.user, namespace, test, label)
+        found = await self.api.may_save_sample(visitor.user, namespace, test)
+        outcome = await self.api.save_sample(namespace, found, label)
         if not outcome.saved:
             raise Refused(409, f"not saved ({outcome.reason}): {outcome.message}")
         return self.back_to(visitor, namespace, connection, f"Saved sample “{label}”.")

@@ -142,6 +142,16 @@ class WizardForm:
             return dict(stored)
         return {"name": f"{self.name}{SECRET_SUFFIX}", "key": key}
 
+    def keeps_stored_secret(self) -> bool:
+        """An edit that uses the Secret the connection already names: whether it holds a value
+        is the connection's CredentialReady condition to say, not the wizard's to look up."""
+        ref = self.secret_ref()
+        return (
+            self.editing
+            and ref is not None
+            and ref == (self.stored.get("auth") or {}).get("secretRef")
+        )
+
     def with_secret_ref(self, ref: dict[str, str]) -> WizardForm:
         """With the credential in another Secret (a new one, written on Save)."""
         auth = {**(self.stored.get("auth") or {}), "secretRef": ref}
