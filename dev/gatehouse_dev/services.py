@@ -52,6 +52,7 @@ class LocalGatehouse:
     table_port: int = field(default_factory=free_port)
     api_port: int = field(default_factory=free_port)
     webhook_port: int = field(default_factory=free_port)
+    operator_metrics_port: int = field(default_factory=free_port)
     # The first proxy replica's port, known before it starts (the env file names it).
     proxy_port: int = field(default_factory=free_port)
     servers: list[Server] = field(default_factory=list)
@@ -67,6 +68,10 @@ class LocalGatehouse:
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def operator_metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.operator_metrics_port}"
 
     def install_crds(self) -> None:
         """The CRDs and the user-facing ClusterRoles, as the chart installs them."""
@@ -143,6 +148,8 @@ class LocalGatehouse:
             "GATEHOUSE_API_PORT": str(self.api_port),
             "GATEHOUSE_WEBHOOK_HOST": "127.0.0.1",
             "GATEHOUSE_WEBHOOK_PORT": str(self.webhook_port),
+            "GATEHOUSE_METRICS_HOST": "127.0.0.1",
+            "GATEHOUSE_METRICS_PORT": str(self.operator_metrics_port),
             # A proxy process on this machine that stops is gone (no network partitions here):
             # stop counting it soon.
             "GATEHOUSE_REPLICA_GRACE_SECONDS": "5",

@@ -22,14 +22,6 @@ class Replica:
     disconnected_at: float = 0.0
     last_refusal: str = ""
 
-    def describe(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "state": "connected" if self.connected else "disconnected",
-            "version": self.version,
-            "lastRefusal": self.last_refusal,
-        }
-
 
 class Replicas:
     def __init__(self, grace_seconds: float, on_change: Callable[[], None]) -> None:

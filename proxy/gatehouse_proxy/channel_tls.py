@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import os
 import ssl
 import tempfile
@@ -29,6 +30,14 @@ _NOT_BEFORE = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 _NOT_AFTER = datetime.datetime(9999, 12, 31, 23, 59, 59, tzinfo=datetime.UTC)
 
 
+def _serial(public: ed25519.Ed25519PublicKey) -> int:
+    """A positive serial of at most 127 bits (RFC 5280 allows 20 bytes), the same at both ends.
+    From the public key, which the certificate shows anyway: anyone who completes a handshake
+    sees the serial, so it must tell nothing of the private seed."""
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return int.from_bytes(hashlib.sha256(raw).digest()[:16]) >> 1 or 1
+
+
 @lru_cache(maxsize=16)
 def _certificate(seed: bytes) -> tuple[bytes, bytes]:
     key = ed25519.Ed25519PrivateKey.from_private_bytes(seed)
@@ -38,7 +47,7 @@ def _certificate(seed: bytes) -> tuple[bytes, bytes]:
         .subject_name(_NAME)
         .issuer_name(_NAME)
         .public_key(public)
-        .serial_number(int.from_bytes(seed[:16]) >> 1 or 1)
+        .serial_number(_serial(public))
         .not_valid_before(_NOT_BEFORE)
         .not_valid_after(_NOT_AFTER)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)

@@ -458,7 +458,8 @@ def test_saving_tells_of_an_existing_secret_only_what_the_visitors_own_create_is
             },
         )
         assert answer.status == 422, answer.text()
-        return answer.text()
+        text: str = answer.text()
+        return text
 
     # Without Secret rights: the same refusal (the dry run's, at admission) whether the name is
     # taken or not, and no Secret written.

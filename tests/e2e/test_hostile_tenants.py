@@ -266,3 +266,34 @@ def test_a_large_post_costs_the_operator_nothing_before_its_caller_is_allowed(
         assert status == 401
     print(f"operator RSS {before / 2**20:.0f} MiB, peak {peak / 2**20:.0f} MiB")
     assert peak - before < 10 * 1024 * 1024, (before, peak)
+
+
+def test_trickled_heads_are_cut_off_and_the_channel_port_tells_strangers_nothing(
+    stack: Stack,
+) -> None:
+    """The API's port gives each request head 10 s (it held 500 trickled heads for 60 s and
+    more before); the table channel's port, which anyone on the network reaches, answers its
+    health check without naming replicas, versions or keys."""
+    host, port = stack.local.api_url.removeprefix("http://").split(":")
+    trickling = [socket.create_connection((host, int(port)), timeout=5) for _ in range(50)]
+    started = time.monotonic()
+    try:
+        for sock in trickling:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        open_ = list(trickling)
+        while open_ and time.monotonic() - started < 20:
+            for sock in list(open_):
+                try:
+                    sock.sendall(b"X: y\r\n")
+                except OSError:
+                    open_.remove(sock)
+            assert httpx.get(f"{stack.local.api_url}/healthz", timeout=5).status_code == 200
+            time.sleep(0.5)
+        held = time.monotonic() - started
+    finally:
+        for sock in trickling:
+            sock.close()
+    assert not open_, f"{len(open_)} trickled heads still open after {held:.0f} s"
+    assert held < 15, held
+    health = httpx.get(f"{stack.local.operator_url}/healthz", verify=False, timeout=5)  # noqa: S501
+    assert health.json() == {"ok": True}

@@ -56,13 +56,13 @@ def _readyz(url: str) -> dict[str, Any]:
     return body
 
 
-def _operator_health(stack: Stack) -> dict[str, Any]:
-    body: dict[str, Any] = httpx.get(
-        f"{stack.local.operator_url}/healthz",
-        verify=client_context(Keyring.parse(stack.local.keyring_file.read_text())),
-        timeout=5,
-    ).json()
-    return body
+def _operator_metric(stack: Stack, name: str) -> float:
+    """One sample of the operator's metrics (``name`` with its labels, as exposed)."""
+    text = httpx.get(f"{stack.local.operator_metrics_url}/metrics", timeout=5).text
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {name} in the operator's metrics")
 
 
 @contextmanager
@@ -121,15 +121,16 @@ def test_thousands_of_connections_reach_a_replica_started_later(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:
     count = 2000
-    before = _operator_health(stack)["entries"]
+    entries = 'gatehouse_operator_table_entries{kind="connection"}'
+    before = _operator_metric(stack, entries)
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=_connections(count, stack.upstream))
     try:
         wait_for(
-            lambda: _operator_health(stack)["entries"] >= before + count,
+            lambda: _operator_metric(stack, entries) >= before + count,
             timeout=180,
             what=f"{count} connections in the operator's table",
         )
-        version = _operator_health(stack)["tableVersion"]
+        version = _operator_metric(stack, "gatehouse_operator_table_version")
         for proxy in stack.proxies:
 
             def holds(url: str = proxy.admin_url) -> bool:
@@ -166,10 +167,8 @@ def test_thousands_of_connections_reach_a_replica_started_later(
             feed = _readyz(late.admin_url)["feed"]
             assert feed["snapshots"] == 1
             assert feed["deltas"] >= 1
-            connected_now = [
-                r for r in _operator_health(stack)["replicas"] if r["state"] == "connected"
-            ]
-            assert len(connected_now) == 3
+            connected = 'gatehouse_operator_proxy_replicas{state="connected"}'
+            assert _operator_metric(stack, connected) == 3
         finally:
             late.server.stop()
     finally:

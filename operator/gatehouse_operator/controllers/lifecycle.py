@@ -32,6 +32,7 @@ from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.web import routes as connections_page
 from gatehouse_operator.webhook import WebhookServer
+from gatehouse_proxy.request_deadline import with_head_deadline
 from gatehouse_proxy.sealing import KeyringError, KeyringFile, KeyringSource
 
 # No handler needs a finalizer any more; naming the one earlier versions put on connections and
@@ -41,6 +42,9 @@ TEST_SWEEP_SECONDS = 10
 RESYNC_SECONDS = 60
 # How soon a keyring Secret edited by hand (a rotation) is noticed; one GET each time.
 KEYRING_POLL_SECONDS = 10
+# How long the service API and page wait for a request's head (a browser or client sends it at
+# once); bodies have their own bound (service_api.models.BODY_SECONDS).
+API_HEAD_SECONDS = 10.0
 log = logging.getLogger("gatehouse.operator")
 
 
@@ -215,8 +219,17 @@ class EmbeddedServer(uvicorn.Server):
 
 
 def _embedded(app: Starlette, host: str, port: int) -> EmbeddedServer:
+    # The proxy's protocol: a deadline for each request head, and bounds on its size and on
+    # pipelined requests, so trickled heads cannot hold the API's connections (and the one loop)
+    # for as long as a client likes.
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        http=with_head_deadline(API_HEAD_SECONDS),
     )
     return EmbeddedServer(config)
 

@@ -41,6 +41,7 @@ from gatehouse_operator.project_config.compiler import effective_defaults
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.service_api import handoff, openapi
 from gatehouse_operator.service_api.models import (
+    BODY_SECONDS,
     MAX_BODY_BYTES,
     ConnectionDetail,
     ConnectionList,
@@ -93,17 +94,24 @@ def _too_large() -> ApiError:
 
 async def _body(request: Request) -> bytes:
     """The request's body, refused past MAX_BODY_BYTES: by its declared length before any of it
-    is read, and while it streams (a chunked body, or one longer than it said)."""
+    is read, and while it streams (a chunked body, or one longer than it said); and past
+    BODY_SECONDS."""
     length = request.headers.get("content-length")
     if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
         raise _too_large()
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _too_large()
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(BODY_SECONDS):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise _too_large()
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ApiError(
+            408, "request_timeout", f"body: not received within {BODY_SECONDS:g} s"
+        ) from None
     return b"".join(chunks)
 
 

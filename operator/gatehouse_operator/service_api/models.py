@@ -16,6 +16,8 @@ from gatehouse_operator.project_config.schema import StrictModel
 # 10,000 characters) and a secret (up to 64 KiB) to it. Read only after the caller was found
 # allowed, and refused from Content-Length before any of it is read.
 MAX_BODY_BYTES = 1024 * 1024 + 128 * 1024
+# A body trickled in holds a connection: at most this long.
+BODY_SECONDS = 30.0
 
 
 class ErrorDetail(Model):

@@ -9,6 +9,7 @@ from pydantic.json_schema import models_json_schema
 
 from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.service_api.models import (
+    BODY_SECONDS,
     MAX_BODY_BYTES,
     BuildSpec,
     ConnectionDetail,
@@ -54,6 +55,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
         401: "No bearer token, or the API server did not accept it.",
         403: "RBAC does not allow the caller this action.",
         404: "No such resource.",
+        408: f"The body did not arrive within {BODY_SECONDS:g} s.",
         409: "A conflict: the test was not saved, or the connection exists already.",
         413: f"The body is over {MAX_BODY_BYTES:,} bytes; refused before it is read.",
         422: "Admission refused the request; the message names the field and the rule.",
@@ -110,7 +112,7 @@ def document() -> dict[str, Any]:
                 },
                 "responses": {
                     "201": _json(ConnectionTestOutcome, "The test ran; see passed."),
-                    **_errors(400, 401, 403, 413, 422, 429, 502, 504),
+                    **_errors(400, 401, 403, 408, 413, 422, 429, 502, 504),
                 },
             }
         },
@@ -129,7 +131,7 @@ def document() -> dict[str, Any]:
                 },
                 "responses": {
                     "200": _json(DraftTestOutcome, "The test ran; see passed."),
-                    **_errors(400, 401, 403, 404, 409, 413, 422, 429, 502, 504),
+                    **_errors(400, 401, 403, 404, 408, 409, 413, 422, 429, 502, 504),
                 },
             }
         },
@@ -171,7 +173,7 @@ def document() -> dict[str, Any]:
                 "responses": {
                     "201": _json(SampleSaveOutcome, "Saved."),
                     "409": _json(SampleSaveOutcome, "Not saved; reason and message say why."),
-                    **_errors(400, 401, 403, 404, 413, 502, 504),
+                    **_errors(400, 401, 403, 404, 408, 413, 502, 504),
                 },
             }
         },
@@ -213,7 +215,7 @@ def document() -> dict[str, Any]:
             },
             "responses": {
                 "200": _json(DefaultsResult, "The defaults after the change."),
-                **_errors(400, 401, 403, 404, 413, 502),
+                **_errors(400, 401, 403, 404, 408, 413, 502),
             },
         },
     }
