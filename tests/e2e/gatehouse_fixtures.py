@@ -141,15 +141,17 @@ def project_members(cluster: Cluster, namespace: str) -> dict[str, Member]:
     return members
 
 
-def grant_secrets(cluster: Cluster, namespace: str, member: str, verbs: str) -> None:
-    """Rights on the namespace's Secrets (``verbs``: "get,create"), for a member who, in a real
-    cluster, would have them through Kubernetes' built-in admin or edit role (aggregation needs the
-    controller-manager, absent here). A connection that sends a Secret's value needs ``get`` on
-    it (README: Who may do what)."""
-    role = f"secrets-{member}"
+def grant(
+    cluster: Cluster, namespace: str, member: str, verbs: str, resource: str, name: str = ""
+) -> None:
+    """A Role of its own for one member (``verbs``: "get,create" on ``resource``, or on one
+    object of it), waited for until the API server's authorizer sees it."""
+    role = f"{member}-{verbs.replace(',', '-')}-{resource.split('.')[0]}-{name}".rstrip("-")
+    rule = [f"--verb={verbs}", f"--resource={resource}"]
     cluster.kubectl(
-        "create", "role", role, f"--verb={verbs}", "--resource=secrets", "-n", namespace
-    )
+        "create", "role", role, *rule, *([f"--resource-name={name}"] if name else []),
+        "-n", namespace,
+    )  # fmt: skip
     cluster.kubectl(
         "create",
         "rolebinding",
@@ -159,14 +161,13 @@ def grant_secrets(cluster: Cluster, namespace: str, member: str, verbs: str) -> 
         "-n",
         namespace,
     )
-    first = verbs.split(",")[0]
 
     def bound() -> bool:  # RBAC reaches the API server's authorizer through a watch
         done = cluster.kubectl(
             "auth",
             "can-i",
-            first,
-            "secrets",
+            verbs.split(",")[0],
+            f"{resource}/{name}" if name else resource,
             "-n",
             namespace,
             f"--as=system:serviceaccount:{namespace}:{member}",
@@ -174,4 +175,12 @@ def grant_secrets(cluster: Cluster, namespace: str, member: str, verbs: str) -> 
         )
         return done.stdout.strip() == "yes"
 
-    wait_for(bound, timeout=10, interval=0.1, what=f"{member}'s Secret role binding")
+    wait_for(bound, timeout=10, interval=0.1, what=f"{member}'s role {role}")
+
+
+def grant_secrets(cluster: Cluster, namespace: str, member: str, verbs: str) -> None:
+    """Rights on the namespace's Secrets, for a member who, in a real cluster, would have them
+    through Kubernetes' built-in admin or edit role (aggregation needs the controller-manager,
+    absent here). A connection that sends a Secret's value needs ``get`` on it (README: Who may
+    do what)."""
+    grant(cluster, namespace, member, verbs, "secrets")

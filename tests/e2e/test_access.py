@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from gatehouse_dev.cluster import Cluster
-from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,
@@ -19,6 +18,7 @@ from tests.e2e.gatehouse_fixtures import (
     apply,
     connection,
     data_app,
+    grant,
     project_members,
     secret,
     wait_condition,
@@ -220,20 +220,6 @@ def test_only_admins_test_connections(
     assert reply.json()["response"]["statusCode"] == 200
 
 
-def _grant(cluster: Cluster, namespace: str, who: str, name: str, *rule: str) -> None:
-    """A Role of its own for one member, waited for until the authorizer sees it."""
-    cluster.kubectl("create", "role", name, *rule, "-n", namespace)
-    cluster.kubectl(
-        "create",
-        "rolebinding",
-        name,
-        f"--role={name}",
-        f"--serviceaccount={namespace}:{who}",
-        "-n",
-        namespace,
-    )
-
-
 def test_a_connection_sends_only_secrets_its_author_may_read(
     cluster: Cluster, stack: Stack, namespace: str, project: dict[str, Member]
 ) -> None:
@@ -254,62 +240,29 @@ def test_a_connection_sends_only_secrets_its_author_may_read(
     assert "may not get Secret 'db-password'" in refused.stderr
     assert "canary-db-password" not in refused.stderr
 
+    def patch(kind: str, change: str) -> subprocess.CompletedProcess[str]:
+        return _as(
+            cluster, admin, namespace, "patch", "externalconnection", "locked",
+            f"--type={kind}", "-p", change,
+        )  # fmt: skip
+
     # An existing connection's Secret cannot be moved to another host either...
-    moved = _as(
-        cluster,
-        admin,
-        namespace,
-        "patch",
-        "externalconnection",
-        "locked",
-        "--type=merge",
-        "-p",
-        '{"spec":{"baseURL":"https://attacker.test"}}',
-    )
+    moved = patch("merge", '{"spec":{"baseURL":"https://attacker.test"}}')
     assert moved.returncode != 0
     assert "spec.baseURL:" in moved.stderr
     assert "may not get Secret 'vendor'" in moved.stderr
     # ...nor re-pointed at another Secret, while every other edit stays the admin's.
-    repointed = _as(
-        cluster,
-        admin,
-        namespace,
-        "patch",
-        "externalconnection",
-        "locked",
-        "--type=json",
-        "-p",
-        '[{"op":"replace","path":"/spec/auth/secretRef/name","value":"db-password"}]',
+    repointed = patch(
+        "json", '[{"op":"replace","path":"/spec/auth/secretRef/name","value":"db-password"}]'
     )
     assert "may not get Secret 'db-password'" in repointed.stderr
-    edited = _as(
-        cluster,
-        admin,
-        namespace,
-        "patch",
-        "externalconnection",
-        "locked",
-        "--type=merge",
-        "-p",
-        '{"spec":{"allowedPaths":["/echo"],"instructions":"still mine"}}',
-    )
+    edited = patch("merge", '{"spec":{"allowedPaths":["/echo"],"instructions":"still mine"}}')
     assert edited.returncode == 0, edited.stderr
 
     # With get on that one Secret, the same connection is admitted.
-    _grant(
-        cluster,
-        namespace,
-        "admin",
-        "db-reader",
-        "--verb=get",
-        "--resource=secrets",
-        "--resource-name=db-password",
-    )
-
-    def admitted() -> bool:
-        return _apply_as(cluster, admin, namespace, stealing).returncode == 0
-
-    wait_for(admitted, timeout=10, interval=0.2, what="the admin's Secret role")
+    grant(cluster, namespace, "admin", "get", "secrets", "db-password")
+    admitted = _apply_as(cluster, admin, namespace, stealing)
+    assert admitted.returncode == 0, admitted.stderr
 
 
 def test_kubectl_tests_only_connections_the_requester_may_see(
@@ -318,14 +271,7 @@ def test_kubectl_tests_only_connections_the_requester_may_see(
     """create connectiontests alone is not a way around the service API's visibility rule: an
     AdminsOnly connection is tested only by those who may update it."""
     for who in ("builder", "viewer"):
-        _grant(
-            cluster,
-            namespace,
-            who,
-            f"tester-{who}",
-            "--verb=create",
-            "--resource=connectiontests.gatehouse.dev",
-        )
+        grant(cluster, namespace, who, "create", "connectiontests.gatehouse.dev")
 
     def test_of(target: str) -> dict[str, Any]:
         return {
@@ -346,12 +292,8 @@ def test_kubectl_tests_only_connections_the_requester_may_see(
             stdin=yaml.safe_dump(test_of(target)),
         )
 
-    wait_for(
-        lambda: create("builder", "open").returncode == 0,
-        timeout=10,
-        interval=0.2,
-        what="the builder's test role",
-    )
+    tested = create("builder", "open")
+    assert tested.returncode == 0, tested.stderr
     for who, target in (("builder", "locked"), ("builder", "absent"), ("viewer", "locked")):
         refused = create(who, target)
         assert refused.returncode != 0, (who, target)
