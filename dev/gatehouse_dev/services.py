@@ -8,23 +8,32 @@ log in the work folder. Tests, ``make up`` and the demo start them through :clas
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import kopf
+import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import Server, free_port
 from gatehouse_operator.api import crds, roles, webhooks
-from gatehouse_operator.webhook import WEBHOOK_CONFIGURATION
 from gatehouse_proxy.sealing import Keyring
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"
+CHART = ROOT / "charts" / "gatehouse"
+# The release the local stack stands for: the operator runs as that release's ServiceAccount,
+# bound to the chart's own rendered ClusterRole, never as the API server's admin, so a verb the
+# chart forgets fails here as it would in every installation.
+RELEASE = NAMESPACE = "gatehouse-dev"
+# The chart's name for its webhook configuration (gatehouse.webhookConfiguration), the one name
+# its ClusterRole lets the operator patch.
+WEBHOOK_CONFIGURATION = f"{RELEASE}-{NAMESPACE}"
 
 
 @dataclass
@@ -150,6 +159,7 @@ class LocalGatehouse:
             "GATEHOUSE_WEBHOOK_PORT": str(self.webhook_port),
             "GATEHOUSE_METRICS_HOST": "127.0.0.1",
             "GATEHOUSE_METRICS_PORT": str(self.operator_metrics_port),
+            "GATEHOUSE_WEBHOOK_CONFIGURATION": WEBHOOK_CONFIGURATION,
             # A proxy process on this machine that stops is gone (no network partitions here):
             # stop counting it soon.
             "GATEHOUSE_REPLICA_GRACE_SECONDS": "5",
@@ -172,6 +182,40 @@ class LocalGatehouse:
             stdin=json.dumps(configuration),
         )
 
+    def operator_kubeconfig(self) -> Path:
+        """A kubeconfig of the release's operator ServiceAccount, with the chart's rendered RBAC
+        (its ClusterRole and binding) applied: exactly the rights an installation gives."""
+        rendered = subprocess.run(
+            [
+                str(self.cluster.binaries.helm),
+                "template",
+                RELEASE,
+                str(CHART),
+                "-n",
+                NAMESPACE,
+                "--show-only",
+                "templates/operator-rbac.yaml",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        self.cluster.kubectl("apply", "-f", "-", stdin=json.dumps(namespace))
+        self.cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", stdin=rendered)
+        token = self.cluster.kubectl(
+            "create", "token", f"{RELEASE}-operator", "-n", NAMESPACE, "--duration=48h"
+        ).stdout.strip()
+        config = yaml.safe_load(
+            self.cluster.kubectl("config", "view", "--raw", "--minify", "--flatten").stdout
+        )
+        config["users"] = [{"name": "operator", "user": {"token": token}}]
+        config["contexts"][0]["context"]["user"] = "operator"
+        path = self.workdir / "operator.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
+
     def start_operator(self) -> Endpoint:
         self.install_webhooks()
         liveness = free_port()
@@ -181,7 +225,8 @@ class LocalGatehouse:
             "gatehouse_operator",
             f"--liveness=http://127.0.0.1:{liveness}/healthz",
         ]
-        return self._start("operator", argv, self.operator_env(), self.operator_url, "/healthz")
+        env = {**self.operator_env(), "KUBECONFIG": str(self.operator_kubeconfig())}
+        return self._start("operator", argv, env, self.operator_url, "/healthz")
 
     def start_page_server(self, *, read_only: bool) -> Endpoint:
         """The service API and connections page alone (see page_server), beside the operator."""

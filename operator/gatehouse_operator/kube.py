@@ -9,11 +9,15 @@ import os
 import secrets
 import time
 import weakref
-from typing import Any, cast
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, TypeVar, cast
 
 from kubernetes.aio import client
 
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
+
+T = TypeVar("T")
 
 CREDENTIAL_LABEL = "gatehouse.dev/credential-for"
 SAMPLES_LABEL = "gatehouse.dev/samples-for"
@@ -149,19 +153,29 @@ class Kube:
         otherwise outrun any number of retries); the ConfigMap's resourceVersion still guards the
         limit against another writer, and the loser of such a race reads again and retries.
         """
-        key = (namespace, owner["name"])
+        await self._samples_turn(
+            namespace,
+            owner["name"],
+            partial(self._save_sample_once, namespace, owner, sample_id, document, limit),
+        )
+
+    async def _samples_turn(
+        self, namespace: str, connection: str, change: Callable[[], Awaitable[T]]
+    ) -> T:
+        """``change`` of the connection's samples ConfigMap, in this process's turn for it,
+        again after a conflict (another writer's update came between its read and its write)."""
+        key = (namespace, connection)
         writer = self._sample_writers.get(key) or self._sample_writers.setdefault(
             key, asyncio.Lock()
         )
         for _ in range(5):
             try:
                 async with writer:
-                    await self._save_sample_once(namespace, owner, sample_id, document, limit)
-                return
+                    return await change()
             except client.ApiException as error:
                 if error.status != 409:
                     raise
-        raise RuntimeError(f"the samples of {owner['name']} kept changing; try again")
+        raise RuntimeError(f"the samples of {connection} kept changing; try again")
 
     async def _save_sample_once(
         self, namespace: str, owner: dict[str, Any], sample_id: str, document: str, limit: int
@@ -214,16 +228,29 @@ class Kube:
                 raise
 
     async def delete_sample(self, namespace: str, connection: str, sample_id: str) -> bool:
-        """Removes one sample; False when there was no such sample."""
-        if sample_id not in await self.samples(namespace, connection):
-            return False
-        # A merge patch's null removes just this key, whatever else was saved meanwhile.
+        """Removes one sample; False when there was no such sample.
+
+        A read and an update that carries the read's resourceVersion, as saving does: the
+        installation grants the operator get, create and update on ConfigMaps, not patch.
+        """
+        delete = partial(self._delete_sample_once, namespace, connection, sample_id)
+        return await self._samples_turn(namespace, connection, delete)
+
+    async def _delete_sample_once(self, namespace: str, connection: str, sample_id: str) -> bool:
+        name = samples_config_map(connection)
         try:
-            await self.core.patch_namespaced_config_map(
-                samples_config_map(connection), namespace, {"data": {sample_id: None}}
-            )
+            found = await self.core.read_namespaced_config_map(name, namespace)
         except client.ApiException as error:
             if error.status != 404:
+                raise
+            return False
+        if not found.data or sample_id not in found.data:
+            return False
+        del found.data[sample_id]
+        try:
+            await self.core.replace_namespaced_config_map(name, namespace, found)
+        except client.ApiException as error:
+            if error.status != 404:  # gone with its connection meanwhile
                 raise
         return True
 
