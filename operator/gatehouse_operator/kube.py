@@ -10,26 +10,29 @@ import secrets
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import Any, TypeVar, cast
 
 from kubernetes.aio import client
 
+from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 
 T = TypeVar("T")
+# A read the API server turns away for a moment is asked again: at most this many times, waiting
+# as its Retry-After says, up to the cap.
+READ_ATTEMPTS = 3
+RETRY_AFTER_CAP_SECONDS = 2.0
 
 CREDENTIAL_LABEL = "gatehouse.dev/credential-for"
-SAMPLES_LABEL = "gatehouse.dev/samples-for"
 TOKEN_KEY = "token"  # noqa: S105 (the key name within the Secret)
 
 
-class SampleLimitReached(Exception):
-    """The connection already keeps as many samples as allowed."""
+class SampleRefused(Exception):
+    """The sample cannot be saved: ``reason`` is the SampleSaved condition's."""
 
-
-def samples_config_map(connection: str) -> str:
-    return f"{connection}-gatehouse-samples"
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def _owner(owner: dict[str, Any]) -> client.V1OwnerReference:
@@ -45,6 +48,23 @@ def _owner(owner: dict[str, Any]) -> client.V1OwnerReference:
 
 def _decoded(data: dict[str, bytes | str] | None) -> dict[str, bytes]:
     return {key: base64.b64decode(value) for key, value in (data or {}).items()}
+
+
+async def _read(call: Callable[[], Awaitable[T]]) -> T:
+    """``call`` (a read), asked again after a 429 or 503: the API server answers "storage is
+    (re)initializing" for a second or two after a CRD is installed or changed."""
+    for _ in range(READ_ATTEMPTS - 1):
+        try:
+            return await call()
+        except client.ApiException as error:
+            if error.status not in (429, 503):
+                raise
+            try:
+                delay = float((error.headers or {}).get("Retry-After", 1))
+            except ValueError:
+                delay = 1.0
+            await asyncio.sleep(min(max(delay, 0.1), RETRY_AFTER_CAP_SECONDS))
+    return await call()
 
 
 class Kube:
@@ -132,82 +152,65 @@ class Kube:
             await self.core.replace_namespaced_secret(secret_name, namespace, body)
         return token
 
-    async def samples(self, namespace: str, connection: str) -> dict[str, str]:
-        """The connection's saved samples: id to JSON document."""
-        try:
-            found = await self.core.read_namespaced_config_map(
-                samples_config_map(connection), namespace
-            )
-        except client.ApiException as error:
-            if error.status == 404:
-                return {}
-            raise
-        return dict(found.data or {})
+    async def samples(self, namespace: str, connection: str) -> dict[str, dict[str, Any]]:
+        """The connection's saved samples: each ConnectionSample's name to its spec.
+
+        The namespace's samples, filtered here: a label would carry the connection's name, and
+        names may be longer than a label value's 63 characters.
+        """
+        return {
+            item["metadata"]["name"]: item["spec"]
+            for item in await self.list_custom(CONNECTION_SAMPLE, namespace)
+            if item.get("spec", {}).get("connection") == connection
+        }
 
     async def save_sample(
-        self, namespace: str, owner: dict[str, Any], sample_id: str, document: str, limit: int
+        self, namespace: str, owner: dict[str, Any], name: str, spec: dict[str, Any], limit: int
     ) -> None:
-        """Adds a sample to the connection's ConfigMap (owned by the connection).
+        """Writes the ConnectionSample ``name`` (owned by the connection, deleted with it).
 
-        Saves to one ConfigMap take turns in this process (twenty tests finishing together would
-        otherwise outrun any number of retries); the ConfigMap's resourceVersion still guards the
-        limit against another writer, and the loser of such a race reads again and retries.
+        Saves for one connection take turns in this process, so twenty tests finishing together
+        cannot all pass the count before any is written; only the elected operator saves.
+        Saving a sample that exists already is done.
         """
-        await self._samples_turn(
-            namespace,
-            owner["name"],
-            partial(self._save_sample_once, namespace, owner, sample_id, document, limit),
-        )
-
-    async def _samples_turn(
-        self, namespace: str, connection: str, change: Callable[[], Awaitable[T]]
-    ) -> T:
-        """``change`` of the connection's samples ConfigMap, in this process's turn for it,
-        again after a conflict (another writer's update came between its read and its write)."""
+        connection = owner["name"]
         key = (namespace, connection)
         writer = self._sample_writers.get(key) or self._sample_writers.setdefault(
             key, asyncio.Lock()
         )
-        for _ in range(5):
+        async with writer:
+            saved = await self.samples(namespace, connection)
+            if name in saved:
+                return
+            if len(saved) >= limit:
+                raise SampleRefused(
+                    "SampleLimitReached",
+                    f"the connection keeps at most {limit} samples; delete one "
+                    f"(kubectl delete {CONNECTION_SAMPLE.singular} NAME) to save another",
+                )
+            body = {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": CONNECTION_SAMPLE.kind,
+                "metadata": {
+                    "name": name,
+                    "ownerReferences": [
+                        self.custom.api_client.sanitize_for_serialization(_owner(owner))
+                    ],
+                },
+                "spec": spec,
+            }
             try:
-                async with writer:
-                    return await change()
+                await self.custom.create_namespaced_custom_object(
+                    GROUP, VERSION, namespace, CONNECTION_SAMPLE.plural, body
+                )
             except client.ApiException as error:
                 if error.status != 409:
                     raise
-        raise RuntimeError(f"the samples of {connection} kept changing; try again")
-
-    async def _save_sample_once(
-        self, namespace: str, owner: dict[str, Any], sample_id: str, document: str, limit: int
-    ) -> None:
-        name = samples_config_map(owner["name"])
-        try:
-            found = await self.core.read_namespaced_config_map(name, namespace)
-        except client.ApiException as error:
-            if error.status != 404:
-                raise
-            found = None
-        data = dict(found.data or {}) if found is not None else {}
-        version = found.metadata.resource_version if found is not None and found.metadata else None
-        if sample_id not in data and len(data) >= limit:
-            raise SampleLimitReached(
-                f"the connection keeps at most {limit} samples; delete one from ConfigMap "
-                f"{name} to save another"
-            )
-        data[sample_id] = document
-        body = client.V1ConfigMap(
-            metadata=client.V1ObjectMeta(
-                name=name,
-                labels={SAMPLES_LABEL: owner["name"]},
-                owner_references=[_owner(owner)],
-                resource_version=version,
-            ),
-            data=data,
-        )
-        if found is None:
-            await self.core.create_namespaced_config_map(namespace, body)
-        else:
-            await self.core.replace_namespaced_config_map(name, namespace, body)
+                raise SampleRefused(
+                    "SampleExists",
+                    f"another connection's sample is named {name!r}: delete it or run the test "
+                    "again under another name",
+                ) from None
 
     async def annotate(
         self, kind: Kind, namespace: str, name: str, key: str, value: str | None
@@ -227,37 +230,35 @@ class Kube:
             if error.status != 404:
                 raise
 
-    async def delete_sample(self, namespace: str, connection: str, sample_id: str) -> bool:
-        """Removes one sample; False when there was no such sample.
-
-        A read and an update that carries the read's resourceVersion, as saving does: the
-        installation grants the operator get, create and update on ConfigMaps, not patch.
-        """
-        delete = partial(self._delete_sample_once, namespace, connection, sample_id)
-        return await self._samples_turn(namespace, connection, delete)
-
-    async def _delete_sample_once(self, namespace: str, connection: str, sample_id: str) -> bool:
-        name = samples_config_map(connection)
+    async def delete_sample(self, namespace: str, connection: str, name: str) -> bool:
+        """Deletes the connection's sample ``name``; False when it has no such sample."""
+        found = await self.get_custom(CONNECTION_SAMPLE, namespace, name)
+        if found is None or found.get("spec", {}).get("connection") != connection:
+            return False
+        # The uid precondition: never a same-named sample saved after this read.
         try:
-            found = await self.core.read_namespaced_config_map(name, namespace)
+            await self.custom.delete_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                CONNECTION_SAMPLE.plural,
+                name,
+                body=client.V1DeleteOptions(
+                    preconditions=client.V1Preconditions(uid=found["metadata"]["uid"])
+                ),
+            )
         except client.ApiException as error:
-            if error.status != 404:
+            if error.status not in (404, 409):
                 raise
             return False
-        if not found.data or sample_id not in found.data:
-            return False
-        del found.data[sample_id]
-        try:
-            await self.core.replace_namespaced_config_map(name, namespace, found)
-        except client.ApiException as error:
-            if error.status != 404:  # gone with its connection meanwhile
-                raise
         return True
 
     async def get_custom(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            found = await self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, kind.plural, name
+            found = await _read(
+                lambda: self.custom.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, kind.plural, name
+                )
             )
         except client.ApiException as error:
             if error.status == 404:
@@ -268,7 +269,11 @@ class Kube:
     async def list_custom(self, kind: Kind, namespace: str) -> list[dict[str, Any]]:
         listing = cast(
             dict[str, Any],
-            await self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, kind.plural),
+            await _read(
+                lambda: self.custom.list_namespaced_custom_object(
+                    GROUP, VERSION, namespace, kind.plural
+                )
+            ),
         )
         items: list[dict[str, Any]] = listing.get("items", [])
         return items

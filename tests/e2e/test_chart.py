@@ -16,6 +16,7 @@ from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api import roles
+from gatehouse_operator.api.crds import KINDS
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_proxy.settings import ProxySettings
 
@@ -169,7 +170,8 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
         ("create", "connectiontests.gatehouse.dev"),
         ("patch", "projectconfigs.gatehouse.dev/status"),
         ("delete", "connectiontests.gatehouse.dev"),
-        ("update", "configmaps"),
+        ("create", "connectionsamples.gatehouse.dev"),
+        ("delete", "connectionsamples.gatehouse.dev"),
         ("create", "tokenreviews.authentication.k8s.io"),
         ("create", "subjectaccessreviews.authorization.k8s.io"),
         ("patch", f"validatingwebhookconfigurations/{release}-gatehouse-{namespace}"),
@@ -180,6 +182,10 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
     assert not _can(cluster, operator, "create", "validatingwebhookconfigurations")
     assert not _can(cluster, operator, "delete", "externalconnections.gatehouse.dev")
     assert not _can(cluster, operator, "create", "pods")
+    # No rule reaches ConfigMaps (kube-system's aws-auth included): RBAC cannot narrow one to
+    # Gatehouse's own.
+    for verb in ("get", "list", "create", "update", "patch", "delete"):
+        assert not _can(cluster, operator, verb, "configmaps"), verb
     assert not _can(cluster, proxy, "get", "secrets")
     assert not _can(cluster, proxy, "list", "externalconnections.gatehouse.dev")
 
@@ -305,5 +311,5 @@ def test_values_reach_the_pods(cluster: Cluster) -> None:
     spread = pod["topologySpreadConstraints"][0]
     assert spread["topologyKey"] == "kubernetes.io/hostname"
     crds = [doc for doc in documents if doc["kind"] == "CustomResourceDefinition"]
-    assert len(crds) == 5
+    assert len(crds) == len(KINDS)
     assert not any("annotations" in crd["metadata"] for crd in crds)

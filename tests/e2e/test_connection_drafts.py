@@ -62,7 +62,7 @@ def try_draft(
 
 
 def nothing_kept(cluster: Cluster, namespace: str) -> None:
-    for kind in ("externalconnections", "connectiontests", "secrets", "configmaps"):
+    for kind in ("externalconnections", "connectiontests", "secrets", "connectionsamples"):
         names = cluster.kubectl(
             "get", kind, "-n", namespace, "-o", "jsonpath={.items[*].metadata.name}"
         ).stdout.split()

@@ -175,13 +175,16 @@ def test_a_passing_test_saved_as_sample_is_redacted_and_capped(
     body = finished(cluster, namespace, "sample")
     assert passed(body)["status"] == "True"
     assert body["status"]["sample"] == "sample"
-    stored = get(cluster, namespace, "configmap/vendor-gatehouse-samples")
+    stored = get(cluster, namespace, "connectionsample/sample")
     assert stored is not None
     text = json.dumps(stored)
     for leak in (SECRET, "t-upstream-session", "zz-client-7", "zz-access-1"):
         assert leak not in text, leak
-    sample = json.loads(stored["data"]["sample"])
-    assert sample["label"] == "An order"
+    # Owned by the connection, so deleted with it.
+    (owner,) = stored["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"]) == ("ExternalConnection", "vendor")
+    sample = stored["spec"]
+    assert (sample["connection"], sample["label"]) == ("vendor", "An order")
     assert sample["request"] == {"method": "POST", "path": "/echo/orders"}
     echoed = sample["body"]["json"]
     assert echoed["token"] == "[redacted]"
@@ -262,8 +265,7 @@ def test_at_most_twenty_samples_per_connection(
         conditions = finished(cluster, namespace, name)["status"]["conditions"]
         outcomes.append(next(c["reason"] for c in conditions if c["type"] == "SampleSaved"))
     assert sorted(outcomes) == ["SampleLimitReached"] + ["Saved"] * 20
-    stored = get(cluster, namespace, "configmap/vendor-gatehouse-samples") or {}
-    assert len(stored["data"]) == 20
+    assert len(samples_of(cluster, namespace, "vendor")) == 20
 
 
 def test_finished_tests_are_deleted_after_their_ttl(
@@ -393,8 +395,16 @@ def test_a_passing_test_is_saved_as_a_sample_after_its_result_was_seen(
     assert httpx.delete(f"{detail_url}/samples/cli", **_as(members["builder"])).status_code == 403
     assert httpx.delete(f"{detail_url}/samples/cli", **_as(members["admin"])).status_code == 204
     assert httpx.delete(f"{detail_url}/samples/cli", **_as(members["admin"])).status_code == 404
-    stored = get(cluster, namespace, "configmap/vendor-gatehouse-samples") or {}
-    assert set(stored["data"]) == {"seen", "api"}
+    assert samples_of(cluster, namespace, "vendor") == {"seen", "api"}
+
+
+def samples_of(cluster: Cluster, namespace: str, connection: str) -> set[str]:
+    listing = cluster.kubectl("get", "connectionsamples", "-n", namespace, "-o", "json").stdout
+    return {
+        item["metadata"]["name"]
+        for item in json.loads(listing)["items"]
+        if item["spec"]["connection"] == connection
+    }
 
 
 def condition_of(body: dict[str, Any], kind: str) -> dict[str, Any]:

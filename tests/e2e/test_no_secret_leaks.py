@@ -104,7 +104,11 @@ def test_nothing_readable_holds_a_secret(cluster: Cluster, stack: Stack, namespa
     assert replies[4].json()["reason"] == "InvalidServiceAccountKey"
 
     readable = [reply.text for reply in replies]
-    for resources in ("externalconnections,dataapps,connectiontests", "configmaps", "events"):
+    for resources in (
+        "externalconnections,dataapps,connectiontests",
+        "connectionsamples",
+        "events",
+    ):
         readable.append(cluster.kubectl("get", resources, "-n", namespace, "-o", "json").stdout)
     for log in sorted((stack.local.workdir / "logs").glob("*.log")):
         readable.append(log.read_text(errors="replace"))
@@ -113,4 +117,4 @@ def test_nothing_readable_holds_a_secret(cluster: Cluster, stack: Stack, namespa
             assert canary not in text
     # The sample was saved and is readable, only without the secret.
     samples = json.loads(readable[8])["items"]
-    assert any(item["metadata"]["name"] == "vendor-gatehouse-samples" for item in samples)
+    assert any(item["spec"]["connection"] == "vendor" for item in samples)

@@ -45,5 +45,6 @@ def test_schemas_are_structural(kind: Kind) -> None:
 
 
 def test_status_schema_carries_no_defaults() -> None:
+    assert EXTERNAL_CONNECTION.status is not None
     status = crds.model_schema(EXTERNAL_CONNECTION.status, defaults=False)
     assert "default" not in str(status)

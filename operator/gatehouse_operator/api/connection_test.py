@@ -20,7 +20,7 @@ RESULT_BODY_CHARS = 4_000
 DEFAULT_TTL_SECONDS = 3_600
 SAVE_AS_SAMPLE_ANNOTATION = "gatehouse.dev/save-as-sample"
 SAMPLE_LABEL_CHARS = 200
-_CONNECTION_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+CONNECTION_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
 class SampleRequest(Model):
@@ -43,7 +43,7 @@ class ConnectionTestSpec(Model):
 
     connection: str = Field(
         max_length=253,
-        pattern=_CONNECTION_NAME,
+        pattern=CONNECTION_NAME,
         description="The ExternalConnection to test, in the same namespace.",
     )
     method: HttpMethod = Field(

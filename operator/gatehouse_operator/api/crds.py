@@ -17,11 +17,19 @@ from pydantic import BaseModel
 
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
 
-KINDS = (EXTERNAL_CONNECTION, DATA_APP, CHART_TYPE, CONNECTION_TEST, PROJECT_CONFIG)
+KINDS = (
+    EXTERNAL_CONNECTION,
+    DATA_APP,
+    CHART_TYPE,
+    CONNECTION_TEST,
+    CONNECTION_SAMPLE,
+    PROJECT_CONFIG,
+)
 
 # Keywords a structural schema may carry over from JSON Schema as they are.
 _KEPT = {
@@ -100,8 +108,14 @@ def model_schema(model: type[BaseModel], *, defaults: bool = True) -> dict[str, 
 
 
 def definition(kind: Kind) -> dict[str, Any]:
-    spec = model_schema(kind.spec)
-    status = model_schema(kind.status, defaults=False)
+    properties: dict[str, Any] = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": model_schema(kind.spec),
+    }
+    if kind.status is not None:
+        properties["status"] = model_schema(kind.status, defaults=False)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -122,7 +136,7 @@ def definition(kind: Kind) -> dict[str, Any]:
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {"status": {}},
+                    **({"subresources": {"status": {}}} if kind.status is not None else {}),
                     "additionalPrinterColumns": [
                         {
                             "name": column.name,
@@ -139,13 +153,7 @@ def definition(kind: Kind) -> dict[str, Any]:
                             "type": "object",
                             "description": kind.description,
                             "required": ["spec"],
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec,
-                                "status": status,
-                            },
+                            "properties": properties,
                         }
                     },
                 }

@@ -130,7 +130,8 @@ class Kind:
     plural: str
     description: str
     spec: type[BaseModel]
-    status: type[Status]
+    # None for a record the operator writes whole and never reconciles (no status subresource).
+    status: type[Status] | None
     short_names: tuple[str, ...] = ()
     columns: list[PrinterColumn] = field(default_factory=list)
     categories: tuple[str, ...] = ("gatehouse",)

@@ -22,6 +22,7 @@ import yaml
 
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.meta import GROUP
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
@@ -73,6 +74,8 @@ def roles() -> list[dict[str, Any]]:
                     [*READ, "create", "patch", "delete", "deletecollection"],
                 ),
                 _rule([f"{CONNECTION_TEST.plural}/status"], ["get"]),
+                # Samples are written by the operator alone, from passing tests.
+                _rule([CONNECTION_SAMPLE.plural], [*READ, "delete", "deletecollection"]),
                 _rule(APPS, [*READ, *WRITE]),
                 _rule([PROJECT_CONFIG.plural], [*READ, *WRITE]),
                 _rule([f"{PROJECT_CONFIG.plural}/status"], ["get"]),

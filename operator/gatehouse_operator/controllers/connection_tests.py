@@ -11,7 +11,6 @@ body in status, so the annotation ``gatehouse.dev/save-as-sample`` can save it l
 from __future__ import annotations
 
 import datetime
-import json
 import time
 from typing import Any
 
@@ -21,6 +20,7 @@ from pydantic import ValidationError
 
 from gatehouse_operator import samples
 from gatehouse_operator.api.connection import ExternalConnectionSpec
+from gatehouse_operator.api.connection_sample import ConnectionSampleSpec, SampledRequest
 from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
     DEFAULT_TTL_SECONDS,
@@ -29,7 +29,7 @@ from gatehouse_operator.api.connection_test import (
 )
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.conditions import Verdict, now
-from gatehouse_operator.kube import SampleLimitReached
+from gatehouse_operator.kube import SampleRefused
 from gatehouse_operator.probing import Finished, Waiting, ask, result, stored_secrets
 from gatehouse_operator.runtime import Runtime
 from gatehouse_proxy.probes import ProbeAnswer, ProbeRequest
@@ -116,24 +116,32 @@ async def _save_sample(
         "name": connection["metadata"]["name"],
         "uid": connection["metadata"]["uid"],
     }
-    document = {
-        "label": label,
-        "savedAt": now(),
-        "request": {"method": spec.method, "path": scrub(spec.path, secrets)},
-        "statusCode": response.get("statusCode", 0),
-        "contentType": response.get("contentType", ""),
-        "body": sample_body,
-    }
+    try:
+        sample = ConnectionSampleSpec(
+            connection=spec.connection,
+            label=label,
+            saved_at=now(),
+            request=SampledRequest(method=spec.method, path=scrub(spec.path, secrets)),
+            status_code=response.get("statusCode", 0),
+            content_type=response.get("contentType", ""),
+            body=sample_body,
+        )
+    except ValidationError as error:
+        return Verdict("SampleSaved", "False", "InvalidSample", spec_error(error))
     try:
         await runtime.kube.save_sample(
             meta["namespace"],
             owner,
             meta["name"],
-            json.dumps(document, ensure_ascii=False),
+            sample.model_dump(by_alias=True, mode="json"),
             samples.MAX_SAMPLES_PER_CONNECTION,
         )
-    except SampleLimitReached as error:
-        return Verdict("SampleSaved", "False", "SampleLimitReached", str(error))
+    except SampleRefused as error:
+        return Verdict("SampleSaved", "False", error.reason, str(error))
+    except client.ApiException as error:
+        # The test's own verdict stands; saving again is asking again.
+        message = f"the sample was not saved (HTTP {error.status}): ask again"
+        return Verdict("SampleSaved", "False", "SaveError", message)
     return Verdict("SampleSaved", "True", "Saved", f"saved as sample {meta['name']!r}")
 
 
@@ -184,9 +192,9 @@ async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
         return await _save_sample(
             runtime, body, spec, label, status.get("response") or {}, status["sampleBody"], secrets
         )
-    except (client.ApiException, RuntimeError, ValidationError) as error:
+    except (client.ApiException, ValidationError) as error:
         # An event handler is not retried: the answer says so, and asking again retries.
-        reason = f"HTTP {error.status}" if isinstance(error, client.ApiException) else "a conflict"
+        reason = f"HTTP {error.status}" if isinstance(error, client.ApiException) else "its spec"
         return Verdict(
             "SampleSaved", "False", "SaveError", f"the sample was not saved ({reason}): ask again"
         )

@@ -59,7 +59,7 @@ APPS = {DATA_APP.plural: DATA_APP, CHART_TYPE.plural: CHART_TYPE}
 DEFAULTS_MANAGER = "gatehouse-defaults-api"
 # A test answers within the connection's timeout (at most 120 s) once the connection is Ready.
 TEST_WAIT_SECONDS = 150.0
-# Saving is one ConfigMap write by the operator once it sees the annotation.
+# Saving is one ConnectionSample written by the operator once it sees the annotation.
 SAVE_WAIT_SECONDS = 30.0
 # What one caller may have running at once: each holds the operator's attention (a test through
 # the API polls its ConnectionTest until it finishes; a draft runs a dry run and a test).

@@ -7,7 +7,6 @@ public images, as a Content-Security-Policy ``img-src`` value. Nothing here is s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,15 +18,12 @@ from gatehouse_operator.service_api.models import (
 )
 
 
-def samples_from(data: Mapping[str, str]) -> list[Sample]:
-    """Samples from the connection's ConfigMap, oldest first; unreadable entries are skipped."""
-    found = []
-    for sample_id, raw in data.items():
-        try:
-            document = json.loads(raw)
-            found.append(Sample(id=sample_id, **document))
-        except (ValueError, TypeError):
-            continue
+def samples_from(specs: Mapping[str, Mapping[str, Any]]) -> list[Sample]:
+    """Samples from the connection's ConnectionSamples (name to spec), oldest first."""
+    found = [
+        Sample(id=name, **{key: value for key, value in spec.items() if key != "connection"})
+        for name, spec in specs.items()
+    ]
     return sorted(found, key=lambda sample: (sample.saved_at, sample.id))
 
 

@@ -62,7 +62,7 @@ class Sample(Model):
     request: dict[str, str]
     status_code: int
     content_type: str
-    body: Any = Field(description="The redacted, size-capped response body.")
+    body: Any = Field(default=None, description="The redacted, size-capped response body.")
 
 
 class ConnectionDetail(Model):
