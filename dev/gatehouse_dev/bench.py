@@ -9,6 +9,10 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   wrk (a Python load generator would be the bottleneck) with 1 and with 32 connections.
 - noisy neighbours: one tenant's latency while another attacks the same replica (see
   bench_neighbours).
+- unrelated Secrets: what 2,000 Secrets of 100 KiB the operator does not use cost it (see
+  bench_secrets).
+
+BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency) runs some of them.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from pathlib import Path
 import httpx
 from kubernetes import client, config
 
-from gatehouse_dev import bench_neighbours, bench_scale, resources
+from gatehouse_dev import bench_neighbours, bench_scale, bench_secrets, resources
 from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
@@ -70,6 +74,12 @@ def scale(workdir: Path, sizes: tuple[int, ...]) -> str:
         finally:
             bench.close()
     return bench_scale.table(results)
+
+
+def unrelated_secrets(workdir: Path) -> str:
+    """Unrelated Secrets and the operator (see bench_secrets), on a stack of its own."""
+    with _gatehouse(workdir) as (cluster, local, upstream, _):
+        return bench_secrets.table(bench_secrets.measure(cluster, local, upstream))
 
 
 def neighbours(workdir: Path) -> str:
@@ -145,14 +155,49 @@ def wrk(url: str, connections: int, headers: dict[str, str], pause_ms: int = 0) 
 
 
 def main() -> int:
-    if shutil.which("wrk") is None:
+    sizes = tuple(int(size) for size in os.environ.get("BENCH_SCALE", "1000,10000").split(","))
+    only = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
+
+    def run(section: str) -> bool:
+        return not only or section in only
+
+    if (run("latency") or run("neighbours")) and shutil.which("wrk") is None:
         print("make bench needs wrk (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
-    sizes = tuple(int(size) for size in os.environ.get("BENCH_SCALE", "1000,10000").split(","))
-    with tempfile.TemporaryDirectory() as folder:
-        at_scale = scale(Path(folder), sizes) if sizes != (0,) else ""
-    with tempfile.TemporaryDirectory() as folder:
-        isolation = neighbours(Path(folder))
+
+    at_scale = isolation = secrets = ""
+    if run("scale") and sizes != (0,):
+        with tempfile.TemporaryDirectory() as folder:
+            at_scale = scale(Path(folder), sizes)
+    if run("neighbours"):
+        with tempfile.TemporaryDirectory() as folder:
+            isolation = neighbours(Path(folder))
+    if run("secrets"):
+        with tempfile.TemporaryDirectory() as folder:
+            secrets = unrelated_secrets(Path(folder))
+    if run("latency"):
+        latency()
+    if isolation:
+        print(
+            "\nNoisy neighbours: tenant B's latency through one replica while tenant A attacks it "
+            f"(B: wrk, 4 connections, {bench_neighbours.PAUSE_MS} ms between requests, API key "
+            "injected):\n"
+        )
+        print(isolation)
+    if secrets:
+        print("\nUnrelated Secrets in the cluster, and the operator:\n")
+        print(secrets)
+    if at_scale:
+        print(
+            f"\nThe table channel at scale ({bench_scale.NAMESPACES} namespaces, one app per "
+            "connection, 2 proxy replicas):\n"
+        )
+        print(at_scale)
+    return 0
+
+
+def latency() -> None:
+    """Apply-to-route and added latency, printed as a table."""
     with tempfile.TemporaryDirectory() as folder, _stack(Path(folder)) as stack:
         cluster, upstream, reference, proxy = stack
         routes, token = apply_to_route(cluster, upstream, proxy)
@@ -183,19 +228,6 @@ def main() -> int:
             f"| {label} | {connections} | {result['rps']:.0f} | {result['p50']:.2f} "
             f"| {result['p99']:.2f} | {result['rps'] / yardstick:.2f} |"
         )
-    print(
-        "\nNoisy neighbours: tenant B's latency through one replica while tenant A attacks it "
-        f"(B: wrk, 4 connections, {bench_neighbours.PAUSE_MS} ms between requests, API key "
-        "injected):\n"
-    )
-    print(isolation)
-    if at_scale:
-        print(
-            f"\nThe table channel at scale ({bench_scale.NAMESPACES} namespaces, one app per "
-            "connection, 2 proxy replicas):\n"
-        )
-        print(at_scale)
-    return 0
 
 
 if __name__ == "__main__":

@@ -51,7 +51,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -365,12 +364,14 @@ def _test_flood(
     processes = {"operator": operator.server.pid, "B's replica": proxy.server.pid, **others}
     with _flooding_tests(local.api_url, noisy_token, upstream) as outcomes:
         started = time.monotonic()
-        before = {name: _cpu_seconds(pid) for name, pid in processes.items()}
+        before = {name: bench_scale.cpu_seconds(pid) for name, pid in processes.items()}
         quiet.start()
         fetch = fetch_latency()
         quiet.finished.set()
         quiet.join(timeout=200)
-        used = {name: _cpu_seconds(pid) - before[name] for name, pid in processes.items()}
+        used = {
+            name: bench_scale.cpu_seconds(pid) - before[name] for name, pid in processes.items()
+        }
         seconds = time.monotonic() - started
     for sampler in (operator_memory, proxy_memory):
         sampler.finished.set()
@@ -385,12 +386,6 @@ def _test_flood(
         used,
         seconds,
     )
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User and system CPU time the process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(

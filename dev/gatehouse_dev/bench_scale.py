@@ -17,6 +17,7 @@ proxies and this script), so the figures are upper bounds of what a cluster woul
 from __future__ import annotations
 
 import base64
+import os
 import statistics
 import time
 import uuid
@@ -65,6 +66,12 @@ def routed(http: httpx.Client, proxy: str, token: str) -> bool:
     """Whether the app's ``api`` alias answers 200 through ``proxy``."""
     reply = http.get(f"{proxy}/v1/fetch/api/echo/", headers={"Authorization": f"Bearer {token}"})
     return reply.status_code == 200
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:

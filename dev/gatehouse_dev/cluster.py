@@ -96,3 +96,16 @@ class Cluster:
             )
 
         return wait_for(read, timeout=timeout, interval=0.2, what=f"the credential in {secret}")
+
+
+def secret_watch_events(cluster: Cluster) -> int:
+    """Secret events the API server has sent to all its watchers so far (its own metric).
+
+    The API server watches every Secret itself (one event per change); any other watcher's
+    events come on top.
+    """
+    prefix = 'apiserver_watch_events_total{group="",resource="secrets",version="v1"} '
+    for line in cluster.kubectl("get", "--raw", "/metrics").stdout.splitlines():
+        if line.startswith(prefix):
+            return int(float(line.removeprefix(prefix)))
+    raise RuntimeError("the API server reports no apiserver_watch_events_total for Secrets")

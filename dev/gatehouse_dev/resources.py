@@ -10,7 +10,19 @@ NO_AUTH: dict[str, Any] = {"type": "none"}
 UNLIMITED_RATE: dict[str, Any] = {"requestsPerMinute": 100_000}
 
 
+# The label the operator's Secret watch selects on (gatehouse_operator.kube.WATCHED_SELECTOR).
+WATCHED_LABELS = {"gatehouse.dev/credential": "true"}
+
+
 def secret(name: str, **data: str) -> dict[str, Any]:
+    """A credential Secret, labelled for the operator's watch."""
+    document = unwatched_secret(name, **data)
+    document["metadata"]["labels"] = dict(WATCHED_LABELS)
+    return document
+
+
+def unwatched_secret(name: str, **data: str) -> dict[str, Any]:
+    """A credential Secret as earlier versions had them, without the watch's label."""
     return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data}
 
 

@@ -11,6 +11,11 @@ from typing import Any
 
 from gatehouse_operator.api.meta import ConditionStatus
 
+# Whether the operator's watch sees a connection's Secret (external_connections).
+CREDENTIAL_WATCHED = "CredentialWatched"
+# Conditions that say something worth acting on without making the resource unready.
+ADVISORY = frozenset({CREDENTIAL_WATCHED})
+
 
 @dataclass(frozen=True)
 class Verdict:

@@ -24,6 +24,10 @@ READ_ATTEMPTS = 3
 RETRY_AFTER_CAP_SECONDS = 2.0
 
 CREDENTIAL_LABEL = "gatehouse.dev/credential-for"
+# The operator watches only Secrets labelled so (a server-side selector): every other Secret in
+# the cluster, Helm's release manifests included, never crosses its watch.
+WATCHED_LABEL = "gatehouse.dev/credential"
+WATCHED_SELECTOR = f"{WATCHED_LABEL}=true"
 TOKEN_KEY = "token"  # noqa: S105 (the key name within the Secret)
 
 
@@ -44,6 +48,12 @@ def _owner(owner: dict[str, Any]) -> client.V1OwnerReference:
         controller=True,
         block_owner_deletion=True,
     )
+
+
+def watched(secret: client.V1Secret) -> bool:
+    """Whether the Secret is on the operator's watch."""
+    labels = (secret.metadata.labels if secret.metadata else None) or {}
+    return labels.get(WATCHED_LABEL) == "true"
 
 
 def _decoded(data: dict[str, bytes | str] | None) -> dict[str, bytes]:
@@ -121,6 +131,16 @@ class Kube:
         secret = await self.secret(namespace, name)
         return None if secret is None else _decoded(secret.data)
 
+    async def watched_secret(
+        self, namespace: str, name: str
+    ) -> tuple[dict[str, bytes] | None, bool]:
+        """A Secret's data (None: there is no such Secret) and whether the operator's watch
+        sees it."""
+        secret = await self.secret(namespace, name)
+        if secret is None:
+            return None, False
+        return _decoded(secret.data), watched(secret)
+
     async def create_secret(self, namespace: str, name: str, string_data: dict[str, str]) -> None:
         body = client.V1Secret(
             metadata=client.V1ObjectMeta(
@@ -133,15 +153,20 @@ class Kube:
 
     async def app_token(self, namespace: str, secret_name: str, owner: dict[str, Any]) -> str:
         """The app's proxy credential from the Secret the operator owns, created if missing."""
-        existing = await self.secret_data(namespace, secret_name)
-        if existing and existing.get(TOKEN_KEY):
+        found = await self.secret(namespace, secret_name)
+        existing = None if found is None else _decoded(found.data)
+        labels = {CREDENTIAL_LABEL: f"{owner['kind']}.{owner['name']}", WATCHED_LABEL: "true"}
+        if found is not None and existing and existing.get(TOKEN_KEY):
+            if not watched(found):
+                # Made by a version that watched every Secret: labelled, or a rotation by hand
+                # would go unseen.
+                patch = {"metadata": {"labels": labels}}
+                await self.core.patch_namespaced_secret(secret_name, namespace, patch)
             return existing[TOKEN_KEY].decode()
         token = secrets.token_urlsafe(32)
         body = client.V1Secret(
             metadata=client.V1ObjectMeta(
-                name=secret_name,
-                labels={CREDENTIAL_LABEL: f"{owner['kind']}.{owner['name']}"},
-                owner_references=[_owner(owner)],
+                name=secret_name, labels=labels, owner_references=[_owner(owner)]
             ),
             type="Opaque",
             string_data={TOKEN_KEY: token},

@@ -142,9 +142,10 @@ class Runtime:
         merged, changed = conditions.merge(existing, verdicts, generation)
         self._conditions[key] = merged
         # One Event per move of the summary condition (Ready): its reason is the failing
-        # condition's, so the others would only repeat it.
+        # condition's, so the others would only repeat it. Advisory conditions do not feed
+        # Ready, so their moves are told by Events of their own.
         for verdict in changed:
-            if verdict.type == summary:
+            if verdict.type == summary or verdict.type in conditions.ADVISORY:
                 await self._event(kind, body, verdict)
         status = {"observedGeneration": generation, "conditions": merged, **extra}
         if status == self._written.get(key, body.get("status")):

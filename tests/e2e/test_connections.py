@@ -10,18 +10,22 @@ import asyncio
 import json
 import socket
 import time
+from functools import partial
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
-from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.cluster import Cluster, secret_watch_events
+from gatehouse_dev.resources import unwatched_secret
 from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import READ_TIMEOUT_SECONDS, Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,
     app_token,
     apply,
+    condition,
     connection,
     data_app,
     fetch,
@@ -188,6 +192,64 @@ def test_rotated_secret_reaches_the_proxy_within_seconds(
 
         wait_for(rotated, timeout=10, what="the rotated key at the proxy")
     assert time.monotonic() - started < 10
+
+
+def test_a_secret_without_the_watch_label_works_and_says_how_to_label_it(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(cluster, namespace, unwatched_secret("vendor", **{"api-key": "sk-unlabelled"}))
+    token = _linked(cluster, stack, namespace, API_KEY_AUTH)
+    assert _key_seen(stack, stack.proxy, token) == "sk-unlabelled"
+    resource = "externalconnection/vendor"
+
+    def watched(status: str) -> dict[str, Any] | None:
+        found = condition(cluster, namespace, resource, "CredentialWatched")
+        return found if found.get("status") == status else None
+
+    unwatched = wait_for(partial(watched, "False"), timeout=10, what="CredentialWatched=False")
+    assert unwatched["reason"] == "SecretNotLabelled"
+    assert "kubectl label secret vendor gatehouse.dev/credential=true" in unwatched["message"]
+    events = json.loads(cluster.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+    warned = [e for e in events["items"] if e["reason"] == "SecretNotLabelled"]
+    assert [e["type"] for e in warned] == ["Warning"]
+    assert "sk-unlabelled" not in json.dumps(events)
+
+    cluster.kubectl("label", "secret", "vendor", "-n", namespace, "gatehouse.dev/credential=true")
+    wait_for(partial(watched, "True"), timeout=10, what="CredentialWatched=True once labelled")
+    apply(cluster, namespace, secret("vendor", **{"api-key": "labelled"}))
+    wait_for(
+        lambda: _key_seen(stack, stack.proxy, token) == "labelled",
+        timeout=10,
+        what="the rotation of a labelled Secret at the proxy",
+    )
+
+
+def test_unrelated_secrets_never_reach_the_operator(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """The API server filters the operator's Secret watch: 100 Secrets of 100 KiB (a cluster's
+    Helm releases) are never sent to it, by the API server's count of the Secret watch events it
+    sent: its own watcher takes one per Secret, an unfiltered operator would take another. A
+    labelled Secret applied after them is seen, so the watch delivered all it was going to."""
+    before = secret_watch_events(cluster)
+    payload = "x" * 100 * 1024
+    unrelated = [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"sh.helm.release.v1.app{index}.v1"},
+            "type": "helm.sh/release.v1",
+            "stringData": {"release": payload},
+        }
+        for index in range(100)
+    ]
+    cluster.kubectl("create", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all(unrelated))
+    apply(cluster, namespace, secret("vendor", **{"api-key": "after-the-flood"}))
+    token = _linked(cluster, stack, namespace, API_KEY_AUTH)
+    assert _key_seen(stack, stack.proxy, token) == "after-the-flood"
+    # 100 for the API server's own watcher, a few for the labelled ones (the vendor's and the
+    # app's credential, to both watchers); 200 and more were the operator's watch unfiltered.
+    assert secret_watch_events(cluster) - before < 150
 
 
 def test_deleted_secret_makes_the_connection_unavailable_not_stale(

@@ -92,7 +92,7 @@ class Release:
 CONNECTION = f"""
 apiVersion: v1
 kind: Secret
-metadata: {{name: vendor-api}}
+metadata: {{name: vendor-api, labels: {{gatehouse.dev/credential: "true"}}}}
 stringData: {{api-key: {API_KEY}}}
 ---
 apiVersion: gatehouse.dev/v1alpha1

@@ -5,6 +5,11 @@ and holds a usable secret, now sealed) and ``Ready`` (every serving proxy replic
 rollout). A connection that is
 not Ready stays in the routing table marked unavailable, so the proxy answers 503 rather than
 calling upstream with stale or missing credentials.
+
+``CredentialWatched`` (with a Secret only) says whether the operator's watch sees the Secret: it
+watches only Secrets labelled ``gatehouse.dev/credential=true``. An unlabelled one is still read,
+and read again every minute, so it works, but a rotation takes up to that minute to arrive; the
+condition (and its Event) says how to label it. It does not feed Ready.
 """
 
 from __future__ import annotations
@@ -12,15 +17,17 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
+from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_operator import table_bounds
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
-from gatehouse_operator.conditions import Verdict, ready
+from gatehouse_operator.conditions import CREDENTIAL_WATCHED, Verdict, ready
 from gatehouse_operator.connection_route import route_for
 from gatehouse_operator.controllers import linked_apps
 from gatehouse_operator.credentials import CredentialProblem, verdict_for
+from gatehouse_operator.kube import WATCHED_SELECTOR
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.runtime import Runtime, resource_key
 from gatehouse_proxy.routing_table import Credential, EntryKind
@@ -29,8 +36,33 @@ PLURAL = EXTERNAL_CONNECTION.plural
 _UNSET = object()
 
 
+def watched_verdict(secret: str, found: bool, watched: bool) -> Verdict:
+    if watched:
+        at_once = f"changes to Secret {secret!r} reach the proxy at once"
+        return Verdict(CREDENTIAL_WATCHED, "True", "Watched", at_once)
+    fix = f"kubectl label secret {secret} {WATCHED_SELECTOR}"
+    if not found:
+        return Verdict(
+            CREDENTIAL_WATCHED,
+            "False",
+            "SecretNotFound",
+            f"create Secret {secret!r} labelled {WATCHED_SELECTOR} and it is seen at once; "
+            "unlabelled, within a minute",
+        )
+    return Verdict(
+        CREDENTIAL_WATCHED,
+        "False",
+        "SecretNotLabelled",
+        f"Secret {secret!r} lacks the label {WATCHED_SELECTOR}: it is read every minute, so a "
+        f"rotation takes up to a minute to reach the proxy; to see it at once: {fix}",
+    )
+
+
 async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _UNSET) -> None:
-    """Compiles the connection, publishes the table, writes status. Safe to repeat."""
+    """Compiles the connection, publishes the table, writes status. Safe to repeat.
+
+    ``secret_data`` is the referenced Secret's, as the watch delivered it; unset, it is read.
+    """
     key = resource_key(body)
     namespace = body["metadata"]["namespace"]
     try:
@@ -57,10 +89,29 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
         verdicts.append(Verdict("Accepted", "False", "InvalidBaseURL", str(error)))
 
     ref = spec.auth.secret_ref
-    if secret_data is _UNSET:
-        secret_data = await runtime.kube.secret_data(namespace, ref.name) if ref else None
     problem: CredentialProblem | None = None
+    advisory: list[Verdict] = []  # beside Ready, not part of it
+    if ref is None:
+        secret_data = None
+    elif secret_data is _UNSET:
+        try:
+            secret_data, watched = await runtime.kube.watched_secret(namespace, ref.name)
+        except client.ApiException as error:
+            if error.status != 403:
+                raise  # retried: the API server may be away for a moment
+            secret_data = None
+            problem = CredentialProblem(
+                "SecretForbidden",
+                f"the operator may not read Secret {ref.name!r} (HTTP 403): its ServiceAccount "
+                "needs get on secrets in this namespace (see the chart's operator.watchNamespaces)",
+            )
+        else:
+            advisory.append(watched_verdict(ref.name, secret_data is not None, watched))
+    else:
+        advisory.append(watched_verdict(ref.name, True, True))
     try:
+        if problem is not None:
+            raise problem
         credential = runtime.seal(
             spec.auth, secret_data, connection_uid=body["metadata"]["uid"], origin=origin
         )
@@ -83,16 +134,20 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
         runtime.refresh_table()
         verdicts[0] = refusal
         summary = ready(verdicts, "", "")
-        await runtime.report_not_ready(EXTERNAL_CONNECTION, body, [*verdicts, summary], extra, key)
+        reported = [*verdicts, summary, *advisory]
+        await runtime.report_not_ready(EXTERNAL_CONNECTION, body, reported, extra, key)
         await linked_apps.refresh_statuses(runtime, runtime.world.apps_linking(key))
         return
     runtime.world.put_connection(route, body, size)
     runtime.refresh_table()
     if summary.ok:
         entry: tuple[EntryKind, str] = ("connection", key)
-        await runtime.report_routed(EXTERNAL_CONNECTION, body, verdicts, extra, key, entry, routed)
+        await runtime.report_routed(
+            EXTERNAL_CONNECTION, body, [*verdicts, *advisory], extra, key, entry, routed
+        )
     else:
-        await runtime.report_not_ready(EXTERNAL_CONNECTION, body, [*verdicts, summary], extra, key)
+        reported = [*verdicts, summary, *advisory]
+        await runtime.report_not_ready(EXTERNAL_CONNECTION, body, reported, extra, key)
     await linked_apps.refresh_statuses(runtime, runtime.world.apps_linking(key))
 
 

@@ -11,9 +11,10 @@ import contextlib
 import itertools
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
+import aiohttp
 import kopf
 import uvicorn
 from aiohttp import web
@@ -24,9 +25,10 @@ from gatehouse_operator import metrics
 from gatehouse_operator.access import Access
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.conditions import CREDENTIAL_WATCHED
 from gatehouse_operator.controllers import connection_tests, external_connections, linked_apps
 from gatehouse_operator.keyring_secret import KeyringSecret
-from gatehouse_operator.kube import Kube
+from gatehouse_operator.kube import WATCHED_SELECTOR, Kube
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
@@ -66,6 +68,9 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="gatehouse.dev", key="last-handled-configuration"
     )
+    # Filtered by the API server, not here: unrelated Secrets (thousands of Helm releases of
+    # hundreds of KiB each) are neither sent to the operator nor parsed by it.
+    settings.watching.label_selectors["", "v1", "secrets"] = WATCHED_SELECTOR
     options: OperatorSettings = memo.options  # checked by __main__ before kopf started
     api = await _api_client()
     kube = Kube(api)
@@ -140,13 +145,6 @@ async def _keyring(options: OperatorSettings, kube: Kube) -> KeyringSource:
     return keyring
 
 
-async def _refresh_keyring(keyring: KeyringSecret, kube: Kube) -> None:
-    try:
-        await keyring.refresh(kube)
-    except client.ApiException as error:
-        log.warning("cannot read the keyring Secret %s (HTTP %s)", keyring.ref, error.status)
-
-
 async def _existing(runtime: Runtime) -> tuple[dict[str, str], dict[str, str]]:
     """The connections and the apps in the cluster now: their uids by key."""
     connections = {
@@ -182,6 +180,36 @@ async def _drop_vanished(runtime: Runtime) -> None:
         if apps.get(key) != uid and body is not None and body["metadata"]["uid"] == uid:
             log.info("app %s was deleted while unwatched: dropping its route", key)
             await linked_apps.forget(runtime, linked_apps.KINDS[key.split("/")[1]], body)
+
+
+async def _reconcile_connections(runtime: Runtime, keys: list[str]) -> None:
+    """Reconciles these connections again; one the API server cannot serve now is left as it
+    is (its route unchanged) for the next pass or its next event, and all that are left when it
+    cannot be reached at all."""
+    for key in keys:
+        body = runtime.world.connection_bodies.get(key)
+        if body is None:
+            continue
+        try:
+            await external_connections.reconcile(runtime, body)
+        except client.ApiException as error:
+            log.warning("cannot reconcile connection %s now (HTTP %s)", key, error.status)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            log.warning(
+                "cannot reach the API server (%s); %d connections left for later",
+                type(error).__name__,
+                len(keys) - keys.index(key),
+            )
+            return
+
+
+def _unwatched(runtime: Runtime) -> list[str]:
+    """Connections whose Secret the watch does not see: they are read again every resync."""
+    return [
+        key
+        for key in runtime.world.connection_bodies
+        if runtime.condition(key, CREDENTIAL_WATCHED).get("status") == "False"
+    ]
 
 
 async def _install_ca_bundle(runtime: Runtime, ca_bundle: str) -> None:
@@ -236,37 +264,58 @@ def _embedded(app: Starlette, host: str, port: int) -> EmbeddedServer:
 
 async def _housekeeping(runtime: Runtime) -> None:
     """Publishes the first table once synced, re-seals everything when the keyring rotates,
-    deletes expired ConnectionTests and drops routes whose resources vanished unseen."""
-    active = runtime.keyring.current().active
+    deletes expired ConnectionTests, drops routes whose resources vanished unseen and reads
+    again the Secrets the watch does not see.
+
+    Each duty's failure is logged and the duty tried again at its next turn: an API server that
+    is away (refused connections, not only HTTP errors) must not end the loop.
+    """
+    keyring = Rotation(runtime)
     for tick in itertools.count(1):
         await asyncio.sleep(1.0)
         if not runtime.journal.version:
             runtime.channel.flush()  # the first table, once the world is synced
         if tick % TEST_SWEEP_SECONDS == 0:
-            try:
-                await connection_tests.expire_finished(runtime)
-            except client.ApiException as error:
-                log.warning("cannot sweep expired ConnectionTests (HTTP %s)", error.status)
+            await _duty("sweep expired ConnectionTests", connection_tests.expire_finished(runtime))
         if tick % RESYNC_SECONDS == 0:
-            try:
-                await _drop_vanished(runtime)
-            except client.ApiException as error:
-                log.warning(
-                    "cannot list resources to find missed deletions (HTTP %s)", error.status
-                )
+            await _duty("find missed deletions", _drop_vanished(runtime))
+            await _duty(
+                "read unwatched Secrets", _reconcile_connections(runtime, _unwatched(runtime))
+            )
         if tick % KEYRING_POLL_SECONDS == 0 and isinstance(runtime.keyring, KeyringSecret):
-            await _refresh_keyring(runtime.keyring, runtime.kube)
+            await _duty("read the keyring Secret", runtime.keyring.refresh(runtime.kube))
+        await _duty("follow the keyring", keyring.follow())
+
+
+async def _duty(what: str, work: Awaitable[None]) -> None:
+    try:
+        await work
+    except client.ApiException as error:
+        log.warning("cannot %s (HTTP %s); trying again later", what, error.status)
+    except Exception as error:  # any: housekeeping must outlive one failed turn
+        log.warning("cannot %s (%s); trying again later", what, type(error).__name__)
+
+
+class Rotation:
+    """Re-seals every credential, and re-keys the channel, when the keyring's active key moves."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.active = runtime.keyring.current().active
+
+    async def follow(self) -> None:
+        runtime = self.runtime
         try:
             now_active = runtime.keyring.current().active
         except (OSError, ValueError) as error:
             log.error("cannot read the keyring (%s); keeping the current key", type(error).__name__)
-            continue
-        if now_active != active:
-            log.info("keyring rotated to key %r: re-sealing every credential", now_active)
-            active = now_active
-            runtime.channel.tls.use(runtime.keyring.current())
-            for body in list(runtime.world.connection_bodies.values()):
-                await external_connections.reconcile(runtime, body)
+            return
+        if now_active == self.active:
+            return
+        log.info("keyring rotated to key %r: re-sealing every credential", now_active)
+        self.active = now_active
+        runtime.channel.tls.use(runtime.keyring.current())
+        await _reconcile_connections(runtime, list(runtime.world.connection_bodies))
 
 
 @kopf.on.cleanup()

@@ -1,7 +1,9 @@
 """Secrets: a rotated or deleted Secret reaches the proxy within seconds.
 
-The operator watches Secrets but acts only on those a connection references (its credential) or
-that hold an app's proxy credential; for the rest the filter answers no without reading them.
+The API server sends the operator only Secrets labelled ``gatehouse.dev/credential=true`` (the
+selector is set at start-up); of those it acts on the ones a connection references (its
+credential) or that hold an app's proxy credential. A Secret that loses the label arrives as
+DELETED, so a deletion is confirmed by reading the Secret, never taken from the watch alone.
 """
 
 from __future__ import annotations
@@ -34,21 +36,19 @@ async def secret_event(
     if namespace is None:
         return
     deleted = event.get("type") == "DELETED"
-    data = (
-        None
-        if deleted
-        else {key: base64.b64decode(value) for key, value in (body.get("data") or {}).items()}
-    )
+    data = {key: base64.b64decode(value) for key, value in (body.get("data") or {}).items()}
     for key in runtime.world.connections_using_secret(namespace, name):
-        await external_connections.reconcile(
-            runtime, runtime.world.connection_bodies[key], secret_data=data
-        )
+        connection = runtime.world.connection_bodies[key]
+        if deleted:
+            await external_connections.reconcile(runtime, connection)  # reads it
+        else:
+            await external_connections.reconcile(runtime, connection, secret_data=data)
 
     app = linked_apps.app_for_credential_secret(
         dict(body.get("metadata", {}).get("labels") or {}), namespace
     )
     route = runtime.world.apps.get(app) if app else None
-    token = (data or {}).get("token", b"").decode()
+    token = data.get("token", b"").decode()
     if app and route is not None and (deleted or route.token_sha256 != token_sha256(token)):
         # Deleted or edited by hand: issue a fresh credential (or adopt the edited one).
         kind = linked_apps.KINDS[app.split("/")[1]]

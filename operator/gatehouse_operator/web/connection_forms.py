@@ -25,6 +25,7 @@ from starlette.responses import Response
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.as_user import AsUser, as_user, refusal
 from gatehouse_operator.drafts import apply, manifest
+from gatehouse_operator.kube import WATCHED_LABEL
 from gatehouse_operator.service_api.app import ApiError, validation_message
 from gatehouse_operator.service_api.models import DraftTestOutcome, DraftTestRequest
 from gatehouse_operator.web.pages import READ_ONLY, Pages, Refused, Visitor, fields_of, trial
@@ -59,11 +60,16 @@ class Wizard:
 
 
 def _secret(ref: dict[str, str], connection: str, value: str) -> client.V1Secret:
-    """The Secret a credential entered in the wizard is kept in, labelled as the wizard's."""
+    """The Secret a credential entered in the wizard is kept in, labelled as the wizard's and
+    for the operator's watch."""
     return client.V1Secret(
         metadata=client.V1ObjectMeta(
             name=ref["name"],
-            labels={CREATED_BY_LABEL: CREATED_BY, CONNECTION_LABEL: connection},
+            labels={
+                CREATED_BY_LABEL: CREATED_BY,
+                CONNECTION_LABEL: connection,
+                WATCHED_LABEL: "true",
+            },
         ),
         type="Opaque",
         data={ref["key"]: base64.b64encode(value.strip().encode()).decode()},

@@ -16,6 +16,7 @@ from starlette.datastructures import FormData
 
 from gatehouse_operator.api.connection import MAX_INSTRUCTIONS
 from gatehouse_operator.drafts import manifest
+from gatehouse_operator.kube import WATCHED_SELECTOR
 
 STEPS = ("api", "auth", "access", "test", "review")
 STEP_TITLES = {
@@ -221,7 +222,9 @@ class WizardForm:
         return (
             f"{text}---\n"
             f"# The credential is never shown. Keep it in Secret {ref['name']}, key {ref['key']},\n"
-            "# for example (or with your cluster's secret manager):\n"
+            "# for example (or with your cluster's secret manager), labelled for the operator's\n"
+            "# watch so that a rotation reaches the proxy at once:\n"
             f"#   kubectl create secret generic {ref['name']} -n {namespace} "
             f"--from-file={ref['key']}=<file>\n"
+            f"#   kubectl label secret {ref['name']} -n {namespace} {WATCHED_SELECTOR}\n"
         )
