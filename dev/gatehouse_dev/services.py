@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import Server, free_port
+from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api import crds, roles, webhooks
 from gatehouse_proxy.sealing import Keyring
 
@@ -101,12 +102,19 @@ class LocalGatehouse:
         return keyring
 
     def _start(
-        self, name: str, argv: list[str], env: dict[str, str], url: str, ready_path: str
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        url: str,
+        ready_path: str,
+        ready: str = "",
     ) -> Endpoint:
+        """Starts a server and waits until ``ready`` (default ``url``) answers at ``ready_path``."""
         server = Server(name, argv, self.workdir / "logs" / f"{name}.log")
         server.start(detached=self.detached, env={**self.cluster.env(), **env})
         self.servers.append(server)
-        server.wait_until(lambda: _answers(url + ready_path), timeout=60)
+        server.wait_until(lambda: _answers((ready or url) + ready_path), timeout=60)
         return Endpoint(server, url)
 
     def start_upstream(self, port: int = 0) -> Endpoint:
@@ -155,20 +163,19 @@ class LocalGatehouse:
             "GATEHOUSE_ALLOW_HTTP_UPSTREAMS": "true",
             "GATEHOUSE_API_HOST": "127.0.0.1",
             "GATEHOUSE_API_PORT": str(self.api_port),
-            "GATEHOUSE_WEBHOOK_HOST": "127.0.0.1",
-            "GATEHOUSE_WEBHOOK_PORT": str(self.webhook_port),
             "GATEHOUSE_METRICS_HOST": "127.0.0.1",
             "GATEHOUSE_METRICS_PORT": str(self.operator_metrics_port),
-            "GATEHOUSE_WEBHOOK_CONFIGURATION": WEBHOOK_CONFIGURATION,
             # A proxy process on this machine that stops is gone (no network partitions here):
             # stop counting it soon.
             "GATEHOUSE_REPLICA_GRACE_SECONDS": "5",
+            # Elected, as in the chart: a second operator started beside it stands by.
+            "GATEHOUSE_LEADER_LEASE": f"{NAMESPACE}/{RELEASE}-operator",
         }
 
     def install_webhooks(self) -> None:
-        """The webhook configuration, as the chart installs it, sent to this machine's operator.
+        """The webhook configuration, as the chart installs it, sent to this machine's webhook.
 
-        The operator fills in the CA bundle when it starts; until then (failure policy Fail) the
+        The webhook fills in the CA bundle when it starts; until then (failure policy Fail) the
         changes the webhooks check are refused.
         """
         where = kopf.WebhookClientConfig(url=f"https://127.0.0.1:{self.webhook_port}")
@@ -182,9 +189,9 @@ class LocalGatehouse:
             stdin=json.dumps(configuration),
         )
 
-    def operator_kubeconfig(self) -> Path:
-        """A kubeconfig of the release's operator ServiceAccount, with the chart's rendered RBAC
-        (its ClusterRole and binding) applied: exactly the rights an installation gives."""
+    def service_account_kubeconfig(self, component: str) -> Path:
+        """A kubeconfig of the release's ``component`` ServiceAccount (operator, webhook), with
+        the chart's rendered RBAC for it applied: exactly the rights an installation gives."""
         rendered = subprocess.run(
             [
                 str(self.cluster.binaries.helm),
@@ -194,7 +201,7 @@ class LocalGatehouse:
                 "-n",
                 NAMESPACE,
                 "--show-only",
-                "templates/operator-rbac.yaml",
+                f"templates/{component}-rbac.yaml",
             ],
             capture_output=True,
             text=True,
@@ -204,28 +211,59 @@ class LocalGatehouse:
         self.cluster.kubectl("apply", "-f", "-", stdin=json.dumps(namespace))
         self.cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", stdin=rendered)
         token = self.cluster.kubectl(
-            "create", "token", f"{RELEASE}-operator", "-n", NAMESPACE, "--duration=48h"
+            "create", "token", f"{RELEASE}-{component}", "-n", NAMESPACE, "--duration=48h"
         ).stdout.strip()
         config = yaml.safe_load(
             self.cluster.kubectl("config", "view", "--raw", "--minify", "--flatten").stdout
         )
-        config["users"] = [{"name": "operator", "user": {"token": token}}]
-        config["contexts"][0]["context"]["user"] = "operator"
-        path = self.workdir / "operator.kubeconfig"
+        config["users"] = [{"name": component, "user": {"token": token}}]
+        config["contexts"][0]["context"]["user"] = component
+        path = self.workdir / f"{component}.kubeconfig"
         path.write_text(yaml.safe_dump(config))
         path.chmod(0o600)
         return path
 
-    def start_operator(self) -> Endpoint:
+    def start_webhook(self) -> Endpoint:
+        """The admission webhook process, as its own ServiceAccount; ready once the webhook
+        configuration holds its certificate's CA (until then the API server cannot call it)."""
         self.install_webhooks()
         liveness = free_port()
         argv = [
             sys.executable,
             "-m",
             "gatehouse_operator",
+            "--role=webhook",
             f"--liveness=http://127.0.0.1:{liveness}/healthz",
         ]
-        env = {**self.operator_env(), "KUBECONFIG": str(self.operator_kubeconfig())}
+        env = {
+            "GATEHOUSE_WEBHOOK_HOST": "127.0.0.1",
+            "GATEHOUSE_WEBHOOK_PORT": str(self.webhook_port),
+            "GATEHOUSE_WEBHOOK_CONFIGURATION": WEBHOOK_CONFIGURATION,
+            "KUBECONFIG": str(self.service_account_kubeconfig("webhook")),
+        }
+        endpoint = self._start("webhook", argv, env, f"http://127.0.0.1:{liveness}", "/healthz")
+        wait_for(self._webhook_ca_installed, timeout=30, what="the webhook's CA bundle")
+        return endpoint
+
+    def _webhook_ca_installed(self) -> bool:
+        found = self.cluster.kubectl(
+            "get", "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION, "-o", "json"
+        ).stdout
+        return all(hook["clientConfig"].get("caBundle") for hook in json.loads(found)["webhooks"])
+
+    def start_operator(self, *, standby: bool = False) -> Endpoint:
+        """The operator (the controller) as its ServiceAccount, and the admission webhook beside
+        it unless one runs already. ``standby``: one more replica, which waits for the Lease
+        (ready once its probe answers; it serves nothing else until it leads)."""
+        if "webhook" not in {server.name for server in self.servers}:
+            self.start_webhook()
+        liveness = f"http://127.0.0.1:{free_port()}"
+        argv = [sys.executable, "-m", "gatehouse_operator", f"--liveness={liveness}/healthz"]
+        kubeconfig = self.service_account_kubeconfig("operator")
+        env = {**self.operator_env(), "KUBECONFIG": str(kubeconfig)}
+        if standby:
+            name = f"operator-standby-{len(self.servers)}"
+            return self._start(name, argv, env, self.operator_url, "/healthz", ready=liveness)
         return self._start("operator", argv, env, self.operator_url, "/healthz")
 
     def start_page_server(self, *, read_only: bool) -> Endpoint:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import socket
 import sys
+from typing import Any
 
 import kopf
 
 import gatehouse_operator.controllers  # noqa: F401  (registers the handlers)
-from gatehouse_operator.settings import OperatorSettings
+from gatehouse_operator import elected
+from gatehouse_operator.controllers import admission
+from gatehouse_operator.settings import OperatorSettings, WebhookSettings
 from gatehouse_proxy.sealing import KeyringFile
 
 LOG_FORMATS = {"text": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
@@ -28,6 +32,13 @@ def identity() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gatehouse-operator", description=__doc__)
     parser.add_argument(
+        "--role",
+        choices=("controller", "webhook"),
+        default="controller",
+        help="controller: reconciles, serves the table channel, the service API and the page; "
+        "webhook: the admission webhook alone (any number of replicas)",
+    )
+    parser.add_argument(
         "--namespace", action="append", default=[], help="watch only these (default: all)"
     )
     parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz")
@@ -41,20 +52,32 @@ def main(argv: list[str] | None = None) -> int:
     # Checked before kopf starts: a bad setting is one line and exit 2 (a crash loop that says
     # why), where kopf would retry its start-up handler every minute with a traceback.
     try:
-        options = OperatorSettings.from_env()
-        if options.keyring_file:
-            KeyringFile(options.keyring_file).check()
+        options: OperatorSettings | WebhookSettings
+        if args.role == "webhook":
+            options = WebhookSettings.from_env()
+        else:
+            options = OperatorSettings.from_env()
+            if options.keyring_file:
+                KeyringFile(options.keyring_file).check()
     except ValueError as error:
         print(f"gatehouse-operator: {error}", file=sys.stderr)
         return 2
+    # Peering is not leader election (two replicas of the same priority both freeze): the
+    # controller elects its leader with a Lease (see leadership), and the webhook needs none.
+    common: dict[str, Any] = {
+        "standalone": True,
+        "clusterwide": not args.namespace,
+        "namespaces": args.namespace,
+        "memo": kopf.Memo(options=options),
+    }
+    if isinstance(options, OperatorSettings) and options.leader_lease:
+        return asyncio.run(elected.run(options.leader_lease, args.liveness, identity(), **common))
     kopf.run(
-        standalone=True,  # one replica (Recreate): the routing tables have a single source
-        clusterwide=not args.namespace,
-        namespaces=args.namespace,
+        registry=admission.REGISTRY if args.role == "webhook" else kopf.get_default_registry(),
         # kopf's Identity is a NewType of str that kopf does not export.
         identity=identity(),  # type: ignore[arg-type]
         liveness_endpoint=args.liveness,
-        memo=kopf.Memo(options=options),
+        **common,
     )
     return 0
 

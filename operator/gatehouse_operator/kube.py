@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
-from kubernetes.aio import client
+from kubernetes.aio import client, config
 
 from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
@@ -48,6 +48,18 @@ def _owner(owner: dict[str, Any]) -> client.V1OwnerReference:
         controller=True,
         block_owner_deletion=True,
     )
+
+
+async def api_client() -> client.ApiClient:
+    """The in-cluster client in a Pod, else the kubeconfig's (KUBECONFIG or the default)."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return client.ApiClient(configuration)
+    api: client.ApiClient = await config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=os.environ.get("KUBECONFIG")
+    )
+    return api
 
 
 def watched(secret: client.V1Secret) -> bool:
@@ -148,6 +160,38 @@ class Kube:
             ),
             type="Opaque",
             string_data=string_data,
+        )
+        await self.core.create_namespaced_secret(namespace, body)
+
+    async def webhook_configuration_owner(self, name: str) -> client.V1OwnerReference:
+        """An owner reference to the ValidatingWebhookConfiguration ``name``."""
+        found = await self.admission.read_validating_webhook_configuration(name)
+        return client.V1OwnerReference(
+            api_version="admissionregistration.k8s.io/v1",
+            kind="ValidatingWebhookConfiguration",
+            name=name,
+            uid=str(found.metadata.uid if found.metadata else ""),
+        )
+
+    async def create_tls_secret(
+        self,
+        namespace: str,
+        name: str,
+        certificate: bytes,
+        key: bytes,
+        owner: client.V1OwnerReference,
+    ) -> None:
+        body = client.V1Secret(
+            metadata=client.V1ObjectMeta(
+                name=name,
+                labels={"app.kubernetes.io/managed-by": "gatehouse-operator"},
+                owner_references=[owner],
+            ),
+            type="kubernetes.io/tls",
+            data={
+                "tls.crt": base64.b64encode(certificate).decode(),
+                "tls.key": base64.b64encode(key).decode(),
+            },
         )
         await self.core.create_namespaced_secret(namespace, body)
 

@@ -10,10 +10,10 @@ from gatehouse_operator.webhook import WEBHOOK_CONFIGURATION
 from gatehouse_proxy.settings import env_flag, env_port, env_seconds
 
 
-def _secret_ref(name: str) -> str:
+def _object_ref(name: str) -> str:
     raw = os.environ.get(name, "").strip()
-    namespace, _, secret = raw.partition("/")
-    if raw and not (namespace and secret and "/" not in secret):
+    namespace, _, name_ = raw.partition("/")
+    if raw and not (namespace and name_ and "/" not in name_):
         raise ValueError(f"{name} must be namespace/name, not {raw!r}")
     return raw
 
@@ -41,21 +41,17 @@ class OperatorSettings:
     # connections and apps are applied from Git: list, detail, tests and samples stay, and the
     # wizard drafts YAML without saving.
     web_read_only: bool = False
-    # The admission webhook: where it listens, and how the API server reaches it — through a
-    # Service ("namespace/name") in a cluster, or at the listening address on a developer's machine.
-    webhook_host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod)
-    webhook_port: int = 9443
-    webhook_service: str = ""
-    # The ValidatingWebhookConfiguration the installer made, whose CA bundle the operator fills in.
-    webhook_configuration: str = WEBHOOK_CONFIGURATION
     # How long a fresh operator waits to see every existing resource before it publishes a table,
     # so that proxies never receive a partial one after a restart.
     initial_sync_seconds: float = 30.0
+    # The Lease ("namespace/name") the controller replicas elect their leader with; empty: this
+    # process leads alone, unelected (one replica).
+    leader_lease: str = ""
 
     @classmethod
     def from_env(cls) -> OperatorSettings:
         keyring_file = os.environ.get("GATEHOUSE_KEYRING_FILE", "").strip()
-        keyring_secret = _secret_ref("GATEHOUSE_KEYRING_SECRET")
+        keyring_secret = _object_ref("GATEHOUSE_KEYRING_SECRET")
         if bool(keyring_file) == bool(keyring_secret):
             raise ValueError(
                 "set exactly one of GATEHOUSE_KEYRING_FILE and GATEHOUSE_KEYRING_SECRET"
@@ -75,10 +71,32 @@ class OperatorSettings:
             api_host=os.environ.get("GATEHOUSE_API_HOST", cls.api_host),
             api_port=env_port("GATEHOUSE_API_PORT", cls.api_port),
             web_read_only=env_flag("GATEHOUSE_WEB_READ_ONLY"),
-            webhook_host=os.environ.get("GATEHOUSE_WEBHOOK_HOST", cls.webhook_host),
-            webhook_port=env_port("GATEHOUSE_WEBHOOK_PORT", cls.webhook_port),
-            webhook_service=os.environ.get("GATEHOUSE_WEBHOOK_SERVICE", cls.webhook_service),
-            webhook_configuration=os.environ.get(
-                "GATEHOUSE_WEBHOOK_CONFIGURATION", cls.webhook_configuration
-            ),
+            leader_lease=_object_ref("GATEHOUSE_LEADER_LEASE"),
+        )
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """The admission webhook process's (``--role=webhook``): it needs no keyring."""
+
+    # Where it listens, and how the API server reaches it: through a Service ("namespace/name")
+    # in a cluster, or at the listening address on a developer's machine.
+    host: str = "0.0.0.0"  # noqa: S104 (a server in a Pod)
+    port: int = 9443
+    service: str = ""
+    # The ValidatingWebhookConfiguration the installer made, whose CA bundle the webhook fills in.
+    configuration: str = WEBHOOK_CONFIGURATION
+    # The Secret ("namespace/name") that every replica serves the same certificate from; the
+    # first replica to find it missing makes it. Empty: a certificate of this process's own
+    # (one replica, the dev stack).
+    tls_secret: str = ""
+
+    @classmethod
+    def from_env(cls) -> WebhookSettings:
+        return cls(
+            host=os.environ.get("GATEHOUSE_WEBHOOK_HOST", cls.host),
+            port=env_port("GATEHOUSE_WEBHOOK_PORT", cls.port),
+            service=os.environ.get("GATEHOUSE_WEBHOOK_SERVICE", cls.service),
+            configuration=os.environ.get("GATEHOUSE_WEBHOOK_CONFIGURATION", cls.configuration),
+            tls_secret=_object_ref("GATEHOUSE_WEBHOOK_TLS_SECRET"),
         )

@@ -252,11 +252,15 @@ class _Session:
                 asyncio.ensure_future(changed.wait()),
                 asyncio.ensure_future(self.wakeup.wait()),
             ]
-            done, pending = await asyncio.wait(
-                waits, timeout=HEARTBEAT_SECONDS, return_when=asyncio.FIRST_COMPLETED
-            )
-            for waiting in pending:
-                waiting.cancel()
+            try:
+                done, _ = await asyncio.wait(
+                    waits, timeout=HEARTBEAT_SECONDS, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                # Also when this stream is cancelled (a replica gone, the operator stopping):
+                # left pending, they would outlive it, and a stopping kopf waits for them.
+                for waiting in waits:
+                    waiting.cancel()
             if not done:
                 heartbeat = {"type": "heartbeat", "version": journal.version, "time": time.time()}
                 await self.send(json.dumps(heartbeat).encode())

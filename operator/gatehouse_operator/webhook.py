@@ -17,10 +17,14 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from kubernetes.aio import client
 
-# kopf makes the certificate once per start and never renews it, so it must outlive any operator
-# process: its key exists only in that process's memory and is replaced at the next start.
+from gatehouse_operator.kube import Kube
+
+# The certificate is made once (per process, or once for all replicas in a Secret) and never
+# renewed: it must outlive them. Delete the Secret and restart the webhook Pods to replace it.
 CERTIFICATE_DAYS = 3650
+TLS_CERT, TLS_KEY = "tls.crt", "tls.key"
 # The configuration's name where no installer names it (the dev stack; the chart names its own).
 WEBHOOK_CONFIGURATION = "gatehouse.dev"
 
@@ -45,10 +49,14 @@ class WebhookServer(kopf.WebhookServer):
         self.on_ca_bundle = on_ca_bundle
         self.service = tuple(service.split("/", 1)) if service else ()
         if self.service:
-            namespace, name = self.service
-            kwargs["host"] = f"{name}.{namespace}.svc"
-            kwargs["extra_sans"] = [f"{name}.{namespace}.svc.cluster.local"]
+            kwargs["host"], *kwargs["extra_sans"] = self.hostnames(service)
         super().__init__(**kwargs)  # type: ignore[arg-type]
+
+    @staticmethod
+    def hostnames(service: str) -> list[str]:
+        """The names the API server may call the Service ``namespace/name`` by."""
+        namespace, name = service.split("/", 1)
+        return [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"]
 
     @staticmethod
     def build_certificate(
@@ -95,3 +103,30 @@ class WebhookServer(kopf.WebhookServer):
                 )
             await self.on_ca_bundle(config.get("caBundle") or "")
             yield config
+
+
+async def shared_certificate(
+    kube: Kube, ref: str, hostnames: Collection[str], configuration: str
+) -> tuple[bytes, bytes]:
+    """The certificate and key every webhook replica serves, from the Secret ``ref``
+    ("namespace/name"), made by the first replica that finds it missing.
+
+    One certificate for all replicas: the configuration has one CA bundle, and a replica serving
+    a certificate of its own would fail every call the API server sent it. The Secret is owned
+    by the webhook ``configuration`` (which the installer owns), so uninstalling removes both.
+    """
+    namespace, name = ref.split("/", 1)
+    for _ in range(2):
+        found = await kube.secret_data(namespace, name)
+        if found and TLS_CERT in found and TLS_KEY in found:
+            return found[TLS_CERT], found[TLS_KEY]
+        certificate, key = WebhookServer.build_certificate(hostnames)
+        owner = await kube.webhook_configuration_owner(configuration)
+        try:
+            await kube.create_tls_secret(namespace, name, certificate, key, owner)
+        except client.ApiException as error:
+            if error.status != 409:
+                raise
+            continue  # another replica made it first: serve theirs
+        return certificate, key
+    raise RuntimeError(f"the webhook certificate Secret {ref} holds no {TLS_CERT} and {TLS_KEY}")

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ from gatehouse_proxy.routing_table import RoutingTable, TableGap, TableRejected
 from gatehouse_proxy.sealing import KeyringFile
 
 log = logging.getLogger("gatehouse.proxy.table")
+# The longest wait between attempts to reach the operator.
+RECONNECT_CAP_SECONDS = 2.0
 
 ProbeRunner = Callable[[ProbeRequest], Awaitable[dict[str, Any]]]
 
@@ -137,8 +140,10 @@ class TableFeed:
             if self.state.connected:  # it had been up: try again quickly
                 delay = 0.2
             self.state.connected = False
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            # Jittered, so that replicas cut off together do not call back in step; capped low,
+            # so that a new leader (the operator fails over in seconds) is found within 2 s.
+            await asyncio.sleep(delay * random.uniform(0.8, 1.2))  # noqa: S311 (not a secret)
+            delay = min(delay * 2, RECONNECT_CAP_SECONDS)
 
     def _failed(self, error: Exception, delay: float) -> None:
         cause = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

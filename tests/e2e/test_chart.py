@@ -48,8 +48,10 @@ def _helm(cluster: Cluster, *args: str) -> str:
     return done.stdout
 
 
-def _can(cluster: Cluster, subject: str, verb: str, resource: str) -> bool:
-    done = cluster.kubectl("auth", "can-i", verb, resource, "-A", f"--as={subject}", check=False)
+def _can(cluster: Cluster, subject: str, verb: str, resource: str, namespace: str = "") -> bool:
+    """Whether ``subject`` may: in ``namespace``, or in every namespace when none is given."""
+    where = ["-n", namespace] if namespace else ["-A"]
+    done = cluster.kubectl("auth", "can-i", verb, resource, *where, f"--as={subject}", check=False)
     return done.stdout.strip() == "yes"
 
 
@@ -135,8 +137,18 @@ def test_chart_installs_and_upgrades(cluster: Cluster, namespace: str, release: 
     by_name = {item["metadata"]["name"]: item for item in deployments}
     proxy = by_name[f"{release}-gatehouse-proxy"]
     assert proxy["spec"]["replicas"] == 3
+    # Elected replicas overlap safely; the webhook is a Deployment of its own, with replicas.
     operator = by_name[f"{release}-gatehouse-operator"]
-    assert operator["spec"]["strategy"]["type"] == "Recreate"
+    assert operator["spec"]["replicas"] == 2
+    assert operator["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    webhook = by_name[f"{release}-gatehouse-webhook"]
+    assert webhook["spec"]["replicas"] == 2
+    budgets = json.loads(
+        cluster.kubectl("get", "poddisruptionbudgets", "-n", namespace, "-o", "json").stdout
+    )["items"]
+    assert {item["metadata"]["name"] for item in budgets} == {
+        f"{release}-gatehouse-{component}" for component in ("operator", "webhook", "proxy")
+    }
     container = proxy["spec"]["template"]["spec"]["containers"][0]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["readinessProbe"]["httpGet"] == {
@@ -174,12 +186,11 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
         ("delete", "connectionsamples.gatehouse.dev"),
         ("create", "tokenreviews.authentication.k8s.io"),
         ("create", "subjectaccessreviews.authorization.k8s.io"),
-        ("patch", f"validatingwebhookconfigurations/{release}-gatehouse-{namespace}"),
     ]:
         assert _can(cluster, operator, verb, resource), (verb, resource)
-    # Only the chart's own webhook configuration, and never one of its own making.
-    assert not _can(cluster, operator, "patch", "validatingwebhookconfigurations/other")
-    assert not _can(cluster, operator, "create", "validatingwebhookconfigurations")
+    # The webhook's configuration is the webhook's to fill in.
+    configuration = f"validatingwebhookconfigurations/{release}-gatehouse-{namespace}"
+    assert not _can(cluster, operator, "patch", configuration)
     assert not _can(cluster, operator, "delete", "externalconnections.gatehouse.dev")
     assert not _can(cluster, operator, "create", "pods")
     # No rule reaches ConfigMaps (kube-system's aws-auth included): RBAC cannot narrow one to
@@ -188,6 +199,25 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
         assert not _can(cluster, operator, verb, "configmaps"), verb
     assert not _can(cluster, proxy, "get", "secrets")
     assert not _can(cluster, proxy, "list", "externalconnections.gatehouse.dev")
+
+    # The webhook reads what its checks need, and holds no Secret but its certificate's.
+    webhook = f"system:serviceaccount:{namespace}:{release}-gatehouse-webhook"
+    for verb, resource in [
+        ("get", "externalconnections.gatehouse.dev"),
+        ("list", "projectconfigs.gatehouse.dev"),
+        ("create", "subjectaccessreviews.authorization.k8s.io"),
+        ("patch", configuration),
+        ("get", f"secrets/{release}-gatehouse-webhook-tls"),
+    ]:
+        assert _can(cluster, webhook, verb, resource, namespace), (verb, resource)
+    # Only the chart's own webhook configuration, and never one of its own making.
+    assert not _can(cluster, webhook, "patch", "validatingwebhookconfigurations/other")
+    assert not _can(cluster, webhook, "create", "validatingwebhookconfigurations")
+    assert not _can(cluster, webhook, "get", f"secrets/{release}-gatehouse-keyring", namespace)
+    for verb in ("list", "watch", "update"):
+        assert not _can(cluster, webhook, verb, "secrets", namespace), verb
+    assert not _can(cluster, webhook, "create", "secrets", "default")
+    assert not _can(cluster, webhook, "update", "externalconnections.gatehouse.dev")
 
 
 def test_chart_ships_the_generated_user_roles(cluster: Cluster) -> None:
@@ -264,7 +294,7 @@ def test_the_example_values_lint_strictly_and_render(cluster: Cluster, environme
     kinds = {doc["kind"] for doc in documents}
     if environment == "dev":
         assert proxy["spec"]["replicas"] == 1
-        assert "PodDisruptionBudget" not in kinds  # one replica: a budget would block drains
+        assert "PodDisruptionBudget" not in kinds  # one replica each: a budget would block drains
     else:
         assert "--log-format=json" in args
         assert {"PodDisruptionBudget", "NetworkPolicy"} <= kinds

@@ -10,48 +10,31 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
+from gatehouse_operator.api.crds import KINDS
 from tests.node import pods
+from tests.node.release import (
+    API_KEY,
+    CHART,
+    CONNECTION,
+    PROJECT,
+    PROXY_URL,
+    RELEASE,
+    SYSTEM,
+    TEST_UPSTREAM_VALUES,
+    UPSTREAM_IP,
+    helm,
+    rollout,
+)
 
 pytestmark = pytest.mark.node
-
-CHART = Path(__file__).resolve().parents[2] / "charts" / "gatehouse"
-RELEASE = "gatehouse"
-SYSTEM = "gatehouse-system"
-PROJECT = "shop"
-# A fixed address, so the installation opens exactly the upstream and not the cluster's Services.
-UPSTREAM_IP = "10.96.200.200"
-API_KEY = "sk_node_test_only_the_proxy_sees_this"
-# What an in-cluster http upstream needs; everything else is the chart's default.
-TEST_UPSTREAM_VALUES = (
-    "--set",
-    "installation.allowHttpUpstreams=true",
-    "--set",
-    f"installation.allowedPrivateNetworks={{{UPSTREAM_IP}/32}}",
-)
-PROXY_URL = f"http://{RELEASE}-proxy.{SYSTEM}.svc/v1/fetch/vendor/v1/orders"
-
-
-def helm(cluster: Cluster, *args: str, timeout: float = 360) -> str:
-    done = subprocess.run(
-        [str(cluster.binaries.helm), *args],
-        env=cluster.env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert done.returncode == 0, f"helm {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
 
 
 def proxy_pods(cluster: Cluster) -> dict[str, bool]:
@@ -71,51 +54,10 @@ def proxy_pods(cluster: Cluster) -> dict[str, bool]:
     }
 
 
-def rollout(cluster: Cluster, component: str) -> None:
-    cluster.kubectl(
-        "rollout",
-        "status",
-        f"deployment/{RELEASE}-{component}",
-        "-n",
-        SYSTEM,
-        "--timeout=180s",
-        timeout=190,
-    )
-
-
 @dataclass
 class Release:
     cluster: Cluster
     token_secret: str = ""
-
-
-CONNECTION = f"""
-apiVersion: v1
-kind: Secret
-metadata: {{name: vendor-api, labels: {{gatehouse.dev/credential: "true"}}}}
-stringData: {{api-key: {API_KEY}}}
----
-apiVersion: gatehouse.dev/v1alpha1
-kind: ExternalConnection
-metadata: {{name: vendor-api}}
-spec:
-  displayName: Vendor API
-  baseURL: http://upstream.upstream.svc.cluster.local
-  allowedPaths: [/v1]
-  linkPolicy: Builders
-  # The clients below send 20 requests a second for a minute.
-  limits: {{requestsPerMinute: 100000}}
-  auth:
-    type: apiKey
-    apiKey: {{name: X-API-Key, in: header}}
-    secretRef: {{name: vendor-api, key: api-key}}
----
-apiVersion: gatehouse.dev/v1alpha1
-kind: DataApp
-metadata: {{name: dashboard}}
-spec:
-  connections: [{{alias: vendor, connection: vendor-api}}]
-"""
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +83,8 @@ def test_helm_install_makes_the_operator_and_every_proxy_replica_ready(release: 
         "--timeout=5m",
         *TEST_UPSTREAM_VALUES,
     )
-    rollout(cluster, "operator")
-    rollout(cluster, "proxy")
+    for component in ("operator", "webhook", "proxy"):
+        rollout(cluster, component)
     replicas = proxy_pods(cluster)
     assert len(replicas) == 2
     assert all(replicas.values()), replicas
@@ -280,7 +222,7 @@ def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Re
     )
     # Kept by design (crds.keep): deleting a CRD would delete every resource of its kind.
     kept = cluster.kubectl("get", "crd", "-o", "name").stdout.split()
-    assert len([name for name in kept if name.endswith(".gatehouse.dev")]) == 5, kept
+    assert len([name for name in kept if name.endswith(".gatehouse.dev")]) == len(KINDS), kept
     # What stays, by design: the keyring the operator made (credentials sealed with it must
     # stay readable if the release comes back). Nothing else of the release.
     left = cluster.kubectl(

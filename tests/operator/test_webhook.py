@@ -57,7 +57,7 @@ def test_the_certificate_names_the_service_and_outlives_the_operator() -> None:
 def test_a_stored_config_that_breaks_a_rule_stays_editable_until_its_spec_changes() -> None:
     stored = {"spotlight": {}, "defaults": {"case_sensitve": False}}
     metadata = {"name": "project", "namespace": "shop", "labels": {"team": "a"}}
-    memo = SimpleNamespace(runtime=None)
+    memo = SimpleNamespace(kube=None)
 
     def review(spec: dict[str, Any], old_spec: dict[str, Any] | None) -> None:
         old = None if old_spec is None else {"metadata": metadata, "spec": old_spec}

@@ -59,3 +59,8 @@ affinity: {{- toYaml . | nindent 2 }}
 {{- define "gatehouse.webhookConfiguration" -}}
 {{ include "gatehouse.fullname" . }}-{{ .Release.Namespace }}
 {{- end -}}
+
+{{- /* The controller's Lease, and the value of the label its leader puts on its own Pod. */ -}}
+{{- define "gatehouse.leaderLease" -}}
+{{ include "gatehouse.fullname" . }}-operator
+{{- end -}}

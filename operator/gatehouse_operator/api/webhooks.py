@@ -16,9 +16,9 @@ import kopf
 import yaml
 from kopf._core.engines.admission import build_webhooks
 
-import gatehouse_operator.controllers  # noqa: F401  (registers the handlers)
 from gatehouse_operator.api.crds import KINDS
 from gatehouse_operator.api.meta import GROUP, VERSION
+from gatehouse_operator.controllers.admission import REGISTRY
 
 # Webhook names must be fully qualified: "<handler id>.gatehouse.dev".
 NAME_SUFFIX = "gatehouse.dev"
@@ -37,11 +37,10 @@ def webhooks(client_config: kopf.WebhookClientConfig) -> list[dict[str, Any]]:
     kopf's own builder, fed the registry's handlers, so that names, rules and paths are exactly
     those kopf's webhook server answers on.
     """
-    registry = kopf.get_default_registry()
     handlers = [
         handler
         # kopf keeps its webhook handlers private; pinned below 2 in pyproject.toml.
-        for handler in registry._webhooks.get_all_handlers()
+        for handler in REGISTRY._webhooks.get_all_handlers()
         if handler.reason == "validating"
     ]
     built = build_webhooks(

@@ -2,6 +2,7 @@
 
 from gatehouse_operator.controllers import (
     admission,
+    admission_server,
     connection_tests,
     external_connections,
     lifecycle,
@@ -12,6 +13,7 @@ from gatehouse_operator.controllers import (
 
 __all__ = [
     "admission",
+    "admission_server",
     "connection_tests",
     "external_connections",
     "lifecycle",

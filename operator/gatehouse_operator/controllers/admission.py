@@ -6,7 +6,11 @@ keys refused whatever the client asked for, as the CRD keeps them), and one proj
 
 Validating webhooks with failure policy Fail, decided with the requesting user's identity (the
 AdmissionReview's userInfo) through SubjectAccessReviews. The configurations stay registered
-while the operator is down (``persistent``), so no link slips through unchecked meanwhile.
+while no webhook answers (``persistent``), so no link slips through unchecked meanwhile.
+
+The handlers are registered in a registry of their own (``REGISTRY``), which the webhook process
+runs (``--role=webhook``, see admission_server): they hold no state, so any number of replicas
+answer them, and writes never wait on the one controller that leads.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ from gatehouse_operator.api.project_config import (
     becomes_the_project,
     second_project,
 )
+from gatehouse_operator.kube import Kube
 from gatehouse_operator.project_config.schema import spec_problems
-from gatehouse_operator.runtime import Runtime
 
+REGISTRY = kopf.OperatorRegistry()
 _LINKING = {DATA_APP.plural, CHART_TYPE.plural}
 
 
@@ -36,11 +41,17 @@ def _linking(resource: kopf.Resource) -> bool:
     return resource.group == GROUP and resource.plural in _LINKING
 
 
-@kopf.on.validate(_linking, id="link-policy", operations=["CREATE", "UPDATE"], persistent=True)
+@kopf.on.validate(
+    _linking,
+    id="link-policy",
+    operations=["CREATE", "UPDATE"],
+    persistent=True,
+    registry=REGISTRY,
+)
 async def check_links(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
 ) -> None:
-    runtime: Runtime = memo.runtime
+    kube: Kube = memo.kube
     access: Access = memo.access
     namespace = body["metadata"]["namespace"]
     old: kopf.Body | None = kwargs.get("old")  # kopf passes it, though WebhookFn omits it
@@ -50,7 +61,7 @@ async def check_links(
     user = User.from_user_info(dict(userinfo))
     policies: dict[str, str | None] = {}
     for name in added:
-        connection = await runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
+        connection = await kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
         policies[name] = connection.get("spec", {}).get("linkPolicy") if connection else None
 
     async def may(verb: str, name: str) -> bool:
@@ -68,6 +79,7 @@ async def check_links(
     id="secret-use",
     operations=["CREATE", "UPDATE"],
     persistent=True,
+    registry=REGISTRY,
 )
 async def check_secret_use(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
@@ -93,17 +105,18 @@ async def check_secret_use(
     id="connection-test",
     operations=["CREATE"],
     persistent=True,
+    registry=REGISTRY,
 )
 async def check_connection_test(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any
 ) -> None:
-    runtime: Runtime = memo.runtime
+    kube: Kube = memo.kube
     access: Access = memo.access
     spec = body.get("spec") or {}
     name = str(spec.get("connection", ""))
     namespace = body["metadata"]["namespace"]
     user = User.from_user_info(dict(userinfo))
-    connection = await runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
+    connection = await kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
 
     async def may(verb: str, connection_name: str) -> bool:
         return await access.allowed(
@@ -138,6 +151,7 @@ async def check_connection_test(
     id="project-config",
     operations=["CREATE", "UPDATE"],
     persistent=True,
+    registry=REGISTRY,
 )
 async def check_project_config(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     old: kopf.Body | None = kwargs.get("old")  # kopf passes it, though WebhookFn omits it
@@ -148,10 +162,10 @@ async def check_project_config(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) 
         problems = spec_problems(spec)
         if problems:
             raise kopf.AdmissionError("; ".join(problems), code=422)
-    runtime: Runtime = memo.runtime
+    kube: Kube = memo.kube
     if not becomes_the_project(body["metadata"], old["metadata"] if old else None):
         return
-    others = await runtime.kube.list_custom(PROJECT_CONFIG, body["metadata"]["namespace"])
+    others = await kube.list_custom(PROJECT_CONFIG, body["metadata"]["namespace"])
     problem = second_project(body["metadata"], others)
     if problem:
         raise kopf.AdmissionError(problem, code=409)

@@ -1,7 +1,7 @@
-"""Operator start-up and shut-down: settings, API client, servers, webhook, keyring watch.
+"""Operator start-up and shut-down: settings, API client, servers, keyring watch.
 
-Three servers run in the operator's event loop: the table channel for the proxies (aiohttp, TLS),
-the service API, and (kopf's) admission webhook.
+Two servers run in the operator's event loop: the table channel for the proxies (aiohttp, TLS)
+and the service API. The admission webhook is a process of its own (admission_server).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import os
 from collections.abc import Awaitable, Iterator
 from typing import Any
 
@@ -18,7 +17,7 @@ import aiohttp
 import kopf
 import uvicorn
 from aiohttp import web
-from kubernetes.aio import client, config
+from kubernetes.aio import client
 from starlette.applications import Starlette
 
 from gatehouse_operator import metrics
@@ -28,12 +27,11 @@ from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.conditions import CREDENTIAL_WATCHED
 from gatehouse_operator.controllers import connection_tests, external_connections, linked_apps
 from gatehouse_operator.keyring_secret import KeyringSecret
-from gatehouse_operator.kube import WATCHED_SELECTOR, Kube
+from gatehouse_operator.kube import WATCHED_SELECTOR, Kube, api_client
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.web import routes as connections_page
-from gatehouse_operator.webhook import WebhookServer
 from gatehouse_proxy.request_deadline import with_head_deadline
 from gatehouse_proxy.sealing import KeyringError, KeyringFile, KeyringSource
 
@@ -50,17 +48,6 @@ API_HEAD_SECONDS = 10.0
 log = logging.getLogger("gatehouse.operator")
 
 
-async def _api_client() -> client.ApiClient:
-    if os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
-        configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return client.ApiClient(configuration)
-    api: client.ApiClient = await config.new_client_from_config(  # type: ignore[no-untyped-call]
-        config_file=os.environ.get("KUBECONFIG")
-    )
-    return api
-
-
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
@@ -72,23 +59,11 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     # hundreds of KiB each) are neither sent to the operator nor parsed by it.
     settings.watching.label_selectors["", "v1", "secrets"] = WATCHED_SELECTOR
     options: OperatorSettings = memo.options  # checked by __main__ before kopf started
-    api = await _api_client()
+    api = await api_client()
     kube = Kube(api)
     keyring = await _keyring(options, kube)
     runtime = Runtime(options, kube, keyring)
     memo.tasks = []
-
-    async def on_ca_bundle(ca_bundle: str) -> None:
-        memo.tasks.append(
-            asyncio.create_task(_install_ca_bundle(runtime, ca_bundle), name="webhook-ca")
-        )
-
-    settings.admission.server = WebhookServer(
-        addr=options.webhook_host,
-        port=options.webhook_port,
-        service=options.webhook_service,
-        on_ca_bundle=on_ca_bundle,
-    )
 
     connections, apps = await _existing(runtime)
     expected = set(connections) | set(apps)
@@ -210,32 +185,6 @@ def _unwatched(runtime: Runtime) -> list[str]:
         for key in runtime.world.connection_bodies
         if runtime.condition(key, CREDENTIAL_WATCHED).get("status") == "False"
     ]
-
-
-async def _install_ca_bundle(runtime: Runtime, ca_bundle: str) -> None:
-    """Writes the webhook certificate's CA into the installer's webhook configuration.
-
-    Until it is there the API server cannot call the webhooks, and (failure policy Fail) refuses
-    the changes they check: retried, and said, until it succeeds.
-    """
-    name = runtime.settings.webhook_configuration
-    for delay in itertools.chain((1.0, 2.0, 5.0, 10.0), itertools.repeat(30.0)):
-        try:
-            await runtime.kube.set_webhook_ca(name, ca_bundle)
-        except client.ApiException as error:
-            log.error(
-                "cannot write the webhook certificate into ValidatingWebhookConfiguration %s "
-                "(HTTP %s %s); retrying in %.0fs: until then links, tests and project files "
-                "are refused",
-                name,
-                error.status,
-                error.reason,
-                delay,
-            )
-            await asyncio.sleep(delay)
-        else:
-            log.info("webhook certificate written into ValidatingWebhookConfiguration %s", name)
-            return
 
 
 class EmbeddedServer(uvicorn.Server):

@@ -1,0 +1,112 @@
+"""The webhook process (``--role=webhook``): start-up and shut-down of the admission handlers.
+
+It holds no state, no keyring and no routes: the API client the checks read and ask through,
+and the webhook server. Its replicas serve one certificate (see webhook.shared_certificate) and
+each writes that certificate's CA into the installer's webhook configuration, the same value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import kopf
+from kubernetes.aio import client
+
+from gatehouse_operator.access import Access
+from gatehouse_operator.controllers.admission import REGISTRY
+from gatehouse_operator.kube import Kube, api_client
+from gatehouse_operator.settings import WebhookSettings
+from gatehouse_operator.webhook import WebhookServer, shared_certificate
+
+log = logging.getLogger("gatehouse.webhook")
+
+
+@kopf.on.login(registry=REGISTRY)
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """As kopf's default registry logs in (a registry of one's own has no login handler)."""
+    return kopf.login_via_client(**kwargs)
+
+
+@kopf.on.startup(registry=REGISTRY)
+async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    options: WebhookSettings = memo.options
+    api = await api_client()
+    kube = Kube(api)
+    memo.api, memo.kube, memo.access, memo.tasks = api, kube, Access(api), []
+
+    async def on_ca_bundle(ca_bundle: str) -> None:
+        memo.tasks.append(
+            asyncio.create_task(_install_ca_bundle(kube, options, ca_bundle), name="webhook-ca")
+        )
+
+    files: dict[str, Any] = {}
+    if options.tls_secret:
+        try:
+            certificate, key = await shared_certificate(
+                kube,
+                options.tls_secret,
+                WebhookServer.hostnames(options.service),
+                options.configuration,
+            )
+        except client.ApiException as error:
+            raise kopf.TemporaryError(
+                f"cannot read or make the webhook certificate Secret {options.tls_secret} "
+                f"(HTTP {error.status} {error.reason})",
+                delay=5,
+            ) from None
+        # kopf's server loads its certificate from files: an emptyDir in the Pod.
+        folder = Path(tempfile.mkdtemp(prefix="gatehouse-webhook-"))
+        (folder / "tls.crt").write_bytes(certificate)
+        (folder / "tls.key").write_bytes(key)
+        (folder / "tls.key").chmod(0o600)
+        files = {"certfile": folder / "tls.crt", "pkeyfile": folder / "tls.key"}
+    settings.admission.server = WebhookServer(
+        addr=options.host,
+        port=options.port,
+        service=options.service,
+        on_ca_bundle=on_ca_bundle,
+        **files,
+    )
+
+
+async def _install_ca_bundle(kube: Kube, options: WebhookSettings, ca_bundle: str) -> None:
+    """Writes the webhook certificate's CA into the installer's webhook configuration.
+
+    Until it is there the API server cannot call the webhooks, and (failure policy Fail) refuses
+    the changes they check: retried, and said, until it succeeds.
+    """
+    name = options.configuration
+    for delay in itertools.chain((1.0, 2.0, 5.0, 10.0), itertools.repeat(30.0)):
+        try:
+            await kube.set_webhook_ca(name, ca_bundle)
+        except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
+            cause = (
+                f"HTTP {error.status} {error.reason}"
+                if isinstance(error, client.ApiException)
+                else type(error).__name__
+            )
+            log.error(
+                "cannot write the webhook certificate into ValidatingWebhookConfiguration %s "
+                "(%s); retrying in %.0fs: until then links, tests and project files are refused",
+                name,
+                cause,
+                delay,
+            )
+            await asyncio.sleep(delay)
+        else:
+            log.info("webhook certificate written into ValidatingWebhookConfiguration %s", name)
+            return
+
+
+@kopf.on.cleanup(registry=REGISTRY)
+async def stop(memo: Any, **_: Any) -> None:
+    for task in memo.tasks:
+        task.cancel()
+    await asyncio.gather(*memo.tasks, return_exceptions=True)
+    await memo.api.close()

@@ -1,0 +1,100 @@
+"""Two elected operators: when the leader stops, the standby takes over and the proxies follow.
+
+Fetches run through both proxies the whole time (they keep serving their last table while no
+operator answers); a connection applied after the leader stopped is routed by the new one.
+The same on the node, with Pods deleted and evicted, is tests/node's fault suite.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.resources import UNLIMITED_RATE
+from gatehouse_dev.waiting import wait_for
+from tests.e2e.conftest import Stack
+from tests.e2e.gatehouse_fixtures import (
+    API_KEY_AUTH,
+    app_token,
+    apply,
+    connection,
+    data_app,
+    fetch,
+    secret,
+    wait_condition,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+class Load:
+    """Fetches through every proxy, one after another, until stopped; counts what failed."""
+
+    def __init__(self, proxies: list[str], token: str) -> None:
+        self.proxies, self.token = proxies, token
+        self.sent = 0
+        self.failed: list[str] = []
+        self.finished = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.finished.is_set():
+            for proxy in self.proxies:
+                try:
+                    status = fetch(proxy, self.token, "vendor", "/echo/").status_code
+                except httpx.HTTPError as error:
+                    self.failed.append(type(error).__name__)
+                else:
+                    if status != 200:
+                        self.failed.append(str(status))
+                self.sent += 1
+            time.sleep(0.02)
+
+    def __enter__(self) -> Load:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.finished.set()
+        self.thread.join(timeout=30)
+
+
+def test_the_standby_takes_over_when_the_leader_stops(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    standby = stack.local.start_operator(standby=True)
+    apply(cluster, namespace, secret("vendor", **{"api-key": "k-failover"}))
+    unlimited = connection("vendor", stack.upstream, API_KEY_AUTH, limits=UNLIMITED_RATE)
+    apply(cluster, namespace, unlimited)
+    apply(cluster, namespace, data_app("sales", {"vendor": "vendor"}))
+    wait_condition(cluster, namespace, "dataapp/sales", "True", "Routed")
+    token = app_token(cluster, namespace, "dataapp-sales-gatehouse")
+    with Load([proxy.url for proxy in stack.proxies], token) as load:
+        time.sleep(1)
+        stopped = time.monotonic()
+        stack.operator.server.stop()  # SIGTERM, as a deleted Pod gets: it releases the Lease
+        stack.operator = standby
+        apply(cluster, namespace, connection("later", stack.upstream, {"type": "none"}))
+        apply(cluster, namespace, data_app("later", {"vendor": "later"}))
+        later = app_token(cluster, namespace, "dataapp-later-gatehouse")
+
+        def routed() -> bool:
+            return all(
+                fetch(proxy.url, later, "vendor", "/echo/").status_code == 200
+                for proxy in stack.proxies
+            )
+
+        wait_for(routed, timeout=30, interval=0.1, what="a new connection, routed by the standby")
+        took = time.monotonic() - stopped
+        time.sleep(1)
+    print(f"failover: {took:.1f}s to route a new connection, {load.sent} fetches, 0 failed")
+    assert load.sent > 50
+    assert load.failed == []
+    # The standby's cold start (kopf lists everything, the first table) included.
+    assert took < 10, took
+    ready = httpx.get(f"{stack.proxies[0].admin_url}/readyz", timeout=5).json()
+    assert ready["feed"]["state"] == "connected", ready

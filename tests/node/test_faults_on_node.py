@@ -1,0 +1,314 @@
+"""Gatehouse on the node while things break: the operator's leader deleted and killed, webhook
+Pods killed and evicted, the API server frozen. Each scenario runs with a client Pod fetching
+through the proxy Service (20 requests a second) and writes through the admission webhook from
+here (4 a second); the figures each prints are the README's.
+
+Installed with the chart's defaults (two operator replicas, two webhook replicas, two proxies)
+plus what the in-cluster test upstream needs. The tests run in file order, one release.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.waiting import wait_for
+from tests.node import pods
+from tests.node.release import (
+    CHART,
+    CONNECTION,
+    PROJECT,
+    PROXY_URL,
+    RELEASE,
+    SYSTEM,
+    TEST_UPSTREAM_VALUES,
+    UPSTREAM_IP,
+    helm,
+    rollout,
+)
+
+pytestmark = pytest.mark.node
+
+TOKEN_SECRET = "dataapp-dashboard-gatehouse"
+
+
+def _pods(cluster: Cluster, component: str) -> list[dict[str, object]]:
+    listed = json.loads(
+        cluster.kubectl(
+            "get", "pods", "-n", SYSTEM, "-l", f"app.kubernetes.io/component={component}",
+            "-o", "json",
+        ).stdout
+    )  # fmt: skip
+    return [pod for pod in listed["items"] if "deletionTimestamp" not in pod["metadata"]]
+
+
+def _leader(cluster: Cluster) -> str:
+    lease = json.loads(
+        cluster.kubectl("get", "lease", f"{RELEASE}-operator", "-n", SYSTEM, "-o", "json").stdout
+    )
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+def _ready(pod: dict[str, object]) -> bool:
+    status: dict[str, object] = pod["status"]  # type: ignore[assignment]
+    conditions: list[dict[str, str]] = status.get("conditions", [])  # type: ignore[assignment]
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+@dataclass
+class Writes:
+    """Changes the admission webhook must answer (an annotation on the DataApp, 4 a second),
+    sent from here until stopped; counts the refused ones."""
+
+    cluster: Cluster
+    sent: int = 0
+    refused: list[str] = field(default_factory=list)
+    finished: threading.Event = field(default_factory=threading.Event)
+
+    def _run(self) -> None:
+        while not self.finished.is_set():
+            done = self.cluster.kubectl(
+                "annotate", "--overwrite", "-n", PROJECT, "dataapp/dashboard",
+                f"gatehouse-test/write={self.sent}", check=False,
+            )  # fmt: skip
+            self.sent += 1
+            if done.returncode != 0:
+                self.refused.append(f"{time.time():.1f} {done.stderr.strip()[:300]}")
+            time.sleep(0.25)
+
+    def __enter__(self) -> Writes:
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.finished.set()
+        self.thread.join(timeout=30)
+
+
+def _client(cluster: Cluster, name: str, seconds: float) -> None:
+    pods.apply(
+        cluster,
+        pods.client(PROJECT, name, url=PROXY_URL, token_secret=TOKEN_SECRET, seconds=seconds),
+    )
+    pods.wait_started(cluster, PROJECT, name)
+
+
+def _fetches(cluster: Cluster, name: str, seconds: float) -> dict[str, object]:
+    result = pods.summary(cluster, PROJECT, name, timeout=seconds + 120)
+    result["failures"] = [
+        line for line in pods.log_lines(cluster, PROJECT, name) if "failure" in line
+    ]
+    return result
+
+
+def _routed_in(cluster: Cluster, name: str, since: float) -> float:
+    """Applies connection and DataApp ``name`` and returns the seconds from ``since`` until the
+    DataApp is Ready (every proxy replica routes it)."""
+    document = f"""
+apiVersion: gatehouse.dev/v1alpha1
+kind: ExternalConnection
+metadata: {{name: {name}}}
+spec:
+  displayName: {name}
+  baseURL: http://upstream.upstream.svc.cluster.local
+  linkPolicy: Builders
+  auth: {{type: none}}
+---
+apiVersion: gatehouse.dev/v1alpha1
+kind: DataApp
+metadata: {{name: {name}}}
+spec:
+  connections: [{{alias: vendor, connection: {name}}}]
+"""
+    cluster.kubectl("apply", "-n", PROJECT, "-f", "-", stdin=document)
+    cluster.kubectl(
+        "wait", "-n", PROJECT, f"dataapp/{name}", "--for=condition=Ready", "--timeout=90s",
+        timeout=100,
+    )  # fmt: skip
+    return time.time() - since
+
+
+@pytest.fixture(scope="module")
+def release(node: Cluster) -> Iterator[Cluster]:
+    node.kubectl("create", "namespace", "upstream")
+    pods.apply(node, pods.upstream("upstream", UPSTREAM_IP))
+    node.kubectl("create", "namespace", PROJECT)
+    helm(
+        node, "install", RELEASE, str(CHART), "-n", SYSTEM, "--create-namespace", "--wait",
+        "--timeout=5m", *TEST_UPSTREAM_VALUES,
+    )  # fmt: skip
+    for component in ("operator", "webhook", "proxy"):
+        rollout(node, component)
+    node.kubectl("apply", "-n", PROJECT, "-f", "-", stdin=CONNECTION)
+    node.kubectl(
+        "wait", "-n", PROJECT, "dataapp/dashboard", "--for=condition=Ready", "--timeout=60s"
+    )
+    yield node
+    helm(node, "uninstall", RELEASE, "-n", SYSTEM, "--wait", "--timeout=3m")
+    for namespace in (PROJECT, "upstream", SYSTEM):
+        node.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def test_a_deleted_operator_leader_is_replaced_in_seconds(release: Cluster) -> None:
+    cluster = release
+    leader = _leader(cluster)
+    assert leader in {pod["metadata"]["name"] for pod in _pods(cluster, "operator")}  # type: ignore[index]
+    _client(cluster, "leader-deleted", seconds=40)
+    with Writes(cluster) as writes:
+        time.sleep(3)
+        deleted = time.time()
+        cluster.kubectl("delete", "pod", leader, "-n", SYSTEM, "--wait=false")
+        routed = _routed_in(cluster, "after-delete", deleted)
+        time.sleep(3)
+    fetched = _fetches(cluster, "leader-deleted", 40)
+    print(
+        f"\nleader deleted: {fetched['ok']} fetches, {len(fetched['failures'])} failed; "  # type: ignore[arg-type]
+        f"{writes.sent} writes, {len(writes.refused)} refused; a new connection routed "
+        f"{routed:.1f}s after the delete"
+    )
+    assert fetched["failures"] == []
+    assert writes.refused == []
+    assert routed < 10
+    assert _leader(cluster) not in ("", leader)
+
+
+def test_a_killed_operator_leader_is_replaced_once_its_lease_expires(release: Cluster) -> None:
+    """No SIGTERM, no release: the standby waits out the lease (15 s)."""
+    cluster = release
+    leader = _leader(cluster)
+    _client(cluster, "leader-killed", seconds=50)
+    with Writes(cluster) as writes:
+        time.sleep(3)
+        killed = time.time()
+        cluster.kubectl(
+            "delete", "pod", leader, "-n", SYSTEM, "--grace-period=0", "--force", "--wait=false"
+        )
+        routed = _routed_in(cluster, "after-kill", killed)
+        time.sleep(3)
+    fetched = _fetches(cluster, "leader-killed", 50)
+    print(
+        f"\nleader killed: {fetched['ok']} fetches, {len(fetched['failures'])} failed; "  # type: ignore[arg-type]
+        f"{writes.sent} writes, {len(writes.refused)} refused; a new connection routed "
+        f"{routed:.1f}s after the kill"
+    )
+    assert fetched["failures"] == []
+    assert writes.refused == []
+    assert routed < 30
+    rollout(cluster, "operator")
+
+
+def test_webhook_pods_killed_and_evicted_refuse_no_write(release: Cluster) -> None:
+    cluster = release
+    with Writes(cluster) as writes:
+        time.sleep(2)
+        victim = str(_pods(cluster, "webhook")[0]["metadata"]["name"])  # type: ignore[index]
+        cluster.kubectl(
+            "delete", "pod", victim, "-n", SYSTEM, "--grace-period=0", "--force", "--wait=false"
+        )
+        time.sleep(2)
+        rollout(cluster, "webhook")
+        wait_for(
+            lambda: all(_ready(pod) for pod in _pods(cluster, "webhook")),
+            timeout=60, interval=0.5, what="both webhook replicas ready",
+        )  # fmt: skip
+        # A drain evicts through the Eviction API: the PDB lets one go and holds the other.
+        first, second = (str(p["metadata"]["name"]) for p in _pods(cluster, "webhook"))  # type: ignore[index]
+        assert _evict(cluster, first).returncode == 0
+        held = _evict(cluster, second)
+        time.sleep(3)
+        rollout(cluster, "webhook")
+        time.sleep(2)
+    print(f"\nwebhook killed and evicted: {writes.sent} writes, {len(writes.refused)} refused")
+    assert held.returncode != 0
+    assert "disruption budget" in held.stderr, held.stderr
+    assert writes.refused == []
+
+
+def _evict(cluster: Cluster, pod: str) -> subprocess.CompletedProcess[str]:
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": SYSTEM},
+    }
+    return cluster.kubectl(
+        "create", "--raw", f"/api/v1/namespaces/{SYSTEM}/pods/{pod}/eviction", "-f", "-",
+        stdin=json.dumps(eviction), check=False,
+    )  # fmt: skip
+
+
+def _apiserver_pid(cluster: Cluster) -> int:
+    """The node's kube-apiserver: the one whose certificates are in this node's folder."""
+    where = str(cluster.kubeconfig.parent)  # the node's folder: its kubeconfig is at the top
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"kube-apiserver") and where.encode() in b" ".join(argv):
+            return int(entry)
+    raise AssertionError(f"no kube-apiserver of the node in {where}")
+
+
+def _restarts(cluster: Cluster) -> dict[str, int]:
+    return {
+        str(pod["metadata"]["name"]): sum(  # type: ignore[index]
+            status["restartCount"]
+            for status in pod["status"]["containerStatuses"]  # type: ignore[index]
+        )
+        for component in ("operator", "webhook", "proxy")
+        for pod in _pods(cluster, component)
+    }
+
+
+def test_the_api_server_frozen_for_30s_fails_no_fetch_and_loses_no_change(
+    release: Cluster,
+) -> None:
+    cluster = release
+    before = _restarts(cluster)
+    _client(cluster, "api-frozen", seconds=70)
+    time.sleep(3)
+    # A change just before the outage: the upstream must receive the new key after it.
+    rotated = "sk_node_rotated_before_the_outage"
+    cluster.kubectl(
+        "patch", "secret", "vendor-api", "-n", PROJECT, "-p",
+        json.dumps({"stringData": {"api-key": rotated}}),
+    )  # fmt: skip
+    apiserver = _apiserver_pid(cluster)
+    os.kill(apiserver, signal.SIGSTOP)
+    try:
+        time.sleep(30)
+    finally:
+        os.kill(apiserver, signal.SIGCONT)
+    back = time.time()
+
+    def received_rotated() -> bool:
+        logs = cluster.kubectl("logs", "deployment/upstream", "-n", "upstream").stdout
+        return any(json.loads(line).get("x-api-key") == rotated for line in logs.splitlines())
+
+    wait_for(received_rotated, timeout=90, interval=1, what="the rotated key at the upstream")
+    caught_up = time.time() - back
+    fetched = _fetches(cluster, "api-frozen", 70)
+    wait_for(lambda: bool(_leader(cluster)), timeout=60, interval=1, what="a leader")
+    after = _restarts(cluster)
+    restarted = {name: after[name] - before.get(name, 0) for name in after}
+    print(
+        f"\nAPI server frozen 30 s: {fetched['ok']} fetches, {len(fetched['failures'])} failed; "  # type: ignore[arg-type]
+        f"the change made before it routed {caught_up:.1f}s after it came back; restarts "
+        f"{restarted}"
+    )
+    assert fetched["failures"] == []
+    # The leader that could not renew its Lease exits once (and stands by); nothing loops.
+    assert all(count <= 1 for count in restarted.values()), restarted
