@@ -7,6 +7,7 @@ import asyncio
 import os
 import socket
 import sys
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.role == "webhook":
             options = WebhookSettings.from_env()
         else:
-            options = OperatorSettings.from_env()
+            options = replace(OperatorSettings.from_env(), namespaces=tuple(args.namespace))
             if options.keyring_file:
                 KeyringFile(options.keyring_file).check()
     except ValueError as error:

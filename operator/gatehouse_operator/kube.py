@@ -90,7 +90,10 @@ async def _read(call: Callable[[], Awaitable[T]]) -> T:
 
 
 class Kube:
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, namespaces: tuple[str, ...] = ()) -> None:
+        """``namespaces``: the ones the operator watches, if not all (operator.watchNamespaces:
+        its rights are then Roles in those namespaces, and a cluster-wide list is refused)."""
+        self.namespaces = namespaces
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.admission = client.AdmissionregistrationV1Api(api)
@@ -392,7 +395,7 @@ class Kube:
                 raise
 
     async def existing(self, kind: Kind, patience: float = 30.0) -> list[dict[str, Any]]:
-        """Every object of ``kind`` in the cluster, as plain dicts.
+        """Every object of ``kind`` in the watched namespaces, as plain dicts.
 
         Retries while the API server says it is busy: right after a CRD is installed, listing
         its objects answers 429 "storage is (re)initializing" for a moment.
@@ -400,12 +403,21 @@ class Kube:
         deadline = time.monotonic() + patience
         while True:
             try:
-                listing = cast(
-                    dict[str, Any],
-                    await self.custom.list_cluster_custom_object(GROUP, VERSION, kind.plural),
+                listings = (
+                    [await self.custom.list_cluster_custom_object(GROUP, VERSION, kind.plural)]
+                    if not self.namespaces
+                    else [
+                        await self.custom.list_namespaced_custom_object(
+                            GROUP, VERSION, namespace, kind.plural
+                        )
+                        for namespace in self.namespaces
+                    ]
                 )
-                items: list[dict[str, Any]] = listing.get("items", [])
-                return items
+                return [
+                    item
+                    for listing in cast(list[dict[str, Any]], listings)
+                    for item in listing.get("items", [])
+                ]
             except client.ApiException as error:
                 if error.status not in (429, 500, 503) or time.monotonic() > deadline:
                     raise

@@ -47,6 +47,8 @@ class OperatorSettings:
     # The Lease ("namespace/name") the controller replicas elect their leader with; empty: this
     # process leads alone, unelected (one replica).
     leader_lease: str = ""
+    # The namespaces watched (--namespace, the chart's operator.watchNamespaces); empty: all.
+    namespaces: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls) -> OperatorSettings:

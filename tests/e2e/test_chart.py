@@ -220,6 +220,60 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
     assert not _can(cluster, webhook, "update", "externalconnections.gatehouse.dev")
 
 
+def test_watch_namespaces_narrows_the_rights_to_those_namespaces(
+    cluster: Cluster, namespace: str, release: str
+) -> None:
+    """With operator.watchNamespaces, Roles in those namespaces replace the cluster-wide rules:
+    no Secret, no Gatehouse resource of any other namespace is reachable, and the webhook is
+    asked only about the watched ones."""
+    project = f"{namespace}-p"
+    cluster.kubectl("create", "namespace", project)
+    try:
+        _helm(
+            cluster, "install", release, str(CHART), "-n", namespace, *IN_SHARED_CLUSTER,
+            "--set", f"operator.watchNamespaces={{{project}}}",
+        )  # fmt: skip
+        operator = f"system:serviceaccount:{namespace}:{release}-gatehouse-operator"
+        webhook = f"system:serviceaccount:{namespace}:{release}-gatehouse-webhook"
+        wait_for(
+            lambda: _can(cluster, operator, "get", "secrets", project),
+            timeout=10,
+            what="the chart's RBAC to take effect",
+        )
+        for verb, resource in [
+            ("watch", "secrets"),
+            ("create", "secrets"),
+            ("watch", "externalconnections.gatehouse.dev"),
+            ("patch", "dataapps.gatehouse.dev/status"),
+            ("create", "connectionsamples.gatehouse.dev"),
+            ("create", "events"),
+        ]:
+            assert _can(cluster, operator, verb, resource, project), (verb, resource)
+            assert not _can(cluster, operator, verb, resource, "default"), (verb, resource)
+            assert not _can(cluster, operator, verb, resource), (verb, resource)  # all namespaces
+        # What is cluster-wide by nature, and the release namespace's own.
+        assert _can(cluster, operator, "create", "tokenreviews.authentication.k8s.io")
+        assert _can(cluster, operator, "get", f"secrets/{release}-gatehouse-keyring", namespace)
+        assert not _can(cluster, operator, "get", "secrets/other", namespace)
+        assert not _can(cluster, operator, "list", "namespaces")
+        assert _can(cluster, webhook, "get", "externalconnections.gatehouse.dev", project)
+        assert not _can(cluster, webhook, "get", "externalconnections.gatehouse.dev", "default")
+        configuration = json.loads(
+            cluster.kubectl(
+                "get", "validatingwebhookconfiguration", f"{release}-gatehouse-{namespace}",
+                "-o", "json",
+            ).stdout
+        )  # fmt: skip
+        for hook in configuration["webhooks"]:
+            assert hook["namespaceSelector"] == {
+                "matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [project]}
+                ]
+            }
+    finally:
+        cluster.kubectl("delete", "namespace", project, "--wait=false")
+
+
 def test_chart_ships_the_generated_user_roles(cluster: Cluster) -> None:
     rendered = yaml.safe_load_all(_helm(cluster, "template", "gh", str(CHART)))
     shipped = [doc for doc in rendered if doc and doc["kind"] == "ClusterRole"]

@@ -10,9 +10,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import aiohttp
 import kopf
 import pytest
 from cryptography import x509
+from kubernetes.aio import client
 
 from gatehouse_operator.api import webhooks
 from gatehouse_operator.controllers import admission
@@ -70,3 +72,32 @@ def test_a_stored_config_that_breaks_a_rule_stays_editable_until_its_spec_change
     for old_spec in changed:
         with pytest.raises(kopf.AdmissionError, match="case_sensitve: unknown key"):
             review(stored, old_spec)
+
+
+def test_a_check_the_api_server_cannot_answer_refuses_with_the_cause_alone() -> None:
+    """A missing right (403) or an unreachable API server: the refusal says which, and carries
+    none of the API server's response (headers, body)."""
+
+    class Unanswered:
+        def __init__(self, error: Exception) -> None:
+            self.error = error
+
+        async def list_custom(self, *_: Any) -> list[dict[str, Any]]:
+            raise self.error
+
+    refused = client.ApiException(status=403, reason="Forbidden")
+    refused.body = '{"message": "secret-ish detail"}'
+    refused.headers = {"Audit-Id": "abc"}
+    body = {"metadata": {"name": "project", "namespace": "shop"}, "spec": {"spotlight": {}}}
+    for error, words in (
+        (refused, "HTTP 403 Forbidden: the webhook's ServiceAccount lacks a right"),
+        (aiohttp.ClientConnectionError("refused"), "cannot reach the API server"),
+    ):
+        memo = SimpleNamespace(kube=Unanswered(error))
+        check: Any = admission.check_project_config
+        with pytest.raises(kopf.AdmissionError) as caught:
+            asyncio.run(check(body=body, memo=memo, old=None))
+        assert words in str(caught.value)
+        assert caught.value.code == 503
+        assert "secret-ish" not in str(caught.value)
+        assert "Audit-Id" not in str(caught.value)

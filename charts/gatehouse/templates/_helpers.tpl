@@ -64,3 +64,49 @@ affinity: {{- toYaml . | nindent 2 }}
 {{- define "gatehouse.leaderLease" -}}
 {{ include "gatehouse.fullname" . }}-operator
 {{- end -}}
+
+{{- /* The operator's rules in the namespaces it works in: in its ClusterRole when it watches every
+namespace, else in a Role in each of operator.watchNamespaces. */ -}}
+{{- define "gatehouse.operatorNamespacedRules" -}}
+# The resources it reconciles: it writes status and its own annotations, never spec
+# (patch also removes the finalizer earlier versions put on connections and apps).
+- apiGroups: [gatehouse.dev]
+  resources: [externalconnections, dataapps, charttypes, connectiontests, projectconfigs]
+  verbs: [get, list, watch, patch, update]
+- apiGroups: [gatehouse.dev]
+  resources:
+    - externalconnections/status
+    - dataapps/status
+    - charttypes/status
+    - connectiontests/status
+    - projectconfigs/status
+  verbs: [get, patch, update]
+# The service API starts tests for callers it has authorised; finished tests expire.
+- apiGroups: [gatehouse.dev]
+  resources: [connectiontests]
+  verbs: [create, delete]
+# Saved samples, written once each and deleted when the service API is asked to. Samples are
+# a kind of their own so that no rule here reaches ConfigMaps (kube-system's included).
+- apiGroups: [gatehouse.dev]
+  resources: [connectionsamples]
+  verbs: [get, list, create, delete]
+# Referenced credentials (read) and the apps' proxy credentials (owned).
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end -}}
+
+{{- /* The webhook's reads, likewise. */ -}}
+{{- define "gatehouse.webhookNamespacedRules" -}}
+# The link policy and ConnectionTest checks read the connection; one project file per
+# namespace lists the namespace's ProjectConfigs.
+- apiGroups: [gatehouse.dev]
+  resources: [externalconnections]
+  verbs: [get]
+- apiGroups: [gatehouse.dev]
+  resources: [projectconfigs]
+  verbs: [list]
+{{- end -}}

@@ -15,9 +15,14 @@ answer them, and writes never wait on the one controller that leads.
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import kopf
+from kubernetes.aio import client
 
 from gatehouse_operator import link_policy, secret_use
 from gatehouse_operator.access import Access, User
@@ -34,6 +39,40 @@ from gatehouse_operator.kube import Kube
 from gatehouse_operator.project_config.schema import spec_problems
 
 REGISTRY = kopf.OperatorRegistry()
+log = logging.getLogger("gatehouse.webhook")
+Check = Callable[..., Awaitable[None]]
+
+
+def _refused_if_unanswered(check: Check) -> Check:
+    """A check whose question to the API server fails refuses the change with the cause (the
+    status, or that the API server could not be reached), never kopf's rendering of the error
+    (an ApiException prints the response's headers and body)."""
+
+    @functools.wraps(check)
+    async def checked(**kwargs: Any) -> None:
+        try:
+            await check(**kwargs)
+        except client.ApiException as error:
+            cause = f"HTTP {error.status} {error.reason}"
+            if error.status == 403:
+                cause += ": the webhook's ServiceAccount lacks a right its checks need"
+            log.error("%s: cannot ask the API server (%s)", check.__name__, cause)
+            raise kopf.AdmissionError(
+                f"the Gatehouse webhook could not check this change: the API server answered "
+                f"{cause}; try again, or ask the cluster's administrators",
+                code=503,
+            ) from None
+        except (aiohttp.ClientError, TimeoutError) as error:
+            log.error("%s: cannot reach the API server (%s)", check.__name__, type(error).__name__)
+            raise kopf.AdmissionError(
+                "the Gatehouse webhook could not check this change: it cannot reach the API "
+                f"server ({type(error).__name__}); try again in a moment",
+                code=503,
+            ) from None
+
+    return checked
+
+
 _LINKING = {DATA_APP.plural, CHART_TYPE.plural}
 
 
@@ -48,6 +87,7 @@ def _linking(resource: kopf.Resource) -> bool:
     persistent=True,
     registry=REGISTRY,
 )
+@_refused_if_unanswered
 async def check_links(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -81,6 +121,7 @@ async def check_links(
     persistent=True,
     registry=REGISTRY,
 )
+@_refused_if_unanswered
 async def check_secret_use(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -107,6 +148,7 @@ async def check_secret_use(
     persistent=True,
     registry=REGISTRY,
 )
+@_refused_if_unanswered
 async def check_connection_test(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any
 ) -> None:
@@ -153,6 +195,7 @@ async def check_connection_test(
     persistent=True,
     registry=REGISTRY,
 )
+@_refused_if_unanswered
 async def check_project_config(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     old: kopf.Body | None = kwargs.get("old")  # kopf passes it, though WebhookFn omits it
     # Only a new or changed spec: an object stored before a rule existed must stay editable

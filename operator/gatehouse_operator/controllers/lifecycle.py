@@ -60,7 +60,7 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.watching.label_selectors["", "v1", "secrets"] = WATCHED_SELECTOR
     options: OperatorSettings = memo.options  # checked by __main__ before kopf started
     api = await api_client()
-    kube = Kube(api)
+    kube = Kube(api, options.namespaces)
     keyring = await _keyring(options, kube)
     runtime = Runtime(options, kube, keyring)
     memo.tasks = []
