@@ -7,7 +7,7 @@ DEV := $(BIN)/python -m gatehouse_dev
 PYTEST_ARGS ?=
 
 .PHONY: help install build crds up down demo lint test test-lowest bench clean cluster-up cluster-down \
-  node-packages browser-packages screenshots
+  node-packages browser-packages screenshots faults
 
 help:
 	@echo "make demo   start the local stack and show it working"
@@ -15,6 +15,8 @@ help:
 	@echo "make up     start the local stack in the background (writes .gatehouse/dev/env)"
 	@echo "make down   stop the local stack"
 	@echo "make bench  apply-to-route latency and the proxy's added latency"
+	@echo "make faults the fault suite alone (part of make test): Pods killed and evicted, the API"
+	@echo "            server frozen, the keyring rotated and a soak (GATEHOUSE_SOAK_SECONDS), on the node"
 	@echo "make cluster-up    a single-node cluster that runs Pods, with the image built from"
 	@echo "                   Dockerfile (writes .gatehouse/node/env); make cluster-down stops it"
 
@@ -79,6 +81,10 @@ lint: install
 test: lint build node-packages browser-packages
 	$(DEV) build-node
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+faults: install build node-packages
+	$(DEV) build-node
+	$(BIN)/pytest -s tests/node/test_faults_on_node.py
 
 # The README's pictures of the connections page, taken by its browser tests.
 screenshots: build browser-packages

@@ -94,28 +94,39 @@ class Leadership:
         """Gives the Lease up, if held, so that a standby need not wait for it to expire."""
         self.renewed_at = 0.0
         try:
-            lease = await self.coordination.read_namespaced_lease(self.name, self.namespace)
-            if lease.spec is None or lease.spec.holder_identity != self.identity:
-                return
-            lease.spec.holder_identity = None
-            lease.spec.lease_duration_seconds = 1
-            lease.spec.renew_time = _now()
-            await self.coordination.replace_namespaced_lease(self.name, self.namespace, lease)
-            log.info("released the Lease %s", self.ref)
+            await asyncio.wait_for(self._give_up(), self.timings.retry_seconds * 2)
         except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
             log.warning("cannot release the Lease %s (%s)", self.ref, _cause(error))
 
+    async def _give_up(self) -> None:
+        lease = await self.coordination.read_namespaced_lease(self.name, self.namespace)
+        if lease.spec is None or lease.spec.holder_identity != self.identity:
+            return
+        lease.spec.holder_identity = None
+        lease.spec.lease_duration_seconds = 1
+        lease.spec.renew_time = _now()
+        await self.coordination.replace_namespaced_lease(self.name, self.namespace, lease)
+        log.info("released the Lease %s", self.ref)
+
     async def _holder(self) -> str:
         try:
-            lease = await self.coordination.read_namespaced_lease(self.name, self.namespace)
+            lease = await asyncio.wait_for(
+                self.coordination.read_namespaced_lease(self.name, self.namespace),
+                self.timings.retry_seconds * 2,
+            )
         except (client.ApiException, aiohttp.ClientError, TimeoutError):
             return ""
         return str(lease.spec.holder_identity or "") if lease.spec else ""
 
     async def _take(self) -> bool:
-        """One attempt to acquire or renew; True when this process holds the Lease after it."""
+        """One attempt to acquire or renew; True when this process holds the Lease after it.
+
+        Bounded in time: an API server that hangs rather than refuses (frozen, or a partition
+        that drops packets) must count as a failed renewal, or a leader would never notice its
+        deadline pass.
+        """
         try:
-            return await self._try_take()
+            return await asyncio.wait_for(self._try_take(), self.timings.retry_seconds * 2)
         except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
             if not isinstance(error, client.ApiException) or error.status != 409:
                 log.warning("cannot read or write the Lease %s (%s)", self.ref, _cause(error))

@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes.aio import client
+
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.conditions import Verdict
 from gatehouse_operator.replicas import Replicas
@@ -128,10 +130,7 @@ class Rollout:
             except Exception as error:  # any: the rollout must outlive one failed write
                 if routed.key not in self._failures:
                     log.error(
-                        "cannot write the status of %s (%s: %s); retrying",
-                        routed.key,
-                        type(error).__name__,
-                        error,
+                        "cannot write the status of %s (%s); retrying", routed.key, _cause(error)
                     )
                 self._failures.add(routed.key)
                 routed.not_before = time.monotonic() + 5.0
@@ -139,3 +138,13 @@ class Rollout:
                 self.waiting.setdefault(routed.key, routed)  # tried again
             else:
                 self._failures.discard(routed.key)
+
+
+def _cause(error: Exception) -> str:
+    """Why a status write failed, in words for an operator's log: never an ApiException's own
+    rendering, which carries the response's headers and body."""
+    if isinstance(error, client.ApiException):
+        if error.status == 403:
+            return "HTTP 403: the operator's ServiceAccount lacks patch on the kind's /status"
+        return f"HTTP {error.status} {error.reason}"
+    return type(error).__name__

@@ -36,23 +36,35 @@ http.server.ThreadingHTTPServer(("", 8080), Recorder).serve_forever()
 """
 
 # Fetches through the proxy for SECONDS (one request every 50 ms, each on a new connection, so
-# each is balanced anew), printing every failure and then a summary line.
+# each is balanced anew), printing every failure, each minute's latency percentiles, and then a
+# summary line.
 CLIENT_SCRIPT = """
 import json, os, time, urllib.request
+
+def percentile(values, share):
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * share))] * 1000, 1)
 
 url, token = os.environ["URL"], os.environ["TOKEN"]
 ok = failed = 0
 end = time.monotonic() + float(os.environ["SECONDS"])
+window, window_end, took = 0, time.monotonic() + 60, []
 print(json.dumps({"started": True}), flush=True)
 while time.monotonic() < end:
     request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
+    started = time.monotonic()
     try:
         with urllib.request.urlopen(request, timeout=5) as reply:
             last = json.loads(reply.read())
             ok += 1
+            took.append(time.monotonic() - started)
     except Exception as error:
         failed += 1
         print(json.dumps({"failure": repr(error), "at": time.time()}), flush=True)
+    if time.monotonic() >= window_end and took:
+        print(json.dumps({"window": window, "requests": len(took), "p50_ms": percentile(took, 0.5),
+                          "p99_ms": percentile(took, 0.99)}), flush=True)
+        window, window_end, took = window + 1, window_end + 60, []
     time.sleep(0.05)
 print(json.dumps({"ok": ok, "failed": failed, "last": last if ok else None}), flush=True)
 """

@@ -9,6 +9,7 @@ plus what the in-cluster test upstream needs. The tests run in file order, one r
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ import pytest
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
+from gatehouse_proxy.sealing import Keyring
 from tests.node import pods
 from tests.node.release import (
     CHART,
@@ -40,6 +42,10 @@ from tests.node.release import (
 pytestmark = pytest.mark.node
 
 TOKEN_SECRET = "dataapp-dashboard-gatehouse"
+KEYRING = f"{RELEASE}-keyring"
+# Two mounted-Secret updates (about a minute each, the kubelet's) and the switch between them.
+ROTATION_SECONDS = 300.0
+SOAK_SECONDS = float(os.environ.get("GATEHOUSE_SOAK_SECONDS", "600"))
 
 
 def _pods(cluster: Cluster, component: str) -> list[dict[str, object]]:
@@ -344,3 +350,121 @@ def test_the_api_server_frozen_for_30s_fails_no_fetch_and_loses_no_change(
     assert fetched["failures"] == []
     # The leader that could not renew its Lease exits once (and stands by); nothing loops.
     assert all(count <= 1 for count in restarted.values()), restarted
+
+
+def _keyring(cluster: Cluster) -> Keyring:
+    data = cluster.kubectl(
+        "get", "secret", KEYRING, "-n", SYSTEM, "-o", "jsonpath={.data.keyring\\.json}"
+    ).stdout
+    return Keyring.parse(base64.b64decode(data).decode())
+
+
+def _put_keyring(cluster: Cluster, keyring: Keyring) -> None:
+    patch = {"data": {"keyring.json": base64.b64encode(keyring.dump().encode()).decode()}}
+    cluster.kubectl("patch", "secret", KEYRING, "-n", SYSTEM, "-p", json.dumps(patch))
+
+
+def _mounted_everywhere(cluster: Cluster, keyring: Keyring) -> bool:
+    """Whether every proxy Pod's mounted keyring is ``keyring`` (the kubelet updates a mounted
+    Secret within about a minute)."""
+    for pod in _pods(cluster, "proxy"):
+        name = str(pod["metadata"]["name"])  # type: ignore[index]
+        mounted = cluster.kubectl(
+            "exec", name, "-n", SYSTEM, "--", "python", "-c",
+            "print(open('/etc/gatehouse/keyring/keyring.json').read())", check=False,
+        ).stdout  # fmt: skip
+        if not mounted.strip() or Keyring.parse(mounted).dump() != keyring.dump():
+            return False
+    return True
+
+
+def _readyz(cluster: Cluster, pod: str) -> dict[str, object]:
+    """A proxy replica's /readyz, through the API server's Pod proxy."""
+    raw = cluster.kubectl(
+        "get", "--raw", f"/api/v1/namespaces/{SYSTEM}/pods/{pod}:9090/proxy/readyz"
+    ).stdout
+    found: dict[str, object] = json.loads(raw)
+    return found
+
+
+def test_keyring_rotation_under_load_fails_no_fetch(release: Cluster) -> None:
+    """The README's three steps, on the node: add a key, make it active once every proxy has
+    it, drop the old one once every table is signed and sealed with the new one."""
+    cluster = release
+    _client(cluster, "rotation", seconds=ROTATION_SECONDS)
+    started = time.time()
+    old = _keyring(cluster)
+    added = old.with_new_key("k-node-next")
+    _put_keyring(cluster, added)
+    wait_for(
+        partial(_mounted_everywhere, cluster, added), timeout=150, interval=5,
+        what="the new key mounted in every proxy",
+    )  # fmt: skip
+    mounted = time.time() - started
+    activated = added.activated("k-node-next")
+    _put_keyring(cluster, activated)
+
+    def on_the_new_key() -> bool:
+        for pod in _pods(cluster, "proxy"):
+            ready = _readyz(cluster, str(pod["metadata"]["name"]))  # type: ignore[index]
+            if ready.get("signedWith") != "k-node-next" or ready.get("sealedWith") != [
+                "k-node-next"
+            ]:
+                return False
+        return True
+
+    wait_for(on_the_new_key, timeout=60, interval=1, what="every table on the new key")
+    switched = time.time() - started
+    final = activated.without(old.active)
+    _put_keyring(cluster, final)
+    wait_for(
+        partial(_mounted_everywhere, cluster, final), timeout=150, interval=5,
+        what="the old key gone from every proxy",
+    )  # fmt: skip
+    done = time.time() - started
+    fetched = _fetches(cluster, "rotation", ROTATION_SECONDS)
+    print(
+        f"\nkeyring rotated under load: {fetched['ok']} fetches, "
+        f"{len(fetched['failures'])} failed; new key mounted after {mounted:.0f}s, every table "  # type: ignore[arg-type]
+        f"on it after {switched:.0f}s, old key gone after {done:.0f}s"
+    )
+    assert fetched["failures"] == []
+    assert done < ROTATION_SECONDS
+
+
+def _rss_mb(pod: str) -> float:
+    """Resident memory of the Gatehouse process of ``pod``, from /proc on this host."""
+    with open(f"/proc/{_process_of(pod)}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pod}")
+
+
+def test_a_soak_at_steady_load_grows_no_program_and_keeps_p99(release: Cluster) -> None:
+    """SOAK_SECONDS (default 10 minutes) at 20 fetches a second: each program's memory at the
+    end against after the first minute (under 10 % growth), and every minute's p99."""
+    cluster = release
+    _client(cluster, "soak", seconds=SOAK_SECONDS)
+    time.sleep(60)
+    watched = [
+        str(pod["metadata"]["name"])  # type: ignore[index]
+        for component in ("operator", "webhook", "proxy")
+        for pod in _pods(cluster, component)
+    ]
+    first = {pod: _rss_mb(pod) for pod in watched}
+    fetched = _fetches(cluster, "soak", SOAK_SECONDS)
+    last = {pod: _rss_mb(pod) for pod in watched}
+    windows = [line for line in pods.log_lines(cluster, PROJECT, "soak") if "window" in line]
+    growth = {pod: (last[pod] - first[pod]) / first[pod] for pod in watched}
+    p99 = [float(w["p99_ms"]) for w in windows]
+    print(
+        f"\nsoak {SOAK_SECONDS:.0f}s: {fetched['ok']} fetches, {len(fetched['failures'])} "  # type: ignore[arg-type]
+        f"failed; RSS MB after 1 min -> end: "
+        + ", ".join(f"{pod.rsplit('-', 2)[0]} {first[pod]:.0f}->{last[pod]:.0f}" for pod in watched)
+        + f"; p99 per minute ms: {p99}"
+    )
+    assert fetched["failures"] == []
+    assert all(share < 0.10 for share in growth.values()), growth
+    # Steady: no minute's p99 more than 3x the median minute's.
+    assert max(p99) < 3 * sorted(p99)[len(p99) // 2], p99

@@ -13,8 +13,9 @@ from typing import Any, cast
 import aiohttp
 from kubernetes.aio import client
 
+from gatehouse_operator.api.apps import DATA_APP
 from gatehouse_operator.api.meta import Kind
-from gatehouse_operator.controllers import external_connections, lifecycle
+from gatehouse_operator.controllers import external_connections, lifecycle, linked_apps
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
@@ -105,3 +106,22 @@ def test_housekeeping_outlives_an_api_server_it_cannot_reach() -> None:
         await lifecycle._duty("list", http_error())
 
     asyncio.run(duties())  # neither raises
+
+
+def test_an_app_credential_the_operator_may_not_write_is_a_condition() -> None:
+    class Forbidden(SecretsApi):
+        async def app_token(self, namespace: str, name: str, owner: dict[str, Any]) -> str:
+            raise client.ApiException(status=403, reason="Forbidden")
+
+    api = Forbidden(None, False)
+    runtime = Runtime(OperatorSettings(), cast(Kube, api), StaticKeyring())
+    app = {
+        "kind": "DataApp",
+        "metadata": {"namespace": "shop", "name": "sales", "uid": "a1", "generation": 1},
+        "spec": {"connections": [{"alias": "vendor", "connection": "vendor"}]},
+    }
+    asyncio.run(linked_apps.reconcile(runtime, DATA_APP, app))
+    found = conditions(api)
+    assert found["CredentialIssued"]["reason"] == "SecretForbidden"
+    assert "dataapp-sales-gatehouse" in found["CredentialIssued"]["message"]
+    assert found["Ready"]["status"] == "False"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
+from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_operator import table_bounds
@@ -87,9 +88,23 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
         await runtime.report_not_ready(kind, body, [verdict], {}, key)
         return
     owner = {"kind": kind.kind, "name": meta["name"], "uid": meta["uid"]}
-    token = await runtime.kube.app_token(
-        meta["namespace"], credential_secret_name(kind, meta["name"]), owner
-    )
+    secret = credential_secret_name(kind, meta["name"])
+    try:
+        token = await runtime.kube.app_token(meta["namespace"], secret, owner)
+    except client.ApiException as error:
+        if error.status != 403:
+            raise  # retried: the API server may be away for a moment
+        # A right the chart grants is missing (RBAC edited, or watchNamespaces without this
+        # namespace): said on the app, since the log is not where its owner looks.
+        verdict = Verdict(
+            "CredentialIssued",
+            "False",
+            "SecretForbidden",
+            f"the operator may not read or write Secret {secret!r} (HTTP 403): its "
+            "ServiceAccount needs get, create and update on secrets in this namespace",
+        )
+        await runtime.report_not_ready(kind, body, [verdict, ready([verdict], "", "")], {}, key)
+        return
     route = AppRoute(
         key=key,
         token_sha256=token_sha256(token),
