@@ -21,6 +21,7 @@ share a priority, and two operators of the same priority both freeze.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import time
@@ -30,6 +31,8 @@ import aiohttp
 from kubernetes.aio import client
 
 log = logging.getLogger("gatehouse.leadership")
+# The longest a label call may take.
+CALL_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class Leadership:
         self.namespace, self.name, self.identity = namespace, name, identity
         self.timings = timings
         self.renewed_at = 0.0  # monotonic; 0: never held
+        self.released = False  # given up on purpose: keep() ends without calling it lost
         self._observed = ""  # the Lease's resourceVersion as last seen
         self._observed_at = 0.0
 
@@ -77,10 +81,17 @@ class Leadership:
         log.info("leading (Lease %s)", self.ref)
 
     async def keep(self) -> None:
-        """Renews the Lease; returns when a renewal has not succeeded within the deadline."""
+        """Renews the Lease; returns the moment a renewal has not succeeded within the deadline.
+
+        The deadline is checked before every call (a process that froze wakes up past it and
+        must not make one more round trip first) and no call may outlast it.
+        """
         while True:
-            await asyncio.sleep(self.timings.retry_seconds)
-            if await self._take():
+            await asyncio.sleep(max(0.0, min(self.timings.retry_seconds, self._left())))
+            if self.released:
+                return
+            left = self._left()
+            if left > 0 and await self._take(within=min(self.timings.retry_seconds * 2, left)):
                 continue
             if not self.holding():
                 log.error(
@@ -90,9 +101,15 @@ class Leadership:
                 )
                 return
 
+    def _left(self) -> float:
+        """Seconds until the renew deadline."""
+        return self.renewed_at + self.timings.renew_deadline_seconds - time.monotonic()
+
     async def release(self) -> None:
         """Gives the Lease up, if held, so that a standby need not wait for it to expire."""
-        self.renewed_at = 0.0
+        if self.released:
+            return
+        self.released, self.renewed_at = True, 0.0
         try:
             await asyncio.wait_for(self._give_up(), self.timings.retry_seconds * 2)
         except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
@@ -118,15 +135,17 @@ class Leadership:
             return ""
         return str(lease.spec.holder_identity or "") if lease.spec else ""
 
-    async def _take(self) -> bool:
+    async def _take(self, within: float = 0.0) -> bool:
         """One attempt to acquire or renew; True when this process holds the Lease after it.
 
-        Bounded in time: an API server that hangs rather than refuses (frozen, or a partition
-        that drops packets) must count as a failed renewal, or a leader would never notice its
-        deadline pass.
+        Bounded in time (by default two retry periods): an API server that hangs rather than
+        refuses (frozen, or a partition that drops packets) must count as a failed renewal, or a
+        leader would never notice its deadline pass.
         """
         try:
-            return await asyncio.wait_for(self._try_take(), self.timings.retry_seconds * 2)
+            return await asyncio.wait_for(
+                self._try_take(), within or self.timings.retry_seconds * 2
+            )
         except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
             if not isinstance(error, client.ApiException) or error.status != 409:
                 log.warning("cannot read or write the Lease %s (%s)", self.ref, _cause(error))
@@ -208,9 +227,11 @@ class LeaderLabel:
         self.core, self.namespace, self.lease, self.pod = core, namespace, lease, pod
 
     async def clear_own(self) -> None:
-        """Takes the label off this Pod: a restarted container of a leader starts as a standby."""
+        """Takes the label off this Pod: a restarted container of a leader starts as a standby.
+        Bounded: an API server that hangs must not keep a standby from standing by."""
         if self.pod:
-            await self._set(self.pod, None)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._set(self.pod, None), CALL_SECONDS)
 
     async def mark(self) -> None:
         """Labels this Pod, and takes the label off any other that still has it."""

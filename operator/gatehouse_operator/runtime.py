@@ -51,6 +51,9 @@ class Runtime:
     projects: dict[str, tuple[str, str]] = field(default_factory=dict)
     # Per connection uid: the inputs a credential was sealed from, and the result.
     sealed: dict[str, tuple[tuple[str, ...], Credential]] = field(default_factory=dict)
+    # Connections whose Secret a watch event said changed but that could not be read then:
+    # read again soon (housekeeping), since the watch will not say it twice.
+    unread: set[str] = field(default_factory=set)
     _conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _written: dict[str, dict[str, Any]] = field(default_factory=dict)
 

@@ -220,6 +220,44 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
     assert not _can(cluster, webhook, "update", "externalconnections.gatehouse.dev")
 
 
+def test_the_operator_may_change_only_the_leader_label_of_a_pod(
+    cluster: Cluster, namespace: str, release: str
+) -> None:
+    """RBAC lets the operator patch Pods in its namespace (it cannot name Pods that do not exist
+    yet); the chart's ValidatingAdmissionPolicy holds it to the leader label."""
+    _helm(cluster, "install", release, str(CHART), "-n", namespace, *IN_SHARED_CLUSTER)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "neighbour", "labels": {"app": "neighbour"}},
+        "spec": {"containers": [{"name": "main", "image": "neighbour:1"}]},
+    }
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(pod))
+    operator = f"--as=system:serviceaccount:{namespace}:{release}-gatehouse-operator"
+
+    def patch(change: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        return cluster.kubectl(
+            "patch", "pod", "neighbour", "-n", namespace, "--type=merge",
+            "-p", json.dumps(change), operator, check=False,
+        )  # fmt: skip
+
+    leader = {"metadata": {"labels": {"gatehouse.dev/leader": f"{release}-gatehouse-operator"}}}
+    wait_for(lambda: patch(leader).returncode == 0, timeout=10, what="the operator's label patch")
+    assert patch({"metadata": {"labels": {"gatehouse.dev/leader": None}}}).returncode == 0
+    for change in (
+        {"spec": {"containers": [{"name": "main", "image": "attacker:1"}]}},
+        {"metadata": {"labels": {"app": "elsewhere"}}},
+        {"metadata": {"annotations": {"note": "x"}}},
+    ):
+        refused = patch(change)
+        assert refused.returncode != 0, change
+        assert "may change only a Pod's gatehouse.dev/leader label" in refused.stderr
+    image = cluster.kubectl(
+        "get", "pod", "neighbour", "-n", namespace, "-o", "jsonpath={.spec.containers[0].image}"
+    ).stdout
+    assert image == "neighbour:1"
+
+
 def test_watch_namespaces_narrows_the_rights_to_those_namespaces(
     cluster: Cluster, namespace: str, release: str
 ) -> None:

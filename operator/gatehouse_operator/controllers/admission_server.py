@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,9 +24,11 @@ from gatehouse_operator.access import Access
 from gatehouse_operator.controllers.admission import REGISTRY
 from gatehouse_operator.kube import Kube, api_client
 from gatehouse_operator.settings import WebhookSettings
-from gatehouse_operator.webhook import WebhookServer, shared_certificate
+from gatehouse_operator.webhook import TLS_CERT, WebhookServer, shared_certificate
 
 log = logging.getLogger("gatehouse.webhook")
+# How often a replica checks that it serves the certificate the others serve.
+CHECK_SECONDS = 30
 
 
 @kopf.on.login(registry=REGISTRY)
@@ -66,6 +70,9 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         (folder / "tls.key").write_bytes(key)
         (folder / "tls.key").chmod(0o600)
         files = {"certfile": folder / "tls.crt", "pkeyfile": folder / "tls.key"}
+        memo.tasks.append(
+            asyncio.create_task(_serve_the_shared(kube, options, certificate, key), name="tls")
+        )
     settings.admission.server = WebhookServer(
         addr=options.host,
         port=options.port,
@@ -73,6 +80,42 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         on_ca_bundle=on_ca_bundle,
         **files,
     )
+
+
+async def _serve_the_shared(
+    kube: Kube, options: WebhookSettings, certificate: bytes, key: bytes
+) -> None:
+    """Keeps every replica on the one certificate the configuration trusts.
+
+    Every CHECK_SECONDS: a Secret deleted meanwhile is made again with this replica's
+    certificate (which the others serve too); one that now holds another certificate (made while
+    this replica ran: a reinstall replaced the configuration that owned it) means this replica
+    serves one the configuration will not trust, so it stops and restarts on the new one.
+    """
+    namespace, name = options.tls_secret.split("/", 1)
+    while True:
+        await asyncio.sleep(CHECK_SECONDS)
+        try:
+            found = await kube.secret_data(namespace, name)
+            if found is None:
+                owner = await kube.webhook_configuration_owner(options.configuration)
+                await kube.create_tls_secret(namespace, name, certificate, key, owner)
+                log.warning("made the webhook certificate Secret %s again", options.tls_secret)
+            elif found.get(TLS_CERT) != certificate:
+                log.warning(
+                    "the webhook certificate Secret %s holds another certificate: restarting "
+                    "to serve it",
+                    options.tls_secret,
+                )
+                os.kill(os.getpid(), signal.SIGTERM)  # kopf stops cleanly; the Pod restarts
+                return
+        except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
+            cause = (
+                f"HTTP {error.status}"
+                if isinstance(error, client.ApiException)
+                else type(error).__name__
+            )
+            log.warning("cannot check the webhook certificate Secret (%s)", cause)
 
 
 async def _install_ca_bundle(kube: Kube, options: WebhookSettings, ca_bundle: str) -> None:

@@ -26,8 +26,10 @@ from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.conditions import CREDENTIAL_WATCHED
 from gatehouse_operator.controllers import connection_tests, external_connections, linked_apps
+from gatehouse_operator.credentials import CREDENTIAL_READY
 from gatehouse_operator.keyring_secret import KeyringSecret
 from gatehouse_operator.kube import WATCHED_SELECTOR, Kube, api_client
+from gatehouse_operator.leadership import Leadership
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
@@ -158,10 +160,10 @@ async def _drop_vanished(runtime: Runtime) -> None:
 
 
 async def _reconcile_connections(runtime: Runtime, keys: list[str]) -> None:
-    """Reconciles these connections again; one the API server cannot serve now is left as it
-    is (its route unchanged) for the next pass or its next event, and all that are left when it
-    cannot be reached at all."""
-    for key in keys:
+    """Reconciles these connections again; one the API server cannot serve now keeps its route
+    as it is and is tried again in 10 s (runtime.unread), as are all that are left when the
+    API server cannot be reached at all."""
+    for index, key in enumerate(keys):
         body = runtime.world.connection_bodies.get(key)
         if body is None:
             continue
@@ -169,22 +171,33 @@ async def _reconcile_connections(runtime: Runtime, keys: list[str]) -> None:
             await external_connections.reconcile(runtime, body)
         except client.ApiException as error:
             log.warning("cannot reconcile connection %s now (HTTP %s)", key, error.status)
+            runtime.unread.add(key)
         except (aiohttp.ClientError, TimeoutError) as error:
             log.warning(
                 "cannot reach the API server (%s); %d connections left for later",
                 type(error).__name__,
-                len(keys) - keys.index(key),
+                len(keys) - index,
             )
+            runtime.unread.update(keys[index:])
             return
 
 
 def _unwatched(runtime: Runtime) -> list[str]:
-    """Connections whose Secret the watch does not see: they are read again every resync."""
+    """Connections whose Secret the watch does not see, or the operator may not read: read
+    again every resync (a right granted later, or a rotation, shows within a minute)."""
     return [
         key
         for key in runtime.world.connection_bodies
         if runtime.condition(key, CREDENTIAL_WATCHED).get("status") == "False"
+        or runtime.condition(key, CREDENTIAL_READY).get("reason") == "SecretForbidden"
     ]
+
+
+def _unread(runtime: Runtime) -> list[str]:
+    """Connections whose Secret could not be read when its watch event came: taken off the list
+    here, and put back by a read that fails again."""
+    keys, runtime.unread = sorted(runtime.unread), set()
+    return keys
 
 
 class EmbeddedServer(uvicorn.Server):
@@ -226,6 +239,7 @@ async def _housekeeping(runtime: Runtime) -> None:
             runtime.channel.flush()  # the first table, once the world is synced
         if tick % TEST_SWEEP_SECONDS == 0:
             await _duty("sweep expired ConnectionTests", connection_tests.expire_finished(runtime))
+            await _duty("read Secrets again", _reconcile_connections(runtime, _unread(runtime)))
         if tick % RESYNC_SECONDS == 0:
             await _duty("find missed deletions", _drop_vanished(runtime))
             await _duty(
@@ -279,4 +293,7 @@ async def stop(memo: Any, **_: Any) -> None:
             task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.gather(*memo.tasks, return_exceptions=True)
+    leadership: Leadership | None = getattr(memo, "leadership", None)
+    if leadership is not None:
+        await leadership.release()  # serving no more: a standby may lead now
     await memo.api.close()

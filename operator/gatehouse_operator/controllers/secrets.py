@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import aiohttp
 import kopf
+from kubernetes.aio import client
 
 from gatehouse_operator.controllers import external_connections, linked_apps
 from gatehouse_operator.runtime import Runtime
@@ -39,10 +41,13 @@ async def secret_event(
     data = {key: base64.b64decode(value) for key, value in (body.get("data") or {}).items()}
     for key in runtime.world.connections_using_secret(namespace, name):
         connection = runtime.world.connection_bodies[key]
-        if deleted:
-            await external_connections.reconcile(runtime, connection)  # reads it
-        else:
+        if not deleted:
             await external_connections.reconcile(runtime, connection, secret_data=data)
+            continue
+        try:
+            await external_connections.reconcile(runtime, connection)  # reads it
+        except (client.ApiException, aiohttp.ClientError, TimeoutError):
+            runtime.unread.add(key)  # kopf retries no event handler: housekeeping reads it
 
     app = linked_apps.app_for_credential_secret(
         dict(body.get("metadata", {}).get("labels") or {}), namespace
