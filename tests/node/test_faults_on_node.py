@@ -43,8 +43,9 @@ pytestmark = pytest.mark.node
 
 TOKEN_SECRET = "dataapp-dashboard-gatehouse"
 KEYRING = f"{RELEASE}-keyring"
+PROGRAMS = (b"gatehouse_operator", b"gatehouse_proxy")
 # Two mounted-Secret updates (about a minute each, the kubelet's) and the switch between them.
-ROTATION_SECONDS = 240.0
+ROTATION_SECONDS = 150.0
 SOAK_SECONDS = float(os.environ.get("GATEHOUSE_SOAK_SECONDS", "600"))
 
 
@@ -237,9 +238,9 @@ def test_a_killed_operator_leader_is_replaced_in_seconds(release: Cluster) -> No
     rollout(release, "operator")
 
 
-def _process_of(pod: str) -> int:
-    """The operator process of ``pod``, as this host sees it (the node's PID namespace nests in
-    the host's)."""
+def _process(matches: Callable[[list[bytes], list[bytes]], bool], what: str) -> int:
+    """The process whose argv and environment ``matches``, as this host sees it (the node's
+    PID namespace nests in the host's)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -250,9 +251,19 @@ def _process_of(pod: str) -> int:
                 env = environ.read().split(b"\0")
         except OSError:
             continue
-        if b"gatehouse_operator" in argv and f"POD_NAME={pod}".encode() in env:
+        if matches(argv, env):
             return int(entry)
-    raise AssertionError(f"no operator process of Pod {pod}")
+    raise AssertionError(f"no process of {what}")
+
+
+def _process_of(pod: str) -> int:
+    """The Gatehouse program of ``pod`` (the container runtime names its host after the Pod)."""
+    return _process(
+        lambda argv, env: (
+            any(program in argv for program in PROGRAMS) and f"HOSTNAME={pod}".encode() in env
+        ),
+        f"Pod {pod}",
+    )
 
 
 def test_webhook_pods_killed_and_evicted_refuse_no_write(release: Cluster) -> None:
@@ -296,18 +307,11 @@ def _evict(cluster: Cluster, pod: str) -> subprocess.CompletedProcess[str]:
 
 def _apiserver_pid(cluster: Cluster) -> int:
     """The node's kube-apiserver: the one whose certificates are in this node's folder."""
-    where = str(cluster.kubeconfig.parent)  # the node's folder: its kubeconfig is at the top
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                argv = cmdline.read().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"kube-apiserver") and where.encode() in b" ".join(argv):
-            return int(entry)
-    raise AssertionError(f"no kube-apiserver of the node in {where}")
+    where = str(cluster.kubeconfig.parent).encode()  # the node's folder: its kubeconfig's
+    return _process(
+        lambda argv, _: argv[0].endswith(b"kube-apiserver") and where in b" ".join(argv),
+        f"the node's kube-apiserver in {where!r}",
+    )
 
 
 def _restarts(cluster: Cluster) -> dict[str, int]:
