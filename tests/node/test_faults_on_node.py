@@ -44,9 +44,19 @@ pytestmark = pytest.mark.node
 TOKEN_SECRET = "dataapp-dashboard-gatehouse"
 KEYRING = f"{RELEASE}-keyring"
 PROGRAMS = (b"gatehouse_operator", b"gatehouse_proxy")
+REPORT = CHART.parents[1] / ".gatehouse" / "faults.txt"
 # Two mounted-Secret updates (about a minute each, the kubelet's) and the switch between them.
 ROTATION_SECONDS = 150.0
 SOAK_SECONDS = float(os.environ.get("GATEHOUSE_SOAK_SECONDS", "600"))
+
+
+def _report(figures: str) -> None:
+    """Prints a scenario's figures and keeps them in REPORT (pytest shows no output of a test
+    that passed; the README's table is made from this file)."""
+    print(figures)
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    with REPORT.open("a") as report:
+        report.write(figures.strip() + "\n")
 
 
 def _pods(cluster: Cluster, component: str) -> list[dict[str, object]]:
@@ -203,7 +213,7 @@ def _leader_ends(cluster: Cluster, name: str, end: Callable[[str], None]) -> Tak
             if "gatehouse." in line and "aiohttp.access" not in line
         ]
         print(f"\n{pod_name}:\n" + "\n".join(said[:25]))
-    print(
+    _report(
         f"\n{name}: {fetched['ok']} fetches, {len(fetched['failures'])} failed; "  # type: ignore[arg-type]
         f"{writes.sent} writes, {len(writes.refused)} refused; a new connection routed "
         f"{routed:.1f}s after; now led by "
@@ -287,7 +297,7 @@ def test_webhook_pods_killed_and_evicted_refuse_no_write(release: Cluster) -> No
         time.sleep(3)
         rollout(cluster, "webhook")
         time.sleep(2)
-    print(f"\nwebhook killed and evicted: {writes.sent} writes, {len(writes.refused)} refused")
+    _report(f"\nwebhook killed and evicted: {writes.sent} writes, {len(writes.refused)} refused")
     assert held.returncode != 0
     assert "disruption budget" in held.stderr, held.stderr
     assert writes.refused == []
@@ -362,7 +372,7 @@ def test_the_api_server_frozen_for_30s_fails_no_fetch_and_loses_no_change(
                 "logs", name, "-n", SYSTEM, "--previous", "--tail=8", check=False
             ).stdout
             print(f"{name} restarted {count}x; its last lines before:\n{previous}")
-    print(
+    _report(
         f"\nAPI server frozen 30 s: {fetched['ok']} fetches, {len(fetched['failures'])} failed; "  # type: ignore[arg-type]
         f"the change made before it routed {caught_up:.1f}s after it came back; restarts "
         f"{restarted}"
@@ -444,7 +454,7 @@ def test_keyring_rotation_under_load_fails_no_fetch(release: Cluster) -> None:
     )  # fmt: skip
     done = time.time() - started
     fetched = _fetches(cluster, "rotation", ROTATION_SECONDS)
-    print(
+    _report(
         f"\nkeyring rotated under load: {fetched['ok']} fetches, "
         f"{len(fetched['failures'])} failed; new key mounted after {mounted:.0f}s, every table "  # type: ignore[arg-type]
         f"on it after {switched:.0f}s, old key gone after {done:.0f}s"
@@ -480,7 +490,7 @@ def test_a_soak_at_steady_load_grows_no_program_and_keeps_p99(release: Cluster) 
     windows = [line for line in pods.log_lines(cluster, PROJECT, "soak") if "window" in line]
     growth = {pod: (last[pod] - first[pod]) / first[pod] for pod in watched}
     p99 = [float(w["p99_ms"]) for w in windows]
-    print(
+    _report(
         f"\nsoak {SOAK_SECONDS:.0f}s: {fetched['ok']} fetches, {len(fetched['failures'])} "  # type: ignore[arg-type]
         f"failed; RSS MB after 1 min -> end: "
         + ", ".join(f"{pod.rsplit('-', 2)[0]} {first[pod]:.0f}->{last[pod]:.0f}" for pod in watched)
