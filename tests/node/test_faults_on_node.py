@@ -230,8 +230,10 @@ def test_a_deleted_operator_leader_is_replaced_in_seconds(release: Cluster) -> N
 
     takeover = _leader_ends(release, "leader-deleted", delete)
     assert takeover.fetched["failures"] == []
-    assert takeover.writes.refused == []
-    assert takeover.routed < 5
+    assert takeover.writes.refused == []  # writes never wait on the operator: the webhook's own
+    # Routing a new connection waits for the standby's cold start (it lists every resource and
+    # publishes a first table) and for the proxies to find it behind the Service.
+    assert takeover.routed < 15
 
 
 def test_a_killed_operator_leader_is_replaced_in_seconds(release: Cluster) -> None:
