@@ -12,6 +12,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
+import aiohttp
 from kubernetes.aio import client, config
 
 from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
@@ -29,6 +30,9 @@ CREDENTIAL_LABEL = "gatehouse.dev/credential-for"
 WATCHED_LABEL = "gatehouse.dev/credential"
 WATCHED_SELECTOR = f"{WATCHED_LABEL}=true"
 TOKEN_KEY = "token"  # noqa: S105 (the key name within the Secret)
+# What a call to the API server raises when it fails: an HTTP error, a refused or broken
+# connection, or a call bounded in time that ran out of it.
+API_ERRORS = (client.ApiException, aiohttp.ClientError, TimeoutError)
 
 
 class SampleRefused(Exception):
@@ -48,6 +52,14 @@ def _owner(owner: dict[str, Any]) -> client.V1OwnerReference:
         controller=True,
         block_owner_deletion=True,
     )
+
+
+def failure(error: Exception) -> str:
+    """A failed API call in words for a log or a message: the status, or the kind of error.
+    Never an ApiException's own rendering, which carries the response's headers and body."""
+    if isinstance(error, client.ApiException):
+        return f"HTTP {error.status} {error.reason}"
+    return type(error).__name__
 
 
 async def api_client() -> client.ApiClient:
@@ -156,12 +168,22 @@ class Kube:
             return None, False
         return _decoded(secret.data), watched(secret)
 
-    async def create_secret(self, namespace: str, name: str, string_data: dict[str, str]) -> None:
+    async def create_secret(
+        self,
+        namespace: str,
+        name: str,
+        string_data: dict[str, str],
+        *,
+        type_: str = "Opaque",
+        owner: client.V1OwnerReference | None = None,
+    ) -> None:
         body = client.V1Secret(
             metadata=client.V1ObjectMeta(
-                name=name, labels={"app.kubernetes.io/managed-by": "gatehouse-operator"}
+                name=name,
+                labels={"app.kubernetes.io/managed-by": "gatehouse-operator"},
+                owner_references=[owner] if owner else None,
             ),
-            type="Opaque",
+            type=type_,
             string_data=string_data,
         )
         await self.core.create_namespaced_secret(namespace, body)
@@ -175,28 +197,6 @@ class Kube:
             name=name,
             uid=str(found.metadata.uid if found.metadata else ""),
         )
-
-    async def create_tls_secret(
-        self,
-        namespace: str,
-        name: str,
-        certificate: bytes,
-        key: bytes,
-        owner: client.V1OwnerReference,
-    ) -> None:
-        body = client.V1Secret(
-            metadata=client.V1ObjectMeta(
-                name=name,
-                labels={"app.kubernetes.io/managed-by": "gatehouse-operator"},
-                owner_references=[owner],
-            ),
-            type="kubernetes.io/tls",
-            data={
-                "tls.crt": base64.b64encode(certificate).decode(),
-                "tls.key": base64.b64encode(key).decode(),
-            },
-        )
-        await self.core.create_namespaced_secret(namespace, body)
 
     async def app_token(self, namespace: str, secret_name: str, owner: dict[str, Any]) -> str:
         """The app's proxy credential from the Secret the operator owns, created if missing."""

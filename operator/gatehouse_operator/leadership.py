@@ -27,8 +27,9 @@ import logging
 import time
 from dataclasses import dataclass
 
-import aiohttp
 from kubernetes.aio import client
+
+from gatehouse_operator.kube import API_ERRORS, failure
 
 log = logging.getLogger("gatehouse.leadership")
 # The longest a label call may take.
@@ -58,6 +59,7 @@ class Leadership:
         self.released = False  # given up on purpose: keep() ends without calling it lost
         self._observed = ""  # the Lease's resourceVersion as last seen
         self._observed_at = 0.0
+        self._holder = ""  # who held it when last seen
 
     @property
     def ref(self) -> str:
@@ -73,10 +75,9 @@ class Leadership:
         """Returns once this process holds the Lease."""
         waiting_for = ""
         while not await self._take():
-            holder = await self._holder()
-            if holder != waiting_for:
-                log.info("standing by: %s leads (Lease %s)", holder or "no one", self.ref)
-                waiting_for = holder
+            if self._holder != waiting_for:
+                log.info("standing by: %s leads (Lease %s)", self._holder or "no one", self.ref)
+                waiting_for = self._holder
             await asyncio.sleep(self.timings.retry_seconds)
         log.info("leading (Lease %s)", self.ref)
 
@@ -112,8 +113,8 @@ class Leadership:
         self.released, self.renewed_at = True, 0.0
         try:
             await asyncio.wait_for(self._give_up(), self.timings.retry_seconds * 2)
-        except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
-            log.warning("cannot release the Lease %s (%s)", self.ref, _cause(error))
+        except API_ERRORS as error:
+            log.warning("cannot release the Lease %s (%s)", self.ref, failure(error))
 
     async def _give_up(self) -> None:
         lease = await self.coordination.read_namespaced_lease(self.name, self.namespace)
@@ -124,16 +125,6 @@ class Leadership:
         lease.spec.renew_time = _now()
         await self.coordination.replace_namespaced_lease(self.name, self.namespace, lease)
         log.info("released the Lease %s", self.ref)
-
-    async def _holder(self) -> str:
-        try:
-            lease = await asyncio.wait_for(
-                self.coordination.read_namespaced_lease(self.name, self.namespace),
-                self.timings.retry_seconds * 2,
-            )
-        except (client.ApiException, aiohttp.ClientError, TimeoutError):
-            return ""
-        return str(lease.spec.holder_identity or "") if lease.spec else ""
 
     async def _take(self, within: float = 0.0) -> bool:
         """One attempt to acquire or renew; True when this process holds the Lease after it.
@@ -146,9 +137,9 @@ class Leadership:
             return await asyncio.wait_for(
                 self._try_take(), within or self.timings.retry_seconds * 2
             )
-        except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
+        except API_ERRORS as error:
             if not isinstance(error, client.ApiException) or error.status != 409:
-                log.warning("cannot read or write the Lease %s (%s)", self.ref, _cause(error))
+                log.warning("cannot read or write the Lease %s (%s)", self.ref, failure(error))
             return False  # 409: another replica wrote it first
 
     async def _try_take(self) -> bool:
@@ -198,6 +189,7 @@ class Leadership:
         return True
 
     def _seen(self, lease: client.V1Lease) -> None:
+        self._holder = str(lease.spec.holder_identity or "") if lease.spec else ""
         version = str(lease.metadata.resource_version if lease.metadata else "")
         if version != self._observed:
             self._observed, self._observed_at = version, time.monotonic()
@@ -205,12 +197,6 @@ class Leadership:
 
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
-
-
-def _cause(error: Exception) -> str:
-    if isinstance(error, client.ApiException):
-        return f"HTTP {error.status} {error.reason}"
-    return type(error).__name__
 
 
 class LeaderLabel:
@@ -242,8 +228,8 @@ class LeaderLabel:
             pods = await self.core.list_namespaced_pod(
                 self.namespace, label_selector=f"{self.KEY}={self.lease}"
             )
-        except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
-            log.warning("cannot list the Pods labelled %s (%s)", self.KEY, _cause(error))
+        except API_ERRORS as error:
+            log.warning("cannot list the Pods labelled %s (%s)", self.KEY, failure(error))
             return
         for pod in pods.items:
             if pod.metadata and pod.metadata.name != self.pod:
@@ -255,7 +241,7 @@ class LeaderLabel:
             await self.core.patch_namespaced_pod(
                 pod, self.namespace, patch, _content_type="application/merge-patch+json"
             )
-        except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
+        except API_ERRORS as error:
             # Said, not fatal: the Service may point at the wrong Pod until the next leader
             # change, and the proxies, keeping their last table, say so in their readiness.
-            log.error("cannot label Pod %s %s=%s (%s)", pod, self.KEY, value, _cause(error))
+            log.error("cannot label Pod %s %s=%s (%s)", pod, self.KEY, value, failure(error))

@@ -21,6 +21,7 @@ from kubernetes.aio import client
 
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.conditions import Verdict
+from gatehouse_operator.kube import failure
 from gatehouse_operator.replicas import Replicas
 from gatehouse_operator.table_journal import Journal
 from gatehouse_operator.world import World
@@ -143,8 +144,6 @@ class Rollout:
 def _cause(error: Exception) -> str:
     """Why a status write failed, in words for an operator's log: never an ApiException's own
     rendering, which carries the response's headers and body."""
-    if isinstance(error, client.ApiException):
-        if error.status == 403:
-            return "HTTP 403: the operator's ServiceAccount lacks patch on the kind's /status"
-        return f"HTTP {error.status} {error.reason}"
-    return type(error).__name__
+    if isinstance(error, client.ApiException) and error.status == 403:
+        return "HTTP 403: the operator's ServiceAccount lacks patch on the kind's /status"
+    return failure(error)

@@ -121,12 +121,21 @@ async def shared_certificate(
         if found and TLS_CERT in found and TLS_KEY in found:
             return found[TLS_CERT], found[TLS_KEY]
         certificate, key = WebhookServer.build_certificate(hostnames)
-        owner = await kube.webhook_configuration_owner(configuration)
         try:
-            await kube.create_tls_secret(namespace, name, certificate, key, owner)
+            await store_certificate(kube, ref, configuration, certificate, key)
         except client.ApiException as error:
             if error.status != 409:
                 raise
             continue  # another replica made it first: serve theirs
         return certificate, key
     raise RuntimeError(f"the webhook certificate Secret {ref} holds no {TLS_CERT} and {TLS_KEY}")
+
+
+async def store_certificate(
+    kube: Kube, ref: str, configuration: str, certificate: bytes, key: bytes
+) -> None:
+    """Creates the Secret ``ref`` with the certificate, owned by the webhook configuration."""
+    namespace, name = ref.split("/", 1)
+    owner = await kube.webhook_configuration_owner(configuration)
+    pem = {TLS_CERT: certificate.decode(), TLS_KEY: key.decode()}
+    await kube.create_secret(namespace, name, pem, type_="kubernetes.io/tls", owner=owner)

@@ -35,7 +35,7 @@ from gatehouse_operator.api.project_config import (
     becomes_the_project,
     second_project,
 )
-from gatehouse_operator.kube import Kube
+from gatehouse_operator.kube import Kube, failure
 from gatehouse_operator.project_config.schema import spec_problems
 
 REGISTRY = kopf.OperatorRegistry()
@@ -53,7 +53,7 @@ def _refused_if_unanswered(check: Check) -> Check:
         try:
             await check(**kwargs)
         except client.ApiException as error:
-            cause = f"HTTP {error.status} {error.reason}"
+            cause = failure(error)
             if error.status == 403:
                 cause += ": the webhook's ServiceAccount lacks a right its checks need"
             log.error("%s: cannot ask the API server (%s)", check.__name__, cause)

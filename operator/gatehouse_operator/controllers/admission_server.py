@@ -16,15 +16,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import kopf
 from kubernetes.aio import client
 
 from gatehouse_operator.access import Access
 from gatehouse_operator.controllers.admission import REGISTRY
-from gatehouse_operator.kube import Kube, api_client
+from gatehouse_operator.kube import API_ERRORS, Kube, api_client, failure
 from gatehouse_operator.settings import WebhookSettings
-from gatehouse_operator.webhook import TLS_CERT, WebhookServer, shared_certificate
+from gatehouse_operator.webhook import (
+    TLS_CERT,
+    TLS_KEY,
+    WebhookServer,
+    shared_certificate,
+    store_certificate,
+)
 
 log = logging.getLogger("gatehouse.webhook")
 # How often a replica checks that it serves the certificate the others serve.
@@ -61,15 +66,15 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         except client.ApiException as error:
             raise kopf.TemporaryError(
                 f"cannot read or make the webhook certificate Secret {options.tls_secret} "
-                f"(HTTP {error.status} {error.reason})",
+                f"({failure(error)})",
                 delay=5,
             ) from None
         # kopf's server loads its certificate from files: an emptyDir in the Pod.
         folder = Path(tempfile.mkdtemp(prefix="gatehouse-webhook-"))
-        (folder / "tls.crt").write_bytes(certificate)
-        (folder / "tls.key").write_bytes(key)
-        (folder / "tls.key").chmod(0o600)
-        files = {"certfile": folder / "tls.crt", "pkeyfile": folder / "tls.key"}
+        (folder / TLS_CERT).write_bytes(certificate)
+        (folder / TLS_KEY).write_bytes(key)
+        (folder / TLS_KEY).chmod(0o600)
+        files = {"certfile": folder / TLS_CERT, "pkeyfile": folder / TLS_KEY}
         memo.tasks.append(
             asyncio.create_task(_serve_the_shared(kube, options, certificate, key), name="tls")
         )
@@ -98,8 +103,9 @@ async def _serve_the_shared(
         try:
             found = await kube.secret_data(namespace, name)
             if found is None:
-                owner = await kube.webhook_configuration_owner(options.configuration)
-                await kube.create_tls_secret(namespace, name, certificate, key, owner)
+                await store_certificate(
+                    kube, options.tls_secret, options.configuration, certificate, key
+                )
                 log.warning("made the webhook certificate Secret %s again", options.tls_secret)
             elif found.get(TLS_CERT) != certificate:
                 log.warning(
@@ -109,13 +115,8 @@ async def _serve_the_shared(
                 )
                 os.kill(os.getpid(), signal.SIGTERM)  # kopf stops cleanly; the Pod restarts
                 return
-        except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
-            cause = (
-                f"HTTP {error.status}"
-                if isinstance(error, client.ApiException)
-                else type(error).__name__
-            )
-            log.warning("cannot check the webhook certificate Secret (%s)", cause)
+        except API_ERRORS as error:
+            log.warning("cannot check the webhook certificate Secret (%s)", failure(error))
 
 
 async def _install_ca_bundle(kube: Kube, options: WebhookSettings, ca_bundle: str) -> None:
@@ -128,17 +129,12 @@ async def _install_ca_bundle(kube: Kube, options: WebhookSettings, ca_bundle: st
     for delay in itertools.chain((1.0, 2.0, 5.0, 10.0), itertools.repeat(30.0)):
         try:
             await kube.set_webhook_ca(name, ca_bundle)
-        except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
-            cause = (
-                f"HTTP {error.status} {error.reason}"
-                if isinstance(error, client.ApiException)
-                else type(error).__name__
-            )
+        except API_ERRORS as error:
             log.error(
                 "cannot write the webhook certificate into ValidatingWebhookConfiguration %s "
                 "(%s); retrying in %.0fs: until then links, tests and project files are refused",
                 name,
-                cause,
+                failure(error),
                 delay,
             )
             await asyncio.sleep(delay)

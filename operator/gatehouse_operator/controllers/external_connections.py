@@ -109,15 +109,14 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
             advisory.append(watched_verdict(ref.name, secret_data is not None, watched))
     else:
         advisory.append(watched_verdict(ref.name, True, True))
-    try:
-        if problem is not None:
-            raise problem
-        credential = runtime.seal(
-            spec.auth, secret_data, connection_uid=body["metadata"]["uid"], origin=origin
-        )
-    except CredentialProblem as caught:
-        problem = caught
-        credential = Credential(type=spec.auth.type)
+    credential = Credential(type=spec.auth.type)
+    if problem is None:
+        try:
+            credential = runtime.seal(
+                spec.auth, secret_data, connection_uid=body["metadata"]["uid"], origin=origin
+            )
+        except CredentialProblem as caught:
+            problem = caught
     verdicts.append(verdict_for(problem, spec.auth))
     routed = f"the proxy routes requests to {origin}"
     summary = ready(verdicts, "Routed", routed)

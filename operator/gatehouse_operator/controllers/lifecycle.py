@@ -13,7 +13,6 @@ import logging
 from collections.abc import Awaitable, Iterator
 from typing import Any
 
-import aiohttp
 import kopf
 import uvicorn
 from aiohttp import web
@@ -28,7 +27,7 @@ from gatehouse_operator.conditions import CREDENTIAL_WATCHED
 from gatehouse_operator.controllers import connection_tests, external_connections, linked_apps
 from gatehouse_operator.credentials import CREDENTIAL_READY
 from gatehouse_operator.keyring_secret import KeyringSecret
-from gatehouse_operator.kube import WATCHED_SELECTOR, Kube, api_client
+from gatehouse_operator.kube import API_ERRORS, WATCHED_SELECTOR, Kube, api_client, failure
 from gatehouse_operator.leadership import Leadership
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.service_api import app as service_api
@@ -170,12 +169,12 @@ async def _reconcile_connections(runtime: Runtime, keys: list[str]) -> None:
         try:
             await external_connections.reconcile(runtime, body)
         except client.ApiException as error:
-            log.warning("cannot reconcile connection %s now (HTTP %s)", key, error.status)
+            log.warning("cannot reconcile connection %s now (%s)", key, failure(error))
             runtime.unread.add(key)
-        except (aiohttp.ClientError, TimeoutError) as error:
+        except API_ERRORS as error:
             log.warning(
                 "cannot reach the API server (%s); %d connections left for later",
-                type(error).__name__,
+                failure(error),
                 len(keys) - index,
             )
             runtime.unread.update(keys[index:])
@@ -253,10 +252,8 @@ async def _housekeeping(runtime: Runtime) -> None:
 async def _duty(what: str, work: Awaitable[None]) -> None:
     try:
         await work
-    except client.ApiException as error:
-        log.warning("cannot %s (HTTP %s); trying again later", what, error.status)
     except Exception as error:  # any: housekeeping must outlive one failed turn
-        log.warning("cannot %s (%s); trying again later", what, type(error).__name__)
+        log.warning("cannot %s (%s); trying again later", what, failure(error))
 
 
 class Rotation:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import aiohttp
 import kopf
-from kubernetes.aio import client
 
 from gatehouse_operator.controllers import external_connections, linked_apps
+from gatehouse_operator.kube import API_ERRORS
 from gatehouse_operator.runtime import Runtime
 from gatehouse_proxy.routing_table import token_sha256
 
@@ -46,7 +45,7 @@ async def secret_event(
             continue
         try:
             await external_connections.reconcile(runtime, connection)  # reads it
-        except (client.ApiException, aiohttp.ClientError, TimeoutError):
+        except API_ERRORS:
             runtime.unread.add(key)  # kopf retries no event handler: housekeeping reads it
 
     app = linked_apps.app_for_credential_secret(
