@@ -110,3 +110,56 @@ namespace, else in a Role in each of operator.watchNamespaces. */ -}}
   resources: [projectconfigs]
   verbs: [list]
 {{- end -}}
+
+{{- /* operator.watchNamespaces: a Role with ``rules`` (a template's name) for ``component`` in
+each namespace, and its binding; called with (list $ component rules). */ -}}
+{{- define "gatehouse.watchedRoles" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- $rules := index . 2 -}}
+{{- range $root.Values.operator.watchNamespaces }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ include "gatehouse.fullname" $root }}-{{ $component }}-watched
+  namespace: {{ . | quote }}
+  labels: {{- include "gatehouse.labels" $root | nindent 4 }}
+rules:
+  {{- include $rules $root | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ include "gatehouse.fullname" $root }}-{{ $component }}-watched
+  namespace: {{ . | quote }}
+  labels: {{- include "gatehouse.labels" $root | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ include "gatehouse.fullname" $root }}-{{ $component }}-watched
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "gatehouse.fullname" $root }}-{{ $component }}
+    namespace: {{ $root.Release.Namespace }}
+{{- end }}
+{{- end -}}
+
+{{- /* Spread over nodes: the values' constraints, else one per node where possible; called with
+(list $ component), the component naming its values and its Pods' label. */ -}}
+{{- define "gatehouse.topologySpread" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+topologySpreadConstraints:
+  {{- with (index $root.Values $component).topologySpreadConstraints }}
+  {{- toYaml . | nindent 2 }}
+  {{- else }}
+  - maxSkew: 1
+    topologyKey: kubernetes.io/hostname
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        app.kubernetes.io/instance: {{ $root.Release.Name | quote }}
+        app.kubernetes.io/component: {{ $component }}
+  {{- end }}
+{{- end -}}
