@@ -8,6 +8,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY operator ./operator
 COPY proxy ./proxy
+COPY contract ./contract
 RUN python3 -m venv /opt/build \
  && /opt/build/bin/pip wheel --no-cache-dir --disable-pip-version-check --wheel-dir /wheels .
 

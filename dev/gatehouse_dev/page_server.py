@@ -15,13 +15,13 @@ from pathlib import Path
 import uvicorn
 from kubernetes.aio import config
 
+from gatehouse_contract.sealing import KeyringFile
 from gatehouse_operator.access import Access
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.web import routes
-from gatehouse_proxy.sealing import KeyringFile
 
 
 async def serve(port: int, read_only: bool) -> None:

@@ -19,11 +19,11 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from gatehouse_contract.sealing import Keyring
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import Server, free_port
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api import crds, roles, webhooks
-from gatehouse_proxy.sealing import Keyring
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"

@@ -13,10 +13,10 @@ from typing import Any
 import kopf
 
 import gatehouse_operator.controllers  # noqa: F401  (registers the handlers)
+from gatehouse_contract.sealing import KeyringFile
 from gatehouse_operator import elected
 from gatehouse_operator.controllers import admission
 from gatehouse_operator.settings import OperatorSettings, WebhookSettings
-from gatehouse_proxy.sealing import KeyringFile
 
 LOG_FORMATS = {"text": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
 

@@ -3,8 +3,8 @@ and what a draft test sends with its request."""
 
 from __future__ import annotations
 
+from gatehouse_contract.routes import ConnectionRoute, Credential, Limits
 from gatehouse_operator.api.connection import ExternalConnectionSpec
-from gatehouse_proxy.routing_table import ConnectionRoute, Credential, Limits
 
 
 def route_for(

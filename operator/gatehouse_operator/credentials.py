@@ -14,11 +14,11 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
+from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
+from gatehouse_contract.routes import Credential
+from gatehouse_contract.sealing import Keyring
 from gatehouse_operator.api.connection import Auth
 from gatehouse_operator.conditions import Verdict
-from gatehouse_proxy.google_tokens import load_rsa_key
-from gatehouse_proxy.routing_table import Credential
-from gatehouse_proxy.sealing import Keyring
 
 CREDENTIAL_READY = "CredentialReady"
 _HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -28,7 +28,6 @@ MAX_SECRET_BYTES = 4096
 # A service-account key file is about 2.3 KB; its RSA key may be at most this large. Larger keys
 # cost seconds of CPU per signature check (16,384 bits: 35 s) in a process every tenant shares.
 MAX_KEY_FILE_BYTES = 16 * 1024
-MAX_RSA_BITS = 4096
 
 
 class CredentialProblem(Exception):

@@ -17,17 +17,17 @@ from typing import Any
 from kubernetes.aio import client
 from pydantic import ValidationError
 
+from gatehouse_contract.connection_tests import ConnectionTestRequest
 from gatehouse_operator import table_bounds
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import API_VERSION, spec_error
 from gatehouse_operator.as_user import AsUser, refusal
 from gatehouse_operator.connection_route import route_for
+from gatehouse_operator.connection_testing import Finished, Waiting, ask, result, secret_texts
 from gatehouse_operator.credentials import CredentialProblem, seal_credential
 from gatehouse_operator.origin import OriginError, normalise_origin
-from gatehouse_operator.probing import Finished, Waiting, ask, result, secret_texts
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.service_api.models import DraftTestOutcome, DraftTestRequest
-from gatehouse_proxy.probes import ProbeRequest
 
 # Not a Kubernetes name, so a draft's routing key can never be a saved connection's.
 DRAFT_NAME = "~draft"
@@ -123,7 +123,7 @@ async def try_draft(
     too_large = table_bounds.check(route, size, size, "Passed")
     if too_large is not None:
         return _failed(too_large.reason, too_large.message)
-    request = ProbeRequest(
+    request = ConnectionTestRequest(
         connection=route.key,
         method=method,
         path=draft.request.path,

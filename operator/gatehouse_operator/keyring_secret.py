@@ -13,8 +13,8 @@ import logging
 
 from kubernetes.aio import client
 
+from gatehouse_contract.sealing import Keyring, KeyringError
 from gatehouse_operator.kube import Kube
-from gatehouse_proxy.sealing import Keyring, KeyringError
 
 KEY = "keyring.json"
 FIRST_KEY_ID = "k1"

@@ -19,13 +19,13 @@ from typing import Any
 
 from kubernetes.aio import client
 
+from gatehouse_contract.routes import EntryKind
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.conditions import Verdict
 from gatehouse_operator.kube import failure
 from gatehouse_operator.replicas import Replicas
 from gatehouse_operator.table_journal import Journal
 from gatehouse_operator.world import World
-from gatehouse_proxy.routing_table import EntryKind
 
 log = logging.getLogger("gatehouse.operator.rollout")
 

@@ -14,6 +14,8 @@ from typing import Any
 
 from kubernetes.aio import client
 
+from gatehouse_contract.routes import Credential, EntryKind
+from gatehouse_contract.sealing import KeyringSource
 from gatehouse_operator import conditions
 from gatehouse_operator.api.connection import Auth
 from gatehouse_operator.api.meta import Kind
@@ -26,8 +28,6 @@ from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.table_journal import Journal
 from gatehouse_operator.table_server import TableChannel
 from gatehouse_operator.world import World
-from gatehouse_proxy.routing_table import Credential, EntryKind
-from gatehouse_proxy.sealing import KeyringSource
 
 log = logging.getLogger("gatehouse.operator")
 

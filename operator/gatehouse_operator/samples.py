@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gatehouse_contract.redaction import REDACTED, Redactor
 from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS, SAVE_AS_SAMPLE_ANNOTATION
 from gatehouse_operator.conditions import Verdict, condition
-from gatehouse_proxy.redaction import REDACTED, Redactor
 
 SENSITIVE_KEYS = frozenset(
     {

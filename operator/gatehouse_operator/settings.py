@@ -6,8 +6,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gatehouse_contract.env import env_flag, env_port, env_seconds
 from gatehouse_operator.webhook import WEBHOOK_CONFIGURATION
-from gatehouse_proxy.settings import env_flag, env_port, env_seconds
 
 
 def _object_ref(name: str) -> str:

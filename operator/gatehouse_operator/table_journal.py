@@ -14,8 +14,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from gatehouse_contract.routes import AppRoute, ConnectionRoute, EntryKind, entry_digest
 from gatehouse_operator.world import World
-from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, EntryKind, entry_digest
 
 # A snapshot travels in parts of about this size, so no table size meets a message limit.
 SNAPSHOT_PART_BYTES = 4 * 1024 * 1024

@@ -1,6 +1,6 @@
 """The table channel's operator end: one WebSocket per proxy replica.
 
-A replica that connects (see :mod:`gatehouse_proxy.channel` for the wire rules) receives a
+A replica that connects (see :mod:`gatehouse_contract.channel` for the wire rules) receives a
 snapshot, then every delta the journal records, a signed heartbeat when nothing else moved, and
 the connection tests the operator runs. What it acknowledges is recorded in :class:`Replicas`,
 which is what ``Ready`` waits for. Each replica has its own sender: a slow one falls behind (and
@@ -13,44 +13,51 @@ client, and its server needs no further package (uvicorn would need ``websockets
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 import time
-from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
-from pydantic import ValidationError
 
-from gatehouse_operator.replicas import Replica, Replicas
-from gatehouse_operator.table_journal import Journal
-from gatehouse_operator.world import World
-from gatehouse_proxy.channel import (
+from gatehouse_contract.channel import (
     CHANNEL_PATH,
     CLOCK_SKEW_SECONDS,
     HEARTBEAT_SECONDS,
     MISSED_HEARTBEATS,
-    Ack,
     ChannelRefused,
-    Goodbye,
-    Nack,
-    ProbeResult,
-    Resync,
-    replica_message,
     seal_frame,
     verify_request,
 )
-from gatehouse_proxy.channel_tls import ServerContext
-from gatehouse_proxy.probes import ProbeRequest
-from gatehouse_proxy.sealing import KeyringSource
+from gatehouse_contract.channel_tls import ServerContext
+from gatehouse_contract.connection_tests import (
+    ConnectionTestOutcome,
+    ConnectionTestRequest,
+    Failed,
+    Problem,
+)
+from gatehouse_contract.frames import (
+    Ack,
+    ConnectionTestFrame,
+    Goodbye,
+    Heartbeat,
+    Nack,
+    ReplicaMessage,
+    Resync,
+    Unreadable,
+    read_replica_message,
+)
+from gatehouse_contract.sealing import KeyringSource
+from gatehouse_operator.replicas import Replica, Replicas
+from gatehouse_operator.table_journal import Journal
+from gatehouse_operator.world import World
 
 log = logging.getLogger("gatehouse.operator.tables")
 
 # Changes closer together than this are sent as one delta.
 COALESCE_SECONDS = 0.05
 # What a replica may send in one message. A connection test's result is the largest, and its
-# body is cut on the replica (gatehouse_proxy.probes.MAX_ANSWER_BODY_BYTES) so that the largest
-# fits with room to spare, whatever the upstream answered (tests/operator/test_probing.py).
+# body is cut on the replica (connection_tests.MAX_ANSWER_BODY_BYTES in the contract) so that
+# the largest fits with room to spare, whatever the upstream answered (test_connection_tests.py).
 MAX_REPLICA_MESSAGE_BYTES = 1024 * 1024
 
 
@@ -100,7 +107,9 @@ class TableChannel:
 
     # --- Connection tests ---------------------------------------------------------------------
 
-    async def probe(self, request: ProbeRequest, within: float) -> dict[str, Any]:
+    async def run_test(
+        self, request: ConnectionTestRequest, within: float
+    ) -> ConnectionTestOutcome:
         """Runs a connection test on a replica that holds ``request.min_table_version``."""
         holders = [
             session
@@ -113,7 +122,7 @@ class TableChannel:
                 if self.sessions
                 else "no proxy replica is connected to the operator"
             )
-        return await secrets.choice(holders).probe(request, within)
+        return await secrets.choice(holders).run_test(request, within)
 
     # --- The server ---------------------------------------------------------------------------
 
@@ -158,7 +167,7 @@ class TableChannel:
             if self.sessions.get(name) is session:
                 del self.sessions[name]
             self.replicas.disconnected(session.replica, goodbye=goodbye)
-            session.fail_probes()
+            session.fail_tests()
             log.info("proxy replica %s %s", name, "left" if goodbye else "disconnected")
         return ws
 
@@ -194,7 +203,7 @@ class _Session:
         self.wakeup = asyncio.Event()
         self.goodbye = False  # the replica said it is shutting down
         self._send_lock = asyncio.Lock()
-        self._probes: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._tests: dict[str, asyncio.Future[ConnectionTestOutcome]] = {}
 
     async def run(self) -> bool:
         """Serves the replica until the stream ends; True if the replica said goodbye.
@@ -262,8 +271,8 @@ class _Session:
                 for waiting in waits:
                     waiting.cancel()
             if not done:
-                heartbeat = {"type": "heartbeat", "version": journal.version, "time": time.time()}
-                await self.send(json.dumps(heartbeat).encode())
+                heartbeat = Heartbeat(version=journal.version, time=time.time())
+                await self.send(heartbeat.model_dump_json().encode())
 
     async def _receive_forever(self) -> bool:
         try:
@@ -274,13 +283,9 @@ class _Session:
                     )
                     return False
                 try:
-                    said = replica_message.validate_json(message.data)
-                except ValidationError as error:
-                    log.warning(
-                        "proxy replica %s sent an unreadable message (%s)",
-                        self.replica.name,
-                        error.errors()[0]["msg"] if error.errors() else error,
-                    )
+                    said = read_replica_message(message.data)
+                except Unreadable as unreadable:
+                    self._unreadable(unreadable)
                     continue
                 self._heard(said)
         except TimeoutError:
@@ -293,7 +298,21 @@ class _Session:
             return False
         return self.goodbye
 
-    def _heard(self, said: Ack | Nack | Resync | ProbeResult | Goodbye) -> None:
+    def _unreadable(self, unreadable: Unreadable) -> None:
+        log.warning(
+            "proxy replica %s sent an unreadable message (%s)", self.replica.name, unreadable
+        )
+        if unreadable.test_id:
+            # A replica of another release: its test fails with why rather than timing out.
+            problem = Problem(code="unreadable", message="the proxy's answer could not be read")
+            self._finish_test(unreadable.test_id, Failed(error=problem))
+
+    def _finish_test(self, test_id: str, outcome: ConnectionTestOutcome) -> None:
+        future = self._tests.pop(test_id, None)
+        if future is not None and not future.done():
+            future.set_result(outcome)
+
+    def _heard(self, said: ReplicaMessage) -> None:
         replicas = self.channel.replicas
         if isinstance(said, Ack):
             replicas.acknowledged(self.replica, said.version)
@@ -319,29 +338,25 @@ class _Session:
             self.needs_snapshot = True
             self.wakeup.set()
         else:
-            future = self._probes.pop(said.id, None)
-            if future is not None and not future.done():
-                future.set_result(said.result)
+            self._finish_test(said.id, said.result)
 
-    async def probe(self, request: ProbeRequest, within: float) -> dict[str, Any]:
-        probe_id = secrets.token_hex(8)
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._probes[probe_id] = future
+    async def run_test(
+        self, request: ConnectionTestRequest, within: float
+    ) -> ConnectionTestOutcome:
+        test_id = secrets.token_hex(8)
+        future: asyncio.Future[ConnectionTestOutcome] = asyncio.get_running_loop().create_future()
+        self._tests[test_id] = future
         # The replica drops the test once this operator stopped waiting for it.
         request = request.model_copy(update={"within_seconds": within})
         try:
-            message = {
-                "type": "probe",
-                "id": probe_id,
-                "request": request.model_dump(by_alias=True, mode="json"),
-            }
-            await self.send(json.dumps(message).encode())
+            frame = ConnectionTestFrame(id=test_id, request=request)
+            await self.send(frame.model_dump_json().encode())
             async with asyncio.timeout(within):
                 return await future
         finally:
-            self._probes.pop(probe_id, None)
+            self._tests.pop(test_id, None)
 
-    def fail_probes(self) -> None:
-        for future in self._probes.values():
+    def fail_tests(self) -> None:
+        for future in self._tests.values():
             if not future.done():
                 future.set_exception(NoReplica(f"proxy replica {self.replica.name} disconnected"))

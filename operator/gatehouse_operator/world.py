@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, EntryKind
+from gatehouse_contract.routes import AppRoute, ConnectionRoute, EntryKind
 
 
 class World:

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from gatehouse_contract.request_deadline import with_head_deadline
+from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy import logs
 from gatehouse_proxy.app import create_admin_app, create_app
-from gatehouse_proxy.request_deadline import with_head_deadline
-from gatehouse_proxy.sealing import KeyringFile
 from gatehouse_proxy.settings import ProxySettings
 
 

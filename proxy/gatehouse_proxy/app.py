@@ -23,6 +23,22 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gatehouse_contract.connection_tests import (
+    CONNECTION_TEST_CALLER,
+    MAX_ANSWER_BODY_BYTES,
+    MAX_CONTENT_TYPE_CHARS,
+    Answered,
+    ConnectionTestAnswer,
+    ConnectionTestOutcome,
+    ConnectionTestRequest,
+    Problem,
+    Refused,
+    Stale,
+    TableBehind,
+)
+from gatehouse_contract.redaction import scrubbed_prefix
+from gatehouse_contract.routes import AppRoute, ConnectionRoute
+from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy import headers as header_policy
 from gatehouse_proxy import metrics
 from gatehouse_proxy.errors import ProxyError, error_response
@@ -31,19 +47,10 @@ from gatehouse_proxy.google_tokens import GoogleTokenSource
 from gatehouse_proxy.injectors import Injection, Injector, token_cache_key
 from gatehouse_proxy.matcher import check_method, check_path, normalise
 from gatehouse_proxy.network_guard import NetworkPolicy
-from gatehouse_proxy.probes import (
-    CONNECTION_TEST_CALLER,
-    MAX_ANSWER_BODY_BYTES,
-    MAX_CONTENT_TYPE_CHARS,
-    ProbeAnswer,
-    ProbeRequest,
-)
 from gatehouse_proxy.query import upstream_query
 from gatehouse_proxy.rate_limit import RateLimiter
-from gatehouse_proxy.redaction import scrubbed_prefix
 from gatehouse_proxy.relay import RelayedResponse
-from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, RoutingTable
-from gatehouse_proxy.sealing import KeyringFile
+from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.settings import ProxySettings
 from gatehouse_proxy.table_feed import TableFeed, TableStore
 from gatehouse_proxy.tenancy import ConcurrencyLimits, Place, RequestBytes, TenantPools, Turns
@@ -62,7 +69,7 @@ class Proxy:
         self.keyring = KeyringFile(settings.keyring_file)
         self.store = TableStore(on_install=self._prune)
         self.feed = TableFeed(
-            self.store, settings.operator_url, self.keyring, settings.replica, self.run_probe
+            self.store, settings.operator_url, self.keyring, settings.replica, self.run_test
         )
         self.limiter = RateLimiter()
         self.concurrency = ConcurrencyLimits(settings.tenant_limits)
@@ -263,41 +270,45 @@ class Proxy:
             held.release()
         return upstream, injection, place
 
-    async def run_probe(self, probe: ProbeRequest) -> dict[str, object]:
+    async def run_test(self, test: ConnectionTestRequest) -> ConnectionTestOutcome:
         """Runs an operator's ConnectionTest through the same rules as an app's fetch.
 
         Refusals are part of the result, with their detail: the admin running a test should see
         why, unlike app code.
         """
         try:
-            if probe.draft is not None:
-                answer = await self._probe_draft(probe.draft, probe)
+            if test.draft is not None:
+                answer = await self._test_draft(test.draft, test)
             else:
                 table = self._table()
-                if table.version < probe.min_table_version:
-                    return {"stale": {"tableVersion": table.version}}
-                connection = table.connections.get(probe.connection)
+                if table.version < test.min_table_version:
+                    return Stale(stale=TableBehind(table_version=table.version))
+                connection = table.connections.get(test.connection)
                 if connection is None:
                     raise ProxyError(
-                        "unknown_alias", f"no connection {probe.connection!r} is routed"
+                        "unknown_alias", f"no connection {test.connection!r} is routed"
                     )
                 if connection.unavailable:
                     raise ProxyError("connection_unavailable", connection.unavailable)
-                answer = await self._probe(connection, probe)
+                answer = await self._test(connection, test)
         except ProxyError as error:
-            return {"refused": {"code": error.code, "message": error.message}}
-        return {"answered": answer.model_dump(by_alias=True)}
+            return Refused(refused=Problem(code=error.code, message=error.message))
+        return Answered(answered=answer)
 
-    async def _probe_draft(self, draft: ConnectionRoute, probe: ProbeRequest) -> ProbeAnswer:
+    async def _test_draft(
+        self, draft: ConnectionRoute, test: ConnectionTestRequest
+    ) -> ConnectionTestAnswer:
         """A draft's test: the same path, then its access token (if any) is dropped."""
         try:
-            return await self._probe(draft, probe)
+            return await self._test(draft, test)
         finally:
             self.google.discard(token_cache_key(draft))
 
-    async def _probe(self, connection: ConnectionRoute, probe: ProbeRequest) -> ProbeAnswer:
-        path, _, query = probe.path.partition("?")
-        body = b"" if probe.body is None else json.dumps(probe.body).encode()
+    async def _test(
+        self, connection: ConnectionRoute, test: ConnectionTestRequest
+    ) -> ConnectionTestAnswer:
+        path, _, query = test.path.partition("?")
+        body = b"" if test.body is None else json.dumps(test.body).encode()
         headers = [("content-type", "application/json")] if body else []
 
         async def read_body(limit: int, take: Callable[[int], None]) -> list[bytes]:
@@ -309,7 +320,7 @@ class Proxy:
         upstream, injection, place = await self._call(
             connection,
             caller=CONNECTION_TEST_CALLER,
-            method=probe.method,
+            method=test.method,
             raw_path=path.encode(),
             query=query.encode(),
             incoming=headers,
@@ -326,7 +337,7 @@ class Proxy:
             )
         finally:
             place.release()
-        return ProbeAnswer(
+        return ConnectionTestAnswer(
             status_code=upstream.status,
             content_type=upstream.response.headers.get("content-type", "")[:MAX_CONTENT_TYPE_CHARS],
             # A cut inside a character leaves one replacement character, not an error.

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 
 import aiohttp
 from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from google.auth import crypt, jwt
 
+from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
 from gatehouse_proxy.errors import ProxyError
 
 GOOGLE_TOKEN_URL = "https://oauth2.googleapis.com/token"  # noqa: S105 (a URL)
@@ -41,19 +40,10 @@ class AccessToken:
     expires_at: float  # time.monotonic() clock
 
 
-MAX_RSA_BITS = 4096
 # After a failed exchange, requests get its error without a new exchange for this long, doubling
 # up to the maximum while it keeps failing.
 BACKOFF_SECONDS = 2.0
 MAX_BACKOFF_SECONDS = 60.0
-
-
-def load_rsa_key(pem: bytes) -> rsa.RSAPrivateKey:
-    """A PEM RSA private key, parsed in well under a millisecond whatever its size."""
-    key = serialization.load_pem_private_key(pem, None, unsafe_skip_rsa_key_validation=True)
-    if not isinstance(key, rsa.RSAPrivateKey):
-        raise ValueError("not an RSA private key")
-    return key
 
 
 def _signer(key_file: bytes) -> tuple[crypt.Signer, str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gatehouse_proxy.redaction import Redactor
+from gatehouse_contract.redaction import Redactor
 
 # Headers that identify the caller, or steer routing without a telling token (below).
 _REQUEST_DROPPED = frozenset(

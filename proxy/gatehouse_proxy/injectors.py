@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gatehouse_contract.routes import ConnectionRoute
+from gatehouse_contract.sealing import KeyringError, KeyringFile
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.google_tokens import GoogleTokenSource
-from gatehouse_proxy.routing_table import ConnectionRoute
-from gatehouse_proxy.sealing import KeyringError, KeyringFile
 
 
 @dataclass

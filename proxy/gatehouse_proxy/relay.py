@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from starlette.responses import StreamingResponse
 from starlette.types import Send
 
+from gatehouse_contract.redaction import scrubbed
 from gatehouse_proxy import headers as header_policy
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.forwarder import Upstream
-from gatehouse_proxy.redaction import scrubbed
 
 
 class RelayedResponse(StreamingResponse):

@@ -1,86 +1,23 @@
-"""The routing table: everything the proxy knows, as the operator publishes it.
+"""A replica's routing table: the operator's entries, installed from a snapshot and deltas.
 
-This module is the contract between the two: the operator compiles routes and sends them as a
-snapshot and then deltas (see :mod:`gatehouse_proxy.channel`); each replica keeps a
-:class:`RoutingTable` of them and routes by it. It holds no secret in the clear: credentials
-are sealed (see :mod:`gatehouse_proxy.sealing`) and apps appear only as hashes of their tokens.
+Each replica keeps one :class:`RoutingTable` (see :mod:`gatehouse_proxy.table_feed`) and routes
+by it. The entries' shapes are the contract's (:mod:`gatehouse_contract.routes`).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from gatehouse_proxy.sealing import Sealed
-
-AuthType = Literal["none", "apiKey", "bearer", "googleServiceAccount"]
-EntryKind = Literal["connection", "app"]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Limits(_Frozen):
-    timeout_seconds: float
-    max_request_bytes: int
-    max_response_bytes: int
-    requests_per_minute: int
-
-
-class Credential(_Frozen):
-    type: AuthType
-    parameter: str = ""  # the API key's header or query parameter name
-    location: Literal["header", "query", ""] = ""
-    scopes: tuple[str, ...] = ()
-    sealed: Sealed | None = None
-
-    @property
-    def fingerprint(self) -> str:
-        """Identifies the sealed value without revealing anything about the secret."""
-        if self.sealed is None:
-            return ""
-        return hashlib.sha256(self.sealed.ciphertext.encode()).hexdigest()[:16]
-
-    def context(self, connection_uid: str, origin: str) -> str:
-        """What a sealed value is bound to: opening it for another host or placement fails."""
-        return f"{connection_uid}|{origin}|{self.type}|{self.location}|{self.parameter}"
-
-
-class ConnectionRoute(_Frozen):
-    key: str  # "namespace/name"
-    uid: str
-    origin: str  # scheme://host[:port], normalised
-    allowed_methods: frozenset[str]
-    allowed_paths: tuple[str, ...]
-    credential: Credential
-    limits: Limits
-    # Set when the operator cannot provide a working credential (missing Secret, bad key file):
-    # the proxy answers 503 instead of calling upstream with stale or no credentials.
-    unavailable: str = ""
-
-
-class AppRoute(_Frozen):
-    key: str  # "namespace/Kind/name"
-    token_sha256: str
-    links: dict[str, str] = Field(default_factory=dict)  # alias -> ConnectionRoute.key
-
-
-def token_sha256(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def entry_digest(kind: EntryKind, key: str, revision: int) -> int:
-    """One entry's share of a table's digest: the XOR of all entries' shares.
-
-    The digest moves with every upsert and deletion at the cost of that change alone, and it
-    tells a replica whose table went wrong (a lost or doubled delta) that it must resync.
-    """
-    return int.from_bytes(hashlib.sha256(f"{kind}|{key}|{revision}".encode()).digest()[:16])
+from gatehouse_contract.frames import Delta, Snapshot
+from gatehouse_contract.routes import (
+    AppRoute,
+    ConnectionRoute,
+    EntryKind,
+    entry_digest,
+    token_sha256,
+)
 
 
 class TableRejected(ValueError):
@@ -108,42 +45,24 @@ class RoutingTable:
     apps_by_token_hash: Mapping[str, AppRoute] = field(default_factory=dict)
 
     @classmethod
-    def from_snapshot(cls, message: Mapping[str, Any], key_id: str) -> RoutingTable:
-        """Builds a table from a snapshot message; TableRejected says why one cannot be."""
-        try:
-            version = int(message["version"])
-            connections: dict[str, ConnectionRoute] = {}
-            apps: dict[str, AppRoute] = {}
-            revisions: dict[tuple[EntryKind, str], int] = {}
-            for entry in message["connections"]:
-                route = ConnectionRoute.model_validate(entry["route"])
-                connections[route.key] = route
-                revisions["connection", route.key] = int(entry["rev"])
-            for entry in message["apps"]:
-                app = AppRoute.model_validate(entry["route"])
-                apps[app.key] = app
-                revisions["app", app.key] = int(entry["rev"])
-            expected = int(message["digest"], 16)
-        except (KeyError, TypeError, ValueError) as error:
-            raise TableRejected(f"malformed snapshot: {_why(error)}") from None
+    def from_snapshot(cls, snapshot: Snapshot, key_id: str) -> RoutingTable:
+        """Builds a table from a whole snapshot; TableRejected says why one cannot be."""
+        connections = {entry.route.key: entry.route for entry in snapshot.connections}
+        apps = {entry.route.key: entry.route for entry in snapshot.apps}
+        revisions: dict[tuple[EntryKind, str], int] = {
+            **{("connection", entry.route.key): entry.rev for entry in snapshot.connections},
+            **{("app", entry.route.key): entry.rev for entry in snapshot.apps},
+        }
         digest = 0
         for (kind, key), revision in revisions.items():
             digest ^= entry_digest(kind, key, revision)
-        if digest != expected:
-            raise TableRejected(f"snapshot {version} does not match its digest")
-        return cls._made(version, connections, apps, revisions, digest, key_id)
+        if digest != int(snapshot.digest, 16):
+            raise TableRejected(f"snapshot {snapshot.version} does not match its digest")
+        return cls._made(snapshot.version, connections, apps, revisions, digest, key_id)
 
-    def with_delta(self, message: Mapping[str, Any], key_id: str) -> RoutingTable:
+    def with_delta(self, delta: Delta, key_id: str) -> RoutingTable:
         """This table with a delta applied; TableGap when the delta does not follow it."""
-        try:
-            base, version = int(message["base"]), int(message["version"])
-            upserted = [ConnectionRoute.model_validate(r) for r in message["connections"]]
-            upserted_apps = [AppRoute.model_validate(r) for r in message["apps"]]
-            removed = [str(key) for key in message["removedConnections"]]
-            removed_apps = [str(key) for key in message["removedApps"]]
-            expected = int(message["digest"], 16)
-        except (KeyError, TypeError, ValueError) as error:
-            raise TableRejected(f"malformed delta: {_why(error)}") from None
+        base, version = delta.base, delta.version
         if version <= self.version:
             raise TableRejected(f"delta to {version} is not newer than {self.version} (a replay?)")
         if base != self.version:
@@ -153,10 +72,10 @@ class RoutingTable:
         revisions = dict(self.revisions)
         digest = self.digest
         changes: list[tuple[EntryKind, str, ConnectionRoute | AppRoute | None]] = [
-            *(("connection", key, None) for key in removed),
-            *(("app", key, None) for key in removed_apps),
-            *(("connection", route.key, route) for route in upserted),
-            *(("app", app.key, app) for app in upserted_apps),
+            *(("connection", key, None) for key in delta.removed_connections),
+            *(("app", key, None) for key in delta.removed_apps),
+            *(("connection", route.key, route) for route in delta.connections),
+            *(("app", app.key, app) for app in delta.apps),
         ]
         for kind, key, route in changes:
             previous = revisions.pop((kind, key), None)
@@ -169,7 +88,7 @@ class RoutingTable:
             routes[key] = route
             revisions[kind, key] = version
             digest ^= entry_digest(kind, key, version)
-        if digest != expected:
+        if digest != int(delta.digest, 16):
             raise TableGap(f"the table after the delta to {version} does not match its digest")
         return self._made(version, connections, apps, revisions, digest, key_id)
 
@@ -198,9 +117,3 @@ class RoutingTable:
             for route in self.connections.values()
             if route.credential.sealed is not None
         )
-
-
-def _why(error: Exception) -> str:
-    if isinstance(error, KeyError):
-        return f"missing field {error}"
-    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"

@@ -1,6 +1,6 @@
 """The proxy's copy of the routing table, kept current over the table channel.
 
-Each replica holds one WebSocket to the operator (see :mod:`gatehouse_proxy.channel`): a snapshot
+Each replica holds one WebSocket to the operator (see :mod:`gatehouse_contract.channel`): a snapshot
 first, then deltas; every install is acknowledged, every refusal reported with why, and a delta
 that does not continue the table (a gap, a digest mismatch) makes the replica ask for a snapshot.
 A replica whose operator is away keeps serving the last table it verified and reconnects with
@@ -15,44 +15,55 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
-from pydantic import ValidationError
 
-from gatehouse_proxy.channel import (
+from gatehouse_contract.channel import (
     CHANNEL_PATH,
     HEARTBEAT_SECONDS,
     MAX_FRAME_BYTES,
     MISSED_HEARTBEATS,
-    Ack,
     FrameRejected,
-    Goodbye,
-    Nack,
-    ProbeResult,
-    Resync,
     new_nonce,
     open_frame,
     sign_request,
 )
-from gatehouse_proxy.channel_tls import client_context
+from gatehouse_contract.channel_tls import client_context
+from gatehouse_contract.connection_tests import (
+    ConnectionTestOutcome,
+    ConnectionTestRequest,
+    Failed,
+    Problem,
+    Refused,
+)
+from gatehouse_contract.frames import (
+    Ack,
+    ConnectionTestFrame,
+    ConnectionTestResult,
+    Delta,
+    Goodbye,
+    Heartbeat,
+    Nack,
+    Resync,
+    Snapshot,
+    Unreadable,
+    read_operator_frame,
+)
+from gatehouse_contract.sealing import KeyringFile
+from gatehouse_proxy.connection_test_slots import ConnectionTestSlots
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.probe_slots import ProbeSlots
-from gatehouse_proxy.probes import ProbeRequest
 from gatehouse_proxy.routing_table import RoutingTable, TableGap, TableRejected
-from gatehouse_proxy.sealing import KeyringFile
 
 log = logging.getLogger("gatehouse.proxy.table")
 # The longest wait between attempts to reach the operator.
 RECONNECT_CAP_SECONDS = 2.0
 
-ProbeRunner = Callable[[ProbeRequest], Awaitable[dict[str, Any]]]
+TestRunner = Callable[[ConnectionTestRequest], Awaitable[ConnectionTestOutcome]]
 
 
 class TableStore:
@@ -115,15 +126,15 @@ class TableFeed:
         operator_url: str,
         keyring: KeyringFile,
         replica: str,
-        run_probe: ProbeRunner,
+        run_test: TestRunner,
     ) -> None:
         self.store = store
         self.url = operator_url + CHANNEL_PATH
         self.keyring = keyring
         self.replica = replica
-        self.run_probe = run_probe
+        self.run_test = run_test
         # Shared by the feed's streams: a reconnect cancels its tests, and their places with them.
-        self.probe_slots = ProbeSlots()
+        self.test_slots = ConnectionTestSlots()
         self.state = FeedState()
 
     async def run(self) -> None:
@@ -162,7 +173,7 @@ class TableFeed:
 
 
 class _Stream:
-    """One connection of the feed: its nonce, its frame sequence, its probe tasks."""
+    """One connection of the feed: its nonce, its frame sequence, its connection tests."""
 
     def __init__(self, feed: TableFeed, session: aiohttp.ClientSession) -> None:
         self.feed = feed
@@ -171,8 +182,8 @@ class _Stream:
         self.next_seq = 1
         # After a gap, deltas are ignored until the snapshot asked for arrives.
         self.awaiting_snapshot = True
-        self.snapshot_parts: list[dict[str, Any]] = []
-        self.probes: set[asyncio.Task[None]] = set()
+        self.snapshot_parts: list[Snapshot] = []
+        self.tests: set[asyncio.Task[None]] = set()
 
     async def follow(self) -> None:
         feed = self.feed
@@ -209,14 +220,14 @@ class _Stream:
         except aiohttp.WSServerHandshakeError as error:
             raise FeedBroken(f"the operator refused the stream: HTTP {error.status}") from None
         finally:
-            for task in self.probes:
+            for task in self.tests:
                 task.cancel()
 
-    async def _receive(self, ws: aiohttp.ClientWebSocketResponse, frame: bytes) -> None:
+    async def _receive(self, ws: aiohttp.ClientWebSocketResponse, signed: bytes) -> None:
         feed = self.feed
-        feed.state.bytes_received += len(frame)
+        feed.state.bytes_received += len(signed)
         try:
-            key_id, payload = open_frame(feed.keyring.current(), self.nonce, self.next_seq, frame)
+            key_id, payload = open_frame(feed.keyring.current(), self.nonce, self.next_seq, signed)
         except FrameRejected as error:
             # Nothing on a stream that carried a false frame can be trusted: open a new one.
             feed.state.rejected += 1
@@ -224,51 +235,63 @@ class _Stream:
         self.next_seq += 1
         feed.state.last_message_at = time.monotonic()
         try:
-            message = json.loads(payload)
-            kind = message["type"] if isinstance(message, dict) else None
-        except (ValueError, KeyError):
-            kind, message = None, {}
-        if kind == "heartbeat":
+            frame = read_operator_frame(payload)
+        except Unreadable as unreadable:
+            await self._unreadable(ws, unreadable)
+            return
+        if isinstance(frame, Heartbeat):
             await self._ack(ws)
-        elif kind == "snapshot":
+        elif isinstance(frame, Snapshot):
             try:
-                whole = self._assemble(message)
+                whole = self._assemble(frame)
             except TableGap as gap:
                 await self._resync(ws, str(gap))
                 return
             if whole is not None:
-                await self._install(ws, whole, key_id, snapshot=True)
-        elif kind == "delta":
+                await self._install(ws, whole, key_id)
+        elif isinstance(frame, Delta):
             if not self.awaiting_snapshot:
-                await self._install(ws, message, key_id, snapshot=False)
-        elif kind == "probe":
-            self._probe(ws, message)
+                await self._install(ws, frame, key_id)
         else:
-            feed.state.rejected += 1
+            self._test(ws, frame)
+
+    async def _unreadable(
+        self, ws: aiohttp.ClientWebSocketResponse, unreadable: Unreadable
+    ) -> None:
+        """A table that does not parse is refused (and said so); a test that does not parse
+        fails with why; anything else makes the replica start over from a snapshot."""
+        if unreadable.kind in ("snapshot", "delta"):
+            if unreadable.kind == "snapshot" or not self.awaiting_snapshot:
+                await self._refuse(ws, 0, f"malformed {unreadable.kind}: {unreadable}")
+        elif unreadable.kind == "probe" and unreadable.test_id:
+            failed = Failed(error=Problem(code="invalid_request", message=str(unreadable)))
+            await self._answer(ws, unreadable.test_id, failed)
+        else:
+            self.feed.state.rejected += 1
             log.error("the operator sent a message this replica cannot read")
             await self._resync(ws, "an unreadable message")
 
-    def _assemble(self, part: dict[str, Any]) -> dict[str, Any] | None:
+    def _assemble(self, part: Snapshot) -> Snapshot | None:
         """The whole snapshot once its last part arrived; parts out of order start it over."""
-        number, parts = part.get("part"), part.get("parts")
-        if not isinstance(number, int) or not isinstance(parts, int) or number >= parts:
-            return part  # refused, with why, by the install
-        if number == 0:
+        if part.part == 0:
             self.snapshot_parts = []
-        if number != len(self.snapshot_parts) or (
-            self.snapshot_parts and part.get("version") != self.snapshot_parts[0].get("version")
+        if part.part != len(self.snapshot_parts) or (
+            self.snapshot_parts and part.version != self.snapshot_parts[0].version
         ):
             self.snapshot_parts = []
-            raise TableGap(f"snapshot part {number} of {parts} arrived out of order")
+            raise TableGap(f"snapshot part {part.part} of {part.parts} arrived out of order")
         self.snapshot_parts.append(part)
-        if number < parts - 1:
+        if part.part < part.parts - 1:
             return None
         collected, self.snapshot_parts = self.snapshot_parts, []
-        return {
-            **part,
-            "connections": [e for p in collected for e in p.get("connections") or ()],
-            "apps": [e for p in collected for e in p.get("apps") or ()],
-        }
+        if len(collected) == 1:
+            return part
+        return part.model_copy(
+            update={
+                "connections": tuple(e for p in collected for e in p.connections),
+                "apps": tuple(e for p in collected for e in p.apps),
+            }
+        )
 
     async def _resync(self, ws: aiohttp.ClientWebSocketResponse, reason: str) -> None:
         log.warning("asking the operator for a snapshot: %s", reason)
@@ -279,35 +302,34 @@ class _Stream:
         current = self.feed.store.current
         await ws.send_str(Ack(version=current.version if current else 0).model_dump_json())
 
+    async def _refuse(self, ws: aiohttp.ClientWebSocketResponse, version: int, reason: str) -> None:
+        current = self.feed.store.current
+        self.feed.state.rejected += 1
+        log.error("refused routing table %s: %s", version, reason)
+        refusal = Nack(
+            version=version, installed=current.version if current else 0, reason=reason[:1000]
+        )
+        await ws.send_str(refusal.model_dump_json())
+
     async def _install(
-        self,
-        ws: aiohttp.ClientWebSocketResponse,
-        message: dict[str, Any],
-        key_id: str,
-        *,
-        snapshot: bool,
+        self, ws: aiohttp.ClientWebSocketResponse, frame: Snapshot | Delta, key_id: str
     ) -> None:
         feed = self.feed
         current = feed.store.current
-        version = message.get("version", 0) if isinstance(message.get("version"), int) else 0
+        snapshot = isinstance(frame, Snapshot)
         try:
-            if snapshot or current is None:
-                table = RoutingTable.from_snapshot(message, key_id)
+            if isinstance(frame, Snapshot):
+                table = RoutingTable.from_snapshot(frame, key_id)
+            elif current is None:
+                raise TableGap(f"a delta to {frame.version} arrived before any snapshot")
             else:
-                table = current.with_delta(message, key_id)
+                table = current.with_delta(frame, key_id)
             feed.store.install(table)
         except TableGap as gap:
             await self._resync(ws, str(gap))
             return
         except TableRejected as error:
-            feed.state.rejected += 1
-            log.error("refused routing table %s: %s", version, error)
-            refusal = Nack(
-                version=version,
-                installed=current.version if current else 0,
-                reason=str(error)[:1000],
-            )
-            await ws.send_str(refusal.model_dump_json())
+            await self._refuse(ws, frame.version, str(error))
             return
         self.awaiting_snapshot = False
         if snapshot:
@@ -323,33 +345,30 @@ class _Stream:
         feed.state.last_error = ""
         await self._ack(ws)
 
-    def _probe(self, ws: aiohttp.ClientWebSocketResponse, message: dict[str, Any]) -> None:
+    async def _answer(
+        self, ws: aiohttp.ClientWebSocketResponse, test_id: str, outcome: ConnectionTestOutcome
+    ) -> None:
+        # The stream may have closed meanwhile; the operator then retries elsewhere.
+        with contextlib.suppress(ConnectionError):
+            await ws.send_str(ConnectionTestResult(id=test_id, result=outcome).model_dump_json())
+
+    def _test(self, ws: aiohttp.ClientWebSocketResponse, frame: ConnectionTestFrame) -> None:
         arrived = asyncio.get_running_loop().time()
+        request = frame.request
 
         async def run() -> None:
-            probe_id = str(message.get("id", ""))[:100]
+            namespace = request.connection.partition("/")[0]
+            outcome: ConnectionTestOutcome
             try:
-                request = ProbeRequest.model_validate(message.get("request"))
-            except ValidationError as error:
-                result: dict[str, Any] = {
-                    "error": {"code": "invalid_request", "message": str(error)[:1000]}
-                }
-            else:
-                namespace = request.connection.partition("/")[0]
-                try:
-                    async with self.feed.probe_slots.slot(
-                        namespace, arrived + request.within_seconds
-                    ):
-                        result = await self.feed.run_probe(request)
-                except ProxyError as refused:
-                    result = {"refused": {"code": refused.code, "message": refused.message}}
-                except Exception:  # said to the operator, whose test then fails with it
-                    log.exception("a connection test failed inside the proxy")
-                    result = {"error": {"code": "internal", "message": "the proxy failed"}}
-            # The stream may have closed meanwhile; the operator then retries elsewhere.
-            with contextlib.suppress(ConnectionError):
-                await ws.send_str(ProbeResult(id=probe_id, result=result).model_dump_json())
+                async with self.feed.test_slots.slot(namespace, arrived + request.within_seconds):
+                    outcome = await self.feed.run_test(request)
+            except ProxyError as refused:
+                outcome = Refused(refused=Problem(code=refused.code, message=refused.message))
+            except Exception:  # said to the operator, whose test then fails with it
+                log.exception("a connection test failed inside the proxy")
+                outcome = Failed(error=Problem(code="internal", message="the proxy failed"))
+            await self._answer(ws, frame.id, outcome)
 
         task = asyncio.create_task(run(), name="connection-test")
-        self.probes.add(task)
-        task.add_done_callback(self.probes.discard)
+        self.tests.add(task)
+        task.add_done_callback(self.tests.discard)

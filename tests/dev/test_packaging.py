@@ -1,5 +1,6 @@
-"""What the gatehouse wheel (and so the image) ships: the two programs and nothing of the dev
-tooling, its two commands and no ``service`` that would shadow Debian's, and the declared bounds."""
+"""What the gatehouse wheel (and so the image) ships: the two programs and their contract, nothing
+of the dev tooling, its two commands and no ``service`` that would shadow Debian's, and the
+declared bounds."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def build_wheel(into: Path) -> zipfile.ZipFile:
     return zipfile.ZipFile(wheel)
 
 
-def test_the_wheel_ships_the_operator_and_the_proxy_only(tmp_path: Path) -> None:
+def test_the_wheel_ships_the_two_programs_and_their_contract_only(tmp_path: Path) -> None:
     with build_wheel(tmp_path) as wheel:
         names = wheel.namelist()
         metadata_dir = next(name.split("/")[0] for name in names if ".dist-info/" in name)
@@ -39,7 +40,7 @@ def test_the_wheel_ships_the_operator_and_the_proxy_only(tmp_path: Path) -> None
         metadata = HeaderParser().parsestr(wheel.read(f"{metadata_dir}/METADATA").decode())
 
     top_level = {name.split("/")[0] for name in names if not name.startswith(metadata_dir)}
-    assert top_level == {"gatehouse_operator", "gatehouse_proxy"}
+    assert top_level == {"gatehouse_contract", "gatehouse_operator", "gatehouse_proxy"}
     assert set(entry_points["console_scripts"]) == {"gatehouse", "gatehouse-service"}
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     shipped = metadata.get_all("Requires-Dist") or []

@@ -23,10 +23,7 @@ import pytest
 import yaml
 from aiohttp import web
 
-from gatehouse_dev.cluster import Cluster
-from gatehouse_dev.processes import log_tail
-from gatehouse_dev.waiting import wait_for
-from gatehouse_proxy.channel import (
+from gatehouse_contract.channel import (
     CHANNEL_PATH,
     new_nonce,
     open_frame,
@@ -34,8 +31,11 @@ from gatehouse_proxy.channel import (
     sign_request,
     verify_request,
 )
-from gatehouse_proxy.channel_tls import ServerContext, client_context
-from gatehouse_proxy.sealing import Keyring
+from gatehouse_contract.channel_tls import ServerContext, client_context
+from gatehouse_contract.sealing import Keyring
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.processes import log_tail
+from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     app_token,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from gatehouse_contract.channel_tls import client_context
+from gatehouse_contract.sealing import Keyring
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
-from gatehouse_proxy.channel_tls import client_context
-from gatehouse_proxy.sealing import Keyring
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,

@@ -22,9 +22,9 @@ from functools import partial
 
 import pytest
 
+from gatehouse_contract.sealing import Keyring
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
-from gatehouse_proxy.sealing import Keyring
 from tests.node import pods
 from tests.node.release import (
     CHART,

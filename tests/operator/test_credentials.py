@@ -9,10 +9,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from gatehouse_contract.sealing import Keyring
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_operator.api.connection import Auth
 from gatehouse_operator.credentials import CredentialProblem, seal_credential
-from gatehouse_proxy.sealing import Keyring
 
 ORIGIN = "https://api.example.com"
 

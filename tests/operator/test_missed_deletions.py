@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
+from gatehouse_contract.sealing import Keyring
 from gatehouse_operator.api.apps import DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.meta import Kind
@@ -16,8 +18,6 @@ from gatehouse_operator.controllers import lifecycle
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
-from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, Credential, Limits
-from gatehouse_proxy.sealing import Keyring
 
 
 class StaticKeyring:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
+from gatehouse_contract.sealing import Sealed
 from gatehouse_operator import table_bounds
 from gatehouse_operator.world import World
-from gatehouse_proxy.routing_table import AppRoute, ConnectionRoute, Credential, Limits
-from gatehouse_proxy.sealing import Sealed
 
 LIMITS = Limits(
     timeout_seconds=30, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1

@@ -20,23 +20,24 @@ import pytest
 from aiohttp import web
 from prometheus_client.exposition import generate_latest
 
+from gatehouse_contract.channel import CHANNEL_PATH, new_nonce, sign_request
+from gatehouse_contract.channel_tls import client_context
+from gatehouse_contract.connection_tests import (
+    Answered,
+    ConnectionTestAnswer,
+    ConnectionTestOutcome,
+    ConnectionTestRequest,
+)
+from gatehouse_contract.frames import Delta, Snapshot, read_operator_frame
+from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
+from gatehouse_contract.sealing import Keyring, KeyringFile
 from gatehouse_operator import metrics, table_journal
 from gatehouse_operator.replicas import Replicas
 from gatehouse_operator.rollout import Rollout
 from gatehouse_operator.table_journal import Journal
 from gatehouse_operator.table_server import TableChannel
 from gatehouse_operator.world import World
-from gatehouse_proxy.channel import CHANNEL_PATH, new_nonce, sign_request
-from gatehouse_proxy.channel_tls import client_context
-from gatehouse_proxy.probes import ProbeRequest
-from gatehouse_proxy.routing_table import (
-    AppRoute,
-    ConnectionRoute,
-    Credential,
-    Limits,
-    RoutingTable,
-)
-from gatehouse_proxy.sealing import Keyring, KeyringFile
+from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.table_feed import TableFeed, TableStore
 
 LIMITS = Limits(
@@ -56,6 +57,11 @@ def connection(name: str, path: str = "/") -> ConnectionRoute:
     )
 
 
+ANSWERED = Answered(
+    answered=ConnectionTestAnswer(status_code=200, content_type="", body="", size_bytes=0)
+)
+
+
 def body(name: str) -> dict[str, Any]:
     return {"metadata": {"namespace": "shop", "name": name, "uid": f"uid-{name}"}, "spec": {}}
 
@@ -71,7 +77,7 @@ def test_deltas_replayed_on_a_snapshot_make_the_same_table() -> None:
     world.put_app(app("a", {"x": "shop/c1"}), body("a"), seen_as="a")
     first = journal.flush(world)
     assert first is not None
-    replica = RoutingTable.from_snapshot(_json(journal.snapshot()[0]), "k1")
+    replica = RoutingTable.from_snapshot(_snapshot(journal.snapshot()[0]), "k1")
     world.put_connection(connection("c1", "/v2/"), body("c1"))
     world.drop_connection("shop/c2")
     world.put_connection(connection("c3"), body("c3"))  # unchanged: not in the delta
@@ -84,8 +90,8 @@ def test_deltas_replayed_on_a_snapshot_make_the_same_table() -> None:
         ("app", "shop/DataApp/a"),
     }
     assert journal.flush(world) is None  # nothing changed since
-    replica = replica.with_delta(_json(changed.payload), "k1")
-    fresh = RoutingTable.from_snapshot(_json(journal.snapshot()[0]), "k1")
+    replica = replica.with_delta(_delta(changed.payload), "k1")
+    fresh = RoutingTable.from_snapshot(_snapshot(journal.snapshot()[0]), "k1")
     assert replica.digest == fresh.digest == journal.digest
     assert replica.connections == fresh.connections
     assert replica.apps == fresh.apps == {}
@@ -93,9 +99,37 @@ def test_deltas_replayed_on_a_snapshot_make_the_same_table() -> None:
     assert journal.since(first.version - 1) is None  # before the history: a snapshot
 
 
-def _json(payload: bytes) -> dict[str, Any]:
-    parsed: dict[str, Any] = json.loads(payload)
-    return parsed
+def test_the_journals_bytes_are_the_contracts_frames() -> None:
+    """The journal writes snapshot and delta bytes by hand (each route serialised once, when it
+    changes); every field they carry is one the typed frames have, and none is missing."""
+    world, journal = World(), Journal()
+    world.put_connection(connection("c1"), body("c1"))
+    world.put_app(app("a", {"x": "shop/c1"}), body("a"), seen_as="a")
+    assert journal.flush(world) is not None
+    world.put_connection(connection("c2", "/v2/"), body("c2"))
+    world.drop_connection("shop/c1")
+    world.drop_app("shop/DataApp/a", seen_as="a")
+    delta = journal.flush(world)
+    assert delta is not None
+    for payload in (*journal.snapshot(), delta.payload):
+        frame = read_operator_frame(payload)
+        assert json.loads(payload).keys() == json.loads(frame.model_dump_json()).keys()
+        assert read_operator_frame(frame.model_dump_json().encode()) == frame
+    snapshot = _snapshot(journal.snapshot()[0])
+    assert [entry.route for entry in snapshot.connections] == [connection("c2", "/v2/")]
+    assert _delta(delta.payload).removed_apps == ("shop/DataApp/a",)
+
+
+def _snapshot(payload: bytes) -> Snapshot:
+    frame = read_operator_frame(payload)
+    assert isinstance(frame, Snapshot)
+    return frame
+
+
+def _delta(payload: bytes) -> Delta:
+    frame = read_operator_frame(payload)
+    assert isinstance(frame, Delta)
+    return frame
 
 
 class Channel:
@@ -112,15 +146,15 @@ class Channel:
         )
         self.url = ""
         self.feeds: dict[str, tuple[TableFeed, asyncio.Task[None]]] = {}
-        self.probes: list[ProbeRequest] = []
+        self.tests: list[ConnectionTestRequest] = []
 
-    async def run_probe(self, request: ProbeRequest) -> dict[str, Any]:
-        self.probes.append(request)
-        return {"answered": {"statusCode": 200}}
+    async def run_test(self, request: ConnectionTestRequest) -> ConnectionTestOutcome:
+        self.tests.append(request)
+        return ANSWERED
 
     def start_replica(self, name: str) -> TableStore:
         store = TableStore()
-        feed = TableFeed(store, self.url, KeyringFile(self.keyring_path), name, self.run_probe)
+        feed = TableFeed(store, self.url, KeyringFile(self.keyring_path), name, self.run_test)
         self.feeds[name] = (feed, asyncio.create_task(feed.run()))
         return store
 
@@ -183,12 +217,12 @@ def test_replicas_receive_deltas_acknowledge_them_and_run_tests(
                 assert store.current.connections["shop/c7"].allowed_paths == ("/v2/",)
             assert len(journal.history[-1].payload) < 1024  # the change, not the table
 
-            probe = ProbeRequest(
+            test = ConnectionTestRequest(
                 connection="shop/c7", method="GET", path="/v2/x", min_table_version=1
             )
-            assert await channel.server.probe(probe, within=5) == {"answered": {"statusCode": 200}}
+            assert await channel.server.run_test(test, within=5) == ANSWERED
             # The operator's patience travels with the test (the replica drops it after).
-            assert channel.probes == [probe.model_copy(update={"within_seconds": 5})]
+            assert channel.tests == [test.model_copy(update={"within_seconds": 5})]
 
             async def no_writes(*_: Any) -> None:
                 raise AssertionError("nothing is waiting")

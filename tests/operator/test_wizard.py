@@ -9,11 +9,11 @@ import pytest
 import yaml
 from starlette.datastructures import FormData, UploadFile
 
+from gatehouse_contract.sealing import Keyring
 from gatehouse_operator.api.connection import MAX_INSTRUCTIONS, ExternalConnectionSpec
 from gatehouse_operator.web import session
 from gatehouse_operator.web.session import Credentials, Sessions
 from gatehouse_operator.web.wizard import WizardForm, name_from
-from gatehouse_proxy.sealing import Keyring
 
 
 class FixedKeyring:

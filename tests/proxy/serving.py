@@ -16,20 +16,21 @@ from typing import Any
 import uvicorn
 from aiohttp import web
 
-from gatehouse_dev.processes import free_port
-from gatehouse_dev.upstream import create_app as create_upstream
-from gatehouse_proxy.app import Proxy, create_admin_app, create_app
-from gatehouse_proxy.request_deadline import with_head_deadline
-from gatehouse_proxy.routing_table import (
+from gatehouse_contract.frames import AppEntry, ConnectionEntry, Snapshot
+from gatehouse_contract.request_deadline import with_head_deadline
+from gatehouse_contract.routes import (
     AppRoute,
     ConnectionRoute,
     Credential,
     Limits,
-    RoutingTable,
     entry_digest,
     token_sha256,
 )
-from gatehouse_proxy.sealing import Keyring
+from gatehouse_contract.sealing import Keyring
+from gatehouse_dev.processes import free_port
+from gatehouse_dev.upstream import create_app as create_upstream
+from gatehouse_proxy.app import Proxy, create_admin_app, create_app
+from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.settings import ProxySettings
 from gatehouse_proxy.tenancy import TenantLimits
 
@@ -93,18 +94,16 @@ class Tenant:
 
 
 def table(tenants: Sequence[Tenant], version: int = 1) -> RoutingTable:
-    snapshot: dict[str, Any] = {
-        "version": version,
-        "connections": [
-            {"route": t.connection().model_dump(mode="json"), "rev": version} for t in tenants
-        ],
-        "apps": [{"route": t.app().model_dump(mode="json"), "rev": version} for t in tenants],
-    }
     digest = 0
     for tenant in tenants:
         digest ^= entry_digest("connection", f"{tenant.namespace}/api", version)
         digest ^= entry_digest("app", tenant.app_key, version)
-    snapshot["digest"] = f"{digest:x}"
+    snapshot = Snapshot(
+        version=version,
+        digest=f"{digest:x}",
+        connections=tuple(ConnectionEntry(rev=version, route=t.connection()) for t in tenants),
+        apps=tuple(AppEntry(rev=version, route=t.app()) for t in tenants),
+    )
     return RoutingTable.from_snapshot(snapshot, KEYRING.active)
 
 

@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from gatehouse_contract import google_keys
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_proxy import google_tokens
 from gatehouse_proxy.errors import ProxyError
@@ -50,7 +51,7 @@ async def token_endpoint(status: int) -> AsyncIterator[tuple[str, list[str]]]:
 def test_a_key_is_parsed_once_for_all_its_connections(monkeypatch: pytest.MonkeyPatch) -> None:
     key_file, _ = service_account_key()
     parsed: list[bytes] = []
-    real = google_tokens.load_rsa_key
+    real = google_keys.load_rsa_key
 
     def counting(pem: bytes) -> object:
         parsed.append(pem)

@@ -17,22 +17,17 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from gatehouse_proxy.channel import (
-    CHANNEL_PATH,
-    new_nonce,
-    replica_message,
-    seal_frame,
-    verify_request,
+from gatehouse_contract.channel import CHANNEL_PATH, new_nonce, seal_frame, verify_request
+from gatehouse_contract.channel_tls import ServerContext
+from gatehouse_contract.connection_tests import (
+    ConnectionTestOutcome,
+    ConnectionTestRequest,
+    Failed,
+    Problem,
 )
-from gatehouse_proxy.channel_tls import ServerContext
-from gatehouse_proxy.probes import ProbeRequest
-from gatehouse_proxy.routing_table import (
-    ConnectionRoute,
-    Credential,
-    Limits,
-    entry_digest,
-)
-from gatehouse_proxy.sealing import Keyring, KeyringFile
+from gatehouse_contract.frames import read_replica_message
+from gatehouse_contract.routes import ConnectionRoute, Credential, Limits, entry_digest
+from gatehouse_contract.sealing import Keyring, KeyringFile
 from gatehouse_proxy.table_feed import TableFeed, TableStore
 
 LIMITS = Limits(
@@ -113,7 +108,7 @@ class Stream:
             while True:
                 message = await self.ws.receive()
                 assert message.type is WSMsgType.TEXT, message
-                said = replica_message.validate_json(message.data).model_dump(by_alias=True)
+                said = read_replica_message(message.data).model_dump(by_alias=True)
                 self.heard.append(said)
                 if said["type"] == kind:
                     return said
@@ -153,8 +148,8 @@ async def operator(keyring: Keyring, script: Script) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-async def no_probes(request: ProbeRequest) -> dict[str, Any]:
-    return {"answered": {"path": request.path}}
+async def no_tests(request: ConnectionTestRequest) -> ConnectionTestOutcome:
+    return Failed(error=Problem(code="internal", message=request.path))
 
 
 async def follow(
@@ -164,7 +159,7 @@ async def follow(
     (tmp_path / "keyring.json").write_text(keyring.dump())
     store = TableStore()
     async with operator(keyring, script) as url:
-        feed = TableFeed(store, url, KeyringFile(tmp_path / "keyring.json"), "replica-1", no_probes)
+        feed = TableFeed(store, url, KeyringFile(tmp_path / "keyring.json"), "replica-1", no_tests)
         task = asyncio.create_task(feed.run())
         try:
             async with asyncio.timeout(20):

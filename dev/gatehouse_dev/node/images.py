@@ -27,7 +27,15 @@ REPO = Path(__file__).resolve().parents[3]
 DEBIAN_SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
 # The Dockerfile's build context: what pip needs to build the wheel, and the Dockerfile itself.
-CONTEXT = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "operator", "proxy")
+CONTEXT = (
+    "Dockerfile",
+    ".dockerignore",
+    "pyproject.toml",
+    "README.md",
+    "contract",
+    "operator",
+    "proxy",
+)
 HOST_CA_BUNDLE = "/etc/ssl/host-ca-bundle.crt"
 
 

@@ -18,6 +18,8 @@ import kopf
 from kubernetes.aio import client
 from pydantic import ValidationError
 
+from gatehouse_contract.connection_tests import ConnectionTestAnswer, ConnectionTestRequest
+from gatehouse_contract.redaction import scrub
 from gatehouse_operator import samples
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_sample import ConnectionSampleSpec, SampledRequest
@@ -29,11 +31,9 @@ from gatehouse_operator.api.connection_test import (
 )
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.conditions import Verdict, now
+from gatehouse_operator.connection_testing import Finished, Waiting, ask, result, stored_secrets
 from gatehouse_operator.kube import SampleRefused
-from gatehouse_operator.probing import Finished, Waiting, ask, result, stored_secrets
 from gatehouse_operator.runtime import Runtime
-from gatehouse_proxy.probes import ProbeAnswer, ProbeRequest
-from gatehouse_proxy.redaction import scrub
 
 PLURAL = CONNECTION_TEST.plural
 # How long a test waits for the operator to see its connection (it may be applied together with
@@ -80,13 +80,13 @@ def _connection(runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec
     )
 
 
-async def _probe(runtime: Runtime, key: str, spec: ConnectionTestSpec) -> ProbeAnswer:
+async def _probe(runtime: Runtime, key: str, spec: ConnectionTestSpec) -> ConnectionTestAnswer:
     """Runs the test on a proxy replica that holds the connection's latest route."""
     route = runtime.world.connections[key]
     revision = runtime.journal.revision("connection", key)
     if revision is None or ("connection", key) in runtime.world.changed:
         raise Waiting("ProxyBehind", "the connection's latest route is not published yet", 0.5)
-    request = ProbeRequest(
+    request = ConnectionTestRequest(
         connection=key,
         method=spec.method,
         path=spec.path,

@@ -20,6 +20,7 @@ import kopf
 from kubernetes.aio import client
 from pydantic import ValidationError
 
+from gatehouse_contract.routes import Credential, EntryKind
 from gatehouse_operator import table_bounds
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
@@ -30,7 +31,6 @@ from gatehouse_operator.credentials import CredentialProblem, verdict_for
 from gatehouse_operator.kube import WATCHED_SELECTOR
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.runtime import Runtime, resource_key
-from gatehouse_proxy.routing_table import Credential, EntryKind
 
 PLURAL = EXTERNAL_CONNECTION.plural
 _UNSET = object()

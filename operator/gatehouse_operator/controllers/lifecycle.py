@@ -19,6 +19,8 @@ from aiohttp import web
 from kubernetes.aio import client
 from starlette.applications import Starlette
 
+from gatehouse_contract.request_deadline import with_head_deadline
+from gatehouse_contract.sealing import KeyringError, KeyringFile, KeyringSource
 from gatehouse_operator import metrics
 from gatehouse_operator.access import Access
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
@@ -33,8 +35,6 @@ from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.web import routes as connections_page
-from gatehouse_proxy.request_deadline import with_head_deadline
-from gatehouse_proxy.sealing import KeyringError, KeyringFile, KeyringSource
 
 # No handler needs a finalizer any more; naming the one earlier versions put on connections and
 # apps lets kopf take it off the next time it sees each of them.

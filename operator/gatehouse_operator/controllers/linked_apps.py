@@ -13,13 +13,13 @@ import kopf
 from kubernetes.aio import client
 from pydantic import ValidationError
 
+from gatehouse_contract.routes import AppRoute, EntryKind, token_sha256
 from gatehouse_operator import table_bounds
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP, LinkedAppSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, spec_error
 from gatehouse_operator.conditions import Verdict, ready
 from gatehouse_operator.kube import CREDENTIAL_LABEL
 from gatehouse_operator.runtime import Runtime, app_key
-from gatehouse_proxy.routing_table import AppRoute, EntryKind, token_sha256
 
 KINDS = {DATA_APP.kind: DATA_APP, CHART_TYPE.kind: CHART_TYPE}
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import kopf
 
+from gatehouse_contract.routes import token_sha256
 from gatehouse_operator.controllers import external_connections, linked_apps
 from gatehouse_operator.kube import API_ERRORS
 from gatehouse_operator.runtime import Runtime
-from gatehouse_proxy.routing_table import token_sha256
 
 
 def _relevant(name: str, namespace: str | None, labels: kopf.Labels, memo: Any, **_: Any) -> bool:

@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gatehouse_contract.sealing import KeyringError
 from gatehouse_operator.access import User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
@@ -39,7 +40,6 @@ from gatehouse_operator.service_api.app import (
 )
 from gatehouse_operator.service_api.models import ConnectionTestRequest, TrialRequest
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS, Credentials, Sessions, same_origin
-from gatehouse_proxy.sealing import KeyringError
 
 log = logging.getLogger("gatehouse.operator.page")
 APP_KINDS = {DATA_APP.kind: DATA_APP, CHART_TYPE.kind: CHART_TYPE}

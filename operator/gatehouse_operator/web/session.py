@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gatehouse_proxy.sealing import KeyringError, KeyringSource, Sealed
+from gatehouse_contract.sealing import KeyringError, KeyringSource, Sealed
 
 COOKIE = "__Host-gatehouse-session"
 SESSION_SECONDS = 8 * 3600

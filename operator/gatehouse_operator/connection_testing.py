@@ -13,15 +13,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
+from gatehouse_contract.connection_tests import (
+    Answered,
+    ConnectionTestAnswer,
+    ConnectionTestRequest,
+    Refused,
+    Stale,
+)
 from gatehouse_operator import samples
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_test import RESULT_BODY_CHARS
 from gatehouse_operator.conditions import Verdict
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.table_server import NoReplica
-from gatehouse_proxy.probes import ProbeAnswer, ProbeRequest
 
 
 class Finished(Exception):
@@ -46,38 +50,29 @@ def _camel(code: str) -> str:
     return "".join(part.capitalize() for part in code.split("_"))
 
 
-async def ask(runtime: Runtime, request: ProbeRequest, within: float) -> ProbeAnswer:
+async def ask(
+    runtime: Runtime, request: ConnectionTestRequest, within: float
+) -> ConnectionTestAnswer:
     """The replica's answer; raises Finished for a refusal and Waiting when none could answer.
 
     It travels on a replica's table channel: no port of the proxy takes tests.
     """
     try:
-        outcome = await runtime.channel.probe(request, within=within)
+        outcome = await runtime.channel.run_test(request, within=within)
     except NoReplica as error:
         raise Waiting("ProxyBehind", str(error), 0.5) from None
     except (TimeoutError, ConnectionError):
         raise Waiting("ProxyUnavailable", "the proxy replica did not answer in time") from None
-    if "stale" in outcome:
+    if isinstance(outcome, Answered):
+        return outcome.answered
+    if isinstance(outcome, Stale):
         raise Waiting("ProxyBehind", "the proxy has not installed the newest table yet", 0.5)
-    if "refused" in outcome:
-        refused = outcome["refused"]
-        if refused["code"] == "tests_busy":
-            raise Waiting("ProxyBusy", str(refused["message"])[:1024], 2.0)
-        raise Finished(
-            Verdict("Passed", "False", _camel(refused["code"]), str(refused["message"])[:1024])
-        )
-    if "answered" not in outcome:
-        failure = outcome.get("error", {})
-        raise Finished(
-            Verdict("Passed", "False", "ProxyError", str(failure.get("message", outcome))[:1024])
-        )
-    try:
-        return ProbeAnswer.model_validate(outcome["answered"])
-    except ValidationError:
-        # A replica of another version; its answer is not shown in part.
-        raise Finished(
-            Verdict("Passed", "False", "ProxyError", "the proxy's answer could not be read")
-        ) from None
+    if isinstance(outcome, Refused):
+        refused = outcome.refused
+        if refused.code == "tests_busy":
+            raise Waiting("ProxyBusy", refused.message[:1024], 2.0)
+        raise Finished(Verdict("Passed", "False", _camel(refused.code), refused.message[:1024]))
+    raise Finished(Verdict("Passed", "False", "ProxyError", outcome.error.message[:1024]))
 
 
 @dataclass(frozen=True)
@@ -91,7 +86,9 @@ class Result:
         return self.verdict.ok
 
 
-async def result(answer: ProbeAnswer, method: str, path: str, secrets: list[str]) -> Result:
+async def result(
+    answer: ConnectionTestAnswer, method: str, path: str, secrets: list[str]
+) -> Result:
     """The answer as people see it: redacted of ``secrets``, the body truncated.
 
     Redacting is the one CPU-bound step of a test in the operator, whose event loop serves every
@@ -100,7 +97,7 @@ async def result(answer: ProbeAnswer, method: str, path: str, secrets: list[str]
     return await asyncio.to_thread(_result, answer, method, path, secrets)
 
 
-def _result(answer: ProbeAnswer, method: str, path: str, secrets: list[str]) -> Result:
+def _result(answer: ConnectionTestAnswer, method: str, path: str, secrets: list[str]) -> Result:
     shown = samples.views(answer.body, answer.content_type, secrets, cut=answer.truncated)
     passed = 200 <= answer.status_code < 300
     summary = f"{method} {path} answered {answer.status_code}"

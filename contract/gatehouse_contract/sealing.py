@@ -6,7 +6,7 @@ operator seals every credential before it leaves its process; the proxy opens on
 request that needs it. Each sealed value is bound to its connection (uid, origin and where the
 credential goes) as associated data, so a credential cannot be replayed onto another host. The
 table channel's TLS certificate and its signatures use keys derived from the keyring (see
-gatehouse_proxy.channel), so only the operator can publish a table.
+gatehouse_contract.channel), so only the operator can publish a table.
 
 Keyring file (JSON)::
 

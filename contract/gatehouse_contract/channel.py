@@ -1,9 +1,10 @@
-"""The table channel's wire contract: how a replica proves itself, and how frames travel.
+"""The table channel's security: how a replica proves itself, and how every frame is signed.
 
 A proxy replica opens one WebSocket to the operator (``CHANNEL_PATH``, TLS: see
-:mod:`gatehouse_proxy.channel_tls`) and keeps it open. The operator sends a snapshot of the
+:mod:`gatehouse_contract.channel_tls`) and keeps it open. The operator sends a snapshot of the
 routing table, then deltas, heartbeats and connection tests; the replica answers with what it
 installed (acks), what it refused (nacks, with why), requests for a new snapshot and test results.
+What the frames say is :mod:`gatehouse_contract.frames`; this module is how they travel.
 
 Nothing static travels: the replica signs its opening request with a key derived from the keyring,
 over a timestamp and a random nonce, and every frame the operator sends is signed over that nonce
@@ -18,12 +19,8 @@ import hmac
 import os
 import struct
 import time
-from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from pydantic.alias_generators import to_camel
-
-from gatehouse_proxy.sealing import Keyring
+from gatehouse_contract.sealing import Keyring
 
 CHANNEL_PATH = "/v1/channel"
 # The operator sends a heartbeat this often; a side that hears nothing for MISSED_HEARTBEATS of
@@ -139,55 +136,3 @@ def open_frame(keyring: Keyring, nonce: str, expected_seq: int, frame: bytes) ->
     if seq != expected_seq:
         raise FrameRejected(f"frame {seq} arrived where {expected_seq} was due (a replay?)")
     return key_id, bytes(payload)
-
-
-# --- What the replica says back ----------------------------------------------------------------
-
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
-
-
-class Ack(_Wire):
-    """The replica holds ``version`` (sent after each install and each heartbeat)."""
-
-    type: Literal["ack"] = "ack"
-    version: int
-
-
-class Nack(_Wire):
-    """The replica refused a snapshot or delta and keeps what it had."""
-
-    type: Literal["nack"] = "nack"
-    version: int
-    installed: int  # the version the replica holds instead
-    reason: str = Field(max_length=1000)
-
-
-class Resync(_Wire):
-    """The replica's table and the stream disagree (a gap, a mismatch): send a snapshot."""
-
-    type: Literal["resync"] = "resync"
-    reason: str = Field(max_length=1000)
-
-
-class ProbeResult(_Wire):
-    """The outcome of a connection test the operator asked for (see probes)."""
-
-    type: Literal["probeResult"] = "probeResult"
-    id: str
-    result: dict[str, Any]
-
-
-class Goodbye(_Wire):
-    """The replica is shutting down: it stops serving now, not after a grace period."""
-
-    type: Literal["goodbye"] = "goodbye"
-
-
-ReplicaMessage = Ack | Nack | Resync | ProbeResult | Goodbye
-replica_message: TypeAdapter[ReplicaMessage] = TypeAdapter(
-    Annotated[ReplicaMessage, Field(discriminator="type")]
-)

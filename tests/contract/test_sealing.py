@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gatehouse_proxy.sealing import Keyring, KeyringError, KeyringFile
+from gatehouse_contract.sealing import Keyring, KeyringError, KeyringFile
 
 
 def test_sealed_credential_opens_with_the_same_context() -> None:

@@ -6,11 +6,13 @@ import asyncio
 
 import pytest
 
+from gatehouse_proxy.connection_test_slots import ConnectionTestSlots
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.probe_slots import ProbeSlots
 
 
-async def _hold(slots: ProbeSlots, namespace: str, release: asyncio.Event, deadline: float) -> str:
+async def _hold(
+    slots: ConnectionTestSlots, namespace: str, release: asyncio.Event, deadline: float
+) -> str:
     try:
         async with slots.slot(namespace, deadline):
             await release.wait()
@@ -21,7 +23,7 @@ async def _hold(slots: ProbeSlots, namespace: str, release: asyncio.Event, deadl
 
 def test_one_namespace_cannot_take_another_namespaces_place() -> None:
     async def scenario() -> None:
-        slots = ProbeSlots(per_namespace=2, waiting_per_namespace=3, per_replica=4)
+        slots = ConnectionTestSlots(per_namespace=2, waiting_per_namespace=3, per_replica=4)
         later = asyncio.get_running_loop().time() + 60
         release = asyncio.Event()
         flood = [asyncio.create_task(_hold(slots, "a", release, later)) for _ in range(8)]
@@ -40,7 +42,7 @@ def test_one_namespace_cannot_take_another_namespaces_place() -> None:
 
 def test_a_test_not_started_by_its_deadline_is_dropped_and_a_running_one_cancelled() -> None:
     async def scenario() -> None:
-        slots = ProbeSlots(per_namespace=1, waiting_per_namespace=4, per_replica=4)
+        slots = ConnectionTestSlots(per_namespace=1, waiting_per_namespace=4, per_replica=4)
         loop = asyncio.get_running_loop()
         never = asyncio.Event()
         running = asyncio.create_task(_hold(slots, "a", never, loop.time() + 0.2))
@@ -57,7 +59,7 @@ def test_a_test_not_started_by_its_deadline_is_dropped_and_a_running_one_cancell
 
 def test_an_error_inside_a_test_is_not_taken_for_its_deadline() -> None:
     async def scenario() -> None:
-        slots = ProbeSlots()
+        slots = ConnectionTestSlots()
         with pytest.raises(TimeoutError):
             async with slots.slot("a", asyncio.get_running_loop().time() + 60):
                 raise TimeoutError

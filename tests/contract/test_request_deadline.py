@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from gatehouse_proxy.request_deadline import (
+from gatehouse_contract.request_deadline import (
     MAX_HEAD_BYTES,
     MAX_HEADERS,
     MAX_PIPELINED,

@@ -24,7 +24,7 @@ WAITING_PER_NAMESPACE = 16
 RUNNING_PER_REPLICA = 16
 
 
-class ProbeSlots:
+class ConnectionTestSlots:
     def __init__(
         self,
         per_namespace: int = RUNNING_PER_NAMESPACE,

@@ -1,17 +1,18 @@
-"""Connection tests: the operator asks a proxy to make one request exactly as an app's would.
+"""Connection tests: the operator asks a proxy replica to make one request as an app's would.
 
-The wire shapes of that call. It travels on the table channel (see :mod:`gatehouse_proxy.channel`),
-which only the operator can speak: no port of the proxy takes it.
+The shapes of that call: the request, the answer, and the four outcomes a replica reports. It
+travels on the table channel (see :mod:`gatehouse_contract.frames`), which only the operator can
+speak: no port of the proxy takes it.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, model_validator
 
-from gatehouse_proxy.routing_table import ConnectionRoute
+from gatehouse_contract.routes import ConnectionRoute
+from gatehouse_contract.wire import Wire
 
 # Tests have their own rate bucket per connection, so testing cannot starve an app.
 CONNECTION_TEST_CALLER = "gatehouse/connection-test"
@@ -23,13 +24,7 @@ MAX_ANSWER_BODY_BYTES = 64 * 1024
 MAX_CONTENT_TYPE_CHARS = 256
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
-
-
-class ProbeRequest(_Wire):
+class ConnectionTestRequest(Wire):
     connection: str = Field(description="The connection's routing key, namespace/name.")
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
     path: str = Field(pattern=r"^/", description="Path and optional query under the origin.")
@@ -46,16 +41,56 @@ class ProbeRequest(_Wire):
     draft: ConnectionRoute | None = None
 
     @model_validator(mode="after")
-    def _draft_is_the_connection(self) -> ProbeRequest:
+    def _draft_is_the_connection(self) -> ConnectionTestRequest:
         if self.draft is not None and self.draft.key != self.connection:
-            raise ValueError("a draft's route must have the probe's connection key")
+            raise ValueError("a draft's route must have the test's connection key")
         return self
 
 
-class ProbeAnswer(_Wire):
+class ConnectionTestAnswer(Wire):
     status_code: int
     content_type: str = Field(max_length=MAX_CONTENT_TYPE_CHARS)
     # Its first MAX_ANSWER_BODY_BYTES, scrubbed, decoded as UTF-8 (invalid bytes replaced).
     body: str = Field(max_length=MAX_ANSWER_BODY_BYTES)
     size_bytes: int = Field(description="The whole body's size.")
     truncated: bool = Field(default=False, description="Whether the body is a prefix.")
+
+
+class Problem(Wire):
+    code: str  # snake_case, as the proxy's error bodies have it
+    message: str
+
+
+class TableBehind(Wire):
+    table_version: int  # what the replica holds, older than the test's min_table_version
+
+
+# What a replica reports: one key names the outcome (the shapes are those of the first release,
+# kept so that an operator and replicas of adjacent releases understand each other).
+
+
+class Answered(Wire):
+    """Upstream answered; whatever its status, the test ran."""
+
+    answered: ConnectionTestAnswer
+
+
+class Refused(Wire):
+    """The proxy's own rules refused the request, as they would an app's; the code says which."""
+
+    refused: Problem
+
+
+class Stale(Wire):
+    """The replica has not installed the table the test needs yet: another may have."""
+
+    stale: TableBehind
+
+
+class Failed(Wire):
+    """The test could not run: the replica failed, or its answer could not be read."""
+
+    error: Problem
+
+
+ConnectionTestOutcome = Answered | Refused | Stale | Failed

@@ -10,8 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gatehouse_proxy.headers import app_response_headers
-from gatehouse_proxy.redaction import (
+from gatehouse_contract.redaction import (
     REDACTED,
     BodyScrubber,
     Prefix,
@@ -19,6 +18,7 @@ from gatehouse_proxy.redaction import (
     scrubbed,
     scrubbed_prefix,
 )
+from gatehouse_proxy.headers import app_response_headers
 
 SECRET = "sk live/42"  # a space and a slash: its URL-encoded form differs
 

@@ -1,0 +1,51 @@
+"""Installation settings from the environment, read the same way by both programs.
+
+The chart sets them; a value out of range stops the program at start with a message that names
+the variable and the rule, never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def env_flag(name: str) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("", "0", "false", "no"):
+        return False
+    if value in ("1", "true", "yes"):
+        return True
+    raise ValueError(f"{name} must be true or false, not {value!r}")
+
+
+def env_port(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ValueError(f"{name} must be a port number (1 to 65535), not {raw!r}")
+    return int(raw)
+
+
+def env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 3600:
+        raise ValueError(
+            f"{name} must be a number of seconds above 0 and at most 3600, not {raw!r}"
+        )
+    return value
+
+
+def env_count(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, not {raw!r}")
+    return int(raw)

@@ -1,0 +1,181 @@
+"""What travels on the table channel, typed in both directions.
+
+From the operator: the routing table as a ``Snapshot`` (in parts) and then a ``Delta`` per change,
+a ``Heartbeat`` when nothing else moved, and ``ConnectionTestFrame`` for each test it runs. From a
+replica: ``Ack`` (the version it holds), ``Nack`` (a table it refused, and why), ``Resync`` (send a
+snapshot), ``ConnectionTestResult`` and ``Goodbye``. How frames are signed and streams opened is
+:mod:`gatehouse_contract.channel`.
+
+The operator serialises each route once, when it changes, and builds snapshot and delta bytes
+from those (``gatehouse_operator.table.journal``); a test holds those bytes to these models.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from gatehouse_contract.connection_tests import ConnectionTestOutcome, ConnectionTestRequest
+from gatehouse_contract.routes import AppRoute, ConnectionRoute
+from gatehouse_contract.wire import Wire
+
+# --- From the operator --------------------------------------------------------------------------
+
+
+class ConnectionEntry(Wire):
+    rev: int  # the version the entry last changed in
+    route: ConnectionRoute
+
+
+class AppEntry(Wire):
+    rev: int
+    route: AppRoute
+
+
+class Snapshot(Wire):
+    """One part of the whole table at ``version``; a replica installs it once all parts came."""
+
+    type: Literal["snapshot"] = "snapshot"
+    version: int
+    digest: str = Field(pattern=r"^[0-9a-f]{1,32}$")  # the XOR of every entry's entry_digest
+    part: int = Field(default=0, ge=0)
+    parts: int = Field(default=1, ge=1)
+    connections: tuple[ConnectionEntry, ...] = ()
+    apps: tuple[AppEntry, ...] = ()
+
+    @model_validator(mode="after")
+    def _part_of_parts(self) -> Snapshot:
+        if self.part >= self.parts:
+            raise ValueError(f"part {self.part} of {self.parts} does not exist")
+        return self
+
+
+class Delta(Wire):
+    """What changed from ``base`` to ``version``: upserted routes and removed keys."""
+
+    type: Literal["delta"] = "delta"
+    base: int
+    version: int
+    digest: str = Field(pattern=r"^[0-9a-f]{1,32}$")  # the table's digest after the delta
+    connections: tuple[ConnectionRoute, ...] = ()
+    apps: tuple[AppRoute, ...] = ()
+    removed_connections: tuple[str, ...] = ()
+    removed_apps: tuple[str, ...] = ()
+
+
+class Heartbeat(Wire):
+    """Nothing changed; the replica answers with an Ack, which tells the operator it is alive."""
+
+    type: Literal["heartbeat"] = "heartbeat"
+    version: int
+    time: float
+
+
+class ConnectionTestFrame(Wire):
+    """Run this test; answer with a ConnectionTestResult carrying the same id."""
+
+    # "probe": the name of the first release, kept so that adjacent releases understand each other.
+    type: Literal["probe"] = "probe"
+    id: str = Field(max_length=100)
+    request: ConnectionTestRequest
+
+
+OperatorFrame = Snapshot | Delta | Heartbeat | ConnectionTestFrame
+
+# --- From a replica -----------------------------------------------------------------------------
+
+
+class Ack(Wire):
+    """The replica holds ``version`` (sent after each install and each heartbeat)."""
+
+    type: Literal["ack"] = "ack"
+    version: int
+
+
+class Nack(Wire):
+    """The replica refused a snapshot or delta and keeps what it had."""
+
+    type: Literal["nack"] = "nack"
+    version: int
+    installed: int  # the version the replica holds instead
+    reason: str = Field(max_length=1000)
+
+
+class Resync(Wire):
+    """The replica's table and the stream disagree (a gap, a mismatch): send a snapshot."""
+
+    type: Literal["resync"] = "resync"
+    reason: str = Field(max_length=1000)
+
+
+class ConnectionTestResult(Wire):
+    """The outcome of the ConnectionTestFrame with the same id."""
+
+    type: Literal["probeResult"] = "probeResult"  # see ConnectionTestFrame.type
+    id: str
+    result: ConnectionTestOutcome
+
+
+class Goodbye(Wire):
+    """The replica is shutting down: it stops serving now, not after a grace period."""
+
+    type: Literal["goodbye"] = "goodbye"
+
+
+ReplicaMessage = Ack | Nack | Resync | ConnectionTestResult | Goodbye
+
+# --- Reading ------------------------------------------------------------------------------------
+
+
+class Unreadable(ValueError):
+    """A message that is none of its side's types; what can be told of it travels with it."""
+
+    def __init__(self, reason: str, kind: str, test_id: str) -> None:
+        super().__init__(reason)
+        self.kind = kind  # its "type", when it had a readable one
+        self.test_id = test_id  # its "id", when it was a connection test's
+
+
+class _Head(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: str = ""
+    id: str = ""
+
+
+_operator_frame: TypeAdapter[OperatorFrame] = TypeAdapter(
+    Annotated[OperatorFrame, Field(discriminator="type")]
+)
+_replica_message: TypeAdapter[ReplicaMessage] = TypeAdapter(
+    Annotated[ReplicaMessage, Field(discriminator="type")]
+)
+
+
+def read_operator_frame(payload: bytes) -> OperatorFrame:
+    try:
+        return _operator_frame.validate_json(payload)
+    except ValidationError as error:
+        raise _unreadable(payload, error) from None
+
+
+def read_replica_message(data: str | bytes) -> ReplicaMessage:
+    try:
+        return _replica_message.validate_json(data)
+    except ValidationError as error:
+        raise _unreadable(data, error) from None
+
+
+def _unreadable(data: str | bytes, error: ValidationError) -> Unreadable:
+    try:
+        head = _Head.model_validate_json(data)
+    except ValidationError:
+        head = _Head()
+    first = error.errors()[0] if error.errors() else None
+    if first is None:
+        reason = str(error)
+    else:
+        # The field's path without the union's tag, as a person would name it.
+        where = ".".join(str(part) for part in first["loc"] if part != head.type)
+        reason = f"{where}: {first['msg']}" if where else first["msg"]
+    return Unreadable(reason[:1000], head.type[:40], head.id[:100])

@@ -1,0 +1,78 @@
+"""The routing table's entries: what the operator compiles and every proxy replica routes by.
+
+The operator publishes them as a snapshot and then deltas (see :mod:`gatehouse_contract.frames`);
+each replica keeps a :class:`gatehouse_proxy.routing_table.RoutingTable` of them. An entry holds
+no secret in the clear: credentials are sealed (see :mod:`gatehouse_contract.sealing`) and apps
+appear only as hashes of their tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import Field
+
+from gatehouse_contract.sealing import Sealed
+from gatehouse_contract.wire import Frozen
+
+AuthType = Literal["none", "apiKey", "bearer", "googleServiceAccount"]
+EntryKind = Literal["connection", "app"]
+
+
+class Limits(Frozen):
+    timeout_seconds: float
+    max_request_bytes: int
+    max_response_bytes: int
+    requests_per_minute: int
+
+
+class Credential(Frozen):
+    type: AuthType
+    parameter: str = ""  # the API key's header or query parameter name
+    location: Literal["header", "query", ""] = ""
+    scopes: tuple[str, ...] = ()
+    sealed: Sealed | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the sealed value without revealing anything about the secret."""
+        if self.sealed is None:
+            return ""
+        return hashlib.sha256(self.sealed.ciphertext.encode()).hexdigest()[:16]
+
+    def context(self, connection_uid: str, origin: str) -> str:
+        """What a sealed value is bound to: opening it for another host or placement fails."""
+        return f"{connection_uid}|{origin}|{self.type}|{self.location}|{self.parameter}"
+
+
+class ConnectionRoute(Frozen):
+    key: str  # "namespace/name"
+    uid: str
+    origin: str  # scheme://host[:port], normalised
+    allowed_methods: frozenset[str]
+    allowed_paths: tuple[str, ...]
+    credential: Credential
+    limits: Limits
+    # Set when the operator cannot provide a working credential (missing Secret, bad key file):
+    # the proxy answers 503 instead of calling upstream with stale or no credentials.
+    unavailable: str = ""
+
+
+class AppRoute(Frozen):
+    key: str  # "namespace/Kind/name"
+    token_sha256: str
+    links: dict[str, str] = Field(default_factory=dict)  # alias -> ConnectionRoute.key
+
+
+def token_sha256(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def entry_digest(kind: EntryKind, key: str, revision: int) -> int:
+    """One entry's share of a table's digest: the XOR of all entries' shares.
+
+    The digest moves with every upsert and deletion at the cost of that change alone, and it
+    tells a replica whose table went wrong (a lost or doubled delta) that it must resync.
+    """
+    return int.from_bytes(hashlib.sha256(f"{kind}|{key}|{revision}".encode()).digest()[:16])

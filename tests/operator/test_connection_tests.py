@@ -1,0 +1,115 @@
+"""A connection test's result: bounded by construction, and read into what people see."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from gatehouse_contract.connection_tests import (
+    MAX_ANSWER_BODY_BYTES,
+    MAX_CONTENT_TYPE_CHARS,
+    Answered,
+    ConnectionTestAnswer,
+    ConnectionTestOutcome,
+    ConnectionTestRequest,
+    Failed,
+    Problem,
+    Refused,
+)
+from gatehouse_contract.frames import ConnectionTestResult, Unreadable, read_replica_message
+from gatehouse_operator.connection_testing import Finished, Waiting, ask, result
+from gatehouse_operator.replicas import Replica
+from gatehouse_operator.table_server import MAX_REPLICA_MESSAGE_BYTES, _Session
+
+
+@pytest.mark.parametrize("byte", [b"\x01", b"\xff", b'"', "\u2028".encode()])
+def test_the_largest_result_fits_the_channel_whatever_the_upstream_sent(byte: bytes) -> None:
+    """Every byte the body may hold, at its worst JSON escaping (\\u0001 is six bytes for one),
+    fills the prefix the replica keeps; the message is still far under the channel's limit."""
+    body = (byte * MAX_ANSWER_BODY_BYTES)[:MAX_ANSWER_BODY_BYTES].decode(errors="replace")
+    answer = ConnectionTestAnswer(
+        status_code=200,
+        content_type="\x01" * MAX_CONTENT_TYPE_CHARS,
+        body=body,
+        size_bytes=26_214_400,
+        truncated=True,
+    )
+    message = ConnectionTestResult(id="f" * 100, result=Answered(answered=answer)).model_dump_json()
+    assert len(message.encode()) < MAX_REPLICA_MESSAGE_BYTES / 2
+
+
+class _Channel:
+    def __init__(self, outcome: ConnectionTestOutcome) -> None:
+        self.outcome = outcome
+
+    async def run_test(
+        self, request: ConnectionTestRequest, within: float
+    ) -> ConnectionTestOutcome:
+        return self.outcome
+
+
+class _Runtime:
+    def __init__(self, outcome: ConnectionTestOutcome) -> None:
+        self.channel = _Channel(outcome)
+
+
+REQUEST = ConnectionTestRequest(connection="a/c", method="GET", path="/")
+
+
+def _ask(outcome: ConnectionTestOutcome) -> ConnectionTestAnswer:
+    runtime: object = _Runtime(outcome)
+    return asyncio.run(ask(runtime, REQUEST, within=1))  # type: ignore[arg-type]
+
+
+def test_a_busy_replica_is_a_reason_to_wait_and_an_unreadable_answer_a_failure() -> None:
+    busy = Refused(refused=Problem(code="tests_busy", message="a has 20 tests"))
+    with pytest.raises(Waiting) as waiting:
+        _ask(busy)
+    assert waiting.value.reason == "ProxyBusy"
+    # An answer that breaks the contract (a body past the bound) ends its test, with why.
+    outcome = _unreadable_outcome(
+        {"answered": {"statusCode": 200, "body": "x" * (MAX_ANSWER_BODY_BYTES + 1)}}
+    )
+    assert outcome == Failed(
+        error=Problem(code="unreadable", message="the proxy's answer could not be read")
+    )
+    with pytest.raises(Finished) as finished:
+        _ask(outcome)
+    assert finished.value.verdict.reason == "ProxyError"
+
+
+def _unreadable_outcome(result: dict[str, object]) -> ConnectionTestOutcome:
+    """What a replica's session makes of a result that is not the contract's."""
+
+    async def scenario() -> ConnectionTestOutcome:
+        session = _Session.__new__(_Session)
+        session.replica = Replica("proxy-a")
+        future: asyncio.Future[ConnectionTestOutcome] = asyncio.get_running_loop().create_future()
+        session._tests = {"t1": future}
+        message = json.dumps({"type": "probeResult", "id": "t1", "result": result})
+        try:
+            read_replica_message(message)
+        except Unreadable as unreadable:
+            session._unreadable(unreadable)
+        return await future
+
+    return asyncio.run(scenario())
+
+
+def test_a_cut_answer_is_shown_as_cut() -> None:
+    whole = json.dumps({"items": [{"id": n, "access_token": "t"} for n in range(5_000)]})
+    answer = ConnectionTestAnswer(
+        status_code=200,
+        content_type="application/json",
+        body=whole[:MAX_ANSWER_BODY_BYTES],
+        size_bytes=len(whole),
+        truncated=True,
+    )
+    shown = asyncio.run(result(answer, "GET", "/items", []))
+    assert shown.passed
+    assert shown.response["truncated"] is True
+    assert shown.response["sizeBytes"] == len(whole)
+    assert shown.response["body"].startswith('{"items": [{"id": 0, "access_token": "[redacted]"}')
+    assert shown.sample_body["truncated"] is True
