@@ -25,7 +25,7 @@ from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_test import RESULT_BODY_CHARS
 from gatehouse_operator.conditions import Verdict
 from gatehouse_operator.runtime import Runtime
-from gatehouse_operator.table_server import NoReplica
+from gatehouse_operator.table.channel import NoReplica
 
 
 class Finished(Exception):

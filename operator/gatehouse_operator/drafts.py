@@ -18,16 +18,16 @@ from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_contract.connection_tests import ConnectionTestRequest
-from gatehouse_operator import table_bounds
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import API_VERSION, spec_error
 from gatehouse_operator.as_user import AsUser, refusal
-from gatehouse_operator.connection_route import route_for
 from gatehouse_operator.connection_testing import Finished, Waiting, ask, result, secret_texts
 from gatehouse_operator.credentials import CredentialProblem, seal_credential
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.service_api.models import DraftTestOutcome, DraftTestRequest
+from gatehouse_operator.table import budget
+from gatehouse_operator.table.connection_route import route_for
 
 # Not a Kubernetes name, so a draft's routing key can never be a saved connection's.
 DRAFT_NAME = "~draft"
@@ -119,8 +119,8 @@ async def try_draft(
     except CredentialProblem as problem:
         return _failed(problem.reason, problem.message)
     route = route_for(f"{namespace}/{DRAFT_NAME}", uid, spec, origin, credential, "")
-    size = table_bounds.entry_size(route)
-    too_large = table_bounds.check(route, size, size, "Passed")
+    size = budget.entry_size(route)
+    too_large = budget.check(route, size, size, "Passed")
     if too_large is not None:
         return _failed(too_large.reason, too_large.message)
     request = ConnectionTestRequest(

@@ -22,12 +22,12 @@ from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.conditions import Verdict
 from gatehouse_operator.credentials import seal_credential
 from gatehouse_operator.kube import Kube
-from gatehouse_operator.replicas import Replicas
-from gatehouse_operator.rollout import Rollout, Routed
 from gatehouse_operator.settings import OperatorSettings
-from gatehouse_operator.table_journal import Journal
-from gatehouse_operator.table_server import TableChannel
-from gatehouse_operator.world import World
+from gatehouse_operator.table.channel import TableChannel
+from gatehouse_operator.table.journal import Journal
+from gatehouse_operator.table.replicas import Replicas
+from gatehouse_operator.table.rollout import Rollout, Routed
+from gatehouse_operator.table.store import RouteStore
 
 log = logging.getLogger("gatehouse.operator")
 
@@ -45,7 +45,7 @@ class Runtime:
     settings: OperatorSettings
     kube: Kube
     keyring: KeyringSource
-    world: World = field(default_factory=World)
+    routes: RouteStore = field(default_factory=RouteStore)
     journal: Journal = field(default_factory=Journal)
     # ProjectConfigs by projectUuid (their uid), for the defaults API.
     projects: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -59,14 +59,14 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.replicas = Replicas(self.settings.replica_grace_seconds, self._replicas_changed)
-        self.channel = TableChannel(self.keyring, self.world, self.journal, self.replicas)
-        self.rollout = Rollout(self.world, self.journal, self.replicas, self.write_status)
+        self.channel = TableChannel(self.keyring, self.routes, self.journal, self.replicas)
+        self.rollout = Rollout(self.routes, self.journal, self.replicas, self.write_status)
 
     def _replicas_changed(self) -> None:
         self.rollout.wake()
 
     def refresh_table(self) -> None:
-        """Publishes the world's changes to the proxy replicas (soon, coalesced)."""
+        """Publishes the route store's changes to the proxy replicas (soon, coalesced)."""
         self.channel.schedule_flush()
 
     async def report_routed(

@@ -20,8 +20,8 @@ from gatehouse_contract.connection_tests import (
 )
 from gatehouse_contract.frames import ConnectionTestResult, Unreadable, read_replica_message
 from gatehouse_operator.connection_testing import Finished, Waiting, ask, result
-from gatehouse_operator.replicas import Replica
-from gatehouse_operator.table_server import MAX_REPLICA_MESSAGE_BYTES, _Session
+from gatehouse_operator.table.channel import MAX_REPLICA_MESSAGE_BYTES, _Session
+from gatehouse_operator.table.replicas import Replica
 
 
 @pytest.mark.parametrize("byte", [b"\x01", b"\xff", b'"', "\u2028".encode()])

@@ -61,11 +61,11 @@ def runtime_with(listing: Listing) -> Runtime:
                 timeout_seconds=30, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1
             ),
         )
-        runtime.world.put_connection(route, body(EXTERNAL_CONNECTION.kind, name, uid))
+        runtime.routes.put_connection(route, body(EXTERNAL_CONNECTION.kind, name, uid))
     for name, uid in (("kept", "a1"), ("gone", "a2")):
         key = f"shop/DataApp/{name}"
         app = AppRoute(key=key, token_sha256="0" * 64)
-        runtime.world.put_app(app, body(DATA_APP.kind, name, uid), seen_as=key)
+        runtime.routes.put_app(app, body(DATA_APP.kind, name, uid), seen_as=key)
     return runtime
 
 
@@ -82,6 +82,6 @@ def test_routes_whose_resources_vanished_unseen_are_dropped() -> None:
     )
     runtime = runtime_with(listing)
     asyncio.run(lifecycle._drop_vanished(runtime))
-    assert set(runtime.world.connections) == {"shop/kept"}
-    assert set(runtime.world.apps) == {"shop/DataApp/kept"}
+    assert set(runtime.routes.connection_keys()) == {"shop/kept"}
+    assert set(runtime.routes.app_keys()) == {"shop/DataApp/kept"}
     assert listing.deleted_secrets == ["shop/dataapp-gone-gatehouse"]

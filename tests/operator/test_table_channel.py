@@ -31,12 +31,13 @@ from gatehouse_contract.connection_tests import (
 from gatehouse_contract.frames import Delta, Snapshot, read_operator_frame
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
 from gatehouse_contract.sealing import Keyring, KeyringFile
-from gatehouse_operator import metrics, table_journal
-from gatehouse_operator.replicas import Replicas
-from gatehouse_operator.rollout import Rollout
-from gatehouse_operator.table_journal import Journal
-from gatehouse_operator.table_server import TableChannel
-from gatehouse_operator.world import World
+from gatehouse_operator.table import journal as table_journal
+from gatehouse_operator.table import metrics
+from gatehouse_operator.table.channel import TableChannel
+from gatehouse_operator.table.journal import Journal
+from gatehouse_operator.table.replicas import Replicas
+from gatehouse_operator.table.rollout import Rollout
+from gatehouse_operator.table.store import RouteStore
 from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.table_feed import TableFeed, TableStore
 
@@ -71,25 +72,25 @@ def app(name: str, links: dict[str, str]) -> AppRoute:
 
 
 def test_deltas_replayed_on_a_snapshot_make_the_same_table() -> None:
-    world, journal = World(), Journal()
+    routes, journal = RouteStore(), Journal()
     for index in range(50):
-        world.put_connection(connection(f"c{index}"), body(f"c{index}"))
-    world.put_app(app("a", {"x": "shop/c1"}), body("a"), seen_as="a")
-    first = journal.flush(world)
+        routes.put_connection(connection(f"c{index}"), body(f"c{index}"))
+    routes.put_app(app("a", {"x": "shop/c1"}), body("a"), seen_as="a")
+    first = journal.flush(routes)
     assert first is not None
     replica = RoutingTable.from_snapshot(_snapshot(journal.snapshot()[0]), "k1")
-    world.put_connection(connection("c1", "/v2/"), body("c1"))
-    world.drop_connection("shop/c2")
-    world.put_connection(connection("c3"), body("c3"))  # unchanged: not in the delta
-    world.drop_app("shop/DataApp/a", seen_as="a")
-    changed = journal.flush(world)
+    routes.put_connection(connection("c1", "/v2/"), body("c1"))
+    routes.drop_connection("shop/c2")
+    routes.put_connection(connection("c3"), body("c3"))  # unchanged: not in the delta
+    routes.drop_app("shop/DataApp/a", seen_as="a")
+    changed = journal.flush(routes)
     assert changed is not None
     assert set(changed.changed) == {
         ("connection", "shop/c1"),
         ("connection", "shop/c2"),
         ("app", "shop/DataApp/a"),
     }
-    assert journal.flush(world) is None  # nothing changed since
+    assert journal.flush(routes) is None  # nothing changed since
     replica = replica.with_delta(_delta(changed.payload), "k1")
     fresh = RoutingTable.from_snapshot(_snapshot(journal.snapshot()[0]), "k1")
     assert replica.digest == fresh.digest == journal.digest
@@ -102,14 +103,14 @@ def test_deltas_replayed_on_a_snapshot_make_the_same_table() -> None:
 def test_the_journals_bytes_are_the_contracts_frames() -> None:
     """The journal writes snapshot and delta bytes by hand (each route serialised once, when it
     changes); every field they carry is one the typed frames have, and none is missing."""
-    world, journal = World(), Journal()
-    world.put_connection(connection("c1"), body("c1"))
-    world.put_app(app("a", {"x": "shop/c1"}), body("a"), seen_as="a")
-    assert journal.flush(world) is not None
-    world.put_connection(connection("c2", "/v2/"), body("c2"))
-    world.drop_connection("shop/c1")
-    world.drop_app("shop/DataApp/a", seen_as="a")
-    delta = journal.flush(world)
+    routes, journal = RouteStore(), Journal()
+    routes.put_connection(connection("c1"), body("c1"))
+    routes.put_app(app("a", {"x": "shop/c1"}), body("a"), seen_as="a")
+    assert journal.flush(routes) is not None
+    routes.put_connection(connection("c2", "/v2/"), body("c2"))
+    routes.drop_connection("shop/c1")
+    routes.drop_app("shop/DataApp/a", seen_as="a")
+    delta = journal.flush(routes)
     assert delta is not None
     for payload in (*journal.snapshot(), delta.payload):
         frame = read_operator_frame(payload)
@@ -138,11 +139,11 @@ class Channel:
     def __init__(self, tmp_path: Path, keyring: Keyring) -> None:
         self.keyring_path = tmp_path / "keyring.json"
         self.keyring_path.write_text(keyring.dump())
-        self.world = World()
+        self.routes = RouteStore()
         self.journal = Journal()
         self.replicas = Replicas(grace_seconds=30, on_change=lambda: None)
         self.server = TableChannel(
-            KeyringFile(self.keyring_path), self.world, self.journal, self.replicas
+            KeyringFile(self.keyring_path), self.routes, self.journal, self.replicas
         )
         self.url = ""
         self.feeds: dict[str, tuple[TableFeed, asyncio.Task[None]]] = {}
@@ -194,9 +195,9 @@ def test_replicas_receive_deltas_acknowledge_them_and_run_tests(
 
     async def scenario() -> None:
         async with serving(tmp_path) as channel:
-            world, journal, replicas = channel.world, channel.journal, channel.replicas
+            routes, journal, replicas = channel.routes, channel.journal, channel.replicas
             for index in range(200):
-                world.put_connection(connection(f"c{index}"), body(f"c{index}"))
+                routes.put_connection(connection(f"c{index}"), body(f"c{index}"))
             channel.server.flush()
             assert len(journal.snapshot()) > 5  # in parts
             first = channel.start_replica("proxy-a")
@@ -206,7 +207,7 @@ def test_replicas_receive_deltas_acknowledge_them_and_run_tests(
             assert len(first.current.connections) == 200
 
             before = journal.version
-            world.put_connection(connection("c7", "/v2/"), body("c7"))
+            routes.put_connection(connection("c7", "/v2/"), body("c7"))
             channel.server.schedule_flush()
             await eventually(
                 lambda: journal.version > before and replicas.floor() == (journal.version, 2),
@@ -228,7 +229,7 @@ def test_replicas_receive_deltas_acknowledge_them_and_run_tests(
                 raise AssertionError("nothing is waiting")
 
             found = metrics.registry(
-                journal, replicas, Rollout(world, journal, replicas, no_writes)
+                journal, replicas, Rollout(routes, journal, replicas, no_writes)
             )
             exposed = generate_latest(found).decode()
             assert 'gatehouse_operator_proxy_replicas{state="current"} 2.0' in exposed
@@ -322,7 +323,7 @@ def test_a_failing_sender_ends_the_stream_and_the_replica_resyncs(
 
     async def scenario() -> None:
         async with serving(tmp_path) as channel:
-            channel.world.put_connection(connection("a"), body("a"))
+            channel.routes.put_connection(connection("a"), body("a"))
             channel.server.flush()
             real = channel.journal.snapshot
             calls: list[int] = []

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from gatehouse_contract.connection_tests import ConnectionTestAnswer, ConnectionTestRequest
 from gatehouse_contract.redaction import scrub
+from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_operator import samples
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_sample import ConnectionSampleSpec, SampledRequest
@@ -50,11 +51,15 @@ def _age_seconds(body: dict[str, Any]) -> float:
     return (datetime.datetime.now(datetime.UTC) - created).total_seconds()
 
 
-def _connection(runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec) -> str:
-    """The connection's routing key; waits (by retrying) while the operator has not seen it."""
+def _connection(
+    runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec
+) -> tuple[str, ConnectionRoute, dict[str, Any]]:
+    """The connection's routing key, route and resource; waits (by retrying) while the
+    operator has not seen it."""
     key = f"{body['metadata']['namespace']}/{spec.connection}"
-    route = runtime.world.connections.get(key)
-    if route is not None and not route.unavailable:
+    route = runtime.routes.connection(key)
+    connection = runtime.routes.connection_body(key)
+    if route is not None and connection is not None and not route.unavailable:
         if spec.method not in route.allowed_methods:
             raise Finished(
                 Verdict(
@@ -65,7 +70,7 @@ def _connection(runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec
                     f"({', '.join(sorted(route.allowed_methods))})",
                 )
             )
-        return key
+        return key, route, connection
     if route is None:
         raise Waiting("ConnectionNotFound", f"no ExternalConnection {spec.connection!r}")
     # Compiled and not Ready: the connection's own condition says why, and waiting would not help.
@@ -80,11 +85,12 @@ def _connection(runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec
     )
 
 
-async def _probe(runtime: Runtime, key: str, spec: ConnectionTestSpec) -> ConnectionTestAnswer:
+async def _run_on_proxy(
+    runtime: Runtime, key: str, route: ConnectionRoute, spec: ConnectionTestSpec
+) -> ConnectionTestAnswer:
     """Runs the test on a proxy replica that holds the connection's latest route."""
-    route = runtime.world.connections[key]
     revision = runtime.journal.revision("connection", key)
-    if revision is None or ("connection", key) in runtime.world.changed:
+    if revision is None or runtime.routes.unpublished("connection", key):
         raise Waiting("ProxyBehind", "the connection's latest route is not published yet", 0.5)
     request = ConnectionTestRequest(
         connection=key,
@@ -107,7 +113,7 @@ async def _save_sample(
 ) -> Verdict:
     """Keeps a passing test's answer (``response``: its status field) as a sample."""
     meta = body["metadata"]
-    connection = runtime.world.connection_bodies.get(f"{meta['namespace']}/{spec.connection}")
+    connection = runtime.routes.connection_body(f"{meta['namespace']}/{spec.connection}")
     if connection is None:
         missing = f"no ExternalConnection {spec.connection!r}"
         return Verdict("SampleSaved", "False", "ConnectionNotFound", missing)
@@ -181,7 +187,7 @@ async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
     namespace = body["metadata"]["namespace"]
     status = body["status"]
     try:
-        connection = runtime.world.connection_bodies.get(f"{namespace}/{spec.connection}")
+        connection = runtime.routes.connection_body(f"{namespace}/{spec.connection}")
         secrets = (
             await stored_secrets(
                 runtime, namespace, ExternalConnectionSpec.model_validate(connection["spec"])
@@ -213,11 +219,9 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             spec = ConnectionTestSpec.model_validate(body.get("spec", {}))
         except ValidationError as error:
             raise Finished(Verdict("Passed", "False", "InvalidSpec", spec_error(error))) from None
-        connection_key = _connection(runtime, body, spec)
-        connection_spec = ExternalConnectionSpec.model_validate(
-            runtime.world.connection_bodies[connection_key]["spec"]
-        )
-        answer = await _probe(runtime, connection_key, spec)
+        connection_key, route, connection = _connection(runtime, body, spec)
+        connection_spec = ExternalConnectionSpec.model_validate(connection["spec"])
+        answer = await _run_on_proxy(runtime, connection_key, route, spec)
     except Finished as finished:
         verdicts.append(finished.verdict)
     except Waiting as waiting:

@@ -21,16 +21,16 @@ from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_contract.routes import Credential, EntryKind
-from gatehouse_operator import table_bounds
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.conditions import CREDENTIAL_WATCHED, Verdict, ready
-from gatehouse_operator.connection_route import route_for
 from gatehouse_operator.controllers import linked_apps
 from gatehouse_operator.credentials import CredentialProblem, verdict_for
 from gatehouse_operator.kube import WATCHED_SELECTOR
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.runtime import Runtime, resource_key
+from gatehouse_operator.table import budget
+from gatehouse_operator.table.connection_route import route_for
 
 PLURAL = EXTERNAL_CONNECTION.plural
 _UNSET = object()
@@ -69,7 +69,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
         spec = ExternalConnectionSpec.model_validate(body.get("spec", {}))
     except ValidationError as error:
         verdict = Verdict("Accepted", "False", "InvalidSpec", spec_error(error))
-        runtime.world.drop_connection(key)
+        runtime.routes.drop_connection(key)
         runtime.refresh_table()
         await runtime.report_not_ready(
             EXTERNAL_CONNECTION,
@@ -123,21 +123,21 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     unavailable = "" if summary.ok else f"the connection is not ready: {summary.message}"
 
     route = route_for(key, body["metadata"]["uid"], spec, origin, credential, unavailable)
-    size = table_bounds.entry_size(route)
-    total = runtime.world.namespace_total_with("connection", key, size)
-    refusal = table_bounds.check(route, size, total, "Accepted")
+    size = budget.entry_size(route)
+    total = runtime.routes.budget.total_with("connection", key, size)
+    refusal = budget.check(route, size, total, "Accepted")
     extra = {"origin": origin, "hasSecret": credential.sealed is not None}
     if refusal is not None:
         # Left out of the table (its apps report the link broken); Accepted says what to shrink.
-        runtime.world.drop_connection(key)
+        runtime.routes.drop_connection(key)
         runtime.refresh_table()
         verdicts[0] = refusal
         summary = ready(verdicts, "", "")
         reported = [*verdicts, summary, *advisory]
         await runtime.report_not_ready(EXTERNAL_CONNECTION, body, reported, extra, key)
-        await linked_apps.refresh_statuses(runtime, runtime.world.apps_linking(key))
+        await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
         return
-    runtime.world.put_connection(route, body, size)
+    runtime.routes.put_connection(route, body, size)
     runtime.refresh_table()
     if summary.ok:
         entry: tuple[EntryKind, str] = ("connection", key)
@@ -147,7 +147,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     else:
         reported = [*verdicts, summary, *advisory]
         await runtime.report_not_ready(EXTERNAL_CONNECTION, body, reported, extra, key)
-    await linked_apps.refresh_statuses(runtime, runtime.world.apps_linking(key))
+    await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -160,10 +160,10 @@ async def connection_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None
 async def forget(runtime: Runtime, body: dict[str, Any]) -> None:
     """Takes a deleted connection out of the table; its apps now report the link broken."""
     key = resource_key(body)
-    runtime.world.drop_connection(key)
+    runtime.routes.drop_connection(key)
     runtime.forget(key, body["metadata"]["uid"])
     runtime.refresh_table()
-    await linked_apps.refresh_statuses(runtime, runtime.world.apps_linking(key))
+    await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
 
 
 # Deletions are seen on the watch, not with an on.delete handler: that would need a finalizer on

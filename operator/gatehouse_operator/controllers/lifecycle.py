@@ -21,7 +21,6 @@ from starlette.applications import Starlette
 
 from gatehouse_contract.request_deadline import with_head_deadline
 from gatehouse_contract.sealing import KeyringError, KeyringFile, KeyringSource
-from gatehouse_operator import metrics
 from gatehouse_operator.access import Access
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
@@ -34,6 +33,7 @@ from gatehouse_operator.leadership import Leadership
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
+from gatehouse_operator.table import metrics
 from gatehouse_operator.web import routes as connections_page
 
 # No handler needs a finalizer any more; naming the one earlier versions put on connections and
@@ -68,7 +68,7 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
 
     connections, apps = await _existing(runtime)
     expected = set(connections) | set(apps)
-    runtime.world.expect(expected, options.initial_sync_seconds)
+    runtime.routes.startup.expect(expected, options.initial_sync_seconds)
 
     access = Access(api)
     channel = web.AppRunner(runtime.channel.create_app(), access_log=None)
@@ -136,26 +136,30 @@ async def _existing(runtime: Runtime) -> tuple[dict[str, str], dict[str, str]]:
 
 
 async def _drop_vanished(runtime: Runtime) -> None:
-    """Forgets what the world holds and the cluster no longer has.
+    """Forgets the routes the store holds and the cluster no longer has.
 
     A watch that restarts lists again and never reports what vanished meanwhile, so a missed
     deletion would keep a route (and its credential) alive until the operator restarts. Only
-    what the world held before the listing is compared: anything newer may not be in it yet.
+    what the store held before the listing is compared: anything newer may not be in it yet.
     """
-    world = runtime.world
-    held = {key: body["metadata"]["uid"] for key, body in world.connection_bodies.items()}
-    held_apps = {key: body["metadata"]["uid"] for key, body in world.app_bodies.items()}
+    routes = runtime.routes
+    held = {key: _uid(routes.connection_body(key)) for key in routes.connection_keys()}
+    held_apps = {key: _uid(routes.app_body(key)) for key in routes.app_keys()}
     connections, apps = await _existing(runtime)
     for key, uid in held.items():
-        body = world.connection_bodies.get(key)
+        body = routes.connection_body(key)
         if connections.get(key) != uid and body is not None and body["metadata"]["uid"] == uid:
             log.info("connection %s was deleted while unwatched: dropping its route", key)
             await external_connections.forget(runtime, body)
     for key, uid in held_apps.items():
-        body = world.app_bodies.get(key)
+        body = routes.app_body(key)
         if apps.get(key) != uid and body is not None and body["metadata"]["uid"] == uid:
             log.info("app %s was deleted while unwatched: dropping its route", key)
             await linked_apps.forget(runtime, linked_apps.KINDS[key.split("/")[1]], body)
+
+
+def _uid(body: dict[str, Any] | None) -> str:
+    return str(body["metadata"]["uid"]) if body else ""
 
 
 async def _reconcile_connections(runtime: Runtime, keys: list[str]) -> None:
@@ -163,7 +167,7 @@ async def _reconcile_connections(runtime: Runtime, keys: list[str]) -> None:
     as it is and is tried again in 10 s (runtime.unread), as are all that are left when the
     API server cannot be reached at all."""
     for index, key in enumerate(keys):
-        body = runtime.world.connection_bodies.get(key)
+        body = runtime.routes.connection_body(key)
         if body is None:
             continue
         try:
@@ -186,7 +190,7 @@ def _unwatched(runtime: Runtime) -> list[str]:
     again every resync (a right granted later, or a rotation, shows within a minute)."""
     return [
         key
-        for key in runtime.world.connection_bodies
+        for key in runtime.routes.connection_keys()
         if runtime.condition(key, CREDENTIAL_WATCHED).get("status") == "False"
         or runtime.condition(key, CREDENTIAL_READY).get("reason") == "SecretForbidden"
     ]
@@ -235,7 +239,7 @@ async def _housekeeping(runtime: Runtime) -> None:
     for tick in itertools.count(1):
         await asyncio.sleep(1.0)
         if not runtime.journal.version:
-            runtime.channel.flush()  # the first table, once the world is synced
+            runtime.channel.flush()  # the first table, once the start-up gate opens
         if tick % TEST_SWEEP_SECONDS == 0:
             await _duty("sweep expired ConnectionTests", connection_tests.expire_finished(runtime))
             await _duty("read Secrets again", _reconcile_connections(runtime, _unread(runtime)))
@@ -275,7 +279,7 @@ class Rotation:
         log.info("keyring rotated to key %r: re-sealing every credential", now_active)
         self.active = now_active
         runtime.channel.tls.use(runtime.keyring.current())
-        await _reconcile_connections(runtime, list(runtime.world.connection_bodies))
+        await _reconcile_connections(runtime, runtime.routes.connection_keys())
 
 
 @kopf.on.cleanup()

@@ -14,12 +14,12 @@ from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_contract.routes import AppRoute, EntryKind, token_sha256
-from gatehouse_operator import table_bounds
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP, LinkedAppSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, spec_error
 from gatehouse_operator.conditions import Verdict, ready
 from gatehouse_operator.kube import CREDENTIAL_LABEL
 from gatehouse_operator.runtime import Runtime, app_key
+from gatehouse_operator.table import budget
 
 KINDS = {DATA_APP.kind: DATA_APP, CHART_TYPE.kind: CHART_TYPE}
 
@@ -31,7 +31,7 @@ def credential_secret_name(kind: Kind, name: str) -> str:
 def _link_statuses(runtime: Runtime, route: AppRoute) -> list[dict[str, Any]]:
     statuses = []
     for alias, connection_key in sorted(route.links.items()):
-        connection = runtime.world.connections.get(connection_key)
+        connection = runtime.routes.connection(connection_key)
         name = connection_key.split("/", 1)[1]
         if connection is None:
             reason = "ConnectionNotFound"
@@ -82,7 +82,7 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
     try:
         spec = LinkedAppSpec.model_validate(body.get("spec", {}))
     except ValidationError as error:
-        runtime.world.drop_app(key, seen_as=key)
+        runtime.routes.drop_app(key, seen_as=key)
         runtime.refresh_table()
         verdict = Verdict("Ready", "False", "InvalidSpec", spec_error(error))
         await runtime.report_not_ready(kind, body, [verdict], {}, key)
@@ -110,16 +110,14 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
         token_sha256=token_sha256(token),
         links={link.alias: f"{meta['namespace']}/{link.connection}" for link in spec.connections},
     )
-    size = table_bounds.entry_size(route)
-    refusal = table_bounds.check(
-        route, size, runtime.world.namespace_total_with("app", key, size), "Ready"
-    )
+    size = budget.entry_size(route)
+    refusal = budget.check(route, size, runtime.routes.budget.total_with("app", key, size), "Ready")
     if refusal is not None:
-        runtime.world.drop_app(key, seen_as=key)
+        runtime.routes.drop_app(key, seen_as=key)
         runtime.refresh_table()
         await runtime.report_not_ready(kind, body, [refusal], {}, key)
         return
-    runtime.world.put_app(route, body, seen_as=key, size=size)
+    runtime.routes.put_app(route, body, seen_as=key, size=size)
     runtime.refresh_table()
     await _write_status(runtime, kind, body, route)
 
@@ -127,8 +125,8 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
 async def refresh_statuses(runtime: Runtime, keys: list[str]) -> None:
     """Re-reports apps whose links changed state because a connection did."""
     for key in keys:
-        route = runtime.world.apps.get(key)
-        body = runtime.world.app_bodies.get(key)
+        route = runtime.routes.app(key)
+        body = runtime.routes.app_body(key)
         if route is not None and body is not None:
             await _write_status(runtime, KINDS[key.split("/")[1]], body, route)
 
@@ -150,7 +148,7 @@ async def app_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 async def forget(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
     """Takes a deleted app out of the table, with its proxy credential."""
     key = app_key(kind, body)
-    runtime.world.drop_app(key, seen_as=key)
+    runtime.routes.drop_app(key, seen_as=key)
     runtime.forget(key)
     runtime.refresh_table()
     # Garbage collection removes the owned Secret in a real cluster; deleting it here as well

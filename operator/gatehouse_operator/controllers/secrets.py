@@ -24,7 +24,7 @@ def _relevant(name: str, namespace: str | None, labels: kopf.Labels, memo: Any, 
     if namespace is None:
         return False
     return bool(
-        runtime.world.connections_using_secret(namespace, name)
+        runtime.routes.indexes.connections_using_secret(namespace, name)
         or linked_apps.app_for_credential_secret(dict(labels), namespace)
     )
 
@@ -38,8 +38,10 @@ async def secret_event(
         return
     deleted = event.get("type") == "DELETED"
     data = {key: base64.b64decode(value) for key, value in (body.get("data") or {}).items()}
-    for key in runtime.world.connections_using_secret(namespace, name):
-        connection = runtime.world.connection_bodies[key]
+    for key in runtime.routes.indexes.connections_using_secret(namespace, name):
+        connection = runtime.routes.connection_body(key)
+        if connection is None:
+            continue  # dropped while an earlier one was reconciled
         if not deleted:
             await external_connections.reconcile(runtime, connection, secret_data=data)
             continue
@@ -51,9 +53,10 @@ async def secret_event(
     app = linked_apps.app_for_credential_secret(
         dict(body.get("metadata", {}).get("labels") or {}), namespace
     )
-    route = runtime.world.apps.get(app) if app else None
+    route = runtime.routes.app(app) if app else None
+    app_body = runtime.routes.app_body(app) if app else None
     token = data.get("token", b"").decode()
-    if app and route is not None and (deleted or route.token_sha256 != token_sha256(token)):
+    if app and route and app_body and (deleted or route.token_sha256 != token_sha256(token)):
         # Deleted or edited by hand: issue a fresh credential (or adopt the edited one).
         kind = linked_apps.KINDS[app.split("/")[1]]
-        await linked_apps.reconcile(runtime, kind, runtime.world.app_bodies[app])
+        await linked_apps.reconcile(runtime, kind, app_body)

@@ -47,9 +47,9 @@ from gatehouse_contract.frames import (
     read_replica_message,
 )
 from gatehouse_contract.sealing import KeyringSource
-from gatehouse_operator.replicas import Replica, Replicas
-from gatehouse_operator.table_journal import Journal
-from gatehouse_operator.world import World
+from gatehouse_operator.table.journal import Journal
+from gatehouse_operator.table.replicas import Replica, Replicas
+from gatehouse_operator.table.store import RouteStore
 
 log = logging.getLogger("gatehouse.operator.tables")
 
@@ -67,10 +67,10 @@ class NoReplica(Exception):
 
 class TableChannel:
     def __init__(
-        self, keyring: KeyringSource, world: World, journal: Journal, replicas: Replicas
+        self, keyring: KeyringSource, routes: RouteStore, journal: Journal, replicas: Replicas
     ) -> None:
         self.keyring = keyring
-        self.world = world
+        self.routes = routes
         self.journal = journal
         self.replicas = replicas
         self.tls = ServerContext(keyring.current())
@@ -84,7 +84,7 @@ class TableChannel:
     # --- Publishing ---------------------------------------------------------------------------
 
     def schedule_flush(self) -> None:
-        """Publishes the world's changes soon, as one delta with whatever else changes first."""
+        """Publishes the store's changes soon, as one delta with whatever else changes first."""
         if self._flush_at is not None:
             return
         delay = max(0.0, self._last_flush + COALESCE_SECONDS - time.monotonic())
@@ -92,10 +92,10 @@ class TableChannel:
 
     def flush(self) -> None:
         self._flush_at = None
-        if not self.world.synced:
+        if not self.routes.startup.open:
             return  # housekeeping flushes once it is
         self._last_flush = time.monotonic()
-        delta = self.journal.flush(self.world)
+        delta = self.journal.flush(self.routes)
         if delta is None:
             return
         log.debug("published routing table %d: %d change(s)", delta.version, len(delta.changed))

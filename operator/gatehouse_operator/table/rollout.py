@@ -23,9 +23,9 @@ from gatehouse_contract.routes import EntryKind
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.conditions import Verdict
 from gatehouse_operator.kube import failure
-from gatehouse_operator.replicas import Replicas
-from gatehouse_operator.table_journal import Journal
-from gatehouse_operator.world import World
+from gatehouse_operator.table.journal import Journal
+from gatehouse_operator.table.replicas import Replicas
+from gatehouse_operator.table.store import RouteStore
 
 log = logging.getLogger("gatehouse.operator.rollout")
 
@@ -57,9 +57,9 @@ StatusWriter = Callable[
 
 class Rollout:
     def __init__(
-        self, world: World, journal: Journal, replicas: Replicas, write: StatusWriter
+        self, routes: RouteStore, journal: Journal, replicas: Replicas, write: StatusWriter
     ) -> None:
-        self.world = world
+        self.routes = routes
         self.journal = journal
         self.replicas = replicas
         self.write = write
@@ -75,7 +75,11 @@ class Rollout:
             return Verdict(
                 "Ready", "False", "NoProxyReplicas", "no proxy replica is connected to the operator"
             )
-        if revision is not None and routed.entry not in self.world.changed and revision <= floor:
+        if (
+            revision is not None
+            and not self.routes.unpublished(*routed.entry)
+            and revision <= floor
+        ):
             return Verdict("Ready", "True", "Routed", routed.message)
         holding = 0 if revision is None else self.replicas.holding(revision)
         return Verdict(

@@ -12,9 +12,9 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge
 from prometheus_client.exposition import generate_latest
 
-from gatehouse_operator.replicas import Replicas
-from gatehouse_operator.rollout import Rollout
-from gatehouse_operator.table_journal import Journal
+from gatehouse_operator.table.journal import Journal
+from gatehouse_operator.table.replicas import Replicas
+from gatehouse_operator.table.rollout import Rollout
 
 
 def registry(journal: Journal, replicas: Replicas, rollout: Rollout) -> CollectorRegistry:

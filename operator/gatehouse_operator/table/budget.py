@@ -1,4 +1,4 @@
-"""How much of the routing table one connection, one app and one namespace may take.
+"""How much of the routing table one connection, one app and one namespace may take, and takes.
 
 Every replica holds the whole table, so these bounds are what keeps one namespace's resources
 from making delivery slow or memory-hungry for everyone. A resource over a bound is left out of
@@ -7,7 +7,7 @@ the table with a condition that names the field to shrink; nothing else is affec
 
 from __future__ import annotations
 
-from gatehouse_contract.routes import AppRoute, ConnectionRoute
+from gatehouse_contract.routes import AppRoute, ConnectionRoute, EntryKind
 from gatehouse_operator.conditions import Verdict
 
 MAX_CONNECTION_BYTES = 32 * 1024
@@ -16,7 +16,34 @@ MAX_NAMESPACE_BYTES = 4 * 1024 * 1024
 
 
 def entry_size(route: ConnectionRoute | AppRoute) -> int:
+    """The bytes a route takes in the table (its JSON, as the journal serialises it)."""
     return len(route.model_dump_json())
+
+
+class NamespaceBudget:
+    """The bytes each route takes, and their sum per namespace."""
+
+    def __init__(self) -> None:
+        self._sizes: dict[tuple[EntryKind, str], int] = {}
+        self._namespace_sizes: dict[str, int] = {}
+
+    def total_with(self, kind: EntryKind, key: str, size: int) -> int:
+        """The bytes ``key``'s namespace would take if its route took ``size``."""
+        namespace = key.split("/", 1)[0]
+        return self._namespace_sizes.get(namespace, 0) - self._sizes.get((kind, key), 0) + size
+
+    def resize(self, kind: EntryKind, key: str, size: int) -> None:
+        """Records that ``key``'s route now takes ``size`` bytes (0: it is gone)."""
+        namespace = key.split("/", 1)[0]
+        total = self.total_with(kind, key, size)
+        if size:
+            self._sizes[kind, key] = size
+        else:
+            self._sizes.pop((kind, key), None)
+        if total:
+            self._namespace_sizes[namespace] = total
+        else:
+            self._namespace_sizes.pop(namespace, None)
 
 
 def _largest_part(route: ConnectionRoute | AppRoute) -> tuple[str, int]:

@@ -10,8 +10,8 @@ from typing import Any
 
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
 from gatehouse_contract.sealing import Sealed
-from gatehouse_operator import table_bounds
-from gatehouse_operator.world import World
+from gatehouse_operator.table import budget
+from gatehouse_operator.table.store import RouteStore
 
 LIMITS = Limits(
     timeout_seconds=30, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1
@@ -36,15 +36,15 @@ def body(name: str) -> dict[str, Any]:
 
 
 def refusal(route: ConnectionRoute, total: int = 0) -> str:
-    size = table_bounds.entry_size(route)
-    verdict = table_bounds.check(route, size, total or size, "Accepted")
+    size = budget.entry_size(route)
+    verdict = budget.check(route, size, total or size, "Accepted")
     assert verdict is not None
     assert verdict.type == "Accepted"
     return f"{verdict.reason}: {verdict.message}"
 
 
 def test_a_connection_over_its_bound_names_the_field_that_makes_it() -> None:
-    assert table_bounds.check(connection("ok"), 1000, 1000, "Accepted") is None
+    assert budget.check(connection("ok"), 1000, 1000, "Accepted") is None
     assert "TableEntryTooLarge" in refusal(connection("paths", paths=40))
     assert "spec.allowedPaths makes" in refusal(connection("paths", paths=40))
     assert "the Secret's value (spec.auth.secretRef) makes" in refusal(
@@ -54,26 +54,26 @@ def test_a_connection_over_its_bound_names_the_field_that_makes_it() -> None:
 
 def test_a_namespace_over_its_bound_is_refused_naming_its_total() -> None:
     route = connection("one-more")
-    message = refusal(route, total=table_bounds.MAX_NAMESPACE_BYTES + 1)
+    message = refusal(route, total=budget.MAX_NAMESPACE_BYTES + 1)
     assert message.startswith("NamespaceTableFull: the namespace's connections and apps")
     app = AppRoute(key="shop/DataApp/a", token_sha256="t", links={"x" * 64: "shop/c" * 40})
-    verdict = table_bounds.check(app, 40_000, 40_000, "Ready")
+    verdict = budget.check(app, 40_000, 40_000, "Ready")
     assert verdict is not None
     assert "spec.connections makes" in verdict.message
 
 
 def test_the_world_keeps_each_namespaces_total() -> None:
-    world = World()
+    routes = RouteStore()
     first, second = connection("a"), connection("b", paths=3)
-    world.put_connection(first, body("a"))
-    world.put_connection(second, body("b"))
-    both = table_bounds.entry_size(first) + table_bounds.entry_size(second)
-    assert world.namespace_total_with("connection", "other/x", 0) == 0
-    assert world.namespace_total_with("connection", "shop/new", 0) == both
+    routes.put_connection(first, body("a"))
+    routes.put_connection(second, body("b"))
+    both = budget.entry_size(first) + budget.entry_size(second)
+    assert routes.budget.total_with("connection", "other/x", 0) == 0
+    assert routes.budget.total_with("connection", "shop/new", 0) == both
     # Replacing a route counts its new size instead of its old one.
     assert (
-        world.namespace_total_with("connection", "shop/a", 10)
+        routes.budget.total_with("connection", "shop/a", 10)
         == both - len(first.model_dump_json()) + 10
     )
-    world.drop_connection("shop/b")
-    assert world.namespace_total_with("connection", "shop/new", 0) == table_bounds.entry_size(first)
+    routes.drop_connection("shop/b")
+    assert routes.budget.total_with("connection", "shop/new", 0) == budget.entry_size(first)

@@ -1,6 +1,6 @@
 """The published routing table: versioned entries, and the recent deltas between versions.
 
-Each flush takes the routes the world changed since the last one, serialises only those, and
+Each flush takes the routes that changed in the store since the last one, serialises only those, and
 records them as one delta with a new version (so a burst of changes is one delta). A replica that
 is a few deltas behind receives them in order; one further behind, or new, receives a snapshot
 built from the entries' JSON as it was serialised when they changed. Work and bytes per change
@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, EntryKind, entry_digest
-from gatehouse_operator.world import World
+from gatehouse_operator.table.store import RouteStore
 
 # A snapshot travels in parts of about this size, so no table size meets a message limit.
 SNAPSHOT_PART_BYTES = 4 * 1024 * 1024
@@ -56,12 +56,12 @@ class Journal:
         # are newer than its predecessor's without any stored counter.
         return max(self.version + 1, int(time.time() * 1000))
 
-    def flush(self, world: World) -> Delta | None:
-        """Publishes what the world changed as one delta; None when nothing did."""
+    def flush(self, routes: RouteStore) -> Delta | None:
+        """Publishes what changed in the store as one delta; None when nothing did."""
         upserts: list[tuple[EntryKind, str, ConnectionRoute | AppRoute]] = []
         removals: list[tuple[EntryKind, str]] = []
-        for kind, key in sorted(world.take_changes()):
-            route = world.route(kind, key)
+        for kind, key in sorted(routes.take_changes()):
+            route = routes.route(kind, key)
             entry = self.entries.get((kind, key))
             if route is None:
                 if entry is not None:
