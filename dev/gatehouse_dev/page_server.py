@@ -18,21 +18,18 @@ from kubernetes.aio import config
 from gatehouse_contract.sealing import KeyringFile
 from gatehouse_operator.access import Access
 from gatehouse_operator.kube import Kube
-from gatehouse_operator.runtime import Runtime
-from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.settings import OperatorSettings
-from gatehouse_operator.web import routes
+from gatehouse_operator.wiring import front_end
+from gatehouse_operator.wiring.controller import assemble
 
 
 async def serve(port: int, read_only: bool) -> None:
     keyring_file = Path(os.environ["GATEHOUSE_KEYRING_FILE"])
     api = await config.new_client_from_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
     settings = OperatorSettings(keyring_file=keyring_file, web_read_only=read_only)
-    runtime = Runtime(settings, Kube(api), KeyringFile(keyring_file))
-    access = Access(api)
-    app = service_api.create_app(runtime, access, routes.mount(runtime, access))
+    runtime = assemble(settings, Kube(api), KeyringFile(keyring_file))
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+        front_end.config(front_end.app(runtime, Access(api)), "127.0.0.1", port)
     )
     await server.serve()
 

@@ -12,7 +12,9 @@ from typing import Any
 
 import kopf
 
-import gatehouse_operator.controllers  # noqa: F401  (registers the handlers)
+import gatehouse_operator.controllers
+import gatehouse_operator.wiring.controller
+import gatehouse_operator.wiring.webhook  # noqa: F401  (the webhook's, on its registry)
 from gatehouse_contract.sealing import KeyringFile
 from gatehouse_operator import elected
 from gatehouse_operator.controllers import admission

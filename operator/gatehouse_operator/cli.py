@@ -26,7 +26,7 @@ from gatehouse_operator.api.connection_test import (
     SAVE_AS_SAMPLE_ANNOTATION,
 )
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
-from gatehouse_operator.conditions import condition
+from gatehouse_operator.status import condition
 
 PASSED, FAILED, NOT_RUN = 0, 1, 2
 

@@ -23,8 +23,8 @@ from gatehouse_contract.connection_tests import (
 from gatehouse_operator import samples
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_test import RESULT_BODY_CHARS
-from gatehouse_operator.conditions import Verdict
 from gatehouse_operator.runtime import Runtime
+from gatehouse_operator.status import Verdict
 from gatehouse_operator.table.channel import NoReplica
 
 

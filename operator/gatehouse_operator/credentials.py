@@ -6,6 +6,7 @@ Events and logs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -16,9 +17,9 @@ from cryptography.hazmat.primitives.asymmetric import padding
 
 from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
 from gatehouse_contract.routes import Credential
-from gatehouse_contract.sealing import Keyring
+from gatehouse_contract.sealing import Keyring, KeyringSource
 from gatehouse_operator.api.connection import Auth
-from gatehouse_operator.conditions import Verdict
+from gatehouse_operator.status import Verdict
 
 CREDENTIAL_READY = "CredentialReady"
 _HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -144,3 +145,45 @@ def verdict_for(problem: CredentialProblem | None, auth: Auth) -> Verdict:
     if auth.type == "none":
         return Verdict(CREDENTIAL_READY, "True", "NoCredentialNeeded", "auth.type is none")
     return Verdict(CREDENTIAL_READY, "True", "CredentialSealed", "the Secret's value is sealed")
+
+
+class Sealer:
+    """Seals connections' credentials, again only when an input changed.
+
+    Re-sealing an unchanged secret would change its ciphertext, and with it the proxies' cached
+    Google tokens. The active key id is an input, so a rotation re-seals everything.
+    """
+
+    def __init__(self, keyring: KeyringSource) -> None:
+        self.keyring = keyring
+        # Per connection uid: the inputs a credential was sealed from, and the result.
+        self._sealed: dict[str, tuple[tuple[str, ...], Credential]] = {}
+
+    def seal(
+        self,
+        auth: Auth,
+        secret_data: Mapping[str, bytes] | None,
+        *,
+        connection_uid: str,
+        origin: str,
+    ) -> Credential:
+        """The connection's sealed credential; raises CredentialProblem as seal_credential does."""
+        value = secret_data.get(auth.secret_ref.key) if auth.secret_ref and secret_data else None
+        keyring = self.keyring.current()
+        inputs = (
+            origin,
+            auth.model_dump_json(),
+            hashlib.sha256(value).hexdigest() if value is not None else "",
+            keyring.active,
+        )
+        cached = self._sealed.get(connection_uid)
+        if cached is not None and cached[0] == inputs:
+            return cached[1]
+        credential = seal_credential(
+            auth, secret_data, keyring=keyring, connection_uid=connection_uid, origin=origin
+        )
+        self._sealed[connection_uid] = (inputs, credential)
+        return credential
+
+    def forget(self, connection_uid: str) -> None:
+        self._sealed.pop(connection_uid, None)

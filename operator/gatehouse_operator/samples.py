@@ -17,7 +17,7 @@ from typing import Any
 
 from gatehouse_contract.redaction import REDACTED, Redactor
 from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS, SAVE_AS_SAMPLE_ANNOTATION
-from gatehouse_operator.conditions import Verdict, condition
+from gatehouse_operator.status import Verdict, condition
 
 SENSITIVE_KEYS = frozenset(
     {

@@ -15,10 +15,12 @@ from kubernetes.aio import client
 
 from gatehouse_operator.api.apps import DATA_APP
 from gatehouse_operator.api.meta import Kind
-from gatehouse_operator.controllers import external_connections, lifecycle, linked_apps
+from gatehouse_operator.controllers import external_connections, linked_apps
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
+from gatehouse_operator.wiring import housekeeping
+from gatehouse_operator.wiring.controller import assemble
 from tests.operator.test_missed_deletions import StaticKeyring
 
 
@@ -68,7 +70,7 @@ def conditions(api: SecretsApi) -> dict[str, dict[str, Any]]:
 
 
 def reconciled(api: SecretsApi) -> Runtime:
-    runtime = Runtime(OperatorSettings(), cast(Kube, api), StaticKeyring())
+    runtime = assemble(OperatorSettings(), cast(Kube, api), StaticKeyring())
     asyncio.run(external_connections.reconcile(runtime, CONNECTION))
     return runtime
 
@@ -89,7 +91,7 @@ def test_an_unlabelled_secret_works_and_says_how_to_label_it() -> None:
     found = conditions(api)
     assert found["CredentialWatched"]["reason"] == "SecretNotFound"
     assert "labelled gatehouse.dev/credential=true" in found["CredentialWatched"]["message"]
-    assert lifecycle._unwatched(runtime) == ["shop/vendor"]  # read again every resync
+    assert housekeeping.unwatched(runtime) == ["shop/vendor"]  # read again every resync
     reasons = [reason for _, reason, _ in api.events]
     assert reasons == ["SecretNotFound", "SecretNotFound"]  # Ready's, then CredentialWatched's
 
@@ -101,11 +103,11 @@ def test_housekeeping_outlives_an_api_server_it_cannot_reach() -> None:
     async def http_error() -> None:
         raise client.ApiException(status=503)
 
-    async def duties() -> None:
-        await lifecycle._duty("list", unreachable())
-        await lifecycle._duty("list", http_error())
+    async def turns() -> None:
+        await housekeeping.Duty("list", 1.0, unreachable).turn()
+        await housekeeping.Duty("list", 1.0, http_error).turn()
 
-    asyncio.run(duties())  # neither raises
+    asyncio.run(turns())  # neither raises
 
 
 def test_an_app_credential_the_operator_may_not_write_is_a_condition() -> None:
@@ -114,7 +116,7 @@ def test_an_app_credential_the_operator_may_not_write_is_a_condition() -> None:
             raise client.ApiException(status=403, reason="Forbidden")
 
     api = Forbidden(None, False)
-    runtime = Runtime(OperatorSettings(), cast(Kube, api), StaticKeyring())
+    runtime = assemble(OperatorSettings(), cast(Kube, api), StaticKeyring())
     app = {
         "kind": "DataApp",
         "metadata": {"namespace": "shop", "name": "sales", "uid": "a1", "generation": 1},

@@ -14,10 +14,11 @@ from gatehouse_contract.sealing import Keyring
 from gatehouse_operator.api.apps import DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.meta import Kind
-from gatehouse_operator.controllers import lifecycle
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
+from gatehouse_operator.wiring import housekeeping
+from gatehouse_operator.wiring.controller import assemble
 
 
 class StaticKeyring:
@@ -48,7 +49,7 @@ def body(kind: str, name: str, uid: str) -> dict[str, Any]:
 
 def runtime_with(listing: Listing) -> Runtime:
     keyring = StaticKeyring()
-    runtime = Runtime(OperatorSettings(), cast(Kube, listing), keyring)
+    runtime = assemble(OperatorSettings(), cast(Kube, listing), keyring)
     for name, uid in (("kept", "c1"), ("gone", "c2"), ("replaced", "c3")):
         route = ConnectionRoute(
             key=f"shop/{name}",
@@ -81,7 +82,7 @@ def test_routes_whose_resources_vanished_unseen_are_dropped() -> None:
         }
     )
     runtime = runtime_with(listing)
-    asyncio.run(lifecycle._drop_vanished(runtime))
+    asyncio.run(housekeeping.drop_vanished(runtime))
     assert set(runtime.routes.connection_keys()) == {"shop/kept"}
     assert set(runtime.routes.app_keys()) == {"shop/DataApp/kept"}
     assert listing.deleted_secrets == ["shop/dataapp-gone-gatehouse"]

@@ -2,10 +2,8 @@
 
 from gatehouse_operator.controllers import (
     admission,
-    admission_server,
     connection_tests,
     external_connections,
-    lifecycle,
     linked_apps,
     project_configs,
     secrets,
@@ -13,10 +11,8 @@ from gatehouse_operator.controllers import (
 
 __all__ = [
     "admission",
-    "admission_server",
     "connection_tests",
     "external_connections",
-    "lifecycle",
     "linked_apps",
     "project_configs",
     "secrets",

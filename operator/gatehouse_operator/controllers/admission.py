@@ -9,8 +9,8 @@ AdmissionReview's userInfo) through SubjectAccessReviews. The configurations sta
 while no webhook answers (``persistent``), so no link slips through unchecked meanwhile.
 
 The handlers are registered in a registry of their own (``REGISTRY``), which the webhook process
-runs (``--role=webhook``, see admission_server): they hold no state, so any number of replicas
-answer them, and writes never wait on the one controller that leads.
+runs (``--role=webhook``, see gatehouse_operator.wiring.webhook): they hold no state, so any
+number of replicas answer them, and writes never wait on the one controller that leads.
 """
 
 from __future__ import annotations

@@ -31,10 +31,10 @@ from gatehouse_operator.api.connection_test import (
     ConnectionTestSpec,
 )
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
-from gatehouse_operator.conditions import Verdict, now
 from gatehouse_operator.connection_testing import Finished, Waiting, ask, result, stored_secrets
 from gatehouse_operator.kube import SampleRefused
-from gatehouse_operator.runtime import Runtime
+from gatehouse_operator.runtime import Runtime, forget_resource
+from gatehouse_operator.status import Verdict, now
 
 PLURAL = CONNECTION_TEST.plural
 # How long a test waits for the operator to see its connection (it may be applied together with
@@ -74,7 +74,7 @@ def _connection(
     if route is None:
         raise Waiting("ConnectionNotFound", f"no ExternalConnection {spec.connection!r}")
     # Compiled and not Ready: the connection's own condition says why, and waiting would not help.
-    ready = runtime.condition(key, "Ready")
+    ready = runtime.status.condition(key, "Ready")
     raise Finished(
         Verdict(
             "Passed",
@@ -173,10 +173,10 @@ async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
         ]
         extra = {"sample": meta["name"]} if verdict.ok else {}
         key = _key(body)
-        await runtime.write_status(
+        await runtime.status.write(
             CONNECTION_TEST, body, [*kept, verdict], extra, key, summary="Passed"
         )
-        runtime.forget(key)
+        forget_resource(runtime, key)
     await runtime.kube.annotate(
         CONNECTION_TEST, meta["namespace"], meta["name"], SAVE_AS_SAMPLE_ANNOTATION, None
     )
@@ -229,7 +229,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             verdicts.append(Verdict("Passed", "False", waiting.reason, waiting.message))
         else:
             pending = Verdict("Passed", "Unknown", "Pending", waiting.message)
-            await runtime.write_status(CONNECTION_TEST, body, [pending], {}, key, summary="Passed")
+            await runtime.status.write(CONNECTION_TEST, body, [pending], {}, key, summary="Passed")
             raise kopf.TemporaryError(waiting.message, delay=waiting.delay) from None
     else:
         secrets = await stored_secrets(runtime, body["metadata"]["namespace"], connection_spec)
@@ -259,8 +259,8 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
                 extra["sample"] = body["metadata"]["name"]
     extra["durationMs"] = int((time.perf_counter() - started) * 1000)
     extra["finishedAt"] = now()
-    await runtime.write_status(CONNECTION_TEST, body, verdicts, extra, key, summary="Passed")
-    runtime.forget(key)  # a finished test is never written again
+    await runtime.status.write(CONNECTION_TEST, body, verdicts, extra, key, summary="Passed")
+    forget_resource(runtime, key)  # a finished test is never written again
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)

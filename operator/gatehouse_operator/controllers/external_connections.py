@@ -23,14 +23,15 @@ from pydantic import ValidationError
 from gatehouse_contract.routes import Credential, EntryKind
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
-from gatehouse_operator.conditions import CREDENTIAL_WATCHED, Verdict, ready
 from gatehouse_operator.controllers import linked_apps
 from gatehouse_operator.credentials import CredentialProblem, verdict_for
 from gatehouse_operator.kube import WATCHED_SELECTOR
 from gatehouse_operator.origin import OriginError, normalise_origin
-from gatehouse_operator.runtime import Runtime, resource_key
+from gatehouse_operator.runtime import Runtime, forget_resource, resource_key
+from gatehouse_operator.status import CREDENTIAL_WATCHED, Verdict, ready
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for
+from gatehouse_operator.table.rollout import Routed
 
 PLURAL = EXTERNAL_CONNECTION.plural
 _UNSET = object()
@@ -70,8 +71,8 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     except ValidationError as error:
         verdict = Verdict("Accepted", "False", "InvalidSpec", spec_error(error))
         runtime.routes.drop_connection(key)
-        runtime.refresh_table()
-        await runtime.report_not_ready(
+        runtime.channel.schedule_flush()
+        await runtime.rollout.report_not_ready(
             EXTERNAL_CONNECTION,
             body,
             [verdict, ready([verdict], "", "")],
@@ -112,7 +113,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     credential = Credential(type=spec.auth.type)
     if problem is None:
         try:
-            credential = runtime.seal(
+            credential = runtime.sealer.seal(
                 spec.auth, secret_data, connection_uid=body["metadata"]["uid"], origin=origin
             )
         except CredentialProblem as caught:
@@ -130,23 +131,23 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     if refusal is not None:
         # Left out of the table (its apps report the link broken); Accepted says what to shrink.
         runtime.routes.drop_connection(key)
-        runtime.refresh_table()
+        runtime.channel.schedule_flush()
         verdicts[0] = refusal
         summary = ready(verdicts, "", "")
         reported = [*verdicts, summary, *advisory]
-        await runtime.report_not_ready(EXTERNAL_CONNECTION, body, reported, extra, key)
+        await runtime.rollout.report_not_ready(EXTERNAL_CONNECTION, body, reported, extra, key)
         await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
         return
     runtime.routes.put_connection(route, body, size)
-    runtime.refresh_table()
+    runtime.channel.schedule_flush()
     if summary.ok:
         entry: tuple[EntryKind, str] = ("connection", key)
-        await runtime.report_routed(
-            EXTERNAL_CONNECTION, body, [*verdicts, *advisory], extra, key, entry, routed
+        await runtime.rollout.report(
+            Routed(EXTERNAL_CONNECTION, body, [*verdicts, *advisory], extra, key, entry, routed)
         )
     else:
         reported = [*verdicts, summary, *advisory]
-        await runtime.report_not_ready(EXTERNAL_CONNECTION, body, reported, extra, key)
+        await runtime.rollout.report_not_ready(EXTERNAL_CONNECTION, body, reported, extra, key)
     await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
 
 
@@ -161,8 +162,8 @@ async def forget(runtime: Runtime, body: dict[str, Any]) -> None:
     """Takes a deleted connection out of the table; its apps now report the link broken."""
     key = resource_key(body)
     runtime.routes.drop_connection(key)
-    runtime.forget(key, body["metadata"]["uid"])
-    runtime.refresh_table()
+    forget_resource(runtime, key, body["metadata"]["uid"])
+    runtime.channel.schedule_flush()
     await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
 
 

@@ -16,10 +16,11 @@ from pydantic import ValidationError
 from gatehouse_contract.routes import AppRoute, EntryKind, token_sha256
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP, LinkedAppSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, spec_error
-from gatehouse_operator.conditions import Verdict, ready
 from gatehouse_operator.kube import CREDENTIAL_LABEL
-from gatehouse_operator.runtime import Runtime, app_key
+from gatehouse_operator.runtime import Runtime, app_key, forget_resource
+from gatehouse_operator.status import Verdict, ready
 from gatehouse_operator.table import budget
+from gatehouse_operator.table.rollout import Routed
 
 KINDS = {DATA_APP.kind: DATA_APP, CHART_TYPE.kind: CHART_TYPE}
 
@@ -71,9 +72,9 @@ async def _write_status(
     extra = {"credentialSecret": secret, "links": links}
     if summary.ok:
         entry: tuple[EntryKind, str] = ("app", route.key)
-        await runtime.report_routed(kind, body, verdicts, extra, route.key, entry, message)
+        await runtime.rollout.report(Routed(kind, body, verdicts, extra, route.key, entry, message))
     else:
-        await runtime.report_not_ready(kind, body, [*verdicts, summary], extra, route.key)
+        await runtime.rollout.report_not_ready(kind, body, [*verdicts, summary], extra, route.key)
 
 
 async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
@@ -83,9 +84,9 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
         spec = LinkedAppSpec.model_validate(body.get("spec", {}))
     except ValidationError as error:
         runtime.routes.drop_app(key, seen_as=key)
-        runtime.refresh_table()
+        runtime.channel.schedule_flush()
         verdict = Verdict("Ready", "False", "InvalidSpec", spec_error(error))
-        await runtime.report_not_ready(kind, body, [verdict], {}, key)
+        await runtime.rollout.report_not_ready(kind, body, [verdict], {}, key)
         return
     owner = {"kind": kind.kind, "name": meta["name"], "uid": meta["uid"]}
     secret = credential_secret_name(kind, meta["name"])
@@ -103,7 +104,9 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
             f"the operator may not read or write Secret {secret!r} (HTTP 403): its "
             "ServiceAccount needs get, create and update on secrets in this namespace",
         )
-        await runtime.report_not_ready(kind, body, [verdict, ready([verdict], "", "")], {}, key)
+        await runtime.rollout.report_not_ready(
+            kind, body, [verdict, ready([verdict], "", "")], {}, key
+        )
         return
     route = AppRoute(
         key=key,
@@ -114,11 +117,11 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
     refusal = budget.check(route, size, runtime.routes.budget.total_with("app", key, size), "Ready")
     if refusal is not None:
         runtime.routes.drop_app(key, seen_as=key)
-        runtime.refresh_table()
-        await runtime.report_not_ready(kind, body, [refusal], {}, key)
+        runtime.channel.schedule_flush()
+        await runtime.rollout.report_not_ready(kind, body, [refusal], {}, key)
         return
     runtime.routes.put_app(route, body, seen_as=key, size=size)
-    runtime.refresh_table()
+    runtime.channel.schedule_flush()
     await _write_status(runtime, kind, body, route)
 
 
@@ -149,8 +152,8 @@ async def forget(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
     """Takes a deleted app out of the table, with its proxy credential."""
     key = app_key(kind, body)
     runtime.routes.drop_app(key, seen_as=key)
-    runtime.forget(key)
-    runtime.refresh_table()
+    forget_resource(runtime, key)
+    runtime.channel.schedule_flush()
     # Garbage collection removes the owned Secret in a real cluster; deleting it here as well
     # means the credential is gone with the app even where no controller-manager runs.
     await runtime.kube.delete_secret(

@@ -15,10 +15,10 @@ import kopf
 
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.api.project_config import PROJECT_CONFIG, fitted_warnings
-from gatehouse_operator.conditions import Verdict, ready
 from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.schema import ServiceConfig, spec_problems
-from gatehouse_operator.runtime import Runtime
+from gatehouse_operator.runtime import Runtime, forget_resource
+from gatehouse_operator.status import Verdict, ready
 
 PLURAL = PROJECT_CONFIG.plural
 
@@ -36,7 +36,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
     problems = spec_problems(spec)
     if problems:
         verdict = Verdict("Compiled", "False", "InvalidConfig", "; ".join(problems))
-        await runtime.write_status(
+        await runtime.status.write(
             PROJECT_CONFIG, body, [verdict, ready([verdict], "", "")], extra, key
         )
         return
@@ -53,7 +53,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
         "compiled": compiled.as_status(),
     }
     first_time = body.get("status", {}).get("observedGeneration") != meta.get("generation", 0)
-    await runtime.write_status(
+    await runtime.status.write(
         PROJECT_CONFIG, body, [verdict, ready([verdict], "Compiled", summary)], extra, key
     )
     if first_time:
@@ -77,5 +77,5 @@ async def project_config_event(
     if event.get("type") != "DELETED":
         return
     runtime: Runtime = memo.runtime
-    runtime.forget(_key(dict(body)))
+    forget_resource(runtime, _key(dict(body)))
     runtime.projects.pop(body["metadata"]["uid"], None)

@@ -35,7 +35,6 @@ from gatehouse_operator.api.connection_test import (
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION, Kind, Model
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
 from gatehouse_operator.as_user import as_user, refusal
-from gatehouse_operator.conditions import condition
 from gatehouse_operator.link_policy import LINK_VERB, MANAGE_VERB
 from gatehouse_operator.project_config.compiler import effective_defaults
 from gatehouse_operator.runtime import Runtime
@@ -54,6 +53,7 @@ from gatehouse_operator.service_api.models import (
     LinkableConnection,
     SampleSaveOutcome,
 )
+from gatehouse_operator.status import condition
 
 APPS = {DATA_APP.plural: DATA_APP, CHART_TYPE.plural: CHART_TYPE}
 DEFAULTS_MANAGER = "gatehouse-defaults-api"

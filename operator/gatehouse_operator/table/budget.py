@@ -8,7 +8,7 @@ the table with a condition that names the field to shrink; nothing else is affec
 from __future__ import annotations
 
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, EntryKind
-from gatehouse_operator.conditions import Verdict
+from gatehouse_operator.status import Verdict
 
 MAX_CONNECTION_BYTES = 32 * 1024
 MAX_APP_BYTES = 32 * 1024

@@ -21,8 +21,8 @@ from kubernetes.aio import client
 
 from gatehouse_contract.routes import EntryKind
 from gatehouse_operator.api.meta import Kind
-from gatehouse_operator.conditions import Verdict
 from gatehouse_operator.kube import failure
+from gatehouse_operator.status import Verdict
 from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replicas
 from gatehouse_operator.table.store import RouteStore
@@ -50,14 +50,14 @@ class Routed:
     not_before: float = 0.0  # after a failed write
 
 
-StatusWriter = Callable[
+WriteStatus = Callable[
     [Kind, dict[str, Any], Sequence[Verdict], dict[str, Any], str], Awaitable[None]
 ]
 
 
 class Rollout:
     def __init__(
-        self, routes: RouteStore, journal: Journal, replicas: Replicas, write: StatusWriter
+        self, routes: RouteStore, journal: Journal, replicas: Replicas, write: WriteStatus
     ) -> None:
         self.routes = routes
         self.journal = journal
@@ -88,6 +88,30 @@ class Rollout:
             "PendingProxies",
             f"installed on {holding} of {serving} proxy replicas",
         )
+
+    async def report(self, routed: Routed) -> None:
+        """Writes the status of a resource whose own checks pass: Ready at once if the replicas
+        hold its route already, else once they do (or PendingProxies, if that takes long)."""
+        verdict = self.verdict(routed)
+        if verdict.ok:
+            self.drop(routed.key)
+            await self.write(
+                routed.kind, routed.body, [*routed.verdicts, verdict], routed.extra, routed.key
+            )
+        else:
+            self.expect(routed)
+
+    async def report_not_ready(
+        self,
+        kind: Kind,
+        body: dict[str, Any],
+        verdicts: Sequence[Verdict],
+        extra: dict[str, Any],
+        key: str,
+    ) -> None:
+        """Writes the status of a resource whose own checks fail: nothing to wait for."""
+        self.drop(key)
+        await self.write(kind, body, verdicts, extra, key)
 
     def expect(self, routed: Routed) -> None:
         self.waiting[routed.key] = routed

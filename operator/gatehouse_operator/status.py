@@ -1,0 +1,147 @@
+"""Status and Events: the one place they are written.
+
+Conditions as cert-manager writes them: one per type, a transition time that moves only when the
+status does, and the generation they describe; ``observedGeneration`` stamped; a Kubernetes
+Event for every move of the summary condition (and of an advisory one).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.aio import client
+
+from gatehouse_operator.api.meta import ConditionStatus, Kind
+from gatehouse_operator.kube import Kube
+
+log = logging.getLogger("gatehouse.operator")
+
+# Whether the operator's watch sees a connection's Secret (external_connections).
+CREDENTIAL_WATCHED = "CredentialWatched"
+# Conditions that say something worth acting on without making the resource unready.
+ADVISORY = frozenset({CREDENTIAL_WATCHED})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One condition's outcome before it is stamped with times and generations."""
+
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "True"
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(status: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The condition of type ``kind`` in a status, or {}."""
+    found: dict[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == kind), {}
+    )
+    return found
+
+
+def merge(
+    existing: Sequence[dict[str, Any]], verdicts: Sequence[Verdict], generation: int
+) -> tuple[list[dict[str, Any]], list[Verdict]]:
+    """The new condition list, and the verdicts whose status or reason changed."""
+    by_type = {condition.get("type"): condition for condition in existing}
+    merged: list[dict[str, Any]] = []
+    changed: list[Verdict] = []
+    for verdict in verdicts:
+        previous = by_type.get(verdict.type, {})
+        moved = previous.get("status") != verdict.status
+        if moved or previous.get("reason") != verdict.reason:
+            changed.append(verdict)
+        merged.append(
+            {
+                "type": verdict.type,
+                "status": verdict.status,
+                "reason": verdict.reason,
+                "message": verdict.message,
+                "lastTransitionTime": now() if moved else previous.get("lastTransitionTime", now()),
+                "observedGeneration": generation,
+            }
+        )
+    return merged, changed
+
+
+def ready(verdicts: Sequence[Verdict], ready_reason: str, ready_message: str) -> Verdict:
+    """Ready summarises the others: the first failing one explains why not."""
+    for verdict in verdicts:
+        if not verdict.ok:
+            return Verdict("Ready", "False", verdict.reason, verdict.message)
+    return Verdict("Ready", "True", ready_reason, ready_message)
+
+
+class StatusWriter:
+    """Writes resources' status and Events, and remembers what it wrote: a restarted operator
+    re-reports thousands of unchanged resources without a write."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self._conditions: dict[str, list[dict[str, Any]]] = {}
+        self._written: dict[str, dict[str, Any]] = {}
+
+    async def write(
+        self,
+        kind: Kind,
+        body: dict[str, Any],
+        verdicts: Sequence[Verdict],
+        extra: dict[str, Any],
+        key: str,
+        summary: str = "Ready",
+    ) -> None:
+        existing = self._conditions.get(key) or body.get("status", {}).get("conditions", [])
+        generation = int(body["metadata"].get("generation", 0))
+        merged, changed = merge(existing, verdicts, generation)
+        self._conditions[key] = merged
+        # One Event per move of the summary condition (Ready): its reason is the failing
+        # condition's, so the others would only repeat it. Advisory conditions do not feed
+        # Ready, so their moves are told by Events of their own.
+        for verdict in changed:
+            if verdict.type == summary or verdict.type in ADVISORY:
+                await self._event(kind, body, verdict)
+        status = {"observedGeneration": generation, "conditions": merged, **extra}
+        if status == self._written.get(key, body.get("status")):
+            return  # as it is: a restarted operator re-reports thousands of unchanged resources
+        meta = body["metadata"]
+        await self.kube.patch_status(kind, meta["namespace"], meta["name"], status)
+        self._written[key] = status
+
+    async def _event(self, kind: Kind, body: dict[str, Any], verdict: Verdict) -> None:
+        try:
+            await self.kube.post_event(
+                kind,
+                body["metadata"],
+                "Normal" if verdict.ok else "Warning",
+                verdict.reason,
+                verdict.message,
+            )
+        except client.ApiException as error:
+            # The status still says it: an Event is a notification, not the record.
+            log.warning(
+                "cannot post the %s Event on %s (HTTP %s)",
+                verdict.reason,
+                body["metadata"]["name"],
+                error.status,
+            )
+
+    def condition(self, key: str, type_: str) -> dict[str, Any]:
+        """The condition this operator last wrote for ``key``, or an empty dict."""
+        return next((c for c in self._conditions.get(key, []) if c["type"] == type_), {})
+
+    def forget(self, key: str) -> None:
+        self._conditions.pop(key, None)
+        self._written.pop(key, None)

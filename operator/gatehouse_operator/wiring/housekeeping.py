@@ -1,0 +1,198 @@
+"""The controller's housekeeping: each duty its own task, on its own period.
+
+A duty that fails (an API server away, refused connections, not only HTTP errors) is logged and
+tried again at its next turn; none ends, and none waits for another.
+
+- publish the first table once the start-up gate opens (every second until it is published);
+- follow the keyring: when its active key moves, re-key the channel and re-seal every credential
+  (every second), and read the keyring Secret again, for a rotation made by hand (every 10 s);
+- delete ConnectionTests whose time to live has passed (every 10 s);
+- read again the Secrets a watch event named but that could not be read then (every 10 s);
+- drop routes whose resources were deleted while no watch saw it (every minute);
+- read again the Secrets the watch does not see: unlabelled, or forbidden (every minute).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.aio import client
+
+from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.controllers import connection_tests, external_connections, linked_apps
+from gatehouse_operator.credentials import CREDENTIAL_READY
+from gatehouse_operator.keyring_secret import KeyringSecret
+from gatehouse_operator.kube import API_ERRORS, failure
+from gatehouse_operator.runtime import Runtime, app_key, resource_key
+from gatehouse_operator.status import CREDENTIAL_WATCHED
+
+log = logging.getLogger("gatehouse.operator")
+
+TEST_SWEEP_SECONDS = 10
+RESYNC_SECONDS = 60
+# How soon a keyring Secret edited by hand (a rotation) is noticed; one GET each time.
+KEYRING_POLL_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class Duty:
+    what: str  # as in "cannot <what>"
+    every: float
+    work: Callable[[], Awaitable[None]]
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.every)
+            await self.turn()
+
+    async def turn(self) -> None:
+        try:
+            await self.work()
+        except Exception as error:  # any: a duty must outlive one failed turn
+            log.warning("cannot %s (%s); trying again later", self.what, failure(error))
+
+
+def duties(runtime: Runtime) -> list[Duty]:
+    rotation = Rotation(runtime)
+
+    async def first_table() -> None:
+        if not runtime.journal.version:
+            runtime.channel.flush()  # does nothing until the start-up gate opens
+
+    async def sweep_tests() -> None:
+        await connection_tests.expire_finished(runtime)
+
+    async def read_unread() -> None:
+        await reconcile_connections(runtime, _unread(runtime))
+
+    async def find_deletions() -> None:
+        await drop_vanished(runtime)
+
+    async def read_unwatched() -> None:
+        await reconcile_connections(runtime, unwatched(runtime))
+
+    found = [
+        Duty("publish the first table", 1.0, first_table),
+        Duty("follow the keyring", 1.0, rotation.follow),
+        Duty("sweep expired ConnectionTests", TEST_SWEEP_SECONDS, sweep_tests),
+        Duty("read Secrets again", TEST_SWEEP_SECONDS, read_unread),
+        Duty("find missed deletions", RESYNC_SECONDS, find_deletions),
+        Duty("read unwatched Secrets", RESYNC_SECONDS, read_unwatched),
+    ]
+    keyring = runtime.keyring
+    if isinstance(keyring, KeyringSecret):
+
+        async def read_keyring() -> None:
+            await keyring.refresh(runtime.kube)
+
+        found.append(Duty("read the keyring Secret", KEYRING_POLL_SECONDS, read_keyring))
+    return found
+
+
+async def existing(runtime: Runtime) -> tuple[dict[str, str], dict[str, str]]:
+    """The connections and the apps in the cluster now: their uids by key."""
+    connections = {
+        resource_key(item): item["metadata"]["uid"]
+        for item in await runtime.kube.existing(EXTERNAL_CONNECTION)
+    }
+    apps = {
+        app_key(kind, item): item["metadata"]["uid"]
+        for kind in (DATA_APP, CHART_TYPE)
+        for item in await runtime.kube.existing(kind)
+    }
+    return connections, apps
+
+
+async def drop_vanished(runtime: Runtime) -> None:
+    """Forgets the routes the store holds and the cluster no longer has.
+
+    A watch that restarts lists again and never reports what vanished meanwhile, so a missed
+    deletion would keep a route (and its credential) alive until the operator restarts. Only
+    what the store held before the listing is compared: anything newer may not be in it yet.
+    """
+    routes = runtime.routes
+    held = {key: _uid(routes.connection_body(key)) for key in routes.connection_keys()}
+    held_apps = {key: _uid(routes.app_body(key)) for key in routes.app_keys()}
+    connections, apps = await existing(runtime)
+    for key, uid in held.items():
+        body = routes.connection_body(key)
+        if connections.get(key) != uid and body is not None and body["metadata"]["uid"] == uid:
+            log.info("connection %s was deleted while unwatched: dropping its route", key)
+            await external_connections.forget(runtime, body)
+    for key, uid in held_apps.items():
+        body = routes.app_body(key)
+        if apps.get(key) != uid and body is not None and body["metadata"]["uid"] == uid:
+            log.info("app %s was deleted while unwatched: dropping its route", key)
+            await linked_apps.forget(runtime, linked_apps.KINDS[key.split("/")[1]], body)
+
+
+def _uid(body: dict[str, Any] | None) -> str:
+    return str(body["metadata"]["uid"]) if body else ""
+
+
+async def reconcile_connections(runtime: Runtime, keys: list[str]) -> None:
+    """Reconciles these connections again; one the API server cannot serve now keeps its route
+    as it is and is tried again in 10 s (runtime.unread), as are all that are left when the
+    API server cannot be reached at all."""
+    for index, key in enumerate(keys):
+        body = runtime.routes.connection_body(key)
+        if body is None:
+            continue
+        try:
+            await external_connections.reconcile(runtime, body)
+        except client.ApiException as error:
+            log.warning("cannot reconcile connection %s now (%s)", key, failure(error))
+            runtime.unread.add(key)
+        except API_ERRORS as error:
+            log.warning(
+                "cannot reach the API server (%s); %d connections left for later",
+                failure(error),
+                len(keys) - index,
+            )
+            runtime.unread.update(keys[index:])
+            return
+
+
+def unwatched(runtime: Runtime) -> list[str]:
+    """Connections whose Secret the watch does not see, or the operator may not read: read
+    again every resync (a right granted later, or a rotation, shows within a minute)."""
+    return [
+        key
+        for key in runtime.routes.connection_keys()
+        if runtime.status.condition(key, CREDENTIAL_WATCHED).get("status") == "False"
+        or runtime.status.condition(key, CREDENTIAL_READY).get("reason") == "SecretForbidden"
+    ]
+
+
+def _unread(runtime: Runtime) -> list[str]:
+    """Connections whose Secret could not be read when its watch event came: taken off the list
+    here, and put back by a read that fails again."""
+    keys, runtime.unread = sorted(runtime.unread), set()
+    return keys
+
+
+class Rotation:
+    """Re-seals every credential, and re-keys the channel, when the keyring's active key moves."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.active = runtime.keyring.current().active
+
+    async def follow(self) -> None:
+        runtime = self.runtime
+        try:
+            now_active = runtime.keyring.current().active
+        except (OSError, ValueError) as error:
+            log.error("cannot read the keyring (%s); keeping the current key", type(error).__name__)
+            return
+        if now_active == self.active:
+            return
+        log.info("keyring rotated to key %r: re-sealing every credential", now_active)
+        self.active = now_active
+        runtime.channel.tls.use(runtime.keyring.current())
+        await reconcile_connections(runtime, runtime.routes.connection_keys())
