@@ -34,7 +34,7 @@ build: install
 crds: install
 	$(BIN)/python -m gatehouse_operator.api.crds
 	$(BIN)/python -m gatehouse_operator.api.roles
-	$(BIN)/python -m gatehouse_operator.api.webhooks
+	$(BIN)/python -m gatehouse_operator.controllers.webhook_configuration
 
 up: install
 	$(DEV) up

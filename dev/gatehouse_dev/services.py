@@ -23,7 +23,8 @@ from gatehouse_contract.sealing import Keyring
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import Server, free_port
 from gatehouse_dev.waiting import wait_for
-from gatehouse_operator.api import crds, roles, webhooks
+from gatehouse_operator.api import crds, roles
+from gatehouse_operator.controllers import webhook_configuration as webhooks
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"

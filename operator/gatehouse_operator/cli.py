@@ -14,7 +14,6 @@ import argparse
 import json
 import sys
 import time
-import uuid
 from typing import Any, cast
 
 from kubernetes import client
@@ -25,8 +24,9 @@ from gatehouse_operator.api.connection_test import (
     SAMPLE_LABEL_CHARS,
     SAVE_AS_SAMPLE_ANNOTATION,
 )
-from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
-from gatehouse_operator.status import condition
+from gatehouse_operator.api.meta import GROUP, VERSION
+from gatehouse_operator.connections import runs
+from gatehouse_operator.connections.models import ConnectionTestOutcome
 
 PASSED, FAILED, NOT_RUN = 0, 1, 2
 
@@ -56,39 +56,33 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _test_body(args: argparse.Namespace) -> dict[str, Any]:
-    spec: dict[str, Any] = {"connection": args.connection, "method": args.method, "path": args.path}
+    spec: dict[str, Any] = {"method": args.method, "path": args.path}
     if args.data is not None:
         spec["body"] = json.loads(args.data)
     if args.save_sample:
         spec["saveAsSample"] = {"label": args.save_sample}
-    return {
-        "apiVersion": API_VERSION,
-        "kind": CONNECTION_TEST.kind,
-        "metadata": {"name": f"{args.connection[:40]}-{uuid.uuid4().hex[:8]}"},
-        "spec": spec,
-    }
+    return runs.new_test(args.connection, spec)
 
 
-def _report(test: dict[str, Any], output: str) -> int:
+def _report(test: dict[str, Any], done: ConnectionTestOutcome, output: str) -> int:
     status = test.get("status", {})
-    passed = condition(status, "Passed")
-    code = PASSED if passed.get("status") == "True" else FAILED
+    code = PASSED if done.passed else FAILED
     if output == "json":
-        print(json.dumps({"name": test["metadata"]["name"], "status": status}, indent=2))
+        print(json.dumps({"name": done.name, "status": status}, indent=2))
         return code
     verdict = "PASSED" if code == PASSED else "FAILED"
-    print(f"{verdict} {passed.get('reason', '')}: {passed.get('message', '')}")
-    print(f"ConnectionTest {test['metadata']['name']}")
-    response = status.get("response")
+    print(f"{verdict} {done.reason}: {done.message}")
+    print(f"ConnectionTest {done.name}")
+    response = done.response
     if response:
         print(f"HTTP {response['statusCode']} {response.get('contentType', '')}")
         print(response.get("body", ""))
         if response.get("truncated"):
             print(f"... (truncated; {response.get('sizeBytes')} bytes in all)")
-    if status.get("sample"):
-        print(f"saved as sample {status['sample']!r}")
+    if done.sample:
+        print(f"saved as sample {done.sample!r}")
     elif code == PASSED:
-        print(f"to keep it as a sample: gatehouse save-sample {test['metadata']['name']} --label …")
+        print(f"to keep it as a sample: gatehouse save-sample {done.name} --label …")
     return code
 
 
@@ -113,10 +107,9 @@ def save_sample(args: argparse.Namespace) -> int:
     api = client.CustomObjectsApi()
     try:
         with kubeconfig.reaching_the_cluster():
-            before = _read_test(api, namespace, args.test)
-            earlier = before.get("status", {}).get("sample")
-            if earlier:
-                print(f"NOT SAVED AlreadySaved: saved already as sample {earlier!r}")
+            refused = runs.save_request(_read_test(api, namespace, args.test), label)
+            if refused is not None:
+                print(f"NOT SAVED {refused.reason}: {refused.message}")
                 return FAILED
             api.patch_namespaced_custom_object(
                 GROUP,
@@ -130,16 +123,13 @@ def save_sample(args: argparse.Namespace) -> int:
             deadline = time.monotonic() + args.timeout
             while time.monotonic() < deadline:
                 time.sleep(0.3)
-                found = _read_test(api, namespace, args.test)
-                # The operator removes the annotation once the status holds its answer.
-                if SAVE_AS_SAMPLE_ANNOTATION in found["metadata"].get("annotations", {}):
+                answer = runs.saved(_read_test(api, namespace, args.test))
+                if answer is None:
                     continue
-                status = found.get("status", {})
-                if status.get("sample"):
-                    print(f"saved as sample {status['sample']!r}")
+                if answer.saved:
+                    print(f"saved as sample {answer.sample!r}")
                     return PASSED
-                saved = condition(status, "SampleSaved")
-                print(f"NOT SAVED {saved.get('reason', '')}: {saved.get('message', '')}")
+                print(f"NOT SAVED {answer.reason}: {answer.message}")
                 return FAILED
     except client.ApiException as error:
         print(f"gatehouse: {kubeconfig.refusal(error)}", file=sys.stderr)
@@ -171,8 +161,9 @@ def test(args: argparse.Namespace) -> int:
             deadline = time.monotonic() + args.timeout
             while time.monotonic() < deadline:
                 found = _read_test(api, namespace, name)
-                if found.get("status", {}).get("finishedAt"):
-                    return _report(found, args.output)
+                done = runs.outcome(found)
+                if done is not None:
+                    return _report(found, done, args.output)
                 time.sleep(0.3)
     except client.ApiException as error:
         print(f"gatehouse: {kubeconfig.refusal(error)}", file=sys.stderr)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gatehouse_contract.env import env_flag, env_port, env_seconds
-from gatehouse_operator.webhook import WEBHOOK_CONFIGURATION
 
 
 def _object_ref(name: str) -> str:
@@ -87,7 +86,8 @@ class WebhookSettings:
     port: int = 9443
     service: str = ""
     # The ValidatingWebhookConfiguration the installer made, whose CA bundle the webhook fills in.
-    configuration: str = WEBHOOK_CONFIGURATION
+    # The configuration's name where no installer names it (the chart names its own).
+    configuration: str = "gatehouse.dev"
     # The Secret ("namespace/name") that every replica serves the same certificate from; the
     # first replica to find it missing makes it. Empty: a certificate of this process's own
     # (one replica, the dev stack).

@@ -1,9 +1,10 @@
 """The admission webhook's server: kopf's, with its certificate made by ``cryptography``.
 
-The installer owns the ValidatingWebhookConfiguration (see ``api.webhooks``); the server hands the
-CA bundle of the certificate made here at every start to ``on_ca_bundle``, which writes it there.
-In a cluster the API server reaches the operator through its Service; on a developer's machine,
-at the address it listens on.
+The installer owns the ValidatingWebhookConfiguration (see
+``controllers.webhook_configuration``); the server hands the CA bundle of the certificate made
+here at every start to ``on_ca_bundle``, which writes it there. In a cluster the API server
+reaches the operator through its Service; on a developer's machine, at the address it listens
+on.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from gatehouse_operator.kube import Kube
 # renewed: it must outlive them. Delete the Secret and restart the webhook Pods to replace it.
 CERTIFICATE_DAYS = 3650
 TLS_CERT, TLS_KEY = "tls.crt", "tls.key"
-# The configuration's name where no installer names it (the dev stack; the chart names its own).
-WEBHOOK_CONFIGURATION = "gatehouse.dev"
 
 
 def _san(name: str) -> x509.GeneralName:

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 
 from starlette.responses import JSONResponse
 
+from gatehouse_contract.errors import error_body
+
 STATUS_BY_CODE: Mapping[str, int] = {
     "invalid_path": 400,
     "invalid_query": 400,
@@ -61,7 +63,7 @@ class ProxyError(Exception):
 
 def error_response(error: ProxyError) -> JSONResponse:
     return JSONResponse(
-        {"error": {"code": error.code, "message": error.message}},
+        error_body(error.code, error.message),
         status_code=error.status,
         headers={**error.headers, "Cache-Control": "no-store"},
     )

@@ -19,7 +19,7 @@ from gatehouse_contract.connection_tests import (
     Refused,
 )
 from gatehouse_contract.frames import ConnectionTestResult, Unreadable, read_replica_message
-from gatehouse_operator.connection_testing import Finished, Waiting, ask, result
+from gatehouse_operator.connections.testing import Finished, Waiting, ask, result
 from gatehouse_operator.table.channel import MAX_REPLICA_MESSAGE_BYTES, _Session
 from gatehouse_operator.table.replicas import Replica
 

@@ -16,8 +16,8 @@ import pytest
 from cryptography import x509
 from kubernetes.aio import client
 
-from gatehouse_operator.api import webhooks
 from gatehouse_operator.controllers import admission
+from gatehouse_operator.controllers import webhook_configuration as webhooks
 from gatehouse_operator.webhook import WebhookServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gatehouse_operator.api.meta import Kind, Model, PrinterColumn, Status, ready_columns
+from gatehouse_operator.api.meta import (
+    DNS_SUBDOMAIN,
+    Kind,
+    Model,
+    PrinterColumn,
+    Status,
+    ready_columns,
+)
 
 
 class Link(Model):
@@ -19,7 +26,7 @@ class Link(Model):
     )
     connection: str = Field(
         max_length=253,
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        pattern=DNS_SUBDOMAIN,
         description="An ExternalConnection in the same namespace.",
     )
 

@@ -12,14 +12,14 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from gatehouse_operator.api.meta import (
+    DNS_SUBDOMAIN,
     Kind,
     Model,
     PrinterColumn,
     Status,
-    cel,
     ready_columns,
-    validations,
 )
+from gatehouse_operator.cel import cel, validations
 
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 AuthType = Literal["none", "apiKey", "bearer", "googleServiceAccount"]
@@ -46,13 +46,12 @@ RESERVED_KEY_HEADERS = (
 MAX_INSTRUCTIONS = 10_000
 _SCHEME = "^[A-Za-z][A-Za-z0-9+.-]*://"
 _HEADER_TOKEN = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"  # noqa: S105 (RFC 9110 token, not a secret)
-_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
 class SecretKeyRef(Model):
     """A key of a Secret in the connection's own namespace."""
 
-    name: str = Field(max_length=253, pattern=_DNS_SUBDOMAIN, description="The Secret's name.")
+    name: str = Field(max_length=253, pattern=DNS_SUBDOMAIN, description="The Secret's name.")
     key: str = Field(
         max_length=253, pattern=r"^[-._a-zA-Z0-9]+$", description="The key within its data."
     )

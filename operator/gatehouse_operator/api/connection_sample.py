@@ -18,8 +18,9 @@ from typing import Any
 from pydantic import Field
 
 from gatehouse_operator.api.connection import HttpMethod
-from gatehouse_operator.api.connection_test import CONNECTION_NAME, SAMPLE_LABEL_CHARS
-from gatehouse_operator.api.meta import Kind, Model, PrinterColumn, cel, validations
+from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS
+from gatehouse_operator.api.meta import DNS_SUBDOMAIN, Kind, Model, PrinterColumn
+from gatehouse_operator.cel import cel, validations
 
 CONNECTION_LABEL = "gatehouse.dev/connection"
 
@@ -38,7 +39,7 @@ class ConnectionSampleSpec(Model):
 
     connection: str = Field(
         max_length=253,
-        pattern=CONNECTION_NAME,
+        pattern=DNS_SUBDOMAIN,
         description="The ExternalConnection that answered, in the same namespace.",
     )
     label: str = Field(

@@ -13,14 +13,14 @@ from typing import Any
 from pydantic import Field
 
 from gatehouse_operator.api.connection import HttpMethod
-from gatehouse_operator.api.meta import Kind, Model, PrinterColumn, Status, cel, validations
+from gatehouse_operator.api.meta import DNS_SUBDOMAIN, Kind, Model, PrinterColumn, Status
+from gatehouse_operator.cel import cel, validations
 
 # The test result keeps the first characters of the body (the reference UI shows as many).
 RESULT_BODY_CHARS = 4_000
 DEFAULT_TTL_SECONDS = 3_600
 SAVE_AS_SAMPLE_ANNOTATION = "gatehouse.dev/save-as-sample"
 SAMPLE_LABEL_CHARS = 200
-CONNECTION_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
 class SampleRequest(Model):
@@ -43,7 +43,7 @@ class ConnectionTestSpec(Model):
 
     connection: str = Field(
         max_length=253,
-        pattern=CONNECTION_NAME,
+        pattern=DNS_SUBDOMAIN,
         description="The ExternalConnection to test, in the same namespace.",
     )
     method: HttpMethod = Field(

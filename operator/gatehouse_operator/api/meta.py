@@ -19,6 +19,13 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
+# Names as Kubernetes spells them (RFC 1123): a label (a namespace), and a subdomain (most
+# objects' names), as patterns and as the parts a longer pattern is made of.
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN = rf"{_LABEL}(\.{_LABEL})*"
+DNS_LABEL = rf"^{_LABEL}$"
+DNS_SUBDOMAIN = rf"^{_SUBDOMAIN}$"
+
 
 class Model(BaseModel):
     """Field names are snake_case in Python and camelCase on the wire, as Kubernetes spells them."""
@@ -39,23 +46,10 @@ def spec_error(error: ValidationError) -> str:
     return f"spec.{where}: {first['msg']}"
 
 
-def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
-    """One ``x-kubernetes-validations`` entry: a CEL rule the API server checks on apply."""
-    entry = {"rule": rule, "message": message}
-    if field_path is not None:
-        entry["fieldPath"] = field_path
-    return entry
-
-
-def validations(*rules: dict[str, str]) -> dict[str, Any]:
-    return {"x-kubernetes-validations": list(rules)}
-
-
 class Condition(Model):
     type: str = Field(
         max_length=316,
-        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-        r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+        pattern=rf"^({_SUBDOMAIN}/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
         description="Type of condition in CamelCase, e.g. Ready.",
     )
     status: ConditionStatus

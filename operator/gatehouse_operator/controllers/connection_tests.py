@@ -31,7 +31,7 @@ from gatehouse_operator.api.connection_test import (
     ConnectionTestSpec,
 )
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
-from gatehouse_operator.connection_testing import Finished, Waiting, ask, result, stored_secrets
+from gatehouse_operator.connections.testing import Finished, Waiting, ask, result, stored_secrets
 from gatehouse_operator.kube import SampleRefused
 from gatehouse_operator.runtime import Runtime, forget_resource
 from gatehouse_operator.status import Verdict, now

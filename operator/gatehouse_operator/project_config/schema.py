@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from gatehouse_operator.api.meta import cel, validations
+from gatehouse_operator.cel import cel, validations
 
 Color = Literal["gray", "violet", "red", "orange", "green", "blue", "indigo", "pink", "yellow"]
 GranularityType = Literal["date", "timestamp", "string"]

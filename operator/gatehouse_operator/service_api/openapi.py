@@ -8,20 +8,22 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from gatehouse_operator.api.connection_test import SampleRequest
-from gatehouse_operator.service_api.models import (
-    BODY_SECONDS,
-    MAX_BODY_BYTES,
+from gatehouse_operator.connections.models import (
     BuildSpec,
     ConnectionDetail,
     ConnectionList,
     ConnectionTestOutcome,
     ConnectionTestRequest,
-    DefaultsResult,
-    DefaultsUpdate,
     DraftTestOutcome,
     DraftTestRequest,
-    ErrorBody,
     SampleSaveOutcome,
+)
+from gatehouse_operator.service_api.models import (
+    BODY_SECONDS,
+    MAX_BODY_BYTES,
+    DefaultsResult,
+    DefaultsUpdate,
+    ErrorBody,
 )
 
 _MODELS = (

@@ -13,7 +13,7 @@ version (``channel.COALESCE_SECONDS``); the ``channel`` then sends each replica:
   whole table (in parts of 4 MiB), built from each entry's JSON as serialised when it changed;
 - after that, each delta in order;
 - a heartbeat after 5 s of nothing else, which the replica acknowledges;
-- a connection test when one runs (``gatehouse_operator.connection_testing``).
+- a connection test when one runs (``gatehouse_operator.connections.testing``).
 
 A freshly started operator sends nothing until the store has seen every resource that existed
 when it started (``startup``), so a restart never pushes a partial table. Each replica's

@@ -35,6 +35,7 @@ from gatehouse_contract.connection_tests import (
     Failed,
     Problem,
 )
+from gatehouse_contract.errors import error_body
 from gatehouse_contract.frames import (
     Ack,
     ConnectionTestFrame,
@@ -145,9 +146,7 @@ class TableChannel:
             if time.monotonic() - self._refusal_logged_at > 10:
                 self._refusal_logged_at = time.monotonic()
                 log.warning("refused a table channel from %s: %s", request.remote, refused)
-            return web.json_response(
-                {"error": {"code": "unauthenticated", "message": str(refused)}}, status=401
-            )
+            return web.json_response(error_body("unauthenticated", str(refused)), status=401)
         ws = web.WebSocketResponse(
             receive_timeout=HEARTBEAT_SECONDS * MISSED_HEARTBEATS,
             max_msg_size=MAX_REPLICA_MESSAGE_BYTES,

@@ -24,10 +24,11 @@ from starlette.responses import Response
 
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.as_user import AsUser, as_user, refusal
-from gatehouse_operator.drafts import apply, manifest
+from gatehouse_operator.connections import errors
+from gatehouse_operator.connections.drafts import apply, manifest
+from gatehouse_operator.connections.errors import validation_message
+from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
 from gatehouse_operator.kube import WATCHED_LABEL
-from gatehouse_operator.service_api.app import ApiError, validation_message
-from gatehouse_operator.service_api.models import DraftTestOutcome, DraftTestRequest
 from gatehouse_operator.web.pages import READ_ONLY, Pages, Refused, Visitor, fields_of, trial
 from gatehouse_operator.web.wizard import (
     AUTH_TYPES,
@@ -197,15 +198,15 @@ class ConnectionForms:
                 replaces=form.editing,
                 request=request,
             )
-            await self.pages.api.may_draft(visitor.user, namespace)
-            wizard.outcome = await self.pages.api.test_draft(
+            await self.pages.actions.may_draft(visitor.user, namespace)
+            wizard.outcome = await self.pages.actions.test_draft(
                 visitor.user, visitor.credentials.token, namespace, draft
             )
         except Refused as refused:
             wizard.errors.append(refused.message)
         except ValidationError as error:
             wizard.errors.append(validation_message(error))
-        except ApiError as error:
+        except errors.Refused as error:
             wizard.errors.append(error.message)
 
     async def _check(self, wizard: Wizard, visitor: Visitor, namespace: str) -> None:
@@ -290,7 +291,7 @@ class ConnectionForms:
     ) -> list[str]:
         """After a save that failed: deletes the Secret it wrote, unless the connection uses it
         after all (a save whose answer was lost is not undone)."""
-        stored = self.pages.api.runtime.kube
+        stored = self.pages.actions.runtime.kube
         try:
             current = await stored.get_custom(EXTERNAL_CONNECTION, namespace, connection)
             auth = (current or {}).get("spec", {}).get("auth") or {}
@@ -325,7 +326,7 @@ class ConnectionForms:
         self, kube: AsUser, namespace: str, connection: str, secret_name: str
     ) -> str:
         """Deletes the Secret the wizard made for this connection; any other stays."""
-        found = await self.pages.api.runtime.kube.secret(namespace, secret_name)
+        found = await self.pages.actions.runtime.kube.secret(namespace, secret_name)
         if found is None or found.metadata is None:
             return ""
         labels = found.metadata.labels or {}
@@ -347,7 +348,7 @@ class ConnectionForms:
             )
 
     async def _managed(self, visitor: Visitor, namespace: str, name: str) -> dict[str, Any]:
-        body, can_manage = await self.pages.api.visible(visitor.user, namespace, name)
+        body, can_manage = await self.pages.actions.visible(visitor.user, namespace, name)
         if not can_manage:
             raise Refused(403, f"{visitor.user.name} may not edit connection {name}")
         return body

@@ -31,14 +31,10 @@ from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAMPLE_LABEL_CHARS
 from gatehouse_operator.as_user import as_user, refusal
-from gatehouse_operator.service_api.app import (
-    ApiError,
-    ServiceApi,
-    check_names,
-    linkable,
-    validation_message,
-)
-from gatehouse_operator.service_api.models import ConnectionTestRequest, TrialRequest
+from gatehouse_operator.connections import errors
+from gatehouse_operator.connections.actions import Connections, linkable
+from gatehouse_operator.connections.errors import check_names, validation_message
+from gatehouse_operator.connections.models import ConnectionTestRequest, TrialRequest
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS, Credentials, Sessions, same_origin
 
 log = logging.getLogger("gatehouse.operator.page")
@@ -147,9 +143,13 @@ def trial(method: str, path: str, raw_body: str) -> TrialRequest:
 
 class Pages:
     def __init__(
-        self, api: ServiceApi, sessions: Sessions, operator: client.ApiClient, read_only: bool
+        self,
+        connections: Connections,
+        sessions: Sessions,
+        operator: client.ApiClient,
+        read_only: bool,
     ) -> None:
-        self.api = api
+        self.actions = connections
         self.sessions = sessions
         self.operator = operator
         self.read_only = read_only
@@ -163,7 +163,7 @@ class Pages:
         credentials = self.sessions.credentials(request)
         if credentials is None:
             return None
-        user = await self.api.access.authenticate(credentials.token)
+        user = await self.actions.access.authenticate(credentials.token)
         if user is None:
             return None
         return Visitor(user, credentials, self.sessions.csrf_token(credentials))
@@ -218,7 +218,7 @@ class Pages:
             if request.method == "POST" and not same_origin(request):
                 raise Refused(403, CROSS_SITE)
             return await handler(request)
-        except (ApiError, Refused) as error:
+        except (errors.Refused, Refused) as error:
             return self._refused(error.status, error.message)
         except client.ApiException as error:
             # The API server's own words may quote the request; only refusals of the visitor's
@@ -249,7 +249,7 @@ class Pages:
         error = ""
         if not token or len(token) > MAX_TOKEN_CHARS:
             error = f"token: paste a Kubernetes token of 1 to {MAX_TOKEN_CHARS} characters"
-        elif await self.api.access.authenticate(token) is None:
+        elif await self.actions.access.authenticate(token) is None:
             error = "token: the Kubernetes API server did not accept this token"
         if error:
             return self.render("sign_in.html", 401, visitor=None, error=error)
@@ -281,7 +281,7 @@ class Pages:
         return self.render("home.html", visitor=visitor, namespace=own)
 
     async def may(self, visitor: Visitor, verb: str, plural: str, namespace: str) -> bool:
-        return await self.api.access.allowed(visitor.user, verb, plural, namespace)
+        return await self.actions.access.allowed(visitor.user, verb, plural, namespace)
 
     async def _linkable_apps(self, visitor: Visitor, namespace: str) -> list[str]:
         """The apps the visitor may change (Kind/name), for the Link form; none when read-only."""
@@ -292,13 +292,13 @@ class Pages:
             if await self.may(visitor, "update", kind.plural, namespace):
                 apps += [
                     f"{kind.kind}/{body['metadata']['name']}"
-                    for body in await self.api.runtime.kube.list_custom(kind, namespace)
+                    for body in await self.actions.runtime.kube.list_custom(kind, namespace)
                 ]
         return sorted(apps)
 
     async def connections(self, request: Request, visitor: Visitor) -> Response:
         namespace = request.path_params["namespace"]
-        listing = await self.api.visible_connections(visitor.user, namespace)
+        listing = await self.actions.visible_connections(visitor.user, namespace)
         return self.render(
             "list.html",
             visitor=visitor,
@@ -311,7 +311,7 @@ class Pages:
 
     async def connection(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        detail = await self.api.connection_detail(visitor.user, namespace, name)
+        detail = await self.actions.connection_detail(visitor.user, namespace, name)
         return self.render(
             "detail.html",
             visitor=visitor,
@@ -327,7 +327,7 @@ class Pages:
     async def test(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
         fields = await fields_of(request)
-        body = await self.api.may_test(visitor.user, namespace, name)
+        body = await self.actions.may_test(visitor.user, namespace, name)
         item = linkable(body, {})
         method = str(fields.get("method", "GET"))
         if method not in item.allowed_methods:
@@ -335,7 +335,7 @@ class Pages:
             raise Refused(422, f"method: must be one of the connection's methods ({allowed})")
         wanted = trial(method, str(fields.get("path", "")), str(fields.get("body", "")))
         test = ConnectionTestRequest.model_validate(wanted.model_dump())
-        outcome = await self.api.run_test(visitor.user, namespace, name, test)
+        outcome = await self.actions.run_test(visitor.user, namespace, name, test)
         return self.render(
             "test_result.html",
             visitor=visitor,
@@ -344,7 +344,7 @@ class Pages:
             request_sent=test,
             outcome=outcome,
             can_save=outcome.passed
-            and await self.api.access.allowed(
+            and await self.actions.access.allowed(
                 visitor.user, "patch", CONNECTION_TEST.plural, namespace, outcome.name
             ),
             label_chars=SAMPLE_LABEL_CHARS,
@@ -357,8 +357,8 @@ class Pages:
         if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
             raise Refused(422, f"label: 1 to {SAMPLE_LABEL_CHARS} characters")
         connection = str(fields.get("connection", ""))
-        found = await self.api.may_save_sample(visitor.user, namespace, test)
-        outcome = await self.api.save_sample(namespace, found, label)
+        found = await self.actions.may_save_sample(visitor.user, namespace, test)
+        outcome = await self.actions.save_sample(namespace, found, label)
         if not outcome.saved:
             raise Refused(409, f"not saved ({outcome.reason}): {outcome.message}")
         return self.back_to(visitor, namespace, connection, f"Saved sample “{label}”.")
@@ -366,7 +366,7 @@ class Pages:
     async def delete_sample(self, request: Request, visitor: Visitor) -> Response:
         params = request.path_params
         namespace, name = params["namespace"], params["name"]
-        await self.api.delete_sample(visitor.user, namespace, name, params["sample"])
+        await self.actions.delete_sample(visitor.user, namespace, name, params["sample"])
         return self.back_to(visitor, namespace, name, "Sample deleted.")
 
     async def link(self, request: Request, visitor: Visitor) -> Response:

@@ -11,9 +11,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from gatehouse_operator.access import Access
-from gatehouse_operator.runtime import Runtime
-from gatehouse_operator.service_api.app import ServiceApi
+from gatehouse_operator.connections.actions import Connections
 from gatehouse_operator.web.connection_forms import (
     WIZARD_FIELDS,
     WIZARD_FORM_BYTES,
@@ -23,9 +21,10 @@ from gatehouse_operator.web.pages import Handler, Pages, SecurityHeaders
 from gatehouse_operator.web.session import Sessions
 
 
-def mount(runtime: Runtime, access: Access) -> Mount:
+def mount(connections: Connections) -> Mount:
+    runtime = connections.runtime
     pages = Pages(
-        ServiceApi(runtime, access),
+        connections,
         Sessions(runtime.keyring),
         runtime.kube.core.api_client,
         runtime.settings.web_read_only,

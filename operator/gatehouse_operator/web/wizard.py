@@ -15,7 +15,7 @@ import yaml
 from starlette.datastructures import FormData
 
 from gatehouse_operator.api.connection import MAX_INSTRUCTIONS
-from gatehouse_operator.drafts import manifest
+from gatehouse_operator.connections.drafts import manifest
 from gatehouse_operator.kube import WATCHED_SELECTOR
 
 STEPS = ("api", "auth", "access", "test", "review")

@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 
 from gatehouse_contract.request_deadline import with_head_deadline
 from gatehouse_operator.access import Access
+from gatehouse_operator.connections.actions import Connections
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.service_api import app as service_api
 from gatehouse_operator.web import routes as connections_page
@@ -23,7 +24,8 @@ API_HEAD_SECONDS = 10.0
 
 
 def app(runtime: Runtime, access: Access) -> Starlette:
-    return service_api.create_app(runtime, access, connections_page.mount(runtime, access))
+    connections = Connections(runtime, access)
+    return service_api.create_app(connections, connections_page.mount(connections))
 
 
 def config(app: Starlette, host: str, port: int) -> uvicorn.Config:

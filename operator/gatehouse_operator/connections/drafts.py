@@ -21,11 +21,11 @@ from gatehouse_contract.connection_tests import ConnectionTestRequest
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import API_VERSION, spec_error
 from gatehouse_operator.as_user import AsUser, refusal
-from gatehouse_operator.connection_testing import Finished, Waiting, ask, result, secret_texts
+from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
+from gatehouse_operator.connections.testing import Finished, Waiting, ask, result, secret_texts
 from gatehouse_operator.credentials import CredentialProblem, seal_credential
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.runtime import Runtime
-from gatehouse_operator.service_api.models import DraftTestOutcome, DraftTestRequest
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gatehouse_operator.service_api.models import (
+from gatehouse_operator.connections.models import (
     BuildSpec,
     ImagePolicy,
     LinkedConnectionSpec,

@@ -1,0 +1,37 @@
+"""How a use case says no: a stable code, a message for people, and the HTTP status the service
+API answers it with (the page shows the message); and the checks both front ends make first."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from gatehouse_operator.api.meta import DNS_SUBDOMAIN
+
+
+class Refused(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+# A namespace, resource or sample name as Kubernetes spells them (a DNS subdomain; projectUuid
+# fits too). Anything else (``..``, ``%2F``) never reaches a permission check or an API path.
+_NAME = re.compile(DNS_SUBDOMAIN)
+
+
+def check_names(params: Mapping[str, Any]) -> None:
+    for key, value in params.items():
+        if not (isinstance(value, str) and len(value) <= 253 and _NAME.match(value)):
+            raise Refused(404, "not_found", f"{key}: not a Kubernetes name")
+
+
+def validation_message(error: ValidationError) -> str:
+    first = error.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"]) or "body"
+    return f"{where}: {first['msg']}"

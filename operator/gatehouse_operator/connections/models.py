@@ -1,0 +1,145 @@
+"""What the connection use cases take and answer; the service API serves them as they are (its
+OpenAPI document is generated from them), and the page renders them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from gatehouse_operator.api.connection import HttpMethod
+from gatehouse_operator.api.connection_test import SampleRequest
+from gatehouse_operator.api.meta import DNS_LABEL, Model
+
+
+class LinkableConnection(Model):
+    name: str
+    display_name: str
+    origin: str = Field(description="The origin every request is pinned to.")
+    allowed_methods: list[HttpMethod]
+    allowed_paths: list[str]
+    auth_type: str
+    has_secret: bool = Field(description="Whether a credential is set; never the credential.")
+    link_policy: Literal["AdminsOnly", "Builders"]
+    allow_public_images: bool
+    instructions: str
+    ready: bool = Field(description="Whether the proxy routes the connection now.")
+    ready_reason: str = Field(default="", description="The Ready condition's reason.")
+    ready_message: str = Field(default="", description="The Ready condition's message.")
+    linked_by: list[str] = Field(
+        default_factory=list, description="The apps linking it, as Kind/name, sorted."
+    )
+
+
+class ConnectionList(Model):
+    items: list[LinkableConnection]
+    all_visible: bool = Field(
+        description="True for admins; otherwise only connections with linkPolicy Builders."
+    )
+
+
+class Sample(Model):
+    id: str
+    label: str
+    saved_at: str
+    request: dict[str, str]
+    status_code: int
+    content_type: str
+    body: Any = Field(default=None, description="The redacted, size-capped response body.")
+
+
+class ConnectionDetail(Model):
+    connection: LinkableConnection
+    auth: dict[str, Any] = Field(
+        description="The auth settings as in the spec: type, apiKey, googleServiceAccount and "
+        "the secretRef's name and key (a reference, never the secret)."
+    )
+    limits: dict[str, Any] = Field(description="The spec's limits, as given.")
+    samples: list[Sample]
+    can_manage: bool = Field(description="Whether the caller may edit and delete it.")
+
+
+class SampleSaveOutcome(Model):
+    saved: bool
+    sample: str = Field(default="", description="The sample's id, when saved.")
+    reason: str
+    message: str
+
+
+class LinkedConnectionSpec(Model):
+    alias: str
+    connection: str
+    display_name: str
+    origin: str
+    allowed_methods: list[HttpMethod]
+    allowed_paths: list[str]
+    instructions: str
+    samples: list[Sample]
+    fetch_path: str = Field(description="Where app code sends its requests through the proxy.")
+
+
+class ImagePolicy(Model):
+    origins: list[str] = Field(description="Origins of linked connections with public images.")
+    img_src: str = Field(description="A ready Content-Security-Policy img-src value.")
+
+
+class BuildSpec(Model):
+    kind: Literal["DataApp", "ChartType"]
+    name: str
+    connections: list[LinkedConnectionSpec]
+    image_policy: ImagePolicy
+
+
+class TrialRequest(Model):
+    method: HttpMethod = "GET"
+    path: str = Field(
+        default="/",
+        pattern=r"^/[^\s#]*$",
+        max_length=2048,
+        description="Path and optional query, relative to the base URL.",
+    )
+    body: Any = Field(default=None, description="A JSON body, sent with methods other than GET.")
+
+
+class ConnectionTestRequest(TrialRequest):
+    save_as_sample: SampleRequest | None = None
+
+
+class DraftTestRequest(Model):
+    """A connection that is not saved, and one request to try it with."""
+
+    name: str = Field(
+        max_length=253,
+        pattern=DNS_LABEL,
+        description="The connection's name, as it would be created (or as it is, to edit it).",
+    )
+    spec: dict[str, Any] = Field(description="The ExternalConnection spec as it would be applied.")
+    secret: str | None = Field(
+        default=None,
+        max_length=65_536,
+        description="The credential, written only: the API key, bearer token or service account "
+        "key file. Without it the Secret that spec.auth.secretRef names is used.",
+    )
+    replaces: bool = Field(
+        default=False, description="True to try an edit of the existing connection of this name."
+    )
+    request: TrialRequest = Field(default_factory=TrialRequest)
+
+
+class DraftTestOutcome(Model):
+    passed: bool
+    reason: str
+    message: str
+    response: dict[str, Any] | None = Field(
+        default=None,
+        description="statusCode, contentType, body (redacted, truncated), truncated, sizeBytes.",
+    )
+
+
+class ConnectionTestOutcome(Model):
+    name: str = Field(description="The ConnectionTest resource that ran the test.")
+    passed: bool
+    reason: str
+    message: str
+    response: dict[str, Any] | None = None
+    sample: str = ""

@@ -1,0 +1,111 @@
+"""A ConnectionTest run for a caller and waited for, and a sample saved from one: the rules the
+service API, the page and the ``gatehouse`` CLI share.
+
+A test is a resource (cert-manager's model): the caller's request becomes a ConnectionTest, the
+operator runs it and writes its outcome to the status. A sample is asked for with an annotation,
+which the operator removes once the status holds its answer. The CLI (a synchronous client) and
+the async callers wait in their own way; what they create, and what they read as done, is here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMPLE_ANNOTATION
+from gatehouse_operator.api.meta import API_VERSION
+from gatehouse_operator.connections.errors import Refused
+from gatehouse_operator.connections.models import ConnectionTestOutcome, SampleSaveOutcome
+from gatehouse_operator.samples import save_refusal
+from gatehouse_operator.status import condition
+
+# A test answers within the connection's timeout (at most 120 s) once the connection is Ready.
+TEST_WAIT_SECONDS = 150.0
+# Saving is one ConnectionSample written by the operator once it sees the annotation.
+SAVE_WAIT_SECONDS = 30.0
+POLL_SECONDS = 0.2
+
+Read = Callable[[], Awaitable[dict[str, Any] | None]]
+
+
+def new_test(connection: str, spec: dict[str, Any], requested_by: str = "") -> dict[str, Any]:
+    """A new ConnectionTest of ``connection`` with the rest of its ``spec``."""
+    metadata: dict[str, Any] = {"name": f"{connection[:40]}-{uuid.uuid4().hex[:8]}"}
+    if requested_by:
+        metadata["annotations"] = {"gatehouse.dev/requested-by": requested_by[:253]}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": CONNECTION_TEST.kind,
+        "metadata": metadata,
+        "spec": {"connection": connection, **spec},
+    }
+
+
+def outcome(found: dict[str, Any]) -> ConnectionTestOutcome | None:
+    """The outcome of a finished test; None while it runs."""
+    status = found.get("status", {})
+    if not status.get("finishedAt"):
+        return None
+    passed = condition(status, "Passed")
+    return ConnectionTestOutcome(
+        name=found["metadata"]["name"],
+        passed=passed.get("status") == "True",
+        reason=passed.get("reason", ""),
+        message=passed.get("message", ""),
+        response=status.get("response"),
+        sample=status.get("sample", ""),
+    )
+
+
+def save_request(found: dict[str, Any], label: str) -> SampleSaveOutcome | None:
+    """Why ``found`` cannot be saved as a sample now; None when it may be."""
+    status = found.get("status", {})
+    if not status.get("finishedAt"):
+        return SampleSaveOutcome(
+            saved=False, reason="NotFinished", message="the test has not finished yet"
+        )
+    refused = save_refusal(status, label)
+    if refused is not None:
+        return SampleSaveOutcome(saved=False, reason=refused.reason, message=refused.message)
+    return None
+
+
+def saved(found: dict[str, Any]) -> SampleSaveOutcome | None:
+    """The operator's answer to a request to save; None until it gave one."""
+    if SAVE_AS_SAMPLE_ANNOTATION in found["metadata"].get("annotations", {}):
+        return None
+    status = found.get("status", {})
+    answer = condition(status, "SampleSaved")
+    return SampleSaveOutcome(
+        saved=bool(status.get("sample")),
+        sample=status.get("sample", ""),
+        reason=answer.get("reason", ""),
+        message=answer.get("message", ""),
+    )
+
+
+async def wait_for_outcome(name: str, read: Read) -> ConnectionTestOutcome:
+    deadline = time.monotonic() + TEST_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        found = await read()
+        done = outcome(found) if found else None
+        if done is not None:
+            return done
+        await asyncio.sleep(POLL_SECONDS)
+    raise Refused(504, "test_timeout", f"ConnectionTest {name} did not finish in time")
+
+
+async def wait_until_saved(name: str, read: Read) -> SampleSaveOutcome:
+    deadline = time.monotonic() + SAVE_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        await asyncio.sleep(POLL_SECONDS)
+        found = await read()
+        if found is None:
+            raise Refused(404, "not_found", f"ConnectionTest {name!r} was deleted")
+        answer = saved(found)
+        if answer is not None:
+            return answer
+    raise Refused(504, "save_timeout", f"ConnectionTest {name} was not saved in time")
