@@ -18,10 +18,10 @@ from cryptography.hazmat.primitives.asymmetric import padding
 from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
 from gatehouse_contract.routes import Credential
 from gatehouse_contract.sealing import Keyring, KeyringSource
+from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import Auth
 from gatehouse_operator.status import Verdict
 
-CREDENTIAL_READY = "CredentialReady"
 _HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 # An API key or bearer token longer than this is refused: real ones are far shorter, and the
 # proxy scans every answer for the secret it injected.
@@ -42,17 +42,17 @@ def _text_secret(value: bytes, where: str) -> str:
     try:
         text = value.decode("utf-8").strip()
     except UnicodeDecodeError:
-        raise CredentialProblem("InvalidSecretValue", f"{where} is not UTF-8 text") from None
+        raise CredentialProblem(Reason.INVALID_SECRET_VALUE, f"{where} is not UTF-8 text") from None
     if not text:
-        raise CredentialProblem("InvalidSecretValue", f"{where} is empty")
+        raise CredentialProblem(Reason.INVALID_SECRET_VALUE, f"{where} is empty")
     if len(value) > MAX_SECRET_BYTES:
         raise CredentialProblem(
-            "SecretTooLong",
+            Reason.SECRET_TOO_LONG,
             f"{where} is {len(value):,} bytes; at most {MAX_SECRET_BYTES:,} are allowed",
         )
     if _HEADER_UNSAFE.search(text):
         raise CredentialProblem(
-            "InvalidSecretValue",
+            Reason.INVALID_SECRET_VALUE,
             f"{where} contains line breaks or control characters, which cannot be sent in HTTP",
         )
     return text
@@ -67,31 +67,36 @@ def validate_service_account_key(value: bytes, where: str) -> bytes:
     """
     if len(value) > MAX_KEY_FILE_BYTES:
         raise CredentialProblem(
-            "InvalidServiceAccountKey",
+            Reason.INVALID_SERVICE_ACCOUNT_KEY,
             f"{where} is {len(value):,} bytes; a key file may have at most {MAX_KEY_FILE_BYTES:,}",
         )
     try:
         info = json.loads(value)
     except ValueError:
-        raise CredentialProblem("InvalidServiceAccountKey", f"{where} is not JSON") from None
+        raise CredentialProblem(
+            Reason.INVALID_SERVICE_ACCOUNT_KEY, f"{where} is not JSON"
+        ) from None
     if not isinstance(info, dict):
-        raise CredentialProblem("InvalidServiceAccountKey", f"{where} is not a JSON object")
+        raise CredentialProblem(Reason.INVALID_SERVICE_ACCOUNT_KEY, f"{where} is not a JSON object")
     if info.get("type") != "service_account":
         raise CredentialProblem(
-            "InvalidServiceAccountKey", f'{where}: "type" must be "service_account"'
+            Reason.INVALID_SERVICE_ACCOUNT_KEY, f'{where}: "type" must be "service_account"'
         )
     for field in ("client_email", "private_key"):
         if not isinstance(info.get(field), str) or not info[field]:
-            raise CredentialProblem("InvalidServiceAccountKey", f'{where}: "{field}" is missing')
+            raise CredentialProblem(
+                Reason.INVALID_SERVICE_ACCOUNT_KEY, f'{where}: "{field}" is missing'
+            )
     try:
         key = load_rsa_key(info["private_key"].encode())
     except (ValueError, TypeError, UnsupportedAlgorithm):
         raise CredentialProblem(
-            "InvalidServiceAccountKey", f'{where}: "private_key" is not a PEM RSA private key'
+            Reason.INVALID_SERVICE_ACCOUNT_KEY,
+            f'{where}: "private_key" is not a PEM RSA private key',
         ) from None
     if key.key_size > MAX_RSA_BITS:
         raise CredentialProblem(
-            "InvalidServiceAccountKey",
+            Reason.INVALID_SERVICE_ACCOUNT_KEY,
             f'{where}: "private_key" is a {key.key_size:,}-bit RSA key; at most '
             f"{MAX_RSA_BITS:,} bits are allowed (Google issues 2,048)",
         )
@@ -101,7 +106,7 @@ def validate_service_account_key(value: bytes, where: str) -> bytes:
         key.public_key().verify(signature, probe, padding.PKCS1v15(), hashes.SHA256())
     except (ValueError, InvalidSignature):
         raise CredentialProblem(
-            "InvalidServiceAccountKey",
+            Reason.INVALID_SERVICE_ACCOUNT_KEY,
             f'{where}: "private_key" is not a consistent RSA key (its signatures do not verify)',
         ) from None
     return value
@@ -126,9 +131,11 @@ def seal_credential(
         return placement
     ref = auth.secret_ref
     if secret_data is None:
-        raise CredentialProblem("SecretNotFound", f"Secret {ref.name!r} does not exist")
+        raise CredentialProblem(Reason.SECRET_NOT_FOUND, f"Secret {ref.name!r} does not exist")
     if ref.key not in secret_data:
-        raise CredentialProblem("SecretKeyNotFound", f"Secret {ref.name!r} has no key {ref.key!r}")
+        raise CredentialProblem(
+            Reason.SECRET_KEY_NOT_FOUND, f"Secret {ref.name!r} has no key {ref.key!r}"
+        )
     where = f"key {ref.key!r} of Secret {ref.name!r}"
     value = secret_data[ref.key]
     if auth.type == "googleServiceAccount":
@@ -141,10 +148,17 @@ def seal_credential(
 
 def verdict_for(problem: CredentialProblem | None, auth: Auth) -> Verdict:
     if problem is not None:
-        return Verdict(CREDENTIAL_READY, "False", problem.reason, problem.message)
+        return Verdict(ConditionType.CREDENTIAL_READY, "False", problem.reason, problem.message)
     if auth.type == "none":
-        return Verdict(CREDENTIAL_READY, "True", "NoCredentialNeeded", "auth.type is none")
-    return Verdict(CREDENTIAL_READY, "True", "CredentialSealed", "the Secret's value is sealed")
+        return Verdict(
+            ConditionType.CREDENTIAL_READY, "True", Reason.NO_CREDENTIAL_NEEDED, "auth.type is none"
+        )
+    return Verdict(
+        ConditionType.CREDENTIAL_READY,
+        "True",
+        Reason.CREDENTIAL_SEALED,
+        "the Secret's value is sealed",
+    )
 
 
 class Sealer:

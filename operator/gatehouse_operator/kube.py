@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 import aiohttp
 from kubernetes.aio import client, config
 
+from gatehouse_operator.api.conditions import Reason
 from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 
@@ -256,7 +257,7 @@ class Kube:
                 return
             if len(saved) >= limit:
                 raise SampleRefused(
-                    "SampleLimitReached",
+                    Reason.SAMPLE_LIMIT_REACHED,
                     f"the connection keeps at most {limit} samples; delete one "
                     f"(kubectl delete {CONNECTION_SAMPLE.singular} NAME) to save another",
                 )
@@ -279,7 +280,7 @@ class Kube:
                 if error.status != 409:
                     raise
                 raise SampleRefused(
-                    "SampleExists",
+                    Reason.SAMPLE_EXISTS,
                     f"another connection's sample is named {name!r}: delete it or run the test "
                     "again under another name",
                 ) from None

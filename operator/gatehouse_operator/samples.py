@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gatehouse_contract.redaction import REDACTED, Redactor
+from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS, SAVE_AS_SAMPLE_ANNOTATION
 from gatehouse_operator.status import Verdict, condition
 
@@ -240,26 +241,32 @@ def save_refusal(status: dict[str, Any], label: str) -> Verdict | None:
     the same before it sets the annotation, so its callers need not wait for the operator."""
     if status.get("sample"):
         return Verdict(
-            "SampleSaved", "False", "AlreadySaved", f"saved already as sample {status['sample']!r}"
+            ConditionType.SAMPLE_SAVED,
+            "False",
+            Reason.ALREADY_SAVED,
+            f"saved already as sample {status['sample']!r}",
         )
     if not 1 <= len(label.strip()) <= SAMPLE_LABEL_CHARS:
         return Verdict(
-            "SampleSaved",
+            ConditionType.SAMPLE_SAVED,
             "False",
-            "InvalidLabel",
+            Reason.INVALID_LABEL,
             f"metadata.annotations[{SAVE_AS_SAMPLE_ANNOTATION}]: a label of 1 to "
             f"{SAMPLE_LABEL_CHARS} characters",
         )
-    passed = condition(status, "Passed")
+    passed = condition(status, ConditionType.PASSED)
     if passed.get("status") != "True":
         return Verdict(
-            "SampleSaved", "False", "TestFailed", "only a passing test is saved as a sample"
+            ConditionType.SAMPLE_SAVED,
+            "False",
+            Reason.TEST_FAILED,
+            "only a passing test is saved as a sample",
         )
     if status.get("sampleBody") is None:
         return Verdict(
-            "SampleSaved",
+            ConditionType.SAMPLE_SAVED,
             "False",
-            "NoSampleBody",
+            Reason.NO_SAMPLE_BODY,
             "this test finished before tests kept their sample body: run the test again",
         )
     return None

@@ -15,24 +15,20 @@ from typing import Any
 
 from kubernetes.aio import client
 
+from gatehouse_operator.api.conditions import ADVISORY, ConditionType
 from gatehouse_operator.api.meta import ConditionStatus, Kind
 from gatehouse_operator.kube import Kube
 
 log = logging.getLogger("gatehouse.operator")
-
-# Whether the operator's watch sees a connection's Secret (external_connections).
-CREDENTIAL_WATCHED = "CredentialWatched"
-# Conditions that say something worth acting on without making the resource unready.
-ADVISORY = frozenset({CREDENTIAL_WATCHED})
 
 
 @dataclass(frozen=True)
 class Verdict:
     """One condition's outcome before it is stamped with times and generations."""
 
-    type: str
+    type: ConditionType
     status: ConditionStatus
-    reason: str
+    reason: str  # a Reason, or one taken from elsewhere (see Reason)
     message: str = ""
 
     @property
@@ -44,7 +40,7 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def condition(status: Mapping[str, Any], kind: str) -> dict[str, Any]:
+def condition(status: Mapping[str, Any], kind: ConditionType) -> dict[str, Any]:
     """The condition of type ``kind`` in a status, or {}."""
     found: dict[str, Any] = next(
         (c for c in status.get("conditions") or [] if c.get("type") == kind), {}
@@ -81,8 +77,19 @@ def ready(verdicts: Sequence[Verdict], ready_reason: str, ready_message: str) ->
     """Ready summarises the others: the first failing one explains why not."""
     for verdict in verdicts:
         if not verdict.ok:
-            return Verdict("Ready", "False", verdict.reason, verdict.message)
-    return Verdict("Ready", "True", ready_reason, ready_message)
+            return Verdict(ConditionType.READY, "False", verdict.reason, verdict.message)
+    return Verdict(ConditionType.READY, "True", ready_reason, ready_message)
+
+
+def typed(kind: Kind, status: dict[str, Any]) -> dict[str, Any]:
+    """``status`` held to the kind's status model, the one its CRD schema is generated from: a
+    field the schema does not have, or a value it would refuse, fails here, not in the API server
+    (or silently, pruned by it). Only the fields given are written."""
+    if kind.status is None:
+        return status
+    model = kind.status.model_validate(status)
+    written: dict[str, Any] = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    return written
 
 
 class StatusWriter:
@@ -101,7 +108,7 @@ class StatusWriter:
         verdicts: Sequence[Verdict],
         extra: dict[str, Any],
         key: str,
-        summary: str = "Ready",
+        summary: ConditionType = ConditionType.READY,
     ) -> None:
         existing = self._conditions.get(key) or body.get("status", {}).get("conditions", [])
         generation = int(body["metadata"].get("generation", 0))
@@ -113,7 +120,7 @@ class StatusWriter:
         for verdict in changed:
             if verdict.type == summary or verdict.type in ADVISORY:
                 await self._event(kind, body, verdict)
-        status = {"observedGeneration": generation, "conditions": merged, **extra}
+        status = typed(kind, {"observedGeneration": generation, "conditions": merged, **extra})
         if status == self._written.get(key, body.get("status")):
             return  # as it is: a restarted operator re-reports thousands of unchanged resources
         meta = body["metadata"]
@@ -138,7 +145,7 @@ class StatusWriter:
                 error.status,
             )
 
-    def condition(self, key: str, type_: str) -> dict[str, Any]:
+    def condition(self, key: str, type_: ConditionType) -> dict[str, Any]:
         """The condition this operator last wrote for ``key``, or an empty dict."""
         return next((c for c in self._conditions.get(key, []) if c["type"] == type_), {})
 

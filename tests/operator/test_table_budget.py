@@ -10,6 +10,7 @@ from typing import Any
 
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
 from gatehouse_contract.sealing import Sealed
+from gatehouse_operator.api.conditions import ConditionType
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.store import RouteStore
 
@@ -37,14 +38,14 @@ def body(name: str) -> dict[str, Any]:
 
 def refusal(route: ConnectionRoute, total: int = 0) -> str:
     size = budget.entry_size(route)
-    verdict = budget.check(route, size, total or size, "Accepted")
+    verdict = budget.check(route, size, total or size, ConditionType.ACCEPTED)
     assert verdict is not None
     assert verdict.type == "Accepted"
     return f"{verdict.reason}: {verdict.message}"
 
 
 def test_a_connection_over_its_bound_names_the_field_that_makes_it() -> None:
-    assert budget.check(connection("ok"), 1000, 1000, "Accepted") is None
+    assert budget.check(connection("ok"), 1000, 1000, ConditionType.ACCEPTED) is None
     assert "TableEntryTooLarge" in refusal(connection("paths", paths=40))
     assert "spec.allowedPaths makes" in refusal(connection("paths", paths=40))
     assert "the Secret's value (spec.auth.secretRef) makes" in refusal(
@@ -57,7 +58,7 @@ def test_a_namespace_over_its_bound_is_refused_naming_its_total() -> None:
     message = refusal(route, total=budget.MAX_NAMESPACE_BYTES + 1)
     assert message.startswith("NamespaceTableFull: the namespace's connections and apps")
     app = AppRoute(key="shop/DataApp/a", token_sha256="t", links={"x" * 64: "shop/c" * 40})
-    verdict = budget.check(app, 40_000, 40_000, "Ready")
+    verdict = budget.check(app, 40_000, 40_000, ConditionType.READY)
     assert verdict is not None
     assert "spec.connections makes" in verdict.message
 

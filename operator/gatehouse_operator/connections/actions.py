@@ -17,6 +17,7 @@ from kubernetes.aio import client
 
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
+from gatehouse_operator.api.conditions import ConditionType
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMPLE_ANNOTATION
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
@@ -269,7 +270,7 @@ def linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> LinkableC
     """A connection as the list shows it; ``linked_by`` maps names to the apps linking them."""
     spec = body.get("spec", {})
     status = body.get("status", {})
-    ready = condition(status, "Ready")
+    ready = condition(status, ConditionType.READY)
     return LinkableConnection(
         name=body["metadata"]["name"],
         display_name=spec.get("displayName", ""),

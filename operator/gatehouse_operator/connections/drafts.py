@@ -18,6 +18,7 @@ from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_contract.connection_tests import ConnectionTestRequest
+from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import API_VERSION, spec_error
 from gatehouse_operator.as_user import AsUser, refusal
@@ -91,18 +92,20 @@ async def try_draft(
     try:
         spec = ExternalConnectionSpec.model_validate(stored)
     except ValidationError as error:
-        return _failed("InvalidSpec", spec_error(error))
+        return _failed(Reason.INVALID_SPEC, spec_error(error))
     method = draft.request.method
     if method not in spec.allowed_methods:
         allowed = ", ".join(spec.allowed_methods)
-        return _failed("MethodNotAllowed", f"{method} is not among allowedMethods ({allowed})")
+        return _failed(
+            Reason.METHOD_NOT_ALLOWED, f"{method} is not among allowedMethods ({allowed})"
+        )
     try:
         origin = normalise_origin(spec.base_url, allow_http=runtime.settings.allow_http)
     except OriginError as error:
-        return _failed("InvalidBaseURL", str(error))
+        return _failed(Reason.INVALID_BASE_URL, str(error))
     ref = spec.auth.secret_ref
     if draft.secret is not None and ref is None:
-        return _failed("SecretNotUsed", "secret: auth.type none takes no secret")
+        return _failed(Reason.SECRET_NOT_USED, "secret: auth.type none takes no secret")
     if draft.secret is not None and ref is not None:
         secret_data: dict[str, bytes] | None = {ref.key: draft.secret.encode()}
     else:
@@ -120,7 +123,7 @@ async def try_draft(
         return _failed(problem.reason, problem.message)
     route = route_for(f"{namespace}/{DRAFT_NAME}", uid, spec, origin, credential, "")
     size = budget.entry_size(route)
-    too_large = budget.check(route, size, size, "Passed")
+    too_large = budget.check(route, size, size, ConditionType.PASSED)
     if too_large is not None:
         return _failed(too_large.reason, too_large.message)
     request = ConnectionTestRequest(

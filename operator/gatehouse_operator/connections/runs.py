@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMPLE_ANNOTATION
 from gatehouse_operator.api.meta import API_VERSION
 from gatehouse_operator.connections.errors import Refused
@@ -49,7 +50,7 @@ def outcome(found: dict[str, Any]) -> ConnectionTestOutcome | None:
     status = found.get("status", {})
     if not status.get("finishedAt"):
         return None
-    passed = condition(status, "Passed")
+    passed = condition(status, ConditionType.PASSED)
     return ConnectionTestOutcome(
         name=found["metadata"]["name"],
         passed=passed.get("status") == "True",
@@ -65,7 +66,7 @@ def save_request(found: dict[str, Any], label: str) -> SampleSaveOutcome | None:
     status = found.get("status", {})
     if not status.get("finishedAt"):
         return SampleSaveOutcome(
-            saved=False, reason="NotFinished", message="the test has not finished yet"
+            saved=False, reason=Reason.NOT_FINISHED, message="the test has not finished yet"
         )
     refused = save_refusal(status, label)
     if refused is not None:
@@ -78,7 +79,7 @@ def saved(found: dict[str, Any]) -> SampleSaveOutcome | None:
     if SAVE_AS_SAMPLE_ANNOTATION in found["metadata"].get("annotations", {}):
         return None
     status = found.get("status", {})
-    answer = condition(status, "SampleSaved")
+    answer = condition(status, ConditionType.SAMPLE_SAVED)
     return SampleSaveOutcome(
         saved=bool(status.get("sample")),
         sample=status.get("sample", ""),

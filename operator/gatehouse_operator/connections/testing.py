@@ -21,6 +21,7 @@ from gatehouse_contract.connection_tests import (
     Stale,
 )
 from gatehouse_operator import samples
+from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_test import RESULT_BODY_CHARS
 from gatehouse_operator.runtime import Runtime
@@ -60,19 +61,25 @@ async def ask(
     try:
         outcome = await runtime.channel.run_test(request, within=within)
     except NoReplica as error:
-        raise Waiting("ProxyBehind", str(error), 0.5) from None
+        raise Waiting(Reason.PROXY_BEHIND, str(error), 0.5) from None
     except (TimeoutError, ConnectionError):
-        raise Waiting("ProxyUnavailable", "the proxy replica did not answer in time") from None
+        raise Waiting(
+            Reason.PROXY_UNAVAILABLE, "the proxy replica did not answer in time"
+        ) from None
     if isinstance(outcome, Answered):
         return outcome.answered
     if isinstance(outcome, Stale):
-        raise Waiting("ProxyBehind", "the proxy has not installed the newest table yet", 0.5)
+        raise Waiting(Reason.PROXY_BEHIND, "the proxy has not installed the newest table yet", 0.5)
     if isinstance(outcome, Refused):
         refused = outcome.refused
         if refused.code == "tests_busy":
-            raise Waiting("ProxyBusy", refused.message[:1024], 2.0)
-        raise Finished(Verdict("Passed", "False", _camel(refused.code), refused.message[:1024]))
-    raise Finished(Verdict("Passed", "False", "ProxyError", outcome.error.message[:1024]))
+            raise Waiting(Reason.PROXY_BUSY, refused.message[:1024], 2.0)
+        raise Finished(
+            Verdict(ConditionType.PASSED, "False", _camel(refused.code), refused.message[:1024])
+        )
+    raise Finished(
+        Verdict(ConditionType.PASSED, "False", Reason.PROXY_ERROR, outcome.error.message[:1024])
+    )
 
 
 @dataclass(frozen=True)
@@ -102,9 +109,9 @@ def _result(answer: ConnectionTestAnswer, method: str, path: str, secrets: list[
     passed = 200 <= answer.status_code < 300
     summary = f"{method} {path} answered {answer.status_code}"
     verdict = (
-        Verdict("Passed", "True", "Passed", summary)
+        Verdict(ConditionType.PASSED, "True", Reason.PASSED, summary)
         if passed
-        else Verdict("Passed", "False", "UpstreamStatus", summary)
+        else Verdict(ConditionType.PASSED, "False", Reason.UPSTREAM_STATUS, summary)
     )
     response = {
         "statusCode": answer.status_code,

@@ -22,6 +22,7 @@ from gatehouse_contract.connection_tests import ConnectionTestAnswer, Connection
 from gatehouse_contract.redaction import scrub
 from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_operator import samples
+from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_sample import ConnectionSampleSpec, SampledRequest
 from gatehouse_operator.api.connection_test import (
@@ -63,23 +64,23 @@ def _connection(
         if spec.method not in route.allowed_methods:
             raise Finished(
                 Verdict(
-                    "Passed",
+                    ConditionType.PASSED,
                     "False",
-                    "MethodNotAllowed",
+                    Reason.METHOD_NOT_ALLOWED,
                     f"{spec.method} is not among the connection's allowedMethods "
                     f"({', '.join(sorted(route.allowed_methods))})",
                 )
             )
         return key, route, connection
     if route is None:
-        raise Waiting("ConnectionNotFound", f"no ExternalConnection {spec.connection!r}")
+        raise Waiting(Reason.CONNECTION_NOT_FOUND, f"no ExternalConnection {spec.connection!r}")
     # Compiled and not Ready: the connection's own condition says why, and waiting would not help.
-    ready = runtime.status.condition(key, "Ready")
+    ready = runtime.status.condition(key, ConditionType.READY)
     raise Finished(
         Verdict(
-            "Passed",
+            ConditionType.PASSED,
             "False",
-            ready.get("reason") or "ConnectionNotReady",
+            ready.get("reason") or Reason.CONNECTION_NOT_READY,
             ready.get("message") or route.unavailable,
         )
     )
@@ -91,7 +92,9 @@ async def _run_on_proxy(
     """Runs the test on a proxy replica that holds the connection's latest route."""
     revision = runtime.journal.revision("connection", key)
     if revision is None or runtime.routes.unpublished("connection", key):
-        raise Waiting("ProxyBehind", "the connection's latest route is not published yet", 0.5)
+        raise Waiting(
+            Reason.PROXY_BEHIND, "the connection's latest route is not published yet", 0.5
+        )
     request = ConnectionTestRequest(
         connection=key,
         method=spec.method,
@@ -116,7 +119,7 @@ async def _save_sample(
     connection = runtime.routes.connection_body(f"{meta['namespace']}/{spec.connection}")
     if connection is None:
         missing = f"no ExternalConnection {spec.connection!r}"
-        return Verdict("SampleSaved", "False", "ConnectionNotFound", missing)
+        return Verdict(ConditionType.SAMPLE_SAVED, "False", Reason.CONNECTION_NOT_FOUND, missing)
     owner = {
         "kind": connection["kind"],
         "name": connection["metadata"]["name"],
@@ -133,7 +136,9 @@ async def _save_sample(
             body=sample_body,
         )
     except ValidationError as error:
-        return Verdict("SampleSaved", "False", "InvalidSample", spec_error(error))
+        return Verdict(
+            ConditionType.SAMPLE_SAVED, "False", Reason.INVALID_SAMPLE, spec_error(error)
+        )
     try:
         await runtime.kube.save_sample(
             meta["namespace"],
@@ -143,12 +148,14 @@ async def _save_sample(
             samples.MAX_SAMPLES_PER_CONNECTION,
         )
     except SampleRefused as error:
-        return Verdict("SampleSaved", "False", error.reason, str(error))
+        return Verdict(ConditionType.SAMPLE_SAVED, "False", error.reason, str(error))
     except client.ApiException as error:
         # The test's own verdict stands; saving again is asking again.
         message = f"the sample was not saved (HTTP {error.status}): ask again"
-        return Verdict("SampleSaved", "False", "SaveError", message)
-    return Verdict("SampleSaved", "True", "Saved", f"saved as sample {meta['name']!r}")
+        return Verdict(ConditionType.SAMPLE_SAVED, "False", Reason.SAVE_ERROR, message)
+    return Verdict(
+        ConditionType.SAMPLE_SAVED, "True", Reason.SAVED, f"saved as sample {meta['name']!r}"
+    )
 
 
 async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
@@ -167,14 +174,16 @@ async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
         verdict = samples.save_refusal(status, label) or await _saved(runtime, body, label.strip())
         # Every other condition (Passed) as it stands: the status patch replaces the list.
         kept = [
-            Verdict(c["type"], c["status"], c.get("reason", ""), c.get("message", ""))
+            Verdict(
+                ConditionType(c["type"]), c["status"], c.get("reason", ""), c.get("message", "")
+            )
             for c in status.get("conditions", [])
-            if c.get("type") != "SampleSaved"
+            if c.get("type") != ConditionType.SAMPLE_SAVED
         ]
         extra = {"sample": meta["name"]} if verdict.ok else {}
         key = _key(body)
         await runtime.status.write(
-            CONNECTION_TEST, body, [*kept, verdict], extra, key, summary="Passed"
+            CONNECTION_TEST, body, [*kept, verdict], extra, key, summary=ConditionType.PASSED
         )
         forget_resource(runtime, key)
     await runtime.kube.annotate(
@@ -202,7 +211,10 @@ async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
         # An event handler is not retried: the answer says so, and asking again retries.
         reason = f"HTTP {error.status}" if isinstance(error, client.ApiException) else "its spec"
         return Verdict(
-            "SampleSaved", "False", "SaveError", f"the sample was not saved ({reason}): ask again"
+            ConditionType.SAMPLE_SAVED,
+            "False",
+            Reason.SAVE_ERROR,
+            f"the sample was not saved ({reason}): ask again",
         )
 
 
@@ -218,7 +230,9 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
         try:
             spec = ConnectionTestSpec.model_validate(body.get("spec", {}))
         except ValidationError as error:
-            raise Finished(Verdict("Passed", "False", "InvalidSpec", spec_error(error))) from None
+            raise Finished(
+                Verdict(ConditionType.PASSED, "False", Reason.INVALID_SPEC, spec_error(error))
+            ) from None
         connection_key, route, connection = _connection(runtime, body, spec)
         connection_spec = ExternalConnectionSpec.model_validate(connection["spec"])
         answer = await _run_on_proxy(runtime, connection_key, route, spec)
@@ -226,10 +240,12 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
         verdicts.append(finished.verdict)
     except Waiting as waiting:
         if _age_seconds(body) > PATIENCE_SECONDS:
-            verdicts.append(Verdict("Passed", "False", waiting.reason, waiting.message))
+            verdicts.append(Verdict(ConditionType.PASSED, "False", waiting.reason, waiting.message))
         else:
-            pending = Verdict("Passed", "Unknown", "Pending", waiting.message)
-            await runtime.status.write(CONNECTION_TEST, body, [pending], {}, key, summary="Passed")
+            pending = Verdict(ConditionType.PASSED, "Unknown", Reason.PENDING, waiting.message)
+            await runtime.status.write(
+                CONNECTION_TEST, body, [pending], {}, key, summary=ConditionType.PASSED
+            )
             raise kopf.TemporaryError(waiting.message, delay=waiting.delay) from None
     else:
         secrets = await stored_secrets(runtime, body["metadata"]["namespace"], connection_spec)
@@ -251,7 +267,10 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
                 )
                 if outcome.passed
                 else Verdict(
-                    "SampleSaved", "False", "TestFailed", "only a passing test is saved as a sample"
+                    ConditionType.SAMPLE_SAVED,
+                    "False",
+                    Reason.TEST_FAILED,
+                    "only a passing test is saved as a sample",
                 )
             )
             verdicts.append(saved)
@@ -259,7 +278,9 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
                 extra["sample"] = body["metadata"]["name"]
     extra["durationMs"] = int((time.perf_counter() - started) * 1000)
     extra["finishedAt"] = now()
-    await runtime.status.write(CONNECTION_TEST, body, verdicts, extra, key, summary="Passed")
+    await runtime.status.write(
+        CONNECTION_TEST, body, verdicts, extra, key, summary=ConditionType.PASSED
+    )
     forget_resource(runtime, key)  # a finished test is never written again
 
 

@@ -21,6 +21,7 @@ from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_contract.routes import Credential, EntryKind
+from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.controllers import linked_apps
@@ -28,7 +29,7 @@ from gatehouse_operator.credentials import CredentialProblem, verdict_for
 from gatehouse_operator.kube import WATCHED_SELECTOR
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.runtime import Runtime, forget_resource, resource_key
-from gatehouse_operator.status import CREDENTIAL_WATCHED, Verdict, ready
+from gatehouse_operator.status import Verdict, ready
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for
 from gatehouse_operator.table.rollout import Routed
@@ -40,20 +41,20 @@ _UNSET = object()
 def watched_verdict(secret: str, found: bool, watched: bool) -> Verdict:
     if watched:
         at_once = f"changes to Secret {secret!r} reach the proxy at once"
-        return Verdict(CREDENTIAL_WATCHED, "True", "Watched", at_once)
+        return Verdict(ConditionType.CREDENTIAL_WATCHED, "True", Reason.WATCHED, at_once)
     fix = f"kubectl label secret {secret} {WATCHED_SELECTOR}"
     if not found:
         return Verdict(
-            CREDENTIAL_WATCHED,
+            ConditionType.CREDENTIAL_WATCHED,
             "False",
-            "SecretNotFound",
+            Reason.SECRET_NOT_FOUND,
             f"create Secret {secret!r} labelled {WATCHED_SELECTOR} and it is seen at once; "
             "unlabelled, within a minute",
         )
     return Verdict(
-        CREDENTIAL_WATCHED,
+        ConditionType.CREDENTIAL_WATCHED,
         "False",
-        "SecretNotLabelled",
+        Reason.SECRET_NOT_LABELLED,
         f"Secret {secret!r} lacks the label {WATCHED_SELECTOR}: it is read every minute, so a "
         f"rotation takes up to a minute to reach the proxy; to see it at once: {fix}",
     )
@@ -69,7 +70,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     try:
         spec = ExternalConnectionSpec.model_validate(body.get("spec", {}))
     except ValidationError as error:
-        verdict = Verdict("Accepted", "False", "InvalidSpec", spec_error(error))
+        verdict = Verdict(ConditionType.ACCEPTED, "False", Reason.INVALID_SPEC, spec_error(error))
         runtime.routes.drop_connection(key)
         runtime.channel.schedule_flush()
         await runtime.rollout.report_not_ready(
@@ -85,9 +86,15 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     origin = ""
     try:
         origin = normalise_origin(spec.base_url, allow_http=runtime.settings.allow_http)
-        verdicts.append(Verdict("Accepted", "True", "Valid", f"requests are pinned to {origin}"))
+        verdicts.append(
+            Verdict(
+                ConditionType.ACCEPTED, "True", Reason.VALID, f"requests are pinned to {origin}"
+            )
+        )
     except OriginError as error:
-        verdicts.append(Verdict("Accepted", "False", "InvalidBaseURL", str(error)))
+        verdicts.append(
+            Verdict(ConditionType.ACCEPTED, "False", Reason.INVALID_BASE_URL, str(error))
+        )
 
     ref = spec.auth.secret_ref
     problem: CredentialProblem | None = None
@@ -102,7 +109,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
                 raise  # retried: the API server may be away for a moment
             secret_data = None
             problem = CredentialProblem(
-                "SecretForbidden",
+                Reason.SECRET_FORBIDDEN,
                 f"the operator may not read Secret {ref.name!r} (HTTP 403): its ServiceAccount "
                 "needs get on secrets in this namespace (see the chart's operator.watchNamespaces)",
             )
@@ -126,7 +133,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     route = route_for(key, body["metadata"]["uid"], spec, origin, credential, unavailable)
     size = budget.entry_size(route)
     total = runtime.routes.budget.total_with("connection", key, size)
-    refusal = budget.check(route, size, total, "Accepted")
+    refusal = budget.check(route, size, total, ConditionType.ACCEPTED)
     extra = {"origin": origin, "hasSecret": credential.sealed is not None}
     if refusal is not None:
         # Left out of the table (its apps report the link broken); Accepted says what to shrink.

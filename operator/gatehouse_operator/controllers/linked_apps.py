@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from gatehouse_contract.routes import AppRoute, EntryKind, token_sha256
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP, LinkedAppSpec
+from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, spec_error
 from gatehouse_operator.kube import CREDENTIAL_LABEL
 from gatehouse_operator.runtime import Runtime, app_key, forget_resource
@@ -34,14 +35,18 @@ def _link_statuses(runtime: Runtime, route: AppRoute) -> list[dict[str, Any]]:
     for alias, connection_key in sorted(route.links.items()):
         connection = runtime.routes.connection(connection_key)
         name = connection_key.split("/", 1)[1]
+        reason: Reason | None = None
         if connection is None:
-            reason = "ConnectionNotFound"
+            reason = Reason.CONNECTION_NOT_FOUND
         elif connection.unavailable:
-            reason = "ConnectionNotReady"
-        else:
-            reason = ""
+            reason = Reason.CONNECTION_NOT_READY
         statuses.append(
-            {"alias": alias, "connection": name, "ready": not reason, "reason": reason or "Routed"}
+            {
+                "alias": alias,
+                "connection": name,
+                "ready": not reason,
+                "reason": reason or Reason.ROUTED,
+            }
         )
     return statuses
 
@@ -54,12 +59,20 @@ async def _write_status(
     secret = credential_secret_name(kind, body["metadata"]["name"])
     verdicts = [
         Verdict(
-            "CredentialIssued", "True", "SecretCreated", f"the proxy credential is in {secret}"
+            ConditionType.CREDENTIAL_ISSUED,
+            "True",
+            Reason.SECRET_CREATED,
+            f"the proxy credential is in {secret}",
         ),
-        Verdict("LinksReady", "True", "AllLinksReady", f"{len(links)} connection(s) routed")
+        Verdict(
+            ConditionType.LINKS_READY,
+            "True",
+            Reason.ALL_LINKS_READY,
+            f"{len(links)} connection(s) routed",
+        )
         if not broken
         else Verdict(
-            "LinksReady",
+            ConditionType.LINKS_READY,
             "False",
             broken[0]["reason"],
             "; ".join(
@@ -85,7 +98,7 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
     except ValidationError as error:
         runtime.routes.drop_app(key, seen_as=key)
         runtime.channel.schedule_flush()
-        verdict = Verdict("Ready", "False", "InvalidSpec", spec_error(error))
+        verdict = Verdict(ConditionType.READY, "False", Reason.INVALID_SPEC, spec_error(error))
         await runtime.rollout.report_not_ready(kind, body, [verdict], {}, key)
         return
     owner = {"kind": kind.kind, "name": meta["name"], "uid": meta["uid"]}
@@ -98,9 +111,9 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
         # A right the chart grants is missing (RBAC edited, or watchNamespaces without this
         # namespace): said on the app, since the log is not where its owner looks.
         verdict = Verdict(
-            "CredentialIssued",
+            ConditionType.CREDENTIAL_ISSUED,
             "False",
-            "SecretForbidden",
+            Reason.SECRET_FORBIDDEN,
             f"the operator may not read or write Secret {secret!r} (HTTP 403): its "
             "ServiceAccount needs get, create and update on secrets in this namespace",
         )
@@ -114,7 +127,9 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
         links={link.alias: f"{meta['namespace']}/{link.connection}" for link in spec.connections},
     )
     size = budget.entry_size(route)
-    refusal = budget.check(route, size, runtime.routes.budget.total_with("app", key, size), "Ready")
+    refusal = budget.check(
+        route, size, runtime.routes.budget.total_with("app", key, size), ConditionType.READY
+    )
     if refusal is not None:
         runtime.routes.drop_app(key, seen_as=key)
         runtime.channel.schedule_flush()

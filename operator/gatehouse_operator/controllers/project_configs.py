@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import kopf
 
+from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.api.project_config import PROJECT_CONFIG, fitted_warnings
 from gatehouse_operator.project_config.compiler import compile_config
@@ -35,7 +36,9 @@ async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
     spec = body.get("spec") or {}
     problems = spec_problems(spec)
     if problems:
-        verdict = Verdict("Compiled", "False", "InvalidConfig", "; ".join(problems))
+        verdict = Verdict(
+            ConditionType.COMPILED, "False", Reason.INVALID_CONFIG, "; ".join(problems)
+        )
         await runtime.status.write(
             PROJECT_CONFIG, body, [verdict, ready([verdict], "", "")], extra, key
         )
@@ -47,7 +50,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
         if compiled.warnings
         else "compiled without warnings"
     )
-    verdict = Verdict("Compiled", "True", "Compiled", summary)
+    verdict = Verdict(ConditionType.COMPILED, "True", Reason.COMPILED, summary)
     extra |= {
         "warnings": [{"rule": w.rule, "path": w.path, "message": w.message} for w in warnings],
         "compiled": compiled.as_status(),

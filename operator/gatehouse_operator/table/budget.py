@@ -8,6 +8,7 @@ the table with a condition that names the field to shrink; nothing else is affec
 from __future__ import annotations
 
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, EntryKind
+from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.status import Verdict
 
 MAX_CONNECTION_BYTES = 32 * 1024
@@ -60,7 +61,7 @@ def _largest_part(route: ConnectionRoute | AppRoute) -> tuple[str, int]:
 
 
 def check(
-    route: ConnectionRoute | AppRoute, size: int, namespace_total: int, reason_kind: str
+    route: ConnectionRoute | AppRoute, size: int, namespace_total: int, reason_kind: ConditionType
 ) -> Verdict | None:
     """A refusal when ``route`` (``size`` bytes) is over its bound, or would make its
     namespace's total (``namespace_total`` bytes with it) go over the namespace's."""
@@ -70,7 +71,7 @@ def check(
         return Verdict(
             reason_kind,
             "False",
-            "TableEntryTooLarge",
+            Reason.TABLE_ENTRY_TOO_LARGE,
             f"this {'app' if isinstance(route, AppRoute) else 'connection'} would take "
             f"{size:,} bytes of the routing table, over the {limit:,} allowed; {field} makes "
             f"{part:,} of them",
@@ -79,7 +80,7 @@ def check(
         return Verdict(
             reason_kind,
             "False",
-            "NamespaceTableFull",
+            Reason.NAMESPACE_TABLE_FULL,
             f"the namespace's connections and apps would take {namespace_total:,} bytes of the "
             f"routing table with this one, over the {MAX_NAMESPACE_BYTES:,} allowed per "
             f"namespace; this one takes {size:,} ({field}: {part:,})",

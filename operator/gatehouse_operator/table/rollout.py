@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes.aio import client
 
 from gatehouse_contract.routes import EntryKind
+from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.kube import failure
 from gatehouse_operator.status import Verdict
@@ -73,19 +74,22 @@ class Rollout:
         floor, serving = replicas or self.replicas.floor()
         if serving == 0:
             return Verdict(
-                "Ready", "False", "NoProxyReplicas", "no proxy replica is connected to the operator"
+                ConditionType.READY,
+                "False",
+                Reason.NO_PROXY_REPLICAS,
+                "no proxy replica is connected to the operator",
             )
         if (
             revision is not None
             and not self.routes.unpublished(*routed.entry)
             and revision <= floor
         ):
-            return Verdict("Ready", "True", "Routed", routed.message)
+            return Verdict(ConditionType.READY, "True", Reason.ROUTED, routed.message)
         holding = 0 if revision is None else self.replicas.holding(revision)
         return Verdict(
-            "Ready",
+            ConditionType.READY,
             "False",
-            "PendingProxies",
+            Reason.PENDING_PROXIES,
             f"installed on {holding} of {serving} proxy replicas",
         )
 

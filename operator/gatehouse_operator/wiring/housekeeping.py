@@ -23,13 +23,12 @@ from typing import Any
 from kubernetes.aio import client
 
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
+from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.controllers import connection_tests, external_connections, linked_apps
-from gatehouse_operator.credentials import CREDENTIAL_READY
 from gatehouse_operator.keyring_secret import KeyringSecret
 from gatehouse_operator.kube import API_ERRORS, failure
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
-from gatehouse_operator.status import CREDENTIAL_WATCHED
 
 log = logging.getLogger("gatehouse.operator")
 
@@ -164,8 +163,9 @@ def unwatched(runtime: Runtime) -> list[str]:
     return [
         key
         for key in runtime.routes.connection_keys()
-        if runtime.status.condition(key, CREDENTIAL_WATCHED).get("status") == "False"
-        or runtime.status.condition(key, CREDENTIAL_READY).get("reason") == "SecretForbidden"
+        if runtime.status.condition(key, ConditionType.CREDENTIAL_WATCHED).get("status") == "False"
+        or runtime.status.condition(key, ConditionType.CREDENTIAL_READY).get("reason")
+        == Reason.SECRET_FORBIDDEN
     ]
 
 

@@ -1,0 +1,80 @@
+"""The conditions every resource's status carries: their types and the reasons they give.
+
+Typed, so that a reason is spelled one way wherever it is set and matched (cert-manager's typed
+condition reasons are the model); ``gatehouse_operator.status`` writes them.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ConditionType(StrEnum):
+    """The conditions Gatehouse writes. Ready sums up a resource's (Passed a ConnectionTest's);
+    an advisory one says something worth acting on without making the resource unready."""
+
+    ACCEPTED = "Accepted"
+    COMPILED = "Compiled"
+    CREDENTIAL_ISSUED = "CredentialIssued"
+    CREDENTIAL_READY = "CredentialReady"
+    CREDENTIAL_WATCHED = "CredentialWatched"
+    LINKS_READY = "LinksReady"
+    PASSED = "Passed"
+    READY = "Ready"
+    SAMPLE_SAVED = "SampleSaved"
+
+
+# Conditions that say something worth acting on without making the resource unready.
+ADVISORY = frozenset({ConditionType.CREDENTIAL_WATCHED})
+
+
+class Reason(StrEnum):
+    """Why a condition is as it is: a CamelCase word, stable for alerts and scripts to match.
+
+    A condition may also carry a reason it takes from elsewhere: the failing condition's (Ready
+    repeats it), a connection's Ready (a test of it), or the proxy's refusal code (a test the
+    proxy refused, as ``PathNotAllowed``)."""
+
+    ALL_LINKS_READY = "AllLinksReady"
+    ALREADY_SAVED = "AlreadySaved"
+    COMPILED = "Compiled"
+    CONNECTION_NOT_FOUND = "ConnectionNotFound"
+    CONNECTION_NOT_READY = "ConnectionNotReady"
+    CREDENTIAL_SEALED = "CredentialSealed"
+    INVALID_BASE_URL = "InvalidBaseURL"
+    INVALID_CONFIG = "InvalidConfig"
+    INVALID_LABEL = "InvalidLabel"
+    INVALID_SAMPLE = "InvalidSample"
+    INVALID_SECRET_VALUE = "InvalidSecretValue"
+    INVALID_SERVICE_ACCOUNT_KEY = "InvalidServiceAccountKey"
+    INVALID_SPEC = "InvalidSpec"
+    METHOD_NOT_ALLOWED = "MethodNotAllowed"
+    NAMESPACE_TABLE_FULL = "NamespaceTableFull"
+    NO_CREDENTIAL_NEEDED = "NoCredentialNeeded"
+    NO_PROXY_REPLICAS = "NoProxyReplicas"
+    NO_SAMPLE_BODY = "NoSampleBody"
+    NOT_FINISHED = "NotFinished"
+    PASSED = "Passed"
+    PENDING = "Pending"
+    PENDING_PROXIES = "PendingProxies"
+    PROXY_BEHIND = "ProxyBehind"
+    PROXY_BUSY = "ProxyBusy"
+    PROXY_ERROR = "ProxyError"
+    PROXY_UNAVAILABLE = "ProxyUnavailable"
+    ROUTED = "Routed"
+    SAMPLE_EXISTS = "SampleExists"
+    SAMPLE_LIMIT_REACHED = "SampleLimitReached"
+    SAVE_ERROR = "SaveError"
+    SAVED = "Saved"
+    SECRET_CREATED = "SecretCreated"
+    SECRET_FORBIDDEN = "SecretForbidden"
+    SECRET_KEY_NOT_FOUND = "SecretKeyNotFound"
+    SECRET_NOT_FOUND = "SecretNotFound"
+    SECRET_NOT_LABELLED = "SecretNotLabelled"
+    SECRET_NOT_USED = "SecretNotUsed"
+    SECRET_TOO_LONG = "SecretTooLong"
+    TABLE_ENTRY_TOO_LARGE = "TableEntryTooLarge"
+    TEST_FAILED = "TestFailed"
+    UPSTREAM_STATUS = "UpstreamStatus"
+    VALID = "Valid"
+    WATCHED = "Watched"
