@@ -29,7 +29,8 @@ from gatehouse_operator.connections.drafts import apply, manifest
 from gatehouse_operator.connections.errors import validation_message
 from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
 from gatehouse_operator.kube import WATCHED_LABEL
-from gatehouse_operator.web.pages import READ_ONLY, Pages, Refused, Visitor, fields_of, trial
+from gatehouse_operator.web.guards import READ_ONLY, Refused, Visitor, fields_of
+from gatehouse_operator.web.pages import Pages, trial
 from gatehouse_operator.web.wizard import (
     AUTH_TYPES,
     CONNECTION_LABEL,
@@ -357,7 +358,7 @@ class ConnectionForms:
         form = wizard.form
         stored_ref = (form.stored.get("auth") or {}).get("secretRef")
         stored_secret = stored_ref is not None and stored_ref == form.secret_ref()
-        return self.pages.render(
+        return self.pages.renderer.render(
             "wizard.html",
             status=422 if wizard.errors else 200,
             visitor=visitor,

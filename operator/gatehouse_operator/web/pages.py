@@ -1,126 +1,33 @@
-"""The page's routes: sign-in, the connections list, a connection's detail, tests, samples, links.
+"""The page's handlers: sign-in, the connections list, a connection's detail, tests, samples,
+links (the wizard's are in connection_forms).
 
 GET handlers render; POST handlers change something and answer with a redirect (or a page saying
-why not). Every POST is refused unless it comes from this origin with the caller's CSRF token.
+why not). Each runs behind the guards (guards.py): every POST is refused unless it comes from
+this origin with the caller's CSRF token. How a page looks is rendering.py's.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import aiohttp
-from jinja2 import Environment, PackageLoader, select_autoescape
 from kubernetes.aio import client
-from markdown_it import MarkdownIt
-from markupsafe import Markup
 from pydantic import ValidationError
-from starlette.datastructures import FormData, MutableHeaders
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.responses import RedirectResponse, Response
 
-from gatehouse_contract.sealing import KeyringError
-from gatehouse_operator.access import User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAMPLE_LABEL_CHARS
 from gatehouse_operator.as_user import as_user, refusal
-from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.actions import Connections, linkable
 from gatehouse_operator.connections.errors import check_names, validation_message
 from gatehouse_operator.connections.models import ConnectionTestRequest, TrialRequest
-from gatehouse_operator.web.session import MAX_TOKEN_CHARS, Credentials, Sessions, same_origin
+from gatehouse_operator.web.guards import Guards, Refused, Visitor, fields_of
+from gatehouse_operator.web.session import MAX_TOKEN_CHARS
 
-log = logging.getLogger("gatehouse.operator.page")
 APP_KINDS = {DATA_APP.kind: DATA_APP, CHART_TYPE.kind: CHART_TYPE}
-# No script at all: the page works with forms alone. Styles and images from this origin only.
-CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
-)
-CROSS_SITE = "refused: the form was sent by another site"
-READ_ONLY = "this page is read-only: connections and apps are managed in Git here"
-SECURITY_HEADERS = {
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-    "Cache-Control": "no-store",
-}
-# Raw HTML off: markup in instructions is shown as text. Links keep markdown-it's own check,
-# which drops javascript:, vbscript:, file: and data: URLs.
-_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
-
-
-def markdown(text: str) -> Markup:
-    return Markup(_MARKDOWN.render(text))  # noqa: S704 (escaped by markdown-it: html is off)
-
-
-def _templates() -> Environment:
-    env = Environment(
-        loader=PackageLoader("gatehouse_operator.web", "templates"),
-        autoescape=select_autoescape(default=True),
-    )
-    env.filters["markdown"] = markdown
-    env.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
-    return env
-
-
-@dataclass(frozen=True)
-class Visitor:
-    user: User
-    credentials: Credentials
-    csrf: str
-
-
-class SecurityHeaders:
-    """Adds the page's security headers to every response, the stylesheet's too."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in SECURITY_HEADERS.items():
-                    headers[name] = value
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
-
-
-class Refused(Exception):
-    """A form the page will not act on; the message is shown to the visitor."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-Handler = Callable[[Request, Visitor], Awaitable[Response]]
-# The page's forms are small; a bound taken from Content-Length before anything is read keeps an
-# unauthenticated sign-in post from filling the operator's memory.
-MAX_FORM_BYTES = 64 * 1024
-
-
-async def fields_of(
-    request: Request, max_bytes: int = MAX_FORM_BYTES, max_fields: int = 16
-) -> FormData:
-    length = request.headers.get("content-length", "")
-    if not length.isdigit() or int(length) > max_bytes:
-        raise Refused(413, f"a form of at most {max_bytes // 1024} KiB, with its length sent")
-    try:
-        return await request.form(max_files=0, max_fields=max_fields, max_part_size=max_bytes)
-    except HTTPException as error:
-        raise Refused(400, f"the form could not be read: {error.detail}") from None
 
 
 def trial(method: str, path: str, raw_body: str) -> TrialRequest:
@@ -142,121 +49,47 @@ def trial(method: str, path: str, raw_body: str) -> TrialRequest:
 
 
 class Pages:
+    """The page's handlers; each runs behind the guards, as the visitor the guards found."""
+
     def __init__(
         self,
-        connections: Connections,
-        sessions: Sessions,
+        actions: Connections,
+        guards: Guards,
         operator: client.ApiClient,
-        read_only: bool,
     ) -> None:
-        self.actions = connections
-        self.sessions = sessions
+        self.actions = actions
+        self.guards = guards
+        self.renderer = guards.renderer
+        self.sessions = guards.sessions
         self.operator = operator
-        self.read_only = read_only
-        self.env = _templates()
-
-    def render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        html = self.env.get_template(template).render(read_only=self.read_only, **context)
-        return HTMLResponse(html, status_code=status)
-
-    async def visitor(self, request: Request) -> Visitor | None:
-        credentials = self.sessions.credentials(request)
-        if credentials is None:
-            return None
-        user = await self.actions.access.authenticate(credentials.token)
-        if user is None:
-            return None
-        return Visitor(user, credentials, self.sessions.csrf_token(credentials))
-
-    def page(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-        """A GET: signed-out visitors are sent to sign in and see nothing else."""
-
-        async def handle(request: Request) -> Response:
-            async def signed_in(request: Request) -> Response:
-                visitor = await self.visitor(request)
-                if visitor is None:
-                    return RedirectResponse("/ui/sign-in", status_code=303)
-                return await handler(request, visitor)
-
-            return await self._answer(request, signed_in)
-
-        return handle
-
-    def form(
-        self,
-        handler: Handler,
-        *,
-        writes_resources: bool = False,
-        max_bytes: int = MAX_FORM_BYTES,
-        max_fields: int = 16,
-    ) -> Callable[[Request], Awaitable[Response]]:
-        """A POST: refused unless same-origin, signed in, with the visitor's CSRF token. The
-        form is read once, within its bounds; the handler's fields_of gets the same."""
-
-        async def handle(request: Request) -> Response:
-            async def checked(request: Request) -> Response:
-                fields = await fields_of(request, max_bytes, max_fields)
-                visitor = await self.visitor(request)
-                if visitor is None:
-                    raise Refused(401, "sign in first")
-                if not self.sessions.csrf_valid(visitor.credentials, str(fields.get("csrf", ""))):
-                    raise Refused(403, "the form has expired: reload the page and try again")
-                if writes_resources and self.read_only:
-                    raise Refused(403, READ_ONLY)
-                return await handler(request, visitor)
-
-            return await self._answer(request, checked)
-
-        return handle
-
-    async def _answer(
-        self, request: Request, handler: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        """The handler's page, or a page that says why not: never a traceback."""
-        try:
-            check_names(request.path_params)
-            if request.method == "POST" and not same_origin(request):
-                raise Refused(403, CROSS_SITE)
-            return await handler(request)
-        except (errors.Refused, Refused) as error:
-            return self._refused(error.status, error.message)
-        except client.ApiException as error:
-            # The API server's own words may quote the request; only refusals of the visitor's
-            # own changes are shown (see link), others by status alone.
-            return self._refused(502, f"the Kubernetes API answered {error.status}")
-        except (aiohttp.ClientError, TimeoutError, OSError, KeyringError) as error:
-            log.warning("connections page: %s on %s", type(error).__name__, request.url.path)
-            return self._refused(503, "the page cannot reach the Kubernetes API now: try again")
-
-    def _refused(self, status: int, message: str) -> HTMLResponse:
-        return self.render("refused.html", status, visitor=None, message=message)
+        self.read_only = guards.read_only
 
     # Sign-in and out.
 
     async def sign_in_form(self, request: Request) -> Response:
         async def form(request: Request) -> Response:
-            if await self.visitor(request) is not None:
+            if await self.guards.visitor(request) is not None:
                 return RedirectResponse("/ui/", status_code=303)
-            return self.render("sign_in.html", visitor=None, error="")
+            return self.renderer.render("sign_in.html", visitor=None, error="")
 
-        return await self._answer(request, form)
+        return await self.guards.answer(request, form)
 
     async def sign_in(self, request: Request) -> Response:
-        return await self._answer(request, self._sign_in)
+        return await self.guards.answer(request, self._sign_in)
 
     async def _sign_in(self, request: Request) -> Response:
         token = str((await fields_of(request)).get("token", "")).strip()
         error = ""
         if not token or len(token) > MAX_TOKEN_CHARS:
             error = f"token: paste a Kubernetes token of 1 to {MAX_TOKEN_CHARS} characters"
-        elif await self.actions.access.authenticate(token) is None:
+        elif await self.guards.access.authenticate(token) is None:
             error = "token: the Kubernetes API server did not accept this token"
         if error:
-            return self.render("sign_in.html", 401, visitor=None, error=error)
+            return self.renderer.render("sign_in.html", 401, visitor=None, error=error)
         response = RedirectResponse("/ui/", status_code=303)
         if not self.sessions.start(response, token):
             error = "token: too long to keep in a cookie; sign in through your identity proxy"
-            return self.render("sign_in.html", 422, visitor=None, error=error)
+            return self.renderer.render("sign_in.html", 422, visitor=None, error=error)
         return response
 
     async def sign_out(self, request: Request) -> Response:
@@ -267,7 +100,7 @@ class Pages:
             self.sessions.end(response)
             return response
 
-        return await self._answer(request, end)
+        return await self.guards.answer(request, end)
 
     # Pages.
 
@@ -278,7 +111,7 @@ class Pages:
             return RedirectResponse(f"/ui/namespaces/{chosen}/connections", status_code=303)
         parts = visitor.user.name.split(":")
         own = parts[2] if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"] else ""
-        return self.render("home.html", visitor=visitor, namespace=own)
+        return self.renderer.render("home.html", visitor=visitor, namespace=own)
 
     async def may(self, visitor: Visitor, verb: str, plural: str, namespace: str) -> bool:
         return await self.actions.access.allowed(visitor.user, verb, plural, namespace)
@@ -299,7 +132,7 @@ class Pages:
     async def connections(self, request: Request, visitor: Visitor) -> Response:
         namespace = request.path_params["namespace"]
         listing = await self.actions.visible_connections(visitor.user, namespace)
-        return self.render(
+        return self.renderer.render(
             "list.html",
             visitor=visitor,
             namespace=namespace,
@@ -312,7 +145,7 @@ class Pages:
     async def connection(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
         detail = await self.actions.connection_detail(visitor.user, namespace, name)
-        return self.render(
+        return self.renderer.render(
             "detail.html",
             visitor=visitor,
             namespace=namespace,
@@ -336,7 +169,7 @@ class Pages:
         wanted = trial(method, str(fields.get("path", "")), str(fields.get("body", "")))
         test = ConnectionTestRequest.model_validate(wanted.model_dump())
         outcome = await self.actions.run_test(visitor.user, namespace, name, test)
-        return self.render(
+        return self.renderer.render(
             "test_result.html",
             visitor=visitor,
             namespace=namespace,

@@ -17,41 +17,40 @@ from gatehouse_operator.web.connection_forms import (
     WIZARD_FORM_BYTES,
     ConnectionForms,
 )
-from gatehouse_operator.web.pages import Handler, Pages, SecurityHeaders
+from gatehouse_operator.web.guards import Guards, Handler
+from gatehouse_operator.web.pages import Pages
+from gatehouse_operator.web.rendering import Renderer, SecurityHeaders
 from gatehouse_operator.web.session import Sessions
 
 
 def mount(connections: Connections) -> Mount:
     runtime = connections.runtime
-    pages = Pages(
-        connections,
-        Sessions(runtime.keyring),
-        runtime.kube.core.api_client,
-        runtime.settings.web_read_only,
-    )
+    renderer = Renderer(runtime.settings.web_read_only)
+    guards = Guards(connections.access, Sessions(runtime.keyring), renderer, renderer.read_only)
+    pages = Pages(connections, guards, runtime.kube.core.api_client)
     forms = ConnectionForms(pages)
 
     def wizard(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-        return pages.form(handler, max_bytes=WIZARD_FORM_BYTES, max_fields=WIZARD_FIELDS)
+        return guards.form(handler, max_bytes=WIZARD_FORM_BYTES, max_fields=WIZARD_FIELDS)
 
     namespace = "/namespaces/{namespace}"
     connection = f"{namespace}/connections/{{name}}"
     page = Starlette(
         routes=[
-            Route("/", pages.page(pages.home)),
+            Route("/", guards.page(pages.home)),
             Route("/sign-in", pages.sign_in_form, methods=["GET"]),
             Route("/sign-in", pages.sign_in, methods=["POST"]),
             Route("/sign-out", pages.sign_out, methods=["POST"]),
-            Route(f"{namespace}/connections", pages.page(pages.connections)),
+            Route(f"{namespace}/connections", guards.page(pages.connections)),
             # Not under connections/: "new" is a name a connection may have.
-            Route(f"{namespace}/new-connection", pages.page(forms.new), methods=["GET"]),
+            Route(f"{namespace}/new-connection", guards.page(forms.new), methods=["GET"]),
             Route(
                 f"{namespace}/new-connection",
                 wizard(forms.new_posted),
                 methods=["POST"],
             ),
-            Route(connection, pages.page(pages.connection)),
-            Route(f"{connection}/edit", pages.page(forms.edit), methods=["GET"]),
+            Route(connection, guards.page(pages.connection)),
+            Route(f"{connection}/edit", guards.page(forms.edit), methods=["GET"]),
             Route(
                 f"{connection}/edit",
                 wizard(forms.edit_posted),
@@ -59,23 +58,23 @@ def mount(connections: Connections) -> Mount:
             ),
             Route(
                 f"{connection}/delete",
-                pages.form(forms.delete, writes_resources=True),
+                guards.form(forms.delete, writes_resources=True),
                 methods=["POST"],
             ),
-            Route(f"{connection}/test", pages.form(pages.test), methods=["POST"]),
+            Route(f"{connection}/test", guards.form(pages.test), methods=["POST"]),
             Route(
                 f"{connection}/samples/{{sample}}/delete",
-                pages.form(pages.delete_sample),
+                guards.form(pages.delete_sample),
                 methods=["POST"],
             ),
             Route(
                 f"{namespace}/connectiontests/{{test}}/sample",
-                pages.form(pages.save_sample),
+                guards.form(pages.save_sample),
                 methods=["POST"],
             ),
             Route(
                 f"{namespace}/links",
-                pages.form(pages.link, writes_resources=True),
+                guards.form(pages.link, writes_resources=True),
                 methods=["POST"],
             ),
             Mount("/static", StaticFiles(packages=[("gatehouse_operator.web", "static")])),
