@@ -113,14 +113,15 @@ class StatusWriter:
         existing = self._conditions.get(key) or body.get("status", {}).get("conditions", [])
         generation = int(body["metadata"].get("generation", 0))
         merged, changed = merge(existing, verdicts, generation)
-        self._conditions[key] = merged
+        status = typed(kind, {"observedGeneration": generation, "conditions": merged, **extra})
+        # The written status's own list: one copy per resource (20,000 of them at scale).
+        self._conditions[key] = status["conditions"]
         # One Event per move of the summary condition (Ready): its reason is the failing
         # condition's, so the others would only repeat it. Advisory conditions do not feed
         # Ready, so their moves are told by Events of their own.
         for verdict in changed:
             if verdict.type == summary or verdict.type in ADVISORY:
                 await self._event(kind, body, verdict)
-        status = typed(kind, {"observedGeneration": generation, "conditions": merged, **extra})
         if status == self._written.get(key, body.get("status")):
             return  # as it is: a restarted operator re-reports thousands of unchanged resources
         meta = body["metadata"]
