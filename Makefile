@@ -14,7 +14,7 @@ help:
 	@echo "make test   lint, type-check and run the whole suite"
 	@echo "make up     start the local stack in the background (writes .gatehouse/dev/env)"
 	@echo "make down   stop the local stack"
-	@echo "make bench  apply-to-route latency and the proxy's added latency"
+	@echo "make bench  apply-to-route latency, the proxy's added latency and its profile under load"
 	@echo "make faults the fault suite alone (part of make test): Pods killed and evicted, the API"
 	@echo "            server frozen, the keyring rotated and a soak (GATEHOUSE_SOAK_SECONDS), on the node"
 	@echo "make cluster-up    a single-node cluster that runs Pods, with the image built from"

@@ -34,16 +34,18 @@ from pathlib import Path
 import httpx
 from kubernetes import client, config
 
-from gatehouse_dev import bench_neighbours, bench_scale, bench_secrets, resources
+from gatehouse_dev import bench_neighbours, bench_profile, bench_scale, bench_secrets, resources
 from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
-from gatehouse_dev.services import LocalGatehouse
+from gatehouse_dev.services import Endpoint, LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 
 CONCURRENCY = 32
 ROUTES = 10
 WRK_SECONDS = 8
+# The proxy's samples under load, for a flame graph (see bench_profile).
+PROFILE = Path(".gatehouse/bench/proxy-profile.txt")
 
 
 @contextmanager
@@ -90,12 +92,11 @@ def neighbours(workdir: Path) -> str:
 
 
 @contextmanager
-def _stack(workdir: Path) -> Iterator[tuple[Cluster, str, str, str]]:
+def _stack(workdir: Path) -> Iterator[tuple[Cluster, str, str, Endpoint]]:
     with _gatehouse(workdir) as (cluster, local, upstream, _):
         reference = local.start_reference_passthrough(f"{upstream}/echo/")
         local.start_operator()
-        proxy = local.start_proxy()
-        yield cluster, upstream, reference.url, proxy.url
+        yield cluster, upstream, reference.url, local.start_proxy()
 
 
 def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[float], str]:
@@ -199,7 +200,8 @@ def main() -> int:
 def latency() -> None:
     """Apply-to-route and added latency, printed as a table."""
     with tempfile.TemporaryDirectory() as folder, _stack(Path(folder)) as stack:
-        cluster, upstream, reference, proxy = stack
+        cluster, upstream, reference, replica = stack
+        proxy = replica.url
         routes, token = apply_to_route(cluster, upstream, proxy)
         targets = [
             ("upstream, direct", f"{upstream}/echo/", {}),
@@ -215,6 +217,10 @@ def latency() -> None:
             for connections in (1, CONCURRENCY)
             for label, url, headers in targets
         }
+        _, fetch, auth = targets[2]
+        where = bench_profile.profile(
+            replica.server.pid, partial(wrk, fetch, CONCURRENCY, auth), WRK_SECONDS, PROFILE
+        )
 
     print(
         f"apply-to-route over {ROUTES} new connection+app pairs: "
@@ -228,6 +234,10 @@ def latency() -> None:
             f"| {label} | {connections} | {result['rps']:.0f} | {result['p50']:.2f} "
             f"| {result['p99']:.2f} | {result['rps'] / yardstick:.2f} |"
         )
+    print(
+        f"\nWhere the proxy's CPU goes at {CONCURRENCY} connections (py-spy, see bench_profile):\n"
+    )
+    print(where)
 
 
 if __name__ == "__main__":
