@@ -35,15 +35,20 @@ class Model(BaseModel):
     )
 
 
+def first_problem(error: ValidationError) -> tuple[str, str]:
+    """The first problem pydantic found: the field's dotted path ("" for the whole), the rule."""
+    first = error.errors(include_url=False)[0]
+    return ".".join(str(part) for part in first["loc"]), first["msg"]
+
+
 def spec_error(error: ValidationError) -> str:
     """The first problem in a spec, as ``spec.<path>: <rule>``, for a condition's message.
 
     The CRD schema refuses such specs at apply time; this covers objects stored before a
     schema change.
     """
-    first = error.errors(include_url=False)[0]
-    where = ".".join(str(part) for part in first["loc"])
-    return f"spec.{where}: {first['msg']}"
+    where, rule = first_problem(error)
+    return f"spec.{where}: {rule}"
 
 
 class Condition(Model):

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gatehouse_operator.api.meta import DNS_SUBDOMAIN
+from gatehouse_operator.api.meta import DNS_SUBDOMAIN, first_problem
 
 
 class Refused(Exception):
@@ -32,6 +32,5 @@ def check_names(params: Mapping[str, Any]) -> None:
 
 
 def validation_message(error: ValidationError) -> str:
-    first = error.errors(include_url=False)[0]
-    where = ".".join(str(part) for part in first["loc"]) or "body"
-    return f"{where}: {first['msg']}"
+    where, rule = first_problem(error)
+    return f"{where or 'body'}: {rule}"
