@@ -100,10 +100,11 @@ test-lowest: install
 	  -c $(LOWEST)/constraints.txt -e . -e ./dev
 	$(LOWEST)/bin/pytest -p no:cacheprovider tests/operator tests/proxy tests/dev
 
-# wrk is Debian's (apt-get as root, as .ci/run does); anyone else is told to install it.
+# wrk and nginx are Debian's (apt-get as root, as .ci/run does); anyone else is told to install them.
 bench: install build
-	@command -v wrk >/dev/null || [ "$$(id -u)" != 0 ] || { echo "installing wrk"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+	@{ command -v wrk && { command -v nginx || test -x /usr/sbin/nginx; }; } >/dev/null \
+	  || [ "$$(id -u)" != 0 ] || { echo "installing wrk and nginx-light"; apt-get update -qq \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx-light >/dev/null; }
 	$(BIN)/python -m gatehouse_dev.bench
 
 clean: down

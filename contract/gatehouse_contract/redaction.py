@@ -225,8 +225,8 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
 class BodyScrubber:
     """Scrubs a body chunk by chunk; ``feed`` each chunk, then ``flush`` the rest."""
 
-    def __init__(self, secrets: Iterable[str]) -> None:
-        self.redact = Redactor(secrets)
+    def __init__(self, redact: Redactor) -> None:
+        self.redact = redact
         self.keep = self.redact.longest_form - 1
         self.carry = b""
 
@@ -242,8 +242,8 @@ class BodyScrubber:
         return rest
 
 
-async def scrubbed(chunks: AsyncIterator[bytes], secrets: Iterable[str]) -> AsyncIterator[bytes]:
-    scrubber = BodyScrubber(secrets)
+async def scrubbed(chunks: AsyncIterator[bytes], redact: Redactor) -> AsyncIterator[bytes]:
+    scrubber = BodyScrubber(redact)
     async for chunk in chunks:
         out = scrubber.feed(chunk)
         if out:
@@ -264,7 +264,7 @@ class Prefix:
 
 async def scrubbed_prefix(
     chunks: AsyncIterator[bytes],
-    secrets: Iterable[str],
+    redact: Redactor,
     limit: int,
     pace: Callable[[], Awaitable[None]],
 ) -> Prefix:
@@ -274,7 +274,7 @@ async def scrubbed_prefix(
     the reading alone, whatever it holds. ``pace`` is awaited before each chunk scrubbed (the
     tenant's turn), since scrubbing an escape-heavy chunk is the costly part.
     """
-    scrubber = BodyScrubber(secrets)
+    scrubber = BodyScrubber(redact)
     kept: list[bytes] = []
     kept_bytes = 0
     size = 0

@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import json
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
@@ -137,12 +138,18 @@ class KeyringSource(Protocol):
 
 
 class KeyringFile:
-    """A keyring read from a file (a mounted Secret), re-read when the file changes."""
+    """A keyring read from a file (a mounted Secret), re-read when the file changes.
 
-    def __init__(self, path: Path) -> None:
+    With ``recheck_seconds``, whether it changed is asked at most that often (a file's status is
+    a system call, too many for every request), unless ``current(fresh=True)`` insists.
+    """
+
+    def __init__(self, path: Path, recheck_seconds: float = 0.0) -> None:
         self.path = path
+        self.recheck_seconds = recheck_seconds
         self._stamp: tuple[int, int] | None = None
         self._keyring: Keyring | None = None
+        self._checked = 0.0
 
     def check(self) -> None:
         """Raises :class:`KeyringError` saying in one line why the keyring cannot be used."""
@@ -153,10 +160,14 @@ class KeyringFile:
                 f"cannot read the keyring file {self.path}: {error.strerror or error}"
             ) from None
 
-    def current(self) -> Keyring:
+    def current(self, *, fresh: bool = False) -> Keyring:
+        now = time.monotonic()
+        if self._keyring is not None and not fresh and now - self._checked < self.recheck_seconds:
+            return self._keyring
         stat = self.path.stat()
         stamp = (stat.st_mtime_ns, stat.st_size)
         if self._keyring is None or stamp != self._stamp:
             self._keyring = Keyring.parse(self.path.read_bytes())
             self._stamp = stamp
+        self._checked = now
         return self._keyring

@@ -5,8 +5,10 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
 
 - apply-to-route: from creating a connection and an app through the API to the first 200
   through the proxy.
-- added latency: the same request straight to the upstream and through the proxy, measured by
-  wrk (a Python load generator would be the bottleneck) with 1 and with 32 connections.
+- a fetch's cost: the same request to an nginx upstream, straight and through each target
+  (nginx's proxy_pass with one worker, a bare Starlette + aiohttp pass-through, Gatehouse's proxy),
+  measured by wrk (a Python load generator would be the bottleneck) with 1 and 32 connections,
+  with the ratios between them; then the proxy's profile under load (see bench_profile).
 - noisy neighbours: one tenant's latency while another attacks the same replica (see
   bench_neighbours).
 - unrelated Secrets: what 2,000 Secrets of 100 KiB the operator does not use cost it (see
@@ -28,13 +30,21 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import httpx
 from kubernetes import client, config
 
-from gatehouse_dev import bench_neighbours, bench_profile, bench_scale, bench_secrets, resources
+from gatehouse_dev import (
+    bench_neighbours,
+    bench_profile,
+    bench_scale,
+    bench_secrets,
+    nginx,
+    resources,
+)
 from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
@@ -42,8 +52,14 @@ from gatehouse_dev.services import Endpoint, LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 
 CONCURRENCY = 32
+DIRECT = "upstream (nginx), direct"
+NGINX = "nginx proxy_pass + a header (1 worker)"
+PASSTHROUGH = "bare Starlette + aiohttp pass-through"
 ROUTES = 10
 WRK_SECONDS = 8
+# The latency table: each target measured ROUNDS times for ROUND_SECONDS, in turn.
+ROUNDS = 3
+ROUND_SECONDS = 4
 # The proxy's samples under load, for a flame graph (see bench_profile).
 PROFILE = Path(".gatehouse/bench/proxy-profile.txt")
 
@@ -91,12 +107,28 @@ def neighbours(workdir: Path) -> str:
         return bench_neighbours.table(bench_neighbours.measure(cluster, local, wrk, processes))
 
 
+@dataclass
+class Targets:
+    """What the latency section fetches through, all calling the same nginx upstream."""
+
+    cluster: Cluster
+    upstream: str
+    nginx_proxy: str
+    passthrough: str
+    proxy: Endpoint
+
+
 @contextmanager
-def _stack(workdir: Path) -> Iterator[tuple[Cluster, str, str, Endpoint]]:
-    with _gatehouse(workdir) as (cluster, local, upstream, _):
-        reference = local.start_reference_passthrough(f"{upstream}/echo/")
+def _targets(workdir: Path) -> Iterator[Targets]:
+    with _gatehouse(workdir) as (cluster, local, _, _):
+        upstream = local.start_nginx("nginx-upstream", nginx.upstream_config).url
+        upstream_port = int(upstream.rpartition(":")[2])
+        reference = local.start_nginx(
+            "nginx-proxy", partial(nginx.proxy_config, upstream_port=upstream_port)
+        )
+        passthrough = local.start_reference_passthrough(f"{upstream}/")
         local.start_operator()
-        yield cluster, upstream, reference.url, local.start_proxy()
+        yield Targets(cluster, upstream, reference.url, passthrough.url, local.start_proxy())
 
 
 def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[float], str]:
@@ -136,10 +168,16 @@ def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[fl
     return seconds, token
 
 
-def wrk(url: str, connections: int, headers: dict[str, str], pause_ms: int = 0) -> dict[str, float]:
+def wrk(
+    url: str,
+    connections: int,
+    headers: dict[str, str],
+    pause_ms: int = 0,
+    seconds: int = WRK_SECONDS,
+) -> dict[str, float]:
     """Requests per second and latency percentiles (ms) from a wrk run; with ``pause_ms``, each
     connection waits that long between an answer and its next request (not counted)."""
-    argv = ["wrk", "-t1", f"-c{connections}", f"-d{WRK_SECONDS}s", "--latency", url]
+    argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", url]
     for name, value in headers.items():
         argv[1:1] = ["-H", f"{name}: {value}"]
     with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
@@ -164,6 +202,9 @@ def main() -> int:
 
     if (run("latency") or run("neighbours")) and shutil.which("wrk") is None:
         print("make bench needs wrk (Debian: apt-get install wrk)", file=sys.stderr)
+        return 2
+    if run("latency") and nginx.binary() is None:
+        print("make bench needs nginx (Debian: apt-get install nginx-light)", file=sys.stderr)
         return 2
 
     at_scale = isolation = secrets = ""
@@ -198,46 +239,70 @@ def main() -> int:
 
 
 def latency() -> None:
-    """Apply-to-route and added latency, printed as a table."""
-    with tempfile.TemporaryDirectory() as folder, _stack(Path(folder)) as stack:
-        cluster, upstream, reference, replica = stack
-        proxy = replica.url
-        routes, token = apply_to_route(cluster, upstream, proxy)
-        targets = [
-            ("upstream, direct", f"{upstream}/echo/", {}),
-            ("bare Starlette + aiohttp pass-through", f"{reference}/", {}),
-            (
-                "Gatehouse proxy (API key injected)",
-                f"{proxy}/v1/fetch/api/echo/",
-                {"Authorization": f"Bearer {token}"},
-            ),
+    """Apply-to-route, and a fetch's cost through each target beside the references."""
+    with tempfile.TemporaryDirectory() as folder, _targets(Path(folder)) as targets:
+        routes, token = apply_to_route(targets.cluster, targets.upstream, targets.proxy.url)
+        auth = {"Authorization": f"Bearer {token}"}
+        fetch = f"{targets.proxy.url}/v1/fetch/api/items"
+        rows = [
+            (DIRECT, f"{targets.upstream}/items", {}),
+            (NGINX, f"{targets.nginx_proxy}/items", {}),
+            (PASSTHROUGH, f"{targets.passthrough}/items", {}),
+            ("Gatehouse proxy (API key injected)", fetch, auth),
         ]
-        results = {
-            (label, connections): wrk(url, connections, headers)
-            for connections in (1, CONCURRENCY)
-            for label, url, headers in targets
-        }
-        _, fetch, auth = targets[2]
+        results = measure_rounds(rows)
         where = bench_profile.profile(
-            replica.server.pid, partial(wrk, fetch, CONCURRENCY, auth), WRK_SECONDS, PROFILE
+            targets.proxy.server.pid, partial(wrk, fetch, CONCURRENCY, auth), WRK_SECONDS, PROFILE
         )
 
     print(
         f"apply-to-route over {ROUTES} new connection+app pairs: "
         f"p50 {statistics.median(routes) * 1000:.0f} ms, max {max(routes) * 1000:.0f} ms\n"
     )
-    print("| path | connections | req/s | p50 ms | p99 ms | req/s vs pass-through |")
-    print("|---|---|---|---|---|---|")
-    for (label, connections), result in results.items():
-        yardstick = results[(targets[1][0], connections)]["rps"]
-        print(
-            f"| {label} | {connections} | {result['rps']:.0f} | {result['p50']:.2f} "
-            f"| {result['p99']:.2f} | {result['rps'] / yardstick:.2f} |"
-        )
+    print(latency_table(results))
     print(
         f"\nWhere the proxy's CPU goes at {CONCURRENCY} connections (py-spy, see bench_profile):\n"
     )
     print(where)
+
+
+def measure_rounds(
+    rows: list[tuple[str, str, dict[str, str]]],
+) -> dict[tuple[str, int], dict[str, float]]:
+    """Each row at 1 and at 32 connections, ROUNDS times in turn, and each figure's median: on a
+    shared 2-core machine one run of a few seconds can be off by a fifth, and taking the targets
+    in turn spreads whatever else the machine does over all of them."""
+    runs: dict[tuple[str, int], list[dict[str, float]]] = {}
+    for _ in range(ROUNDS):
+        for connections in (1, CONCURRENCY):
+            for label, url, headers in rows:
+                measured = wrk(url, connections, headers, seconds=ROUND_SECONDS)
+                runs.setdefault((label, connections), []).append(measured)
+    return {
+        key: {figure: statistics.median(run[figure] for run in measured) for figure in measured[0]}
+        for key, measured in runs.items()
+    }
+
+
+def latency_table(results: dict[tuple[str, int], dict[str, float]]) -> str:
+    """Each target's figures (medians of ROUNDS wrk runs of ROUND_SECONDS), with its req/s over
+    nginx's and over the pass-through's and its p50 over the direct call's (the latency it adds),
+    all from the same run."""
+    lines = [
+        "| target | connections | req/s | p50 ms | p99 ms | req/s vs nginx "
+        "| req/s vs pass-through | p50 added ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (label, connections), result in results.items():
+        nginx_rps = results[(NGINX, connections)]["rps"]
+        passthrough_rps = results[(PASSTHROUGH, connections)]["rps"]
+        added = result["p50"] - results[(DIRECT, connections)]["p50"]
+        lines.append(
+            f"| {label} | {connections} | {result['rps']:,.0f} | {result['p50']:.2f} "
+            f"| {result['p99']:.2f} | 1/{nginx_rps / result['rps']:.1f} "
+            f"| {result['rps'] / passthrough_rps:.2f} | {added:.2f} |"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

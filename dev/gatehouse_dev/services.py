@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gatehouse_contract.sealing import Keyring
+from gatehouse_dev import nginx
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import Server, free_port
 from gatehouse_dev.waiting import wait_for
@@ -156,6 +158,16 @@ class LocalGatehouse:
         env = {"GATEHOUSE_REFERENCE_UPSTREAM": upstream_url}
         return self._start(f"reference-{port}", argv, env, f"http://127.0.0.1:{port}", "/")
 
+    def start_nginx(self, name: str, config: Callable[[Path, int], str]) -> Endpoint:
+        """nginx, its ``config`` made for its folder and port (see gatehouse_dev.nginx)."""
+        binary = nginx.binary()
+        if binary is None:
+            raise RuntimeError("nginx is not installed (Debian: apt-get install nginx-light)")
+        port = free_port()
+        folder = self.workdir / name
+        argv = nginx.argv(binary, folder, config(folder, port))
+        return self._start(name, argv, {}, f"http://127.0.0.1:{port}", "/")
+
     def operator_env(self) -> dict[str, str]:
         return {
             "GATEHOUSE_KEYRING_FILE": str(self.keyring_file),
@@ -277,7 +289,13 @@ class LocalGatehouse:
         return self._start(f"page-{port}", argv, env, f"http://127.0.0.1:{port}", "/healthz")
 
     def start_proxy(
-        self, *, token_url: str = "", operator_url: str = "", read_timeout_seconds: float = 0
+        self,
+        *,
+        token_url: str = "",
+        operator_url: str = "",
+        read_timeout_seconds: float = 0,
+        workers: int = 1,
+        event_loop: str = "auto",
     ) -> Endpoint:
         started = {server.name for server in self.servers}
         port = self.proxy_port if f"proxy-{self.proxy_port}" not in started else free_port()
@@ -301,6 +319,9 @@ class LocalGatehouse:
             f"--metrics-port={metrics_port}",
             "--log-level=warning",
         ]
+        # Only when asked, so the same line starts an earlier proxy (for before/after figures).
+        argv += [f"--workers={workers}"] if workers != 1 else []
+        argv += [f"--event-loop={event_loop}"] if event_loop != "auto" else []
         endpoint = self._start(f"proxy-{port}", argv, env, f"http://127.0.0.1:{port}", "/healthz")
         endpoint.admin_url = f"http://127.0.0.1:{metrics_port}"
         return endpoint

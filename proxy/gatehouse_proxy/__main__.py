@@ -1,40 +1,91 @@
 """``python -m gatehouse_proxy``: serve the proxy, and its readiness and metrics on a port of their
-own (``--metrics-port``), which apps are not given."""
+own (``--metrics-port``), which apps are not given. ``--workers N`` runs N proxy processes on the
+same port (see gatehouse_proxy.workers)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import gc
+import logging
+import signal
+import socket
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any
 
 import uvicorn
 
 from gatehouse_contract.request_deadline import with_head_deadline
 from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy import logs
-from gatehouse_proxy.app import create_admin_app, create_app
+from gatehouse_proxy.app import Proxy, create_admin_app, create_app
 from gatehouse_proxy.settings import ProxySettings
+from gatehouse_proxy.workers import (
+    Supervisor,
+    Worker,
+    create_supervisor_admin_app,
+    reuse_port_socket,
+    worker_argv,
+)
+
+log = logging.getLogger("gatehouse.proxy")
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 
 
 class AdminServer(uvicorn.Server):
-    """Runs beside the app server, which alone owns the process's signals and stops both."""
+    """Runs beside the app server (or the supervisor), which alone owns the process's signals."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
 
 
-async def serve(app: uvicorn.Config, admin: uvicorn.Config) -> None:
+async def serve(
+    app: uvicorn.Config, admin: uvicorn.Config, sockets: list[socket.socket] | None = None
+) -> None:
     admin_server = AdminServer(admin)
     admin_task = asyncio.create_task(admin_server.serve(), name="admin")
     try:
-        await uvicorn.Server(app).serve()
+        await uvicorn.Server(app).serve(sockets=sockets)
     finally:
         admin_server.should_exit = True
         await admin_task
+
+
+async def supervise(supervisor: Supervisor, admin: uvicorn.Config) -> None:
+    loop = asyncio.get_running_loop()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(number, supervisor.stop)
+    admin_server = AdminServer(admin)
+    admin_task = asyncio.create_task(admin_server.serve(), name="admin")
+    try:
+        await supervisor.run()
+    finally:
+        admin_server.should_exit = True
+        await admin_task
+
+
+def run(main: Coroutine[Any, Any, None], event_loop: str) -> None:
+    """Runs ``main`` on uvloop (libuv's loop: the proxy's sockets cost less CPU on it, see
+    README) where it is installed, else on asyncio's own loop."""
+    if event_loop != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if event_loop == "uvloop":
+                main.close()
+                raise SystemExit("gatehouse-proxy: uvloop is not installed") from None
+        else:
+            log.info("serving on uvloop's event loop")
+            uvloop.run(main)
+            return
+    log.info("serving on asyncio's event loop")
+    asyncio.run(main)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,18 +97,61 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--log-format", choices=logs.FORMATS, default="text")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="proxy processes sharing the port (SO_REUSEPORT); give the Pod as many cores",
+    )
+    parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto")
+    # Internal: this process is worker INDEX of a supervisor, its admin answers on SOCKET.
+    parser.add_argument("--worker", metavar="INDEX:SOCKET", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logs.configure(args.log_level, args.log_format)
+    if args.workers < 1:
+        print("gatehouse-proxy: --workers must be 1 or more", file=sys.stderr)
+        return 2
     try:
         settings = ProxySettings.from_env()
         KeyringFile(settings.keyring_file).check()
     except ValueError as error:
         print(f"gatehouse-proxy: {error}", file=sys.stderr)
         return 2
+    admin = {
+        "log_config": None,
+        "log_level": args.log_level,
+        "access_log": False,
+        "server_header": False,
+        "lifespan": "off",
+    }
+    if args.worker is None and args.workers > 1:
+        with tempfile.TemporaryDirectory(prefix="gatehouse-proxy-") as folder:
+            passed = list(argv if argv is not None else sys.argv[1:])
+            workers = [
+                Worker(index, worker_argv(passed, index, path), path)
+                for index in range(args.workers)
+                for path in [Path(folder) / f"worker-{index}.sock"]
+            ]
+            config = uvicorn.Config(
+                create_supervisor_admin_app(workers),
+                host=args.host,
+                port=args.metrics_port,
+                **admin,
+            )
+            asyncio.run(supervise(Supervisor(workers), config))
+        return 0
+
+    sockets = None
+    admin_address: dict[str, Any] = {"host": args.host, "port": args.metrics_port}
+    if args.worker is not None:
+        index, _, admin_socket = args.worker.partition(":")
+        settings = dataclasses.replace(settings, replica=f"{settings.replica}-w{index}")
+        sockets = [reuse_port_socket(args.host, args.port)]
+        admin_address = {"uds": admin_socket}
+    proxy = Proxy(settings)
     # log_config=None: uvicorn's loggers propagate to ours, in the chosen format.
-    proxy_app = create_app(settings)
     app = uvicorn.Config(
-        proxy_app,
+        create_app(proxy),
         host=args.host,
         port=args.port,
         log_config=None,
@@ -68,21 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         timeout_keep_alive=5,
         http=with_head_deadline(settings.request_read_timeout_seconds),
     )
-    admin = uvicorn.Config(
-        create_admin_app(proxy_app.state.proxy),
-        host=args.host,
-        port=args.metrics_port,
-        log_config=None,
-        log_level=args.log_level,
-        access_log=False,
-        server_header=False,
-        lifespan="off",
-    )
+    admin_config = uvicorn.Config(create_admin_app(proxy), **admin_address, **admin)
     # What start-up made (modules, classes: most of the heap) lives as long as the process; frozen,
     # the collector stops scanning it, and its full collections under load shrink from tens of
     # milliseconds, when every tenant's requests wait, to a few.
     gc.freeze()
-    asyncio.run(serve(app, admin))
+    run(serve(app, admin_config, sockets), args.event_loop)
     return 0
 
 

@@ -17,9 +17,8 @@ from functools import partial
 from urllib.parse import unquote
 
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -36,14 +35,16 @@ from gatehouse_contract.connection_tests import (
     Stale,
     TableBehind,
 )
-from gatehouse_contract.redaction import scrubbed_prefix
+from gatehouse_contract.redaction import Redactor, scrubbed_prefix
 from gatehouse_contract.routes import AppRoute, ConnectionRoute
 from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy import headers as header_policy
 from gatehouse_proxy import metrics
+from gatehouse_proxy.entrance import FETCH_PATH, FirstTurn, Routes, bearer_token, namespace_of
 from gatehouse_proxy.errors import ProxyError, error_response
 from gatehouse_proxy.forwarder import Forwarder, RequestBody, Upstream, new_session, tls_context
 from gatehouse_proxy.google_tokens import GoogleTokenSource
+from gatehouse_proxy.incoming import AppRequest, AppWentAway, header
 from gatehouse_proxy.injectors import Injection, Injector, token_cache_key
 from gatehouse_proxy.matcher import check_method, check_path, normalise
 from gatehouse_proxy.network_guard import NetworkPolicy
@@ -57,8 +58,7 @@ from gatehouse_proxy.tenancy import ConcurrencyLimits, Place, RequestBytes, Tena
 
 log = logging.getLogger("gatehouse.proxy")
 
-FETCH_PREFIX = b"/v1/fetch/"
-METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+FETCH_PREFIX = FETCH_PATH.encode()
 
 
 class Proxy:
@@ -86,7 +86,7 @@ class Proxy:
         return time.monotonic() - self.store.installed_at
 
     @contextlib.asynccontextmanager
-    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(self) -> AsyncIterator[None]:
         policy = NetworkPolicy(self.settings.allowed_private_networks)
         ca_file = str(self.settings.upstream_ca_file) if self.settings.upstream_ca_file else None
         tls = tls_context(ca_file)
@@ -98,7 +98,11 @@ class Proxy:
         # Token exchanges have a pool of their own: the endpoint is the installation's.
         token_session = new_session(policy, tls)
         self.google = GoogleTokenSource(token_session, self.settings.google_token_url)
-        self.injector = Injector(self.keyring, self.google)
+        # The injector's own view of the keyring, looked at once a second rather than per
+        # request; the feed's sees every change at once.
+        self.injector = Injector(
+            KeyringFile(self.settings.keyring_file, recheck_seconds=1.0), self.google
+        )
         feed_task = asyncio.create_task(self.feed.run(), name="table-feed")
         try:
             yield
@@ -110,7 +114,7 @@ class Proxy:
 
     def _prune(self, table: RoutingTable) -> None:
         """Drops pools, token caches and rate buckets of what is no longer routed."""
-        self.pools.keep({_namespace(key) for key in table.connections})
+        self.pools.keep({namespace_of(key) for key in table.connections})
         self.limiter.forget(
             {(key, app.key) for app in table.apps.values() for key in app.links.values()}
         )
@@ -129,8 +133,9 @@ class Proxy:
         return self.store.current
 
     @staticmethod
-    def _app(active: RoutingTable, request: Request) -> AppRoute:
-        app = _bearer_app(active, request.headers.get("authorization", ""))
+    def _app(active: RoutingTable, request: AppRequest) -> AppRoute:
+        token = bearer_token(header(request.scope, b"authorization") or "")
+        app = None if token is None else active.app_for_token(token)
         if app is None:
             raise ProxyError(
                 "unauthenticated", "send the app's credential as Authorization: Bearer"
@@ -147,30 +152,36 @@ class Proxy:
             raise ProxyError("connection_unavailable", connection.unavailable)
         return connection
 
-    async def fetch(self, request: Request) -> Response:
+    async def fetch(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
-        raw = request.scope.get("raw_path") or request.scope["path"].encode()
+        request = AppRequest(scope, receive)
+        raw = scope.get("raw_path") or scope["path"].encode()
         alias_raw, _, rest = raw[len(FETCH_PREFIX) :].partition(b"/")
         alias = unquote(alias_raw.decode("latin-1"))
         # Labels are filled in as the request is identified; unauthenticated requests stay
         # unlabelled, so made-up aliases cannot grow the metric's cardinality.
-        labels = metrics.Labels()
+        labels = metrics.UNLABELLED
+        response: ASGIApp
         try:
             active = self._table()
             app = self._app(active, request)
             labels = metrics.Labels(app=app.key)
             connection = self._connection(active, app, alias)
             labels = metrics.Labels(app=app.key, connection=connection.key)
-            response = await self._forward(request, app, connection, b"/" + rest)
+            response = relayed = await self._forward(request, app, connection, b"/" + rest)
+            status = relayed.status_code
         except ProxyError as error:
             response = error_response(error)
+            status = error.status
             labels = labels.with_code(error.code)
-        metrics.observe(labels, request.method, response.status_code, time.perf_counter() - started)
-        return response
+        except AppWentAway:
+            return
+        metrics.observe(labels, request.method, status, time.perf_counter() - started)
+        await response(scope, receive, send)
 
     async def _forward(
-        self, request: Request, app: AppRoute, connection: ConnectionRoute, raw_path: bytes
-    ) -> Response:
+        self, request: AppRequest, app: AppRoute, connection: ConnectionRoute, raw_path: bytes
+    ) -> RelayedResponse:
         timeout = self.settings.request_read_timeout_seconds
         upstream, injection, place = await self._call(
             connection,
@@ -178,8 +189,8 @@ class Proxy:
             method=request.method,
             raw_path=raw_path,
             query=request.scope["query_string"],
-            incoming=request.headers.items(),
-            read_body=lambda limit, take: _read_body(request, limit, timeout, take),
+            incoming=request.headers(),
+            read_body=lambda limit, take: request.body(limit, timeout, take),
         )
 
         def cut(error: ProxyError) -> None:
@@ -195,7 +206,9 @@ class Proxy:
             )
 
         try:
-            return RelayedResponse(upstream, injection.secrets, on_cut=cut, on_end=place.release)
+            # One redactor for the answer's headers and body.
+            redact = Redactor(injection.secrets) if injection.secrets else None
+            return RelayedResponse(upstream, redact, on_cut=cut, on_end=place.release)
         except BaseException:
             upstream.release()
             place.release()
@@ -219,7 +232,7 @@ class Proxy:
         the namespace's byte budget. The returned place under the tenant's caps is the caller's
         to release once the answer has been relayed.
         """
-        namespace = _namespace(connection.key)
+        namespace = namespace_of(connection.key)
         check_method(method, connection.allowed_methods)
         path = normalise(raw_path)
         check_path(path, connection.allowed_paths)
@@ -327,11 +340,11 @@ class Proxy:
             read_body=read_body,
             readable=True,
         )
-        namespace = _namespace(connection.key)
+        namespace = namespace_of(connection.key)
         try:
             prefix = await scrubbed_prefix(
                 upstream.body(),
-                injection.secrets,
+                Redactor(injection.secrets),
                 MAX_ANSWER_BODY_BYTES,
                 partial(self.turns.take, namespace),
             )
@@ -347,120 +360,12 @@ class Proxy:
         )
 
 
-def _bearer_app(table: RoutingTable, authorization: str) -> AppRoute | None:
-    """The app whose token an ``Authorization: Bearer`` value carries, if any."""
-    scheme, _, token = authorization.partition(" ")
-    return table.app_for_token(token.strip()) if scheme.lower() == "bearer" else None
-
-
-def _namespace(key: str) -> str:
-    return key.partition("/")[0]
-
-
 BodyReader = Callable[[int, Callable[[int], None]], Awaitable[list[bytes]]]
 
-# Pieces of a request body are kept at least this large: a client that sends a byte at a time
-# must not make the proxy hold an object (and its overhead) per byte.
-_PIECE_BYTES = 64 * 1024
 
-
-async def _read_body(
-    request: Request, limit: int, timeout_seconds: float, take: Callable[[int], None]
-) -> list[bytes]:
-    """The app's body in pieces, refused as soon as it is known to be too large or too slow;
-    ``take`` reserves each chunk's bytes in the namespace's budget before it is kept."""
-    declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
-        raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
-    # A declared length is reserved before anything is read, so a body over the budget is
-    # refused before it costs anything.
-    reserved = int(declared) if declared else 0
-    take(reserved)
-    pieces: list[bytes] = []
-    small = bytearray()
-    size = 0
-    try:
-        async with asyncio.timeout(timeout_seconds):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
-                if size > reserved:
-                    take(size - reserved)
-                    reserved = size
-                if small or len(chunk) < _PIECE_BYTES:
-                    small += chunk
-                    if len(small) >= _PIECE_BYTES:
-                        pieces.append(bytes(small))
-                        small.clear()
-                else:
-                    pieces.append(chunk)
-    except TimeoutError:
-        # Closed, since the rest of the body may still be on its way.
-        raise ProxyError(
-            "request_timeout",
-            f"the request body did not arrive within {timeout_seconds:g}s",
-            headers={"Connection": "close"},
-        ) from None
-    if small:
-        pieces.append(bytes(small))
-    return pieces
-
-
-class FirstTurn:
-    """A request's first turn (see :class:`tenancy.Turns`), taken before any routing.
-
-    A tenant's requests arrive together too (refused requests retried after the same
-    ``Retry-After``), and everything a request does before its first turn runs in the loop
-    iteration it arrived in. So the tenant is told from the app's bearer token as soon as the
-    request's head is parsed: a burst of a hundred requests is then spread over the iterations
-    after a few microseconds each, not routed and checked all at once. Requests without a known
-    token share one tenant, so a flood of them is spread as well.
-    """
-
-    def __init__(
-        self, app: ASGIApp, turns: Turns, table: Callable[[], RoutingTable | None]
-    ) -> None:
-        self.app = app
-        self.turns = turns
-        self.table = table
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # Only fetches: the liveness answer must not queue behind anyone's burst.
-        if scope["type"] == "http" and scope["path"].startswith("/v1/fetch/"):
-            await self.turns.take(self._tenant(scope))
-        await self.app(scope, receive, send)
-
-    def _tenant(self, scope: Scope) -> str:
-        table = self.table()
-        if table is None:
-            return ""
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                # Decoded as Starlette decodes it for the fetch, so both find the same app.
-                app = _bearer_app(table, value.decode("latin-1"))
-                return "" if app is None else _namespace(app.key)
-        return ""
-
-
-def create_app(settings: ProxySettings) -> Starlette:
+def create_app(proxy: Proxy) -> ASGIApp:
     """The app-facing server: the fetch endpoint, and a liveness answer that says nothing."""
-    proxy = Proxy(settings)
-
-    async def healthz(request: Request) -> Response:
-        return PlainTextResponse("ok")
-
-    app = Starlette(
-        routes=[
-            Route("/healthz", healthz),
-            Route("/v1/fetch/{alias}/{path:path}", proxy.fetch, methods=METHODS),
-            Route("/v1/fetch/{alias}", proxy.fetch, methods=METHODS),
-        ],
-        middleware=[Middleware(FirstTurn, turns=proxy.turns, table=lambda: proxy.store.current)],
-        lifespan=proxy.lifespan,
-    )
-    app.state.proxy = proxy
-    return app
+    return FirstTurn(Routes(proxy.fetch, proxy.lifespan), proxy.turns, lambda: proxy.store.current)
 
 
 def create_admin_app(proxy: Proxy) -> Starlette:

@@ -90,6 +90,10 @@ class Upstream:
     def headers(self) -> list[tuple[str, str]]:
         return list(self.response.headers.items())
 
+    def received_whole(self) -> bool:
+        """Whether the whole body is already in the buffer: reading it waits for nothing."""
+        return self.response.content.is_eof()
+
     async def body(self) -> AsyncIterator[bytes]:
         """The body in chunks.
 

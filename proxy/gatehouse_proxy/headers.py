@@ -161,20 +161,21 @@ def upstream_request_headers(
 
 
 def app_response_headers(
-    upstream: Iterable[tuple[str, str]], secrets: Iterable[str] = ()
+    upstream: Iterable[tuple[str, str]], redact: Redactor | None = None
 ) -> list[tuple[str, str]]:
     """The allowlisted upstream headers, at most 16 KiB of them, with injected values redacted
     (a pagination Link header would otherwise hand a query API key to the app)."""
     kept: list[tuple[str, str]] = []
     size = 0
-    redact = Redactor(secrets)
     for name, raw_value in upstream:
         lowered = name.lower()
         if lowered not in RESPONSE_ALLOWED and not lowered.startswith(_RESPONSE_ALLOWED_PREFIXES):
             continue
         # The upstream's bytes as they came (aiohttp read them as UTF-8): a header value is
         # bytes to HTTP, and Starlette writes it back as Latin-1.
-        value = redact.text(raw_value).encode("utf-8", "surrogateescape").decode("latin-1")
+        if redact is not None:
+            raw_value = redact.text(raw_value)
+        value = raw_value.encode("utf-8", "surrogateescape").decode("latin-1")
         size += len(name) + len(value) + 4
         if size > MAX_RESPONSE_HEADER_BYTES:
             break

@@ -43,7 +43,11 @@ class Injector:
         if credential.sealed is None:
             raise ProxyError("connection_unavailable", "the connection has no credential")
         try:
-            return self.keyring.current().open(
+            keyring = self.keyring.current()
+            if credential.sealed.key_id not in keyring.key_ids:
+                # Sealed with a key added since the keyring was last looked at.
+                keyring = self.keyring.current(fresh=True)
+            return keyring.open(
                 credential.sealed, credential.context(connection.uid, connection.origin)
             )
         except KeyringError:

@@ -82,14 +82,32 @@ class Labels:
         return replace(self, code=code)
 
 
+UNLABELLED = Labels()
+
+
 def status_class(status: int) -> str:
     """``2xx`` .. ``5xx``: an upstream may answer any number, and each would be a new series."""
     return f"{status // 100}xx" if 100 <= status < 600 else "other"
 
 
+# The series a request counts in, looked up once per route, method and outcome rather than
+# through prometheus_client's label checks and lock on every request. As bounded as the series
+# themselves: one entry per series.
+_SERIES: dict[tuple[Labels, str, int], tuple[Counter, Histogram]] = {}
+
+
 def observe(labels: Labels, method: str, status: int, seconds: float) -> None:
-    REQUESTS.labels(labels.connection, labels.app, method, status_class(status), labels.code).inc()
-    DURATION.labels(labels.connection, labels.app).observe(seconds)
+    key = (labels, method, status // 100)
+    series = _SERIES.get(key)
+    if series is None:
+        series = _SERIES[key] = (
+            REQUESTS.labels(
+                labels.connection, labels.app, method, status_class(status), labels.code
+            ),
+            DURATION.labels(labels.connection, labels.app),
+        )
+    series[0].inc()
+    series[1].observe(seconds)
 
 
 def count_cut(labels: Labels) -> None:

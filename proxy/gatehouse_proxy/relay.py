@@ -1,50 +1,104 @@
 """The upstream's answer relayed to the app: filtered headers, a scrubbed body, cut off cleanly.
 
-The status and headers go out before the body has arrived, so a failure half-way through (a body
-of unknown length crossing the cap, an upstream that breaks off or stalls) can no longer become an
-error response. The stream then ends without its final chunk: the server closes the connection
-and the app sees a broken response, never a silently short one. The cut is reported once, through
-``on_cut`` (a log line and a metric), not as a traceback from the server. ``on_end`` runs when
-the relay is over, however it ended: the request's place under its tenant's caps is freed there.
+Most answers are whole in the proxy's buffer by the time their headers are read (a small JSON
+body comes in the same packets). Such an answer is scrubbed whole and goes out with its length in
+two writes, not as a chunked stream of three, and with no task watching for the app to leave:
+nothing is left to wait for.
+
+A longer answer is streamed: the status and headers go out before the body has arrived, so a
+failure half-way through (a body of unknown length crossing the cap, an upstream that breaks off
+or stalls) can no longer become an error response. The stream then ends without its final chunk:
+the server closes the connection and the app sees a broken response, never a silently short one.
+Meanwhile a task waits for the app to go away, so that an app that hangs up stops the upstream
+read at once instead of at its timeout.
+
+The cut is reported once, through ``on_cut`` (a log line and a metric), not as a traceback from
+the server. ``on_end`` runs when the relay is over, however it ended: the request's place under
+its tenant's caps is freed there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+import contextlib
+from collections.abc import Callable
 
-from starlette.responses import StreamingResponse
-from starlette.types import Send
+from starlette.types import Receive, Scope, Send
 
-from gatehouse_contract.redaction import scrubbed
+from gatehouse_contract.redaction import Redactor, scrubbed
 from gatehouse_proxy import headers as header_policy
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.forwarder import Upstream
 
+# Answers that carry no body, whatever the upstream says of its length.
+_BODILESS = frozenset({204, 304})
 
-class RelayedResponse(StreamingResponse):
+
+class RelayedResponse:
     def __init__(
         self,
         upstream: Upstream,
-        secrets: Sequence[str],
+        redact: Redactor | None,
         on_cut: Callable[[ProxyError], None],
         on_end: Callable[[], None],
     ) -> None:
-        body = upstream.body()
-        super().__init__(
-            scrubbed(body, secrets) if secrets else body,
-            status_code=upstream.status,
-            headers=dict(header_policy.app_response_headers(upstream.headers(), secrets)),
-        )
         self.upstream = upstream
+        self.redact = redact
         self.on_cut = on_cut
         self.on_end = on_end
+        self.status_code = upstream.status
+        self.headers = [
+            (name.encode("latin-1"), value.encode("latin-1"))
+            for name, value in header_policy.app_response_headers(upstream.headers(), redact)
+        ]
 
-    async def stream_response(self, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await super().stream_response(send)
+            if self.upstream.received_whole():
+                await self._send_whole(scope["method"], send)
+            else:
+                await self._stream(receive, send)
         except ProxyError as error:
             self.on_cut(error)
         finally:
             # Also when the app went away mid-body and the body was never read to its end.
             self.upstream.release()
             self.on_end()
+
+    async def _send_whole(self, method: str, send: Send) -> None:
+        body = b"".join([chunk async for chunk in self.upstream.body()])
+        if self.redact is not None:
+            body = self.redact(body)
+        headers = self.headers
+        if method != "HEAD" and self.status_code not in _BODILESS:
+            headers = [*headers, (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": self.status_code, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _stream(self, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.headers}
+        )
+        relay = asyncio.ensure_future(self._send_body(send))
+        gone = asyncio.ensure_future(_app_gone(receive))
+        try:
+            await asyncio.wait({relay, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (relay, gone):
+                task.cancel()
+            await asyncio.gather(relay, gone, return_exceptions=True)
+        if not relay.cancelled():
+            relay.result()  # a cut (ProxyError) is raised here
+
+    async def _send_body(self, send: Send) -> None:
+        body = self.upstream.body()
+        async for chunk in body if self.redact is None else scrubbed(body, self.redact):
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _app_gone(receive: Receive) -> None:
+    """Returns when the app has hung up (the request's body was read whole before)."""
+    with contextlib.suppress(OSError):
+        while (await receive())["type"] != "http.disconnect":
+            pass

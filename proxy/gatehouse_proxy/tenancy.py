@@ -95,7 +95,11 @@ class ConcurrencyLimits:
             gate = self._gates.get(gate_key) or self._gates.setdefault(gate_key, _Gate(cap))
             gate.users += 1
             try:
-                async with asyncio.timeout_at(deadline):
+                if gate.semaphore.locked():
+                    async with asyncio.timeout_at(deadline):
+                        await gate.semaphore.acquire()
+                else:
+                    # Free now, so taken without waiting: no timeout to set up and cancel.
                     await gate.semaphore.acquire()
             except BaseException as error:
                 self._leave(gate_key, gate)

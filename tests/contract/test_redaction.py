@@ -14,6 +14,7 @@ from gatehouse_contract.redaction import (
     REDACTED,
     BodyScrubber,
     Prefix,
+    Redactor,
     scrub,
     scrubbed,
     scrubbed_prefix,
@@ -29,7 +30,7 @@ def _stream(body: bytes, cuts: list[int]) -> list[bytes]:
 
 
 def _scrub_chunks(chunks: list[bytes]) -> bytes:
-    scrubber = BodyScrubber([SECRET])
+    scrubber = BodyScrubber(Redactor([SECRET]))
     return b"".join([scrubber.feed(chunk) for chunk in chunks] + [scrubber.flush()])
 
 
@@ -67,7 +68,7 @@ def test_the_async_stream() -> None:
             yield chunk
 
     async def collect() -> bytes:
-        return b"".join([chunk async for chunk in scrubbed(chunks(), [SECRET])])
+        return b"".join([chunk async for chunk in scrubbed(chunks(), Redactor([SECRET]))])
 
     assert asyncio.run(collect()) == EXPECTED
 
@@ -84,7 +85,7 @@ def _prefix(chunks: list[bytes], limit: int) -> tuple[Prefix, int]:
         for chunk in chunks:
             yield chunk
 
-    return asyncio.run(scrubbed_prefix(body(), [SECRET], limit, pace)), paced
+    return asyncio.run(scrubbed_prefix(body(), Redactor([SECRET]), limit, pace)), paced
 
 
 @pytest.mark.parametrize("cut", range(1, len(BODY)))
@@ -170,7 +171,7 @@ def test_headers_lose_json_and_html_escaped_echoes() -> None:
                 ("Link", "<https://x.example/?k=sk_live~4\\/2+Zq.9x>"),
                 ("Content-Disposition", 'attachment; filename="sk_live&#126;4/2&#43;Zq.9x"'),
             ],
-            secrets=[TOKEN],
+            redact=Redactor([TOKEN]),
         )
     )
     assert kept == {
@@ -187,6 +188,6 @@ def test_a_json_body_full_of_escapes_keeps_every_other_byte() -> None:
 
 
 def _scrub_chunks_of(body: bytes, secret: str, cuts: list[int] | None = None) -> bytes:
-    scrubber = BodyScrubber([secret])
+    scrubber = BodyScrubber(Redactor([secret]))
     chunks = _stream(body, cuts or [len(body) // 2])
     return b"".join([scrubber.feed(chunk) for chunk in chunks] + [scrubber.flush()])

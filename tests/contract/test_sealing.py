@@ -57,3 +57,15 @@ def test_keyring_file_is_reread_when_it_changes(tmp_path: Path) -> None:
     assert keyring_file.current().active == "k1"
     path.write_text(Keyring.generate("k2-longer-id").dump())
     assert keyring_file.current().active == "k2-longer-id"
+
+
+def test_a_keyring_file_with_a_recheck_interval_looks_again_only_when_due_or_told(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "keyring.json"
+    path.write_text(Keyring.generate("k1").dump())
+    keyring_file = KeyringFile(path, recheck_seconds=3600)
+    assert keyring_file.current().active == "k1"
+    path.write_text(Keyring.generate("k2-longer-id").dump())
+    assert keyring_file.current().active == "k1"  # not due yet: no system call per request
+    assert keyring_file.current(fresh=True).active == "k2-longer-id"

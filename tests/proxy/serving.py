@@ -54,6 +54,7 @@ class Tenant:
     parameter: str = ""
     location: str = ""
     limits: Limits = LIMITS
+    methods: frozenset[str] = frozenset({"GET", "POST"})
 
     @property
     def token(self) -> str:
@@ -79,7 +80,7 @@ class Tenant:
             key=key,
             uid=uid,
             origin=self.origin,
-            allowed_methods=frozenset({"GET", "POST"}),
+            allowed_methods=self.methods,
             allowed_paths=("/",),
             credential=credential,
             limits=self.limits,
@@ -143,8 +144,8 @@ async def running_proxy(
         allowed_private_networks=("127.0.0.0/8",),
         tenant_limits=limits or TenantLimits(),
     )
-    app = create_app(settings)
-    proxy: Proxy = app.state.proxy
+    proxy = Proxy(settings)
+    app = create_app(proxy)
     # The app port with the production protocol (request-head deadline and bounds).
     servers = [
         await _serve(app, free_port(), with_head_deadline(15.0)),

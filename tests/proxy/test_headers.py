@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gatehouse_contract.redaction import Redactor
 from gatehouse_proxy.headers import app_response_headers, upstream_request_headers
 
 
@@ -186,7 +187,7 @@ def test_response_headers_are_allowlisted_and_scrubbed_of_injected_values() -> N
                 ("Content-Location", "/v1?key=sk/live+1"),
                 ("X-RateLimit-Remaining", "5"),
             ],
-            secrets=["sk/live 1"],
+            redact=Redactor(["sk/live 1"]),
         )
     )
     assert kept == {

@@ -18,7 +18,7 @@ from aiohttp import web
 from starlette.types import Receive, Scope, Send
 
 from gatehouse_dev import upstream as dev_upstream
-from gatehouse_proxy.app import FirstTurn
+from gatehouse_proxy.entrance import FirstTurn
 from gatehouse_proxy.tenancy import TenantLimits, Turns
 from tests.proxy.serving import Running, Tenant, running_proxy, table, upstream
 

@@ -1,0 +1,74 @@
+"""nginx for ``make bench``: the upstream every target calls, and the reference proxy.
+
+Both run one worker, as the proxy runs one process: the upstream answers a small JSON body from
+memory (so it is never what limits a target), and the reference proxy is the least a proxy in C
+does for the same fetch: ``proxy_pass`` over kept-alive connections with a header added.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+# The answer every target relays: a small JSON body, as a typical API's.
+BODY = '{"id":42,"name":"bench","tags":["a","b","c"],"next":null}'
+HEADER = ("X-Api-Key", "bench-key")
+
+
+def binary() -> str | None:
+    """nginx, also where Debian puts it outside a non-root PATH."""
+    return shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
+
+
+def _config(folder: Path, server: str, http: str = "") -> str:
+    temp = "\n".join(
+        f"  {kind}_temp_path {folder / kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    return f"""worker_processes 1;
+daemon off;
+pid {folder / "nginx.pid"};
+error_log stderr warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  keepalive_requests 1000000;
+{temp}
+{http}
+  server {{
+{server}
+  }}
+}}
+"""
+
+
+def upstream_config(folder: Path, port: int) -> str:
+    return _config(
+        folder,
+        f"""    listen 127.0.0.1:{port};
+    default_type application/json;
+    location / {{ return 200 '{BODY}'; }}""",
+    )
+
+
+def proxy_config(folder: Path, port: int, upstream_port: int) -> str:
+    name, value = HEADER
+    return _config(
+        folder,
+        f"""    listen 127.0.0.1:{port};
+    location / {{
+      proxy_pass http://upstream;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header {name} {value};
+    }}""",
+        http=f"  upstream upstream {{ server 127.0.0.1:{upstream_port}; keepalive 64; }}",
+    )
+
+
+def argv(nginx: str, folder: Path, config: str) -> list[str]:
+    """The command line that runs ``config`` in the foreground, its files in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "nginx.conf"
+    path.write_text(config)
+    return [nginx, "-p", str(folder), "-c", str(path)]

@@ -1,0 +1,98 @@
+"""``--workers 2``: two proxy processes on one port, each a replica of the table, spoken for by
+one readiness and one metrics answer; a worker that dies is started again, and none outlives the
+supervisor."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.processes import alive
+from gatehouse_dev.resources import UNLIMITED_RATE
+from gatehouse_dev.waiting import wait_for
+from tests.e2e.conftest import Stack
+from tests.e2e.gatehouse_fixtures import (
+    API_KEY_AUTH,
+    app_token,
+    apply,
+    connection,
+    data_app,
+    secret,
+    wait_condition,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+def _workers(supervisor: int) -> list[int]:
+    children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+    return sorted(int(pid) for pid in children)
+
+
+def _served_by_worker(admin_url: str) -> dict[str, float]:
+    text = httpx.get(f"{admin_url}/metrics", timeout=5).text
+    served: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "gatehouse_proxy_requests":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    worker = sample.labels["worker"]
+                    served[worker] = served.get(worker, 0) + sample.value
+    return served
+
+
+def _ready(admin_url: str) -> bool:
+    answer = httpx.get(f"{admin_url}/readyz", timeout=5)
+    return answer.status_code == 200 and len(answer.json()["workers"]) == 2
+
+
+def test_two_workers_share_the_port_and_a_dead_one_is_replaced(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    apply(cluster, namespace, secret("vendor", **{"api-key": "k-workers"}))
+    # Each worker keeps its own rate buckets: the test's burst must not meet them.
+    apply(
+        cluster,
+        namespace,
+        connection("vendor", stack.upstream, API_KEY_AUTH, limits=UNLIMITED_RATE),
+    )
+    apply(cluster, namespace, data_app("sales", {"vendor": "vendor"}))
+    wait_condition(cluster, namespace, "dataapp/sales", "True", "Routed")
+    token = app_token(cluster, namespace, "dataapp-sales-gatehouse")
+    proxy = stack.local.start_proxy(workers=2)
+    supervisor = proxy.server.pid
+    try:
+        wait_for(lambda: _ready(proxy.admin_url), timeout=20)
+        ready = httpx.get(f"{proxy.admin_url}/readyz", timeout=5).json()
+        assert [worker["worker"] for worker in ready["workers"]] == [0, 1]
+        assert ready["sealedWith"]
+        assert ready["tableVersion"] >= 1
+
+        def fetch_all(count: int) -> list[int]:
+            # A new connection each, so that the kernel spreads them over the workers.
+            headers = {"Authorization": f"Bearer {token}", "Connection": "close"}
+            url = f"{proxy.url}/v1/fetch/vendor/echo/"
+            return [httpx.get(url, headers=headers, timeout=10).status_code for _ in range(count)]
+
+        assert set(fetch_all(60)) == {200}
+        served = _served_by_worker(proxy.admin_url)
+        assert set(served) == {"0", "1"}, served
+        assert min(served.values()) > 0, served
+
+        first, second = _workers(supervisor)
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: first not in _workers(supervisor) and len(_workers(supervisor)) == 2, 10)
+        wait_for(lambda: _ready(proxy.admin_url), timeout=20)
+        assert second in _workers(supervisor)
+        assert set(fetch_all(20)) == {200}
+    finally:
+        workers = _workers(supervisor) if alive(supervisor) else []
+        proxy.server.stop()
+    # SIGTERM to the supervisor ends every worker, as a Pod's stop does.
+    wait_for(lambda: not any(alive(pid) for pid in workers), timeout=15)

@@ -1,0 +1,39 @@
+"""The injector opens each credential for its request with the keyring as it is now: a key added
+to the keyring file opens what it sealed at once, though the file is looked at once a second."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import aiohttp
+
+from gatehouse_contract.sealing import Keyring, KeyringFile
+from gatehouse_proxy.google_tokens import GoogleTokenSource
+from gatehouse_proxy.injectors import Injector
+from tests.proxy.serving import Tenant
+
+
+def test_a_credential_sealed_with_a_key_just_added_opens_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "keyring.json"
+    old = Keyring.generate("k1")
+    path.write_text(old.dump())
+    tenant = Tenant("one", "https://api.example.com", auth="bearer", parameter="", secret="s3")
+    route = tenant.connection()
+    credential = route.credential
+    assert credential.sealed is not None
+    rotated = old.with_new_key("k2").activated("k2")
+    sealed = rotated.seal(b"s3-new", credential.context(route.uid, route.origin))
+    credential = credential.model_copy(update={"sealed": sealed})
+    route = route.model_copy(update={"credential": credential})
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as session:
+            keyring = KeyringFile(path, recheck_seconds=3600)
+            injector = Injector(keyring, GoogleTokenSource(session, "http://127.0.0.1:9/token"))
+            keyring.current()  # looked at before the rotation: not due again for an hour
+            path.write_text(rotated.dump())
+            injection = await injector.injection(route)
+            assert injection.headers == {"Authorization": "Bearer s3-new"}
+
+    asyncio.run(scenario())

@@ -1,0 +1,138 @@
+"""The app port without a framework, and answers relayed whole or streamed: a real proxy (uvicorn
+on 127.0.0.1) in front of a real upstream that echoes the injected key."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+from aiohttp import web
+
+from tests.proxy.serving import Running, Tenant, running_proxy, upstream
+
+SECRET = "sk_live_relay_0123456789"
+CHUNK = 64 * 1024
+
+
+def _upstream() -> web.Application:
+    async def small(request: web.Request) -> web.Response:
+        return web.json_response({"echo": request.headers.get("X-Api-Key", "")})
+
+    async def big(request: web.Request) -> web.StreamResponse:
+        answer = web.StreamResponse()
+        await answer.prepare(request)
+        # The key straddles the boundary of the first two chunks.
+        body = b"a" * (CHUNK - 5) + SECRET.encode() + b"b" * (CHUNK * 15)
+        for start in range(0, len(body), CHUNK):
+            await answer.write(body[start : start + CHUNK])
+        await answer.write_eof()
+        return answer
+
+    async def empty(request: web.Request) -> web.Response:
+        return web.Response(status=204)
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        answer = web.StreamResponse()
+        await answer.prepare(request)
+        for _ in range(600):
+            await answer.write(b"x" * 1024)
+            await asyncio.sleep(0.05)
+        return answer
+
+    app = web.Application()
+    app.router.add_get("/small", small)
+    app.router.add_get("/big", big)
+    app.router.add_get("/empty", empty)
+    app.router.add_get("/endless", endless)
+    return app
+
+
+@contextlib.asynccontextmanager
+async def _proxy(tmp_path: Path) -> AsyncIterator[tuple[Running, httpx.AsyncClient, Tenant]]:
+    async with upstream(_upstream()) as origin:
+        tenant = Tenant(
+            "one",
+            origin,
+            auth="apiKey",
+            secret=SECRET,
+            parameter="X-Api-Key",
+            location="header",
+            methods=frozenset({"GET", "HEAD"}),
+        )
+        async with (
+            running_proxy(tmp_path, [tenant]) as proxy,
+            httpx.AsyncClient(
+                base_url=f"{proxy.url}/v1/fetch/api",
+                headers={"Authorization": f"Bearer {tenant.token}"},
+                timeout=10,
+            ) as client,
+        ):
+            yield proxy, client, tenant
+
+
+def test_an_answer_already_whole_goes_out_scrubbed_with_its_length(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with _proxy(tmp_path) as (_, client, _tenant):
+            answer = await client.get("/small")
+            assert answer.json() == {"echo": "[redacted]"}
+            assert answer.headers["content-length"] == str(len(answer.content))
+            assert "transfer-encoding" not in answer.headers
+            head = await client.head("/small")
+            assert head.status_code == 200
+            assert head.content == b""
+            assert "content-length" not in head.headers
+            empty = await client.get("/empty")
+            assert empty.status_code == 204
+            assert "content-length" not in empty.headers
+
+    asyncio.run(scenario())
+
+
+def test_a_longer_answer_is_streamed_and_scrubbed_across_its_chunks(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with _proxy(tmp_path) as (_, client, _tenant):
+            answer = await client.get("/big")
+            assert answer.headers.get("transfer-encoding") == "chunked"
+            assert SECRET.encode() not in answer.content
+            assert answer.content.count(b"[redacted]") == 1
+            assert len(answer.content) == CHUNK * 16 - 5 + len("[redacted]")
+
+    asyncio.run(scenario())
+
+
+def test_an_app_that_hangs_up_mid_stream_frees_its_place_at_once(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with _proxy(tmp_path) as (proxy, client, _tenant):
+            concurrency = proxy.proxy.concurrency
+            async with client.stream("GET", "/endless") as answer:
+                await anext(answer.aiter_raw())
+                assert concurrency.in_flight("namespace", "one") == 1
+            # The upstream would stream for 30 s more: the place is freed when the app leaves.
+            for _ in range(100):
+                if concurrency.in_flight("namespace", "one") == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert concurrency.in_flight("namespace", "one") == 0
+
+    asyncio.run(scenario())
+
+
+def test_the_app_port_answers_fetches_and_liveness_only(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with _proxy(tmp_path) as (proxy, client, tenant):
+            base = proxy.url
+            auth = {"Authorization": f"Bearer {tenant.token}"}
+            assert (await client.get(f"{base}/healthz")).text == "ok"
+            for path in ("/", "/nope", "/v1/fetch/", "/v1/fetch", "/v1/fetch//small"):
+                missing = await client.get(f"{base}{path}", headers=auth)
+                assert (missing.status_code, missing.text) == (404, "Not Found"), path
+            traced = await client.request("TRACE", f"{base}/v1/fetch/api/small", headers=auth)
+            assert traced.status_code == 405
+            assert traced.headers["allow"] == "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
+            posted = await client.post(f"{base}/healthz")
+            assert (posted.status_code, posted.headers["allow"]) == (405, "GET, HEAD")
+
+    asyncio.run(scenario())
