@@ -19,7 +19,7 @@ Headers go through the same code (:class:`Redactor`), so no pattern is compiled 
 
 from __future__ import annotations
 
-import base64
+import binascii
 import bisect
 import functools
 import re
@@ -96,16 +96,18 @@ def _escape_pattern(chars: str) -> re.Pattern[bytes]:
     return re.compile("|".join(p for char in chars for p in _escapes_of(char)).encode())
 
 
+_URL_SAFE = bytes.maketrans(b"+/", b"-_")
+
+
 def _base64_cores(value: bytes) -> set[bytes]:
     """The part of base64(prefix + value + suffix) that depends on value alone, for each of the
     three prefix lengths modulo 3."""
     cores: set[bytes] = set()
     for pad in range(3):
-        encoded = base64.b64encode(bytes(pad) + value)
-        first = -(-8 * pad // 6)
-        last = (8 * (pad + len(value))) // 6
-        for alphabet in (encoded, encoded.translate(bytes.maketrans(b"+/", b"-_"))):
-            cores.add(alphabet[first:last])
+        encoded = binascii.b2a_base64(bytes(pad) + value, newline=False)
+        core = encoded[-(-8 * pad // 6) : (8 * (pad + len(value))) // 6]
+        cores.add(core)
+        cores.add(core.translate(_URL_SAFE))
     return cores
 
 

@@ -19,6 +19,7 @@ re-seals everything with it), later drop the old one.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -46,6 +47,12 @@ class Sealed(BaseModel):
     nonce: str
     ciphertext: str
 
+    @functools.cached_property
+    def raw(self) -> tuple[bytes, bytes]:
+        """The nonce and the ciphertext as bytes, decoded once: a route's credential is opened
+        for each of its requests."""
+        return base64.b64decode(self.nonce), base64.b64decode(self.ciphertext)
+
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
@@ -60,6 +67,7 @@ class Keyring:
                 raise KeyringError(f"key {key_id!r} must be 32 bytes (AES-256), not {len(key)}")
         self._keys = dict(keys)
         self.active = active
+        self._ciphers = {key_id: AESGCM(key) for key_id, key in self._keys.items()}
 
     @classmethod
     def parse(cls, document: str | bytes) -> Keyring:
@@ -112,15 +120,12 @@ class Keyring:
         return Sealed(key_id=self.active, nonce=_b64(nonce), ciphertext=_b64(ciphertext))
 
     def open(self, sealed: Sealed, context: str) -> bytes:
-        key = self._keys.get(sealed.key_id)
-        if key is None:
+        cipher = self._ciphers.get(sealed.key_id)
+        if cipher is None:
             raise KeyringError(f"no key {sealed.key_id!r} in the keyring")
         try:
-            return AESGCM(key).decrypt(
-                base64.b64decode(sealed.nonce),
-                base64.b64decode(sealed.ciphertext),
-                context.encode(),
-            )
+            nonce, ciphertext = sealed.raw
+            return cipher.decrypt(nonce, ciphertext, context.encode())
         except (InvalidTag, ValueError):
             raise KeyringError("a sealed value does not open with its key and context") from None
 

@@ -55,6 +55,7 @@ CONCURRENCY = 32
 DIRECT = "upstream (nginx), direct"
 NGINX = "nginx proxy_pass + a header (1 worker)"
 PASSTHROUGH = "bare Starlette + aiohttp pass-through"
+GATEHOUSE = "Gatehouse proxy (API key injected)"
 ROUTES = 10
 WRK_SECONDS = 8
 # The latency table: each target measured ROUNDS times for ROUND_SECONDS, in turn.
@@ -115,7 +116,8 @@ class Targets:
     upstream: str
     nginx_proxy: str
     passthrough: str
-    proxy: Endpoint
+    # Gatehouse's proxy as it ships (uvloop, one process), and as it runs otherwise.
+    proxies: dict[str, Endpoint]
 
 
 @contextmanager
@@ -128,7 +130,18 @@ def _targets(workdir: Path) -> Iterator[Targets]:
         )
         passthrough = local.start_reference_passthrough(f"{upstream}/")
         local.start_operator()
-        yield Targets(cluster, upstream, reference.url, passthrough.url, local.start_proxy())
+        proxies = {
+            GATEHOUSE: local.start_proxy(),
+            f"{GATEHOUSE}, asyncio's loop": local.start_proxy(event_loop="asyncio"),
+            f"{GATEHOUSE}, 2 workers": local.start_proxy(workers=2),
+        }
+        yield Targets(cluster, upstream, reference.url, passthrough.url, proxies)
+
+
+def idle_rss_mb(pid: int) -> float:
+    """Resident memory of a process and its children (a supervisor's workers)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return bench_scale.rss_mb(pid) + sum(bench_scale.rss_mb(int(child)) for child in children)
 
 
 def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[float], str]:
@@ -241,18 +254,26 @@ def main() -> int:
 def latency() -> None:
     """Apply-to-route, and a fetch's cost through each target beside the references."""
     with tempfile.TemporaryDirectory() as folder, _targets(Path(folder)) as targets:
-        routes, token = apply_to_route(targets.cluster, targets.upstream, targets.proxy.url)
+        proxy = targets.proxies[GATEHOUSE]
+        routes, token = apply_to_route(targets.cluster, targets.upstream, proxy.url)
         auth = {"Authorization": f"Bearer {token}"}
-        fetch = f"{targets.proxy.url}/v1/fetch/api/items"
+        with httpx.Client(timeout=5) as http:
+            for other in targets.proxies.values():
+                wait_for(partial(bench_scale.routed, http, other.url, token), timeout=30)
+        memory = {label: idle_rss_mb(each.server.pid) for label, each in targets.proxies.items()}
         rows = [
             (DIRECT, f"{targets.upstream}/items", {}),
             (NGINX, f"{targets.nginx_proxy}/items", {}),
             (PASSTHROUGH, f"{targets.passthrough}/items", {}),
-            ("Gatehouse proxy (API key injected)", fetch, auth),
+            *(
+                (label, f"{each.url}/v1/fetch/api/items", auth)
+                for label, each in targets.proxies.items()
+            ),
         ]
         results = measure_rounds(rows)
+        fetch = f"{proxy.url}/v1/fetch/api/items"
         where = bench_profile.profile(
-            targets.proxy.server.pid, partial(wrk, fetch, CONCURRENCY, auth), WRK_SECONDS, PROFILE
+            proxy.server.pid, partial(wrk, fetch, CONCURRENCY, auth), WRK_SECONDS, PROFILE
         )
 
     print(
@@ -260,6 +281,9 @@ def latency() -> None:
         f"p50 {statistics.median(routes) * 1000:.0f} ms, max {max(routes) * 1000:.0f} ms\n"
     )
     print(latency_table(results))
+    print("\nResident memory at idle, with the table (one route):\n")
+    print("| proxy | RSS |\n|---|---|")
+    print("\n".join(f"| {label} | {rss:.0f} MB |" for label, rss in memory.items()))
     print(
         f"\nWhere the proxy's CPU goes at {CONCURRENCY} connections (py-spy, see bench_profile):\n"
     )

@@ -40,11 +40,11 @@ from gatehouse_contract.routes import AppRoute, ConnectionRoute
 from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy import headers as header_policy
 from gatehouse_proxy import metrics
-from gatehouse_proxy.entrance import FETCH_PATH, FirstTurn, Routes, bearer_token, namespace_of
+from gatehouse_proxy.entrance import FETCH_PATH, FirstTurn, Routes, identified_app, namespace_of
 from gatehouse_proxy.errors import ProxyError, error_response
 from gatehouse_proxy.forwarder import Forwarder, RequestBody, Upstream, new_session, tls_context
 from gatehouse_proxy.google_tokens import GoogleTokenSource
-from gatehouse_proxy.incoming import AppRequest, AppWentAway, header
+from gatehouse_proxy.incoming import AppRequest, AppWentAway
 from gatehouse_proxy.injectors import Injection, Injector, token_cache_key
 from gatehouse_proxy.matcher import check_method, check_path, normalise
 from gatehouse_proxy.network_guard import NetworkPolicy
@@ -134,8 +134,7 @@ class Proxy:
 
     @staticmethod
     def _app(active: RoutingTable, request: AppRequest) -> AppRoute:
-        token = bearer_token(header(request.scope, b"authorization") or "")
-        app = None if token is None else active.app_for_token(token)
+        app = identified_app(request.scope, active)
         if app is None:
             raise ProxyError(
                 "unauthenticated", "send the app's credential as Authorization: Bearer"
@@ -208,7 +207,8 @@ class Proxy:
         try:
             # One redactor for the answer's headers and body.
             redact = Redactor(injection.secrets) if injection.secrets else None
-            return RelayedResponse(upstream, redact, on_cut=cut, on_end=place.release)
+            whole = upstream.whole_body()
+            return RelayedResponse(upstream, redact, whole, on_cut=cut, on_end=place.release)
         except BaseException:
             upstream.release()
             place.release()

@@ -15,6 +15,7 @@ from contextlib import AbstractAsyncContextManager
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gatehouse_contract.routes import AppRoute
 from gatehouse_proxy.incoming import header
 from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.tenancy import Turns
@@ -32,6 +33,22 @@ def bearer_token(authorization: str) -> str | None:
 
 def namespace_of(key: str) -> str:
     return key.partition("/")[0]
+
+
+# Where the app a request's token names is kept for the request, with the table it was found in.
+_IDENTIFIED = "gatehouse.identified"
+
+
+def identified_app(scope: Scope, table: RoutingTable) -> AppRoute | None:
+    """The app whose token the request carries in ``table``, looked up once per request (the
+    first turn needs it before the route does, and hashing the token is not free)."""
+    known = scope.get(_IDENTIFIED)
+    if known is not None and known[0] is table:
+        return known[1]  # type: ignore[no-any-return]
+    token = bearer_token(header(scope, b"authorization") or "")
+    app = None if token is None else table.app_for_token(token)
+    scope[_IDENTIFIED] = (table, app)
+    return app
 
 
 class FirstTurn:
@@ -60,8 +77,7 @@ class FirstTurn:
 
     def _tenant(self, scope: Scope) -> str:
         table = self.table()
-        token = bearer_token(header(scope, b"authorization") or "")
-        app = None if table is None or token is None else table.app_for_token(token)
+        app = None if table is None else identified_app(scope, table)
         return "" if app is None else namespace_of(app.key)
 
 

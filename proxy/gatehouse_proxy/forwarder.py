@@ -90,9 +90,23 @@ class Upstream:
     def headers(self) -> list[tuple[str, str]]:
         return list(self.response.headers.items())
 
-    def received_whole(self) -> bool:
-        """Whether the whole body is already in the buffer: reading it waits for nothing."""
-        return self.response.content.is_eof()
+    def whole_body(self) -> bytes | None:
+        """The whole body if it is already in the buffer (taken without waiting for anything;
+        the connection goes back to the pool), else None: it is to be streamed.
+
+        Raises :class:`ProxyError` if it is over ``max_bytes``: an error answer can still be
+        given, since nothing has been sent to the app yet.
+        """
+        content = self.response.content
+        if not content.is_eof() or content.exception() is not None:
+            return None
+        body = content.read_nowait()
+        self.release()
+        if len(body) > self.max_bytes:
+            raise ProxyError(
+                "response_too_large", f"the upstream response exceeds {self.max_bytes} bytes"
+            )
+        return body
 
     async def body(self) -> AsyncIterator[bytes]:
         """The body in chunks.

@@ -13,6 +13,7 @@ the upstream sees exactly the path that was checked.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -64,7 +65,7 @@ class UpstreamPath:
     segments: tuple[str, ...]
     trailing_slash: bool
 
-    @property
+    @functools.cached_property
     def encoded(self) -> str:
         path = "/" + "/".join(quote(segment, safe=_SAFE) for segment in self.segments)
         if self.trailing_slash and self.segments:
@@ -72,8 +73,22 @@ class UpstreamPath:
         return path
 
 
+# Apps fetch the same paths again and again: the canonical form of a short path is kept (bounded
+# in count and length; a refused path is never kept, so it is checked anew each time).
+_CACHED_PATH_BYTES = 256
+
+
 def normalise(raw: bytes) -> UpstreamPath:
     """The canonical form of a raw, percent-encoded path relative to the connection's origin."""
+    return _known_path(raw) if len(raw) <= _CACHED_PATH_BYTES else _normalise(raw)
+
+
+@functools.lru_cache(maxsize=2048)
+def _known_path(raw: bytes) -> UpstreamPath:
+    return _normalise(raw)
+
+
+def _normalise(raw: bytes) -> UpstreamPath:
     if _FORBIDDEN_RAW.search(raw):
         raise ProxyError(
             "invalid_path", "the path contains whitespace, control characters, # or \\"

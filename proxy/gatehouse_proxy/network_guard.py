@@ -61,11 +61,17 @@ class BlockedAddressError(OSError):
     """Every address of the host is in a denied range (the message names the host, not why)."""
 
 
+_MAX_VERDICTS = 65536
+
+
 class NetworkPolicy:
     """Public unicast addresses only, except the private networks the installation allows."""
 
     def __init__(self, allowed_private: Iterable[str] = ()) -> None:
         self.allowed_private = tuple(ipaddress.ip_network(cidr) for cidr in allowed_private)
+        # The verdict on each host an upstream URL names, made once (parsing an address is a
+        # few microseconds of every request otherwise).
+        self._verdicts: dict[str, bool] = {}
 
     def permits(self, address: IPAddress) -> bool:
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
@@ -76,11 +82,20 @@ class NetworkPolicy:
 
     def check_address(self, host: str) -> None:
         """For IP-literal hosts, which never reach the resolver."""
-        try:
-            address = ipaddress.ip_address(host.strip("[]"))
-        except ValueError:
-            return
-        if not self.permits(address):
+        permitted = self._verdicts.get(host)
+        if permitted is None:
+            try:
+                address = ipaddress.ip_address(host.strip("[]"))
+            except ValueError:
+                permitted = True  # a name: the resolver checks what it resolves to
+            else:
+                permitted = self.permits(address)
+            # Hosts come from the routing table's origins: as many as its connections. The bound
+            # is only against a table that changes its origins for ever.
+            if len(self._verdicts) >= _MAX_VERDICTS:
+                self._verdicts.clear()
+            self._verdicts[host] = permitted
+        if not permitted:
             raise BlockedAddressError(f"{host} is not an address the proxy may connect to")
 
 

@@ -39,11 +39,13 @@ class RelayedResponse:
         self,
         upstream: Upstream,
         redact: Redactor | None,
+        whole: bytes | None,
         on_cut: Callable[[ProxyError], None],
         on_end: Callable[[], None],
     ) -> None:
         self.upstream = upstream
         self.redact = redact
+        self.whole = whole
         self.on_cut = on_cut
         self.on_end = on_end
         self.status_code = upstream.status
@@ -54,8 +56,8 @@ class RelayedResponse:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            if self.upstream.received_whole():
-                await self._send_whole(scope["method"], send)
+            if self.whole is not None:
+                await self._send_whole(self.whole, scope["method"], send)
             else:
                 await self._stream(receive, send)
         except ProxyError as error:
@@ -65,8 +67,7 @@ class RelayedResponse:
             self.upstream.release()
             self.on_end()
 
-    async def _send_whole(self, method: str, send: Send) -> None:
-        body = b"".join([chunk async for chunk in self.upstream.body()])
+    async def _send_whole(self, body: bytes, method: str, send: Send) -> None:
         if self.redact is not None:
             body = self.redact(body)
         headers = self.headers
