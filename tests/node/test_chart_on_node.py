@@ -171,7 +171,8 @@ def test_helm_upgrade_rolls_the_proxies_with_no_failed_request(release: Release)
         ),
     )
     pods.wait_started(cluster, PROJECT, "under-upgrade")
-    # A setting the proxies read at start: the upgrade replaces every replica.
+    # Settings the proxies read at start: the upgrade replaces every replica, with Pods of two
+    # workers each (ready only when both hold the table, through the supervisor's /readyz).
     helm(
         cluster,
         "upgrade",
@@ -182,12 +183,24 @@ def test_helm_upgrade_rolls_the_proxies_with_no_failed_request(release: Release)
         "--reuse-values",
         "--set",
         "proxy.requestReadTimeoutSeconds=16",
+        "--set",
+        "proxy.workers=2",
+        "--set",
+        "proxy.resources.limits.memory=512Mi",
         "--wait",
         "--timeout=5m",
     )
     rollout(cluster, "proxy")
     after = set(proxy_pods(cluster))
     assert not before & after, "the upgrade did not replace the proxies"
+    for pod in after:
+        # The Pod's readiness, spoken for by its supervisor: both workers hold the table.
+        ready = json.loads(
+            cluster.kubectl(
+                "get", "--raw", f"/api/v1/namespaces/{SYSTEM}/pods/{pod}:9090/proxy/readyz"
+            ).stdout
+        )
+        assert [worker["ready"] for worker in ready["workers"]] == [True, True], ready
     result = pods.summary(cluster, PROJECT, "under-upgrade", timeout=150)
     failures = [
         line for line in pods.log_lines(cluster, PROJECT, "under-upgrade") if "failure" in line
