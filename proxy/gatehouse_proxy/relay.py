@@ -99,7 +99,8 @@ class RelayedResponse:
 
 
 async def _app_gone(receive: Receive) -> None:
-    """Returns when the app has hung up (the request's body was read whole before)."""
+    """Returns when the app has hung up. The request's body was read before the upstream call;
+    a bodiless request's one empty message, never asked for, is passed over here."""
     with contextlib.suppress(OSError):
         while (await receive())["type"] != "http.disconnect":
             pass

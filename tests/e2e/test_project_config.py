@@ -213,14 +213,15 @@ def test_bad_files_are_refused_with_their_lines_and_nothing_is_applied(
     lines = done.stderr.splitlines()
     assert any(
         line.endswith(
-            "custom_granularities.Fiscal Quarter.[key]: String should match pattern "
-            "'^[a-zA-Z0-9_]+$'"
+            "custom_granularities.Fiscal Quarter.[key]: 'Fiscal Quarter' does not match the "
+            "pattern '^[a-zA-Z0-9_]+$'"
         )
         and ":" in line.split("service.config.yml")[1]
         for line in lines
     ), done.stderr
     assert any(
-        "spotlight.default_visibility: Input should be 'show' or 'hide'" in line for line in lines
+        "spotlight.default_visibility: 'visible' is not one of 'show' or 'hide'" in line
+        for line in lines
     )
     assert get(cluster, namespace, "projectconfig/project") is None
     dry = service(cluster, "deploy", "--project-dir", str(EXAMPLE), "-n", namespace, "--dry-run")
@@ -273,6 +274,29 @@ def test_the_crd_names_bad_keys_and_the_operator_reports_the_rest(
         "spec.parameters.p: Value error, a parameter needs options, options_from_dimension "
         "or allow_custom_values: true" in refused.stderr
     )
+
+
+def test_sections_with_nothing_under_them_are_empty_with_kubectl_and_deploy(
+    cluster: Cluster, stack: Stack, namespace: str, tmp_path: Path
+) -> None:
+    empty = (
+        "spotlight:\n  # default_visibility: hide\nparameters:\ndefaults:\ncustom_granularities:\n"
+    )
+    (tmp_path / "dbt_project.yml").write_text("name: shop\n")
+    (tmp_path / "service.config.yml").write_text(empty)
+    deploy(cluster, tmp_path, namespace)
+    wait_condition(cluster, namespace, "projectconfig/project", "True", "Compiled")
+    document = {
+        "apiVersion": "gatehouse.dev/v1alpha1",
+        "kind": "ProjectConfig",
+        "metadata": {"name": "empty", "labels": {PREVIEW_LABEL: "true"}},
+        "spec": yaml.safe_load(empty),
+    }
+    # Server-side: kubectl's client-side apply deletes a key written with no value.
+    cluster.kubectl(
+        "apply", "--server-side", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(document)
+    )
+    wait_condition(cluster, namespace, "projectconfig/empty", "True", "Compiled")
 
 
 def test_unknown_keys_are_refused_whatever_field_validation_the_client_asks_for(

@@ -111,6 +111,26 @@ CASES: list[tuple[str, str, int, str]] = [
         "'hour' does not apply to a date dimension",
     ),
     (
+        "parts of a date from the reference's TimeFrames, in any case",
+        model_file(
+            "    columns:\n      - name: ordered_on\n        meta:\n          dimension:\n"
+            "            type: date\n"
+            "            time_intervals: [DAY, MONTH_NAME, day_of_week_index, QUARTER_NUM]\n"
+        ),
+        OK,
+        "",
+    ),
+    (
+        "the hour of the day on a date dimension",
+        model_file(
+            "    columns:\n      - name: ordered_on\n        meta:\n          dimension:\n"
+            "            type: date\n            time_intervals: [DAY, HOUR_OF_DAY_NUM]\n"
+        ),
+        OK,
+        "orders.yml:9: warning: model orders, dimension ordered_on: the sub-day time interval "
+        "'HOUR_OF_DAY_NUM' does not apply to a date dimension",
+    ),
+    (
         "groups nested four deep",
         model_file("    meta:\n      groups: [sales, sales-emea, marketing, nordics]\n"),
         INVALID,
@@ -303,6 +323,22 @@ def test_explain_substitutes_dates_as_dates(
     code, out, err = run(capsys, project, "explain", "orders")
     assert code == OK, err
     assert "  sql_filter: ${TABLE}.day >= CAST('2024-01-31' AS DATE)" in out.splitlines()
+
+
+def test_explain_shows_each_part_of_a_date_in_words(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    (project / "models" / "orders.yml").write_text(
+        model_file(
+            "    columns:\n      - name: ordered_on\n        meta:\n          dimension:\n"
+            "            type: date\n            time_intervals: [month_name, DAY_OF_WEEK_INDEX]\n"
+        )
+    )
+    code, out, err = run(capsys, project, "explain", "orders.ordered_on")
+    assert code == OK, err
+    lines = out.splitlines()
+    assert "    MONTH_NAME: Ordered on Month name" in lines, out
+    assert "    DAY_OF_WEEK_INDEX: Ordered on Day of week index" in lines, out
 
 
 @pytest.mark.parametrize(

@@ -83,6 +83,25 @@ def test_additional_time_intervals(
     assert all(w.path == f"defaults.additional_time_intervals.{kind}" for w in warnings)
 
 
+def test_the_references_whole_time_frames_list_is_standard_and_its_time_parts_are_sub_day() -> None:
+    parts = ["day_of_week_index", "Month_Name", "QUARTER_NAME", "week_num", "year_num"]
+    kept, warnings = time_intervals.checked_additional("date", parts, [])
+    assert kept == ["DAY_OF_WEEK_INDEX", "MONTH_NAME", "QUARTER_NAME", "WEEK_NUM", "YEAR_NUM"]
+    assert warnings == []
+    times = ["hour_of_day_num", "MINUTE_OF_HOUR_NUM"]
+    kept, warnings = time_intervals.checked_additional("date", times, [])
+    assert kept == []
+    assert [w.rule for w in warnings] == ["SubDayIntervalOnDate"] * 2
+    assert time_intervals.checked_additional("timestamp", times, [])[0] == [
+        "HOUR_OF_DAY_NUM",
+        "MINUTE_OF_HOUR_NUM",
+    ]
+    result, unknown = labels.checked_labels({"month_name": "Month", "day_of_week_name": "Weekday"})
+    assert result == {"MONTH_NAME": "Month", "DAY_OF_WEEK_NAME": "Weekday"}
+    assert unknown == []
+    assert labels.grain_label("DAY_OF_WEEK_INDEX", {}) == "Day of week index"
+
+
 def test_the_warnings_use_the_specs_wording() -> None:
     _, sub_day = time_intervals.checked_additional("date", ["HOUR"], [])
     assert sub_day[0].message == (

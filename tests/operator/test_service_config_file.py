@@ -75,7 +75,21 @@ YAML_AS_MEANT: list[tuple[str, str, int, str]] = [
         "a key on: is the key 'on'",
         "spotlight:\n  categories:\n    on:\n      label: On call\n      color: teal\n",
         INVALID,
-        ":5: spotlight.categories.on.color: Input should be",
+        ":5: spotlight.categories.on.color: 'teal' is not one of 'gray', 'violet', 'red', "
+        "'orange', 'green', 'blue', 'indigo', 'pink' or 'yellow'",
+    ),
+    (
+        "sections written with nothing under them are empty",
+        "spotlight:\n  # default_visibility: hide\nparameters:\ndefaults:\n"
+        "  granularity_labels:\ncustom_granularities:\n",
+        OK,
+        "valid (0 warning(s))",
+    ),
+    (
+        "a parameter name off its pattern is quoted",
+        "spotlight: {}\nparameters:\n  bad name:\n    label: B\n    allow_custom_values: true\n",
+        INVALID,
+        ":3: parameters.bad name.[key]: 'bad name' does not match the pattern '^[a-zA-Z0-9_-]+$'",
     ),
     (
         "a year is a table-group key",

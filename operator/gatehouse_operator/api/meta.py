@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from gatehouse_operator.project_config.schema import rule
+
 GROUP = "gatehouse.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -36,9 +38,10 @@ class Model(BaseModel):
 
 
 def first_problem(error: ValidationError) -> tuple[str, str]:
-    """The first problem pydantic found: the field's dotted path ("" for the whole), the rule."""
+    """The first problem pydantic found: the field's dotted path ("" for the whole), the rule
+    (worded as for service.config.yml: a value not in a list or off a pattern is quoted)."""
     first = error.errors(include_url=False)[0]
-    return ".".join(str(part) for part in first["loc"]), first["msg"]
+    return ".".join(str(part) for part in first["loc"]), rule(first)
 
 
 def spec_error(error: ValidationError) -> str:

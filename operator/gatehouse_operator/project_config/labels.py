@@ -35,9 +35,9 @@ def checked_labels(labels: Mapping[str, str]) -> tuple[dict[str, str], list[Comp
 
 
 def grain_label(grain: str, labels: Mapping[str, str]) -> str:
-    """How ``grain`` is shown: its replacement label, else its name in title case."""
+    """How ``grain`` is shown: its replacement label, else its name in words (``Month name``)."""
     upper = grain.upper()
-    return labels.get(upper) or upper.capitalize()
+    return labels.get(upper) or upper.replace("_", " ").capitalize()
 
 
 def dimension_label(dimension_label: str, grain: str, labels: Mapping[str, str]) -> str:

@@ -14,7 +14,7 @@ API server stores.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_origin
 
 from pydantic import (
     BaseModel,
@@ -24,6 +24,7 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 from gatehouse_operator.cel import cel, validations
@@ -48,10 +49,18 @@ TableGroupName = Annotated[str, Field(pattern=TABLE_GROUP_NAME)]
 
 
 def _keys_match(pattern: str, what: str) -> dict[str, Any]:
-    """A CEL rule for the CRD: every key of the map matches ``pattern``."""
-    return validations(
-        cel(f"self.all(k, k.matches('{pattern}'))", f"{what} names must match {pattern}")
-    )
+    """A CEL rule for the CRD: every key of the map matches ``pattern``; and the map may be
+    written with nothing under it (null, read as empty: see FileModel)."""
+    return {
+        **validations(
+            cel(f"self.all(k, k.matches('{pattern}'))", f"{what} names must match {pattern}")
+        ),
+        **NULLABLE,
+    }
+
+
+# In the CRD: a section or list that may be written with nothing under it (see FileModel).
+NULLABLE: dict[str, Any] = {"nullable": True}
 
 
 class StrictModel(BaseModel):
@@ -60,9 +69,40 @@ class StrictModel(BaseModel):
 
 
 class FileModel(StrictModel):
-    """A section of the file: in the CRD, an object that keeps unknown keys for the checks."""
+    """A section of the file: in the CRD, an object that keeps unknown keys for the checks.
+
+    A section or list written with nothing under it (``parameters:``, or ``spotlight:`` with every
+    line under it commented out) is empty, as its author means, not an error: YAML reads it as
+    null. Settings whose absence means something (``table_groups``, ``case_sensitive``...) default
+    to null and stay null.
+    """
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        return {
+            key: _empty(cls.model_fields[key])
+            if value is None and key in cls.model_fields
+            else value
+            for key, value in data.items()
+        }
+
+
+def _empty(field: FieldInfo) -> Any:
+    """What a field written with no value stands for: an empty section or list, else null."""
+    if field.default is None:
+        return None
+    annotation = field.annotation
+    origin = get_origin(annotation)
+    if origin is list:
+        return []
+    if origin is dict or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return {}
+    return None
 
 
 def oversize(spec: Any) -> str:
@@ -93,10 +133,20 @@ def spec_problems(spec: Any, most: int = 10) -> list[str]:
 
 
 def rule(error: ErrorDetails) -> str:
-    """The rule an error breaks, in words a file's author reads."""
-    if error["type"] == "extra_forbidden":
+    """The rule an error breaks, in words a file's author reads; for a value that is not one of
+    a list or breaks a pattern, with what was written, as a long CI log is read for it."""
+    kind, context = error["type"], error.get("ctx", {})
+    if kind == "extra_forbidden":
         return "unknown key (misspelt, or not a setting of this section)"
+    if kind == "literal_error":
+        return f"{_written(error['input'])} is not one of {context['expected']}"
+    if kind == "string_pattern_mismatch":
+        return f"{_written(error['input'])} does not match the pattern {context['pattern']!r}"
     return error["msg"]
+
+
+def _written(value: Any) -> str:
+    return shortened(repr(value), 64)
 
 
 def shortened(text: str, most: int) -> str:
@@ -110,7 +160,7 @@ class Category(FileModel):
 
 class Spotlight(FileModel):
     default_visibility: Literal["show", "hide"] = "show"
-    categories: dict[str, Category] = Field(default_factory=dict)
+    categories: dict[str, Category] = Field(default_factory=dict, json_schema_extra=NULLABLE)
 
 
 Scalar = str | int | float | bool
@@ -164,8 +214,8 @@ class Parameter(FileModel):
 
 
 class AdditionalTimeIntervals(FileModel):
-    date: list[str] = Field(default_factory=list)
-    timestamp: list[str] = Field(default_factory=list)
+    date: list[str] = Field(default_factory=list, json_schema_extra=NULLABLE)
+    timestamp: list[str] = Field(default_factory=list, json_schema_extra=NULLABLE)
 
 
 class Defaults(FileModel):
@@ -173,7 +223,7 @@ class Defaults(FileModel):
     column_totals: bool | None = None
     pre_aggregate_execution_fallback: bool | None = None
     additional_time_intervals: AdditionalTimeIntervals | None = None
-    granularity_labels: dict[str, str] = Field(default_factory=dict)
+    granularity_labels: dict[str, str] = Field(default_factory=dict, json_schema_extra=NULLABLE)
 
 
 class CustomGranularity(FileModel):
@@ -190,11 +240,13 @@ class TableGroup(FileModel):
 class ServiceConfig(FileModel):
     """The whole file. ``spotlight`` is required by the spec; everything else is optional."""
 
-    spotlight: Spotlight
+    # Nullable in the CRD, so that `spotlight:` with nothing under it reaches the checks (which
+    # read it as empty) instead of being dropped and then missed as required.
+    spotlight: Spotlight = Field(json_schema_extra=NULLABLE)
     parameters: dict[ParameterName, Parameter] = Field(
         default_factory=dict, json_schema_extra=_keys_match(PARAMETER_NAME, "parameter")
     )
-    defaults: Defaults = Field(default_factory=Defaults)
+    defaults: Defaults = Field(default_factory=Defaults, json_schema_extra=NULLABLE)
     custom_granularities: dict[CustomGranularityName, CustomGranularity] = Field(
         default_factory=dict,
         json_schema_extra=_keys_match(CUSTOM_GRANULARITY_NAME, "custom_granularities"),
@@ -203,5 +255,5 @@ class ServiceConfig(FileModel):
     # Nullable in the CRD: server-side apply of `table_groups: {}` (clear them) stores null.
     table_groups: dict[TableGroupName, TableGroup] | None = Field(
         default=None,
-        json_schema_extra={**_keys_match(TABLE_GROUP_NAME, "table_groups"), "nullable": True},
+        json_schema_extra=_keys_match(TABLE_GROUP_NAME, "table_groups"),
     )

@@ -1,7 +1,8 @@
 """Time intervals of date and timestamp dimensions.
 
 Built-ins first (date: DAY WEEK MONTH QUARTER YEAR; timestamp: RAW and the same), then the
-project's ``defaults.additional_time_intervals`` appended and de-duplicated. Standard grains are
+project's ``defaults.additional_time_intervals`` appended and de-duplicated. Standard grains (the
+reference's whole ``TimeFrames`` list, parts of a date such as ``MONTH_NAME`` included) are
 accepted in any case and kept upper-case; custom granularity keys are kept as written. A dimension
 that lists its own ``time_intervals`` uses exactly that list. The compile-time checks drop what
 cannot apply, each with the spec's warning.
@@ -15,20 +16,37 @@ from typing import Literal
 
 DimensionType = Literal["date", "timestamp"]
 
+# The reference's TimeFrames, in its order: the truncations, then the parts of a date or time
+# (numbers and names: DAY_OF_WEEK_INDEX 0 = Monday, MONTH_NAME September, QUARTER_NAME Q3).
 STANDARD_GRAINS = (
     "RAW",
-    "MILLISECOND",
-    "SECOND",
-    "MINUTE",
-    "HOUR",
-    "DAY",
-    "WEEK",
-    "MONTH",
-    "QUARTER",
     "YEAR",
+    "QUARTER",
+    "MONTH",
+    "WEEK",
+    "DAY",
+    "HOUR",
+    "MINUTE",
+    "SECOND",
+    "MILLISECOND",
+    "DAY_OF_WEEK_INDEX",
+    "DAY_OF_MONTH_NUM",
+    "DAY_OF_YEAR_NUM",
+    "WEEK_NUM",
+    "MONTH_NUM",
+    "QUARTER_NUM",
+    "YEAR_NUM",
+    "DAY_OF_WEEK_NAME",
+    "MONTH_NAME",
+    "QUARTER_NAME",
+    "HOUR_OF_DAY_NUM",
+    "MINUTE_OF_HOUR_NUM",
 )
 MAX_INTERVALS = 64  # a dimension's zoom options: what the status lists, and far past any use
-SUB_DAY_GRAINS = frozenset({"RAW", "MILLISECOND", "SECOND", "MINUTE", "HOUR"})
+# What a date has no value for: the time of day, at any grain or as a part.
+SUB_DAY_GRAINS = frozenset(
+    {"RAW", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "HOUR_OF_DAY_NUM", "MINUTE_OF_HOUR_NUM"}
+)
 BUILT_IN: dict[DimensionType, tuple[str, ...]] = {
     "date": ("DAY", "WEEK", "MONTH", "QUARTER", "YEAR"),
     "timestamp": ("RAW", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR"),
