@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from gatehouse_contract.connection_tests import (
     MAX_ANSWER_BODY_BYTES,
@@ -19,6 +20,8 @@ from gatehouse_contract.connection_tests import (
     Refused,
 )
 from gatehouse_contract.frames import ConnectionTestResult, Unreadable, read_replica_message
+from gatehouse_operator.api.meta import first_problem
+from gatehouse_operator.connections import models
 from gatehouse_operator.connections.testing import Finished, Waiting, ask, result
 from gatehouse_operator.table.channel import MAX_REPLICA_MESSAGE_BYTES, _Session
 from gatehouse_operator.table.replicas import Replica
@@ -113,3 +116,24 @@ def test_a_cut_answer_is_shown_as_cut() -> None:
     assert shown.response["sizeBytes"] == len(whole)
     assert shown.response["body"].startswith('{"items": [{"id": 0, "access_token": "[redacted]"}')
     assert shown.sample_body["truncated"] is True
+
+
+@pytest.mark.parametrize("model", [models.DraftTestRequest, models.ConnectionTestRequest])
+def test_a_get_with_a_body_is_refused_as_connection_test_admission_refuses_it(
+    model: type[models.DraftTestRequest] | type[models.ConnectionTestRequest],
+) -> None:
+    body = {"method": "GET", "path": "/v1/items", "body": {"q": 1}}
+    document = (
+        {"name": "vendor", "spec": {}, "request": body}
+        if model is models.DraftTestRequest
+        else body
+    )
+    with pytest.raises(ValidationError) as refused:
+        model.model_validate(document)
+    where, rule = first_problem(refused.value)
+    assert where.endswith("body")
+    assert rule == "Value error, a GET test cannot have a body"
+    posted = {**body, "method": "POST"}
+    model.model_validate(
+        {**document, "request": posted} if model is models.DraftTestRequest else posted
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from gatehouse_operator.api.connection import HttpMethod
 from gatehouse_operator.api.connection_test import SampleRequest
@@ -99,6 +99,15 @@ class TrialRequest(Model):
         description="Path and optional query, relative to the base URL.",
     )
     body: Any = Field(default=None, description="A JSON body, sent with methods other than GET.")
+
+    @field_validator("body")
+    @classmethod
+    def _no_body_with_get(cls, body: Any, info: ValidationInfo) -> Any:
+        # As ConnectionTest admission refuses it: a draft's test must not pass what a saved
+        # connection's test would not.
+        if body is not None and info.data.get("method", "GET") == "GET":
+            raise ValueError("a GET test cannot have a body")
+        return body
 
 
 class ConnectionTestRequest(TrialRequest):
