@@ -167,7 +167,8 @@ def test_a_passing_test_saved_as_sample_is_redacted_and_capped(
             "sample",
             "vendor",
             method="POST",
-            path="/echo/orders",
+            # What the tester typed is redacted as the answer is.
+            path="/echo/orders?token=typed-by-the-tester",
             body=payload,
             saveAsSample={"label": "An order"},
         ),
@@ -178,14 +179,21 @@ def test_a_passing_test_saved_as_sample_is_redacted_and_capped(
     stored = get(cluster, namespace, "connectionsample/sample")
     assert stored is not None
     text = json.dumps(stored)
-    for leak in (SECRET, "t-upstream-session", "zz-client-7", "zz-access-1"):
+    for leak in (
+        SECRET,
+        "t-upstream-session",
+        "zz-client-7",
+        "zz-access-1",
+        "typed-by-the-tester",
+    ):
         assert leak not in text, leak
+    assert "typed-by-the-tester" not in json.dumps(body["status"])
     # Owned by the connection, so deleted with it.
     (owner,) = stored["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"]) == ("ExternalConnection", "vendor")
     sample = stored["spec"]
     assert (sample["connection"], sample["label"]) == ("vendor", "An order")
-    assert sample["request"] == {"method": "POST", "path": "/echo/orders"}
+    assert sample["request"] == {"method": "POST", "path": "/echo/orders?token=[redacted]"}
     echoed = sample["body"]["json"]
     assert echoed["token"] == "[redacted]"
     assert echoed["note"] == "the key is [redacted]"

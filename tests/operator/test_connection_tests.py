@@ -137,3 +137,13 @@ def test_a_get_with_a_body_is_refused_as_connection_test_admission_refuses_it(
     model.model_validate(
         {**document, "request": posted} if model is models.DraftTestRequest else posted
     )
+
+
+def test_what_the_tester_typed_is_redacted_in_the_result() -> None:
+    answer = ConnectionTestAnswer(
+        status_code=200, content_type="application/json", body="{}", size_bytes=2, truncated=False
+    )
+    path = "/v1/items?token=abc123&page=2&key=sk-live-9"
+    shown = asyncio.run(result(answer, "GET", path, ["sk-live-9"]))
+    message = shown.verdict.message
+    assert message == "GET /v1/items?token=[redacted]&page=2&key=[redacted] answered 200"

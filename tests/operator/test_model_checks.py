@@ -162,6 +162,40 @@ CASES: list[tuple[str, str, int, str]] = [
         "spotlight.categories (did you mean 'growth'?)",
     ),
     (
+        "a model's visibility that is neither show nor hide",
+        model_file("    meta:\n      spotlight:\n        visibility: maybe\n"),
+        INVALID,
+        "orders.yml:6: model orders: spotlight.visibility: 'maybe' is not one of 'show' or 'hide'",
+    ),
+    (
+        "a metric's spotlight with a key it cannot set",
+        model_file(
+            "    columns:\n      - name: amount\n        meta:\n"
+            "          metrics:\n            total:\n              type: sum\n"
+            "              spotlight: {visibility: hide, colour: red}\n"
+        ),
+        INVALID,
+        "orders.yml:10: model orders, metric total: spotlight.colour: unknown key (a model or "
+        "metric sets only visibility and categories)",
+    ),
+    (
+        "a model's own parameter of a type the file's schema lacks",
+        model_file(
+            "    meta:\n      parameters:\n        region:\n          label: Region\n"
+            "          type: text\n          options: [EU, US]\n"
+        ),
+        INVALID,
+        "orders.yml:8: model orders: parameters.region.type: 'text' is not one of 'string', "
+        "'number' or 'date'",
+    ),
+    (
+        "a model's own parameter with no values",
+        model_file("    meta:\n      parameters:\n        region:\n          label: Region\n"),
+        INVALID,
+        "model orders: parameters.region: Value error, a parameter needs options, "
+        "options_from_dimension or allow_custom_values: true",
+    ),
+    (
         "case_sensitive: yes on a model",
         model_file("    meta:\n      case_sensitive: yes\n"),
         INVALID,

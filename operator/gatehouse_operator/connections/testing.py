@@ -107,7 +107,8 @@ async def result(
 def _result(answer: ConnectionTestAnswer, method: str, path: str, secrets: list[str]) -> Result:
     shown = samples.views(answer.body, answer.content_type, secrets, cut=answer.truncated)
     passed = 200 <= answer.status_code < 300
-    summary = f"{method} {path} answered {answer.status_code}"
+    # What the tester typed (?token=...) is redacted as the answer is.
+    summary = f"{method} {samples.Redaction(secrets).text(path)} answered {answer.status_code}"
     verdict = (
         Verdict(ConditionType.PASSED, "True", Reason.PASSED, summary)
         if passed

@@ -19,7 +19,6 @@ from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_contract.connection_tests import ConnectionTestAnswer, ConnectionTestRequest
-from gatehouse_contract.redaction import scrub
 from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_operator import samples
 from gatehouse_operator.api.conditions import ConditionType, Reason
@@ -130,7 +129,9 @@ async def _save_sample(
             connection=spec.connection,
             label=label,
             saved_at=now(),
-            request=SampledRequest(method=spec.method, path=scrub(spec.path, secrets)),
+            request=SampledRequest(
+                method=spec.method, path=samples.Redaction(secrets).text(spec.path)
+            ),
             status_code=response.get("statusCode", 0),
             content_type=response.get("contentType", ""),
             body=sample_body,

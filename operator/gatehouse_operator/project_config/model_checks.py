@@ -8,7 +8,9 @@ Errors (``validate`` exits 1, ``deploy`` and ``preview`` apply nothing):
 - a dimension's ``time_intervals`` entry that is neither a standard grain nor a custom
   granularity of the file (so removing a granularity a model still uses is refused);
 - ``meta.groups`` nested deeper than three levels;
-- a Metrics Catalog category used by a model or metric that ``spotlight.categories`` lacks;
+- a model's or metric's ``spotlight`` override that is not ``visibility`` (show or hide) and
+  ``categories``, or a category in it that ``spotlight.categories`` lacks;
+- a model's own parameter definition that breaks the file's parameter schema;
 - a table or dimension ``case_sensitive`` that is not a boolean;
 - ``options_from_dimension`` naming a dimension its (described) model does not have.
 
@@ -24,15 +26,24 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from gatehouse_operator.project_config import parameters, table_groups, time_intervals
 from gatehouse_operator.project_config.dbt_project import DbtProject, Dimension, Model, Place
-from gatehouse_operator.project_config.schema import ServiceConfig
+from gatehouse_operator.project_config.schema import (
+    PARAMETER_NAME,
+    Parameter,
+    ServiceConfig,
+    rule,
+)
 from gatehouse_operator.project_config.yaml_source import Document
 
 # What was meant as a parameter reference: any ${...} that starts with service. or sv.
 _LOOKS_LIKE_A_REFERENCE = re.compile(r"\$\{\s*(?:service|sv)\.[^}]*\}", re.IGNORECASE)
 # What the reference also accepts instead of a list: no time intervals, or the defaults.
 INTERVAL_WORDS = ("OFF", "default")
+SPOTLIGHT_OVERRIDES = ("visibility", "categories")
+VISIBILITIES = ("show", "hide")
 
 
 @dataclass
@@ -47,7 +58,8 @@ def check(config: ServiceConfig, config_file: Document, project: DbtProject) -> 
     for model in project.models.values():
         _parameter_references(config, model, found)
         _groups(config, model, found)
-        _categories(config, model, found)
+        _spotlight(config, model, found)
+        _parameter_definitions(model, found)
         _case_sensitive(model.meta, model.place, f"model {model.name}", found)
         for dimension in model.dimensions:
             subject = f"model {model.name}, dimension {dimension.name}"
@@ -120,20 +132,46 @@ def _groups(config: ServiceConfig, model: Model, found: Findings) -> None:
             )
 
 
-def _category_lists(model: Model) -> Iterator[tuple[str, Any, Place]]:
-    spotlight = model.meta.get("spotlight")
-    if isinstance(spotlight, dict) and "categories" in spotlight:
-        yield f"model {model.name}", spotlight["categories"], model.place
+def _spotlights(model: Model) -> Iterator[tuple[str, Any, Place]]:
+    """Each ``meta.spotlight`` override of the model and its metrics, with whose it is."""
+    if "spotlight" in model.meta:
+        yield f"model {model.name}", model.meta["spotlight"], model.place
     for metric in model.all_metrics():
-        spotlight = metric.meta.get("spotlight")
-        if isinstance(spotlight, dict) and "categories" in spotlight:
-            yield f"model {model.name}, metric {metric.name}", spotlight["categories"], metric.place
+        if "spotlight" in metric.meta:
+            yield (
+                f"model {model.name}, metric {metric.name}",
+                metric.meta["spotlight"],
+                metric.place,
+            )
 
 
-def _categories(config: ServiceConfig, model: Model, found: Findings) -> None:
+def _spotlight(config: ServiceConfig, model: Model, found: Findings) -> None:
+    """A model's or metric's Metrics Catalog override: its visibility and its categories."""
     defined = config.spotlight.categories
-    for subject, categories, place in _category_lists(model):
+    for subject, spotlight, place in _spotlights(model):
+        if not isinstance(spotlight, dict):
+            found.errors.append(
+                f"{place.at('spotlight')}: {subject}: spotlight must be a mapping of visibility "
+                f"and categories, not {spotlight!r}"
+            )
+            continue
+        for key in spotlight:
+            if key not in SPOTLIGHT_OVERRIDES:
+                found.errors.append(
+                    f"{place.at('spotlight', key)}: {subject}: spotlight.{key}: unknown key "
+                    f"(a model or metric sets only visibility and categories)"
+                    f"{did_you_mean(str(key), SPOTLIGHT_OVERRIDES)}"
+                )
+        visibility = spotlight.get("visibility", "show")
+        if visibility not in VISIBILITIES:
+            found.errors.append(
+                f"{place.at('spotlight', 'visibility')}: {subject}: spotlight.visibility: "
+                f"{visibility!r} is not one of 'show' or 'hide'"
+            )
+        if "categories" not in spotlight:
+            continue
         where = place.at("spotlight", "categories")
+        categories = spotlight["categories"]
         if not isinstance(categories, list):
             found.errors.append(f"{where}: {subject}: spotlight.categories must be a list")
             continue
@@ -143,6 +181,25 @@ def _categories(config: ServiceConfig, model: Model, found: Findings) -> None:
                     f"{where}: {subject}: the category {category!r} is not defined in "
                     f"spotlight.categories{did_you_mean(str(category), defined)}"
                 )
+
+
+def _parameter_definitions(model: Model, found: Findings) -> None:
+    """A model's own parameters, held to the same schema as the file's."""
+    for name, definition in model_parameters(model).items():
+        subject = f"model {model.name}: parameters.{name}"
+        if not re.fullmatch(PARAMETER_NAME, str(name)):
+            found.errors.append(
+                f"{model.place.at('parameters', str(name))}: {subject}: {str(name)!r} does not "
+                f"match the pattern {PARAMETER_NAME!r}"
+            )
+        try:
+            Parameter.model_validate(definition)
+        except ValidationError as error:
+            for item in error.errors(include_url=False):
+                keys = [str(part) for part in item["loc"]]
+                where = model.place.at("parameters", str(name), *keys)
+                path = "".join(f".{key}" for key in keys)
+                found.errors.append(f"{where}: {subject}{path}: {rule(item)}")
 
 
 def _case_sensitive(meta: Any, place: Place, subject: str, found: Findings) -> None:
