@@ -359,6 +359,30 @@ def test_explain_substitutes_dates_as_dates(
     assert "  sql_filter: ${TABLE}.day >= CAST('2024-01-31' AS DATE)" in out.splitlines()
 
 
+def test_a_custom_granularity_inherits_the_dimensions_attributes_and_explain_shows_them(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    (project / "models" / "orders.yml").write_text(
+        model_file(
+            "    columns:\n      - name: ordered_at\n        meta:\n          dimension:\n"
+            "            type: timestamp\n            time_intervals: [DAY, fiscal_quarter]\n"
+            "            required_attributes: {team: finance}\n"
+            "            any_attributes: {region: [emea, apac]}\n"
+        )
+    )
+    code, out, err = run(capsys, project, "explain", "orders.ordered_at")
+    assert code == OK, err
+    lines = out.splitlines()
+    at = lines.index(
+        "    fiscal_quarter: Fiscal quarter -> ordered_at_fiscal_quarter (date): "
+        "DATE_TRUNC('quarter', DATEADD('month', 1, ${TABLE}.ordered_at))"
+    )
+    assert lines[at + 1 : at + 3] == [
+        '      requiredAttributes (inherited from ordered_at): {"team": "finance"}',
+        '      anyAttributes (inherited from ordered_at): {"region": ["emea", "apac"]}',
+    ]
+
+
 def test_explain_shows_each_part_of_a_date_in_words(
     capsys: pytest.CaptureFixture[str], project: Path
 ) -> None:

@@ -15,6 +15,17 @@ from gatehouse_operator.project_config.schema import CustomGranularity
 
 COLUMN = "${COLUMN}"
 INHERITED = ("requiredAttributes", "anyAttributes")
+# How a dbt model's YAML writes them, under a column's meta.dimension.
+WRITTEN_AS = {"required_attributes": "requiredAttributes", "any_attributes": "anyAttributes"}
+
+
+def parent(name: str, sql: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """A dimension as sub_dimension reads it, from its name, SQL and ``meta.dimension``."""
+    found: dict[str, Any] = {"name": name, "sql": sql}
+    for written, attribute in WRITTEN_AS.items():
+        if written in meta:
+            found[attribute] = meta[written]
+    return found
 
 
 def sub_dimension(

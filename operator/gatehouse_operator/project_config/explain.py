@@ -9,6 +9,7 @@ with the parameters' defaults substituted, typed and quoted as a query would get
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -111,13 +112,18 @@ def _dimension(config: ServiceConfig, model: Model, dimension: Dimension) -> lis
             shown = labels.dimension_label(label, name, compiled.granularity_labels)
             lines.append(f"    {name}: {shown}")
             continue
-        derived = custom_granularities.sub_dimension(
-            {"name": dimension.name, "sql": dimension.sql}, name, granularity
-        )
+        base = custom_granularities.parent(dimension.name, dimension.sql, dimension.meta)
+        derived = custom_granularities.sub_dimension(base, name, granularity)
         sql = _substituted(config, model, str(derived["sql"]))
         lines.append(
             f"    {name}: {derived['label']} -> {derived['name']} ({derived['type']}): {sql}"
         )
+        lines += [
+            f"      {attribute} (inherited from {dimension.name}): "
+            f"{json.dumps(derived[attribute], sort_keys=True)}"
+            for attribute in custom_granularities.INHERITED
+            if attribute in derived
+        ]
     return lines
 
 
