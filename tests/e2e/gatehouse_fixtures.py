@@ -90,6 +90,8 @@ ROLES = {
     "admin": "gatehouse-admin",
     "builder": "gatehouse-builder",
     "viewer": "gatehouse-interactive-viewer",
+    # The reference's plain Viewer: sees apps, not the connections list.
+    "plain-viewer": "gatehouse-viewer",
     "nobody": None,
 }
 

@@ -108,7 +108,7 @@ def test_the_linkable_list_follows_the_callers_role(
 ) -> None:
     url = f"{stack.local.api_url}/api/v1/namespaces/{namespace}/connections"
     seen = {}
-    for who in ("admin", "builder", "viewer"):
+    for who in ("admin", "builder", "viewer", "plain-viewer"):
         reply = httpx.get(url, headers=project[who].headers(), timeout=10)
         assert reply.status_code == 200, reply.text
         seen[who] = sorted(item["name"] for item in reply.json()["items"])
@@ -116,7 +116,13 @@ def test_the_linkable_list_follows_the_callers_role(
             assert "secretRef" not in item
             assert "auth" not in item
             assert set(item) >= {"hasSecret", "origin", "allowedMethods", "linkPolicy"}
-    assert seen == {"admin": ["locked", "open"], "builder": ["open"], "viewer": ["open"]}
+    assert seen == {
+        "admin": ["locked", "open"],
+        "builder": ["open"],
+        "viewer": ["open"],
+        # The reference's Viewer sees no connection; its Interactive Viewer the Builders ones.
+        "plain-viewer": [],
+    }
     locked = next(
         i
         for i in httpx.get(url, headers=project["admin"].headers()).json()["items"]
@@ -197,10 +203,11 @@ def test_builders_cannot_link_a_connection_before_it_exists(
 def test_viewers_and_strangers_cannot_build_apps(
     cluster: Cluster, namespace: str, project: dict[str, Member]
 ) -> None:
-    for who in ("viewer", "nobody"):
+    for who in ("viewer", "plain-viewer", "nobody"):
         done = _apply_as(cluster, project[who], namespace, data_app(f"app-{who}", {"web": "open"}))
         assert _forbidden(done), who
-    assert _as(cluster, project["viewer"], namespace, "get", "dataapps").returncode == 0
+    for who in ("viewer", "plain-viewer"):
+        assert _as(cluster, project[who], namespace, "get", "dataapps").returncode == 0, who
 
 
 def test_only_admins_test_connections(

@@ -329,6 +329,12 @@ def test_chart_ships_the_generated_user_roles(cluster: Cluster) -> None:
     by_name = {doc["metadata"]["name"]: doc for doc in shipped}
     for role in roles.roles():
         assert by_name[role["metadata"]["name"]] == role
+    # Kubernetes' edit can read every Secret: a builder may be kept out of it.
+    apart = _render(cluster, "--set", "userRoles.aggregateBuilderToEdit=false")
+    builder = _named(apart, "ClusterRole", roles.BUILDER_ROLE)
+    assert builder["metadata"]["labels"] == {"app.kubernetes.io/part-of": "gatehouse"}
+    assert builder["rules"] == by_name[roles.BUILDER_ROLE]["rules"]
+    assert _named(apart, "ClusterRole", roles.ADMIN_ROLE) == by_name[roles.ADMIN_ROLE]
 
 
 def test_the_proxy_reads_every_setting_the_chart_gives_it(

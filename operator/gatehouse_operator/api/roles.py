@@ -5,8 +5,11 @@
   (it aggregates into the built-in ``admin`` role);
 - ``gatehouse-builder`` manages DataApps and ChartTypes and may ``link`` connections whose
   linkPolicy is Builders (aggregates into ``edit``);
-- ``gatehouse-interactive-viewer`` may view apps and list, through the service API, the
-  connections it could link (aggregates into ``view``).
+- ``gatehouse-interactive-viewer`` (the reference's Interactive Viewer) may view apps and list,
+  through the service API, the connections set to Builders; it is bound explicitly, never
+  aggregated, so Kubernetes' ``view`` does not grant it;
+- ``gatehouse-viewer`` (the reference's Viewer) views apps and the project file, and no
+  connection (aggregates into ``view``).
 
 ``link`` is a custom verb: RBAC grants it like any other, and Gatehouse asks for it with a
 SubjectAccessReview. Aggregation into admin/edit/view is done by kube-controller-manager.
@@ -32,7 +35,8 @@ READ = ["get", "list", "watch"]
 WRITE = ["create", "update", "patch", "delete", "deletecollection"]
 ADMIN_ROLE = "gatehouse-admin"
 BUILDER_ROLE = "gatehouse-builder"
-VIEWER_ROLE = "gatehouse-interactive-viewer"
+INTERACTIVE_VIEWER_ROLE = "gatehouse-interactive-viewer"
+VIEWER_ROLE = "gatehouse-viewer"
 APPS = [DATA_APP.plural, CHART_TYPE.plural]
 
 
@@ -41,17 +45,17 @@ def _rule(resources: list[str], verbs: list[str]) -> dict[str, Any]:
 
 
 def _role(
-    name: str, aggregate_to: str, description: str, rules: list[dict[str, Any]]
+    name: str, aggregate_to: str | None, description: str, rules: list[dict[str, Any]]
 ) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/part-of": "gatehouse"}
+    if aggregate_to is not None:
+        labels[f"rbac.authorization.k8s.io/aggregate-to-{aggregate_to}"] = "true"
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {
             "name": name,
-            "labels": {
-                "app.kubernetes.io/part-of": "gatehouse",
-                f"rbac.authorization.k8s.io/aggregate-to-{aggregate_to}": "true",
-            },
+            "labels": labels,
             "annotations": {"gatehouse.dev/description": description},
         },
         "rules": rules,
@@ -93,14 +97,21 @@ def roles() -> list[dict[str, Any]]:
             ],
         ),
         _role(
-            VIEWER_ROLE,
-            "view",
-            "Views apps; lists (through the service API) the connections it could link.",
+            INTERACTIVE_VIEWER_ROLE,
+            None,
+            "Views apps; lists (through the service API) the connections set to Builders. "
+            "Bound explicitly: Kubernetes' view role does not include it.",
             [
                 _rule(APPS, READ),
                 _rule([EXTERNAL_CONNECTION.plural], [LINK_VERB]),
                 _rule([PROJECT_CONFIG.plural], READ),
             ],
+        ),
+        _role(
+            VIEWER_ROLE,
+            "view",
+            "Views apps and the project file; sees no connection.",
+            [_rule(APPS, READ), _rule([PROJECT_CONFIG.plural], READ)],
         ),
     ]
 
