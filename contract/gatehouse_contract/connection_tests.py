@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_contract.wire import Wire
@@ -22,6 +22,7 @@ CONNECTION_TEST_CALLER = "gatehouse/connection-test"
 # maxResponseBytes (up to 25 MiB) lets through.
 MAX_ANSWER_BODY_BYTES = 64 * 1024
 MAX_CONTENT_TYPE_CHARS = 256
+MAX_LOCATION_CHARS = 2048
 
 
 class ConnectionTestRequest(Wire):
@@ -48,12 +49,31 @@ class ConnectionTestRequest(Wire):
 
 
 class ConnectionTestAnswer(Wire):
+    """What the upstream answered, as a test shows it: also what an app's fetch would be refused
+    (a redirect, never followed; a body over the connection's maxResponseBytes, read up to it)."""
+
     status_code: int
     content_type: str = Field(max_length=MAX_CONTENT_TYPE_CHARS)
     # Its first MAX_ANSWER_BODY_BYTES, scrubbed, decoded as UTF-8 (invalid bytes replaced).
     body: str = Field(max_length=MAX_ANSWER_BODY_BYTES)
-    size_bytes: int = Field(description="The whole body's size.")
+    size_bytes: int = Field(description="The whole body's size (what was read of it, if over).")
     truncated: bool = Field(default=False, description="Whether the body is a prefix.")
+    # Sent only when set, so that a replica and an operator of adjacent releases still read each
+    # other's answers to every test but those.
+    location: str = Field(
+        default="", max_length=MAX_LOCATION_CHARS, description="A redirect's Location, scrubbed."
+    )
+    over_limit: bool = Field(
+        default=False, description="The body exceeds maxResponseBytes; reading stopped there."
+    )
+
+    @model_serializer(mode="wrap")
+    def _only_what_is_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name, value in (("location", ""), ("overLimit", False)):  # by alias, as Wire sends
+            if data.get(name, value) == value:
+                data.pop(name, None)
+        return data
 
 
 class Problem(Wire):

@@ -26,6 +26,7 @@ from gatehouse_contract.connection_tests import (
     CONNECTION_TEST_CALLER,
     MAX_ANSWER_BODY_BYTES,
     MAX_CONTENT_TYPE_CHARS,
+    MAX_LOCATION_CHARS,
     Answered,
     ConnectionTestAnswer,
     ConnectionTestOutcome,
@@ -230,7 +231,8 @@ class Proxy:
 
         The body is read after the cheaper checks, only up to the connection's limit and within
         the namespace's byte budget. The returned place under the tenant's caps is the caller's
-        to release once the answer has been relayed.
+        to release once the answer has been relayed. ``readable`` (a connection test): the
+        answer uncompressed, and as it is (see Forwarder.send's ``as_answered``).
         """
         namespace = namespace_of(connection.key)
         check_method(method, connection.allowed_methods)
@@ -269,6 +271,7 @@ class Proxy:
                     body=RequestBody(pieces, partial(self.turns.take, namespace)),
                     timeout_seconds=connection.limits.timeout_seconds,
                     max_response_bytes=connection.limits.max_response_bytes,
+                    as_answered=readable,
                 )
             except ProxyError:
                 await self.turns.take(namespace)
@@ -341,22 +344,33 @@ class Proxy:
             readable=True,
         )
         namespace = namespace_of(connection.key)
+        redact = Redactor(injection.secrets)
         try:
+            # Read up to the connection's maxResponseBytes, no further: the test shows what an
+            # app's fetch of it would be refused.
             prefix = await scrubbed_prefix(
-                upstream.body(),
-                Redactor(injection.secrets),
+                upstream.body(stop_at_limit=True),
+                redact,
                 MAX_ANSWER_BODY_BYTES,
                 partial(self.turns.take, namespace),
             )
         finally:
+            upstream.release()
             place.release()
+        answered = upstream.response.headers
+        # A redirect's target, shown and never followed: it may echo the injected credential.
+        redirect = 300 <= upstream.status < 400 and upstream.status != 304
+        location = redact.text(answered.get("location", "")) if redirect else ""
         return ConnectionTestAnswer(
             status_code=upstream.status,
-            content_type=upstream.response.headers.get("content-type", "")[:MAX_CONTENT_TYPE_CHARS],
+            content_type=answered.get("content-type", "")[:MAX_CONTENT_TYPE_CHARS],
             # A cut inside a character leaves one replacement character, not an error.
             body=prefix.data.decode("utf-8", errors="replace"),
-            size_bytes=prefix.size,
-            truncated=not prefix.whole,
+            # Over the limit, what it says of itself, when it says.
+            size_bytes=max(prefix.size, upstream.response.content_length or 0),
+            truncated=not prefix.whole or upstream.over_limit,
+            location=location[:MAX_LOCATION_CHARS],
+            over_limit=upstream.over_limit,
         )
 
 

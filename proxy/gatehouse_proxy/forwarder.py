@@ -82,6 +82,8 @@ NO_BODY = RequestBody()
 class Upstream:
     response: aiohttp.ClientResponse
     max_bytes: int
+    # Set when body(stop_at_limit=True) stopped at max_bytes with more to come.
+    over_limit: bool = False
 
     @property
     def status(self) -> int:
@@ -108,21 +110,26 @@ class Upstream:
             )
         return body
 
-    async def body(self) -> AsyncIterator[bytes]:
+    async def body(self, *, stop_at_limit: bool = False) -> AsyncIterator[bytes]:
         """The body in chunks.
 
         Raises :class:`ProxyError` past ``max_bytes`` (a body of unknown length; a declared one
-        was refused before) and when the upstream breaks off or runs out of time half-way.
+        was refused before), or with ``stop_at_limit`` ends there and sets ``over_limit``; and
+        raises when the upstream breaks off or runs out of time half-way.
         """
         received = 0
         try:
             async for chunk in self.response.content.iter_chunked(_CHUNK):
                 received += len(chunk)
                 if received > self.max_bytes:
-                    raise ProxyError(
-                        "response_too_large",
-                        f"the upstream response exceeds {self.max_bytes} bytes",
-                    )
+                    if not stop_at_limit:
+                        raise ProxyError(
+                            "response_too_large",
+                            f"the upstream response exceeds {self.max_bytes} bytes",
+                        )
+                    self.over_limit = True
+                    yield chunk[: len(chunk) - (received - self.max_bytes)]
+                    return
                 yield chunk
         except TimeoutError:
             raise ProxyError(
@@ -153,7 +160,11 @@ class Forwarder:
         timeout_seconds: float,
         max_response_bytes: int,
         body: RequestBody = NO_BODY,
+        as_answered: bool = False,
     ) -> Upstream:
+        """The upstream's answer. Redirects and bodies declared over ``max_response_bytes`` are
+        refused, unless ``as_answered`` (a connection test, which shows what an app's fetch would
+        be refused): then the answer is returned as it is, the redirect never followed."""
         target = URL(url, encoded=True)
         size = body.size
         if size:
@@ -188,6 +199,8 @@ class Forwarder:
         except (aiohttp.ClientError, OSError):
             raise ProxyError("upstream_failed", "the upstream request failed") from None
 
+        if as_answered:
+            return Upstream(response, max_response_bytes)
         if 300 <= response.status < 400 and response.status != 304:
             response.close()
             raise ProxyError(

@@ -142,6 +142,25 @@ def test_a_draft_is_held_to_the_rules_of_a_saved_connection(
         {**base, "spec": draft_spec(stack, AUTHS["bearer"]), "request": {"path": "/redirect"}},
     ).json()
     assert (redirected["passed"], redirected["reason"]) == (False, "UpstreamRedirect")
+    # What the API answered is shown, the redirect never followed (the reference shows it too).
+    assert redirected["response"]["statusCode"] == 302
+    assert redirected["response"]["location"] == "http://127.0.0.1:9/elsewhere"
+    assert "a redirect to http://127.0.0.1:9/elsewhere" in redirected["message"]
+    large = try_draft(
+        stack,
+        namespace,
+        admin,
+        {
+            **base,
+            "spec": draft_spec(stack, AUTHS["bearer"]),
+            "request": {"path": "/big?bytes=2000000"},
+        },
+    ).json()
+    assert (large["passed"], large["reason"]) == (False, "ResponseTooLarge")
+    assert large["response"]["statusCode"] == 200
+    assert large["response"]["truncated"] is True
+    assert large["response"]["sizeBytes"] == 2_000_000
+    assert large["response"]["body"].startswith("xxxx")
 
     # The API server's rules, as the caller: the schema's CEL rule names the field.
     bad = {**base, "spec": {**pinned, "baseURL": "https://user:pw@example.com"}}

@@ -147,3 +147,48 @@ def test_what_the_tester_typed_is_redacted_in_the_result() -> None:
     shown = asyncio.run(result(answer, "GET", path, ["sk-live-9"]))
     message = shown.verdict.message
     assert message == "GET /v1/items?token=[redacted]&page=2&key=[redacted] answered 200"
+
+
+def test_a_redirect_and_an_answer_over_the_limit_are_shown_and_fail_as_an_apps_fetch_would() -> (
+    None
+):
+    redirect = ConnectionTestAnswer(
+        status_code=302,
+        content_type="text/html",
+        body="<a href=/x?api_key=k-1>moved</a>",
+        size_bytes=34,
+        location="https://elsewhere.example/login?api_key=k-1&next=/",
+    )
+    shown = asyncio.run(result(redirect, "GET", "/v1", ["k-1"]))
+    assert (shown.passed, shown.verdict.reason) == (False, "UpstreamRedirect")
+    assert shown.response["statusCode"] == 302
+    assert shown.response["location"] == "https://elsewhere.example/login?api_key=[redacted]&next=/"
+    assert "a redirect to https://elsewhere.example/login?api_key=[redacted]" in (
+        shown.verdict.message
+    )
+    assert shown.sample_body is None
+    large = ConnectionTestAnswer(
+        status_code=200,
+        content_type="application/json",
+        body='{"items": [1, 2, 3',
+        size_bytes=30_000_000,
+        truncated=True,
+        over_limit=True,
+    )
+    shown = asyncio.run(result(large, "GET", "/v1", []))
+    assert (shown.passed, shown.verdict.reason) == (False, "ResponseTooLarge")
+    assert shown.response["truncated"] is True
+    assert shown.response["sizeBytes"] == 30_000_000
+    assert "location" not in shown.response
+
+
+def test_a_redirect_or_an_answer_over_the_limit_is_sent_only_when_there_is_one() -> None:
+    plain = ConnectionTestAnswer(status_code=200, content_type="", body="", size_bytes=0)
+    # An operator of the release before reads every other answer as it did.
+    assert set(json.loads(plain.model_dump_json())) == {
+        "statusCode",
+        "contentType",
+        "body",
+        "sizeBytes",
+        "truncated",
+    }

@@ -127,3 +127,42 @@ def test_the_upstream_ca_adds_to_the_system_trust_store(
                 await runner.cleanup()
 
     assert asyncio.run(scenario()) == [200, 200]
+
+
+def test_a_test_gets_the_answer_as_it_is_read_up_to_the_limit() -> None:
+    """What a connection test sees (``as_answered``): the redirect itself, never followed, and a
+    body over the limit read up to it, whether its length was declared or not."""
+    allowed = NetworkPolicy(["127.0.0.0/8"])
+
+    async def scenario() -> None:
+        runner = web.AppRunner(create_app())
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        session = new_session(allowed, tls_context())
+        forwarder = Forwarder(allowed, allow_http=True)
+        try:
+            for path, status in (("/redirect", 302), ("/big?bytes=300000", 200)):
+                for chunked in ("", "&chunked=1" if "?" in path else ""):
+                    upstream = await forwarder.send(
+                        session,
+                        method="GET",
+                        url=f"http://127.0.0.1:{port}{path}{chunked}",
+                        headers=[],
+                        timeout_seconds=5,
+                        max_response_bytes=100_000,
+                        as_answered=True,
+                    )
+                    assert upstream.status == status
+                    read = b"".join([chunk async for chunk in upstream.body(stop_at_limit=True)])
+                    if status == 200:
+                        assert len(read) == 100_000
+                        assert upstream.over_limit
+                    else:
+                        assert upstream.response.headers["location"].endswith("/elsewhere")
+                        assert not upstream.over_limit
+        finally:
+            await session.close()
+            await runner.cleanup()
+
+    asyncio.run(scenario())

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import Field
 
+from gatehouse_contract.connection_tests import MAX_LOCATION_CHARS
 from gatehouse_operator.api.connection import HttpMethod
 from gatehouse_operator.api.meta import DNS_SUBDOMAIN, Kind, Model, PrinterColumn, Status
 from gatehouse_operator.cel import cel, validations
@@ -83,6 +84,11 @@ class UpstreamAnswer(Model):
     )
     truncated: bool = Field(default=False, description="Whether the body was cut.")
     size_bytes: int = Field(default=0, ge=0, description="The full body's size.")
+    location: str = Field(
+        default="",
+        max_length=MAX_LOCATION_CHARS,
+        description="A redirect's Location, redacted: shown, never followed.",
+    )
 
 
 class ConnectionTestStatus(Status):

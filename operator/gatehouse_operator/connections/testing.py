@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gatehouse_contract.connection_tests import (
+    MAX_LOCATION_CHARS,
     Answered,
     ConnectionTestAnswer,
     ConnectionTestRequest,
@@ -24,6 +25,7 @@ from gatehouse_operator import samples
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_test import RESULT_BODY_CHARS
+from gatehouse_operator.project_config.schema import shortened
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.status import Verdict
 from gatehouse_operator.table.channel import NoReplica
@@ -106,22 +108,41 @@ async def result(
 
 def _result(answer: ConnectionTestAnswer, method: str, path: str, secrets: list[str]) -> Result:
     shown = samples.views(answer.body, answer.content_type, secrets, cut=answer.truncated)
-    passed = 200 <= answer.status_code < 300
+    redaction = samples.Redaction(secrets)
     # What the tester typed (?token=...) is redacted as the answer is.
-    summary = f"{method} {samples.Redaction(secrets).text(path)} answered {answer.status_code}"
-    verdict = (
-        Verdict(ConditionType.PASSED, "True", Reason.PASSED, summary)
-        if passed
-        else Verdict(ConditionType.PASSED, "False", Reason.UPSTREAM_STATUS, summary)
-    )
+    summary = f"{method} {redaction.text(path)} answered {answer.status_code}"
+    location = redaction.text(answer.location)
+    if location:
+        verdict = _failed(
+            "upstream_redirect",
+            f"{summary}, a redirect to {location}: never followed, and an app's fetch of it is "
+            "refused",
+        )
+    elif answer.over_limit:
+        verdict = _failed(
+            "response_too_large",
+            f"{summary} with a body over the connection's limits.maxResponseBytes: an app's "
+            "fetch of it is refused (its start is shown)",
+        )
+    elif 200 <= answer.status_code < 300:
+        verdict = Verdict(ConditionType.PASSED, "True", Reason.PASSED, summary)
+    else:
+        verdict = Verdict(ConditionType.PASSED, "False", Reason.UPSTREAM_STATUS, summary)
     response = {
         "statusCode": answer.status_code,
         "contentType": answer.content_type[:256],
         "body": shown.text[:RESULT_BODY_CHARS],
         "truncated": answer.truncated or len(shown.text) > RESULT_BODY_CHARS,
         "sizeBytes": answer.size_bytes,
+        **({"location": location[:MAX_LOCATION_CHARS]} if location else {}),
     }
-    return Result(verdict, response, shown.sample if passed else None)
+    return Result(verdict, response, shown.sample if verdict.ok else None)
+
+
+def _failed(code: str, message: str) -> Verdict:
+    """A test that got an answer an app's fetch would be refused: the proxy's code, as a
+    refusal of it is named."""
+    return Verdict(ConditionType.PASSED, "False", _camel(code), shortened(message, 1024))
 
 
 def secret_texts(spec: ExternalConnectionSpec, value: bytes | None) -> list[str]:
