@@ -31,6 +31,7 @@ from playwright.sync_api import (
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import free_port
 from gatehouse_dev.services import Endpoint
+from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,
@@ -300,6 +301,12 @@ def test_an_admin_creates_a_connection_through_the_wizard_tests_it_edits_and_del
     assert echoed["headers"]["x-api-key"] == "[redacted]"
     seen = httpx.get(f"{stack.upstream}/_received/{echoed['id']}", timeout=5).json()
     assert seen["headers"]["x-api-key"] == CANARY
+    # Only the methods chosen in the API step are offered; after a pass, Save as sample.
+    offered = page.eval_on_selector_all(
+        "select[name=test_method] option", "options => options.map(o => o.textContent)"
+    )
+    assert offered == ["GET", "POST"]
+    page.fill("#sample-label", "Orders, from the draft")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "wizard-test-step.png"), full_page=True)
     assert get(cluster, namespace, "externalconnection/payments-api") is None
@@ -316,13 +323,25 @@ def test_an_admin_creates_a_connection_through_the_wizard_tests_it_edits_and_del
     }
     admin.submit("#save")
     assert page.url.split("?")[0].endswith("/connections/payments-api"), page.url
-    assert page.inner_text(".notice") == "Created connection payments-api."
+    notice = page.inner_text(".notice")
+    assert notice.startswith(
+        "Created connection payments-api. Its sample 'Orders, from the draft' is kept once test "
+        "payments-api-"
+    ), notice
     wait_condition(cluster, namespace, "externalconnection/payments-api", "True")
     stored = get(cluster, namespace, "externalconnection/payments-api") or {}
     assert stored["spec"]["allowedMethods"] == ["GET", "POST"]
     assert stored["spec"]["linkPolicy"] == "Builders"
     made = get(cluster, namespace, "secret/payments-api-credential") or {}
     assert made["metadata"]["ownerReferences"][0]["uid"] == stored["metadata"]["uid"]
+
+    # The draft's request, tested again on the saved connection, became its sample.
+    def draft_sample() -> bool:
+        listed = cluster.kubectl("get", "connectionsamples", "-n", namespace, "-o", "json")
+        labels = [item["spec"]["label"] for item in json.loads(listed.stdout)["items"]]
+        return "Orders, from the draft" in labels
+
+    wait_for(draft_sample, timeout=30, what="the draft's sample")
 
     # Saved: tested like any connection, and a sample saved after the pass.
     page = admin.open(f"/ui/namespaces/{namespace}/connections/payments-api")
@@ -331,7 +350,8 @@ def test_an_admin_creates_a_connection_through_the_wizard_tests_it_edits_and_del
     assert page.inner_text("#verdict").startswith("Passed")
     page.fill("#save-sample input[name=label]", "Orders")
     admin.submit("#save-sample button[type=submit]")
-    assert page.inner_text("#samples h3") == "Orders"
+    shown = page.eval_on_selector_all("#samples h3", "titles => titles.map(t => t.textContent)")
+    assert sorted(shown) == ["Orders", "Orders, from the draft"], shown
 
     # Edit: the stored secret is kept when the field is left empty.
     admin.submit("#edit")
@@ -397,6 +417,11 @@ def test_the_wizard_names_each_problem_and_a_refused_connection_writes_no_secret
     admin.submit("button.step[value='go:auth']")
     page.select_option("select[name=auth_type]", "bearer")
     page.fill("input[name=secret]", CANARY)
+    # Who may link it has no preselected value: it is named until chosen.
+    admin.submit("button.step[value='go:review']")
+    assert "Who can link it: one of AdminsOnly, Builders" in page.inner_text("#errors")
+    admin.submit("button.step[value='go:access']")
+    page.check("input[name=link_policy][value=AdminsOnly]")
     admin.submit("button.step[value='go:review']")
     assert "baseURL must not contain credentials" in page.inner_text("#errors")
     answer = admin.post(
@@ -405,7 +430,9 @@ def test_the_wizard_names_each_problem_and_a_refused_connection_writes_no_secret
             "action": "save",
             "display_name": "Bad",
             "base_url": "https://user:pw@example.com",
+            "allowed_methods": "GET",
             "auth_type": "bearer",
+            "link_policy": "AdminsOnly",
             "secret": CANARY,
         },
     )
@@ -421,7 +448,9 @@ def test_the_wizard_names_each_problem_and_a_refused_connection_writes_no_secret
             "action": "save",
             "display_name": "Keyless",
             "base_url": stack.upstream,
+            "allowed_methods": "GET",
             "auth_type": "bearer",
+            "link_policy": "AdminsOnly",
         },
     )
     assert answer.status == 422
@@ -434,6 +463,19 @@ def test_the_wizard_names_each_problem_and_a_refused_connection_writes_no_secret
     )
     assert answer.status == 422
     assert "Auth type: one of none, apiKey, bearer, googleServiceAccount" in answer.text()
+    # Every method unchecked is named, never taken as GET.
+    answer = admin.post(
+        f"/ui/namespaces/{namespace}/new-connection",
+        {
+            "action": "save",
+            "display_name": "Methodless",
+            "base_url": stack.upstream,
+            "link_policy": "AdminsOnly",
+        },
+    )
+    assert answer.status == 422
+    assert "Allowed methods: at least one of GET, POST, PUT, PATCH, DELETE" in answer.text()
+    assert get(cluster, namespace, "externalconnection/methodless") is None
 
 
 def test_saving_tells_of_an_existing_secret_only_what_the_visitors_own_create_is_told(
@@ -453,7 +495,9 @@ def test_saving_tells_of_an_existing_secret_only_what_the_visitors_own_create_is
                 "action": "save",
                 "display_name": name,
                 "base_url": stack.upstream,
+                "allowed_methods": "GET",
                 "auth_type": "bearer",
+                "link_policy": "AdminsOnly",
                 "secret": CANARY,
             },
         )

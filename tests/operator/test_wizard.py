@@ -36,6 +36,8 @@ def posted(fields: dict[str, str | list[str]], stored: dict[str, Any] | None = N
 BASE: dict[str, str | list[str]] = {
     "display_name": "Payments API (EU)",
     "base_url": "https://api.example.com",
+    "allowed_methods": "GET",
+    "link_policy": "AdminsOnly",
 }
 
 
@@ -132,8 +134,15 @@ def test_problems_name_their_field() -> None:
     assert problems == [
         "Display name: required",
         "Base URL: required, an origin such as https://api.example.com",
+        # Every method unchecked is not a silent GET, and who may link has no preselection.
+        "Allowed methods: at least one of GET, POST, PUT, PATCH, DELETE",
         f"Instructions: at most {MAX_INSTRUCTIONS:,} characters ({MAX_INSTRUCTIONS + 1:,} given)",
+        "Who can link it: one of AdminsOnly, Builders",
         "Parameter name: required for an API key",
+    ]
+    assert WizardForm().link_policy == ""
+    assert posted({**BASE, "sample_label": "x" * 201}).problems() == [
+        "Sample label: at most 200 characters"
     ]
     assert posted({**BASE, "auth_type": "googleServiceAccount"}).problems() == [
         "Scopes: at least one for a Google service account"

@@ -23,8 +23,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.as_user import AsUser, as_user, refusal
-from gatehouse_operator.connections import errors
+from gatehouse_operator.connections import errors, runs
 from gatehouse_operator.connections.drafts import apply, manifest
 from gatehouse_operator.connections.errors import validation_message
 from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
@@ -281,11 +282,35 @@ class ConnectionForms:
                 wizard.errors.insert(0, refusal(error))
                 return None
             notice = f"{'Saved' if form.editing else 'Created'} connection {form.name}."
+            if form.sample_label:
+                notice += await self._sample(kube, namespace, form, visitor)
             if ref is not None and secret is not None:
                 notice += await self._own_secret(kube, namespace, ref["name"], saved)
             if replaced is not None:
                 notice += await self._delete_made_secret(kube, namespace, form.name, replaced)
         return self.pages.back_to(visitor, namespace, form.name, notice)
+
+    async def _sample(
+        self, kube: AsUser, namespace: str, form: WizardForm, visitor: Visitor
+    ) -> str:
+        """The draft's test, run again as the visitor on the saved connection to keep its answer
+        as a sample: samples come from passing tests of saved connections only, which the
+        operator alone writes."""
+        try:
+            request = trial(form.test_method, form.test_path, form.test_body)
+        except Refused as refused:
+            return f" Its sample was not asked for: {refused.message}"
+        spec = {
+            **request.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            "saveAsSample": {"label": form.sample_label},
+        }
+        body = runs.new_test(form.name, spec, requested_by=visitor.user.name)
+        try:
+            await kube.create_custom(CONNECTION_TEST, namespace, body)
+        except client.ApiException as error:
+            return f" Its sample was not asked for: {refusal(error)}"
+        name = body["metadata"]["name"]
+        return f" Its sample {form.sample_label!r} is kept once test {name} passes."
 
     async def _undo_secret(
         self, kube: AsUser, namespace: str, connection: str, ref: dict[str, str]

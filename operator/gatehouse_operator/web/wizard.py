@@ -15,6 +15,7 @@ import yaml
 from starlette.datastructures import FormData
 
 from gatehouse_operator.api.connection import MAX_INSTRUCTIONS
+from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS
 from gatehouse_operator.connections.drafts import manifest
 from gatehouse_operator.kube import WATCHED_SELECTOR
 
@@ -27,6 +28,7 @@ STEP_TITLES = {
     "review": "Review",
 }
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+LINK_POLICIES = ("AdminsOnly", "Builders")
 AUTH_TYPES = {
     "none": "None (a public API)",
     "apiKey": "API key",
@@ -62,7 +64,8 @@ class WizardForm:
     api_key_name: str = ""
     api_key_in: str = "header"
     scopes: str = ""
-    link_policy: str = "AdminsOnly"
+    # No preselected value, as the reference has none: who may link is the admin's choice.
+    link_policy: str = ""
     allow_public_images: bool = False
     instructions: str = ""
     sealed_secret: str = ""
@@ -72,6 +75,8 @@ class WizardForm:
     test_method: str = "GET"
     test_path: str = "/"
     test_body: str = ""
+    # Given after a passing draft test: the saved connection's sample, from a test on Save.
+    sample_label: str = ""
 
     @classmethod
     def posted(cls, fields: FormData, stored: dict[str, Any]) -> WizardForm:
@@ -88,7 +93,7 @@ class WizardForm:
             api_key_name=text("api_key_name").strip(),
             api_key_in=text("api_key_in", "header"),
             scopes=text("scopes"),
-            link_policy=text("link_policy", "AdminsOnly"),
+            link_policy=text("link_policy"),
             allow_public_images=fields.get("allow_public_images") == "on",
             instructions=text("instructions").replace("\r\n", "\n"),
             sealed_secret=text("sealed_secret"),
@@ -97,6 +102,7 @@ class WizardForm:
             test_method=text("test_method", "GET"),
             test_path=text("test_path", "/").strip() or "/",
             test_body=text("test_body"),
+            sample_label=text("sample_label").strip(),
         )
 
     @classmethod
@@ -172,7 +178,7 @@ class WizardForm:
         spec: dict[str, Any] = {
             "displayName": self.display_name,
             "baseURL": self.base_url,
-            "allowedMethods": list(self.allowed_methods) or ["GET"],
+            "allowedMethods": list(self.allowed_methods),
         }
         if _lines(self.allowed_paths):
             spec["allowedPaths"] = _lines(self.allowed_paths)
@@ -193,6 +199,10 @@ class WizardForm:
             found.append("Display name: required")
         if not self.base_url:
             found.append("Base URL: required, an origin such as https://api.example.com")
+        if not self.allowed_methods:
+            found.append(f"Allowed methods: at least one of {', '.join(METHODS)}")
+        if len(self.sample_label) > SAMPLE_LABEL_CHARS:
+            found.append(f"Sample label: at most {SAMPLE_LABEL_CHARS} characters")
         if len(self.instructions) > MAX_INSTRUCTIONS:
             found.append(
                 f"Instructions: at most {MAX_INSTRUCTIONS:,} characters "
@@ -201,7 +211,7 @@ class WizardForm:
         for title, value, allowed in (
             ("Auth type", self.auth_type, AUTH_TYPES),
             ("API key: sent in", self.api_key_in, ("header", "query")),
-            ("Who can link it", self.link_policy, ("AdminsOnly", "Builders")),
+            ("Who can link it", self.link_policy, LINK_POLICIES),
         ):
             if value not in allowed:
                 found.append(f"{title}: one of {', '.join(allowed)}")
