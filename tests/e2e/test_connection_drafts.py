@@ -167,6 +167,13 @@ def test_a_draft_is_held_to_the_rules_of_a_saved_connection(
     refused = try_draft(stack, namespace, admin, bad)
     assert refused.status_code == 422, refused.text
     assert "baseURL must not contain credentials" in refused.json()["error"]["message"]
+    # A GET with a body, refused as ConnectionTest admission refuses it, naming the field.
+    bodied = {**base, "spec": pinned, "request": {"path": "/echo", "body": {"q": 1}}}
+    refused = try_draft(stack, namespace, admin, bodied)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["message"] == (
+        "request.body: Value error, a GET test cannot have a body"
+    )
     # RBAC, as the caller: only those who could create the connection may try it.
     for who in ("builder", "viewer", "nobody"):
         answer = try_draft(stack, namespace, members[who], {**base, "spec": pinned})
