@@ -36,6 +36,14 @@ def model_file(body: str) -> str:
     return "version: 2\nmodels:\n  - name: orders\n" + body
 
 
+def dimension_file(column: str, lines: str) -> str:
+    """A model file with one column whose meta.dimension holds ``lines``."""
+    return model_file(
+        f"    columns:\n      - name: {column}\n        meta:\n          dimension:\n"
+        + "".join(f"            {line}\n" for line in lines.splitlines())
+    )
+
+
 CASES: list[tuple[str, str, int, str]] = [
     (
         "a misspelt parameter in a metric's SQL",
@@ -73,19 +81,13 @@ CASES: list[tuple[str, str, int, str]] = [
     ),
     (
         "a time interval that is not a name",
-        model_file(
-            "    columns:\n      - name: ordered_at\n        meta:\n          dimension:\n"
-            "            type: timestamp\n            time_intervals: [[DAY]]\n"
-        ),
+        dimension_file("ordered_at", "type: timestamp\ntime_intervals: [[DAY]]"),
         INVALID,
         "model orders, dimension ordered_at: a time interval must be a name, not ['DAY']",
     ),
     (
         "a time interval that is no grain nor custom granularity",
-        model_file(
-            "    columns:\n      - name: ordered_at\n        meta:\n          dimension:\n"
-            "            type: timestamp\n            time_intervals: [DAY, fiscal_qtr]\n"
-        ),
+        dimension_file("ordered_at", "type: timestamp\ntime_intervals: [DAY, fiscal_qtr]"),
         INVALID,
         "orders.yml:9: model orders, dimension ordered_at: the time interval 'fiscal_qtr' is "
         "neither a standard grain nor a custom granularity of service.config.yml "
@@ -93,39 +95,29 @@ CASES: list[tuple[str, str, int, str]] = [
     ),
     (
         "time_intervals: OFF",
-        model_file(
-            "    columns:\n      - name: ordered_at\n        meta:\n          dimension:\n"
-            "            type: timestamp\n            time_intervals: OFF\n"
-        ),
+        dimension_file("ordered_at", "type: timestamp\ntime_intervals: OFF"),
         OK,
         "",
     ),
     (
         "a sub-day grain on a date dimension",
-        model_file(
-            "    columns:\n      - name: ordered_on\n        meta:\n          dimension:\n"
-            "            type: date\n            time_intervals: [hour, DAY]\n"
-        ),
+        dimension_file("ordered_on", "type: date\ntime_intervals: [hour, DAY]"),
         OK,
         "orders.yml:9: warning: model orders, dimension ordered_on: the sub-day time interval "
         "'hour' does not apply to a date dimension",
     ),
     (
         "parts of a date from the reference's TimeFrames, in any case",
-        model_file(
-            "    columns:\n      - name: ordered_on\n        meta:\n          dimension:\n"
-            "            type: date\n"
-            "            time_intervals: [DAY, MONTH_NAME, day_of_week_index, QUARTER_NUM]\n"
+        dimension_file(
+            "ordered_on",
+            "type: date\ntime_intervals: [DAY, MONTH_NAME, day_of_week_index, QUARTER_NUM]",
         ),
         OK,
         "",
     ),
     (
         "the hour of the day on a date dimension",
-        model_file(
-            "    columns:\n      - name: ordered_on\n        meta:\n          dimension:\n"
-            "            type: date\n            time_intervals: [DAY, HOUR_OF_DAY_NUM]\n"
-        ),
+        dimension_file("ordered_on", "type: date\ntime_intervals: [DAY, HOUR_OF_DAY_NUM]"),
         OK,
         "orders.yml:9: warning: model orders, dimension ordered_on: the sub-day time interval "
         "'HOUR_OF_DAY_NUM' does not apply to a date dimension",
@@ -203,10 +195,7 @@ CASES: list[tuple[str, str, int, str]] = [
     ),
     (
         "case_sensitive: 0 on a dimension",
-        model_file(
-            "    columns:\n      - name: status\n        meta:\n          dimension:\n"
-            "            case_sensitive: 0\n"
-        ),
+        dimension_file("status", "case_sensitive: 0"),
         INVALID,
         "orders.yml:8: model orders, dimension status: case_sensitive must be true or false, not 0",
     ),
@@ -246,10 +235,7 @@ def test_a_custom_granularity_removed_while_a_model_uses_it_is_refused(
     capsys: pytest.CaptureFixture[str], project: Path
 ) -> None:
     (project / "models" / "orders.yml").write_text(
-        model_file(
-            "    columns:\n      - name: ordered_at\n        meta:\n          dimension:\n"
-            "            type: timestamp\n            time_intervals: [day_of_shift]\n"
-        )
+        dimension_file("ordered_at", "type: timestamp\ntime_intervals: [day_of_shift]")
     )
     assert run(capsys, project, "validate")[0] == OK
     config = project / "service.config.yml"
@@ -363,11 +349,10 @@ def test_a_custom_granularity_inherits_the_dimensions_attributes_and_explain_sho
     capsys: pytest.CaptureFixture[str], project: Path
 ) -> None:
     (project / "models" / "orders.yml").write_text(
-        model_file(
-            "    columns:\n      - name: ordered_at\n        meta:\n          dimension:\n"
-            "            type: timestamp\n            time_intervals: [DAY, fiscal_quarter]\n"
-            "            required_attributes: {team: finance}\n"
-            "            any_attributes: {region: [emea, apac]}\n"
+        dimension_file(
+            "ordered_at",
+            "type: timestamp\ntime_intervals: [DAY, fiscal_quarter]\n"
+            "required_attributes: {team: finance}\nany_attributes: {region: [emea, apac]}",
         )
     )
     code, out, err = run(capsys, project, "explain", "orders.ordered_at")
@@ -387,10 +372,7 @@ def test_explain_shows_each_part_of_a_date_in_words(
     capsys: pytest.CaptureFixture[str], project: Path
 ) -> None:
     (project / "models" / "orders.yml").write_text(
-        model_file(
-            "    columns:\n      - name: ordered_on\n        meta:\n          dimension:\n"
-            "            type: date\n            time_intervals: [month_name, DAY_OF_WEEK_INDEX]\n"
-        )
+        dimension_file("ordered_on", "type: date\ntime_intervals: [month_name, DAY_OF_WEEK_INDEX]")
     )
     code, out, err = run(capsys, project, "explain", "orders.ordered_on")
     assert code == OK, err

@@ -4,12 +4,14 @@ a body that fails half-way is a ProxyError too, never an aiohttp exception."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
+from aiohttp import ClientSession, web
 
 from gatehouse_dev.pki import CertificateAuthority
 from gatehouse_dev.processes import free_port
@@ -17,6 +19,21 @@ from gatehouse_dev.upstream import create_app
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.forwarder import Forwarder, new_session, tls_context
 from gatehouse_proxy.network_guard import NetworkPolicy
+
+
+@contextlib.asynccontextmanager
+async def _dev_upstream(policy: NetworkPolicy) -> AsyncIterator[tuple[int, ClientSession]]:
+    """The dev upstream on a free port, and a session of the proxy's own kind."""
+    runner = web.AppRunner(create_app())
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    session = new_session(policy, tls_context())
+    try:
+        yield port, session
+    finally:
+        await session.close()
+        await runner.cleanup()
 
 
 async def _send(
@@ -27,12 +44,7 @@ async def _send(
     timeout_seconds: float = 5,
     max_response_bytes: int = 1_000_000,
 ) -> int:
-    runner = web.AppRunner(create_app())
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    session = new_session(policy, tls_context())
-    try:
+    async with _dev_upstream(policy) as (port, session):
         forwarder = Forwarder(policy, allow_http=allow_http)
         upstream = await forwarder.send(
             session,
@@ -45,9 +57,6 @@ async def _send(
         chunks = [chunk async for chunk in upstream.body()]
         assert chunks
         return upstream.status
-    finally:
-        await session.close()
-        await runner.cleanup()
 
 
 def _code(policy: NetworkPolicy, url: str, **limits: Any) -> str:
@@ -135,13 +144,8 @@ def test_a_test_gets_the_answer_as_it_is_read_up_to_the_limit() -> None:
     allowed = NetworkPolicy(["127.0.0.0/8"])
 
     async def scenario() -> None:
-        runner = web.AppRunner(create_app())
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        session = new_session(allowed, tls_context())
         forwarder = Forwarder(allowed, allow_http=True)
-        try:
+        async with _dev_upstream(allowed) as (port, session):
             for path, status in (("/redirect", 302), ("/big?bytes=300000", 200)):
                 for chunked in ("", "&chunked=1" if "?" in path else ""):
                     upstream = await forwarder.send(
@@ -161,8 +165,5 @@ def test_a_test_gets_the_answer_as_it_is_read_up_to_the_limit() -> None:
                     else:
                         assert upstream.response.headers["location"].endswith("/elsewhere")
                         assert not upstream.over_limit
-        finally:
-            await session.close()
-            await runner.cleanup()
 
     asyncio.run(scenario())
