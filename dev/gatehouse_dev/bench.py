@@ -48,6 +48,7 @@ from gatehouse_dev import (
 from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
+from gatehouse_dev.processes import children, rss_mb
 from gatehouse_dev.services import Endpoint, LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 
@@ -140,8 +141,7 @@ def _targets(workdir: Path) -> Iterator[Targets]:
 
 def idle_rss_mb(pid: int) -> float:
     """Resident memory of a process and its children (a supervisor's workers)."""
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return bench_scale.rss_mb(pid) + sum(bench_scale.rss_mb(int(child)) for child in children)
+    return sum(rss_mb(each) for each in (pid, *children(pid)))
 
 
 def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[float], str]:

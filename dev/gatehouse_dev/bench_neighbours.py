@@ -59,6 +59,7 @@ from kubernetes import client, config
 
 from gatehouse_dev import bench_scale
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.processes import cpu_seconds, rss_mb
 from gatehouse_dev.resources import (
     NO_AUTH,
     UNLIMITED_RATE,
@@ -364,14 +365,12 @@ def _test_flood(
     processes = {"operator": operator.server.pid, "B's replica": proxy.server.pid, **others}
     with _flooding_tests(local.api_url, noisy_token, upstream) as outcomes:
         started = time.monotonic()
-        before = {name: bench_scale.cpu_seconds(pid) for name, pid in processes.items()}
+        before = {name: cpu_seconds(pid) for name, pid in processes.items()}
         quiet.start()
         fetch = fetch_latency()
         quiet.finished.set()
         quiet.join(timeout=200)
-        used = {
-            name: bench_scale.cpu_seconds(pid) - before[name] for name, pid in processes.items()
-        }
+        used = {name: cpu_seconds(pid) - before[name] for name, pid in processes.items()}
         seconds = time.monotonic() - started
     for sampler in (operator_memory, proxy_memory):
         sampler.finished.set()
@@ -477,12 +476,12 @@ class _PeakMemory(threading.Thread):
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.pid = pid
-        self.peak = bench_scale.rss_mb(pid)
+        self.peak = rss_mb(pid)
         self.finished = threading.Event()
 
     def run(self) -> None:
         while not self.finished.wait(0.2):
-            self.peak = max(self.peak, bench_scale.rss_mb(self.pid))
+            self.peak = max(self.peak, rss_mb(self.pid))
 
 
 def table(results: tuple[list[Row], FloodRow]) -> str:

@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from gatehouse_dev.processes import cpu_seconds
+
 # The layers, in the order a frame is tried against them (the first whose marker is in the
 # frame's file wins): the proxy's own modules last, so a library they call keeps its time.
 # py-spy names a file from its package down (aiohttp/client.py, asyncio/base_events.py).
@@ -70,12 +72,6 @@ def attribute(raw: str) -> tuple[Counter[str], Counter[str]]:
         else:
             layers[OTHER] += int(count)
     return layers, functions
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime and stime, after the command's ")"
-    return ticks / 100.0
 
 
 def profile(pid: int, load: Callable[[], dict[str, float]], seconds: float, keep: Path) -> str:

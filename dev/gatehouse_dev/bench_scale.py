@@ -17,7 +17,6 @@ proxies and this script), so the figures are upper bounds of what a cluster woul
 from __future__ import annotations
 
 import base64
-import os
 import statistics
 import time
 import uuid
@@ -25,12 +24,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import httpx
 from kubernetes import client, config
 
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.processes import rss_mb
 from gatehouse_dev.resources import NO_AUTH, UNLIMITED_RATE, connection, data_app
 from gatehouse_dev.services import Endpoint, LocalGatehouse
 from gatehouse_dev.waiting import wait_for
@@ -66,19 +65,6 @@ def routed(http: httpx.Client, proxy: str, token: str) -> bool:
     """Whether the app's ``api`` alias answers 200 through ``proxy``."""
     reply = http.get(f"{proxy}/v1/fetch/api/echo/", headers={"Authorization": f"Bearer {token}"})
     return reply.status_code == 200
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time the process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 class ScaleBench:

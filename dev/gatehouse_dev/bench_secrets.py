@@ -23,8 +23,9 @@ import httpx
 from kubernetes import client, config
 
 from gatehouse_dev import resources
-from gatehouse_dev.bench_scale import app_token, cpu_seconds, routed, rss_mb
+from gatehouse_dev.bench_scale import app_token, routed
 from gatehouse_dev.cluster import Cluster, secret_watch_events
+from gatehouse_dev.processes import cpu_seconds, rss_mb
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 

@@ -15,6 +15,25 @@ from pathlib import Path
 _PR_SET_PDEATHSIG = 1
 
 
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started that still run (its main thread's)."""
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of the process, in MiB (0 once it has none, as a zombie)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 class StartupError(RuntimeError):
     """A server exited or did not become ready in time; the message carries its last log lines."""
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gatehouse_dev.cluster import Cluster
-from gatehouse_dev.processes import alive
+from gatehouse_dev.processes import alive, children
 from gatehouse_dev.resources import UNLIMITED_RATE
 from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
@@ -31,8 +30,7 @@ pytestmark = pytest.mark.e2e
 
 
 def _workers(supervisor: int) -> list[int]:
-    children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
-    return sorted(int(pid) for pid in children)
+    return sorted(children(supervisor))
 
 
 def _served_by_worker(admin_url: str) -> dict[str, float]:

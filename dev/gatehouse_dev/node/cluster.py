@@ -27,7 +27,7 @@ from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import kubeconfig
 from gatehouse_dev.node import coredns, images, layout
 from gatehouse_dev.node.layout import NodeFiles
-from gatehouse_dev.processes import Server, StartupError, alive, log_tail
+from gatehouse_dev.processes import Server, StartupError, alive, children, log_tail
 from gatehouse_dev.waiting import wait_for
 
 STOP_SECONDS = 60.0
@@ -150,10 +150,10 @@ class DevNode:
 def _supervisor_pid(unshare_pid: int) -> int | None:
     """The supervisor's pid on the host: the one child of ``unshare``."""
     try:
-        children = Path(f"/proc/{unshare_pid}/task/{unshare_pid}/children").read_text().split()
+        started = children(unshare_pid)
     except OSError:
         return None
-    return int(children[0]) if children else None
+    return started[0] if started else None
 
 
 def stop_node(unshare_pid: int) -> None:
