@@ -43,7 +43,14 @@ from gatehouse_proxy import headers as header_policy
 from gatehouse_proxy import metrics
 from gatehouse_proxy.entrance import FETCH_PATH, FirstTurn, Routes, identified_app, namespace_of
 from gatehouse_proxy.errors import ProxyError, error_response
-from gatehouse_proxy.forwarder import Forwarder, RequestBody, Upstream, new_session, tls_context
+from gatehouse_proxy.forwarder import (
+    Forwarder,
+    RequestBody,
+    Upstream,
+    is_redirect,
+    new_session,
+    tls_context,
+)
 from gatehouse_proxy.google_tokens import GoogleTokenSource
 from gatehouse_proxy.incoming import AppRequest, AppWentAway
 from gatehouse_proxy.injectors import Injection, Injector, token_cache_key
@@ -359,8 +366,7 @@ class Proxy:
             place.release()
         answered = upstream.response.headers
         # A redirect's target, shown and never followed: it may echo the injected credential.
-        redirect = 300 <= upstream.status < 400 and upstream.status != 304
-        location = redact.text(answered.get("location", "")) if redirect else ""
+        location = redact.text(answered.get("location", "")) if is_redirect(upstream.status) else ""
         return ConnectionTestAnswer(
             status_code=upstream.status,
             content_type=answered.get("content-type", "")[:MAX_CONTENT_TYPE_CHARS],

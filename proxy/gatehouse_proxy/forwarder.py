@@ -52,6 +52,11 @@ def new_session(
     )
 
 
+def is_redirect(status: int) -> bool:
+    """A redirect: never followed, refused for apps (a test shows it). 304 is not one."""
+    return 300 <= status < 400 and status != 304
+
+
 @dataclass(frozen=True)
 class RequestBody:
     """An app's request body, read whole, sent in the pieces it was read in.
@@ -201,7 +206,7 @@ class Forwarder:
 
         if as_answered:
             return Upstream(response, max_response_bytes)
-        if 300 <= response.status < 400 and response.status != 304:
+        if is_redirect(response.status):
             response.close()
             raise ProxyError(
                 "upstream_redirect", "the upstream answered with a redirect, which is refused"
