@@ -24,7 +24,7 @@ import difflib
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
@@ -34,6 +34,7 @@ from gatehouse_operator.project_config.schema import (
     PARAMETER_NAME,
     Parameter,
     ServiceConfig,
+    Visibility,
     rule,
 )
 from gatehouse_operator.project_config.yaml_source import Document
@@ -43,7 +44,7 @@ _LOOKS_LIKE_A_REFERENCE = re.compile(r"\$\{\s*(?:service|sv)\.[^}]*\}", re.IGNOR
 # What the reference also accepts instead of a list: no time intervals, or the defaults.
 INTERVAL_WORDS = ("OFF", "default")
 SPOTLIGHT_OVERRIDES = ("visibility", "categories")
-VISIBILITIES = ("show", "hide")
+VISIBILITIES = get_args(Visibility)
 
 
 @dataclass
@@ -166,7 +167,7 @@ def _spotlight(config: ServiceConfig, model: Model, found: Findings) -> None:
         if visibility not in VISIBILITIES:
             found.errors.append(
                 f"{place.at('spotlight', 'visibility')}: {subject}: spotlight.visibility: "
-                f"{visibility!r} is not one of 'show' or 'hide'"
+                f"{visibility!r} is not one of {' or '.join(map(repr, VISIBILITIES))}"
             )
         if "categories" not in spotlight:
             continue

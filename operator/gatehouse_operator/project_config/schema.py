@@ -29,6 +29,7 @@ from pydantic_core import ErrorDetails
 
 from gatehouse_operator.cel import cel, validations
 
+Visibility = Literal["show", "hide"]
 Color = Literal["gray", "violet", "red", "orange", "green", "blue", "indigo", "pink", "yellow"]
 GranularityType = Literal["date", "timestamp", "string"]
 ParameterType = Literal["string", "number", "date"]
@@ -159,7 +160,7 @@ class Category(FileModel):
 
 
 class Spotlight(FileModel):
-    default_visibility: Literal["show", "hide"] = "show"
+    default_visibility: Visibility = "show"
     categories: dict[str, Category] = Field(default_factory=dict, json_schema_extra=NULLABLE)
 
 
