@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -28,6 +29,15 @@ class Stack:
     @property
     def proxy(self) -> str:
         return self.proxies[0].url
+
+
+@pytest.fixture(autouse=True)
+def _collected_after() -> Iterator[None]:
+    """Collects garbage after each test. These tests run event loops and sockets in threads, and
+    an unclosed socket warns (an error here) when it is collected: this way the test that left
+    it fails, not whichever test the collector happens to run in."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="session")

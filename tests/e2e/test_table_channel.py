@@ -216,20 +216,21 @@ class ByteRelay(InThread):
         self.target = operator_url.removeprefix("https://").rsplit(":", 1)
         self.stop_after = stop_after
         self.forwarded = 0
-        self._tasks: set[asyncio.Task[None]] = set()
 
     async def _serve(self) -> None:
         server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
         async with server:
             await self._until_stopped(f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}")
-            for task in self._tasks:
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        # The listener is closed, so no relay starts after this. One that was accepted just
+        # before takes its first step now, and is then cancelled like the rest, which closes
+        # its sockets. A relay left pending would leave them for the garbage collector.
+        await asyncio.sleep(0)
+        relays = asyncio.all_tasks() - {asyncio.current_task()}
+        for relay in relays:
+            relay.cancel()
+        await asyncio.gather(*relays, return_exceptions=True)
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        # Known (so stopped) before it connects: a relay cancelled only later could be cut off
-        # mid-connect when the loop closes, and its sockets left for the garbage collector.
-        self._tasks.add(asyncio.current_task())  # type: ignore[arg-type]
         host, port = self.target
         try:
             up_reader, up_writer = await asyncio.open_connection(host, int(port))
@@ -345,7 +346,14 @@ def _recorded_frame(stack: Stack, keyring: Keyring) -> bytes:
         ):
             frame: bytes = await ws.receive_bytes(timeout=10)
             open_frame(keyring, nonce, 1, frame)  # genuine: it verifies on its own stream
-            return frame
+            raw = ws.get_extra_info("socket")
+        # A TLS connection closes only after its close_notify exchange, which no one awaits.
+        # If asyncio.run closes the loop first, the socket is left for the garbage collector.
+        for _ in range(500):
+            if raw.fileno() == -1:
+                break
+            await asyncio.sleep(0.01)
+        return frame
 
     return asyncio.run(record())
 
