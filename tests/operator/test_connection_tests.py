@@ -71,6 +71,12 @@ def test_a_busy_replica_is_a_reason_to_wait_and_an_unreadable_answer_a_failure()
     with pytest.raises(Waiting) as waiting:
         _ask(busy)
     assert waiting.value.reason == "ProxyBusy"
+    # The replica's deadline is the operator's: a test it dropped there is tried again, as one
+    # the operator stopped waiting for is.
+    expired = Refused(refused=Problem(code="test_expired", message="stopped waiting"))
+    with pytest.raises(Waiting) as waiting:
+        _ask(expired)
+    assert waiting.value.reason == "ProxyUnavailable"
     # An answer that breaks the contract (a body past the bound) ends its test, with why.
     outcome = _unreadable_outcome(
         {"answered": {"statusCode": 200, "body": "x" * (MAX_ANSWER_BODY_BYTES + 1)}}

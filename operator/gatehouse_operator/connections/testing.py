@@ -60,14 +60,13 @@ async def ask(
 
     It travels on a replica's table channel: no port of the proxy takes tests.
     """
+    late = Waiting(Reason.PROXY_UNAVAILABLE, "the proxy replica did not answer in time")
     try:
         outcome = await runtime.channel.run_test(request, within=within)
     except NoReplica as error:
         raise Waiting(Reason.PROXY_BEHIND, str(error), 0.5) from None
     except (TimeoutError, ConnectionError):
-        raise Waiting(
-            Reason.PROXY_UNAVAILABLE, "the proxy replica did not answer in time"
-        ) from None
+        raise late from None
     if isinstance(outcome, Answered):
         return outcome.answered
     if isinstance(outcome, Stale):
@@ -76,6 +75,11 @@ async def ask(
         refused = outcome.refused
         if refused.code == "tests_busy":
             raise Waiting(Reason.PROXY_BUSY, refused.message[:1024], 2.0)
+        # The replica dropped the test at the deadline this wait ends on: whichever side saw
+        # it pass first, the test is tried again. It was a test that waited behind its
+        # namespace's others, never a verdict on the connection.
+        if refused.code == "test_expired":
+            raise late
         raise Finished(
             Verdict(ConditionType.PASSED, "False", _camel(refused.code), refused.message[:1024])
         )
