@@ -32,7 +32,11 @@ class Link(Model):
 
 
 class LinkedAppSpec(Model):
-    display_name: str = Field(default="", max_length=128)
+    """The app's name for people and the connections it links."""
+
+    display_name: str = Field(
+        default="", max_length=128, description="The human-readable name of the app."
+    )
     connections: list[Link] = Field(
         default_factory=list,
         max_length=64,
@@ -45,13 +49,17 @@ class LinkedAppSpec(Model):
 
 
 class LinkStatus(Model):
-    alias: str = Field(max_length=64)
-    connection: str = Field(max_length=253)
+    alias: str = Field(max_length=64, description="The alias, as in spec.connections.")
+    connection: str = Field(max_length=253, description="The ExternalConnection it names.")
     ready: bool = Field(description="Whether the proxy routes this alias now.")
-    reason: str = Field(default="", max_length=1024)
+    reason: str = Field(
+        default="", max_length=1024, description="Why the alias is not routed, when it is not."
+    )
 
 
 class LinkedAppStatus(Status):
+    """What the operator observed of the app: its credential and each link's state."""
+
     credential_secret: str = Field(
         default="",
         max_length=253,
@@ -60,6 +68,7 @@ class LinkedAppStatus(Status):
     links: list[LinkStatus] = Field(
         default_factory=list,
         max_length=64,
+        description="Each linked alias and whether the proxy routes it.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["alias"],

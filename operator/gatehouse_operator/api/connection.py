@@ -158,6 +158,8 @@ class Limits(Model):
 
 
 class ExternalConnectionSpec(Model):
+    """The API, what apps may ask of it, how the proxy authenticates, and who may link it."""
+
     display_name: str = Field(
         min_length=1, max_length=128, description="The human-readable name apps see."
     )
@@ -208,7 +210,9 @@ class ExternalConnectionSpec(Model):
         description="Path prefixes apps may call under the base URL, matched on whole "
         "segments (/v1/users allows /v1/users/7, not /v1/users-admin). Empty allows all.",
     )
-    auth: Auth
+    auth: Auth = Field(
+        description="How the proxy authenticates to the API; the secret stays in a Secret."
+    )
     link_policy: LinkPolicy = Field(
         description="Who may link the connection: AdminsOnly, or Builders (data app and "
         "chart type builders too)."
@@ -225,10 +229,16 @@ class ExternalConnectionSpec(Model):
     )
     # The empty default lets the API server fill in each limit's default, so the stored
     # object shows the limits in force.
-    limits: Limits = Field(default_factory=Limits, json_schema_extra={"default": {}})
+    limits: Limits = Field(
+        default_factory=Limits,
+        json_schema_extra={"default": {}},
+        description="Bounds on each request through the proxy: time, sizes and rate.",
+    )
 
 
 class ExternalConnectionStatus(Status):
+    """What the operator checked of the connection, and whether the proxy routes it."""
+
     origin: str = Field(
         default="", max_length=2048, description="The normalised origin requests are pinned to."
     )

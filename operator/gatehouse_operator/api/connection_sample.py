@@ -26,11 +26,13 @@ CONNECTION_LABEL = "gatehouse.dev/connection"
 
 
 class SampledRequest(Model):
-    method: HttpMethod
+    method: HttpMethod = Field(description="The HTTP method the test used.")
     path: str = Field(max_length=2048, description="The path and query the test asked for.")
 
 
 class ConnectionSampleSpec(Model):
+    """The answer as it was saved; a record, never changed."""
+
     model_config = Model.model_config | {
         "json_schema_extra": validations(
             cel("self == oldSelf", "a sample is a record: delete it and save another instead"),
@@ -47,10 +49,14 @@ class ConnectionSampleSpec(Model):
         max_length=SAMPLE_LABEL_CHARS,
         description="The sample's name, shown to app builders and the app generator.",
     )
-    saved_at: str = Field(json_schema_extra={"format": "date-time"})
-    request: SampledRequest
+    saved_at: str = Field(
+        json_schema_extra={"format": "date-time"}, description="When the operator saved it."
+    )
+    request: SampledRequest = Field(description="What the test asked, redacted as the answer is.")
     status_code: int = Field(ge=100, le=599, description="The upstream's HTTP status.")
-    content_type: str = Field(default="", max_length=256)
+    content_type: str = Field(
+        default="", max_length=256, description="The answer's Content-Type header."
+    )
     body: Any = Field(
         default=None,
         description="The answer's body, redacted, arrays cut and size-capped.",

@@ -33,6 +33,8 @@ class SampleRequest(Model):
 
 
 class ConnectionTestSpec(Model):
+    """One request to send through the proxy, as an app's fetch would be; immutable."""
+
     model_config = Model.model_config | {
         "json_schema_extra": validations(
             cel(
@@ -76,7 +78,9 @@ class ConnectionTestSpec(Model):
 
 class UpstreamAnswer(Model):
     status_code: int = Field(default=0, ge=0, le=999, description="The upstream HTTP status.")
-    content_type: str = Field(default="", max_length=256)
+    content_type: str = Field(
+        default="", max_length=256, description="The answer's Content-Type header."
+    )
     body: str = Field(
         default="",
         max_length=RESULT_BODY_CHARS,
@@ -92,6 +96,8 @@ class UpstreamAnswer(Model):
 
 
 class ConnectionTestStatus(Status):
+    """The test's result: Passed, the answer (redacted) and, when asked for, the sample."""
+
     response: UpstreamAnswer | None = Field(
         default=None, description="What the connection answered, when it answered."
     )
@@ -100,8 +106,14 @@ class ConnectionTestStatus(Status):
         max_length=1024,
         description="Why no answer came back (refused by the proxy's rules, timeout, ...).",
     )
-    duration_ms: int = Field(default=0, ge=0)
-    finished_at: str = Field(default="", json_schema_extra={"format": "date-time"})
+    duration_ms: int = Field(
+        default=0, ge=0, description="How long the test took, waiting for a proxy included."
+    )
+    finished_at: str = Field(
+        default="",
+        json_schema_extra={"format": "date-time"},
+        description="When the test finished; it is deleted ttlSecondsAfterFinished later.",
+    )
     sample: str = Field(default="", max_length=253, description="The saved sample's id.")
     sample_body: Any = Field(
         default=None,

@@ -107,13 +107,28 @@ def model_schema(model: type[BaseModel], *, defaults: bool = True) -> dict[str, 
     return structural(raw, raw.get("$defs", {}), defaults=defaults)
 
 
+# What every Kubernetes object's first three fields mean, worded as the API conventions do.
+_CONVENTIONS = "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"
+_OBJECT_FIELDS: dict[str, Any] = {
+    "apiVersion": {
+        "type": "string",
+        "description": "The versioned schema of this representation of an object. More info: "
+        f"{_CONVENTIONS}#resources",
+    },
+    "kind": {
+        "type": "string",
+        "description": "The REST resource this object represents. More info: "
+        f"{_CONVENTIONS}#types-kinds",
+    },
+    "metadata": {
+        "type": "object",
+        "description": f"Standard object's metadata. More info: {_CONVENTIONS}#metadata",
+    },
+}
+
+
 def definition(kind: Kind) -> dict[str, Any]:
-    properties: dict[str, Any] = {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": model_schema(kind.spec),
-    }
+    properties: dict[str, Any] = {**_OBJECT_FIELDS, "spec": model_schema(kind.spec)}
     if kind.status is not None:
         properties["status"] = model_schema(kind.status, defaults=False)
     return {

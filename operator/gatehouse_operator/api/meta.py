@@ -60,7 +60,7 @@ class Condition(Model):
         pattern=rf"^({_SUBDOMAIN}/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
         description="Type of condition in CamelCase, e.g. Ready.",
     )
-    status: ConditionStatus
+    status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(
         max_length=1024,
         pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
@@ -89,7 +89,10 @@ class Status(Model):
         default=0, ge=0, description="The .metadata.generation the operator last reconciled."
     )
     conditions: list[Condition] = Field(
-        default_factory=list, max_length=16, json_schema_extra=CONDITIONS_LIST
+        default_factory=list,
+        max_length=16,
+        json_schema_extra=CONDITIONS_LIST,
+        description="The resource's current state, one condition per type; Ready summarises.",
     )
 
 

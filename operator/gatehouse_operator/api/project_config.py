@@ -57,7 +57,7 @@ MAX_MESSAGE = 1024
 class CompileWarningStatus(Model):
     rule: str = Field(max_length=64, description="The spec's rule, e.g. SubDayIntervalOnDate.")
     path: str = Field(max_length=MAX_PATH, description="Where in the file.")
-    message: str = Field(max_length=MAX_MESSAGE)
+    message: str = Field(max_length=MAX_MESSAGE, description="What was dropped, and why.")
 
 
 def fitted_warnings(warnings: Sequence[CompileWarning]) -> list[CompileWarning]:
@@ -81,30 +81,60 @@ def fitted_warnings(warnings: Sequence[CompileWarning]) -> list[CompileWarning]:
 
 
 class TimeIntervals(Model):
-    date: list[str] = Field(default_factory=list, max_length=MAX_INTERVALS)
-    timestamp: list[str] = Field(default_factory=list, max_length=MAX_INTERVALS)
+    date: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_INTERVALS,
+        description="The time intervals of date dimensions, standard and additional.",
+    )
+    timestamp: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_INTERVALS,
+        description="The time intervals of timestamp dimensions, standard and additional.",
+    )
 
 
 class CompiledConfig(Model):
-    time_intervals: TimeIntervals = Field(default_factory=TimeIntervals)
-    granularity_labels: dict[str, str] = Field(default_factory=dict)
-    defaults: dict[str, bool] = Field(default_factory=dict)
-    parameters: list[str] = Field(default_factory=list)
-    custom_granularities: list[str] = Field(default_factory=list)
-    table_groups: list[str] = Field(default_factory=list)
-    categories: list[str] = Field(default_factory=list)
-    default_visibility: str = ""
+    """The file as the service applies it, after defaults and the warnings' drops."""
+
+    time_intervals: TimeIntervals = Field(
+        default_factory=TimeIntervals, description="The effective time intervals per type."
+    )
+    granularity_labels: dict[str, str] = Field(
+        default_factory=dict, description="The label of each time interval that has one."
+    )
+    defaults: dict[str, bool] = Field(
+        default_factory=dict, description="The project's defaults, each set or defaulted."
+    )
+    parameters: list[str] = Field(default_factory=list, description="The parameters' names.")
+    custom_granularities: list[str] = Field(
+        default_factory=list, description="The custom granularities' names."
+    )
+    table_groups: list[str] = Field(default_factory=list, description="The table groups' names.")
+    categories: list[str] = Field(
+        default_factory=list, description="The spotlight categories' names."
+    )
+    default_visibility: str = Field(
+        default="", description="The spotlight's default visibility: show or hide."
+    )
 
 
 class ProjectConfigStatus(Status):
+    """Whether the file compiled, what it warned of, and what it compiled to."""
+
     project_uuid: str = Field(
         default="",
         max_length=64,
         description="The project's id in the service API (/api/v2/projects/{projectUuid}): "
         "this resource's metadata.uid.",
     )
-    warnings: list[CompileWarningStatus] = Field(default_factory=list, max_length=256)
-    compiled: CompiledConfig | None = None
+    warnings: list[CompileWarningStatus] = Field(
+        default_factory=list,
+        max_length=256,
+        description="What the compiler dropped or changed, also sent as Warning Events.",
+    )
+    compiled: CompiledConfig | None = Field(
+        default=None, description="The compiled result, once the file compiles."
+    )
 
 
 PROJECT_CONFIG = Kind(

@@ -156,12 +156,22 @@ def shortened(text: str, most: int) -> str:
 
 class Category(FileModel):
     label: str = Field(min_length=1, description="Shown in the Metrics Catalog.")
-    color: Color = "gray"
+    color: Color = Field(default="gray", description="The category's colour.")
 
 
 class Spotlight(FileModel):
-    default_visibility: Visibility = "show"
-    categories: dict[str, Category] = Field(default_factory=dict, json_schema_extra=NULLABLE)
+    """The Metrics Catalog: which metrics show by default, and the categories models may use."""
+
+    default_visibility: Visibility = Field(
+        default="show",
+        description="Whether metrics show in the Metrics Catalog unless a model or metric says "
+        "otherwise.",
+    )
+    categories: dict[str, Category] = Field(
+        default_factory=dict,
+        json_schema_extra=NULLABLE,
+        description="Categories model files may tag metrics with, by key.",
+    )
 
 
 Scalar = str | int | float | bool
@@ -173,8 +183,10 @@ class Option(FileModel):
 
 
 class OptionsFromDimension(FileModel):
-    model: str = Field(min_length=1)
-    dimension: str = Field(min_length=1)
+    """The options are the values of a dimension."""
+
+    model: str = Field(min_length=1, description="The model the dimension is in.")
+    dimension: str = Field(min_length=1, description="The dimension whose values are offered.")
 
 
 # Values may be strings, numbers or {label, value}: the CRD keeps them untyped (a structural
@@ -186,23 +198,29 @@ _ANY = WithJsonSchema({"x-kubernetes-preserve-unknown-fields": True})
 
 
 class Parameter(FileModel):
-    """Whether it has options (untyped in the CRD, so out of CEL's reach) the operator checks."""
+    """A value users pick that queries and SQL can reference. It needs options,
+    options_from_dimension or allow_custom_values: true."""
 
+    # Whether it has options (untyped in the CRD, so out of CEL's reach) the operator checks.
     # A list default without multiple is accepted: the seed's own table shows one, and the
     # reference accepts it.
 
-    label: str = Field(min_length=1)
-    description: str = ""
-    type: ParameterType = "string"
-    multiple: bool = False
-    allow_custom_values: bool = False
+    label: str = Field(min_length=1, description="Shown to users where they pick a value.")
+    description: str = Field(default="", description="Shown to users beside the label.")
+    type: ParameterType = Field(default="string", description="The values' type.")
+    multiple: bool = Field(default=False, description="Whether users may pick several values.")
+    allow_custom_values: bool = Field(
+        default=False, description="Whether users may enter a value that is not an option."
+    )
     options: Annotated[list[Scalar | Option] | None, _ANY_LIST] = Field(
         default=None, description="Values, or {label, value} pairs."
     )
     default: Annotated[Scalar | list[Scalar] | None, _ANY] = Field(
         default=None, description="A value, or a list of values when multiple is true."
     )
-    options_from_dimension: OptionsFromDimension | None = None
+    options_from_dimension: OptionsFromDimension | None = Field(
+        default=None, description="Take the options from a dimension's values."
+    )
 
     @model_validator(mode="after")
     def _has_values(self) -> Parameter:
@@ -215,27 +233,54 @@ class Parameter(FileModel):
 
 
 class AdditionalTimeIntervals(FileModel):
-    date: list[str] = Field(default_factory=list, json_schema_extra=NULLABLE)
-    timestamp: list[str] = Field(default_factory=list, json_schema_extra=NULLABLE)
+    date: list[str] = Field(
+        default_factory=list,
+        json_schema_extra=NULLABLE,
+        description="Appended to date dimensions' intervals; sub-day grains are dropped.",
+    )
+    timestamp: list[str] = Field(
+        default_factory=list,
+        json_schema_extra=NULLABLE,
+        description="Appended to timestamp dimensions' intervals.",
+    )
 
 
 class Defaults(FileModel):
-    case_sensitive: bool | None = None
-    column_totals: bool | None = None
-    pre_aggregate_execution_fallback: bool | None = None
-    additional_time_intervals: AdditionalTimeIntervals | None = None
-    granularity_labels: dict[str, str] = Field(default_factory=dict, json_schema_extra=NULLABLE)
+    """Project-wide defaults; a dimension's or model's own setting wins over them."""
+
+    case_sensitive: bool | None = Field(
+        default=None, description="When false, string filters ignore case (default true)."
+    )
+    column_totals: bool | None = Field(
+        default=None,
+        description="When false, new queries skip the column totals query (default true).",
+    )
+    pre_aggregate_execution_fallback: bool | None = Field(
+        default=None,
+        description="Whether a failed pre-aggregate query is retried on the warehouse "
+        "(default true).",
+    )
+    additional_time_intervals: AdditionalTimeIntervals | None = Field(
+        default=None,
+        description="Time intervals appended to the standard ones, for dimensions that do not "
+        "list their own.",
+    )
+    granularity_labels: dict[str, str] = Field(
+        default_factory=dict,
+        json_schema_extra=NULLABLE,
+        description="Display labels of standard granularities, by name.",
+    )
 
 
 class CustomGranularity(FileModel):
-    label: str = Field(min_length=1)
+    label: str = Field(min_length=1, description="Shown in the date zoom dropdown.")
     sql: str = Field(min_length=1, description="${COLUMN} is replaced with the column's SQL.")
-    type: GranularityType = "date"
+    type: GranularityType = Field(default="date", description="The expression's output type.")
 
 
 class TableGroup(FileModel):
-    label: str = Field(min_length=1)
-    description: str = ""
+    label: str = Field(min_length=1, description="Shown in the Explore sidebar.")
+    description: str = Field(default="", description="The group's description.")
 
 
 class ServiceConfig(FileModel):
@@ -245,16 +290,22 @@ class ServiceConfig(FileModel):
     # read it as empty) instead of being dropped and then missed as required.
     spotlight: Spotlight = Field(json_schema_extra=NULLABLE)
     parameters: dict[ParameterName, Parameter] = Field(
-        default_factory=dict, json_schema_extra=_keys_match(PARAMETER_NAME, "parameter")
+        default_factory=dict,
+        json_schema_extra=_keys_match(PARAMETER_NAME, "parameter"),
+        description="Project-wide parameters, by name.",
     )
     defaults: Defaults = Field(default_factory=Defaults, json_schema_extra=NULLABLE)
     custom_granularities: dict[CustomGranularityName, CustomGranularity] = Field(
         default_factory=dict,
         json_schema_extra=_keys_match(CUSTOM_GRANULARITY_NAME, "custom_granularities"),
+        description="Date granularities of the project's own, by name; a dimension lists one "
+        "in its time_intervals to offer it.",
     )
     # None (absent) and {} (present, empty) differ: deploy syncs table groups only when present.
     # Nullable in the CRD: server-side apply of `table_groups: {}` (clear them) stores null.
     table_groups: dict[TableGroupName, TableGroup] | None = Field(
         default=None,
         json_schema_extra=_keys_match(TABLE_GROUP_NAME, "table_groups"),
+        description="Explore sidebar groups, by the key models list in meta.groups. Present "
+        "and empty clears the deployed groups; absent leaves them.",
     )
