@@ -107,7 +107,7 @@ def model_schema(model: type[BaseModel], *, defaults: bool = True) -> dict[str, 
     return structural(raw, raw.get("$defs", {}), defaults=defaults)
 
 
-# What every Kubernetes object's first three fields mean, worded as the API conventions do.
+# What every Kubernetes object's first fields mean, worded as the API conventions do.
 _CONVENTIONS = "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"
 _OBJECT_FIELDS: dict[str, Any] = {
     "apiVersion": {
@@ -120,10 +120,8 @@ _OBJECT_FIELDS: dict[str, Any] = {
         "description": "The REST resource this object represents. More info: "
         f"{_CONVENTIONS}#types-kinds",
     },
-    "metadata": {
-        "type": "object",
-        "description": f"Standard object's metadata. More info: {_CONVENTIONS}#metadata",
-    },
+    # The API server refuses anything but the type here: it describes ObjectMeta itself.
+    "metadata": {"type": "object"},
 }
 
 
