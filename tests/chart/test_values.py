@@ -1,5 +1,8 @@
 """Every chart value is typed in values.schema.json and listed in the chart's README, and the
-schema knows no value that values.yaml lacks."""
+schema knows no value that values.yaml lacks.
+
+A closed object marked ``x-one-value`` (a securityContext, a probe's timing) is one value: its
+fields are checked (a misspelt one fails), and values.yaml sets only some of them."""
 
 from __future__ import annotations
 
@@ -12,9 +15,13 @@ import yaml
 CHART = Path(__file__).resolve().parents[2] / "charts" / "gatehouse"
 
 
+def _descended(schema: dict[str, Any]) -> bool:
+    return schema.get("additionalProperties") is False and not schema.get("x-one-value")
+
+
 def schema_leaves(schema: dict[str, Any], path: str = "") -> set[str]:
     properties = schema.get("properties")
-    if properties is None or schema.get("additionalProperties") is not False:
+    if properties is None or not _descended(schema):
         return {path}
     leaves: set[str] = set()
     for name, child in properties.items():
@@ -28,8 +35,7 @@ def value_leaves(values: dict[str, Any], schema: dict[str, Any], path: str = "")
     for name, value in values.items():
         child = schema.get("properties", {}).get(name, {})
         where = f"{path}.{name}" if path else name
-        closed = child.get("additionalProperties") is False
-        if isinstance(value, dict) and closed:
+        if isinstance(value, dict) and _descended(child):
             leaves |= value_leaves(value, child, where)
         else:
             leaves.add(where)

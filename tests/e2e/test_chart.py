@@ -328,13 +328,21 @@ def test_chart_ships_the_generated_user_roles(cluster: Cluster) -> None:
     shipped = [doc for doc in rendered if doc and doc["kind"] == "ClusterRole"]
     by_name = {doc["metadata"]["name"]: doc for doc in shipped}
     for role in roles.roles():
-        assert by_name[role["metadata"]["name"]] == role
+        shipped_role = by_name[role["metadata"]["name"]]
+        # As generated, with the release's labels besides its own.
+        labels = shipped_role["metadata"].pop("labels")
+        assert labels.items() >= role["metadata"].pop("labels").items()
+        assert labels["app.kubernetes.io/instance"] == "gh"
+        assert shipped_role == role
     # Kubernetes' edit can read every Secret: a builder may be kept out of it.
     apart = _render(cluster, "--set", "userRoles.aggregateBuilderToEdit=false")
     builder = _named(apart, "ClusterRole", roles.BUILDER_ROLE)
-    assert builder["metadata"]["labels"] == {"app.kubernetes.io/part-of": "gatehouse"}
+    assert "rbac.authorization.k8s.io/aggregate-to-edit" not in builder["metadata"]["labels"]
+    assert builder["metadata"]["labels"]["app.kubernetes.io/part-of"] == "gatehouse"
     assert builder["rules"] == by_name[roles.BUILDER_ROLE]["rules"]
-    assert _named(apart, "ClusterRole", roles.ADMIN_ROLE) == by_name[roles.ADMIN_ROLE]
+    admin = _named(apart, "ClusterRole", roles.ADMIN_ROLE)
+    assert admin["rules"] == by_name[roles.ADMIN_ROLE]["rules"]
+    assert "rbac.authorization.k8s.io/aggregate-to-admin" in admin["metadata"]["labels"]
 
 
 def test_the_proxy_reads_every_setting_the_chart_gives_it(
@@ -419,6 +427,12 @@ def test_a_misspelt_or_mistyped_value_fails_the_install(cluster: Cluster) -> Non
         ("proxy.replicaz=3", "additional properties 'replicaz' not allowed"),
         ("proxy.replicas=two", "got string, want integer"),
         ("logFormat=yaml", "logFormat"),
+        # Inside the Kubernetes objects the chart passes through, too.
+        (
+            "securityContext.readOnlyRootFileSystem=true",
+            "at '/securityContext': additional properties 'readOnlyRootFileSystem' not allowed",
+        ),
+        ("proxy.probes.liveness.periodSecond=3", "'periodSecond' not allowed"),
     ]:
         done = subprocess.run(
             [str(cluster.binaries.helm), "template", "gh", str(CHART), "--set", value],
@@ -452,3 +466,59 @@ def test_values_reach_the_pods(cluster: Cluster) -> None:
     crds = [doc for doc in documents if doc["kind"] == "CustomResourceDefinition"]
     assert len(crds) == len(KINDS)
     assert not any("annotations" in crd["metadata"] for crd in crds)
+
+
+def test_the_usual_knobs_reach_the_objects(cluster: Cluster) -> None:
+    """What a platform team expects of a chart: names, labels, its own ServiceAccount, extra
+    arguments and volumes, probe timing, monitoring, and a subchart's globals."""
+    documents = _render(
+        cluster,
+        "--set", "global.team=data",
+        "--set", "fullnameOverride=edge",
+        "--set", "commonLabels.team=data",
+        "--set", "revisionHistoryLimit=3",
+        "--set", "proxy.serviceAccount.create=false",
+        "--set", "proxy.serviceAccount.name=platform-proxy",
+        "--set", "operator.serviceAccount.annotations.iam\\.gke\\.io/gcp-service-account=x@p.iam",
+        "--set", "operator.extraArgs[0]=--verbose",
+        "--set", "webhook.extraVolumes[0].name=extra",
+        "--set", "webhook.extraVolumes[0].emptyDir.medium=Memory",
+        "--set", "webhook.extraVolumeMounts[0].name=extra",
+        "--set", "webhook.extraVolumeMounts[0].mountPath=/extra",
+        "--set", "proxy.probes.readiness.failureThreshold=6",
+        "--set", "prometheus.serviceMonitor.enabled=true",
+        "--set", "prometheus.serviceMonitor.scrapeTimeout=5s",
+        "--set", "prometheus.prometheusRule.enabled=true",
+    )  # fmt: skip
+    assert all(doc["metadata"]["labels"]["team"] == "data" for doc in documents), [
+        doc["metadata"]["name"] for doc in documents if "team" not in doc["metadata"]["labels"]
+    ]
+
+    def of(kind: str) -> dict[str, dict[str, Any]]:
+        return {doc["metadata"]["name"]: doc for doc in documents if doc["kind"] == kind}
+
+    deployments = of("Deployment")
+    assert set(deployments) == {"edge-operator", "edge-webhook", "edge-proxy"}
+    for deployment in deployments.values():
+        assert deployment["spec"]["revisionHistoryLimit"] == 3
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["enableServiceLinks"] is False
+        assert deployment["spec"]["template"]["metadata"]["labels"]["team"] == "data"
+    proxy = deployments["edge-proxy"]["spec"]["template"]["spec"]
+    assert proxy["serviceAccountName"] == "platform-proxy"
+    assert proxy["containers"][0]["readinessProbe"]["failureThreshold"] == 6
+    accounts = of("ServiceAccount")
+    assert set(accounts) == {"edge-operator", "edge-webhook"}  # the proxy's is the user's
+    assert accounts["edge-operator"]["metadata"]["annotations"] == {
+        "iam.gke.io/gcp-service-account": "x@p.iam"
+    }
+    operator = deployments["edge-operator"]["spec"]["template"]["spec"]["containers"][0]
+    assert operator["args"][-1] == "--verbose"
+    webhook = deployments["edge-webhook"]["spec"]["template"]["spec"]
+    assert {"name": "extra", "emptyDir": {"medium": "Memory"}} in webhook["volumes"]
+    assert {"name": "extra", "mountPath": "/extra"} in webhook["containers"][0]["volumeMounts"]
+    monitor = _named(documents, "ServiceMonitor", "edge-proxy")
+    assert monitor["spec"]["endpoints"][0]["scrapeTimeout"] == "5s"
+    rules = _named(documents, "PrometheusRule", "edge")["spec"]["groups"][0]["rules"]
+    assert "GatehouseProxyTableFeedDown" in {rule["alert"] for rule in rules}
+    assert 'job="edge-proxy-metrics"' in rules[0]["expr"]

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -245,3 +246,46 @@ def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Re
     assert [name for name in left if "gatehouse" in name] == [f"secret/{RELEASE}-keyring"], left
     cluster.kubectl("delete", "namespace", SYSTEM, "--wait=false")
     wait_for(lambda: gone("namespace", SYSTEM), timeout=90, interval=1, what="release deleted")
+
+
+def test_an_umbrella_chart_with_gatehouse_as_a_dependency_installs(
+    release: Release, tmp_path: Path
+) -> None:
+    """A platform team's own chart that depends on Gatehouse, with globals of its own (Helm
+    passes them to every subchart) and a second release's names."""
+    cluster = release.cluster
+    umbrella = tmp_path / "platform"
+    umbrella.mkdir()
+    (umbrella / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: platform\nversion: 1.0.0\ndependencies:\n"
+        f"  - {{name: gatehouse, version: '>=0.1.0', repository: 'file://{CHART}'}}\n"
+    )
+    (umbrella / "values.yaml").write_text(
+        "global: {team: data, imageRegistry: ''}\n"
+        "gatehouse:\n"
+        # The earlier release kept its CRDs (crds.keep), owned by it: this one leaves them be.
+        "  crds: {enabled: false}\n"
+        "  commonLabels: {team: data}\n"
+        "  operator: {replicas: 1}\n"
+        "  webhook: {replicas: 1}\n"
+        "  proxy: {replicas: 1}\n"
+    )
+    helm(cluster, "dependency", "build", str(umbrella))
+    namespace = "platform-system"
+    helm(
+        cluster, "install", "platform", str(umbrella), "-n", namespace, "--create-namespace",
+        "--wait", "--timeout=5m",
+    )  # fmt: skip
+    try:
+        for component in ("operator", "webhook", "proxy"):
+            cluster.kubectl(
+                "rollout", "status", f"deployment/platform-gatehouse-{component}", "-n",
+                namespace, "--timeout=180s", timeout=190,
+            )  # fmt: skip
+        labelled = cluster.kubectl(
+            "get", "deployments", "-n", namespace, "-l", "team=data", "-o", "name"
+        ).stdout.split()
+        assert len(labelled) == 3, labelled
+    finally:
+        helm(cluster, "uninstall", "platform", "-n", namespace, "--wait", "--timeout=3m")
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false")

@@ -1,13 +1,61 @@
+{{- define "gatehouse.name" -}}
+{{ default .Chart.Name .Values.nameOverride | trunc 50 | trimSuffix "-" }}
+{{- end -}}
+
+{{- /* Every object's name starts with it (50 characters: room for the longest suffix). */ -}}
 {{- define "gatehouse.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}{{ .Release.Name | trunc 50 | trimSuffix "-" }}{{- else -}}{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" }}{{- end -}}
+{{- if .Values.fullnameOverride -}}
+{{ .Values.fullnameOverride | trunc 50 | trimSuffix "-" }}
+{{- else -}}
+{{- $name := include "gatehouse.name" . -}}
+{{- if contains $name .Release.Name -}}{{ .Release.Name | trunc 50 | trimSuffix "-" }}{{- else -}}{{ printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" }}{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "gatehouse.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name | quote }}
+app.kubernetes.io/name: {{ include "gatehouse.name" . | quote }}
 app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | quote }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- /* The ServiceAccount a component runs as; called with (list $ component). Made by the chart
+unless serviceAccount.create is false; the chart's RBAC binds whichever it is. */ -}}
+{{- define "gatehouse.serviceAccountName" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- $account := (index $root.Values $component).serviceAccount -}}
+{{- if $account.create -}}
+{{ $account.name | default (printf "%s-%s" (include "gatehouse.fullname" $root) $component) }}
+{{- else -}}
+{{ $account.name | default "default" }}
+{{- end -}}
+{{- end -}}
+
+{{- /* A component's ServiceAccount, when the chart makes it; called with (list $ component). */ -}}
+{{- define "gatehouse.serviceAccount" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- $account := (index $root.Values $component).serviceAccount -}}
+{{- if $account.create }}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ include "gatehouse.serviceAccountName" . }}
+  labels: {{- include "gatehouse.labels" $root | nindent 4 }}
+  {{- with $account.annotations }}
+  annotations: {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- if eq $component "proxy" }}
+# The proxy needs no Kubernetes API access at all.
+automountServiceAccountToken: false
+{{- end }}
+---
+{{- end }}
 {{- end -}}
 
 {{- define "gatehouse.image" -}}
@@ -34,6 +82,9 @@ securityContext: {{- toYaml .Values.securityContext | nindent 2 }}
 {{- define "gatehouse.podExtras" -}}
 {{- $root := index . 0 -}}
 {{- $values := index . 1 -}}
+# Neither program reads the Service environment variables (a namespace with many Services would
+# give each Pod thousands of them).
+enableServiceLinks: false
 {{- with $root.Values.imagePullSecrets }}
 imagePullSecrets: {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -140,7 +191,7 @@ roleRef:
   name: {{ include "gatehouse.fullname" $root }}-{{ $component }}-watched
 subjects:
   - kind: ServiceAccount
-    name: {{ include "gatehouse.fullname" $root }}-{{ $component }}
+    name: {{ include "gatehouse.serviceAccountName" (list $root $component) }}
     namespace: {{ $root.Release.Namespace }}
 {{- end }}
 {{- end -}}
@@ -150,16 +201,17 @@ subjects:
 {{- define "gatehouse.topologySpread" -}}
 {{- $root := index . 0 -}}
 {{- $component := index . 1 -}}
+{{- /* This release's Pods of the component: a constraint without a labelSelector gets it, so
+that other releases' Pods never count in its skew. */ -}}
+{{- $own := dict "matchLabels" (dict "app.kubernetes.io/instance" $root.Release.Name "app.kubernetes.io/component" $component) -}}
 topologySpreadConstraints:
-  {{- with (index $root.Values $component).topologySpreadConstraints }}
-  {{- toYaml . | nindent 2 }}
+  {{- range (index $root.Values $component).topologySpreadConstraints }}
+  - {{ toYaml (omit . "labelSelector") | nindent 4 | trim }}
+    labelSelector: {{- toYaml (.labelSelector | default $own) | nindent 6 }}
   {{- else }}
   - maxSkew: 1
     topologyKey: kubernetes.io/hostname
     whenUnsatisfiable: ScheduleAnyway
-    labelSelector:
-      matchLabels:
-        app.kubernetes.io/instance: {{ $root.Release.Name | quote }}
-        app.kubernetes.io/component: {{ $component }}
+    labelSelector: {{- toYaml $own | nindent 6 }}
   {{- end }}
 {{- end -}}
