@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import socket
 import sys
@@ -15,12 +16,13 @@ import kopf
 import gatehouse_operator.controllers
 import gatehouse_operator.wiring.controller
 import gatehouse_operator.wiring.webhook  # noqa: F401  (the webhook's, on its registry)
+from gatehouse_contract.observability import JSONFormatter, version
 from gatehouse_contract.sealing import KeyringFile
 from gatehouse_operator import elected
 from gatehouse_operator.controllers import admission
 from gatehouse_operator.settings import OperatorSettings, WebhookSettings
 
-LOG_FORMATS = {"text": kopf.LogFormat.FULL, "json": kopf.LogFormat.JSON}
+LOG_FORMATS = ("text", "json")
 
 
 def identity() -> str:
@@ -48,10 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--log-format", choices=LOG_FORMATS, default="text")
     args = parser.parse_args(argv)
-    # kopf's own formats: JSON lines carry the object each message is about (under "object").
-    kopf.configure(
-        verbose=args.verbose, log_format=LOG_FORMATS[args.log_format], log_refkey="object"
-    )
+    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.FULL)
+    if args.log_format == "json":
+        # The proxy's JSON schema, not kopf's own (its fields and level names differ): one log
+        # pipeline reads both programs. The object a line is about stays, under "object".
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JSONFormatter())
     # Checked before kopf starts: a bad setting is one line and exit 2 (a crash loop that says
     # why), where kopf would retry its start-up handler every minute with a traceback.
     try:
@@ -65,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"gatehouse-operator: {error}", file=sys.stderr)
         return 2
+    logging.getLogger("gatehouse.operator").info("gatehouse-operator %s (%s)", version(), args.role)
     # Peering is not leader election (two replicas of the same priority both freeze): the
     # controller elects its leader with a Lease (see leadership), and the webhook needs none.
     common: dict[str, Any] = {

@@ -1,24 +1,29 @@
-"""``gatehouse``: test a connection from the command line, without writing YAML.
+"""``gatehouse``: Gatehouse from the command line, as one CLI family (cmctl is the model).
 
-``gatehouse test CONNECTION [-n NAMESPACE] [--context CONTEXT] [-X METHOD] [--path PATH]
-[--data JSON] [--save-sample LABEL]`` creates a ConnectionTest with the caller's own kubeconfig
-(so RBAC decides, as with kubectl), waits for it to finish and prints the outcome.
-``gatehouse save-sample TEST --label LABEL`` keeps a finished, passing test as a sample, once its
-result was seen. Exit codes: 0 passed (saved), 1 the test ran and failed (was not saved), 2 the
-command could not be run (bad arguments, no cluster, refused, timed out).
+``gatehouse test CONNECTION`` creates a ConnectionTest with the caller's own kubeconfig (so RBAC
+decides, as with kubectl), waits for it to finish and prints the outcome. ``gatehouse save-sample
+TEST --label LABEL`` keeps a finished, passing test as a sample. ``gatehouse service ...`` is
+``gatehouse-service`` (validate, explain, deploy, preview). ``gatehouse version`` and ``gatehouse
+completion SHELL`` need no cluster. Installed as ``kubectl-gatehouse`` too, it is the kubectl
+plugin ``kubectl gatehouse``. Exit codes: 0 passed (saved, done), 1 the test ran and failed (was
+not saved; the file is invalid), 2 the command could not be run (bad arguments, no cluster,
+refused, timed out).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import platform
 import sys
 import time
 from typing import Any, cast
 
+import yaml
 from kubernetes import client
 
-from gatehouse_operator import kubeconfig
+from gatehouse_contract.observability import version
+from gatehouse_operator import completion, kubeconfig, service_cli
 from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
     SAMPLE_LABEL_CHARS,
@@ -31,28 +36,75 @@ from gatehouse_operator.connections.models import ConnectionTestOutcome
 PASSED, FAILED, NOT_RUN = 0, 1, 2
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gatehouse", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    test = commands.add_parser("test", help="test an ExternalConnection through the proxy")
+OUTPUTS = ("text", "json", "yaml")
+# The names it is installed under; kubectl runs kubectl-gatehouse for `kubectl gatehouse`.
+COMMANDS = ["gatehouse", "kubectl-gatehouse"]
+
+
+def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Gatehouse from the command line: test connections, keep samples, apply "
+        "service.config.yml.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    cluster = service_cli.cluster_options()
+    test = commands.add_parser(
+        "test",
+        parents=[cluster],
+        help="test an ExternalConnection through the proxy",
+        description="Creates a ConnectionTest, waits for it and prints the answer.",
+    )
     test.add_argument("connection", help="the ExternalConnection's name")
-    test.add_argument("-n", "--namespace", help="default: the context's namespace")
-    test.add_argument("--context", help="the kubeconfig context to use")
-    test.add_argument("-X", "--method", default="GET", type=str.upper)
+    test.add_argument("-X", "--method", default="GET", type=str.upper, help="default: GET")
     test.add_argument("--path", default="/", help="relative to the base URL, may hold a query")
     test.add_argument("--data", help="a JSON request body (not with GET)")
     test.add_argument("--save-sample", metavar="LABEL", help="keep a passing answer as a sample")
     test.add_argument("--timeout", type=float, default=150.0, help="seconds to wait")
-    test.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    test.add_argument("-o", "--output", choices=OUTPUTS, default="text", help="default: text")
     save = commands.add_parser(
-        "save-sample", help="keep a finished, passing ConnectionTest as a sample"
+        "save-sample",
+        parents=[cluster],
+        help="keep a finished, passing ConnectionTest as a sample",
+        description="Asks the operator to keep a passing test's answer as a ConnectionSample.",
     )
-    save.add_argument("test", help="the ConnectionTest's name (printed by `gatehouse test`)")
+    save.add_argument("test", help="the ConnectionTest's name (printed by gatehouse test)")
     save.add_argument("--label", required=True, help=f"1 to {SAMPLE_LABEL_CHARS} characters")
-    save.add_argument("-n", "--namespace", help="default: the context's namespace")
-    save.add_argument("--context", help="the kubeconfig context to use")
     save.add_argument("--timeout", type=float, default=30.0, help="seconds to wait")
+    service = commands.add_parser(
+        "service",
+        help="validate, explain, deploy or preview service.config.yml",
+        description="The gatehouse-service commands.",
+    )
+    service_cli.add_commands(service.add_subparsers(dest="service", required=True))
+    shown = commands.add_parser(
+        "version", help="print the version", description="The CLI's version; no cluster needed."
+    )
+    shown.add_argument("-o", "--output", choices=OUTPUTS, default="text", help="default: text")
+    shell = commands.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description="bash: source <(gatehouse completion bash); zsh likewise; fish: gatehouse "
+        "completion fish | source.",
+    )
+    shell.add_argument("shell", choices=completion.SHELLS)
     return parser
+
+
+def _print(value: dict[str, Any], output: str) -> None:
+    if output == "yaml":
+        print(yaml.safe_dump(value, sort_keys=False, allow_unicode=True), end="")
+    else:
+        print(json.dumps(value, indent=2))
+
+
+def show_version(args: argparse.Namespace) -> int:
+    about = {"gatehouse": version(), "python": platform.python_version()}
+    if args.output == "text":
+        print(f"gatehouse {about['gatehouse']} (Python {about['python']})")
+    else:
+        _print(about, args.output)
+    return PASSED
 
 
 def _test_body(args: argparse.Namespace) -> dict[str, Any]:
@@ -67,8 +119,8 @@ def _test_body(args: argparse.Namespace) -> dict[str, Any]:
 def _report(test: dict[str, Any], done: ConnectionTestOutcome, output: str) -> int:
     status = test.get("status", {})
     code = PASSED if done.passed else FAILED
-    if output == "json":
-        print(json.dumps({"name": done.name, "status": status}, indent=2))
+    if output != "text":
+        _print({"name": done.name, "status": status}, output)
         return code
     verdict = "PASSED" if code == PASSED else "FAILED"
     print(f"{verdict} {done.reason}: {done.message}")
@@ -103,7 +155,7 @@ def save_sample(args: argparse.Namespace) -> int:
     if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
         print(f"gatehouse: --label: 1 to {SAMPLE_LABEL_CHARS} characters", file=sys.stderr)
         return NOT_RUN
-    namespace = kubeconfig.load(args.context, args.namespace)
+    namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
     api = client.CustomObjectsApi()
     try:
         with kubeconfig.reaching_the_cluster():
@@ -145,7 +197,7 @@ def test(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"gatehouse: --data is not JSON: {error}", file=sys.stderr)
         return NOT_RUN
-    namespace = kubeconfig.load(args.context, args.namespace)
+    namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
     api = client.CustomObjectsApi()
     name = body["metadata"]["name"]
     try:
@@ -172,13 +224,26 @@ def test(args: argparse.Namespace) -> int:
     return NOT_RUN
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "gatehouse") -> int:
+    parser = _parser(prog)
+    args = parser.parse_args(argv)
+    if args.command == "version":
+        return show_version(args)
+    if args.command == "completion":
+        print(completion.script(args.shell, parser, COMMANDS), end="")
+        return PASSED
+    if args.command == "service":
+        return service_cli.run(args, prog)
     try:
         return save_sample(args) if args.command == "save-sample" else test(args)
     except kubeconfig.ClusterError as error:
-        print(f"gatehouse: {error}", file=sys.stderr)
+        print(f"{prog}: {error}", file=sys.stderr)
         return NOT_RUN
+
+
+def kubectl_plugin() -> int:
+    """``kubectl gatehouse ...``: kubectl runs the kubectl-gatehouse executable on PATH."""
+    return main(prog="kubectl gatehouse")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import urllib3
 from kubernetes import client, config
@@ -19,20 +21,39 @@ class ClusterError(Exception):
     """The cluster cannot be used: no kubeconfig, an unknown context, no answer."""
 
 
-def load(context: str | None, given: str | None) -> str:
-    """Loads the kubeconfig (``context``, else its current one); the namespace to work in."""
+# Where a Pod finds its ServiceAccount's namespace (the token and CA are beside it).
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def load(context: str | None, given: str | None, path: str | None = None) -> str:
+    """Loads the kubeconfig (``path``, else $KUBECONFIG, else ~/.kube/config; ``context``, else
+    its current one) and returns the namespace to work in. With none of those and inside a Pod
+    (a CI job), the Pod's ServiceAccount is used, as kubectl does."""
     try:
-        config.load_kube_config(context=context)  # type: ignore[no-untyped-call]
-        return _namespace(context, given)
+        if path is None and context is None and _in_a_pod_without_kubeconfig():
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+            return given or SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+        config.load_kube_config(config_file=path, context=context)  # type: ignore[no-untyped-call]
+        return _namespace(context, given, path)
     except config.ConfigException as error:
         raise ClusterError(f"kubeconfig: {error}") from None
+    except OSError as error:
+        raise ClusterError(f"in-cluster config: {error.strerror}: {error.filename}") from None
 
 
-def _namespace(context: str | None, given: str | None) -> str:
+def _in_a_pod_without_kubeconfig() -> bool:
+    return (
+        "KUBERNETES_SERVICE_HOST" in os.environ
+        and "KUBECONFIG" not in os.environ
+        and not Path(config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser().exists()
+    )
+
+
+def _namespace(context: str | None, given: str | None, path: str | None) -> str:
     """``given``, else the namespace of the kubeconfig context in use, else ``default``."""
     if given:
         return given
-    contexts, active = config.list_kube_config_contexts()  # type: ignore[no-untyped-call]
+    contexts, active = config.list_kube_config_contexts(path)  # type: ignore[no-untyped-call]
     chosen = next((c for c in contexts if c["name"] == context), active) if context else active
     return str((chosen or {}).get("context", {}).get("namespace") or "default")
 

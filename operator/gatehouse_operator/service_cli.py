@@ -116,7 +116,7 @@ def documents(found: Document, name: str, preview: bool) -> list[tuple[str, dict
 
 
 def apply(args: argparse.Namespace, found: Document, preview: bool) -> str:
-    namespace = kubeconfig.load(args.context, args.namespace)
+    namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
     api = client.ApiClient()
     applies = documents(found, args.name, preview)
     if args.dry_run:
@@ -171,34 +171,61 @@ def _server_side_apply(
     api.response_deserialize(answer, {"200": "object", "201": "object"})
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gatehouse-service", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    for command, default_name in (
-        ("validate", ""),
-        ("deploy", "project"),
-        ("preview", "preview"),
-        ("explain", ""),
-    ):
-        sub = commands.add_parser(command)
-        sub.add_argument("--project-dir", type=Path, default=Path.cwd())
+def cluster_options() -> argparse.ArgumentParser:
+    """The options of every command that reaches the cluster, as kubectl spells them."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("-n", "--namespace", help="default: the context's namespace")
+    options.add_argument("--context", help="the kubeconfig context to use")
+    options.add_argument(
+        "--kubeconfig",
+        help="default: $KUBECONFIG, else ~/.kube/config, else (in a Pod) its ServiceAccount",
+    )
+    return options
+
+
+COMMANDS = {
+    "validate": ("check the file and the models, offline", ""),
+    "explain": ("show what the rules resolve to for a model or dimension", ""),
+    "deploy": ("apply the file as the project's ProjectConfig", "project"),
+    "preview": ("apply the file as a preview ProjectConfig", "preview"),
+}
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cluster = cluster_options()
+    for command, (summary, default_name) in COMMANDS.items():
+        reaches = bool(default_name)
+        sub = commands.add_parser(
+            command,
+            parents=[cluster] if reaches else [],
+            help=summary,
+            description=f"{summary[0].upper()}{summary[1:]}. The file is found beside "
+            f"{DBT_PROJECT}.",
+        )
+        sub.add_argument(
+            "--project-dir", type=Path, default=Path.cwd(), help="default: the current directory"
+        )
         if command == "explain":
             sub.add_argument("target", metavar="MODEL[.DIMENSION]")
-        if command in ("validate", "explain"):
-            continue
-        sub.add_argument("-n", "--namespace", help="the project's namespace")
-        sub.add_argument("--context", help="the kubeconfig context to use")
-        sub.add_argument("--name", default=default_name, help="the ProjectConfig's name")
-        sub.add_argument("--dry-run", action="store_true", help="validate on the server only")
-    return parser
+        if reaches:
+            sub.add_argument("--name", default=default_name, help=f"default: {default_name}")
+            sub.add_argument("--dry-run", action="store_true", help="validate on the server only")
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="gatehouse-service",
+        description="Validate service.config.yml and apply it as a ProjectConfig.",
+    )
+    add_commands(parser.add_subparsers(dest="service", required=True, metavar="COMMAND"))
+    return run(parser.parse_args(argv), "gatehouse-service")
+
+
+def run(args: argparse.Namespace, prog: str) -> int:
     # Names come from the user's files, and may hold what the terminal cannot encode.
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
-    args = _parser().parse_args(argv)
     project_dir = args.project_dir.resolve()
     try:
         found = find(project_dir)
@@ -206,11 +233,11 @@ def main(argv: list[str] | None = None) -> int:
         print(invalid, file=sys.stderr)
         return INVALID
     except Failure as failure:
-        print(f"gatehouse-service: {failure}", file=sys.stderr)
+        print(f"{prog}: {failure}", file=sys.stderr)
         return NOT_RUN
     project = dbt_project.read(project_dir)
-    if found is None and args.command != "explain":
-        print(f"gatehouse-service: no {FILE_NAME} beside {DBT_PROJECT}; nothing to do")
+    if found is None and args.service != "explain":
+        print(f"{prog}: no {FILE_NAME} beside {DBT_PROJECT}; nothing to do")
         return OK
     if found is None:
         found = Document(str(project_dir / FILE_NAME), {"spotlight": {}}, {})
@@ -222,22 +249,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"... and {len(lines) - MAX_SHOWN} more like these", file=sys.stderr)
     if errors:
         return INVALID
-    if args.command == "validate":
+    if args.service == "validate":
         print(f"{found.path}: valid ({len(warnings)} warning(s), {len(project.models)} model(s))")
         return OK
-    if args.command == "explain":
+    if args.service == "explain":
         try:
             print(
                 "\n".join(explain(ServiceConfig.model_validate(found.data), project, args.target))
             )
         except NotFound as missing:
-            print(f"gatehouse-service: {missing}", file=sys.stderr)
+            print(f"{prog}: {missing}", file=sys.stderr)
             return INVALID
         return OK
     try:
-        print(apply(args, found, preview=args.command == "preview"))
+        print(apply(args, found, preview=args.service == "preview"))
     except (Failure, kubeconfig.ClusterError) as failure:
-        print(f"gatehouse-service: {failure}", file=sys.stderr)
+        print(f"{prog}: {failure}", file=sys.stderr)
         return NOT_RUN
     return OK
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +100,8 @@ class StatusWriter:
         self.kube = kube
         self._conditions: dict[str, list[dict[str, Any]]] = {}
         self._written: dict[str, dict[str, Any]] = {}
+        # kind, namespace, name of each resource summarised by Ready (a test is a record).
+        self._ready_of: dict[str, tuple[str, str, str]] = {}
 
     async def write(
         self,
@@ -116,6 +118,9 @@ class StatusWriter:
         status = typed(kind, {"observedGeneration": generation, "conditions": merged, **extra})
         # The written status's own list: one copy per resource (20,000 of them at scale).
         self._conditions[key] = status["conditions"]
+        meta = body["metadata"]
+        if summary == ConditionType.READY:
+            self._ready_of[key] = (kind.kind, meta["namespace"], meta["name"])
         # One Event per move of the summary condition (Ready): its reason is the failing
         # condition's, so the others would only repeat it. Advisory conditions do not feed
         # Ready, so their moves are told by Events of their own.
@@ -124,7 +129,6 @@ class StatusWriter:
                 await self._event(kind, body, verdict)
         if status == self._written.get(key, body.get("status")):
             return  # as it is: a restarted operator re-reports thousands of unchanged resources
-        meta = body["metadata"]
         await self.kube.patch_status(kind, meta["namespace"], meta["name"], status)
         self._written[key] = status
 
@@ -150,6 +154,13 @@ class StatusWriter:
         """The condition this operator last wrote for ``key``, or an empty dict."""
         return next((c for c in self._conditions.get(key, []) if c["type"] == type_), {})
 
+    def readiness(self) -> Iterator[tuple[str, str, str, ConditionStatus]]:
+        """kind, namespace, name and Ready's status of each resource this operator reports on."""
+        for key, (kind, namespace, name) in self._ready_of.items():
+            ready = self.condition(key, ConditionType.READY)
+            yield kind, namespace, name, ready.get("status", "Unknown")
+
     def forget(self, key: str) -> None:
         self._conditions.pop(key, None)
         self._written.pop(key, None)
+        self._ready_of.pop(key, None)

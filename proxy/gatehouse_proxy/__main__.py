@@ -20,6 +20,7 @@ from typing import Any
 
 import uvicorn
 
+from gatehouse_contract.observability import version
 from gatehouse_contract.request_deadline import with_head_deadline
 from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy import logs
@@ -117,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"gatehouse-proxy: {error}", file=sys.stderr)
         return 2
+    log.info("gatehouse-proxy %s", version())
     admin = {
         "log_config": None,
         "log_level": args.log_level,

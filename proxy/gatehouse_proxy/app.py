@@ -83,10 +83,10 @@ class Proxy:
         self.concurrency = ConcurrencyLimits(settings.tenant_limits)
         self.request_bytes = RequestBytes(settings.tenant_limits)
         self.turns = Turns()
-        metrics.track_feed(
+        metrics.FEED.track(
             version=lambda: self.store.current.version if self.store.current else 0,
-            age=lambda: self.table_age() if self.store.current else -1,
-            connected=lambda: float(self.feed.state.connected),
+            age=lambda: self.table_age() if self.store.current else None,
+            connected=lambda: self.feed.state.connected,
             received=lambda: self.feed.state.bytes_received,
         )
 

@@ -6,25 +6,12 @@ changes how the same messages are written.
 
 from __future__ import annotations
 
-import datetime
-import json
 import logging
+
+from gatehouse_contract.observability import JSONFormatter
 
 FORMATS = ("text", "json")
 TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-class JSONFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
 
 
 def configure(level: str, log_format: str) -> None:

@@ -41,7 +41,11 @@ def test_the_wheel_ships_the_two_programs_and_their_contract_only(tmp_path: Path
 
     top_level = {name.split("/")[0] for name in names if not name.startswith(metadata_dir)}
     assert top_level == {"gatehouse_contract", "gatehouse_operator", "gatehouse_proxy"}
-    assert set(entry_points["console_scripts"]) == {"gatehouse", "gatehouse-service"}
+    assert set(entry_points["console_scripts"]) == {
+        "gatehouse",
+        "gatehouse-service",
+        "kubectl-gatehouse",
+    }
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     shipped = metadata.get_all("Requires-Dist") or []
     assert {str(Requirement(item)) for item in shipped} == {

@@ -4,11 +4,15 @@ app-build hand-off serves; nothing anyone can read afterwards holds a secret."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
@@ -314,6 +318,34 @@ def test_the_cli_runs_a_test_and_exits_by_its_outcome(
 
 def gatehouse_cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     return run_cli(cluster, "gatehouse_operator.cli", *args)
+
+
+def test_kubectl_runs_the_cli_as_its_gatehouse_plugin(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """The installed kubectl-gatehouse on PATH, found and run by a real kubectl; the cluster
+    named by --kubeconfig alone ($KUBECONFIG points nowhere)."""
+    public_connection(cluster, stack, namespace, allowedPaths=["/echo"])
+    kubectl = str(cluster.binaries.kubectl)
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ["PATH"])),
+        "KUBECONFIG": "/nonexistent",
+    }
+
+    def plugin(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [kubectl, *args], capture_output=True, text=True, timeout=60, check=False, env=env
+        )
+
+    assert "kubectl-gatehouse" in plugin("plugin", "list").stdout
+    ran = plugin(
+        "gatehouse", "test", "vendor", "-n", namespace, "--kubeconfig", str(cluster.kubeconfig),
+        "--path", "/echo/plugin", "-o", "yaml",
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert yaml.safe_load(ran.stdout)["status"]["response"]["statusCode"] == 200
+    assert plugin("gatehouse", "version").stdout.startswith("gatehouse ")
 
 
 def test_a_passing_test_is_saved_as_a_sample_after_its_result_was_seen(

@@ -375,8 +375,8 @@ def test_answers_that_fail_after_their_headers_are_cut_off_cleanly(
     log = stack.proxies[0].server.log_path.read_text()
     for code in cases:
         assert (
-            f'gatehouse_proxy_responses_cut_total{{app="{namespace}/DataApp/sales",code="{code}",'
-            f'connection="{namespace}/vendor"}} 1.0' in metrics
+            f'gatehouse_proxy_responses_cut_total{{app="sales",app_kind="DataApp",code="{code}",'
+            f'connection="vendor",namespace="{namespace}"}} 1.0' in metrics
         )
         assert (
             f"cut off the answer from {namespace}/vendor to {namespace}/DataApp/sales: {code}"
@@ -448,11 +448,11 @@ def test_metrics_are_per_connection_and_app_without_paths_or_secrets(
     fetch(stack.proxy, token, "vendor", "/echo/v1/private-path", params={"q": "query-value"})
     fetch(stack.proxy, token, "vendor", "/echo/v1", method="DELETE")
     metrics = httpx.get(f"{stack.proxies[0].admin_url}/metrics", timeout=5).text
-    app = f"{namespace}/DataApp/sales"
     assert (
-        f'gatehouse_proxy_requests_total{{app="{app}",code="ok",connection="{namespace}/vendor",'
-        f'method="GET",status="2xx"}}' in metrics
+        'gatehouse_proxy_requests_total{app="sales",app_kind="DataApp",code="ok",'
+        f'connection="vendor",method="GET",namespace="{namespace}",status="2xx"}}' in metrics
     )
+    assert f'gatehouse_proxy_request_duration_seconds_count{{namespace="{namespace}"}}' in metrics
     assert 'code="method_not_allowed"' in metrics
     for leaked in ("private-path", "query-value", "sk_metrics_secret", token):
         assert leaked not in metrics

@@ -167,8 +167,7 @@ def test_thousands_of_connections_reach_a_replica_started_later(
             feed = _readyz(late.admin_url)["feed"]
             assert feed["snapshots"] == 1
             assert feed["deltas"] >= 1
-            connected = 'gatehouse_operator_proxy_replicas{state="connected"}'
-            assert _operator_metric(stack, connected) == 3
+            assert _operator_metric(stack, "gatehouse_operator_proxy_replicas_connected") == 3
         finally:
             late.server.stop()
     finally:

@@ -58,14 +58,18 @@ def run(command: str, kubeconfig: Path, *extra: str) -> subprocess.CompletedProc
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_no_cluster_is_one_line_and_exit_2(command: str, unreachable: Path, tmp_path: Path) -> None:
-    cases = {
-        "kubeconfig: Invalid kube-config file": run(command, tmp_path / "absent"),
-        "kubeconfig: Invalid kube-config file. Expected object with name nope": run(
-            command, unreachable, "--context", "nope"
+    reach = "cannot reach the cluster at https://127.0.0.1:"
+    cases = [
+        ("kubeconfig: Invalid kube-config file", run(command, tmp_path / "absent")),
+        (
+            "kubeconfig: Invalid kube-config file. Expected object with name nope",
+            run(command, unreachable, "--context", "nope"),
         ),
-        "cannot reach the cluster at https://127.0.0.1:": run(command, unreachable),
-    }
-    for message, done in cases.items():
+        (reach, run(command, unreachable)),
+        # --kubeconfig wins over $KUBECONFIG, as with kubectl.
+        (reach, run(command, tmp_path / "absent", "--kubeconfig", str(unreachable))),
+    ]
+    for message, done in cases:
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1, done.stderr
         assert done.stderr.startswith(f"{command}: {message}"), done.stderr

@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
@@ -31,6 +31,8 @@ from gatehouse_contract.connection_tests import (
 from gatehouse_contract.frames import Delta, Snapshot, read_operator_frame
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
 from gatehouse_contract.sealing import Keyring, KeyringFile
+from gatehouse_operator.kube import Kube
+from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table import journal as table_journal
 from gatehouse_operator.table import metrics
 from gatehouse_operator.table.channel import TableChannel
@@ -228,11 +230,10 @@ def test_replicas_receive_deltas_acknowledge_them_and_run_tests(
             async def no_writes(*_: Any) -> None:
                 raise AssertionError("nothing is waiting")
 
-            found = metrics.registry(
-                journal, replicas, Rollout(routes, journal, replicas, no_writes)
-            )
+            rollout = Rollout(routes, journal, replicas, no_writes)
+            found = metrics.registry(journal, replicas, rollout, StatusWriter(cast(Kube, None)))
             exposed = generate_latest(found).decode()
-            assert 'gatehouse_operator_proxy_replicas{state="current"} 2.0' in exposed
+            assert "gatehouse_operator_proxy_replicas_current 2.0" in exposed
             assert 'gatehouse_operator_table_entries{kind="connection"} 200.0' in exposed
             assert "gatehouse_operator_resources_pending 0.0" in exposed
 

@@ -1,4 +1,5 @@
-"""Log lines in JSON: one object per line, the fields collectors index, tracebacks kept."""
+"""Log lines in JSON: one object per line, the fields collectors index, tracebacks kept, and the
+same schema from both programs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gatehouse_proxy.logs import JSONFormatter
+from gatehouse_contract.observability import JSONFormatter
 
 
 def test_a_json_line_has_time_level_logger_and_message() -> None:
@@ -26,7 +27,18 @@ def test_a_json_line_has_time_level_logger_and_message() -> None:
     assert "RuntimeError: upstream broke off" in entry["exception"]
 
 
-def test_the_operator_writes_kopfs_json_lines(tmp_path: Path) -> None:
+def test_a_line_about_a_resource_names_it_under_object() -> None:
+    reference = {"kind": "ExternalConnection", "namespace": "shop", "name": "vendor"}
+    record = logging.makeLogRecord(
+        {"name": "kopf.objects", "levelno": logging.INFO, "levelname": "INFO",
+         "msg": "reconciled", "k8s_ref": reference}
+    )  # fmt: skip
+    entry = json.loads(JSONFormatter().format(record))
+    assert entry["object"] == reference
+    assert set(entry) == {"time", "level", "logger", "message", "object"}
+
+
+def test_the_operator_writes_the_proxys_json_lines(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     with subprocess.Popen(
@@ -43,4 +55,9 @@ def test_the_operator_writes_kopfs_json_lines(tmp_path: Path) -> None:
             operator.terminate()
             operator.wait(timeout=30)
     entry = json.loads(first)
-    assert {"message", "timestamp", "severity"} <= set(entry), entry
+    assert (
+        {"time", "level", "logger", "message"}
+        <= set(entry)
+        <= {"time", "level", "logger", "message", "object", "exception"}
+    ), entry
+    assert entry["level"] in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -1,4 +1,5 @@
-"""The operator's Prometheus metrics: the table it publishes, and how far the replicas have it.
+"""The operator's Prometheus metrics: the table it publishes, how far the replicas have it, each
+resource's readiness, and the process.
 
 Read at each scrape from the live objects, so they never lag the channel's ``/healthz``. Served on
 a plain-HTTP port of their own (``GATEHOUSE_METRICS_PORT``), like the proxies'.
@@ -6,19 +7,50 @@ a plain-HTTP port of their own (``GATEHOUSE_METRICS_PORT``), like the proxies'.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge
 from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from gatehouse_contract.observability import register_process_metrics
+from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replicas
 from gatehouse_operator.table.rollout import Rollout
 
+_STATUSES = ("True", "False", "Unknown")
 
-def registry(journal: Journal, replicas: Replicas, rollout: Rollout) -> CollectorRegistry:
+
+class Readiness(Collector):
+    """One series per resource and Ready status, 1 for the one it has (kube-state-metrics' and
+    cert-manager's form): ``sum by (kind) (...{status="False"})`` counts what is not working."""
+
+    def __init__(self, status: StatusWriter) -> None:
+        self.status = status
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "gatehouse_operator_resource_ready",
+            "1 for the status of each resource's Ready condition (True, False or Unknown), "
+            "else 0; on the leader, which reconciles.",
+            labels=["kind", "namespace", "name", "status"],
+        )
+        for kind, namespace, name, ready in self.status.readiness():
+            for status in _STATUSES:
+                family.add_metric([kind, namespace, name, status], float(status == ready))
+        yield family
+
+
+def registry(
+    journal: Journal, replicas: Replicas, rollout: Rollout, status: StatusWriter
+) -> CollectorRegistry:
     found = CollectorRegistry()
+    register_process_metrics(found, "operator")
+    found.register(Readiness(status))
     Gauge(
         "gatehouse_operator_table_version",
         "Version of the newest routing table the operator published (0: none yet).",
@@ -37,20 +69,23 @@ def registry(journal: Journal, replicas: Replicas, rollout: Rollout) -> Collecto
         "Bytes of the published table's routes (what a snapshot carries).",
         registry=found,
     ).set_function(lambda: sum(len(entry.data) for entry in journal.entries.values()))
-    counted = Gauge(
-        "gatehouse_operator_proxy_replicas",
-        "Proxy replicas: serving (hold a table, connected or within their grace), connected, "
-        "and current (acknowledged the newest table).",
-        ["state"],
+    # Three gauges, not one with a state label: the states overlap (a current replica is
+    # serving, and most serving ones are connected), so a sum over such a label means nothing.
+    Gauge(
+        "gatehouse_operator_proxy_replicas_serving",
+        "Proxy replicas that hold a table, connected or within their grace.",
         registry=found,
-    )
-    counted.labels("serving").set_function(lambda: len(replicas.serving()))
-    counted.labels("connected").set_function(
-        lambda: sum(1 for replica in replicas.by_name.values() if replica.connected)
-    )
-    counted.labels("current").set_function(
-        lambda: sum(1 for r in replicas.serving() if r.version >= journal.version)
-    )
+    ).set_function(lambda: len(replicas.serving()))
+    Gauge(
+        "gatehouse_operator_proxy_replicas_connected",
+        "Proxy replicas with a table channel open to this operator.",
+        registry=found,
+    ).set_function(lambda: sum(1 for replica in replicas.by_name.values() if replica.connected))
+    Gauge(
+        "gatehouse_operator_proxy_replicas_current",
+        "Serving proxy replicas that acknowledged the newest table.",
+        registry=found,
+    ).set_function(lambda: sum(1 for r in replicas.serving() if r.version >= journal.version))
     Gauge(
         "gatehouse_operator_resources_pending",
         "Connections and apps whose latest route not every serving replica holds yet.",
