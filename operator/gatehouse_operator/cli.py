@@ -246,5 +246,11 @@ def kubectl_plugin() -> int:
     return main(prog="kubectl gatehouse")
 
 
+def kubectl_completion() -> int:
+    """kubectl's completion of ``kubectl gatehouse ...``: it runs kubectl_complete-gatehouse."""
+    print(completion.cobra_answer(_parser("kubectl gatehouse"), sys.argv[1:]), end="")
+    return PASSED
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,8 +1,9 @@
-"""Shell completion scripts for the CLI, generated from its argparse parser.
+"""Shell completion for the CLI, generated from its argparse parser.
 
 Static scripts (cmctl's ``completion`` command, without cobra): the words each command takes are
 written into the script, so pressing tab never starts Python (the CLI imports the Kubernetes
-client, half a second).
+client, half a second). kubectl completes its plugins by running ``kubectl_complete-<plugin>``
+with the words typed so far, and reads cobra's answer: one word a line, then ``:<directive>``.
 """
 
 from __future__ import annotations
@@ -83,3 +84,22 @@ def _fish(table: dict[tuple[str, ...], list[str]], commands: list[str]) -> str:
                 else:
                     lines.append(f"complete -c {command} -f -n {condition} -a {word}")
     return "\n".join(lines) + "\n"
+
+
+# cobra's ShellCompDirectiveNoFileComp: offer the words given, never file names.
+NO_FILES = 4
+
+
+def offered(parser: argparse.ArgumentParser, typed: list[str]) -> list[str]:
+    """The words that complete the last of ``typed`` (the words after the command's name)."""
+    table = words(parser)
+    path: tuple[str, ...] = ()
+    for word in typed[:-1]:
+        if (*path, word) in table:
+            path = (*path, word)
+    prefix = typed[-1] if typed else ""
+    return [word for word in table[path] if word.startswith(prefix)]
+
+
+def cobra_answer(parser: argparse.ArgumentParser, typed: list[str]) -> str:
+    return "".join(f"{word}\n" for word in offered(parser, typed)) + f":{NO_FILES}\n"

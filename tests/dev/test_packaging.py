@@ -45,6 +45,7 @@ def test_the_wheel_ships_the_two_programs_and_their_contract_only(tmp_path: Path
         "gatehouse",
         "gatehouse-service",
         "kubectl-gatehouse",
+        "kubectl_complete-gatehouse",
     }
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     shipped = metadata.get_all("Requires-Dist") or []

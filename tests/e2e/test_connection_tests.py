@@ -346,6 +346,8 @@ def test_kubectl_runs_the_cli_as_its_gatehouse_plugin(
     assert ran.returncode == 0, ran.stderr
     assert yaml.safe_load(ran.stdout)["status"]["response"]["statusCode"] == 200
     assert plugin("gatehouse", "version").stdout.startswith("gatehouse ")
+    # kubectl's own completion asks kubectl_complete-gatehouse.
+    assert plugin("__complete", "gatehouse", "service", "de").stdout == "deploy\n:4\n"
 
 
 def test_a_passing_test_is_saved_as_a_sample_after_its_result_was_seen(

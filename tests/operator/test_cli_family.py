@@ -78,6 +78,15 @@ def test_bash_completes_commands_nested_commands_and_options(tmp_path: Path) -> 
     assert "complete -F _gatehouse gatehouse kubectl-gatehouse" in script.read_text()
 
 
+def test_kubectl_completes_the_plugin_by_cobras_protocol() -> None:
+    answer = subprocess.run(
+        [sys.executable, "-c", "from gatehouse_operator.cli import kubectl_completion as c; c()",
+         "service", "deploy", "--d"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert answer.stdout == "--dry-run\n:4\n"
+
+
 @pytest.mark.parametrize("shell", ["zsh", "fish"])
 def test_zsh_and_fish_scripts_name_every_command(shell: str) -> None:
     done = gatehouse("completion", shell)
