@@ -31,7 +31,7 @@ from gatehouse_operator.api.connection_test import (
 )
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.connections import runs
-from gatehouse_operator.connections.models import ConnectionTestOutcome
+from gatehouse_operator.connections.models import ConnectionTestOutcome, SampleSaveOutcome
 
 PASSED, FAILED, NOT_RUN = 0, 1, 2
 
@@ -71,6 +71,7 @@ def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
     save.add_argument("test", help="the ConnectionTest's name (printed by gatehouse test)")
     save.add_argument("--label", required=True, help=f"1 to {SAMPLE_LABEL_CHARS} characters")
     save.add_argument("--timeout", type=float, default=30.0, help="seconds to wait")
+    save.add_argument("-o", "--output", choices=OUTPUTS, default="text", help="default: text")
     service = commands.add_parser(
         "service",
         help="validate, explain, deploy or preview service.config.yml",
@@ -150,6 +151,16 @@ def _read_test(api: client.CustomObjectsApi, namespace: str, name: str) -> dict[
     return cast(dict[str, Any], found)
 
 
+def _saved_report(answer: SampleSaveOutcome, output: str) -> int:
+    if output != "text":
+        _print(answer.model_dump(by_alias=True), output)
+    elif answer.saved:
+        print(f"saved as sample {answer.sample!r}")
+    else:
+        print(f"NOT SAVED {answer.reason}: {answer.message}")
+    return PASSED if answer.saved else FAILED
+
+
 def save_sample(args: argparse.Namespace) -> int:
     label = args.label.strip()
     if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
@@ -161,8 +172,7 @@ def save_sample(args: argparse.Namespace) -> int:
         with kubeconfig.reaching_the_cluster():
             refused = runs.save_request(_read_test(api, namespace, args.test), label)
             if refused is not None:
-                print(f"NOT SAVED {refused.reason}: {refused.message}")
-                return FAILED
+                return _saved_report(refused, args.output)
             api.patch_namespaced_custom_object(
                 GROUP,
                 VERSION,
@@ -176,13 +186,8 @@ def save_sample(args: argparse.Namespace) -> int:
             while time.monotonic() < deadline:
                 time.sleep(0.3)
                 answer = runs.saved(_read_test(api, namespace, args.test))
-                if answer is None:
-                    continue
-                if answer.saved:
-                    print(f"saved as sample {answer.sample!r}")
-                    return PASSED
-                print(f"NOT SAVED {answer.reason}: {answer.message}")
-                return FAILED
+                if answer is not None:
+                    return _saved_report(answer, args.output)
     except client.ApiException as error:
         print(f"gatehouse: {kubeconfig.refusal(error)}", file=sys.stderr)
         return NOT_RUN

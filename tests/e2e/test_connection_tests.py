@@ -409,6 +409,16 @@ def test_a_passing_test_is_saved_as_a_sample_after_its_result_was_seen(
     unsaved = gatehouse_cli(cluster, "save-sample", "broken", "--label", "No", "-n", namespace)
     assert unsaved.returncode == 1
     assert unsaved.stdout.startswith("NOT SAVED TestFailed"), unsaved.stdout
+    as_yaml = gatehouse_cli(
+        cluster, "save-sample", "broken", "--label", "No", "-n", namespace, "-o", "yaml"
+    )
+    assert as_yaml.returncode == 1
+    assert yaml.safe_load(as_yaml.stdout) | {"message": ""} == {
+        "saved": False,
+        "sample": "",
+        "reason": "TestFailed",
+        "message": "",
+    }
     failed = httpx.post(f"{tests}/broken/sample", json={"label": "No"}, **_as(members["admin"]))
     assert (failed.status_code, failed.json()["reason"]) == (409, "TestFailed")
     too_long = httpx.post(f"{tests}/api/sample", json={"label": "x" * 201}, **_as(members["admin"]))
