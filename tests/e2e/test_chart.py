@@ -433,6 +433,13 @@ def test_a_misspelt_or_mistyped_value_fails_the_install(cluster: Cluster) -> Non
             "at '/securityContext': additional properties 'readOnlyRootFileSystem' not allowed",
         ),
         ("proxy.probes.liveness.periodSecond=3", "'periodSecond' not allowed"),
+        # The operator's rights are never bound to the namespace's default account.
+        (
+            "operator.serviceAccount.create=false",
+            "operator.serviceAccount.name is required when operator.serviceAccount.create is",
+        ),
+        # Alerts that select no series would never fire.
+        ("prometheus.prometheusRule.enabled=true", "needs prometheus.serviceMonitor.enabled"),
     ]:
         done = subprocess.run(
             [str(cluster.binaries.helm), "template", "gh", str(CHART), "--set", value],

@@ -220,14 +220,16 @@ class ByteRelay(InThread):
         server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
         async with server:
             await self._until_stopped(f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}")
-        # The listener is closed, so no relay starts after this. One that was accepted just
-        # before takes its first step now, and is then cancelled like the rest, which closes
-        # its sockets. A relay left pending would leave them for the garbage collector.
-        await asyncio.sleep(0)
-        relays = asyncio.all_tasks() - {asyncio.current_task()}
-        for relay in relays:
-            relay.cancel()
-        await asyncio.gather(*relays, return_exceptions=True)
+            # The listener closes, so no relay starts after this. One that was accepted just
+            # before takes its first step now, and is then cancelled like the rest, which closes
+            # its sockets (a relay left pending would leave them for the garbage collector).
+            # Inside the block: from Python 3.12.1 its exit waits for every connection to close.
+            server.close()
+            await asyncio.sleep(0)
+            relays = asyncio.all_tasks() - {asyncio.current_task()}
+            for relay in relays:
+                relay.cancel()
+            await asyncio.gather(*relays, return_exceptions=True)
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         host, port = self.target

@@ -31,8 +31,15 @@ unless serviceAccount.create is false; the chart's RBAC binds whichever it is. *
 {{- $account := (index $root.Values $component).serviceAccount -}}
 {{- if $account.create -}}
 {{ $account.name | default (printf "%s-%s" (include "gatehouse.fullname" $root) $component) }}
+{{- else if $account.name -}}
+{{ $account.name }}
+{{- else if eq $component "proxy" -}}
+{{- /* The proxy's account holds no rights and its Pods mount no token. */ -}}
+default
 {{- else -}}
-{{ $account.name | default "default" }}
+{{- /* Binding the operator's or webhook's rights to "default" would give them to every Pod of
+the namespace that names no account. */ -}}
+{{- fail (printf "%s.serviceAccount.name is required when %s.serviceAccount.create is false: the chart binds its RBAC to that account" $component $component) -}}
 {{- end -}}
 {{- end -}}
 
