@@ -65,6 +65,11 @@ class AppRoute(Frozen):
     links: dict[str, str] = Field(default_factory=dict)  # alias -> ConnectionRoute.key
 
 
+def namespace_of(key: str) -> str:
+    """The namespace of a ConnectionRoute's or AppRoute's key: both start with it."""
+    return key.partition("/")[0]
+
+
 def token_sha256(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 

@@ -37,11 +37,11 @@ from gatehouse_contract.connection_tests import (
     TableBehind,
 )
 from gatehouse_contract.redaction import Redactor, scrubbed_prefix
-from gatehouse_contract.routes import AppRoute, ConnectionRoute
+from gatehouse_contract.routes import AppRoute, ConnectionRoute, namespace_of
 from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy import headers as header_policy
 from gatehouse_proxy import metrics
-from gatehouse_proxy.entrance import FETCH_PATH, FirstTurn, Routes, identified_app, namespace_of
+from gatehouse_proxy.entrance import FETCH_PATH, FirstTurn, Routes, identified_app
 from gatehouse_proxy.errors import ProxyError, error_response
 from gatehouse_proxy.forwarder import (
     Forwarder,

@@ -15,7 +15,7 @@ from contextlib import AbstractAsyncContextManager
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gatehouse_contract.routes import AppRoute
+from gatehouse_contract.routes import AppRoute, namespace_of
 from gatehouse_proxy.incoming import header
 from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.tenancy import Turns
@@ -29,10 +29,6 @@ def bearer_token(authorization: str) -> str | None:
     """The token of an ``Authorization: Bearer`` value, if that is what it is."""
     scheme, _, token = authorization.partition(" ")
     return token.strip() if scheme.lower() == "bearer" else None
-
-
-def namespace_of(key: str) -> str:
-    return key.partition("/")[0]
 
 
 # Where the app a request's token names is kept for the request, with the table it was found in.

@@ -54,6 +54,7 @@ from gatehouse_contract.frames import (
     Unreadable,
     read_operator_frame,
 )
+from gatehouse_contract.routes import namespace_of
 from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy.connection_test_slots import ConnectionTestSlots
 from gatehouse_proxy.errors import ProxyError
@@ -357,7 +358,7 @@ class _Stream:
         request = frame.request
 
         async def run() -> None:
-            namespace = request.connection.partition("/")[0]
+            namespace = namespace_of(request.connection)
             outcome: ConnectionTestOutcome
             try:
                 async with self.feed.test_slots.slot(namespace, arrived + request.within_seconds):
