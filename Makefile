@@ -7,7 +7,7 @@ DEV := $(BIN)/python -m gatehouse_dev
 PYTEST_ARGS ?=
 
 .PHONY: help install build crds up down demo lint test test-lowest bench clean cluster-up cluster-down \
-  node-packages browser-packages screenshots faults
+  node-packages browser-packages screenshots faults lock image chart release
 
 help:
 	@echo "make demo   start the local stack and show it working"
@@ -19,6 +19,9 @@ help:
 	@echo "            server frozen, the keyring rotated and a soak (GATEHOUSE_SOAK_SECONDS), on the node"
 	@echo "make cluster-up    a single-node cluster that runs Pods, with the image built from"
 	@echo "                   Dockerfile (writes .gatehouse/node/env); make cluster-down stops it"
+	@echo "make release       the two images (make image) and the chart package (make chart) in dist/;"
+	@echo "                   BASE_IMAGE=local builds on the dev node's Debian base"
+	@echo "make lock          the images' lock files (requirements/) from pyproject.toml"
 
 $(INSTALLED): pyproject.toml dev/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -90,6 +93,20 @@ faults: install build node-packages
 screenshots: build browser-packages
 	GATEHOUSE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(BIN)/pytest tests/e2e/test_connections_page.py
 
+# The images' lock files: pins with hashes for the Dockerfile, resolved for its platforms.
+lock: install
+	$(BIN)/python -m gatehouse_dev.lock
+
+# Release artifacts in dist/: the images need buildah (installed with the node's packages).
+image: install node-packages
+	$(BIN)/python -m gatehouse_dev.release image
+
+chart: install
+	$(BIN)/python -m gatehouse_dev.release chart
+
+release: install node-packages
+	$(BIN)/python -m gatehouse_dev.release all
+
 # Every direct dependency at its declared lower bound, and the tests that need no cluster on them.
 LOWEST := .venv-lowest
 test-lowest: install
@@ -108,4 +125,4 @@ bench: install build
 	$(BIN)/python -m gatehouse_dev.bench
 
 clean: down
-	rm -rf $(VENV) $(LOWEST) .gatehouse .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(LOWEST) .gatehouse dist .mypy_cache .ruff_cache .pytest_cache

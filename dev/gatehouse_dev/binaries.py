@@ -62,6 +62,7 @@ class Binaries:
     etcd: Path
     kubectl: Path
     helm: Path
+    registry: Path
 
     @property
     def directory(self) -> Path:
@@ -233,6 +234,10 @@ def _ensure(directory: Path, what: str, targets: list[_Target]) -> None:
         )
 
 
+def _stripped() -> str:
+    return "-s -w"
+
+
 def _helm_ldflags(version: str) -> str:
     return f"-s -w -X helm.sh/helm/v4/internal/version.version={version}"
 
@@ -254,6 +259,7 @@ def ensure_binaries() -> Binaries:
         etcd=directory / "etcd",
         kubectl=directory / "kubectl",
         helm=directory / "helm",
+        registry=directory / "registry",
     )
     kubernetes = functools.partial(_kubernetes_ldflags, versions.kubernetes)
     _ensure(
@@ -275,6 +281,13 @@ def ensure_binaries() -> Binaries:
                 "helm.sh/helm/v4/cmd/helm",
                 HELM_MODULE_DIR,
                 functools.partial(_helm_ldflags, versions.helm),
+            ),
+            _GoTarget(
+                binaries.registry,
+                "gatehouse.dev/dev/helm/registry",
+                HELM_MODULE_DIR,
+                _stripped,
+                cgo=False,
             ),
         ],
     )

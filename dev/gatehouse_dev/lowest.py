@@ -14,7 +14,8 @@ from packaging.requirements import Requirement
 
 
 def constraints(pyproject: Path) -> list[str]:
-    declared = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    project = tomllib.loads(pyproject.read_text())["project"]
+    declared = [*project["dependencies"], *project["optional-dependencies"]["operator"]]
     pins = []
     for item in declared:
         requirement = Requirement(item)

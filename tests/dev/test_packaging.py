@@ -47,9 +47,33 @@ def test_the_wheel_ships_the_two_programs_and_their_contract_only(tmp_path: Path
         "kubectl-gatehouse",
         "kubectl_complete-gatehouse",
     }
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    operator = project["optional-dependencies"]["operator"]
     shipped = metadata.get_all("Requires-Dist") or []
     assert {str(Requirement(item)) for item in shipped} == {
-        str(Requirement(item)) for item in declared
+        *(str(Requirement(item)) for item in project["dependencies"]),
+        *(str(Requirement(f'{item}; extra == "operator"')) for item in operator),
     }
-    assert "kubernetes>=37" in declared  # the first release with kubernetes.aio
+    assert metadata.get_all("Provides-Extra") == ["operator"]
+    assert "kubernetes>=37" in operator  # the first release with kubernetes.aio
+    # The proxy's install has no Kubernetes client: it is the base install.
+    assert not [item for item in project["dependencies"] if item.startswith(("kopf", "kube"))]
+
+
+def test_without_the_operator_extra_the_clis_say_what_to_install() -> None:
+    """The base install is the proxy's: the CLIs name the extra instead of a traceback."""
+    blocked = "import sys; sys.modules['kopf'] = None; sys.modules['kubernetes'] = None; "
+    for script in ("gatehouse", "gatehouse_service", "kubectl_gatehouse"):
+        done = subprocess.run(
+            [
+                sys.executable, "-c",
+                blocked + f"from gatehouse_operator import scripts; sys.exit(scripts.{script}())",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert "pip install 'gatehouse[operator]'" in done.stderr
+        assert "Traceback" not in done.stderr

@@ -1,4 +1,4 @@
-"""Pods the node tests run, all from the Gatehouse image (the only image the node needs besides
+"""Pods the node tests run, all from the Gatehouse proxy image (the node needs no other besides
 pause and CoreDNS): an upstream that records what it received, and clients that fetch through the
 proxy Service. Their scripts are plain standard-library Python, mounted from ConfigMaps."""
 
@@ -10,10 +10,11 @@ from typing import Any
 import yaml
 
 from gatehouse_dev.cluster import Cluster
-from gatehouse_dev.node.images import chart_image_reference
+from gatehouse_dev.node.images import chart_image_references
 from gatehouse_dev.waiting import wait_for
 
-IMAGE = chart_image_reference()
+# The proxy's image: the smaller one, and its Python runs the scripts.
+IMAGE = chart_image_references()["proxy"]
 
 UPSTREAM_SCRIPT = """
 import http.server, json

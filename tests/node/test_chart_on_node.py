@@ -11,13 +11,16 @@ from __future__ import annotations
 import base64
 import json
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.processes import Server, free_port
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api.crds import KINDS
 from tests.node import pods
@@ -248,17 +251,48 @@ def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Re
     wait_for(lambda: gone("namespace", SYSTEM), timeout=90, interval=1, what="release deleted")
 
 
-def test_an_umbrella_chart_with_gatehouse_as_a_dependency_installs(
-    release: Release, tmp_path: Path
-) -> None:
-    """A platform team's own chart that depends on Gatehouse, with globals of its own (Helm
-    passes them to every subchart) and a second release's names."""
+@pytest.fixture
+def chart_registry(tmp_path: Path, release: Release) -> Iterator[str]:
+    """A real OCI registry on 127.0.0.1 (CNCF distribution's) holding the packaged chart, pushed
+    as the README's release steps push it: ``oci://HOST:PORT/charts``."""
     cluster = release.cluster
+    server = Server(
+        "registry",
+        [str(cluster.binaries.registry), f"127.0.0.1:{free_port()}", str(tmp_path / "blobs")],
+        tmp_path / "registry.log",
+    )
+    address = server.argv[1]
+    server.start(detached=False)
+    try:
+        server.wait_until(lambda: _answers(f"http://{address}/v2/"), timeout=30)
+        helm(cluster, "package", str(CHART), "--destination", str(tmp_path))
+        (package,) = tmp_path.glob("gatehouse-*.tgz")
+        helm(cluster, "push", str(package), f"oci://{address}/charts", "--plain-http")
+        yield f"oci://{address}/charts"
+    finally:
+        server.stop()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:  # noqa: S310 (a fixed local URL)
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+def test_an_umbrella_chart_with_gatehouse_as_a_dependency_installs(
+    release: Release, tmp_path: Path, chart_registry: str
+) -> None:
+    """A platform team's own chart that depends on Gatehouse's package in an OCI registry, with
+    globals of its own (Helm passes them to every subchart) and a second release's names."""
+    cluster = release.cluster
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
     umbrella = tmp_path / "platform"
     umbrella.mkdir()
     (umbrella / "Chart.yaml").write_text(
         "apiVersion: v2\nname: platform\nversion: 1.0.0\ndependencies:\n"
-        f"  - {{name: gatehouse, version: '>=0.1.0', repository: 'file://{CHART}'}}\n"
+        f"  - {{name: gatehouse, version: '{version}', repository: '{chart_registry}'}}\n"
     )
     (umbrella / "values.yaml").write_text(
         "global: {team: data, imageRegistry: ''}\n"
@@ -270,7 +304,7 @@ def test_an_umbrella_chart_with_gatehouse_as_a_dependency_installs(
         "  webhook: {replicas: 1}\n"
         "  proxy: {replicas: 1}\n"
     )
-    helm(cluster, "dependency", "build", str(umbrella))
+    helm(cluster, "dependency", "build", str(umbrella), "--plain-http")
     namespace = "platform-system"
     helm(
         cluster, "install", "platform", str(umbrella), "-n", namespace, "--create-namespace",

@@ -65,11 +65,14 @@ automountServiceAccountToken: false
 {{- end }}
 {{- end -}}
 
+{{/* An image reference from one of the image values (image, proxy.image): (list $root $image). */}}
 {{- define "gatehouse.image" -}}
-{{- if .Values.image.digest -}}
-{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- $root := index . 0 -}}
+{{- $image := index . 1 -}}
+{{- if $image.digest -}}
+{{ $image.repository }}@{{ $image.digest }}
 {{- else -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ $image.repository }}:{{ $image.tag | default $root.Chart.AppVersion }}
 {{- end -}}
 {{- end -}}
 

@@ -45,7 +45,7 @@ def build() -> tuple[Binaries, NodeBinaries, list[Path]]:
     archives = [
         images.ensure_binary_image(node.pause, layout.PAUSE_IMAGE),
         images.ensure_binary_image(node.coredns, coredns.IMAGE),
-        images.ensure_gatehouse_image(),
+        *images.ensure_gatehouse_images(),
     ]
     return ensure_binaries(), node, archives
 

@@ -1,8 +1,9 @@
 """Container images for the dev node, built here without any registry.
 
-- The Gatehouse image is built from the project's own ``Dockerfile`` (Debian's buildah), on a base
-  made locally: a debootstrap rootfs of Debian bookworm, whose Python is 3.11 like the Dockerfile's
-  default ``python:3.11-slim``. So the node runs what ships, not a second recipe.
+- The Gatehouse images (the operator's and the proxy's) are built from the project's own
+  ``Dockerfile`` (Debian's buildah), on a base made locally: a debootstrap rootfs of Debian
+  bookworm, whose Python is 3.11 like the Dockerfile's default base. So the node runs what ships,
+  not a second recipe.
 - pause and CoreDNS are one static binary each, in an image of one file.
 
 Each is written as a docker-archive that containerd imports, and cached under the cache folder,
@@ -19,19 +20,25 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
+
+import yaml
 
 from gatehouse_dev.binaries import BuildError, cache_root
 
 REPO = Path(__file__).resolve().parents[3]
 DEBIAN_SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
-# The Dockerfile's build context: what pip needs to build the wheel, and the Dockerfile itself.
+# The Dockerfile's build context: the lock files, what pip needs to build the wheel, and the
+# Dockerfile itself.
 CONTEXT = (
     "Dockerfile",
     ".dockerignore",
+    "requirements",
     "pyproject.toml",
     "README.md",
+    "LICENSE",
     "contract",
     "operator",
     "proxy",
@@ -43,7 +50,7 @@ def _images_dir() -> Path:
     return cache_root() / "images"
 
 
-def _buildah(*args: str) -> str:
+def buildah(*args: str) -> str:
     root = _images_dir()
     done = subprocess.run(
         [
@@ -87,7 +94,7 @@ def _digest(*parts: bytes) -> str:
 
 
 def _exists(image: str) -> bool:
-    return image in _buildah("images", "--format", "{{.Name}}:{{.Tag}}").split()
+    return image in buildah("images", "--format", "{{.Name}}:{{.Tag}}").split()
 
 
 def ensure_base() -> str:
@@ -118,14 +125,14 @@ def ensure_base() -> str:
         # Package lists and caches are not part of an image.
         for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
             shutil.rmtree(rootfs / leftover, ignore_errors=True)
-        container = _buildah("from", "scratch")
+        container = buildah("from", "scratch")
         try:
-            mount = Path(_buildah("mount", container))
+            mount = Path(buildah("mount", container))
             subprocess.run(["cp", "-a", f"{rootfs}/.", str(mount)], check=True)
-            _buildah("config", "--cmd", "python3", container)
-            _buildah("commit", "--quiet", container, image)
+            buildah("config", "--cmd", "python3", container)
+            buildah("commit", "--quiet", container, image)
         finally:
-            _buildah("rm", container)
+            buildah("rm", container)
     _log(f"made {image} in {time.monotonic() - started:.0f}s")
     return image
 
@@ -159,21 +166,64 @@ def _context_files() -> list[Path]:
     return files
 
 
-def chart_image_reference() -> str:
-    """The image the chart's default values name: the node holds our build under that name."""
-    chart = (REPO / "charts" / "gatehouse" / "Chart.yaml").read_text()
-    version = re.search(r'^appVersion:\s*"?([^"\s]+)"?', chart, re.MULTILINE)
-    if version is None:
-        raise BuildError("charts/gatehouse/Chart.yaml has no appVersion")
-    values = (REPO / "charts" / "gatehouse" / "values.yaml").read_text()
-    repository = re.search(r"^\s+repository:\s*(\S+)", values, re.MULTILINE)
-    if repository is None:
-        raise BuildError("charts/gatehouse/values.yaml has no image.repository")
-    return f"{repository.group(1)}:{version.group(1)}"
+def chart_image_references() -> dict[str, str]:
+    """The images the chart's default values name, by Dockerfile target: the node holds our
+    builds under those names."""
+    chart = yaml.safe_load((REPO / "charts" / "gatehouse" / "Chart.yaml").read_text())
+    values = yaml.safe_load((REPO / "charts" / "gatehouse" / "values.yaml").read_text())
+    repositories = {"operator": values["image"], "proxy": values["proxy"]["image"]}
+    return {
+        target: f"{image['repository']}:{chart['appVersion']}"
+        for target, image in repositories.items()
+    }
 
 
-def ensure_gatehouse_image() -> Path:
-    """A docker-archive of the image the Dockerfile builds, named as the chart expects it."""
+def source_date_epoch() -> int:
+    """The checkout's commit time: every timestamp in the image, so one commit gives one image."""
+    done = subprocess.run(
+        ["git", "-C", str(REPO), "log", "-1", "--format=%ct"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return int(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else 0
+
+
+def build_image(
+    base: str, target: str, tag: str, *, revision: str = "unknown", cache: bool = True
+) -> str:
+    """Builds one of the Dockerfile's targets as ``tag``; returns the image's id (the digest of
+    its config, which names every layer's content)."""
+    epoch = source_date_epoch()
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    args = {
+        "BASE_IMAGE": base,
+        "VERSION": version,
+        "SOURCE_DATE_EPOCH": str(epoch),
+        "CREATED": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)),
+        "REVISION": revision,
+    }
+    with tempfile.TemporaryDirectory(prefix="gatehouse-build-") as scratch:
+        iidfile = Path(scratch) / "iid"
+        buildah(
+            "build",
+            "--isolation=chroot",
+            # Stages shared by the two targets are built once; a cold build is always whole.
+            "--layers" if cache else "--no-cache",
+            f"--timestamp={epoch}",
+            *_host_trust(),
+            *(f"--build-arg={name}={value}" for name, value in args.items()),
+            f"--target={target}",
+            f"--file={REPO / 'Dockerfile'}",
+            f"--iidfile={iidfile}",
+            f"--tag={tag}",
+            str(REPO),
+        )
+        return iidfile.read_text().strip()
+
+
+def ensure_gatehouse_images() -> list[Path]:
+    """Docker-archives of the Dockerfile's two images, named as the chart expects them."""
     base = ensure_base()
     files = _context_files()
     key = _digest(
@@ -181,26 +231,24 @@ def ensure_gatehouse_image() -> Path:
         *(str(path.relative_to(REPO)).encode() for path in files),
         *(path.read_bytes() for path in files),
     )
-    archive = _images_dir() / f"gatehouse-{key}.tar"
-    if archive.exists():
-        return archive
-    started = time.monotonic()
-    _log("building the Gatehouse image from Dockerfile (buildah) ...")
-    tag = f"localhost/gatehouse:{key}"
-    _buildah(
-        "build",
-        "--isolation=chroot",
-        "--layers=false",
-        *_host_trust(),
-        f"--build-arg=BASE_IMAGE={base}",
-        f"--file={REPO / 'Dockerfile'}",
-        f"--tag={tag}",
-        str(REPO),
-    )
-    _write_archive(tag, archive, chart_image_reference())
-    _buildah("rmi", tag)
-    _log(f"built the Gatehouse image in {time.monotonic() - started:.0f}s: {archive}")
-    return archive
+    # Archives of earlier sources are never used again.
+    for stale in _images_dir().glob("gatehouse-*.tar"):
+        if not stale.name.endswith(f"-{key}.tar"):
+            stale.unlink()
+    archives = []
+    for target, reference in chart_image_references().items():
+        archive = _images_dir() / f"gatehouse-{target}-{key}.tar"
+        archives.append(archive)
+        if archive.exists():
+            continue
+        started = time.monotonic()
+        _log(f"building the Gatehouse {target} image from Dockerfile (buildah) ...")
+        tag = f"localhost/gatehouse-{target}:{key}"
+        build_image(base, target, tag)
+        _write_archive(tag, archive, reference)
+        buildah("rmi", tag)
+        _log(f"built the {target} image in {time.monotonic() - started:.0f}s: {archive}")
+    return archives
 
 
 def ensure_binary_image(binary: Path, reference: str) -> Path:
@@ -209,16 +257,16 @@ def ensure_binary_image(binary: Path, reference: str) -> Path:
     archive = _images_dir() / f"{binary.name}-{key}.tar"
     if archive.exists():
         return archive
-    container = _buildah("from", "scratch")
+    container = buildah("from", "scratch")
     try:
-        _buildah("copy", "--chmod=0755", container, str(binary), f"/{binary.name}")
-        _buildah("config", f'--entrypoint=["/{binary.name}"]', container)
+        buildah("copy", "--chmod=0755", container, str(binary), f"/{binary.name}")
+        buildah("config", f'--entrypoint=["/{binary.name}"]', container)
         tag = f"localhost/{binary.name}:{key}"
-        _buildah("commit", "--quiet", container, tag)
+        buildah("commit", "--quiet", container, tag)
     finally:
-        _buildah("rm", container)
+        buildah("rm", container)
     _write_archive(tag, archive, reference)
-    _buildah("rmi", tag)
+    buildah("rmi", tag)
     return archive
 
 
@@ -226,5 +274,5 @@ def _write_archive(tag: str, archive: Path, reference: str) -> None:
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(archive.name + ".partial")
     partial.unlink(missing_ok=True)
-    _buildah("push", "--quiet", tag, f"docker-archive:{partial}:{reference}")
+    buildah("push", "--quiet", tag, f"docker-archive:{partial}:{reference}")
     partial.rename(archive)
