@@ -27,6 +27,7 @@ from gatehouse_dev.processes import Server, free_port
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api import crds, roles
 from gatehouse_operator.controllers import webhook_configuration as webhooks
+from gatehouse_operator.sealed_values import SEALING_KEYS_FILE, SealingKeys
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"
@@ -103,6 +104,20 @@ class LocalGatehouse:
         partial.chmod(0o600)
         partial.replace(self.keyring_file)  # atomic, like a Secret volume's symlink swap
         return keyring
+
+    @property
+    def sealing_keys_file(self) -> Path:
+        # Beside the keyring, as a mounted keyring Secret shows its sealing keys.
+        return self.keyring_file.with_name(SEALING_KEYS_FILE)
+
+    def write_sealing_keys(self, keys: SealingKeys | None = None) -> SealingKeys:
+        keys = keys or SealingKeys.generate()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        partial = self.sealing_keys_file.with_suffix(".partial")
+        partial.write_text(keys.dump())
+        partial.chmod(0o600)
+        partial.replace(self.sealing_keys_file)
+        return keys
 
     def _start(
         self,
@@ -183,6 +198,7 @@ class LocalGatehouse:
             "GATEHOUSE_REPLICA_GRACE_SECONDS": "5",
             # Elected, as in the chart: a second operator started beside it stands by.
             "GATEHOUSE_LEADER_LEASE": f"{NAMESPACE}/{RELEASE}-operator",
+            "GATEHOUSE_SEALING_KEYS_CONFIGMAP": f"{NAMESPACE}/{RELEASE}-sealing-keys",
         }
 
     def install_webhooks(self) -> None:

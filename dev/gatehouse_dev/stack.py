@@ -96,6 +96,7 @@ def up(paths: StackPaths) -> RunningStack:
     try:
         gatehouse.install_crds()
         gatehouse.write_keyring()
+        gatehouse.write_sealing_keys()
         gatehouse.start_upstream(DEMO_UPSTREAM_PORT)
         gatehouse.start_operator()
         proxy = gatehouse.start_proxy()

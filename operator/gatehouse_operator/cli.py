@@ -3,11 +3,12 @@
 ``gatehouse test CONNECTION`` creates a ConnectionTest with the caller's own kubeconfig (so RBAC
 decides, as with kubectl), waits for it to finish and prints the outcome. ``gatehouse save-sample
 TEST --label LABEL`` keeps a finished, passing test as a sample. ``gatehouse service ...`` is
-``gatehouse-service`` (validate, explain, deploy, preview). ``gatehouse version`` and ``gatehouse
-completion SHELL`` need no cluster. Installed as ``kubectl-gatehouse`` too, it is the kubectl
-plugin ``kubectl gatehouse``. Exit codes: 0 passed (saved, done), 1 the test ran and failed (was
-not saved; the file is invalid), 2 the command could not be run (bad arguments, no cluster,
-refused, timed out).
+``gatehouse-service`` (validate, explain, deploy, preview). ``gatehouse seal``, ``reseal`` and
+``sealing-key`` make credentials that can live in Git (``seal_cli``). ``gatehouse version`` and
+``gatehouse completion SHELL`` need no cluster. Installed as ``kubectl-gatehouse`` too, it is
+the kubectl plugin ``kubectl gatehouse``. Exit codes: 0 passed (saved, done), 1 the test ran and
+failed (was not saved; the file is invalid; a value was left as it was), 2 the command could not
+be run (bad arguments, no cluster, refused, timed out).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import yaml
 from kubernetes import client
 
 from gatehouse_contract.observability import version
-from gatehouse_operator import completion, kubeconfig, service_cli
+from gatehouse_operator import completion, kubeconfig, seal_cli, service_cli
 from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
     SAMPLE_LABEL_CHARS,
@@ -44,8 +45,8 @@ COMMANDS = ["gatehouse", "kubectl-gatehouse"]
 def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Gatehouse from the command line: test connections, keep samples, apply "
-        "service.config.yml.",
+        description="Gatehouse from the command line: test connections, keep samples, seal "
+        "credentials, apply service.config.yml.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cluster = service_cli.cluster_options()
@@ -78,6 +79,7 @@ def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
         description="The gatehouse-service commands.",
     )
     service_cli.add_commands(service.add_subparsers(dest="service", required=True))
+    seal_cli.add_commands(commands)
     shown = commands.add_parser(
         "version", help="print the version", description="The CLI's version; no cluster needed."
     )
@@ -239,6 +241,8 @@ def main(argv: list[str] | None = None, prog: str = "gatehouse") -> int:
         return PASSED
     if args.command == "service":
         return service_cli.run(args, prog)
+    if args.command in ("seal", "reseal", "sealing-key"):
+        return seal_cli.run(args, prog)
     try:
         return save_sample(args) if args.command == "save-sample" else test(args)
     except kubeconfig.ClusterError as error:

@@ -1,7 +1,8 @@
-"""Turning a connection's Secret into a sealed credential, or a clear reason why not.
+"""Turning a connection's secret (a Secret's value, or a value sealed to the operator) into a
+credential sealed for the proxies, or a clear reason why not.
 
-Messages name the Secret, the key and the rule, never the value: they end up in conditions,
-Events and logs.
+Messages name the Secret, the key or the field and the rule, never the value: they end up in
+conditions, Events and logs.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
@@ -20,6 +22,7 @@ from gatehouse_contract.routes import Credential
 from gatehouse_contract.sealing import Keyring, KeyringSource
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import Auth
+from gatehouse_operator.sealed_values import FIELD, Scope, SealedValueProblem, SealingKeys
 from gatehouse_operator.status import Verdict
 
 _HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -112,36 +115,68 @@ def validate_service_account_key(value: bytes, where: str) -> bytes:
     return value
 
 
-def seal_credential(
-    auth: Auth,
-    secret_data: Mapping[str, bytes] | None,
-    *,
-    keyring: Keyring,
-    connection_uid: str,
-    origin: str,
-) -> Credential:
-    """The sealed credential for ``auth``; raises CredentialProblem with a reason and message."""
-    placement = Credential(
-        type=auth.type,
-        parameter=auth.api_key.name if auth.api_key else "",
-        location=auth.api_key.in_ if auth.api_key else "",
-        scopes=tuple(auth.google_service_account.scopes) if auth.google_service_account else (),
-    )
-    if auth.type == "none" or auth.secret_ref is None:
-        return placement
+@dataclass(frozen=True)
+class Found:
+    """A connection's secret, and where it was found (for messages, never with the value)."""
+
+    value: bytes
+    where: str
+
+
+def secret_in(auth: Auth, secret_data: Mapping[str, bytes] | None) -> Found | None:
+    """The value ``auth.secretRef`` names in the Secret's data; None when the connection takes
+    none from a Secret. Raises CredentialProblem."""
     ref = auth.secret_ref
+    if auth.type == "none" or ref is None:
+        return None
     if secret_data is None:
         raise CredentialProblem(Reason.SECRET_NOT_FOUND, f"Secret {ref.name!r} does not exist")
     if ref.key not in secret_data:
         raise CredentialProblem(
             Reason.SECRET_KEY_NOT_FOUND, f"Secret {ref.name!r} has no key {ref.key!r}"
         )
-    where = f"key {ref.key!r} of Secret {ref.name!r}"
-    value = secret_data[ref.key]
+    return Found(secret_data[ref.key], f"key {ref.key!r} of Secret {ref.name!r}")
+
+
+def sealed_in(auth: Auth, keys: SealingKeys | None, scope: Scope) -> Found | None:
+    """The plaintext of ``auth.sealedSecret`` for the connection ``scope``; None when it has
+    none. Raises CredentialProblem saying why the value does not open."""
+    if auth.type == "none" or auth.sealed_secret is None:
+        return None
+    if keys is None:
+        raise CredentialProblem(
+            Reason.SEALING_KEYS_MISSING,
+            f"{FIELD}: this installation has no sealing keys (its keyring Secret lacks them; "
+            "see the README, Sealed credentials)",
+        )
+    try:
+        return Found(keys.open(auth.sealed_secret, scope), FIELD)
+    except SealedValueProblem as problem:
+        raise CredentialProblem(problem.reason, problem.message) from None
+
+
+def seal_credential(
+    auth: Auth,
+    found: Found | None,
+    *,
+    keyring: Keyring,
+    connection_uid: str,
+    origin: str,
+) -> Credential:
+    """The credential for ``auth``, ``found`` sealed for the proxies; raises CredentialProblem
+    with a reason and message."""
+    placement = Credential(
+        type=auth.type,
+        parameter=auth.api_key.name if auth.api_key else "",
+        location=auth.api_key.in_ if auth.api_key else "",
+        scopes=tuple(auth.google_service_account.scopes) if auth.google_service_account else (),
+    )
+    if found is None:
+        return placement
     if auth.type == "googleServiceAccount":
-        plain = validate_service_account_key(value, where)
+        plain = validate_service_account_key(found.value, found.where)
     else:
-        plain = _text_secret(value, where).encode()
+        plain = _text_secret(found.value, found.where).encode()
     sealed = keyring.seal(plain, placement.context(connection_uid, origin))
     return placement.model_copy(update={"sealed": sealed})
 
@@ -157,7 +192,9 @@ def verdict_for(problem: CredentialProblem | None, auth: Auth) -> Verdict:
         ConditionType.CREDENTIAL_READY,
         "True",
         Reason.CREDENTIAL_SEALED,
-        "the Secret's value is sealed",
+        f"{FIELD} opens and is sealed for the proxies"
+        if auth.sealed_secret is not None
+        else "the Secret's value is sealed",
     )
 
 
@@ -172,32 +209,41 @@ class Sealer:
         self.keyring = keyring
         # Per connection uid: the inputs a credential was sealed from, and the result.
         self._sealed: dict[str, tuple[tuple[str, ...], Credential]] = {}
+        # Per connection uid: its sealed value and the active sealing key, and the value
+        # resealed with that key (a new ciphertext each time, so made once, not per reconcile).
+        self._resealed: dict[str, tuple[tuple[str, str], str]] = {}
 
     def seal(
-        self,
-        auth: Auth,
-        secret_data: Mapping[str, bytes] | None,
-        *,
-        connection_uid: str,
-        origin: str,
+        self, auth: Auth, found: Found | None, *, connection_uid: str, origin: str
     ) -> Credential:
         """The connection's sealed credential; raises CredentialProblem as seal_credential does."""
-        value = secret_data.get(auth.secret_ref.key) if auth.secret_ref and secret_data else None
         keyring = self.keyring.current()
         inputs = (
             origin,
             auth.model_dump_json(),
-            hashlib.sha256(value).hexdigest() if value is not None else "",
+            hashlib.sha256(found.value).hexdigest() if found is not None else "",
             keyring.active,
         )
         cached = self._sealed.get(connection_uid)
         if cached is not None and cached[0] == inputs:
             return cached[1]
         credential = seal_credential(
-            auth, secret_data, keyring=keyring, connection_uid=connection_uid, origin=origin
+            auth, found, keyring=keyring, connection_uid=connection_uid, origin=origin
         )
         self._sealed[connection_uid] = (inputs, credential)
         return credential
 
+    def resealed(self, connection_uid: str, keys: SealingKeys, text: str, scope: Scope) -> str:
+        """``text`` sealed with the active sealing key; empty when it already is. Raises
+        SealedValueProblem as SealingKeys.open does."""
+        inputs = (text, keys.active)
+        cached = self._resealed.get(connection_uid)
+        if cached is not None and cached[0] == inputs:
+            return cached[1]
+        value = keys.reseal(text, scope) or ""
+        self._resealed[connection_uid] = (inputs, value)
+        return value
+
     def forget(self, connection_uid: str) -> None:
         self._sealed.pop(connection_uid, None)
+        self._resealed.pop(connection_uid, None)

@@ -189,6 +189,45 @@ class Kube:
         )
         await self.core.create_namespaced_secret(namespace, body)
 
+    async def add_secret_key(self, namespace: str, name: str, key: str, value: str) -> bool:
+        """Adds ``key`` to a Secret that lacks it, never replacing one: False when the Secret is
+        gone, has the key, or changed meanwhile (another replica added it first)."""
+        secret = await self.secret(namespace, name)
+        if secret is None or secret.metadata is None or key in (secret.data or {}):
+            return False
+        patch = {
+            # A precondition: the patch is refused (409) if the Secret changed since it was read.
+            "metadata": {"resourceVersion": secret.metadata.resource_version},
+            "data": {key: base64.b64encode(value.encode()).decode()},
+        }
+        try:
+            await self.core.patch_namespaced_secret(name, namespace, patch)
+        except client.ApiException as error:
+            if error.status == 409:
+                return False
+            raise
+        return True
+
+    async def publish_config_map(self, namespace: str, name: str, data: dict[str, str]) -> bool:
+        """Makes the ConfigMap hold ``data``; True when it had to be written."""
+        try:
+            found = await self.core.read_namespaced_config_map(name, namespace)
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
+            body = client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(
+                    name=name, labels={"app.kubernetes.io/managed-by": "gatehouse-operator"}
+                ),
+                data=data,
+            )
+            await self.core.create_namespaced_config_map(namespace, body)
+            return True
+        if found.data == data:
+            return False
+        await self.core.patch_namespaced_config_map(name, namespace, {"data": data})
+        return True
+
     async def webhook_configuration_owner(self, name: str) -> client.V1OwnerReference:
         """An owner reference to the ValidatingWebhookConfiguration ``name``."""
         found = await self.admission.read_validating_webhook_configuration(name)

@@ -11,6 +11,7 @@ from gatehouse_contract.sealing import KeyringSource
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.credentials import Sealer
 from gatehouse_operator.kube import Kube
+from gatehouse_operator.sealed_values import SealingKeysSource
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table.channel import TableChannel
@@ -40,6 +41,8 @@ class Runtime:
     rollout: Rollout
     status: StatusWriter
     sealer: Sealer
+    # The keys connections' auth.sealedSecret values are sealed to.
+    sealing: SealingKeysSource
     # ProjectConfigs by projectUuid (their uid), for the defaults API.
     projects: dict[str, tuple[str, str]] = field(default_factory=dict)
     # Connections whose Secret a watch event said changed but that could not be read then:

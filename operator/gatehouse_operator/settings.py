@@ -48,6 +48,9 @@ class OperatorSettings:
     leader_lease: str = ""
     # The namespaces watched (--namespace, the chart's operator.watchNamespaces); empty: all.
     namespaces: tuple[str, ...] = ()
+    # The ConfigMap ("namespace/name") the sealing keys' public halves are published in, for
+    # anyone to seal with (gatehouse seal); empty: not published.
+    sealing_keys_config_map: str = ""
 
     @classmethod
     def from_env(cls) -> OperatorSettings:
@@ -73,6 +76,7 @@ class OperatorSettings:
             api_port=env_port("GATEHOUSE_API_PORT", cls.api_port),
             web_read_only=env_flag("GATEHOUSE_WEB_READ_ONLY"),
             leader_lease=_object_ref("GATEHOUSE_LEADER_LEASE"),
+            sealing_keys_config_map=_object_ref("GATEHOUSE_SEALING_KEYS_CONFIGMAP"),
         )
 
 

@@ -46,6 +46,7 @@ def stack(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     try:
         local.install_crds()
         local.write_keyring()
+        local.write_sealing_keys()
         key_file, public_key = service_account_key(SERVICE_ACCOUNT)
         tokens = local.start_token_endpoint(public_key, SERVICE_ACCOUNT)
         upstream = local.start_upstream()

@@ -200,6 +200,19 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
     assert not _can(cluster, proxy, "get", "secrets")
     assert not _can(cluster, proxy, "list", "externalconnections.gatehouse.dev")
 
+    # The sealing keys: added to the keyring Secret it made (a right of its own, for when the
+    # release's namespace is not among those watched), and their public halves published in
+    # one ConfigMap of the release's namespace that every authenticated user may read.
+    keyring, public = f"secrets/{release}-gatehouse-keyring", f"{release}-gatehouse-sealing-keys"
+    assert _can(cluster, operator, "patch", keyring, namespace)
+    assert _can(cluster, operator, "patch", f"configmaps/{public}", namespace)
+    assert _can(cluster, operator, "create", "configmaps", namespace)
+    assert not _can(cluster, operator, "get", "configmaps/other", namespace)
+    anyone = "system:serviceaccount:default:anyone"
+    assert _can(cluster, anyone, "get", f"configmaps/{public}", namespace)
+    assert not _can(cluster, anyone, "get", "configmaps/other", namespace)
+    assert not _can(cluster, proxy, "get", keyring, namespace)
+
     # The webhook reads what its checks need, and holds no Secret but its certificate's.
     webhook = f"system:serviceaccount:{namespace}:{release}-gatehouse-webhook"
     for verb, resource in [
@@ -303,7 +316,9 @@ def test_watch_namespaces_narrows_the_rights_to_those_namespaces(
         # What is cluster-wide by nature, and the release namespace's own.
         assert _can(cluster, operator, "create", "tokenreviews.authentication.k8s.io")
         assert _can(cluster, operator, "get", f"secrets/{release}-gatehouse-keyring", namespace)
+        assert _can(cluster, operator, "patch", f"secrets/{release}-gatehouse-keyring", namespace)
         assert not _can(cluster, operator, "get", "secrets/other", namespace)
+        assert not _can(cluster, operator, "patch", "secrets/other", namespace)
         assert not _can(cluster, operator, "list", "namespaces")
         assert _can(cluster, webhook, "get", "externalconnections.gatehouse.dev", project)
         assert not _can(cluster, webhook, "get", "externalconnections.gatehouse.dev", "default")
@@ -416,8 +431,16 @@ def test_the_example_values_lint_strictly_and_render(cluster: Cluster, environme
         assert "--log-format=json" in args
         assert {"PodDisruptionBudget", "NetworkPolicy"} <= kinds
     if environment == "prod":
-        image = proxy["spec"]["template"]["spec"]["containers"][0]["image"]
-        assert image == "ghcr.io/gatehouse-dev/gatehouse@sha256:" + "0" * 64
+        # Each component's image pinned by digest: the proxy's, and the operator's (webhook too).
+        digest = "@sha256:" + "0" * 64
+        for component, image in [
+            ("proxy", "proxy"),
+            ("operator", "operator"),
+            ("webhook", "operator"),
+        ]:
+            deployment = _named(documents, "Deployment", f"gh-gatehouse-{component}")
+            found = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+            assert found == f"ghcr.io/gatehouse-dev/gatehouse-{image}{digest}", component
         assert "ServiceMonitor" in kinds
         assert not [doc for doc in documents if doc["kind"] == "Secret"]
 

@@ -6,6 +6,7 @@ browser's cookies and storage and the server's logs are checked at the end of ea
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
 import os
@@ -711,6 +712,44 @@ def test_the_read_only_setting_hides_every_write(
     assert (get(cluster, namespace, "externalconnection/open") or {})["spec"]["displayName"] == (
         "Open vendor API"
     )
+
+
+def test_in_read_only_mode_the_wizard_gives_yaml_with_the_secret_sealed(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any, read_only_page: Endpoint
+) -> None:
+    """The GitOps path: draft on the read-only page, take the YAML with the secret sealed in
+    it, apply it as the admin; no Secret is written by anyone, and the connection works."""
+    members = project(cluster, stack, namespace)
+    admin = visit(members["admin"], base=read_only_page.url)
+    sealed_canary = "sealed-canary-3e8b-never-shown"
+    page = admin.open(f"/ui/namespaces/{namespace}/new-connection")
+    page.fill("input[name=display_name]", "Sealed vendor")
+    page.fill("input[name=base_url]", stack.upstream)
+    admin.submit("#next")
+    page.select_option("select[name=auth_type]", "apiKey")
+    page.fill("input[name=api_key_name]", "X-API-Key")
+    page.fill("input[name=secret]", sealed_canary)
+    # Read-only: sealed into the connection is the default.
+    assert page.is_checked("input[name=storage][value=sealed]")
+    admin.submit("#next")
+    page.check("input[name=link_policy][value=Builders]")
+    admin.submit("button.step[value='go:review']")
+    assert "accepts this connection" in page.inner_text("#dry-run")
+    text = page.inner_text("#yaml")
+    assert sealed_canary not in page.content()
+    assert "safe to commit" in text
+    manifest = yaml.safe_load(text)
+    auth = manifest["spec"]["auth"]
+    assert "secretRef" not in auth
+    assert auth["sealedSecret"].startswith("gh1.")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "wizard-sealed-review.png"), full_page=True)
+
+    cluster.kubectl("apply", "-f", "-", stdin=text, as_user=members["admin"].persona)
+    wait_condition(cluster, namespace, "externalconnection/sealed-vendor", "True", "Routed")
+    secrets = cluster.kubectl("get", "secrets", "-n", namespace, "-o", "json").stdout
+    assert sealed_canary not in secrets
+    assert base64.b64encode(sealed_canary.encode()).decode() not in secrets
 
 
 def test_odd_requests_get_a_clear_page_and_change_nothing(

@@ -15,6 +15,8 @@ from gatehouse_contract.sealing import Keyring, KeyringError
 from gatehouse_dev.cluster import Cluster
 from gatehouse_operator.keyring_secret import KEY, KeyringSecret
 from gatehouse_operator.kube import Kube
+from gatehouse_operator.sealed_values import SEALING_KEYS_FILE, SealingKeys
+from tests.e2e.gatehouse_fixtures import run_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -94,3 +96,72 @@ def test_a_rotation_is_picked_up_and_a_broken_edit_keeps_the_keys(
         assert keyring.current().dump() == rotated.dump()
 
     with_kube(cluster, check)
+
+
+def sealing_keys(cluster: Cluster, namespace: str, name: str) -> SealingKeys | None:
+    secret = json.loads(
+        cluster.kubectl("get", "secret", name, "-n", namespace, "-o", "json").stdout
+    )
+    data = secret["data"].get(SEALING_KEYS_FILE)
+    return SealingKeys.parse(base64.b64decode(data)) if data else None
+
+
+def test_sealing_keys_are_made_beside_the_keyring_added_once_and_never_replaced(
+    cluster: Cluster, namespace: str
+) -> None:
+    # A keyring Secret the operator made before sealing keys existed.
+    cluster.kubectl(
+        "create", "secret", "generic", "older", "-n", namespace,
+        f"--from-literal={KEY}={Keyring.generate().dump()}",
+    )  # fmt: skip
+    cluster.kubectl(
+        "create", "secret", "generic", "brought", "-n", namespace,
+        f"--from-literal={KEY}={Keyring.generate().dump()}",
+    )  # fmt: skip
+
+    async def check(kube: Kube) -> None:
+        made = KeyringSecret(namespace, "fresh", create=True)
+        await made.load(kube)
+        older = KeyringSecret(namespace, "older", create=True)
+        await older.load(kube)
+        again = KeyringSecret(namespace, "older", create=True)
+        await again.load(kube)
+        for source in (made, older, again):
+            assert source.sealing_keys() is not None
+        assert again.sealing_keys().dump() == older.sealing_keys().dump()  # type: ignore[union-attr]
+        # Brought by the user: only read, and no sealing keys until the user adds them.
+        brought = KeyringSecret(namespace, "brought", create=False)
+        await brought.load(kube)
+        assert brought.sealing_keys() is None
+
+    with_kube(cluster, check)
+    assert sealing_keys(cluster, namespace, "fresh") is not None
+    assert sealing_keys(cluster, namespace, "brought") is None
+
+
+def test_gatehouse_sealing_key_rotate_keeps_the_older_keys(
+    cluster: Cluster, namespace: str
+) -> None:
+    async def make(kube: Kube) -> None:
+        await KeyringSecret(namespace, "keyring", create=True).load(kube)
+
+    with_kube(cluster, make)
+    before = sealing_keys(cluster, namespace, "keyring")
+    assert before is not None
+    done = run_cli(
+        cluster, "gatehouse_operator.cli", "sealing-key", "rotate", "--secret",
+        f"{namespace}/keyring",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    after = sealing_keys(cluster, namespace, "keyring")
+    assert after is not None
+    assert after.active != before.active
+    assert f"sealing key {after.active} is active" in done.stdout
+    assert set(after.public().keys) == {before.active, after.active}
+
+    async def picked_up(kube: Kube) -> None:
+        keyring = KeyringSecret(namespace, "keyring", create=False)
+        await keyring.load(kube)
+        assert keyring.sealing_keys().active == after.active  # type: ignore[union-attr]
+
+    with_kube(cluster, picked_up)

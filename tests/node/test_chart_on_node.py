@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -122,6 +125,44 @@ def test_a_pod_fetches_through_the_proxy_service_with_the_key_injected(release: 
         "get", "secret", release.token_secret, "-n", PROJECT, "-o", "jsonpath={.data.token}"
     ).stdout
     assert API_KEY not in base64.b64decode(token).decode()
+
+
+def test_a_value_sealed_with_the_cli_opens_in_the_operator_and_never_in_a_proxy(
+    release: Release, tmp_path: Path
+) -> None:
+    """The chart as installed: the operator made its sealing keys and published the public
+    ones for any user; a value sealed with ``gatehouse seal`` (chart defaults, no options)
+    makes a connection Ready; the proxies' mount holds the keyring and not the sealing keys."""
+    cluster = release.cluster
+    connection = yaml.safe_load_all(CONNECTION)
+    document = next(doc for doc in connection if doc["kind"] == "ExternalConnection")
+    document["metadata"] = {"name": "sealed-api", "namespace": PROJECT}
+    source = tmp_path / "sealed-api.yaml"
+    source.write_text(yaml.safe_dump(document))
+    sealed = subprocess.run(
+        [sys.executable, "-m", "gatehouse_operator.cli", "seal", "-f", str(source)],
+        input=API_KEY,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+    )
+    assert sealed.returncode == 0, sealed.stderr
+    assert API_KEY not in sealed.stdout
+    cluster.kubectl("apply", "-f", "-", stdin=sealed.stdout)
+    cluster.kubectl(
+        "wait", "-n", PROJECT, "externalconnection/sealed-api", "--for=condition=Ready",
+        "--timeout=60s",
+    )  # fmt: skip
+    proxy = sorted(proxy_pods(cluster))[0]
+    mounted = cluster.kubectl(
+        "exec", proxy, "-n", SYSTEM, "--", "python", "-c",
+        "import os; print(sorted(os.listdir('/etc/gatehouse/keyring')))",
+    ).stdout  # fmt: skip
+    assert "keyring.json" in mounted
+    assert "sealing-keys.json" not in mounted
+    cluster.kubectl("delete", "externalconnection", "sealed-api", "-n", PROJECT)
 
 
 def test_the_operator_pod_serves_the_connections_page(release: Release) -> None:

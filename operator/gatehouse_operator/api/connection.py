@@ -44,6 +44,8 @@ RESERVED_KEY_HEADERS = (
 )
 
 MAX_INSTRUCTIONS = 10_000
+# A sealed service-account key file (the largest credential, 16 KiB at most) stays below this.
+MAX_SEALED_CHARS = 32_768
 _SCHEME = "^[A-Za-z][A-Za-z0-9+.-]*://"
 _HEADER_TOKEN = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"  # noqa: S105 (RFC 9110 token, not a secret)
 
@@ -110,9 +112,10 @@ class Auth(Model):
                 "googleServiceAccount, and only then",
             ),
             cel(
-                "self.type == 'none' ? !has(self.secretRef) : has(self.secretRef)",
-                "auth.secretRef is required for every auth type except none, and not allowed "
-                "with none",
+                "self.type == 'none' ? !has(self.secretRef) && !has(self.sealedSecret)"
+                " : has(self.secretRef) != has(self.sealedSecret)",
+                "exactly one of auth.secretRef and auth.sealedSecret is required for every auth "
+                "type except none, and neither is allowed with none",
             ),
             cel(
                 "!has(self.apiKey) || self.apiKey.__in__ != 'header' || "
@@ -133,6 +136,14 @@ class Auth(Model):
         default=None,
         description="Where the secret is: the API key, the bearer token, or the service "
         "account's JSON key file. Never copied into this resource.",
+    )
+    sealed_secret: str | None = Field(
+        default=None,
+        max_length=MAX_SEALED_CHARS,
+        pattern=r"^gh1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$",
+        description="The secret sealed to the operator (gatehouse seal), instead of secretRef: "
+        "safe to commit, opened only by the operator, and only for this connection's name, "
+        "namespace and baseURL.",
     )
 
 
@@ -245,6 +256,13 @@ class ExternalConnectionStatus(Status):
     has_secret: bool = Field(
         default=False,
         description="Whether a credential is resolved. The secret itself is never shown.",
+    )
+    resealed_secret: str = Field(
+        default="",
+        max_length=MAX_SEALED_CHARS,
+        description="spec.auth.sealedSecret sealed again with the installation's active sealing "
+        "key, when it was sealed with an older one (gatehouse reseal writes it into your files); "
+        "empty when it is current. The same value, for the same connection: never the secret.",
     )
 
 

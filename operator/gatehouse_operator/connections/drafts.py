@@ -24,9 +24,16 @@ from gatehouse_operator.api.meta import API_VERSION, spec_error
 from gatehouse_operator.as_user import AsUser, refusal
 from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
 from gatehouse_operator.connections.testing import Finished, Waiting, ask, result, secret_texts
-from gatehouse_operator.credentials import CredentialProblem, seal_credential
+from gatehouse_operator.credentials import (
+    CredentialProblem,
+    Found,
+    seal_credential,
+    sealed_in,
+    secret_in,
+)
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.runtime import Runtime
+from gatehouse_operator.sealed_values import Scope
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for
 
@@ -104,20 +111,20 @@ async def try_draft(
     except OriginError as error:
         return _failed(Reason.INVALID_BASE_URL, str(error))
     ref = spec.auth.secret_ref
-    if draft.secret is not None and ref is None:
+    if draft.secret is not None and spec.auth.type == "none":
         return _failed(Reason.SECRET_NOT_USED, "secret: auth.type none takes no secret")
-    if draft.secret is not None and ref is not None:
-        secret_data: dict[str, bytes] | None = {ref.key: draft.secret.encode()}
-    else:
-        secret_data = await runtime.kube.secret_data(namespace, ref.name) if ref else None
     uid = f"draft-{secrets.token_hex(8)}"
     try:
+        if draft.secret is not None:
+            found: Found | None = Found(draft.secret.encode(), "secret")
+        elif spec.auth.sealed_secret is not None:
+            scope = Scope(namespace, draft.name, origin)
+            found = sealed_in(spec.auth, runtime.sealing.sealing_keys(), scope)
+        else:
+            data = await runtime.kube.secret_data(namespace, ref.name) if ref else None
+            found = secret_in(spec.auth, data)
         credential = seal_credential(
-            spec.auth,
-            secret_data,
-            keyring=runtime.keyring.current(),
-            connection_uid=uid,
-            origin=origin,
+            spec.auth, found, keyring=runtime.keyring.current(), connection_uid=uid, origin=origin
         )
     except CredentialProblem as problem:
         return _failed(problem.reason, problem.message)
@@ -139,7 +146,7 @@ async def try_draft(
         return _failed(finished.verdict.reason, finished.verdict.message)
     except Waiting as waiting:
         return _failed(waiting.reason, waiting.message)
-    value = secret_data.get(ref.key) if secret_data and ref else None
+    value = found.value if found else None
     outcome = await result(answer, method, draft.request.path, secret_texts(spec, value))
     return DraftTestOutcome(
         passed=outcome.passed,

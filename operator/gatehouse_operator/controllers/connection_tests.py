@@ -200,7 +200,10 @@ async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
         connection = runtime.routes.connection_body(f"{namespace}/{spec.connection}")
         secrets = (
             await stored_secrets(
-                runtime, namespace, ExternalConnectionSpec.model_validate(connection["spec"])
+                runtime,
+                namespace,
+                spec.connection,
+                ExternalConnectionSpec.model_validate(connection["spec"]),
             )
             if connection is not None
             else []
@@ -249,7 +252,8 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             )
             raise kopf.TemporaryError(waiting.message, delay=waiting.delay) from None
     else:
-        secrets = await stored_secrets(runtime, body["metadata"]["namespace"], connection_spec)
+        namespace = body["metadata"]["namespace"]
+        secrets = await stored_secrets(runtime, namespace, spec.connection, connection_spec)
         outcome = await result(answer, spec.method, spec.path, secrets)
         verdicts.append(outcome.verdict)
         extra["response"] = outcome.response

@@ -25,10 +25,17 @@ from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.controllers import linked_apps
-from gatehouse_operator.credentials import CredentialProblem, verdict_for
+from gatehouse_operator.credentials import (
+    CredentialProblem,
+    Found,
+    sealed_in,
+    secret_in,
+    verdict_for,
+)
 from gatehouse_operator.kube import WATCHED_SELECTOR
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.runtime import Runtime, forget_resource, resource_key
+from gatehouse_operator.sealed_values import FIELD, Scope
 from gatehouse_operator.status import Verdict, ready
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for
@@ -77,7 +84,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
             EXTERNAL_CONNECTION,
             body,
             [verdict, ready([verdict], "", "")],
-            {"hasSecret": False},
+            {"hasSecret": False, "resealedSecret": ""},
             key,
         )
         return
@@ -99,6 +106,22 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     ref = spec.auth.secret_ref
     problem: CredentialProblem | None = None
     advisory: list[Verdict] = []  # beside Ready, not part of it
+    found: Found | None = None
+    resealed = ""
+    if spec.auth.sealed_secret is not None and not origin:
+        problem = CredentialProblem(
+            Reason.INVALID_BASE_URL, f"{FIELD} opens only for a valid baseURL (see Accepted)"
+        )
+    elif spec.auth.sealed_secret is not None:
+        scope = Scope(namespace, body["metadata"]["name"], origin)
+        keys = runtime.sealing.sealing_keys()
+        try:
+            found = sealed_in(spec.auth, keys, scope)
+        except CredentialProblem as caught:
+            problem = caught
+        if found is not None and keys is not None:
+            uid = body["metadata"]["uid"]
+            resealed = runtime.sealer.resealed(uid, keys, spec.auth.sealed_secret, scope)
     if ref is None:
         secret_data = None
     elif secret_data is _UNSET:
@@ -120,8 +143,9 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     credential = Credential(type=spec.auth.type)
     if problem is None:
         try:
+            found = found or secret_in(spec.auth, secret_data)
             credential = runtime.sealer.seal(
-                spec.auth, secret_data, connection_uid=body["metadata"]["uid"], origin=origin
+                spec.auth, found, connection_uid=body["metadata"]["uid"], origin=origin
             )
         except CredentialProblem as caught:
             problem = caught
@@ -134,7 +158,11 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     size = budget.entry_size(route)
     total = runtime.routes.budget.total_with("connection", key, size)
     refusal = budget.check(route, size, total, ConditionType.ACCEPTED)
-    extra = {"origin": origin, "hasSecret": credential.sealed is not None}
+    extra = {
+        "origin": origin,
+        "hasSecret": credential.sealed is not None,
+        "resealedSecret": resealed,
+    }
     if refusal is not None:
         # Left out of the table (its apps report the link broken); Accepted says what to shrink.
         runtime.routes.drop_connection(key)

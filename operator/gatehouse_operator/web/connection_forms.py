@@ -30,6 +30,8 @@ from gatehouse_operator.connections.drafts import apply, manifest
 from gatehouse_operator.connections.errors import validation_message
 from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
 from gatehouse_operator.kube import WATCHED_LABEL
+from gatehouse_operator.origin import OriginError, normalise_origin
+from gatehouse_operator.sealed_values import Scope, SealedValue, SealedValueProblem
 from gatehouse_operator.web.guards import READ_ONLY, Refused, Visitor, fields_of
 from gatehouse_operator.web.pages import Pages, trial
 from gatehouse_operator.web.wizard import (
@@ -41,6 +43,7 @@ from gatehouse_operator.web.wizard import (
     SECRET_SUFFIX,
     STEP_TITLES,
     STEPS,
+    STORAGES,
     WizardForm,
 )
 
@@ -94,7 +97,10 @@ class ConnectionForms:
     async def new(self, request: Request, visitor: Visitor) -> Response:
         namespace = request.path_params["namespace"]
         await self._may_create(visitor, namespace)
-        return self._render(visitor, namespace, Wizard(WizardForm(), None, STEPS[0]))
+        # A read-only page serves teams that commit connections: their secret goes into the YAML
+        # sealed, not into a Secret someone must create by hand.
+        form = WizardForm(storage="sealed" if self.pages.read_only else "secret")
+        return self._render(visitor, namespace, Wizard(form, None, STEPS[0]))
 
     async def edit(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
@@ -155,14 +161,15 @@ class ConnectionForms:
         if len(entered) > MAX_SECRET_CHARS:
             raise Refused(413, f"secret: at most {MAX_SECRET_CHARS:,} characters")
         if entered.strip():
-            form = replace(form, sealed_secret=sessions.seal_draft_secret(credentials, entered))
-        secret = sessions.open_draft_secret(credentials, form.sealed_secret)
+            form = replace(form, draft_secret=sessions.seal_draft_secret(credentials, entered))
+        secret = sessions.open_draft_secret(credentials, form.draft_secret)
         action = str(fields.get("action", ""))
         step = str(fields.get("step", STEPS[0]))
         wizard = Wizard(form, secret, step if step in STEPS else STEPS[0])
-        if form.sealed_secret and secret is None:
-            wizard.form = replace(form, sealed_secret="")
+        if form.draft_secret and secret is None:
+            wizard.form = replace(form, draft_secret="")
             wizard.errors.append("Secret: the one entered expired after an hour: enter it again")
+        self._seal(wizard, namespace)
         if action.startswith("go:") and action[3:] in STEPS:
             wizard.step = action[3:]
         elif action == "test":
@@ -196,7 +203,7 @@ class ConnectionForms:
             draft = DraftTestRequest(
                 name=form.name,
                 spec=form.spec(),
-                secret=wizard.secret if form.secret_ref() is not None else None,
+                secret=wizard.secret if form.auth_type != "none" else None,
                 replaces=form.editing,
                 request=request,
             )
@@ -210,6 +217,40 @@ class ConnectionForms:
             wizard.errors.append(validation_message(error))
         except errors.Refused as error:
             wizard.errors.append(error.message)
+
+    def _seal(self, wizard: Wizard, namespace: str) -> None:
+        """Seals an entered secret into the connection, for its namespace, name and origin, with
+        the operator's public key; or checks that the stored sealed value still fits them."""
+        form = wizard.form
+        if not form.sealed or not form.name:
+            return
+        try:
+            origin = normalise_origin(form.base_url, allow_http=True)
+        except OriginError:
+            return  # the API step's to say (the dry run names baseURL's rule)
+        scope = Scope(namespace, form.name, origin)
+        if wizard.secret is not None:
+            keys = self.pages.actions.runtime.sealing.sealing_keys()
+            if keys is None:
+                wizard.errors.append(
+                    "Secret: this installation has no sealing keys; keep it in a Secret"
+                )
+                return
+            sealed = keys.public().seal(wizard.secret.strip().encode(), scope)
+            wizard.form = replace(form, sealed_value=sealed)
+            return
+        stored = form.stored_sealed()
+        if not stored:
+            return
+        try:
+            sealed_for = SealedValue.parse(stored).scope
+        except SealedValueProblem:
+            return  # the connection's CredentialReady says so
+        if sealed_for != scope:
+            wizard.errors.append(
+                f"Secret: the stored one is sealed for {sealed_for}; enter it again to seal it "
+                f"for {scope}"
+            )
 
     async def _check(self, wizard: Wizard, visitor: Visitor, namespace: str) -> None:
         """The review step's word from the API server: would it take this connection?"""
@@ -394,8 +435,13 @@ class ConnectionForms:
             step_titles=STEP_TITLES,
             methods=METHODS,
             auth_types=AUTH_TYPES,
+            storages=STORAGES,
             secret_state=(
-                "entered" if wizard.secret is not None else "stored" if stored_secret else "none"
+                "entered"
+                if wizard.secret is not None
+                else "stored"
+                if stored_secret or (form.sealed and form.stored_sealed())
+                else "none"
             ),
             yaml_text=form.yaml(namespace),
             action=(

@@ -35,6 +35,12 @@ AUTH_TYPES = {
     "bearer": "Bearer token",
     "googleServiceAccount": "Google service account",
 }
+# Where the credential is kept: a Secret the wizard writes, or sealed to the operator in the
+# connection itself (what a GitOps team commits; the default in read-only mode).
+STORAGES = {
+    "secret": "In a Secret of this namespace",
+    "sealed": "Sealed into the connection (safe to commit to Git)",
+}
 # The Secret the wizard writes the credential to, labelled so that deleting the connection from
 # the page deletes it too (and owned by the connection, for the cluster's garbage collector).
 SECRET_SUFFIX = "-credential"  # noqa: S105 (a name suffix, not a secret)
@@ -68,7 +74,11 @@ class WizardForm:
     link_policy: str = ""
     allow_public_images: bool = False
     instructions: str = ""
-    sealed_secret: str = ""
+    draft_secret: str = ""
+    storage: str = "secret"
+    # The secret sealed to the operator for this connection (the page seals an entered one);
+    # empty: the stored one, if any.
+    sealed_value: str = ""
     # An edit's starting point: the spec as stored (limits, the Secret it names) and its version.
     stored: dict[str, Any] = field(default_factory=dict)
     resource_version: str = ""
@@ -96,7 +106,8 @@ class WizardForm:
             link_policy=text("link_policy"),
             allow_public_images=fields.get("allow_public_images") == "on",
             instructions=text("instructions").replace("\r\n", "\n"),
-            sealed_secret=text("sealed_secret"),
+            draft_secret=text("draft_secret"),
+            storage=text("storage", "secret"),
             stored=stored,
             resource_version=text("resource_version"),
             test_method=text("test_method", "GET"),
@@ -124,6 +135,7 @@ class WizardForm:
             link_policy=spec.get("linkPolicy", "AdminsOnly"),
             allow_public_images=bool(spec.get("allowPublicImages")),
             instructions=spec.get("instructions", ""),
+            storage="sealed" if auth.get("sealedSecret") else "secret",
             stored=spec,
             resource_version=body["metadata"]["resourceVersion"],
         )
@@ -138,10 +150,18 @@ class WizardForm:
             return self
         return replace(self, name=name_from(self.display_name))
 
+    @property
+    def sealed(self) -> bool:
+        """Whether the credential is sealed into the connection rather than kept in a Secret."""
+        return self.auth_type != "none" and self.storage == "sealed"
+
+    def stored_sealed(self) -> str:
+        return str((self.stored.get("auth") or {}).get("sealedSecret") or "")
+
     def secret_ref(self) -> dict[str, str] | None:
         """Where the credential is: the stored spec's Secret, else one named after the
-        connection; None for auth type none."""
-        if self.auth_type == "none":
+        connection; None for auth type none, or when it is sealed into the connection."""
+        if self.auth_type == "none" or self.sealed:
             return None
         stored = (self.stored.get("auth") or {}).get("secretRef")
         key = "key.json" if self.auth_type == "googleServiceAccount" else "token"
@@ -175,6 +195,8 @@ class WizardForm:
         ref = self.secret_ref()
         if ref is not None:
             auth["secretRef"] = ref
+        if self.sealed and (self.sealed_value or self.stored_sealed()):
+            auth["sealedSecret"] = self.sealed_value or self.stored_sealed()
         spec: dict[str, Any] = {
             "displayName": self.display_name,
             "baseURL": self.base_url,
@@ -210,6 +232,7 @@ class WizardForm:
             )
         for title, value, allowed in (
             ("Auth type", self.auth_type, AUTH_TYPES),
+            ("Keep the secret", self.storage, STORAGES),
             ("API key: sent in", self.api_key_in, ("header", "query")),
             ("Who can link it", self.link_policy, LINK_POLICIES),
         ):
@@ -219,6 +242,8 @@ class WizardForm:
             found.append("Parameter name: required for an API key")
         if self.auth_type == "googleServiceAccount" and not _lines(self.scopes):
             found.append("Scopes: at least one for a Google service account")
+        if self.sealed and not (self.sealed_value or self.stored_sealed()):
+            found.append("Secret: required, to be sealed into the connection")
         return found
 
     def yaml(self, namespace: str) -> str:
@@ -226,6 +251,13 @@ class WizardForm:
         document = manifest(self.name or "my-connection", self.spec())
         document["metadata"]["namespace"] = namespace
         text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+        if self.sealed:
+            return (
+                f"{text}# auth.sealedSecret opens in the operator only, and only for this "
+                "connection's\n# namespace, name and baseURL: safe to commit.\n"
+                if "sealedSecret" in document["spec"]["auth"]
+                else f"{text}# Enter the secret (Authentication) to have it sealed here.\n"
+            )
         ref = self.secret_ref()
         if ref is None:
             return text

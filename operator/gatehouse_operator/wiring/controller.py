@@ -25,6 +25,7 @@ from gatehouse_operator.keyring_secret import KeyringSecret
 from gatehouse_operator.kube import WATCHED_SELECTOR, Kube, api_client
 from gatehouse_operator.leadership import Leadership
 from gatehouse_operator.runtime import Runtime
+from gatehouse_operator.sealed_values import SEALING_KEYS_FILE, SealingKeysFile, SealingKeysSource
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table import metrics
@@ -102,8 +103,26 @@ def assemble(settings: OperatorSettings, kube: Kube, keyring: KeyringSource) -> 
     rollout = Rollout(routes, journal, replicas, status.write)
     sealer = Sealer(keyring)
     return Runtime(
-        settings, kube, keyring, routes, journal, replicas, channel, rollout, status, sealer
+        settings,
+        kube,
+        keyring,
+        routes,
+        journal,
+        replicas,
+        channel,
+        rollout,
+        status,
+        sealer,
+        _sealing(settings, keyring),
     )
+
+
+def _sealing(settings: OperatorSettings, keyring: KeyringSource) -> SealingKeysSource:
+    if isinstance(keyring, KeyringSecret):
+        return keyring
+    # A keyring file is a mounted Secret's key: the sealing keys are the file beside it.
+    beside = settings.keyring_file.with_name(SEALING_KEYS_FILE) if settings.keyring_file else None
+    return SealingKeysFile(beside)
 
 
 async def _keyring(options: OperatorSettings, kube: Kube) -> KeyringSource:

@@ -6,6 +6,9 @@ tried again at its next turn; none ends, and none waits for another.
 - publish the first table once the start-up gate opens (every second until it is published);
 - follow the keyring: when its active key moves, re-key the channel and re-seal every credential
   (every second), and read the keyring Secret again, for a rotation made by hand (every 10 s);
+- follow the sealing keys: when the active one moves, reconcile the connections with sealed
+  values, whose status then offers them resealed (every second); and keep their public halves
+  published in their ConfigMap (every 5 s);
 - delete ConnectionTests whose time to live has passed (every 10 s);
 - read again the Secrets a watch event named but that could not be read then (every 10 s);
 - drop routes whose resources were deleted while no watch saw it (every minute);
@@ -29,6 +32,7 @@ from gatehouse_operator.controllers import connection_tests, external_connection
 from gatehouse_operator.keyring_secret import KeyringSecret
 from gatehouse_operator.kube import API_ERRORS, failure
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
+from gatehouse_operator.sealed_values import SEALING_KEYS_FILE
 
 log = logging.getLogger("gatehouse.operator")
 
@@ -36,6 +40,9 @@ TEST_SWEEP_SECONDS = 10
 RESYNC_SECONDS = 60
 # How soon a keyring Secret edited by hand (a rotation) is noticed; one GET each time.
 KEYRING_POLL_SECONDS = 10
+# How often the published public sealing keys are compared with the keys (one GET), so that a
+# rotation, or a ConfigMap deleted or edited by hand, is put right.
+PUBLISH_SECONDS = 5
 
 
 @dataclass(frozen=True)
@@ -43,8 +50,12 @@ class Duty:
     what: str  # as in "cannot <what>"
     every: float
     work: Callable[[], Awaitable[None]]
+    # A turn as soon as the controller starts, not one period later.
+    at_start: bool = False
 
     async def run(self) -> None:
+        if self.at_start:
+            await self.turn()
         while True:
             await asyncio.sleep(self.every)
             await self.turn()
@@ -58,6 +69,7 @@ class Duty:
 
 def duties(runtime: Runtime) -> list[Duty]:
     rotation = Rotation(runtime)
+    sealing = SealingKeysFollower(runtime)
 
     async def first_table() -> None:
         if not runtime.journal.version:
@@ -78,6 +90,9 @@ def duties(runtime: Runtime) -> list[Duty]:
     found = [
         Duty("publish the first table", 1.0, first_table),
         Duty("follow the keyring", 1.0, rotation.follow),
+        Duty("follow the sealing keys", 1.0, sealing.follow),
+        # At once: a user may seal right after installing.
+        Duty("publish the sealing keys", PUBLISH_SECONDS, sealing.publish, at_start=True),
         Duty("sweep expired ConnectionTests", TEST_SWEEP_SECONDS, sweep_tests),
         Duty("read Secrets again", TEST_SWEEP_SECONDS, read_unread),
         Duty("find missed deletions", RESYNC_SECONDS, find_deletions),
@@ -196,3 +211,41 @@ class Rotation:
         self.active = now_active
         runtime.channel.tls.use(runtime.keyring.current())
         await reconcile_connections(runtime, runtime.routes.connection_keys())
+
+
+class SealingKeysFollower:
+    """Publishes the sealing keys' public halves, and has the connections whose sealed values
+    were sealed with an older key offer them resealed, when the active key moves."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.active = ""
+
+    async def publish(self) -> None:
+        keys = self.runtime.sealing.sealing_keys()
+        target = self.runtime.settings.sealing_keys_config_map
+        if keys is None or not target:
+            return
+        namespace, _, name = target.partition("/")
+        data = {SEALING_KEYS_FILE: keys.public().dump(), "active": keys.active}
+        if await self.runtime.kube.publish_config_map(namespace, name, data):
+            log.info("published the sealing keys (active %s) in ConfigMap %s", keys.active, target)
+
+    async def follow(self) -> None:
+        keys = self.runtime.sealing.sealing_keys()
+        if keys is None or keys.active == self.active:
+            return
+        first, self.active = not self.active, keys.active
+        if not first:
+            log.info("sealing key %s is active: offering sealed values resealed", keys.active)
+            await reconcile_connections(self.runtime, sealed_connections(self.runtime))
+
+
+def sealed_connections(runtime: Runtime) -> list[str]:
+    return [
+        key
+        for key in runtime.routes.connection_keys()
+        if ((runtime.routes.connection_body(key) or {}).get("spec", {}).get("auth") or {}).get(
+            "sealedSecret"
+        )
+    ]

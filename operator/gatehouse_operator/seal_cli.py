@@ -1,0 +1,349 @@
+"""``gatehouse seal``, ``gatehouse reseal`` and ``gatehouse sealing-key``: credentials sealed to
+the operator, ready to commit (see ``gatehouse_operator.sealed_values``).
+
+- ``seal`` reads the secret from stdin or ``--from-file`` (never from the command line, where
+  shell history and ``ps`` keep it), seals it for one connection (its namespace, name and
+  baseURL) with the operator's public key, fetched from the cluster or given with ``--cert`` for
+  offline use, and prints the connection's YAML with ``spec.auth.sealedSecret`` in place of
+  ``secretRef``, a merge patch, or the bare value.
+- ``reseal`` rewrites the sealed values of a file that were sealed with an older key: the
+  operator offers each resealed in its connection's status (it alone can open them).
+- ``sealing-key public`` prints the public keys (for ``--cert``); ``sealing-key rotate`` makes a
+  new active key in the keyring Secret, for whoever may update that Secret.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+from kubernetes import client
+from ruamel.yaml import YAML
+
+from gatehouse_operator import kubeconfig
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.api.meta import GROUP, VERSION
+from gatehouse_operator.origin import OriginError, normalise_origin
+from gatehouse_operator.sealed_values import (
+    SEALING_KEYS_FILE,
+    PublicSealingKeys,
+    Scope,
+    SealedValue,
+    SealedValueProblem,
+    SealingKeys,
+    SealingKeysError,
+)
+from gatehouse_operator.service_cli import cluster_options
+
+DONE, NOT_DONE, NOT_RUN = 0, 1, 2
+# The chart's defaults: release "gatehouse" in namespace gatehouse-system.
+CONTROLLER_NAMESPACE = "gatehouse-system"
+CONTROLLER_NAME = "gatehouse-sealing-keys"
+# A credential is at most a 16 KiB service-account key file; more on stdin is a mistake.
+MAX_SECRET_BYTES = 64 * 1024
+
+
+class SealError(Exception):
+    """Why nothing was sealed, in one line that names the option or the field."""
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cluster = cluster_options()
+    keys = argparse.ArgumentParser(add_help=False)
+    keys.add_argument(
+        "--controller-namespace",
+        default=CONTROLLER_NAMESPACE,
+        help=f"where Gatehouse is installed (default: {CONTROLLER_NAMESPACE})",
+    )
+    keys.add_argument(
+        "--controller-name",
+        default=CONTROLLER_NAME,
+        help=f"the ConfigMap of its public sealing keys (default: {CONTROLLER_NAME})",
+    )
+    seal = commands.add_parser(
+        "seal",
+        parents=[cluster, keys],
+        help="seal a secret for one connection, ready to commit",
+        description="Reads the secret from stdin or --from-file and prints the connection "
+        "with spec.auth.sealedSecret (a value only the operator opens, and only for that "
+        "connection's namespace, name and baseURL).",
+    )
+    seal.add_argument("-f", "--filename", help="the ExternalConnection's YAML (one per file)")
+    seal.add_argument("--name", help="the connection's name (without -f)")
+    seal.add_argument("--base-url", help="the connection's baseURL (without -f)")
+    seal.add_argument("--from-file", help="read the secret from this file, not stdin")
+    seal.add_argument("--cert", help="the public keys (gatehouse sealing-key public): offline")
+    seal.add_argument(
+        "-o",
+        "--output",
+        choices=("yaml", "patch", "value"),
+        help="the connection's YAML (default with -f), a merge patch, or the bare value",
+    )
+    reseal = commands.add_parser(
+        "reseal",
+        parents=[cluster],
+        help="rewrite a file's sealed values under the current sealing key",
+        description="Replaces each sealedSecret sealed with an older key by the value the "
+        "operator offers in the connection's status.resealedSecret.",
+    )
+    reseal.add_argument("-f", "--filename", required=True, help="a YAML file of connections")
+    reseal.add_argument("-w", "--write", action="store_true", help="rewrite the file in place")
+    sealing = commands.add_parser(
+        "sealing-key",
+        help="the operator's sealing keys: print the public ones, or rotate",
+        description="public: print the public keys (for gatehouse seal --cert). rotate: make "
+        "a new active key in the keyring Secret (older ones stay, to open older values).",
+    )
+    actions = sealing.add_subparsers(dest="sealing", required=True, metavar="ACTION")
+    actions.add_parser("public", parents=[cluster, keys], help="print the public keys")
+    rotate = actions.add_parser("rotate", parents=[cluster], help="make a new active key")
+    rotate.add_argument(
+        "--secret",
+        default=f"{CONTROLLER_NAMESPACE}/gatehouse-keyring",
+        help="the keyring Secret, namespace/name (default: gatehouse-system/gatehouse-keyring)",
+    )
+
+
+def run(args: argparse.Namespace, prog: str) -> int:
+    try:
+        if args.command == "seal":
+            return seal(args)
+        if args.command == "reseal":
+            return reseal(args)
+        if args.sealing == "public":
+            print(_public_keys(args).dump(), end="")
+            return DONE
+        return rotate(args)
+    except (SealError, kubeconfig.ClusterError) as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return NOT_RUN
+    except client.ApiException as error:
+        print(f"{prog}: {kubeconfig.refusal(error)}", file=sys.stderr)
+        return NOT_RUN
+
+
+def _secret(args: argparse.Namespace) -> bytes:
+    if args.from_file:
+        try:
+            value = Path(args.from_file).read_bytes()
+        except OSError as error:
+            raise SealError(f"--from-file: {error.strerror}: {args.from_file}") from None
+    elif sys.stdin.isatty():
+        raise SealError("give the secret on stdin or with --from-file, never as an argument")
+    else:
+        value = sys.stdin.buffer.read(MAX_SECRET_BYTES + 1)
+    if len(value) > MAX_SECRET_BYTES:
+        raise SealError(f"the secret is over {MAX_SECRET_BYTES:,} bytes: not a credential")
+    # Sealed as given: the operator trims a token's surrounding whitespace (the newline of echo
+    # or an editor) and reads a key file whole, as it does a Secret's value.
+    if not value.strip():
+        raise SealError("the secret is empty")
+    return value
+
+
+def _public_keys(args: argparse.Namespace) -> PublicSealingKeys:
+    if getattr(args, "cert", None):
+        try:
+            return PublicSealingKeys.parse(Path(args.cert).read_bytes())
+        except OSError as error:
+            raise SealError(f"--cert: {error.strerror}: {args.cert}") from None
+        except SealingKeysError as error:
+            raise SealError(f"--cert {args.cert}: {error}") from None
+    kubeconfig.load(args.context, args.namespace, args.kubeconfig)
+    where = f"{args.controller_namespace}/{args.controller_name}"
+    try:
+        with kubeconfig.reaching_the_cluster():
+            found = client.CoreV1Api().read_namespaced_config_map(
+                args.controller_name,
+                args.controller_namespace,
+                _request_timeout=kubeconfig.REQUEST_TIMEOUT,
+            )
+    except client.ApiException as error:
+        if error.status != 404:
+            raise
+        raise SealError(
+            f"no ConfigMap {where}: is Gatehouse installed there (--controller-namespace, "
+            "--controller-name)? Or seal offline with --cert"
+        ) from None
+    document = (found.data or {}).get(SEALING_KEYS_FILE)
+    if document is None:
+        raise SealError(f"ConfigMap {where} has no {SEALING_KEYS_FILE}")
+    try:
+        return PublicSealingKeys.parse(document)
+    except SealingKeysError as error:
+        raise SealError(f"ConfigMap {where}: {error}") from None
+
+
+def _yaml() -> YAML:
+    yaml = YAML()  # round trip: comments, order and quoting stay as they were
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # a sealed value on one line
+    return yaml
+
+
+def _documents(path: str) -> list[Any]:
+    try:
+        return [doc for doc in _yaml().load_all(Path(path).read_text()) if doc is not None]
+    except OSError as error:
+        raise SealError(f"-f: {error.strerror}: {path}") from None
+    except Exception as error:  # ruamel's parser and scanner errors share no base class
+        raise SealError(f"-f {path} is not YAML: {str(error).splitlines()[0]}") from None
+
+
+def _is_connection(doc: Any) -> bool:
+    return (
+        isinstance(doc, dict)
+        and doc.get("kind") == EXTERNAL_CONNECTION.kind
+        and str(doc.get("apiVersion", "")).startswith(f"{GROUP}/")
+    )
+
+
+def _dump(documents: list[Any]) -> str:
+    out = io.StringIO()
+    _yaml().dump_all(documents, out)
+    return out.getvalue()
+
+
+def _namespace(args: argparse.Namespace, metadata: Any) -> str:
+    given = (metadata or {}).get("namespace") or args.namespace
+    if given:
+        return str(given)
+    if args.cert:
+        raise SealError(
+            "the connection's namespace: set metadata.namespace or -n (a sealed value opens "
+            "only in the namespace it was sealed for)"
+        )
+    return kubeconfig.load(args.context, None, args.kubeconfig)
+
+
+def seal(args: argparse.Namespace) -> int:
+    documents: list[Any] = []
+    connection: Any = None
+    if args.filename:
+        documents = _documents(args.filename)
+        connections = [doc for doc in documents if _is_connection(doc)]
+        if args.name:
+            connections = [c for c in connections if c.get("metadata", {}).get("name") == args.name]
+        if len(connections) != 1:
+            raise SealError(
+                f"-f {args.filename}: {len(connections)} ExternalConnections"
+                f"{' named ' + args.name if args.name else ''}; one is sealed at a time "
+                "(--name chooses)"
+            )
+        connection = connections[0]
+        if ((connection.get("spec") or {}).get("auth") or {}).get("type", "none") == "none":
+            raise SealError("spec.auth.type is none: the connection takes no secret")
+        name = str(connection.get("metadata", {}).get("name", ""))
+        base_url = str((connection.get("spec") or {}).get("baseURL", ""))
+        namespace = _namespace(args, connection.get("metadata"))
+    else:
+        if not (args.name and args.base_url):
+            raise SealError("give -f CONNECTION.yaml, or --name and --base-url")
+        name, base_url = args.name, args.base_url
+        namespace = _namespace(args, None)
+    if not name:
+        raise SealError("the connection has no metadata.name")
+    output = args.output or ("yaml" if connection is not None else "value")
+    if output == "yaml" and connection is None:
+        raise SealError("-o yaml needs -f: the connection to write the value into")
+    try:
+        # The operator's own normalisation: the value opens for exactly the origin it pins.
+        origin = normalise_origin(base_url, allow_http=True)
+    except OriginError as error:
+        raise SealError(f"spec.baseURL: {error}") from None
+    secret = _secret(args)
+    keys = _public_keys(args)
+    value = keys.seal(secret, Scope(namespace, name, origin))
+    if output == "value":
+        print(value)
+    elif output == "patch":
+        print(json.dumps({"spec": {"auth": {"sealedSecret": value, "secretRef": None}}}))
+    else:
+        auth = connection.setdefault("spec", {}).setdefault("auth", {})
+        auth.pop("secretRef", None)
+        auth["sealedSecret"] = value
+        print(_dump(documents), end="")
+    print(f"sealed for {namespace}/{name} at {origin} with key {keys.active}", file=sys.stderr)
+    return DONE
+
+
+def reseal(args: argparse.Namespace) -> int:
+    documents = _documents(args.filename)
+    kubeconfig.load(args.context, args.namespace, args.kubeconfig)
+    api = client.CustomObjectsApi()
+    left = 0
+    for doc in documents:
+        if not _is_connection(doc):
+            continue
+        auth = (doc.get("spec") or {}).get("auth") or {}
+        text = auth.get("sealedSecret")
+        if not text:
+            continue
+        try:
+            scope = SealedValue.parse(str(text)).scope
+        except SealedValueProblem as problem:
+            raise SealError(f"-f {args.filename}: {problem.message}") from None
+        where = f"{scope.namespace}/{scope.name}"
+        with kubeconfig.reaching_the_cluster():
+            live = cast(
+                dict[str, Any],
+                api.get_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    scope.namespace,
+                    EXTERNAL_CONNECTION.plural,
+                    scope.name,
+                    _request_timeout=kubeconfig.REQUEST_TIMEOUT,
+                ),
+            )
+        live_value = ((live.get("spec") or {}).get("auth") or {}).get("sealedSecret")
+        offered = (live.get("status") or {}).get("resealedSecret", "")
+        if live_value != text:
+            print(f"{where}: the cluster's sealedSecret differs from the file's: apply the "
+                  "file first, then reseal", file=sys.stderr)  # fmt: skip
+            left += 1
+        elif offered:
+            auth["sealedSecret"] = offered
+            print(f"{where}: resealed", file=sys.stderr)
+        else:
+            print(f"{where}: current", file=sys.stderr)
+    rendered = _dump(documents)
+    if args.write:
+        Path(args.filename).write_text(rendered)
+    else:
+        print(rendered, end="")
+    return NOT_DONE if left else DONE
+
+
+def rotate(args: argparse.Namespace) -> int:
+    namespace, _, name = args.secret.partition("/")
+    if not (namespace and name):
+        raise SealError(f"--secret must be namespace/name, not {args.secret!r}")
+    kubeconfig.load(args.context, args.namespace, args.kubeconfig)
+    api = client.CoreV1Api()
+    with kubeconfig.reaching_the_cluster():
+        secret = api.read_namespaced_secret(
+            name, namespace, _request_timeout=kubeconfig.REQUEST_TIMEOUT
+        )
+        current = (secret.data or {}).get(SEALING_KEYS_FILE)
+        if current is None or secret.metadata is None:
+            raise SealError(f"Secret {args.secret} has no {SEALING_KEYS_FILE}")
+        try:
+            keys = SealingKeys.parse(base64.b64decode(current)).rotated()
+        except SealingKeysError as error:
+            raise SealError(f"Secret {args.secret}: {error}") from None
+        patch = {
+            # Refused if the Secret changed since it was read: no rotation is lost.
+            "metadata": {"resourceVersion": secret.metadata.resource_version},
+            "data": {SEALING_KEYS_FILE: base64.b64encode(keys.dump().encode()).decode()},
+        }
+        api.patch_namespaced_secret(
+            name, namespace, patch, _request_timeout=kubeconfig.REQUEST_TIMEOUT
+        )
+    print(f"sealing key {keys.active} is active; the older keys still open older values")
+    return DONE

@@ -1,0 +1,293 @@
+"""Credentials sealed to the operator: values that can live in Git and that no ``get`` can read.
+
+A sealed value is HPKE (RFC 9180, base mode: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256,
+AES-256-GCM) to one of the operator's sealing keys, in a compact form a YAML file carries::
+
+    gh1.<base64url of the header>.<base64url of enc || ciphertext>
+
+The header is JSON, readable by anyone and authenticated as HPKE's ``info``::
+
+    {"v": 1, "key": "<fingerprint>", "namespace": "shop", "name": "stripe",
+     "origin": "https://api.stripe.com"}
+
+So a value opens only for the connection it was sealed for: copied to another name, namespace or
+baseURL it does not open, and because the header is in the clear, the operator can say which of
+these it was instead of only "does not open". Binding the origin matters as much as the name:
+whoever may edit a connection could otherwise point it at their own host and receive the value.
+
+Only the operator holds the private keys (beside the keyring, in the Secret it makes); the public
+keys are published for anyone to seal with. Messages here name fingerprints and scopes, never
+the value.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hpke
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+
+from gatehouse_operator.api.conditions import Reason
+
+log = logging.getLogger("gatehouse.operator")
+
+PREFIX = "gh1"
+VERSION = 1
+FIELD = "auth.sealedSecret"
+SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.AES_256_GCM)
+# Long enough to name a key among any number an installation keeps; not a security bound (the
+# AEAD is).
+_FINGERPRINT_HEX = 16
+
+
+class SealedValueProblem(Exception):
+    """Why a sealed value cannot be used, as a condition reason and a message naming the field."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class SealingKeysError(ValueError):
+    """The sealing keys' document is malformed; messages never include key material."""
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def fingerprint(public: X25519PublicKey) -> str:
+    return hashlib.sha256(public.public_bytes_raw()).hexdigest()[:_FINGERPRINT_HEX]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a value is sealed for: one connection, at one origin."""
+
+    namespace: str
+    name: str
+    origin: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} at {self.origin}"
+
+
+@dataclass(frozen=True)
+class SealedValue:
+    key: str
+    scope: Scope
+    header: bytes
+    payload: bytes
+
+    @classmethod
+    def parse(cls, text: str) -> SealedValue:
+        corrupt = SealedValueProblem(
+            Reason.SEALED_VALUE_CORRUPT,
+            f"{FIELD} is not a sealed value (gh1.<header>.<payload>, as gatehouse seal writes "
+            "it): it was cut or altered",
+        )
+        parts = text.strip().split(".")
+        if len(parts) != 3 or parts[0] != PREFIX:
+            raise corrupt
+        try:
+            header = _unb64url(parts[1])
+            payload = _unb64url(parts[2])
+            fields = json.loads(header)
+            scope = Scope(str(fields["namespace"]), str(fields["name"]), str(fields["origin"]))
+            key = str(fields["key"])
+            version = fields["v"]
+        except (ValueError, binascii.Error, KeyError, TypeError):
+            raise corrupt from None
+        if version != VERSION:
+            raise SealedValueProblem(
+                Reason.SEALED_VALUE_CORRUPT,
+                f"{FIELD} is sealed in format version {version}; this operator reads {VERSION}",
+            )
+        return cls(key, scope, header, payload)
+
+
+class PublicSealingKeys:
+    """What anyone may seal with: every public key the operator holds, and the active one."""
+
+    def __init__(self, keys: dict[str, X25519PublicKey], active: str) -> None:
+        if active not in keys:
+            raise SealingKeysError(f"the active sealing key {active!r} is not among the keys")
+        self.keys = keys
+        self.active = active
+
+    @classmethod
+    def parse(cls, document: str | bytes) -> PublicSealingKeys:
+        try:
+            data = json.loads(document)
+            keys = {
+                fp: X25519PublicKey.from_public_bytes(base64.b64decode(raw, validate=True))
+                for fp, raw in data["keys"].items()
+            }
+            active = data["active"]
+        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
+            raise SealingKeysError(
+                'public sealing keys must be JSON {"active": FINGERPRINT, "keys": '
+                "{FINGERPRINT: base64 of a 32-byte X25519 public key}}"
+            ) from None
+        for fp, key in keys.items():
+            if fingerprint(key) != fp:
+                raise SealingKeysError(f"public sealing key {fp!r} does not match its fingerprint")
+        return cls(keys, active)
+
+    def dump(self) -> str:
+        keys = {
+            fp: base64.b64encode(key.public_bytes_raw()).decode() for fp, key in self.keys.items()
+        }
+        return json.dumps(
+            {"algorithm": "HPKE DHKEM(X25519, HKDF-SHA256) HKDF-SHA256 AES-256-GCM",
+             "active": self.active, "keys": keys},
+            indent=2,
+            sort_keys=True,
+        ) + "\n"  # fmt: skip
+
+    def seal(self, plaintext: bytes, scope: Scope) -> str:
+        header = json.dumps(
+            {
+                "v": VERSION,
+                "key": self.active,
+                "namespace": scope.namespace,
+                "name": scope.name,
+                "origin": scope.origin,
+            },
+            separators=(",", ":"),
+            sort_keys=True,
+        ).encode()
+        payload = SUITE.encrypt(plaintext, self.keys[self.active], info=header)
+        return f"{PREFIX}.{_b64url(header)}.{_b64url(payload)}"
+
+
+class SealingKeys:
+    """The operator's private sealing keys: the active one seals, every one kept opens."""
+
+    def __init__(self, keys: dict[str, X25519PrivateKey], active: str) -> None:
+        if active not in keys:
+            raise SealingKeysError(f"the active sealing key {active!r} is not among the keys")
+        self._keys = keys
+        self.active = active
+
+    @classmethod
+    def generate(cls) -> SealingKeys:
+        key = X25519PrivateKey.generate()
+        fp = fingerprint(key.public_key())
+        return cls({fp: key}, fp)
+
+    @classmethod
+    def parse(cls, document: str | bytes) -> SealingKeys:
+        try:
+            data = json.loads(document)
+            keys = {
+                fp: X25519PrivateKey.from_private_bytes(base64.b64decode(raw, validate=True))
+                for fp, raw in data["keys"].items()
+            }
+            active = data["active"]
+        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
+            raise SealingKeysError(
+                'the sealing keys must be JSON {"active": FINGERPRINT, "keys": {FINGERPRINT: '
+                "base64 of a 32-byte X25519 private key}}"
+            ) from None
+        for fp, key in keys.items():
+            if fingerprint(key.public_key()) != fp:
+                raise SealingKeysError(f"sealing key {fp!r} does not match its fingerprint")
+        return cls(keys, active)
+
+    def dump(self) -> str:
+        keys = {
+            fp: base64.b64encode(key.private_bytes_raw()).decode() for fp, key in self._keys.items()
+        }
+        return json.dumps({"active": self.active, "keys": keys}, sort_keys=True)
+
+    def rotated(self) -> SealingKeys:
+        """A new active key; the old ones stay, to open what was sealed with them."""
+        key = X25519PrivateKey.generate()
+        fp = fingerprint(key.public_key())
+        return SealingKeys({**self._keys, fp: key}, fp)
+
+    def public(self) -> PublicSealingKeys:
+        return PublicSealingKeys(
+            {fp: key.public_key() for fp, key in self._keys.items()}, self.active
+        )
+
+    def open(self, text: str, scope: Scope) -> bytes:
+        """The plaintext of ``text`` for the connection ``scope``; raises SealedValueProblem."""
+        sealed = SealedValue.parse(text)
+        key = self._keys.get(sealed.key)
+        if key is None:
+            raise SealedValueProblem(
+                Reason.SEALED_KEY_UNKNOWN,
+                f"{FIELD} is sealed with key {sealed.key}, which this installation does not "
+                f"hold (it holds {', '.join(sorted(self._keys))}): sealed for another cluster, "
+                "or with a key that was lost; seal the value again with gatehouse seal",
+            )
+        if sealed.scope != scope:
+            raise SealedValueProblem(
+                Reason.SEALED_FOR_ANOTHER_CONNECTION,
+                f"{FIELD} is sealed for {sealed.scope}, and this connection is {scope}: a sealed "
+                "value opens only for the connection, namespace and baseURL it was sealed for",
+            )
+        try:
+            return SUITE.decrypt(sealed.payload, key, info=sealed.header)
+        except (InvalidTag, ValueError):  # ValueError: an encapsulated key off the curve
+            raise SealedValueProblem(
+                Reason.SEALED_VALUE_CORRUPT,
+                f"{FIELD} does not open with key {sealed.key}: it was altered or cut",
+            ) from None
+
+    def reseal(self, text: str, scope: Scope) -> str | None:
+        """``text`` sealed again with the active key, or None when it already is."""
+        if SealedValue.parse(text).key == self.active:
+            return None
+        return self.public().seal(self.open(text, scope), scope)
+
+
+# The private keys' document: its key in the keyring Secret, and its file beside a keyring file
+# (a Secret mounted as a volume shows each key as a file).
+SEALING_KEYS_FILE = "sealing-keys.json"
+
+
+class SealingKeysSource(Protocol):
+    def sealing_keys(self) -> SealingKeys | None:
+        """The keys as they are now; None when the installation has none."""
+
+
+class SealingKeysFile:
+    """Sealing keys read from a file, read again when it changes. A file that goes bad keeps the
+    keys in memory, as the keyring does; with no file at all there are none."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._stamp: tuple[int, int] | None = None
+        self._keys: SealingKeys | None = None
+
+    def sealing_keys(self) -> SealingKeys | None:
+        if self.path is None:
+            return None
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return self._keys
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                self._keys = SealingKeys.parse(self.path.read_bytes())
+            except SealingKeysError as error:
+                log.error("%s: %s; keeping the sealing keys in memory", self.path, error)
+        return self._keys
