@@ -27,9 +27,10 @@ import binascii
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hpke
@@ -119,6 +120,32 @@ class SealedValue:
         return cls(key, scope, header, payload)
 
 
+Key = TypeVar("Key", X25519PublicKey, X25519PrivateKey)
+
+
+def _keys_document(
+    document: str | bytes,
+    load: Callable[[bytes], Key],
+    public: Callable[[Key], X25519PublicKey],
+    half: str,
+) -> tuple[dict[str, Key], str]:
+    """The keys of a document ``{"active": FP, "keys": {FP: base64}}``, each checked against
+    its fingerprint, and the active one's fingerprint."""
+    try:
+        data = json.loads(document)
+        keys = {fp: load(base64.b64decode(raw, validate=True)) for fp, raw in data["keys"].items()}
+        active = str(data["active"])
+    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
+        raise SealingKeysError(
+            f'{half} sealing keys must be JSON {{"active": FINGERPRINT, "keys": {{FINGERPRINT: '
+            f"base64 of a 32-byte X25519 {half} key}}}}"
+        ) from None
+    for fp, key in keys.items():
+        if fingerprint(public(key)) != fp:
+            raise SealingKeysError(f"{half} sealing key {fp!r} does not match its fingerprint")
+    return keys, active
+
+
 class PublicSealingKeys:
     """What anyone may seal with: every public key the operator holds, and the active one."""
 
@@ -130,21 +157,9 @@ class PublicSealingKeys:
 
     @classmethod
     def parse(cls, document: str | bytes) -> PublicSealingKeys:
-        try:
-            data = json.loads(document)
-            keys = {
-                fp: X25519PublicKey.from_public_bytes(base64.b64decode(raw, validate=True))
-                for fp, raw in data["keys"].items()
-            }
-            active = data["active"]
-        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
-            raise SealingKeysError(
-                'public sealing keys must be JSON {"active": FINGERPRINT, "keys": '
-                "{FINGERPRINT: base64 of a 32-byte X25519 public key}}"
-            ) from None
-        for fp, key in keys.items():
-            if fingerprint(key) != fp:
-                raise SealingKeysError(f"public sealing key {fp!r} does not match its fingerprint")
+        keys, active = _keys_document(
+            document, X25519PublicKey.from_public_bytes, lambda key: key, "public"
+        )
         return cls(keys, active)
 
     def dump(self) -> str:
@@ -191,21 +206,9 @@ class SealingKeys:
 
     @classmethod
     def parse(cls, document: str | bytes) -> SealingKeys:
-        try:
-            data = json.loads(document)
-            keys = {
-                fp: X25519PrivateKey.from_private_bytes(base64.b64decode(raw, validate=True))
-                for fp, raw in data["keys"].items()
-            }
-            active = data["active"]
-        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
-            raise SealingKeysError(
-                'the sealing keys must be JSON {"active": FINGERPRINT, "keys": {FINGERPRINT: '
-                "base64 of a 32-byte X25519 private key}}"
-            ) from None
-        for fp, key in keys.items():
-            if fingerprint(key.public_key()) != fp:
-                raise SealingKeysError(f"sealing key {fp!r} does not match its fingerprint")
+        keys, active = _keys_document(
+            document, X25519PrivateKey.from_private_bytes, lambda key: key.public_key(), "private"
+        )
         return cls(keys, active)
 
     def dump(self) -> str:
