@@ -3,9 +3,10 @@
 # on a locally made Debian bookworm base (`make cluster-up`).
 #
 # Reproducible: the base is pinned by digest, every Python package is a locked wheel checked
-# against its sha256 (requirements/, `make lock`), and with SOURCE_DATE_EPOCH (the commit's time)
-# and a builder that stamps files with it (`buildah build --timestamp`, `docker buildx build
-# --build-arg SOURCE_DATE_EPOCH` with rewrite-timestamp), one commit gives one image digest.
+# against its sha256 (requirements/, `make lock`), and a builder that stamps every file and the
+# image with one fixed time (`buildah build --layers --no-cache --timestamp 0`; `docker buildx
+# build --no-cache` with SOURCE_DATE_EPOCH=0 and rewrite-timestamp) gives one image digest per
+# commit. The commit's time is a label (CREATED).
 #
 # BASE_IMAGE: any Debian-like image with Python 3.11 and its venv module. Renovate (renovate.json)
 # moves the digest when the tag moves. Not checked from the machine that wrote it (no registry
@@ -16,8 +17,8 @@ ARG BASE_IMAGE=docker.io/library/python:3.11-slim-bookworm@sha256:6d2502238109c9
 # Python: a virtualenv, so that nothing shadows or is shadowed by the base image's own packages,
 # and with no pip in it.
 FROM ${BASE_IMAGE} AS tools
-ARG SOURCE_DATE_EPOCH=0
-ENV SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH} PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+# Set, so that compiled modules record their sources' hashes, not times; its value is no input.
+ENV SOURCE_DATE_EPOCH=0 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 COPY requirements/build.txt /locks/
 RUN python3 -m venv /opt/build \
  && /opt/build/bin/pip install --quiet --require-hashes --only-binary=:all: --no-deps \
@@ -25,7 +26,7 @@ RUN python3 -m venv /opt/build \
  && python3 -m venv --without-pip /opt/gatehouse
 
 # The proxy's dependencies: a layer that changes only with requirements/proxy.txt, shared by both
-# images. With SOURCE_DATE_EPOCH set, compiled modules record hashes of their sources, not times.
+# images.
 FROM tools AS proxy-deps
 COPY requirements/proxy.txt /locks/
 RUN /opt/build/bin/pip --python /opt/gatehouse/bin/python install --quiet --require-hashes \

@@ -220,7 +220,8 @@ class LocalGatehouse:
 
     def service_account_kubeconfig(self, component: str) -> Path:
         """A kubeconfig of the release's ``component`` ServiceAccount (operator, webhook), with
-        the chart's rendered RBAC for it applied: exactly the rights an installation gives."""
+        the chart's rendered RBAC for it applied (and, for the operator, the sealing keys'
+        ConfigMap it fills in): exactly the rights an installation gives."""
         rendered = subprocess.run(
             [
                 str(self.cluster.binaries.helm),
@@ -231,6 +232,12 @@ class LocalGatehouse:
                 NAMESPACE,
                 "--show-only",
                 f"templates/{component}-rbac.yaml",
+                # The ConfigMap the operator publishes its public sealing keys in.
+                *(
+                    ["--show-only", "templates/sealing-keys.yaml"]
+                    if component == "operator"
+                    else []
+                ),
             ],
             capture_output=True,
             text=True,

@@ -209,20 +209,16 @@ class Kube:
         return True
 
     async def publish_config_map(self, namespace: str, name: str, data: dict[str, str]) -> bool:
-        """Makes the ConfigMap hold ``data``; True when it had to be written."""
+        """Makes the ConfigMap (the chart's) hold ``data``; True when it had to be written."""
         try:
             found = await self.core.read_namespaced_config_map(name, namespace)
         except client.ApiException as error:
-            if error.status != 404:
-                raise
-            body = client.V1ConfigMap(
-                metadata=client.V1ObjectMeta(
-                    name=name, labels={"app.kubernetes.io/managed-by": "gatehouse-operator"}
-                ),
-                data=data,
-            )
-            await self.core.create_namespaced_config_map(namespace, body)
-            return True
+            if error.status == 404:
+                raise LookupError(
+                    f"ConfigMap {namespace}/{name} does not exist: the chart makes it (helm "
+                    "upgrade puts it back)"
+                ) from None
+            raise
         if found.data == data:
             return False
         await self.core.patch_namespaced_config_map(name, namespace, {"data": data})

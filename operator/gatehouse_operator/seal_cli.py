@@ -9,7 +9,8 @@ the operator, ready to commit (see ``gatehouse_operator.sealed_values``).
 - ``reseal`` rewrites the sealed values of a file that were sealed with an older key: the
   operator offers each resealed in its connection's status (it alone can open them).
 - ``sealing-key public`` prints the public keys (for ``--cert``); ``sealing-key rotate`` makes a
-  new active key in the keyring Secret, for whoever may update that Secret.
+  new active key in the keyring Secret (the first one in a Secret brought without them), for
+  whoever may update that Secret.
 """
 
 from __future__ import annotations
@@ -330,11 +331,16 @@ def rotate(args: argparse.Namespace) -> int:
         secret = api.read_namespaced_secret(
             name, namespace, _request_timeout=kubeconfig.REQUEST_TIMEOUT
         )
+        if secret.metadata is None:
+            raise SealError(f"Secret {args.secret} has no metadata")
         current = (secret.data or {}).get(SEALING_KEYS_FILE)
-        if current is None or secret.metadata is None:
-            raise SealError(f"Secret {args.secret} has no {SEALING_KEYS_FILE}")
         try:
-            keys = SealingKeys.parse(base64.b64decode(current)).rotated()
+            # A keyring Secret brought without sealing keys gets its first one.
+            keys = (
+                SealingKeys.parse(base64.b64decode(current)).rotated()
+                if current is not None
+                else SealingKeys.generate()
+            )
         except SealingKeysError as error:
             raise SealError(f"Secret {args.secret}: {error}") from None
         patch = {

@@ -137,6 +137,13 @@ def test_sealing_keys_are_made_beside_the_keyring_added_once_and_never_replaced(
     with_kube(cluster, check)
     assert sealing_keys(cluster, namespace, "fresh") is not None
     assert sealing_keys(cluster, namespace, "brought") is None
+    # Their owner adds the first one (the operator never writes a brought Secret).
+    done = run_cli(
+        cluster, "gatehouse_operator.cli", "sealing-key", "rotate", "--secret",
+        f"{namespace}/brought",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert sealing_keys(cluster, namespace, "brought") is not None
 
 
 def test_gatehouse_sealing_key_rotate_keeps_the_older_keys(

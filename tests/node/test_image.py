@@ -1,6 +1,7 @@
 """The images as released: one commit builds one digest, and each image carries what its program
-needs and nothing to build with. Built with the node's buildah on its Debian base, from the
-project's Dockerfile and lock files, with no layer cache."""
+needs and nothing to build with, its dependencies in layers of their own. Built with the node's
+buildah on its Debian base, from the project's Dockerfile and lock files (never from a layer
+cache: see images.build_image)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,13 @@ TAGS = ("localhost/gatehouse-repro:first", "localhost/gatehouse-repro:second")
 @pytest.fixture(scope="module")
 def two_builds() -> Iterator[tuple[str, str]]:
     base = images.ensure_base()
+    built: list[str] = []
     try:
-        built = [images.build_image(base, "operator", tag, cache=False) for tag in TAGS]
+        built += [images.build_image(base, "operator", tag) for tag in TAGS]
         yield built[0], built[1]
     finally:
-        for tag in TAGS:
-            images.buildah("rmi", "--force", tag)
+        for image_id in set(built):
+            images.buildah("rmi", "--force", image_id)
 
 
 def test_one_commit_builds_one_image_digest(two_builds: tuple[str, str]) -> None:
@@ -56,7 +58,7 @@ def test_the_images_carry_their_program_and_no_build_tools(two_builds: tuple[str
     assert not [name for name in operator if name.startswith(("pip", "setuptools", "wheel"))]
 
     reference = "localhost/gatehouse-repro:proxy"
-    images.build_image(images.ensure_base(), "proxy", reference)
+    proxy_image = images.build_image(images.ensure_base(), "proxy", reference)
     try:
         proxy = in_image(reference, listing).split()
         config = json.loads(images.buildah("inspect", "--type=image", reference))["OCIv1"]
@@ -66,7 +68,7 @@ def test_the_images_carry_their_program_and_no_build_tools(two_builds: tuple[str
         shared = operator_layers["OCIv1"]["rootfs"]["diff_ids"][:2]
         assert config["rootfs"]["diff_ids"][:2] == shared
     finally:
-        images.buildah("rmi", "--force", reference)
+        images.buildah("rmi", "--force", proxy_image)
     assert "gatehouse_proxy" in proxy
     assert "aiohttp" in proxy
     assert not [name for name in proxy if name.startswith(("kubernetes", "kopf", "pip"))]

@@ -178,8 +178,8 @@ def chart_image_references() -> dict[str, str]:
     }
 
 
-def source_date_epoch() -> int:
-    """The checkout's commit time: every timestamp in the image, so one commit gives one image."""
+def commit_time() -> int:
+    """The checkout's commit time (the image's ``created`` label)."""
     done = subprocess.run(
         ["git", "-C", str(REPO), "log", "-1", "--format=%ct"],
         capture_output=True,
@@ -189,18 +189,20 @@ def source_date_epoch() -> int:
     return int(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else 0
 
 
-def build_image(
-    base: str, target: str, tag: str, *, revision: str = "unknown", cache: bool = True
-) -> str:
+def build_image(base: str, target: str, tag: str, *, revision: str = "unknown") -> str:
     """Builds one of the Dockerfile's targets as ``tag``; returns the image's id (the digest of
-    its config, which names every layer's content)."""
-    epoch = source_date_epoch()
+    its config, which names every layer's content).
+
+    Every file and the image itself are stamped with one fixed time, not the commit's, so a layer
+    is a function of its inputs alone. Never from the layer cache: Debian's buildah (1.28) keys a
+    ``COPY --from`` by its text, not by the stage's content, and reused another commit's
+    dependency layers here (a changed lock file would ship the old packages).
+    """
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     args = {
         "BASE_IMAGE": base,
         "VERSION": version,
-        "SOURCE_DATE_EPOCH": str(epoch),
-        "CREATED": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)),
+        "CREATED": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(commit_time())),
         "REVISION": revision,
     }
     with tempfile.TemporaryDirectory(prefix="gatehouse-build-") as scratch:
@@ -208,9 +210,11 @@ def build_image(
         buildah(
             "build",
             "--isolation=chroot",
-            # Stages shared by the two targets are built once; a cold build is always whole.
-            "--layers" if cache else "--no-cache",
-            f"--timestamp={epoch}",
+            # A layer per instruction: the dependencies are layers of their own, shared by the
+            # two images.
+            "--layers",
+            "--no-cache",
+            "--timestamp=0",
             *_host_trust(),
             *(f"--build-arg={name}={value}" for name, value in args.items()),
             f"--target={target}",
@@ -219,7 +223,10 @@ def build_image(
             f"--tag={tag}",
             str(REPO),
         )
-        return iidfile.read_text().strip()
+        image_id = iidfile.read_text().strip()
+    # The build stages' images, a layer per instruction, are never used again (no cache).
+    buildah("rmi", "--prune")
+    return image_id
 
 
 def ensure_gatehouse_images() -> list[Path]:
@@ -244,9 +251,9 @@ def ensure_gatehouse_images() -> list[Path]:
         started = time.monotonic()
         _log(f"building the Gatehouse {target} image from Dockerfile (buildah) ...")
         tag = f"localhost/gatehouse-{target}:{key}"
-        build_image(base, target, tag)
+        image_id = build_image(base, target, tag)
         _write_archive(tag, archive, reference)
-        buildah("rmi", tag)
+        buildah("rmi", "--force", image_id)  # every name it has: the archive is what is kept
         _log(f"built the {target} image in {time.monotonic() - started:.0f}s: {archive}")
     return archives
 
