@@ -4,12 +4,7 @@ In a cluster the operator, not the chart, makes the keyring: a key drawn at rend
 every ``helm template`` (a GitOps tool renders on every sync, where ``lookup`` finds nothing), and
 the proxies could no longer open what was sealed with the old bytes. The operator makes the Secret
 once, when it is absent, and never rewrites what it finds; with ``keyring.existingSecret`` it only
-reads. The proxies mount the same Secret's keyring as a file (``KeyringFile``).
-
-Beside the keyring the Secret holds the sealing keys (``gatehouse_operator.sealed_values``): the
-operator adds them to a Secret it made that lacks them (one made before they existed), and
-never replaces them; a rotation (``gatehouse sealing-key rotate``) is read like the keyring's.
-The proxies do not mount them.
+reads. The proxies mount the same Secret as a file (``KeyringFile``).
 """
 
 from __future__ import annotations
@@ -20,7 +15,6 @@ from kubernetes.aio import client
 
 from gatehouse_contract.sealing import Keyring, KeyringError
 from gatehouse_operator.kube import Kube
-from gatehouse_operator.sealed_values import SEALING_KEYS_FILE, SealingKeys, SealingKeysError
 
 KEY = "keyring.json"
 FIRST_KEY_ID = "k1"
@@ -33,7 +27,6 @@ class KeyringSecret:
         self.name = name
         self.create = create
         self._keyring: Keyring | None = None
-        self._sealing: SealingKeys | None = None
 
     @property
     def ref(self) -> str:
@@ -55,32 +48,6 @@ class KeyringSecret:
                 "keyring.existingSecret empty so that the operator makes one"
             )
         self._keyring = self._parse(data)
-        if SEALING_KEYS_FILE not in data and self.create:
-            await kube.add_secret_key(
-                self.namespace, self.name, SEALING_KEYS_FILE, SealingKeys.generate().dump()
-            )
-            data = await kube.secret_data(self.namespace, self.name) or data
-        self._read_sealing(data)
-        if self._sealing is None:
-            log.warning(
-                "the keyring Secret %s has no usable %s: connections cannot use "
-                "auth.sealedSecret until it has (see the README, Sealed credentials)",
-                self.ref,
-                SEALING_KEYS_FILE,
-            )
-
-    def sealing_keys(self) -> SealingKeys | None:
-        return self._sealing
-
-    def _read_sealing(self, data: dict[str, bytes]) -> None:
-        if SEALING_KEYS_FILE not in data:
-            return  # said once, at load; kept if they were there before (an edit gone wrong)
-        try:
-            self._sealing = SealingKeys.parse(data[SEALING_KEYS_FILE])
-        except SealingKeysError as error:
-            log.error(
-                "the keyring Secret %s: %s; keeping the sealing keys in memory", self.ref, error
-            )
 
     async def refresh(self, kube: Kube) -> None:
         """Picks up a rotation. A Secret that is gone or broken keeps the keys in memory."""
@@ -92,21 +59,18 @@ class KeyringSecret:
             self._keyring = self._parse(data)
         except KeyringError as error:
             log.error("%s; keeping the keys in memory", error)
-        else:
-            self._read_sealing(data)
 
     async def _make(self, kube: Kube) -> dict[str, bytes] | None:
         keyring = Keyring.generate(FIRST_KEY_ID)
-        made = {KEY: keyring.dump(), SEALING_KEYS_FILE: SealingKeys.generate().dump()}
         try:
-            await kube.create_secret(self.namespace, self.name, made)
+            await kube.create_secret(self.namespace, self.name, {KEY: keyring.dump()})
         except client.ApiException as error:
             if error.status != 409:
                 raise
             # Made by another operator meanwhile (a rollout overlaps): use that one.
             return await kube.secret_data(self.namespace, self.name)
         log.info("made the keyring Secret %s (key %r)", self.ref, FIRST_KEY_ID)
-        return {name: value.encode() for name, value in made.items()}
+        return {KEY: keyring.dump().encode()}
 
     def _parse(self, data: dict[str, bytes]) -> Keyring:
         if KEY not in data:

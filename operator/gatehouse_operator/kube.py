@@ -189,37 +189,24 @@ class Kube:
         )
         await self.core.create_namespaced_secret(namespace, body)
 
-    async def add_secret_key(self, namespace: str, name: str, key: str, value: str) -> bool:
-        """Adds ``key`` to a Secret that lacks it, never replacing one: False when the Secret is
-        gone, has the key, or changed meanwhile (another replica added it first)."""
-        secret = await self.secret(namespace, name)
-        if secret is None or secret.metadata is None or key in (secret.data or {}):
-            return False
-        patch = {
-            # A precondition: the patch is refused (409) if the Secret changed since it was read.
-            "metadata": {"resourceVersion": secret.metadata.resource_version},
-            "data": {key: base64.b64encode(value.encode()).decode()},
-        }
-        try:
-            await self.core.patch_namespaced_secret(name, namespace, patch)
-        except client.ApiException as error:
-            if error.status == 409:
-                return False
-            raise
-        return True
-
-    async def publish_config_map(self, namespace: str, name: str, data: dict[str, str]) -> bool:
-        """Makes the ConfigMap (the chart's) hold ``data``; True when it had to be written."""
+    async def config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
         try:
             found = await self.core.read_namespaced_config_map(name, namespace)
         except client.ApiException as error:
             if error.status == 404:
-                raise LookupError(
-                    f"ConfigMap {namespace}/{name} does not exist: the chart makes it (helm "
-                    "upgrade puts it back)"
-                ) from None
+                return None
             raise
-        if found.data == data:
+        return dict(found.data or {})
+
+    async def publish_config_map(self, namespace: str, name: str, data: dict[str, str]) -> bool:
+        """Makes the ConfigMap (the chart's) hold ``data``; True when it had to be written."""
+        current = await self.config_map_data(namespace, name)
+        if current is None:
+            raise LookupError(
+                f"ConfigMap {namespace}/{name} does not exist: the chart makes it (helm upgrade "
+                "puts it back)"
+            )
+        if current == data:
             return False
         await self.core.patch_namespaced_config_map(name, namespace, {"data": data})
         return True

@@ -9,8 +9,8 @@ the operator, ready to commit (see ``gatehouse_operator.sealed_values``).
 - ``reseal`` rewrites the sealed values of a file that were sealed with an older key: the
   operator offers each resealed in its connection's status (it alone can open them).
 - ``sealing-key public`` prints the public keys (for ``--cert``); ``sealing-key rotate`` makes a
-  new active key in the keyring Secret (the first one in a Secret brought without them), for
-  whoever may update that Secret.
+  new active key in the sealing keys' Secret (the first one in a Secret brought without them),
+  and ``sealing-key retire`` drops an old one, for whoever may update that Secret.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ DONE, NOT_DONE, NOT_RUN = 0, 1, 2
 # The chart's defaults: release "gatehouse" in namespace gatehouse-system.
 CONTROLLER_NAMESPACE = "gatehouse-system"
 CONTROLLER_NAME = "gatehouse-sealing-keys"
+SEALING_KEYS_SECRET = "gatehouse-sealing-keys"  # noqa: S105 (a Secret's name)
 # A credential is at most a 16 KiB service-account key file; more on stdin is a mistake.
 MAX_SECRET_BYTES = 64 * 1024
 
@@ -96,18 +97,26 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     reseal.add_argument("-w", "--write", action="store_true", help="rewrite the file in place")
     sealing = commands.add_parser(
         "sealing-key",
-        help="the operator's sealing keys: print the public ones, or rotate",
+        help="the operator's sealing keys: print the public ones, rotate, retire",
         description="public: print the public keys (for gatehouse seal --cert). rotate: make "
-        "a new active key in the keyring Secret (older ones stay, to open older values).",
+        "a new active key (older ones stay, to open older values). retire: drop an old key.",
     )
     actions = sealing.add_subparsers(dest="sealing", required=True, metavar="ACTION")
     actions.add_parser("public", parents=[cluster, keys], help="print the public keys")
-    rotate = actions.add_parser("rotate", parents=[cluster], help="make a new active key")
-    rotate.add_argument(
+    secret = argparse.ArgumentParser(add_help=False)
+    secret.add_argument(
         "--secret",
-        default=f"{CONTROLLER_NAMESPACE}/gatehouse-keyring",
-        help="the keyring Secret, namespace/name (default: gatehouse-system/gatehouse-keyring)",
+        default=f"{CONTROLLER_NAMESPACE}/{SEALING_KEYS_SECRET}",
+        help=f"the sealing keys' Secret, namespace/name (default: {CONTROLLER_NAMESPACE}/"
+        f"{SEALING_KEYS_SECRET})",
     )
+    actions.add_parser("rotate", parents=[cluster, secret], help="make a new active key")
+    retire = actions.add_parser(
+        "retire",
+        parents=[cluster, secret],
+        help="drop an old key: values sealed with it open no more",
+    )
+    retire.add_argument("fingerprint", help="the key to drop (gatehouse sealing-key public)")
 
 
 def run(args: argparse.Namespace, prog: str) -> int:
@@ -119,7 +128,7 @@ def run(args: argparse.Namespace, prog: str) -> int:
         if args.sealing == "public":
             print(_public_keys(args).dump(), end="")
             return DONE
-        return rotate(args)
+        return change_keys(args)
     except (SealError, kubeconfig.ClusterError) as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return NOT_RUN
@@ -321,7 +330,9 @@ def reseal(args: argparse.Namespace) -> int:
     return NOT_DONE if left else DONE
 
 
-def rotate(args: argparse.Namespace) -> int:
+def change_keys(args: argparse.Namespace) -> int:
+    """``rotate`` or ``retire``, on the Secret as read: a concurrent change is refused, not
+    lost."""
     namespace, _, name = args.secret.partition("/")
     if not (namespace and name):
         raise SealError(f"--secret must be namespace/name, not {args.secret!r}")
@@ -335,21 +346,27 @@ def rotate(args: argparse.Namespace) -> int:
             raise SealError(f"Secret {args.secret} has no metadata")
         current = (secret.data or {}).get(SEALING_KEYS_FILE)
         try:
-            # A keyring Secret brought without sealing keys gets its first one.
-            keys = (
-                SealingKeys.parse(base64.b64decode(current)).rotated()
-                if current is not None
-                else SealingKeys.generate()
-            )
+            keys = SealingKeys.parse(base64.b64decode(current)) if current is not None else None
+            if args.sealing == "retire":
+                if keys is None:
+                    raise SealError(f"Secret {args.secret} has no {SEALING_KEYS_FILE}")
+                changed = keys.without(args.fingerprint)
+                said = f"sealing key {args.fingerprint} is retired: values sealed with it no "
+                said += "longer open"
+            else:
+                # A Secret brought without sealing keys gets its first.
+                changed = keys.rotated() if keys is not None else SealingKeys.generate()
+                said = f"sealing key {changed.active} is active; the older keys still open "
+                said += "older values"
         except SealingKeysError as error:
             raise SealError(f"Secret {args.secret}: {error}") from None
         patch = {
-            # Refused if the Secret changed since it was read: no rotation is lost.
+            # Refused if the Secret changed since it was read: no other change is lost.
             "metadata": {"resourceVersion": secret.metadata.resource_version},
-            "data": {SEALING_KEYS_FILE: base64.b64encode(keys.dump().encode()).decode()},
+            "data": {SEALING_KEYS_FILE: base64.b64encode(changed.dump().encode()).decode()},
         }
         api.patch_namespaced_secret(
             name, namespace, patch, _request_timeout=kubeconfig.REQUEST_TIMEOUT
         )
-    print(f"sealing key {keys.active} is active; the older keys still open older values")
+    print(said)
     return DONE

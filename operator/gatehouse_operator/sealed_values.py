@@ -40,6 +40,11 @@ from gatehouse_operator.api.conditions import Reason
 
 log = logging.getLogger("gatehouse.operator")
 
+_HEADER_FIELDS = {"v", "key", "namespace", "name", "origin"}
+# A header holds a fingerprint, a namespace and name (at most 253 each) and an origin (at most
+# 2,048): more is not a header.
+_MAX_HEADER_CHARS = 4 * 1024
+
 PREFIX = "gh1"
 VERSION = 1
 FIELD = "auth.sealedSecret"
@@ -101,22 +106,30 @@ class SealedValue:
             "it): it was cut or altered",
         )
         parts = text.strip().split(".")
-        if len(parts) != 3 or parts[0] != PREFIX:
+        if len(parts) != 3 or parts[0] != PREFIX or len(parts[1]) > _MAX_HEADER_CHARS:
             raise corrupt
         try:
             header = _unb64url(parts[1])
             payload = _unb64url(parts[2])
             fields = json.loads(header)
-            scope = Scope(str(fields["namespace"]), str(fields["name"]), str(fields["origin"]))
-            key = str(fields["key"])
-            version = fields["v"]
-        except (ValueError, binascii.Error, KeyError, TypeError):
+        # RecursionError: JSON nested thousands deep (a short header can be).
+        except (ValueError, binascii.Error, RecursionError):
             raise corrupt from None
-        if version != VERSION:
+        if not isinstance(fields, dict) or set(fields) != _HEADER_FIELDS:
+            raise corrupt
+        names = ("namespace", "name", "origin", "key")
+        if not all(isinstance(fields[name], str) for name in names):
+            raise corrupt
+        # Named in conditions and messages: a header must not make them large.
+        if type(fields["v"]) is not int or any(len(fields[name]) > 2048 for name in names):
+            raise corrupt
+        if fields["v"] != VERSION:
             raise SealedValueProblem(
                 Reason.SEALED_VALUE_CORRUPT,
-                f"{FIELD} is sealed in format version {version}; this operator reads {VERSION}",
+                f"{FIELD} is sealed in format version {fields['v']}; this operator reads {VERSION}",
             )
+        scope = Scope(fields["namespace"], fields["name"], fields["origin"])
+        key = fields["key"]
         return cls(key, scope, header, payload)
 
 
@@ -222,6 +235,14 @@ class SealingKeys:
         key = X25519PrivateKey.generate()
         fp = fingerprint(key.public_key())
         return SealingKeys({**self._keys, fp: key}, fp)
+
+    def without(self, retired: str) -> SealingKeys:
+        """Without key ``retired``: what was sealed with it opens no more."""
+        if retired == self.active:
+            raise SealingKeysError(f"sealing key {retired} is active: rotate first")
+        if retired not in self._keys:
+            raise SealingKeysError(f"there is no sealing key {retired}")
+        return SealingKeys({fp: k for fp, k in self._keys.items() if fp != retired}, self.active)
 
     def public(self) -> PublicSealingKeys:
         return PublicSealingKeys(

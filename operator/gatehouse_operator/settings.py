@@ -48,6 +48,11 @@ class OperatorSettings:
     leader_lease: str = ""
     # The namespaces watched (--namespace, the chart's operator.watchNamespaces); empty: all.
     namespaces: tuple[str, ...] = ()
+    # The sealing keys: a Secret ("namespace/name") the operator reads through the API and
+    # makes when absent and allowed (the chart: see sealing_secret); empty: a file beside the
+    # keyring file (the dev stack), if there is one.
+    sealing_keys_secret: str = ""
+    sealing_keys_create: bool = False
     # The ConfigMap ("namespace/name") the sealing keys' public halves are published in, for
     # anyone to seal with (gatehouse seal); empty: not published.
     sealing_keys_config_map: str = ""
@@ -76,6 +81,8 @@ class OperatorSettings:
             api_port=env_port("GATEHOUSE_API_PORT", cls.api_port),
             web_read_only=env_flag("GATEHOUSE_WEB_READ_ONLY"),
             leader_lease=_object_ref("GATEHOUSE_LEADER_LEASE"),
+            sealing_keys_secret=_object_ref("GATEHOUSE_SEALING_KEYS_SECRET"),
+            sealing_keys_create=env_flag("GATEHOUSE_SEALING_KEYS_CREATE"),
             sealing_keys_config_map=_object_ref("GATEHOUSE_SEALING_KEYS_CONFIGMAP"),
         )
 

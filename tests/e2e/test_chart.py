@@ -200,17 +200,18 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
     assert not _can(cluster, proxy, "get", "secrets")
     assert not _can(cluster, proxy, "list", "externalconnections.gatehouse.dev")
 
-    # The sealing keys: added to the keyring Secret it made (a right of its own, for when the
-    # release's namespace is not among those watched), and their public halves published in
-    # one ConfigMap of the release's namespace that every authenticated user may read.
+    # The sealing keys: a Secret of their own, and their public halves published in one
+    # ConfigMap of the release's namespace that every authenticated user may read.
     keyring, public = f"secrets/{release}-gatehouse-keyring", f"{release}-gatehouse-sealing-keys"
-    assert _can(cluster, operator, "patch", keyring, namespace)
+    assert _can(cluster, operator, "get", f"secrets/{public}", namespace)
     assert _can(cluster, operator, "patch", f"configmaps/{public}", namespace)
     assert not _can(cluster, operator, "create", "configmaps", namespace)  # the chart's
     assert not _can(cluster, operator, "get", "configmaps/other", namespace)
     anyone = "system:serviceaccount:default:anyone"
     assert _can(cluster, anyone, "get", f"configmaps/{public}", namespace)
     assert not _can(cluster, anyone, "get", "configmaps/other", namespace)
+    for reader in (anyone, proxy):
+        assert not _can(cluster, reader, "get", f"secrets/{public}", namespace)
     assert not _can(cluster, proxy, "get", keyring, namespace)
 
     # The webhook reads what its checks need, and holds no Secret but its certificate's.
@@ -316,9 +317,9 @@ def test_watch_namespaces_narrows_the_rights_to_those_namespaces(
         # What is cluster-wide by nature, and the release namespace's own.
         assert _can(cluster, operator, "create", "tokenreviews.authentication.k8s.io")
         assert _can(cluster, operator, "get", f"secrets/{release}-gatehouse-keyring", namespace)
-        assert _can(cluster, operator, "patch", f"secrets/{release}-gatehouse-keyring", namespace)
+        sealing = f"secrets/{release}-gatehouse-sealing-keys"
+        assert _can(cluster, operator, "get", sealing, namespace)
         assert not _can(cluster, operator, "get", "secrets/other", namespace)
-        assert not _can(cluster, operator, "patch", "secrets/other", namespace)
         assert not _can(cluster, operator, "list", "namespaces")
         assert _can(cluster, webhook, "get", "externalconnections.gatehouse.dev", project)
         assert not _can(cluster, webhook, "get", "externalconnections.gatehouse.dev", "default")

@@ -388,13 +388,27 @@ def test_an_admin_creates_a_connection_through_the_wizard_tests_it_edits_and_del
     assert get(cluster, namespace, "secret/payments-api-credential") is None
     wait_condition(cluster, namespace, "externalconnection/payments-api", "True")
 
-    # Delete: the name typed to confirm; the Secret the wizard made goes with it.
+    # Sealed into the connection from now on: the Secret the wizard made goes, and no other.
+    admin.submit("#edit")
+    admin.submit("button.step[value='go:auth']")
+    page.check("input[name=storage][value=sealed]")
+    page.fill("input[name=secret]", CANARY + "-sealed")
+    admin.submit("button.step[value='go:review']")
+    admin.submit("#save")
+    assert page.inner_text(".notice") == (
+        f"Saved connection payments-api. Its Secret {new_secret} was deleted too."
+    )
+    sealed = (get(cluster, namespace, "externalconnection/payments-api") or {})["spec"]["auth"]
+    assert "secretRef" not in sealed
+    assert sealed["sealedSecret"].startswith("gh1.")
+    assert get(cluster, namespace, f"secret/{new_secret}") is None
+    wait_condition(cluster, namespace, "externalconnection/payments-api", "True")
+
+    # Delete: the name typed to confirm (a Secret the wizard made would go with it).
     admin.submit("#edit")
     page.fill("#delete input[name=confirm]", "payments-api")
     admin.submit("#delete button[type=submit]")
-    assert page.inner_text(".notice") == (
-        f"Deleted connection payments-api. Its Secret {new_secret} was deleted too."
-    )
+    assert page.inner_text(".notice") == "Deleted connection payments-api."
     assert rows(page) == ["locked", "open"]
     assert get(cluster, namespace, "externalconnection/payments-api") is None
     assert get(cluster, namespace, f"secret/{new_secret}") is None

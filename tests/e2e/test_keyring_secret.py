@@ -16,6 +16,7 @@ from gatehouse_dev.cluster import Cluster
 from gatehouse_operator.keyring_secret import KEY, KeyringSecret
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.sealed_values import SEALING_KEYS_FILE, SealingKeys
+from gatehouse_operator.sealing_secret import SealingKeysSecret
 from tests.e2e.gatehouse_fixtures import run_cli
 
 pytestmark = pytest.mark.e2e
@@ -99,76 +100,93 @@ def test_a_rotation_is_picked_up_and_a_broken_edit_keeps_the_keys(
 
 
 def sealing_keys(cluster: Cluster, namespace: str, name: str) -> SealingKeys | None:
-    secret = json.loads(
-        cluster.kubectl("get", "secret", name, "-n", namespace, "-o", "json").stdout
-    )
-    data = secret["data"].get(SEALING_KEYS_FILE)
+    done = cluster.kubectl("get", "secret", name, "-n", namespace, "-o", "json", check=False)
+    if done.returncode != 0:
+        return None
+    data = json.loads(done.stdout).get("data", {}).get(SEALING_KEYS_FILE)
     return SealingKeys.parse(base64.b64decode(data)) if data else None
 
 
-def test_sealing_keys_are_made_beside_the_keyring_added_once_and_never_replaced(
+def test_sealing_keys_are_made_once_written_back_and_never_replaced_while_published(
     cluster: Cluster, namespace: str
 ) -> None:
-    # A keyring Secret the operator made before sealing keys existed.
-    cluster.kubectl(
-        "create", "secret", "generic", "older", "-n", namespace,
-        f"--from-literal={KEY}={Keyring.generate().dump()}",
-    )  # fmt: skip
-    cluster.kubectl(
-        "create", "secret", "generic", "brought", "-n", namespace,
-        f"--from-literal={KEY}={Keyring.generate().dump()}",
-    )  # fmt: skip
+    published = (namespace, "public")
+
+    def source(name: str = "sealing", create: bool = True) -> SealingKeysSecret:
+        return SealingKeysSecret(namespace, name, create=create, published=published)
 
     async def check(kube: Kube) -> None:
-        made = KeyringSecret(namespace, "fresh", create=True)
-        await made.load(kube)
-        older = KeyringSecret(namespace, "older", create=True)
-        await older.load(kube)
-        again = KeyringSecret(namespace, "older", create=True)
-        await again.load(kube)
-        for source in (made, older, again):
-            assert source.sealing_keys() is not None
-        assert again.sealing_keys().dump() == older.sealing_keys().dump()  # type: ignore[union-attr]
-        # Brought by the user: only read, and no sealing keys until the user adds them.
-        brought = KeyringSecret(namespace, "brought", create=False)
-        await brought.load(kube)
+        made = source()
+        await made.refresh(kube)
+        first = made.sealing_keys()
+        assert first is not None
+        again = source()  # a restarted operator, or a second replica
+        await again.refresh(kube)
+        assert again.sealing_keys().dump() == first.dump()  # type: ignore[union-attr]
+        # Deleted while the operator runs: written back from memory.
+        cluster.kubectl("delete", "secret", "sealing", "-n", namespace)
+        await made.refresh(kube)
+        assert sealing_keys(cluster, namespace, "sealing").dump() == first.dump()  # type: ignore[union-attr]
+        # Missing at a start while the published public keys list it: to be restored from a
+        # backup, never replaced by a new key that would open none of the values in Git.
+        cluster.kubectl(
+            "create", "configmap", "public", "-n", namespace,
+            f"--from-literal={SEALING_KEYS_FILE}={first.public().dump()}",
+        )  # fmt: skip
+        cluster.kubectl("delete", "secret", "sealing", "-n", namespace)
+        restarted = source()
+        await restarted.refresh(kube)
+        assert restarted.sealing_keys() is None
+        assert sealing_keys(cluster, namespace, "sealing") is None
+        # Brought by the user: only read.
+        brought = source("brought", create=False)
+        await brought.refresh(kube)
         assert brought.sealing_keys() is None
 
     with_kube(cluster, check)
-    assert sealing_keys(cluster, namespace, "fresh") is not None
-    assert sealing_keys(cluster, namespace, "brought") is None
-    # Their owner adds the first one (the operator never writes a brought Secret).
-    done = run_cli(
-        cluster, "gatehouse_operator.cli", "sealing-key", "rotate", "--secret",
-        f"{namespace}/brought",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert sealing_keys(cluster, namespace, "brought") is not None
+    assert cluster.kubectl("get", "secret", "brought", "-n", namespace, check=False).returncode
 
 
-def test_gatehouse_sealing_key_rotate_keeps_the_older_keys(
+def test_gatehouse_sealing_key_rotate_keeps_the_older_keys_and_retire_drops_one(
     cluster: Cluster, namespace: str
 ) -> None:
     async def make(kube: Kube) -> None:
-        await KeyringSecret(namespace, "keyring", create=True).load(kube)
+        await SealingKeysSecret(namespace, "sealing", create=True, published=None).refresh(kube)
 
     with_kube(cluster, make)
-    before = sealing_keys(cluster, namespace, "keyring")
+    before = sealing_keys(cluster, namespace, "sealing")
     assert before is not None
-    done = run_cli(
-        cluster, "gatehouse_operator.cli", "sealing-key", "rotate", "--secret",
-        f"{namespace}/keyring",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    after = sealing_keys(cluster, namespace, "keyring")
+
+    def sealing_key(*args: str) -> str:
+        done = run_cli(cluster, "gatehouse_operator.cli", "sealing-key", *args)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    said = sealing_key("rotate", "--secret", f"{namespace}/sealing")
+    after = sealing_keys(cluster, namespace, "sealing")
     assert after is not None
     assert after.active != before.active
-    assert f"sealing key {after.active} is active" in done.stdout
+    assert f"sealing key {after.active} is active" in said
     assert set(after.public().keys) == {before.active, after.active}
 
     async def picked_up(kube: Kube) -> None:
-        keyring = KeyringSecret(namespace, "keyring", create=False)
-        await keyring.load(kube)
-        assert keyring.sealing_keys().active == after.active  # type: ignore[union-attr]
+        keys = SealingKeysSecret(namespace, "sealing", create=False, published=None)
+        await keys.refresh(kube)
+        assert keys.sealing_keys().active == after.active  # type: ignore[union-attr]
 
     with_kube(cluster, picked_up)
+    # Retiring: the old key goes (values sealed with it stop opening); the active one cannot.
+    sealing_key("retire", before.active, "--secret", f"{namespace}/sealing")
+    retired = sealing_keys(cluster, namespace, "sealing")
+    assert retired is not None
+    assert set(retired.public().keys) == {after.active}
+    refused = run_cli(
+        cluster, "gatehouse_operator.cli", "sealing-key", "retire", after.active, "--secret",
+        f"{namespace}/sealing",
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "is active" in refused.stderr
+    # A Secret brought without sealing keys gets its first.
+    cluster.kubectl("create", "secret", "generic", "brought", "-n", namespace, "--from-literal=x=y")
+    sealing_key("rotate", "--secret", f"{namespace}/brought")
+    assert sealing_keys(cluster, namespace, "brought") is not None

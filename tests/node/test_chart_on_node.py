@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -59,6 +60,21 @@ def proxy_pods(cluster: Cluster) -> dict[str, bool]:
         for pod in listed["items"]
         if "deletionTimestamp" not in pod["metadata"]
     }
+
+
+def secrets_used(spec: dict[str, Any]) -> set[str]:
+    """The Secrets a Pod uses, as the Node authorizer counts them: what its kubelet may read."""
+    used = {ref["name"] for ref in spec.get("imagePullSecrets", [])}
+    for volume in spec.get("volumes", []):
+        used.add(volume.get("secret", {}).get("secretName", ""))
+        for source in volume.get("projected", {}).get("sources", []):
+            used.add(source.get("secret", {}).get("name", ""))
+    for container in spec.get("containers", []) + spec.get("initContainers", []):
+        for env in container.get("env", []):
+            used.add(env.get("valueFrom", {}).get("secretKeyRef", {}).get("name", ""))
+        for env_from in container.get("envFrom", []):
+            used.add(env_from.get("secretRef", {}).get("name", ""))
+    return used - {""}
 
 
 @dataclass
@@ -127,12 +143,12 @@ def test_a_pod_fetches_through_the_proxy_service_with_the_key_injected(release: 
     assert API_KEY not in base64.b64decode(token).decode()
 
 
-def test_a_value_sealed_with_the_cli_opens_in_the_operator_and_never_in_a_proxy(
+def test_a_value_sealed_with_the_cli_opens_in_the_operator_alone(
     release: Release, tmp_path: Path
 ) -> None:
     """The chart as installed: the operator made its sealing keys and published the public
     ones for any user; a value sealed with ``gatehouse seal`` (chart defaults, no options)
-    makes a connection Ready; the proxies' mount holds the keyring and not the sealing keys."""
+    makes a connection Ready; no Pod uses the sealing keys' Secret."""
     cluster = release.cluster
     connection = yaml.safe_load_all(CONNECTION)
     document = next(doc for doc in connection if doc["kind"] == "ExternalConnection")
@@ -155,13 +171,12 @@ def test_a_value_sealed_with_the_cli_opens_in_the_operator_and_never_in_a_proxy(
         "wait", "-n", PROJECT, "externalconnection/sealed-api", "--for=condition=Ready",
         "--timeout=60s",
     )  # fmt: skip
-    proxy = sorted(proxy_pods(cluster))[0]
-    mounted = cluster.kubectl(
-        "exec", proxy, "-n", SYSTEM, "--", "python", "-c",
-        "import os; print(sorted(os.listdir('/etc/gatehouse/keyring')))",
-    ).stdout  # fmt: skip
-    assert "keyring.json" in mounted
-    assert "sealing-keys.json" not in mounted
+    # Made by the operator, and used by no Pod: no kubelet may read it.
+    cluster.kubectl("get", "secret", f"{RELEASE}-sealing-keys", "-n", SYSTEM)
+    listed = json.loads(cluster.kubectl("get", "pods", "-A", "-o", "json").stdout)["items"]
+    used = set().union(*(secrets_used(pod["spec"]) for pod in listed))
+    assert f"{RELEASE}-keyring" in used  # the proxies'
+    assert f"{RELEASE}-sealing-keys" not in used
     cluster.kubectl("delete", "externalconnection", "sealed-api", "-n", PROJECT)
 
 
@@ -281,13 +296,17 @@ def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Re
     # Kept by design (crds.keep): deleting a CRD would delete every resource of its kind.
     kept = cluster.kubectl("get", "crd", "-o", "name").stdout.split()
     assert len([name for name in kept if name.endswith(".gatehouse.dev")]) == len(KINDS), kept
-    # What stays, by design: the keyring the operator made (credentials sealed with it must
-    # stay readable if the release comes back). Nothing else of the release.
+    # What stays, by design: the keyring and the sealing keys the operator made (what was
+    # sealed with them must stay readable if the release comes back, and the sealing keys open
+    # values in Git). Nothing else of the release.
     left = cluster.kubectl(
         "get", "all,secrets,configmaps,serviceaccounts,roles,rolebindings", "-n", SYSTEM,
         "-o", "name",
     ).stdout.split()  # fmt: skip
-    assert [name for name in left if "gatehouse" in name] == [f"secret/{RELEASE}-keyring"], left
+    assert [name for name in left if "gatehouse" in name] == [
+        f"secret/{RELEASE}-keyring",
+        f"secret/{RELEASE}-sealing-keys",
+    ], left
     cluster.kubectl("delete", "namespace", SYSTEM, "--wait=false")
     wait_for(lambda: gone("namespace", SYSTEM), timeout=90, interval=1, what="release deleted")
 

@@ -161,3 +161,36 @@ def test_the_keys_file_is_read_again_when_it_changes(tmp_path: Path, keys: Seali
     kept = source.sealing_keys()
     assert kept is not None
     assert kept.active == rotated.active
+
+
+def _with_header(keys: SealingKeys, header: bytes) -> str:
+    payload = sealed(keys).split(".")[2]
+    return f"gh1.{base64.urlsafe_b64encode(header).rstrip(b'=').decode()}.{payload}"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"[" * 5000 + b"]" * 5000,  # nested deeper than the parser's recursion
+        b'{"v": 1, "key": "k", "namespace": "shop", "name": "stripe", "origin": [1e15]}',
+        b'{"v": true, "key": "k", "namespace": "shop", "name": "stripe", "origin": "x"}',
+        b'{"v": 1, "key": "k", "namespace": "shop", "name": "stripe", "origin": "x", "z": 1}',
+        b'{"v": 1, "key": "k", "namespace": "shop", "name": "' + b"n" * 3000 + b'", "origin": "x"}',
+        b"[]",
+    ],
+)
+def test_a_crafted_header_is_named_corrupt_and_never_raises_otherwise(
+    keys: SealingKeys, header: bytes
+) -> None:
+    problem = refusal(keys, _with_header(keys, header))
+    assert problem.reason == "SealedValueCorrupt"
+    assert len(problem.message) < 300
+
+
+def test_an_old_key_can_be_retired_and_the_active_one_cannot(keys: SealingKeys) -> None:
+    rotated = keys.rotated()
+    old = sealed(keys)
+    retired = rotated.without(keys.active)
+    assert refusal(retired, old).reason == "SealedKeyUnknown"
+    with pytest.raises(SealingKeysError, match="is active"):
+        rotated.without(rotated.active)

@@ -80,6 +80,10 @@ automountServiceAccountToken: false
 {{ .Values.keyring.existingSecret | default (printf "%s-keyring" (include "gatehouse.fullname" .)) }}
 {{- end -}}
 
+{{- define "gatehouse.sealingKeysSecret" -}}
+{{ .Values.sealingKeys.existingSecret | default (printf "%s-sealing-keys" (include "gatehouse.fullname" .)) }}
+{{- end -}}
+
 {{- define "gatehouse.podSecurity" -}}
 securityContext: {{- toYaml .Values.podSecurityContext | nindent 2 }}
 {{- end -}}

@@ -284,7 +284,11 @@ class ConnectionForms:
                 wizard.errors.append(refusal(error))
                 return None
             ref = form.secret_ref()
-            replaced = None
+            # Sealed into the connection from now on: the Secret the wizard made for it goes
+            # once the connection no longer names it (a value left in it would still be read
+            # by whoever may get Secrets).
+            stored_ref = (form.stored.get("auth") or {}).get("secretRef")
+            replaced = stored_ref["name"] if form.sealed and form.editing and stored_ref else None
             # Nothing here reads a Secret with the operator's rights on the visitor's behalf: an
             # answer would tell someone who may not get Secrets which exist.
             if ref is not None and secret is None and not form.keeps_stored_secret():
@@ -328,7 +332,13 @@ class ConnectionForms:
             if ref is not None and secret is not None:
                 notice += await self._own_secret(kube, namespace, ref["name"], saved)
             if replaced is not None:
-                notice += await self._delete_made_secret(kube, namespace, form.name, replaced)
+                deleted = await self._delete_made_secret(kube, namespace, form.name, replaced)
+                if not deleted and form.sealed:
+                    deleted = (
+                        f" The connection no longer uses Secret {replaced}, which this page did "
+                        "not make: delete it, or its value, if nothing else needs it."
+                    )
+                notice += deleted
         return self.pages.back_to(visitor, namespace, form.name, notice)
 
     async def _sample(

@@ -26,6 +26,7 @@ from gatehouse_operator.kube import WATCHED_SELECTOR, Kube, api_client
 from gatehouse_operator.leadership import Leadership
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.sealed_values import SEALING_KEYS_FILE, SealingKeysFile, SealingKeysSource
+from gatehouse_operator.sealing_secret import SealingKeysSecret
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table import metrics
@@ -56,7 +57,10 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     api = await api_client()
     kube = Kube(api, options.namespaces)
     keyring = await _keyring(options, kube)
-    runtime = assemble(options, kube, keyring)
+    sealing = _sealing(options)
+    if isinstance(sealing, SealingKeysSecret):
+        await sealing.refresh(kube)  # never raises: sealed values wait for it, nothing else
+    runtime = assemble(options, kube, keyring, sealing)
     memo.tasks = []
 
     connections, apps = await housekeeping.existing(runtime)
@@ -94,7 +98,12 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     log.info("waiting to see %d existing resources before the first table", len(expected))
 
 
-def assemble(settings: OperatorSettings, kube: Kube, keyring: KeyringSource) -> Runtime:
+def assemble(
+    settings: OperatorSettings,
+    kube: Kube,
+    keyring: KeyringSource,
+    sealing: SealingKeysSource | None = None,
+) -> Runtime:
     """The controller's parts, each given what it works with."""
     routes, journal, status = RouteStore(), Journal(), StatusWriter(kube)
     # A replica that moves wakes the rollout (made next: no replica connects before it exists).
@@ -113,13 +122,20 @@ def assemble(settings: OperatorSettings, kube: Kube, keyring: KeyringSource) -> 
         rollout,
         status,
         sealer,
-        _sealing(settings, keyring),
+        sealing or _sealing(settings),
     )
 
 
-def _sealing(settings: OperatorSettings, keyring: KeyringSource) -> SealingKeysSource:
-    if isinstance(keyring, KeyringSecret):
-        return keyring
+def _sealing(settings: OperatorSettings) -> SealingKeysSource:
+    if settings.sealing_keys_secret:
+        namespace, _, name = settings.sealing_keys_secret.partition("/")
+        published = settings.sealing_keys_config_map.partition("/")
+        return SealingKeysSecret(
+            namespace,
+            name,
+            create=settings.sealing_keys_create,
+            published=(published[0], published[2]) if published[2] else None,
+        )
     # A keyring file is a mounted Secret's key: the sealing keys are the file beside it.
     beside = settings.keyring_file.with_name(SEALING_KEYS_FILE) if settings.keyring_file else None
     return SealingKeysFile(beside)

@@ -33,6 +33,7 @@ from gatehouse_operator.keyring_secret import KeyringSecret
 from gatehouse_operator.kube import API_ERRORS, failure
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.sealed_values import SEALING_KEYS_FILE
+from gatehouse_operator.sealing_secret import SealingKeysSecret
 
 log = logging.getLogger("gatehouse.operator")
 
@@ -105,6 +106,13 @@ def duties(runtime: Runtime) -> list[Duty]:
             await keyring.refresh(runtime.kube)
 
         found.append(Duty("read the keyring Secret", KEYRING_POLL_SECONDS, read_keyring))
+    keys = runtime.sealing
+    if isinstance(keys, SealingKeysSecret):
+
+        async def read_sealing_keys() -> None:
+            await keys.refresh(runtime.kube)
+
+        found.append(Duty("read the sealing keys Secret", KEYRING_POLL_SECONDS, read_sealing_keys))
     return found
 
 
@@ -214,12 +222,15 @@ class Rotation:
 
 
 class SealingKeysFollower:
-    """Publishes the sealing keys' public halves, and has the connections whose sealed values
-    were sealed with an older key offer them resealed, when the active key moves."""
+    """Keeps the sealing keys' public halves published, and reconciles the connections with
+    sealed values whenever the keys change: a new active key (their status offers them
+    resealed), or keys that appear or come back (a restore), which values waiting on them open
+    with."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.active = ""
+        self.seen: tuple[str, frozenset[str]] | None = None
+        self.missing_said = False
 
     async def publish(self) -> None:
         keys = self.runtime.sealing.sealing_keys()
@@ -228,16 +239,27 @@ class SealingKeysFollower:
             return
         namespace, _, name = target.partition("/")
         data = {SEALING_KEYS_FILE: keys.public().dump(), "active": keys.active}
-        if await self.runtime.kube.publish_config_map(namespace, name, data):
+        try:
+            written = await self.runtime.kube.publish_config_map(namespace, name, data)
+        except LookupError as missing:
+            if not self.missing_said:  # said once, not every 5 s
+                log.error("cannot publish the sealing keys: %s", missing)
+            self.missing_said = True
+            return
+        self.missing_said = False
+        if written:
             log.info("published the sealing keys (active %s) in ConfigMap %s", keys.active, target)
 
     async def follow(self) -> None:
         keys = self.runtime.sealing.sealing_keys()
-        if keys is None or keys.active == self.active:
+        now = (keys.active, frozenset(keys.public().keys)) if keys else ("", frozenset[str]())
+        if now == self.seen:
             return
-        first, self.active = not self.active, keys.active
+        first, self.seen = self.seen is None, now
         if not first:
-            log.info("sealing key %s is active: offering sealed values resealed", keys.active)
+            log.info(
+                "sealing keys changed (active %s): reconciling sealed values", now[0] or "none"
+            )
             await reconcile_connections(self.runtime, sealed_connections(self.runtime))
 
 
