@@ -74,7 +74,12 @@ def test_bash_completes_commands_nested_commands_and_options(tmp_path: Path) -> 
         "completion",
     ]
     assert _offered(script, "gatehouse", "s") == ["save-sample", "service", "seal", "sealing-key"]
-    assert _offered(script, "gatehouse", "sealing-key", "") == ["--help", "public", "rotate"]
+    assert _offered(script, "gatehouse", "sealing-key", "") == [
+        "--help",
+        "public",
+        "rotate",
+        "retire",
+    ]
     assert _offered(script, "gatehouse", "service", "d") == ["deploy"]
     assert _offered(script, "gatehouse", "-n", "x", "test", "--kube") == ["--kubeconfig"]
     assert _offered(script, "gatehouse", "service", "deploy", "--d") == ["--dry-run"]
