@@ -107,7 +107,7 @@ class LocalGatehouse:
 
     @property
     def sealing_keys_file(self) -> Path:
-        # Beside the keyring, as a mounted keyring Secret shows its sealing keys.
+        # Beside the keyring file, where the operator reads them when it has no Secret for them.
         return self.keyring_file.with_name(SEALING_KEYS_FILE)
 
     def write_sealing_keys(self, keys: SealingKeys | None = None) -> SealingKeys:

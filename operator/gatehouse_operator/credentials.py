@@ -146,8 +146,8 @@ def sealed_in(auth: Auth, keys: SealingKeys | None, scope: Scope) -> Found | Non
     if keys is None:
         raise CredentialProblem(
             Reason.SEALING_KEYS_MISSING,
-            f"{FIELD}: this installation has no sealing keys (its keyring Secret lacks them; "
-            "see the README, Sealed credentials)",
+            f"{FIELD}: this installation has no sealing keys (their Secret is missing or "
+            "unreadable; the operator's log says which, see the README, Sealed credentials)",
         )
     try:
         return Found(keys.open(auth.sealed_secret, scope), FIELD)

@@ -15,8 +15,8 @@ baseURL it does not open, and because the header is in the clear, the operator c
 these it was instead of only "does not open". Binding the origin matters as much as the name:
 whoever may edit a connection could otherwise point it at their own host and receive the value.
 
-Only the operator holds the private keys (beside the keyring, in the Secret it makes); the public
-keys are published for anyone to seal with. Messages here name fingerprints and scopes, never
+Only the operator holds the private keys (in a Secret of their own, see sealing_secret); the
+public keys are published for anyone to seal with. Messages here name fingerprints and scopes, never
 the value.
 """
 
@@ -281,8 +281,8 @@ class SealingKeys:
         return self.public().seal(self.open(text, scope), scope)
 
 
-# The private keys' document: its key in the keyring Secret, and its file beside a keyring file
-# (a Secret mounted as a volume shows each key as a file).
+# The private keys' document: its key in the sealing keys' Secret, and its file beside a keyring
+# file on a developer's machine (the dev stack).
 SEALING_KEYS_FILE = "sealing-keys.json"
 
 
