@@ -23,17 +23,17 @@ from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConne
 from gatehouse_operator.api.meta import API_VERSION, spec_error
 from gatehouse_operator.as_user import AsUser, refusal
 from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
-from gatehouse_operator.connections.testing import Finished, Waiting, ask, result, secret_texts
-from gatehouse_operator.credentials import (
-    CredentialProblem,
-    Found,
-    seal_credential,
-    sealed_in,
-    secret_in,
+from gatehouse_operator.connections.testing import (
+    Finished,
+    Waiting,
+    ask,
+    connection_secret,
+    result,
+    secret_texts,
 )
+from gatehouse_operator.credentials import CredentialProblem, Found, seal_credential
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.runtime import Runtime
-from gatehouse_operator.sealed_values import Scope
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for
 
@@ -110,19 +110,15 @@ async def try_draft(
         origin = normalise_origin(spec.base_url, allow_http=runtime.settings.allow_http)
     except OriginError as error:
         return _failed(Reason.INVALID_BASE_URL, str(error))
-    ref = spec.auth.secret_ref
     if draft.secret is not None and spec.auth.type == "none":
         return _failed(Reason.SECRET_NOT_USED, "secret: auth.type none takes no secret")
     uid = f"draft-{secrets.token_hex(8)}"
     try:
-        if draft.secret is not None:
-            found: Found | None = Found(draft.secret.encode(), "secret")
-        elif spec.auth.sealed_secret is not None:
-            scope = Scope(namespace, draft.name, origin)
-            found = sealed_in(spec.auth, runtime.sealing.sealing_keys(), scope)
-        else:
-            data = await runtime.kube.secret_data(namespace, ref.name) if ref else None
-            found = secret_in(spec.auth, data)
+        found = (
+            Found(draft.secret.encode(), "secret")
+            if draft.secret is not None
+            else await connection_secret(runtime, namespace, draft.name, spec)
+        )
         credential = seal_credential(
             spec.auth, found, keyring=runtime.keyring.current(), connection_uid=uid, origin=origin
         )

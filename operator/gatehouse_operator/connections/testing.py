@@ -25,7 +25,7 @@ from gatehouse_operator import samples
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_test import RESULT_BODY_CHARS
-from gatehouse_operator.credentials import CredentialProblem, sealed_in, secret_in
+from gatehouse_operator.credentials import CredentialProblem, Found, sealed_in, secret_in
 from gatehouse_operator.origin import OriginError, normalise_origin
 from gatehouse_operator.project_config.schema import shortened
 from gatehouse_operator.runtime import Runtime
@@ -164,21 +164,27 @@ def secret_texts(spec: ExternalConnectionSpec, value: bytes | None) -> list[str]
     return [secret for secret in found if secret]
 
 
+async def connection_secret(
+    runtime: Runtime, namespace: str, name: str, spec: ExternalConnectionSpec
+) -> Found | None:
+    """The connection's secret as its Secret holds it, or as its sealed value opens for it.
+    Raises CredentialProblem, or OriginError for a sealed value and a baseURL that is none."""
+    if spec.auth.sealed_secret is not None:
+        origin = normalise_origin(spec.base_url, allow_http=runtime.settings.allow_http)
+        scope = Scope(namespace, name, origin)
+        return sealed_in(spec.auth, runtime.sealing.sealing_keys(), scope)
+    ref = spec.auth.secret_ref
+    data = await runtime.kube.secret_data(namespace, ref.name) if ref else None
+    return secret_in(spec.auth, data)
+
+
 async def stored_secrets(
     runtime: Runtime, namespace: str, name: str, spec: ExternalConnectionSpec
 ) -> list[str]:
-    """The connection's secret as its Secret holds it, or as its sealed value opens, for
-    scrubbing. A value that cannot be had now scrubs nothing: the connection is not Ready, and
-    its test does not run."""
-    ref = spec.auth.secret_ref
+    """The connection's secret, for scrubbing. A value that cannot be had now scrubs nothing:
+    the connection is not Ready, and its test does not run."""
     try:
-        if spec.auth.sealed_secret is not None:
-            origin = normalise_origin(spec.base_url, allow_http=runtime.settings.allow_http)
-            scope = Scope(namespace, name, origin)
-            found = sealed_in(spec.auth, runtime.sealing.sealing_keys(), scope)
-        else:
-            data = await runtime.kube.secret_data(namespace, ref.name) if ref else None
-            found = secret_in(spec.auth, data)
+        found = await connection_secret(runtime, namespace, name, spec)
     except (CredentialProblem, OriginError):
         return []
     return secret_texts(spec, found.value if found else None)
