@@ -249,9 +249,15 @@ class SealingKeys:
             {fp: key.public_key() for fp, key in self._keys.items()}, self.active
         )
 
+    @property
+    def fingerprints(self) -> frozenset[str]:
+        return frozenset(self._keys)
+
     def open(self, text: str, scope: Scope) -> bytes:
         """The plaintext of ``text`` for the connection ``scope``; raises SealedValueProblem."""
-        sealed = SealedValue.parse(text)
+        return self._open(SealedValue.parse(text), scope)
+
+    def _open(self, sealed: SealedValue, scope: Scope) -> bytes:
         key = self._keys.get(sealed.key)
         if key is None:
             raise SealedValueProblem(
@@ -276,9 +282,10 @@ class SealingKeys:
 
     def reseal(self, text: str, scope: Scope) -> str | None:
         """``text`` sealed again with the active key, or None when it already is."""
-        if SealedValue.parse(text).key == self.active:
+        sealed = SealedValue.parse(text)
+        if sealed.key == self.active:
             return None
-        return self.public().seal(self.open(text, scope), scope)
+        return self.public().seal(self._open(sealed, scope), scope)
 
 
 # The private keys' document: its key in the sealing keys' Secret, and its file beside a keyring

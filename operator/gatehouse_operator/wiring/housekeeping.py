@@ -252,7 +252,7 @@ class SealingKeysFollower:
 
     async def follow(self) -> None:
         keys = self.runtime.sealing.sealing_keys()
-        now = (keys.active, frozenset(keys.public().keys)) if keys else ("", frozenset[str]())
+        now = (keys.active, keys.fingerprints) if keys else ("", frozenset[str]())
         if now == self.seen:
             return
         first, self.seen = self.seen is None, now
