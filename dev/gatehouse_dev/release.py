@@ -48,13 +48,6 @@ def release_version(root: Path = REPO) -> str:
     return version
 
 
-def _revision() -> str:
-    done = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip() if done.returncode == 0 else "unknown"
-
-
 def _base() -> str:
     base = os.environ.get("BASE_IMAGE", "")
     if base == "local":
@@ -70,7 +63,7 @@ def _base() -> str:
 
 def build_images(version: str) -> list[Path]:
     DIST.mkdir(exist_ok=True)
-    base, revision = _base(), _revision()
+    base, revision = _base(), images.head_commit("%H") or "unknown"
     written = []
     for target, reference in images.chart_image_references().items():
         archive = DIST / f"gatehouse-{target}-{version}.oci.tar"

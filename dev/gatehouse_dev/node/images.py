@@ -178,15 +178,15 @@ def chart_image_references() -> dict[str, str]:
     }
 
 
-def commit_time() -> int:
-    """The checkout's commit time (the image's ``created`` label)."""
+def head_commit(field: str) -> str:
+    """A field of the checkout's commit (``git log`` format: %H, %ct); empty outside one."""
     done = subprocess.run(
-        ["git", "-C", str(REPO), "log", "-1", "--format=%ct"],
+        ["git", "-C", str(REPO), "log", "-1", f"--format={field}"],
         capture_output=True,
         text=True,
         check=False,
     )
-    return int(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else 0
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def build_image(base: str, target: str, tag: str, *, revision: str = "unknown") -> str:
@@ -202,7 +202,7 @@ def build_image(base: str, target: str, tag: str, *, revision: str = "unknown") 
     args = {
         "BASE_IMAGE": base,
         "VERSION": version,
-        "CREATED": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(commit_time())),
+        "CREATED": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(head_commit("%ct") or 0))),
         "REVISION": revision,
     }
     with tempfile.TemporaryDirectory(prefix="gatehouse-build-") as scratch:
