@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from gatehouse_dev.binaries import Binaries
 from gatehouse_dev.waiting import wait_for
 
@@ -74,6 +76,17 @@ class Cluster:
         if check and done.returncode != 0:
             raise KubectlError(argv, done.returncode, done.stderr)
         return done
+
+    def token_kubeconfig(self, user: str, token: str, path: Path) -> Path:
+        """A kubeconfig at ``path`` that reaches this cluster as the bearer of ``token``."""
+        config = yaml.safe_load(
+            self.kubectl("config", "view", "--raw", "--minify", "--flatten").stdout
+        )
+        config["users"] = [{"name": user, "user": {"token": token}}]
+        config["contexts"][0]["context"]["user"] = user
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
 
     def app_token(self, namespace: str, secret: str, timeout: float = 30) -> str:
         """An app's proxy credential, once the operator has issued it into ``secret``."""

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import httpx
 import kopf
-import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -249,15 +248,9 @@ class LocalGatehouse:
         token = self.cluster.kubectl(
             "create", "token", f"{RELEASE}-{component}", "-n", NAMESPACE, "--duration=48h"
         ).stdout.strip()
-        config = yaml.safe_load(
-            self.cluster.kubectl("config", "view", "--raw", "--minify", "--flatten").stdout
+        return self.cluster.token_kubeconfig(
+            component, token, self.workdir / f"{component}.kubeconfig"
         )
-        config["users"] = [{"name": component, "user": {"token": token}}]
-        config["contexts"][0]["context"]["user"] = component
-        path = self.workdir / f"{component}.kubeconfig"
-        path.write_text(yaml.safe_dump(config))
-        path.chmod(0o600)
-        return path
 
     def start_webhook(self) -> Endpoint:
         """The admission webhook process, as its own ServiceAccount; ready once the webhook

@@ -68,14 +68,7 @@ def nobody(cluster: Cluster, namespace: str, tmp_path: Path) -> Path:
     """A kubeconfig of a ServiceAccount bound to nothing: what any authenticated user has."""
     cluster.kubectl("create", "serviceaccount", "nobody", "-n", namespace)
     token = cluster.kubectl("create", "token", "nobody", "-n", namespace).stdout.strip()
-    config = yaml.safe_load(
-        cluster.kubectl("config", "view", "--raw", "--minify", "--flatten").stdout
-    )
-    config["users"] = [{"name": "nobody", "user": {"token": token}}]
-    config["contexts"][0]["context"]["user"] = "nobody"
-    path = tmp_path / "nobody.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return cluster.token_kubeconfig("nobody", token, tmp_path / "nobody.kubeconfig")
 
 
 def sealed_file(
