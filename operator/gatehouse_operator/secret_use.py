@@ -1,4 +1,4 @@
-"""Who may make a connection send a Secret's value, and who may test a connection.
+"""Who may make a connection send a Secret's value.
 
 A connection's credential goes to its ``baseURL``: whoever chooses the Secret, or the origin a
 Secret's value is sent to, chooses who receives that value. The operator reads Secrets with its
@@ -13,13 +13,10 @@ need nothing more than RBAC already asks: the value still goes only where its re
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 READ_VERB = "get"
-
-# may(verb, connection name) -> whether the requesting user may
-Permission = Callable[[str, str], Awaitable[bool]]
 
 
 def _secret_ref(spec: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -50,13 +47,3 @@ def secret_refusal(user: str, namespace: str, secret: str, field: str) -> str:
         "sends its Secret's value to its baseURL, so setting or changing auth.secretRef, or "
         "changing baseURL while it is set, needs the right to read that Secret"
     )
-
-
-async def may_test(may: Permission, name: str, policy: str | None) -> bool:
-    """Whether the requester may test connection ``name``: the service API's visibility rule,
-    so kubectl and the API agree. Managers (``update``) test any connection; others only one
-    they could link (``link``, and its linkPolicy is Builders). ``policy`` is None when the
-    connection does not exist."""
-    if await may("update", name):
-        return True
-    return policy == "Builders" and await may("link", name)

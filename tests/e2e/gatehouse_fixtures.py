@@ -59,6 +59,23 @@ def wait_condition(
     return wait_for(met, timeout=20, interval=0.2, what=f"{resource} Ready={status} {reason or ''}")
 
 
+def connection_test(name: str, target: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "gatehouse.dev/v1alpha1",
+        "kind": "ConnectionTest",
+        "metadata": {"name": name},
+        "spec": {"connection": target, **spec},
+    }
+
+
+def finished(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        body = get(cluster, namespace, f"connectiontest/{name}") or {}
+        return body if body.get("status", {}).get("finishedAt") else None
+
+    return wait_for(done, timeout=30, interval=0.2, what=f"ConnectionTest {name} to finish")
+
+
 def run_cli(cluster: Cluster, module: str, *args: str) -> subprocess.CompletedProcess[str]:
     """One of the shipped command-line tools (``python -m module``) against the cluster."""
     return subprocess.run(

@@ -3,6 +3,7 @@ policy, for admin, builder, interactive viewer and an unprivileged user of one p
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -17,7 +18,9 @@ from tests.e2e.gatehouse_fixtures import (
     Member,
     apply,
     connection,
+    connection_test,
     data_app,
+    finished,
     grant,
     project_members,
     secret,
@@ -158,7 +161,9 @@ def test_link_policy_at_admission(
     done = _apply_as(cluster, project[who], namespace, data_app(f"app-{who}", {"api": target}))
     assert (done.returncode == 0) is allowed, done.stderr
     if not allowed:
-        assert "ExternalConnection 'locked' has linkPolicy AdminsOnly" in done.stderr
+        assert "may not link ExternalConnection 'locked': no connection of that name" in (
+            done.stderr
+        )
         assert "denied the request" in done.stderr
 
 
@@ -185,7 +190,7 @@ def test_builders_keep_existing_links_and_cannot_add_locked_ones(
     assert unchanged.returncode == 0, unchanged.stderr
     fresh = _apply_as(cluster, project["builder"], namespace, data_app("other", {"web": "open"}))
     assert fresh.returncode != 0
-    assert "linkPolicy AdminsOnly" in fresh.stderr
+    assert "may not link ExternalConnection 'open'" in fresh.stderr
 
 
 def test_builders_cannot_link_a_connection_before_it_exists(
@@ -193,7 +198,7 @@ def test_builders_cannot_link_a_connection_before_it_exists(
 ) -> None:
     early = _apply_as(cluster, project["builder"], namespace, data_app("early", {"x": "future"}))
     assert early.returncode != 0
-    assert "'future' does not exist" in early.stderr
+    assert "may not link ExternalConnection 'future'" in early.stderr
     ahead = _apply_as(cluster, project["admin"], namespace, data_app("early", {"x": "future"}))
     assert ahead.returncode == 0, ahead.stderr
 
@@ -305,3 +310,119 @@ def test_kubectl_tests_only_connections_the_requester_may_see(
         # Missing and not visible read the same, so the refusal tells nothing of AdminsOnly ones.
         assert f"no ExternalConnection '{target}' that" in refused.stderr, refused.stderr
     assert create("admin", "locked").returncode == 0
+
+
+def _build_spec(stack: Stack, namespace: str, app: str, member: Member) -> httpx.Response:
+    url = f"{stack.local.api_url}/api/v1/namespaces/{namespace}/dataapps/{app}/build-spec"
+    return httpx.get(url, headers=member.headers(), timeout=30)
+
+
+def test_the_build_spec_shows_each_link_only_as_far_as_the_caller_may_see_it(
+    cluster: Cluster, stack: Stack, namespace: str, project: dict[str, Member]
+) -> None:
+    """An app an admin linked to an AdminsOnly connection: its viewers and builders get that
+    link's alias and fetch path, never the connection's instructions, samples, origin or paths
+    (which the connection's own endpoints refuse them); what they may see stays whole."""
+    apply(
+        cluster,
+        namespace,
+        connection(
+            "open", stack.upstream, NONE_AUTH, linkPolicy="Builders", instructions="Open: pages."
+        ),
+        connection(
+            "locked",
+            stack.upstream,
+            API_KEY_AUTH,
+            linkPolicy="AdminsOnly",
+            allowedPaths=["/echo/payroll"],
+            allowPublicImages=True,
+            instructions="Locked: salaries by month.",
+        ),
+    )
+    for target, path in (("open", "/echo/open-export"), ("locked", "/echo/payroll/locked-export")):
+        apply(
+            cluster,
+            namespace,
+            connection_test(
+                f"{target}-sample", target, path=path, saveAsSample={"label": f"{target} export"}
+            ),
+        )
+    for target in ("open", "locked"):
+        assert finished(cluster, namespace, f"{target}-sample")["status"]["sample"]
+    app = data_app("payroll", {"pay": "locked", "web": "open", "later": "absent"})
+    assert _apply_as(cluster, project["admin"], namespace, app).returncode == 0
+
+    locked_words = ("Locked: salaries", "locked-export", "locked export", "/echo/payroll")
+    for who in ("builder", "viewer", "plain-viewer"):
+        reply = _build_spec(stack, namespace, "payroll", project[who])
+        assert reply.status_code == 200, (who, reply.text)
+        assert not [word for word in locked_words if word in reply.text], (who, reply.text)
+        assert stack.upstream not in json.dumps(reply.json()["imagePolicy"]), who
+        links = {link["alias"]: link for link in reply.json()["connections"]}
+        # A link the caller may not see reads the same whether its connection exists or not.
+        for alias, target in (("pay", "locked"), ("later", "absent")):
+            assert set(links[alias]) == {
+                "alias",
+                "connection",
+                "fetchPath",
+                "detailsHidden",
+                "reason",
+            }, (who, links[alias])
+            assert links[alias]["connection"] == target
+            assert links[alias]["fetchPath"] == f"/v1/fetch/{alias}/"
+            assert links[alias]["detailsHidden"] is True
+        assert links["pay"]["reason"] == links["later"]["reason"]
+        if who == "plain-viewer":
+            # gatehouse-viewer may link nothing, so sees no connection at all.
+            assert links["web"]["detailsHidden"] is True
+            assert "Open: pages." not in reply.text
+        else:
+            # A Builders connection they may link is theirs to see, samples and all.
+            assert links["web"]["detailsHidden"] is False
+            assert links["web"]["instructions"] == "Open: pages."
+            assert links["web"]["origin"] == stack.upstream
+            assert [sample["label"] for sample in links["web"]["samples"]] == ["open export"]
+        detail = f"{stack.local.api_url}/api/v1/namespaces/{namespace}/connections/locked"
+        assert httpx.get(detail, headers=project[who].headers(), timeout=30).status_code in (
+            403,
+            404,
+        )
+    assert _build_spec(stack, namespace, "payroll", project["nobody"]).status_code == 403
+
+    # Admins see every link whole (one to a missing connection is no connection).
+    admin = _build_spec(stack, namespace, "payroll", project["admin"])
+    assert admin.status_code == 200, admin.text
+    seen = {link["alias"]: link for link in admin.json()["connections"]}
+    assert set(seen) == {"pay", "web"}
+    assert seen["pay"]["instructions"] == "Locked: salaries by month."
+    assert [sample["label"] for sample in seen["pay"]["samples"]] == ["locked export"]
+    assert seen["pay"]["detailsHidden"] is False
+    assert admin.json()["imagePolicy"]["origins"] == [stack.upstream]
+
+
+def test_a_builder_cannot_tell_an_admins_only_connection_from_a_missing_one(
+    cluster: Cluster, namespace: str, project: dict[str, Member]
+) -> None:
+    """kubectl's server-side dry run of an app is the link policy's answer: it reads the same for
+    an AdminsOnly connection, a missing one and (for someone without the link verb) a Builders
+    one, as the service API and the ConnectionTest check answer them."""
+    grant(cluster, namespace, "plain-viewer", "get,create", "dataapps.gatehouse.dev")
+
+    def refusal(who: str, target: str) -> str:
+        app = data_app("probe", {"x": target})
+        done = _as(
+            cluster,
+            project[who],
+            namespace,
+            "apply",
+            "--dry-run=server",
+            "-f",
+            "-",
+            stdin=yaml.safe_dump(app),
+        )
+        assert done.returncode != 0, (who, target)
+        assert "denied the request" in done.stderr, done.stderr
+        return done.stderr.replace(repr(target), "'NAME'")
+
+    assert refusal("builder", "locked") == refusal("builder", "absent")
+    assert refusal("plain-viewer", "open") == refusal("plain-viewer", "absent")

@@ -22,7 +22,9 @@ from tests.e2e.gatehouse_fixtures import (
     Member,
     apply,
     connection,
+    connection_test,
     data_app,
+    finished,
     get,
     project_members,
     run_cli,
@@ -33,23 +35,6 @@ from tests.e2e.gatehouse_fixtures import (
 pytestmark = pytest.mark.e2e
 
 SECRET = "sk-live-0123456789abcdef"
-
-
-def connection_test(name: str, target: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "gatehouse.dev/v1alpha1",
-        "kind": "ConnectionTest",
-        "metadata": {"name": name},
-        "spec": {"connection": target, **spec},
-    }
-
-
-def finished(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    def done() -> dict[str, Any] | None:
-        body = get(cluster, namespace, f"connectiontest/{name}") or {}
-        return body if body.get("status", {}).get("finishedAt") else None
-
-    return wait_for(done, timeout=30, interval=0.2, what=f"ConnectionTest {name} to finish")
 
 
 def public_connection(cluster: Cluster, stack: Stack, namespace: str, **spec: Any) -> None:

@@ -556,7 +556,8 @@ def test_a_builder_sees_only_builders_connections_links_one_and_is_refused_a_loc
     refusal = page.inner_text("#refusal")
     assert refusal.startswith("not linked:"), refusal
     assert "'locked'" in refusal, refusal
-    assert "AdminsOnly" in refusal, refusal
+    # The same words as for a connection that does not exist: nothing of its link policy.
+    assert "no connection of that name they may link" in refusal, refusal
     assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == links
 
 

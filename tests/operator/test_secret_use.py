@@ -1,8 +1,7 @@
-"""Which connection changes need the right to read the Secret, and who may test what."""
+"""Which connection changes need the right to read the Secret."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -53,27 +52,3 @@ def test_the_refusal_names_the_field_the_secret_and_the_rule() -> None:
     message = secret_use.secret_refusal("ana", "shop", "db-password", "spec.baseURL")
     assert message.startswith("spec.baseURL: ana may not get Secret 'db-password'")
     assert "namespace shop" in message
-
-
-def _may(*granted: str) -> secret_use.Permission:
-    async def may(verb: str, name: str) -> bool:
-        return verb in granted
-
-    return may
-
-
-@pytest.mark.parametrize(
-    ("granted", "policy", "allowed"),
-    [
-        (("update",), "AdminsOnly", True),
-        (("update",), None, True),
-        (("link",), "Builders", True),
-        (("link",), "AdminsOnly", False),
-        (("link",), None, False),
-        ((), "Builders", False),
-    ],
-)
-def test_who_may_test_a_connection(
-    granted: tuple[str, ...], policy: str | None, allowed: bool
-) -> None:
-    assert asyncio.run(secret_use.may_test(_may(*granted), "c", policy)) is allowed

@@ -15,6 +15,7 @@ from typing import Any
 
 from kubernetes.aio import client
 
+from gatehouse_operator import link_policy
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.conditions import ConditionType
@@ -93,18 +94,40 @@ class Connections:
             user, MANAGE_VERB, EXTERNAL_CONNECTION.plural, namespace, name
         )
 
+    def permission(
+        self, user: User, namespace: str, *, whole_namespace: bool = False
+    ) -> link_policy.Permission:
+        """The caller's rights on the namespace's connections, for link_policy: on each one by
+        name, or (``whole_namespace``) on all of them at once, whatever the name asked. Each is
+        asked once (a SubjectAccessReview) however often the rule asks it."""
+        known: dict[tuple[str, str], bool] = {}
+
+        async def may(verb: str, name: str) -> bool:
+            name = "" if whole_namespace else name
+            if (verb, name) not in known:
+                known[verb, name] = await self.access.allowed(
+                    user, verb, EXTERNAL_CONNECTION.plural, namespace, name
+                )
+            return known[verb, name]
+
+        return may
+
     # --- Listing and reading -------------------------------------------------------------------
 
     async def visible_connections(self, user: User, namespace: str) -> ConnectionList:
-        """The connections the caller could link: all for admins, Builders ones for others."""
-        all_visible = await self.may_manage(user, namespace)
+        """The connections the caller could link: all for admins, Builders ones for others.
+        A list is decided by the caller's rights on the whole namespace's connections."""
+        may = self.permission(user, namespace, whole_namespace=True)
+        all_visible = await may(MANAGE_VERB, "")
         if not all_visible:
             await self.require(user, LINK_VERB, EXTERNAL_CONNECTION, namespace)
         linked_by = await self._linked_by(namespace)
         items = [
             linkable(body, linked_by)
             for body in await self.runtime.kube.list_custom(EXTERNAL_CONNECTION, namespace)
-            if all_visible or body.get("spec", {}).get("linkPolicy") == "Builders"
+            if await link_policy.may_see(
+                may, body["metadata"]["name"], body.get("spec", {}).get("linkPolicy")
+            )
         ]
         items.sort(key=lambda item: item.name)
         return ConnectionList(items=items, all_visible=all_visible)
@@ -122,13 +145,16 @@ class Connections:
         return {name: sorted(apps) for name, apps in found.items()}
 
     async def visible(self, user: User, namespace: str, name: str) -> tuple[dict[str, Any], bool]:
-        """A connection the caller may see, and whether they may manage it. Others are 404
-        alike, so a builder learns nothing of AdminsOnly connections, not even that they exist."""
-        can_manage = await self.may_manage(user, namespace, name)
+        """A connection the caller may see (link_policy.may_see), and whether they may manage
+        it. Others are 404 alike, so a builder learns nothing of AdminsOnly connections, not
+        even that they exist; a caller who may link nothing at all is told that (403)."""
+        may = self.permission(user, namespace)
+        can_manage = await may(MANAGE_VERB, name)
         if not can_manage:
             await self.require(user, LINK_VERB, EXTERNAL_CONNECTION, namespace)
         body = await self.runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
-        if body is None or not (can_manage or body.get("spec", {}).get("linkPolicy") == "Builders"):
+        policy = body.get("spec", {}).get("linkPolicy") if body else None
+        if body is None or not await link_policy.may_see(may, name, policy):
             raise Refused(404, "not_found", f"no connection {name!r} you may see in {namespace}")
         return body, can_manage
 
@@ -237,21 +263,31 @@ class Connections:
     # --- Linking -------------------------------------------------------------------------------
 
     async def build_spec(self, user: User, kind: Kind, namespace: str, name: str) -> BuildSpec:
-        """The app-build hand-off: per alias, what the app generator needs to know."""
+        """The app-build hand-off: per alias, what the app generator needs to know, of each
+        linked connection only as much as the caller may see of it (link_policy.may_see): the
+        app's own alias and fetch path for the others, whether they exist or not."""
         await self.require(user, "get", kind, namespace, name)
         kube = self.runtime.kube
         app = await kube.get_custom(kind, namespace, name)
         if app is None:
             raise Refused(404, "not_found", f"no {kind.kind} {name!r} in namespace {namespace}")
         wanted = {link["connection"] for link in app.get("spec", {}).get("connections") or []}
-        connections = {
+        found = {
             body["metadata"]["name"]: body
             for body in await kube.list_custom(EXTERNAL_CONNECTION, namespace)
             if body["metadata"]["name"] in wanted
         }
+        may = self.permission(user, namespace)
+        connections = {}
+        for connection in sorted(wanted):
+            body = found.get(connection)
+            policy = body.get("spec", {}).get("linkPolicy") if body else None
+            if await link_policy.may_see(may, connection, policy):
+                connections[connection] = body
         samples = {
             connection: handoff.samples_from(await kube.samples(namespace, connection))
-            for connection in connections
+            for connection, body in connections.items()
+            if body is not None
         }
         return handoff.build_spec(kind.kind, app, connections, samples)
 

@@ -2,7 +2,10 @@
 
 Per alias: the connection's name, origin, allowed methods and paths, instructions and saved
 samples (the "technical spec"), and the image policy: the origins of linked connections that allow
-public images, as a Content-Security-Policy ``img-src`` value. Nothing here is secret.
+public images, as a Content-Security-Policy ``img-src`` value. Nothing here is secret, but a
+connection's details are its admins' to show: of a connection the caller may not see, only what
+the app itself says (its alias and the connection's name) and the fetch path, and it adds nothing
+to the image policy.
 """
 
 from __future__ import annotations
@@ -12,9 +15,17 @@ from typing import Any
 
 from gatehouse_operator.connections.models import (
     BuildSpec,
+    HiddenLink,
     ImagePolicy,
     LinkedConnectionSpec,
     Sample,
+)
+
+# The same words for every hidden link, whether its connection exists or not.
+HIDDEN = (
+    "you may not see this connection, so its origin, methods, paths, instructions and samples "
+    "are left out (and it adds nothing to imagePolicy): they are shown to those who may update "
+    "it, or link it when its linkPolicy is Builders; build with such an account to hand them on"
 )
 
 
@@ -34,29 +45,38 @@ def img_src(origins: list[str]) -> str:
 def build_spec(
     kind: str,
     app: Mapping[str, Any],
-    connections: Mapping[str, Mapping[str, Any]],
+    connections: Mapping[str, Mapping[str, Any] | None],
     samples: Mapping[str, list[Sample]],
 ) -> BuildSpec:
-    """``connections`` and ``samples`` are keyed by connection name; missing ones are skipped."""
-    linked = []
+    """``connections`` holds, by name, the linked connections the caller may see (None for one
+    that does not exist, which is skipped); a link to any other is a HiddenLink. ``samples`` are
+    keyed by connection name."""
+    linked: list[LinkedConnectionSpec | HiddenLink] = []
     public_images = []
     for link in app.get("spec", {}).get("connections") or []:
-        connection = connections.get(link["connection"])
+        alias, name = link["alias"], link["connection"]
+        fetch_path = f"/v1/fetch/{alias}/"
+        if name not in connections:
+            linked.append(
+                HiddenLink(alias=alias, connection=name, fetch_path=fetch_path, reason=HIDDEN)
+            )
+            continue
+        connection = connections[name]
         if connection is None:
             continue
         spec = connection.get("spec", {})
         origin = connection.get("status", {}).get("origin") or spec.get("baseURL", "")
         linked.append(
             LinkedConnectionSpec(
-                alias=link["alias"],
-                connection=link["connection"],
+                alias=alias,
+                connection=name,
                 display_name=spec.get("displayName", ""),
                 origin=origin,
                 allowed_methods=spec.get("allowedMethods") or ["GET"],
                 allowed_paths=spec.get("allowedPaths") or [],
                 instructions=spec.get("instructions", ""),
-                samples=samples.get(link["connection"], []),
-                fetch_path=f"/v1/fetch/{link['alias']}/",
+                samples=samples.get(name, []),
+                fetch_path=fetch_path,
             )
         )
         if spec.get("allowPublicImages"):

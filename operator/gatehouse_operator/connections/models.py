@@ -67,6 +67,8 @@ class SampleSaveOutcome(Model):
 
 
 class LinkedConnectionSpec(Model):
+    """A linked connection the caller may see: what the app generator needs to call it."""
+
     alias: str
     connection: str
     display_name: str
@@ -76,17 +78,39 @@ class LinkedConnectionSpec(Model):
     instructions: str
     samples: list[Sample]
     fetch_path: str = Field(description="Where app code sends its requests through the proxy.")
+    details_hidden: Literal[False] = Field(
+        default=False, description="False: the connection's details are all here."
+    )
+
+
+class HiddenLink(Model):
+    """A link to a connection the caller may not see (or that does not exist: the two read
+    alike): only what the app itself says, its alias and the connection's name, and its fetch
+    path."""
+
+    alias: str
+    connection: str
+    fetch_path: str = Field(description="Where app code sends its requests through the proxy.")
+    details_hidden: Literal[True] = Field(
+        default=True,
+        description="True: the caller may not see this connection, so its origin, methods, "
+        "paths, instructions and samples are left out.",
+    )
+    reason: str = Field(description="Why the details are left out, and who may see them.")
 
 
 class ImagePolicy(Model):
-    origins: list[str] = Field(description="Origins of linked connections with public images.")
+    origins: list[str] = Field(
+        description="Origins of linked connections with public images (of those the caller may "
+        "see)."
+    )
     img_src: str = Field(description="A ready Content-Security-Policy img-src value.")
 
 
 class BuildSpec(Model):
     kind: Literal["DataApp", "ChartType"]
     name: str
-    connections: list[LinkedConnectionSpec]
+    connections: list[LinkedConnectionSpec | HiddenLink]
     image_policy: ImagePolicy
 
 

@@ -107,9 +107,9 @@ async def check_links(
     async def may(verb: str, name: str) -> bool:
         return await access.allowed(user, verb, EXTERNAL_CONNECTION.plural, namespace, name)
 
-    problems = await link_policy.refusals(added, policies, may)
-    if problems:
-        raise kopf.AdmissionError(f"{user.name} may not link: " + "; ".join(problems), code=403)
+    refused = await link_policy.refused(added, policies, may)
+    if refused:
+        raise kopf.AdmissionError(link_policy.refusal(user.name, refused), code=403)
 
 
 @kopf.on.validate(
@@ -167,7 +167,7 @@ async def check_connection_test(
 
     policy = connection.get("spec", {}).get("linkPolicy") if connection else None
     # One answer for "missing" and "not yours to see", as the service API gives (404 alike).
-    if connection is None or not await secret_use.may_test(may, name, policy):
+    if connection is None or not await link_policy.may_see(may, name, policy):
         raise kopf.AdmissionError(
             f"spec.connection: no ExternalConnection {name!r} that {user.name} may test in "
             "this namespace (testing needs update on the connection, or link on one whose "

@@ -184,8 +184,12 @@ def document() -> dict[str, Any]:
         paths[f"/api/v1/namespaces/{{namespace}}/{plural}/{{name}}/build-spec"] = {
             "get": {
                 "summary": f"The app-build hand-off for a {kind}",
-                "description": "Per linked alias: the connection's origin, allowed methods and "
-                "paths, instructions and saved samples; and the image policy (CSP img-src).",
+                "description": "Needs get on the app. Per linked alias: the connection's "
+                "origin, allowed methods and paths, instructions and saved samples, for a "
+                "connection the caller may see (update on it, or link on it when its linkPolicy "
+                "is Builders); for any other link, missing or not, only the alias, the "
+                "connection's name, the fetch path and detailsHidden: true. And the image "
+                "policy (CSP img-src) of the connections the caller may see.",
                 "parameters": [NAMESPACE, _name("name", f"The {kind}.")],
                 "responses": {
                     "200": _json(BuildSpec, "The hand-off document."),
