@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import httpx
 import pytest
@@ -362,7 +363,7 @@ def test_the_defaults_api_changes_only_the_keys_given(
         ).status_code
         == 403
     )
-    assert httpx.get(url, headers=members["nobody"].headers()).status_code == 403
+    assert httpx.get(url, headers=members["nobody"].headers()).status_code == 404
     assert httpx.get(url).status_code == 401
     unknown = url.replace(uuid, "00000000-0000-0000-0000-000000000000")
     assert httpx.get(unknown, headers=admin).status_code == 404
@@ -375,6 +376,39 @@ def test_the_defaults_api_changes_only_the_keys_given(
     after = httpx.get(url, headers=admin).json()["results"]
     assert after["column_totals"] is True
     assert after["pre_aggregate_execution_fallback"] is False
+
+
+def test_a_caller_who_may_not_read_a_project_learns_nothing_from_its_uuid(
+    cluster: Cluster, stack: Stack, namespace: str, project_dir: Path
+) -> None:
+    """The defaults API answers a projectUuid the caller may not read exactly as one that names
+    no ProjectConfig; only a caller who may read it is told it may not change it."""
+    members = project_members(cluster, namespace)
+    deploy(cluster, project_dir, namespace)
+    uuid = compiled(cluster, namespace)["projectUuid"]
+    unknown = str(uuid4())
+    api = f"{stack.local.api_url}/api/v2/projects"
+
+    def answer(method: str, project: str, who: str) -> tuple[int, str]:
+        reply = httpx.request(
+            method,
+            f"{api}/{project}/defaults",
+            json={"column_totals": False} if method == "PUT" else None,
+            headers=members[who].headers(),
+            timeout=30,
+        )
+        return reply.status_code, reply.text.replace(project, "UUID")
+
+    for method in ("GET", "PUT"):
+        hidden = answer(method, uuid, "nobody")
+        assert hidden == answer(method, unknown, "nobody"), method
+        assert hidden[0] == 404
+        assert namespace not in hidden[1]
+    # gatehouse-viewer may read the project file but not change it: told so, by name.
+    status, text = answer("PUT", uuid, "plain-viewer")
+    assert status == 403
+    assert f"projectconfigs/project in namespace {namespace}" in text
+    assert answer("GET", uuid, "plain-viewer")[0] == 200
 
 
 def test_a_namespace_has_one_project_file_and_any_number_of_previews(

@@ -174,17 +174,24 @@ class ServiceApi:
         return _json(outcome, 201 if outcome.saved else 409)
 
     async def project_defaults(self, request: Request, user: User) -> Response:
-        """``GET`` or ``PUT /api/v2/projects/{projectUuid}/defaults``."""
+        """``GET`` or ``PUT /api/v2/projects/{projectUuid}/defaults``.
+
+        A projectUuid names a ProjectConfig only to those who may read it: anyone else gets the
+        answer a projectUuid of no ProjectConfig gets, so holding one tells them nothing (its
+        namespace and name are for readers). A reader who may not patch it is told so."""
         uuid_ = request.path_params["project_uuid"]
         found = self.runtime.projects.get(uuid_)
-        if found is None:
-            raise Refused(404, "not_found", f"no ProjectConfig has projectUuid {uuid_}")
+        if found is None or not await self.access.allowed(
+            user, "get", PROJECT_CONFIG.plural, *found
+        ):
+            raise Refused(
+                404, "not_found", f"no ProjectConfig you may read has projectUuid {uuid_}"
+            )
         namespace, name = found
-        verb = "get" if request.method == "GET" else "patch"
-        await self.connections.require(
-            user, verb, PROJECT_CONFIG, namespace, name
-        )  # before the body
         if request.method == "PUT":
+            await self.connections.require(
+                user, "patch", PROJECT_CONFIG, namespace, name
+            )  # before the body
             await self._update_defaults(request, namespace, name)
         body = await self.runtime.kube.get_custom(PROJECT_CONFIG, namespace, name)
         if body is None:

@@ -201,8 +201,9 @@ def document() -> dict[str, Any]:
     paths["/api/v2/projects/{projectUuid}/defaults"] = {
         "get": {
             "summary": "The project's defaults",
-            "description": "Needs get on the ProjectConfig. Booleans carry their effective "
-            "value (true when not set).",
+            "description": "Needs get on the ProjectConfig; to a caller without it the "
+            "projectUuid names nothing (the 404 of an unknown one). Booleans carry their "
+            "effective value (true when not set).",
             "parameters": [project],
             "responses": {
                 "200": _json(DefaultsResult, "The defaults."),
@@ -211,7 +212,8 @@ def document() -> dict[str, Any]:
         },
         "put": {
             "summary": "Change column_totals and/or pre_aggregate_execution_fallback",
-            "description": "Needs patch on the ProjectConfig. Changes only the keys given; any "
+            "description": "Needs get (else 404, as for an unknown projectUuid) and patch "
+            "(else 403) on the ProjectConfig. Changes only the keys given; any "
             "other key or a non-boolean is a 400 naming it. A later `service deploy` keeps "
             "these values unless the file sets the same keys.",
             "parameters": [project],
