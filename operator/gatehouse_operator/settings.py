@@ -3,10 +3,27 @@
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
 from gatehouse_contract.env import env_flag, env_port, env_seconds
+
+
+def _ca_file(name: str) -> Path | None:
+    """A PEM file of CA certificates named by the variable ``name``, checked to load: a wrong
+    path or a file without a certificate stops the process at start, with this message, rather
+    than refuse every caller later."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        loaded = ssl.create_default_context(cafile=raw).cert_store_stats()["x509_ca"]
+    except (OSError, ssl.SSLError) as error:
+        raise ValueError(f"{name}: cannot read CA certificates from {raw} ({error})") from None
+    if not loaded:
+        raise ValueError(f"{name}: {raw} holds no CA certificate (PEM, CA:TRUE)")
+    return Path(raw)
 
 
 def _object_ref(name: str) -> str:
@@ -103,13 +120,34 @@ class WebhookSettings:
     # first replica to find it missing makes it. Empty: a certificate of this process's own
     # (one replica, the dev stack).
     tls_secret: str = ""
+    # Client authentication (mutual TLS): a PEM file of the CAs that sign the API server's
+    # client certificate (its AdmissionConfiguration names the certificate). Set, a caller
+    # without a certificate they signed fails the TLS handshake. None: the webhook answers
+    # whoever reaches its port (see the README's "Who may call the webhook").
+    client_ca_file: Path | None = None
+    # With client_ca_file: the subject common names a client certificate may carry (e.g.
+    # kube-apiserver); others are answered 403 before any check runs. Empty: any it signed.
+    client_names: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls) -> WebhookSettings:
+        client_ca_file = _ca_file("GATEHOUSE_WEBHOOK_CLIENT_CA_FILE")
+        client_names = tuple(
+            name.strip()
+            for name in os.environ.get("GATEHOUSE_WEBHOOK_CLIENT_NAMES", "").split(",")
+            if name.strip()
+        )
+        if client_names and client_ca_file is None:
+            raise ValueError(
+                "GATEHOUSE_WEBHOOK_CLIENT_NAMES needs GATEHOUSE_WEBHOOK_CLIENT_CA_FILE: names "
+                "are checked on certificates that CA signed"
+            )
         return cls(
             host=os.environ.get("GATEHOUSE_WEBHOOK_HOST", cls.host),
             port=env_port("GATEHOUSE_WEBHOOK_PORT", cls.port),
             service=os.environ.get("GATEHOUSE_WEBHOOK_SERVICE", cls.service),
             configuration=os.environ.get("GATEHOUSE_WEBHOOK_CONFIGURATION", cls.configuration),
             tls_secret=_object_ref("GATEHOUSE_WEBHOOK_TLS_SECRET"),
+            client_ca_file=client_ca_file,
+            client_names=client_names,
         )

@@ -1,18 +1,31 @@
-"""The admission webhook's server: kopf's, with its certificate made by ``cryptography``.
+"""The admission webhook's server: kopf's, with its certificate made by ``cryptography``, and
+client authentication of the API server.
 
 The installer owns the ValidatingWebhookConfiguration (see
 ``controllers.webhook_configuration``); the server hands the CA bundle of the certificate made
 here at every start to ``on_ca_bundle``, which writes it there. In a cluster the API server
 reaches the operator through its Service; on a developer's machine, at the address it listens
 on.
+
+The checks answer questions about any namespace for whichever user a review names (does this
+connection exist, may this user read that Secret), so a review is only as trustworthy as its
+sender. With a client CA, the server demands a certificate that CA signed (the one the API
+server presents, named in its AdmissionConfiguration) in the TLS handshake, as OPA Gatekeeper's
+``--client-ca-name`` does, and with client names accepts only those subjects (its
+``--client-cn-name``): a caller without one learns nothing, not even how a review is answered.
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+import logging
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from pathlib import Path
+from typing import Any
 
+import aiohttp.web
 import kopf
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -26,6 +39,7 @@ from gatehouse_operator.kube import Kube
 # renewed: it must outlive them. Delete the Secret and restart the webhook Pods to replace it.
 CERTIFICATE_DAYS = 3650
 TLS_CERT, TLS_KEY = "tls.crt", "tls.key"
+log = logging.getLogger("gatehouse.webhook")
 
 
 def _san(name: str) -> x509.GeneralName:
@@ -35,20 +49,46 @@ def _san(name: str) -> x509.GeneralName:
         return x509.DNSName(name)
 
 
+def client_authentication(ca_file: Path) -> ssl.SSLContext:
+    """The server's TLS context when callers must authenticate: a handshake without a client
+    certificate signed by one of ``ca_file``'s CAs fails (only those CAs, never the system's)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(ca_file))
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+def common_names(peer: Mapping[str, Any] | None) -> set[str]:
+    """The subject common names of a verified peer certificate (``getpeercert()``'s form)."""
+    return {
+        value
+        for attributes in (peer or {}).get("subject", ())
+        for key, value in attributes
+        if key == "commonName"
+    }
+
+
 class WebhookServer(kopf.WebhookServer):
     def __init__(
         self,
         *,
         on_ca_bundle: Callable[[str], Awaitable[None]],
         service: str = "",
+        client_ca_file: Path | None = None,
+        client_names: Collection[str] = (),
         **kwargs: object,
     ) -> None:
         """``service`` is ``namespace/name`` of the Service in front of the operator, if any;
-        ``on_ca_bundle`` receives each new certificate's CA bundle (base64 PEM)."""
+        ``on_ca_bundle`` receives each new certificate's CA bundle (base64 PEM);
+        ``client_ca_file`` (PEM) makes callers present a certificate one of its CAs signed, and
+        ``client_names`` (with it) the common names such a certificate may carry."""
         self.on_ca_bundle = on_ca_bundle
         self.service = tuple(service.split("/", 1)) if service else ()
+        self.client_names = frozenset(client_names)
         if self.service:
             kwargs["host"], *kwargs["extra_sans"] = self.hostnames(service)
+        if client_ca_file is not None:
+            kwargs["context"] = client_authentication(client_ca_file)
         super().__init__(**kwargs)  # type: ignore[arg-type]
 
     @staticmethod
@@ -90,7 +130,35 @@ class WebhookServer(kopf.WebhookServer):
             ),
         )
 
+    def _named_callers_only(self, fn: kopf.WebhookFn) -> kopf.WebhookFn:
+        """``fn``, for a caller whose certificate carries one of the client names; 403 (no
+        check run, nothing of the review answered) for any other."""
+
+        async def guarded(
+            request: Any,
+            *,
+            webhook: str | None = None,
+            headers: kopf.Headers | None = None,
+            sslpeer: kopf.SSLPeer | None = None,
+        ) -> Any:
+            names = common_names(sslpeer)
+            if not names & self.client_names:
+                log.warning(
+                    "refused an admission review from a client certificate for %s: the "
+                    "webhook answers only %s",
+                    ", ".join(sorted(names)) or "no name",
+                    ", ".join(sorted(self.client_names)),
+                )
+                raise aiohttp.web.HTTPForbidden(
+                    text="this client certificate's subject is not one the webhook answers"
+                )
+            return await fn(request, webhook=webhook, headers=headers, sslpeer=sslpeer)
+
+        return guarded
+
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+        if self.client_names:
+            fn = self._named_callers_only(fn)
         async for config in super().__call__(fn):
             if self.service:
                 namespace, name = self.service

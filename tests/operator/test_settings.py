@@ -12,9 +12,9 @@ import pytest
 from gatehouse_contract.sealing import Keyring
 
 
-def start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def start(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gatehouse_operator"],
+        [sys.executable, "-m", "gatehouse_operator", *args],
         capture_output=True,
         text=True,
         timeout=30,
@@ -56,4 +56,35 @@ def test_bad_settings_stop_the_operator_in_one_line(
     done = start(env)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(f"gatehouse-operator: {message}"), done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"GATEHOUSE_WEBHOOK_CLIENT_NAMES": "kube-apiserver"},
+            "GATEHOUSE_WEBHOOK_CLIENT_NAMES needs GATEHOUSE_WEBHOOK_CLIENT_CA_FILE",
+        ),
+        (
+            {"GATEHOUSE_WEBHOOK_CLIENT_CA_FILE": "{tmp}/absent.pem"},
+            "GATEHOUSE_WEBHOOK_CLIENT_CA_FILE: cannot read CA certificates from {tmp}/absent.pem",
+        ),
+        (
+            {"GATEHOUSE_WEBHOOK_CLIENT_CA_FILE": "{tmp}/bad.pem"},
+            "GATEHOUSE_WEBHOOK_CLIENT_CA_FILE: cannot read CA certificates from {tmp}/bad.pem",
+        ),
+    ],
+)
+def test_a_bad_client_authentication_setting_stops_the_webhook_in_one_line(
+    tmp_path: Path, settings: dict[str, str], message: str
+) -> None:
+    """A webhook that cannot authenticate its callers as asked does not start answering anyone."""
+    (tmp_path / "bad.pem").write_text("not a certificate")
+    env = {name: value.format(tmp=tmp_path) for name, value in settings.items()}
+    done = start(env, "--role=webhook")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"gatehouse-operator: {message.format(tmp=tmp_path)}"), (
+        done.stderr
+    )
     assert done.stderr.count("\n") == 1

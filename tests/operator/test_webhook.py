@@ -1,21 +1,28 @@
-"""The webhook's self-signed certificate (names, its own CA, a life longer than the process), and
-the chart's webhook list generated from the registered handlers."""
+"""The webhook's self-signed certificate (names, its own CA, a life longer than the process), who
+its server answers (the client certificates it demands when given a client CA), and the chart's
+webhook list generated from the registered handlers."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import ipaddress
+import ssl
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
+import httpx
 import kopf
 import pytest
 from cryptography import x509
 from kubernetes.aio import client
 
+from gatehouse_dev.pki import CertificateAuthority, KeyPair
+from gatehouse_dev.processes import free_port
 from gatehouse_operator.controllers import admission
 from gatehouse_operator.controllers import webhook_configuration as webhooks
 from gatehouse_operator.webhook import WebhookServer
@@ -101,3 +108,83 @@ def test_a_check_the_api_server_cannot_answer_refuses_with_the_cause_alone() -> 
         assert caught.value.code == 503
         assert "secret-ish" not in str(caught.value)
         assert "Audit-Id" not in str(caught.value)
+
+
+async def _no_ca_bundle(_: str) -> None:
+    pass
+
+
+async def _allow(
+    request: Any,
+    *,
+    webhook: str | None = None,
+    headers: kopf.Headers | None = None,
+    sslpeer: kopf.SSLPeer | None = None,
+) -> Any:
+    """Stands in for kopf's review handling (the real one answers the API server end to end,
+    tests/e2e/test_webhook_clients.py): what matters here is whether it is reached."""
+    return {"response": {"uid": request["request"]["uid"], "allowed": True}}
+
+
+REVIEW = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}
+
+
+def _calls(server: WebhookServer, clients: dict[str, KeyPair | None]) -> dict[str, int | str]:
+    """Each client's POST of a review to ``server``: the HTTP status, or the transport error's
+    type when the connection failed (the TLS handshake refused)."""
+
+    async def run() -> dict[str, int | str]:
+        served = cast(AsyncGenerator[kopf.WebhookClientConfig], server(_allow))
+        config = await anext(served)
+        trusted = base64.b64decode(config["caBundle"] or "").decode()
+        answers: dict[str, int | str] = {}
+        try:
+            for name, certificate in clients.items():
+                tls = ssl.create_default_context(cadata=trusted)
+                if certificate is not None:
+                    tls.load_cert_chain(certificate.cert_path, certificate.key_path)
+                async with httpx.AsyncClient(verify=tls, timeout=10) as http:
+                    try:
+                        reply = await http.post(f"{config['url']}/link-policy", json=REVIEW)
+                        answers[name] = reply.status_code
+                    except httpx.TransportError as error:
+                        answers[name] = type(error).__name__
+        finally:
+            await served.aclose()
+        return answers
+
+    return asyncio.run(run())
+
+
+def test_with_a_client_ca_only_the_named_clients_it_signed_are_answered(tmp_path: Path) -> None:
+    (tmp_path / "callers").mkdir()
+    (tmp_path / "others").mkdir()
+    callers = CertificateAuthority(tmp_path / "callers", "webhook-callers")
+    others = CertificateAuthority(tmp_path / "others", "someone-else")
+    server = WebhookServer(
+        addr="127.0.0.1",
+        port=free_port(),
+        on_ca_bundle=_no_ca_bundle,
+        client_ca_file=callers.cert_path,
+        client_names=["kube-apiserver"],
+    )
+    answers = _calls(
+        server,
+        {
+            "api server": callers.issue("apiserver", "kube-apiserver", client=True),
+            "no certificate": None,
+            "another CA": others.issue("stranger", "kube-apiserver", client=True),
+            "another name": callers.issue("pod", "some-pod", client=True),
+        },
+    )
+    assert answers.pop("api server") == 200
+    assert answers.pop("another name") == 403
+    # Refused in the handshake: no HTTP answer at all.
+    assert all(isinstance(answer, str) for answer in answers.values()), answers
+
+
+def test_without_a_client_ca_anyone_is_answered(tmp_path: Path) -> None:
+    """The chart's default, for clusters whose API server presents no certificate (managed
+    control planes): the README says what the port then tells whoever reaches it."""
+    server = WebhookServer(addr="127.0.0.1", port=free_port(), on_ca_bundle=_no_ca_bundle)
+    assert _calls(server, {"no certificate": None}) == {"no certificate": 200}

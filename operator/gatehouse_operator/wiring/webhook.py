@@ -83,8 +83,21 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         port=options.port,
         service=options.service,
         on_ca_bundle=on_ca_bundle,
+        client_ca_file=options.client_ca_file,
+        client_names=options.client_names,
         **files,
     )
+    if options.client_ca_file is None:
+        log.warning(
+            "the webhook answers any caller that reaches its port (no client CA): see the "
+            'README\'s "Who may call the admission webhook"'
+        )
+    else:
+        log.info(
+            "the webhook answers only clients with a certificate of the CAs in %s%s",
+            options.client_ca_file,
+            f" named {', '.join(options.client_names)}" if options.client_names else "",
+        )
 
 
 async def _serve_the_shared(
