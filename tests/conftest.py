@@ -24,7 +24,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     controlplane = ControlPlane(tmp_path_factory.mktemp("controlplane"), binaries)
     controlplane.start()
     try:
-        yield Cluster(kubeconfig=controlplane.kubeconfig, binaries=binaries)
+        yield controlplane.cluster()
     finally:
         controlplane.stop()
 

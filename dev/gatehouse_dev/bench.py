@@ -72,7 +72,7 @@ def _gatehouse(workdir: Path) -> Iterator[tuple[Cluster, LocalGatehouse, str, Co
     binaries = ensure_binaries()
     controlplane = ControlPlane(workdir / "controlplane", binaries)
     controlplane.start()
-    cluster = Cluster(controlplane.kubeconfig, binaries)
+    cluster = controlplane.cluster()
     local = LocalGatehouse(cluster, workdir / "gatehouse")
     try:
         local.install_crds()

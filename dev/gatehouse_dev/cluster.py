@@ -50,6 +50,9 @@ class Cluster:
     kubeconfig: Path
     binaries: Binaries
     local: bool = field(default=True)
+    # The CA of the client certificate this cluster's API server presents to admission webhooks
+    # (ours do, see controlplane); None when it presents none (a cluster of the user's).
+    webhook_client_ca: Path | None = None
 
     def env(self) -> dict[str, str]:
         """The environment for a child process that should talk to this cluster."""

@@ -3,6 +3,11 @@
 No kubelet, scheduler or controller-manager: the API server alone, with real schema validation,
 server-side apply, RBAC, impersonation, TokenReview and admission webhooks. Tests, ``make up`` and
 ``make demo`` all start it through :class:`ControlPlane`.
+
+The API server presents a client certificate to admission webhooks (an AdmissionConfiguration),
+from a CA of its own that signs nothing else, so Gatehouse's webhook runs as a hardened
+installation runs it: answering the API server alone (README: "Who may call the admission
+webhook").
 """
 
 from __future__ import annotations
@@ -21,10 +26,13 @@ import yaml
 
 from gatehouse_dev import pki
 from gatehouse_dev.binaries import Binaries
+from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import Server, free_port
 
 ADMIN_USER = "gatehouse-dev-admin"
 CONTEXT = "gatehouse-dev"
+# The common name of the client certificate the API server presents to admission webhooks.
+WEBHOOK_CLIENT_NAME = "kube-apiserver"
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,14 @@ class ControlPlane:
         self.serving_hosts = serving_hosts
         self.servers: list[Server] = []
 
+    @property
+    def webhook_client_ca(self) -> Path:
+        return webhook_client_ca(self.workdir)
+
+    def cluster(self) -> Cluster:
+        """The handle tests and tools reach this control plane by."""
+        return Cluster(self.kubeconfig, self.binaries, webhook_client_ca=self.webhook_client_ca)
+
     def start(
         self,
         *,
@@ -87,13 +103,14 @@ class ControlPlane:
         admin = ca.issue("admin", ADMIN_USER, organizations=("system:masters",), client=True)
         sa_key = certs / "service-account.key"
         pki.write_service_account_key(sa_key)
+        admission = self._write_admission_configuration()
 
         if before_apiserver is not None:
             before_apiserver(ca)
         try:
             etcd = self._start_etcd(detached)
             etcd.wait_until(self._etcd_healthy, timeout)
-            apiserver = self._start_apiserver(ca, serving, sa_key, detached)
+            apiserver = self._start_apiserver(ca, serving, sa_key, admission, detached)
             tls = _client_tls(ca.cert_path, admin)
             apiserver.wait_until(lambda: self._apiserver_ready(tls), timeout)
         except BaseException:
@@ -121,8 +138,63 @@ class ControlPlane:
         server.start(detached=detached)
         return server
 
+    def _write_admission_configuration(self) -> Path:
+        """The API server's AdmissionConfiguration: the webhook plugins present the client
+        certificate of a CA of their own to every webhook. The user name ``*`` matches any
+        webhook's address: here they are all Gatehouse's, at ports and in release namespaces
+        each test picks (an installation names its webhook's Service, see the README)."""
+        folder = self.webhook_client_ca.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        clients = pki.CertificateAuthority(folder, "gatehouse-dev-webhook-client-ca")
+        presented = clients.issue("apiserver", WEBHOOK_CLIENT_NAME, client=True)
+        kubeconfig = folder / "kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "users": [
+                        {
+                            "name": "*",
+                            "user": {
+                                "client-certificate": str(presented.cert_path),
+                                "client-key": str(presented.key_path),
+                            },
+                        }
+                    ],
+                }
+            )
+        )
+        plugins = [
+            {
+                "name": plugin,
+                "configuration": {
+                    "apiVersion": "apiserver.config.k8s.io/v1",
+                    "kind": "WebhookAdmissionConfiguration",
+                    "kubeConfigFile": str(kubeconfig),
+                },
+            }
+            for plugin in ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")
+        ]
+        configuration = folder / "admission.yaml"
+        configuration.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "apiserver.config.k8s.io/v1",
+                    "kind": "AdmissionConfiguration",
+                    "plugins": plugins,
+                }
+            )
+        )
+        return configuration
+
     def _start_apiserver(
-        self, ca: pki.CertificateAuthority, serving: pki.KeyPair, sa_key: Path, detached: bool
+        self,
+        ca: pki.CertificateAuthority,
+        serving: pki.KeyPair,
+        sa_key: Path,
+        admission: Path,
+        detached: bool,
     ) -> Server:
         flags = {
             "etcd-servers": self.endpoints.etcd_url,
@@ -141,6 +213,7 @@ class ControlPlane:
             "service-account-issuer": "https://kubernetes.default.svc.cluster.local",
             "service-account-key-file": str(sa_key),
             "service-account-signing-key-file": str(sa_key),
+            "admission-control-config-file": str(admission),
             **self.apiserver_flags,
         }
         server = Server(
@@ -185,6 +258,12 @@ class ControlPlane:
 
     def pids(self) -> list[int]:
         return [server.pid for server in self.servers]
+
+
+def webhook_client_ca(workdir: Path) -> Path:
+    """The CA that signs the client certificate the API server of the control plane in
+    ``workdir`` presents to webhooks (and nothing else): what a webhook trusts to know it."""
+    return workdir / "pki" / "webhook-clients" / "ca.crt"
 
 
 def _client_tls(ca_cert: Path, client: pki.KeyPair) -> ssl.SSLContext:

@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from gatehouse_contract.sealing import Keyring
 from gatehouse_dev import nginx
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.controlplane import WEBHOOK_CLIENT_NAME
 from gatehouse_dev.processes import Server, free_port
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api import crds, roles
@@ -270,6 +271,10 @@ class LocalGatehouse:
             "GATEHOUSE_WEBHOOK_CONFIGURATION": WEBHOOK_CONFIGURATION,
             "KUBECONFIG": str(self.service_account_kubeconfig("webhook")),
         }
+        if self.cluster.webhook_client_ca is not None:
+            # As a hardened installation runs it: answering the API server's certificate alone.
+            env["GATEHOUSE_WEBHOOK_CLIENT_CA_FILE"] = str(self.cluster.webhook_client_ca)
+            env["GATEHOUSE_WEBHOOK_CLIENT_NAMES"] = WEBHOOK_CLIENT_NAME
         endpoint = self._start("webhook", argv, env, f"http://127.0.0.1:{liveness}", "/healthz")
         wait_for(self._webhook_ca_installed, timeout=30, what="the webhook's CA bundle")
         return endpoint

@@ -74,7 +74,13 @@ def up(paths: StackPaths) -> RunningStack:
         state = json.loads(paths.state_file.read_text())
         if state["pids"] and all(alive(pid) for pid in state["pids"]):
             _log(f"the local stack is already up (pids {state['pids']})")
-            cluster = Cluster(Path(state["kubeconfig"]), binaries, local=state["local"])
+            found = state.get("webhook_client_ca")
+            cluster = Cluster(
+                Path(state["kubeconfig"]),
+                binaries,
+                local=state["local"],
+                webhook_client_ca=Path(found) if found else None,
+            )
             return RunningStack(cluster, state["proxy_url"], state.get("api_url", ""))
         _log("a previous local stack is gone; cleaning up after it")
         down(paths)
@@ -89,7 +95,7 @@ def up(paths: StackPaths) -> RunningStack:
         controlplane = ControlPlane(paths.controlplane, binaries)
         controlplane.start(detached=True)
         pids += controlplane.pids()
-        cluster = Cluster(controlplane.kubeconfig, binaries)
+        cluster = controlplane.cluster()
         _log(f"control plane up at {controlplane.endpoints.apiserver_url}")
 
     gatehouse = LocalGatehouse(cluster, paths.root / "gatehouse", detached=True)
@@ -112,6 +118,7 @@ def up(paths: StackPaths) -> RunningStack:
                 "pids": pids,
                 "kubeconfig": str(cluster.kubeconfig),
                 "local": cluster.local,
+                "webhook_client_ca": str(cluster.webhook_client_ca or ""),
                 "proxy_url": proxy.url,
                 "api_url": gatehouse.api_url,
             }

@@ -24,7 +24,7 @@ import yaml
 from gatehouse_dev import pki
 from gatehouse_dev.binaries import Binaries, NodeBinaries, ensure_binaries, ensure_node_binaries
 from gatehouse_dev.cluster import Cluster
-from gatehouse_dev.controlplane import kubeconfig
+from gatehouse_dev.controlplane import kubeconfig, webhook_client_ca
 from gatehouse_dev.node import coredns, images, layout
 from gatehouse_dev.node.layout import NodeFiles
 from gatehouse_dev.processes import Server, StartupError, alive, children, log_tail
@@ -123,7 +123,11 @@ class DevNode:
         config = kubeconfig(f"https://127.0.0.1:{port}", self.files.pki / "ca.crt", admin)
         self.files.host_kubeconfig.write_text(yaml.safe_dump(config))
         self.files.host_kubeconfig.chmod(0o600)
-        return Cluster(kubeconfig=self.files.host_kubeconfig, binaries=binaries)
+        return Cluster(
+            kubeconfig=self.files.host_kubeconfig,
+            binaries=binaries,
+            webhook_client_ca=webhook_client_ca(self.files.controlplane),
+        )
 
     @staticmethod
     def _node_ready(cluster: Cluster) -> Callable[[], bool]:
