@@ -13,11 +13,12 @@ import pytest
 import yaml
 
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.pki import CertificateAuthority
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api import roles
 from gatehouse_operator.api.crds import KINDS
-from gatehouse_operator.settings import OperatorSettings
+from gatehouse_operator.settings import OperatorSettings, WebhookSettings
 from gatehouse_proxy.settings import ProxySettings
 
 pytestmark = pytest.mark.e2e
@@ -464,6 +465,15 @@ def test_a_misspelt_or_mistyped_value_fails_the_install(cluster: Cluster) -> Non
         ),
         # Alerts that select no series would never fire.
         ("prometheus.prometheusRule.enabled=true", "needs prometheus.serviceMonitor.enabled"),
+        # A webhook told to authenticate its callers without the CA to check them by.
+        (
+            "webhook.clientAuthentication.enabled=true",
+            "webhook.clientAuthentication.enabled needs caBundle or existingSecret",
+        ),
+        (
+            "networkPolicy.webhookFrom[0].ipblock.cidr=10.0.0.2/32",
+            "additional properties 'ipblock' not allowed",
+        ),
     ]:
         done = subprocess.run(
             [str(cluster.binaries.helm), "template", "gh", str(CHART), "--set", value],
@@ -553,3 +563,80 @@ def test_the_usual_knobs_reach_the_objects(cluster: Cluster) -> None:
     rules = _named(documents, "PrometheusRule", "edge")["spec"]["groups"][0]["rules"]
     assert "GatehouseProxyTableFeedDown" in {rule["alert"] for rule in rules}
     assert 'job="edge-proxy-metrics"' in rules[0]["expr"]
+
+
+def test_client_authentication_reaches_the_webhook(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CA bundle given lands where the webhook reads it, with the names it accepts; a new
+    bundle rolls its Pods; a Secret of the user's serves instead; off, nothing of it renders."""
+    bundles = []
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        bundles.append(CertificateAuthority(tmp_path / name, f"{name}-webhook-callers").cert_path)
+    enabled = ("--set", "webhook.clientAuthentication.enabled=true")
+    names = ("--set", "webhook.clientAuthentication.allowedNames={kube-apiserver,apiserver-2}")
+
+    def render(bundle: Path) -> list[dict[str, Any]]:
+        given = ("--set-file", f"webhook.clientAuthentication.caBundle={bundle}")
+        return _render(cluster, *enabled, *given, *names)
+
+    documents = render(bundles[0])
+    mounted = _named(documents, "ConfigMap", "gh-gatehouse-webhook-client-ca")["data"]["ca.crt"]
+    assert mounted == bundles[0].read_text()
+    template = _named(documents, "Deployment", "gh-gatehouse-webhook")["spec"]["template"]
+    container = template["spec"]["containers"][0]
+    env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+    mount = next(item for item in container["volumeMounts"] if item["name"] == "client-ca")
+    assert env["GATEHOUSE_WEBHOOK_CLIENT_CA_FILE"] == f"{mount['mountPath']}/ca.crt"
+    volume = next(item for item in template["spec"]["volumes"] if item["name"] == "client-ca")
+    assert volume["configMap"] == {"name": "gh-gatehouse-webhook-client-ca"}
+    # What the webhook makes of it, the ConfigMap's key read where the kubelet would mount it.
+    (tmp_path / "ca.crt").write_text(mounted)
+    env["GATEHOUSE_WEBHOOK_CLIENT_CA_FILE"] = str(tmp_path / "ca.crt")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = WebhookSettings.from_env()
+    assert settings.client_ca_file == tmp_path / "ca.crt"
+    assert settings.client_names == ("kube-apiserver", "apiserver-2")
+
+    def rolled_by(documents: list[dict[str, Any]]) -> str:
+        pod = _named(documents, "Deployment", "gh-gatehouse-webhook")["spec"]["template"]
+        return str(pod["metadata"]["annotations"]["gatehouse.dev/client-ca-sha256"])
+
+    assert rolled_by(documents) != rolled_by(render(bundles[1]))
+
+    secret = _render(
+        cluster, *enabled, "--set", "webhook.clientAuthentication.existingSecret=apiserver-ca"
+    )
+    pod = _named(secret, "Deployment", "gh-gatehouse-webhook")["spec"]["template"]["spec"]
+    volume = next(item for item in pod["volumes"] if item["name"] == "client-ca")
+    assert volume["secret"]["secretName"] == "apiserver-ca"
+    assert not [doc for doc in secret if doc["kind"] == "ConfigMap" and "client-ca" in str(doc)]
+
+    default = _named(_render(cluster), "Deployment", "gh-gatehouse-webhook")
+    assert "CLIENT" not in json.dumps(default["spec"]["template"]["spec"]["containers"][0]["env"])
+
+
+def test_the_webhook_network_policy_admits_the_peers_listed(
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """By default the webhook's port is open to all (the API server is no Pod); listed peers
+    (the API server's addresses) are the only ones admitted, as the API server accepts them."""
+
+    def webhook_policy(*values: str) -> dict[str, Any]:
+        documents = _render(cluster, "--set", "networkPolicy.enabled=true", *values)
+        return _named(documents, "NetworkPolicy", "gh-gatehouse-webhook")
+
+    assert webhook_policy()["spec"]["ingress"] == [{"ports": [{"port": "webhook"}]}]
+    peers = [
+        {"ipBlock": {"cidr": "172.16.0.2/32"}},
+        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16"]}},
+    ]
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"networkPolicy": {"webhookFrom": peers}}))
+    policy = webhook_policy("-f", str(values))
+    assert policy["spec"]["ingress"] == [{"ports": [{"port": "webhook"}], "from": peers}]
+    cluster.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(policy)
+    )

@@ -83,6 +83,26 @@ for url in os.environ["URLS"].split():
 print(json.dumps({"ok": True, "pages": pages}), flush=True)
 """
 
+# Posts a review straight to a webhook's URL, as any Pod could, trusting whatever certificate the
+# server shows and presenting none of its own; prints the answer, or why there was none.
+FORGED_REVIEW_SCRIPT = """
+import json, os, ssl, urllib.request
+
+context = ssl.create_default_context()
+context.check_hostname = False
+context.verify_mode = ssl.CERT_NONE
+request = urllib.request.Request(
+    os.environ["URL"], data=os.environ["REVIEW"].encode(),
+    headers={"Content-Type": "application/json"},
+)
+try:
+    with urllib.request.urlopen(request, timeout=10, context=context) as reply:
+        answer = {"status": reply.status, "body": reply.read().decode(errors="replace")[:4000]}
+    print(json.dumps({"ok": True, **answer}), flush=True)
+except Exception as error:
+    print(json.dumps({"ok": False, "error": repr(error)}), flush=True)
+"""
+
 SECURITY = {
     "runAsNonRoot": True,
     "runAsUser": 65532,
@@ -195,6 +215,14 @@ def client(
 def page_reader(namespace: str, name: str, urls: list[str]) -> list[dict[str, Any]]:
     """A Pod that GETs each URL once and prints the statuses and the start of each body."""
     return _script_pod(namespace, name, PAGE_SCRIPT, [{"name": "URLS", "value": " ".join(urls)}])
+
+
+def forged_review(
+    namespace: str, name: str, url: str, review: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """A Pod that posts ``review`` to the webhook at ``url`` and prints what came back."""
+    env = [{"name": "URL", "value": url}, {"name": "REVIEW", "value": json.dumps(review)}]
+    return _script_pod(namespace, name, FORGED_REVIEW_SCRIPT, env)
 
 
 def apply(cluster: Cluster, objects: list[dict[str, Any]]) -> None:

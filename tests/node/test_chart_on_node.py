@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.controlplane import WEBHOOK_CLIENT_NAME
 from gatehouse_dev.processes import Server, free_port
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api.crds import KINDS
@@ -141,6 +142,80 @@ def test_a_pod_fetches_through_the_proxy_service_with_the_key_injected(release: 
         "get", "secret", release.token_secret, "-n", PROJECT, "-o", "jsonpath={.data.token}"
     ).stdout
     assert API_KEY not in base64.b64decode(token).decode()
+
+
+def _link_review(namespace: str, connection: str) -> dict[str, Any]:
+    """What a stranger would send the link-policy webhook: may nobody link ``connection``?"""
+    app = {
+        "apiVersion": "gatehouse.dev/v1alpha1",
+        "kind": "DataApp",
+        "metadata": {"name": "probe", "namespace": namespace},
+        "spec": {"connections": [{"alias": "x", "connection": connection}]},
+    }
+    resource = {"group": "gatehouse.dev", "version": "v1alpha1"}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "00000000-0000-0000-0000-000000000001",
+            "kind": {**resource, "kind": "DataApp"},
+            "resource": {**resource, "resource": "dataapps"},
+            "requestKind": {**resource, "kind": "DataApp"},
+            "requestResource": {**resource, "resource": "dataapps"},
+            "name": "probe",
+            "namespace": namespace,
+            "operation": "CREATE",
+            "userInfo": {"username": "nobody-at-all", "groups": ["system:authenticated"]},
+            "object": app,
+            "oldObject": None,
+            "dryRun": True,
+        },
+    }
+
+
+def test_with_client_authentication_only_the_api_server_reaches_the_webhook(
+    release: Release,
+) -> None:
+    """The default install answers any Pod that posts a review to the webhook's Service (what
+    the README says it can learn); with webhook.clientAuthentication and the CA of the
+    certificate this node's API server presents (its AdmissionConfiguration), the same Pod gets
+    no answer while writes through the API server are still checked. The release keeps it
+    through the upgrade and uninstall below."""
+    cluster = release.cluster
+    assert cluster.webhook_client_ca is not None
+    url = f"https://{RELEASE}-webhook.{SYSTEM}.svc:9443/link-policy"
+    review = _link_review(PROJECT, "vendor-api")
+    pods.apply(cluster, pods.forged_review(PROJECT, "forged-open", url, review))
+    answered = pods.summary(cluster, PROJECT, "forged-open", timeout=90)
+    assert answered["ok"] is True, answered
+    assert "may not link ExternalConnection 'vendor-api'" in answered["body"], answered
+
+    helm(
+        cluster, "upgrade", RELEASE, str(CHART), "-n", SYSTEM, "--reuse-values",
+        "--set", "webhook.clientAuthentication.enabled=true",
+        "--set-file", f"webhook.clientAuthentication.caBundle={cluster.webhook_client_ca}",
+        "--set", f"webhook.clientAuthentication.allowedNames={{{WEBHOOK_CLIENT_NAME}}}",
+        "--wait", "--timeout=5m",
+    )  # fmt: skip
+    rollout(cluster, "webhook")
+    pods.apply(cluster, pods.forged_review(PROJECT, "forged-closed", url, review))
+    refused = pods.summary(cluster, PROJECT, "forged-closed", timeout=90)
+    assert refused["ok"] is False, refused
+
+    # Through the API server, which presents its certificate: the webhook still decides.
+    test = {
+        "apiVersion": "gatehouse.dev/v1alpha1",
+        "kind": "ConnectionTest",
+        "metadata": {"name": "post-probe"},
+        "spec": {"connection": "vendor-api", "method": "POST", "path": "/v1/orders"},
+    }
+    done = cluster.kubectl(
+        "create", "--dry-run=server", "-n", PROJECT, "-f", "-",
+        stdin=yaml.safe_dump(test), check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert 'admission webhook "connection-test.gatehouse.dev" denied the request' in done.stderr
+    assert "spec.method: POST is not one of the connection's allowedMethods" in done.stderr
 
 
 def test_a_value_sealed_with_the_cli_opens_in_the_operator_alone(
