@@ -1,20 +1,32 @@
 """Keeping injected credentials out of what goes back to apps and into test results.
 
 An upstream may echo the credential the proxy injected: in an error message, a request dump, a
-next-page URL that carries an API key in its query, an HTML error page, a base64 blob. A body is
-scrubbed as it streams, in two passes over each chunk (with a carry-over as long as the longest
-form, so a value split across chunks is caught too):
+next-page URL that carries an API key in its query, an HTML error page, a base64 blob, a hex dump.
+A body is scrubbed as it streams (with a carry-over as long as the longest form, so a value split
+across chunks is caught too). Each chunk is read in views, each a decoding of the one before,
+whose matches are mapped back to the bytes they came from and replaced there:
 
-1. Literal forms, replaced at memory speed: the value as sent (also with ``+`` for a space), and
-   its base64 and base64url encodings at each of the three alignments it can have inside a longer
-   base64 string (for values of 8 bytes or more, so short values do not blank unrelated base64).
-2. Escaped forms, only where the chunk holds an escape of a character the value contains:
-   ``%XX`` (either hex case), JSON ``\\uXXXX``, ``\\/``, ``\\"`` and ``\\\\``, HTML ``&#NN;``,
-   ``&#xHH;`` and the named entities of URL characters are decoded to a canonical text, the value
-   is looked for there (also with ``+`` for a space), and what it spans in the original is
-   replaced. Any mix of escaped and plain characters is caught, since matching follows decoding.
+1. The bytes as they are, for the value in UTF-16 (either byte order): replaced in place by
+   ``[redacted]`` in UTF-16, so the rest of such a body still decodes.
+2. Unwrapped: line breaks removed (CR, LF, JSON's ``\\r`` and ``\\n``, quoted-printable's soft
+   ``=`` at a line's end) and JSON's ``\\/`` read as ``/``, then case folded. Here are looked for:
+   the value (also with ``+`` for a space), its hex, and its base64 and base64url at each of the
+   three alignments it can have inside a longer base64 string (values of 8 bytes or more, so short
+   values do not blank unrelated base64). So wrapped base64 (MIME, PEM, any width) and hex in
+   either or mixed case are caught.
+3. Escapes decoded, only those of a character the value contains (which keeps escape-heavy bodies
+   fast), one family at a time: ``%XX`` and ``%uXXXX``; JSON's ``\\uXXXX``, ``\\"``, ``\\\\``,
+   ``\\/`` and ``\\xHH``; HTML's ``&#NN;`` and ``&#xHH;`` with any zero padding, also without the
+   ``;`` (the digits end where a non-digit starts, as HTML parsers read them), and the named
+   entities of URL characters (``&amp``, ``&lt``, ``&gt``, ``&quot`` also without ``;`` or in
+   capitals); quoted-printable ``=XX``. The value is looked for here too, so any mix of escaped
+   and plain characters is caught.
 
-Headers go through the same code (:class:`Redactor`), so no pattern is compiled per secret.
+Numeric character references padded with more than six zeros lose the extra zeros (the same
+character to any reader), so every escape of a byte stays within a bounded length, and so does the
+carry-over. Headers go through the same code (:class:`Redactor`), and a header value also loses any
+piece of a value of :data:`FRAGMENT_BYTES` or more (a key cut in two over two headers). No pattern
+is compiled per secret: the escape patterns are cached by the set of characters.
 """
 
 from __future__ import annotations
@@ -23,11 +35,13 @@ import binascii
 import bisect
 import functools
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 REDACTED = "[redacted]"
 _REDACTED_BYTES = REDACTED.encode()
+# A header value loses any piece of an injected value this long or longer.
+FRAGMENT_BYTES = 8
 _NAMED = {
     b"amp": "&",
     b"lt": "<",
@@ -43,57 +57,136 @@ _NAMED = {
     b"colon": ":",
 }
 _NAMED_BY_CHAR = {char: name for name, char in _NAMED.items()}
-# The longest escape of one byte of a value: "&#0000065;" (a multi-byte character's escapes are
-# never longer per byte).
-_LONGEST_ESCAPE = 10
+# HTML reads these also without the ";" and in capitals (its legacy entities).
+_LEGACY_NAMED = frozenset({b"amp", b"lt", b"gt", b"quot"})
+_MAX_ZEROS = 6
+_PADDING = re.compile(rb"(&#[xX]?0{%d})0+" % _MAX_ZEROS)
+# The longest escape of one byte of a value, once padding is bounded: "&#000000126;" (a multi-byte
+# character's escapes are never longer per byte); and the longest line break, JSON's "\r\n".
+_LONGEST_ESCAPE = 12
+_LONGEST_BREAK = 4
 _MIN_BASE64_SOURCE = 8
+_HEADER_SEPARATOR = b"\x1f"
+_INTRODUCERS = (b"%", b"\\", b"&", b"=")
+
+
+def _bytes_of(escape: bytes, width: int) -> bytes:
+    """The bytes of a run of byte escapes (``%XX``, ``=XX``, ``\\xHH``), each ``width`` long."""
+    return bytes(int(escape[at - 2 : at], 16) for at in range(width, len(escape) + 1, width))
+
+
+def _character_of(units: list[int]) -> bytes:
+    if len(units) == 2:
+        return chr(0x10000 + ((units[0] - 0xD800) << 10) + units[1] - 0xDC00).encode()
+    return chr(units[0]).encode("utf-8", "surrogatepass")
 
 
 @functools.lru_cache(maxsize=4096)
 def _decoded(escape: bytes) -> bytes:
-    if escape[0] == 0x25:  # %XX: one byte, whatever it is
-        return bytes([int(escape[1:3], 16)])
-    if escape[0] == 0x5C:  # backslash
-        if escape[1] != 0x75:  # \" \\ \/
-            return escape[1:2]
-        units = [int(escape[i : i + 4], 16) for i in range(2, len(escape), 6)]
-        if len(units) == 2:
-            return chr(0x10000 + ((units[0] - 0xD800) << 10) + units[1] - 0xDC00).encode()
-        return chr(units[0]).encode("utf-8", "surrogatepass")
-    body = escape[1:-1]
+    introducer, kind = escape[:1], escape[1:2]
+    if introducer == b"%":
+        if kind in b"uU":  # %uXXXX, a surrogate pair as two
+            return _character_of([int(escape[at : at + 4], 16) for at in range(2, len(escape), 6)])
+        return _bytes_of(escape, 3)
+    if introducer == b"=":
+        return _bytes_of(escape, 3)
+    if introducer == b"\\":
+        if kind == b"u":
+            return _character_of([int(escape[at : at + 4], 16) for at in range(2, len(escape), 6)])
+        if kind == b"x":
+            return _bytes_of(escape, 4)
+        return kind  # \" \\ \/
+    body = escape[1:].rstrip(b";")
     if body[:1] != b"#":
-        return _NAMED[body].encode()
+        return _NAMED[body.lower()].encode()
     code = int(body[2:], 16) if body[1:2] in b"xX" else int(body[1:])
-    return chr(code).encode("utf-8", "surrogatepass") if code <= 0x10FFFF else escape
+    return chr(code).encode("utf-8", "surrogatepass")
 
 
-def _hex(value: int, digits: int) -> str:
-    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in f"{value:0{digits}X}")
-
-
-def _escapes_of(char: str) -> list[str]:
-    """Patterns for every escape of one character that the redactor decodes."""
+def _units(char: str) -> list[int]:
+    """The UTF-16 code units of a character."""
     code = ord(char)
-    patterns = ["".join("%" + _hex(byte, 2) for byte in char.encode())]
-    if code > 0xFFFF:
-        high, low = divmod(code - 0x10000, 0x400)
-        patterns.append(rf"\\u{_hex(0xD800 + high, 4)}\\u{_hex(0xDC00 + low, 4)}")
-    else:
-        patterns.append(rf"\\u{_hex(code, 4)}")
-    patterns += [f"&#0{{0,3}}{code};", f"&#[xX]0{{0,3}}{_hex(code, 1)};"]
-    if char in '"\\/':
-        patterns.append(re.escape("\\" + char))
-    if char in _NAMED_BY_CHAR:
-        patterns.append(f"&{_NAMED_BY_CHAR[char].decode()};")
-    return patterns
+    if code <= 0xFFFF:
+        return [code]
+    high, low = divmod(code - 0x10000, 0x400)
+    return [0xD800 + high, 0xDC00 + low]
+
+
+_Trie = dict[str, "_Trie"]
+
+
+def _trie(words: Iterable[str]) -> str:
+    """A pattern for any of the literal ``words``, their common beginnings shared: an alternation
+    of whole words is tried word by word wherever its introducer occurs, a trie letter by letter."""
+    root: _Trie = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def pattern(node: _Trie) -> str:
+        branches = [
+            re.escape(char) + pattern(child) for char, child in sorted(node.items()) if char
+        ]
+        if not branches:
+            return ""
+        if "" in node:
+            return f"(?:{'|'.join(branches)})?"
+        return branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+
+    return pattern(root)
+
+
+_EscapePatterns = tuple[tuple[bytes, re.Pattern[bytes]], ...]
 
 
 @functools.lru_cache(maxsize=256)
-def _escape_pattern(chars: str) -> re.Pattern[bytes]:
-    """Escapes of the given characters only: escapes of anything else cannot be part of a
-    secret, and skipping them keeps escape-heavy bodies (JSON, HTML) fast. Cached by the set of
-    characters, never by a secret."""
-    return re.compile("|".join(p for char in chars for p in _escapes_of(char)).encode())
+def _escape_patterns(chars: str, final: bool) -> _EscapePatterns:
+    """Escapes of the given characters only, a pattern per introducer: escapes of anything else
+    cannot be part of a secret, and skipping them keeps escape-heavy bodies (JSON, HTML) fast, as
+    does a pattern that starts with its literal introducer (searched for several times faster
+    than an alternation of introducers). Cached by the set of characters, never by a secret.
+
+    An escape that may end without a ";" ends where the next byte says so; unless the text is
+    ``final``, that byte must be there (the next chunk may go on with digits)."""
+    digits_end, hex_end, named_end = (
+        ("(?![0-9])", "(?![0-9a-fA-F])", ";?")
+        if final
+        else ("(?=[^0-9])", "(?=[^0-9a-fA-F])", "(?:;|(?=[^;]))")
+    )
+    percent, quoted, backslash, decimal, hexadecimal, named = [], [], [], [], [], []
+    for char in chars:
+        encoded, units = char.encode(), _units(char)
+        percent += ["%".join(f"{byte:02x}" for byte in encoded)]
+        percent += ["%".join(f"u{unit:04x}" for unit in units)]
+        quoted += ["=".join(f"{byte:02x}" for byte in encoded)]
+        backslash += ["\\".join(f"u{unit:04x}" for unit in units)]
+        backslash += ["\\".join(f"x{byte:02x}" for byte in encoded)]
+        decimal += [str(ord(char))]
+        hexadecimal += [f"{ord(char):x}"]
+        name = _NAMED_BY_CHAR.get(char)
+        if name in _LEGACY_NAMED:
+            named += [f"(?:{name.decode()}|{name.decode().upper()}){named_end}"]
+        elif name is not None:
+            named += [f"{name.decode()};"]
+    literal = "".join(re.escape(char) for char in chars if char in '"\\/')
+    patterns = {
+        b"%": f"%(?i:{_trie(percent)})",
+        b"=": f"=(?i:{_trie(quoted)})",
+        b"\\": rf"\\(?:(?i:{_trie(backslash)})" + (f"|[{literal}])" if literal else ")"),
+        b"&": (
+            f"&(?:#(?:0*{_trie(decimal)}(?:;|{digits_end})"
+            f"|[xX]0*(?i:{_trie(hexadecimal)})(?:;|{hex_end}))"
+            + "".join(f"|{entity}" for entity in named)
+            + ")"
+        ),
+    }
+    return tuple(
+        (introducer, re.compile(patterns[introducer].encode()))
+        for introducer in _INTRODUCERS
+        if chars
+    )
 
 
 _URL_SAFE = bytes.maketrans(b"+/", b"-_")
@@ -116,71 +209,192 @@ def _plain_forms(secret: str) -> set[bytes]:
     return {secret.encode(), secret.replace(" ", "+").encode()}
 
 
-def _literal_forms(secret: str) -> set[bytes]:
-    value = secret.encode()
-    return _plain_forms(secret) | (
-        _base64_cores(value) if len(value) >= _MIN_BASE64_SOURCE else set()
-    )
+def _utf16_forms(secret: str) -> dict[bytes, bytes]:
+    """The value in UTF-16, each byte order, with what replaces it. A NUL byte at the value's
+    outer edge is left out (of both), so an ASCII value has one form for both byte orders and the
+    replacement keeps the rest of the body on its alignment."""
+    forms: dict[bytes, bytes] = {}
+    for codec, edge in (("utf-16-le", slice(None, -1)), ("utf-16-be", slice(1, None))):
+        form, replacement = secret.encode(codec), REDACTED.encode(codec)
+        outer = form[-1:] if codec == "utf-16-le" else form[:1]
+        if outer == b"\0":
+            form, replacement = form[edge], replacement[edge]
+        forms.setdefault(form, replacement)
+    return forms
 
 
-class _Segments:
-    """Where each piece of a canonical text came from in the original: literal runs map byte for
-    byte, an escape maps as a whole."""
+class _Edits:
+    """Where each byte of a decoded text came from: the decoding's edits of its source, each a
+    (start, end, length of what replaced it)."""
 
-    def __init__(self, data: bytes, escapes: re.Pattern[bytes]) -> None:
-        self.canonical_starts: list[int] = []
-        self.spans: list[tuple[int, int, bool]] = []  # original start, end, is an escape
-        pieces: list[bytes] = []
-        canonical = 0
-        position = 0
-        for match in escapes.finditer(data):
-            if match.start() > position:
-                self._add(canonical, position, match.start(), False)
-                pieces.append(data[position : match.start()])
-                canonical += match.start() - position
-            decoded = _decoded(match[0])
-            self._add(canonical, match.start(), match.end(), True)
-            pieces.append(decoded)
-            canonical += len(decoded)
-            position = match.end()
-        self._add(canonical, position, len(data), False)
-        pieces.append(data[position:])
-        self.text = b"".join(pieces)
+    def __init__(self, edits: list[tuple[int, int, int]]) -> None:
+        self.edits = edits
+        self.starts: list[int] = []
+        shift = 0
+        for start, end, length in edits:
+            self.starts.append(start + shift)
+            shift += length - (end - start)
 
-    def _add(self, canonical: int, start: int, end: int, escape: bool) -> None:
-        self.canonical_starts.append(canonical)
-        self.spans.append((start, end, escape))
+    def _source(self, at: int) -> tuple[int, int]:
+        """The source bytes that the decoded byte at ``at`` came from."""
+        index = bisect.bisect_right(self.starts, at) - 1
+        if index < 0:
+            return at, at + 1
+        start, end, length = self.edits[index]
+        inside = at - self.starts[index]
+        if inside < length:
+            return start, end
+        source = end + inside - length
+        return source, source + 1
 
-    def original(self, canonical: int, *, end: bool) -> int:
-        index = bisect.bisect_right(self.canonical_starts, canonical) - 1
-        if end and index > 0 and self.canonical_starts[index] == canonical:
-            index -= 1  # an end that falls on a boundary belongs to the piece before it
-        start, stop, escape = self.spans[index]
-        offset = canonical - self.canonical_starts[index]
-        if escape:
-            return stop if end else start
-        return start + offset
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        return self._source(start)[0], self._source(end - 1)[1]
 
 
-def _redact_escaped(data: bytes, values: list[bytes], escapes: re.Pattern[bytes]) -> bytes:
-    if not any(introducer in data for introducer in (b"%", b"\\", b"&")):
-        return data
-    # Decoded once without bookkeeping: the common answer is "no secret here".
-    canonical = escapes.sub(lambda match: _decoded(match[0]), data)
-    if not any(value in canonical for value in values):
-        return data
-    segments = _Segments(data, escapes)
-    spans: list[tuple[int, int]] = []
-    for value in values:
-        at = segments.text.find(value)
-        while at >= 0:
-            spans.append(
-                (
-                    segments.original(at, end=False),
-                    segments.original(at + len(value), end=True),
-                )
-            )
-            at = segments.text.find(value, at + len(value))
+def _occurrences(text: bytes, needle: bytes) -> Iterator[tuple[int, int]]:
+    at = text.find(needle)
+    while at >= 0:
+        yield at, at + len(needle)
+        at = text.find(needle, at + len(needle))
+
+
+class _Decoding:
+    """One decoding of a text: a pattern, and what each of its matches becomes."""
+
+    def __init__(
+        self,
+        pattern: re.Pattern[bytes],
+        replacement: bytes | Callable[[re.Match[bytes]], bytes],
+    ) -> None:
+        self.pattern = pattern
+        self.replacement = replacement
+
+    def apply(self, text: bytes) -> bytes:
+        return self.pattern.sub(self.replacement, text)
+
+    def edits(self, source: bytes) -> _Edits:
+        replacement = self.replacement
+        matches = self.pattern.finditer(source)
+        if isinstance(replacement, bytes):
+            length = len(replacement)
+            return _Edits([(*match.span(), length) for match in matches])
+        return _Edits([(*match.span(), len(replacement(match))) for match in matches])
+
+
+class _Removal:
+    """A byte removed wherever it is (bytes.replace: several times faster than a pattern)."""
+
+    def __init__(self, byte: bytes) -> None:
+        self.byte = byte
+
+    def apply(self, text: bytes) -> bytes:
+        return text.replace(self.byte, b"")
+
+    def edits(self, source: bytes) -> _Edits:
+        return _Edits([(start, end, 0) for start, end in _occurrences(source, self.byte)])
+
+
+_Step = _Decoding | _Removal
+
+
+# Line breaks, as wrapped base64, hex or text has them, in the order they are removed (a
+# quoted-printable soft break before the break it ends with; JSON's "\/" read as "/").
+# Each applied where the two bytes it needs occur in the text.
+_UNWRAP: tuple[tuple[bytes, bytes, _Step], ...] = (
+    (b"=", b"\n", _Decoding(re.compile(rb"=\r?\n"), b"")),
+    (b"\r", b"\r", _Removal(b"\r")),
+    (b"\n", b"\n", _Removal(b"\n")),
+    (b"\\", b"\\", _Decoding(re.compile(rb"\\[rn]"), b"")),
+    (b"\\", b"\\", _Decoding(re.compile(rb"\\/"), b"/")),
+)
+
+
+def _decode_match(match: re.Match[bytes]) -> bytes:
+    return _decoded(match[0])
+
+
+class _View:
+    """A text decoded step by step from a source, each step's input kept so that a span found in
+    the text can be traced back to the source (rarely needed: most chunks hold no secret)."""
+
+    def __init__(self, source: bytes) -> None:
+        self.text = source
+        self._taken: list[tuple[_Step, bytes]] = []
+
+    def apply(self, step: _Step) -> None:
+        decoded = step.apply(self.text)
+        # Every step shortens what it matches: an unchanged length is an unchanged text.
+        if len(decoded) != len(self.text):
+            self._taken.append((step, self.text))
+            self.text = decoded
+
+    def source_spans(self, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        for step, before in reversed(self._taken):
+            edits = step.edits(before)
+            spans = [edits.span(start, end) for start, end in spans]
+        return spans
+
+
+class _Pieces:
+    """Finds the stretches of a text made of pieces of one value, where a piece is
+    :data:`FRAGMENT_BYTES` or more. Probes of ``_PROBE`` bytes every ``_STEP`` bytes (of the text,
+    or of the value when that is shorter) meet every such piece, since _PROBE + _STEP - 1 ==
+    FRAGMENT_BYTES; a probe that is met is widened a byte at a time while each ``_PROBE`` bytes
+    at its edge are in the value (a hashed lookup: the work is bounded by the text's length)."""
+
+    _PROBE = FRAGMENT_BYTES // 2 + 1
+    _STEP = FRAGMENT_BYTES - _PROBE + 1
+    # Bytes that probing may search; past it (long values in many headers), the text's probes
+    # are looked up among the value's instead.
+    _SEARCH_BUDGET = 1 << 20
+
+    def __init__(self, value: bytes) -> None:
+        self.value = value
+        self._probes: frozenset[bytes] | None = None
+
+    @property
+    def probes(self) -> frozenset[bytes]:
+        """Every ``_PROBE`` bytes of the value, made when first needed."""
+        if self._probes is None:
+            value, probe = self.value, self._PROBE
+            self._probes = frozenset(value[at : at + probe] for at in range(len(value) - probe + 1))
+        return self._probes
+
+    def _hits(self, text: bytes) -> Iterable[int]:
+        value, probe, step = self.value, self._PROBE, self._STEP
+        starts = range(0, len(text) - probe + 1, step)
+        if min(len(value), len(text)) // step * max(len(value), len(text)) > self._SEARCH_BUDGET:
+            probes = self.probes
+            return (at for at in starts if text[at : at + probe] in probes)
+        if len(value) > len(text):
+            return (at for at in starts if text[at : at + probe] in value)
+        met: set[int] = set()
+        for offset in range(0, len(value) - probe + 1, step):
+            piece = value[offset : offset + probe]
+            if piece in text:
+                met.update(at for at, _ in _occurrences(text, piece))
+        return sorted(met)
+
+    def spans(self, text: bytes) -> Iterator[tuple[int, int]]:
+        if len(self.value) < FRAGMENT_BYTES:
+            return
+        probe = self._PROBE
+        reached = 0
+        for at in self._hits(text):
+            if at + probe <= reached:
+                continue
+            probes = self.probes
+            left, right = at, at + probe
+            while left > reached and text[left - 1 : left - 1 + probe] in probes:
+                left -= 1
+            while right < len(text) and text[right + 1 - probe : right + 1] in probes:
+                right += 1
+            if right - left >= FRAGMENT_BYTES:
+                yield left, right
+                reached = right
+
+
+def _replaced(data: bytes, spans: list[tuple[int, int]]) -> bytes:
     out: list[bytes] = []
     position = 0
     for start, end in sorted(spans):
@@ -196,28 +410,107 @@ class Redactor:
     """Every form of the given secrets, ready to scrub bytes."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        kept = {secret for secret in secrets if secret}
-        self.values = sorted(
-            {form for secret in kept for form in _plain_forms(secret)}, key=len, reverse=True
-        )
-        forms = {form for secret in kept for form in _literal_forms(secret)}
-        # Longest first, so a longer form is replaced whole before a shorter one inside it.
-        self.literal = sorted(forms, key=len, reverse=True)
-        self.escapes = _escape_pattern(
-            "".join(sorted({char for value in self.values for char in value.decode()}))
-        )
-        longest = max((len(value) for value in self.values), default=0)
-        self.longest_form = max(
-            [longest * _LONGEST_ESCAPE, *(len(form) for form in self.literal)], default=1
-        )
+        self.secrets = {secret for secret in secrets if secret}
+        plain = {form for secret in self.secrets for form in _plain_forms(secret)}
+        # Looked for case-folded in the unwrapped text: the value, its hex, its base64. Longest
+        # first, so a longer form is replaced whole before a shorter one inside it.
+        self.values = sorted({value.lower() for value in plain}, key=len, reverse=True)
+        encoded = {value.hex().encode() for value in plain}
+        for value in plain:
+            if len(value) >= _MIN_BASE64_SOURCE:
+                encoded.update(core.lower() for core in _base64_cores(value))
+        self.unwrapped_forms = sorted({*self.values, *encoded}, key=len, reverse=True)
+        # Escapes of either case of each character, since the value is looked for case-folded.
+        text = b"".join(plain).decode()
+        chars = "".join(sorted({*text, *text.lower(), *text.upper()}))
+        self.escapes = {True: _escape_patterns(chars, True), False: _escape_patterns(chars, False)}
+        # The longest a form can be in the original bytes: each byte of a value escaped, or
+        # each character of its hex or base64, followed by a line break.
+        longest = max(map(len, plain), default=0) * (_LONGEST_ESCAPE + _LONGEST_BREAK)
+        self.longest_form = max(longest, max(map(len, encoded), default=0) * (1 + _LONGEST_BREAK))
+        # Made when first needed: few bodies are UTF-16, and only headers are searched for pieces.
+        self._utf16: dict[bytes, bytes] | None = None
+        self._pieces_of: list[_Pieces] | None = None
 
-    def __call__(self, data: bytes) -> bytes:
-        for form in self.literal:
-            data = data.replace(form, _REDACTED_BYTES)
-        return _redact_escaped(data, self.values, self.escapes) if self.values else data
+    @property
+    def utf16(self) -> dict[bytes, bytes]:
+        if self._utf16 is None:
+            self._utf16 = {
+                form: replacement
+                for secret in self.secrets
+                for form, replacement in _utf16_forms(secret).items()
+            }
+        return self._utf16
+
+    def __call__(self, data: bytes, *, final: bool = True) -> bytes:
+        """``data`` scrubbed. Not ``final``: more of the text follows (a body's chunk), so an
+        escape that ends without a ";" at its very end is left for the next call to read."""
+        return self._scrubbed(data, self.escapes[final], pieces=False)
 
     def text(self, text: str) -> str:
         return self(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
+
+    def _pieces(self) -> list[_Pieces]:
+        if self._pieces_of is None:
+            self._pieces_of = [_Pieces(value) for value in self.values]
+        return self._pieces_of
+
+    def headers(self, values: list[str]) -> list[str]:
+        """Header values scrubbed as a body is, and of any piece of a value of
+        :data:`FRAGMENT_BYTES` or more: headers are few and small (at most 16 KiB reach an app),
+        and an upstream may cut a value over two of them. Read in one pass, apart: no form or
+        piece of a value holds the separator, a control byte (values that hold one are read one
+        by one)."""
+        encoded = [value.encode("utf-8", "surrogateescape") for value in values]
+        if any(_HEADER_SEPARATOR in value for value in encoded):
+            scrubbed = [self._scrubbed(value, self.escapes[True], pieces=True) for value in encoded]
+        else:
+            joined = self._scrubbed(
+                _HEADER_SEPARATOR.join(encoded), self.escapes[True], pieces=True
+            )
+            scrubbed = joined.split(_HEADER_SEPARATOR)
+        return [value.decode("utf-8", "surrogateescape") for value in scrubbed]
+
+    def _scrubbed(self, data: bytes, escapes: _EscapePatterns, *, pieces: bool) -> bytes:
+        if not self.values:
+            return data
+        if b"&" in data:
+            data = _PADDING.sub(rb"\1", data)
+        if b"\0" in data:
+            for form, replacement in self.utf16.items():
+                data = data.replace(form, replacement)
+        spans = self._spans(data, escapes, pieces=pieces)
+        return _replaced(data, spans) if spans else data
+
+    def _found(
+        self, folded: bytes, forms: list[bytes], *, pieces: bool
+    ) -> Iterator[tuple[int, int]]:
+        for form in forms:
+            if form in folded:
+                yield from _occurrences(folded, form)
+        if pieces:
+            for value in self._pieces():
+                yield from value.spans(folded)
+
+    def _spans(
+        self, data: bytes, escapes: _EscapePatterns, *, pieces: bool
+    ) -> list[tuple[int, int]]:
+        """Where a form is in the unwrapped text (any form) or the escape-decoded text (the
+        value; with ``pieces``, also a piece of it), as spans of ``data``."""
+        unwrapped = _View(data)
+        for trigger, also, step in _UNWRAP:
+            if trigger in unwrapped.text and also in unwrapped.text:
+                unwrapped.apply(step)
+        text = unwrapped.text
+        spans = list(self._found(text.lower(), self.unwrapped_forms, pieces=pieces))
+        escaped = _View(text)
+        for introducer, pattern in escapes:
+            if introducer in escaped.text:
+                escaped.apply(_Decoding(pattern, _decode_match))
+        if escaped.text is not text:
+            found = list(self._found(escaped.text.lower(), self.values, pieces=pieces))
+            spans += escaped.source_spans(found)
+        return unwrapped.source_spans(spans) if spans else []
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
@@ -229,11 +522,12 @@ class BodyScrubber:
 
     def __init__(self, redact: Redactor) -> None:
         self.redact = redact
-        self.keep = self.redact.longest_form - 1
+        # Also a whole form whose end only the next byte confirms.
+        self.keep = self.redact.longest_form
         self.carry = b""
 
     def feed(self, chunk: bytes) -> bytes:
-        data = self.redact(self.carry + chunk)
+        data = self.redact(self.carry + chunk, final=False)
         # The tail may hold the start of a secret that the next chunk completes.
         cut = max(len(data) - self.keep, 0)
         self.carry = data[cut:]
@@ -241,7 +535,7 @@ class BodyScrubber:
 
     def flush(self) -> bytes:
         rest, self.carry = self.carry, b""
-        return rest
+        return self.redact(rest) if rest else rest
 
 
 async def scrubbed(chunks: AsyncIterator[bytes], redact: Redactor) -> AsyncIterator[bytes]:

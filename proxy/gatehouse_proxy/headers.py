@@ -10,11 +10,14 @@ variable (``HTTP_X_API_KEY``) and merge the app's ``X_Api_Key`` into the injecte
 (the class of Puma CVE-2024-45614). On a credentialed connection ``Range`` and ``If-Range`` are
 dropped too: an upstream that echoes the credential would otherwise hand it over in pieces that
 the scrubber never sees whole.
-Responses: only an allowlist reaches app code, so cookies and upstream internals never do.
+Responses: only an allowlist reaches app code, so cookies and upstream internals never do, and
+only names and values an HTTP server may write: a control byte in a value (which aiohttp reads
+from an upstream and uvicorn refuses to send, dropping the app's connection) drops the header.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from gatehouse_contract.redaction import Redactor
@@ -118,6 +121,10 @@ RESPONSE_ALLOWED = frozenset(
 )
 _RESPONSE_ALLOWED_PREFIXES = ("ratelimit", "x-ratelimit-", "x-rate-limit-")
 MAX_RESPONSE_HEADER_BYTES = 16 * 1024
+# What RFC 9110 allows in a field name (a token) and value (no control byte but HTAB): uvicorn
+# raises on anything else, once per request, after the app's answer has begun.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9a-z]+")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def canonical_name(header: str) -> str:
@@ -163,21 +170,34 @@ def upstream_request_headers(
 def app_response_headers(
     upstream: Iterable[tuple[str, str]], redact: Redactor | None = None
 ) -> list[tuple[str, str]]:
-    """The allowlisted upstream headers, at most 16 KiB of them, with injected values redacted
-    (a pagination Link header would otherwise hand a query API key to the app)."""
+    """The allowlisted upstream headers that an HTTP server may write, at most 16 KiB of them,
+    with injected values redacted (a pagination Link header would otherwise hand a query API key
+    to the app), also a piece of one (see Redactor.headers)."""
+    allowed: list[tuple[str, str]] = []
+    size = 0
+    for name, value in upstream:
+        lowered = name.lower()
+        if (
+            lowered in RESPONSE_ALLOWED
+            or (lowered.startswith(_RESPONSE_ALLOWED_PREFIXES) and _TOKEN.fullmatch(lowered))
+        ) and not _CONTROL.search(value):
+            # Only as many as may be kept are redacted (checked again after, as redaction may
+            # lengthen a value).
+            size += len(lowered) + len(value) + 4
+            if size > MAX_RESPONSE_HEADER_BYTES:
+                break
+            allowed.append((lowered, value))
+    if redact is not None and allowed:
+        values = redact.headers([value for _, value in allowed])
+        allowed = [(name, value) for (name, _), value in zip(allowed, values, strict=True)]
     kept: list[tuple[str, str]] = []
     size = 0
-    for name, raw_value in upstream:
-        lowered = name.lower()
-        if lowered not in RESPONSE_ALLOWED and not lowered.startswith(_RESPONSE_ALLOWED_PREFIXES):
-            continue
+    for name, value in allowed:
         # The upstream's bytes as they came (aiohttp read them as UTF-8): a header value is
         # bytes to HTTP, and Starlette writes it back as Latin-1.
-        if redact is not None:
-            raw_value = redact.text(raw_value)
-        value = raw_value.encode("utf-8", "surrogateescape").decode("latin-1")
+        value = value.encode("utf-8", "surrogateescape").decode("latin-1")
         size += len(name) + len(value) + 4
         if size > MAX_RESPONSE_HEADER_BYTES:
             break
-        kept.append((lowered, value))
+        kept.append((name, value))
     return kept

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import html
 import itertools
 import json
 from collections.abc import AsyncIterator
+from urllib.parse import quote
 
 import pytest
 
 from gatehouse_contract.redaction import (
+    FRAGMENT_BYTES,
     REDACTED,
     BodyScrubber,
     Prefix,
@@ -19,6 +22,7 @@ from gatehouse_contract.redaction import (
     scrubbed,
     scrubbed_prefix,
 )
+from gatehouse_dev.echoes import FORMS, leaks
 from gatehouse_proxy.headers import app_response_headers
 
 SECRET = "sk live/42"  # a space and a slash: its URL-encoded form differs
@@ -191,3 +195,86 @@ def _scrub_chunks_of(body: bytes, secret: str, cuts: list[int] | None = None) ->
     scrubber = BodyScrubber(Redactor([secret]))
     chunks = _stream(body, cuts or [len(body) // 2])
     return b"".join([scrubber.feed(chunk) for chunk in chunks] + [scrubber.flush()])
+
+
+# The red team's forms (round 3, N7): what an upstream did with an echoed credential that app
+# code can undo. Each is caught in a body, whole and split across chunks at every offset.
+KEY = "VENDOR-TOKEN-0123456789-abcdef"
+URLISH = "sk live/AbC+xyz=09&q"  # characters that every encoder treats its own way
+LONG = "ghp_" + "Ab9" * 40  # its base64 (168 characters) crosses a line at 64 and 76
+
+
+@pytest.mark.parametrize("secret", [KEY, URLISH, LONG], ids=["key", "urlish", "long"])
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_an_echo_in_each_form_is_scrubbed_whole_and_split_at_every_offset(
+    form: str, secret: str
+) -> None:
+    if form == "amp-unterminated" and "&" not in secret:
+        pytest.skip("no & in the secret")
+    echo = FORMS[form](secret)
+    assert leaks(echo, secret), "the form itself reads as the secret"
+    body = b"<p>pre " + echo + b" post</p>"
+    whole = Redactor([secret])(body)
+    assert not leaks(whole, secret), whole
+    assert whole.startswith(b"<p>pre ")
+    assert whole.endswith(b" post</p>")
+    cuts = range(1, len(body)) if secret != LONG else range(1, len(body), 7)
+    for cut in cuts:
+        scrubbed_body = _scrub_chunks_of(body, secret, [cut])
+        assert not leaks(scrubbed_body, secret), (cut, scrubbed_body)
+
+
+def test_zero_padding_of_any_length_is_read_across_chunks() -> None:
+    """A reference padded with more zeros than a chunk holds: the extra zeros go (the same
+    character to any reader), so the carry-over still holds the whole escape."""
+    echo = b"&#" + b"0" * 200_000 + b"86;" + KEY[1:].encode()
+    body = b"<p>" + echo + b"</p>"
+    scrubbed_body = _scrub_chunks_of(body, KEY, list(range(65536, len(body), 65536)))
+    assert scrubbed_body == b"<p>[redacted]</p>"
+    padded = b"<p>&#x" + b"0" * 100 + b"41; &#" + b"0" * 9 + b"66</p>"
+    assert html.unescape(Redactor([KEY])(padded).decode()) == "<p>A B</p>"
+
+
+def test_an_unterminated_reference_ends_where_its_digits_end() -> None:
+    redact = Redactor(["abc1"])
+    # &#991 is one character (991), not "c" then "1"; &#99 before a letter is "c".
+    assert redact(b"ab&#991") == b"ab&#991"
+    assert redact(b"ab&#x631") == b"ab&#x631"
+    assert redact(b"ab&#99;1 ab&#991;") == b"[redacted] ab&#991;"
+    assert redact(b"ab&#x63 1") == b"ab&#x63 1"
+    assert redact(b"ab&#99&#49 ab&#x63&#x31") == b"[redacted] [redacted]"
+    # Split anywhere (after its digits too), a reference is read as it is read whole: once the
+    # next chunk says where it ends.
+    for body in (b"<ab&#991>", b"<ab&#99;1>", b"<ab&#x63;1>", b"<ab&#x631>", b"<ab&#99>"):
+        whole = redact(body)
+        for cut in range(1, len(body)):
+            assert _scrub_chunks_of(body, "abc1", [cut]) == whole, (body, cut)
+
+
+def test_a_utf16_body_still_decodes_after_the_value_goes() -> None:
+    for codec in ("utf-16", "utf-16-le", "utf-16-be"):
+        body = f'{{"echo": "{KEY}", "n": 1}}'.encode(codec)
+        assert Redactor([KEY])(body).decode(codec) == '{"echo": "[redacted]", "n": 1}'
+
+
+def test_a_header_loses_any_piece_of_a_value_of_eight_bytes_or_more() -> None:
+    assert FRAGMENT_BYTES == 8
+    redact = Redactor([KEY])
+    halves = [f"<https://x.example/?a={KEY[:15]}>", f"<https://x.example/?b={KEY[15:]}>"]
+    assert redact.headers(halves) == [
+        "<https://x.example/?a=[redacted]>",
+        "<https://x.example/?b=[redacted]>",
+    ]
+    # Escaped or in another case, a piece is a piece.
+    assert redact.headers([f"/?a={KEY[3:11].lower()}", f"/?b={quote(KEY[11:19], safe='')}"]) == [
+        "/?a=[redacted]",
+        "/?b=[redacted]",
+    ]
+    thirds = [URLISH[:7], URLISH[7:14], URLISH[14:]]
+    link = ", ".join(f"<https://x.example/?p={quote(piece, safe='')}>" for piece in thirds)
+    # Pieces of seven bytes stay: the documented limit.
+    assert Redactor([URLISH]).headers([link]) == [link]
+    assert Redactor([URLISH]).headers([quote(URLISH[:8])]) == ["[redacted]"]
+    # Other header values are left alone, whatever they share with the value below 8 bytes.
+    kept = ["application/json", '"VENDOR-"', "max-age=0123456", 'W/"abcdef01"']
+    assert redact.headers(kept) == kept

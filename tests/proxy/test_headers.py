@@ -196,3 +196,39 @@ def test_response_headers_are_allowlisted_and_scrubbed_of_injected_values() -> N
         "content-location": "/v1?key=[redacted]",
         "x-ratelimit-remaining": "5",
     }
+
+
+def test_headers_an_http_server_cannot_write_are_dropped() -> None:
+    """A control byte in a value (uvicorn raises on it, dropping the app's connection), or a name
+    that is not a token, drops the header; a tab is a value's own."""
+    kept = app_response_headers(
+        [
+            ("Cache-Control", "a\x01b\x7fc"),
+            ("Link", "<https://x.example/>\x1b[0m"),
+            ("ETag", '"v1"\x00'),
+            ("Content-Type", "text/plain;\tcharset=utf-8"),
+            ("X-RateLimit-a(b", "1"),
+            ("RateLimit-Policy", "10;w=1"),
+        ]
+    )
+    assert kept == [
+        ("content-type", "text/plain;\tcharset=utf-8"),
+        ("ratelimit-policy", "10;w=1"),
+    ]
+
+
+def test_a_value_cut_over_two_headers_loses_both_pieces() -> None:
+    secret = "sk_live_0123456789abcdef"
+    kept = app_response_headers(
+        [
+            ("Link", f'<https://x.example/?a={secret[:12]}>; rel="prev"'),
+            ("Link", f'<https://x.example/?b={secret[12:]}>; rel="next"'),
+            ("X-RateLimit-Remaining", "5"),
+        ],
+        redact=Redactor([secret]),
+    )
+    assert kept == [
+        ("link", '<https://x.example/?a=[redacted]>; rel="prev"'),
+        ("link", '<https://x.example/?b=[redacted]>; rel="next"'),
+        ("x-ratelimit-remaining", "5"),
+    ]
