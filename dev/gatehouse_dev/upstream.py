@@ -4,7 +4,10 @@
 parsed, and a request id), so a test can assert exactly what the proxy sent; ``/_received/{id}``
 answers the same record to a caller that asks the upstream directly, not through the proxy. The
 other routes misbehave on purpose: a redirect, a huge or endless body, a slow answer, a body that
-breaks off or stalls half-way, cookies and internal headers to strip, any status and header.
+breaks off or stalls half-way, cookies and internal headers to strip, any status and header, and
+the injected credential echoed in forms an app could undo (``/echo-as/{form}``, see echoes), in
+a body compressed though identity was asked for (``/compressed/{coding}``), or cut in two over
+two Link headers (``/split-link``).
 
 ``python -m gatehouse_dev.upstream --port 18080`` serves it; tests start it as a subprocess.
 """
@@ -19,6 +22,9 @@ from collections import OrderedDict
 from typing import Any
 
 from aiohttp import web
+from multidict import CIMultiDict
+
+from gatehouse_dev.echoes import COMPRESSED, FORMS, injected
 
 # What the upstream received, by request id, for tests that ask it directly (the proxy scrubs
 # injected credentials from the echo apps get back). Bounded: the oldest records go first.
@@ -121,6 +127,40 @@ async def status(request: web.Request) -> web.Response:
     return web.json_response({}, status=int(request.match_info["code"]), headers=headers)
 
 
+async def echo_as(request: web.Request) -> web.Response:
+    form = FORMS.get(request.match_info["form"])
+    if form is None:
+        raise web.HTTPNotFound()
+    body = b"<p>the key you sent: " + form(injected(request.headers)) + b"</p>"
+    return web.Response(body=body, content_type="text/html")
+
+
+async def compressed(request: web.Request) -> web.Response:
+    coding = COMPRESSED.get(request.match_info["coding"])
+    if coding is None:
+        raise web.HTTPNotFound()
+    encoding, compress = coding
+    # ?pad= makes it a bomb: megabytes of padding compress to kilobytes.
+    pad = "x" * int(request.query.get("pad", "100"))
+    body = json.dumps({"error": "bad key", "key": injected(request.headers), "pad": pad})
+    return web.Response(
+        body=compress(body.encode()),
+        headers={"Content-Type": "application/json", "Content-Encoding": encoding},
+    )
+
+
+async def split_link(request: web.Request) -> web.Response:
+    value = injected(request.headers)
+    half = len(value) // 2
+    headers = CIMultiDict(
+        [
+            ("Link", f'<https://x.example/?a={value[:half]}>; rel="first"'),
+            ("Link", f'<https://x.example/?b={value[half:]}>; rel="last"'),
+        ]
+    )
+    return web.json_response({}, headers=headers)
+
+
 def create_app() -> web.Application:
     # Bodies as large as a connection may allow (aiohttp refuses past 1 MiB by default).
     app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -131,6 +171,9 @@ def create_app() -> web.Application:
     app.router.add_route("*", "/slow", slow)
     app.router.add_get("/status/{code}", status)
     app.router.add_get("/broken", broken)
+    app.router.add_get("/echo-as/{form}", echo_as)
+    app.router.add_route("*", "/compressed/{coding}", compressed)
+    app.router.add_get("/split-link", split_link)
     return app
 
 

@@ -260,9 +260,10 @@ class Proxy:
             outgoing = header_policy.upstream_request_headers(
                 incoming, injection.header_names, credentialed=bool(injection.secrets)
             )
-            if injection.secrets or readable:
+            identity = bool(injection.secrets) or readable
+            if identity:
                 # An uncompressed answer, so an echoed credential can be scrubbed from it (and
-                # a test result read).
+                # a test result read); one compressed anyway is decoded (or refused).
                 outgoing = [
                     (name, value)
                     for name, value in outgoing
@@ -279,6 +280,8 @@ class Proxy:
                     timeout_seconds=connection.limits.timeout_seconds,
                     max_response_bytes=connection.limits.max_response_bytes,
                     as_answered=readable,
+                    decode=identity,
+                    pace=partial(self.turns.take, namespace),
                 )
             except ProxyError:
                 await self.turns.take(namespace)
@@ -365,15 +368,20 @@ class Proxy:
             upstream.release()
             place.release()
         answered = upstream.response.headers
-        # A redirect's target, shown and never followed: it may echo the injected credential.
-        location = redact.text(answered.get("location", "")) if is_redirect(upstream.status) else ""
+        # A redirect's target, shown and never followed: it may echo the injected credential, as
+        # may any header.
+        location = answered.get("location", "") if is_redirect(upstream.status) else ""
+        content_type, location = redact.headers([answered.get("content-type", ""), location])
         return ConnectionTestAnswer(
             status_code=upstream.status,
-            content_type=answered.get("content-type", "")[:MAX_CONTENT_TYPE_CHARS],
+            content_type=content_type[:MAX_CONTENT_TYPE_CHARS],
             # A cut inside a character leaves one replacement character, not an error.
             body=prefix.data.decode("utf-8", errors="replace"),
-            # Over the limit, what it says of itself, when it says.
-            size_bytes=max(prefix.size, upstream.response.content_length or 0),
+            # Over the limit, what it says of itself, when it says (of its compressed self, when
+            # decoded: not its size).
+            size_bytes=max(
+                prefix.size, 0 if upstream.codings else upstream.response.content_length or 0
+            ),
             truncated=not prefix.whole or upstream.over_limit,
             location=location[:MAX_LOCATION_CHARS],
             over_limit=upstream.over_limit,

@@ -25,6 +25,10 @@ STATUS_BY_CODE: Mapping[str, int] = {
     "rate_limited": 429,
     "upstream_redirect": 502,
     "upstream_failed": 502,
+    # An answer the proxy will not relay: compressed in a way it cannot decode (to scrub the
+    # credential), or an interim (1xx) status given as the final one.
+    "unsupported_encoding": 502,
+    "upstream_informational": 502,
     "response_too_large": 502,
     "blocked_address": 502,
     "credential_failed": 502,

@@ -2,7 +2,10 @@
 
 aiohttp, not httpx, makes the upstream call: under concurrency httpx's pool is about six times
 slower (see README). Redirects are refused, never followed: an open redirect on an allowed host
-would otherwise carry the injected credential anywhere.
+would otherwise carry the injected credential anywhere. So is an interim (1xx) status given as
+the final answer (aiohttp returns a 101 as one): nothing was upgraded, and its connection is
+closed, never pooled. An answer compressed though identity was asked for is decoded on its way
+(see content_coding).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 import aiohttp
 from yarl import URL
 
+from gatehouse_proxy import content_coding
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.network_guard import BlockedAddressError, GuardedResolver, NetworkPolicy
 
@@ -83,10 +87,18 @@ class RequestBody:
 NO_BODY = RequestBody()
 
 
+def _bodiless(method: str, status: int) -> bool:
+    return method == "HEAD" or status in (204, 304)
+
+
 @dataclass
 class Upstream:
     response: aiohttp.ClientResponse
     max_bytes: int
+    # The codings its body is decoded from (see content_coding), and what is awaited before each
+    # step of decoding (the tenant's turn).
+    codings: tuple[str, ...] = ()
+    pace: Callable[[], Awaitable[None]] | None = None
     # Set when body(stop_at_limit=True) stopped at max_bytes with more to come.
     over_limit: bool = False
 
@@ -95,17 +107,22 @@ class Upstream:
         return self.response.status
 
     def headers(self) -> list[tuple[str, str]]:
-        return list(self.response.headers.items())
+        """The answer's headers, without Content-Encoding once its body is decoded."""
+        headers = self.response.headers.items()
+        if self.codings:
+            return [(name, value) for name, value in headers if name.lower() != "content-encoding"]
+        return list(headers)
 
     def whole_body(self) -> bytes | None:
         """The whole body if it is already in the buffer (taken without waiting for anything;
-        the connection goes back to the pool), else None: it is to be streamed.
+        the connection goes back to the pool), else None: it is to be streamed, as is a body to
+        be decoded (what it inflates to is known only step by step).
 
         Raises :class:`ProxyError` if it is over ``max_bytes``: an error answer can still be
         given, since nothing has been sent to the app yet.
         """
         content = self.response.content
-        if not content.is_eof() or content.exception() is not None:
+        if self.codings or not content.is_eof() or content.exception() is not None:
             return None
         body = content.read_nowait()
         self.release()
@@ -116,15 +133,16 @@ class Upstream:
         return body
 
     async def body(self, *, stop_at_limit: bool = False) -> AsyncIterator[bytes]:
-        """The body in chunks.
+        """The body in chunks, decoded.
 
-        Raises :class:`ProxyError` past ``max_bytes`` (a body of unknown length; a declared one
-        was refused before), or with ``stop_at_limit`` ends there and sets ``over_limit``; and
-        raises when the upstream breaks off or runs out of time half-way.
+        Raises :class:`ProxyError` past ``max_bytes`` (decoded, or a body of unknown length; a
+        declared one was refused before), or with ``stop_at_limit`` ends there and sets
+        ``over_limit``; and raises when the upstream breaks off or runs out of time half-way, or
+        its compressed body is corrupt or cut short.
         """
         received = 0
         try:
-            async for chunk in self.response.content.iter_chunked(_CHUNK):
+            async for chunk in self._decoded():
                 received += len(chunk)
                 if received > self.max_bytes:
                     if not stop_at_limit:
@@ -144,6 +162,25 @@ class Upstream:
             raise ProxyError("upstream_failed", "the upstream broke off its answer") from None
         finally:
             self.release()
+
+    async def _decoded(self) -> AsyncIterator[bytes]:
+        chunks = self.response.content.iter_chunked(_CHUNK)
+        if not self.codings:
+            async for chunk in chunks:
+                yield chunk
+            return
+        decoder = content_coding.Decoder(self.codings)
+        async for chunk in chunks:
+            steps = decoder.feed(chunk)
+            # One step of decoding per turn: a chunk may inflate to megabytes.
+            while True:
+                if self.pace is not None:
+                    await self.pace()
+                piece = next(steps, None)
+                if piece is None:
+                    break
+                yield piece
+        decoder.end()
 
     def release(self) -> None:
         """Gives the connection back to the pool, or closes it when the body was not read."""
@@ -166,10 +203,14 @@ class Forwarder:
         max_response_bytes: int,
         body: RequestBody = NO_BODY,
         as_answered: bool = False,
+        decode: bool = False,
+        pace: Callable[[], Awaitable[None]] | None = None,
     ) -> Upstream:
-        """The upstream's answer. Redirects and bodies declared over ``max_response_bytes`` are
-        refused, unless ``as_answered`` (a connection test, which shows what an app's fetch would
-        be refused): then the answer is returned as it is, the redirect never followed."""
+        """The upstream's answer. Interim statuses are refused, and so are redirects and bodies
+        declared over ``max_response_bytes``, unless ``as_answered`` (a connection test, which
+        shows what an app's fetch would be refused): then the answer is returned as it is, the
+        redirect never followed. With ``decode`` (identity was asked for) a compressed body is
+        decoded, or refused if it cannot be; ``pace`` is awaited before each step of that."""
         target = URL(url, encoded=True)
         size = body.size
         if size:
@@ -204,16 +245,31 @@ class Forwarder:
         except (aiohttp.ClientError, OSError):
             raise ProxyError("upstream_failed", "the upstream request failed") from None
 
-        if as_answered:
-            return Upstream(response, max_response_bytes)
-        if is_redirect(response.status):
+        if response.status < 200:
             response.close()
             raise ProxyError(
-                "upstream_redirect", "the upstream answered with a redirect, which is refused"
+                "upstream_informational",
+                f"the upstream answered {response.status}, an interim status, as its final "
+                "answer: nothing was upgraded, and the answer is refused",
             )
-        if response.content_length is not None and response.content_length > max_response_bytes:
-            response.close()
-            raise ProxyError(
-                "response_too_large", f"the upstream response exceeds {max_response_bytes} bytes"
-            )
-        return Upstream(response, max_response_bytes)
+        if not as_answered:
+            if is_redirect(response.status):
+                response.close()
+                raise ProxyError(
+                    "upstream_redirect", "the upstream answered with a redirect, which is refused"
+                )
+            declared = response.content_length
+            if declared is not None and declared > max_response_bytes:
+                response.close()
+                raise ProxyError(
+                    "response_too_large",
+                    f"the upstream response exceeds {max_response_bytes} bytes",
+                )
+        applied = content_coding.codings(response.headers.items()) if decode else ()
+        if applied and not _bodiless(method, response.status):
+            try:
+                content_coding.check(applied)
+            except ProxyError:
+                response.close()
+                raise
+        return Upstream(response, max_response_bytes, applied, pace)

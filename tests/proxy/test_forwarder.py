@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from aiohttp import ClientSession, web
 
 from gatehouse_dev.pki import CertificateAuthority
 from gatehouse_dev.processes import free_port
+from gatehouse_dev.raw_upstream import RawUpstream
 from gatehouse_dev.upstream import create_app
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.forwarder import Forwarder, new_session, tls_context
@@ -167,3 +169,60 @@ def test_a_test_gets_the_answer_as_it_is_read_up_to_the_limit() -> None:
                         assert not upstream.over_limit
 
     asyncio.run(scenario())
+
+
+def test_an_interim_final_status_is_refused_and_its_connection_closed() -> None:
+    """aiohttp returns a 101 as the final answer: refused (also for a connection test), and its
+    connection closed, never pooled."""
+    policy = NetworkPolicy(["127.0.0.1/32"])
+
+    async def scenario(url: str) -> list[str]:
+        session = new_session(policy, tls_context())
+        codes = []
+        try:
+            for as_answered in (False, True):
+                with pytest.raises(ProxyError) as caught:
+                    await Forwarder(policy, allow_http=True).send(
+                        session,
+                        method="GET",
+                        url=f"{url}/switching",
+                        headers=[("X-Api-Key", "sk_live_0123456789")],
+                        timeout_seconds=5,
+                        max_response_bytes=1000,
+                        as_answered=as_answered,
+                    )
+                codes.append(caught.value.code)
+                assert "sk_live" not in caught.value.message
+        finally:
+            await session.close()
+        return codes
+
+    with RawUpstream() as raw:
+        assert asyncio.run(scenario(raw.url)) == ["upstream_informational"] * 2
+        assert raw.outcomes(2) == [("/switching", "closed")] * 2
+
+
+def test_a_body_compressed_in_a_way_the_proxy_cannot_read_is_refused() -> None:
+    allowed = NetworkPolicy(["127.0.0.0/8"])
+
+    async def scenario(coding: str, decode: bool) -> tuple[str, bytes]:
+        async with _dev_upstream(allowed) as (port, session):
+            try:
+                upstream = await Forwarder(allowed, allow_http=True).send(
+                    session,
+                    method="GET",
+                    url=f"http://127.0.0.1:{port}/compressed/{coding}",
+                    headers=[],
+                    timeout_seconds=5,
+                    max_response_bytes=100_000,
+                    decode=decode,
+                )
+            except ProxyError as error:
+                return error.code, b""
+            return "", b"".join([chunk async for chunk in upstream.body()])
+
+    assert asyncio.run(scenario("br", decode=True)) == ("unsupported_encoding", b"")
+    code, passed = asyncio.run(scenario("br", decode=False))
+    assert (code, json.loads(passed)["error"]) == ("", "bad key")
+    code, decoded = asyncio.run(scenario("gzip-then-deflate", decode=True))
+    assert (code, json.loads(decoded)["error"]) == ("", "bad key")

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import gzip
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import pytest
 from aiohttp import web
 
+from gatehouse_contract.connection_tests import Answered, ConnectionTestRequest, Refused
+from gatehouse_dev.echoes import COMPRESSED, leaks
+from gatehouse_dev.raw_upstream import RawUpstream
 from tests.proxy.serving import Running, Tenant, running_proxy, upstream
 
 SECRET = "sk_live_relay_0123456789"
@@ -136,3 +143,138 @@ def test_the_app_port_answers_fetches_and_liveness_only(tmp_path: Path) -> None:
             assert (posted.status_code, posted.headers["allow"]) == (405, "GET, HEAD")
 
     asyncio.run(scenario())
+
+
+# Upstreams that answer in ways an app must not see (red-team round 3, N7 and N8).
+
+
+@contextlib.asynccontextmanager
+async def _through(
+    tmp_path: Path, origin: str, *, secret: str = SECRET
+) -> AsyncIterator[httpx.AsyncClient]:
+    """An app's client for a connection to ``origin`` that injects ``secret`` (none if empty)."""
+    tenant = Tenant("one", origin)
+    if secret:
+        tenant = dataclasses.replace(
+            tenant, auth="apiKey", secret=secret, parameter="X-Api-Key", location="header"
+        )
+    async with (
+        running_proxy(tmp_path, [tenant]) as proxy,
+        httpx.AsyncClient(
+            base_url=f"{proxy.url}/v1/fetch/api",
+            headers={"Authorization": f"Bearer {tenant.token}", "Accept-Encoding": "gzip"},
+            timeout=10,
+        ) as client,
+    ):
+        yield client
+
+
+def test_a_compressed_answer_is_decoded_and_scrubbed_or_refused(tmp_path: Path) -> None:
+    """Compressed though identity was asked for: decoded, relayed without Content-Encoding and
+    scrubbed, or refused when it cannot be decoded here."""
+
+    async def scenario() -> None:
+        async with upstream() as origin, _through(tmp_path, origin) as client:
+            for coding in sorted(COMPRESSED):
+                async with client.stream("GET", f"/compressed/{coding}") as answer:
+                    raw = b"".join([chunk async for chunk in answer.aiter_raw()])
+                if coding == "br":
+                    assert answer.status_code == 502, coding
+                    assert json.loads(raw)["error"]["code"] == "unsupported_encoding"
+                    assert SECRET.encode() not in raw
+                    continue
+                assert answer.status_code == 200, (coding, raw)
+                assert "content-encoding" not in answer.headers, coding
+                assert json.loads(raw)["key"] == "[redacted]", coding
+                assert not leaks(raw, SECRET), coding
+
+    asyncio.run(scenario())
+
+
+def test_a_compressed_bomb_is_cut_at_the_cap(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with upstream() as origin, _through(tmp_path, origin) as client:
+            # 30 MB of padding, 30 KB compressed; the cap is 10 MiB.
+            with pytest.raises(httpx.RemoteProtocolError):
+                await client.get("/compressed/gzip", params={"pad": "30000000"})
+            assert (await client.get("/compressed/gzip")).status_code == 200
+
+    asyncio.run(scenario())
+
+
+def test_without_a_secret_a_compressed_answer_passes_untouched(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with upstream() as origin, _through(tmp_path, origin, secret="") as client:
+            async with client.stream("GET", "/compressed/gzip") as answer:
+                raw = b"".join([chunk async for chunk in answer.aiter_raw()])
+            assert answer.headers["content-encoding"] == "gzip"
+            assert json.loads(gzip.decompress(raw))["key"] == ""
+
+    asyncio.run(scenario())
+
+
+def test_a_connection_test_shows_a_compressed_answer_decoded(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with upstream() as origin:
+            tenant = Tenant(
+                "one",
+                origin,
+                auth="apiKey",
+                secret=SECRET,
+                parameter="X-Api-Key",
+                location="header",
+            )
+            async with running_proxy(tmp_path, [tenant]) as proxy:
+                for coding in ("gzip-then-deflate", "br"):
+                    outcome = await proxy.proxy.run_test(
+                        ConnectionTestRequest(
+                            connection="one/api", method="GET", path=f"/compressed/{coding}"
+                        )
+                    )
+                    assert SECRET not in outcome.model_dump_json()
+                    if coding == "br":
+                        assert isinstance(outcome, Refused)
+                        assert outcome.refused.code == "unsupported_encoding"
+                    else:
+                        assert isinstance(outcome, Answered)
+                        assert json.loads(outcome.answered.body)["key"] == "[redacted]"
+
+    asyncio.run(scenario())
+
+
+def test_a_101_nobody_asked_for_is_refused_and_its_connection_closed(tmp_path: Path) -> None:
+    async def scenario(raw: RawUpstream) -> None:
+        async with _through(tmp_path, raw.url) as client:
+            refused = await client.get("/switching")
+            assert refused.status_code == 502
+            assert refused.json()["error"]["code"] == "upstream_informational"
+            assert SECRET not in refused.text
+            outcomes = await asyncio.to_thread(raw.outcomes, 1)
+            assert outcomes == [("/switching", "closed")]
+
+    with RawUpstream() as raw:
+        asyncio.run(scenario(raw))
+
+
+def test_control_bytes_in_a_header_drop_that_header_not_the_answer(tmp_path: Path) -> None:
+    async def scenario(raw: RawUpstream) -> None:
+        async with _through(tmp_path, raw.url) as client:
+            for _ in range(3):
+                answer = await client.get("/control-bytes")
+                assert (answer.status_code, answer.text) == (200, "ok")
+                assert "cache-control" not in answer.headers
+                assert "x-ratelimit-remaining" not in answer.headers
+                assert answer.headers["link"] == "<https://x.example/a>;\trel=next"
+
+    with RawUpstream() as raw:
+        asyncio.run(scenario(raw))
+
+
+def test_a_transfer_coding_is_decoded_too(tmp_path: Path) -> None:
+    async def scenario(raw: RawUpstream) -> None:
+        async with _through(tmp_path, raw.url) as client:
+            answer = await client.get("/transfer-gzip")
+            assert (answer.status_code, answer.content) == (200, b"key [redacted]")
+
+    with RawUpstream() as raw:
+        asyncio.run(scenario(raw))
