@@ -8,19 +8,21 @@ whose matches are mapped back to the bytes they came from and replaced there:
 
 1. The bytes as they are, for the value in UTF-16 (either byte order): replaced in place by
    ``[redacted]`` in UTF-16, so the rest of such a body still decodes.
-2. Unwrapped: line breaks removed (CR, LF, JSON's ``\\r`` and ``\\n``, quoted-printable's soft
-   ``=`` at a line's end) and JSON's ``\\/`` read as ``/``, then case folded. Here are looked for:
-   the value (also with ``+`` for a space), its hex, and its base64 and base64url at each of the
-   three alignments it can have inside a longer base64 string (values of 8 bytes or more, so short
-   values do not blank unrelated base64). So wrapped base64 (MIME, PEM, any width) and hex in
-   either or mixed case are caught.
+2. Unwrapped: line breaks removed (CR, LF, JSON's ``\\r`` and ``\\n``) and JSON's ``\\/`` read as
+   ``/``, then case folded. Here are looked for: the value (also with ``+`` for a space), its
+   hex, and its base64 and base64url at each of the three alignments it can have inside a longer
+   base64 string (values of 8 bytes or more, so short values do not blank unrelated base64). So
+   wrapped base64 (MIME, PEM, any width) and hex in either or mixed case are caught. The same
+   forms are looked for in the quoted-printable reading of the chunk (its soft line breaks, and
+   its ``=XX`` escapes of the value's characters, read before line breaks go), a view of its own
+   since an "=" also ends many a line and a base64 value, and begins many a query value.
 3. Escapes decoded, only those of a character the value contains (which keeps escape-heavy bodies
    fast), one family at a time: ``%XX`` and ``%uXXXX``; JSON's ``\\uXXXX``, ``\\"``, ``\\\\``,
    ``\\/`` and ``\\xHH``; HTML's ``&#NN;`` and ``&#xHH;`` with any zero padding, also without the
    ``;`` (the digits end where a non-digit starts, as HTML parsers read them), and the named
    entities of URL characters (``&amp``, ``&lt``, ``&gt``, ``&quot`` also without ``;`` or in
-   capitals); quoted-printable ``=XX``. The value is looked for here too, so any mix of escaped
-   and plain characters is caught.
+   capitals). The value is looked for here too, so any mix of escaped and plain characters is
+   caught.
 
 Numeric character references padded with more than six zeros lose the extra zeros (the same
 character to any reader), so every escape of a byte stays within a bounded length, and so does the
@@ -89,7 +91,7 @@ def _decoded(escape: bytes) -> bytes:
             return _character_of([int(escape[at : at + 4], 16) for at in range(2, len(escape), 6)])
         return _bytes_of(escape, 3)
     if introducer == b"=":
-        return _bytes_of(escape, 3)
+        return b"" if kind in b"\r\n" else _bytes_of(escape, 3)  # a soft line break, or =XX
     if introducer == b"\\":
         if kind == b"u":
             return _character_of([int(escape[at : at + 4], 16) for at in range(2, len(escape), 6)])
@@ -173,7 +175,8 @@ def _escape_patterns(chars: str, final: bool) -> _EscapePatterns:
     literal = "".join(re.escape(char) for char in chars if char in '"\\/')
     patterns = {
         b"%": f"%(?i:{_trie(percent)})",
-        b"=": f"=(?i:{_trie(quoted)})",
+        # Quoted-printable, its soft line breaks too (it is read before line breaks go).
+        b"=": f"=(?:\\r?\\n|(?i:{_trie(quoted)}))",
         b"\\": rf"\\(?:(?i:{_trie(backslash)})" + (f"|[{literal}])" if literal else ")"),
         b"&": (
             f"&(?:#(?:0*{_trie(decimal)}(?:;|{digits_end})"
@@ -297,15 +300,13 @@ class _Removal:
 _Step = _Decoding | _Removal
 
 
-# Line breaks, as wrapped base64, hex or text has them, in the order they are removed (a
-# quoted-printable soft break before the break it ends with; JSON's "\/" read as "/").
-# Each applied where the two bytes it needs occur in the text.
-_UNWRAP: tuple[tuple[bytes, bytes, _Step], ...] = (
-    (b"=", b"\n", _Decoding(re.compile(rb"=\r?\n"), b"")),
-    (b"\r", b"\r", _Removal(b"\r")),
-    (b"\n", b"\n", _Removal(b"\n")),
-    (b"\\", b"\\", _Decoding(re.compile(rb"\\[rn]"), b"")),
-    (b"\\", b"\\", _Decoding(re.compile(rb"\\/"), b"/")),
+# Line breaks, as wrapped base64, hex or text has them, in the order they are removed (JSON's "\/"
+# read as "/" too), each where the byte it needs occurs in the text.
+_UNWRAP: tuple[tuple[bytes, _Step], ...] = (
+    (b"\r", _Removal(b"\r")),
+    (b"\n", _Removal(b"\n")),
+    (b"\\", _Decoding(re.compile(rb"\\[rn]"), b"")),
+    (b"\\", _Decoding(re.compile(rb"\\/"), b"/")),
 )
 
 
@@ -495,22 +496,39 @@ class Redactor:
     def _spans(
         self, data: bytes, escapes: _EscapePatterns, *, pieces: bool
     ) -> list[tuple[int, int]]:
-        """Where a form is in the unwrapped text (any form) or the escape-decoded text (the
-        value; with ``pieces``, also a piece of it), as spans of ``data``."""
+        """Where a form is (with ``pieces``, also a piece of a value), as spans of ``data``: any
+        form in the unwrapped text and in the quoted-printable reading of it, the value in the
+        escape-decoded text."""
         unwrapped = _View(data)
-        for trigger, also, step in _UNWRAP:
-            if trigger in unwrapped.text and also in unwrapped.text:
+        for trigger, step in _UNWRAP:
+            if trigger in unwrapped.text:
                 unwrapped.apply(step)
-        text = unwrapped.text
-        spans = list(self._found(text.lower(), self.unwrapped_forms, pieces=pieces))
-        escaped = _View(text)
+        found = list(self._found(unwrapped.text.lower(), self.unwrapped_forms, pieces=pieces))
+        escaped = _View(unwrapped.text)
+        quoted: _View | None = None
         for introducer, pattern in escapes:
-            if introducer in escaped.text:
+            if introducer not in unwrapped.text:
+                continue
+            if introducer != b"=":
                 escaped.apply(_Decoding(pattern, _decode_match))
-        if escaped.text is not text:
-            found = list(self._found(escaped.text.lower(), self.values, pieces=pieces))
-            spans += escaped.source_spans(found)
-        return unwrapped.source_spans(spans) if spans else []
+            elif b"=" in data:
+                # A reading of its own: "=" ends many a plain line and a base64 value, and
+                # begins many a query value ("?k=45..."), which are not quoted-printable.
+                quoted = _View(data)
+                quoted.apply(_Decoding(pattern, _decode_match))
+        if escaped.text is not unwrapped.text:
+            found += escaped.source_spans(
+                list(self._found(escaped.text.lower(), self.values, pieces=pieces))
+            )
+        spans = unwrapped.source_spans(found) if found else []
+        if quoted is not None and quoted.text is not data:
+            for trigger, step in _UNWRAP:
+                if trigger in quoted.text:
+                    quoted.apply(step)
+            spans += quoted.source_spans(
+                list(self._found(quoted.text.lower(), self.unwrapped_forms, pieces=pieces))
+            )
+        return spans
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:

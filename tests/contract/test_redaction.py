@@ -278,3 +278,20 @@ def test_a_header_loses_any_piece_of_a_value_of_eight_bytes_or_more() -> None:
     # Other header values are left alone, whatever they share with the value below 8 bytes.
     kept = ["application/json", '"VENDOR-"', "max-age=0123456", 'W/"abcdef01"']
     assert redact.headers(kept) == kept
+
+
+@pytest.mark.parametrize(
+    "secret",
+    ["c2VjcmV0LXZhbHVlLTEy==", "45abcdef0123456789", "sk=live=42"],
+    ids=["base64 padding", "hex digits first", "equals signs"],
+)
+def test_an_equals_sign_beside_a_value_is_no_quoted_printable_to_it(secret: str) -> None:
+    """An equals sign ends many a line and a base64 value and begins many a query value: read
+    as quoted-printable, the value beside it would not be seen whole."""
+    for body in (
+        f"token: {secret}\nnext: 1\r\n".encode(),
+        f"<https://x.example/?key={secret}&page=2>".encode(),
+        f"key={secret}=\r\nmore".encode(),
+    ):
+        assert secret.encode() not in Redactor([secret])(body), body
+        assert secret not in Redactor([secret]).headers([body.decode()])[0], body
