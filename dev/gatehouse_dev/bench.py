@@ -13,8 +13,11 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   bench_neighbours).
 - unrelated Secrets: what 2,000 Secrets of 100 KiB the operator does not use cost it (see
   bench_secrets).
+- the scrubber: its throughput over bodies of each kind, and its cost per answer (see
+  bench_scrubber; in this process, no stack).
 
-BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency) runs some of them.
+BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber) runs some of
+them.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from gatehouse_dev import (
     bench_neighbours,
     bench_profile,
     bench_scale,
+    bench_scrubber,
     bench_secrets,
     nginx,
     resources,
@@ -220,7 +224,9 @@ def main() -> int:
         print("make bench needs nginx (Debian: apt-get install nginx-light)", file=sys.stderr)
         return 2
 
-    at_scale = isolation = secrets = ""
+    at_scale = isolation = secrets = scrubbing = ""
+    if run("scrubber"):
+        scrubbing = bench_scrubber.table()
     if run("scale") and sizes != (0,):
         with tempfile.TemporaryDirectory() as folder:
             at_scale = scale(Path(folder), sizes)
@@ -242,6 +248,9 @@ def main() -> int:
     if secrets:
         print("\nUnrelated Secrets in the cluster, and the operator:\n")
         print(secrets)
+    if scrubbing:
+        print("\nThe scrubber, one credential of 32 bytes (see bench_scrubber):\n")
+        print(scrubbing)
     if at_scale:
         print(
             f"\nThe table channel at scale ({bench_scale.NAMESPACES} namespaces, one app per "
