@@ -5,12 +5,13 @@ body comes in the same packets). Such an answer is scrubbed whole and goes out w
 two writes, not as a chunked stream of three, and with no task watching for the app to leave:
 nothing is left to wait for.
 
-A longer answer is streamed: the status and headers go out before the body has arrived, so a
-failure half-way through (a body of unknown length crossing the cap, an upstream that breaks off
-or stalls) can no longer become an error response. The stream then ends without its final chunk:
-the server closes the connection and the app sees a broken response, never a silently short one.
-Meanwhile a task waits for the app to go away, so that an app that hangs up stops the upstream
-read at once instead of at its timeout.
+A longer answer is streamed, and so is one being decoded (compressed though identity was asked
+for: what it inflates to is known only a step at a time): the status and headers go out before
+the body has arrived, so a failure half-way through (a body of unknown length crossing the cap,
+an upstream that breaks off or stalls) can no longer become an error response. The stream then
+ends without its final chunk: the server closes the connection and the app sees a broken
+response, never a silently short one. Meanwhile a task waits for the app to go away, so that an
+app that hangs up stops the upstream read at once instead of at its timeout.
 
 The cut is reported once, through ``on_cut`` (a log line and a metric), not as a traceback from
 the server. ``on_end`` runs when the relay is over, however it ended: the request's place under
