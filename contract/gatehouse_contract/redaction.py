@@ -451,11 +451,6 @@ class Redactor:
     def text(self, text: str) -> str:
         return self(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
 
-    def _pieces(self) -> list[_Pieces]:
-        if self._pieces_of is None:
-            self._pieces_of = [_Pieces(value) for value in self.values]
-        return self._pieces_of
-
     def headers(self, values: list[str]) -> list[str]:
         """Header values scrubbed as a body is, and of any piece of a value of
         :data:`FRAGMENT_BYTES` or more: headers are few and small (at most 16 KiB reach an app),
@@ -463,7 +458,7 @@ class Redactor:
         piece of a value holds the separator, a control byte (values that hold one are read one
         by one)."""
         encoded = [value.encode("utf-8", "surrogateescape") for value in values]
-        if any(_HEADER_SEPARATOR in value for value in encoded):
+        if len(encoded) < 2 or any(_HEADER_SEPARATOR in value for value in encoded):
             scrubbed = [self._scrubbed(value, self.escapes[True], pieces=True) for value in encoded]
         else:
             joined = self._scrubbed(
@@ -483,6 +478,11 @@ class Redactor:
         spans = self._spans(data, escapes, pieces=pieces)
         return _replaced(data, spans) if spans else data
 
+    def _pieces(self) -> list[_Pieces]:
+        if self._pieces_of is None:
+            self._pieces_of = [_Pieces(value) for value in self.values]
+        return self._pieces_of
+
     def _found(
         self, folded: bytes, forms: list[bytes], *, pieces: bool
     ) -> Iterator[tuple[int, int]]:
@@ -497,8 +497,8 @@ class Redactor:
         self, data: bytes, escapes: _EscapePatterns, *, pieces: bool
     ) -> list[tuple[int, int]]:
         """Where a form is (with ``pieces``, also a piece of a value), as spans of ``data``: any
-        form in the unwrapped text and in the quoted-printable reading of it, the value in the
-        escape-decoded text."""
+        form in the unwrapped text and in the quoted-printable reading of ``data``, the value in
+        the escape-decoded text."""
         unwrapped = _View(data)
         for trigger, step in _UNWRAP:
             if trigger in unwrapped.text:
@@ -511,7 +511,7 @@ class Redactor:
                 continue
             if introducer != b"=":
                 escaped.apply(_Decoding(pattern, _decode_match))
-            elif b"=" in data:
+            else:
                 # A reading of its own: "=" ends many a plain line and a base64 value, and
                 # begins many a query value ("?k=45..."), which are not quoted-printable.
                 quoted = _View(data)
