@@ -5,11 +5,11 @@ would let the app override what the proxy injects. Routing is a class, not a lis
 token that frameworks and proxies use for the host, URL, scheme, port, method or client address
 (``X-Forwarded-Host``, ``X-Original-URL``, ``Disguised-Host``, ``X-Forwarded-Uri``, ``X-Scheme``,
 ``WL-Proxy-Client-IP``...) is dropped, and so are the prefixes of edge networks' own headers.
-Names are compared with ``_`` read as ``-``: CGI, WSGI and Rack servers turn both into one
-variable (``HTTP_X_API_KEY``) and merge the app's ``X_Api_Key`` into the injected ``X-Api-Key``
-(the class of Puma CVE-2024-45614). On a credentialed connection ``Range`` and ``If-Range`` are
-dropped too: an upstream that echoes the credential would otherwise hand it over in pieces that
-the scrubber never sees whole.
+Names are compared in their canonical form (``gatehouse_contract.header_names``: every character
+other than a letter or digit read as ``-``), as CGI, WSGI and Rack servers read them: they turn
+``X_Api_Key`` and ``X.Api.Key`` into the injected ``X-Api-Key``'s variable (``HTTP_X_API_KEY``).
+On a credentialed connection ``Range`` and ``If-Range`` are dropped too: an upstream that echoes
+the credential would otherwise hand it over in pieces that the scrubber never sees whole.
 Responses: only an allowlist reaches app code, so cookies and upstream internals never do, and
 only names and values an HTTP server may write: a control byte in a value (which aiohttp reads
 from an upstream and uvicorn refuses to send, dropping the app's connection) drops the header.
@@ -20,85 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from gatehouse_contract.header_names import app_may_not_send, canonical_name
 from gatehouse_contract.redaction import Redactor
 
-# Headers that identify the caller, or steer routing without a telling token (below).
-_REQUEST_DROPPED = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "cookie",
-        "via",
-        "origin",
-        "referer",
-        # WebDAV names other resources by URL (RFC 4918), out of the path check's reach.
-        "destination",
-        "if",
-        # Mount point and scheme for WSGI apps behind a proxy, and Cloudflare's scheme and
-        # calling Worker.
-        "x-script-name",
-        "cf-visitor",
-        "cf-worker",
-        # Where oauth2-proxy and nginx auth_request send the browser after sign-in.
-        "x-auth-request-redirect",
-        # Rack::Sendfile maps file paths through these (CVE-2025-61780).
-        "x-sendfile-type",
-        "x-accel-mapping",
-        "content-length",  # recomputed from the body actually sent
-        "expect",
-    }
-)
-# Tokens of the names that frameworks and proxies read a request's host, URL, scheme, port,
-# method or client address from: Forwarded and X-Forwarded-* (Host, Port, Proto, Prefix, Uri,
-# Server, Method, For...), X-Original-* (URL, URI, Host, Method, For, Proto, Prefix, To),
-# X-Rewrite-URL, X-HTTP-Method-Override, X-HTTP-Host-Override, X-WAWS-Unencoded-URL,
-# Disguised-Host, X-URL-Scheme, X-Scheme, Front-End-Https, X-ARR-SSL, X-Real-IP,
-# WL-Proxy-Client-IP, X-Azure-ClientIP, X-Client-Port... None of them is in an API's own
-# vocabulary (Stripe-Version, X-Goog-Upload-Protocol, X-Amz-Copy-Source, X-Request-Id...).
-_ROUTING_TOKENS = frozenset(
-    {
-        "host",
-        "hostname",
-        "url",
-        "uri",
-        "forwarded",
-        "original",
-        "rewrite",
-        "override",
-        "method",
-        "scheme",
-        "proto",
-        "ssl",
-        "https",
-        "port",
-        "ip",
-        "ipv6",
-        "clientip",
-        "socketip",
-    }
-)
-# Hop-by-hop (RFC 9110 7.6.1): they describe this connection, not the request.
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-# Headers of the proxy's own and of edges that origins trust: Envoy, CloudFront's viewer
-# headers, Azure Front Door's (X-Azure-FDID locks an origin to one Front Door).
-_REQUEST_DROPPED_PREFIXES = (
-    "proxy-",
-    "x-gatehouse-",
-    "x-envoy-",
-    "cloudfront-",
-    "x-azure-",
-    "x-fd-",
-)
 _PARTIAL_READS = frozenset({"range", "if-range"})
 
 RESPONSE_ALLOWED = frozenset(
@@ -127,11 +51,6 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9a-z]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
-def canonical_name(header: str) -> str:
-    """Lower case, with ``_`` read as ``-`` (as CGI-style servers read it)."""
-    return header.lower().replace("_", "-")
-
-
 def _connection_named(headers: Iterable[tuple[str, str]]) -> set[str]:
     """Headers the sender listed in Connection; a hop must drop them (Go CVE-2021-33197)."""
     named: set[str] = set()
@@ -154,12 +73,9 @@ def upstream_request_headers(
     for header, value in incoming:
         name = canonical_name(header)
         if (
-            name in _REQUEST_DROPPED
-            or name in HOP_BY_HOP
-            or name in named
+            name in named
             or name in injected
-            or name.startswith(_REQUEST_DROPPED_PREFIXES)
-            or not _ROUTING_TOKENS.isdisjoint(name.split("-"))
+            or app_may_not_send(name)
             or (credentialed and name in _PARTIAL_READS)
         ):
             continue

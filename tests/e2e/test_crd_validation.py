@@ -114,6 +114,13 @@ def test_a_valid_connection_is_accepted_with_defaults(
         ),
         ("auth.sealedSecret", "not sealed", "spec.auth.sealedSecret in body should match"),
         ("auth.apiKey", {"name": "Host", "in": "header"}, "must not be a header the proxy"),
+        # Read as CGI-style servers read names (N6), and routing headers apps may not send.
+        ("auth.apiKey", {"name": "Content_Length", "in": "header"}, "'-' (as CGI, PHP"),
+        ("auth.apiKey", {"name": "Transfer_Encoding", "in": "header"}, "'-' (as CGI, PHP"),
+        ("auth.apiKey", {"name": "X-Forwarded-Host", "in": "header"}, "'-' (as CGI, PHP"),
+        ("auth.apiKey", {"name": "X.Forwarded.Host", "in": "header"}, "'-' (as CGI, PHP"),
+        ("auth.apiKey", {"name": "Proxy", "in": "header"}, "'-' (as CGI, PHP"),
+        ("auth.apiKey", {"name": "X-Gatehouse-Key", "in": "header"}, "'-' (as CGI, PHP"),
         ("auth.apiKey", {"name": "key", "in": "body"}, 'Unsupported value: "body"'),
         ("linkPolicy", "Everyone", 'Unsupported value: "Everyone"'),
         ("linkPolicy", _DELETE, "spec.linkPolicy: Required value"),
@@ -133,6 +140,21 @@ def test_bad_connection_is_rejected_naming_the_field(
     code, err = _apply(cluster, namespace, _with(path, value))
     assert code != 0
     assert message in err
+
+
+@pytest.mark.parametrize(
+    "api_key",
+    [
+        {"name": "Authorization", "in": "header"},
+        {"name": "X_Api_Key", "in": "header"},
+        {"name": "X-Forwarded-Host", "in": "query"},
+    ],
+)
+def test_api_key_names_that_are_no_ones_else_are_accepted(
+    cluster: Cluster, crds_installed: None, namespace: str, api_key: dict[str, str]
+) -> None:
+    code, err = _apply(cluster, namespace, _with("auth.apiKey", api_key))
+    assert code == 0, err
 
 
 def test_google_service_account_needs_a_scope(

@@ -41,6 +41,52 @@ def test_underscore_spellings_of_dropped_and_injected_names_are_dropped() -> Non
     assert kept == [("X_Trace_Id", "keep")]
 
 
+# Every token character other than a letter, a digit, "-" and "_" (above): CGI-style servers read
+# each as "_" (Apache's mod_cgi before 2.4; PHP's $_SERVER for "."), so each spelling is one
+# variable.
+PUNCTUATION = ".~!#$%&'*+^`|"
+
+
+@pytest.mark.parametrize("mark", PUNCTUATION)
+def test_punctuated_spellings_of_dropped_and_injected_names_are_dropped(mark: str) -> None:
+    def spelled(name: str) -> str:
+        return name.replace("-", mark)
+
+    kept = upstream_request_headers(
+        [
+            (spelled("X-Api-Key"), "forged"),
+            (spelled("X-Forwarded-Host"), "evil.example"),
+            (spelled("X-Original-URL"), "/admin"),
+            (spelled("Content-Length"), "0"),
+            (spelled("Transfer-Encoding"), "chunked"),
+            (spelled("Proxy-Authorization"), "Basic eA=="),
+            (spelled("X-Gatehouse-Caller"), "me"),
+            ("Connection", spelled("X-Custom-Hop")),
+            ("X-Custom-Hop", "drop me"),
+            (spelled("X-Trace-Id"), "keep"),
+        ],
+        injected={"X-Api-Key"},
+    )
+    assert kept == [(spelled("X-Trace-Id"), "keep")]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # httpoxy: CGI servers hand "Proxy" to the app as HTTP_PROXY, which HTTP clients read as
+        # their proxy.
+        "Proxy",
+        "proxy",
+        # gunicorn takes a SCRIPT_NAME header as WSGI's SCRIPT_NAME (the mount point).
+        "Script-Name",
+        "Script_Name",
+        "SCRIPT.NAME",
+    ],
+)
+def test_names_cgi_servers_map_onto_their_own_variables_are_dropped(name: str) -> None:
+    assert upstream_request_headers([(name, "x")], set()) == []
+
+
 # Headers that carry a host, URL, scheme, port, method or client address some framework or proxy
 # honours, by where they are read.
 ROUTING = {

@@ -1,0 +1,162 @@
+"""Header names as the servers behind the proxy read them, and the names that are the proxy's.
+
+CGI-style servers hand a header to the app as a variable made of its name, upper-cased, with
+characters other than letters and digits turned into ``_``: Apache's mod_cgi (every such
+character before 2.4), PHP's ``$_SERVER`` (which turns ``.`` and space into ``_`` in any name),
+WSGI servers, Rack and gunicorn (``-``). So ``X_Api_Key``, ``X.Api.Key`` and ``X~Api~Key`` can
+all arrive as ``HTTP_X_API_KEY``, the injected ``X-Api-Key``'s variable (the class of Puma
+CVE-2024-45614). Names are compared in their :func:`canonical_name`: lower case, with every
+character other than an ASCII letter or digit read as ``-``.
+
+The proxy drops an app's header whose canonical name it keeps for itself
+(:func:`app_may_not_send`); the operator refuses an API key sent as a header whose canonical name
+is one of those or frames the body (:func:`reserved_for_api_key`, and
+:data:`API_KEY_HEADER_RESERVED_RE2`, the same rule as an RE2 expression for the CRD's CEL). The
+rule lives here once, for both.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Headers that identify the caller, or steer routing without a telling token (below).
+DROPPED_FROM_APPS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "via",
+        "origin",
+        "referer",
+        # WebDAV names other resources by URL (RFC 4918), out of the path check's reach.
+        "destination",
+        "if",
+        # httpoxy: CGI servers hand "Proxy" to the app as HTTP_PROXY, which HTTP clients take
+        # for their proxy.
+        "proxy",
+        # Mount point and scheme for WSGI apps behind a proxy (gunicorn takes a SCRIPT_NAME
+        # header for WSGI's SCRIPT_NAME), and Cloudflare's scheme and calling Worker.
+        "script-name",
+        "x-script-name",
+        "cf-visitor",
+        "cf-worker",
+        # Where oauth2-proxy and nginx auth_request send the browser after sign-in.
+        "x-auth-request-redirect",
+        # Rack::Sendfile maps file paths through these (CVE-2025-61780).
+        "x-sendfile-type",
+        "x-accel-mapping",
+        "content-length",  # recomputed from the body actually sent
+        "expect",
+    }
+)
+# Tokens of the names that frameworks and proxies read a request's host, URL, scheme, port,
+# method or client address from: Forwarded and X-Forwarded-* (Host, Port, Proto, Prefix, Uri,
+# Server, Method, For...), X-Original-* (URL, URI, Host, Method, For, Proto, Prefix, To),
+# X-Rewrite-URL, X-HTTP-Method-Override, X-HTTP-Host-Override, X-WAWS-Unencoded-URL,
+# Disguised-Host, X-URL-Scheme, X-Scheme, Front-End-Https, X-ARR-SSL, X-Real-IP,
+# WL-Proxy-Client-IP, X-Azure-ClientIP, X-Client-Port... None of them is in an API's own
+# vocabulary (Stripe-Version, X-Goog-Upload-Protocol, X-Amz-Copy-Source, X-Request-Id...).
+ROUTING_TOKENS = frozenset(
+    {
+        "host",
+        "hostname",
+        "url",
+        "uri",
+        "forwarded",
+        "original",
+        "rewrite",
+        "override",
+        "method",
+        "scheme",
+        "proto",
+        "ssl",
+        "https",
+        "port",
+        "ip",
+        "ipv6",
+        "clientip",
+        "socketip",
+    }
+)
+# Hop-by-hop (RFC 9110 7.6.1): they describe this connection, not the request.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+# Headers of the proxy's own and of edges that origins trust: Envoy, CloudFront's viewer
+# headers, Azure Front Door's (X-Azure-FDID locks an origin to one Front Door).
+DROPPED_PREFIXES = (
+    "proxy-",
+    "x-gatehouse-",
+    "x-envoy-",
+    "cloudfront-",
+    "x-azure-",
+    "x-fd-",
+)
+# What frames a request's body: an API key sent as one would garble the request.
+_FRAMING = frozenset({"content-type"})
+# Names an API key may be sent as although apps may not send them. The app's Authorization is its
+# credential for the proxy, but some APIs want their key there (without "Bearer").
+_API_KEY_MAY_USE = frozenset({"authorization"})
+
+_NOT_LETTER_OR_DIGIT = re.compile(r"[^a-z0-9]")
+
+
+def canonical_name(name: str) -> str:
+    """Lower case, with every character other than a letter or digit read as ``-``."""
+    lowered = name.lower()
+    if lowered.isascii() and lowered.replace("-", "").isalnum():
+        return lowered  # the usual name: letters, digits and "-" (isalnum alone takes "ª")
+    return _NOT_LETTER_OR_DIGIT.sub("-", lowered)
+
+
+def carries_routing(canonical: str) -> bool:
+    """Whether a canonical name has a token of a host, URL, scheme, port, method or address."""
+    return not ROUTING_TOKENS.isdisjoint(canonical.split("-"))
+
+
+def app_may_not_send(canonical: str) -> bool:
+    """Whether the proxy drops an app's header of this canonical name whatever the connection."""
+    return (
+        canonical in DROPPED_FROM_APPS
+        or canonical in HOP_BY_HOP
+        or canonical.startswith(DROPPED_PREFIXES)
+        or carries_routing(canonical)
+    )
+
+
+def reserved_for_api_key(name: str) -> bool:
+    """Whether an API key may not be sent as the header ``name``: the proxy drops it from apps
+    (hop-by-hop, identity, routing, its own and edges' prefixes) or it frames the body."""
+    canonical = canonical_name(name)
+    if canonical in _API_KEY_MAY_USE:
+        return False
+    return canonical in _FRAMING or app_may_not_send(canonical)
+
+
+def _re2(canonical: str) -> str:
+    # Canonical names and tokens hold only letters, digits and "-".
+    return canonical.replace("-", "[^0-9A-Za-z]")
+
+
+# reserved_for_api_key as an RE2 expression (CEL's matches(), which finds a match anywhere), for
+# the CRD: whole reserved names, reserved prefixes, and routing tokens between separators.
+API_KEY_HEADER_RESERVED_RE2 = (
+    "(?i)^(?:"
+    + "|".join(
+        _re2(name)
+        for name in sorted((DROPPED_FROM_APPS | HOP_BY_HOP | _FRAMING) - _API_KEY_MAY_USE)
+    )
+    + ")$|^(?:"
+    + "|".join(_re2(prefix.removesuffix("-")) for prefix in DROPPED_PREFIXES)
+    + ")[^0-9A-Za-z]|(?:^|[^0-9A-Za-z])(?:"
+    + "|".join(sorted(ROUTING_TOKENS))
+    + ")(?:$|[^0-9A-Za-z])"
+)
