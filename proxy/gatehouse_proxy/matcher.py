@@ -3,12 +3,13 @@
 The path is taken raw, as the app sent it, and normalised once, here. Anything whose meaning could
 differ between this proxy and the upstream server is refused rather than guessed at: dot segments
 (also encoded, double-encoded or with ``;`` parameters), encoded slashes and backslashes, empty
-segments, control characters, invalid UTF-8. So is a segment that some server reads as one of
-those: servers trim whitespace around a segment and drop invisible characters; frameworks fold
-Unicode look-alikes (NFKC turns fullwidth, small and leader dots into dots); Windows converts to
-its code pages by "best fit" (the WorstFit research), turning fraction and division slashes, set
-minus, yen and won signs into slashes and backslashes. What passes is re-encoded canonically, so
-the upstream sees exactly the path that was checked.
+segments, control characters, invalid UTF-8, and an escape left after one decoding, ``%XX`` or
+IIS's ``%uXXXX`` (``%25u002e`` is a dot to IIS decoding twice). So is a segment that some server
+reads as one of those: servers trim whitespace around a segment and drop invisible characters;
+frameworks fold Unicode look-alikes (NFKC turns fullwidth, small and leader dots into dots);
+Windows converts to its code pages by "best fit" (the WorstFit research), turning fraction and
+division slashes, set minus, yen and won signs into slashes and backslashes. What passes is
+re-encoded canonically, so the upstream sees exactly the path that was checked.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from gatehouse_proxy.errors import ProxyError
 # RFC 3986 pchar minus "%" (re-encoded below) and ";" (kept: some APIs use matrix parameters).
 _SAFE = "!$&'()*+,;=:@-._~"
 _PERCENT = re.compile(rb"%[0-9A-Fa-f]{2}")
+# What a second decoding reads as an escape: IIS also decodes %uXXXX (a UTF-16 code unit).
+_ESCAPE = re.compile(rb"%(?:[0-9A-Fa-f]{2}|[uU][0-9A-Fa-f]{4})")
 _FORBIDDEN_RAW = re.compile(rb"[\x00-\x20\x7f\\#]")
 _CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
 # Where a server stops reading a segment's name: Tomcat's ";" parameters, and "?" or "#" that a
 # server decoding the path, or folding look-alikes into them, reads as the end of the path.
 _NAME_END = re.compile("[;?#]")
-_PERCENT_TEXT = re.compile("%[0-9A-Fa-f]{2}")
+_ESCAPE_TEXT = re.compile("%(?:[0-9A-Fa-f]{2}|[uU][0-9A-Fa-f]{4})")
 # Every Windows best-fit conversion (WideCharToMultiByte without WC_NO_BEST_FIT_CHARS) onto a
 # character that structures a path, from Microsoft's bestfit*.txt tables, with the code pages.
 _BEST_FIT = str.maketrans(
@@ -109,8 +112,10 @@ def _normalise(raw: bytes) -> UpstreamPath:
         decoded = unquote_to_bytes(part)
         if b"/" in decoded or b"\\" in decoded:
             raise ProxyError("invalid_path", "the path contains an encoded slash or backslash")
-        if _PERCENT.search(decoded):
-            raise ProxyError("invalid_path", "the path is percent-encoded twice")
+        if _ESCAPE.search(decoded):
+            raise ProxyError(
+                "invalid_path", "the path is percent-encoded twice (a %XX or %uXXXX escape)"
+            )
         if _CONTROL.search(decoded):
             raise ProxyError("invalid_path", "the path contains an encoded control character")
         try:
@@ -141,8 +146,11 @@ def _check_segment(text: str) -> None:
                 "the path contains a character that some servers read as / or \\ "
                 "(a fullwidth, small or division slash, set minus, yen or won sign...)",
             )
-        if _PERCENT_TEXT.search(folded):
-            raise ProxyError("invalid_path", "the path contains a look-alike of a percent-escape")
+        if _ESCAPE_TEXT.search(folded):
+            raise ProxyError(
+                "invalid_path",
+                "the path contains a look-alike of a percent-escape (%XX or %uXXXX)",
+            )
         name = _NAME_END.split(folded, maxsplit=1)[0]
         if name and all(
             char == "." or char in _FILLERS or unicodedata.category(char) in _INVISIBLE

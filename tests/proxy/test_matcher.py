@@ -141,6 +141,35 @@ def test_refuses_lookalikes_of_separators_and_escapes(raw: bytes) -> None:
     assert "look-alike" in caught.value.message or "/ or \\" in caught.value.message
 
 
+# IIS decodes %uXXXX escapes too: encoded once more (%25u...), they survive the first decoding as
+# escapes of dots, slashes and backslashes, ASCII or fullwidth; so do look-alikes of "%" and "u"
+# that NFKC or best fit fold into one.
+IIS_U_ESCAPES = [
+    b"/v1/%25u002e%25u002e/admin",
+    b"/v1/%25u002E%25u002E/admin",
+    b"/v1/%25U002e./admin",
+    b"/v1/.%25u002e/admin",
+    b"/v1/%25uFF0E%25uFF0E/admin",
+    b"/v1/%25uff0e/admin",
+    b"/v1/..%25u002fadmin",
+    b"/v1/..%25u002Fadmin",
+    b"/v1/..%25u005cadmin",
+    b"/v1/..%25uFF0Fadmin",
+    b"/v1/..%25u2215admin",
+    b"/v1/%EF%BC%85u002e%EF%BC%85u002e/admin",
+    b"/v1/%D9%AAu002f/admin",
+    b"/v1/%EF%BC%85%EF%BD%95%EF%BC%90%EF%BC%90%EF%BC%92%EF%BD%85/admin",
+]
+
+
+@pytest.mark.parametrize("raw", IIS_U_ESCAPES)
+def test_refuses_iis_u_escapes_left_after_one_decoding(raw: bytes) -> None:
+    with pytest.raises(ProxyError) as caught:
+        normalise(raw)
+    assert caught.value.code == "invalid_path"
+    assert "%u" in caught.value.message
+
+
 @pytest.mark.parametrize(
     ("raw", "encoded"),
     [
@@ -155,6 +184,10 @@ def test_refuses_lookalikes_of_separators_and_escapes(raw: bytes) -> None:
         (b"/v1/%E3%80%80a", "/v1/%E3%80%80a"),
         (b"/v1/%C2%BD%EF%BF%A5", "/v1/%C2%BD%EF%BF%A5"),
         (b"/v1/%E2%80%A6and%20more", "/v1/%E2%80%A6and%20more"),
+        # A "%u" that no decoder reads as an escape: four hex digits must follow.
+        (b"/v1/%25uber", "/v1/%25uber"),
+        (b"/v1/100%25u", "/v1/100%25u"),
+        (b"/v1/%25u00e", "/v1/%25u00e"),
     ],
 )
 def test_names_with_dots_spaces_and_lookalikes_among_other_characters_pass(
