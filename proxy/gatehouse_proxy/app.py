@@ -1,7 +1,8 @@
 """The proxy's app-facing HTTP surface: the fetch endpoint, health and readiness.
 
 An app calls ``{METHOD} /v1/fetch/{alias}/{path}?{query}`` with ``Authorization: Bearer <its
-credential>``. The checks run in order — table, app, alias, connection, method, path, rate, size —
+credential>``. The checks run in order — table, app, alias, connection, method (and a query's
+method override), path, rate, size, the body's parameters —
 and the first that fails answers with its :class:`~gatehouse_proxy.errors.ProxyError`.
 """
 
@@ -36,11 +37,12 @@ from gatehouse_contract.connection_tests import (
     Stale,
     TableBehind,
 )
+from gatehouse_contract.header_names import canonical_name
 from gatehouse_contract.redaction import Redactor, scrubbed_prefix
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, namespace_of
 from gatehouse_contract.sealing import KeyringFile
+from gatehouse_proxy import body_rules, metrics
 from gatehouse_proxy import headers as header_policy
-from gatehouse_proxy import metrics
 from gatehouse_proxy.entrance import FETCH_PATH, FirstTurn, Routes, identified_app
 from gatehouse_proxy.errors import ProxyError, error_response
 from gatehouse_proxy.forwarder import (
@@ -243,8 +245,10 @@ class Proxy:
         """
         namespace = namespace_of(connection.key)
         check_method(method, connection.allowed_methods)
+        body_rules.check_query(query, connection.allowed_methods)
         path = normalise(raw_path)
         check_path(path, connection.allowed_paths)
+        incoming = list(incoming)
         self.limiter.acquire(connection.key, caller, connection.limits.requests_per_minute)
         try:
             place = await self.concurrency.enter(namespace, caller, connection.key)
@@ -255,6 +259,14 @@ class Proxy:
         held = self.request_bytes.reservation(namespace)
         try:
             pieces = await read_body(connection.limits.max_request_bytes, held.take)
+            credential = connection.credential
+            in_query = credential.type == "apiKey" and credential.location == "query"
+            await body_rules.check_body(
+                incoming,
+                pieces,
+                connection.allowed_methods,
+                credential.parameter if in_query else None,
+            )
             injection = await self.injector.injection(connection)
             url = connection.origin + path.encoded + upstream_query(query, injection.query)
             outgoing = header_policy.upstream_request_headers(
@@ -267,7 +279,7 @@ class Proxy:
                 outgoing = [
                     (name, value)
                     for name, value in outgoing
-                    if header_policy.canonical_name(name) != "accept-encoding"
+                    if canonical_name(name) != "accept-encoding"
                 ]
                 outgoing.append(("Accept-Encoding", "identity"))
             try:

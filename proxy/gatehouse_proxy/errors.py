@@ -15,6 +15,7 @@ from gatehouse_contract.errors import error_body
 STATUS_BY_CODE: Mapping[str, int] = {
     "invalid_path": 400,
     "invalid_query": 400,
+    "invalid_body": 400,
     "path_traversal": 400,
     "unauthenticated": 401,
     "path_not_allowed": 403,
