@@ -2,7 +2,7 @@
 
 An app calls ``{METHOD} /v1/fetch/{alias}/{path}?{query}`` with ``Authorization: Bearer <its
 credential>``. The checks run in order — table, app, alias, connection, method (and a query's
-method override), path, rate, size, the body's parameters —
+method override), path (and the objects copy headers name), rate, size, the body's parameters —
 and the first that fails answers with its :class:`~gatehouse_proxy.errors.ProxyError`.
 """
 
@@ -43,6 +43,7 @@ from gatehouse_contract.routes import AppRoute, ConnectionRoute, namespace_of
 from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy import body_rules, metrics
 from gatehouse_proxy import headers as header_policy
+from gatehouse_proxy.copy_sources import check_copy_sources
 from gatehouse_proxy.entrance import FETCH_PATH, FirstTurn, Routes, identified_app
 from gatehouse_proxy.errors import ProxyError, error_response
 from gatehouse_proxy.forwarder import (
@@ -249,6 +250,7 @@ class Proxy:
         path = normalise(raw_path)
         check_path(path, connection.allowed_paths)
         incoming = list(incoming)
+        check_copy_sources(incoming, connection.origin, connection.allowed_paths)
         self.limiter.acquire(connection.key, caller, connection.limits.requests_per_minute)
         try:
             place = await self.concurrency.enter(namespace, caller, connection.key)
