@@ -117,18 +117,13 @@ def canonical_name(name: str) -> str:
     return _NOT_LETTER_OR_DIGIT.sub("-", lowered)
 
 
-def carries_routing(canonical: str) -> bool:
-    """Whether a canonical name has a token of a host, URL, scheme, port, method or address."""
-    return not ROUTING_TOKENS.isdisjoint(canonical.split("-"))
-
-
 def app_may_not_send(canonical: str) -> bool:
     """Whether the proxy drops an app's header of this canonical name whatever the connection."""
     return (
         canonical in DROPPED_FROM_APPS
         or canonical in HOP_BY_HOP
         or canonical.startswith(DROPPED_PREFIXES)
-        or carries_routing(canonical)
+        or not ROUTING_TOKENS.isdisjoint(canonical.split("-"))
     )
 
 

@@ -15,9 +15,11 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   bench_secrets).
 - the scrubber: its throughput over bodies of each kind, and its cost per answer (see
   bench_scrubber; in this process, no stack).
+- request bodies: what reading 10 MiB bodies for parameters costs the proxy (see bench_bodies; in
+  this process, no stack).
 
-BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber) runs some of
-them.
+BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber, bodies) runs
+some of them.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import httpx
 from kubernetes import client, config
 
 from gatehouse_dev import (
+    bench_bodies,
     bench_neighbours,
     bench_profile,
     bench_scale,
@@ -224,7 +227,7 @@ def main() -> int:
         print("make bench needs nginx (Debian: apt-get install nginx-light)", file=sys.stderr)
         return 2
 
-    at_scale = isolation = secrets = scrubbing = ""
+    at_scale = isolation = secrets = scrubbing = bodies = ""
     if run("scrubber"):
         scrubbing = bench_scrubber.table()
     if run("scale") and sizes != (0,):
@@ -236,6 +239,8 @@ def main() -> int:
     if run("secrets"):
         with tempfile.TemporaryDirectory() as folder:
             secrets = unrelated_secrets(Path(folder))
+    if run("bodies"):
+        bodies = bench_bodies.table(bench_bodies.measure())
     if run("latency"):
         latency()
     if isolation:
@@ -251,6 +256,9 @@ def main() -> int:
     if scrubbing:
         print("\nThe scrubber, one credential of 32 bytes (see bench_scrubber):\n")
         print(scrubbing)
+    if bodies:
+        print("\nReading 10 MiB request bodies for parameters (_method, the query key's name):\n")
+        print(bodies)
     if at_scale:
         print(
             f"\nThe table channel at scale ({bench_scale.NAMESPACES} namespaces, one app per "

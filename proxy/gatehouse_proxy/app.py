@@ -264,6 +264,7 @@ class Proxy:
             credential = connection.credential
             in_query = credential.type == "apiKey" and credential.location == "query"
             await body_rules.check_body(
+                namespace,
                 incoming,
                 pieces,
                 connection.allowed_methods,

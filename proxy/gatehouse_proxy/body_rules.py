@@ -40,32 +40,44 @@ import base64
 import binascii
 import bisect
 import codecs
+import functools
 import json
 import re
 import zlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from gatehouse_contract.header_names import canonical_name
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.query import Names, key_names
+from gatehouse_proxy.query import Names, escaped_name_in, key_names
 
 _OVERRIDE = Names([b"_method"])
-# Bodies larger than this are looked at in a worker thread.
-_THREAD_BYTES = 64 * 1024
+# A body up to this size is looked at on the event loop (a search of its bytes in C, well under
+# a millisecond); a larger one in a worker thread.
+_LOOK_HERE_BYTES = 32 * 1024
+# A body that may hold a name is read (parsed) on the event loop up to this size: at worst about
+# a millisecond (thousands of one-letter JSON keys or form fields); a larger one in a thread.
+_READ_HERE_BYTES = 4 * 1024
 # The largest body a connection may allow (limits.maxRequestBytes): a compressed body is read up
 # to this once inflated.
 MAX_INFLATED_BYTES = 10 * 1024 * 1024
 # How much of a part's headers, and of a _method part's value, is read.
 _PART_HEADER_BYTES = 64 * 1024
 _VALUE_BYTES = 64
-# Where two pieces of a body meet, this much of each is looked at together: more than a name's
-# letters (an API key's name has at most 256 characters).
-_SEAM_BYTES = 512
+# Where two pieces of a body meet, this much of the first is looked at with the second: more
+# than a name (an API key's name has at most 256 characters) and its escapes.
+_SEAM_BYTES = 4096
 
-_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_JSON_STRING_PATTERN = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+_JSON_STRING = re.compile(_JSON_STRING_PATTERN, re.DOTALL)
+_JSON_START = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*\{")
+# Past anything else, the next string, opening bracket or closing bracket.
+_JSON_NEXT = re.compile(
+    rb'[^"\[\]{}]*+(?:(' + _JSON_STRING_PATTERN + rb")|([\[{])|[\]}])", re.DOTALL
+)
 _JSON_COLON = re.compile(rb"[ \t\r\n]*:[ \t\r\n]*")
 _JSON_ABSENT = re.compile(rb"null|false")
 _BOUNDARY = re.compile(r'boundary\s*=\s*(?:"([^"]+)"|([^;\s]+))', re.IGNORECASE)
@@ -81,13 +93,14 @@ _INFLATABLE = {"gzip": 47, "x-gzip": 47, "deflate": 15}  # zlib wbits: 47 reads 
 
 def check_query(raw: bytes, allowed_methods: frozenset[str]) -> None:
     """Refuses a query whose ``_method`` names a method the connection does not allow."""
-    if raw.isascii() and b"%" not in raw and not _OVERRIDE.may_be_in(raw):
+    if not _OVERRIDE.may_name_a_pair_in(raw):
         return
     for value in _OVERRIDE.pairs_in(raw):
         _check_override(_form_values(value), allowed_methods)
 
 
 async def check_body(
+    namespace: str,
     headers: Sequence[tuple[str, str]],
     pieces: Sequence[bytes],
     allowed_methods: frozenset[str],
@@ -101,51 +114,75 @@ async def check_body(
     if kind is None:
         return
     rules = _Rules(allowed_methods, key_names(key_parameter) if key_parameter else None)
-    if kind.codings or sum(len(piece) for piece in pieces) > _THREAD_BYTES:
-        await asyncio.to_thread(rules.check, kind, pieces)
-    else:
-        rules.check(kind, pieces)
+    size = sum(len(piece) for piece in pieces)
+    if kind.codings or size > _LOOK_HERE_BYTES:
+        await _READERS.run(namespace, rules.check, kind, pieces)
+    elif rules.worth_reading(kind, pieces):
+        if size <= _READ_HERE_BYTES:
+            rules.read(kind, pieces)
+        else:
+            await _READERS.run(namespace, rules.read, kind, pieces)
 
 
-@dataclass(frozen=True)
+class _Readers:
+    """Worker threads that read bodies: a few, and one namespace's bodies one at a time, so a
+    tenant sending bodies that are slow to read waits for its own (and the default executor,
+    which signs Google token requests, stays free)."""
+
+    def __init__(self, workers: int) -> None:
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="gatehouse-body-rules")
+        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    async def run(
+        self, namespace: str, read: Callable[[_BodyKind, Sequence[bytes]], None], *args: Any
+    ) -> None:
+        lock, users = self._turns.get(namespace, (asyncio.Lock(), 0))
+        self._turns[namespace] = (lock, users + 1)
+        try:
+            async with lock:
+                await asyncio.get_running_loop().run_in_executor(self._pool, read, *args)
+        finally:
+            lock, users = self._turns[namespace]
+            if users == 1:
+                del self._turns[namespace]
+            else:
+                self._turns[namespace] = (lock, users - 1)
+
+
+_READERS = _Readers(workers=4)
+
+
+@dataclass(slots=True)
 class _BodyKind:
     """How servers read a body: as a form, multipart, JSON (or several, for a request that says
     more than one Content-Type), in which charset, after which content codings."""
 
-    form: bool
-    multipart: tuple[bytes, ...]  # the boundaries
-    json: bool
-    charsets: tuple[str, ...]
-    codings: tuple[str, ...]
+    form: bool = False
+    multipart: list[bytes] = field(default_factory=list)  # the boundaries
+    json: bool = False
+    charsets: list[str] = field(default_factory=list)
+    codings: list[str] = field(default_factory=list)
 
     @staticmethod
     def of(headers: Sequence[tuple[str, str]]) -> _BodyKind | None:
-        types: list[str] = []
-        codings: list[str] = []
+        kind = _BodyKind()
         for name, value in headers:
+            if name[:7].lower() != "content":
+                continue  # most headers, at the cost of a slice
             canonical = canonical_name(name)
-            if canonical == "content-type":
-                types.append(value)
-            elif canonical == "content-encoding":
-                codings += [coding.strip().lower() for coding in value.split(",")]
-        lowered = [value.lower() for value in types]
-        form = any("x-www-form-urlencoded" in value for value in lowered)
-        json_body = any("json" in value for value in lowered)
-        boundaries = tuple(
-            (found[1] or found[2]).encode("latin-1")
-            for value in types
-            if "multipart/" in value.lower() and (found := _BOUNDARY.search(value))
-        )
-        if not (form or json_body or boundaries):
-            return None
-        charsets = tuple(found[1] for value in types if (found := _CHARSET.search(value)))
-        return _BodyKind(
-            form,
-            boundaries,
-            json_body,
-            charsets,
-            tuple(coding for coding in codings if coding and coding != "identity"),
-        )
+            if canonical == "content-encoding":
+                codings = (coding.strip().lower() for coding in value.split(","))
+                kind.codings += [coding for coding in codings if coding not in ("", "identity")]
+            if canonical != "content-type":
+                continue
+            lowered = value.lower()
+            kind.form = kind.form or "x-www-form-urlencoded" in lowered
+            kind.json = kind.json or "json" in lowered
+            if "multipart/" in lowered and (found := _BOUNDARY.search(value)):
+                kind.multipart.append((found[1] or found[2]).encode("latin-1"))
+            if "charset" in lowered and (found := _CHARSET.search(value)):
+                kind.charsets.append(found[1])
+        return kind if kind.form or kind.json or kind.multipart else None
 
 
 @dataclass(frozen=True)
@@ -153,11 +190,25 @@ class _Rules:
     allowed_methods: frozenset[str]
     key: Names | None
 
-    @property
-    def _watched(self) -> tuple[Names, ...]:
-        return (_OVERRIDE, self.key) if self.key else (_OVERRIDE,)
-
     def check(self, kind: _BodyKind, pieces: Sequence[bytes]) -> None:
+        if kind.codings or self.worth_reading(kind, pieces):
+            self.read(kind, pieces)
+
+    def worth_reading(self, kind: _BodyKind, pieces: Sequence[bytes]) -> bool:
+        """The first look, on the bytes as they came: could a name be in there at all?"""
+        if kind.charsets or (kind.json and _transcoding_for_json(pieces[0])):
+            return True  # read once decoded
+        if kind.multipart:
+            return True  # the parts' names are read by searching for the delimiters, in C
+        if kind.form and self._may_hold_names(pieces, escaped_name_in, b"&"):
+            return True
+        return (
+            kind.json
+            and _JSON_START.match(pieces[0]) is not None
+            and self._may_hold_names(pieces, _json_escape_in, b"")
+        )
+
+    def read(self, kind: _BodyKind, pieces: Sequence[bytes]) -> None:
         if kind.codings:
             pieces = [_inflated(pieces, kind.codings)]
         for body in _transcoded(pieces, kind.charsets, kind.json):
@@ -175,21 +226,28 @@ class _Rules:
             "sent as: servers merge body fields with the query's, so the proxy refuses it",
         )
 
-    def _may_hold_names(self, body: Sequence[bytes], escapes: tuple[bytes, ...]) -> bool:
-        """The first look, on the bytes: an escape, a character beyond ASCII, or the letters of
-        a name (one split across two pieces is seen where they meet)."""
-        for index, piece in enumerate(body):
-            seam = body[index - 1][-_SEAM_BYTES:] + piece[:_SEAM_BYTES] if index else b""
-            for text in (piece, seam):
-                if not text.isascii() or any(escape in text for escape in escapes):
-                    return True
-                if any(names.may_be_in(text) for names in self._watched):
-                    return True
+    def _may_hold_names(
+        self, body: Sequence[bytes], escaped: Callable[[bytes], bool], start: bytes
+    ) -> bool:
+        """The first look, on the bytes: an escape, a character beyond ASCII, or a name's
+        letters. Each piece of the body is looked at with the end of the one before (from its
+        last ``start`` of a name, if there is one near), so a name split between them is seen."""
+        before = b""
+        for piece in body:
+            text = before + piece
+            if not text.isascii() or escaped(text):
+                return True
+            lowered = text.lower()
+            if _OVERRIDE.may_be_in_lowered(lowered):
+                return True
+            if self.key is not None and self.key.may_be_in_lowered(lowered):
+                return True
+            before = piece[-_SEAM_BYTES:]
+            if start and (cut := before.rfind(start)) != -1:
+                before = before[cut:]
         return False
 
     def _check_form(self, body: Sequence[bytes]) -> None:
-        if not self._may_hold_names(body, (b"%",)):
-            return
         joined = b"".join(body)
         for value in _OVERRIDE.pairs_in(joined):
             _check_override(_form_values(value), self.allowed_methods)
@@ -205,18 +263,23 @@ class _Rules:
                     self._refuse_key()
 
     def _check_json(self, body: Sequence[bytes]) -> None:
-        if not self._may_hold_names(body, (b"\\u",)):
-            return
         joined = b"".join(body)
+        key_names = self.key
         for key, after in _top_level_keys(joined):
             plain = key.isascii() and b"\\" not in key
-            if plain and not any(names.may_be_in(key) for names in self._watched):
-                continue
+            if plain and not (
+                _OVERRIDE.may_be_in(key) or (key_names is not None and key_names.may_be_in(key))
+            ):
+                continue  # a plain key without a name's letters: most keys, cheaply
             name = _json_text(key)
             if _OVERRIDE.reads_decoded_as(name):
                 _check_override([_json_value(joined, after)], self.allowed_methods)
-            if self.key is not None and self.key.reads_decoded_as(name):
+            if key_names is not None and key_names.reads_decoded_as(name):
                 self._refuse_key()
+
+
+def _json_escape_in(text: bytes) -> bool:
+    return b"\\u" in text
 
 
 def _check_override(values: list[bytes | None], allowed: frozenset[str]) -> None:
@@ -243,7 +306,7 @@ def _form_values(value: bytes | None) -> list[bytes | None]:
     return [unquote_to_bytes(value.replace(b"+", b" ")), unquote_to_bytes(value)]
 
 
-def _inflated(pieces: Sequence[bytes], codings: tuple[str, ...]) -> bytes:
+def _inflated(pieces: Sequence[bytes], codings: Sequence[str]) -> bytes:
     """The body with its content codings undone, the last applied first."""
     body = b"".join(pieces)
     for coding in reversed(codings):
@@ -276,42 +339,76 @@ def _inflate(body: bytes, wbits: int, coding: str) -> bytes:
 
 
 def _transcoded(
-    pieces: Sequence[bytes], charsets: tuple[str, ...], json_body: bool
+    pieces: Sequence[bytes], charsets: Sequence[str], json_body: bool
 ) -> list[Sequence[bytes]]:
     """The body as bytes, and as UTF-8 from each charset it may be in that is not
     ASCII-compatible (declared, or for JSON detected as RFC 4627 does)."""
     readings: list[Sequence[bytes]] = [pieces]
     names = set(charsets)
-    if json_body and pieces:
-        names.add(json.detect_encoding(pieces[0][:4]))
+    if json_body and (detected := _transcoding_for_json(pieces[0])):
+        names.add(detected)
     for name in sorted(names):
-        try:
-            codec = codecs.lookup(name)
-        except LookupError:
-            continue
-        if "=&;:_".encode(codec.name, "replace") == b"=&;:_":
-            continue  # ASCII-compatible: the bytes are read as they are
-        text = b"".join(pieces).decode(codec.name, "replace")
-        readings.append([text.encode("utf-8", "surrogatepass")])
+        codec = _not_ascii_compatible(name)
+        if codec is not None:
+            text = b"".join(pieces).decode(codec, "replace")
+            readings.append([text.encode("utf-8", "surrogatepass")])
     return readings
 
 
+def _transcoding_for_json(first: bytes) -> str | None:
+    """The encoding RFC 4627's detection finds for a JSON body in UTF-16 or UTF-32."""
+    head = first[:4]
+    if b"\0" in head or head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return json.detect_encoding(head)
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _not_ascii_compatible(charset: str) -> str | None:
+    """The codec of a charset whose bytes are not ASCII's (UTF-16, UTF-32...); None for the
+    others, and for charsets no codec knows (read as bytes, as servers that know none would)."""
+    try:
+        codec = codecs.lookup(charset).name
+    except LookupError:
+        return None
+    return None if "=&;:_".encode(codec, "replace") == b"=&;:_" else codec
+
+
+def _nested(levels: int) -> bytes:
+    """An expression for a whole JSON array or object at most ``levels`` deep."""
+    inner = rb"(?:[^\[\]{}\"]++|" + _JSON_STRING_PATTERN + rb")*+"
+    for _ in range(levels - 1):
+        inner = rb"(?:[^\[\]{}\"]++|" + _JSON_STRING_PATTERN + rb"|[\[{]" + inner + rb"[\]}])*+"
+    return rb"[\[{]" + inner + rb"[\]}]"
+
+
+# A nested value is skipped whole, in C, when it is at most this deep; deeper ones are walked.
+_JSON_NESTED = re.compile(_nested(32), re.DOTALL)
+
+
 def _top_level_keys(body: bytes) -> Iterator[tuple[bytes, int]]:
-    """The keys of every top-level object (a JSON body, or each line of NDJSON), still escaped,
-    with where their values start."""
-    depth = 0
-    in_object = False
-    for token in _JSON_TOKEN.finditer(body):
-        first = token[0][0]
-        if first == 0x22:  # a string
-            if depth == 1 and in_object and (colon := _JSON_COLON.match(body, token.end())):
-                yield token[0], colon.end()
-        elif first in b"[{":
-            depth += 1
-            if depth == 1:
-                in_object = first == 0x7B
+    """The keys of the top-level object, still escaped, with where their values start. Only an
+    object's keys are parameters (an array, or anything after the object, is none)."""
+    start = _JSON_START.match(body)
+    if start is None:
+        return
+    depth = 1
+    at = start.end()
+    while (token := _JSON_NEXT.match(body, at)) is not None:
+        at = token.end()
+        if token[1] is not None:  # a string: a key where a colon follows at the top level
+            if depth == 1 and (colon := _JSON_COLON.match(body, at)):
+                yield token[1], colon.end()
+        elif token[2] is not None:  # an opening bracket
+            nested = _JSON_NESTED.match(body, token.start(2))
+            if nested is not None:
+                at = nested.end()
+            else:
+                depth += 1
         else:
-            depth = max(depth - 1, 0)
+            depth -= 1
+            if depth == 0:
+                return
 
 
 def _json_text(token: bytes) -> bytes:
@@ -420,12 +517,14 @@ class _Pieces:
         while at != -1:
             start = at + len(delimiter)
             limit = start + _PART_HEADER_BYTES
-            ends = [
-                (found, len(blank))
-                for blank in (b"\r\n\r\n", b"\n\n")
-                if (found := self.find(blank, start, limit + len(blank))) != -1
-            ]
-            end, blank = min(ends) if ends else (limit, 0)
+            crlf = self.find(b"\r\n\r\n", start, limit + 4)
+            lf = self.find(b"\n\n", start, (limit if crlf == -1 else crlf) + 2)
+            if lf != -1:
+                end, blank = lf, 2
+            elif crlf != -1:
+                end, blank = crlf, 4
+            else:
+                end, blank = limit, 0
             following = self.find(delimiter, end + blank)
             yield self.slice(start, end), _Value(self, end + blank, following)
             at = following

@@ -55,7 +55,8 @@ def _connection_named(headers: Iterable[tuple[str, str]]) -> set[str]:
     """Headers the sender listed in Connection; a hop must drop them (Go CVE-2021-33197)."""
     named: set[str] = set()
     for name, value in headers:
-        if canonical_name(name) == "connection":
+        # The canonical name is "connection" only for that word (it has no "-" to spell).
+        if name.lower() == "connection":
             named.update(
                 canonical_name(token.strip()) for token in value.split(",") if token.strip()
             )

@@ -50,6 +50,7 @@ _NOT_AS_WRITTEN = re.compile(
     rb"%(?![0-9A-Fa-f]{2}|[uU][0-9A-Fa-f]{4})|[^A-Za-z0-9\-._~!$'()*,/:@+=?;%&]"
 )
 _IIS_ESCAPE = re.compile(rb"%[uU]([0-9A-Fa-f]{4})")
+_ESCAPED_NAME = re.compile(rb"(?:^|&)[^&=%]*%")
 _LETTERS_AND_DIGITS = re.compile(rb"[a-z0-9]+")
 # Every character beyond ASCII that a case-insensitive comparison reads as an ASCII letter. From
 # a throwaway program over every code point (0x80 to 0x10FFFF): Go 1.26's unicode.SimpleFold
@@ -140,8 +141,21 @@ class Names:
     def may_be_in(self, raw: bytes) -> bool:
         """Whether ``raw`` holds, in any case, each run of letters and digits of one of the
         readings: text without escapes or characters beyond ASCII names one of them only then."""
-        lowered = raw.lower()
-        return any(all(run in lowered for run in runs) for runs in self._runs)
+        return self.may_be_in_lowered(raw.lower())
+
+    def may_be_in_lowered(self, lowered: bytes) -> bool:
+        """The same for text already in lower case."""
+        for runs in self._runs:
+            for run in runs:
+                if run not in lowered:
+                    break
+            else:
+                return True
+        return False
+
+    def may_name_a_pair_in(self, raw: bytes) -> bool:
+        """A first look at a query: False when no name in it can read as one of the names."""
+        return not raw.isascii() or escaped_name_in(raw) or self.may_be_in(raw)
 
     def reads_as(self, raw: bytes) -> bool:
         """Whether some parser reads ``raw`` (a name as sent, encoded) as one of the names."""
@@ -161,6 +175,11 @@ class Names:
         for pair in self._candidates.finditer(raw):
             if self.reads_as(pair[1]):
                 yield pair[2]
+
+
+def escaped_name_in(raw: bytes) -> bool:
+    """Whether a name in ``raw`` (a query or form body, or a piece of one) has an escape."""
+    return _ESCAPED_NAME.search(raw) is not None
 
 
 @functools.lru_cache(maxsize=1024)

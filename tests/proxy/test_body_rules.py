@@ -5,11 +5,19 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import threading
 import zlib
+from collections.abc import Sequence
 
 import pytest
 
-from gatehouse_proxy.body_rules import MAX_INFLATED_BYTES, check_body, check_query
+from gatehouse_proxy.body_rules import (
+    MAX_INFLATED_BYTES,
+    _BodyKind,
+    _Readers,
+    check_body,
+    check_query,
+)
 from gatehouse_proxy.errors import ProxyError
 
 ALLOWED = frozenset({"GET", "POST"})
@@ -26,7 +34,7 @@ def _body(
     allowed: frozenset[str] = ALLOWED,
 ) -> None:
     pieces = body if isinstance(body, list) else [body]
-    asyncio.run(check_body(headers, pieces, allowed, key))
+    asyncio.run(check_body("tenant", headers, pieces, allowed, key))
 
 
 def _multipart(*parts: tuple[str, bytes]) -> bytes:
@@ -119,9 +127,10 @@ OVERRIDING_BODIES = [
     (JSON, b'{"\\u005fmethod": "DELETE"}'),
     (JSON, b'{"_meth\\u006fd": "DEL\\u0045TE"}'),
     (JSON, b'{"_method": ["DELETE"]}'),  # Express's method-override takes an array's first
+    (JSON, b'\xef\xbb\xbf {"a": {"b": [1, "]"]}, "c": "}", "_method": "DELETE"}'),
+    (JSON, b'{"deep": ' + b"[" * 40 + b"]" * 40 + b', "_method": "DELETE"}'),
     (JSON, '{"_method": "DELETE"}'.encode("utf-16-le")),
     ([("Content-Type", "application/vnd.api+json")], b'{"_method": "DELETE"}'),
-    (JSON, b'{"a": 1}\n{"_method": "DELETE"}\n'),
     (MULTIPART, _multipart(('name="a"', b"1"), ('name="_method"', b"DELETE"))),
     (MULTIPART, _multipart(("name=_method", b"delete"))),
     (MULTIPART, _multipart(("name*=utf-8''%5Fmethod", b"DELETE"))),
@@ -148,6 +157,12 @@ def test_a_body_override_to_a_method_not_allowed_is_refused(
         (FORM, b"payment_method=card&method=DELETE"),
         (JSON, b'{"data": {"_method": "DELETE"}}'),  # nested: data, not a parameter
         (JSON, b'[{"_method": "DELETE"}]'),
+        # No framework merges JSON past the top-level object (NDJSON, trailing data).
+        (JSON, b'{"a": 1}\n{"_method": "DELETE"}\n'),
+        (
+            JSON,
+            b'{"a": ' + b"[" * 40 + b'"_method", "DELETE"' + b"]" * 40 + b"}",
+        ),
         (JSON, b'{"_method": null, "note": "_method: DELETE"}'),
         (JSON, b'{"title": "caf\\u00e9", "_method": "post"}'),
         (JSON, b"not json at all"),
@@ -251,3 +266,30 @@ def test_compressed_bodies_are_read_inflated() -> None:
     assert refused.value.code == "request_too_large"
     # A compressed body of a type no framework parses is not inflated.
     _body([("Content-Type", "application/octet-stream"), ("Content-Encoding", "br")], b"\x00")
+
+
+def test_one_namespaces_slow_bodies_wait_for_each_other_not_for_others() -> None:
+    """Bodies are read in worker threads, one namespace's one at a time."""
+    readers = _Readers(workers=2)
+    release = threading.Event()
+    started: list[str] = []
+
+    def read(kind: _BodyKind, pieces: Sequence[bytes]) -> None:
+        started.append(kind.charsets[0])
+        if kind.charsets[0].startswith("slow"):
+            assert release.wait(timeout=10)
+
+    async def scenario() -> list[str]:
+        slow = [
+            asyncio.create_task(readers.run("a", read, _BodyKind(charsets=[name]), []))
+            for name in ("slow-1", "slow-2")
+        ]
+        await asyncio.sleep(0.05)
+        await asyncio.wait_for(readers.run("b", read, _BodyKind(charsets=["quick"]), []), 5)
+        seen = list(started)
+        release.set()
+        await asyncio.gather(*slow)
+        return seen
+
+    assert asyncio.run(scenario()) == ["slow-1", "quick"]
+    assert readers._turns == {}
