@@ -1,0 +1,22 @@
+"""Every code a fetch can be refused with is in the README's troubleshooting, with its status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gatehouse_proxy.errors import STATUS_BY_CODE
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_every_refusal_code_is_documented_with_its_status() -> None:
+    text = README.read_text()
+    section = text[text.index("## Troubleshooting") :]
+    section = section[: section.index("\n## ")]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    undocumented = [
+        code
+        for code, status in STATUS_BY_CODE.items()
+        if not any(f"`{code}`" in row and str(status) in row for row in rows)
+    ]
+    assert undocumented == []
