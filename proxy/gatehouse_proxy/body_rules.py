@@ -27,10 +27,12 @@ one in another coding cannot be read, and is refused.
 
 Cost: a request whose body has none of those types costs nothing here; one that has is first
 looked at as bytes, in C (is there an escape, a character beyond ASCII, or the letters of a
-name?), and parsed only when a name may be in it. A body over 64 KiB (or compressed) is looked at
-in a worker thread, never on the event loop. JSON is walked for its top level with one regular
-expression (strings and brackets), never built into objects, and multipart bodies are searched
-for their delimiters in place.
+name?), and parsed only when a name may be in it. The event loop looks at bodies up to 32 KiB and
+parses them up to 4 KiB (a millisecond at worst); anything larger, or compressed, is read in a
+worker thread of this module's, one namespace's bodies at a time. JSON is walked for its
+top-level object's keys with regular expressions (nested values skipped whole, in C), never built
+into objects; multipart bodies are searched for their delimiters in place, not joined. What it
+costs is measured by ``make bench`` (``BENCH_ONLY=bodies``, see ``gatehouse_dev.bench_bodies``).
 """
 
 from __future__ import annotations
