@@ -3,6 +3,13 @@
 The shapes of that call: the request, the answer, and the four outcomes a replica reports. It
 travels on the table channel (see :mod:`gatehouse_contract.frames`), which only the operator can
 speak: no port of the proxy takes it.
+
+A test's request reaches the upstream at most once. The operator sends a test again only when
+it knows the request was not sent: a replica turned it away (``TESTS_BUSY``), it found no place
+in time or its replica stopped before sending it (``TEST_NOT_STARTED``), or no replica could take
+it. Once a replica has sent the request, what comes back is the test's result, whatever it is:
+the answer, a refusal, ``TEST_TIMED_OUT``, or nothing (the operator then reports that it does not
+know the outcome, and does not send it again).
 """
 
 from __future__ import annotations
@@ -25,6 +32,23 @@ MAX_CONTENT_TYPE_CHARS = 256
 MAX_LOCATION_CHARS = 2048
 
 
+# A test starts only while its connection's timeout and this margin fit before its deadline.
+START_MARGIN_SECONDS = 1.0
+# How long past a test's deadline the operator waits for its replica's report.
+ANSWER_GRACE_SECONDS = 5.0
+
+# The replica's own refusal codes for a test (besides the proxy's, as an app's fetch gets them).
+# Sent again by the operator: the request was never sent upstream.
+TESTS_BUSY = "tests_busy"  # the namespace's queue on the replica is full
+TEST_NOT_STARTED = "test_not_started"  # no place before it had to start, or its replica stopped
+NOT_SENT = frozenset({TESTS_BUSY, TEST_NOT_STARTED})
+# Final: the request was sent, and the upstream had not answered by the test's deadline.
+TEST_TIMED_OUT = "test_timed_out"
+# Earlier replicas said this both of a test dropped while it waited and of one cancelled in
+# flight: whether its request was sent is unknown, so it is final too.
+TEST_EXPIRED = "test_expired"
+
+
 class ConnectionTestRequest(Wire):
     connection: str = Field(description="The connection's routing key, namespace/name.")
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -33,8 +57,10 @@ class ConnectionTestRequest(Wire):
     # The operator's newest table when it sent the test: an older replica answers "stale"
     # instead of testing against a connection it has not seen yet.
     min_table_version: int = 0
-    # How long the operator waits for the answer, counted by the replica from when it arrives:
-    # a test that has not started by then is dropped, one still running is cancelled.
+    # The test's deadline, counted by the replica from when it arrives: a test starts only while
+    # its connection's timeoutSeconds (and START_MARGIN_SECONDS) fits before it, so that the
+    # upstream's own timeout ends it first; one still running then is cancelled. The operator
+    # waits ANSWER_GRACE_SECONDS longer, to hear which of the two it was.
     within_seconds: float = Field(default=60.0, gt=0, le=600)
     # A connection that is not saved ("Test this draft"): its route, compiled and sealed by the
     # operator as a saved one's would be. The replica uses it for this request only; it never

@@ -2,7 +2,8 @@
 
 ``/echo/...`` answers with what it received (method, path, query, headers, body, and a JSON body
 parsed, and a request id), so a test can assert exactly what the proxy sent; ``/_received/{id}``
-answers the same record to a caller that asks the upstream directly, not through the proxy. The
+answers the same record to a caller that asks the upstream directly, not through the proxy, and
+``/_arrivals`` how many times each request to ``/slow`` arrived (method, path and query). The
 other routes misbehave on purpose: a redirect, a huge or endless body, a slow answer, a body that
 breaks off or stalls half-way, cookies and internal headers to strip, any status and header, and
 the injected credential echoed in forms an app could undo (``/echo-as/{form}``, see echoes), in
@@ -30,6 +31,8 @@ from gatehouse_dev.echoes import COMPRESSED, FORMS, injected
 # injected credentials from the echo apps get back). Bounded: the oldest records go first.
 RECEIVED: OrderedDict[str, dict[str, Any]] = OrderedDict()
 KEEP_RECEIVED = 10_000
+# How many times each "METHOD /slow?query" arrived, for tests that count side effects.
+ARRIVALS: OrderedDict[str, int] = OrderedDict()
 
 
 async def echo(request: web.Request) -> web.Response:
@@ -116,8 +119,16 @@ async def broken(request: web.Request) -> web.StreamResponse:
 
 async def slow(request: web.Request) -> web.Response:
     """Answers after ``?seconds=``, reading a request body only then (the proxy holds it)."""
+    arrival = f"{request.method} {request.raw_path}"
+    ARRIVALS[arrival] = ARRIVALS.pop(arrival, 0) + 1
+    while len(ARRIVALS) > KEEP_RECEIVED:
+        ARRIVALS.popitem(last=False)
     await asyncio.sleep(float(request.query.get("seconds", "5")))
     return web.json_response({"slow": True, "received": len(await request.read())})
+
+
+async def arrivals(request: web.Request) -> web.Response:
+    return web.json_response(ARRIVALS)
 
 
 async def status(request: web.Request) -> web.Response:
@@ -166,6 +177,7 @@ def create_app() -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_route("*", "/echo{tail:.*}", echo)
     app.router.add_get("/_received/{id}", received)
+    app.router.add_get("/_arrivals", arrivals)
     app.router.add_get("/redirect", redirect)
     app.router.add_get("/big", big)
     app.router.add_route("*", "/slow", slow)

@@ -236,13 +236,15 @@ class Proxy:
         incoming: Iterable[tuple[str, str]],
         read_body: BodyReader,
         readable: bool = False,
+        sending: Callable[[], None] | None = None,
     ) -> tuple[Upstream, Injection, Place]:
         """Every rule of a connection, in order, then the upstream call with the credential.
 
         The body is read after the cheaper checks, only up to the connection's limit and within
         the namespace's byte budget. The returned place under the tenant's caps is the caller's
         to release once the answer has been relayed. ``readable`` (a connection test): the
-        answer uncompressed, and as it is (see Forwarder.send's ``as_answered``).
+        answer uncompressed, and as it is (see Forwarder.send's ``as_answered``), and
+        ``sending`` called just before the request goes upstream.
         """
         namespace = namespace_of(connection.key)
         check_method(method, connection.allowed_methods)
@@ -285,6 +287,8 @@ class Proxy:
                     if canonical_name(name) != "accept-encoding"
                 ]
                 outgoing.append(("Accept-Encoding", "identity"))
+            if sending is not None:
+                sending()
             try:
                 upstream = await self.forwarder.send(
                     self.pools.session(namespace),
@@ -311,15 +315,18 @@ class Proxy:
             held.release()
         return upstream, injection, place
 
-    async def run_test(self, test: ConnectionTestRequest) -> ConnectionTestOutcome:
-        """Runs an operator's ConnectionTest through the same rules as an app's fetch.
+    async def run_test(
+        self, test: ConnectionTestRequest, sending: Callable[[], None]
+    ) -> ConnectionTestOutcome:
+        """Runs an operator's ConnectionTest through the same rules as an app's fetch, calling
+        ``sending`` just before its request goes upstream.
 
         Refusals are part of the result, with their detail: the admin running a test should see
         why, unlike app code.
         """
         try:
             if test.draft is not None:
-                answer = await self._test_draft(test.draft, test)
+                answer = await self._test_draft(test.draft, test, sending)
             else:
                 table = self._table()
                 if table.version < test.min_table_version:
@@ -331,22 +338,22 @@ class Proxy:
                     )
                 if connection.unavailable:
                     raise ProxyError("connection_unavailable", connection.unavailable)
-                answer = await self._test(connection, test)
+                answer = await self._test(connection, test, sending)
         except ProxyError as error:
             return Refused(refused=Problem(code=error.code, message=error.message))
         return Answered(answered=answer)
 
     async def _test_draft(
-        self, draft: ConnectionRoute, test: ConnectionTestRequest
+        self, draft: ConnectionRoute, test: ConnectionTestRequest, sending: Callable[[], None]
     ) -> ConnectionTestAnswer:
         """A draft's test: the same path, then its access token (if any) is dropped."""
         try:
-            return await self._test(draft, test)
+            return await self._test(draft, test, sending)
         finally:
             self.google.discard(token_cache_key(draft))
 
     async def _test(
-        self, connection: ConnectionRoute, test: ConnectionTestRequest
+        self, connection: ConnectionRoute, test: ConnectionTestRequest, sending: Callable[[], None]
     ) -> ConnectionTestAnswer:
         path, _, query = test.path.partition("?")
         body = b"" if test.body is None else json.dumps(test.body).encode()
@@ -367,6 +374,7 @@ class Proxy:
             incoming=headers,
             read_body=read_body,
             readable=True,
+            sending=sending,
         )
         namespace = namespace_of(connection.key)
         redact = Redactor(injection.secrets)

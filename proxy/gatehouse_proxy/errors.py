@@ -40,7 +40,8 @@ STATUS_BY_CODE: Mapping[str, int] = {
     "upstream_timeout": 504,
     # Connection tests only (gatehouse_proxy.connection_test_slots): never an app's answer.
     "tests_busy": 503,
-    "test_expired": 504,
+    "test_not_started": 503,
+    "test_timed_out": 504,
 }
 
 

@@ -35,6 +35,8 @@ from gatehouse_contract.channel import (
 )
 from gatehouse_contract.channel_tls import client_context
 from gatehouse_contract.connection_tests import (
+    START_MARGIN_SECONDS,
+    TEST_NOT_STARTED,
     ConnectionTestOutcome,
     ConnectionTestRequest,
     Failed,
@@ -56,7 +58,7 @@ from gatehouse_contract.frames import (
 )
 from gatehouse_contract.routes import namespace_of
 from gatehouse_contract.sealing import KeyringFile
-from gatehouse_proxy.connection_test_slots import ConnectionTestSlots
+from gatehouse_proxy.connection_test_slots import ConnectionTestRun, ConnectionTestSlots
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.routing_table import RoutingTable, TableGap, TableRejected
 
@@ -64,7 +66,8 @@ log = logging.getLogger("gatehouse.proxy.table")
 # The longest wait between attempts to reach the operator.
 RECONNECT_CAP_SECONDS = 2.0
 
-TestRunner = Callable[[ConnectionTestRequest], Awaitable[ConnectionTestOutcome]]
+# Runs a test, calling the second argument just before its request goes upstream.
+TestRunner = Callable[[ConnectionTestRequest, Callable[[], None]], Awaitable[ConnectionTestOutcome]]
 
 
 class TableStore:
@@ -184,7 +187,8 @@ class _Stream:
         # After a gap, deltas are ignored until the snapshot asked for arrives.
         self.awaiting_snapshot = True
         self.snapshot_parts: list[Snapshot] = []
-        self.tests: set[asyncio.Task[None]] = set()
+        # The tests this stream brought, by id, until answered.
+        self.tests: dict[str, tuple[asyncio.Task[None], ConnectionTestRun]] = {}
 
     async def follow(self) -> None:
         feed = self.feed
@@ -211,9 +215,11 @@ class _Stream:
                             raise FeedBroken(f"the operator sent a {message.type.name} message")
                         await self._receive(ws, message.data)
                 except asyncio.CancelledError:
-                    # Shutting down: say goodbye, so the operator stops counting this replica
-                    # at once instead of reporting its changes pending for a grace period.
+                    # Shutting down: tests not sent yet are the operator's to send elsewhere;
+                    # then goodbye, so the operator stops counting this replica at once instead
+                    # of reporting its changes pending for a grace period.
                     with contextlib.suppress(ConnectionError):
+                        await self._hand_back_unsent(ws)
                         await ws.send_str(Goodbye().model_dump_json())
                     await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"stopping")
                     raise
@@ -221,7 +227,7 @@ class _Stream:
         except aiohttp.WSServerHandshakeError as error:
             raise FeedBroken(f"the operator refused the stream: HTTP {error.status}") from None
         finally:
-            for task in self.tests:
+            for task, _ in self.tests.values():
                 task.cancel()
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse, signed: bytes) -> None:
@@ -354,22 +360,44 @@ class _Stream:
             await ws.send_str(ConnectionTestResult(id=test_id, result=outcome).model_dump_json())
 
     def _test(self, ws: aiohttp.ClientWebSocketResponse, frame: ConnectionTestFrame) -> None:
-        arrived = asyncio.get_running_loop().time()
         request = frame.request
+        deadline = asyncio.get_running_loop().time() + request.within_seconds
+        # Started only while the connection's own timeout still ends the test before its
+        # deadline: cancelled in flight, its request could not be sent again.
+        needs = self._upstream_seconds(request) + START_MARGIN_SECONDS
+        run = ConnectionTestRun(deadline - needs, deadline)
 
-        async def run() -> None:
+        async def test() -> None:
             namespace = namespace_of(request.connection)
             outcome: ConnectionTestOutcome
             try:
-                async with self.feed.test_slots.slot(namespace, arrived + request.within_seconds):
-                    outcome = await self.feed.run_test(request)
+                async with self.feed.test_slots.slot(namespace, run):
+                    outcome = await self.feed.run_test(request, run.sending)
             except ProxyError as refused:
                 outcome = Refused(refused=Problem(code=refused.code, message=refused.message))
             except Exception:  # said to the operator, whose test then fails with it
                 log.exception("a connection test failed inside the proxy")
                 outcome = Failed(error=Problem(code="internal", message="the proxy failed"))
+            self.tests.pop(frame.id, None)
             await self._answer(ws, frame.id, outcome)
 
-        task = asyncio.create_task(run(), name="connection-test")
-        self.tests.add(task)
-        task.add_done_callback(self.tests.discard)
+        self.tests[frame.id] = (asyncio.create_task(test(), name="connection-test"), run)
+
+    def _upstream_seconds(self, request: ConnectionTestRequest) -> float:
+        """How long the test's connection gives the upstream (0 for one not routed: refused at
+        once)."""
+        table = self.feed.store.current
+        route = request.draft or (table.connections.get(request.connection) if table else None)
+        return route.limits.timeout_seconds if route is not None else 0.0
+
+    async def _hand_back_unsent(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        """Tells the operator which tests this stopping replica never sent, so it sends them to
+        another; those it sent end with it, and the operator does not send them again."""
+        unsent = [(test_id, task) for test_id, (task, run) in self.tests.items() if not run.sent]
+        for test_id, task in unsent:
+            # Cancelled before the first await below: none of them can start meanwhile.
+            task.cancel()
+            del self.tests[test_id]
+        stopping = Problem(code=TEST_NOT_STARTED, message="the proxy replica is stopping")
+        for test_id, _ in unsent:
+            await self._answer(ws, test_id, Refused(refused=stopping))

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,35 @@ def test_refusals_are_results_and_bad_methods_are_refused_at_admission(
         "json",
     )
     assert any(e["reason"] == "PathNotAllowed" for e in json.loads(events.stdout)["items"])
+
+
+def test_a_tests_request_reaches_the_upstream_once_though_it_waited_for_a_place(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """A payment API's POST: twelve tests of one namespace against an upstream that answers
+    in 10 s, on two replicas that run 4 of a namespace's tests at once. The tests that wait for
+    a place start when one frees; none is cancelled in flight and sent again (before: a test
+    that waited was cancelled at the operator's deadline, 17 s, and sent again)."""
+    public_connection(
+        cluster, stack, namespace, allowedMethods=["POST"], limits={"timeoutSeconds": 12}
+    )
+    run = uuid.uuid4().hex[:8]
+    charges = [f"/slow?seconds=10&charge={run}-{n}" for n in range(12)]
+    apply(
+        cluster,
+        namespace,
+        *(
+            connection_test(f"charge-{n}", "vendor", method="POST", path=path, body={"cents": 1})
+            for n, path in enumerate(charges)
+        ),
+    )
+    results = [finished(cluster, namespace, f"charge-{n}", timeout=90) for n in range(12)]
+    arrivals = httpx.get(f"{stack.upstream}/_arrivals", timeout=5).json()
+    sent = {path: arrivals.get(f"POST {path}", 0) for path in charges}
+    print("POSTs per test at the upstream:", sorted(sent.values()))
+    assert max(sent.values()) == 1, sent
+    # Each reports the upstream's answer.
+    assert [passed(body)["reason"] for body in results] == ["Passed"] * 12
 
 
 def test_upstream_errors_fail_the_test_and_are_not_saved(

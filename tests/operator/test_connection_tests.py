@@ -67,16 +67,18 @@ def _ask(outcome: ConnectionTestOutcome) -> ConnectionTestAnswer:
 
 
 def test_a_busy_replica_is_a_reason_to_wait_and_an_unreadable_answer_a_failure() -> None:
-    busy = Refused(refused=Problem(code="tests_busy", message="a has 20 tests"))
-    with pytest.raises(Waiting) as waiting:
-        _ask(busy)
-    assert waiting.value.reason == "ProxyBusy"
-    # The replica's deadline is the operator's: a test it dropped there is tried again, as one
-    # the operator stopped waiting for is.
-    expired = Refused(refused=Problem(code="test_expired", message="stopped waiting"))
-    with pytest.raises(Waiting) as waiting:
-        _ask(expired)
-    assert waiting.value.reason == "ProxyUnavailable"
+    # Sent again only when the request was not sent: turned away, or dropped before it started.
+    for code in ("tests_busy", "test_not_started"):
+        with pytest.raises(Waiting) as waiting:
+            _ask(Refused(refused=Problem(code=code, message="a has 20 tests")))
+        assert waiting.value.reason == "ProxyBusy"
+    # Sent, and no answer by the deadline: the test's result. An earlier replica's expiry does
+    # not say whether it was sent: final too.
+    for code, reason in (("test_timed_out", "TestTimedOut"), ("test_expired", "TestExpired")):
+        with pytest.raises(Finished) as finished:
+            _ask(Refused(refused=Problem(code=code, message="stopped")))
+        assert finished.value.verdict.reason == reason
+        assert "not sent again" in finished.value.verdict.message or code == "test_timed_out"
     # An answer that breaks the contract (a body past the bound) ends its test, with why.
     outcome = _unreadable_outcome(
         {"answered": {"statusCode": 200, "body": "x" * (MAX_ANSWER_BODY_BYTES + 1)}}

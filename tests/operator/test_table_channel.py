@@ -27,6 +27,7 @@ from gatehouse_contract.connection_tests import (
     ConnectionTestAnswer,
     ConnectionTestOutcome,
     ConnectionTestRequest,
+    Refused,
 )
 from gatehouse_contract.frames import Delta, Snapshot, read_operator_frame
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
@@ -35,7 +36,7 @@ from gatehouse_operator.kube import Kube
 from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table import journal as table_journal
 from gatehouse_operator.table import metrics
-from gatehouse_operator.table.channel import TableChannel
+from gatehouse_operator.table.channel import OutcomeUnknown, TableChannel
 from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replicas
 from gatehouse_operator.table.rollout import Rollout
@@ -151,8 +152,15 @@ class Channel:
         self.feeds: dict[str, tuple[TableFeed, asyncio.Task[None]]] = {}
         self.tests: list[ConnectionTestRequest] = []
 
-    async def run_test(self, request: ConnectionTestRequest) -> ConnectionTestOutcome:
+    async def run_test(
+        self, request: ConnectionTestRequest, sending: Callable[[], None]
+    ) -> ConnectionTestOutcome:
         self.tests.append(request)
+        if request.path == "/holds-its-place":  # waits for a concurrency place, say
+            await asyncio.Event().wait()
+        sending()
+        if request.path == "/upstream-is-slow":
+            await asyncio.Event().wait()
         return ANSWERED
 
     def start_replica(self, name: str) -> TableStore:
@@ -239,6 +247,44 @@ def test_replicas_receive_deltas_acknowledge_them_and_run_tests(
 
             await channel.stop_replica("proxy-b")  # a Pod shutting down says goodbye
             await eventually(lambda: replicas.floor()[1] == 1, "proxy-b gone at once")
+
+    asyncio.run(scenario())
+
+
+def test_a_test_is_sent_elsewhere_only_when_its_replica_never_sent_it(tmp_path: Path) -> None:
+    """A replica that stops hands back the tests it had not sent (the operator sends them to
+    another); of one it had sent, the operator knows only that it may have reached the
+    upstream, and never sends it again. So too for a replica whose stream breaks."""
+
+    async def scenario() -> None:
+        async with serving(tmp_path) as channel:
+            channel.routes.put_connection(connection("c"), body("c"))
+            channel.server.flush()
+            channel.start_replica("proxy-a")
+            await eventually(lambda: channel.replicas.floor()[1] == 1, "the replica synced")
+
+            def test(path: str) -> asyncio.Task[ConnectionTestOutcome]:
+                request = ConnectionTestRequest(connection="shop/c", method="GET", path=path)
+                return asyncio.create_task(channel.server.run_test(request, within=60))
+
+            unsent, sent = test("/holds-its-place"), test("/upstream-is-slow")
+            await eventually(lambda: len(channel.tests) == 2, "both tests on the replica")
+            await channel.stop_replica("proxy-a")
+            handed_back = await unsent
+            assert isinstance(handed_back, Refused), handed_back
+            assert handed_back.refused.code == "test_not_started"
+            with pytest.raises(OutcomeUnknown, match="went away during the test"):
+                await sent
+
+            # A stream that breaks (no goodbye): neither is known to be unsent.
+            channel.start_replica("proxy-b")
+            await eventually(lambda: "proxy-b" in channel.server.sessions, "proxy-b connected")
+            broken = [test("/holds-its-place"), test("/upstream-is-slow")]
+            await eventually(lambda: len(channel.tests) == 4, "both tests on proxy-b")
+            await channel.server.sessions["proxy-b"].ws.close()
+            for task in broken:
+                with pytest.raises(OutcomeUnknown):
+                    await task
 
     asyncio.run(scenario())
 

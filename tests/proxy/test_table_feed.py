@@ -148,7 +148,9 @@ async def operator(keyring: Keyring, script: Script) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-async def no_tests(request: ConnectionTestRequest) -> ConnectionTestOutcome:
+async def no_tests(
+    request: ConnectionTestRequest, sending: Callable[[], None]
+) -> ConnectionTestOutcome:
     return Failed(error=Problem(code="internal", message=request.path))
 
 

@@ -54,6 +54,7 @@ class Reason(StrEnum):
     NO_PROXY_REPLICAS = "NoProxyReplicas"
     NO_SAMPLE_BODY = "NoSampleBody"
     NOT_FINISHED = "NotFinished"
+    OUTCOME_UNKNOWN = "OutcomeUnknown"
     PASSED = "Passed"
     PENDING = "Pending"
     PENDING_PROXIES = "PendingProxies"

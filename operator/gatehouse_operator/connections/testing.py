@@ -15,6 +15,8 @@ from typing import Any
 
 from gatehouse_contract.connection_tests import (
     MAX_LOCATION_CHARS,
+    NOT_SENT,
+    TEST_EXPIRED,
     Answered,
     ConnectionTestAnswer,
     ConnectionTestRequest,
@@ -31,7 +33,7 @@ from gatehouse_operator.project_config.schema import shortened
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.sealed_values import Scope
 from gatehouse_operator.status import Verdict
-from gatehouse_operator.table.channel import NoReplica
+from gatehouse_operator.table.channel import NoReplica, OutcomeUnknown, StreamClosed
 
 
 class Finished(Exception):
@@ -59,33 +61,45 @@ def _camel(code: str) -> str:
 async def ask(
     runtime: Runtime, request: ConnectionTestRequest, within: float
 ) -> ConnectionTestAnswer:
-    """The replica's answer; raises Finished for a refusal and Waiting when none could answer.
+    """The replica's answer; raises Finished for a refusal and Waiting when none could take it.
 
-    It travels on a replica's table channel: no port of the proxy takes tests.
+    It travels on a replica's table channel: no port of the proxy takes tests. Waiting (the
+    test is sent again) only when its request was not sent: once a replica may have sent it
+    upstream, whatever came back, or that nothing did, is the test's result.
     """
-    late = Waiting(Reason.PROXY_UNAVAILABLE, "the proxy replica did not answer in time")
     try:
         outcome = await runtime.channel.run_test(request, within=within)
     except NoReplica as error:
         raise Waiting(Reason.PROXY_BEHIND, str(error), 0.5) from None
-    except (TimeoutError, ConnectionError):
-        raise late from None
+    except StreamClosed:
+        raise Waiting(
+            Reason.PROXY_UNAVAILABLE, "the proxy replica went away before it took the test"
+        ) from None
+    except OutcomeUnknown as unknown:
+        raise Finished(
+            Verdict(
+                ConditionType.PASSED,
+                "False",
+                Reason.OUTCOME_UNKNOWN,
+                f"{unknown}: the request may have reached the upstream, so it is not sent "
+                "again; run a new test to try again",
+            )
+        ) from None
     if isinstance(outcome, Answered):
         return outcome.answered
     if isinstance(outcome, Stale):
         raise Waiting(Reason.PROXY_BEHIND, "the proxy has not installed the newest table yet", 0.5)
     if isinstance(outcome, Refused):
         refused = outcome.refused
-        if refused.code == "tests_busy":
+        if refused.code in NOT_SENT:
             raise Waiting(Reason.PROXY_BUSY, refused.message[:1024], 2.0)
-        # The replica dropped the test at the deadline this wait ends on: whichever side saw
-        # it pass first, the test is tried again. It was a test that waited behind its
-        # namespace's others, never a verdict on the connection.
-        if refused.code == "test_expired":
-            raise late
-        raise Finished(
-            Verdict(ConditionType.PASSED, "False", _camel(refused.code), refused.message[:1024])
-        )
+        message = refused.message[:900]
+        if refused.code == TEST_EXPIRED:
+            message += (
+                " (an earlier proxy release, which does not say whether the request was sent: "
+                "it is not sent again; run a new test to try again)"
+            )
+        raise Finished(Verdict(ConditionType.PASSED, "False", _camel(refused.code), message))
     raise Finished(
         Verdict(ConditionType.PASSED, "False", Reason.PROXY_ERROR, outcome.error.message[:1024])
     )

@@ -3,8 +3,10 @@
 The test goes through the proxy's own path (host pinning, method and path rules, credential
 injection, limits), so a passing test means an app's fetch would pass too. Conditions: ``Passed``
 (True for a 2xx answer; False with the proxy's or upstream's reason) and, when a sample was asked
-for, ``SampleSaved``. A test waits up to a minute for the operator to see its connection, runs once,
-and is deleted ``ttlSecondsAfterFinished`` after it finished. A passing test keeps its sample
+for, ``SampleSaved``. A test waits up to a minute for the operator to see its connection and for a
+replica's place, its request reaches the upstream at most once (see
+:mod:`gatehouse_contract.connection_tests`), and it is deleted ``ttlSecondsAfterFinished`` after
+it finished. A passing test keeps its sample
 body in status, so the annotation ``gatehouse.dev/save-as-sample`` can save it later.
 """
 
@@ -86,9 +88,13 @@ def _connection(
 
 
 async def _run_on_proxy(
-    runtime: Runtime, key: str, route: ConnectionRoute, spec: ConnectionTestSpec
+    runtime: Runtime, key: str, route: ConnectionRoute, spec: ConnectionTestSpec, age: float
 ) -> ConnectionTestAnswer:
-    """Runs the test on a proxy replica that holds the connection's latest route."""
+    """Runs the test on a proxy replica that holds the connection's latest route.
+
+    The test may wait on the replica for a place as long as its patience lasts, rather than be
+    turned back and sent again; it starts only while its connection's timeout still fits.
+    """
     revision = runtime.journal.revision("connection", key)
     if revision is None or runtime.routes.unpublished("connection", key):
         raise Waiting(
@@ -101,7 +107,8 @@ async def _run_on_proxy(
         body=spec.body,
         min_table_version=revision,
     )
-    return await ask(runtime, request, within=route.limits.timeout_seconds + 5)
+    waits = max(0.0, PATIENCE_SECONDS - age)
+    return await ask(runtime, request, within=route.limits.timeout_seconds + 5 + waits)
 
 
 async def _save_sample(
@@ -239,7 +246,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             ) from None
         connection_key, route, connection = _connection(runtime, body, spec)
         connection_spec = ExternalConnectionSpec.model_validate(connection["spec"])
-        answer = await _run_on_proxy(runtime, connection_key, route, spec)
+        answer = await _run_on_proxy(runtime, connection_key, route, spec, _age_seconds(body))
     except Finished as finished:
         verdicts.append(finished.verdict)
     except Waiting as waiting:

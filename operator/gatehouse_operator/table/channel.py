@@ -30,6 +30,7 @@ from gatehouse_contract.channel import (
 )
 from gatehouse_contract.channel_tls import ServerContext
 from gatehouse_contract.connection_tests import (
+    ANSWER_GRACE_SECONDS,
     ConnectionTestOutcome,
     ConnectionTestRequest,
     Failed,
@@ -64,6 +65,15 @@ MAX_REPLICA_MESSAGE_BYTES = 1024 * 1024
 
 class NoReplica(Exception):
     """No connected replica holds the table a connection test needs (yet)."""
+
+
+class StreamClosed(ConnectionError):
+    """The replica's stream closed before a frame was written to it: a test was not sent."""
+
+
+class OutcomeUnknown(Exception):
+    """A replica was sent a test and did not report it: it went away, or stayed silent past the
+    deadline. It may have sent the request upstream."""
 
 
 class TableChannel:
@@ -230,8 +240,12 @@ class _Session:
             await asyncio.gather(sender, receiver, return_exceptions=True)
 
     async def send(self, payload: bytes) -> None:
+        """Sends one frame; raises StreamClosed when nothing was written, another
+        ConnectionError when the writing failed."""
         # One at a time: frames must arrive in the order of their sequence numbers.
         async with self._send_lock:
+            if self.ws.closed:
+                raise StreamClosed(f"the stream to proxy replica {self.replica.name} is closed")
             self.seq += 1
             frame = seal_frame(self.channel.keyring.current(), self.nonce, self.seq, payload)
             await self.ws.send_bytes(frame)
@@ -342,20 +356,40 @@ class _Session:
     async def run_test(
         self, request: ConnectionTestRequest, within: float
     ) -> ConnectionTestOutcome:
+        """The replica's report of the test. Raises StreamClosed when the test was not sent
+        to it, and OutcomeUnknown when it was and no report came."""
         test_id = secrets.token_hex(8)
         future: asyncio.Future[ConnectionTestOutcome] = asyncio.get_running_loop().create_future()
         self._tests[test_id] = future
-        # The replica drops the test once this operator stopped waiting for it.
+        # The test's deadline: the replica ends it there, and reports how.
         request = request.model_copy(update={"within_seconds": within})
         try:
             frame = ConnectionTestFrame(id=test_id, request=request)
-            await self.send(frame.model_dump_json().encode())
-            async with asyncio.timeout(within):
-                return await future
+            try:
+                await self.send(frame.model_dump_json().encode())
+            except StreamClosed:
+                raise
+            except ConnectionError:
+                raise OutcomeUnknown(
+                    f"the stream to proxy replica {self.replica.name} broke while the test was "
+                    "sent to it"
+                ) from None
+            try:
+                async with asyncio.timeout(within + ANSWER_GRACE_SECONDS):
+                    return await future
+            except TimeoutError:
+                raise OutcomeUnknown(
+                    f"proxy replica {self.replica.name} did not report the test by its deadline"
+                ) from None
         finally:
             self._tests.pop(test_id, None)
+            if future.done() and not future.cancelled():
+                future.exception()  # failed by fail_tests while the frame was being sent: seen
 
     def fail_tests(self) -> None:
+        """The stream is gone: the replica had the tests still waiting for its report."""
         for future in self._tests.values():
             if not future.done():
-                future.set_exception(NoReplica(f"proxy replica {self.replica.name} disconnected"))
+                future.set_exception(
+                    OutcomeUnknown(f"proxy replica {self.replica.name} went away during the test")
+                )
