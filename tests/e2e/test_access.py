@@ -12,15 +12,21 @@ import pytest
 import yaml
 
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.resources import unwatched_secret
+from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,
     Member,
+    app_token,
     apply,
+    condition,
     connection,
     connection_test,
     data_app,
+    fetch,
     finished,
+    get,
     grant,
     project_members,
     secret,
@@ -426,3 +432,82 @@ def test_a_builder_cannot_tell_an_admins_only_connection_from_a_missing_one(
 
     assert refusal("builder", "locked") == refusal("builder", "absent")
     assert refusal("plain-viewer", "open") == refusal("plain-viewer", "absent")
+
+
+def test_a_builder_cannot_make_the_operator_take_over_a_secret(
+    cluster: Cluster, stack: Stack, namespace: str, project: dict[str, Member]
+) -> None:
+    """An app's credential Secret is named after the app (dataapp-NAME-gatehouse). A builder,
+    who may not read or write Secrets, names apps after Secrets that are someone else's: the
+    operator neither replaces one (its keys lost) nor adopts one that holds a token (whose
+    known value would then authenticate as the app), nor deletes one with the app."""
+    builder = project["builder"]
+    for verb in ("get", "create", "update"):
+        can = _as(cluster, builder, namespace, "auth", "can-i", verb, "secrets")
+        assert can.stdout.strip() == "no", (verb, can.stdout)
+    apply(
+        cluster,
+        namespace,
+        unwatched_secret("dataapp-ledger-gatehouse", password="LEDGER-DB-PASSWORD"),
+        secret("dataapp-mirror-gatehouse", token="KNOWN-TOKEN-FROM-ELSEWHERE"),
+    )
+    before = {name: _secret(cluster, namespace, name) for name in TAKEN}
+    for app in ("ledger", "mirror", "own"):
+        done = _apply_as(cluster, builder, namespace, data_app(app, {"web": "open"}))
+        assert done.returncode == 0, done.stderr
+    wait_condition(cluster, namespace, "dataapp/own", "True")
+    for app in ("ledger", "mirror"):
+        ready = wait_condition(cluster, namespace, f"dataapp/{app}", "False", "SecretConflict")
+        assert (
+            f"Secret 'dataapp-{app}-gatehouse' exists and is not this DataApp's"
+            in (ready["message"])
+        )
+        issued = condition(cluster, namespace, f"dataapp/{app}", "CredentialIssued")
+        assert (issued["status"], issued["reason"]) == ("False", "SecretConflict")
+        events = cluster.kubectl(
+            "get", "events", "-n", namespace, "-o", "yaml",
+            f"--field-selector=involvedObject.name={app}",
+        )  # fmt: skip
+        assert f"dataapp-{app}-gatehouse" in events.stdout
+        assert "SecretConflict" in events.stdout
+    # Untouched: data, labels, owners.
+    assert {name: _secret(cluster, namespace, name) for name in TAKEN} == before
+    known = fetch(stack.proxy, "KNOWN-TOKEN-FROM-ELSEWHERE", "web", "/echo/x")
+    assert known.status_code == 401, known.text
+
+    # Deleting the apps deletes the Secret made for one, and leaves the others.
+    for app in ("ledger", "own"):
+        _as(cluster, builder, namespace, "delete", "dataapp", app)
+    wait_for(
+        lambda: get(cluster, namespace, "secret/dataapp-own-gatehouse") is None,
+        timeout=20,
+        interval=0.2,
+        what="the app's own Secret deleted with it",
+    )
+    assert _secret(cluster, namespace, "dataapp-ledger-gatehouse") == before[TAKEN[0]]
+
+    # The name freed, the app gets a Secret of its own (tried again every 30 s).
+    cluster.kubectl("delete", "secret", "dataapp-mirror-gatehouse", "-n", namespace)
+    wait_for(
+        lambda: condition(cluster, namespace, "dataapp/mirror").get("status") == "True",
+        timeout=45,
+        interval=0.5,
+        what="mirror Ready once the Secret's name is free",
+    )
+    token = app_token(cluster, namespace, "dataapp-mirror-gatehouse")
+    assert token != "KNOWN-TOKEN-FROM-ELSEWHERE"
+
+
+TAKEN = ("dataapp-ledger-gatehouse", "dataapp-mirror-gatehouse")
+
+
+def _secret(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    """What of a Secret the operator could have changed."""
+    found = get(cluster, namespace, f"secret/{name}") or {}
+    meta = found.get("metadata", {})
+    return {
+        "data": found.get("data"),
+        "labels": meta.get("labels"),
+        "owners": meta.get("ownerReferences"),
+        "resourceVersion": meta.get("resourceVersion"),
+    }

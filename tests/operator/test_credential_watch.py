@@ -16,7 +16,7 @@ from kubernetes.aio import client
 from gatehouse_operator.api.apps import DATA_APP
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.controllers import external_connections, linked_apps
-from gatehouse_operator.kube import Kube
+from gatehouse_operator.kube import Kube, credential_owner
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.wiring import housekeeping
@@ -127,3 +127,32 @@ def test_an_app_credential_the_operator_may_not_write_is_a_condition() -> None:
     assert found["CredentialIssued"]["reason"] == "SecretForbidden"
     assert "dataapp-sales-gatehouse" in found["CredentialIssued"]["message"]
     assert found["Ready"]["status"] == "False"
+
+
+def test_an_app_credential_secret_is_the_operators_only_by_its_controller_reference() -> None:
+    owner = {"kind": "DataApp", "name": "sales", "uid": "a1"}
+
+    def made(*references: client.V1OwnerReference) -> client.V1Secret:
+        return client.V1Secret(metadata=client.V1ObjectMeta(owner_references=list(references)))
+
+    def reference(uid: str, **changed: Any) -> client.V1OwnerReference:
+        fields = {
+            "api_version": "gatehouse.dev/v1alpha1",
+            "kind": "DataApp",
+            "name": "sales",
+            "uid": uid,
+            "controller": True,
+        }
+        return client.V1OwnerReference(**{**fields, **changed})
+
+    assert credential_owner(made(reference("a1")), owner) == "this app"
+    # The one made for an app of this name that was deleted (the garbage collector's to delete).
+    assert credential_owner(made(reference("a0")), owner) == "an earlier app"
+    for stranger in (
+        made(),  # a Secret someone made
+        made(reference("a1", controller=False)),
+        made(reference("a1", kind="ChartType")),
+        made(reference("a1", name="other")),
+        made(reference("a1", api_version="example.com/v1")),
+    ):
+        assert credential_owner(stranger, owner) is None

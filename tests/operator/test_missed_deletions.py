@@ -39,7 +39,9 @@ class Listing:
     async def existing(self, kind: Kind) -> list[dict[str, Any]]:
         return self.live.get(kind.kind, [])
 
-    async def delete_secret(self, namespace: str, name: str) -> None:
+    async def delete_credential_secret(
+        self, namespace: str, name: str, owner: dict[str, Any]
+    ) -> None:
         self.deleted_secrets.append(f"{namespace}/{name}")
 
 

@@ -71,6 +71,7 @@ class Reason(StrEnum):
     SEALED_KEY_UNKNOWN = "SealedKeyUnknown"
     SEALED_VALUE_CORRUPT = "SealedValueCorrupt"
     SEALING_KEYS_MISSING = "SealingKeysMissing"
+    SECRET_CONFLICT = "SecretConflict"
     SECRET_CREATED = "SecretCreated"
     SECRET_FORBIDDEN = "SecretForbidden"
     SECRET_KEY_NOT_FOUND = "SecretKeyNotFound"

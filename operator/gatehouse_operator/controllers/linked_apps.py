@@ -1,7 +1,9 @@
 """DataApp and ChartType: issue each app a proxy credential and route its aliases.
 
 The credential lives in a Secret the app owns (``<kind>-<name>-gatehouse``, key ``token``); the
-routing table holds only its SHA-256. Conditions: ``CredentialIssued``, ``LinksReady`` (every
+routing table holds only its SHA-256. A Secret of that name the operator did not make for the app
+is never used, changed or deleted: whoever may create an app must not thereby take over a Secret
+(``SecretConflict``). Conditions: ``CredentialIssued``, ``LinksReady`` (every
 alias names a connection that is Ready) and ``Ready``.
 """
 
@@ -17,7 +19,7 @@ from gatehouse_contract.routes import AppRoute, EntryKind, token_sha256
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP, LinkedAppSpec
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, spec_error
-from gatehouse_operator.kube import CREDENTIAL_LABEL
+from gatehouse_operator.kube import CREDENTIAL_LABEL, SECRET_TAKEN_RETRY_SECONDS, SecretTaken
 from gatehouse_operator.runtime import Runtime, app_key, forget_resource
 from gatehouse_operator.status import Verdict, ready
 from gatehouse_operator.table import budget
@@ -105,6 +107,17 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
     secret = credential_secret_name(kind, meta["name"])
     try:
         token = await runtime.kube.app_token(meta["namespace"], secret, owner)
+    except SecretTaken as taken:
+        runtime.routes.drop_app(key, seen_as=key)
+        runtime.channel.schedule_flush()
+        verdict = Verdict(
+            ConditionType.CREDENTIAL_ISSUED, "False", Reason.SECRET_CONFLICT, str(taken)
+        )
+        await runtime.rollout.report_not_ready(
+            kind, body, [verdict, ready([verdict], "", "")], {}, key
+        )
+        # Nothing the operator watches changes when that Secret goes: asked again.
+        raise kopf.TemporaryError(str(taken), delay=SECRET_TAKEN_RETRY_SECONDS) from None
     except client.ApiException as error:
         if error.status != 403:
             raise  # retried: the API server may be away for a moment
@@ -170,9 +183,12 @@ async def forget(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
     forget_resource(runtime, key)
     runtime.channel.schedule_flush()
     # Garbage collection removes the owned Secret in a real cluster; deleting it here as well
-    # means the credential is gone with the app even where no controller-manager runs.
-    await runtime.kube.delete_secret(
-        body["metadata"]["namespace"], credential_secret_name(kind, body["metadata"]["name"])
+    # means the credential is gone with the app even where no controller-manager runs. Only
+    # the Secret made for this app: one of that name it never used is someone else's.
+    meta = body["metadata"]
+    owner = {"kind": kind.kind, "name": meta["name"], "uid": meta["uid"]}
+    await runtime.kube.delete_credential_secret(
+        meta["namespace"], credential_secret_name(kind, meta["name"]), owner
     )
 
 
