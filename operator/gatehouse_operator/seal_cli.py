@@ -7,7 +7,9 @@ the operator, ready to commit (see ``gatehouse_operator.sealed_values``).
   offline use, and prints the connection's YAML with ``spec.auth.sealedSecret`` in place of
   ``secretRef``, a merge patch, or the bare value.
 - ``reseal`` rewrites the sealed values of a file that were sealed with an older key: the
-  operator offers each resealed in its connection's status (it alone can open them).
+  operator offers each resealed in its connection's status (it alone can open them), and an
+  offer is written only if it is sealed for the file's connection (namespace, name, origin) with
+  the cluster's active public key: whoever may write a status must not choose what Git holds.
 - ``sealing-key public`` prints the public keys (for ``--cert``); ``sealing-key rotate`` makes a
   new active key in the sealing keys' Secret (the first one in a Secret brought without them),
   and ``sealing-key retire`` drops an old one, for whoever may update that Secret.
@@ -88,10 +90,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     reseal = commands.add_parser(
         "reseal",
-        parents=[cluster],
+        parents=[cluster, keys],
         help="rewrite a file's sealed values under the current sealing key",
         description="Replaces each sealedSecret sealed with an older key by the value the "
-        "operator offers in the connection's status.resealedSecret.",
+        "operator offers in the connection's status.resealedSecret, if it is sealed for the "
+        "file's connection with the cluster's active public key.",
     )
     reseal.add_argument("-f", "--filename", required=True, help="a YAML file of connections")
     reseal.add_argument("-w", "--write", action="store_true", help="rewrite the file in place")
@@ -284,8 +287,9 @@ def seal(args: argparse.Namespace) -> int:
 
 def reseal(args: argparse.Namespace) -> int:
     documents = _documents(args.filename)
-    kubeconfig.load(args.context, args.namespace, args.kubeconfig)
+    default_namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
     api = client.CustomObjectsApi()
+    keys: PublicSealingKeys | None = None
     left = 0
     for doc in documents:
         if not _is_connection(doc):
@@ -294,10 +298,7 @@ def reseal(args: argparse.Namespace) -> int:
         text = auth.get("sealedSecret")
         if not text:
             continue
-        try:
-            scope = SealedValue.parse(str(text)).scope
-        except SealedValueProblem as problem:
-            raise SealError(f"-f {args.filename}: {problem.message}") from None
+        scope = _file_scope(doc, default_namespace)
         where = f"{scope.namespace}/{scope.name}"
         with kubeconfig.reaching_the_cluster():
             live = cast(
@@ -318,6 +319,8 @@ def reseal(args: argparse.Namespace) -> int:
                   "file first, then reseal", file=sys.stderr)  # fmt: skip
             left += 1
         elif offered:
+            keys = keys or _public_keys(args)
+            _check_offer(str(offered), scope, keys)
             auth["sealedSecret"] = offered
             print(f"{where}: resealed", file=sys.stderr)
         else:
@@ -328,6 +331,40 @@ def reseal(args: argparse.Namespace) -> int:
     else:
         print(rendered, end="")
     return NOT_DONE if left else DONE
+
+
+def _file_scope(doc: Any, default_namespace: str) -> Scope:
+    """What the file's connection binds a sealed value to, as the operator binds it."""
+    metadata = doc.get("metadata") or {}
+    name = str(metadata.get("name") or "")
+    if not name:
+        raise SealError("an ExternalConnection in the file has no metadata.name")
+    base_url = str((doc.get("spec") or {}).get("baseURL", ""))
+    try:
+        origin = normalise_origin(base_url, allow_http=True)
+    except OriginError as error:
+        raise SealError(f"{name}: spec.baseURL: {error}") from None
+    return Scope(str(metadata.get("namespace") or default_namespace), name, origin)
+
+
+def _check_offer(offered: str, scope: Scope, keys: PublicSealingKeys) -> None:
+    """Refuses a resealed value that is not for ``scope`` or not sealed with the cluster's
+    active key (whoever may write the connection's status chose it, not the operator)."""
+    field = f"{scope.namespace}/{scope.name}: status.resealedSecret"
+    try:
+        sealed = SealedValue.parse(offered)
+    except SealedValueProblem:
+        raise SealError(f"{field} is not a sealed value; nothing was written") from None
+    if sealed.scope != scope:
+        raise SealError(
+            f"{field} is sealed for {sealed.scope}, not for the file's connection ({scope}); "
+            "nothing was written"
+        )
+    if sealed.key != keys.active:
+        raise SealError(
+            f"{field} is sealed with key {sealed.key}, not the cluster's active key "
+            f"{keys.active}; nothing was written"
+        )
 
 
 def change_keys(args: argparse.Namespace) -> int:

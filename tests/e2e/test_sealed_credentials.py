@@ -217,7 +217,7 @@ def test_after_a_rotation_old_values_open_and_reseal_moves_them(
     wait_for(offered, timeout=15, interval=0.2, what="status.resealedSecret")
     assert key_received(stack, token) == CANARY  # the old value still opens
 
-    done = gatehouse(cluster.kubeconfig, "reseal", "-f", str(path), "-w")
+    done = gatehouse(cluster.kubeconfig, "reseal", "-f", str(path), "-w", *PUBLIC)
     assert done.returncode == 0, done.stderr
     assert f"{namespace}/vendor: resealed" in done.stderr
     resealed = yaml.safe_load(path.read_text())
@@ -227,8 +227,24 @@ def test_after_a_rotation_old_values_open_and_reseal_moves_them(
     wait_for(lambda: offered() == "", timeout=15, interval=0.2, what="resealedSecret cleared")
     wait_condition(cluster, namespace, "externalconnection/vendor", "True", "Routed")
     assert key_received(stack, token) == CANARY
-    again = gatehouse(cluster.kubeconfig, "reseal", "-f", str(path))
+    again = gatehouse(cluster.kubeconfig, "reseal", "-f", str(path), *PUBLIC)
     assert f"{namespace}/vendor: current" in again.stderr
+
+    # An offer whoever may write the status planted, sealed for another connection: refused,
+    # and the file left as it was.
+    planted = rotated.public().seal(b"chosen", Scope(namespace, "other", stack.upstream))
+    status = json.dumps({"status": {"resealedSecret": planted}})
+    cluster.kubectl(
+        "patch", "externalconnection", "vendor", "-n", namespace, "--subresource=status",
+        "--type=merge", "-p", status,
+    )  # fmt: skip
+    before = path.read_text()
+    refused = gatehouse(cluster.kubeconfig, "reseal", "-f", str(path), "-w", *PUBLIC)
+    assert refused.returncode == 2
+    assert f"{namespace}/vendor: status.resealedSecret is sealed for {namespace}/other" in (
+        refused.stderr
+    )
+    assert path.read_text() == before
 
 
 def test_no_object_event_status_or_log_holds_the_plaintext(

@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import kubernetes.client
 import pytest
 import yaml
+from kubernetes.client import V1ConfigMap
 
-from gatehouse_operator import cli
-from gatehouse_operator.sealed_values import Scope, SealedValue, SealingKeys
+from gatehouse_operator import cli, kubeconfig
+from gatehouse_operator.sealed_values import (
+    SEALING_KEYS_FILE,
+    PublicSealingKeys,
+    Scope,
+    SealedValue,
+    SealingKeys,
+)
 
 CONNECTION = """\
 # Stripe, for the shop's apps.
@@ -119,3 +129,94 @@ def test_seal_refuses_with_one_line_naming_the_option(
     assert message in err
     assert len(err.strip().splitlines()) == 1
     assert "canary" not in err
+
+
+class _Cluster:
+    """The connection as the API server holds it, and the published public keys: a stand-in
+    for the two reads reseal makes (tests/e2e/test_sealed_credentials.py makes them for real)."""
+
+    def __init__(self, live: dict[str, Any], public: PublicSealingKeys) -> None:
+        self.live = live
+        self.public = public
+
+    def get_namespaced_custom_object(self, *where: str, **_: Any) -> dict[str, Any]:
+        assert where[2:] == ("shop", "externalconnections", "stripe"), where
+        return self.live
+
+    def read_namespaced_config_map(self, name: str, namespace: str, **_: Any) -> V1ConfigMap:
+        return V1ConfigMap(data={SEALING_KEYS_FILE: self.public.dump()})
+
+
+OWN = Scope("shop", "stripe", "https://api.stripe.com")  # CONNECTION's, its origin normalised
+
+
+def _reseal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offered: Callable[[SealingKeys], str]
+) -> tuple[int, str, str]:
+    """Reseals CONNECTION, sealed with an old key, whose status offers ``offered(keys)``: the
+    exit code, and the file before and after."""
+    old = SealingKeys.generate()
+    keys = SealingKeys.parse(old.rotated().dump())
+    document = yaml.safe_load(CONNECTION.split("---")[0])
+    document["spec"]["auth"] = {"type": "bearer", "sealedSecret": old.public().seal(b"k", OWN)}
+    source = tmp_path / "stripe.yaml"
+    source.write_text(yaml.safe_dump(document))
+    before = source.read_text()
+    live = {**document, "status": {"resealedSecret": offered(keys)}}
+    cluster = _Cluster(live, keys.public())
+    monkeypatch.setattr(kubeconfig, "load", lambda *_: "default")
+    monkeypatch.setattr(kubernetes.client, "CustomObjectsApi", lambda: cluster)
+    monkeypatch.setattr(kubernetes.client, "CoreV1Api", lambda: cluster)
+    code = cli.main(["reseal", "-f", str(source), "-w"])
+    return code, before, source.read_text()
+
+
+def test_reseal_writes_an_offer_sealed_for_the_files_connection_with_the_active_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, before, after = _reseal(tmp_path, monkeypatch, lambda keys: keys.public().seal(b"k", OWN))
+    assert code == 0, capsys.readouterr().err
+    value = yaml.safe_load(after)["spec"]["auth"]["sealedSecret"]
+    assert after != before
+    assert SealedValue.parse(value).scope == OWN
+
+
+@pytest.mark.parametrize(
+    ("offer", "message"),
+    [
+        (
+            lambda keys: keys.public().seal(b"k", Scope("other", "stripe", OWN.origin)),
+            "is sealed for other/stripe at https://api.stripe.com, not for the file's "
+            "connection (shop/stripe at https://api.stripe.com)",
+        ),
+        (
+            lambda keys: keys.public().seal(b"k", Scope("shop", "paypal", OWN.origin)),
+            "is sealed for shop/paypal",
+        ),
+        (
+            lambda keys: keys.public().seal(b"k", Scope("shop", "stripe", "https://evil.example")),
+            "is sealed for shop/stripe at https://evil.example",
+        ),
+        (
+            lambda keys: SealingKeys.generate().public().seal(b"k", OWN),
+            "is sealed with key",
+        ),
+        (lambda keys: "gh1.not-a-value", "is not a sealed value"),
+    ],
+    ids=["namespace", "name", "origin", "key", "not-a-value"],
+)
+def test_reseal_refuses_an_offer_for_another_connection_or_key(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    offer: Callable[[SealingKeys], str],
+    message: str,
+) -> None:
+    """Whoever may write the connection's status must not choose what the file in Git holds."""
+    code, before, after = _reseal(tmp_path, monkeypatch, offer)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert after == before  # nothing written
+    assert len(err.strip().splitlines()) == 1, err
+    assert "shop/stripe: status.resealedSecret " in err
+    assert message in err
