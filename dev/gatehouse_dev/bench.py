@@ -17,9 +17,10 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   bench_scrubber; in this process, no stack).
 - request bodies: what reading 10 MiB bodies for parameters costs the proxy (see bench_bodies; in
   this process, no stack).
+- workers: how a 2-worker Pod spreads connections over its workers (see bench_workers).
 
-BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber, bodies) runs
-some of them.
+BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber, bodies,
+workers) runs some of them.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from gatehouse_dev import (
     bench_scale,
     bench_scrubber,
     bench_secrets,
+    bench_workers,
     nginx,
     resources,
 )
@@ -114,6 +116,17 @@ def neighbours(workdir: Path) -> str:
     with _gatehouse(workdir) as (cluster, local, _, controlplane):
         processes = {server.name: server.pid for server in controlplane.servers}
         return bench_neighbours.table(bench_neighbours.measure(cluster, local, wrk, processes))
+
+
+def workers(workdir: Path) -> str:
+    """A 2-worker proxy's spread over its workers (see bench_workers), on a stack of its own."""
+    with _gatehouse(workdir) as (cluster, local, _, _):
+        upstream = local.start_nginx("nginx-upstream", nginx.upstream_config).url
+        local.start_operator()
+        proxy = local.start_proxy(workers=2)
+        _, token = apply_to_route(cluster, upstream, proxy.url)
+        fetch = f"{proxy.url}/v1/fetch/api/items"
+        return bench_workers.table(bench_workers.measure(fetch, proxy.admin_url, token, wrk))
 
 
 @dataclass
@@ -220,14 +233,14 @@ def main() -> int:
     def run(section: str) -> bool:
         return not only or section in only
 
-    if (run("latency") or run("neighbours")) and shutil.which("wrk") is None:
+    if (run("latency") or run("neighbours") or run("workers")) and shutil.which("wrk") is None:
         print("make bench needs wrk (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
-    if run("latency") and nginx.binary() is None:
+    if (run("latency") or run("workers")) and nginx.binary() is None:
         print("make bench needs nginx (Debian: apt-get install nginx-light)", file=sys.stderr)
         return 2
 
-    at_scale = isolation = secrets = scrubbing = bodies = ""
+    at_scale = isolation = secrets = scrubbing = bodies = spread = ""
     if run("scrubber"):
         scrubbing = bench_scrubber.table()
     if run("scale") and sizes != (0,):
@@ -241,8 +254,17 @@ def main() -> int:
             secrets = unrelated_secrets(Path(folder))
     if run("bodies"):
         bodies = bench_bodies.table(bench_bodies.measure())
+    if run("workers"):
+        with tempfile.TemporaryDirectory() as folder:
+            spread = workers(Path(folder))
     if run("latency"):
         latency()
+    if spread:
+        print(
+            f"\nA 2-worker proxy Pod: wrk, {bench_workers.CONNECTIONS} connections, through the "
+            "supervisor's port:\n"
+        )
+        print(spread)
     if isolation:
         print(
             "\nNoisy neighbours: tenant B's latency through one replica while tenant A attacks it "

@@ -1,6 +1,6 @@
 """``python -m gatehouse_proxy``: serve the proxy, and its readiness and metrics on a port of their
-own (``--metrics-port``), which apps are not given. ``--workers N`` runs N proxy processes on the
-same port (see gatehouse_proxy.workers)."""
+own (``--metrics-port``), which apps are not given. ``--workers N`` runs N proxy processes
+accepting from one socket of the port (see gatehouse_proxy.workers)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from gatehouse_proxy.workers import (
     Supervisor,
     Worker,
     create_supervisor_admin_app,
-    reuse_port_socket,
+    shared_socket,
     worker_argv,
 )
 
@@ -102,11 +102,13 @@ def main(argv: list[str] | None = None) -> int:
         "--workers",
         type=int,
         default=1,
-        help="proxy processes sharing the port (SO_REUSEPORT); give the Pod as many cores",
+        help="proxy processes sharing the port's one socket; give the Pod as many cores",
     )
     parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto")
-    # Internal: this process is worker INDEX of a supervisor, its admin answers on SOCKET.
+    # Internal: this process is worker INDEX of a supervisor, its admin answers on SOCKET, and
+    # it accepts apps' connections from the supervisor's socket, inherited as descriptor FD.
     parser.add_argument("--worker", metavar="INDEX:SOCKET", help=argparse.SUPPRESS)
+    parser.add_argument("--listen-fd", type=int, metavar="FD", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logs.configure(args.log_level, args.log_format)
     if args.workers < 1:
@@ -127,10 +129,14 @@ def main(argv: list[str] | None = None) -> int:
         "lifespan": "off",
     }
     if args.worker is None and args.workers > 1:
-        with tempfile.TemporaryDirectory(prefix="gatehouse-proxy-") as folder:
+        with (
+            tempfile.TemporaryDirectory(prefix="gatehouse-proxy-") as folder,
+            shared_socket(args.host, args.port) as listener,
+        ):
             passed = list(argv if argv is not None else sys.argv[1:])
+            fd = listener.fileno()
             workers = [
-                Worker(index, worker_argv(passed, index, path), path)
+                Worker(index, worker_argv(passed, index, path, fd), path, fd)
                 for index in range(args.workers)
                 for path in [Path(folder) / f"worker-{index}.sock"]
             ]
@@ -140,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 port=args.metrics_port,
                 **admin,
             )
-            asyncio.run(supervise(Supervisor(workers), config))
+            asyncio.run(supervise(Supervisor(workers, listener), config))
         return 0
 
     sockets = None
@@ -148,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker is not None:
         index, _, admin_socket = args.worker.partition(":")
         settings = dataclasses.replace(settings, replica=f"{settings.replica}-w{index}")
-        sockets = [reuse_port_socket(args.host, args.port)]
+        sockets = [socket.socket(fileno=args.listen_fd)]
         admin_address = {"uds": admin_socket}
     proxy = Proxy(settings)
     # log_config=None: uvicorn's loggers propagate to ours, in the chosen format.

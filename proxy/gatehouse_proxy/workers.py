@@ -1,12 +1,15 @@
 """Several proxy processes in one Pod (``--workers N``), so that a Pod can use more than one core.
 
 A Python process serves from one core. With ``N`` workers, this process supervises ``N`` copies
-of the one-process proxy, each a replica in every respect but its port: each binds the app port
-with ``SO_REUSEPORT`` (the kernel spreads new connections over them), follows the table channel
-as a replica of its own (``<pod>-w<index>``) and keeps its own tenant accounting, so every
-per-replica limit applies per worker (README, "Workers"). The supervisor serves the Pod's
-readiness and metrics from its workers' (over a Unix socket each), restarts a worker that dies,
-and on SIGTERM passes the signal on and waits for the workers to finish what is in flight.
+of the one-process proxy, each a replica in every respect but its port: the supervisor binds the
+app port once and every worker accepts from that one socket, inherited (the kernel hands each
+new connection to one worker waiting on it); each follows the table channel as a replica of its
+own (``<pod>-w<index>``) and keeps its own tenant accounting, so every per-replica limit applies
+per worker (README, "Workers"). The socket has no ``SO_REUSEPORT``: with it, any process of the
+same user could bind the port too and take a share of the apps' connections, and their tokens.
+The supervisor serves the Pod's readiness and metrics from its workers' (over a Unix socket
+each), restarts a worker that dies, and on SIGTERM passes the signal on and waits for the workers
+to finish what is in flight.
 """
 
 from __future__ import annotations
@@ -43,14 +46,16 @@ _ADMIN_TIMEOUT = aiohttp.ClientTimeout(total=2)
 _PR_SET_PDEATHSIG = 1
 
 
-def reuse_port_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
-    """A listening socket that other processes of this user may bind to the same port."""
+def shared_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
+    """The app port's listening socket, for the workers to inherit. No other socket may bind
+    the port while it is open (EADDRINUSE): SO_REUSEADDR only lets a restarted Pod bind past
+    its old connections' TIME_WAIT."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.listen(backlog)
+    sock.set_inheritable(True)
     return sock
 
 
@@ -61,16 +66,17 @@ def _die_with_supervisor() -> None:
 
 
 class Worker:
-    def __init__(self, index: int, argv: list[str], admin_socket: Path) -> None:
+    def __init__(self, index: int, argv: list[str], admin_socket: Path, listener: int) -> None:
         self.index = index
         self.argv = argv
         self.admin_socket = admin_socket
+        self.listener = listener  # the app port's socket, passed on as this descriptor
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
         self.admin_socket.unlink(missing_ok=True)
         self.process = await asyncio.create_subprocess_exec(
-            *self.argv, preexec_fn=_die_with_supervisor
+            *self.argv, preexec_fn=_die_with_supervisor, pass_fds=(self.listener,)
         )
 
     def signal(self, number: int) -> None:
@@ -81,8 +87,9 @@ class Worker:
 class Supervisor:
     """Starts the workers, starts again any that dies, and stops them all on request."""
 
-    def __init__(self, workers: list[Worker]) -> None:
+    def __init__(self, workers: list[Worker], listener: socket.socket) -> None:
         self.workers = workers
+        self.listener = listener
         self.stopping = asyncio.Event()
 
     async def run(self) -> None:
@@ -116,6 +123,9 @@ class Supervisor:
         self.stopping.set()
         for worker in self.workers:
             worker.signal(signal.SIGTERM)
+        # Once the workers stop accepting, the port refuses new connections, as a one-process
+        # proxy's does, instead of queueing them for nobody.
+        self.listener.close()
 
 
 async def _ask(worker: Worker, path: str) -> tuple[int, str]:
@@ -208,6 +218,13 @@ def create_supervisor_admin_app(workers: list[Worker]) -> Starlette:
     return Starlette(routes=[Route("/readyz", readyz), Route("/metrics", metrics)])
 
 
-def worker_argv(argv: list[str], index: int, admin_socket: Path) -> list[str]:
-    """This command line, for worker ``index``."""
-    return [sys.executable, "-m", "gatehouse_proxy", *argv, f"--worker={index}:{admin_socket}"]
+def worker_argv(argv: list[str], index: int, admin_socket: Path, listener: int) -> list[str]:
+    """This command line, for worker ``index``, which accepts on the descriptor ``listener``."""
+    return [
+        sys.executable,
+        "-m",
+        "gatehouse_proxy",
+        *argv,
+        f"--worker={index}:{admin_socket}",
+        f"--listen-fd={listener}",
+    ]

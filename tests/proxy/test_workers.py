@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import socket
 
+import pytest
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gatehouse_proxy.workers import pod_metrics, pod_readiness, reuse_port_socket
+from gatehouse_proxy.workers import pod_metrics, pod_readiness, shared_socket
 
 
 def _ready(version: int, signed: str, sealed: list[str], age: float) -> tuple[int, str]:
@@ -66,20 +68,16 @@ def test_metrics_of_every_worker_are_one_exposition_with_a_worker_label() -> Non
     assert merged.count("# HELP gatehouse_proxy_requests_total") == 1
 
 
-def test_two_sockets_bind_one_port_with_reuse_port() -> None:
-    first = reuse_port_socket("127.0.0.1", 0)
-    port = first.getsockname()[1]
-    second = reuse_port_socket("127.0.0.1", port)
-    try:
-        assert second.getsockname()[1] == port
-        plain = socket.socket()
-        try:
-            plain.bind(("127.0.0.1", port))
-            raise AssertionError("a socket without SO_REUSEPORT must not join the port")
-        except OSError:
-            pass
-        finally:
-            plain.close()
-    finally:
-        first.close()
-        second.close()
+@pytest.mark.parametrize("reuse_port", [False, True])
+def test_no_other_socket_binds_the_shared_port(reuse_port: bool) -> None:
+    """Not even one of the same user asking for SO_REUSEPORT (which would take a share of the
+    apps' connections, and their tokens)."""
+    with shared_socket("127.0.0.1", 0) as shared:
+        port = shared.getsockname()[1]
+        with socket.socket() as other:
+            other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            with pytest.raises(OSError, match="in use") as refused:
+                other.bind(("127.0.0.1", port))
+            assert refused.value.errno == errno.EADDRINUSE
