@@ -221,7 +221,8 @@ class LocalGatehouse:
     def service_account_kubeconfig(self, component: str) -> Path:
         """A kubeconfig of the release's ``component`` ServiceAccount (operator, webhook), with
         the chart's rendered RBAC for it applied (and, for the operator, the sealing keys'
-        ConfigMap it fills in): exactly the rights an installation gives."""
+        ConfigMap it fills in, and the admission policy that holds its Secret writes to its
+        own): exactly the rights an installation gives."""
         rendered = subprocess.run(
             [
                 str(self.cluster.binaries.helm),
@@ -234,7 +235,12 @@ class LocalGatehouse:
                 f"templates/{component}-rbac.yaml",
                 # The ConfigMap the operator publishes its public sealing keys in.
                 *(
-                    ["--show-only", "templates/sealing-keys.yaml"]
+                    [
+                        "--show-only",
+                        "templates/sealing-keys.yaml",
+                        "--show-only",
+                        "templates/operator-secret-policy.yaml",
+                    ]
                     if component == "operator"
                     else []
                 ),

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes.aio import config
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.pki import CertificateAuthority
@@ -18,7 +20,11 @@ from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api import roles
 from gatehouse_operator.api.crds import KINDS
+from gatehouse_operator.keyring_secret import KeyringSecret
+from gatehouse_operator.kube import Kube
+from gatehouse_operator.sealing_secret import SealingKeysSecret
 from gatehouse_operator.settings import OperatorSettings, WebhookSettings
+from gatehouse_operator.webhook import shared_certificate
 from gatehouse_proxy.settings import ProxySettings
 
 pytestmark = pytest.mark.e2e
@@ -270,10 +276,19 @@ def test_the_operator_may_change_only_the_leader_label_of_a_pod(
     leader = {"metadata": {"labels": {"gatehouse.dev/leader": f"{release}-gatehouse-operator"}}}
     assert patch(leader).returncode == 0
     assert patch({"metadata": {"labels": {"gatehouse.dev/leader": None}}}).returncode == 0
+    missing_owner = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "gone",
+        "uid": "00000000-0000-0000-0000-000000000000",
+    }
     for change in (
         {"spec": {"containers": [{"name": "main", "image": "attacker:1"}]}},
         {"metadata": {"labels": {"app": "elsewhere"}}},
         {"metadata": {"annotations": {"note": "x"}}},
+        # A Pod that can never be deleted, and one the garbage collector deletes.
+        {"metadata": {"finalizers": ["example.com/hold"]}},
+        {"metadata": {"ownerReferences": [missing_owner]}},
     ):
         refused = patch(change)
         assert refused.returncode != 0, change
@@ -282,6 +297,176 @@ def test_the_operator_may_change_only_the_leader_label_of_a_pod(
         "get", "pod", "neighbour", "-n", namespace, "-o", "jsonpath={.spec.containers[0].image}"
     ).stdout
     assert image == "neighbour:1"
+
+
+def test_the_operator_and_the_webhook_write_only_the_secrets_they_make(
+    cluster: Cluster, namespace: str, release: str, tmp_path: Path
+) -> None:
+    """RBAC lets the operator create, update and delete Secrets in every namespace it serves (it
+    cannot name them before they exist, nor narrow by type or label); the chart's
+    ValidatingAdmissionPolicy holds it, and the webhook, to the Secrets they make. The operator's
+    and the webhook's own code, run as their ServiceAccounts, still write theirs."""
+    _helm(cluster, "install", release, str(CHART), "-n", namespace, *IN_SHARED_CLUSTER)
+    project = f"{namespace}-p"
+    cluster.kubectl("create", "namespace", project)
+    accounts = {
+        who: f"system:serviceaccount:{namespace}:{release}-gatehouse-{who}"
+        for who in ("operator", "webhook")
+    }
+
+    def write(
+        who: str, verb: str, where: str, document: dict[str, Any] | None = None, *args: str
+    ) -> subprocess.CompletedProcess[str]:
+        return cluster.kubectl(
+            verb, *args, "-n", where, "--dry-run=server", f"--as={accounts[who]}",
+            *(("-f", "-") if document else ()),
+            stdin=json.dumps(document) if document else None, check=False,
+        )  # fmt: skip
+
+    probes = iter(range(1000))
+    wait_for(
+        lambda: (
+            "may write only"
+            in write("operator", "create", project, _secret(f"probe-{next(probes)}")).stderr
+        ),
+        timeout=20,
+        what="the chart's admission policy in force",
+    )
+    try:
+        operator, webhook = (f"{release}-gatehouse-{who}" for who in ("operator", "webhook"))
+        _as_account(
+            cluster, namespace, operator, tmp_path, _operator_writes(project, namespace, release)
+        )
+        _as_account(cluster, namespace, webhook, tmp_path, _webhook_writes(namespace, release))
+
+        # Someone else's Secret with the name of an app's credential.
+        admins = _secret("dataapp-mirror-gatehouse")
+        cluster.kubectl("apply", "-n", project, "-f", "-", stdin=json.dumps(admins))
+        mirror = {"kind": "DataApp", "name": "mirror", "uid": "u-3"}
+        taken = _secret("dataapp-mirror-gatehouse", owner=mirror, labelled=True)
+        app = {"kind": "DataApp", "name": "sales", "uid": "u-1"}
+        credential = _secret("dataapp-sales-gatehouse", owner=app, labelled=True)
+        assert write("operator", "create", project, credential).returncode == 0
+        token = _secret("powerful-token", type_="kubernetes.io/service-account-token")
+        token["metadata"]["annotations"] = {"kubernetes.io/service-account.name": "default"}
+        refused = {
+            "a kube-system account's token": write("operator", "create", "kube-system", token),
+            "a ServiceAccount token in a project": write("operator", "create", project, token),
+            "any other Secret": write("operator", "create", project, _secret("db-password")),
+            "a credential named for another app": write(
+                "operator", "create", project,
+                _secret("dataapp-payroll-gatehouse", owner=app, labelled=True),
+            ),
+            "a credential without its labels": write(
+                "operator", "create", project, _secret("dataapp-sales-gatehouse", owner=app)
+            ),
+            "a credential of another type": write(
+                "operator", "create", project,
+                _secret("dataapp-sales-gatehouse", owner=app, labelled=True, type_="example/x"),
+            ),
+            "the keyring's name outside the release": write(
+                "operator", "create", project, _secret(f"{release}-gatehouse-keyring")
+            ),
+            "another's Secret taken over": write(
+                "operator", "patch", project, None, "secret", "dataapp-mirror-gatehouse",
+                "--type=merge", "-p", json.dumps({"metadata": taken["metadata"]}),
+            ),
+            "another's Secret deleted": write(
+                "operator", "delete", project, None, "secret", "dataapp-mirror-gatehouse"
+            ),
+            "the webhook: a ServiceAccount token": write("webhook", "create", namespace, token),
+            "the webhook: its certificate's name, not TLS": write(
+                "webhook", "create", namespace, _secret(f"{release}-gatehouse-webhook-tls")
+            ),
+            "the webhook: another TLS Secret": write(
+                "webhook", "create", namespace, _secret("other-tls", type_="kubernetes.io/tls")
+            ),
+        }  # fmt: skip
+        for what, done in refused.items():
+            assert done.returncode != 0, what
+            assert "may write only" in done.stderr or "may only create" in done.stderr, (
+                what,
+                done.stderr,
+            )
+    finally:
+        cluster.kubectl("delete", "namespace", project, "--wait=false")
+
+
+def _secret(
+    name: str,
+    *,
+    owner: dict[str, str] | None = None,
+    labelled: bool = False,
+    type_: str = "Opaque",
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if owner:
+        metadata["ownerReferences"] = [
+            {"apiVersion": "gatehouse.dev/v1alpha1", "controller": True, **owner}
+        ]
+    if labelled and owner:
+        metadata["labels"] = {
+            "gatehouse.dev/credential": "true",
+            "gatehouse.dev/credential-for": f"{owner['kind']}.{owner['name']}",
+        }
+    data = {"tls.crt": "eA==", "tls.key": "eA=="} if type_ == "kubernetes.io/tls" else {}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "type": type_, "data": data}
+
+
+def _as_account(
+    cluster: Cluster,
+    namespace: str,
+    account: str,
+    tmp_path: Path,
+    writes: Callable[[Kube], Awaitable[None]],
+) -> None:
+    """Runs ``writes`` with a Kube client authenticated as the ServiceAccount ``account``."""
+    token = cluster.kubectl("create", "token", account, "-n", namespace).stdout.strip()
+    kubeconfig = cluster.token_kubeconfig(account, token, tmp_path / f"{account}.kubeconfig")
+
+    async def run() -> None:
+        api = await config.new_client_from_config(config_file=str(kubeconfig))
+        try:
+            await writes(Kube(api))
+        finally:
+            await api.close()
+
+    asyncio.run(run())
+
+
+def _operator_writes(
+    project: str, namespace: str, release: str
+) -> Callable[[Kube], Awaitable[None]]:
+    """An app's credential made, then made again for a later app of the same name, deleted;
+    the keyring and the sealing keys made at a first start."""
+
+    async def writes(kube: Kube) -> None:
+        first = {"kind": "DataApp", "name": "sales", "uid": "u-1"}
+        later = {**first, "uid": "u-2"}
+        issued = await kube.app_token(project, "dataapp-sales-gatehouse", first)
+        assert await kube.app_token(project, "dataapp-sales-gatehouse", first) == issued
+        assert await kube.app_token(project, "dataapp-sales-gatehouse", later) != issued
+        await kube.delete_credential_secret(project, "dataapp-sales-gatehouse", later)
+        assert await kube.secret(project, "dataapp-sales-gatehouse") is None
+        keyring = KeyringSecret(namespace, f"{release}-gatehouse-keyring", create=True)
+        await keyring.load(kube)
+        sealing = SealingKeysSecret(
+            namespace, f"{release}-gatehouse-sealing-keys", create=True, published=None
+        )
+        await sealing.refresh(kube)
+        assert sealing.sealing_keys() is not None
+
+    return writes
+
+
+def _webhook_writes(namespace: str, release: str) -> Callable[[Kube], Awaitable[None]]:
+    async def writes(kube: Kube) -> None:
+        ref = f"{namespace}/{release}-gatehouse-webhook-tls"
+        configuration = f"{release}-gatehouse-{namespace}"
+        certificate, _ = await shared_certificate(kube, ref, ["webhook.example"], configuration)
+        assert certificate
+
+    return writes
 
 
 def test_watch_namespaces_narrows_the_rights_to_those_namespaces(
