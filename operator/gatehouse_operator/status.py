@@ -111,7 +111,11 @@ class StatusWriter:
         extra: dict[str, Any],
         key: str,
         summary: ConditionType = ConditionType.READY,
+        *,
+        events: bool = True,
     ) -> None:
+        """Writes the status, and an Event for each move of the summary condition (and of an
+        advisory one) unless not ``events`` (a step nobody needs told of)."""
         existing = self._conditions.get(key) or body.get("status", {}).get("conditions", [])
         generation = int(body["metadata"].get("generation", 0))
         merged, changed = merge(existing, verdicts, generation)
@@ -124,7 +128,7 @@ class StatusWriter:
         # One Event per move of the summary condition (Ready): its reason is the failing
         # condition's, so the others would only repeat it. Advisory conditions do not feed
         # Ready, so their moves are told by Events of their own.
-        for verdict in changed:
+        for verdict in changed if events else ():
             if verdict.type == summary or verdict.type in ADVISORY:
                 await self._event(kind, body, verdict)
         if status == self._written.get(key, body.get("status")):

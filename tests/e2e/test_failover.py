@@ -23,9 +23,11 @@ from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,
     app_token,
     apply,
+    condition,
     connection,
     data_app,
     fetch,
+    get,
     secret,
     wait_condition,
 )
@@ -103,3 +105,56 @@ def test_the_standby_takes_over_when_the_leader_stops(
     assert took < 5, took
     ready = httpx.get(f"{stack.proxies[0].admin_url}/readyz", timeout=5).json()
     assert ready["feed"]["state"] == "connected", ready
+
+
+def test_a_test_in_flight_when_the_leader_stops_is_not_sent_again(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """The new leader finds a ConnectionTest the old one sent and never saw the end of: it may
+    have reached the upstream, so it fails as OutcomeUnknown instead of being sent again
+    (before: the new leader ran it again, and a POST arrived twice)."""
+    standby = stack.local.start_operator(standby=True)
+    limits = {"timeoutSeconds": 12}
+    apply(
+        cluster,
+        namespace,
+        connection(
+            "vendor", stack.upstream, {"type": "none"}, allowedMethods=["POST"], limits=limits
+        ),
+    )
+    wait_condition(cluster, namespace, "externalconnection/vendor", "True")
+    path = f"/slow?seconds=8&charge={namespace}"
+    test = {
+        "apiVersion": "gatehouse.dev/v1alpha1",
+        "kind": "ConnectionTest",
+        "metadata": {"name": "charge"},
+        "spec": {"connection": "vendor", "method": "POST", "path": path, "body": {"cents": 1}},
+    }
+    apply(cluster, namespace, test)
+
+    def arrived() -> int:
+        return int(
+            httpx.get(f"{stack.upstream}/_arrivals", timeout=5).json().get(f"POST {path}", 0)
+        )
+
+    wait_for(lambda: arrived() == 1, timeout=20, interval=0.1, what="the POST at the upstream")
+    leader = stack.operator
+    os.kill(leader.server.pid, signal.SIGTERM)
+    stack.operator = standby
+    done = wait_for(
+        lambda: (
+            (get(cluster, namespace, "connectiontest/charge") or {})
+            .get("status", {})
+            .get("finishedAt")
+        ),
+        timeout=40,
+        interval=0.2,
+        what="the test finished by the new leader",
+    )
+    assert done
+    passed = condition(cluster, namespace, "connectiontest/charge", "Passed")
+    leader.server.stop()
+    time.sleep(1)
+    assert arrived() == 1
+    assert passed["reason"] == "OutcomeUnknown", passed
+    assert "not sent again" in passed["message"]

@@ -63,6 +63,7 @@ class Reason(StrEnum):
     PROXY_ERROR = "ProxyError"
     PROXY_UNAVAILABLE = "ProxyUnavailable"
     ROUTED = "Routed"
+    RUNNING = "Running"
     SAMPLE_EXISTS = "SampleExists"
     SAMPLE_LIMIT_REACHED = "SampleLimitReached"
     SAVE_ERROR = "SaveError"

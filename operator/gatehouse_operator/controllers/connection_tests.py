@@ -36,12 +36,13 @@ from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.connections.testing import Finished, Waiting, ask, result, stored_secrets
 from gatehouse_operator.kube import SampleRefused
 from gatehouse_operator.runtime import Runtime, forget_resource
-from gatehouse_operator.status import Verdict, now
+from gatehouse_operator.status import Verdict, condition, now
 
 PLURAL = CONNECTION_TEST.plural
 # How long a test waits for the operator to see its connection (it may be applied together with
 # the connection) and for a proxy replica to answer.
 PATIENCE_SECONDS = 60.0
+SENT_MESSAGE = "sent to a proxy replica; waiting for its report"
 
 
 def _key(body: dict[str, Any]) -> str:
@@ -88,12 +89,18 @@ def _connection(
 
 
 async def _run_on_proxy(
-    runtime: Runtime, key: str, route: ConnectionRoute, spec: ConnectionTestSpec, age: float
+    runtime: Runtime,
+    body: dict[str, Any],
+    key: str,
+    route: ConnectionRoute,
+    spec: ConnectionTestSpec,
 ) -> ConnectionTestAnswer:
     """Runs the test on a proxy replica that holds the connection's latest route.
 
     The test may wait on the replica for a place as long as its patience lasts, rather than be
-    turned back and sent again; it starts only while its connection's timeout still fits.
+    turned back and sent again; it starts only while its connection's timeout still fits. The
+    status says it was sent before it is: an operator that stops meanwhile leaves that behind,
+    and the next one does not send it again (see ``run``).
     """
     revision = runtime.journal.revision("connection", key)
     if revision is None or runtime.routes.unpublished("connection", key):
@@ -107,7 +114,11 @@ async def _run_on_proxy(
         body=spec.body,
         min_table_version=revision,
     )
-    waits = max(0.0, PATIENCE_SECONDS - age)
+    waits = max(0.0, PATIENCE_SECONDS - _age_seconds(body))
+    sent = Verdict(ConditionType.PASSED, "Unknown", Reason.RUNNING, SENT_MESSAGE)
+    await runtime.status.write(
+        CONNECTION_TEST, body, [sent], {}, _key(body), summary=ConditionType.PASSED, events=False
+    )
     return await ask(runtime, request, within=route.limits.timeout_seconds + 5 + waits)
 
 
@@ -229,6 +240,26 @@ async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
         )
 
 
+def _not_left_running(runtime: Runtime, body: dict[str, Any], key: str) -> None:
+    """Raises Finished for a test an earlier run sent and never saw the end of: an operator
+    that stopped (a rollout, a leader change) or failed meanwhile. Its request may have
+    reached the upstream, so it is not sent again."""
+    # What this process wrote last, if anything: a body from the watch may be older.
+    last = runtime.status.condition(key, ConditionType.PASSED) or condition(
+        body.get("status", {}), ConditionType.PASSED
+    )
+    if last.get("reason") == Reason.RUNNING:
+        raise Finished(
+            Verdict(
+                ConditionType.PASSED,
+                "False",
+                Reason.OUTCOME_UNKNOWN,
+                "the operator stopped while a proxy replica held this test: the request may "
+                "have reached the upstream, so it is not sent again; run a new test to try again",
+            )
+        )
+
+
 async def run(runtime: Runtime, body: dict[str, Any]) -> None:
     """Runs the test once; a finished test is never run again."""
     if body.get("status", {}).get("finishedAt"):
@@ -238,6 +269,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
     extra: dict[str, Any] = {}
     verdicts: list[Verdict] = []
     try:
+        _not_left_running(runtime, body, key)
         try:
             spec = ConnectionTestSpec.model_validate(body.get("spec", {}))
         except ValidationError as error:
@@ -246,7 +278,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             ) from None
         connection_key, route, connection = _connection(runtime, body, spec)
         connection_spec = ExternalConnectionSpec.model_validate(connection["spec"])
-        answer = await _run_on_proxy(runtime, connection_key, route, spec, _age_seconds(body))
+        answer = await _run_on_proxy(runtime, body, connection_key, route, spec)
     except Finished as finished:
         verdicts.append(finished.verdict)
     except Waiting as waiting:
