@@ -68,12 +68,12 @@ def connection_test(name: str, target: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def finished(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+def finished(cluster: Cluster, namespace: str, name: str, timeout: float = 30) -> dict[str, Any]:
     def done() -> dict[str, Any] | None:
         body = get(cluster, namespace, f"connectiontest/{name}") or {}
         return body if body.get("status", {}).get("finishedAt") else None
 
-    return wait_for(done, timeout=30, interval=0.2, what=f"ConnectionTest {name} to finish")
+    return wait_for(done, timeout=timeout, interval=0.2, what=f"ConnectionTest {name} to finish")
 
 
 def run_cli(cluster: Cluster, module: str, *args: str) -> subprocess.CompletedProcess[str]:

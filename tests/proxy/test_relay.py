@@ -229,7 +229,8 @@ def test_a_connection_test_shows_a_compressed_answer_decoded(tmp_path: Path) -> 
                     outcome = await proxy.proxy.run_test(
                         ConnectionTestRequest(
                             connection="one/api", method="GET", path=f"/compressed/{coding}"
-                        )
+                        ),
+                        lambda: None,
                     )
                     assert SECRET not in outcome.model_dump_json()
                     if coding == "br":
