@@ -16,7 +16,10 @@ from pydantic import Field
 from gatehouse_contract.sealing import Sealed
 from gatehouse_contract.wire import Frozen
 
-AuthType = Literal["none", "apiKey", "bearer", "googleServiceAccount"]
+AuthType = Literal[
+    "none", "apiKey", "bearer", "basic", "googleServiceAccount", "oauth2ClientCredentials"
+]
+ClientAuthentication = Literal["basic", "body"]
 EntryKind = Literal["connection", "app"]
 
 
@@ -27,11 +30,24 @@ class Limits(Frozen):
     requests_per_minute: int
 
 
+class TokenRequest(Frozen):
+    """How an OAuth 2.0 client-credentials token is asked for (RFC 6749 4.4); the client secret
+    is the credential's sealed value."""
+
+    url: str
+    client_id: str
+    # RFC 6749 2.3.1: HTTP Basic (what every server must support) or the form body.
+    client_authentication: ClientAuthentication = "basic"
+    # Extra form parameters some providers need (audience, resource), in the order given.
+    parameters: tuple[tuple[str, str], ...] = ()
+
+
 class Credential(Frozen):
     type: AuthType
     parameter: str = ""  # the API key's header or query parameter name
     location: Literal["header", "query", ""] = ""
     scopes: tuple[str, ...] = ()
+    token_request: TokenRequest | None = None
     sealed: Sealed | None = None
 
     @property
@@ -42,8 +58,12 @@ class Credential(Frozen):
         return hashlib.sha256(self.sealed.ciphertext.encode()).hexdigest()[:16]
 
     def context(self, connection_uid: str, origin: str) -> str:
-        """What a sealed value is bound to: opening it for another host or placement fails."""
-        return f"{connection_uid}|{origin}|{self.type}|{self.location}|{self.parameter}"
+        """What a sealed value is bound to: opening it for another host or placement fails. A
+        client secret is bound to where it is sent, the token URL, and whose it is, too."""
+        context = f"{connection_uid}|{origin}|{self.type}|{self.location}|{self.parameter}"
+        if self.token_request is not None:
+            context += f"|{self.token_request.url}|{self.token_request.client_id}"
+        return context
 
 
 class ConnectionRoute(Frozen):
@@ -54,6 +74,11 @@ class ConnectionRoute(Frozen):
     allowed_paths: tuple[str, ...]
     credential: Credential
     limits: Limits
+    # Headers sent on every request, replacing the app's of the same name (vendors' required
+    # versions: Notion-Version, X-GitHub-Api-Version...). Never secret.
+    headers: tuple[tuple[str, str], ...] = ()
+    # Media types (type/subtype, or type/*) an answer may have; empty allows any.
+    content_types: tuple[str, ...] = ()
     # Set when the operator cannot provide a working credential (missing Secret, bad key file):
     # the proxy answers 503 instead of calling upstream with stale or no credentials.
     unavailable: str = ""

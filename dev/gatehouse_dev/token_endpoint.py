@@ -1,22 +1,36 @@
-"""A real OAuth 2.0 token endpoint for the JWT-bearer grant, as Google's works, on 127.0.0.1.
+"""A real OAuth 2.0 authorization server on 127.0.0.1, and an API that only its tokens open.
 
-It verifies each assertion's RS256 signature with the service account's public key and checks its
-claims (issuer, audience, scope, expiry) before it issues a short-lived access token. ``/stats``
-counts exchanges, so a test can show that many concurrent requests cause one exchange;
-``/tokeninfo`` tells an upstream whether a token is one it issued and for which scopes.
+Two grants:
 
-``python -m gatehouse_dev.token_endpoint --port P --public-key KEY.pem --client-email E``
+- JWT bearer, as Google's works: each assertion's RS256 signature is verified with the service
+  account's public key and its claims (issuer, audience, scope, expiry) checked;
+- client credentials (RFC 6749 4.4): clients are registered at run time (``POST /clients`` with
+  id, secret, the one authentication method each accepts, ``basic`` or ``body``, and the lifetime
+  of its tokens), and a request authenticated any other way is ``invalid_client``.
+
+``/stats`` counts token requests (per client too) and the API's answers; ``POST /revoke`` revokes
+a client's tokens, as providers that revoke on demand do; ``/tokeninfo`` tells whether a token is
+live. ``/api/...`` is the protected API: a live bearer token gets an echo, anything else a 401.
+``/hostile/...`` are token endpoints that misbehave: a redirect, 10 MiB, an answer that trickles
+past any deadline, a chosen ``expires_in``, and an error that echoes the client secret.
+
+``python -m gatehouse_dev.token_endpoint --port P [--public-key KEY.pem --client-email E]``
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
+import hmac
 import json
 import secrets
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote_plus
 
 from aiohttp import web
 from cryptography.exceptions import InvalidSignature
@@ -30,18 +44,36 @@ def _b64url(part: str) -> bytes:
     return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
 
 
+@dataclass
+class Client:
+    secret: str
+    method: str  # "basic" or "body": the one way this client may authenticate
+    lifetime: int
+    requests: int = 0
+    revoked_at: float = 0.0
+
+
 class TokenEndpoint:
     def __init__(
-        self, public_key: rsa.RSAPublicKey, client_email: str, audience: str, lifetime: int
+        self,
+        public_key: rsa.RSAPublicKey | None,
+        client_email: str,
+        audience: str,
+        lifetime: int,
     ) -> None:
         self.public_key = public_key
         self.client_email = client_email
         self.audience = audience
         self.lifetime = lifetime
         self.exchanges = 0
+        self.clients: dict[str, Client] = {}
         self.issued: dict[str, dict[str, Any]] = {}
+        self.api_calls = 0
+        self.api_refusals = 0
 
     def verify(self, assertion: str) -> dict[str, Any]:
+        if self.public_key is None:
+            raise _oauth_error(400, "unsupported_grant_type", "no service account is configured")
         try:
             header_b64, payload_b64, signature_b64 = assertion.split(".")
             header = json.loads(_b64url(header_b64))
@@ -55,10 +87,7 @@ class TokenEndpoint:
                 hashes.SHA256(),
             )
         except (ValueError, InvalidSignature) as error:
-            raise web.HTTPBadRequest(
-                text=json.dumps({"error": "invalid_grant", "error_description": str(error)}),
-                content_type="application/json",
-            ) from None
+            raise _oauth_error(400, "invalid_grant", str(error)) from None
         now = time.time()
         problems = [
             claims.get("iss") != self.client_email and "iss",
@@ -67,52 +96,190 @@ class TokenEndpoint:
             not (claims.get("iat", 0) - 60 <= now < claims.get("exp", 0)) and "exp",
         ]
         if any(problems):
-            raise web.HTTPBadRequest(
-                text=json.dumps({"error": "invalid_grant", "error_description": str(problems)}),
-                content_type="application/json",
-            )
+            raise _oauth_error(400, "invalid_grant", str(problems))
         return claims
+
+    def _issue(self, scope: str, lifetime: int, client: str) -> web.Response:
+        value = "ya29.test-" + secrets.token_urlsafe(24)
+        self.issued[value] = {
+            "scope": scope,
+            "client": client,
+            "issued": time.time(),
+            "exp": time.time() + lifetime,
+        }
+        return web.json_response(
+            {"access_token": value, "expires_in": lifetime, "token_type": "Bearer"}
+        )
+
+    def _client(self, request: web.Request, form: Mapping[str, Any]) -> tuple[str, Client]:
+        """The authenticated client, by the one method it is registered for (RFC 6749
+        2.3.1: Basic with the id and secret form-encoded, or both in the body)."""
+        header = request.headers.get("Authorization", "")
+        if header.startswith("Basic "):
+            try:
+                pair = base64.b64decode(header[6:], validate=True).decode()
+            except (ValueError, UnicodeDecodeError):
+                raise _oauth_error(401, "invalid_client", "malformed Basic credentials") from None
+            client_id, _, secret = (unquote_plus(part) for part in pair.partition(":"))
+            method = "basic"
+            if "client_secret" in form:
+                raise _oauth_error(400, "invalid_request", "two ways of authenticating")
+        else:
+            client_id = str(form.get("client_id", ""))
+            secret = str(form.get("client_secret", ""))
+            method = "body"
+        client = self.clients.get(client_id)
+        if client is None or not hmac.compare_digest(client.secret, secret):
+            raise _oauth_error(401, "invalid_client", "unknown client or wrong secret")
+        if client.method != method:
+            raise _oauth_error(
+                401, "invalid_client", f"this client authenticates with {client.method}"
+            )
+        return client_id, client
 
     async def token(self, request: web.Request) -> web.Response:
         form = await request.post()
-        if form.get("grant_type") != JWT_BEARER:
-            return web.json_response({"error": "unsupported_grant_type"}, status=400)
-        claims = self.verify(str(form.get("assertion", "")))
-        self.exchanges += 1
-        value = "ya29.test-" + secrets.token_urlsafe(24)
-        self.issued[value] = {"scope": claims["scope"], "exp": time.time() + self.lifetime}
-        return web.json_response(
-            {"access_token": value, "expires_in": self.lifetime, "token_type": "Bearer"}
+        grant = form.get("grant_type")
+        if grant == JWT_BEARER:
+            claims = self.verify(str(form.get("assertion", "")))
+            self.exchanges += 1
+            return self._issue(claims["scope"], self.lifetime, self.client_email)
+        if grant == "client_credentials":
+            client_id, client = self._client(request, form)
+            client.requests += 1
+            self.exchanges += 1
+            return self._issue(str(form.get("scope", "")), client.lifetime, client_id)
+        return web.json_response({"error": "unsupported_grant_type"}, status=400)
+
+    async def register(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.clients[body["id"]] = Client(
+            body["secret"], body.get("method", "basic"), int(body.get("lifetime", self.lifetime))
         )
+        return web.json_response({"registered": body["id"]})
+
+    async def revoke(self, request: web.Request) -> web.Response:
+        """Revokes every live token of a client (``{"client": ID}``), as a provider that revokes
+        on demand, or on each new mint, does."""
+        client = (await request.json())["client"]
+        revoked = [token for token, info in self.issued.items() if info["client"] == client]
+        for token in revoked:
+            del self.issued[token]
+        return web.json_response({"revoked": len(revoked)})
+
+    def _live(self, token: str) -> dict[str, Any] | None:
+        info = self.issued.get(token)
+        return info if info is not None and info["exp"] >= time.time() else None
 
     async def tokeninfo(self, request: web.Request) -> web.Response:
-        info = self.issued.get(request.query.get("access_token", ""))
-        if info is None or info["exp"] < time.time():
+        info = self._live(request.query.get("access_token", ""))
+        if info is None:
             return web.json_response({"error": "invalid_token"}, status=400)
         return web.json_response(info)
 
+    async def api(self, request: web.Request) -> web.Response:
+        header = request.headers.get("Authorization", "")
+        info = self._live(header.removeprefix("Bearer ")) if header.startswith("Bearer ") else None
+        if info is None:
+            self.api_refusals += 1
+            return web.json_response(
+                {"error": "invalid_token"},
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            )
+        self.api_calls += 1
+        body = await request.read()
+        return web.json_response(
+            {
+                "method": request.method,
+                "path": request.path,
+                "client": info["client"],
+                "scope": info["scope"],
+                "headers": {name.lower(): value for name, value in request.headers.items()},
+                "body": body.decode("utf-8", "replace"),
+            }
+        )
+
     async def stats(self, request: web.Request) -> web.Response:
-        return web.json_response({"exchanges": self.exchanges})
+        return web.json_response(
+            {
+                "exchanges": self.exchanges,
+                "clients": {name: client.requests for name, client in self.clients.items()},
+                "apiCalls": self.api_calls,
+                "apiRefusals": self.api_refusals,
+            }
+        )
+
+
+async def hostile(request: web.Request) -> web.StreamResponse:
+    """Token endpoints that misbehave, for the proxy's bounds: each mode is a path."""
+    mode = request.match_info["mode"]
+    form = await request.post()
+    if mode == "redirect":
+        raise web.HTTPFound("http://169.254.169.254/latest/meta-data/")
+    if mode == "huge":
+        return web.json_response({"access_token": "x" * (10 * 1024 * 1024), "expires_in": 3600})
+    if mode == "trickle":
+        reply = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await reply.prepare(request)
+        for char in '{"access_token": "slow", "expires_in": 3600}':
+            await reply.write(char.encode())
+            await asyncio.sleep(1)
+        return reply
+    if mode.startswith("expires="):
+        lifetime: Any = json.loads(mode.partition("=")[2])
+        return web.json_response(
+            {"access_token": "t-" + secrets.token_hex(8), "expires_in": lifetime}
+        )
+    if mode == "echo":
+        # What the client sent, in the description: a careless provider's error.
+        sent = request.headers.get("Authorization", "") + " " + str(form.get("client_secret", ""))
+        if sent.strip().startswith("Basic "):
+            sent += " " + base64.b64decode(sent.split()[1]).decode("utf-8", "replace")
+        return web.json_response(
+            {"error": "invalid_client", "error_description": f"bad credentials: {sent}"},
+            status=401,
+        )
+    raise web.HTTPNotFound()
+
+
+def _oauth_error(status: int, error: str, description: str) -> web.HTTPException:
+    kind = web.HTTPUnauthorized if status == 401 else web.HTTPBadRequest
+    return kind(
+        text=json.dumps({"error": error, "error_description": description}),
+        content_type="application/json",
+    )
+
+
+def create_app(endpoint: TokenEndpoint) -> web.Application:
+    app = web.Application(client_max_size=64 * 1024)
+    app.router.add_post("/token", endpoint.token)
+    app.router.add_post("/clients", endpoint.register)
+    app.router.add_post("/revoke", endpoint.revoke)
+    app.router.add_get("/tokeninfo", endpoint.tokeninfo)
+    app.router.add_get("/stats", endpoint.stats)
+    app.router.add_route("*", "/api/{tail:.*}", endpoint.api)
+    app.router.add_post("/hostile/{mode}", hostile)
+    return app
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--public-key", type=Path, required=True)
-    parser.add_argument("--client-email", required=True)
+    parser.add_argument("--public-key", type=Path)
+    parser.add_argument("--client-email", default="")
     parser.add_argument("--lifetime", type=int, default=3600)
     args = parser.parse_args()
-    public_key = serialization.load_pem_public_key(args.public_key.read_bytes())
-    if not isinstance(public_key, rsa.RSAPublicKey):
-        parser.error("--public-key must be an RSA public key")
+    public_key = None
+    if args.public_key is not None:
+        loaded = serialization.load_pem_public_key(args.public_key.read_bytes())
+        if not isinstance(loaded, rsa.RSAPublicKey):
+            parser.error("--public-key must be an RSA public key")
+        public_key = loaded
     endpoint = TokenEndpoint(
         public_key, args.client_email, f"http://127.0.0.1:{args.port}/token", args.lifetime
     )
-    app = web.Application()
-    app.router.add_post("/token", endpoint.token)
-    app.router.add_get("/tokeninfo", endpoint.tokeninfo)
-    app.router.add_get("/stats", endpoint.stats)
-    web.run_app(app, host="127.0.0.1", port=args.port, print=None)
+    web.run_app(create_app(endpoint), host="127.0.0.1", port=args.port, print=None)
 
 
 if __name__ == "__main__":

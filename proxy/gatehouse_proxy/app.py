@@ -43,9 +43,11 @@ from gatehouse_contract.routes import AppRoute, ConnectionRoute, namespace_of
 from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy import body_rules, metrics
 from gatehouse_proxy import headers as header_policy
+from gatehouse_proxy.content_types import check_content_type
 from gatehouse_proxy.copy_sources import check_copy_sources
 from gatehouse_proxy.entrance import FETCH_PATH, FirstTurn, Routes, identified_app
 from gatehouse_proxy.errors import ProxyError, error_response
+from gatehouse_proxy.fleet_tokens import FleetTokens
 from gatehouse_proxy.forwarder import (
     Forwarder,
     RequestBody,
@@ -54,22 +56,26 @@ from gatehouse_proxy.forwarder import (
     new_session,
     tls_context,
 )
-from gatehouse_proxy.google_tokens import GoogleTokenSource
+from gatehouse_proxy.google_tokens import GoogleMinter
 from gatehouse_proxy.incoming import AppRequest, AppWentAway
-from gatehouse_proxy.injectors import Injection, Injector, token_cache_key
-from gatehouse_proxy.matcher import check_method, check_path, normalise
+from gatehouse_proxy.injectors import Injection, Injector, credential_key, mints_tokens
+from gatehouse_proxy.matcher import UpstreamPath, check_method, check_path, normalise
 from gatehouse_proxy.network_guard import NetworkPolicy
 from gatehouse_proxy.query import upstream_query
 from gatehouse_proxy.rate_limit import RateLimiter
 from gatehouse_proxy.relay import RelayedResponse
 from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.settings import ProxySettings
+from gatehouse_proxy.shared_store import SharedStore, opened
 from gatehouse_proxy.table_feed import TableFeed, TableStore
 from gatehouse_proxy.tenancy import ConcurrencyLimits, Place, RequestBytes, TenantPools, Turns
+from gatehouse_proxy.token_grants import TokenClient
 
 log = logging.getLogger("gatehouse.proxy")
 
 FETCH_PREFIX = FETCH_PATH.encode()
+# Methods a request may be sent again with after a 401 (RFC 9110 9.2.2: idempotent).
+RETRIED_ON_401 = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 
 
 class Proxy:
@@ -106,22 +112,30 @@ class Proxy:
             self.settings.tenant_limits.concurrent_per_namespace,
         )
         self.forwarder = Forwarder(policy, self.settings.allow_http)
-        # Token exchanges have a pool of their own: the endpoint is the installation's.
+        # Token requests have a pool of their own, behind the same guard as upstreams.
         token_session = new_session(policy, tls)
-        self.google = GoogleTokenSource(token_session, self.settings.google_token_url)
         # The injector's own view of the keyring, looked at once a second rather than per
         # request; the feed's sees every change at once.
-        self.injector = Injector(
-            KeyringFile(self.settings.keyring_file, recheck_seconds=1.0), self.google
-        )
-        feed_task = asyncio.create_task(self.feed.run(), name="table-feed")
-        try:
-            yield
-        finally:
-            feed_task.cancel()
-            await asyncio.gather(feed_task, return_exceptions=True)
-            await self.pools.close()
-            await token_session.close()
+        keyring = KeyringFile(self.settings.keyring_file, recheck_seconds=1.0)
+        async with opened(self.settings.store) as store:
+            self.shared_store: SharedStore | None = store
+            # The installation's Google endpoint is trusted as the installation set it; a
+            # connection's token URL is held to the upstreams' rules.
+            tokens = TokenClient(token_session, policy, self.settings.allow_http)
+            self.injector = Injector(
+                keyring,
+                FleetTokens(store, keyring),
+                GoogleMinter(tokens, self.settings.google_token_url),
+                tokens,
+            )
+            feed_task = asyncio.create_task(self.feed.run(), name="table-feed")
+            try:
+                yield
+            finally:
+                feed_task.cancel()
+                await asyncio.gather(feed_task, return_exceptions=True)
+                await self.pools.close()
+                await token_session.close()
 
     def _prune(self, table: RoutingTable) -> None:
         """Drops pools, token caches and rate buckets of what is no longer routed."""
@@ -130,12 +144,8 @@ class Proxy:
             {(key, app.key) for app in table.apps.values() for key in app.links.values()}
         )
         # Tables arrive only through the feed, which starts after the lifespan made these.
-        self.google.forget(
-            {
-                token_cache_key(route)
-                for route in table.connections.values()
-                if route.credential.type == "googleServiceAccount"
-            }
+        self.injector.forget(
+            {credential_key(route) for route in table.connections.values() if mints_tokens(route)}
         )
 
     def _table(self) -> RoutingTable:
@@ -237,6 +247,7 @@ class Proxy:
         read_body: BodyReader,
         readable: bool = False,
         sending: Callable[[], None] | None = None,
+        draft: bool = False,
     ) -> tuple[Upstream, Injection, Place]:
         """Every rule of a connection, in order, then the upstream call with the credential.
 
@@ -244,7 +255,8 @@ class Proxy:
         the namespace's byte budget. The returned place under the tenant's caps is the caller's
         to release once the answer has been relayed. ``readable`` (a connection test): the
         answer uncompressed, and as it is (see Forwarder.send's ``as_answered``), and
-        ``sending`` called just before the request goes upstream.
+        ``sending`` called just before the request goes upstream. ``draft``: a minted token
+        stays with this worker, not the fleet.
         """
         namespace = namespace_of(connection.key)
         check_method(method, connection.allowed_methods)
@@ -272,36 +284,25 @@ class Proxy:
                 connection.allowed_methods,
                 credential.parameter if in_query else None,
             )
-            injection = await self.injector.injection(connection)
-            url = connection.origin + path.encoded + upstream_query(query, injection.query)
-            outgoing = header_policy.upstream_request_headers(
-                incoming, injection.header_names, credentialed=bool(injection.secrets)
-            )
-            identity = bool(injection.secrets) or readable
-            if identity:
-                # An uncompressed answer, so an echoed credential can be scrubbed from it (and
-                # a test result read); one compressed anyway is decoded (or refused).
-                outgoing = [
-                    (name, value)
-                    for name, value in outgoing
-                    if canonical_name(name) != "accept-encoding"
-                ]
-                outgoing.append(("Accept-Encoding", "identity"))
-            if sending is not None:
-                sending()
+            body = RequestBody(pieces, partial(self.turns.take, namespace))
+            send = partial(self._send, connection, method, path, query, incoming, body, readable)
             try:
-                upstream = await self.forwarder.send(
-                    self.pools.session(namespace),
-                    method=method,
-                    url=url,
-                    headers=outgoing + list(injection.headers.items()),
-                    body=RequestBody(pieces, partial(self.turns.take, namespace)),
-                    timeout_seconds=connection.limits.timeout_seconds,
-                    max_response_bytes=connection.limits.max_response_bytes,
-                    as_answered=readable,
-                    decode=identity,
-                    pace=partial(self.turns.take, namespace),
-                )
+                injection = await self.injector.injection(connection, shared=not draft)
+                if sending is not None:
+                    sending()
+                upstream = await send(injection)
+                if (
+                    upstream.status == 401
+                    and injection.minted is not None
+                    and await self.injector.rejected(injection)
+                    and method in RETRIED_ON_401
+                ):
+                    # The token was revoked or expired early: one retry with a new one, for a
+                    # request that may be sent twice (its body is read whole already).
+                    upstream.release()
+                    injection = await self.injector.injection(connection, shared=not draft)
+                    upstream = await send(injection)
+                check_content_type(upstream, method, connection.content_types)
             except ProxyError:
                 await self.turns.take(namespace)
                 raise
@@ -314,6 +315,48 @@ class Proxy:
             # Sent (or never to be): the body's bytes are no longer held.
             held.release()
         return upstream, injection, place
+
+    async def _send(
+        self,
+        connection: ConnectionRoute,
+        method: str,
+        path: UpstreamPath,
+        query: bytes,
+        incoming: list[tuple[str, str]],
+        body: RequestBody,
+        readable: bool,
+        injection: Injection,
+    ) -> Upstream:
+        """One upstream call: the app's headers that may pass, the connection's own headers in
+        place of the app's of the same name, then the credential."""
+        url = connection.origin + path.encoded + upstream_query(query, injection.query)
+        own = {name for name, _ in connection.headers}
+        outgoing = header_policy.upstream_request_headers(
+            incoming, injection.header_names | own, credentialed=bool(injection.secrets)
+        )
+        identity = bool(injection.secrets) or readable
+        if identity:
+            # An uncompressed answer, so an echoed credential can be scrubbed from it (and
+            # a test result read); one compressed anyway is decoded (or refused).
+            outgoing = [
+                (name, value)
+                for name, value in outgoing
+                if canonical_name(name) != "accept-encoding"
+            ]
+            outgoing.append(("Accept-Encoding", "identity"))
+        namespace = namespace_of(connection.key)
+        return await self.forwarder.send(
+            self.pools.session(namespace),
+            method=method,
+            url=url,
+            headers=[*outgoing, *connection.headers, *injection.headers.items()],
+            body=body,
+            timeout_seconds=connection.limits.timeout_seconds,
+            max_response_bytes=connection.limits.max_response_bytes,
+            as_answered=readable,
+            decode=identity,
+            pace=partial(self.turns.take, namespace),
+        )
 
     async def run_test(
         self, test: ConnectionTestRequest, sending: Callable[[], None]
@@ -348,12 +391,17 @@ class Proxy:
     ) -> ConnectionTestAnswer:
         """A draft's test: the same path, then its access token (if any) is dropped."""
         try:
-            return await self._test(draft, test, sending)
+            return await self._test(draft, test, sending, draft=True)
         finally:
-            self.google.discard(token_cache_key(draft))
+            self.injector.discard(draft)
 
     async def _test(
-        self, connection: ConnectionRoute, test: ConnectionTestRequest, sending: Callable[[], None]
+        self,
+        connection: ConnectionRoute,
+        test: ConnectionTestRequest,
+        sending: Callable[[], None],
+        *,
+        draft: bool = False,
     ) -> ConnectionTestAnswer:
         path, _, query = test.path.partition("?")
         body = b"" if test.body is None else json.dumps(test.body).encode()
@@ -375,6 +423,7 @@ class Proxy:
             read_body=read_body,
             readable=True,
             sending=sending,
+            draft=draft,
         )
         namespace = namespace_of(connection.key)
         redact = Redactor(injection.secrets)

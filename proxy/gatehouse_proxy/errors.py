@@ -33,6 +33,8 @@ STATUS_BY_CODE: Mapping[str, int] = {
     "response_too_large": 502,
     "blocked_address": 502,
     "credential_failed": 502,
+    "token_endpoint_failed": 502,
+    "content_type_not_allowed": 502,
     "concurrency_limited": 503,
     "request_bytes_limited": 503,
     "connection_unavailable": 503,

@@ -1,17 +1,24 @@
 """Credential injectors: what each auth type adds to an upstream request.
 
 The sealed secret is opened here, for the one request being made, and the plain value lives only
-in the returned :class:`Injection` until the request is sent.
+in the returned :class:`Injection` until the request is sent. Minted tokens (OAuth 2.0 client
+credentials, Google service accounts) come from the fleet's one token per credential
+(:mod:`gatehouse_proxy.fleet_tokens`); an injection that carries one says so, so that a 401 can
+renew it.
 """
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 
 from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_contract.sealing import KeyringError, KeyringFile
+from gatehouse_proxy import oauth2_tokens
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.google_tokens import GoogleTokenSource
+from gatehouse_proxy.fleet_tokens import CredentialKey, FleetTokens
+from gatehouse_proxy.google_tokens import GoogleMinter
+from gatehouse_proxy.token_grants import MintedToken, TokenClient
 
 
 @dataclass
@@ -20,23 +27,50 @@ class Injection:
     query: tuple[str, str] | None = None
     # The injected values themselves, so nothing the upstream echoes back can carry them.
     secrets: tuple[str, ...] = ()
+    # A minted token's credential: a 401 drops the token and one retry may get another.
+    minted: CredentialKey | None = None
 
     @property
     def header_names(self) -> set[str]:
         return {name.lower() for name in self.headers}
 
+    @property
+    def token(self) -> str:
+        return self.secrets[0] if self.secrets else ""
 
-def token_cache_key(connection: ConnectionRoute) -> tuple[str, ...]:
-    """Google tokens are cached per connection, key file and scopes: a new key file or a
-    re-seal gets a new entry, so a token never outlives the key it was issued for."""
+
+def credential_key(connection: ConnectionRoute) -> CredentialKey:
+    """A minted token's key: a new secret (a re-seal), scope, token URL or client is another
+    token, so a token never outlives what it was issued for."""
     credential = connection.credential
-    return (connection.uid, credential.fingerprint, *sorted(credential.scopes))
+    parts = [credential.type, credential.fingerprint, *sorted(credential.scopes)]
+    request = credential.token_request
+    if request is not None:
+        parts += [
+            request.url,
+            request.client_id,
+            request.client_authentication,
+            *(f"{name}={value}" for name, value in request.parameters),
+        ]
+    return CredentialKey.of(connection.key, connection.uid, parts)
+
+
+def mints_tokens(connection: ConnectionRoute) -> bool:
+    return connection.credential.type in ("googleServiceAccount", "oauth2ClientCredentials")
 
 
 class Injector:
-    def __init__(self, keyring: KeyringFile, google: GoogleTokenSource) -> None:
+    def __init__(
+        self,
+        keyring: KeyringFile,
+        tokens: FleetTokens,
+        google: GoogleMinter,
+        token_client: TokenClient,
+    ) -> None:
         self.keyring = keyring
+        self.tokens = tokens
         self.google = google
+        self.token_client = token_client
 
     def _open(self, connection: ConnectionRoute) -> bytes:
         credential = connection.credential
@@ -55,19 +89,55 @@ class Injector:
                 "connection_unavailable", "the connection's credential cannot be decrypted here"
             ) from None
 
-    async def injection(self, connection: ConnectionRoute) -> Injection:
+    async def injection(self, connection: ConnectionRoute, *, shared: bool = True) -> Injection:
+        """``shared=False``: a minted token stays with this worker (a draft's test)."""
         credential = connection.credential
         if credential.type == "none":
             return Injection()
         if credential.type == "bearer":
             secret = self._open(connection).decode()
             return Injection(headers={"Authorization": f"Bearer {secret}"}, secrets=(secret,))
+        if credential.type == "basic":
+            secret = self._open(connection).decode()
+            encoded = base64.b64encode(secret.encode()).decode()
+            # The scrubber looks for the pair, its encoding and the password alone.
+            password = secret.partition(":")[2]
+            return Injection(
+                headers={"Authorization": f"Basic {encoded}"},
+                secrets=(secret, encoded, *((password,) if password else ())),
+            )
         if credential.type == "apiKey":
             secret = self._open(connection).decode()
             if credential.location == "query":
                 return Injection(query=(credential.parameter, secret), secrets=(secret,))
             return Injection(headers={credential.parameter: secret}, secrets=(secret,))
-        token = await self.google.token(
-            token_cache_key(connection), credential.scopes, lambda: self._open(connection)
+        key = credential_key(connection)
+        token = await self.tokens.token(key, lambda: self._mint(connection, key), shared=shared)
+        return Injection(headers={"Authorization": f"Bearer {token}"}, secrets=(token,), minted=key)
+
+    async def _mint(self, connection: ConnectionRoute, key: CredentialKey) -> MintedToken:
+        credential = connection.credential
+        if credential.type == "googleServiceAccount":
+            return await self.google.mint(key, self._open(connection), credential.scopes)
+        if credential.token_request is None:
+            raise ProxyError("connection_unavailable", "the connection has no token request")
+        secret = self._open(connection).decode()
+        return await oauth2_tokens.mint(
+            self.token_client, credential.token_request, credential.scopes, secret
         )
-        return Injection(headers={"Authorization": f"Bearer {token}"}, secrets=(token,))
+
+    async def rejected(self, injection: Injection) -> bool:
+        """The upstream answered 401 to ``injection``: whether its token was dropped, so that
+        asking again gets another."""
+        if injection.minted is None:
+            return False
+        return await self.tokens.rejected(injection.minted, injection.token)
+
+    def forget(self, keep: set[CredentialKey]) -> None:
+        self.tokens.forget(keep)
+        self.google.forget(keep)
+
+    def discard(self, connection: ConnectionRoute) -> None:
+        key = credential_key(connection)
+        self.tokens.discard(key)
+        self.google.discard(key)

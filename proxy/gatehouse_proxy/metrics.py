@@ -46,6 +46,15 @@ CUT = Counter(
     registry=REGISTRY,
 )
 
+TOKEN_REQUESTS = Counter(
+    "gatehouse_proxy_token_requests",
+    "Token requests this replica made (OAuth 2.0 client credentials, Google service accounts), "
+    "by outcome (issued, failed) and whether the fleet shared the token (shared) or this "
+    "worker minted for itself (alone: no shared store, or it was down).",
+    ["namespace", "connection", "outcome", "coordination"],
+    registry=REGISTRY,
+)
+
 
 class Feed(Collector):
     """The table feed's figures, read at each scrape so they never lag what /readyz says."""
@@ -136,6 +145,11 @@ def observe(labels: Labels, method: str, status: int, seconds: float) -> None:
         )
     series[0].inc()
     series[1].observe(seconds)
+
+
+def count_token_request(connection: str, outcome: str, *, shared: bool) -> None:
+    namespace, _, name = connection.partition("/")
+    TOKEN_REQUESTS.labels(namespace, name, outcome, "shared" if shared else "alone").inc()
 
 
 def count_cut(labels: Labels) -> None:

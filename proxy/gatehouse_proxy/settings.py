@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gatehouse_contract.env import env_count, env_flag, env_seconds
 from gatehouse_proxy.google_tokens import GOOGLE_TOKEN_URL
+from gatehouse_proxy.shared_store import StoreSettings
 from gatehouse_proxy.tenancy import TenantLimits
 
 
@@ -43,6 +44,31 @@ def _replica_name() -> str:
     return os.environ.get("POD_NAME", "").strip() or f"{socket.gethostname()}-{os.getpid()}"
 
 
+def _store() -> StoreSettings | None:
+    """The shared store, when the installation has one (the chart's, or its own)."""
+    url = os.environ.get("GATEHOUSE_STORE_URL", "").strip()
+    if not url:
+        return None
+    if not url.startswith(("redis://", "rediss://")):
+        raise ValueError(
+            f"GATEHOUSE_STORE_URL must be a redis:// or rediss:// URL, not {url.split(':')[0]!r}"
+        )
+    password = os.environ.get("GATEHOUSE_STORE_PASSWORD", "")
+    password_file = os.environ.get("GATEHOUSE_STORE_PASSWORD_FILE", "")
+    if password_file:
+        # A mounted Secret's file: read at start, as the keyring is.
+        password = Path(password_file).read_text().strip()
+    ca_file = os.environ.get("GATEHOUSE_STORE_CA_FILE")
+    return StoreSettings(
+        url=url,
+        password=password,
+        ca_file=Path(ca_file) if ca_file else None,
+        deadline_seconds=env_seconds(
+            "GATEHOUSE_STORE_DEADLINE_SECONDS", StoreSettings.deadline_seconds
+        ),
+    )
+
+
 @dataclass(frozen=True)
 class ProxySettings:
     keyring_file: Path
@@ -57,6 +83,7 @@ class ProxySettings:
     # The time a client has to send a request head, and again its body.
     request_read_timeout_seconds: float = 15.0
     tenant_limits: TenantLimits = field(default_factory=TenantLimits)
+    store: StoreSettings | None = None
 
     @classmethod
     def from_env(cls) -> ProxySettings:
@@ -85,4 +112,5 @@ class ProxySettings:
                 "GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", cls.request_read_timeout_seconds
             ),
             tenant_limits=_tenant_limits(),
+            store=_store(),
         )

@@ -3,7 +3,7 @@
 Against a token endpoint on 127.0.0.1 (the real one that verifies signed JWTs runs in
 tests/e2e): a key is parsed once however many connections and exchanges use it, without
 OpenSSL's slow consistency check; assertions are signed off the event loop; a failed exchange
-is answered from memory with backoff.
+is answered from memory with backoff (kept by FleetTokens, as every minted token is).
 """
 
 from __future__ import annotations
@@ -13,18 +13,36 @@ import threading
 import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp import web
 
 from gatehouse_contract import google_keys
+from gatehouse_contract.sealing import Keyring, KeyringFile
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_proxy import google_tokens
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.google_tokens import GoogleTokenSource
+from gatehouse_proxy.fleet_tokens import CredentialKey, FleetTokens
+from gatehouse_proxy.google_tokens import GoogleMinter
+from gatehouse_proxy.network_guard import NetworkPolicy
+from gatehouse_proxy.token_grants import TokenClient
 
 SCOPES = ("https://www.googleapis.com/auth/bigquery.readonly",)
+FIRST = CredentialKey.of("one/bq", "uid-1", ["f1", *SCOPES])
+SECOND = CredentialKey.of("two/bq", "uid-2", ["f2", *SCOPES])
+
+
+def _minter(session: aiohttp.ClientSession, url: str) -> GoogleMinter:
+    return GoogleMinter(TokenClient(session, NetworkPolicy(["127.0.0.0/8"]), allow_http=True), url)
+
+
+def _tokens(tmp_path: Path) -> FleetTokens:
+    """Tokens kept by this worker alone (no shared store: see test_fleet_tokens)."""
+    path = tmp_path / "keyring.json"
+    path.write_text(Keyring.generate("k1").dump())
+    return FleetTokens(None, KeyringFile(path))
 
 
 @asynccontextmanager
@@ -48,7 +66,9 @@ async def token_endpoint(status: int) -> AsyncIterator[tuple[str, list[str]]]:
         await runner.cleanup()
 
 
-def test_a_key_is_parsed_once_for_all_its_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_key_is_parsed_once_for_all_its_connections(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     key_file, _ = service_account_key()
     parsed: list[bytes] = []
     real = google_keys.load_rsa_key
@@ -61,32 +81,30 @@ def test_a_key_is_parsed_once_for_all_its_connections(monkeypatch: pytest.Monkey
 
     async def scenario() -> None:
         async with token_endpoint(200) as (url, assertions), aiohttp.ClientSession() as session:
-            source = GoogleTokenSource(session, url)
-            first = ("uid-1", "f1", *SCOPES)
-            second = ("uid-2", "f2", *SCOPES)
-            assert await source.token(first, SCOPES, lambda: key_file) == "t1"
-            assert await source.token(second, SCOPES, lambda: key_file) == "t2"
+            minter, tokens = _minter(session, url), _tokens(tmp_path)
+            assert await tokens.token(FIRST, lambda: minter.mint(FIRST, key_file, SCOPES)) == "t1"
+            assert await tokens.token(SECOND, lambda: minter.mint(SECOND, key_file, SCOPES)) == "t2"
             assert len(assertions) == 2
             assert len(parsed) == 1
-            source.forget({second})
-            assert await source.token(second, SCOPES, lambda: key_file) == "t2"  # cached
-            source.forget(set())
-            assert source._signers == {}
+            minter.forget({SECOND})
+            tokens.forget({SECOND})
+            assert await tokens.token(SECOND, lambda: minter.mint(SECOND, key_file, SCOPES)) == "t2"
+            minter.forget(set())
+            assert minter._signers == {}
 
     asyncio.run(scenario())
 
 
-def test_a_failed_exchange_is_backed_off_per_key() -> None:
+def test_a_failed_exchange_is_backed_off_per_key(tmp_path: Path) -> None:
     key_file, _ = service_account_key()
 
     async def scenario() -> None:
         async with token_endpoint(400) as (url, assertions), aiohttp.ClientSession() as session:
-            source = GoogleTokenSource(session, url)
-            failing = ("uid-1", "f1", *SCOPES)
+            minter, tokens = _minter(session, url), _tokens(tmp_path)
             depths = set()
             for _ in range(20):
                 with pytest.raises(ProxyError, match="invalid_grant") as caught:
-                    await source.token(failing, SCOPES, lambda: key_file)
+                    await tokens.token(FIRST, lambda: minter.mint(FIRST, key_file, SCOPES))
                 depths.add(len(traceback.extract_tb(caught.value.__traceback__)))
             assert len(assertions) == 1  # one exchange; the other 19 answered from memory
             # Each answer from memory is an exception of its own: one object raised again would
@@ -94,7 +112,7 @@ def test_a_failed_exchange_is_backed_off_per_key() -> None:
             assert len(depths) <= 2, depths
             # Another connection's key is not held back by this one's failures.
             with pytest.raises(ProxyError, match="invalid_grant"):
-                await source.token(("uid-2", "f2", *SCOPES), SCOPES, lambda: key_file)
+                await tokens.token(SECOND, lambda: minter.mint(SECOND, key_file, SCOPES))
             assert len(assertions) == 2
 
     asyncio.run(scenario())
@@ -115,8 +133,8 @@ def test_assertions_are_signed_off_the_event_loop(monkeypatch: pytest.MonkeyPatc
 
     async def scenario() -> None:
         async with token_endpoint(200) as (url, _), aiohttp.ClientSession() as session:
-            source = GoogleTokenSource(session, url)
-            assert await source.token(("uid-1", "f1", *SCOPES), SCOPES, lambda: key_file) == "t1"
+            minted = await _minter(session, url).mint(FIRST, key_file, SCOPES)
+            assert minted.value == "t1"
 
     asyncio.run(scenario())
     assert signed_on

@@ -9,9 +9,23 @@ from pathlib import Path
 import aiohttp
 
 from gatehouse_contract.sealing import Keyring, KeyringFile
-from gatehouse_proxy.google_tokens import GoogleTokenSource
+from gatehouse_proxy.fleet_tokens import FleetTokens
+from gatehouse_proxy.google_tokens import GoogleMinter
 from gatehouse_proxy.injectors import Injector
-from tests.proxy.serving import Tenant
+from gatehouse_proxy.network_guard import NetworkPolicy
+from gatehouse_proxy.token_grants import TokenClient
+from tests.proxy.serving import KEYRING, Tenant
+
+
+def injector_for(keyring: KeyringFile, session: aiohttp.ClientSession) -> Injector:
+    """An injector with no shared store: each worker mints for itself."""
+    client = TokenClient(session, NetworkPolicy(["127.0.0.0/8"]), allow_http=True)
+    return Injector(
+        keyring,
+        FleetTokens(None, keyring),
+        GoogleMinter(client, "http://127.0.0.1:9/token"),
+        client,
+    )
 
 
 def test_a_credential_sealed_with_a_key_just_added_opens_at_once(tmp_path: Path) -> None:
@@ -30,10 +44,26 @@ def test_a_credential_sealed_with_a_key_just_added_opens_at_once(tmp_path: Path)
     async def scenario() -> None:
         async with aiohttp.ClientSession() as session:
             keyring = KeyringFile(path, recheck_seconds=3600)
-            injector = Injector(keyring, GoogleTokenSource(session, "http://127.0.0.1:9/token"))
+            injector = injector_for(keyring, session)
             keyring.current()  # looked at before the rotation: not due again for an hour
             path.write_text(rotated.dump())
             injection = await injector.injection(route)
             assert injection.headers == {"Authorization": "Bearer s3-new"}
+
+    asyncio.run(scenario())
+
+
+def test_basic_auth_sends_the_pair_and_scrubs_each_form(tmp_path: Path) -> None:
+    path = tmp_path / "keyring.json"
+    path.write_text(KEYRING.dump())
+    route = Tenant(
+        "one", "https://api.example.com", auth="basic", secret="ana:p4ss w0rd"
+    ).connection()
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as session:
+            injection = await injector_for(KeyringFile(path), session).injection(route)
+        assert injection.headers == {"Authorization": "Basic YW5hOnA0c3MgdzByZA=="}
+        assert set(injection.secrets) == {"ana:p4ss w0rd", "YW5hOnA0c3MgdzByZA==", "p4ss w0rd"}
 
     asyncio.run(scenario())

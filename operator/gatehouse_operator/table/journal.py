@@ -78,7 +78,9 @@ class Journal:
             previous = self.entries.get((kind, key))
             if previous is not None:
                 self.digest ^= entry_digest(kind, key, previous.revision)
-            data = route.model_dump_json().encode()
+            # Fields at their defaults stay out: a field added in a release reaches a replica
+            # of the release before only on the routes that use it.
+            data = route.model_dump_json(exclude_defaults=True).encode()
             self.entries[kind, key] = Entry(version, route, data)
             self.digest ^= entry_digest(kind, key, version)
             parts[kind].append(data)

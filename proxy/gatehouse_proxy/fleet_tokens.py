@@ -1,0 +1,321 @@
+"""One access token per credential for the whole fleet, minted once and renewed once.
+
+Several minters race and lose: providers that revoke the previous token at each mint (or limit
+their token endpoint) answer N replicas x M workers minting for themselves with ``invalid_grant``
+and 401s. So a token is kept in the shared store (sealed with the keyring, under a key named by the
+connection's uid and a digest of the credential), and only the worker that takes the credential's
+lock asks the endpoint; the others wait for its token and use it. In each worker:
+
+- a token in memory is used until its refresh time (a margin before it expires: a quarter of its
+  life, at most a minute), with no call to the store;
+- then one request per worker asks the store (the others in that worker wait for it): a fresh
+  token there is taken, else the worker that takes the lock mints and stores it, and the others
+  poll until it is there;
+- a 401 from the upstream with a token drops that token, here and in the store, only if the store
+  still holds that very token (compared by digest): a storm of 401s after a revocation makes one
+  new token, not one per request. A token younger than ``REJECTION_GRACE_SECONDS`` is not dropped,
+  so a credential whose fresh tokens are always refused costs its provider one token request per
+  grace period, not one per app request;
+- a failing endpoint is remembered, fleet-wide, for a backoff that doubles from 2 s to 60 s.
+
+With no store, or while it is down, each worker mints for itself (one request at a time per
+credential); that is the fallback, counted and shown in /readyz, not the design.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+from gatehouse_contract.sealing import KeyringError, KeyringFile, Sealed
+from gatehouse_proxy import metrics
+from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.shared_store import Script, SharedStore, StoreUnavailable
+from gatehouse_proxy.token_grants import MintedToken
+
+log = logging.getLogger("gatehouse.proxy.tokens")
+
+MAX_REFRESH_MARGIN_SECONDS = 60.0
+REJECTION_GRACE_SECONDS = 2.0
+BACKOFF_SECONDS = 2.0
+MAX_BACKOFF_SECONDS = 60.0
+# How long a worker that did not get the lock waits for the token of the one that did before it
+# asks again (the lock lapses with its holder); the lock outlives the longest token request.
+LOCK_SECONDS = 15.0
+_POLL_FIRST, _POLL_MAX = 0.01, 0.1
+
+Mint = Callable[[], Awaitable[MintedToken]]
+
+# The token and how long the store keeps it, or else the failure remembered and for how long,
+# in one round trip.
+_READ = Script(
+    "local v = redis.call('GET', KEYS[1]) "
+    "if v then return {v, redis.call('PTTL', KEYS[1])} end "
+    "local f = redis.call('GET', KEYS[2]) "
+    "if f then return {false, redis.call('PTTL', KEYS[2]), f} end "
+    "return {false, 0}"
+)
+# A stored token: its digest (64 hex digits), for how many milliseconds the store was told to
+# keep it (12 digits), and the token sealed with the keyring.
+_DIGEST_END, _KEEP_END = 64, 76
+# Drops the token only if it is the one that was refused (its digest leads the stored value).
+_DROP = Script(
+    "local v = redis.call('GET', KEYS[1]) "
+    "if v and string.sub(v, 1, 64) == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end "
+    "return 0"
+)
+# Stores the token, clears the failures and gives the lock back, if it is still this worker's.
+_STORE = Script(
+    "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
+    "redis.call('DEL', KEYS[3]) "
+    "if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end "
+    "return 1"
+)
+# Remembers a failure for a backoff that doubles with each failure in a row, and gives the
+# lock back; answers the backoff in milliseconds.
+_FAIL = Script(
+    "local n = redis.call('INCR', KEYS[3]) "
+    "redis.call('PEXPIRE', KEYS[3], 600000) "
+    "local delay = math.min(tonumber(ARGV[2]) * 2 ^ (n - 1), tonumber(ARGV[3])) "
+    "redis.call('SET', KEYS[4], ARGV[1], 'PX', math.floor(delay)) "
+    "if redis.call('GET', KEYS[2]) == ARGV[4] then redis.call('DEL', KEYS[2]) end "
+    "return math.floor(delay)"
+)
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def refresh_margin(lifetime: float) -> float:
+    return min(MAX_REFRESH_MARGIN_SECONDS, lifetime / 4)
+
+
+@dataclass(frozen=True)
+class CredentialKey:
+    """Names a credential's token: the connection's uid (which the store's keys are grouped by)
+    and a digest of everything the token depends on (the sealed secret's fingerprint, the token
+    URL, the client, the scopes). A changed secret or scope is another token."""
+
+    connection: str  # namespace/name, for metrics and logs
+    connection_uid: str
+    digest: str
+
+    @classmethod
+    def of(cls, connection: str, connection_uid: str, parts: Iterable[str]) -> CredentialKey:
+        text = "\x1f".join([connection_uid, *parts])
+        return cls(connection, connection_uid, hashlib.sha256(text.encode()).hexdigest()[:32])
+
+    def store_key(self, suffix: str) -> str:
+        # The braces keep a credential's keys in one slot of a Redis Cluster.
+        return f"gatehouse:{{{self.connection_uid}}}:token:{self.digest}{suffix}"
+
+
+@dataclass
+class _Held:
+    value: str
+    refresh_at: float  # time.monotonic()
+    minted_at: float
+
+
+@dataclass
+class _Failed:
+    until: float
+    delay: float
+    error: ProxyError
+
+
+class FleetTokens:
+    def __init__(self, store: SharedStore | None, keyring: KeyringFile) -> None:
+        self.store = store
+        self.keyring = keyring
+        self.owner = f"{os.getpid()}-{os.urandom(6).hex()}"
+        self._held: dict[CredentialKey, _Held] = {}
+        self._locks: dict[CredentialKey, asyncio.Lock] = {}
+        self._failed: dict[CredentialKey, _Failed] = {}
+        # The last token dropped per credential (its digest, and the drop in the store): its
+        # other 401s wait for that one drop instead of making their own.
+        self._drops: dict[CredentialKey, tuple[str, asyncio.Future[None]]] = {}
+
+    async def token(self, key: CredentialKey, mint: Mint, *, shared: bool = True) -> str:
+        """A token for ``key``; ``mint`` asks the endpoint (only when nobody has a fresh one).
+        ``shared=False`` keeps it to this worker (a draft's test)."""
+        held = self._held.get(key)
+        if held is not None and held.refresh_at > time.monotonic():
+            return held.value
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            held = self._held.get(key)
+            if held is not None and held.refresh_at > time.monotonic():
+                return held.value
+            failed = self._failed.get(key)
+            if failed is not None and failed.until > time.monotonic():
+                raise failed.error.again()
+            if shared and self.store is not None and self.store.up:
+                try:
+                    return await self._through_store(key, mint)
+                except StoreUnavailable:
+                    pass
+            return await self._mint_alone(key, mint)
+
+    async def rejected(self, key: CredentialKey, token: str) -> bool:
+        """The upstream refused ``token`` (401): drop it unless it is too young to blame.
+        Returns whether it was dropped (and a retry may get another)."""
+        held = self._held.get(key)
+        if held is not None and held.value == token:
+            if time.monotonic() - held.minted_at < REJECTION_GRACE_SECONDS:
+                return False
+            del self._held[key]
+        dropped = digest(token)
+        pending = self._drops.get(key)
+        if pending is None or pending[0] != dropped:
+            pending = dropped, asyncio.ensure_future(self._drop(key, dropped))
+            self._drops[key] = pending
+        await asyncio.shield(pending[1])
+        return True
+
+    async def _drop(self, key: CredentialKey, dropped: str) -> None:
+        if self.store is not None and self.store.up:
+            with contextlib.suppress(StoreUnavailable):
+                await self.store.run(_DROP, [key.store_key("")], [dropped])
+
+    def forget(self, keep: set[CredentialKey]) -> None:
+        known = {*self._held, *self._failed, *self._locks, *self._drops}
+        for key in [key for key in known if key not in keep]:
+            self.discard(key)
+
+    def discard(self, key: CredentialKey) -> None:
+        self._held.pop(key, None)
+        self._failed.pop(key, None)
+        self._drops.pop(key, None)
+        lock = self._locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._locks[key]
+
+    async def _mint_alone(self, key: CredentialKey, mint: Mint) -> str:
+        started = time.monotonic()
+        try:
+            minted = await self._mint(key, mint, shared=False)
+        except ProxyError as error:
+            failed = self._failed.get(key)
+            delay = min(failed.delay * 2, MAX_BACKOFF_SECONDS) if failed else BACKOFF_SECONDS
+            self._failed[key] = _Failed(time.monotonic() + delay, delay, error)
+            raise
+        self._failed.pop(key, None)
+        self._keep(key, minted.value, minted.lifetime, started)
+        return minted.value
+
+    async def _mint(self, key: CredentialKey, mint: Mint, *, shared: bool) -> MintedToken:
+        try:
+            minted = await mint()
+        except ProxyError:
+            metrics.count_token_request(key.connection, "failed", shared=shared)
+            raise
+        metrics.count_token_request(key.connection, "issued", shared=shared)
+        return minted
+
+    def _keep(self, key: CredentialKey, value: str, lifetime: float, started: float) -> None:
+        self._held[key] = _Held(value, started + lifetime - refresh_margin(lifetime), started)
+
+    async def _through_store(self, key: CredentialKey, mint: Mint) -> str:
+        assert self.store is not None
+        token_key, lock_key = key.store_key(""), key.store_key(":lock")
+        fails_key, failed_key = key.store_key(":fails"), key.store_key(":failed")
+        pause = _POLL_FIRST
+        while True:
+            stored, ttl_ms, *failure = await self.store.run(_READ, [token_key, failed_key], [])
+            now = time.monotonic()
+            if stored:
+                value = self._open(key, stored)
+                if value is not None:
+                    # The store's clock, not this replica's: the TTL ends at the token's refresh
+                    # time, and what it was set to tells the token's age.
+                    age = (int(stored[_DIGEST_END:_KEEP_END]) - int(ttl_ms)) / 1000
+                    self._held[key] = _Held(value, now + int(ttl_ms) / 1000, now - age)
+                    return value
+            if failure:
+                error = _stored_failure(failure[0])
+                delay = max(int(ttl_ms), 1) / 1000
+                self._failed[key] = _Failed(now + delay, delay, error)
+                raise error.again()
+            taken = await self.store.call(
+                lambda client: client.set(
+                    lock_key, self.owner, nx=True, px=int(LOCK_SECONDS * 1000)
+                )
+            )
+            if taken:
+                return await self._mint_for_fleet(
+                    key, mint, token_key, lock_key, fails_key, failed_key
+                )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _POLL_MAX)
+
+    async def _mint_for_fleet(
+        self,
+        key: CredentialKey,
+        mint: Mint,
+        token_key: str,
+        lock_key: str,
+        fails_key: str,
+        failed_key: str,
+    ) -> str:
+        assert self.store is not None
+        started = time.monotonic()
+        try:
+            minted = await self._mint(key, mint, shared=True)
+        except ProxyError as error:
+            try:
+                await self.store.run(
+                    _FAIL,
+                    [token_key, lock_key, fails_key, failed_key],
+                    [
+                        f"{error.code}\n{error.message}",
+                        int(BACKOFF_SECONDS * 1000),
+                        int(MAX_BACKOFF_SECONDS * 1000),
+                        self.owner,
+                    ],
+                )
+            except StoreUnavailable:
+                self._failed[key] = _Failed(
+                    time.monotonic() + BACKOFF_SECONDS, BACKOFF_SECONDS, error
+                )
+            raise
+        keep_ms = int((minted.lifetime - refresh_margin(minted.lifetime)) * 1000)
+        sealed = self.keyring.current().seal(minted.value.encode(), _context(key))
+        stored = f"{digest(minted.value)}{max(keep_ms, 1):012d}{sealed.model_dump_json()}"
+        self._keep(key, minted.value, minted.lifetime, started)
+        # If the store went away, this worker has it; the others mint after the lock lapses, or
+        # alone.
+        with contextlib.suppress(StoreUnavailable):
+            await self.store.run(
+                _STORE, [token_key, lock_key, fails_key], [stored, max(keep_ms, 1), self.owner]
+            )
+        return minted.value
+
+    def _open(self, key: CredentialKey, stored: bytes) -> str | None:
+        """The stored token, or None when it cannot be opened here (sealed with a key this
+        replica does not hold yet, or not ours): then it is minted again."""
+        try:
+            sealed = Sealed.model_validate_json(stored[_KEEP_END:])
+            return self.keyring.current().open(sealed, _context(key)).decode()
+        except (KeyringError, ValueError, OSError):
+            log.warning("a stored token of connection %s does not open here", key.connection)
+            return None
+
+
+def _context(key: CredentialKey) -> str:
+    return f"token|{key.connection_uid}|{key.digest}"
+
+
+def _stored_failure(stored: bytes) -> ProxyError:
+    code, _, message = stored.decode("utf-8", "replace").partition("\n")
+    try:
+        return ProxyError(code, message)
+    except ValueError:
+        return ProxyError("token_endpoint_failed", message)

@@ -1,0 +1,192 @@
+"""The fleet's shared store: Redis (or Valkey), where what belongs to a credential is kept once
+for every replica and worker.
+
+A store that cannot answer within its deadline must never stall a request: a call then raises
+:class:`StoreUnavailable` at once, the store is marked down, and callers do what one worker can do
+alone. While it is down no request waits on it; a probe asks it once every ``PROBE_SECONDS``
+and marks it up again as soon as it answers, so the fleet counts together again within a second
+or two of its return.
+
+Nothing secret is stored in the clear: callers seal what they keep here with the keyring, and
+keys name namespaces and uids, never a path, a header or a value an app sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import redis.asyncio as redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError, RedisError
+
+log = logging.getLogger("gatehouse.proxy.store")
+
+# How often a store that is down is asked whether it is back.
+PROBE_SECONDS = 0.5
+T = TypeVar("T")
+
+
+class StoreUnavailable(Exception):
+    """The store did not answer in time, or at all: do what this worker can alone."""
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    url: str  # redis://HOST:PORT[/DB] or rediss://... (TLS)
+    password: str = ""
+    ca_file: Path | None = None
+    # A call that takes longer is abandoned and the store marked down: a request waits at most
+    # this long on the store before it is served by what its worker knows alone.
+    deadline_seconds: float = 0.05
+    connections: int = 32
+
+
+class Script:
+    """A Lua script run by its hash (loaded again if the store forgot it: a restart)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha: str | None = None
+
+
+class SharedStore:
+    def __init__(self, settings: StoreSettings) -> None:
+        self.settings = settings
+        # Calls past the pool's size wait for a connection (within their deadline) instead of
+        # failing at once, as the plain pool's do.
+        pool = redis.BlockingConnectionPool.from_url(
+            settings.url,
+            password=settings.password or None,
+            socket_timeout=max(settings.deadline_seconds * 4, 0.2),
+            socket_connect_timeout=max(settings.deadline_seconds * 4, 0.2),
+            max_connections=settings.connections,
+            timeout=None,
+            health_check_interval=0,
+            # The deadline decides, not retries: a call that failed is the probe's to retry.
+            retry=Retry(NoBackoff(), 0),
+            **_tls(settings),
+        )
+        self.client = redis.Redis(connection_pool=pool)
+        self.up = False
+        self.since = time.monotonic()
+        self.last_error = "not connected yet"
+        self._probe: asyncio.Task[None] | None = None
+        self._listeners: list[Callable[[bool], None]] = []
+
+    def on_change(self, listener: Callable[[bool], None]) -> None:
+        """``listener(up)`` is called each time the store goes down or comes back."""
+        self._listeners.append(listener)
+
+    async def start(self) -> None:
+        self._probe = asyncio.create_task(self._probe_while_down(), name="store-probe")
+
+    async def close(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
+            await asyncio.gather(self._probe, return_exceptions=True)
+        await self.client.aclose()
+        await self.client.connection_pool.disconnect()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "up": self.up,
+            "sinceSeconds": round(time.monotonic() - self.since, 1),
+            "lastError": "" if self.up else self.last_error,
+        }
+
+    async def call(self, command: Callable[[redis.Redis], Awaitable[T]]) -> T:
+        """``command(client)`` within the deadline; raises StoreUnavailable (at once while the
+        store is down)."""
+        if not self.up:
+            raise StoreUnavailable(self.last_error)
+        try:
+            async with asyncio.timeout(self.settings.deadline_seconds):
+                return await command(self.client)
+        except TimeoutError:
+            self._down(f"no answer within {self.settings.deadline_seconds * 1000:g} ms")
+        except (RedisError, OSError) as error:
+            self._down(_cause(error))
+        raise StoreUnavailable(self.last_error)
+
+    async def run(self, script: Script, keys: list[str], args: list[str | int | float]) -> Any:
+        """The script's answer, within the deadline."""
+
+        async def evaluate(client: redis.Redis) -> Any:
+            if script.sha is None:
+                script.sha = await client.script_load(script.source)
+            try:
+                return await client.evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                script.sha = await client.script_load(script.source)
+                return await client.evalsha(script.sha, len(keys), *keys, *args)
+
+        return await self.call(evaluate)
+
+    def _down(self, cause: str) -> None:
+        self.last_error = cause
+        if self.up:
+            self.up = False
+            self.since = time.monotonic()
+            log.warning("the shared store is unavailable (%s): each worker counts alone", cause)
+            self._tell(False)
+
+    def _tell(self, up: bool) -> None:
+        for listener in self._listeners:
+            listener(up)
+
+    async def _probe_while_down(self) -> None:
+        while True:
+            if not self.up:
+                try:
+                    async with asyncio.timeout(max(self.settings.deadline_seconds * 4, 0.2)):
+                        await self.client.ping()
+                except (RedisError, OSError, TimeoutError) as error:
+                    cause = _cause(error) if not isinstance(error, TimeoutError) else "no answer"
+                    if cause != self.last_error:
+                        log.warning("the shared store is still unavailable (%s)", cause)
+                    self.last_error = cause
+                else:
+                    self.up = True
+                    self.since = time.monotonic()
+                    log.info("the shared store answers again")
+                    self._tell(True)
+            await asyncio.sleep(PROBE_SECONDS)
+
+
+@contextlib.asynccontextmanager
+async def opened(settings: StoreSettings | None) -> AsyncIterator[SharedStore | None]:
+    if settings is None:
+        yield None
+        return
+    store = SharedStore(settings)
+    await store.start()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def _tls(settings: StoreSettings) -> dict[str, Any]:
+    """A rediss:// store is verified against the system's trust, and the CA file if given."""
+    if not settings.url.startswith("rediss://"):
+        return {}
+    options: dict[str, Any] = {"ssl_min_version": ssl.TLSVersion.TLSv1_2}
+    if settings.ca_file is not None:
+        options["ssl_ca_certs"] = str(settings.ca_file)
+    return options
+
+
+def _cause(error: BaseException) -> str:
+    """One line, no secret: the error's class and its first line (a wrong password reads as
+    'AuthenticationError: invalid username-password pair')."""
+    text = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {text}"[:200] if text else type(error).__name__

@@ -1,0 +1,204 @@
+"""Asking an OAuth 2.0 token endpoint for an access token, within bounds, and reading its answer.
+
+Both grants the proxy makes (client credentials, RFC 6749 4.4; Google's JWT bearer, RFC 7523) post
+a form and read ``{"access_token", "expires_in"}``. The endpoint is reached through the same
+guarded session as upstreams (addresses checked after DNS, redirects refused, never followed: a
+redirect would carry the client's credentials elsewhere), and its answer is bounded in size, time
+and lifetime: an endpoint that answers megabytes, trickles past its deadline or says a token lives
+ten years costs the fleet no more than one that behaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import aiohttp
+from yarl import URL
+
+from gatehouse_contract.redaction import Redactor
+from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.forwarder import is_redirect
+from gatehouse_proxy.network_guard import BlockedAddressError, NetworkPolicy
+
+MAX_ANSWER_BYTES = 64 * 1024
+MAX_TOKEN_CHARS = 16 * 1024
+# An answer without expires_in: RFC 6749 leaves the lifetime to the provider's documentation;
+# an hour is what the common ones issue. A token that dies earlier is renewed on its first 401.
+DEFAULT_LIFETIME_SECONDS = 3600.0
+# Kept at most a day whatever the endpoint says: a revoked token is renewed on its first 401,
+# and a changed client secret is a changed cache key.
+MAX_LIFETIME_SECONDS = 24 * 3600.0
+MAX_DESCRIPTION_CHARS = 300
+_HEADER_SAFE = re.compile(r"^[\x20-\x7e]+$")
+_PRINTABLE = re.compile(r"[^\x20-\x7e]+")
+
+
+@dataclass(frozen=True)
+class MintedToken:
+    value: str
+    lifetime: float  # seconds from when it was asked for
+
+
+@dataclass(frozen=True)
+class TokenClient:
+    """Token requests, behind the upstreams' guard: the session's resolver checks what a name
+    resolves to; an address written in the URL is checked here, since aiohttp never resolves
+    it; and https is required unless the installation allows http upstreams."""
+
+    session: aiohttp.ClientSession
+    policy: NetworkPolicy
+    allow_http: bool = False
+
+    async def post(
+        self,
+        url: str,
+        *,
+        form: Mapping[str, str],
+        headers: Mapping[str, str],
+        seconds: float,
+        code: str,
+        redact: Redactor,
+        describe_errors: bool = True,
+    ) -> MintedToken:
+        """The access token the endpoint grants; raises ProxyError ``code`` saying why not,
+        with the provider's ``error`` and (``describe_errors``) its ``error_description``,
+        scrubbed by ``redact`` (an endpoint may echo what it was sent)."""
+        target = URL(url)
+        if target.scheme != "https" and not self.allow_http:
+            raise ProxyError(code, "the token endpoint must be https on this installation")
+        return await _post_for_token(
+            self.session,
+            self.policy,
+            target,
+            form=form,
+            headers=headers,
+            seconds=seconds,
+            code=code,
+            redact=redact,
+            describe_errors=describe_errors,
+        )
+
+
+async def _post_for_token(
+    session: aiohttp.ClientSession,
+    policy: NetworkPolicy,
+    url: URL,
+    *,
+    form: Mapping[str, str],
+    headers: Mapping[str, str],
+    seconds: float,
+    code: str,
+    redact: Redactor,
+    describe_errors: bool,
+) -> MintedToken:
+    try:
+        policy.check_address(url.raw_host or "")
+        async with asyncio.timeout(seconds):
+            async with session.post(
+                url, data=dict(form), headers=dict(headers), allow_redirects=False
+            ) as reply:
+                status = reply.status
+                if reply.content_length is not None and reply.content_length > MAX_ANSWER_BYTES:
+                    raise ProxyError(
+                        code, f"the token endpoint's answer is over {MAX_ANSWER_BYTES:,} bytes"
+                    )
+                body = await _read_bounded(reply.content, code)
+    except TimeoutError:
+        raise ProxyError(code, f"the token endpoint did not answer within {seconds:g}s") from None
+    except aiohttp.ClientConnectorError as error:
+        if isinstance(error.os_error, BlockedAddressError):
+            raise ProxyError(
+                code, "the token endpoint resolves to an address the proxy may not call"
+            ) from None
+        raise ProxyError(code, "the token endpoint could not be reached") from None
+    except BlockedAddressError:
+        raise ProxyError(code, "the token endpoint's address is not allowed") from None
+    except (aiohttp.ClientError, OSError):
+        raise ProxyError(code, "the token endpoint could not be reached") from None
+    if is_redirect(status):
+        raise ProxyError(
+            code, f"the token endpoint answered with a redirect (HTTP {status}), which is refused"
+        )
+    if status != 200:
+        detail = _oauth_error(body, redact, describe=describe_errors)
+        raise ProxyError(code, f"the token endpoint refused the request (HTTP {status}{detail})")
+    return _grant(body, code)
+
+
+async def _read_bounded(content: aiohttp.StreamReader, code: str) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in content.iter_chunked(16 * 1024):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise ProxyError(
+                code, f"the token endpoint's answer is over {MAX_ANSWER_BYTES:,} bytes"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _grant(body: bytes, code: str) -> MintedToken:
+    try:
+        grant = json.loads(body)
+    except ValueError:
+        raise ProxyError(code, "the token endpoint's answer is not JSON") from None
+    if not isinstance(grant, dict):
+        raise ProxyError(code, "the token endpoint's answer is not a JSON object")
+    value = grant.get("access_token")
+    if not isinstance(value, str) or not value:
+        raise ProxyError(code, "the token endpoint answered without an access_token")
+    if len(value) > MAX_TOKEN_CHARS or not _HEADER_SAFE.match(value):
+        raise ProxyError(
+            code,
+            f"the token endpoint's access_token is over {MAX_TOKEN_CHARS:,} characters or has "
+            "characters a header cannot carry",
+        )
+    kind = grant.get("token_type", "bearer")
+    if not isinstance(kind, str) or kind.lower() != "bearer":
+        raise ProxyError(code, "the token endpoint issued a token that is not a bearer token")
+    return MintedToken(value, _lifetime(grant.get("expires_in"), code))
+
+
+def _lifetime(expires_in: object, code: str) -> float:
+    if expires_in is None:
+        return DEFAULT_LIFETIME_SECONDS
+    seconds = math.nan
+    # A number, or a numeric string (some providers send "3600").
+    if isinstance(expires_in, int | float | str) and not isinstance(expires_in, bool):
+        try:
+            seconds = float(expires_in)
+        except ValueError:
+            seconds = math.nan
+    if not math.isfinite(seconds):
+        raise ProxyError(code, "the token endpoint's expires_in is not a number")
+    if seconds <= 0:
+        raise ProxyError(
+            code, f"the token endpoint's expires_in is {seconds:g}: the token is expired already"
+        )
+    return min(seconds, MAX_LIFETIME_SECONDS)
+
+
+def _oauth_error(body: bytes, redact: Redactor, *, describe: bool) -> str:
+    """``: error (description)``, as far as the answer says, printable and scrubbed."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return ""
+    if not isinstance(answer, dict):
+        return ""
+    error = answer.get("error")
+    if not isinstance(error, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", error):
+        return ""
+    description = answer.get("error_description") if describe else None
+    if not isinstance(description, str) or not description.strip():
+        return f": {error}"
+    text = _PRINTABLE.sub(" ", redact.text(description)).strip()
+    if len(text) > MAX_DESCRIPTION_CHARS:
+        text = text[: MAX_DESCRIPTION_CHARS - 3] + "..."
+    return f": {error}: {text}"

@@ -1,0 +1,248 @@
+"""One token per credential for the fleet, against a real redis-server on 127.0.0.1.
+
+Each "worker" here is a FleetTokens with a store client of its own, as each proxy process has;
+the minter counts the token requests it would make (the real token endpoint and real proxy
+processes are in tests/e2e/test_oauth2.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gatehouse_contract.sealing import Keyring, KeyringFile
+from gatehouse_dev.redis_server import RedisServer
+from gatehouse_proxy import fleet_tokens
+from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.fleet_tokens import CredentialKey, FleetTokens
+from gatehouse_proxy.shared_store import SharedStore, StoreSettings
+from gatehouse_proxy.token_grants import MintedToken
+
+KEY = CredentialKey.of("team/crm", "uid-crm", ["oauth2ClientCredentials", "f1", "scope"])
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def keyring_file(tmp_path: Path) -> KeyringFile:
+    path = tmp_path / "keyring.json"
+    path.write_text(Keyring.generate("k1").dump())
+    return KeyringFile(path)
+
+
+@pytest.fixture(autouse=True)
+def _empty_store(redis_server: RedisServer) -> None:
+    with redis_server.client() as client:
+        client.flushall()
+
+
+class Minter:
+    def __init__(self, lifetime: float = 3600, delay: float = 0.05, fail: bool = False) -> None:
+        self.calls = 0
+        self.lifetime = lifetime
+        self.delay = delay
+        self.fail = fail
+        self.numbers = itertools.count(1)
+
+    async def __call__(self) -> MintedToken:
+        self.calls += 1
+        await asyncio.sleep(self.delay)
+        if self.fail:
+            raise ProxyError("token_endpoint_failed", "the token endpoint refused (invalid_client)")
+        return MintedToken(f"token-{next(self.numbers)}", self.lifetime)
+
+
+async def _workers(
+    redis_server: RedisServer, keyring: KeyringFile, count: int
+) -> list[tuple[SharedStore, FleetTokens]]:
+    workers = []
+    for _ in range(count):
+        store = SharedStore(
+            StoreSettings(redis_server.url, password=redis_server.password, deadline_seconds=0.5)
+        )
+        await store.start()
+        await asyncio.sleep(0)
+        workers.append((store, FleetTokens(store, keyring)))
+    # The probe marks each store up on its first round.
+    for store, _ in workers:
+        for _ in range(100):
+            if store.up:
+                break
+            await asyncio.sleep(0.01)
+        assert store.up
+    return workers
+
+
+async def _close(workers: list[tuple[SharedStore, FleetTokens]]) -> None:
+    for store, _ in workers:
+        await store.close()
+
+
+def test_500_concurrent_requests_on_four_workers_make_one_token_request(
+    redis_server: RedisServer, keyring_file: KeyringFile
+) -> None:
+    async def scenario() -> None:
+        workers = await _workers(redis_server, keyring_file, 4)
+        mint = Minter()
+        try:
+            tokens = await asyncio.gather(*(workers[i % 4][1].token(KEY, mint) for i in range(500)))
+        finally:
+            await _close(workers)
+        assert mint.calls == 1
+        assert set(tokens) == {"token-1"}
+
+    asyncio.run(scenario())
+
+
+def test_a_revoked_token_is_renewed_once_for_a_storm_of_401s(
+    redis_server: RedisServer, keyring_file: KeyringFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fleet_tokens, "REJECTION_GRACE_SECONDS", 0.0)
+
+    async def scenario() -> None:
+        workers = await _workers(redis_server, keyring_file, 4)
+        mint = Minter()
+        try:
+            assert {await tokens.token(KEY, mint) for _, tokens in workers} == {"token-1"}
+
+            async def refused_then_again(tokens: FleetTokens) -> str:
+                await tokens.rejected(KEY, "token-1")
+                return await tokens.token(KEY, mint)
+
+            again = await asyncio.gather(
+                *(refused_then_again(workers[i % 4][1]) for i in range(200))
+            )
+        finally:
+            await _close(workers)
+        assert mint.calls == 2
+        assert set(again) == {"token-2"}
+
+    asyncio.run(scenario())
+
+
+def test_a_token_is_not_dropped_for_a_401_in_its_first_seconds(
+    redis_server: RedisServer, keyring_file: KeyringFile
+) -> None:
+    """A credential whose fresh tokens are always refused must not mint once per request."""
+
+    async def scenario() -> None:
+        workers = await _workers(redis_server, keyring_file, 2)
+        mint = Minter()
+        try:
+            for _, tokens in workers:
+                await tokens.token(KEY, mint)
+            for _ in range(20):
+                for _, tokens in workers:
+                    assert not await tokens.rejected(KEY, "token-1")
+                    assert await tokens.token(KEY, mint) == "token-1"
+        finally:
+            await _close(workers)
+        assert mint.calls == 1
+
+    asyncio.run(scenario())
+
+
+def test_tokens_are_renewed_a_margin_before_they_expire(
+    redis_server: RedisServer, keyring_file: KeyringFile
+) -> None:
+    async def scenario() -> None:
+        workers = await _workers(redis_server, keyring_file, 2)
+        # A 0.4 s token is renewed after 0.3 s (a quarter of its life early).
+        mint = Minter(lifetime=0.4, delay=0)
+        try:
+            assert await workers[0][1].token(KEY, mint) == "token-1"
+            assert await workers[1][1].token(KEY, mint) == "token-1"
+            await asyncio.sleep(0.35)
+            assert await workers[1][1].token(KEY, mint) == "token-2"
+            assert await workers[0][1].token(KEY, mint) == "token-2"
+        finally:
+            await _close(workers)
+        assert mint.calls == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_failing_endpoint_is_asked_once_per_backoff_by_the_whole_fleet(
+    redis_server: RedisServer, keyring_file: KeyringFile
+) -> None:
+    async def scenario() -> None:
+        workers = await _workers(redis_server, keyring_file, 4)
+        mint = Minter(fail=True)
+        try:
+            for _ in range(5):
+                for _, tokens in workers:
+                    with pytest.raises(ProxyError, match="invalid_client"):
+                        await tokens.token(KEY, mint)
+        finally:
+            await _close(workers)
+        assert mint.calls == 1
+
+    asyncio.run(scenario())
+
+
+def test_with_the_store_down_each_worker_mints_for_itself_and_shares_again_after(
+    tmp_path: Path, keyring_file: KeyringFile
+) -> None:
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+
+    async def scenario() -> None:
+        workers = await _workers(server, keyring_file, 2)
+        mint = Minter(delay=0)
+        other = CredentialKey.of("team/crm2", "uid-crm2", ["x"])
+        try:
+            server.pause()
+            # The first call finds the store silent past its deadline and falls back.
+            assert await workers[0][1].token(KEY, mint) == "token-1"
+            assert await workers[1][1].token(KEY, mint) == "token-2"
+            assert not workers[0][0].up
+            server.resume()
+            for _ in range(100):
+                if all(store.up for store, _ in workers):
+                    break
+                await asyncio.sleep(0.05)
+            assert all(store.up for store, _ in workers)
+            first = await workers[0][1].token(other, mint)
+            assert await workers[1][1].token(other, mint) == first
+        finally:
+            server.resume()
+            await _close(workers)
+            server.stop()
+        assert mint.calls == 3
+
+    asyncio.run(scenario())
+
+
+def test_a_stored_token_is_sealed(redis_server: RedisServer, keyring_file: KeyringFile) -> None:
+    async def scenario() -> None:
+        workers = await _workers(redis_server, keyring_file, 1)
+        try:
+            await workers[0][1].token(KEY, Minter())
+        finally:
+            await _close(workers)
+
+    asyncio.run(scenario())
+    with redis_server.client() as client:
+        stored = client.get(KEY.store_key(""))
+        keys = client.keys("*")
+    assert stored is not None
+    assert b"token-1" not in stored
+    assert all(key.startswith(b"gatehouse:{uid-crm}:token:") for key in keys)
+    assert all(client_ttl > 0 for client_ttl in _ttls(redis_server, keys))
+
+
+def _ttls(redis_server: RedisServer, keys: list[bytes]) -> list[int]:
+    with redis_server.client() as client:
+        return [int(client.pttl(key)) for key in keys]
