@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
 from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
-from gatehouse_contract.routes import Credential
+from gatehouse_contract.routes import Credential, TokenRequest
 from gatehouse_contract.sealing import Keyring, KeyringSource
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import Auth
@@ -155,6 +155,33 @@ def sealed_in(auth: Auth, keys: SealingKeys | None, scope: Scope) -> Found | Non
         raise CredentialProblem(problem.reason, problem.message) from None
 
 
+def placement(auth: Auth, token_url: str = "") -> Credential:
+    """Where and how the credential goes, without the secret. ``token_url``: the normalised
+    ``auth.oauth2ClientCredentials.tokenURL`` (see origin.normalise_token_url)."""
+    oauth2 = auth.oauth2_client_credentials
+    scopes = (
+        auth.google_service_account.scopes
+        if auth.google_service_account
+        else oauth2.scopes
+        if oauth2
+        else []
+    )
+    return Credential(
+        type=auth.type,
+        parameter=auth.api_key.name if auth.api_key else "",
+        location=auth.api_key.in_ if auth.api_key else "",
+        scopes=tuple(scopes),
+        token_request=TokenRequest(
+            url=token_url,
+            client_id=oauth2.client_id,
+            client_authentication=oauth2.client_authentication,
+            parameters=tuple(oauth2.parameters.items()),
+        )
+        if oauth2
+        else None,
+    )
+
+
 def seal_credential(
     auth: Auth,
     found: Found | None,
@@ -162,23 +189,25 @@ def seal_credential(
     keyring: Keyring,
     connection_uid: str,
     origin: str,
+    token_url: str = "",
 ) -> Credential:
     """The credential for ``auth``, ``found`` sealed for the proxies; raises CredentialProblem
     with a reason and message."""
-    placement = Credential(
-        type=auth.type,
-        parameter=auth.api_key.name if auth.api_key else "",
-        location=auth.api_key.in_ if auth.api_key else "",
-        scopes=tuple(auth.google_service_account.scopes) if auth.google_service_account else (),
-    )
+    where_it_goes = placement(auth, token_url)
     if found is None:
-        return placement
+        return where_it_goes
     if auth.type == "googleServiceAccount":
         plain = validate_service_account_key(found.value, found.where)
     else:
         plain = _text_secret(found.value, found.where).encode()
-    sealed = keyring.seal(plain, placement.context(connection_uid, origin))
-    return placement.model_copy(update={"sealed": sealed})
+    if auth.type == "basic" and b":" not in plain:
+        raise CredentialProblem(
+            Reason.INVALID_SECRET_VALUE,
+            f"{found.where} must be user:password for basic auth (RFC 7617: the user name "
+            "has no colon)",
+        )
+    sealed = keyring.seal(plain, where_it_goes.context(connection_uid, origin))
+    return where_it_goes.model_copy(update={"sealed": sealed})
 
 
 def verdict_for(problem: CredentialProblem | None, auth: Auth) -> Verdict:
@@ -214,12 +243,19 @@ class Sealer:
         self._resealed: dict[str, tuple[tuple[str, str], str]] = {}
 
     def seal(
-        self, auth: Auth, found: Found | None, *, connection_uid: str, origin: str
+        self,
+        auth: Auth,
+        found: Found | None,
+        *,
+        connection_uid: str,
+        origin: str,
+        token_url: str = "",
     ) -> Credential:
         """The connection's sealed credential; raises CredentialProblem as seal_credential does."""
         keyring = self.keyring.current()
         inputs = (
             origin,
+            token_url,
             auth.model_dump_json(),
             hashlib.sha256(found.value).hexdigest() if found is not None else "",
             keyring.active,
@@ -228,7 +264,12 @@ class Sealer:
         if cached is not None and cached[0] == inputs:
             return cached[1]
         credential = seal_credential(
-            auth, found, keyring=keyring, connection_uid=connection_uid, origin=origin
+            auth,
+            found,
+            keyring=keyring,
+            connection_uid=connection_uid,
+            origin=origin,
+            token_url=token_url,
         )
         self._sealed[connection_uid] = (inputs, credential)
         return credential

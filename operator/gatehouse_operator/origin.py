@@ -13,6 +13,9 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
+from gatehouse_operator.api.connection import Auth
+from gatehouse_operator.sealed_values import Scope
+
 _NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+))*$")
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 _DEFAULT_PORTS = {"https": 443, "http": 80}
@@ -46,6 +49,35 @@ def normalise_origin(base_url: str, *, allow_http: bool) -> str:
     shown = f"[{host}]" if ":" in host else host
     suffix = f":{port}" if port is not None and port != _DEFAULT_PORTS[scheme] else ""
     return f"{scheme}://{shown}{suffix}"
+
+
+def sealed_scope(namespace: str, name: str, origin: str, auth: Auth, token_url: str) -> Scope:
+    """What the connection's sealed value must be sealed for (origin and token URL normalised)."""
+    oauth2 = auth.oauth2_client_credentials
+    if oauth2 is None:
+        return Scope(namespace, name, origin)
+    return Scope(namespace, name, origin, token_url, oauth2.client_id)
+
+
+def token_url_of(auth: Auth, *, allow_http: bool) -> str:
+    """The normalised tokenURL of an OAuth 2.0 connection; empty for other auth types."""
+    oauth2 = auth.oauth2_client_credentials
+    return normalise_token_url(oauth2.token_url, allow_http=allow_http) if oauth2 else ""
+
+
+def normalise_token_url(token_url: str, *, allow_http: bool) -> str:
+    """An OAuth 2.0 token endpoint as the proxies will call it: the origin's rules (scheme,
+    host, port), and a path, percent-encoded as written; no credentials, query or fragment."""
+    parts = urlsplit(token_url.strip())
+    if parts.query or parts.fragment:
+        raise OriginError("tokenURL must not have a query or fragment")
+    if any(char.isspace() or ord(char) < 0x20 for char in parts.path):
+        raise OriginError("tokenURL has whitespace or control characters in its path")
+    try:
+        origin = normalise_origin(f"{parts.scheme}://{parts.netloc}", allow_http=allow_http)
+    except OriginError as error:
+        raise OriginError(str(error).replace("baseURL", "tokenURL")) from None
+    return origin + (parts.path or "/")
 
 
 def _canonical_host(host: str) -> str:

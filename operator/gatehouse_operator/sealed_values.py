@@ -41,6 +41,8 @@ from gatehouse_operator.api.conditions import Reason
 log = logging.getLogger("gatehouse.operator")
 
 _HEADER_FIELDS = {"v", "key", "namespace", "name", "origin"}
+# A client secret's header binds these too.
+_TOKEN_FIELDS = {"tokenURL", "clientId"}
 # A header holds a fingerprint, a namespace and name (at most 253 each) and an origin (at most
 # 2,048): more is not a header.
 _MAX_HEADER_CHARS = 4 * 1024
@@ -81,14 +83,27 @@ def fingerprint(public: X25519PublicKey) -> str:
 
 @dataclass(frozen=True)
 class Scope:
-    """What a value is sealed for: one connection, at one origin."""
+    """What a value is sealed for: one connection, at one origin; a client secret also for one
+    token URL and one client id (whoever may edit the connection could otherwise send it to a
+    token endpoint of theirs)."""
 
     namespace: str
     name: str
     origin: str
+    token_url: str = ""
+    client_id: str = ""
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.name} at {self.origin}"
+        where = f"{self.namespace}/{self.name} at {self.origin}"
+        if self.token_url:
+            where += f" (token URL {self.token_url}, client {self.client_id})"
+        return where
+
+    def header_fields(self) -> dict[str, str]:
+        fields = {"namespace": self.namespace, "name": self.name, "origin": self.origin}
+        if self.token_url:
+            fields |= {"tokenURL": self.token_url, "clientId": self.client_id}
+        return fields
 
 
 @dataclass(frozen=True)
@@ -115,9 +130,12 @@ class SealedValue:
         # RecursionError: JSON nested thousands deep (a short header can be).
         except (ValueError, binascii.Error, RecursionError):
             raise corrupt from None
-        if not isinstance(fields, dict) or set(fields) != _HEADER_FIELDS:
+        if not isinstance(fields, dict) or set(fields) not in (
+            _HEADER_FIELDS,
+            _HEADER_FIELDS | _TOKEN_FIELDS,
+        ):
             raise corrupt
-        names = ("namespace", "name", "origin", "key")
+        names = ("namespace", "name", "origin", "key", *(_TOKEN_FIELDS & set(fields)))
         if not all(isinstance(fields[name], str) for name in names):
             raise corrupt
         # Named in conditions and messages: a header must not make them large.
@@ -128,7 +146,13 @@ class SealedValue:
                 Reason.SEALED_VALUE_CORRUPT,
                 f"{FIELD} is sealed in format version {fields['v']}; this operator reads {VERSION}",
             )
-        scope = Scope(fields["namespace"], fields["name"], fields["origin"])
+        scope = Scope(
+            fields["namespace"],
+            fields["name"],
+            fields["origin"],
+            fields.get("tokenURL", ""),
+            fields.get("clientId", ""),
+        )
         key = fields["key"]
         return cls(key, scope, header, payload)
 
@@ -188,13 +212,7 @@ class PublicSealingKeys:
 
     def seal(self, plaintext: bytes, scope: Scope) -> str:
         header = json.dumps(
-            {
-                "v": VERSION,
-                "key": self.active,
-                "namespace": scope.namespace,
-                "name": scope.name,
-                "origin": scope.origin,
-            },
+            {"v": VERSION, "key": self.active, **scope.header_fields()},
             separators=(",", ":"),
             sort_keys=True,
         ).encode()

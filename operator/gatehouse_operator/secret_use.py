@@ -5,7 +5,9 @@ Secret's value is sent to, chooses who receives that value. The operator reads S
 own rights, so without a check here ``update`` on connections would be ``get`` on every Secret of
 the namespace: point ``secretRef`` at any Secret and ``baseURL`` at your own host, then test.
 So a change that sets ``secretRef``, changes it, or moves a connection that has one to another
-``baseURL`` is admitted only for a requester who may ``get`` that Secret themselves.
+``baseURL`` (or, for OAuth 2.0 client credentials, another ``tokenURL`` or ``clientId``: the
+client secret goes to the token endpoint) is admitted only for a requester who may ``get`` that
+Secret themselves.
 
 Changes that keep both (limits, paths, instructions, the link policy, the auth's own settings)
 need nothing more than RBAC already asks: the value still goes only where its reader sent it.
@@ -37,13 +39,24 @@ def secret_to_read(
         return name, "spec.auth.secretRef"
     if old_spec.get("baseURL") != new_spec.get("baseURL"):
         return name, "spec.baseURL"
+    # An OAuth 2.0 client secret goes to the token URL, on behalf of the client id.
+    old_client, new_client = _oauth2(old_spec), _oauth2(new_spec)
+    for field in ("tokenURL", "clientId"):
+        if old_client.get(field) != new_client.get(field):
+            return name, f"spec.auth.oauth2ClientCredentials.{field}"
     return None
+
+
+def _oauth2(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    client = (spec.get("auth") or {}).get("oauth2ClientCredentials")
+    return client if isinstance(client, Mapping) else {}
 
 
 def secret_refusal(user: str, namespace: str, secret: str, field: str) -> str:
     """Why the change is refused, naming the field and the rule."""
     return (
         f"{field}: {user} may not get Secret {secret!r} in namespace {namespace}: a connection "
-        "sends its Secret's value to its baseURL, so setting or changing auth.secretRef, or "
-        "changing baseURL while it is set, needs the right to read that Secret"
+        "sends its Secret's value to its baseURL (an OAuth 2.0 client secret to its tokenURL), "
+        "so setting or changing auth.secretRef, or changing baseURL, tokenURL or clientId while "
+        "it is set, needs the right to read that Secret"
     )

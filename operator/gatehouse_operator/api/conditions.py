@@ -48,6 +48,7 @@ class Reason(StrEnum):
     INVALID_SECRET_VALUE = "InvalidSecretValue"
     INVALID_SERVICE_ACCOUNT_KEY = "InvalidServiceAccountKey"
     INVALID_SPEC = "InvalidSpec"
+    INVALID_TOKEN_URL = "InvalidTokenURL"
     METHOD_NOT_ALLOWED = "MethodNotAllowed"
     NAMESPACE_TABLE_FULL = "NamespaceTableFull"
     NO_CREDENTIAL_NEEDED = "NoCredentialNeeded"

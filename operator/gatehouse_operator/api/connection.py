@@ -23,7 +23,9 @@ from gatehouse_operator.api.meta import (
 from gatehouse_operator.cel import cel, validations
 
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
-AuthType = Literal["none", "apiKey", "bearer", "googleServiceAccount"]
+AuthType = Literal[
+    "none", "apiKey", "bearer", "basic", "googleServiceAccount", "oauth2ClientCredentials"
+]
 LinkPolicy = Literal["AdminsOnly", "Builders"]
 
 MAX_INSTRUCTIONS = 10_000
@@ -108,6 +110,108 @@ class GoogleServiceAccountAuth(Model):
     )
 
 
+# RFC 6749 3.3: a scope token is printable ASCII but space, '"' and '\\'.
+OAuthScope = Annotated[
+    str, Field(min_length=1, max_length=512, pattern=r"^[\x21\x23-\x5b\x5d-\x7e]+$")
+]
+# Form parameters the grant itself sets: a connection's extra parameters may not override them.
+RESERVED_TOKEN_PARAMETERS = (
+    "grant_type",
+    "client_id",
+    "client_secret",
+    "scope",
+    "assertion",
+    "client_assertion",
+    "client_assertion_type",
+    "username",
+    "password",
+    "refresh_token",
+    "code",
+)
+MAX_TOKEN_PARAMETERS = 8
+_TOKEN_PARAMETER_NAME = "^[A-Za-z0-9_.-]{1,64}$"  # noqa: S105 (a pattern, not a secret)
+TokenParameterName = Annotated[str, Field(pattern=_TOKEN_PARAMETER_NAME)]
+TokenParameterValue = Annotated[str, Field(max_length=1024, pattern=r"^[\x20-\x7e]*$")]
+
+
+# RFC 9110 8.3.1: type "/" subtype, both tokens; "*" only as a whole subtype.
+_MEDIA_TOKEN = r"[A-Za-z0-9!#$&^_.+-]+"  # noqa: S105 (RFC 9110 token, not a secret)
+MediaRange = Annotated[str, Field(max_length=255, pattern=f"^{_MEDIA_TOKEN}/({_MEDIA_TOKEN}|\\*)$")]
+
+
+class OAuth2ClientCredentialsAuth(Model):
+    """OAuth 2.0 client credentials (RFC 6749 4.4): the proxies ask ``tokenURL`` for an access
+    token with the client's id and secret, and send it as ``Authorization: Bearer``."""
+
+    model_config = Model.model_config | {
+        "json_schema_extra": validations(
+            cel(
+                "!has(self.parameters) || self.parameters.all(k, "
+                f"k.matches('{_TOKEN_PARAMETER_NAME}'))",
+                "auth.oauth2ClientCredentials.parameters names are letters, digits, _ . and -, "
+                "at most 64",
+            ),
+            cel(
+                "!has(self.parameters) || self.parameters.all(k, !(k.lowerAscii() in "
+                f"{list(RESERVED_TOKEN_PARAMETERS)}))",
+                "auth.oauth2ClientCredentials.parameters must not set a parameter the grant "
+                "sets itself (" + ", ".join(RESERVED_TOKEN_PARAMETERS) + ")",
+            ),
+        )
+    }
+
+    token_url: str = Field(
+        alias="tokenURL",
+        max_length=2048,
+        description="The authorization server's token endpoint: https (http only where the "
+        "installation allows it for baseURL), no credentials, query or fragment. Redirects "
+        "are refused.",
+        json_schema_extra=validations(
+            cel(
+                "self.startsWith('https://') || self.startsWith('http://')",
+                "auth.oauth2ClientCredentials.tokenURL must be an https URL (http only where the "
+                "installation allows it)",
+            ),
+            cel(
+                "!self.matches('^https?://[^/?#]*@')",
+                "auth.oauth2ClientCredentials.tokenURL must not contain credentials",
+            ),
+            cel(
+                "!self.contains('?') && !self.contains('#')",
+                "auth.oauth2ClientCredentials.tokenURL must not have a query or fragment",
+            ),
+            cel("isURL(self)", "auth.oauth2ClientCredentials.tokenURL is not a valid URL"),
+        ),
+    )
+    client_id: str = Field(
+        alias="clientId",
+        min_length=1,
+        max_length=512,
+        pattern=r"^[\x20-\x7e]+$",
+        description="The client's id (not secret); the secret is auth.secretRef or "
+        "auth.sealedSecret.",
+    )
+    scopes: list[OAuthScope] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Scopes the token is asked for (none: the client's default).",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+    client_authentication: Literal["basic", "body"] = Field(
+        default="basic",
+        description="How the client authenticates to the token endpoint (RFC 6749 2.3.1): "
+        "basic (HTTP Basic, which every server accepts) or body (client_id and client_secret "
+        "in the form).",
+    )
+    parameters: dict[TokenParameterName, TokenParameterValue] = Field(
+        default_factory=dict,
+        max_length=MAX_TOKEN_PARAMETERS,
+        description="Extra form parameters some providers ask for, such as audience or "
+        "resource; at most 8, names of letters, digits, _ . and -, values at most 1,024 "
+        "printable characters.",
+    )
+
+
 class Auth(Model):
     model_config = Model.model_config | {
         "json_schema_extra": validations(
@@ -120,6 +224,12 @@ class Auth(Model):
                 " ? has(self.googleServiceAccount) : !has(self.googleServiceAccount)",
                 "auth.googleServiceAccount (scopes) is required when auth.type is "
                 "googleServiceAccount, and only then",
+            ),
+            cel(
+                "self.type == 'oauth2ClientCredentials'"
+                " ? has(self.oauth2ClientCredentials) : !has(self.oauth2ClientCredentials)",
+                "auth.oauth2ClientCredentials (tokenURL, clientId) is required when auth.type is "
+                "oauth2ClientCredentials, and only then",
             ),
             cel(
                 "self.type == 'none' ? !has(self.secretRef) && !has(self.sealedSecret)"
@@ -135,10 +245,14 @@ class Auth(Model):
     google_service_account: GoogleServiceAccountAuth | None = Field(
         default=None, description="For type googleServiceAccount."
     )
+    oauth2_client_credentials: OAuth2ClientCredentialsAuth | None = Field(
+        default=None, description="For type oauth2ClientCredentials."
+    )
     secret_ref: SecretKeyRef | None = Field(
         default=None,
-        description="Where the secret is: the API key, the bearer token, or the service "
-        "account's JSON key file. Never copied into this resource.",
+        description="Where the secret is: the API key, the bearer token, user:password for "
+        "basic, the OAuth 2.0 client secret, or the service account's JSON key file. Never "
+        "copied into this resource.",
     )
     sealed_secret: str | None = Field(
         default=None,
@@ -240,6 +354,14 @@ class ExternalConnectionSpec(Model):
         default="",
         max_length=MAX_INSTRUCTIONS,
         description="Markdown notes for app builders and the app generator.",
+    )
+    allowed_content_types: list[MediaRange] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Media types an answer may have (type/subtype, or type/* for every "
+        "subtype), compared without parameters or case; an answer of another type is refused "
+        "(502 content_type_not_allowed) and a test shows the type it got. Empty allows any.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     # The empty default lets the API server fill in each limit's default, so the stored
     # object shows the limits in force.

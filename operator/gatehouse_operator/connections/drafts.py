@@ -32,7 +32,7 @@ from gatehouse_operator.connections.testing import (
     secret_texts,
 )
 from gatehouse_operator.credentials import CredentialProblem, Found, seal_credential
-from gatehouse_operator.origin import OriginError, normalise_origin
+from gatehouse_operator.origin import OriginError, normalise_origin, token_url_of
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for
@@ -110,6 +110,10 @@ async def try_draft(
         origin = normalise_origin(spec.base_url, allow_http=runtime.settings.allow_http)
     except OriginError as error:
         return _failed(Reason.INVALID_BASE_URL, str(error))
+    try:
+        token_url = token_url_of(spec.auth, allow_http=runtime.settings.allow_http)
+    except OriginError as error:
+        return _failed(Reason.INVALID_TOKEN_URL, f"auth.oauth2ClientCredentials.{error}")
     if draft.secret is not None and spec.auth.type == "none":
         return _failed(Reason.SECRET_NOT_USED, "secret: auth.type none takes no secret")
     uid = f"draft-{secrets.token_hex(8)}"
@@ -120,7 +124,12 @@ async def try_draft(
             else await connection_secret(runtime, namespace, draft.name, spec)
         )
         credential = seal_credential(
-            spec.auth, found, keyring=runtime.keyring.current(), connection_uid=uid, origin=origin
+            spec.auth,
+            found,
+            keyring=runtime.keyring.current(),
+            connection_uid=uid,
+            origin=origin,
+            token_url=token_url,
         )
     except CredentialProblem as problem:
         return _failed(problem.reason, problem.message)

@@ -8,6 +8,7 @@ path: host pinning, method and path rules, credential injection, limits.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 from dataclasses import dataclass
@@ -28,10 +29,9 @@ from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_test import RESULT_BODY_CHARS
 from gatehouse_operator.credentials import CredentialProblem, Found, sealed_in, secret_in
-from gatehouse_operator.origin import OriginError, normalise_origin
+from gatehouse_operator.origin import OriginError, normalise_origin, sealed_scope, token_url_of
 from gatehouse_operator.project_config.schema import shortened
 from gatehouse_operator.runtime import Runtime
-from gatehouse_operator.sealed_values import Scope
 from gatehouse_operator.status import Verdict
 from gatehouse_operator.table.channel import NoReplica, OutcomeUnknown, StreamClosed
 
@@ -172,6 +172,9 @@ def secret_texts(spec: ExternalConnectionSpec, value: bytes | None) -> list[str]
         return []
     text = value.decode(errors="replace").strip()
     found = [text]
+    if spec.auth.type == "basic":
+        # As the proxy sends it, and the password alone.
+        found += [base64.b64encode(text.encode()).decode(), text.partition(":")[2]]
     if spec.auth.type == "googleServiceAccount":
         with contextlib.suppress(ValueError, AttributeError):
             found.append(str(json.loads(text).get("private_key", "")))
@@ -184,8 +187,10 @@ async def connection_secret(
     """The connection's secret as its Secret holds it, or as its sealed value opens for it.
     Raises CredentialProblem, or OriginError for a sealed value and a baseURL that is none."""
     if spec.auth.sealed_secret is not None:
-        origin = normalise_origin(spec.base_url, allow_http=runtime.settings.allow_http)
-        scope = Scope(namespace, name, origin)
+        allow_http = runtime.settings.allow_http
+        origin = normalise_origin(spec.base_url, allow_http=allow_http)
+        token_url = token_url_of(spec.auth, allow_http=allow_http)
+        scope = sealed_scope(namespace, name, origin, spec.auth, token_url)
         return sealed_in(spec.auth, runtime.sealing.sealing_keys(), scope)
     ref = spec.auth.secret_ref
     data = await runtime.kube.secret_data(namespace, ref.name) if ref else None

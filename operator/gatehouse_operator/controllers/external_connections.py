@@ -33,9 +33,9 @@ from gatehouse_operator.credentials import (
     verdict_for,
 )
 from gatehouse_operator.kube import WATCHED_SELECTOR
-from gatehouse_operator.origin import OriginError, normalise_origin
+from gatehouse_operator.origin import OriginError, normalise_origin, sealed_scope, token_url_of
 from gatehouse_operator.runtime import Runtime, forget_resource, resource_key
-from gatehouse_operator.sealed_values import FIELD, Scope
+from gatehouse_operator.sealed_values import FIELD
 from gatehouse_operator.status import Verdict, ready
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for
@@ -102,6 +102,17 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
         verdicts.append(
             Verdict(ConditionType.ACCEPTED, "False", Reason.INVALID_BASE_URL, str(error))
         )
+    token_url = ""
+    if origin:
+        try:
+            token_url = token_url_of(spec.auth, allow_http=runtime.settings.allow_http)
+        except OriginError as error:
+            verdicts[0] = Verdict(
+                ConditionType.ACCEPTED,
+                "False",
+                Reason.INVALID_TOKEN_URL,
+                f"auth.oauth2ClientCredentials.{error}",
+            )
 
     ref = spec.auth.secret_ref
     problem: CredentialProblem | None = None
@@ -113,7 +124,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
             Reason.INVALID_BASE_URL, f"{FIELD} opens only for a valid baseURL (see Accepted)"
         )
     elif spec.auth.sealed_secret is not None:
-        scope = Scope(namespace, body["metadata"]["name"], origin)
+        scope = sealed_scope(namespace, body["metadata"]["name"], origin, spec.auth, token_url)
         keys = runtime.sealing.sealing_keys()
         try:
             found = sealed_in(spec.auth, keys, scope)
@@ -145,7 +156,11 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
         try:
             found = found or secret_in(spec.auth, secret_data)
             credential = runtime.sealer.seal(
-                spec.auth, found, connection_uid=body["metadata"]["uid"], origin=origin
+                spec.auth,
+                found,
+                connection_uid=body["metadata"]["uid"],
+                origin=origin,
+                token_url=token_url,
             )
         except CredentialProblem as caught:
             problem = caught

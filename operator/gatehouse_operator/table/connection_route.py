@@ -29,5 +29,6 @@ def route_for(
             max_response_bytes=spec.limits.max_response_bytes,
             requests_per_minute=spec.limits.requests_per_minute,
         ),
+        content_types=tuple(sorted({media.lower() for media in spec.allowed_content_types})),
         unavailable=unavailable,
     )
