@@ -7,7 +7,7 @@ DEV := $(BIN)/python -m gatehouse_dev
 PYTEST_ARGS ?=
 
 .PHONY: help install build crds up down demo lint test test-lowest bench clean cluster-up cluster-down \
-  node-packages browser-packages screenshots faults lock image chart release
+  node-packages browser-packages store-packages screenshots faults lock image chart release
 
 help:
 	@echo "make demo   start the local stack and show it working"
@@ -39,7 +39,7 @@ crds: install
 	$(BIN)/python -m gatehouse_operator.api.roles
 	$(BIN)/python -m gatehouse_operator.controllers.webhook_configuration
 
-up: install
+up: install store-packages
 	$(DEV) up
 
 down:
@@ -66,13 +66,20 @@ browser-packages:
 	  echo "installing chromium"; apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# The proxies' shared store in the dev stack and the tests: Debian's redis-server.
+store-packages:
+	@command -v redis-server >/dev/null || test -x /usr/bin/redis-server || { \
+	  if [ "$$(id -u)" != 0 ]; then echo "the dev stack and the tests need Debian's redis-server"; exit 1; fi; \
+	  echo "installing redis-server"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
 cluster-up: install node-packages
 	$(DEV) cluster-up
 
 cluster-down:
 	@if [ -x $(BIN)/python ]; then $(DEV) cluster-down; fi
 
-demo: install
+demo: install store-packages
 	$(DEV) demo
 
 lint: install
@@ -81,7 +88,7 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint build node-packages browser-packages
+test: lint build node-packages browser-packages store-packages
 	$(DEV) build-node
 	$(BIN)/pytest $(PYTEST_ARGS)
 
@@ -109,7 +116,7 @@ release: install node-packages
 
 # Every direct dependency at its declared lower bound, and the tests that need no cluster on them.
 LOWEST := .venv-lowest
-test-lowest: install
+test-lowest: install store-packages
 	rm -rf $(LOWEST)
 	$(PYTHON) -m venv $(LOWEST)
 	$(BIN)/python -m gatehouse_dev.lowest pyproject.toml > $(LOWEST)/constraints.txt
@@ -118,7 +125,7 @@ test-lowest: install
 	$(LOWEST)/bin/pytest -p no:cacheprovider tests/operator tests/proxy tests/dev
 
 # wrk and nginx are Debian's (apt-get as root, as .ci/run does); anyone else is told to install them.
-bench: install build
+bench: install build store-packages
 	@{ command -v wrk && { command -v nginx || test -x /usr/sbin/nginx; }; } >/dev/null \
 	  || [ "$$(id -u)" != 0 ] || { echo "installing wrk and nginx-light"; apt-get update -qq \
 	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx-light >/dev/null; }

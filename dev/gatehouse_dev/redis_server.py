@@ -8,6 +8,7 @@ server here, a log file and a bounded start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -94,9 +95,12 @@ class RedisServer:
 
     def pause(self) -> None:
         """Stops the server's process (SIGSTOP): connected clients wait, as on a hung store."""
-        if self.server is not None:
-            os.kill(self.server.pid, signal.SIGSTOP)
+        self._signal(signal.SIGSTOP)
 
     def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, number: signal.Signals) -> None:
         if self.server is not None:
-            os.kill(self.server.pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.server.pid, number)

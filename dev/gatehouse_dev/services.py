@@ -24,6 +24,7 @@ from gatehouse_dev import nginx
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import WEBHOOK_CLIENT_NAME
 from gatehouse_dev.processes import Server, free_port
+from gatehouse_dev.redis_server import RedisServer
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api import crds, roles
 from gatehouse_operator.controllers import webhook_configuration as webhooks
@@ -70,6 +71,8 @@ class LocalGatehouse:
     # The first proxy replica's port, known before it starts (the env file names it).
     proxy_port: int = field(default_factory=free_port)
     servers: list[Server] = field(default_factory=list)
+    # The shared store the proxies start with, once start_store has run.
+    store: RedisServer | None = None
 
     @property
     def keyring_file(self) -> Path:
@@ -134,6 +137,15 @@ class LocalGatehouse:
         self.servers.append(server)
         server.wait_until(lambda: _answers((ready or url) + ready_path), timeout=60)
         return Endpoint(server, url)
+
+    def start_store(self) -> RedisServer:
+        """The fleet's shared store (Debian's redis-server), as the chart bundles one: proxies
+        started after this use it."""
+        self.store = RedisServer(self.workdir / "store")
+        self.store.start(detached=self.detached)
+        assert self.store.server is not None
+        self.servers.append(self.store.server)
+        return self.store
 
     def start_upstream(self, port: int = 0) -> Endpoint:
         port = port or free_port()
@@ -323,6 +335,8 @@ class LocalGatehouse:
         read_timeout_seconds: float = 0,
         workers: int = 1,
         event_loop: str = "auto",
+        store: bool = True,
+        allowed_private_networks: str = "127.0.0.0/8,::1/128",
     ) -> Endpoint:
         started = {server.name for server in self.servers}
         port = self.proxy_port if f"proxy-{self.proxy_port}" not in started else free_port()
@@ -331,10 +345,13 @@ class LocalGatehouse:
             "GATEHOUSE_KEYRING_FILE": str(self.keyring_file),
             "GATEHOUSE_OPERATOR_URL": operator_url or self.operator_url,
             "GATEHOUSE_ALLOW_HTTP_UPSTREAMS": "true",
-            "GATEHOUSE_ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8,::1/128",
+            "GATEHOUSE_ALLOWED_PRIVATE_NETWORKS": allowed_private_networks,
         }
         if token_url:
             env["GATEHOUSE_GOOGLE_TOKEN_URL"] = token_url
+        if self.store is not None and store:
+            env["GATEHOUSE_STORE_URL"] = self.store.url
+            env["GATEHOUSE_STORE_PASSWORD"] = self.store.password
         if read_timeout_seconds:
             env["GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS"] = str(read_timeout_seconds)
         argv = [

@@ -1,7 +1,8 @@
 """The local stack in the background: ``make up`` starts it, ``make down`` stops it.
 
 The stack is the control plane (unless KUBECONFIG names a cluster of the user's), the CRDs, the
-operator, one proxy and the example upstream on 127.0.0.1:18080 that ``examples/demo`` calls.
+operator, the shared store (redis-server), one proxy and the example upstream on 127.0.0.1:18080
+that ``examples/demo`` calls.
 State lives in ``.gatehouse/dev/`` of the checkout: the control plane's folder, logs, the pids of
 what was started, and ``env``, a file to source that points kubectl and the tools at the stack.
 """
@@ -103,6 +104,7 @@ def up(paths: StackPaths) -> RunningStack:
         gatehouse.install_crds()
         gatehouse.write_keyring()
         gatehouse.write_sealing_keys()
+        gatehouse.start_store()
         gatehouse.start_upstream(DEMO_UPSTREAM_PORT)
         gatehouse.start_operator()
         proxy = gatehouse.start_proxy()

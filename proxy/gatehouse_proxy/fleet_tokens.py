@@ -48,6 +48,9 @@ MAX_BACKOFF_SECONDS = 60.0
 # How long a worker that did not get the lock waits for the token of the one that did before it
 # asks again (the lock lapses with its holder); the lock outlives the longest token request.
 LOCK_SECONDS = 15.0
+# A token is asked of the store rarely and waited for anyway: a store answer may take this long
+# (a loaded worker's event loop is part of it) before the worker mints alone.
+STORE_DEADLINE_SECONDS = 1.0
 _POLL_FIRST, _POLL_MAX = 0.01, 0.1
 
 Mint = Callable[[], Awaitable[MintedToken]]
@@ -183,7 +186,9 @@ class FleetTokens:
     async def _drop(self, key: CredentialKey, dropped: str) -> None:
         if self.store is not None and self.store.up:
             with contextlib.suppress(StoreUnavailable):
-                await self.store.run(_DROP, [key.store_key("")], [dropped])
+                await self.store.run(
+                    _DROP, [key.store_key("")], [dropped], deadline=STORE_DEADLINE_SECONDS
+                )
 
     def forget(self, keep: set[CredentialKey]) -> None:
         known = {*self._held, *self._failed, *self._locks, *self._drops}
@@ -229,7 +234,9 @@ class FleetTokens:
         fails_key, failed_key = key.store_key(":fails"), key.store_key(":failed")
         pause = _POLL_FIRST
         while True:
-            stored, ttl_ms, *failure = await self.store.run(_READ, [token_key, failed_key], [])
+            stored, ttl_ms, *failure = await self.store.run(
+                _READ, [token_key, failed_key], [], deadline=STORE_DEADLINE_SECONDS
+            )
             now = time.monotonic()
             if stored:
                 value = self._open(key, stored)
@@ -247,7 +254,8 @@ class FleetTokens:
             taken = await self.store.call(
                 lambda client: client.set(
                     lock_key, self.owner, nx=True, px=int(LOCK_SECONDS * 1000)
-                )
+                ),
+                deadline=STORE_DEADLINE_SECONDS,
             )
             if taken:
                 return await self._mint_for_fleet(
@@ -280,6 +288,7 @@ class FleetTokens:
                         int(MAX_BACKOFF_SECONDS * 1000),
                         self.owner,
                     ],
+                    deadline=STORE_DEADLINE_SECONDS,
                 )
             except StoreUnavailable:
                 self._failed[key] = _Failed(
@@ -294,7 +303,10 @@ class FleetTokens:
         # alone.
         with contextlib.suppress(StoreUnavailable):
             await self.store.run(
-                _STORE, [token_key, lock_key, fails_key], [stored, max(keep_ms, 1), self.owner]
+                _STORE,
+                [token_key, lock_key, fails_key],
+                [stored, max(keep_ms, 1), self.owner],
+                deadline=STORE_DEADLINE_SECONDS,
             )
         return minted.value
 

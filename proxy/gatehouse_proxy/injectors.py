@@ -123,7 +123,12 @@ class Injector:
             raise ProxyError("connection_unavailable", "the connection has no token request")
         secret = self._open(connection).decode()
         return await oauth2_tokens.mint(
-            self.token_client, credential.token_request, credential.scopes, secret
+            self.token_client,
+            credential.token_request,
+            credential.scopes,
+            secret,
+            # Within the connection's own time as well: a request waits for its token.
+            seconds=min(oauth2_tokens.TOKEN_TIMEOUT_SECONDS, connection.limits.timeout_seconds),
         )
 
     async def rejected(self, injection: Injection) -> bool:

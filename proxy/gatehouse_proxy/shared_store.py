@@ -32,6 +32,8 @@ log = logging.getLogger("gatehouse.proxy.store")
 
 # How often a store that is down is asked whether it is back.
 PROBE_SECONDS = 0.5
+# Late answers in a row that take the store down for this worker until the probe hears it again.
+SLOW_CALLS_DOWN = 3
 T = TypeVar("T")
 
 
@@ -79,6 +81,7 @@ class SharedStore:
         self.up = False
         self.since = time.monotonic()
         self.last_error = "not connected yet"
+        self.late = 0  # calls in a row that missed their deadline
         self._probe: asyncio.Task[None] | None = None
         self._listeners: list[Callable[[bool], None]] = []
 
@@ -103,21 +106,41 @@ class SharedStore:
             "lastError": "" if self.up else self.last_error,
         }
 
-    async def call(self, command: Callable[[redis.Redis], Awaitable[T]]) -> T:
-        """``command(client)`` within the deadline; raises StoreUnavailable (at once while the
-        store is down)."""
+    async def call(
+        self, command: Callable[[redis.Redis], Awaitable[T]], *, deadline: float | None = None
+    ) -> T:
+        """``command(client)`` within ``deadline`` (the store's by default); raises
+        StoreUnavailable, at once while the store is down.
+
+        A call past its deadline is answered without the store, but one slow answer does not
+        take the store down for everybody: its time includes this worker's own event loop
+        being busy. An error does, and so do SLOW_CALLS_DOWN late answers in a row.
+        """
         if not self.up:
             raise StoreUnavailable(self.last_error)
+        seconds = self.settings.deadline_seconds if deadline is None else deadline
         try:
-            async with asyncio.timeout(self.settings.deadline_seconds):
-                return await command(self.client)
+            async with asyncio.timeout(seconds):
+                answer = await command(self.client)
         except TimeoutError:
-            self._down(f"no answer within {self.settings.deadline_seconds * 1000:g} ms")
+            self.late += 1
+            if self.late >= SLOW_CALLS_DOWN:
+                self._down(f"{self.late} answers in a row took over {seconds * 1000:g} ms")
+            raise StoreUnavailable(f"no answer within {seconds * 1000:g} ms") from None
         except (RedisError, OSError) as error:
             self._down(_cause(error))
-        raise StoreUnavailable(self.last_error)
+            raise StoreUnavailable(self.last_error) from None
+        self.late = 0
+        return answer
 
-    async def run(self, script: Script, keys: list[str], args: list[str | int | float]) -> Any:
+    async def run(
+        self,
+        script: Script,
+        keys: list[str],
+        args: list[str | int | float],
+        *,
+        deadline: float | None = None,
+    ) -> Any:
         """The script's answer, within the deadline."""
 
         async def evaluate(client: redis.Redis) -> Any:
@@ -129,10 +152,11 @@ class SharedStore:
                 script.sha = await client.script_load(script.source)
                 return await client.evalsha(script.sha, len(keys), *keys, *args)
 
-        return await self.call(evaluate)
+        return await self.call(evaluate, deadline=deadline)
 
     def _down(self, cause: str) -> None:
         self.last_error = cause
+        self.late = 0
         if self.up:
             self.up = False
             self.since = time.monotonic()

@@ -1,4 +1,5 @@
-"""The whole stack for end-to-end tests: operator, two proxies, upstream, token endpoint."""
+"""The whole stack for end-to-end tests: operator, two proxies sharing a store (redis-server),
+upstream, token endpoint."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def stack(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         local.write_keyring()
         local.write_sealing_keys()
         key_file, public_key = service_account_key(SERVICE_ACCOUNT)
+        local.start_store()
         tokens = local.start_token_endpoint(public_key, SERVICE_ACCOUNT)
         upstream = local.start_upstream()
         operator = local.start_operator()

@@ -19,7 +19,7 @@ from gatehouse_dev.redis_server import RedisServer
 from gatehouse_proxy import fleet_tokens
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.fleet_tokens import CredentialKey, FleetTokens
-from gatehouse_proxy.shared_store import SharedStore, StoreSettings
+from gatehouse_proxy.shared_store import SharedStore, StoreSettings, StoreUnavailable
 from gatehouse_proxy.token_grants import MintedToken
 
 KEY = CredentialKey.of("team/crm", "uid-crm", ["oauth2ClientCredentials", "f1", "scope"])
@@ -204,10 +204,9 @@ def test_with_the_store_down_each_worker_mints_for_itself_and_shares_again_after
         other = CredentialKey.of("team/crm2", "uid-crm2", ["x"])
         try:
             server.pause()
-            # The first call finds the store silent past its deadline and falls back.
+            # Each worker finds the store silent past its deadline and mints for itself.
             assert await workers[0][1].token(KEY, mint) == "token-1"
             assert await workers[1][1].token(KEY, mint) == "token-2"
-            assert not workers[0][0].up
             server.resume()
             for _ in range(100):
                 if all(store.up for store, _ in workers):
@@ -246,3 +245,62 @@ def test_a_stored_token_is_sealed(redis_server: RedisServer, keyring_file: Keyri
 def _ttls(redis_server: RedisServer, keys: list[bytes]) -> list[int]:
     with redis_server.client() as client:
         return [int(client.pttl(key)) for key in keys]
+
+
+def test_the_store_is_taken_down_by_an_error_or_by_late_answers_in_a_row(
+    tmp_path: Path,
+) -> None:
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+
+    async def scenario() -> None:
+        store = SharedStore(
+            StoreSettings(server.url, password=server.password, deadline_seconds=0.05)
+        )
+        await store.start()
+        try:
+            for _ in range(100):
+                if store.up:
+                    break
+                await asyncio.sleep(0.01)
+            server.pause()
+            for late in range(1, 4):
+                with pytest.raises(StoreUnavailable):
+                    await store.call(lambda client: client.ping())
+                assert store.up == (late < 3)
+            server.resume()
+            for _ in range(100):
+                if store.up:
+                    break
+                await asyncio.sleep(0.05)
+            assert store.up  # the probe heard it again
+            server.stop()
+            with pytest.raises(StoreUnavailable):
+                await store.call(lambda client: client.ping())
+            assert not store.up  # an error takes it down at once
+            assert "Error" in store.describe()["lastError"]
+        finally:
+            server.resume()
+            await store.close()
+            server.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_wrong_password_is_a_store_that_is_down_with_the_reason(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+
+    async def scenario() -> None:
+        store = SharedStore(StoreSettings(server.url, password="wrong"))
+        await store.start()
+        try:
+            await asyncio.sleep(0.3)
+            assert not store.up
+            assert "invalid username-password pair" in store.describe()["lastError"]
+            assert "wrong" not in str(store.describe())
+        finally:
+            await store.close()
+            server.stop()
+
+    asyncio.run(scenario())

@@ -1,0 +1,309 @@
+"""OAuth 2.0 client credentials end to end: kubectl-applied connections, two proxy replicas of two
+workers each sharing the store (redis-server), and the dev authorization server on 127.0.0.1,
+which checks each client's authentication style, counts token requests, expires and revokes
+tokens; its /api answers only a live token.
+
+Every count is what the authorization server saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.services import Endpoint
+from gatehouse_dev.waiting import wait_for
+from tests.e2e.conftest import Stack
+from tests.e2e.gatehouse_fixtures import (
+    app_token,
+    apply,
+    condition,
+    connection,
+    data_app,
+    fetch,
+    grant_secrets,
+    project_members,
+    secret,
+    wait_condition,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def fleet(stack: Stack) -> Iterator[list[Endpoint]]:
+    """Two proxy replicas of two workers each, beside the stack's own two."""
+    replicas = [stack.local.start_proxy(workers=2) for _ in range(2)]
+    try:
+        yield replicas
+    finally:
+        for replica in replicas:
+            replica.server.stop()
+            stack.local.servers.remove(replica.server)
+
+
+def _client(stack: Stack, method: str, lifetime: int = 3600) -> tuple[str, str]:
+    client_id = f"client-{secrets.token_hex(4)}"
+    secret_value = "cs_" + secrets.token_urlsafe(24)
+    httpx.post(
+        f"{stack.token_endpoint}/clients",
+        json={"id": client_id, "secret": secret_value, "method": method, "lifetime": lifetime},
+        timeout=5,
+    ).raise_for_status()
+    return client_id, secret_value
+
+
+def _token_requests(stack: Stack, client_id: str) -> int:
+    clients = httpx.get(f"{stack.token_endpoint}/stats", timeout=5).json()["clients"]
+    return int(clients.get(client_id, 0))
+
+
+def _oauth2(
+    cluster: Cluster,
+    stack: Stack,
+    namespace: str,
+    *,
+    method: str = "basic",
+    lifetime: int = 3600,
+    token_path: str = "/token",  # noqa: S107 (a path)
+    **spec: Any,
+) -> tuple[str, str, str]:
+    """An OAuth 2.0 connection to the authorization server's API and an app linking it as
+    'crm'; returns the app's token, the client id and its secret."""
+    client_id, client_secret = _client(stack, method, lifetime)
+    apply(cluster, namespace, secret("crm-client", secret=client_secret))
+    auth = {
+        "type": "oauth2ClientCredentials",
+        "oauth2ClientCredentials": {
+            "tokenURL": f"{stack.token_endpoint}{token_path}",
+            "clientId": client_id,
+            "scopes": ["crm.read"],
+            "clientAuthentication": method,
+        },
+        "secretRef": {"name": "crm-client", "key": "secret"},
+    }
+    limits = {"requestsPerMinute": 100_000, **spec.pop("limits", {})}
+    apply(
+        cluster,
+        namespace,
+        connection("crm", stack.token_endpoint, auth, limits=limits, **spec),
+        data_app("sales", {"crm": "crm"}),
+    )
+    wait_condition(cluster, namespace, "externalconnection/crm", "True", "Routed")
+    wait_condition(cluster, namespace, "dataapp/sales", "True", "Routed")
+    return app_token(cluster, namespace, "dataapp-sales-gatehouse"), client_id, client_secret
+
+
+async def _burst(urls: list[str], token: str, count: int, concurrency: int) -> list[int]:
+    """``count`` fetches of /api/orders, ``concurrency`` at a time over many connections,
+    spread over the replicas (and, by the kernel, over their workers)."""
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=0)
+    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(index: int) -> int:
+            async with gate:
+                reply = await client.get(
+                    f"{urls[index % len(urls)]}/v1/fetch/crm/api/orders",
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+                return reply.status_code
+
+        return list(await asyncio.gather(*(one(index) for index in range(count))))
+
+
+@pytest.mark.parametrize("method", ["basic", "body"])
+def test_500_concurrent_fetches_on_a_cold_connection_make_one_token_request(
+    cluster: Cluster, stack: Stack, namespace: str, fleet: list[Endpoint], method: str
+) -> None:
+    token, client_id, _ = _oauth2(cluster, stack, namespace, method=method)
+    statuses = asyncio.run(_burst([replica.url for replica in fleet], token, 500, 128))
+    assert statuses == [200] * 500
+    assert _token_requests(stack, client_id) == 1
+    seen = fetch(fleet[0].url, token, "crm", "/api/orders").json()
+    # The token went to the API; the app's own credential never did.
+    assert seen["client"] == client_id
+    assert seen["scope"] == "crm.read"
+    assert token not in json.dumps(seen)
+
+
+def test_a_revoked_token_is_renewed_once_and_no_fetch_fails(
+    cluster: Cluster, stack: Stack, namespace: str, fleet: list[Endpoint]
+) -> None:
+    token, client_id, _ = _oauth2(cluster, stack, namespace)
+    urls = [replica.url for replica in fleet]
+    assert asyncio.run(_burst(urls, token, 40, 8)) == [200] * 40
+    assert _token_requests(stack, client_id) == 1
+
+    async def under_load() -> list[int]:
+        load = asyncio.ensure_future(_burst(urls, token, 600, 16))
+        await asyncio.sleep(0.5)
+        revoked = await asyncio.to_thread(
+            httpx.post, f"{stack.token_endpoint}/revoke", json={"client": client_id}, timeout=5
+        )
+        assert revoked.json()["revoked"] == 1
+        return await load
+
+    statuses = asyncio.run(under_load())
+    assert statuses == [200] * 600  # each 401 was retried once, with the new token
+    assert _token_requests(stack, client_id) == 2
+
+
+def test_steady_traffic_over_two_lifetimes_makes_at_most_three_token_requests(
+    cluster: Cluster, stack: Stack, namespace: str, fleet: list[Endpoint]
+) -> None:
+    """Two hours with an hour's token, scaled: 16 s of traffic with an 8 s token."""
+    token, client_id, _ = _oauth2(cluster, stack, namespace, lifetime=8)
+    urls = [replica.url for replica in fleet]
+    failures = 0
+    started = time.monotonic()
+    while time.monotonic() - started < 16:
+        failures += sum(status != 200 for status in asyncio.run(_burst(urls, token, 20, 4)))
+        time.sleep(0.2)
+    assert failures == 0
+    assert 2 <= _token_requests(stack, client_id) <= 3
+
+
+def test_the_apps_own_authorization_is_replaced_never_forwarded(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    token, _, client_secret = _oauth2(cluster, stack, namespace)
+    reply = fetch(stack.proxy, token, "crm", "/api/orders")
+    seen = reply.json()
+    assert seen["headers"]["authorization"] == "Bearer [redacted]"
+    assert token not in reply.text
+    assert client_secret not in reply.text
+
+
+@pytest.mark.parametrize(
+    ("token_path", "said"),
+    [
+        ("/hostile/redirect", "redirect (HTTP 302), which is refused"),
+        ("/hostile/huge", "answer is over 65,536 bytes"),
+        ("/hostile/trickle", "did not answer within 2s"),
+        ("/hostile/expires=0", "expires_in is 0"),
+        ("/hostile/expires=-1", "expires_in is -1"),
+    ],
+)
+def test_a_token_endpoint_that_misbehaves_fails_the_fetch_with_its_reason(
+    cluster: Cluster, stack: Stack, namespace: str, token_path: str, said: str
+) -> None:
+    token, _, _ = _oauth2(
+        cluster, stack, namespace, token_path=token_path, limits={"timeoutSeconds": 2}
+    )
+    reply = fetch(stack.proxy, token, "crm", "/api/orders")
+    assert reply.status_code == 502
+    assert reply.json()["error"]["code"] == "token_endpoint_failed"
+    assert said in reply.json()["error"]["message"]
+
+
+def test_a_lifetime_of_ten_years_still_serves(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    token, _, _ = _oauth2(cluster, stack, namespace, token_path="/hostile/expires=10000000000")
+    # The dev server's hostile tokens open no API: the token is asked for and used.
+    assert fetch(stack.proxy, token, "crm", "/api/orders").status_code == 401
+
+
+def test_a_client_secret_echoed_by_the_endpoint_is_scrubbed_everywhere(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    token, _, client_secret = _oauth2(cluster, stack, namespace, token_path="/hostile/echo")
+    reply = fetch(stack.proxy, token, "crm", "/api/orders")
+    assert reply.status_code == 502
+    assert "invalid_client: bad credentials" in reply.text
+    assert client_secret not in reply.text
+    assert "[redacted]" in reply.text
+    apply(
+        cluster,
+        namespace,
+        {
+            "apiVersion": "gatehouse.dev/v1alpha1",
+            "kind": "ConnectionTest",
+            "metadata": {"name": "echo"},
+            "spec": {"connection": "crm", "method": "GET", "path": "/api/orders"},
+        },
+    )
+    test = wait_for(
+        lambda: condition(cluster, namespace, "connectiontest/echo", "Passed") or None,
+        timeout=30,
+        what="the test's result",
+    )
+    assert test["status"] == "False"
+    assert "invalid_client" in test["message"]
+    assert client_secret not in json.dumps(test)
+    everything = cluster.kubectl("get", "all,events,xc,xtest", "-n", namespace, "-o", "json")
+    assert client_secret not in everything.stdout
+
+
+def test_a_token_url_at_the_metadata_address_is_refused(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    client_id, client_secret = _client(stack, "basic")
+    apply(cluster, namespace, secret("meta", secret=client_secret))
+    auth = {
+        "type": "oauth2ClientCredentials",
+        "oauth2ClientCredentials": {
+            "tokenURL": "http://169.254.169.254/latest/token",
+            "clientId": client_id,
+        },
+        "secretRef": {"name": "meta", "key": "secret"},
+    }
+    apply(
+        cluster,
+        namespace,
+        connection("crm", stack.token_endpoint, auth),
+        data_app("sales", {"crm": "crm"}),
+    )
+    wait_condition(cluster, namespace, "dataapp/sales", "True", "Routed")
+    token = app_token(cluster, namespace, "dataapp-sales-gatehouse")
+    reply = fetch(stack.proxy, token, "crm", "/api/orders")
+    assert (reply.status_code, reply.json()["error"]["code"]) == (502, "token_endpoint_failed")
+    assert "address" in reply.json()["error"]["message"]
+
+
+def test_a_tenant_without_the_secret_cannot_point_the_token_url_at_its_own_host(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    _oauth2(cluster, stack, namespace)
+    members = project_members(cluster, namespace)
+    admin = members["admin"].persona  # gatehouse-admin: edits connections, reads no Secret
+    moved = {"auth": {"oauth2ClientCredentials": {"tokenURL": "https://attacker.example/token"}}}
+    done = cluster.kubectl(
+        "patch",
+        "externalconnection",
+        "crm",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": moved}),
+        as_user=admin,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "spec.auth.oauth2ClientCredentials.tokenURL" in done.stderr
+    assert "may not get Secret 'crm-client'" in done.stderr
+    grant_secrets(cluster, namespace, "admin", "get")
+    allowed = cluster.kubectl(
+        "patch",
+        "externalconnection",
+        "crm",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": moved}),
+        "--dry-run=server",
+        as_user=admin,
+        check=False,
+    )
+    assert allowed.returncode == 0, allowed.stderr
