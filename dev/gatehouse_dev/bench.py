@@ -18,9 +18,10 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
 - request bodies: what reading 10 MiB bodies for parameters costs the proxy (see bench_bodies; in
   this process, no stack).
 - workers: how a 2-worker Pod spreads connections over its workers (see bench_workers).
+- auth kinds: an OAuth 2.0 connection's fetches against a bearer one's (see bench_auth).
 
 BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber, bodies,
-workers) runs some of them.
+workers, auth) runs some of them.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import httpx
 from kubernetes import client, config
 
 from gatehouse_dev import (
+    bench_auth,
     bench_bodies,
     bench_neighbours,
     bench_profile,
@@ -109,6 +111,12 @@ def unrelated_secrets(workdir: Path) -> str:
     """Unrelated Secrets and the operator (see bench_secrets), on a stack of its own."""
     with _gatehouse(workdir) as (cluster, local, upstream, _):
         return bench_secrets.table(bench_secrets.measure(cluster, local, upstream))
+
+
+def auth_kinds(workdir: Path) -> str:
+    """An OAuth 2.0 connection against a bearer one (see bench_auth), on a stack of its own."""
+    with _gatehouse(workdir) as (cluster, local, _, _):
+        return bench_auth.table(bench_auth.measure(cluster, local, wrk))
 
 
 def neighbours(workdir: Path) -> str:
@@ -233,14 +241,16 @@ def main() -> int:
     def run(section: str) -> bool:
         return not only or section in only
 
-    if (run("latency") or run("neighbours") or run("workers")) and shutil.which("wrk") is None:
+    needs_wrk = ("latency", "neighbours", "workers", "auth")
+    if any(run(section) for section in needs_wrk) and shutil.which("wrk") is None:
         print("make bench needs wrk (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
-    if (run("latency") or run("workers")) and nginx.binary() is None:
+    needs_nginx = ("latency", "workers", "auth")
+    if any(run(section) for section in needs_nginx) and nginx.binary() is None:
         print("make bench needs nginx (Debian: apt-get install nginx-light)", file=sys.stderr)
         return 2
 
-    at_scale = isolation = secrets = scrubbing = bodies = spread = ""
+    at_scale = isolation = secrets = scrubbing = bodies = spread = kinds = ""
     if run("scrubber"):
         scrubbing = bench_scrubber.table()
     if run("scale") and sizes != (0,):
@@ -257,6 +267,9 @@ def main() -> int:
     if run("workers"):
         with tempfile.TemporaryDirectory() as folder:
             spread = workers(Path(folder))
+    if run("auth"):
+        with tempfile.TemporaryDirectory() as folder:
+            kinds = auth_kinds(Path(folder))
     if run("latency"):
         latency()
     if spread:
@@ -265,6 +278,9 @@ def main() -> int:
             "supervisor's port:\n"
         )
         print(spread)
+    if kinds:
+        print("\nWhat an auth kind costs a fetch (one proxy with the shared store, wrk):\n")
+        print(kinds)
     if isolation:
         print(
             "\nNoisy neighbours: tenant B's latency through one replica while tenant A attacks it "

@@ -152,22 +152,21 @@ class LocalGatehouse:
         argv = [sys.executable, "-m", "gatehouse_dev.upstream", "--port", str(port)]
         return self._start(f"upstream-{port}", argv, {}, f"http://127.0.0.1:{port}", "/echo/ready")
 
-    def start_token_endpoint(self, public_key: rsa.RSAPublicKey, client_email: str) -> Endpoint:
+    def start_token_endpoint(
+        self, public_key: rsa.RSAPublicKey | None = None, client_email: str = ""
+    ) -> Endpoint:
+        """The dev authorization server; with a service account's public key, Google's JWT
+        grant too (client credentials' clients are registered at run time)."""
         port = free_port()
-        key_path = self.workdir / f"token-endpoint-{port}.pem"
-        key_path.write_bytes(
-            public_key.public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        argv = [sys.executable, "-m", "gatehouse_dev.token_endpoint", f"--port={port}"]
+        if public_key is not None:
+            key_path = self.workdir / f"token-endpoint-{port}.pem"
+            key_path.write_bytes(
+                public_key.public_bytes(
+                    serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+                )
             )
-        )
-        argv = [
-            sys.executable,
-            "-m",
-            "gatehouse_dev.token_endpoint",
-            f"--port={port}",
-            f"--public-key={key_path}",
-            f"--client-email={client_email}",
-        ]
+            argv += [f"--public-key={key_path}", f"--client-email={client_email}"]
         return self._start(f"token-endpoint-{port}", argv, {}, f"http://127.0.0.1:{port}", "/stats")
 
     def start_reference_passthrough(self, upstream_url: str) -> Endpoint:

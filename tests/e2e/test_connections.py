@@ -124,6 +124,45 @@ def test_api_key_query_overrides_the_apps_parameter(
     assert "key=[redacted]" in link
 
 
+def test_an_api_key_named_authorization_carries_the_whole_value(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """Some APIs want ``Authorization: Token abc`` or a key without "Bearer": the Secret holds
+    the whole value, and the app's own Authorization (its proxy credential) never passes."""
+    apply(cluster, namespace, secret("vendor", **{"api-key": "Token abc-123"}))
+    auth = {**API_KEY_AUTH, "apiKey": {"name": "Authorization", "in": "header"}}
+    token = _linked(cluster, stack, namespace, auth)
+    reply = fetch(stack.proxy, token, "vendor", "/echo/v1")
+    seen = _received(stack, reply)
+    assert seen["headers"]["authorization"] == "Token abc-123"
+    assert reply.json()["headers"]["authorization"] == "[redacted]"
+    assert token not in str(seen)
+
+
+def test_basic_auth_sends_the_pair(cluster: Cluster, stack: Stack, namespace: str) -> None:
+    apply(cluster, namespace, secret("vendor", pair="ana:p4ss w0rd"))
+    auth = {"type": "basic", "secretRef": {"name": "vendor", "key": "pair"}}
+    token = _linked(cluster, stack, namespace, auth)
+    reply = fetch(stack.proxy, token, "vendor", "/echo/v1")
+    seen = _received(stack, reply)
+    assert seen["headers"]["authorization"] == "Basic YW5hOnA0c3MgdzByZA=="
+    assert "YW5hOnA0c3MgdzByZA" not in reply.text
+    assert "p4ss w0rd" not in reply.text
+
+
+def test_an_answer_of_a_type_the_connection_does_not_allow_is_refused(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    token = _linked(
+        cluster, stack, namespace, {"type": "none"}, allowedContentTypes=["application/json"]
+    )
+    assert fetch(stack.proxy, token, "vendor", "/echo/v1").status_code == 200
+    reply = fetch(stack.proxy, token, "vendor", "/big", params={"bytes": "10", "fill": "percent"})
+    assert (reply.status_code, reply.json()["error"]["code"]) == (502, "content_type_not_allowed")
+    assert "'text/plain'" in reply.json()["error"]["message"]
+    assert "%41" not in reply.text
+
+
 def test_bearer_token(cluster: Cluster, stack: Stack, namespace: str) -> None:
     apply(cluster, namespace, secret("vendor", token="bearer-secret-7"))
     auth = {"type": "bearer", "secretRef": {"name": "vendor", "key": "token"}}
