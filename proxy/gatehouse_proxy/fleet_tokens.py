@@ -13,9 +13,10 @@ lock asks the endpoint; the others wait for its token and use it. In each worker
   poll until it is there;
 - a 401 from the upstream with a token drops that token, here and in the store, only if the store
   still holds that very token (compared by digest): a storm of 401s after a revocation makes one
-  new token, not one per request. A token younger than ``REJECTION_GRACE_SECONDS`` is not dropped,
-  so a credential whose fresh tokens are always refused costs its provider one token request per
-  grace period, not one per app request;
+  new token, not one per request. Tokens of a credential are minted at least
+  ``MINT_SPACING_SECONDS`` apart (a mint waits for the end of that span), so a credential whose
+  fresh tokens are always refused costs its provider one token request per span, not one per
+  app request;
 - a failing endpoint is remembered, fleet-wide, for a backoff that doubles from 2 s to 60 s.
 
 With no store, or while it is down, each worker mints for itself (one request at a time per
@@ -42,7 +43,7 @@ from gatehouse_proxy.token_grants import MintedToken
 log = logging.getLogger("gatehouse.proxy.tokens")
 
 MAX_REFRESH_MARGIN_SECONDS = 60.0
-REJECTION_GRACE_SECONDS = 2.0
+MINT_SPACING_SECONDS = 2.0
 BACKOFF_SECONDS = 2.0
 MAX_BACKOFF_SECONDS = 60.0
 # How long a worker that did not get the lock waits for the token of the one that did before it
@@ -64,18 +65,27 @@ _READ = Script(
     "if f then return {false, redis.call('PTTL', KEYS[2]), f} end "
     "return {false, 0}"
 )
-# A stored token: its digest (64 hex digits), for how many milliseconds the store was told to
-# keep it (12 digits), and the token sealed with the keyring.
-_DIGEST_END, _KEEP_END = 64, 76
+# A stored token: its digest (64 hex digits), then the token sealed with the keyring.
+_DIGEST_END = 64
 # Drops the token only if it is the one that was refused (its digest leads the stored value).
 _DROP = Script(
     "local v = redis.call('GET', KEYS[1]) "
     "if v and string.sub(v, 1, 64) == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end "
     "return 0"
 )
-# Stores the token, clears the failures and gives the lock back, if it is still this worker's.
+# Takes the credential's lock to mint, unless another worker holds it (-1: poll for its token)
+# or the last mint was less than a span ago (the milliseconds left of the span).
+_TAKE = Script(
+    "local left = redis.call('PTTL', KEYS[2]) "
+    "if left > 0 then return left end "
+    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end "
+    "return -1"
+)
+# Stores the token, starts the span before the next mint, clears the failures and gives the lock
+# back, if it is still this worker's.
 _STORE = Script(
     "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
+    "redis.call('SET', KEYS[4], '1', 'PX', ARGV[4]) "
     "redis.call('DEL', KEYS[3]) "
     "if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end "
     "return 1"
@@ -124,7 +134,6 @@ class CredentialKey:
 class _Held:
     value: str
     refresh_at: float  # time.monotonic()
-    minted_at: float
 
 
 @dataclass
@@ -145,13 +154,29 @@ class FleetTokens:
         # The last token dropped per credential (its digest, and the drop in the store): its
         # other 401s wait for that one drop instead of making their own.
         self._drops: dict[CredentialKey, tuple[str, asyncio.Future[None]]] = {}
+        # When this worker last minted alone, per credential (the store keeps the fleet's).
+        self._last_mint: dict[CredentialKey, float] = {}
 
-    async def token(self, key: CredentialKey, mint: Mint, *, shared: bool = True) -> str:
+    async def token(
+        self, key: CredentialKey, mint: Mint, *, shared: bool = True, within: float = 60.0
+    ) -> str:
         """A token for ``key``; ``mint`` asks the endpoint (only when nobody has a fresh one).
-        ``shared=False`` keeps it to this worker (a draft's test)."""
+        ``shared=False`` keeps it to this worker (a draft's test). A request waits at most
+        ``within`` seconds for it (its own timeout), however many wait before it."""
         held = self._held.get(key)
         if held is not None and held.refresh_at > time.monotonic():
             return held.value
+        try:
+            async with asyncio.timeout(within):
+                return await self._token(key, mint, shared=shared)
+        except TimeoutError:
+            raise ProxyError(
+                "token_endpoint_failed",
+                f"no token for this connection within {within:g}s (its tokens are being asked "
+                "for, or refused, faster than the provider may be asked)",
+            ) from None
+
+    async def _token(self, key: CredentialKey, mint: Mint, *, shared: bool) -> str:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             held = self._held.get(key)
@@ -168,12 +193,10 @@ class FleetTokens:
             return await self._mint_alone(key, mint)
 
     async def rejected(self, key: CredentialKey, token: str) -> bool:
-        """The upstream refused ``token`` (401): drop it unless it is too young to blame.
-        Returns whether it was dropped (and a retry may get another)."""
+        """The upstream refused ``token`` (401): drop it, so that asking again gets another.
+        Returns whether there was a minted token to drop."""
         held = self._held.get(key)
         if held is not None and held.value == token:
-            if time.monotonic() - held.minted_at < REJECTION_GRACE_SECONDS:
-                return False
             del self._held[key]
         dropped = digest(token)
         pending = self._drops.get(key)
@@ -191,7 +214,7 @@ class FleetTokens:
                 )
 
     def forget(self, keep: set[CredentialKey]) -> None:
-        known = {*self._held, *self._failed, *self._locks, *self._drops}
+        known = {*self._held, *self._failed, *self._locks, *self._drops, *self._last_mint}
         for key in [key for key in known if key not in keep]:
             self.discard(key)
 
@@ -199,12 +222,17 @@ class FleetTokens:
         self._held.pop(key, None)
         self._failed.pop(key, None)
         self._drops.pop(key, None)
+        self._last_mint.pop(key, None)
         lock = self._locks.get(key)
         if lock is not None and not lock.locked():
             del self._locks[key]
 
     async def _mint_alone(self, key: CredentialKey, mint: Mint) -> str:
+        # Runs under the credential's lock: the requests waiting for it wait for the span too.
+        wait = self._last_mint.get(key, -MINT_SPACING_SECONDS) + MINT_SPACING_SECONDS
+        await asyncio.sleep(max(wait - time.monotonic(), 0))
         started = time.monotonic()
+        self._last_mint[key] = started
         try:
             minted = await self._mint(key, mint, shared=False)
         except ProxyError as error:
@@ -226,7 +254,7 @@ class FleetTokens:
         return minted
 
     def _keep(self, key: CredentialKey, value: str, lifetime: float, started: float) -> None:
-        self._held[key] = _Held(value, started + lifetime - refresh_margin(lifetime), started)
+        self._held[key] = _Held(value, started + lifetime - refresh_margin(lifetime))
 
     async def _through_store(self, key: CredentialKey, mint: Mint) -> str:
         assert self.store is not None
@@ -241,26 +269,28 @@ class FleetTokens:
             if stored:
                 value = self._open(key, stored)
                 if value is not None:
-                    # The store's clock, not this replica's: the TTL ends at the token's refresh
-                    # time, and what it was set to tells the token's age.
-                    age = (int(stored[_DIGEST_END:_KEEP_END]) - int(ttl_ms)) / 1000
-                    self._held[key] = _Held(value, now + int(ttl_ms) / 1000, now - age)
+                    # The store's clock, not this replica's: its TTL ends at the refresh time.
+                    self._held[key] = _Held(value, now + int(ttl_ms) / 1000)
                     return value
             if failure:
                 error = _stored_failure(failure[0])
                 delay = max(int(ttl_ms), 1) / 1000
                 self._failed[key] = _Failed(now + delay, delay, error)
                 raise error.again()
-            taken = await self.store.call(
-                lambda client: client.set(
-                    lock_key, self.owner, nx=True, px=int(LOCK_SECONDS * 1000)
-                ),
+            wait_ms = await self.store.run(
+                _TAKE,
+                [lock_key, key.store_key(":minted")],
+                [self.owner, int(LOCK_SECONDS * 1000)],
                 deadline=STORE_DEADLINE_SECONDS,
             )
-            if taken:
+            if int(wait_ms) == 0:
                 return await self._mint_for_fleet(
                     key, mint, token_key, lock_key, fails_key, failed_key
                 )
+            if int(wait_ms) > 0:
+                # The last mint was too recent: wait for its span to end (the store's clock).
+                await asyncio.sleep(int(wait_ms) / 1000)
+                continue
             await asyncio.sleep(pause)
             pause = min(pause * 2, _POLL_MAX)
 
@@ -297,15 +327,15 @@ class FleetTokens:
             raise
         keep_ms = int((minted.lifetime - refresh_margin(minted.lifetime)) * 1000)
         sealed = self.keyring.current().seal(minted.value.encode(), _context(key))
-        stored = f"{digest(minted.value)}{max(keep_ms, 1):012d}{sealed.model_dump_json()}"
+        stored = digest(minted.value) + sealed.model_dump_json()
         self._keep(key, minted.value, minted.lifetime, started)
         # If the store went away, this worker has it; the others mint after the lock lapses, or
         # alone.
         with contextlib.suppress(StoreUnavailable):
             await self.store.run(
                 _STORE,
-                [token_key, lock_key, fails_key],
-                [stored, max(keep_ms, 1), self.owner],
+                [token_key, lock_key, fails_key, key.store_key(":minted")],
+                [stored, max(keep_ms, 1), self.owner, int(MINT_SPACING_SECONDS * 1000)],
                 deadline=STORE_DEADLINE_SECONDS,
             )
         return minted.value
@@ -314,7 +344,7 @@ class FleetTokens:
         """The stored token, or None when it cannot be opened here (sealed with a key this
         replica does not hold yet, or not ours): then it is minted again."""
         try:
-            sealed = Sealed.model_validate_json(stored[_KEEP_END:])
+            sealed = Sealed.model_validate_json(stored[_DIGEST_END:])
             return self.keyring.current().open(sealed, _context(key)).decode()
         except (KeyringError, ValueError, OSError):
             log.warning("a stored token of connection %s does not open here", key.connection)

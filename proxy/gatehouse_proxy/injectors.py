@@ -112,7 +112,12 @@ class Injector:
                 return Injection(query=(credential.parameter, secret), secrets=(secret,))
             return Injection(headers={credential.parameter: secret}, secrets=(secret,))
         key = credential_key(connection)
-        token = await self.tokens.token(key, lambda: self._mint(connection, key), shared=shared)
+        token = await self.tokens.token(
+            key,
+            lambda: self._mint(connection, key),
+            shared=shared,
+            within=connection.limits.timeout_seconds,
+        )
         return Injection(headers={"Authorization": f"Bearer {token}"}, secrets=(token,), minted=key)
 
     async def _mint(self, connection: ConnectionRoute, key: CredentialKey) -> MintedToken:

@@ -8,6 +8,7 @@ processes are in tests/e2e/test_oauth2.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +52,7 @@ def _empty_store(redis_server: RedisServer) -> None:
 class Minter:
     def __init__(self, lifetime: float = 3600, delay: float = 0.05, fail: bool = False) -> None:
         self.calls = 0
+        self.times: list[float] = []
         self.lifetime = lifetime
         self.delay = delay
         self.fail = fail
@@ -58,6 +60,7 @@ class Minter:
 
     async def __call__(self) -> MintedToken:
         self.calls += 1
+        self.times.append(asyncio.get_running_loop().time())
         await asyncio.sleep(self.delay)
         if self.fail:
             raise ProxyError("token_endpoint_failed", "the token endpoint refused (invalid_client)")
@@ -109,7 +112,7 @@ def test_500_concurrent_requests_on_four_workers_make_one_token_request(
 def test_a_revoked_token_is_renewed_once_for_a_storm_of_401s(
     redis_server: RedisServer, keyring_file: KeyringFile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fleet_tokens, "REJECTION_GRACE_SECONDS", 0.0)
+    monkeypatch.setattr(fleet_tokens, "MINT_SPACING_SECONDS", 0.2)
 
     async def scenario() -> None:
         workers = await _workers(redis_server, keyring_file, 4)
@@ -132,24 +135,33 @@ def test_a_revoked_token_is_renewed_once_for_a_storm_of_401s(
     asyncio.run(scenario())
 
 
-def test_a_token_is_not_dropped_for_a_401_in_its_first_seconds(
-    redis_server: RedisServer, keyring_file: KeyringFile
+def test_a_credential_whose_tokens_are_always_refused_mints_once_per_span(
+    redis_server: RedisServer, keyring_file: KeyringFile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A credential whose fresh tokens are always refused must not mint once per request."""
+    """Every 401 drops the token, and every retry asks for one: the fleet still mints at most
+    once per span, however many requests keep failing."""
+    monkeypatch.setattr(fleet_tokens, "MINT_SPACING_SECONDS", 0.5)
 
     async def scenario() -> None:
         workers = await _workers(redis_server, keyring_file, 2)
-        mint = Minter()
+        mint = Minter(delay=0)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        async def always_refused(tokens: FleetTokens) -> None:
+            while loop.time() - started < 2.2:
+                with contextlib.suppress(ProxyError):  # a wait past its own 1 s
+                    await tokens.rejected(KEY, await tokens.token(KEY, mint, within=1.0))
+                await asyncio.sleep(0.01)
+
         try:
-            for _, tokens in workers:
-                await tokens.token(KEY, mint)
-            for _ in range(20):
-                for _, tokens in workers:
-                    assert not await tokens.rejected(KEY, "token-1")
-                    assert await tokens.token(KEY, mint) == "token-1"
+            await asyncio.gather(*(always_refused(workers[i % 2][1]) for i in range(20)))
         finally:
             await _close(workers)
-        assert mint.calls == 1
+        # One at the start, then one per half second, and never two within a span.
+        spans = [later - earlier for earlier, later in itertools.pairwise(mint.times)]
+        assert min(spans) >= 0.45, spans
+        assert len([at for at in mint.times if at - started < 2.2]) <= 5
 
     asyncio.run(scenario())
 
