@@ -116,7 +116,9 @@ class Injector:
             key,
             lambda: self._mint(connection, key),
             shared=shared,
-            within=connection.limits.timeout_seconds,
+            # A second past the token request's own deadline, so that its reason is the one
+            # given when it is this request's own mint that runs out of time.
+            within=connection.limits.timeout_seconds + 1,
         )
         return Injection(headers={"Authorization": f"Bearer {token}"}, secrets=(token,), minted=key)
 
