@@ -27,7 +27,9 @@ class Limits(Frozen):
     timeout_seconds: float
     max_request_bytes: int
     max_response_bytes: int
-    requests_per_minute: int
+    requests_per_minute: int  # per (connection, app), fleet-wide
+    connection_requests_per_minute: int = 0  # all apps together; 0: none
+    requests_per_day: int = 0  # the connection's, per UTC day; 0: none
 
 
 class TokenRequest(Frozen):
@@ -87,6 +89,9 @@ class ConnectionRoute(Frozen):
 class AppRoute(Frozen):
     key: str  # "namespace/Kind/name"
     token_sha256: str
+    # The app's uid: what its counts in the shared store are kept under (a new app of the same
+    # name starts afresh).
+    uid: str = ""
     links: dict[str, str] = Field(default_factory=dict)  # alias -> ConnectionRoute.key
 
 

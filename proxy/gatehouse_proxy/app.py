@@ -62,8 +62,9 @@ from gatehouse_proxy.injectors import Injection, Injector, credential_key, mints
 from gatehouse_proxy.matcher import UpstreamPath, check_method, check_path, normalise
 from gatehouse_proxy.network_guard import NetworkPolicy
 from gatehouse_proxy.query import upstream_query
-from gatehouse_proxy.rate_limit import RateLimiter
+from gatehouse_proxy.quotas import Quotas, Standing
 from gatehouse_proxy.relay import RelayedResponse
+from gatehouse_proxy.retry_after import retry_after_seconds
 from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.settings import ProxySettings
 from gatehouse_proxy.shared_store import SharedStore, opened
@@ -88,7 +89,6 @@ class Proxy:
         self.feed = TableFeed(
             self.store, settings.operator_url, self.keyring, settings.replica, self.run_test
         )
-        self.limiter = RateLimiter()
         self.concurrency = ConcurrencyLimits(settings.tenant_limits)
         self.request_bytes = RequestBytes(settings.tenant_limits)
         self.turns = Turns()
@@ -119,6 +119,7 @@ class Proxy:
         keyring = KeyringFile(self.settings.keyring_file, recheck_seconds=1.0)
         async with opened(self.settings.store) as store:
             self.shared_store: SharedStore | None = store
+            self.quotas = Quotas(store)
             # The installation's Google endpoint is trusted as the installation set it; a
             # connection's token URL is held to the upstreams' rules.
             tokens = TokenClient(token_session, policy, self.settings.allow_http)
@@ -140,9 +141,7 @@ class Proxy:
     def _prune(self, table: RoutingTable) -> None:
         """Drops pools, token caches and rate buckets of what is no longer routed."""
         self.pools.keep({namespace_of(key) for key in table.connections})
-        self.limiter.forget(
-            {(key, app.key) for app in table.apps.values() for key in app.links.values()}
-        )
+        self.quotas.forget({route.uid for route in table.connections.values()})
         # Tables arrive only through the feed, which starts after the lifespan made these.
         self.injector.forget(
             {credential_key(route) for route in table.connections.values() if mints_tokens(route)}
@@ -203,9 +202,10 @@ class Proxy:
         self, request: AppRequest, app: AppRoute, connection: ConnectionRoute, raw_path: bytes
     ) -> RelayedResponse:
         timeout = self.settings.request_read_timeout_seconds
-        upstream, injection, place = await self._call(
+        upstream, injection, place, standing = await self._call(
             connection,
             caller=app.key,
+            caller_uid=app.uid or app.key,
             method=request.method,
             raw_path=raw_path,
             query=request.scope["query_string"],
@@ -229,7 +229,9 @@ class Proxy:
             # One redactor for the answer's headers and body.
             redact = Redactor(injection.secrets) if injection.secrets else None
             whole = upstream.whole_body()
-            return RelayedResponse(upstream, redact, whole, on_cut=cut, on_end=place.release)
+            return RelayedResponse(
+                upstream, redact, whole, standing.headers(), on_cut=cut, on_end=place.release
+            )
         except BaseException:
             upstream.release()
             place.release()
@@ -240,6 +242,7 @@ class Proxy:
         connection: ConnectionRoute,
         *,
         caller: str,
+        caller_uid: str,
         method: str,
         raw_path: bytes,
         query: bytes,
@@ -248,7 +251,7 @@ class Proxy:
         readable: bool = False,
         sending: Callable[[], None] | None = None,
         draft: bool = False,
-    ) -> tuple[Upstream, Injection, Place]:
+    ) -> tuple[Upstream, Injection, Place, Standing]:
         """Every rule of a connection, in order, then the upstream call with the credential.
 
         The body is read after the cheaper checks, only up to the connection's limit and within
@@ -265,7 +268,7 @@ class Proxy:
         check_path(path, connection.allowed_paths)
         incoming = list(incoming)
         check_copy_sources(incoming, connection.origin, connection.allowed_paths)
-        self.limiter.acquire(connection.key, caller, connection.limits.requests_per_minute)
+        standing = await self.quotas.admit(connection, caller_uid)
         try:
             place = await self.concurrency.enter(namespace, caller, connection.key)
         except ProxyError:
@@ -302,6 +305,7 @@ class Proxy:
                     upstream.release()
                     injection = await self.injector.injection(connection, shared=not draft)
                     upstream = await send(injection)
+                await self._heed_the_vendor(connection, upstream)
                 check_content_type(upstream, method, connection.content_types)
             except ProxyError:
                 await self.turns.take(namespace)
@@ -314,7 +318,17 @@ class Proxy:
         finally:
             # Sent (or never to be): the body's bytes are no longer held.
             held.release()
-        return upstream, injection, place
+        return upstream, injection, place, standing
+
+    async def _heed_the_vendor(self, connection: ConnectionRoute, upstream: Upstream) -> None:
+        """A 429 or 503 with Retry-After pauses the connection for the fleet: the vendor
+        meters the credential, and every replica calling on would burn the quota of every app
+        on it."""
+        if upstream.status not in (429, 503):
+            return
+        seconds = retry_after_seconds(upstream.response.headers.get("retry-after", ""))
+        if seconds:
+            await self.quotas.pause(connection, seconds)
 
     async def _send(
         self,
@@ -413,9 +427,10 @@ class Proxy:
             take(len(body))
             return [body] if body else []
 
-        upstream, injection, place = await self._call(
+        upstream, injection, place, _ = await self._call(
             connection,
             caller=CONNECTION_TEST_CALLER,
+            caller_uid=CONNECTION_TEST_CALLER,
             method=test.method,
             raw_path=path.encode(),
             query=query.encode(),

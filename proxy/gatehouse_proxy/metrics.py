@@ -55,6 +55,20 @@ TOKEN_REQUESTS = Counter(
     registry=REGISTRY,
 )
 
+COUNTED_ALONE = Counter(
+    "gatehouse_proxy_quota_counted_alone",
+    "Requests whose quotas this worker counted alone (its share of each limit), because the "
+    "shared store did not answer in time or was down.",
+    ["namespace", "connection"],
+    registry=REGISTRY,
+)
+PAUSES = Counter(
+    "gatehouse_proxy_vendor_pauses",
+    "Times an upstream's 429 or 503 with Retry-After paused its connection for the fleet.",
+    ["namespace", "connection"],
+    registry=REGISTRY,
+)
+
 
 class Feed(Collector):
     """The table feed's figures, read at each scrape so they never lag what /readyz says."""
@@ -150,6 +164,14 @@ def observe(labels: Labels, method: str, status: int, seconds: float) -> None:
 def count_token_request(connection: str, outcome: str, *, shared: bool) -> None:
     namespace, _, name = connection.partition("/")
     TOKEN_REQUESTS.labels(namespace, name, outcome, "shared" if shared else "alone").inc()
+
+
+def count_alone(connection: str) -> None:
+    COUNTED_ALONE.labels(*connection.split("/", 1)).inc()
+
+
+def count_pause(connection: str) -> None:
+    PAUSES.labels(*connection.split("/", 1)).inc()
 
 
 def count_cut(labels: Labels) -> None:

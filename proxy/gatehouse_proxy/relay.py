@@ -41,6 +41,7 @@ class RelayedResponse:
         upstream: Upstream,
         redact: Redactor | None,
         whole: bytes | None,
+        standing: list[tuple[bytes, bytes]],
         on_cut: Callable[[ProxyError], None],
         on_end: Callable[[], None],
     ) -> None:
@@ -50,9 +51,17 @@ class RelayedResponse:
         self.on_cut = on_cut
         self.on_end = on_end
         self.status_code = upstream.status
+        relayed = header_policy.app_response_headers(upstream.headers(), redact)
+        # The proxy's RateLimit-* fields (where the app stands in its quota) stand in for the
+        # upstream's of the same names; the vendor's X-RateLimit-* pass as they are.
+        own = {name for name, _ in standing}
         self.headers = [
-            (name.encode("latin-1"), value.encode("latin-1"))
-            for name, value in header_policy.app_response_headers(upstream.headers(), redact)
+            *standing,
+            *(
+                (name.encode("latin-1"), value.encode("latin-1"))
+                for name, value in relayed
+                if not standing or name.encode("latin-1") not in own
+            ),
         ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -154,6 +154,27 @@ class SharedStore:
 
         return await self.call(evaluate, deadline=deadline)
 
+    async def run_many(
+        self, script: Script, calls: list[tuple[list[str], list[str | int | float]]]
+    ) -> list[Any]:
+        """The script run once per call, all in one pipeline (one round trip), within the
+        deadline; raises StoreUnavailable as a single call does."""
+
+        async def evaluate(client: redis.Redis) -> list[Any]:
+            if script.sha is None:
+                script.sha = await client.script_load(script.source)
+            answers = await _pipelined(client, script.sha, calls)
+            if any(isinstance(answer, NoScriptError) for answer in answers):
+                # The store restarted and forgot it: load it again, and send them again.
+                script.sha = await client.script_load(script.source)
+                answers = await _pipelined(client, script.sha, calls)
+            for answer in answers:
+                if isinstance(answer, Exception):
+                    raise answer
+            return answers
+
+        return await self.call(evaluate)
+
     def _down(self, cause: str) -> None:
         self.last_error = cause
         self.late = 0
@@ -197,6 +218,16 @@ async def opened(settings: StoreSettings | None) -> AsyncIterator[SharedStore | 
         yield store
     finally:
         await store.close()
+
+
+async def _pipelined(
+    client: redis.Redis, sha: str, calls: list[tuple[list[str], list[str | int | float]]]
+) -> list[Any]:
+    pipeline = client.pipeline(transaction=False)
+    for keys, args in calls:
+        pipeline.evalsha(sha, len(keys), *keys, *args)
+    answers: list[Any] = await pipeline.execute(raise_on_error=False)
+    return answers
 
 
 def _tls(settings: StoreSettings) -> dict[str, Any]:

@@ -281,7 +281,22 @@ class Limits(Model):
         default=60,
         ge=1,
         le=100_000,
-        description="Per app, per proxy replica; at most ten seconds of the rate at once.",
+        description="Requests per minute per (connection, app), counted across every proxy "
+        "replica and worker (a sliding minute: the whole minute's number may come at once).",
+    )
+    connection_requests_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Requests per minute of all apps on this connection together, across "
+        "every replica and worker: the vendor's quota for the credential. Unset: none.",
+    )
+    requests_per_day: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000_000,
+        description="Requests per UTC day of all apps on this connection together, across "
+        "every replica and worker, kept across restarts and rollouts. Unset: none.",
     )
 
 

@@ -137,6 +137,7 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
     route = AppRoute(
         key=key,
         token_sha256=token_sha256(token),
+        uid=meta["uid"],
         links={link.alias: f"{meta['namespace']}/{link.connection}" for link in spec.connections},
     )
     size = budget.entry_size(route)

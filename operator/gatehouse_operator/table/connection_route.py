@@ -28,6 +28,8 @@ def route_for(
             max_request_bytes=spec.limits.max_request_bytes,
             max_response_bytes=spec.limits.max_response_bytes,
             requests_per_minute=spec.limits.requests_per_minute,
+            connection_requests_per_minute=spec.limits.connection_requests_per_minute or 0,
+            requests_per_day=spec.limits.requests_per_day or 0,
         ),
         content_types=tuple(sorted({media.lower() for media in spec.allowed_content_types})),
         unavailable=unavailable,

@@ -1,0 +1,275 @@
+"""A connection's quotas, counted once for the whole fleet: what a vendor meters is the credential,
+not the proxy's Pods.
+
+- ``limits.requestsPerMinute``: per (connection, app), across every replica and worker;
+- ``limits.connectionRequestsPerMinute``: all apps on the connection together (the vendor's quota
+  for the credential);
+- ``limits.requestsPerDay``: the connection's, per UTC day, kept across restarts and rollouts;
+- the vendor's own word: an upstream 429 or 503 with ``Retry-After`` pauses the connection for the
+  fleet (see :meth:`Quotas.pause`); apps get 429 with the time left and the vendor is not called.
+
+Each request costs one round trip to the store at most: the requests that arrive in one turn of
+the event loop go in one pipeline (see :mod:`gatehouse_proxy.quota_script` for the count itself).
+Answers say where the app stands (``RateLimit-Limit``, ``-Remaining``, ``-Reset``, the IETF
+draft's fields), and refusals when to come back (``Retry-After``).
+
+While the store cannot answer in time, each worker counts alone and admits its share: each limit
+divided by the replicas x workers the operator counts on the table channel. It says so (the
+store's state in /readyz and a metric) and counts together again as soon as the store answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import math
+import time
+from dataclasses import dataclass
+
+from gatehouse_contract.routes import ConnectionRoute
+from gatehouse_proxy import metrics
+from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.quota_script import PAUSE_SOURCE, SOURCE
+from gatehouse_proxy.shared_store import Script, SharedStore, StoreUnavailable
+
+WINDOW_SECONDS = 60
+DAY_SECONDS = 86400
+# The longest a vendor's Retry-After pauses a connection: a day-long "come back tomorrow" is the
+# daily quota's to enforce, not a header's.
+MAX_PAUSE_SECONDS = 3600
+_COUNT = Script(SOURCE)
+_PAUSE = Script(PAUSE_SOURCE)
+_DECIDED_BY = {1: "app", 2: "connection", 3: "day", 4: "pause"}
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where the request leaves its tightest quota: for the RateLimit-* answer fields."""
+
+    limit: int
+    remaining: int
+    reset_seconds: int
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return [
+            (b"ratelimit-limit", str(self.limit).encode()),
+            (b"ratelimit-remaining", str(max(self.remaining, 0)).encode()),
+            (b"ratelimit-reset", str(self.reset_seconds).encode()),
+        ]
+
+
+NO_LIMIT = Standing(0, 0, 0)
+
+
+def store_keys(connection: ConnectionRoute, app_uid: str) -> list[str]:
+    """A connection's keys share a hash tag (one Redis Cluster slot for the script): the pause,
+    the app's minute, the connection's minute and its day. Named by uids, nothing else."""
+    tag = f"gatehouse:{{{connection.uid}}}"
+    return [f"{tag}:pause", f"{tag}:app:{app_uid}", f"{tag}:minute", f"{tag}:day"]
+
+
+class _Minute:
+    """A sliding minute of one-second buckets, the oldest weighted: the store's count, kept in a
+    worker while the store is away."""
+
+    __slots__ = ("buckets", "total")
+
+    def __init__(self) -> None:
+        self.buckets: collections.deque[list[int]] = collections.deque()  # [second, count]
+        self.total = 0
+
+    def used(self, now: float) -> float:
+        second = math.floor(now)
+        while self.buckets and self.buckets[0][0] < second - WINDOW_SECONDS:
+            self.total -= self.buckets.popleft()[1]
+        edge = (
+            self.buckets[0][1]
+            if self.buckets and self.buckets[0][0] == second - WINDOW_SECONDS
+            else 0
+        )
+        return self.total - edge * (now - second)
+
+    def add(self, now: float) -> None:
+        second = math.floor(now)
+        if self.buckets and self.buckets[-1][0] == second:
+            self.buckets[-1][1] += 1
+        else:
+            self.buckets.append([second, 1])
+        self.total += 1
+
+
+class Alone:
+    """The counts of one worker while the store is away: its share of each limit."""
+
+    def __init__(self) -> None:
+        self.minutes: dict[tuple[str, str], _Minute] = {}
+        self.days: dict[str, tuple[int, int]] = {}  # connection uid -> (day, count)
+        self.paused: dict[str, float] = {}  # connection uid -> until (time.time())
+
+    def admit(
+        self, connection: ConnectionRoute, app_uid: str, limits: tuple[int, int, int], fleet: int
+    ) -> tuple[int, int, int, int, int]:
+        """As the script answers, for this worker's share."""
+        now = time.time()
+        until = self.paused.get(connection.uid, 0.0)
+        if until > now:
+            return 0, 0, 0, math.ceil((until - now) * 1000), 4
+        tightest = (0, 2**31, 0, 0)
+        counted: list[_Minute] = []
+        for which, (scope, limit) in enumerate(((app_uid, limits[0]), ("", limits[1])), 1):
+            if not limit:
+                continue
+            share = max(1, limit // fleet)
+            minute = self.minutes.setdefault((connection.uid, scope), _Minute())
+            used = minute.used(now)
+            if used + 1 > share:
+                return 0, share, 0, 1, which
+            if share - used - 1 < tightest[1]:
+                tightest = (share, math.floor(share - used - 1), WINDOW_SECONDS, which)
+            counted.append(minute)
+        daily = limits[2]
+        today = int(now // DAY_SECONDS)
+        day, count = self.days.get(connection.uid, (today, 0))
+        count = count if day == today else 0
+        day_left = DAY_SECONDS - int(now % DAY_SECONDS)
+        if daily:
+            share = max(1, daily // fleet)
+            if count + 1 > share:
+                return 0, share, 0, day_left, 3
+            if share - count - 1 < tightest[1]:
+                tightest = (share, share - count - 1, day_left, 3)
+            self.days[connection.uid] = (today, count + 1)
+        for minute in counted:
+            minute.add(now)
+        return 1, *tightest
+
+    def pause(self, connection_uid: str, seconds: float) -> None:
+        until = time.time() + seconds
+        self.paused[connection_uid] = max(self.paused.get(connection_uid, 0.0), until)
+
+    def forget(self, connection_uids: set[str]) -> None:
+        self.minutes = {
+            key: value for key, value in self.minutes.items() if key[0] in connection_uids
+        }
+        self.days = {uid: value for uid, value in self.days.items() if uid in connection_uids}
+        now = time.time()
+        self.paused = {
+            uid: until
+            for uid, until in self.paused.items()
+            if uid in connection_uids and until > now
+        }
+
+
+class Quotas:
+    def __init__(self, store: SharedStore | None) -> None:
+        self.store = store
+        self.alone = Alone()
+        # Replicas x workers the operator counts (from the table channel's heartbeats): each
+        # worker's share of a limit while the store is away.
+        self.fleet = 1
+        self._batch: list[tuple[list[str], list[str | int | float], asyncio.Future[list[int]]]] = []
+
+    async def admit(self, connection: ConnectionRoute, app_uid: str) -> Standing:
+        """Counts the request, or raises ProxyError ``rate_limited`` with when to come back."""
+        limits = connection.limits
+        quota = (
+            limits.requests_per_minute,
+            limits.connection_requests_per_minute,
+            limits.requests_per_day,
+        )
+        answer: tuple[int, ...]
+        if self.store is not None and self.store.up:
+            try:
+                answer = tuple(await self._counted(store_keys(connection, app_uid), list(quota)))
+            except StoreUnavailable:
+                answer = self._alone(connection, app_uid, quota)
+        else:
+            answer = self._alone(connection, app_uid, quota)
+        admitted, limit, remaining, reset, which = answer
+        if admitted:
+            return Standing(limit, remaining, reset) if limit else NO_LIMIT
+        raise _refusal(limit, reset, _DECIDED_BY.get(which, "app"))
+
+    def _alone(
+        self, connection: ConnectionRoute, app_uid: str, quota: tuple[int, int, int]
+    ) -> tuple[int, ...]:
+        metrics.count_alone(connection.key)
+        return self.alone.admit(connection, app_uid, quota, self.fleet)
+
+    async def _counted(self, keys: list[str], args: list[str | int | float]) -> list[int]:
+        """One script's answer, sent with the others of this turn of the loop in one pipeline."""
+        assert self.store is not None
+        future: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        if not self._batch:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._batch.append((keys, args, future))
+        try:
+            async with asyncio.timeout(self.store.settings.deadline_seconds):
+                return await asyncio.shield(future)
+        except TimeoutError:
+            raise StoreUnavailable("no answer within the deadline") from None
+
+    def _flush(self) -> None:
+        batch, self._batch = self._batch, []
+        task = asyncio.ensure_future(self._send(batch))
+        task.add_done_callback(_retrieve)
+
+    async def _send(
+        self, batch: list[tuple[list[str], list[str | int | float], asyncio.Future[list[int]]]]
+    ) -> None:
+        assert self.store is not None
+        try:
+            answers = await self.store.run_many(_COUNT, [(keys, args) for keys, args, _ in batch])
+        except StoreUnavailable as error:
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(StoreUnavailable(str(error)))
+            return
+        for (_, _, future), answer in zip(batch, answers, strict=True):
+            if not future.done():
+                future.set_result([int(value) for value in answer])
+
+    async def pause(self, connection: ConnectionRoute, seconds: float) -> None:
+        """The vendor said to wait (429 or 503 with Retry-After): nobody calls it until then."""
+        seconds = min(max(seconds, 0.0), MAX_PAUSE_SECONDS)
+        if seconds <= 0:
+            return
+        metrics.count_pause(connection.key)
+        self.alone.pause(connection.uid, seconds)
+        if self.store is not None and self.store.up:
+            with contextlib.suppress(StoreUnavailable):
+                await self.store.run(_PAUSE, [store_keys(connection, "")[0]], [int(seconds * 1000)])
+
+    def forget(self, connection_uids: set[str]) -> None:
+        self.alone.forget(connection_uids)
+
+
+def _refusal(limit: int, reset: int, decided_by: str) -> ProxyError:
+    if decided_by == "pause":
+        seconds = max(1, math.ceil(reset / 1000))
+        return ProxyError(
+            "rate_limited",
+            f"the API asked to wait: this connection is paused for {seconds}s",
+            headers={"Retry-After": str(seconds)},
+        )
+    what = {
+        "app": f"more than {limit} requests per minute for this app on this connection",
+        "connection": f"more than {limit} requests per minute on this connection (all apps)",
+        "day": f"more than {limit} requests today (UTC) on this connection",
+    }[decided_by]
+    return ProxyError(
+        "rate_limited",
+        what,
+        headers={
+            "Retry-After": str(reset),
+            "RateLimit-Limit": str(limit),
+            "RateLimit-Remaining": "0",
+            "RateLimit-Reset": str(reset),
+        },
+    )
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
