@@ -65,11 +65,22 @@ class Delta(Wire):
 
 
 class Heartbeat(Wire):
-    """Nothing changed; the replica answers with an Ack, which tells the operator it is alive."""
+    """Nothing changed; the replica answers with an Ack, which tells the operator it is alive.
+
+    ``replicas``: how many replicas (workers count one each) serve a table, for a replica that
+    asked for it (FLEET_FEATURE): its share of each quota while the shared store is away. Left
+    out for the others, which would not read it."""
 
     type: Literal["heartbeat"] = "heartbeat"
     version: int
     time: float
+    replicas: int = 0
+
+
+# What a replica names in its channel request's FEATURES_HEADER to say which optional fields it
+# reads: a replica of an earlier release names none, and is sent none.
+FEATURES_HEADER = "X-Gatehouse-Features"
+FLEET_FEATURE = "fleet"
 
 
 class ConnectionTestFrame(Wire):

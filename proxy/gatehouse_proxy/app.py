@@ -99,6 +99,18 @@ class Proxy:
             received=lambda: self.feed.state.bytes_received,
         )
 
+    def describe_store(self) -> dict[str, object]:
+        """The shared store as this worker sees it, for /readyz: a worker that counts alone
+        says so, and why."""
+        store = getattr(self, "shared_store", None)
+        if store is None:
+            return {"configured": False, "counting": "alone"}
+        return {
+            "configured": True,
+            "counting": "shared" if store.up else "alone",
+            **store.describe(),
+        }
+
     def table_age(self) -> float:
         return time.monotonic() - self.store.installed_at
 
@@ -119,7 +131,8 @@ class Proxy:
         keyring = KeyringFile(self.settings.keyring_file, recheck_seconds=1.0)
         async with opened(self.settings.store) as store:
             self.shared_store: SharedStore | None = store
-            self.quotas = Quotas(store)
+            self.quotas = Quotas(store, lambda: self.feed.state.fleet)
+            metrics.STORE.track(lambda: None if store is None else store.up)
             # The installation's Google endpoint is trusted as the installation set it; a
             # connection's token URL is held to the upstreams' rules.
             tokens = TokenClient(token_session, policy, self.settings.allow_http)
@@ -507,6 +520,7 @@ def create_admin_app(proxy: Proxy) -> Starlette:
                 "signedWith": current.key_id,
                 "sealedWith": sorted(current.sealing_keys),
                 "feed": feed,
+                "store": proxy.describe_store(),
             }
         )
 

@@ -116,6 +116,32 @@ FEED = Feed()
 REGISTRY.register(FEED)
 
 
+class Store(Collector):
+    """Whether this worker counts with the fleet: no sample without a shared store."""
+
+    def __init__(self) -> None:
+        self.track(lambda: None)
+
+    def track(self, up: Callable[[], bool | None]) -> None:
+        self.up = up
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "gatehouse_proxy_store_up",
+            "1 while this worker counts quotas and keeps tokens with the fleet in the shared "
+            "store, 0 while it counts alone (the store is down or slower than its deadline); no "
+            "sample when the installation has no store.",
+        )
+        up = self.up()
+        if up is not None:
+            family.add_metric([], float(up))
+        yield family
+
+
+STORE = Store()
+REGISTRY.register(STORE)
+
+
 @dataclass(frozen=True)
 class Labels:
     app: str = ""

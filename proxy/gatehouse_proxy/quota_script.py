@@ -6,16 +6,17 @@ connection's minute (all apps together) and the connection's day, and counts the
 of them only if every one admits it (a refused request is not counted: counting refusals would
 keep a busy app refused for ever).
 
-A minute is a sliding window of sixty one-second buckets (a hash: a field per second, the total
-``t`` and the oldest second ``o`` still counted), the oldest bucket weighted by the part of it
-still inside the window: exact under even load to within a bucket's share of its weight, with no
-fixed-window edge where twice the limit could pass. Old buckets are dropped as time passes, each
-once, so a request costs a few hash operations whatever the limit. A day is a UTC calendar day's
+A minute is a sliding window of sixty buckets of a second each (a hash: a field per bucket, the
+total ``t`` and the oldest bucket ``o`` still counted), the oldest bucket weighted by the part of
+it still inside the window: exact under even load to within a bucket's share of its weight (1/60
+of the limit), with no fixed-window edge where twice the limit could pass. Old buckets are dropped
+as time passes, each once, so a request costs a few hash operations whatever the limit. A day is a UTC calendar day's
 counter (the day and its count in a hash; vendors' daily quotas reset at midnight UTC). Every key
 expires by itself.
 
 KEYS: pause, app minute, connection minute, connection day.
-ARGV: the app's limit per minute, the connection's per minute and per day (0: none).
+ARGV: the app's limit per minute, the connection's per minute and per day (0: none), and the
+minute's width in seconds (60; shorter only in tests).
 Answer: ``{admitted, limit, remaining, reset_seconds, which}``; ``which`` names what decided:
 1 the app's minute, 2 the connection's minute, 3 the day, 4 a pause (``reset`` is then what is
 left of it, in milliseconds).
@@ -28,18 +29,21 @@ if pause > 0 then return {0, 0, 0, pause, 4} end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local second = math.floor(now)
-local fraction = now - second
-local width = 60
+local width = tonumber(ARGV[4])
+-- Sixty buckets a window: a second each in a minute.
+local span = width / 60
+local slot = math.floor(now / span)
+local fraction = now / span - slot
 
 local function used(key)
   local fields = redis.call('HMGET', key, 't', 'o')
   local total = tonumber(fields[1]) or 0
-  local oldest = tonumber(fields[2]) or second
-  local cutoff = second - width
+  local oldest = tonumber(fields[2]) or slot
+  local cutoff = slot - 60
   if oldest < cutoff then
-    if cutoff - oldest > width then
+    if cutoff - oldest > 60 then
       redis.call('DEL', key)
-      total, oldest = 0, second
+      total, oldest = 0, slot
     else
       for s = oldest, cutoff - 1 do
         local count = redis.call('HGET', key, s)
@@ -57,8 +61,8 @@ local function used(key)
 end
 
 local function reset(key, oldest)
-  -- When the oldest counted second leaves the window, and frees what it holds.
-  return math.max(1, math.ceil(oldest + width + 1 - now))
+  -- When the oldest counted bucket leaves the window, and frees what it holds.
+  return math.max(1, math.ceil((oldest + 61) * span - now))
 end
 
 local tightest = {2147483647, 2147483647, 0, 0}
@@ -90,10 +94,10 @@ if daily > 0 then
 end
 
 for _, key in ipairs(checks) do
-  redis.call('HINCRBY', key, second, 1)
+  redis.call('HINCRBY', key, slot, 1)
   redis.call('HINCRBY', key, 't', 1)
-  redis.call('HSETNX', key, 'o', second)
-  redis.call('PEXPIRE', key, (width + 2) * 1000)
+  redis.call('HSETNX', key, 'o', slot)
+  redis.call('PEXPIRE', key, math.ceil((width + 2 * span) * 1000))
 end
 if daily > 0 then
   redis.call('HSET', KEYS[4], 'd', today, 'c', day_count + 1)

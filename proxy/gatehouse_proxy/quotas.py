@@ -25,6 +25,7 @@ import collections
 import contextlib
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gatehouse_contract.routes import ConnectionRoute
@@ -162,12 +163,13 @@ class Alone:
 
 
 class Quotas:
-    def __init__(self, store: SharedStore | None) -> None:
+    def __init__(self, store: SharedStore | None, fleet: Callable[[], int]) -> None:
+        """``fleet()``: the replicas x workers the operator counts (the table channel's
+        heartbeats say), each worker's share of a limit while the store is away."""
         self.store = store
         self.alone = Alone()
-        # Replicas x workers the operator counts (from the table channel's heartbeats): each
-        # worker's share of a limit while the store is away.
-        self.fleet = 1
+        self.fleet = fleet
+        self.window_seconds = WINDOW_SECONDS
         self._batch: list[tuple[list[str], list[str | int | float], asyncio.Future[list[int]]]] = []
 
     async def admit(self, connection: ConnectionRoute, app_uid: str) -> Standing:
@@ -181,7 +183,11 @@ class Quotas:
         answer: tuple[int, ...]
         if self.store is not None and self.store.up:
             try:
-                answer = tuple(await self._counted(store_keys(connection, app_uid), list(quota)))
+                answer = tuple(
+                    await self._counted(
+                        store_keys(connection, app_uid), [*quota, self.window_seconds]
+                    )
+                )
             except StoreUnavailable:
                 answer = self._alone(connection, app_uid, quota)
         else:
@@ -195,7 +201,7 @@ class Quotas:
         self, connection: ConnectionRoute, app_uid: str, quota: tuple[int, int, int]
     ) -> tuple[int, ...]:
         metrics.count_alone(connection.key)
-        return self.alone.admit(connection, app_uid, quota, self.fleet)
+        return self.alone.admit(connection, app_uid, quota, max(self.fleet(), 1))
 
     async def _counted(self, keys: list[str], args: list[str | int | float]) -> list[int]:
         """One script's answer, sent with the others of this turn of the loop in one pipeline."""

@@ -44,6 +44,8 @@ from gatehouse_contract.connection_tests import (
     Refused,
 )
 from gatehouse_contract.frames import (
+    FEATURES_HEADER,
+    FLEET_FEATURE,
     Ack,
     ConnectionTestFrame,
     ConnectionTestResult,
@@ -103,6 +105,9 @@ class FeedState:
     deltas: int = 0
     rejected: int = 0
     bytes_received: int = 0  # every frame from the operator, as it arrived
+    # Replicas (workers count one each) the operator counts as serving: this worker's share of
+    # each quota while the shared store is away. 0 until the operator says.
+    fleet: int = 0
 
     def describe(self) -> dict[str, object]:
         silent = time.monotonic() - self.last_message_at if self.last_message_at else None
@@ -114,6 +119,7 @@ class FeedState:
             "deltas": self.deltas,
             "rejected": self.rejected,
             "bytesReceived": self.bytes_received,
+            "fleet": self.fleet,
         }
 
 
@@ -199,6 +205,7 @@ class _Stream:
                 headers={
                     "Authorization": sign_request(keyring, feed.replica, self.nonce),
                     "X-Gatehouse-Replica": feed.replica,
+                    FEATURES_HEADER: FLEET_FEATURE,
                 },
                 ssl=client_context(keyring),
                 max_msg_size=MAX_FRAME_BYTES,
@@ -247,6 +254,8 @@ class _Stream:
             await self._unreadable(ws, unreadable)
             return
         if isinstance(frame, Heartbeat):
+            if frame.replicas:
+                feed.state.fleet = frame.replicas
             await self._ack(ws)
         elif isinstance(frame, Snapshot):
             try:

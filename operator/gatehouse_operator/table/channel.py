@@ -38,6 +38,8 @@ from gatehouse_contract.connection_tests import (
 )
 from gatehouse_contract.errors import error_body
 from gatehouse_contract.frames import (
+    FEATURES_HEADER,
+    FLEET_FEATURE,
     Ack,
     ConnectionTestFrame,
     Goodbye,
@@ -166,7 +168,12 @@ class TableChannel:
         previous = self.sessions.get(name)
         if previous is not None:
             await previous.ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"replaced")
-        session = _Session(self, ws, nonce, self.replicas.connected(name))
+        features = {
+            feature.strip()
+            for feature in request.headers.get(FEATURES_HEADER, "").split(",")
+            if feature.strip()
+        }
+        session = _Session(self, ws, nonce, self.replicas.connected(name), features)
         self.sessions[name] = session
         log.info("proxy replica %s connected", name)
         goodbye = False
@@ -200,12 +207,18 @@ class _Session:
     """One replica's stream: its frame sequence, what it was sent, its pending tests."""
 
     def __init__(
-        self, channel: TableChannel, ws: web.WebSocketResponse, nonce: str, replica: Replica
+        self,
+        channel: TableChannel,
+        ws: web.WebSocketResponse,
+        nonce: str,
+        replica: Replica,
+        features: set[str],
     ) -> None:
         self.channel = channel
         self.ws = ws
         self.nonce = nonce
         self.replica = replica
+        self.fleet = FLEET_FEATURE in features
         self.seq = 0
         self.sent = 0  # the version this replica was last sent
         self.needs_snapshot = True
@@ -284,8 +297,14 @@ class _Session:
                 for waiting in waits:
                     waiting.cancel()
             if not done:
-                heartbeat = Heartbeat(version=journal.version, time=time.time())
-                await self.send(heartbeat.model_dump_json().encode())
+                heartbeat = Heartbeat(
+                    version=journal.version,
+                    time=time.time(),
+                    replicas=len(self.channel.replicas.serving()) if self.fleet else 0,
+                )
+                # A replica that did not ask for the field would refuse the frame.
+                unread = None if self.fleet else {"replicas"}
+                await self.send(heartbeat.model_dump_json(exclude=unread).encode())
 
     async def _receive_forever(self) -> bool:
         try:

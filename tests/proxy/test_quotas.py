@@ -1,0 +1,284 @@
+"""Quotas counted once for the fleet, against a real redis-server on 127.0.0.1.
+
+Each "worker" is a Quotas with a store client of its own, as each proxy process has. The minute
+is shortened (Quotas.window_seconds) where a test needs the window to slide within seconds; the
+e2e tests (tests/e2e/test_quotas.py) count real minutes through real proxies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gatehouse_contract.routes import ConnectionRoute, Credential, Limits
+from gatehouse_dev.redis_server import RedisServer
+from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.quotas import Quotas
+from gatehouse_proxy.shared_store import SharedStore, StoreSettings
+
+
+def _connection(per_app: int = 100, per_connection: int = 0, per_day: int = 0) -> ConnectionRoute:
+    return ConnectionRoute(
+        key="team/crm",
+        uid="uid-crm",
+        origin="https://api.example.com",
+        allowed_methods=frozenset({"GET"}),
+        allowed_paths=(),
+        credential=Credential(type="none"),
+        limits=Limits(
+            timeout_seconds=10,
+            max_request_bytes=1000,
+            max_response_bytes=1000,
+            requests_per_minute=per_app,
+            connection_requests_per_minute=per_connection,
+            requests_per_day=per_day,
+        ),
+    )
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _empty_store(redis_server: RedisServer) -> None:
+    with redis_server.client() as client:
+        client.flushall()
+
+
+async def _workers(server: RedisServer, count: int, fleet: int = 4) -> list[Quotas]:
+    workers = []
+    for _ in range(count):
+        store = SharedStore(
+            StoreSettings(server.url, password=server.password, deadline_seconds=0.5)
+        )
+        await store.start()
+        workers.append(Quotas(store, lambda: fleet))
+    for quotas in workers:
+        assert quotas.store is not None
+        for _ in range(100):
+            if quotas.store.up:
+                break
+            await asyncio.sleep(0.01)
+        assert quotas.store.up
+    return workers
+
+
+async def _close(workers: list[Quotas]) -> None:
+    for quotas in workers:
+        if quotas.store is not None:
+            await quotas.store.close()
+
+
+async def _admitted(quotas: Quotas, connection: ConnectionRoute, app: str) -> bool:
+    try:
+        await quotas.admit(connection, app)
+    except ProxyError as error:
+        assert error.code == "rate_limited"
+        return False
+    return True
+
+
+@pytest.mark.parametrize("spread", ["even", "one worker"])
+def test_a_limit_of_100_admits_100_whichever_workers_the_requests_reach(
+    redis_server: RedisServer, spread: str
+) -> None:
+    async def scenario() -> None:
+        workers = await _workers(redis_server, 4)
+        connection = _connection(per_app=100)
+        try:
+            answers = await asyncio.gather(
+                *(
+                    _admitted(workers[i % 4 if spread == "even" else 0], connection, "app-1")
+                    for i in range(300)
+                )
+            )
+        finally:
+            await _close(workers)
+        assert sum(answers) == 100
+
+    asyncio.run(scenario())
+
+
+def test_the_connections_limit_holds_across_its_apps(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        workers = await _workers(redis_server, 4)
+        connection = _connection(per_app=1000, per_connection=100)
+        try:
+            answers = await asyncio.gather(
+                *(_admitted(workers[i % 4], connection, f"app-{i % 3}") for i in range(300))
+            )
+        finally:
+            await _close(workers)
+        assert sum(answers) == 100
+
+    asyncio.run(scenario())
+
+
+def test_a_window_slides_and_stays_exact_under_even_load(redis_server: RedisServer) -> None:
+    """Twice the limit, spread evenly over three windows (a 3 s "minute" of sixty 50 ms
+    buckets) that start mid-bucket: each window's worth of time admits the limit, within 2 %."""
+
+    async def scenario() -> None:
+        workers = await _workers(redis_server, 2)
+        for quotas in workers:
+            quotas.window_seconds = 3
+        connection = _connection(per_app=100)
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(0.025 + 0.05 - time.time() % 0.05)  # half-way into a bucket
+        admitted: list[float] = []
+        started = loop.time()
+        try:
+            sent = 0
+            while loop.time() - started < 9:  # about 200 per window: twice the limit
+                if await _admitted(workers[sent % 2], connection, "app-1"):
+                    admitted.append(loop.time() - started)
+                sent += 1
+                await asyncio.sleep(started + sent * 0.015 - loop.time())
+        finally:
+            await _close(workers)
+        for window in range(3):
+            inside = [at for at in admitted if 3 * window <= at < 3 * window + 3]
+            assert 98 <= len(inside) <= 102, (window, len(inside))
+
+    asyncio.run(scenario())
+
+
+def test_a_refusal_says_when_to_come_back_and_answers_say_where_the_app_stands(
+    redis_server: RedisServer,
+) -> None:
+    async def scenario() -> None:
+        workers = await _workers(redis_server, 1)
+        connection = _connection(per_app=3)
+        try:
+            standings = [await workers[0].admit(connection, "app-1") for _ in range(3)]
+            with pytest.raises(ProxyError) as refused:
+                await workers[0].admit(connection, "app-1")
+        finally:
+            await _close(workers)
+        assert [standing.remaining for standing in standings] == [2, 1, 0]
+        assert all(standing.limit == 3 for standing in standings)
+        assert 1 <= standings[0].reset_seconds <= 61
+        headers = refused.value.headers
+        assert headers["RateLimit-Remaining"] == "0"
+        assert 1 <= int(headers["Retry-After"]) <= 61
+        assert "more than 3 requests per minute for this app" in str(refused.value)
+
+    asyncio.run(scenario())
+
+
+def test_a_daily_quota_outlives_the_workers(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        connection = _connection(per_app=1000, per_day=5)
+        first = await _workers(redis_server, 2)
+        try:
+            assert [await _admitted(first[i % 2], connection, "a") for i in range(3)] == [True] * 3
+        finally:
+            await _close(first)
+        # Restarted (a rollout): the count is the store's, not the workers'.
+        second = await _workers(redis_server, 2)
+        try:
+            answers = [await _admitted(second[i % 2], connection, "a") for i in range(4)]
+        finally:
+            await _close(second)
+        assert answers == [True, True, False, False]
+
+    asyncio.run(scenario())
+
+
+def test_a_vendors_pause_holds_every_worker_until_it_ends(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        workers = await _workers(redis_server, 4)
+        connection = _connection(per_app=1000)
+        try:
+            await workers[0].pause(connection, 1.0)
+            for quotas in workers:
+                with pytest.raises(ProxyError) as refused:
+                    await quotas.admit(connection, "app-1")
+                assert refused.value.headers["Retry-After"] == "1"
+                assert "asked to wait" in str(refused.value)
+            await asyncio.sleep(1.1)
+            assert all([await _admitted(quotas, connection, "app-1") for quotas in workers])
+        finally:
+            await _close(workers)
+
+    asyncio.run(scenario())
+
+
+def test_a_shorter_pause_does_not_cut_a_longer_one(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        workers = await _workers(redis_server, 1)
+        connection = _connection()
+        try:
+            await workers[0].pause(connection, 30)
+            await workers[0].pause(connection, 1)
+        finally:
+            await _close(workers)
+
+    asyncio.run(scenario())
+    with redis_server.client() as client:
+        assert int(client.pttl("gatehouse:{uid-crm}:pause")) > 25_000
+
+
+def test_without_the_store_each_worker_admits_its_share_and_shares_again_after(
+    tmp_path: Path,
+) -> None:
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+
+    async def scenario() -> None:
+        workers = await _workers(server, 2, fleet=4)
+        connection = _connection(per_app=100)
+        try:
+            server.stop()
+            started = time.monotonic()
+            # The first call sees the store gone and answers from the worker's share at once.
+            answers = [await _admitted(workers[0], connection, "app-1") for _ in range(40)]
+            assert time.monotonic() - started < 1.0
+            assert sum(answers) == 25  # 100 / (2 replicas x 2 workers)
+            server.start()
+            for _ in range(100):
+                if all(quotas.store is not None and quotas.store.up for quotas in workers):
+                    break
+                await asyncio.sleep(0.05)
+            assert time.monotonic() - started < 5.0
+            answers = [await _admitted(workers[i % 2], connection, "app-1") for i in range(150)]
+            assert sum(answers) == 100  # shared again: the store's count starts afresh
+        finally:
+            await _close(workers)
+            server.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_keys_name_uids_and_all_expire(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        workers = await _workers(redis_server, 1)
+        try:
+            await workers[0].admit(_connection(per_connection=10, per_day=10), "app-uid-1")
+            await workers[0].pause(_connection(), 5)
+        finally:
+            await _close(workers)
+
+    asyncio.run(scenario())
+    with redis_server.client() as client:
+        keys = sorted(key.decode() for key in client.keys("*"))
+        assert keys == [
+            "gatehouse:{uid-crm}:app:app-uid-1",
+            "gatehouse:{uid-crm}:day",
+            "gatehouse:{uid-crm}:minute",
+            "gatehouse:{uid-crm}:pause",
+        ]
+        assert all(int(client.pttl(key)) > 0 for key in keys)
+        # What a (connection, app) costs the store: its minute's hash.
+        assert int(client.memory_usage("gatehouse:{uid-crm}:app:app-uid-1")) < 1024
