@@ -10,9 +10,9 @@ A minute is a sliding window of sixty buckets of a second each (a hash: a field 
 total ``t`` and the oldest bucket ``o`` still counted), the oldest bucket weighted by the part of
 it still inside the window: exact under even load to within a bucket's share of its weight (1/60
 of the limit), with no fixed-window edge where twice the limit could pass. Old buckets are dropped
-as time passes, each once, so a request costs a few hash operations whatever the limit. A day is a UTC calendar day's
-counter (the day and its count in a hash; vendors' daily quotas reset at midnight UTC). Every key
-expires by itself.
+as time passes, each once, so a request costs a few hash operations whatever the limit. A day is
+a UTC calendar day's counter (the day and its count in a hash; vendors' daily quotas reset at
+midnight UTC). Every key expires by itself.
 
 KEYS: pause, app minute, connection minute, connection day.
 ARGV: the app's limit per minute, the connection's per minute and per day (0: none), and the

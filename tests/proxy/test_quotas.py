@@ -84,7 +84,8 @@ async def _admitted(quotas: Quotas, connection: ConnectionRoute, app: str) -> bo
     try:
         await quotas.admit(connection, app)
     except ProxyError as error:
-        assert error.code == "rate_limited"
+        if error.code != "rate_limited":
+            raise
         return False
     return True
 
