@@ -334,9 +334,11 @@ class LocalGatehouse:
         read_timeout_seconds: float = 0,
         workers: int = 1,
         event_loop: str = "auto",
-        store: bool = True,
+        store: RedisServer | None | bool = True,
         allowed_private_networks: str = "127.0.0.0/8,::1/128",
     ) -> Endpoint:
+        """A proxy replica; ``store``: the stack's shared store (True), none (False), or
+        another."""
         started = {server.name for server in self.servers}
         port = self.proxy_port if f"proxy-{self.proxy_port}" not in started else free_port()
         metrics_port = free_port()
@@ -348,9 +350,10 @@ class LocalGatehouse:
         }
         if token_url:
             env["GATEHOUSE_GOOGLE_TOKEN_URL"] = token_url
-        if self.store is not None and store:
-            env["GATEHOUSE_STORE_URL"] = self.store.url
-            env["GATEHOUSE_STORE_PASSWORD"] = self.store.password
+        shared = self.store if store is True else store or None
+        if shared is not None:
+            env["GATEHOUSE_STORE_URL"] = shared.url
+            env["GATEHOUSE_STORE_PASSWORD"] = shared.password
         if read_timeout_seconds:
             env["GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS"] = str(read_timeout_seconds)
         argv = [

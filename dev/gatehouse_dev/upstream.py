@@ -3,7 +3,8 @@
 ``/echo/...`` answers with what it received (method, path, query, headers, body, and a JSON body
 parsed, and a request id), so a test can assert exactly what the proxy sent; ``/_received/{id}``
 answers the same record to a caller that asks the upstream directly, not through the proxy, and
-``/_arrivals`` how many times each request to ``/slow`` arrived (method, path and query). The
+``/_arrivals`` how many times each request to ``/slow`` arrived (method, path and query),
+and ``/_calls`` how many calls each path's first segment received, and when the last came. The
 other routes misbehave on purpose: a redirect, a huge or endless body, a slow answer, a body that
 breaks off or stalls half-way, cookies and internal headers to strip, any status and header, and
 the injected credential echoed in forms an app could undo (``/echo-as/{form}``, see echoes), in
@@ -17,12 +18,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
+import time
 import uuid
 from collections import OrderedDict
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from multidict import CIMultiDict
 
 from gatehouse_dev.echoes import COMPRESSED, FORMS, injected
@@ -172,9 +176,29 @@ async def split_link(request: web.Request) -> web.Response:
     return web.json_response({}, headers=headers)
 
 
+# Calls received per path (its first segment), and when the last one came: what a test of the
+# proxy's limits counts. Asked of the upstream directly at /_calls (not counted).
+CALLS: collections.Counter[str] = collections.Counter()
+LAST_CALL: dict[str, float] = {}
+
+
+@web.middleware
+async def _counted(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if not request.path.startswith("/_"):
+        segment = "/" + request.path.lstrip("/").partition("/")[0]
+        CALLS[segment] += 1
+        LAST_CALL[segment] = time.time()
+    return await handler(request)
+
+
+async def calls(request: web.Request) -> web.Response:
+    return web.json_response({"calls": dict(CALLS), "last": LAST_CALL})
+
+
 def create_app() -> web.Application:
     # Bodies as large as a connection may allow (aiohttp refuses past 1 MiB by default).
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_counted])
+    app.router.add_get("/_calls", calls)
     app.router.add_route("*", "/echo{tail:.*}", echo)
     app.router.add_get("/_received/{id}", received)
     app.router.add_get("/_arrivals", arrivals)
