@@ -3,7 +3,8 @@
 From the operator: the routing table as a ``Snapshot`` (in parts) and then a ``Delta`` per change,
 a ``Heartbeat`` when nothing else moved, and ``ConnectionTestFrame`` for each test it runs. From a
 replica: ``Ack`` (the version it holds), ``Nack`` (a table it refused, and why), ``Resync`` (send a
-snapshot), ``ConnectionTestResult`` and ``Goodbye``. How frames are signed and streams opened is
+snapshot), ``ConnectionTestResult``, ``Throttled`` (a vendor paused a connection) and
+``Goodbye``. How frames are signed and streams opened is
 :mod:`gatehouse_contract.channel`.
 
 The operator serialises each route once, when it changes, and builds snapshot and delta bytes
@@ -134,7 +135,18 @@ class Goodbye(Wire):
     type: Literal["goodbye"] = "goodbye"
 
 
-ReplicaMessage = Ack | Nack | Resync | ConnectionTestResult | Goodbye
+class Throttled(Wire):
+    """An upstream answered ``status`` (429 or 503) with a Retry-After: the replica paused the
+    connection for the fleet for ``seconds``. Sent once per pause, by the replica that saw it;
+    an operator of an earlier release logs it and reads on."""
+
+    type: Literal["throttled"] = "throttled"
+    connection: str = Field(max_length=600)  # the route's key, namespace/name
+    status: int
+    seconds: float
+
+
+ReplicaMessage = Ack | Nack | Resync | ConnectionTestResult | Goodbye | Throttled
 
 # --- Reading ------------------------------------------------------------------------------------
 

@@ -334,7 +334,7 @@ class LocalGatehouse:
         read_timeout_seconds: float = 0,
         workers: int = 1,
         event_loop: str = "auto",
-        store: RedisServer | None | bool = True,
+        store: RedisServer | bool | None = True,
         allowed_private_networks: str = "127.0.0.0/8,::1/128",
     ) -> Endpoint:
         """A proxy replica; ``store``: the stack's shared store (True), none (False), or

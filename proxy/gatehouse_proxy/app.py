@@ -37,6 +37,7 @@ from gatehouse_contract.connection_tests import (
     Stale,
     TableBehind,
 )
+from gatehouse_contract.frames import Throttled
 from gatehouse_contract.header_names import canonical_name
 from gatehouse_contract.redaction import Redactor, scrubbed_prefix
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, namespace_of
@@ -340,8 +341,10 @@ class Proxy:
         if upstream.status not in (429, 503):
             return
         seconds = retry_after_seconds(upstream.response.headers.get("retry-after", ""))
-        if seconds:
-            await self.quotas.pause(connection, seconds)
+        if seconds and await self.quotas.pause(connection, seconds):
+            await self.feed.tell(
+                Throttled(connection=connection.key, status=upstream.status, seconds=seconds)
+            )
 
     async def _send(
         self,

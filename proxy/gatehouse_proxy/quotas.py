@@ -236,16 +236,20 @@ class Quotas:
             if not future.done():
                 future.set_result([int(value) for value in answer])
 
-    async def pause(self, connection: ConnectionRoute, seconds: float) -> None:
-        """The vendor said to wait (429 or 503 with Retry-After): nobody calls it until then."""
+    async def pause(self, connection: ConnectionRoute, seconds: float) -> bool:
+        """The vendor said to wait (429 or 503 with Retry-After): nobody calls it until then.
+        Returns whether this is news to this worker (not a pause it already keeps)."""
         seconds = min(max(seconds, 0.0), MAX_PAUSE_SECONDS)
         if seconds <= 0:
-            return
+            return False
+        if self.alone.paused.get(connection.uid, 0.0) >= time.time() + seconds - 1:
+            return False
         metrics.count_pause(connection.key)
         self.alone.pause(connection.uid, seconds)
         if self.store is not None and self.store.up:
             with contextlib.suppress(StoreUnavailable):
                 await self.store.run(_PAUSE, [store_keys(connection, "")[0]], [int(seconds * 1000)])
+        return True
 
     def forget(self, connection_uids: set[str]) -> None:
         self.alone.forget(connection_uids)

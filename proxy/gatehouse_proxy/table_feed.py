@@ -55,6 +55,7 @@ from gatehouse_contract.frames import (
     Nack,
     Resync,
     Snapshot,
+    Throttled,
     Unreadable,
     read_operator_frame,
 )
@@ -146,6 +147,17 @@ class TableFeed:
         # Shared by the feed's streams: a reconnect cancels its tests, and their places with them.
         self.test_slots = ConnectionTestSlots()
         self.state = FeedState()
+        # The open stream's socket, for what a replica tells the operator unasked.
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+
+    async def tell(self, message: Throttled) -> None:
+        """Tells the operator, if a stream is open: a notice missed while it is not is not
+        worth holding (the pause it reports ends by itself)."""
+        ws = self._ws
+        if ws is None or ws.closed:
+            return
+        with contextlib.suppress(ConnectionError):
+            await ws.send_str(message.model_dump_json())
 
     async def run(self) -> None:
         async with aiohttp.ClientSession(trust_env=False) as session:
@@ -216,6 +228,7 @@ class _Stream:
                 autoping=True,
             ) as ws:
                 feed.state.connected = True
+                feed._ws = ws
                 try:
                     async for message in ws:
                         if message.type is not aiohttp.WSMsgType.BINARY:
@@ -234,6 +247,7 @@ class _Stream:
         except aiohttp.WSServerHandshakeError as error:
             raise FeedBroken(f"the operator refused the stream: HTTP {error.status}") from None
         finally:
+            feed._ws = None
             for task, _ in self.tests.values():
                 task.cancel()
 

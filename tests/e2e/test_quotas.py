@@ -207,6 +207,14 @@ def test_a_vendors_429_with_retry_after_pauses_every_replica(
     assert first_through is not None
     assert 29 <= first_through <= 31, first_through
     assert refusals > 100
+    # Told once on the connection, not once per replica or per refusal.
+    events = json.loads(
+        cluster.kubectl(
+            "get", "events", "-n", namespace, "--field-selector=reason=Throttled", "-o", "json"
+        ).stdout
+    )["items"]
+    assert [event["involvedObject"]["name"] for event in events] == ["vendor"]
+    assert "answered 429 with Retry-After 30s" in events[0]["message"]
 
 
 def test_with_the_store_gone_each_worker_admits_its_share_and_counts_together_after(

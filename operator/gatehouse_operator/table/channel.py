@@ -47,6 +47,7 @@ from gatehouse_contract.frames import (
     Nack,
     ReplicaMessage,
     Resync,
+    Throttled,
     Unreadable,
     read_replica_message,
 )
@@ -54,6 +55,7 @@ from gatehouse_contract.sealing import KeyringSource
 from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replica, Replicas
 from gatehouse_operator.table.store import RouteStore
+from gatehouse_operator.table.throttles import Throttles
 
 log = logging.getLogger("gatehouse.operator.tables")
 
@@ -80,7 +82,12 @@ class OutcomeUnknown(Exception):
 
 class TableChannel:
     def __init__(
-        self, keyring: KeyringSource, routes: RouteStore, journal: Journal, replicas: Replicas
+        self,
+        keyring: KeyringSource,
+        routes: RouteStore,
+        journal: Journal,
+        replicas: Replicas,
+        throttles: Throttles | None = None,
     ) -> None:
         self.keyring = keyring
         self.routes = routes
@@ -93,6 +100,7 @@ class TableChannel:
         self._last_flush = 0.0
         self._nonces: dict[str, float] = {}
         self._refusal_logged_at = 0.0
+        self.throttles = throttles or Throttles(routes, None)
 
     # --- Publishing ---------------------------------------------------------------------------
 
@@ -369,6 +377,8 @@ class _Session:
             log.warning("proxy replica %s asked for a snapshot: %s", self.replica.name, said.reason)
             self.needs_snapshot = True
             self.wakeup.set()
+        elif isinstance(said, Throttled):
+            self.channel.throttles.heard(said)
         else:
             self._finish_test(said.id, said.result)
 

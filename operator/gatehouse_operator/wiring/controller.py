@@ -35,6 +35,7 @@ from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replicas
 from gatehouse_operator.table.rollout import Rollout
 from gatehouse_operator.table.store import RouteStore
+from gatehouse_operator.table.throttles import Throttles
 from gatehouse_operator.wiring import front_end, housekeeping
 
 # No handler needs a finalizer any more; naming the one earlier versions put on connections and
@@ -108,7 +109,7 @@ def assemble(
     routes, journal, status = RouteStore(), Journal(), StatusWriter(kube)
     # A replica that moves wakes the rollout (made next: no replica connects before it exists).
     replicas = Replicas(settings.replica_grace_seconds, lambda: rollout.wake())
-    channel = TableChannel(keyring, routes, journal, replicas)
+    channel = TableChannel(keyring, routes, journal, replicas, Throttles(routes, kube))
     rollout = Rollout(routes, journal, replicas, status.write)
     sealer = Sealer(keyring)
     return Runtime(
