@@ -143,7 +143,8 @@ async def _ask(worker: Worker, path: str) -> tuple[int, str]:
 
 def pod_readiness(answers: list[tuple[int, str]]) -> tuple[int, dict[str, object]]:
     """The Pod is ready when every worker is. Its table is its laggard's (the lowest version),
-    and ``sealedWith`` covers every worker's, so a key rotation waits for all of them."""
+    ``sealedWith`` covers every worker's, so a key rotation waits for all of them, and its
+    ``store`` is that of a worker counting alone, if one is."""
     workers: list[dict[str, object]] = []
     for index, (status, text) in enumerate(answers):
         try:
@@ -160,11 +161,15 @@ def pod_readiness(answers: list[tuple[int, str]]) -> tuple[int, dict[str, object
     sealed = sorted({key for worker in workers for key in _strings(worker.get("sealedWith"))})
     summary = {key: laggard[key] for key in ("tableVersion", "connections", "apps", "signedWith")}
     age = max(float(str(worker["tableAgeSeconds"])) for worker in workers)
+    # The Pod counts with the fleet only if every worker does: the first that does not speaks.
+    stores = [worker["store"] for worker in workers if isinstance(worker.get("store"), dict)]
+    alone = [store for store in stores if store.get("counting") != "shared"]
     return 200, {
         "ready": True,
         **summary,
         "tableAgeSeconds": age,
         "sealedWith": sealed,
+        "store": alone[0] if alone else stores[0] if stores else {},
         "workers": workers,
     }
 
