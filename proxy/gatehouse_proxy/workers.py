@@ -162,7 +162,7 @@ def pod_readiness(answers: list[tuple[int, str]]) -> tuple[int, dict[str, object
     summary = {key: laggard[key] for key in ("tableVersion", "connections", "apps", "signedWith")}
     age = max(float(str(worker["tableAgeSeconds"])) for worker in workers)
     # The Pod counts with the fleet only if every worker does: the first that does not speaks.
-    stores = [worker["store"] for worker in workers if isinstance(worker.get("store"), dict)]
+    stores = [store for worker in workers if isinstance(store := worker.get("store"), dict)]
     alone = [store for store in stores if store.get("counting") != "shared"]
     return 200, {
         "ready": True,
