@@ -19,9 +19,11 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   this process, no stack).
 - workers: how a 2-worker Pod spreads connections over its workers (see bench_workers).
 - auth kinds: an OAuth 2.0 connection's fetches against a bearer one's (see bench_auth).
+- the shared store: quotas counted in it against counted alone, and how exact the counts are
+  (see bench_store).
 
 BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber, bodies,
-workers, auth) runs some of them.
+workers, auth, store) runs some of them.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from gatehouse_dev import (
     bench_scale,
     bench_scrubber,
     bench_secrets,
+    bench_store,
     bench_workers,
     nginx,
     resources,
@@ -117,6 +120,14 @@ def auth_kinds(workdir: Path) -> str:
     """An OAuth 2.0 connection against a bearer one (see bench_auth), on a stack of its own."""
     with _gatehouse(workdir) as (cluster, local, _, _):
         return bench_auth.table(bench_auth.measure(cluster, local, wrk))
+
+
+def shared_store(workdir: Path) -> str:
+    """Quotas in the shared store against counted alone (see bench_store), on a stack of its
+    own."""
+    with _gatehouse(workdir) as (cluster, local, _, _):
+        results = bench_store.cost(cluster, local, wrk)
+        return bench_store.table(results, bench_store.accuracy(cluster, local))
 
 
 def neighbours(workdir: Path) -> str:
@@ -241,16 +252,16 @@ def main() -> int:
     def run(section: str) -> bool:
         return not only or section in only
 
-    needs_wrk = ("latency", "neighbours", "workers", "auth")
+    needs_wrk = ("latency", "neighbours", "workers", "auth", "store")
     if any(run(section) for section in needs_wrk) and shutil.which("wrk") is None:
         print("make bench needs wrk (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
-    needs_nginx = ("latency", "workers", "auth")
+    needs_nginx = ("latency", "workers", "auth", "store")
     if any(run(section) for section in needs_nginx) and nginx.binary() is None:
         print("make bench needs nginx (Debian: apt-get install nginx-light)", file=sys.stderr)
         return 2
 
-    at_scale = isolation = secrets = scrubbing = bodies = spread = kinds = ""
+    at_scale = isolation = secrets = scrubbing = bodies = spread = kinds = store = ""
     if run("scrubber"):
         scrubbing = bench_scrubber.table()
     if run("scale") and sizes != (0,):
@@ -270,6 +281,9 @@ def main() -> int:
     if run("auth"):
         with tempfile.TemporaryDirectory() as folder:
             kinds = auth_kinds(Path(folder))
+    if run("store"):
+        with tempfile.TemporaryDirectory() as folder:
+            store = shared_store(Path(folder))
     if run("latency"):
         latency()
     if spread:
@@ -278,6 +292,9 @@ def main() -> int:
             "supervisor's port:\n"
         )
         print(spread)
+    if store:
+        print("\nQuotas counted in the shared store (redis-server), and how exact they are:\n")
+        print(store)
     if kinds:
         print("\nWhat an auth kind costs a fetch (one proxy with the shared store, wrk):\n")
         print(kinds)

@@ -1,0 +1,180 @@
+"""What counting quotas in the shared store costs a fetch, and how exact the counts are.
+
+Cost: two proxies beside each other, one counting each request's quotas in the store (a real
+redis-server: one round trip a request, pipelined per turn of the event loop), one counting alone
+as with no store; the same nginx upstream; wrk through each in turn, ROUNDS times, at 1 and 32
+connections. Accuracy: a limit of 100 a minute, twice as many requests sent evenly over a minute,
+through two proxies of two workers each sharing the store: spread over the workers, all to one
+worker, and over three apps against the connection's own limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import yaml
+
+from gatehouse_dev import nginx, resources
+from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.services import LocalGatehouse
+from gatehouse_dev.waiting import wait_for
+
+ROUNDS = 3
+ROUND_SECONDS = 4
+ALONE = "store off (each worker counts alone)"
+SHARED = "store on (one round trip a request)"
+
+Wrk = Callable[..., dict[str, float]]
+
+
+def _namespace(cluster: Cluster, documents: list[dict[str, Any]]) -> str:
+    namespace = f"bench-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl("create", "namespace", namespace)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all(documents))
+    return namespace
+
+
+def _routed(proxy: str, token: str, alias: str, path: str = "/items") -> None:
+    url = f"{proxy}/v1/fetch/{alias}{path}"
+    headers = {"Authorization": f"Bearer {token}"}
+    wait_for(
+        lambda: httpx.get(url, headers=headers, timeout=5).status_code == 200,
+        timeout=30,
+        what=f"{alias} routed through {proxy}",
+    )
+
+
+def cost(
+    cluster: Cluster, local: LocalGatehouse, wrk: Wrk
+) -> dict[tuple[str, int], dict[str, float]]:
+    upstream = local.start_nginx("nginx-upstream", nginx.upstream_config).url
+    local.start_store()
+    local.start_operator()
+    proxies = {ALONE: local.start_proxy(store=False), SHARED: local.start_proxy()}
+    # A limit no load here reaches: every request is counted, none refused.
+    limits = {"requestsPerMinute": 100_000, "connectionRequestsPerMinute": 1_000_000}
+    namespace = _namespace(
+        cluster,
+        [
+            resources.connection("api", upstream, {"type": "none"}, limits=limits),
+            resources.data_app("bench", {"api": "api"}),
+        ],
+    )
+    token = cluster.app_token(namespace, "dataapp-bench-gatehouse", timeout=30)
+    for proxy in proxies.values():
+        _routed(proxy.url, token, "api")
+    auth = {"Authorization": f"Bearer {token}"}
+    runs: dict[tuple[str, int], list[dict[str, float]]] = {}
+    for _ in range(ROUNDS):
+        for connections in (1, 32):
+            for label, proxy in proxies.items():
+                url = f"{proxy.url}/v1/fetch/api/items"
+                runs.setdefault((label, connections), []).append(
+                    wrk(url, connections, auth, seconds=ROUND_SECONDS)
+                )
+    return {
+        key: {figure: statistics.median(run[figure] for run in measured) for figure in measured[0]}
+        for key, measured in runs.items()
+    }
+
+
+def accuracy(cluster: Cluster, local: LocalGatehouse) -> dict[str, int]:
+    """Admitted of 200 sent evenly over a minute, for each of the three spreads."""
+    upstream = local.start_upstream().url
+    if local.store is None:
+        local.start_store()
+    proxies = [local.start_proxy(workers=2) for _ in range(2)]
+    namespace = _namespace(
+        cluster,
+        [
+            resources.connection(
+                "even", upstream, {"type": "none"}, limits={"requestsPerMinute": 100}
+            ),
+            resources.connection(
+                "skewed", upstream, {"type": "none"}, limits={"requestsPerMinute": 100}
+            ),
+            resources.connection(
+                "shared",
+                upstream,
+                {"type": "none"},
+                limits={"requestsPerMinute": 1000, "connectionRequestsPerMinute": 100},
+            ),
+            resources.data_app("a", {"even": "even", "skewed": "skewed", "shared": "shared"}),
+            resources.data_app("b", {"shared": "shared"}),
+            resources.data_app("c", {"shared": "shared"}),
+        ],
+    )
+    tokens = [cluster.app_token(namespace, f"dataapp-{app}-gatehouse", timeout=30) for app in "abc"]
+    for alias in ("even", "skewed", "shared"):
+        for proxy in proxies:
+            _routed(proxy.url, tokens[0], alias, path="/echo/")
+    # The routing checks above were counted: start each limit afresh.
+    assert local.store is not None
+    with local.store.client() as client:
+        client.flushall()
+    urls = [proxy.url for proxy in proxies]
+
+    async def minute() -> list[int]:
+        return list(
+            await asyncio.gather(
+                _admitted(urls, tokens[:1], "even", fresh=True),
+                _admitted(urls, tokens[:1], "skewed", fresh=False),
+                _admitted(urls, tokens, "shared", fresh=True),
+            )
+        )
+
+    even, skewed, shared = asyncio.run(minute())
+    return {
+        "spread over 2 replicas x 2 workers": even,
+        "all to one worker": skewed,
+        "3 apps, the connection's limit": shared,
+    }
+
+
+async def _admitted(urls: list[str], tokens: list[str], alias: str, *, fresh: bool) -> int:
+    count, seconds = 200, 58.0
+    limits = httpx.Limits(max_keepalive_connections=0 if fresh else 1, max_connections=64)
+    admitted = 0
+    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        async def one(index: int) -> int:
+            reply = await client.get(
+                f"{urls[index % len(urls) if fresh else 0]}/v1/fetch/{alias}/echo/",
+                headers={"Authorization": f"Bearer {tokens[index % len(tokens)]}"},
+            )
+            return int(reply.status_code == 200)
+
+        pending = []
+        for index in range(count):
+            await asyncio.sleep(max(started + index * seconds / count - loop.time(), 0))
+            pending.append(asyncio.ensure_future(one(index)))
+        admitted = sum(await asyncio.gather(*pending))
+    return admitted
+
+
+def table(results: dict[tuple[str, int], dict[str, float]], admitted: dict[str, int]) -> str:
+    lines = [
+        "| quotas | connections | req/s | p50 ms | p99 ms | req/s vs store off | p50 added ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (label, connections), result in results.items():
+        alone = results[(ALONE, connections)]
+        lines.append(
+            f"| {label} | {connections} | {result['rps']:,.0f} | {result['p50']:.2f} "
+            f"| {result['p99']:.2f} | {result['rps'] / alone['rps']:.2f} "
+            f"| {result['p50'] - alone['p50']:.2f} |"
+        )
+    lines += [
+        "",
+        "| a limit of 100 a minute, 200 sent evenly over a minute | admitted |",
+        "|---|---|",
+        *(f"| {spread} | {count} |" for spread, count in admitted.items()),
+    ]
+    return "\n".join(lines)
