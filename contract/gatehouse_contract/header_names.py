@@ -11,8 +11,10 @@ character other than an ASCII letter or digit read as ``-``.
 The proxy drops an app's header whose canonical name it keeps for itself
 (:func:`app_may_not_send`); the operator refuses an API key sent as a header whose canonical name
 is one of those or frames the body (:func:`reserved_for_api_key`, and
-:data:`API_KEY_HEADER_RESERVED_RE2`, the same rule as an RE2 expression for the CRD's CEL). The
-rule lives here once, for both.
+:data:`API_KEY_HEADER_RESERVED_RE2`, the same rule as an RE2 expression for the CRD's CEL), and
+a connection's own header (``spec.headers``) likewise, Authorization too
+(:func:`reserved_for_connection_header`, :data:`CONNECTION_HEADER_RESERVED_RE2`). The rule lives
+here once, for both.
 """
 
 from __future__ import annotations
@@ -136,22 +138,36 @@ def reserved_for_api_key(name: str) -> bool:
     return canonical in _FRAMING or app_may_not_send(canonical)
 
 
+def reserved_for_connection_header(name: str) -> bool:
+    """Whether a connection may not send ``name`` as one of its own headers (``spec.headers``):
+    what the proxy drops from apps, ``Authorization`` included (a credential belongs in
+    ``auth``, sealed, not in the spec in the clear). ``Content-Type`` may be set: some APIs
+    want their own (``application/vnd.api+json``)."""
+    return app_may_not_send(canonical_name(name))
+
+
 def _re2(canonical: str) -> str:
     # Canonical names and tokens hold only letters, digits and "-".
     return canonical.replace("-", "[^0-9A-Za-z]")
 
 
-# reserved_for_api_key as an RE2 expression (CEL's matches(), which finds a match anywhere), for
-# the CRD: whole reserved names, reserved prefixes, and routing tokens between separators.
-API_KEY_HEADER_RESERVED_RE2 = (
-    "(?i)^(?:"
-    + "|".join(
-        _re2(name)
-        for name in sorted((DROPPED_FROM_APPS | HOP_BY_HOP | _FRAMING) - _API_KEY_MAY_USE)
+def _reserved_re2(exempt: frozenset[str]) -> str:
+    """A rule above as an RE2 expression (CEL's matches(), which finds a match anywhere), for
+    the CRD: whole reserved names, reserved prefixes, and routing tokens between separators."""
+    return (
+        "(?i)^(?:"
+        + "|".join(
+            _re2(name) for name in sorted((DROPPED_FROM_APPS | HOP_BY_HOP | _FRAMING) - exempt)
+        )
+        + ")$|^(?:"
+        + "|".join(_re2(prefix.removesuffix("-")) for prefix in DROPPED_PREFIXES)
+        + ")[^0-9A-Za-z]|(?:^|[^0-9A-Za-z])(?:"
+        + "|".join(sorted(ROUTING_TOKENS))
+        + ")(?:$|[^0-9A-Za-z])"
     )
-    + ")$|^(?:"
-    + "|".join(_re2(prefix.removesuffix("-")) for prefix in DROPPED_PREFIXES)
-    + ")[^0-9A-Za-z]|(?:^|[^0-9A-Za-z])(?:"
-    + "|".join(sorted(ROUTING_TOKENS))
-    + ")(?:$|[^0-9A-Za-z])"
-)
+
+
+API_KEY_HEADER_RESERVED_RE2 = _reserved_re2(_API_KEY_MAY_USE)
+CONNECTION_HEADER_RESERVED_RE2 = _reserved_re2(_FRAMING)
+# The punctuation a header name (an RFC 9110 token) may hold: canonical_name reads each as "-".
+TOKEN_PUNCTUATION = "!#$%&'*+.^_`|~"  # noqa: S105 (characters, not a secret)

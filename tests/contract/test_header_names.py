@@ -9,12 +9,14 @@ import pytest
 
 from gatehouse_contract.header_names import (
     API_KEY_HEADER_RESERVED_RE2,
+    CONNECTION_HEADER_RESERVED_RE2,
     DROPPED_FROM_APPS,
     DROPPED_PREFIXES,
     HOP_BY_HOP,
     ROUTING_TOKENS,
     canonical_name,
     reserved_for_api_key,
+    reserved_for_connection_header,
 )
 
 
@@ -115,3 +117,23 @@ def test_the_crds_expression_says_what_the_rule_says() -> None:
         name for name in _corpus() if bool(expression.search(name)) != reserved_for_api_key(name)
     ]
     assert disagree == []
+
+
+def test_the_crds_expression_for_a_connections_headers_says_what_the_rule_says() -> None:
+    expression = re.compile(CONNECTION_HEADER_RESERVED_RE2)
+    disagree = [
+        name
+        for name in _corpus()
+        if bool(expression.search(name)) != reserved_for_connection_header(name)
+    ]
+    assert disagree == []
+
+
+@pytest.mark.parametrize("name", ["Authorization", "X-Forwarded-Host", "Cookie", "Proxy", "TE"])
+def test_a_connection_may_not_send_what_apps_may_not(name: str) -> None:
+    assert reserved_for_connection_header(name)
+
+
+@pytest.mark.parametrize("name", ["Notion-Version", "Content-Type", "Accept", "anthropic-version"])
+def test_a_connection_may_send_what_vendors_ask_for(name: str) -> None:
+    assert not reserved_for_connection_header(name)

@@ -163,6 +163,30 @@ def test_an_answer_of_a_type_the_connection_does_not_allow_is_refused(
     assert "%41" not in reply.text
 
 
+def test_the_connections_own_headers_replace_the_apps(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """Vendors' required versions: sent on every request, whatever the app sent under that name,
+    in any spelling a server would read as it."""
+    headers = [
+        {"name": "Notion-Version", "value": "2022-06-28"},
+        {"name": "Accept", "value": "application/vnd.github+json"},
+    ]
+    token = _linked(cluster, stack, namespace, {"type": "none"}, headers=headers)
+    reply = fetch(
+        stack.proxy,
+        token,
+        "vendor",
+        "/echo/v1",
+        headers={"Notion-Version": "2020-01-01", "Notion_Version": "1999", "X-Other": "kept"},
+    )
+    seen = _received(stack, reply)
+    assert seen["headers"]["notion-version"] == "2022-06-28"
+    assert "notion_version" not in seen["headers"]
+    assert seen["headers"]["accept"] == "application/vnd.github+json"
+    assert seen["headers"]["x-other"] == "kept"
+
+
 def test_bearer_token(cluster: Cluster, stack: Stack, namespace: str) -> None:
     apply(cluster, namespace, secret("vendor", token="bearer-secret-7"))
     auth = {"type": "bearer", "secretRef": {"name": "vendor", "key": "token"}}

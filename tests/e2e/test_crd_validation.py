@@ -66,6 +66,7 @@ def _with(path: str, value: Any) -> dict[str, Any]:
 
 
 _DELETE = object()
+_RESERVED_HEADER = "headers[].name must not be a header the proxy or HTTP itself controls"
 
 
 def test_a_valid_connection_is_accepted_with_defaults(
@@ -104,7 +105,7 @@ def test_a_valid_connection_is_accepted_with_defaults(
         ("allowedPaths", ["/v1/../admin"], "must not contain . or .. segments"),
         ("allowedPaths", ["/v1//admin"], "must not contain //"),
         ("allowedPaths", ["/v1/%2e%2e"], "spec.allowedPaths[0]"),
-        ("auth.type", "basic", 'Unsupported value: "basic"'),
+        ("auth.type", "digest", 'Unsupported value: "digest"'),
         ("auth.apiKey", _DELETE, "auth.apiKey (name and in) is required"),
         ("auth.secretRef", _DELETE, "exactly one of auth.secretRef and auth.sealedSecret"),
         (
@@ -127,6 +128,72 @@ def test_a_valid_connection_is_accepted_with_defaults(
         ("instructions", "x" * 10_001, "spec.instructions: Too long"),
         ("limits", {"timeoutSeconds": 121}, "spec.limits.timeoutSeconds"),
         ("limits", {"maxResponseBytes": 26_214_401}, "spec.limits.maxResponseBytes"),
+        ("limits", {"connectionRequestsPerMinute": 0}, "spec.limits.connectionRequestsPerMinute"),
+        ("limits", {"requestsPerDay": 0}, "spec.limits.requestsPerDay"),
+        # A connection's own headers: tokens, not the proxy's, not the key's, not secret.
+        ("headers", [{"name": "X-Forwarded-Host", "value": "a"}], _RESERVED_HEADER),
+        ("headers", [{"name": "Authorization", "value": "Token a"}], _RESERVED_HEADER),
+        ("headers", [{"name": "Transfer_Encoding", "value": "x"}], _RESERVED_HEADER),
+        ("headers", [{"name": "x_api_key", "value": "v"}], "must not be the API key's own"),
+        ("headers", [{"name": "A", "value": "1"}, {"name": "a", "value": "2"}], "be unique"),
+        ("headers", [{"name": "Notion Version", "value": "1"}], "spec.headers[0].name"),
+        ("headers", [{"name": "Notion-Version", "value": "a\nb"}], "spec.headers[0].value"),
+        ("headers", [{"name": f"X-{i}", "value": "1"} for i in range(21)], "spec.headers"),
+        ("allowedContentTypes", ["*/*"], "spec.allowedContentTypes[0]"),
+        ("allowedContentTypes", ["json"], "spec.allowedContentTypes[0]"),
+        # OAuth 2.0 client credentials.
+        (
+            "auth",
+            {"type": "oauth2ClientCredentials", "secretRef": {"name": "s", "key": "k"}},
+            "auth.oauth2ClientCredentials (tokenURL, clientId) is required",
+        ),
+        (
+            "auth",
+            {
+                "type": "oauth2ClientCredentials",
+                "oauth2ClientCredentials": {"tokenURL": "ftp://auth.example.com", "clientId": "c"},
+                "secretRef": {"name": "s", "key": "k"},
+            },
+            "tokenURL must be an https URL",
+        ),
+        (
+            "auth",
+            {
+                "type": "oauth2ClientCredentials",
+                "oauth2ClientCredentials": {
+                    "tokenURL": "https://auth.example.com/token?x=1",
+                    "clientId": "c",
+                },
+                "secretRef": {"name": "s", "key": "k"},
+            },
+            "tokenURL must not have a query or fragment",
+        ),
+        (
+            "auth",
+            {
+                "type": "oauth2ClientCredentials",
+                "oauth2ClientCredentials": {
+                    "tokenURL": "https://auth.example.com/token",
+                    "clientId": "c",
+                    "parameters": {"client_secret": "x"},
+                },
+                "secretRef": {"name": "s", "key": "k"},
+            },
+            "must not set a parameter the grant sets itself",
+        ),
+        (
+            "auth",
+            {
+                "type": "oauth2ClientCredentials",
+                "oauth2ClientCredentials": {
+                    "tokenURL": "https://auth.example.com/token",
+                    "clientId": "c",
+                    "clientAuthentication": "jwt",
+                },
+                "secretRef": {"name": "s", "key": "k"},
+            },
+            'Unsupported value: "jwt"',
+        ),
     ],
 )
 def test_bad_connection_is_rejected_naming_the_field(
@@ -150,6 +217,38 @@ def test_bad_connection_is_rejected_naming_the_field(
         {"name": "X-Forwarded-Host", "in": "query"},
     ],
 )
+def test_what_apis_ask_for_today_is_accepted(
+    cluster: Cluster, crds_installed: None, namespace: str
+) -> None:
+    resource = _with(
+        "auth",
+        {
+            "type": "oauth2ClientCredentials",
+            "oauth2ClientCredentials": {
+                "tokenURL": "https://login.microsoftonline.com/tenant/oauth2/v2.0/token",
+                "clientId": "00000000-0000-0000-0000-000000000000",
+                "scopes": ["https://graph.microsoft.com/.default"],
+                "clientAuthentication": "body",
+                "parameters": {"resource": "https://graph.microsoft.com"},
+            },
+            "secretRef": {"name": "graph", "key": "client-secret"},
+        },
+    )
+    resource["spec"]["headers"] = [
+        {"name": "Notion-Version", "value": "2022-06-28"},
+        {"name": "X-GitHub-Api-Version", "value": "2022-11-28"},
+        {"name": "Content-Type", "value": "application/vnd.api+json"},
+    ]
+    resource["spec"]["allowedContentTypes"] = ["application/json", "text/*"]
+    resource["spec"]["limits"] = {"connectionRequestsPerMinute": 100, "requestsPerDay": 10_000}
+    code, err = _apply(cluster, namespace, resource)
+    assert code == 0, err
+    basic = _with("auth", {"type": "basic", "secretRef": {"name": "b", "key": "pair"}})
+    basic["metadata"]["name"] = "basic"
+    code, err = _apply(cluster, namespace, basic)
+    assert code == 0, err
+
+
 def test_api_key_names_that_are_no_ones_else_are_accepted(
     cluster: Cluster, crds_installed: None, namespace: str, api_key: dict[str, str]
 ) -> None:

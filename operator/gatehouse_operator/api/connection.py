@@ -11,7 +11,14 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from gatehouse_contract.header_names import API_KEY_HEADER_RESERVED_RE2, reserved_for_api_key
+from gatehouse_contract.header_names import (
+    API_KEY_HEADER_RESERVED_RE2,
+    CONNECTION_HEADER_RESERVED_RE2,
+    TOKEN_PUNCTUATION,
+    canonical_name,
+    reserved_for_api_key,
+    reserved_for_connection_header,
+)
 from gatehouse_operator.api.meta import (
     DNS_SUBDOMAIN,
     Kind,
@@ -81,6 +88,54 @@ class ApiKeyAuth(Model):
         if self.in_ == "header" and reserved_for_api_key(self.name):
             raise ValueError(_RESERVED_KEY_HEADER)
         return self
+
+
+_RESERVED_HEADER = (
+    "headers[].name must not be a header the proxy or HTTP itself controls: read as servers "
+    "read names, not hop-by-hop or Content-Length, not a header the proxy drops from apps "
+    "(Authorization: credentials belong in auth, sealed; Cookie, Proxy-*...), and not one that "
+    "names a host, URL, scheme, port, method or client address (X-Forwarded-Host...)"
+)
+MAX_HEADERS = 20
+
+
+class HeaderSetting(Model):
+    """A header the proxy sends on every request of the connection, in place of the app's."""
+
+    model_config = Model.model_config | {
+        "json_schema_extra": validations(
+            cel(f"!self.name.matches('{CONNECTION_HEADER_RESERVED_RE2}')", _RESERVED_HEADER)
+        )
+    }
+
+    name: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=_HEADER_TOKEN,
+        description="The header's name, an HTTP token (Notion-Version, X-GitHub-Api-Version).",
+    )
+    value: str = Field(
+        max_length=4096,
+        # Visible ASCII and spaces between words: what every server takes in a field value.
+        pattern=r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$",
+        description="Its value: not a secret (it is shown to app builders); at most 4,096 "
+        "printable characters.",
+    )
+
+    @model_validator(mode="after")
+    def _not_reserved(self) -> HeaderSetting:
+        if reserved_for_connection_header(self.name):
+            raise ValueError(_RESERVED_HEADER)
+        return self
+
+
+def _canonical_cel(expression: str) -> str:
+    """canonical_name in CEL: lower case, each punctuation character of a token read as '-'."""
+    expression += ".lowerAscii()"
+    for char in TOKEN_PUNCTUATION:
+        quoted = "\\'" if char == "'" else char
+        expression += f".replace('{quoted}', '-')"
+    return expression
 
 
 Scope = Annotated[str, Field(max_length=512, pattern=r"^(https://\S+|openid|email|profile)$")]
@@ -303,6 +358,23 @@ class Limits(Model):
 class ExternalConnectionSpec(Model):
     """The API, what apps may ask of it, how the proxy authenticates, and who may link it."""
 
+    model_config = Model.model_config | {
+        "json_schema_extra": validations(
+            cel(
+                "!has(self.headers) || self.headers.all(h, "
+                "self.headers.exists_one(g, g.name.lowerAscii() == h.name.lowerAscii()))",
+                "headers[].name must be unique, whatever its case",
+            ),
+            cel(
+                "!has(self.headers) || !has(self.auth.apiKey) || "
+                "self.auth.apiKey.__in__ != 'header' || self.headers.all(h, "
+                f"{_canonical_cel('h.name')} != {_canonical_cel('self.auth.apiKey.name')})",
+                "headers[].name must not be the API key's own header (auth.apiKey.name), read "
+                "as servers read names",
+            ),
+        )
+    }
+
     display_name: str = Field(
         min_length=1, max_length=128, description="The human-readable name apps see."
     )
@@ -370,6 +442,15 @@ class ExternalConnectionSpec(Model):
         max_length=MAX_INSTRUCTIONS,
         description="Markdown notes for app builders and the app generator.",
     )
+    headers: list[HeaderSetting] = Field(
+        default_factory=list,
+        max_length=MAX_HEADERS,
+        description="Headers sent on every request, replacing the app's of the same name (read "
+        "as servers read names): versions and other values vendors require (Notion-Version, "
+        "X-GitHub-Api-Version, anthropic-version). Not secret: app builders see them. At most "
+        "20.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
     allowed_content_types: list[MediaRange] = Field(
         default_factory=list,
         max_length=32,
@@ -385,6 +466,20 @@ class ExternalConnectionSpec(Model):
         json_schema_extra={"default": {}},
         description="Bounds on each request through the proxy: time, sizes and rate.",
     )
+
+    @model_validator(mode="after")
+    def _headers_apart(self) -> ExternalConnectionSpec:
+        names = [canonical_name(header.name) for header in self.headers]
+        if len(set(names)) != len(names):
+            raise ValueError(
+                "headers[].name must be unique, read as servers read names (X-Foo, x_foo)"
+            )
+        api_key = self.auth.api_key
+        if api_key and api_key.in_ == "header" and canonical_name(api_key.name) in names:
+            raise ValueError(
+                "headers[].name must not be the API key's own header (auth.apiKey.name)"
+            )
+        return self
 
 
 class ExternalConnectionStatus(Status):

@@ -31,6 +31,7 @@ def route_for(
             connection_requests_per_minute=spec.limits.connection_requests_per_minute or 0,
             requests_per_day=spec.limits.requests_per_day or 0,
         ),
+        headers=tuple((header.name, header.value) for header in spec.headers),
         content_types=tuple(sorted({media.lower() for media in spec.allowed_content_types})),
         unavailable=unavailable,
     )
