@@ -209,14 +209,6 @@ def test_bad_connection_is_rejected_naming_the_field(
     assert message in err
 
 
-@pytest.mark.parametrize(
-    "api_key",
-    [
-        {"name": "Authorization", "in": "header"},
-        {"name": "X_Api_Key", "in": "header"},
-        {"name": "X-Forwarded-Host", "in": "query"},
-    ],
-)
 def test_what_apis_ask_for_today_is_accepted(
     cluster: Cluster, crds_installed: None, namespace: str
 ) -> None:
@@ -249,6 +241,14 @@ def test_what_apis_ask_for_today_is_accepted(
     assert code == 0, err
 
 
+@pytest.mark.parametrize(
+    "api_key",
+    [
+        {"name": "Authorization", "in": "header"},
+        {"name": "X_Api_Key", "in": "header"},
+        {"name": "X-Forwarded-Host", "in": "query"},
+    ],
+)
 def test_api_key_names_that_are_no_ones_else_are_accepted(
     cluster: Cluster, crds_installed: None, namespace: str, api_key: dict[str, str]
 ) -> None:
