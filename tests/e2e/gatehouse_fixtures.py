@@ -101,6 +101,14 @@ def fetch(
     )
 
 
+def received(upstream: str, response: httpx.Response) -> dict[str, Any]:
+    """What the upstream received for an echoed request, asked of the upstream directly: the
+    echo that came back through the proxy has the injected credential scrubbed."""
+    assert response.status_code == 200, response.text
+    record = httpx.get(f"{upstream}/_received/{response.json()['id']}", timeout=5)
+    return dict(record.json())
+
+
 # The project's members for access tests: a ServiceAccount each, bound to a Gatehouse role in the
 # namespace, so the same identity works with kubectl (impersonated) and the service API (token).
 ROLES = {

@@ -30,6 +30,7 @@ from tests.e2e.gatehouse_fixtures import (
     data_app,
     fetch,
     get,
+    received,
     secret,
     wait_condition,
 )
@@ -48,14 +49,6 @@ def _linked(
     return app_token(cluster, namespace, "dataapp-sales-gatehouse")
 
 
-def _received(stack: Stack, response: httpx.Response) -> dict[str, Any]:
-    """What the upstream received for an echoed request, asked of the upstream directly: the
-    echo that came back through the proxy has the injected credential scrubbed."""
-    assert response.status_code == 200, response.text
-    record = httpx.get(f"{stack.upstream}/_received/{response.json()['id']}", timeout=5)
-    return dict(record.json())
-
-
 def _until_status(proxy: str, token: str, status: int) -> httpx.Response:
     def answered() -> httpx.Response | None:
         reply = fetch(proxy, token, "vendor", "/echo/")
@@ -65,13 +58,15 @@ def _until_status(proxy: str, token: str, status: int) -> httpx.Response:
 
 
 def _key_seen(stack: Stack, proxy: str, token: str) -> str:
-    return str(_received(stack, fetch(proxy, token, "vendor", "/echo/"))["headers"]["x-api-key"])
+    return str(
+        received(stack.upstream, fetch(proxy, token, "vendor", "/echo/"))["headers"]["x-api-key"]
+    )
 
 
 def test_auth_none_sends_no_credential(cluster: Cluster, stack: Stack, namespace: str) -> None:
     token = _linked(cluster, stack, namespace, {"type": "none"})
-    seen = _received(
-        stack, fetch(stack.proxy, token, "vendor", "/echo/v1/users", params={"page": "2"})
+    seen = received(
+        stack.upstream, fetch(stack.proxy, token, "vendor", "/echo/v1/users", params={"page": "2"})
     )
     assert seen["path"] == "/echo/v1/users"
     assert seen["query"] == "page=2"
@@ -95,7 +90,7 @@ def test_api_key_header_overrides_the_apps_value(
             "Accept-Encoding": "gzip",
         },
     )
-    seen = _received(stack, reply)
+    seen = received(stack.upstream, reply)
     assert seen["headers"]["x-api-key"] == "sk_live_header"
     assert seen["headers"]["accept-encoding"] == "identity"  # so the answer can be scrubbed
     # The upstream echoed the key back; the app's copy of that answer does not hold it.
@@ -117,7 +112,7 @@ def test_api_key_query_overrides_the_apps_parameter(
     auth = {**API_KEY_AUTH, "apiKey": {"name": "key", "in": "query"}}
     token = _linked(cluster, stack, namespace, auth)
     reply = fetch(stack.proxy, token, "vendor", "/echo/v1", params={"key": "forged", "q": "x"})
-    assert _received(stack, reply)["query"] == "q=x&key=sk%20live%2Fquery"
+    assert received(stack.upstream, reply)["query"] == "q=x&key=sk%20live%2Fquery"
     assert reply.json()["query"] == "q=x&key=[redacted]"
     link = fetch(stack.proxy, token, "vendor", "/echo/v1", params={"q": "x"}).headers["link"]
     assert "page=2" in link
@@ -133,7 +128,7 @@ def test_an_api_key_named_authorization_carries_the_whole_value(
     auth = {**API_KEY_AUTH, "apiKey": {"name": "Authorization", "in": "header"}}
     token = _linked(cluster, stack, namespace, auth)
     reply = fetch(stack.proxy, token, "vendor", "/echo/v1")
-    seen = _received(stack, reply)
+    seen = received(stack.upstream, reply)
     assert seen["headers"]["authorization"] == "Token abc-123"
     assert reply.json()["headers"]["authorization"] == "[redacted]"
     assert token not in str(seen)
@@ -144,7 +139,7 @@ def test_basic_auth_sends_the_pair(cluster: Cluster, stack: Stack, namespace: st
     auth = {"type": "basic", "secretRef": {"name": "vendor", "key": "pair"}}
     token = _linked(cluster, stack, namespace, auth)
     reply = fetch(stack.proxy, token, "vendor", "/echo/v1")
-    seen = _received(stack, reply)
+    seen = received(stack.upstream, reply)
     assert seen["headers"]["authorization"] == "Basic YW5hOnA0c3MgdzByZA=="
     assert "YW5hOnA0c3MgdzByZA" not in reply.text
     assert "p4ss w0rd" not in reply.text
@@ -180,7 +175,7 @@ def test_the_connections_own_headers_replace_the_apps(
         "/echo/v1",
         headers={"Notion-Version": "2020-01-01", "Notion_Version": "1999", "X-Other": "kept"},
     )
-    seen = _received(stack, reply)
+    seen = received(stack.upstream, reply)
     assert seen["headers"]["notion-version"] == "2022-06-28"
     assert "notion_version" not in seen["headers"]
     assert seen["headers"]["accept"] == "application/vnd.github+json"
@@ -192,7 +187,7 @@ def test_bearer_token(cluster: Cluster, stack: Stack, namespace: str) -> None:
     auth = {"type": "bearer", "secretRef": {"name": "vendor", "key": "token"}}
     token = _linked(cluster, stack, namespace, auth)
     reply = fetch(stack.proxy, token, "vendor", "/echo/v1")
-    seen = _received(stack, reply)
+    seen = received(stack.upstream, reply)
     assert reply.json()["headers"]["authorization"] == "Bearer [redacted]"
     # The app's own Authorization (its proxy credential) is replaced, never forwarded.
     assert seen["headers"]["authorization"] == "Bearer bearer-secret-7"
@@ -503,7 +498,7 @@ def test_chart_types_link_like_data_apps(cluster: Cluster, stack: Stack, namespa
     wait_condition(cluster, namespace, "charttype/heatmap", "True", "Routed")
     token = app_token(cluster, namespace, "charttype-heatmap-gatehouse")
     reply = fetch(stack.proxy, token, "tiles", "/echo/z/1/2")
-    assert _received(stack, reply)["path"] == "/echo/z/1/2"
+    assert received(stack.upstream, reply)["path"] == "/echo/z/1/2"
 
 
 def test_metrics_are_per_connection_and_app_without_paths_or_secrets(

@@ -24,6 +24,7 @@ from tests.e2e.gatehouse_fixtures import (
     connection,
     data_app,
     fetch,
+    received,
     secret,
     wait_condition,
 )
@@ -46,12 +47,6 @@ def _linked(
     return app_token(cluster, namespace, "dataapp-sales-gatehouse")
 
 
-def _received(stack: Stack, response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
-    record = httpx.get(f"{stack.upstream}/_received/{response.json()['id']}", timeout=5)
-    return dict(record.json())
-
-
 def _refused(response: httpx.Response, status: int, code: str) -> str:
     assert (response.status_code, response.json()["error"]["code"]) == (status, code), response.text
     return str(response.json()["error"]["message"])
@@ -69,9 +64,9 @@ def test_iis_u_escapes_in_the_path_are_refused(
         "/echo/v1/%EF%BC%85u002e%EF%BC%85u002e/admin",
     ):
         assert "%u" in _refused(fetch(stack.proxy, token, "vendor", path), 400, "invalid_path")
-    assert _received(stack, fetch(stack.proxy, token, "vendor", "/echo/v1/%25uber"))["path"] == (
-        "/echo/v1/%25uber"
-    )
+    assert received(stack.upstream, fetch(stack.proxy, token, "vendor", "/echo/v1/%25uber"))[
+        "path"
+    ] == ("/echo/v1/%25uber")
 
 
 def test_the_query_reaches_the_upstream_as_the_app_wrote_it(
@@ -79,10 +74,12 @@ def test_the_query_reaches_the_upstream_as_the_app_wrote_it(
 ) -> None:
     token = _linked(cluster, stack, namespace, QUERY_KEY_AUTH)
     written = "phone=%2B15551234567&tz=%2B01:00&sig=ab%2Bcd%2F%3D%3D&api%2Bkey=x&t=%7e&b=abc=="
-    seen = _received(stack, fetch(stack.proxy, token, "vendor", f"/echo/v1?{written}"))
+    seen = received(stack.upstream, fetch(stack.proxy, token, "vendor", f"/echo/v1?{written}"))
     assert seen["query"] == f"{written}&key={SECRET}"
     # Only what may not go raw is encoded: a stray "%", and bytes beyond ASCII.
-    seen = _received(stack, fetch(stack.proxy, token, "vendor", "/echo/v1?a=100%&q=caf\u00e9"))
+    seen = received(
+        stack.upstream, fetch(stack.proxy, token, "vendor", "/echo/v1?a=100%&q=caf\u00e9")
+    )
     assert seen["query"] == f"a=100%25&q=caf%C3%A9&key={SECRET}"
 
 
@@ -97,7 +94,7 @@ def test_unicode_spellings_of_the_query_keys_name_are_removed(
         "K%C4%98Y",  # not the key: E WITH OGONEK
     ]
     query = "&".join(f"{name}=forged" for name in forged) + "&q=1"
-    seen = _received(stack, fetch(stack.proxy, token, "vendor", f"/echo/v1?{query}"))
+    seen = received(stack.upstream, fetch(stack.proxy, token, "vendor", f"/echo/v1?{query}"))
     assert seen["query"] == f"K%C4%98Y=forged&q=1&key={SECRET}"
 
 
@@ -118,7 +115,7 @@ def test_header_names_servers_read_as_the_credentials_or_their_own_are_dropped(
         "Content.Length": "5",
         "X-Trace.Id": "kept",
     }
-    seen = _received(stack, fetch(stack.proxy, token, "vendor", "/echo/v1", headers=sent))
+    seen = received(stack.upstream, fetch(stack.proxy, token, "vendor", "/echo/v1", headers=sent))
     assert seen["headers"]["x-api-key"] == SECRET
     assert seen["headers"]["x-trace.id"] == "kept"
     for name in sent:
@@ -152,9 +149,9 @@ def test_method_overrides_to_methods_not_allowed_are_refused(
         assert "_method" in message
         assert reply.headers["allow"] == "GET, POST"
     # An override to an allowed method, and a nested field of that name, pass as they were.
-    seen = _received(stack, post(data={"_method": "POST", "a": "1"}))
+    seen = received(stack.upstream, post(data={"_method": "POST", "a": "1"}))
     assert seen["body"] == "_method=POST&a=1"
-    seen = _received(stack, post(json={"data": {"_method": "DELETE"}}))
+    seen = received(stack.upstream, post(json={"data": {"_method": "DELETE"}}))
     assert seen["json"] == {"data": {"_method": "DELETE"}}
 
 
@@ -174,7 +171,7 @@ def test_the_query_keys_name_in_the_body_is_refused(
         post(files={"key": (None, "forged")}),
     ):
         assert "API key" in _refused(reply, 400, "invalid_body")
-    seen = _received(stack, post(json={"data": {"key": "nested"}, "keys": 1}))
+    seen = received(stack.upstream, post(json={"data": {"key": "nested"}, "keys": 1}))
     assert seen["json"] == {"data": {"key": "nested"}, "keys": 1}
     assert seen["query"] == f"key={SECRET}"
 
@@ -207,8 +204,8 @@ def test_copy_sources_are_held_to_the_allowed_paths(
         assert reply.json()["error"]["code"] in ("path_not_allowed", "path_traversal")
         assert next(iter(outside)).lower() in reply.json()["error"]["message"].lower()
     inside = {"X-Amz-Copy-Source": "echo/v1/original?versionId=3"}
-    assert _received(stack, put(inside))["headers"]["x-amz-copy-source"] == (
+    assert received(stack.upstream, put(inside))["headers"]["x-amz-copy-source"] == (
         "echo/v1/original?versionId=3"
     )
     same_origin = {"x-ms-copy-source": f"{stack.upstream}/echo/v1/original?sig=1"}
-    assert "x-ms-copy-source" in _received(stack, put(same_origin))["headers"]
+    assert "x-ms-copy-source" in received(stack.upstream, put(same_origin))["headers"]

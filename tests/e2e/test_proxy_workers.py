@@ -11,8 +11,8 @@ import socket
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from gatehouse_dev.bench_workers import served_by_worker
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import alive, children
 from gatehouse_dev.resources import UNLIMITED_RATE
@@ -33,18 +33,6 @@ pytestmark = pytest.mark.e2e
 
 def _workers(supervisor: int) -> list[int]:
     return sorted(children(supervisor))
-
-
-def _served_by_worker(admin_url: str) -> dict[str, float]:
-    text = httpx.get(f"{admin_url}/metrics", timeout=5).text
-    served: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        if family.name == "gatehouse_proxy_requests":
-            for sample in family.samples:
-                if sample.name.endswith("_total"):
-                    worker = sample.labels["worker"]
-                    served[worker] = served.get(worker, 0) + sample.value
-    return served
 
 
 def _ready(admin_url: str) -> bool:
@@ -81,7 +69,7 @@ def test_two_workers_share_the_port_and_a_dead_one_is_replaced(
             return [httpx.get(url, headers=headers, timeout=10).status_code for _ in range(count)]
 
         assert set(fetch_all(60)) == {200}
-        served = _served_by_worker(proxy.admin_url)
+        served = served_by_worker(proxy.admin_url)
         assert set(served) == {"0", "1"}, served
         assert min(served.values()) > 0, served
         _no_one_else_binds_the_port(proxy.url)

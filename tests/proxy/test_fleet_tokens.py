@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,18 +21,9 @@ from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.fleet_tokens import CredentialKey, FleetTokens
 from gatehouse_proxy.shared_store import SharedStore, StoreSettings, StoreUnavailable
 from gatehouse_proxy.token_grants import MintedToken
+from tests.proxy.stores import store_up
 
 KEY = CredentialKey.of("team/crm", "uid-crm", ["oauth2ClientCredentials", "f1", "scope"])
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -44,9 +34,8 @@ def keyring_file(tmp_path: Path) -> KeyringFile:
 
 
 @pytest.fixture(autouse=True)
-def _empty_store(redis_server: RedisServer) -> None:
-    with redis_server.client() as client:
-        client.flushall()
+def _empty(empty_store: RedisServer) -> None:
+    """Each test starts with nothing stored."""
 
 
 class Minter:
@@ -70,22 +59,8 @@ class Minter:
 async def _workers(
     redis_server: RedisServer, keyring: KeyringFile, count: int
 ) -> list[tuple[SharedStore, FleetTokens]]:
-    workers = []
-    for _ in range(count):
-        store = SharedStore(
-            StoreSettings(redis_server.url, password=redis_server.password, deadline_seconds=0.5)
-        )
-        await store.start()
-        await asyncio.sleep(0)
-        workers.append((store, FleetTokens(store, keyring)))
-    # The probe marks each store up on its first round.
-    for store, _ in workers:
-        for _ in range(100):
-            if store.up:
-                break
-            await asyncio.sleep(0.01)
-        assert store.up
-    return workers
+    stores = [await store_up(redis_server) for _ in range(count)]
+    return [(store, FleetTokens(store, keyring)) for store in stores]
 
 
 async def _close(workers: list[tuple[SharedStore, FleetTokens]]) -> None:

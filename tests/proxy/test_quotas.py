@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from gatehouse_contract.routes import ConnectionRoute, Credential, Limits
 from gatehouse_dev.redis_server import RedisServer
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.quotas import Quotas
-from gatehouse_proxy.shared_store import SharedStore, StoreSettings
+from tests.proxy.stores import store_up
 
 
 def _connection(per_app: int = 100, per_connection: int = 0, per_day: int = 0) -> ConnectionRoute:
@@ -40,38 +39,13 @@ def _connection(per_app: int = 100, per_connection: int = 0, per_day: int = 0) -
     )
 
 
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture(autouse=True)
-def _empty_store(redis_server: RedisServer) -> None:
-    with redis_server.client() as client:
-        client.flushall()
+def _empty(empty_store: RedisServer) -> None:
+    """Each test starts with nothing counted."""
 
 
 async def _workers(server: RedisServer, count: int, fleet: int = 4) -> list[Quotas]:
-    workers = []
-    for _ in range(count):
-        store = SharedStore(
-            StoreSettings(server.url, password=server.password, deadline_seconds=0.5)
-        )
-        await store.start()
-        workers.append(Quotas(store, lambda: fleet))
-    for quotas in workers:
-        assert quotas.store is not None
-        for _ in range(100):
-            if quotas.store.up:
-                break
-            await asyncio.sleep(0.01)
-        assert quotas.store.up
-    return workers
+    return [Quotas(await store_up(server), lambda: fleet) for _ in range(count)]
 
 
 async def _close(workers: list[Quotas]) -> None:
