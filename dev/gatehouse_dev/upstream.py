@@ -3,8 +3,8 @@
 ``/echo/...`` answers with what it received (method, path, query, headers, body, and a JSON body
 parsed, and a request id), so a test can assert exactly what the proxy sent; ``/_received/{id}``
 answers the same record to a caller that asks the upstream directly, not through the proxy, and
-``/_arrivals`` how many times each request to ``/slow`` arrived (method, path and query),
-and ``/_calls`` how many calls each path's first segment received, and when the last came. The
+``/_arrivals`` how many times each request arrived (method, path and query), and ``/_calls`` how
+many calls each path's first segment received, and when the last came. The
 other routes misbehave on purpose: a redirect, a huge or endless body, a slow answer, a body that
 breaks off or stalls half-way, cookies and internal headers to strip, any status and header, and
 the injected credential echoed in forms an app could undo (``/echo-as/{form}``, see echoes), in
@@ -123,10 +123,6 @@ async def broken(request: web.Request) -> web.StreamResponse:
 
 async def slow(request: web.Request) -> web.Response:
     """Answers after ``?seconds=``, reading a request body only then (the proxy holds it)."""
-    arrival = f"{request.method} {request.raw_path}"
-    ARRIVALS[arrival] = ARRIVALS.pop(arrival, 0) + 1
-    while len(ARRIVALS) > KEEP_RECEIVED:
-        ARRIVALS.popitem(last=False)
     await asyncio.sleep(float(request.query.get("seconds", "5")))
     return web.json_response({"slow": True, "received": len(await request.read())})
 
@@ -184,10 +180,16 @@ LAST_CALL: dict[str, float] = {}
 
 @web.middleware
 async def _counted(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every call but the test's own questions (``/_...``): per first segment (/_calls), and
+    per request line (/_arrivals: what a test sent once must have arrived once), bounded."""
     if not request.path.startswith("/_"):
         segment = "/" + request.path.lstrip("/").partition("/")[0]
         CALLS[segment] += 1
         LAST_CALL[segment] = time.time()
+        arrival = f"{request.method} {request.raw_path}"
+        ARRIVALS[arrival] = ARRIVALS.pop(arrival, 0) + 1
+        while len(ARRIVALS) > KEEP_RECEIVED:
+            ARRIVALS.popitem(last=False)
     return await handler(request)
 
 
