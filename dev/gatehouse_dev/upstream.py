@@ -35,7 +35,7 @@ from gatehouse_dev.echoes import COMPRESSED, FORMS, injected
 # injected credentials from the echo apps get back). Bounded: the oldest records go first.
 RECEIVED: OrderedDict[str, dict[str, Any]] = OrderedDict()
 KEEP_RECEIVED = 10_000
-# How many times each "METHOD /slow?query" arrived, for tests that count side effects.
+# How many times each "METHOD /path?query" arrived, for tests that count side effects.
 ARRIVALS: OrderedDict[str, int] = OrderedDict()
 
 
