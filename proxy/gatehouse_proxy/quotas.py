@@ -204,17 +204,13 @@ class Quotas:
         return self.alone.admit(connection, app_uid, quota, max(self.fleet(), 1))
 
     async def _counted(self, keys: list[str], args: list[str | int | float]) -> list[int]:
-        """One script's answer, sent with the others of this turn of the loop in one pipeline."""
-        assert self.store is not None
+        """One script's answer, sent with the others of this turn of the loop in one pipeline
+        (whose deadline is each request's: see _send)."""
         future: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
         if not self._batch:
             asyncio.get_running_loop().call_soon(self._flush)
         self._batch.append((keys, args, future))
-        try:
-            async with asyncio.timeout(self.store.settings.deadline_seconds):
-                return await asyncio.shield(future)
-        except TimeoutError:
-            raise StoreUnavailable("no answer within the deadline") from None
+        return await future
 
     def _flush(self) -> None:
         batch, self._batch = self._batch, []
@@ -227,14 +223,16 @@ class Quotas:
         assert self.store is not None
         try:
             answers = await self.store.run_many(_COUNT, [(keys, args) for keys, args, _ in batch])
-        except StoreUnavailable as error:
+            counted = [[int(value) for value in answer] for answer in answers]
+        except Exception as error:  # any: every request waiting must be answered
+            cause = str(error) if isinstance(error, StoreUnavailable) else type(error).__name__
             for _, _, future in batch:
                 if not future.done():
-                    future.set_exception(StoreUnavailable(str(error)))
+                    future.set_exception(StoreUnavailable(cause))
             return
-        for (_, _, future), answer in zip(batch, answers, strict=True):
+        for (_, _, future), answer in zip(batch, counted, strict=True):
             if not future.done():
-                future.set_result([int(value) for value in answer])
+                future.set_result(answer)
 
     async def pause(self, connection: ConnectionRoute, seconds: float) -> bool:
         """The vendor said to wait (429 or 503 with Retry-After): nobody calls it until then.
