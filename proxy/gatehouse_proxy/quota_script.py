@@ -14,17 +14,24 @@ as time passes, each once, so a request costs a few hash operations whatever the
 a UTC calendar day's counter (the day and its count in a hash; vendors' daily quotas reset at
 midnight UTC). Every key expires by itself.
 
+A worker may take several permits at once (a lease, for a connection hot enough that a round
+trip per request would cost more than the request): they are counted when taken, so no quota
+ever admits more than its limit, and those a worker did not use before its lease lapsed are
+handed back with its next call (a refund to the bucket they were counted in).
+
 KEYS: pause, app minute, connection minute, connection day.
-ARGV: the app's limit per minute, the connection's per minute and per day (0: none), and the
-minute's width in seconds (60; shorter only in tests).
-Answer: ``{admitted, limit, remaining, reset_seconds, which}``; ``which`` names what decided:
-1 the app's minute, 2 the connection's minute, 3 the day, 4 a pause (``reset`` is then what is
-left of it, in milliseconds).
+ARGV: the app's limit per minute, the connection's per minute and per day (0: none), the
+minute's width in seconds (60; shorter only in tests), the permits wanted, and the refund: how
+many, the bucket and the day they were counted in.
+Answer: ``{admitted, limit, remaining, reset_seconds, which, granted, bucket, valid_ms, day}``;
+``which`` names what decided: 1 the app's minute, 2 the connection's minute, 3 the day, 4 a
+pause (``reset`` is then what is left of it, in milliseconds); ``remaining`` is after the permits
+granted; the permits, or a refusal, are good for ``valid_ms`` (until their bucket ends).
 """
 
 SOURCE = """
 local pause = redis.call('PTTL', KEYS[1])
-if pause > 0 then return {0, 0, 0, pause, 4} end
+if pause > 0 then return {0, 0, 0, pause, 4, 0, 0, 0, 0} end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
@@ -34,11 +41,21 @@ local width = tonumber(ARGV[4])
 local span = width / 60
 local slot = math.floor(now / span)
 local fraction = now / span - slot
+local today = math.floor(second / 86400)
+local day_left = 86400 - (second % 86400)
+local want = tonumber(ARGV[5])
+local refund, refund_slot, refund_day = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 
 local function used(key)
   local fields = redis.call('HMGET', key, 't', 'o')
   local total = tonumber(fields[1]) or 0
   local oldest = tonumber(fields[2]) or slot
+  if refund > 0 and refund_slot >= oldest then
+    -- Permits a worker took and did not use go back to the bucket they were counted in.
+    redis.call('HINCRBY', key, refund_slot, -refund)
+    total = total - refund
+    redis.call('HSET', key, 't', total)
+  end
   local cutoff = slot - 60
   if oldest < cutoff then
     if cutoff - oldest > 60 then
@@ -60,50 +77,59 @@ local function used(key)
   return total - edge * fraction, oldest
 end
 
-local function reset(key, oldest)
+local function until_next()
+  -- Milliseconds until this bucket ends: what a lease is good for, and a refusal too (no room
+  -- frees before the window slides on, but a refund).
+  return math.floor(((slot + 1) * span - now) * 1000)
+end
+
+local function reset(oldest)
   -- When the oldest counted bucket leaves the window, and frees what it holds.
   return math.max(1, math.ceil((oldest + 61) * span - now))
 end
 
+-- What each quota has room for; the request takes what all of them have, up to what it wants.
+local granted = want
 local tightest = {2147483647, 2147483647, 0, 0}
 local checks = {}
 for index, limit in ipairs({tonumber(ARGV[1]), tonumber(ARGV[2])}) do
   if limit > 0 then
     local key = KEYS[index + 1]
     local count, oldest = used(key)
-    if count + 1 > limit then
-      return {0, limit, 0, reset(key, oldest), index}
-    end
-    local remaining = math.floor(limit - count - 1)
-    if remaining < tightest[2] then tightest = {limit, remaining, reset(key, oldest), index} end
+    local room = math.floor(limit - count)
+    if room < 1 then return {0, limit, 0, reset(oldest), index, 0, slot, until_next(), today} end
+    granted = math.min(granted, room)
+    if room < tightest[2] then tightest = {limit, room, reset(oldest), index} end
     table.insert(checks, key)
   end
 end
 
 local daily = tonumber(ARGV[3])
-local today = math.floor(second / 86400)
-local day_left = 86400 - (second % 86400)
 local day_count = 0
 if daily > 0 then
   local fields = redis.call('HMGET', KEYS[4], 'd', 'c')
   if tonumber(fields[1]) == today then day_count = tonumber(fields[2]) or 0 end
-  if day_count + 1 > daily then return {0, daily, 0, day_left, 3} end
-  if daily - day_count - 1 < tightest[2] then
-    tightest = {daily, daily - day_count - 1, day_left, 3}
-  end
+  if refund > 0 and refund_day == today then day_count = math.max(day_count - refund, 0) end
+  local room = daily - day_count
+  if room < 1 then return {0, daily, 0, day_left, 3, 0, slot, until_next(), today} end
+  granted = math.min(granted, room)
+  if room < tightest[2] then tightest = {daily, room, day_left, 3} end
 end
 
 for _, key in ipairs(checks) do
-  redis.call('HINCRBY', key, slot, 1)
-  redis.call('HINCRBY', key, 't', 1)
-  redis.call('HSETNX', key, 'o', slot)
-  redis.call('PEXPIRE', key, math.ceil((width + 2 * span) * 1000))
+  if redis.call('HINCRBY', key, slot, granted) == granted then
+    -- A new bucket: the key lives a window past it.
+    redis.call('HSETNX', key, 'o', slot)
+    redis.call('PEXPIRE', key, math.ceil((width + 2 * span) * 1000))
+  end
+  redis.call('HINCRBY', key, 't', granted)
 end
 if daily > 0 then
-  redis.call('HSET', KEYS[4], 'd', today, 'c', day_count + 1)
+  redis.call('HSET', KEYS[4], 'd', today, 'c', day_count + granted)
   redis.call('EXPIRE', KEYS[4], day_left + 3600)
 end
-return {1, tightest[1], tightest[2], tightest[3], tightest[4]}
+local remaining = tightest[2] - granted
+return {1, tightest[1], remaining, tightest[3], tightest[4], granted, slot, until_next(), today}
 """
 
 # Pauses the connection for ARGV[1] milliseconds, unless a longer pause already runs.

@@ -39,9 +39,14 @@ DAY_SECONDS = 86400
 # The longest a vendor's Retry-After pauses a connection: a day-long "come back tomorrow" is the
 # daily quota's to enforce, not a header's.
 MAX_PAUSE_SECONDS = 3600
+# What all of a connection's outstanding leases may hold at most, as a share of its tightest
+# limit: permits taken and not yet used are counted, so they can only make the fleet admit less,
+# and by at most this much (handed back with the worker's next call for the key).
+MAX_LEASE_SHARE = 0.01
 _COUNT = Script(SOURCE)
 _PAUSE = Script(PAUSE_SOURCE)
-_DECIDED_BY = {1: "app", 2: "connection", 3: "day", 4: "pause"}
+PAUSED = 4
+_DECIDED_BY = {1: "app", 2: "connection", 3: "day", PAUSED: "pause"}
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,24 @@ class Alone:
         }
 
 
+@dataclass
+class _Lease:
+    """Permits a worker took at once for one (connection, app), counted in the store already."""
+
+    left: int
+    until: float  # the loop's clock: when its bucket ends in the store
+    size: int  # how many it was granted
+    bucket: int  # the store's bucket, and the day, they were counted in (for the refund)
+    day: int
+    limit: int
+    remaining: int  # of the tightest quota once all were granted
+    reset_seconds: int
+
+    def take(self) -> Standing:
+        self.left -= 1
+        return Standing(self.limit, self.remaining + self.left, self.reset_seconds)
+
+
 class Quotas:
     def __init__(self, store: SharedStore | None, fleet: Callable[[], int]) -> None:
         """``fleet()``: the replicas x workers the operator counts (the table channel's
@@ -171,6 +194,9 @@ class Quotas:
         self.fleet = fleet
         self.window_seconds = WINDOW_SECONDS
         self._batch: list[tuple[list[str], list[str | int | float], asyncio.Future[list[int]]]] = []
+        self._leases: dict[tuple[str, str], _Lease] = {}
+        self._taking: dict[tuple[str, str], asyncio.Lock] = {}
+        self._refused: dict[tuple[str, str], tuple[float, ProxyError]] = {}
 
     async def admit(self, connection: ConnectionRoute, app_uid: str) -> Standing:
         """Counts the request, or raises ProxyError ``rate_limited`` with when to come back."""
@@ -180,22 +206,88 @@ class Quotas:
             limits.connection_requests_per_minute,
             limits.requests_per_day,
         )
-        answer: tuple[int, ...]
-        if self.store is not None and self.store.up:
+        paused = self.alone.paused.get(connection.uid, 0.0) - time.time()
+        if paused > 0:  # this worker heard the vendor itself: no need to ask the store
+            raise _refusal(0, math.ceil(paused * 1000), "pause")
+        if self.store is None or not self.store.up:
+            return _standing(self._alone(connection, app_uid, quota))
+        key = (connection.uid, app_uid)
+        known = self._known(key)
+        if known is not None:
+            return known
+        turn = self._taking.setdefault(key, asyncio.Lock())
+        async with turn:
             try:
-                answer = tuple(
-                    await self._counted(
-                        store_keys(connection, app_uid), [*quota, self.window_seconds]
-                    )
-                )
+                return await self._leased(connection, app_uid, key, quota)
             except StoreUnavailable:
-                answer = self._alone(connection, app_uid, quota)
-        else:
-            answer = self._alone(connection, app_uid, quota)
-        admitted, limit, remaining, reset, which = answer
-        if admitted:
-            return Standing(limit, remaining, reset) if limit else NO_LIMIT
-        raise _refusal(limit, reset, _DECIDED_BY.get(which, "app"))
+                return _standing(self._alone(connection, app_uid, quota))
+
+    async def _leased(
+        self,
+        connection: ConnectionRoute,
+        app_uid: str,
+        key: tuple[str, str],
+        quota: tuple[int, int, int],
+    ) -> Standing:
+        """A permit from a lease: this worker's current one if it has one left (another request
+        may have taken a new one while this one waited its turn), else a new one from the store,
+        handing back what the last one left unused."""
+        known = self._known(key)  # what a request before this one in its turn learned
+        if known is not None:
+            return known
+        loop = asyncio.get_running_loop()
+        lease = self._leases.get(key)
+        want = self._lease_size(lease, quota)
+        refund = (
+            (lease.left, lease.bucket, lease.day)
+            if lease is not None and lease.left
+            else (0, -1, -1)
+        )
+        args: list[str | int | float] = [*quota, self.window_seconds, want, *refund]
+        self._leases.pop(key, None)
+        answer = await self._counted(store_keys(connection, app_uid), args)
+        admitted, limit, remaining, reset, which, granted, bucket, valid_ms, day = answer
+        if not admitted:
+            refusal = _refusal(limit, reset, _DECIDED_BY.get(which, "app"))
+            if which != PAUSED:
+                # Nothing frees room before the bucket ends (but a refund): the worker's other
+                # requests for the key meanwhile are refused without asking the store again.
+                self._refused[key] = (loop.time() + valid_ms / 1000, refusal)
+            raise refusal
+        if not limit:
+            return NO_LIMIT
+        taken = _Lease(
+            granted, loop.time() + valid_ms / 1000, granted, bucket, day, limit, remaining, reset
+        )
+        self._leases[key] = taken
+        return taken.take()
+
+    def _known(self, key: tuple[str, str]) -> Standing | None:
+        """A permit of this worker's lease, or its refusal raised again, while either holds;
+        None when the store must be asked."""
+        now = asyncio.get_running_loop().time()
+        lease = self._leases.get(key)
+        if lease is not None and lease.left and now < lease.until:
+            return lease.take()
+        refused = self._refused.get(key)
+        if refused is not None:
+            if now < refused[0]:
+                raise refused[1].again()
+            del self._refused[key]
+        return None
+
+    def _lease_size(self, last: _Lease | None, quota: tuple[int, int, int]) -> int:
+        """One permit at a time, unless the last lease ran out before its bucket ended: then
+        twice as many, up to what keeps the fleet exact (MAX_LEASE_SHARE of the tightest limit,
+        shared by every worker)."""
+        if last is None:
+            return 1
+        cap = max(
+            1, int(min(limit for limit in quota if limit) * MAX_LEASE_SHARE / max(self.fleet(), 1))
+        )
+        if last.left:
+            return max(1, min(last.size - last.left, cap))
+        return min(last.size * 2, cap)
 
     def _alone(
         self, connection: ConnectionRoute, app_uid: str, quota: tuple[int, int, int]
@@ -244,6 +336,10 @@ class Quotas:
             return False
         metrics.count_pause(connection.key)
         self.alone.pause(connection.uid, seconds)
+        for key in [key for key in self._leases if key[0] == connection.uid]:
+            del self._leases[key]
+        for key in [key for key in self._refused if key[0] == connection.uid]:
+            del self._refused[key]
         if self.store is not None and self.store.up:
             with contextlib.suppress(StoreUnavailable):
                 await self.store.run(_PAUSE, [store_keys(connection, "")[0]], [int(seconds * 1000)])
@@ -251,6 +347,22 @@ class Quotas:
 
     def forget(self, connection_uids: set[str]) -> None:
         self.alone.forget(connection_uids)
+        self._leases = {
+            key: lease for key, lease in self._leases.items() if key[0] in connection_uids
+        }
+        self._taking = {
+            key: turn
+            for key, turn in self._taking.items()
+            if key[0] in connection_uids or turn.locked()
+        }
+
+
+def _standing(answer: tuple[int, ...]) -> Standing:
+    """A worker's own count's answer (its share, the store away)."""
+    admitted, limit, remaining, reset, which = answer[:5]
+    if not admitted:
+        raise _refusal(limit, reset, _DECIDED_BY.get(which, "app"))
+    return Standing(limit, remaining, reset) if limit else NO_LIMIT
 
 
 def _refusal(limit: int, reset: int, decided_by: str) -> ProxyError:

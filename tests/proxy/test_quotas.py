@@ -257,3 +257,82 @@ def test_the_keys_name_uids_and_all_expire(redis_server: RedisServer) -> None:
         assert all(int(client.pttl(key)) > 0 for key in keys)
         # What a (connection, app) costs the store: its minute's hash.
         assert int(client.memory_usage("gatehouse:{uid-crm}:app:app-uid-1")) < 1024
+
+
+def _store_calls(server: RedisServer) -> int:
+    with server.client() as client:
+        stats = client.info("commandstats").get("cmdstat_evalsha", {})
+    return int(stats.get("calls", 0))
+
+
+def test_a_hot_connection_takes_permits_in_leases_and_never_admits_more(
+    redis_server: RedisServer,
+) -> None:
+    """At 100,000 a minute a round trip per request would cost more than the request: a worker
+    takes up to 1 % of the limit at once. What it took is counted, so the fleet admits no more
+    than the limit, and at most 1 % less."""
+
+    async def scenario() -> None:
+        workers = await _workers(redis_server, 4, fleet=4)
+        connection = _connection(per_app=20_000)
+        with redis_server.client() as client:
+            client.config_resetstat()
+        try:
+            answers = await asyncio.gather(
+                *(_admitted(workers[i % 4], connection, "app-1") for i in range(24_000))
+            )
+            # Every worker's lease is handed back with its next call: the store counts what
+            # was used.
+            counted = await _counted(redis_server)
+        finally:
+            await _close(workers)
+        assert 20_000 * 0.99 <= sum(answers) <= 20_000
+        assert counted >= sum(answers)
+        # Leases of up to 50 (1 % of 20,000 over 4 workers), and refusals kept a bucket long.
+        assert _store_calls(redis_server) < 24_000 / 20
+
+    asyncio.run(scenario())
+
+
+async def _counted(server: RedisServer) -> int:
+    with server.client() as client:
+        return int(client.hget("gatehouse:{uid-crm}:app:app-1", "t") or 0)
+
+
+def test_unused_permits_go_back_with_the_next_call(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        workers = await _workers(redis_server, 1)
+        for quotas in workers:
+            quotas.window_seconds = 6  # buckets of 0.1 s: a lease lapses quickly
+        connection = _connection(per_app=100_000)
+        try:
+            for _ in range(40):  # leases grow while they run out within their bucket
+                await workers[0].admit(connection, "app-1")
+            leased = await _counted(redis_server)
+            await asyncio.sleep(0.15)  # the lease's bucket ends with permits left
+            await workers[0].admit(connection, "app-1")
+            after = await _counted(redis_server)
+        finally:
+            await _close(workers)
+        assert leased > 40  # the last lease held more than was used
+        # Handed back: 41 used, and the new lease's permits (as many as the last one used).
+        assert after < leased
+        assert after <= 41 + 9
+
+    asyncio.run(scenario())
+
+
+def test_a_pause_this_worker_heard_ends_its_leases(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        workers = await _workers(redis_server, 1)
+        connection = _connection(per_app=100_000)
+        try:
+            for _ in range(20):
+                await workers[0].admit(connection, "app-1")
+            await workers[0].pause(connection, 5)
+            with pytest.raises(ProxyError, match="asked to wait"):
+                await workers[0].admit(connection, "app-1")
+        finally:
+            await _close(workers)
+
+    asyncio.run(scenario())
