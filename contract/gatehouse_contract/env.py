@@ -49,3 +49,17 @@ def env_count(name: str, default: int) -> int:
     if not raw.isdigit() or int(raw) < 1:
         raise ValueError(f"{name} must be a whole number of at least 1, not {raw!r}")
     return int(raw)
+
+
+def env_share(name: str, default: float, most: float) -> float:
+    """A fraction from 0 to ``most``."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= most:
+        raise ValueError(f"{name} must be a number from 0 to {most:g}, not {raw!r}")
+    return value

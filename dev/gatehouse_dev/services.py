@@ -350,6 +350,7 @@ class LocalGatehouse:
         }
         if token_url:
             env["GATEHOUSE_GOOGLE_TOKEN_URL"] = token_url
+        env.update(settings or {})
         shared = self.store if store is True else store or None
         if shared is not None:
             env["GATEHOUSE_STORE_URL"] = shared.url

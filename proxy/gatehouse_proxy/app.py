@@ -132,7 +132,9 @@ class Proxy:
         keyring = KeyringFile(self.settings.keyring_file, recheck_seconds=1.0)
         async with opened(self.settings.store) as store:
             self.shared_store: SharedStore | None = store
-            self.quotas = Quotas(store, lambda: self.feed.state.fleet)
+            self.quotas = Quotas(
+                store, lambda: self.feed.state.fleet, self.settings.quota_lease_share
+            )
             metrics.STORE.track(lambda: None if store is None else store.up)
             # The installation's Google endpoint is trusted as the installation set it; a
             # connection's token URL is held to the upstreams' rules.

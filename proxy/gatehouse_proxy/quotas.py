@@ -39,10 +39,6 @@ DAY_SECONDS = 86400
 # The longest a vendor's Retry-After pauses a connection: a day-long "come back tomorrow" is the
 # daily quota's to enforce, not a header's.
 MAX_PAUSE_SECONDS = 3600
-# What all of a connection's outstanding leases may hold at most, as a share of its tightest
-# limit: permits taken and not yet used are counted, so they can only make the fleet admit less,
-# and by at most this much (handed back with the worker's next call for the key).
-MAX_LEASE_SHARE = 0.01
 _COUNT = Script(SOURCE)
 _PAUSE = Script(PAUSE_SOURCE)
 PAUSED = 4
@@ -186,10 +182,17 @@ class _Lease:
 
 
 class Quotas:
-    def __init__(self, store: SharedStore | None, fleet: Callable[[], int]) -> None:
+    def __init__(
+        self, store: SharedStore | None, fleet: Callable[[], int], lease_share: float = 0.01
+    ) -> None:
         """``fleet()``: the replicas x workers the operator counts (the table channel's
-        heartbeats say), each worker's share of a limit while the store is away."""
+        heartbeats say), each worker's share of a limit while the store is away.
+        ``lease_share``: what all of a connection's outstanding leases may hold at most, as a
+        share of its tightest limit. Permits taken and not yet used are counted, so they can
+        only make the fleet admit less, and by at most this much (handed back with the worker's
+        next call for the key); 0 asks the store for every request."""
         self.store = store
+        self.lease_share = lease_share
         self.alone = Alone()
         self.fleet = fleet
         self.window_seconds = WINDOW_SECONDS
@@ -278,12 +281,12 @@ class Quotas:
 
     def _lease_size(self, last: _Lease | None, quota: tuple[int, int, int]) -> int:
         """One permit at a time, unless the last lease ran out before its bucket ended: then
-        twice as many, up to what keeps the fleet exact (MAX_LEASE_SHARE of the tightest limit,
+        twice as many, up to what keeps the fleet exact (lease_share of the tightest limit,
         shared by every worker)."""
         if last is None:
             return 1
         cap = max(
-            1, int(min(limit for limit in quota if limit) * MAX_LEASE_SHARE / max(self.fleet(), 1))
+            1, int(min(limit for limit in quota if limit) * self.lease_share / max(self.fleet(), 1))
         )
         if last.left:
             return max(1, min(last.size - last.left, cap))

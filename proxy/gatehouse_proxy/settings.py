@@ -11,7 +11,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gatehouse_contract.env import env_count, env_flag, env_seconds
+from gatehouse_contract.env import env_count, env_flag, env_seconds, env_share
 from gatehouse_proxy.google_tokens import GOOGLE_TOKEN_URL
 from gatehouse_proxy.shared_store import StoreSettings
 from gatehouse_proxy.tenancy import TenantLimits
@@ -69,6 +69,10 @@ def _store() -> StoreSettings | None:
     )
 
 
+# Past this, leases would let the fleet admit noticeably less than a limit.
+MAX_QUOTA_LEASE_SHARE = 0.02
+
+
 @dataclass(frozen=True)
 class ProxySettings:
     keyring_file: Path
@@ -84,6 +88,9 @@ class ProxySettings:
     request_read_timeout_seconds: float = 15.0
     tenant_limits: TenantLimits = field(default_factory=TenantLimits)
     store: StoreSettings | None = None
+    # The share of a connection's tightest limit its leases may hold, fleet-wide (see quotas):
+    # 0 asks the store for every request.
+    quota_lease_share: float = 0.01
 
     @classmethod
     def from_env(cls) -> ProxySettings:
@@ -113,4 +120,7 @@ class ProxySettings:
             ),
             tenant_limits=_tenant_limits(),
             store=_store(),
+            quota_lease_share=env_share(
+                "GATEHOUSE_QUOTA_LEASE_SHARE", cls.quota_lease_share, MAX_QUOTA_LEASE_SHARE
+            ),
         )
