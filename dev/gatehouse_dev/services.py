@@ -336,9 +336,10 @@ class LocalGatehouse:
         event_loop: str = "auto",
         store: RedisServer | bool | None = True,
         allowed_private_networks: str = "127.0.0.0/8,::1/128",
+        settings: dict[str, str] | None = None,
     ) -> Endpoint:
         """A proxy replica; ``store``: the stack's shared store (True), none (False), or
-        another."""
+        another; ``settings``: more of its environment (GATEHOUSE_...)."""
         started = {server.name for server in self.servers}
         port = self.proxy_port if f"proxy-{self.proxy_port}" not in started else free_port()
         metrics_port = free_port()
