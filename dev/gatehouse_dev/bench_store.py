@@ -5,8 +5,8 @@ redis-server) as shipped (a hot connection's permits in leases), one asking the 
 request (leases off: one round trip a request, pipelined per turn of the event loop), and one
 counting alone as with no store; the same nginx upstream; wrk through each in turn, ROUNDS times,
 at 1 and 32 connections. Accuracy: a limit of 100 a minute, twice as many requests sent evenly
-over a minute, through two proxies of two workers each sharing the store: spread over the workers, all to one
-worker, and over three apps against the connection's own limit.
+over a minute, through two proxies of two workers each sharing the store: spread over the
+workers, all to one worker, and over three apps against the connection's own limit.
 """
 
 from __future__ import annotations
