@@ -3,12 +3,14 @@ the operator, ready to commit (see ``gatehouse_operator.sealed_values``).
 
 - ``seal`` reads the secret from stdin or ``--from-file`` (never from the command line, where
   shell history and ``ps`` keep it), seals it for one connection (its namespace, name and
-  baseURL) with the operator's public key, fetched from the cluster or given with ``--cert`` for
+  baseURL; an OAuth 2.0 client secret also for its tokenURL and clientId) with the operator's
+  public key, fetched from the cluster or given with ``--cert`` for
   offline use, and prints the connection's YAML with ``spec.auth.sealedSecret`` in place of
   ``secretRef``, a merge patch, or the bare value.
 - ``reseal`` rewrites the sealed values of a file that were sealed with an older key: the
   operator offers each resealed in its connection's status (it alone can open them), and an
-  offer is written only if it is sealed for the file's connection (namespace, name, origin) with
+  offer is written only if it is sealed for the file's connection (namespace, name, origin, and
+  an OAuth 2.0 connection's token URL and client id) with
   the cluster's active public key: whoever may write a status must not choose what Git holds.
 - ``sealing-key public`` prints the public keys (for ``--cert``); ``sealing-key rotate`` makes a
   new active key in the sealing keys' Secret (the first one in a Secret brought without them),
@@ -31,7 +33,7 @@ from ruamel.yaml import YAML
 from gatehouse_operator import kubeconfig
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.meta import GROUP, VERSION
-from gatehouse_operator.origin import OriginError, normalise_origin
+from gatehouse_operator.origin import OriginError, normalise_origin, normalise_token_url
 from gatehouse_operator.sealed_values import (
     SEALING_KEYS_FILE,
     PublicSealingKeys,
@@ -75,11 +77,18 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="seal a secret for one connection, ready to commit",
         description="Reads the secret from stdin or --from-file and prints the connection "
         "with spec.auth.sealedSecret (a value only the operator opens, and only for that "
-        "connection's namespace, name and baseURL).",
+        "connection's namespace, name and baseURL, and an OAuth 2.0 client secret only for its "
+        "tokenURL and clientId).",
     )
     seal.add_argument("-f", "--filename", help="the ExternalConnection's YAML (one per file)")
     seal.add_argument("--name", help="the connection's name (without -f)")
     seal.add_argument("--base-url", help="the connection's baseURL (without -f)")
+    seal.add_argument(
+        "--token-url",
+        help="an OAuth 2.0 connection's tokenURL, with --client-id: its client secret is sealed "
+        "for both (without -f; a file's are read from spec.auth.oauth2ClientCredentials)",
+    )
+    seal.add_argument("--client-id", help="an OAuth 2.0 connection's clientId (without -f)")
     seal.add_argument("--from-file", help="read the secret from this file, not stdin")
     seal.add_argument("--cert", help="the public keys (gatehouse sealing-key public): offline")
     seal.add_argument(
@@ -251,27 +260,37 @@ def seal(args: argparse.Namespace) -> int:
         connection = connections[0]
         if ((connection.get("spec") or {}).get("auth") or {}).get("type", "none") == "none":
             raise SealError("spec.auth.type is none: the connection takes no secret")
+        if args.token_url or args.client_id:
+            raise SealError(
+                "--token-url and --client-id are for sealing without -f: a file's are read from "
+                "spec.auth.oauth2ClientCredentials"
+            )
         name = str(connection.get("metadata", {}).get("name", ""))
         base_url = str((connection.get("spec") or {}).get("baseURL", ""))
+        token_url, client_id = _token_binding(connection)
         namespace = _namespace(args, connection.get("metadata"))
+        where = ("spec.baseURL", "spec.auth.oauth2ClientCredentials.tokenURL")
     else:
         if not (args.name and args.base_url):
             raise SealError("give -f CONNECTION.yaml, or --name and --base-url")
+        if bool(args.token_url) != bool(args.client_id):
+            raise SealError(
+                "give both --token-url and --client-id (an OAuth 2.0 client secret is sealed "
+                "for both), or neither"
+            )
         name, base_url = args.name, args.base_url
+        token_url, client_id = args.token_url or "", args.client_id or ""
         namespace = _namespace(args, None)
+        where = ("spec.baseURL", "--token-url")
     if not name:
         raise SealError("the connection has no metadata.name")
     output = args.output or ("yaml" if connection is not None else "value")
     if output == "yaml" and connection is None:
         raise SealError("-o yaml needs -f: the connection to write the value into")
-    try:
-        # The operator's own normalisation: the value opens for exactly the origin it pins.
-        origin = normalise_origin(base_url, allow_http=True)
-    except OriginError as error:
-        raise SealError(f"spec.baseURL: {error}") from None
+    scope = _scope(namespace, name, base_url, token_url, client_id, where)
     secret = _secret(args)
     keys = _public_keys(args)
-    value = keys.seal(secret, Scope(namespace, name, origin))
+    value = keys.seal(secret, scope)
     if output == "value":
         print(value)
     elif output == "patch":
@@ -281,8 +300,48 @@ def seal(args: argparse.Namespace) -> int:
         auth.pop("secretRef", None)
         auth["sealedSecret"] = value
         print(_dump(documents), end="")
-    print(f"sealed for {namespace}/{name} at {origin} with key {keys.active}", file=sys.stderr)
+    print(f"sealed for {scope} with key {keys.active}", file=sys.stderr)
     return DONE
+
+
+def _token_binding(doc: Any) -> tuple[str, str]:
+    """An OAuth 2.0 connection's tokenURL and clientId, which its client secret is sealed for
+    too; ("", "") for other auth types."""
+    auth = (doc.get("spec") or {}).get("auth") or {}
+    if auth.get("type") != "oauth2ClientCredentials":
+        return "", ""
+    oauth2 = auth.get("oauth2ClientCredentials") or {}
+    token_url, client_id = oauth2.get("tokenURL"), oauth2.get("clientId")
+    if not (isinstance(token_url, str) and token_url and isinstance(client_id, str) and client_id):
+        raise SealError(
+            "spec.auth.oauth2ClientCredentials: tokenURL and clientId are required (a client "
+            "secret is sealed for both)"
+        )
+    return token_url, client_id
+
+
+def _scope(
+    namespace: str,
+    name: str,
+    base_url: str,
+    token_url: str,
+    client_id: str,
+    where: tuple[str, str],
+) -> Scope:
+    """What the value is bound to, normalised as the operator normalises it: it opens for
+    exactly the origin (and token URL) the operator pins. ``where`` names the base URL's and
+    the token URL's source in messages."""
+    try:
+        origin = normalise_origin(base_url, allow_http=True)
+    except OriginError as error:
+        raise SealError(f"{where[0]}: {error}") from None
+    if not token_url:
+        return Scope(namespace, name, origin)
+    try:
+        normalised = normalise_token_url(token_url, allow_http=True)
+    except OriginError as error:
+        raise SealError(f"{where[1]}: {error}") from None
+    return Scope(namespace, name, origin, normalised, client_id)
 
 
 def reseal(args: argparse.Namespace) -> int:
@@ -341,10 +400,12 @@ def _file_scope(doc: Any, default_namespace: str) -> Scope:
         raise SealError("an ExternalConnection in the file has no metadata.name")
     base_url = str((doc.get("spec") or {}).get("baseURL", ""))
     try:
-        origin = normalise_origin(base_url, allow_http=True)
-    except OriginError as error:
-        raise SealError(f"{name}: spec.baseURL: {error}") from None
-    return Scope(str(metadata.get("namespace") or default_namespace), name, origin)
+        token_url, client_id = _token_binding(doc)
+    except SealError as error:
+        raise SealError(f"{name}: {error}") from None
+    namespace = str(metadata.get("namespace") or default_namespace)
+    where = (f"{name}: spec.baseURL", f"{name}: spec.auth.oauth2ClientCredentials.tokenURL")
+    return _scope(namespace, name, base_url, token_url, client_id, where)
 
 
 def _check_offer(offered: str, scope: Scope, keys: PublicSealingKeys) -> None:

@@ -20,6 +20,7 @@ from gatehouse_operator.sealed_values import (
     PublicSealingKeys,
     Scope,
     SealedValue,
+    SealedValueProblem,
     SealingKeys,
 )
 
@@ -138,9 +139,10 @@ class _Cluster:
     def __init__(self, live: dict[str, Any], public: PublicSealingKeys) -> None:
         self.live = live
         self.public = public
+        self.where = ("shop", "externalconnections", "stripe")
 
     def get_namespaced_custom_object(self, *where: str, **_: Any) -> dict[str, Any]:
-        assert where[2:] == ("shop", "externalconnections", "stripe"), where
+        assert where[2:] == self.where, where
         return self.live
 
     def read_namespaced_config_map(self, name: str, namespace: str, **_: Any) -> V1ConfigMap:
@@ -219,4 +221,164 @@ def test_reseal_refuses_an_offer_for_another_connection_or_key(
     assert after == before  # nothing written
     assert len(err.strip().splitlines()) == 1, err
     assert "shop/stripe: status.resealedSecret " in err
+    assert message in err
+
+
+OAUTH2_CONNECTION = """\
+apiVersion: gatehouse.dev/v1alpha1
+kind: ExternalConnection
+metadata:
+  name: crm
+  namespace: shop
+spec:
+  displayName: CRM
+  baseURL: https://api.crm.example
+  auth:
+    type: oauth2ClientCredentials
+    oauth2ClientCredentials:
+      tokenURL: https://LOGIN.crm.example:443/oauth2/token  # as written
+      clientId: reports
+    secretRef: {name: crm, key: secret}
+  linkPolicy: AdminsOnly
+"""
+# OAUTH2_CONNECTION's, normalised as the operator pins them.
+CRM = Scope(
+    "shop", "crm", "https://api.crm.example", "https://login.crm.example/oauth2/token", "reports"
+)
+
+
+def test_a_client_secret_is_sealed_for_the_files_token_url_and_client_id(
+    tmp_path: Path,
+    keys: tuple[SealingKeys, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    private, cert = keys
+    source = tmp_path / "crm.yaml"
+    source.write_text(OAUTH2_CONNECTION)
+    stdin(monkeypatch, SECRET)
+    assert cli.main(["seal", "-f", str(source), "--cert", str(cert)]) == 0
+    out, err = capsys.readouterr()
+    assert "# as written" in out
+    value = yaml.safe_load(out)["spec"]["auth"]["sealedSecret"]
+    assert SealedValue.parse(value).scope == CRM
+    assert private.open(value, CRM) == SECRET
+    assert f"sealed for {CRM} with key" in err
+    assert "(token URL https://login.crm.example/oauth2/token, client reports)" in err
+    # Bound to them: for another token URL or client id it does not open.
+    for other in (
+        Scope(CRM.namespace, CRM.name, CRM.origin, "https://evil.example/token", CRM.client_id),
+        Scope(CRM.namespace, CRM.name, CRM.origin, CRM.token_url, "someone-else"),
+    ):
+        with pytest.raises(SealedValueProblem) as refused:
+            private.open(value, other)
+        assert refused.value.reason == "SealedForAnotherConnection"
+
+
+def test_a_client_secret_is_sealed_with_flags_for_both_or_neither(
+    tmp_path: Path,
+    keys: tuple[SealingKeys, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, cert = keys
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET)
+    common = [
+        "seal", "--name", "crm", "--base-url", "https://api.crm.example", "-n", "shop",
+        "--from-file", str(secret), "--cert", str(cert),
+    ]  # fmt: skip
+    flags = ["--token-url", "https://login.crm.example/oauth2/token", "--client-id", "reports"]
+    assert cli.main([*common, *flags]) == 0
+    assert SealedValue.parse(capsys.readouterr().out.strip()).scope == CRM
+
+
+NAMED = ["--name", "c", "--base-url", "https://a.example", "-n", "x"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([*NAMED, "--client-id", "r"], "give both --token-url and --client-id"),
+        (
+            [*NAMED, "--token-url", "https://a.example/t?x=1", "--client-id", "r"],
+            "--token-url: tokenURL must not have a query or fragment",
+        ),
+        (["-f", "FILE", "--token-url", "https://a.example/t", "--client-id", "r"], "without -f"),
+        (["-f", "MISSING"], "spec.auth.oauth2ClientCredentials: tokenURL and clientId are"),
+    ],
+)
+def test_sealing_a_client_secret_refuses_with_one_line_naming_the_option(
+    tmp_path: Path,
+    keys: tuple[SealingKeys, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
+    _, cert = keys
+    (tmp_path / "crm.yaml").write_text(OAUTH2_CONNECTION)
+    (tmp_path / "missing.yaml").write_text(
+        OAUTH2_CONNECTION.replace("      clientId: reports\n", "")
+    )
+    paths = {"FILE": str(tmp_path / "crm.yaml"), "MISSING": str(tmp_path / "missing.yaml")}
+    stdin(monkeypatch, SECRET)
+    assert cli.main(["seal", *[paths.get(a, a) for a in args], "--cert", str(cert)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("offer", "message"),
+    [
+        (lambda keys: keys.public().seal(b"k", CRM), ""),
+        (
+            lambda keys: keys.public().seal(
+                b"k", Scope("shop", "crm", CRM.origin, "https://evil.example/token", "reports")
+            ),
+            "is sealed for shop/crm at https://api.crm.example (token URL "
+            "https://evil.example/token, client reports), not for the file's connection",
+        ),
+        (
+            lambda keys: keys.public().seal(b"k", Scope("shop", "crm", CRM.origin)),
+            "is sealed for shop/crm at https://api.crm.example, not for the file's connection "
+            f"({CRM})",
+        ),
+    ],
+    ids=["own", "token-url", "unbound"],
+)
+def test_reseal_checks_a_client_secrets_token_url_and_client_id(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    offer: Callable[[SealingKeys], str],
+    message: str,
+) -> None:
+    old = SealingKeys.generate()
+    keys = SealingKeys.parse(old.rotated().dump())
+    document = yaml.safe_load(OAUTH2_CONNECTION)
+    auth = document["spec"]["auth"]
+    del auth["secretRef"]
+    auth["sealedSecret"] = old.public().seal(b"k", CRM)
+    source = tmp_path / "crm.yaml"
+    source.write_text(yaml.safe_dump(document))
+    before = source.read_text()
+    cluster = _Cluster({**document, "status": {"resealedSecret": offer(keys)}}, keys.public())
+    cluster.where = ("shop", "externalconnections", "crm")
+    monkeypatch.setattr(kubeconfig, "load", lambda *_: "default")
+    monkeypatch.setattr(kubernetes.client, "CustomObjectsApi", lambda: cluster)
+    monkeypatch.setattr(kubernetes.client, "CoreV1Api", lambda: cluster)
+    code = cli.main(["reseal", "-f", str(source), "-w"])
+    err = capsys.readouterr().err
+    if not message:
+        assert code == 0, err
+        value = yaml.safe_load(source.read_text())["spec"]["auth"]["sealedSecret"]
+        assert SealedValue.parse(value).scope == CRM
+        assert SealedValue.parse(value).key == keys.active
+        return
+    assert code == 2
+    assert source.read_text() == before
+    assert "shop/crm: status.resealedSecret " in err
     assert message in err

@@ -12,9 +12,11 @@ from starlette.datastructures import FormData, UploadFile
 
 from gatehouse_contract.sealing import Keyring
 from gatehouse_operator.api.connection import MAX_INSTRUCTIONS, ExternalConnectionSpec
+from gatehouse_operator.connections.exfiltration import link_warning
+from gatehouse_operator.sealed_values import Scope
 from gatehouse_operator.web import session
 from gatehouse_operator.web.session import Credentials, Sessions
-from gatehouse_operator.web.wizard import WizardForm, name_from
+from gatehouse_operator.web.wizard import WizardForm, basic_secret, name_from
 
 
 class FixedKeyring:
@@ -221,3 +223,257 @@ def test_editing_a_sealed_connection_keeps_its_value_until_another_is_entered() 
     moved = posted({**BASE, "auth_type": "bearer", "storage": "secret"}, spec)
     assert "sealedSecret" not in moved.spec()["auth"]
     assert moved.spec()["auth"]["secretRef"]["key"] == "token"
+
+
+OAUTH2_FIELDS: dict[str, str | list[str]] = {
+    "auth_type": "oauth2ClientCredentials",
+    "token_url": "https://Login.Example.com:443/oauth2/token",
+    "client_id": "reports-app",
+    "oauth_scopes": "crm.read  crm.write\nprofile",
+    "client_authentication": "body",
+    "token_parameters": "audience=https://api.example.com\n\nresource = crm",
+}
+
+
+def test_basic_and_oauth2_make_valid_specs() -> None:
+    basic = posted({**BASE, "auth_type": "basic"}).spec()
+    assert basic["auth"] == {
+        "type": "basic",
+        "secretRef": {"name": "payments-api-eu-credential", "key": "token"},
+    }
+    oauth2 = posted({**BASE, **OAUTH2_FIELDS}).spec()
+    assert oauth2["auth"] == {
+        "type": "oauth2ClientCredentials",
+        "oauth2ClientCredentials": {
+            "tokenURL": "https://Login.Example.com:443/oauth2/token",
+            "clientId": "reports-app",
+            "scopes": ["crm.read", "crm.write", "profile"],
+            "clientAuthentication": "body",
+            "parameters": {"audience": "https://api.example.com", "resource": "crm"},
+        },
+        "secretRef": {"name": "payments-api-eu-credential", "key": "token"},
+    }
+    for spec in (basic, oauth2):
+        ExternalConnectionSpec.model_validate(spec)
+    # An edit shows them as stored.
+    form = WizardForm.of({"metadata": {"name": "crm", "resourceVersion": "3"}, "spec": oauth2})
+    assert (form.token_url, form.client_id, form.client_authentication) == (
+        "https://Login.Example.com:443/oauth2/token",
+        "reports-app",
+        "body",
+    )
+    assert form.spec()["auth"] == oauth2["auth"]
+
+
+def test_oauth2_problems_name_their_field() -> None:
+    form = posted({**BASE, "auth_type": "oauth2ClientCredentials", "token_parameters": "audience"})
+    assert form.problems() == [
+        "Token URL: required for OAuth 2.0, such as https://login.example.com/oauth2/token",
+        "Client id: required for OAuth 2.0",
+        "Extra token parameters: 'audience' is not name=value (one a line)",
+    ]
+    odd = posted({**BASE, **OAUTH2_FIELDS, "client_authentication": "jwt"})
+    assert odd.problems() == ["OAuth 2.0: client authentication: one of basic, body"]
+
+
+def test_basic_auths_secret_is_the_pair_entered() -> None:
+    assert basic_secret("reports", "pa:ss word") == ("reports:pa:ss word", "")
+    assert basic_secret("", "") == (None, "")
+    assert basic_secret("reports", "") == (
+        None,
+        "User name and password: enter both for basic authentication",
+    )
+    assert (
+        basic_secret("", "pw")[1] == "User name and password: enter both for basic authentication"
+    )
+    assert basic_secret("a:b", "pw") == (
+        None,
+        "User name: no colon or control characters (RFC 7617)",
+    )
+
+
+def test_headers_content_types_and_quotas_go_into_the_spec() -> None:
+    form = posted(
+        {
+            **BASE,
+            "header_name": ["Notion-Version", "", "X-GitHub-Api-Version", ""],
+            "header_value": ["2022-06-28", "", "2022-11-28"],
+            "allowed_content_types": "application/json\n text/* \n",
+            "connectionRequestsPerMinute": "120",
+            "requestsPerDay": "",
+        },
+        {"limits": {"timeoutSeconds": 30, "requestsPerDay": 5000}},
+    )
+    assert form.problems() == []
+    spec = form.spec()
+    assert spec["headers"] == [
+        {"name": "Notion-Version", "value": "2022-06-28"},
+        {"name": "X-GitHub-Api-Version", "value": "2022-11-28"},
+    ]
+    assert spec["allowedContentTypes"] == ["application/json", "text/*"]
+    # The quotas shown replace the stored ones (empty: none); the others stay as stored.
+    assert spec["limits"] == {"timeoutSeconds": 30, "connectionRequestsPerMinute": 120}
+    ExternalConnectionSpec.model_validate(spec)
+    stored = WizardForm.of(
+        {"metadata": {"name": "n", "resourceVersion": "1"}, "spec": {**spec, "auth": {}}}
+    )
+    assert stored.headers == (
+        ("Notion-Version", "2022-06-28"),
+        ("X-GitHub-Api-Version", "2022-11-28"),
+    )
+    assert stored.limit("connectionRequestsPerMinute") == "120"
+    assert stored.limit("requestsPerDay") == ""
+
+
+def test_each_header_rows_problem_is_its_own_in_the_schemas_words() -> None:
+    form = posted(
+        {
+            **BASE,
+            "auth_type": "apiKey",
+            "api_key_name": "X-Api-Key",
+            "header_name": [
+                "X-Forwarded-Host",
+                "Bad Name",
+                "notion_version",
+                "Notion-Version",
+                "x.api.key",
+                "",
+            ],
+            "header_value": ["a", "b", "1", "2", "k", "orphan"],
+        }
+    )
+    problems = form.header_problems()
+    assert problems[0].startswith("headers[].name must not be a header the proxy or HTTP itself")
+    assert problems[1].startswith("headers[].name: 'Bad Name' does not match the pattern")
+    assert 2 not in problems
+    assert problems[3] == (
+        "headers[].name must be unique, read as servers read names (X-Foo, x_foo)"
+    )
+    assert problems[4] == "headers[].name must not be the API key's own header (auth.apiKey.name)"
+    assert problems[5] == "headers[].name: String should have at least 1 character"
+    listed = form.problems()
+    assert listed[0].startswith("Header 1 (X-Forwarded-Host): headers[].name must not be")
+    assert "Header 6 (no name): headers[].name: String should have at least 1 character" in listed
+    too_many = posted(
+        {**BASE, "header_name": [f"X-H{i}" for i in range(21)], "header_value": ["v"] * 21}
+    )
+    assert too_many.problems() == ["Headers: at most 20 (21 given)"]
+    bad = posted(
+        {
+            **BASE,
+            "allowed_content_types": "json",
+            "requestsPerDay": "0",
+            "connectionRequestsPerMinute": "x",
+        }
+    )
+    assert bad.problems() == [
+        "Allowed content types: 'json' is not a media type such as application/json or text/* "
+        "(one a line)",
+        "Requests per minute, all apps together: a whole number from 1 to 1,000,000, or empty "
+        "for none",
+        "Requests per UTC day, all apps together: a whole number from 1 to 1,000,000,000, or "
+        "empty for none",
+    ]
+
+
+STORED_OAUTH2: dict[str, Any] = {
+    "displayName": "CRM",
+    "baseURL": "https://api.example.com",
+    "auth": {
+        "type": "oauth2ClientCredentials",
+        "oauth2ClientCredentials": {
+            "tokenURL": "https://login.example.com/token",
+            "clientId": "reports",
+            "clientAuthentication": "basic",
+        },
+        "secretRef": {"name": "crm-credential", "key": "token"},
+    },
+    "linkPolicy": "AdminsOnly",
+}
+EDIT = {
+    **BASE,
+    "name": "crm",
+    "resource_version": "9",
+    "base_url": "https://API.example.com:443",
+    "auth_type": "oauth2ClientCredentials",
+    "token_url": "https://login.example.com/token",
+    "client_id": "reports",
+    "client_authentication": "basic",
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"auth_type": "bearer"}, "auth type"),
+        ({"base_url": "https://api.example.net"}, "base URL"),
+        ({"token_url": "https://login.attacker.example/token"}, "token URL"),
+        ({"token_url": "https://login.example.com/other"}, "token URL"),
+        ({"client_id": "someone-else"}, "client id"),
+    ],
+)
+def test_an_edit_keeps_the_stored_secret_only_while_what_it_was_given_for_stays(
+    change: dict[str, str], named: str
+) -> None:
+    """The reference's rule: kept while the auth type, origin, token URL and client id are
+    unchanged; otherwise entered again (a sealed one sealed again)."""
+    same = posted(EDIT, STORED_OAUTH2)  # the origin written otherwise, normalised alike
+    assert same.changed_for_secret() == []
+    assert same.keeps_stored_secret()
+    assert same.problems() == []
+    form = posted({**EDIT, **change}, STORED_OAUTH2)
+    assert form.changed_for_secret() == [named]
+    assert not form.keeps_stored_secret()
+    assert form.problems() == [
+        f"Secret: enter it again: the {named} changed, and a stored secret is kept only while "
+        "the auth type, base URL, token URL and client id stay as they were"
+    ]
+    entered = replace(form, draft_secret="sealed-for-the-draft")
+    assert entered.problems() == []
+    # A sealed one likewise: not carried into the changed connection.
+    sealed_stored = {**STORED_OAUTH2, "auth": {**STORED_OAUTH2["auth"], "sealedSecret": SEALED}}
+    del sealed_stored["auth"]["secretRef"]
+    sealed = posted({**EDIT, **change, "storage": "sealed"}, sealed_stored)
+    assert "sealedSecret" not in sealed.spec()["auth"]
+    assert sealed.problems()[0].startswith(f"Secret: enter it again: the {named} changed")
+    kept = posted({**EDIT, "storage": "sealed"}, sealed_stored)
+    assert kept.spec()["auth"]["sealedSecret"] == SEALED
+
+
+def test_a_client_secret_is_sealed_for_the_token_url_and_client_id() -> None:
+    form = posted({**BASE, **OAUTH2_FIELDS, "storage": "sealed"})
+    assert form.seal_scope("sales") == Scope(
+        "sales",
+        "payments-api-eu",
+        "https://api.example.com",
+        "https://login.example.com/oauth2/token",
+        "reports-app",
+    )
+    assert posted({**BASE, "auth_type": "bearer"}).seal_scope("sales") == Scope(
+        "sales", "payments-api-eu", "https://api.example.com"
+    )
+    assert posted({**BASE, **OAUTH2_FIELDS, "token_url": "ftp://x"}).seal_scope("s") is None
+    sealed = replace(form, sealed_value=SEALED)
+    assert "token URL and client id: safe to commit" in sealed.yaml("sales")
+
+
+def test_the_basic_yaml_says_how_the_secret_holds_the_pair() -> None:
+    text = posted({**BASE, "auth_type": "basic"}).yaml("sales")
+    assert "# as user:password (no colon in the user name)," in text
+
+
+@pytest.mark.parametrize(
+    ("methods", "stronger"),
+    [(["GET"], False), (["GET", "DELETE", "POST"], True), (["PATCH"], True)],
+)
+def test_the_exfiltration_warning_is_stronger_with_write_methods(
+    methods: list[str], stronger: bool
+) -> None:
+    text = link_warning("https://api.example.com", methods)
+    assert text.startswith(
+        "Apps linked to this connection can send any data they can query to "
+        "https://api.example.com."
+    )
+    assert ("create, change or delete data there" in text) is stronger
+    if methods == ["GET", "DELETE", "POST"]:
+        assert "It allows POST, DELETE:" in text

@@ -7,6 +7,7 @@ key) the operator reports as a condition.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -469,17 +470,31 @@ class ExternalConnectionSpec(Model):
 
     @model_validator(mode="after")
     def _headers_apart(self) -> ExternalConnectionSpec:
-        names = [canonical_name(header.name) for header in self.headers]
-        if len(set(names)) != len(names):
-            raise ValueError(
+        api_key = self.auth.api_key
+        key_header = api_key.name if api_key and api_key.in_ == "header" else ""
+        clashes = header_clashes([header.name for header in self.headers], key_header)
+        if clashes:
+            raise ValueError(min(clashes.items())[1])
+        return self
+
+
+def header_clashes(names: Sequence[str], api_key_header: str = "") -> dict[int, str]:
+    """The headers, by index, that another before them names already or that are the API key's
+    own header, read as servers read names: the rule of ExternalConnectionSpec, per header (the
+    wizard shows each next to its row)."""
+    key = canonical_name(api_key_header) if api_key_header else None
+    seen: set[str] = set()
+    found = {}
+    for index, name in enumerate(names):
+        canonical = canonical_name(name)
+        if canonical in seen:
+            found[index] = (
                 "headers[].name must be unique, read as servers read names (X-Foo, x_foo)"
             )
-        api_key = self.auth.api_key
-        if api_key and api_key.in_ == "header" and canonical_name(api_key.name) in names:
-            raise ValueError(
-                "headers[].name must not be the API key's own header (auth.apiKey.name)"
-            )
-        return self
+        elif canonical == key:
+            found[index] = "headers[].name must not be the API key's own header (auth.apiKey.name)"
+        seen.add(canonical)
+    return found
 
 
 class ExternalConnectionStatus(Status):

@@ -25,6 +25,7 @@ from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 from gatehouse_operator.as_user import as_user, refusal
 from gatehouse_operator.connections import drafts, handoff, runs
 from gatehouse_operator.connections.errors import Refused
+from gatehouse_operator.connections.exfiltration import link_warning
 from gatehouse_operator.connections.models import (
     BuildSpec,
     ConnectionDetail,
@@ -165,6 +166,8 @@ class Connections:
         return ConnectionDetail(
             connection=linkable(body, await self._linked_by(namespace)),
             auth=dict(spec.get("auth") or {"type": "none"}),
+            headers=handoff.headers_of(spec),
+            allowed_content_types=list(spec.get("allowedContentTypes") or []),
             limits=dict(spec.get("limits") or {}),
             samples=handoff.samples_from(await self.runtime.kube.samples(namespace, name)),
             can_manage=can_manage,
@@ -307,11 +310,13 @@ def linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> LinkableC
     spec = body.get("spec", {})
     status = body.get("status", {})
     ready = condition(status, ConditionType.READY)
+    origin = status.get("origin") or spec.get("baseURL", "")
+    methods = spec.get("allowedMethods") or ["GET"]
     return LinkableConnection(
         name=body["metadata"]["name"],
         display_name=spec.get("displayName", ""),
-        origin=status.get("origin") or spec.get("baseURL", ""),
-        allowed_methods=spec.get("allowedMethods") or ["GET"],
+        origin=origin,
+        allowed_methods=methods,
         allowed_paths=spec.get("allowedPaths") or [],
         auth_type=spec.get("auth", {}).get("type", "none"),
         has_secret=bool(status.get("hasSecret")),
@@ -322,4 +327,5 @@ def linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> LinkableC
         ready_reason=ready.get("reason", ""),
         ready_message=ready.get("message", ""),
         linked_by=linked_by.get(body["metadata"]["name"], []),
+        link_warning=link_warning(origin, methods),
     )

@@ -1,11 +1,12 @@
 """The app-build hand-off: what the app generator is told about each linked connection.
 
-Per alias: the connection's name, origin, allowed methods and paths, instructions and saved
-samples (the "technical spec"), and the image policy: the origins of linked connections that allow
-public images, as a Content-Security-Policy ``img-src`` value. Nothing here is secret, but a
-connection's details are its admins' to show: of a connection the caller may not see, only what
-the app itself says (its alias and the connection's name) and the fetch path, and it adds nothing
-to the image policy.
+Per alias: the connection's name, origin, allowed methods and paths, the headers it sends and the
+content types it allows (not secret: the app need not send those headers, and must expect those
+types), instructions and saved samples (the "technical spec"), and the image policy: the origins
+of linked connections that allow public images, as a Content-Security-Policy ``img-src`` value.
+Nothing here is secret, but a connection's details are its admins' to show: of a connection the
+caller may not see, only what the app itself says (its alias and the connection's name) and the
+fetch path, and it adds nothing to the image policy.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from gatehouse_operator.connections.models import (
     BuildSpec,
+    ConnectionHeader,
     HiddenLink,
     ImagePolicy,
     LinkedConnectionSpec,
@@ -23,9 +25,10 @@ from gatehouse_operator.connections.models import (
 
 # The same words for every hidden link, whether its connection exists or not.
 HIDDEN = (
-    "you may not see this connection, so its origin, methods, paths, instructions and samples "
-    "are left out (and it adds nothing to imagePolicy): they are shown to those who may update "
-    "it, or link it when its linkPolicy is Builders; build with such an account to hand them on"
+    "you may not see this connection, so its origin, methods, paths, headers, content types, "
+    "instructions and samples are left out (and it adds nothing to imagePolicy): they are shown "
+    "to those who may update it, or link it when its linkPolicy is Builders; build with such an "
+    "account to hand them on"
 )
 
 
@@ -36,6 +39,14 @@ def samples_from(specs: Mapping[str, Mapping[str, Any]]) -> list[Sample]:
         for name, spec in specs.items()
     ]
     return sorted(found, key=lambda sample: (sample.saved_at, sample.id))
+
+
+def headers_of(spec: Mapping[str, Any]) -> list[ConnectionHeader]:
+    """The headers the connection sends on every request (names and values are not secret)."""
+    return [
+        ConnectionHeader(name=header["name"], value=header["value"])
+        for header in spec.get("headers") or []
+    ]
 
 
 def img_src(origins: list[str]) -> str:
@@ -76,6 +87,8 @@ def build_spec(
                 allowed_paths=spec.get("allowedPaths") or [],
                 instructions=spec.get("instructions", ""),
                 samples=samples.get(name, []),
+                headers=headers_of(spec),
+                allowed_content_types=list(spec.get("allowedContentTypes") or []),
                 fetch_path=fetch_path,
             )
         )

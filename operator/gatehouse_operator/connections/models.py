@@ -29,6 +29,11 @@ class LinkableConnection(Model):
     linked_by: list[str] = Field(
         default_factory=list, description="The apps linking it, as Kind/name, sorted."
     )
+    link_warning: str = Field(
+        default="",
+        description="What linking it lets apps do, to show whoever links it: send any data "
+        "they can query to the origin, and with write methods allowed, change data there.",
+    )
 
 
 class ConnectionList(Model):
@@ -48,11 +53,26 @@ class Sample(Model):
     body: Any = Field(default=None, description="The redacted, size-capped response body.")
 
 
+class ConnectionHeader(Model):
+    """A header the connection sends on every request: not a secret."""
+
+    name: str
+    value: str
+
+
 class ConnectionDetail(Model):
     connection: LinkableConnection
     auth: dict[str, Any] = Field(
-        description="The auth settings as in the spec: type, apiKey, googleServiceAccount and "
-        "the secretRef's name and key (a reference, never the secret)."
+        description="The auth settings as in the spec: type, apiKey, googleServiceAccount, "
+        "oauth2ClientCredentials (tokenURL, clientId, scopes, clientAuthentication, "
+        "parameters), and the secretRef's name and key or the sealed value (never the secret)."
+    )
+    headers: list[ConnectionHeader] = Field(
+        default_factory=list, description="The headers sent on every request (spec.headers)."
+    )
+    allowed_content_types: list[str] = Field(
+        default_factory=list,
+        description="The media types an answer may have (spec.allowedContentTypes); empty: any.",
     )
     limits: dict[str, Any] = Field(description="The spec's limits, as given.")
     samples: list[Sample]
@@ -77,6 +97,16 @@ class LinkedConnectionSpec(Model):
     allowed_paths: list[str]
     instructions: str
     samples: list[Sample]
+    headers: list[ConnectionHeader] = Field(
+        default_factory=list,
+        description="Headers the proxy sends on every request, in place of the app's of the "
+        "same name (versions vendors require): the app need not send them.",
+    )
+    allowed_content_types: list[str] = Field(
+        default_factory=list,
+        description="The media types an answer may have; another is refused (502 "
+        "content_type_not_allowed). Empty: any.",
+    )
     fetch_path: str = Field(description="Where app code sends its requests through the proxy.")
     details_hidden: Literal[False] = Field(
         default=False, description="False: the connection's details are all here."
@@ -94,7 +124,7 @@ class HiddenLink(Model):
     details_hidden: Literal[True] = Field(
         default=True,
         description="True: the caller may not see this connection, so its origin, methods, "
-        "paths, instructions and samples are left out.",
+        "paths, headers, content types, instructions and samples are left out.",
     )
     reason: str = Field(description="Why the details are left out, and who may see them.")
 
@@ -150,8 +180,9 @@ class DraftTestRequest(Model):
     secret: str | None = Field(
         default=None,
         max_length=65_536,
-        description="The credential, written only: the API key, bearer token or service account "
-        "key file. Without it the Secret that spec.auth.secretRef names is used.",
+        description="The credential, written only: the API key, bearer token, user:password "
+        "(basic), OAuth 2.0 client secret or service account key file. Without it the Secret "
+        "that spec.auth.secretRef names is used, or the sealed value.",
     )
     replaces: bool = Field(
         default=False, description="True to try an edit of the existing connection of this name."

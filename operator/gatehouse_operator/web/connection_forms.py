@@ -22,34 +22,40 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, MAX_HEADERS
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.as_user import AsUser, as_user, refusal
 from gatehouse_operator.connections import errors, runs
 from gatehouse_operator.connections.drafts import apply, manifest
 from gatehouse_operator.connections.errors import validation_message
+from gatehouse_operator.connections.exfiltration import link_warning, write_methods
 from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
 from gatehouse_operator.kube import WATCHED_LABEL
-from gatehouse_operator.origin import OriginError, normalise_origin
-from gatehouse_operator.sealed_values import Scope, SealedValue, SealedValueProblem
+from gatehouse_operator.sealed_values import SealedValue, SealedValueProblem
 from gatehouse_operator.web.guards import READ_ONLY, Refused, Visitor, fields_of
 from gatehouse_operator.web.pages import Pages, trial
 from gatehouse_operator.web.wizard import (
     AUTH_TYPES,
+    CLIENT_AUTHENTICATIONS,
     CONNECTION_LABEL,
     CREATED_BY,
     CREATED_BY_LABEL,
     METHODS,
     SECRET_SUFFIX,
+    SHOWN_LIMITS,
+    SPARE_HEADER_ROWS,
     STEP_TITLES,
     STEPS,
     STORAGES,
     WizardForm,
+    basic_secret,
+    origin_of,
 )
 
 # Instructions of 10,000 characters, URL-encoded, and a service account's key file fit.
 WIZARD_FORM_BYTES = 256 * 1024
-WIZARD_FIELDS = 40
+# The wizard has 36 fields, 5 methods and 20 header rows of two (76 in all).
+WIZARD_FIELDS = 96
 MAX_SECRET_CHARS = 64 * 1024
 
 
@@ -158,6 +164,10 @@ class ConnectionForms:
         form = form.named()
         sessions, credentials = self.pages.sessions, visitor.credentials
         entered = str(fields.get("secret", ""))
+        problem = ""
+        if form.auth_type == "basic":
+            pair, problem = basic_secret(str(fields.get("basic_user", "")), entered)
+            entered = pair or ""
         if len(entered) > MAX_SECRET_CHARS:
             raise Refused(413, f"secret: at most {MAX_SECRET_CHARS:,} characters")
         if entered.strip():
@@ -169,6 +179,8 @@ class ConnectionForms:
         if form.draft_secret and secret is None:
             wizard.form = replace(form, draft_secret="")
             wizard.errors.append("Secret: the one entered expired after an hour: enter it again")
+        if problem:
+            wizard.errors.append(problem)
         self._seal(wizard, namespace)
         if action.startswith("go:") and action[3:] in STEPS:
             wizard.step = action[3:]
@@ -219,16 +231,15 @@ class ConnectionForms:
             wizard.errors.append(error.message)
 
     def _seal(self, wizard: Wizard, namespace: str) -> None:
-        """Seals an entered secret into the connection, for its namespace, name and origin, with
-        the operator's public key; or checks that the stored sealed value still fits them."""
+        """Seals an entered secret into the connection, for its namespace, name and origin (and
+        an OAuth 2.0 client secret for its token URL and client id), with the operator's public
+        key; or checks that the stored sealed value, while it is kept, still fits them."""
         form = wizard.form
-        if not form.sealed or not form.name:
+        if not form.sealed:
             return
-        try:
-            origin = normalise_origin(form.base_url, allow_http=True)
-        except OriginError:
-            return  # the API step's to say (the dry run names baseURL's rule)
-        scope = Scope(namespace, form.name, origin)
+        scope = form.seal_scope(namespace)
+        if scope is None:
+            return  # the steps' to say (the dry run names baseURL's or tokenURL's rule)
         if wizard.secret is not None:
             keys = self.pages.actions.runtime.sealing.sealing_keys()
             if keys is None:
@@ -432,8 +443,9 @@ class ConnectionForms:
 
     def _render(self, visitor: Visitor, namespace: str, wizard: Wizard) -> Response:
         form = wizard.form
-        stored_ref = (form.stored.get("auth") or {}).get("secretRef")
-        stored_secret = stored_ref is not None and stored_ref == form.secret_ref()
+        changed = form.changed_for_secret()
+        header_rows = min(MAX_HEADERS, len(form.headers) + SPARE_HEADER_ROWS)
+        origin = origin_of(form.base_url) or "its base URL"
         return self.pages.renderer.render(
             "wizard.html",
             status=422 if wizard.errors else 200,
@@ -445,14 +457,27 @@ class ConnectionForms:
             step_titles=STEP_TITLES,
             methods=METHODS,
             auth_types=AUTH_TYPES,
+            client_authentications=CLIENT_AUTHENTICATIONS,
             storages=STORAGES,
+            shown_limits=SHOWN_LIMITS,
+            headers=[
+                (*(form.headers[i] if i < len(form.headers) else ("", "")), i)
+                for i in range(max(header_rows, len(form.headers)))
+            ],
+            header_problems=form.header_problems(),
+            max_headers=MAX_HEADERS,
             secret_state=(
                 "entered"
                 if wizard.secret is not None
+                else "changed"
+                if changed and form.auth_type != "none"
                 else "stored"
-                if stored_secret or (form.sealed and form.stored_sealed())
+                if form.keeps_stored_secret() or (form.sealed and form.stored_sealed())
                 else "none"
             ),
+            changed=changed,
+            warning=link_warning(origin, form.allowed_methods),
+            writes=write_methods(form.allowed_methods),
             yaml_text=form.yaml(namespace),
             action=(
                 f"/ui/namespaces/{namespace}/connections/{form.name}/edit"

@@ -21,11 +21,14 @@ from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAMPLE_LABEL_CHARS
 from gatehouse_operator.as_user import as_user, refusal
+from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.actions import Connections, linkable
 from gatehouse_operator.connections.errors import check_names, validation_message
+from gatehouse_operator.connections.exfiltration import ANY_CONNECTION, write_methods
 from gatehouse_operator.connections.models import ConnectionTestRequest, TrialRequest
 from gatehouse_operator.web.guards import Guards, Refused, Visitor, fields_of
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS
+from gatehouse_operator.web.wizard import AUTH_TYPES, LIMIT_TITLES
 
 APP_KINDS = {DATA_APP.kind: DATA_APP, CHART_TYPE.kind: CHART_TYPE}
 
@@ -139,6 +142,7 @@ class Pages:
             listing=listing,
             can_create=await self.may(visitor, "create", EXTERNAL_CONNECTION.plural, namespace),
             apps=await self._linkable_apps(visitor, namespace),
+            link_warning=ANY_CONNECTION,
             notice=self._notice(request, visitor),
         )
 
@@ -150,6 +154,9 @@ class Pages:
             visitor=visitor,
             namespace=namespace,
             detail=detail,
+            auth_types=AUTH_TYPES,
+            limit_titles=LIMIT_TITLES,
+            link_writes=bool(write_methods(detail.connection.allowed_methods)),
             can_test=await self.may(visitor, "create", CONNECTION_TEST.plural, namespace),
             apps=await self._linkable_apps(visitor, namespace),
             notice=self._notice(request, visitor),
@@ -233,6 +240,12 @@ class Pages:
                     raise Refused(error.status, f"not linked: {refusal(error)}") from None
                 raise
         notice = f"Linked {connection} to {kind.kind} {app_name} as “{alias}”."
+        try:
+            # The link stood the admission webhook, so the visitor may see the connection.
+            linked, _ = await self.actions.visible(visitor.user, namespace, connection)
+            notice += " " + linkable(linked, {}).link_warning
+        except errors.Refused:
+            pass
         back = connection if fields.get("back") == "detail" else ""
         return self.back_to(visitor, namespace, back, notice)
 

@@ -2,22 +2,39 @@
 
 One form serves every step: the steps the visitor is not on are hidden, not left out, so each
 post carries every field and no step's input is lost on the way between them. The secret is the
-exception: it is never rendered back, only kept sealed (see Sessions.seal_draft_secret).
+exception: it is never rendered back, only kept sealed (see Sessions.seal_draft_secret); so is
+basic auth's user name, which the secret holds (user:password).
+
+An edit keeps the stored secret only while what it was given for stays: the auth type, the
+origin, and an OAuth 2.0 connection's token URL and client id (the reference's rule). Changing
+any of them asks for the secret again, so a secret is never sent somewhere its owner did not
+send it; a sealed value is bound to the origin, token URL and client id as well.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from itertools import zip_longest
 from typing import Any
 
 import yaml
+from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import FormData
 
-from gatehouse_operator.api.connection import MAX_INSTRUCTIONS
+from gatehouse_operator.api.connection import (
+    MAX_HEADERS,
+    MAX_INSTRUCTIONS,
+    HeaderSetting,
+    MediaRange,
+    header_clashes,
+)
 from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS
+from gatehouse_operator.api.meta import first_problem
 from gatehouse_operator.connections.drafts import manifest
 from gatehouse_operator.kube import WATCHED_SELECTOR
+from gatehouse_operator.origin import OriginError, normalise_origin, normalise_token_url
+from gatehouse_operator.sealed_values import Scope
 
 STEPS = ("api", "auth", "access", "test", "review")
 STEP_TITLES = {
@@ -33,8 +50,32 @@ AUTH_TYPES = {
     "none": "None (a public API)",
     "apiKey": "API key",
     "bearer": "Bearer token",
+    "basic": "Basic (user name and password)",
+    "oauth2ClientCredentials": "OAuth 2.0 client credentials",
     "googleServiceAccount": "Google service account",
 }
+OAUTH2 = "oauth2ClientCredentials"
+CLIENT_AUTHENTICATIONS = {
+    "basic": "HTTP Basic (every server accepts it)",
+    "body": "In the form body (client_id and client_secret)",
+}
+# The limits in words, for the page.
+LIMIT_TITLES = {
+    "timeoutSeconds": "Timeout, seconds",
+    "maxRequestBytes": "Largest request body, bytes",
+    "maxResponseBytes": "Largest answer, bytes",
+    "requestsPerMinute": "Requests per minute, per app",
+    "connectionRequestsPerMinute": "Requests per minute, all apps together",
+    "requestsPerDay": "Requests per UTC day, all apps together",
+}
+# The limits the wizard shows (the vendor's quotas for the credential), with their largest
+# value; the others stay as stored.
+SHOWN_LIMITS = {
+    "connectionRequestsPerMinute": (LIMIT_TITLES["connectionRequestsPerMinute"], 1_000_000),
+    "requestsPerDay": (LIMIT_TITLES["requestsPerDay"], 1_000_000_000),
+}
+# Empty header rows offered beyond the filled ones (the page has no script to add rows).
+SPARE_HEADER_ROWS = 2
 # Where the credential is kept: a Secret the wizard writes, or sealed to the operator in the
 # connection itself (what a GitOps team commits; the default in read-only mode).
 STORAGES = {
@@ -54,6 +95,44 @@ def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+def origin_of(base_url: str) -> str:
+    """The origin as the operator pins it, or the text as written when it is none."""
+    try:
+        return normalise_origin(base_url, allow_http=True)
+    except OriginError:
+        return base_url.strip()
+
+
+def _token_url(token_url: str) -> str:
+    try:
+        return normalise_token_url(token_url, allow_http=True)
+    except OriginError:
+        return token_url.strip()
+
+
+def _rule(error: ValidationError) -> str:
+    return first_problem(error)[1].removeprefix("Value error, ")
+
+
+_MEDIA_RANGE: TypeAdapter[str] = TypeAdapter(MediaRange)
+
+
+def basic_secret(user: str, password: str) -> tuple[str | None, str]:
+    """Basic auth's secret as the Secret holds it, user:password, from the two fields; or None
+    and what is wrong. Neither given: nothing entered ("", no problem)."""
+    if not user.strip() and not password.strip():
+        return None, ""
+    if not user.strip() or not password.strip():
+        return None, "User name and password: enter both for basic authentication"
+    if ":" in user or any(ord(char) < 0x20 or ord(char) == 0x7F for char in user):
+        return None, "User name: no colon or control characters (RFC 7617)"
+    return f"{user.strip()}:{password}", ""
+
+
 def name_from(display_name: str) -> str:
     """A Kubernetes name for a display name: "Payments API (EU)" becomes payments-api-eu."""
     return _NAME_CHARS.sub("-", display_name.lower()).strip("-")[:63].rstrip("-")
@@ -66,14 +145,25 @@ class WizardForm:
     base_url: str = ""
     allowed_methods: tuple[str, ...] = ("GET",)
     allowed_paths: str = ""
+    # Filled rows only, in the order given: (name, value).
+    headers: tuple[tuple[str, str], ...] = ()
+    allowed_content_types: str = ""
     auth_type: str = "none"
     api_key_name: str = ""
     api_key_in: str = "header"
     scopes: str = ""
+    token_url: str = ""
+    client_id: str = ""
+    oauth_scopes: str = ""
+    client_authentication: str = "basic"
+    # One name=value a line.
+    token_parameters: str = ""
     # No preselected value, as the reference has none: who may link is the admin's choice.
     link_policy: str = ""
     allow_public_images: bool = False
     instructions: str = ""
+    # As typed: a whole number, or empty for none.
+    limits: tuple[tuple[str, str], ...] = ()
     draft_secret: str = ""
     storage: str = "secret"
     # The secret sealed to the operator for this connection (the page seals an entered one);
@@ -93,19 +183,29 @@ class WizardForm:
         def text(key: str, default: str = "") -> str:
             return str(fields.get(key, default))
 
+        rows = zip_longest(fields.getlist("header_name"), fields.getlist("header_value"))
+        headers = tuple((str(name or "").strip(), str(value or "").strip()) for name, value in rows)
         return cls(
             name=text("name").strip(),
             display_name=text("display_name").strip(),
             base_url=text("base_url").strip(),
             allowed_methods=tuple(m for m in METHODS if m in fields.getlist("allowed_methods")),
             allowed_paths=text("allowed_paths"),
+            headers=tuple(row for row in headers if row != ("", "")),
+            allowed_content_types=text("allowed_content_types"),
             auth_type=text("auth_type", "none"),
             api_key_name=text("api_key_name").strip(),
             api_key_in=text("api_key_in", "header"),
             scopes=text("scopes"),
+            token_url=text("token_url").strip(),
+            client_id=text("client_id").strip(),
+            oauth_scopes=text("oauth_scopes"),
+            client_authentication=text("client_authentication", "basic"),
+            token_parameters=text("token_parameters"),
             link_policy=text("link_policy"),
             allow_public_images=fields.get("allow_public_images") == "on",
             instructions=text("instructions").replace("\r\n", "\n"),
+            limits=tuple((key, text(key).strip()) for key in SHOWN_LIMITS),
             draft_secret=text("draft_secret"),
             storage=text("storage", "secret"),
             stored=stored,
@@ -122,19 +222,34 @@ class WizardForm:
         spec = body.get("spec", {})
         auth = spec.get("auth") or {}
         api_key = auth.get("apiKey") or {}
+        oauth2 = auth.get(OAUTH2) or {}
+        limits = spec.get("limits") or {}
         return cls(
             name=body["metadata"]["name"],
             display_name=spec.get("displayName", ""),
             base_url=spec.get("baseURL", ""),
             allowed_methods=tuple(spec.get("allowedMethods") or ["GET"]),
             allowed_paths="\n".join(spec.get("allowedPaths") or []),
+            headers=tuple((h["name"], h["value"]) for h in spec.get("headers") or []),
+            allowed_content_types="\n".join(spec.get("allowedContentTypes") or []),
             auth_type=auth.get("type", "none"),
             api_key_name=api_key.get("name", ""),
             api_key_in=api_key.get("in", "header"),
             scopes="\n".join((auth.get("googleServiceAccount") or {}).get("scopes") or []),
+            token_url=oauth2.get("tokenURL", ""),
+            client_id=oauth2.get("clientId", ""),
+            oauth_scopes="\n".join(oauth2.get("scopes") or []),
+            client_authentication=oauth2.get("clientAuthentication", "basic"),
+            token_parameters="\n".join(
+                f"{key}={value}" for key, value in (oauth2.get("parameters") or {}).items()
+            ),
             link_policy=spec.get("linkPolicy", "AdminsOnly"),
             allow_public_images=bool(spec.get("allowPublicImages")),
             instructions=spec.get("instructions", ""),
+            limits=tuple(
+                (key, str(limits[key]) if limits.get(key) is not None else "")
+                for key in SHOWN_LIMITS
+            ),
             storage="sealed" if auth.get("sealedSecret") else "secret",
             stored=spec,
             resource_version=body["metadata"]["resourceVersion"],
@@ -155,8 +270,52 @@ class WizardForm:
         """Whether the credential is sealed into the connection rather than kept in a Secret."""
         return self.auth_type != "none" and self.storage == "sealed"
 
+    @property
+    def secret_entered(self) -> bool:
+        return bool(self.draft_secret)
+
+    def changed_for_secret(self) -> list[str]:
+        """What an edit changed of what the stored secret was given for (auth type, origin,
+        token URL, client id): with any of these changed it is not kept, and must be entered
+        again. Empty for a new connection, or one that stores no secret."""
+        auth = self.stored.get("auth") or {}
+        if not self.editing or not (auth.get("secretRef") or auth.get("sealedSecret")):
+            return []
+        changed = []
+        if auth.get("type", "none") != self.auth_type:
+            changed.append("auth type")
+        if origin_of(self.stored.get("baseURL", "")) != origin_of(self.base_url):
+            changed.append("base URL")
+        if self.auth_type == OAUTH2:
+            oauth2 = auth.get(OAUTH2) or {}
+            if _token_url(oauth2.get("tokenURL", "")) != _token_url(self.token_url):
+                changed.append("token URL")
+            if oauth2.get("clientId", "") != self.client_id:
+                changed.append("client id")
+        return changed
+
     def stored_sealed(self) -> str:
+        """The stored sealed value, while it is kept (see changed_for_secret)."""
+        if self.changed_for_secret():
+            return ""
         return str((self.stored.get("auth") or {}).get("sealedSecret") or "")
+
+    def seal_scope(self, namespace: str) -> Scope | None:
+        """What a secret sealed into this connection is bound to: its namespace, name and
+        origin, and an OAuth 2.0 client secret's token URL and client id; None while one of
+        them is not valid yet (the steps that check them say so)."""
+        if not self.name:
+            return None
+        try:
+            origin = normalise_origin(self.base_url, allow_http=True)
+            if self.auth_type != OAUTH2:
+                return Scope(namespace, self.name, origin)
+            token_url = normalise_token_url(self.token_url, allow_http=True)
+        except OriginError:
+            return None
+        if not self.client_id:
+            return None
+        return Scope(namespace, self.name, origin, token_url, self.client_id)
 
     def secret_ref(self) -> dict[str, str] | None:
         """Where the credential is: the stored spec's Secret, else one named after the
@@ -170,13 +329,15 @@ class WizardForm:
         return {"name": f"{self.name}{SECRET_SUFFIX}", "key": key}
 
     def keeps_stored_secret(self) -> bool:
-        """An edit that uses the Secret the connection already names: whether it holds a value
-        is the connection's CredentialReady condition to say, not the wizard's to look up."""
+        """An edit that uses the Secret the connection already names, for what it was given
+        for: whether it holds a value is the connection's CredentialReady condition to say, not
+        the wizard's to look up."""
         ref = self.secret_ref()
         return (
             self.editing
             and ref is not None
             and ref == (self.stored.get("auth") or {}).get("secretRef")
+            and not self.changed_for_secret()
         )
 
     def with_secret_ref(self, ref: dict[str, str]) -> WizardForm:
@@ -184,19 +345,56 @@ class WizardForm:
         auth = {**(self.stored.get("auth") or {}), "secretRef": ref}
         return replace(self, stored={**self.stored, "auth": auth})
 
-    def spec(self) -> dict[str, Any]:
-        """The ExternalConnection spec these fields make; on an edit, fields the wizard does not
-        show (limits) stay as stored."""
+    def token_parameter_pairs(self) -> tuple[dict[str, str], list[str]]:
+        """The extra token parameters, and the lines that are not name=value."""
+        found: dict[str, str] = {}
+        bad = []
+        for line in _lines(self.token_parameters):
+            key, equals, value = line.partition("=")
+            if not equals or not key.strip():
+                bad.append(line)
+            else:
+                found[key.strip()] = value.strip()
+        return found, bad
+
+    def limit(self, key: str) -> str:
+        return dict(self.limits).get(key, "")
+
+    def _auth(self) -> dict[str, Any]:
         auth: dict[str, Any] = {"type": self.auth_type}
         if self.auth_type == "apiKey":
             auth["apiKey"] = {"name": self.api_key_name, "in": self.api_key_in}
         if self.auth_type == "googleServiceAccount":
             auth["googleServiceAccount"] = {"scopes": _lines(self.scopes)}
+        if self.auth_type == OAUTH2:
+            oauth2: dict[str, Any] = {"tokenURL": self.token_url, "clientId": self.client_id}
+            if _words(self.oauth_scopes):
+                oauth2["scopes"] = _words(self.oauth_scopes)
+            oauth2["clientAuthentication"] = self.client_authentication
+            parameters, _ = self.token_parameter_pairs()
+            if parameters:
+                oauth2["parameters"] = parameters
+            auth[OAUTH2] = oauth2
         ref = self.secret_ref()
         if ref is not None:
             auth["secretRef"] = ref
         if self.sealed and (self.sealed_value or self.stored_sealed()):
             auth["sealedSecret"] = self.sealed_value or self.stored_sealed()
+        return auth
+
+    def _limits(self) -> dict[str, Any]:
+        """The stored limits, with the shown ones as given (empty: none)."""
+        limits = {
+            k: v for k, v in (self.stored.get("limits") or {}).items() if k not in SHOWN_LIMITS
+        }
+        for key, value in self.limits:
+            if value.isdigit():
+                limits[key] = int(value)
+        return limits
+
+    def spec(self) -> dict[str, Any]:
+        """The ExternalConnection spec these fields make; on an edit, fields the wizard does not
+        show (the other limits) stay as stored."""
         spec: dict[str, Any] = {
             "displayName": self.display_name,
             "baseURL": self.base_url,
@@ -204,15 +402,38 @@ class WizardForm:
         }
         if _lines(self.allowed_paths):
             spec["allowedPaths"] = _lines(self.allowed_paths)
-        spec["auth"] = auth
+        if self.headers:
+            spec["headers"] = [{"name": name, "value": value} for name, value in self.headers]
+        if _lines(self.allowed_content_types):
+            spec["allowedContentTypes"] = _lines(self.allowed_content_types)
+        spec["auth"] = self._auth()
         spec["linkPolicy"] = self.link_policy
         if self.allow_public_images:
             spec["allowPublicImages"] = True
         if self.instructions.strip():
             spec["instructions"] = self.instructions
-        if "limits" in self.stored:
-            spec["limits"] = self.stored["limits"]
+        limits = self._limits()
+        if limits:
+            spec["limits"] = limits
         return spec
+
+    def header_problems(self) -> dict[int, str]:
+        """Each header row's problem, by row, in the schema's words: shown next to the row."""
+        found = {}
+        for index, (name, value) in enumerate(self.headers):
+            try:
+                HeaderSetting.model_validate({"name": name, "value": value})
+            except ValidationError as error:
+                where = first_problem(error)[0]
+                rule = _rule(error)
+                found[index] = f"headers[].{where}: {rule}" if where else rule
+        key_header = self.api_key_name if self.auth_type == "apiKey" else ""
+        clashes = header_clashes(
+            [name for name, _ in self.headers], key_header if self.api_key_in == "header" else ""
+        )
+        for index, message in clashes.items():
+            found.setdefault(index, message)
+        return found
 
     def problems(self) -> list[str]:
         """What the page can tell before the API server is asked, each naming its field."""
@@ -223,6 +444,18 @@ class WizardForm:
             found.append("Base URL: required, an origin such as https://api.example.com")
         if not self.allowed_methods:
             found.append(f"Allowed methods: at least one of {', '.join(METHODS)}")
+        if len(self.headers) > MAX_HEADERS:
+            found.append(f"Headers: at most {MAX_HEADERS} ({len(self.headers)} given)")
+        for index, message in sorted(self.header_problems().items()):
+            found.append(f"Header {index + 1} ({self.headers[index][0] or 'no name'}): {message}")
+        for line in _lines(self.allowed_content_types):
+            try:
+                _MEDIA_RANGE.validate_python(line)
+            except ValidationError:
+                found.append(
+                    f"Allowed content types: {line!r} is not a media type such as "
+                    "application/json or text/* (one a line)"
+                )
         if len(self.sample_label) > SAMPLE_LABEL_CHARS:
             found.append(f"Sample label: at most {SAMPLE_LABEL_CHARS} characters")
         if len(self.instructions) > MAX_INSTRUCTIONS:
@@ -230,10 +463,19 @@ class WizardForm:
                 f"Instructions: at most {MAX_INSTRUCTIONS:,} characters "
                 f"({len(self.instructions):,} given)"
             )
+        for key, value in self.limits:
+            title, most = SHOWN_LIMITS[key]
+            if value and not (value.isdigit() and 1 <= int(value) <= most):
+                found.append(f"{title}: a whole number from 1 to {most:,}, or empty for none")
         for title, value, allowed in (
             ("Auth type", self.auth_type, AUTH_TYPES),
             ("Keep the secret", self.storage, STORAGES),
             ("API key: sent in", self.api_key_in, ("header", "query")),
+            (
+                "OAuth 2.0: client authentication",
+                self.client_authentication,
+                CLIENT_AUTHENTICATIONS,
+            ),
             ("Who can link it", self.link_policy, LINK_POLICIES),
         ):
             if value not in allowed:
@@ -242,7 +484,23 @@ class WizardForm:
             found.append("Parameter name: required for an API key")
         if self.auth_type == "googleServiceAccount" and not _lines(self.scopes):
             found.append("Scopes: at least one for a Google service account")
-        if self.sealed and not (self.sealed_value or self.stored_sealed()):
+        if self.auth_type == OAUTH2:
+            if not self.token_url:
+                found.append(
+                    "Token URL: required for OAuth 2.0, such as https://login.example.com/oauth2/token"
+                )
+            if not self.client_id:
+                found.append("Client id: required for OAuth 2.0")
+            for line in self.token_parameter_pairs()[1]:
+                found.append(f"Extra token parameters: {line!r} is not name=value (one a line)")
+        changed = self.changed_for_secret()
+        if self.auth_type != "none" and changed and not self.secret_entered:
+            found.append(
+                f"Secret: enter it again: the {' and the '.join(changed)} changed, and a stored "
+                "secret is kept only while the auth type, base URL, token URL and client id "
+                "stay as they were"
+            )
+        elif self.sealed and not (self.sealed_value or self.stored_sealed()):
             found.append("Secret: required, to be sealed into the connection")
         return found
 
@@ -252,20 +510,26 @@ class WizardForm:
         document["metadata"]["namespace"] = namespace
         text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
         if self.sealed:
+            bound = "namespace, name and baseURL"
+            if self.auth_type == OAUTH2:
+                bound = "namespace, name, baseURL,\n# token URL and client id"
             return (
                 f"{text}# auth.sealedSecret opens in the operator only, and only for this "
-                "connection's\n# namespace, name and baseURL: safe to commit.\n"
+                f"connection's\n# {bound}: safe to commit.\n"
                 if "sealedSecret" in document["spec"]["auth"]
                 else f"{text}# Enter the secret (Authentication) to have it sealed here.\n"
             )
         ref = self.secret_ref()
         if ref is None:
             return text
+        pair = (
+            "# as user:password (no colon in the user name),\n" if self.auth_type == "basic" else ""
+        )
         return (
             f"{text}---\n"
             f"# The credential is never shown. Keep it in Secret {ref['name']}, key {ref['key']},\n"
-            "# for example (or with your cluster's secret manager), labelled for the operator's\n"
-            "# watch so that a rotation reaches the proxy at once:\n"
+            f"{pair}# for example (or with your cluster's secret manager), labelled for the "
+            "operator's\n# watch so that a rotation reaches the proxy at once:\n"
             f"#   kubectl create secret generic {ref['name']} -n {namespace} "
             f"--from-file={ref['key']}=<file>\n"
             f"#   kubectl label secret {ref['name']} -n {namespace} {WATCHED_SELECTOR}\n"
