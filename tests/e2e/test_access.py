@@ -343,6 +343,8 @@ def test_the_build_spec_shows_each_link_only_as_far_as_the_caller_may_see_it(
             allowedPaths=["/echo/payroll"],
             allowPublicImages=True,
             instructions="Locked: salaries by month.",
+            headers=[{"name": "X-Payroll-Version", "value": "locked-v9"}],
+            allowedContentTypes=["application/json", "text/vnd.payroll"],
         ),
     )
     for target, path in (("open", "/echo/open-export"), ("locked", "/echo/payroll/locked-export")):
@@ -358,7 +360,14 @@ def test_the_build_spec_shows_each_link_only_as_far_as_the_caller_may_see_it(
     app = data_app("payroll", {"pay": "locked", "web": "open", "later": "absent"})
     assert _apply_as(cluster, project["admin"], namespace, app).returncode == 0
 
-    locked_words = ("Locked: salaries", "locked-export", "locked export", "/echo/payroll")
+    locked_words = (
+        "Locked: salaries",
+        "locked-export",
+        "locked export",
+        "/echo/payroll",
+        "X-Payroll-Version",
+        "vnd.payroll",
+    )
     for who in ("builder", "viewer", "plain-viewer"):
         reply = _build_spec(stack, namespace, "payroll", project[who])
         assert reply.status_code == 200, (who, reply.text)
@@ -403,6 +412,8 @@ def test_the_build_spec_shows_each_link_only_as_far_as_the_caller_may_see_it(
     assert seen["pay"]["instructions"] == "Locked: salaries by month."
     assert [sample["label"] for sample in seen["pay"]["samples"]] == ["locked export"]
     assert seen["pay"]["detailsHidden"] is False
+    assert seen["pay"]["headers"] == [{"name": "X-Payroll-Version", "value": "locked-v9"}]
+    assert seen["pay"]["allowedContentTypes"] == ["application/json", "text/vnd.payroll"]
     assert admin.json()["imagePolicy"]["origins"] == [stack.upstream]
 
 

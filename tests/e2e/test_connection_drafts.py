@@ -220,3 +220,57 @@ def test_an_edit_is_tried_with_the_stored_secret_before_it_is_saved(
             stack, namespace, members["admin"], {**draft, "name": name, "replaces": replaces}
         )
         assert answer.status_code == status, answer.text
+
+
+def test_an_oauth2_draft_mints_a_token_with_its_secret_and_shows_the_providers_error_scrubbed(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """The wizard's draft test of an OAuth 2.0 connection: the draft's client secret mints a
+    token at the dev authorization server, and what a provider says of a bad one is shown,
+    the secret scrubbed from it even when the provider echoes it."""
+    members = project_members(cluster, namespace)
+    grant_secrets(cluster, namespace, "admin", "get")
+    client_id, client_secret = f"draft-{namespace}", "cs_draft_" + SECRET
+    httpx.post(
+        f"{stack.token_endpoint}/clients",
+        json={"id": client_id, "secret": client_secret, "method": "body"},
+        timeout=5,
+    ).raise_for_status()
+
+    def draft(token_path: str, value: str) -> dict[str, Any]:
+        auth = {
+            "type": "oauth2ClientCredentials",
+            "oauth2ClientCredentials": {
+                "tokenURL": f"{stack.token_endpoint}{token_path}",
+                "clientId": client_id,
+                "scopes": ["crm.read"],
+                "clientAuthentication": "body",
+            },
+            "secretRef": {"name": "draft-credential", "key": "token"},
+        }
+        spec = connection("draft", stack.token_endpoint, auth)["spec"]
+        return {"name": "draft", "spec": spec, "secret": value, "request": {"path": "/api/x"}}
+
+    answer = try_draft(stack, namespace, members["admin"], draft("/token", client_secret))
+    assert answer.status_code == 200, answer.text
+    outcome = answer.json()
+    assert outcome["passed"], outcome
+    seen = json.loads(outcome["response"]["body"])
+    assert (seen["client"], seen["scope"]) == (client_id, "crm.read")
+    assert seen["headers"]["authorization"].endswith("[redacted]")  # the minted token
+    assert "ya29." not in answer.text
+    stats = httpx.get(f"{stack.token_endpoint}/stats", timeout=5).json()
+    assert stats["clients"][client_id] == 1
+
+    wrong = try_draft(stack, namespace, members["admin"], draft("/token", "cs_wrong")).json()
+    assert not wrong["passed"]
+    assert "invalid_client" in wrong["message"]
+    assert "unknown client or wrong secret" in wrong["message"]
+    # A provider that puts what it was sent in its error_description.
+    echoed = try_draft(stack, namespace, members["admin"], draft("/hostile/echo", client_secret))
+    assert not echoed.json()["passed"]
+    assert "invalid_client: bad credentials" in echoed.json()["message"]
+    assert "[redacted]" in echoed.json()["message"]
+    for text in (answer.text, echoed.text):
+        assert client_secret not in text
+    nothing_kept(cluster, namespace)

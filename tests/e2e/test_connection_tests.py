@@ -496,6 +496,8 @@ def test_the_build_spec_hands_off_connections_samples_and_image_policy(
             API_KEY_AUTH,
             allowedPaths=["/echo"],
             instructions="Paginate with ?page=.",
+            headers=[{"name": "X-Api-Version", "value": "2024-06-01"}],
+            allowedContentTypes=["application/json"],
         ),
         connection("tiles", "http://127.0.0.1:18099", {"type": "none"}, allowPublicImages=True),
     )
@@ -519,6 +521,10 @@ def test_the_build_spec_hands_off_connections_samples_and_image_policy(
     assert api["allowedPaths"] == ["/echo"]
     assert api["instructions"] == "Paginate with ?page=."
     assert api["fetchPath"] == "/v1/fetch/api/"
+    # What the proxy adds and allows, so the app neither sends those headers nor expects
+    # another type.
+    assert api["headers"] == [{"name": "X-Api-Version", "value": "2024-06-01"}]
+    assert api["allowedContentTypes"] == ["application/json"]
     assert [sample["label"] for sample in api["samples"]] == ["Items"]
     assert api["samples"][0]["body"]["headers"]["x-api-key"] == "[redacted]"
     assert spec["imagePolicy"] == {
@@ -528,6 +534,17 @@ def test_the_build_spec_hands_off_connections_samples_and_image_policy(
     assert httpx.get(url, headers=members["nobody"].headers(), timeout=10).status_code == 403
     missing = url.replace("/sales/", "/absent/")
     assert httpx.get(missing, headers=members["builder"].headers(), timeout=10).status_code == 404
+
+    # The connection endpoints say the same, and what linking it lets apps do.
+    connections = f"{stack.local.api_url}/api/v1/namespaces/{namespace}/connections"
+    detail = httpx.get(f"{connections}/vendor", **_as(members["builder"])).json()
+    assert detail["headers"] == [{"name": "X-Api-Version", "value": "2024-06-01"}]
+    assert detail["allowedContentTypes"] == ["application/json"]
+    warning = "Apps linked to this connection can send any data they can query to {}."
+    assert detail["connection"]["linkWarning"] == warning.format(stack.upstream)
+    listed = httpx.get(connections, **_as(members["builder"])).json()["items"]
+    warnings = {item["name"]: item["linkWarning"] for item in listed}
+    assert warnings["tiles"] == warning.format("http://127.0.0.1:18099")
 
 
 def test_the_openapi_document_lists_every_endpoint(stack: Stack) -> None:

@@ -33,6 +33,7 @@ from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import free_port
 from gatehouse_dev.services import Endpoint
 from gatehouse_dev.waiting import wait_for
+from gatehouse_operator.sealed_values import SealedValue
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,
@@ -414,6 +415,238 @@ def test_an_admin_creates_a_connection_through_the_wizard_tests_it_edits_and_del
     assert get(cluster, namespace, f"secret/{new_secret}") is None
 
 
+def test_an_admin_registers_an_oauth2_api_with_headers_quotas_and_a_sealed_client_secret(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    """The dev authorization server's API, as a platform team registers Salesforce or Graph:
+    token URL, client id, scopes, client authentication and an extra parameter; the client
+    secret sealed into the connection (bound to the token URL and client id); the vendor's
+    headers, each row checked where it is typed; the content types and the credential's quotas.
+    The exfiltration warning on Review and on the link form; an edit that moves the token URL
+    asks for the secret again."""
+    members = project(cluster, stack, namespace)
+    client_id, client_secret = f"crm-{namespace}", f"{CANARY}-oauth2"
+    httpx.post(
+        f"{stack.token_endpoint}/clients",
+        json={"id": client_id, "secret": client_secret, "method": "body"},
+        timeout=5,
+    ).raise_for_status()
+    token_url = f"{stack.token_endpoint}/token"
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/new-connection")
+
+    # 1. The API, with a header the proxy keeps for itself: its rule beside its row.
+    page.fill("input[name=display_name]", "CRM")
+    page.fill("input[name=base_url]", stack.token_endpoint)
+    page.check("input[name=allowed_methods][value=POST]")
+    names, values = (
+        page.query_selector_all("input[name=header_name]"),
+        page.query_selector_all("input[name=header_value]"),
+    )
+    assert len(names) == 2  # two empty rows; more on request
+    names[0].fill("X-Forwarded-Host")
+    values[0].fill("evil.example")
+    names[1].fill("Notion-Version")
+    values[1].fill("2022-06-28")
+    page.fill("textarea[name=allowed_content_types]", "application/json")
+    admin.submit("#more-headers")
+    assert len(page.query_selector_all("input[name=header_name]")) == 4
+    assert page.inner_text("#header-error-0").startswith(
+        "headers[].name must not be a header the proxy or HTTP itself controls"
+    )
+    assert page.query_selector("#header-error-1") is None
+    page.fill("#header-0 input[name=header_name]", "X-Api-Client")
+    page.fill("#header-0 input[name=header_value]", "gatehouse")
+    admin.submit("#next")
+    assert page.query_selector("#header-error-0") is None
+    # 2. Authentication: OAuth 2.0, the client secret sealed into the connection.
+    page.select_option("select[name=auth_type]", "oauth2ClientCredentials")
+    page.fill("input[name=token_url]", token_url)
+    page.fill("input[name=client_id]", client_id)
+    page.fill("textarea[name=oauth_scopes]", "crm.read")
+    page.select_option("select[name=client_authentication]", "body")
+    page.fill("textarea[name=token_parameters]", "audience=crm")
+    page.fill("input[name=secret]", client_secret)
+    page.check("input[name=storage][value=sealed]")
+    admin.submit("#next")
+    # 3. Access, with the credential's quotas.
+    page.check("input[name=link_policy][value=Builders]")
+    page.fill("input[name=connectionRequestsPerMinute]", "600")
+    page.fill("input[name=requestsPerDay]", "10000")
+    admin.submit("#next")
+    # 4. The draft mints a token with the client secret, and sends the connection's headers.
+    page.fill("input[name=test_path]", "/api/orders")
+    admin.submit("#try-draft")
+    assert page.inner_text("#verdict").startswith("Passed"), page.inner_text("#verdict")
+    seen = json.loads(page.inner_text("#response-body"))
+    assert (seen["client"], seen["scope"]) == (client_id, "crm.read")
+    assert seen["headers"]["x-api-client"] == "gatehouse"
+    assert seen["headers"]["notion-version"] == "2022-06-28"
+    assert seen["headers"]["authorization"].endswith("[redacted]")  # the minted token
+    assert "ya29." not in page.inner_text("#response-body")
+    # 5. Review: what linking it lets apps do, stronger with POST; the YAML with the sealed value.
+    admin.submit("#next")
+    assert "accepts this connection" in page.inner_text("#dry-run")
+    warning = page.inner_text("#exfiltration-warning")
+    assert warning == (
+        "Apps linked to this connection can send any data they can query to "
+        f"{stack.token_endpoint}. It allows POST: linked apps can also create, change or "
+        "delete data there, with this connection's credential."
+    )
+    assert "strong" in (page.get_attribute("#exfiltration-warning", "class") or "")
+    manifest = yaml.safe_load(page.inner_text("#yaml"))
+    spec = manifest["spec"]
+    assert spec["headers"] == [
+        {"name": "X-Api-Client", "value": "gatehouse"},
+        {"name": "Notion-Version", "value": "2022-06-28"},
+    ]
+    assert spec["allowedContentTypes"] == ["application/json"]
+    assert spec["limits"] == {"connectionRequestsPerMinute": 600, "requestsPerDay": 10000}
+    assert spec["auth"]["oauth2ClientCredentials"] == {
+        "tokenURL": token_url,
+        "clientId": client_id,
+        "scopes": ["crm.read"],
+        "clientAuthentication": "body",
+        "parameters": {"audience": "crm"},
+    }
+    scope = SealedValue.parse(spec["auth"]["sealedSecret"]).scope
+    assert (scope.token_url, scope.client_id) == (token_url, client_id)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "wizard-oauth2-review.png"), full_page=True)
+    admin.submit("#save")
+    assert page.inner_text(".notice") == "Created connection crm."
+    wait_condition(cluster, namespace, "externalconnection/crm", "True", "Routed")
+
+    # The detail page: the auth kind's settings, never the secret; headers, types, quotas.
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/crm")
+    shown = page.inner_text("#auth")
+    for expected in (
+        "OAuth 2.0 client credentials", token_url, client_id, "crm.read", "in the form body",
+        "audience=crm",
+    ):  # fmt: skip
+        assert expected in shown, (expected, shown)
+    assert page.inner_text("#headers") == "X-Api-Client: gatehouse\nNotion-Version: 2022-06-28"
+    assert page.inner_text("#content-types") == "application/json"
+    limits = page.inner_text("#limits")
+    assert "Requests per minute, all apps together 600" in limits
+    assert "Requests per UTC day, all apps together 10000" in limits
+    assert "sealed into the connection" in page.inner_text("#secret")
+    # Linking it: the warning on the form, and again once linked.
+    assert page.inner_text("#link-warning") == warning
+    page.fill("#link-form input[name=alias]", "crm")
+    admin.submit("#link-form button[type=submit]")
+    assert page.inner_text(".notice") == f"Linked crm to DataApp board as “crm”. {warning}"
+    page = admin.open(f"/ui/namespaces/{namespace}/connections")
+    assert page.inner_text("#link-warning").startswith(
+        "Apps linked to a connection can send any data they can query to its origin; where it "
+        "allows POST, PUT, PATCH or DELETE"
+    )
+
+    # An edit that moves the token URL does not take the sealed client secret along.
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/crm/edit")
+    assert page.input_value("input[name=token_url]") == token_url
+    assert [i.input_value() for i in page.query_selector_all("input[name=header_name]")][:2] == [
+        "X-Api-Client",
+        "Notion-Version",
+    ]
+    admin.submit("button.step[value='go:auth']")
+    assert "A secret is stored" in page.inner_text("#secret-state")
+    page.fill("input[name=token_url]", f"{stack.token_endpoint}/hostile/echo")
+    admin.submit("button.step[value='go:review']")
+    assert (
+        "Secret: enter it again: the token URL changed, and a stored secret is kept only while "
+        "the auth type, base URL, token URL and client id stay as they were"
+    ) in page.inner_text("#errors")
+    assert "sealedSecret" not in page.inner_text("#yaml")
+    assert "The stored secret is not kept: the token URL changed" in page.inner_text(
+        "#secret-state"
+    )
+    # Put back, it is kept again: saved with the stored value.
+    admin.submit("button.step[value='go:auth']")
+    page.fill("input[name=token_url]", token_url)
+    page.fill("input[name=client_id]", f"{client_id}-other")
+    admin.submit("button.step[value='go:review']")
+    assert "the client id changed" in page.inner_text("#errors")
+    admin.submit("button.step[value='go:auth']")
+    page.fill("input[name=client_id]", client_id)
+    admin.submit("button.step[value='go:review']")
+    assert page.query_selector("#errors") is None
+    stored = get(cluster, namespace, "externalconnection/crm") or {}
+    admin.submit("#save")
+    assert page.inner_text(".notice") == "Saved connection crm."
+    saved = get(cluster, namespace, "externalconnection/crm") or {}
+    assert saved["spec"]["auth"]["sealedSecret"] == stored["spec"]["auth"]["sealedSecret"]
+
+
+def test_basic_auth_through_the_wizard_stores_the_pair_and_asks_again_for_another_auth_type(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    may_write_secrets(cluster, namespace, "admin")
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/new-connection")
+    page.fill("input[name=display_name]", "Reports")
+    page.fill("input[name=base_url]", stack.upstream)
+    admin.submit("#next")
+    page.select_option("select[name=auth_type]", "basic")
+    page.fill("input[name=basic_user]", "reports")
+    admin.submit("#next")
+    assert "User name and password: enter both for basic authentication" in page.inner_text(
+        "#errors"
+    )
+    admin.submit("button.step[value='go:auth']")
+    assert page.input_value("input[name=basic_user]") == ""  # write-only, as the password
+    page.fill("input[name=basic_user]", "reports")
+    page.fill("input[name=secret]", CANARY)
+    admin.submit("#next")
+    page.check("input[name=link_policy][value=AdminsOnly]")
+    admin.submit("button.step[value='go:test']")
+    page.fill("input[name=test_path]", "/echo/basic")
+    admin.submit("#try-draft")
+    assert page.inner_text("#verdict").startswith("Passed"), page.inner_text("#verdict")
+    echoed = json.loads(page.inner_text("#response-body"))
+    received = httpx.get(f"{stack.upstream}/_received/{echoed['id']}", timeout=5).json()
+    pair = base64.b64encode(f"reports:{CANARY}".encode()).decode()
+    assert received["headers"]["authorization"] == f"Basic {pair}"
+    admin.submit("button.step[value='go:review']")
+    warning = page.inner_text("#exfiltration-warning")
+    assert warning == (
+        f"Apps linked to this connection can send any data they can query to {stack.upstream}."
+    )
+    assert "strong" not in (page.get_attribute("#exfiltration-warning", "class") or "")
+    admin.submit("#save")
+    made = get(cluster, namespace, "secret/reports-credential") or {}
+    assert made["data"]["token"] == base64.b64encode(f"reports:{CANARY}".encode()).decode()
+    wait_condition(cluster, namespace, "externalconnection/reports", "True")
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/reports")
+    assert "user name and password, in the secret" in page.inner_text("#auth")
+
+    # The pair is not a bearer token: another auth type asks for the secret again.
+    admin.submit("#edit")
+    admin.submit("button.step[value='go:auth']")
+    page.select_option("select[name=auth_type]", "bearer")
+    admin.submit("button.step[value='go:review']")
+    assert "Secret: enter it again: the auth type changed" in page.inner_text("#errors")
+    answer = admin.post(
+        f"/ui/namespaces/{namespace}/connections/reports/edit",
+        {
+            "action": "save",
+            "display_name": "Reports",
+            "base_url": stack.upstream,
+            "allowed_methods": "GET",
+            "auth_type": "bearer",
+            "link_policy": "AdminsOnly",
+            "resource_version": (get(cluster, namespace, "externalconnection/reports") or {})[
+                "metadata"
+            ]["resourceVersion"],
+        },
+    )
+    assert answer.status == 422
+    assert "Secret: enter it again: the auth type changed" in answer.text()
+    kept = get(cluster, namespace, "externalconnection/reports") or {}
+    assert kept["spec"]["auth"]["type"] == "basic"
+
+
 def test_the_wizard_names_each_problem_and_a_refused_connection_writes_no_secret(
     cluster: Cluster, stack: Stack, namespace: str, visit: Any
 ) -> None:
@@ -477,7 +710,10 @@ def test_the_wizard_names_each_problem_and_a_refused_connection_writes_no_secret
         {"action": "save", "display_name": "Odd", "base_url": stack.upstream, "auth_type": "x"},
     )
     assert answer.status == 422
-    assert "Auth type: one of none, apiKey, bearer, googleServiceAccount" in answer.text()
+    assert (
+        "Auth type: one of none, apiKey, bearer, basic, oauth2ClientCredentials, "
+        "googleServiceAccount"
+    ) in answer.text()
     # Every method unchecked is named, never taken as GET.
     answer = admin.post(
         f"/ui/namespaces/{namespace}/new-connection",
@@ -542,10 +778,19 @@ def test_a_builder_sees_only_builders_connections_links_one_and_is_refused_a_loc
     assert rows(page) == ["open"]
     assert builder.open(f"/ui/namespaces/{namespace}/connections/locked").inner_text("#refusal")
     page = builder.open(f"/ui/namespaces/{namespace}/connections")
+    # The form links any of them: what a link lets apps do, in general, before; the one
+    # linked's own warning after (it allows POST).
+    assert page.inner_text("#link-warning").startswith(
+        "Apps linked to a connection can send any data they can query to its origin"
+    )
     page.fill("#link-form input[name=alias]", "vendor")
     page.fill("#link-form input[name=connection]", "open")
     builder.submit("#link-form button[type=submit]")
-    assert page.inner_text(".notice") == "Linked open to DataApp board as “vendor”."
+    assert page.inner_text(".notice") == (
+        "Linked open to DataApp board as “vendor”. Apps linked to this connection can send any "
+        f"data they can query to {stack.upstream}. It allows POST: linked apps can also create, "
+        "change or delete data there, with this connection's credential."
+    )
     assert "DataApp/board" in page.inner_text("#connections tr[data-name=open]")
     links = (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"]
     assert links == [{"alias": "vendor", "connection": "open"}]

@@ -247,6 +247,61 @@ def test_after_a_rotation_old_values_open_and_reseal_moves_them(
     assert path.read_text() == before
 
 
+def test_a_sealed_client_secret_mints_tokens_and_opens_for_its_token_url_only(
+    cluster: Cluster, stack: Stack, namespace: str, tmp_path: Path
+) -> None:
+    """An OAuth 2.0 client secret sealed by the CLI from the connection's file: bound to its
+    token URL and client id as well, so the same value under another tokenURL (a host or path
+    of the editor's choosing) does not open."""
+    client_id, client_secret = f"sealed-{namespace}", f"{CANARY}-client"
+    httpx.post(
+        f"{stack.token_endpoint}/clients",
+        json={"id": client_id, "secret": client_secret, "method": "basic"},
+        timeout=5,
+    ).raise_for_status()
+    token_url = f"{stack.token_endpoint}/token"
+    auth = {
+        "type": "oauth2ClientCredentials",
+        "oauth2ClientCredentials": {"tokenURL": token_url, "clientId": client_id},
+        "secretRef": {"name": "crm", "key": "secret"},  # replaced by the sealed value
+    }
+    document = connection("crm", stack.token_endpoint, auth)
+    document["metadata"]["namespace"] = namespace
+    path = tmp_path / "crm.yaml"
+    path.write_text(yaml.safe_dump(document))
+    done = gatehouse(cluster.kubeconfig, "seal", "-f", str(path), *PUBLIC, stdin=client_secret)
+    assert done.returncode == 0, done.stderr
+    assert f"(token URL {token_url}, client {client_id})" in done.stderr
+    sealed: dict[str, Any] = yaml.safe_load(done.stdout)
+    scope = SealedValue.parse(sealed["spec"]["auth"]["sealedSecret"]).scope
+    assert (scope.token_url, scope.client_id) == (token_url, client_id)
+
+    apply(cluster, namespace, sealed, data_app("sales", {"crm": "crm"}))
+    wait_condition(cluster, namespace, "externalconnection/crm", "True", "Routed")
+    wait_condition(cluster, namespace, "dataapp/sales", "True", "Routed")
+    token = app_token(cluster, namespace, "dataapp-sales-gatehouse")
+    reply = fetch(stack.proxy, token, "crm", "/api/orders")
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["client"] == client_id  # a token minted with the opened secret
+    assert client_secret not in reply.text
+
+    # The same value, the token URL moved to another path of the same host.
+    moved = renamed(sealed)
+    moved["spec"]["auth"]["oauth2ClientCredentials"]["tokenURL"] = (
+        f"{stack.token_endpoint}/hostile/echo"
+    )
+    apply(cluster, namespace, moved)
+    refused = wait_condition(
+        cluster, namespace, "externalconnection/crm", "False", "SealedForAnotherConnection"
+    )
+    assert f"(token URL {token_url}, client {client_id})" in refused["message"]
+    assert (
+        f"(token URL {stack.token_endpoint}/hostile/echo, client {client_id})"
+        in (refused["message"])
+    )
+    assert client_secret not in json.dumps(refused)
+
+
 def test_no_object_event_status_or_log_holds_the_plaintext(
     cluster: Cluster, stack: Stack, namespace: str, tmp_path: Path
 ) -> None:
