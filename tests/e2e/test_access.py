@@ -158,6 +158,7 @@ def test_the_linkable_list_follows_the_callers_role(
 )
 def test_link_policy_at_admission(
     cluster: Cluster,
+    stack: Stack,
     namespace: str,
     project: dict[str, Member],
     who: str,
@@ -171,6 +172,15 @@ def test_link_policy_at_admission(
             done.stderr
         )
         assert "denied the request" in done.stderr
+        assert "Warning:" not in done.stderr
+        return
+    # What the new link lets the app do, as kubectl's warning (the page says the same).
+    assert (
+        f"Warning: spec.connections: {target}: Apps linked to this connection can send any data "
+        f"they can query to {stack.upstream}."
+    ) in done.stderr, done.stderr
+    again = _apply_as(cluster, project[who], namespace, data_app(f"app-{who}", {"api": target}))
+    assert "Warning:" not in again.stderr  # not a new link
 
 
 def test_builders_keep_existing_links_and_cannot_add_locked_ones(

@@ -25,7 +25,7 @@ from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 from gatehouse_operator.as_user import as_user, refusal
 from gatehouse_operator.connections import drafts, handoff, runs
 from gatehouse_operator.connections.errors import Refused
-from gatehouse_operator.connections.exfiltration import link_warning
+from gatehouse_operator.connections.exfiltration import connection_warning
 from gatehouse_operator.connections.models import (
     BuildSpec,
     ConnectionDetail,
@@ -310,13 +310,11 @@ def linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> LinkableC
     spec = body.get("spec", {})
     status = body.get("status", {})
     ready = condition(status, ConditionType.READY)
-    origin = status.get("origin") or spec.get("baseURL", "")
-    methods = spec.get("allowedMethods") or ["GET"]
     return LinkableConnection(
         name=body["metadata"]["name"],
         display_name=spec.get("displayName", ""),
-        origin=origin,
-        allowed_methods=methods,
+        origin=status.get("origin") or spec.get("baseURL", ""),
+        allowed_methods=spec.get("allowedMethods") or ["GET"],
         allowed_paths=spec.get("allowedPaths") or [],
         auth_type=spec.get("auth", {}).get("type", "none"),
         has_secret=bool(status.get("hasSecret")),
@@ -327,5 +325,5 @@ def linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> LinkableC
         ready_reason=ready.get("reason", ""),
         ready_message=ready.get("message", ""),
         linked_by=linked_by.get(body["metadata"]["name"], []),
-        link_warning=link_warning(origin, methods),
+        link_warning=connection_warning(body),
     )

@@ -4,12 +4,14 @@ A connection is a way out of the project: an app linked to it can send whatever 
 query to the connection's origin (in a path, a query, a header or a body), and where write
 methods are allowed it can also create, change or delete data there with the connection's
 credential. The reference product warns at both moments, more strongly with write methods; the
-words live here once, for the page and the service API.
+words live here once, for the page, the service API and the link admission (kubectl's
+``Warning:``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 # Where the connection is not chosen yet (a form that links any of several).
@@ -35,3 +37,11 @@ def link_warning(origin: str, methods: Iterable[str]) -> str:
             "data there, with this connection's credential."
         )
     return text
+
+
+def connection_warning(body: Mapping[str, Any]) -> str:
+    """link_warning for a stored connection: its origin as the operator pinned it (the baseURL
+    until it has), and its methods."""
+    spec = body.get("spec") or {}
+    origin = (body.get("status") or {}).get("origin") or spec.get("baseURL", "")
+    return link_warning(origin, spec.get("allowedMethods") or ["GET"])

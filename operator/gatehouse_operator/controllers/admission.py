@@ -1,4 +1,5 @@
-"""Admission: the link policy; connections that would send a Secret's value for someone who may
+"""Admission: the link policy (and, for each link allowed, the warning of what it lets the app
+do); connections that would send a Secret's value for someone who may
 not read it (see gatehouse_operator.secret_use); ConnectionTests of a connection the requester
 may not see, or with a method the connection refuses; and ProjectConfigs: a valid file (unknown
 keys refused whatever the client asked for, as the CRD keeps them), and one project file
@@ -35,6 +36,7 @@ from gatehouse_operator.api.project_config import (
     becomes_the_project,
     second_project,
 )
+from gatehouse_operator.connections.exfiltration import connection_warning
 from gatehouse_operator.kube import Kube, failure
 from gatehouse_operator.project_config.schema import spec_problems
 
@@ -100,9 +102,12 @@ async def check_links(
         return
     user = User.from_user_info(dict(userinfo))
     policies: dict[str, str | None] = {}
+    found = {}
     for name in added:
         connection = await kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
         policies[name] = connection.get("spec", {}).get("linkPolicy") if connection else None
+        if connection:
+            found[name] = connection
 
     async def may(verb: str, name: str) -> bool:
         return await access.allowed(user, verb, EXTERNAL_CONNECTION.plural, namespace, name)
@@ -110,6 +115,12 @@ async def check_links(
     refused = await link_policy.refused(added, policies, may)
     if refused:
         raise kopf.AdmissionError(link_policy.refusal(user.name, refused), code=403)
+    # What each new link lets the app do, as the page says it: kubectl prints these as
+    # "Warning:" (kopf answers them in the AdmissionReview). Only for links allowed, whose
+    # requester may see the connection.
+    warnings: list[str] = kwargs.get("warnings", [])
+    for name, connection in sorted(found.items()):
+        warnings.append(f"spec.connections: {name}: {connection_warning(connection)}")
 
 
 @kopf.on.validate(
