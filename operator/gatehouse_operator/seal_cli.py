@@ -4,14 +4,14 @@ the operator, ready to commit (see ``gatehouse_operator.sealed_values``).
 - ``seal`` reads the secret from stdin or ``--from-file`` (never from the command line, where
   shell history and ``ps`` keep it), seals it for one connection (its namespace, name and
   baseURL; an OAuth 2.0 client secret also for its tokenURL and clientId) with the operator's
-  public key, fetched from the cluster or given with ``--cert`` for
-  offline use, and prints the connection's YAML with ``spec.auth.sealedSecret`` in place of
-  ``secretRef``, a merge patch, or the bare value.
+  public key, fetched from the cluster or given with ``--cert`` for offline use, and prints the
+  connection's YAML with ``spec.auth.sealedSecret`` in place of ``secretRef``, a merge patch, or
+  the bare value.
 - ``reseal`` rewrites the sealed values of a file that were sealed with an older key: the
   operator offers each resealed in its connection's status (it alone can open them), and an
   offer is written only if it is sealed for the file's connection (namespace, name, origin, and
-  an OAuth 2.0 connection's token URL and client id) with
-  the cluster's active public key: whoever may write a status must not choose what Git holds.
+  an OAuth 2.0 connection's token URL and client id) with the cluster's active public key:
+  whoever may write a status must not choose what Git holds.
 - ``sealing-key public`` prints the public keys (for ``--cert``); ``sealing-key rotate`` makes a
   new active key in the sealing keys' Secret (the first one in a Secret brought without them),
   and ``sealing-key retire`` drops an old one, for whoever may update that Secret.
