@@ -283,11 +283,11 @@ class Quotas:
         """One permit at a time, unless the last lease ran out before its bucket ended: then
         twice as many, up to what keeps the fleet exact (lease_share of the tightest limit,
         shared by every worker)."""
-        if last is None:
+        fleet = self.fleet()
+        if last is None or not fleet:
+            # Not yet told how many share the limit (the first heartbeat): one at a time.
             return 1
-        cap = max(
-            1, int(min(limit for limit in quota if limit) * self.lease_share / max(self.fleet(), 1))
-        )
+        cap = max(1, int(min(limit for limit in quota if limit) * self.lease_share / fleet))
         if last.left:
             return max(1, min(last.size - last.left, cap))
         return min(last.size * 2, cap)
