@@ -192,9 +192,9 @@ class FleetTokens:
                     pass
             return await self._mint_alone(key, mint)
 
-    async def rejected(self, key: CredentialKey, token: str) -> bool:
-        """The upstream refused ``token`` (401): drop it, so that asking again gets another.
-        Returns whether there was a minted token to drop."""
+    async def rejected(self, key: CredentialKey, token: str) -> None:
+        """The upstream refused ``token`` (401): drop it, here and in the store if the store
+        still holds it, so that asking again gets another."""
         held = self._held.get(key)
         if held is not None and held.value == token:
             del self._held[key]
@@ -204,7 +204,6 @@ class FleetTokens:
             pending = dropped, asyncio.ensure_future(self._drop(key, dropped))
             self._drops[key] = pending
         await asyncio.shield(pending[1])
-        return True
 
     async def _drop(self, key: CredentialKey, dropped: str) -> None:
         if self.store is not None and self.store.up:

@@ -139,11 +139,12 @@ class Injector:
         )
 
     async def rejected(self, injection: Injection) -> bool:
-        """The upstream answered 401 to ``injection``: whether its token was dropped, so that
-        asking again gets another."""
+        """The upstream answered 401 to ``injection``: whether it carried a minted token, now
+        dropped, so that asking again gets another."""
         if injection.minted is None:
             return False
-        return await self.tokens.rejected(injection.minted, injection.token)
+        await self.tokens.rejected(injection.minted, injection.token)
+        return True
 
     def forget(self, keep: set[CredentialKey]) -> None:
         self.tokens.forget(keep)
