@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
@@ -121,14 +121,25 @@ def parse(raw: bytes, path: str, max_bytes: int) -> Document:
 
 
 class _BoundedScanner(RoundTripScanner):
-    """ruamel.yaml's scanner, refusing a flow collection where it opens past ``MAX_DEPTH``: the
-    scanner's time grows with the square of flow nesting (seconds for two thousand ``[``)."""
+    """ruamel.yaml's scanner, refusing a collection where it opens past ``MAX_DEPTH``: the
+    scanner's time grows with the square of flow nesting (seconds for two thousand ``[``), and
+    block nesting (a line indented one more each time) is composed whole before anything else
+    could count it (seconds for six hundred levels)."""
 
     def fetch_flow_collection_start(self, TokenClass: Any, to_push: str) -> None:
         if self.flow_level >= MAX_DEPTH:
-            mark = self.reader.get_mark()
-            raise ScannerError(None, None, f"nested more than {MAX_DEPTH} levels deep", mark)
+            self._too_deep()
         super().fetch_flow_collection_start(TokenClass, to_push)
+
+    def add_indent(self, column: int) -> bool:
+        if self.indent < column and len(self.indents) >= MAX_DEPTH:
+            self._too_deep()
+        added: bool = super().add_indent(column)
+        return added
+
+    def _too_deep(self) -> NoReturn:
+        mark = self.reader.get_mark()
+        raise ScannerError(None, None, f"nested more than {MAX_DEPTH} levels deep", mark)
 
 
 class _Builder:
