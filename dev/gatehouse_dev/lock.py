@@ -10,6 +10,9 @@ two builds of one commit install the same bytes, whatever the index holds on the
 
 Each pin is resolved by pip's own resolver for the images' platforms (CPython 3.11 on glibc
 Linux, x86_64 and aarch64, wheels only) and carries the hash of the wheel each platform takes.
+pip reads dependencies' markers against the Python that runs it, not the target's, so what a
+package needs on an older 3.11 than this one (redis needs async-timeout below 3.11.3, and Debian
+bookworm's Python, the dev node's base, is 3.11.2) is added and resolved again.
 """
 
 from __future__ import annotations
@@ -21,10 +24,14 @@ import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 PYTHON_VERSION = "3.11"
+# The oldest Python the images may run on: any CPython 3.11 (the Dockerfile's BASE_IMAGE).
+OLDEST_PYTHON = "3.11.0"
 ARCHITECTURES = ("x86_64", "aarch64")
 GLIBC_MINOR = 36  # Debian bookworm's glibc, the image's
 LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
@@ -60,9 +67,49 @@ def platform_tags(architecture: str) -> list[str]:
     return tags
 
 
+def _needed_on_oldest(items: list[dict[str, Any]], architecture: str) -> list[str]:
+    """Dependencies of the resolved packages that the oldest 3.11 needs and this Python does not
+    (their markers true only there), without their markers."""
+    oldest = {
+        "python_full_version": OLDEST_PYTHON,
+        "python_version": PYTHON_VERSION,
+        "platform_machine": architecture,
+        "extra": "",
+    }
+    here = {**oldest, "python_full_version": ".".join(map(str, sys.version_info[:3]))}
+    needed = []
+    for item in items:
+        for text in item["metadata"].get("requires_dist", []):
+            requirement = Requirement(text)
+            marker = requirement.marker
+            if marker is not None and marker.evaluate(oldest) and not marker.evaluate(here):
+                requirement.marker = None
+                needed.append(str(requirement))
+    return needed
+
+
 def _resolve(
     requirements: list[str], architecture: str, constraints: dict[str, Pin]
 ) -> dict[str, Pin]:
+    items = _report(requirements, architecture, constraints)
+    older = [need for need in _needed_on_oldest(items, architecture) if need not in requirements]
+    if older:
+        items = _report([*requirements, *older], architecture, constraints)
+    pins: dict[str, Pin] = {}
+    for item in items:
+        metadata, download = item["metadata"], item["download_info"]
+        name = canonicalize_name(metadata["name"])
+        digest = download.get("archive_info", {}).get("hashes", {}).get("sha256")
+        if digest is None:
+            raise LockError(f"{name}: the index gave no sha256 for {download['url']}")
+        pins[name] = Pin(metadata["version"], {digest})
+    return pins
+
+
+def _report(
+    requirements: list[str], architecture: str, constraints: dict[str, Pin]
+) -> list[dict[str, Any]]:
+    """What pip would install (its ``--report``) for the images' platform."""
     with tempfile.TemporaryDirectory(prefix="gatehouse-lock-") as scratch:
         wanted = Path(scratch) / "requirements.txt"
         wanted.write_text("\n".join(requirements) + "\n")
@@ -85,14 +132,8 @@ def _resolve(
         )  # fmt: skip
     if done.returncode != 0:
         raise LockError(f"pip could not resolve for {architecture}:\n{done.stderr.strip()[-3000:]}")
-    pins: dict[str, Pin] = {}
-    for item in json.loads(done.stdout)["install"]:
-        name = canonicalize_name(item["metadata"]["name"])
-        digest = item["download_info"].get("archive_info", {}).get("hashes", {}).get("sha256")
-        if digest is None:
-            raise LockError(f"{name}: the index gave no sha256 for {item['download_info']['url']}")
-        pins[name] = Pin(item["metadata"]["version"], {digest})
-    return pins
+    items: list[dict[str, Any]] = json.loads(done.stdout)["install"]
+    return items
 
 
 def resolve(requirements: list[str], constraints: dict[str, Pin] | None = None) -> dict[str, Pin]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,28 @@ def test_a_rendered_lock_reads_back() -> None:
     assert rendered.endswith(
         f"b-pkg==1.0 \\\n    --hash=sha256:{'a' * 64} \\\n    --hash=sha256:{'b' * 64}\n"
     )
+
+
+def test_the_locks_hold_what_the_oldest_python_311_needs() -> None:
+    """pip reads markers against the Python that runs it: a lock made on 3.11.7 lacked what
+    redis needs below 3.11.3 (async-timeout), and the image failed its ``pip check`` on Debian
+    bookworm's 3.11.2, the dev node's base. Every dependency a pinned package (as installed
+    here, at its pinned version) declares for 3.11.0 is pinned too."""
+    pinned = {**pins("proxy.txt"), **pins("operator.txt")}
+    oldest = {"python_full_version": lock.OLDEST_PYTHON, "python_version": "3.11", "extra": ""}
+    checked = 0
+    for name, version in pinned.items():
+        try:
+            installed = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if installed.version != version:
+            continue
+        checked += 1
+        for text in installed.requires or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate(oldest):
+                assert canonicalize_name(requirement.name) in pinned, (
+                    f"{name} needs {requirement} on Python {lock.OLDEST_PYTHON}: run make lock"
+                )
+    assert checked > 10
