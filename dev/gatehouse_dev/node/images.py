@@ -224,7 +224,10 @@ def build_image(base: str, target: str, tag: str, *, revision: str = "unknown") 
             str(REPO),
         )
         image_id = iidfile.read_text().strip()
-    # The build stages' images, a layer per instruction, are never used again (no cache).
+    # The build stages' images, a layer per instruction, are never used again (no cache). A build
+    # killed midway leaves its working containers behind, and they would hold those images: this
+    # storage is ours alone and no container in it outlives a build.
+    buildah("rm", "--all")
     buildah("rmi", "--prune")
     return image_id
 
