@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from gatehouse_operator import service_cli
 from gatehouse_operator.api.project_config import (
@@ -19,9 +20,11 @@ from gatehouse_operator.api.project_config import (
     ProjectConfigStatus,
     fitted_warnings,
 )
+from gatehouse_operator.connections.errors import validation_message
 from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.schema import ServiceConfig, spec_problems
 from gatehouse_operator.project_config.yaml_source import parse
+from gatehouse_operator.service_api.models import DefaultsUpdate
 
 INVALID, OK = service_cli.INVALID, service_cli.OK
 
@@ -50,19 +53,19 @@ YAML_AS_MEANT: list[tuple[str, str, int, str]] = [
         "yes is not true",
         "spotlight: {}\ndefaults:\n  case_sensitive: yes\n",
         INVALID,
-        ":3: defaults.case_sensitive: Input should be a valid boolean",
+        ":3: defaults.case_sensitive: 'yes' is not a boolean: write true or false",
     ),
     (
         "off is not false",
         "spotlight: {}\ndefaults:\n  column_totals: off\n",
         INVALID,
-        ":3: defaults.column_totals: Input should be a valid boolean",
+        ":3: defaults.column_totals: 'off' is not a boolean: write true or false",
     ),
     (
         "On is not true",
         "spotlight: {}\ndefaults:\n  pre_aggregate_execution_fallback: On\n",
         INVALID,
-        ":3: defaults.pre_aggregate_execution_fallback: Input should be a valid boolean",
+        ":3: defaults.pre_aggregate_execution_fallback: 'On' is not a boolean: write true or false",
     ),
     (
         "country codes stay strings",
@@ -331,3 +334,16 @@ def test_what_deploy_applies_keeps_country_codes_as_written(tmp_path: Path) -> N
         "options": ["NO", "SE", "DK"],
         "default": "NO",
     }
+
+
+def test_a_value_that_is_not_a_boolean_is_quoted_wherever_it_is_checked() -> None:
+    # The webhook's and the operator's words.
+    assert spec_problems(
+        {"spotlight": {}, "parameters": {"p": {"label": "P", "options": ["a"], "multiple": 1}}}
+    ) == ["spec.parameters.p.multiple: 1 is not a boolean: write true or false"]
+    # The defaults API's.
+    with pytest.raises(ValidationError) as refused:
+        DefaultsUpdate.model_validate_json('{"column_totals": "no"}')
+    assert validation_message(refused.value) == (
+        "column_totals: 'no' is not a boolean: write true or false"
+    )

@@ -135,10 +135,13 @@ def spec_problems(spec: Any, most: int = 10) -> list[str]:
 
 def rule(error: ErrorDetails) -> str:
     """The rule an error breaks, in words a file's author reads; for a value that is not one of
-    a list or breaks a pattern, with what was written, as a long CI log is read for it."""
+    a list, breaks a pattern or is not a boolean, with what was written, as a long CI log is read
+    for it."""
     kind, context = error["type"], error.get("ctx", {})
     if kind == "extra_forbidden":
         return "unknown key (misspelt, or not a setting of this section)"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"{_written(error['input'])} is not a boolean: write true or false"
     if kind == "literal_error":
         return f"{_written(error['input'])} is not one of {context['expected']}"
     if kind == "string_pattern_mismatch":
