@@ -123,11 +123,17 @@ CASES: list[tuple[str, str, int, str]] = [
         "'HOUR_OF_DAY_NUM' does not apply to a date dimension",
     ),
     (
-        "groups nested four deep",
-        model_file("    meta:\n      groups: [sales, sales-emea, marketing, nordics]\n"),
+        "groups nested five deep, as the reference allows",
+        model_file("    meta:\n      groups: [sales, sales-emea, marketing, nordics, oslo]\n"),
+        OK,
+        "",
+    ),
+    (
+        "groups nested six deep",
+        model_file("    meta:\n      groups: [sales, sales-emea, marketing, nordics, oslo, b2b]\n"),
         INVALID,
-        "orders.yml:5: model 'orders': meta.groups nests 4 levels deep "
-        "(sales > sales-emea > marketing > nordics); at most 3 are allowed",
+        "orders.yml:5: model 'orders': meta.groups nests 6 levels deep "
+        "(sales > sales-emea > marketing > nordics > oslo > b2b); at most 5 are allowed",
     ),
     (
         "a group key table_groups does not define",

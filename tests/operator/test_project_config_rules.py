@@ -371,6 +371,8 @@ GROUPS = {"sales": TableGroup(label="Sales"), "emea": TableGroup(label="EMEA", d
         (["sales"], ["Sales"]),
         (["sales", "emea"], ["Sales", "EMEA"]),
         (["sales", "undefined-key", "emea"], ["Sales", "undefined-key", "EMEA"]),
+        # Five levels, as the reference allows since its limit went from 3 to 5.
+        (["sales", "emea", "a", "b", "c"], ["Sales", "EMEA", "a", "b", "c"]),
         ([], []),
     ],
 )
@@ -378,9 +380,11 @@ def test_group_labels(keys: list[str], expected: list[str]) -> None:
     assert table_groups.sidebar_path("orders", keys, GROUPS) == expected
 
 
-def test_nesting_deeper_than_three_levels_names_the_model() -> None:
-    with pytest.raises(table_groups.NestingError, match=r"model 'orders': .* 4 levels deep"):
-        table_groups.sidebar_path("orders", ["a", "b", "c", "d"], GROUPS)
+def test_nesting_deeper_than_five_levels_names_the_model() -> None:
+    with pytest.raises(
+        table_groups.NestingError, match=r"model 'orders': .* 6 levels deep .*at most 5"
+    ):
+        table_groups.sidebar_path("orders", ["a", "b", "c", "d", "e", "f"], GROUPS)
 
 
 # --- the compiler -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ Errors (``validate`` exits 1, ``deploy`` and ``preview`` apply nothing):
   mean";
 - a dimension's ``time_intervals`` entry that is neither a standard grain nor a custom
   granularity of the file (so removing a granularity a model still uses is refused);
-- ``meta.groups`` nested deeper than three levels;
+- ``meta.groups`` nested deeper than five levels;
 - a model's or metric's ``spotlight`` override that is not ``visibility`` (show or hide) and
   ``categories``, or a category in it that ``spotlight.categories`` lacks;
 - a model's own parameter definition that breaks the file's parameter schema;
