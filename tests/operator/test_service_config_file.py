@@ -141,6 +141,32 @@ YAML_AS_MEANT: list[tuple[str, str, int, str]] = [
     ),
 ]
 
+# A custom granularity named like a standard grain could never be offered: a dimension's
+# time_intervals and additional_time_intervals read the name as the standard grain.
+STANDARD_GRAIN_NAMES = ["week", "MONTH_NAME", "Day_Of_Week_Index", "raw"]
+
+
+@pytest.mark.parametrize("name", STANDARD_GRAIN_NAMES)
+def test_a_custom_granularity_named_like_a_standard_grain_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    grain = name.upper()
+    text = (
+        "spotlight: {}\ncustom_granularities:\n  fiscal_quarter:\n    label: FQ\n"
+        f"    sql: ${{COLUMN}}\n  {name}:\n    label: Mine\n    sql: ${{COLUMN}}\n"
+    )
+    code, err = validate(tmp_path, text, capsys)
+    assert code == INVALID
+    rule = (
+        f"{name!r} is the standard grain {grain}: time intervals read the name as that grain, "
+        "so this granularity could never be offered; give it a name of its own"
+    )
+    assert err.strip().endswith(f":6: custom_granularities.{name}.[key]: {rule}"), err
+    # The webhook's and the operator's words are the same.
+    spec = {"spotlight": {}, "custom_granularities": {name: {"label": "M", "sql": "${COLUMN}"}}}
+    assert spec_problems(spec) == [f"spec.custom_granularities.{name}.[key]: {rule}"]
+
+
 HOSTILE: list[tuple[str, str | bytes, str]] = [
     ("an empty file", "", ":1: the file is empty; it must be a mapping of sections"),
     ("a comment only", "# nothing yet\n", ":1: the file is empty"),

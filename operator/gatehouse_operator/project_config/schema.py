@@ -5,7 +5,8 @@ refused everywhere (the reference implementation accepted and ignored them), wha
 the CRD keeps them rather than pruning them (a client that does not ask for strict field
 validation would otherwise lose a misspelt key without a word), and the admission webhook and the
 operator refuse them, naming the key. Map keys that break their pattern are refused with the path
-named, by the CRD's CEL rules and by these models.
+named, by the CRD's CEL rules and by these models; so is a custom granularity named like a
+standard grain (by these models only: the webhook and the operator).
 
 The spec's JSON is bounded (``MAX_SPEC_BYTES``) so that whatever validates also fits what the
 API server stores.
@@ -17,6 +18,7 @@ import json
 from typing import Annotated, Any, Literal, get_origin
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -25,9 +27,10 @@ from pydantic import (
     model_validator,
 )
 from pydantic.fields import FieldInfo
-from pydantic_core import ErrorDetails
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from gatehouse_operator.cel import cel, validations
+from gatehouse_operator.project_config import time_intervals
 
 Visibility = Literal["show", "hide"]
 Color = Literal["gray", "violet", "red", "orange", "green", "blue", "indigo", "pink", "yellow"]
@@ -43,9 +46,26 @@ CUSTOM_GRANULARITY_NAME = r"^[a-zA-Z0-9_]+$"
 TABLE_GROUP_NAME = r"^[a-zA-Z0-9_-]+$"
 
 
+def _not_a_standard_grain(name: str) -> str:
+    """A custom granularity's name, unless it is a standard grain's (in any case): time intervals
+    read such a name as the standard grain, so the granularity could never be offered, and its
+    sub-dimension would take the standard one's name (``d_week``)."""
+    grain = time_intervals.standard(name)
+    if grain is not None:
+        raise PydanticCustomError(
+            "standard_grain",
+            "{name} is the standard grain {grain}: time intervals read the name as that grain, "
+            "so this granularity could never be offered; give it a name of its own",
+            {"name": repr(name), "grain": grain},
+        )
+    return name
+
+
 # Map keys are checked one by one, so an error names the key (and the CLI finds its line).
 ParameterName = Annotated[str, Field(pattern=PARAMETER_NAME)]
-CustomGranularityName = Annotated[str, Field(pattern=CUSTOM_GRANULARITY_NAME)]
+CustomGranularityName = Annotated[
+    str, Field(pattern=CUSTOM_GRANULARITY_NAME), AfterValidator(_not_a_standard_grain)
+]
 TableGroupName = Annotated[str, Field(pattern=TABLE_GROUP_NAME)]
 
 
