@@ -187,6 +187,16 @@ CASES: list[tuple[str, str, int, str]] = [
         "'number' or 'date'",
     ),
     (
+        "a model's own parameter with a default outside its options",
+        model_file(
+            "    meta:\n      parameters:\n        region:\n          label: Region\n"
+            "          options: [EU, US]\n          default: APAC\n"
+        ),
+        INVALID,
+        "orders.yml:9: model orders: parameters.region.default: 'APAC' is not one of the "
+        "options 'EU' or 'US' (allow_custom_values is not true)",
+    ),
+    (
         "a model's own parameter with no values",
         model_file("    meta:\n      parameters:\n        region:\n          label: Region\n"),
         INVALID,

@@ -141,6 +141,118 @@ YAML_AS_MEANT: list[tuple[str, str, int, str]] = [
     ),
 ]
 
+
+def _parameter(lines: str) -> str:
+    return "spotlight: {}\nparameters:\n  p:\n    label: P\n" + "".join(
+        f"    {line}\n" for line in lines.splitlines()
+    )
+
+
+# A parameter's default checked against its type, its options and multiple, the value quoted.
+DEFAULTS: list[tuple[str, str, str]] = [
+    (
+        "a date that does not exist",
+        "type: date\nallow_custom_values: true\ndefault: 2025-02-30",
+        ":7: parameters.p.default: '2025-02-30' is not a real date",
+    ),
+    (
+        "a date in another format",
+        "type: date\nallow_custom_values: true\ndefault: 30/01/2025",
+        ":7: parameters.p.default: '30/01/2025' is not a YYYY-MM-DD date",
+    ),
+    (
+        "a number that is not one",
+        "type: number\nallow_custom_values: true\ndefault: abc",
+        ":7: parameters.p.default: 'abc' is not a number",
+    ),
+    (
+        "a boolean for a number",
+        "type: number\nallow_custom_values: true\ndefault: true",
+        ":7: parameters.p.default: True is not a number",
+    ),
+    (
+        "a default outside the options",
+        "options: [EMEA, AMER, APAC]\ndefault: LATAM",
+        ":6: parameters.p.default: 'LATAM' is not one of the options 'EMEA', 'AMER' or 'APAC' "
+        "(allow_custom_values is not true)",
+    ),
+    (
+        "a label where the value belongs",
+        "options:\n  - {label: Europe, value: EU}\ndefault: Europe",
+        ":7: parameters.p.default: 'Europe' is not one of the options 'EU' "
+        "(allow_custom_values is not true)",
+    ),
+    (
+        "a number outside the options",
+        "type: number\noptions: [10, 25]\ndefault: 20",
+        ":7: parameters.p.default: 20 is not one of the options 10 or 25 "
+        "(allow_custom_values is not true)",
+    ),
+    (
+        "one of several defaults outside the options",
+        "multiple: true\noptions: [EMEA, AMER]\ndefault: [EMEA, LATAM]",
+        ":7: parameters.p.default: 'LATAM' is not one of the options 'EMEA' or 'AMER' "
+        "(allow_custom_values is not true)",
+    ),
+    (
+        "several defaults for one value",
+        "options: [EMEA, AMER]\ndefault: [EMEA, AMER]",
+        ":6: parameters.p.default: ['EMEA', 'AMER'] is a list of 2 values, but multiple is not "
+        "true: give one value, or set multiple: true",
+    ),
+    (
+        "an empty list",
+        "multiple: true\noptions: [EMEA]\ndefault: []",
+        ":7: parameters.p.default: [] is an empty list: leave default out for no default",
+    ),
+]
+
+DEFAULTS_ACCEPTED: list[tuple[str, str]] = [
+    ("a custom value", "allow_custom_values: true\noptions: [EMEA]\ndefault: LATAM"),
+    ("a real date", "type: date\nallow_custom_values: true\ndefault: 2024-02-29"),
+    ("a number", "type: number\noptions: [10, 2.5]\ndefault: 2.5"),
+    # Compared as the type reads them: the query gets 25 either way.
+    ("a number written as a string", "type: number\noptions: [10, 25]\ndefault: '25'"),
+    ("a value of a {label, value} option", "options:\n  - {label: Europe, value: EU}\ndefault: EU"),
+    ("several, when multiple", "multiple: true\noptions: [EMEA, AMER]\ndefault: [AMER, EMEA]"),
+    # The seed's table shows a list default; one value is unambiguous.
+    ("a list of one without multiple", "options: [EMEA]\ndefault: [EMEA]"),
+    (
+        "options from a dimension: only the type is checked",
+        "type: number\noptions_from_dimension: {model: m, dimension: d}\ndefault: 3",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("lines", "says"), [row[1:] for row in DEFAULTS], ids=[row[0] for row in DEFAULTS]
+)
+def test_a_parameters_default_is_checked_and_quoted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], lines: str, says: str
+) -> None:
+    code, err = validate(tmp_path, _parameter(lines), capsys)
+    assert code == INVALID
+    assert err.strip().endswith(says), err
+
+
+@pytest.mark.parametrize(
+    "lines", [row[1] for row in DEFAULTS_ACCEPTED], ids=[row[0] for row in DEFAULTS_ACCEPTED]
+)
+def test_a_default_that_fits_is_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], lines: str
+) -> None:
+    code, err = validate(tmp_path, _parameter(lines), capsys)
+    assert code == OK, err
+
+
+def test_the_webhook_checks_a_default_in_the_same_words() -> None:
+    spec = {
+        "spotlight": {},
+        "parameters": {"n": {"label": "N", "type": "number", "options": [1], "default": "x"}},
+    }
+    assert spec_problems(spec) == ["spec.parameters.n.default: 'x' is not a number"]
+
+
 # A custom granularity named like a standard grain could never be offered: a dimension's
 # time_intervals and additional_time_intervals read the name as the standard grain.
 STANDARD_GRAIN_NAMES = ["week", "MONTH_NAME", "Day_Of_Week_Index", "raw"]

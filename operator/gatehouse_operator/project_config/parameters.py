@@ -28,27 +28,47 @@ class ParameterError(ValueError):
     """A parameter reference that cannot be substituted safely; the message names it."""
 
 
-def _literal(name: str, kind: ParameterType, value: Value) -> str:
+def invalid(kind: ParameterType, value: Value) -> str:
+    """Why ``value`` is not a value of a ``kind`` parameter ('' when it is one): the rule a
+    query's value and a definition's default are held to alike."""
     if kind == "number":
         if isinstance(value, bool):
-            raise ParameterError(f"parameter {name!r}: {value!r} is not a number")
+            return "is not a number"
         try:
             number = float(value)
         except (ValueError, OverflowError):
-            raise ParameterError(f"parameter {name!r}: {value!r} is not a number") from None
+            return "is not a number"
         if not math.isfinite(number):
-            raise ParameterError(f"parameter {name!r}: {value!r} is not a finite number")
-        return str(int(number)) if number.is_integer() and "." not in str(value) else repr(number)
+            return "is not a finite number"
     if kind == "date":
         text = str(value)
         if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-            raise ParameterError(f"parameter {name!r}: {text!r} is not a YYYY-MM-DD date")
+            return "is not a YYYY-MM-DD date"
         try:
             datetime.date.fromisoformat(text)
         except ValueError:
-            raise ParameterError(f"parameter {name!r}: {text!r} is not a real date") from None
-        return f"CAST('{text}' AS DATE)"
+            return "is not a real date"
+    return ""
+
+
+def _literal(name: str, kind: ParameterType, value: Value) -> str:
+    if problem := invalid(kind, value):
+        written = str(value) if kind == "date" else value
+        raise ParameterError(f"parameter {name!r}: {written!r} {problem}")
+    if kind == "number":
+        number = float(value)
+        return str(int(number)) if number.is_integer() and "." not in str(value) else repr(number)
+    if kind == "date":
+        return f"CAST('{value}' AS DATE)"
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def same(kind: ParameterType, value: Value, other: Value) -> bool:
+    """Whether two values are one value of a ``kind`` parameter, as the query would get them
+    (``'25'`` and ``25`` are one number)."""
+    if kind == "number":
+        return not (invalid(kind, value) or invalid(kind, other)) and float(value) == float(other)
+    return str(value) == str(other)
 
 
 def render_value(name: str, kind: ParameterType, value: Value | Sequence[Value]) -> str:

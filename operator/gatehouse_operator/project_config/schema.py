@@ -23,14 +23,16 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
+    field_validator,
     model_validator,
 )
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from gatehouse_operator.cel import cel, validations
-from gatehouse_operator.project_config import time_intervals
+from gatehouse_operator.project_config import parameters, time_intervals
 
 Visibility = Literal["show", "hide"]
 Color = Literal["gray", "violet", "red", "orange", "green", "blue", "indigo", "pink", "yellow"]
@@ -224,9 +226,9 @@ class Parameter(FileModel):
     """A value users pick that queries and SQL can reference. It needs options,
     options_from_dimension or allow_custom_values: true."""
 
-    # Whether it has options (untyped in the CRD, so out of CEL's reach) the operator checks.
-    # A list default without multiple is accepted: the seed's own table shows one, and the
-    # reference accepts it.
+    # Whether it has options, and its default (both untyped in the CRD, so out of CEL's reach),
+    # the webhook and the operator check. A list default of one value without multiple is
+    # accepted: the seed's own table shows list defaults, and one value is unambiguous.
 
     label: str = Field(min_length=1, description="Shown to users where they pick a value.")
     description: str = Field(default="", description="Shown to users beside the label.")
@@ -245,6 +247,37 @@ class Parameter(FileModel):
         default=None, description="Take the options from a dimension's values."
     )
 
+    @field_validator("default")
+    @classmethod
+    def _default_fits(cls, default: Any, info: ValidationInfo) -> Any:
+        """The default is of the type, among the options unless custom values are allowed, and
+        a list of several values only when several may be picked."""
+        if not isinstance(default, list):
+            values = [default] if default is not None else []
+        elif not default:
+            raise _default_error("[] is an empty list: leave default out for no default")
+        elif len(default) > 1 and info.data.get("multiple") is not True:
+            raise _default_error(
+                f"{_written(default)} is a list of {len(default)} values, but multiple is not "
+                "true: give one value, or set multiple: true"
+            )
+        else:
+            values = default
+        kind: ParameterType | None = info.data.get("type")
+        options = info.data.get("options")
+        for value in values:
+            if kind is not None and (problem := parameters.invalid(kind, value)):
+                raise _default_error(f"{_written(value)} {problem}")
+            if kind is None or options is None or info.data.get("allow_custom_values"):
+                continue
+            offered = [option.value if isinstance(option, Option) else option for option in options]
+            if not any(parameters.same(kind, value, option) for option in offered):
+                raise _default_error(
+                    f"{_written(value)} is not one of {_the_options(offered)} "
+                    "(allow_custom_values is not true)"
+                )
+        return default
+
     @model_validator(mode="after")
     def _has_values(self) -> Parameter:
         sources = (self.options, self.options_from_dimension)
@@ -253,6 +286,20 @@ class Parameter(FileModel):
                 "a parameter needs options, options_from_dimension or allow_custom_values: true"
             )
         return self
+
+
+def _default_error(message: str) -> PydanticCustomError:
+    # The message is final: braces in what was written must not be read as placeholders.
+    return PydanticCustomError("parameter_default", "{message}", {"message": message})
+
+
+def _the_options(values: list[Any], most: int = 10) -> str:
+    """``the options 'a', 'b' or 'c'``, or their count when there are more than ``most``."""
+    if len(values) > most:
+        return f"its {len(values)} options"
+    shown = [_written(value) for value in values]
+    listed = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+    return f"the options {listed}"
 
 
 class AdditionalTimeIntervals(FileModel):
