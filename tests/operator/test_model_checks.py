@@ -67,6 +67,65 @@ CASES: list[tuple[str, str, int, str]] = [
         "",
     ),
     (
+        "a model-scoped parameter, as the reference writes it",
+        model_file(
+            "    meta:\n      sql_filter: ${TABLE}.shop = ${sv.parameters.orders.shop}\n"
+            "      parameters:\n        shop:\n          label: Shop\n"
+            "          allow_custom_values: true\n"
+        ),
+        OK,
+        "",
+    ),
+    (
+        "a joined model's parameter, with the long prefix",
+        "version: 2\nmodels:\n  - name: stores\n    meta:\n      parameters:\n"
+        "        tier:\n          label: Tier\n          options: [a, b]\n"
+        "    columns:\n      - name: name\n"
+        "  - name: orders\n    meta:\n      joins:\n        - join: stores\n"
+        "          sql_on: ${orders.store} = ${stores.name}\n"
+        "      sql_filter: ${stores.tier} = ${service.parameters.stores.tier}\n",
+        OK,
+        "",
+    ),
+    (
+        "a model-scoped parameter the model does not define",
+        model_file(
+            "    meta:\n      sql_filter: ${TABLE}.shop = ${sv.parameters.orders.shpo}\n"
+            "      parameters:\n        shop:\n          label: Shop\n"
+            "          allow_custom_values: true\n"
+        ),
+        INVALID,
+        "orders.yml:5: model orders: ${service.parameters.orders.shpo} names no parameter of "
+        "the model orders (did you mean 'shop'?)",
+    ),
+    (
+        "a model-scoped parameter of a model no .yml describes",
+        model_file("    meta:\n      sql_filter: ${TABLE}.x = ${sv.parameters.order.shop}\n"),
+        INVALID,
+        "orders.yml:5: model orders: ${service.parameters.order.shop} names the model 'order', "
+        "which no .yml describes (did you mean 'orders'?)",
+    ),
+    (
+        "a model-scoped parameter of a model not joined",
+        "version: 2\nmodels:\n  - name: stores\n    meta:\n      parameters:\n"
+        "        tier:\n          label: Tier\n          options: [a, b]\n"
+        "    columns:\n      - name: name\n"
+        "  - name: orders\n    meta:\n"
+        "      sql_filter: ${TABLE}.tier = ${sv.parameters.stores.tier}\n",
+        INVALID,
+        "orders.yml:13: model orders: ${service.parameters.stores.tier} is a parameter of the "
+        "model stores, which orders does not join (a query has only its own model's and its "
+        "joined models' parameters)",
+    ),
+    (
+        "two dots are not a reference",
+        model_file("    meta:\n      sql_filter: ${TABLE}.r = ${sv.parameters.a.b.c}\n"),
+        INVALID,
+        "orders.yml:5: model orders: ${sv.parameters.a.b.c} is not a parameter reference, and "
+        "would stay in the SQL as written: write ${sv.parameters.NAME} or "
+        "${sv.parameters.MODEL.NAME}",
+    ),
+    (
         "date_zoom is reserved",
         model_file("    meta:\n      sql_where: ${sv.parameters.date_zoom} = 'day'\n"),
         OK,
@@ -77,7 +136,8 @@ CASES: list[tuple[str, str, int, str]] = [
         model_file("    meta:\n      sql_filter: ${TABLE}.r = ${sv.parameter.region}\n"),
         INVALID,
         "orders.yml:5: model orders: ${sv.parameter.region} is not a parameter reference, and "
-        "would stay in the SQL as written: write ${sv.parameters.NAME}",
+        "would stay in the SQL as written: write ${sv.parameters.NAME} or "
+        "${sv.parameters.MODEL.NAME}",
     ),
     (
         "a time interval that is not a name",
@@ -359,6 +419,25 @@ def test_explain_substitutes_dates_as_dates(
     code, out, err = run(capsys, project, "explain", "orders")
     assert code == OK, err
     assert "  sql_filter: ${TABLE}.day >= CAST('2024-01-31' AS DATE)" in out.splitlines()
+
+
+def test_explain_substitutes_model_scoped_parameters(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    (project / "models" / "orders.yml").write_text(
+        "version: 2\nmodels:\n  - name: stores\n    meta:\n      parameters:\n"
+        "        tier:\n          label: Tier\n          options: [gold, silver]\n"
+        "          default: gold\n    columns:\n      - name: name\n"
+        "  - name: orders\n    meta:\n      joins:\n        - join: stores\n"
+        "          sql_on: ${orders.store} = ${stores.name}\n"
+        "      sql_filter: ${stores.tier} = ${sv.parameters.stores.tier} AND ${TABLE}.n > "
+        "${sv.parameters.orders.least}\n"
+        "      parameters:\n        least:\n          label: Least\n          type: number\n"
+        "          allow_custom_values: true\n          default: 3\n"
+    )
+    code, out, err = run(capsys, project, "explain", "orders")
+    assert code == OK, err
+    assert "  sql_filter: ${stores.tier} = 'gold' AND ${TABLE}.n > 3" in out.splitlines(), out
 
 
 def test_a_custom_granularity_inherits_the_dimensions_attributes_and_explain_shows_them(

@@ -186,6 +186,7 @@ TYPES: dict[str, parameters.ParameterType] = {
     "limit": "number",
     "since": "date",
     "sales-region": "string",
+    "orders.channel": "string",
 }
 
 
@@ -200,6 +201,8 @@ TYPES: dict[str, parameters.ParameterType] = {
         ("d >= ${sv.parameters.since}", {"since": "2024-02-29"}, "d >= CAST('2024-02-29' AS DATE)"),
         ("r = ${sv.parameters.sales-region}", {"sales-region": "NA"}, "r = 'NA'"),
         ("${ sv.parameters.region }", {"region": "a"}, "'a'"),
+        # A model's own parameter, named by its model as the reference writes it.
+        ("c = ${sv.parameters.orders.channel}", {"orders.channel": "web"}, "c = 'web'"),
         ("grain = ${sv.parameters.date_zoom}", {}, "grain = 'month'"),
     ],
 )

@@ -23,7 +23,11 @@ from gatehouse_operator.project_config import (
 )
 from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.dbt_project import DbtProject, Dimension, Model
-from gatehouse_operator.project_config.model_checks import did_you_mean, model_parameters
+from gatehouse_operator.project_config.model_checks import (
+    did_you_mean,
+    model_parameters,
+    scoped_parameters,
+)
 from gatehouse_operator.project_config.schema import ServiceConfig
 
 
@@ -39,7 +43,7 @@ def explain(config: ServiceConfig, project: DbtProject, target: str) -> list[str
             f"no model .yml describes {model_name!r}{did_you_mean(model_name, project.models)}"
         )
     if not dimension_name:
-        return _model(config, model)
+        return _model(config, project, model)
     dimension = model.dimension(dimension_name)
     if dimension is None:
         names = [d.name for d in model.dimensions]
@@ -47,10 +51,10 @@ def explain(config: ServiceConfig, project: DbtProject, target: str) -> list[str
             f"the model {model.name} has no column {dimension_name!r}"
             f"{did_you_mean(dimension_name, names)}"
         )
-    return _dimension(config, model, dimension)
+    return _dimension(config, project, model, dimension)
 
 
-def _model(config: ServiceConfig, model: Model) -> list[str]:
+def _model(config: ServiceConfig, project: DbtProject, model: Model) -> list[str]:
     lines = [f"model {model.name} ({model.place.at()})"]
     groups = model.meta.get("groups")
     if isinstance(groups, list) and groups:
@@ -69,21 +73,25 @@ def _model(config: ServiceConfig, model: Model) -> list[str]:
     lines.append(f"  dimensions: {', '.join(d.name for d in model.dimensions) or 'none described'}")
     for key in ("sql_filter", "sql_where"):
         if isinstance(model.meta.get(key), str):
-            lines.append(f"  {key}: {_substituted(config, model, model.meta[key])}")
+            lines.append(f"  {key}: {_substituted(config, project, model, model.meta[key])}")
     for metric in model.all_metrics():
         sql = metric.meta.get("sql")
         kind = metric.meta.get("type", "")
-        shown = _substituted(config, model, sql) if isinstance(sql, str) else "(the column)"
+        shown = (
+            _substituted(config, project, model, sql) if isinstance(sql, str) else "(the column)"
+        )
         lines.append(f"  metric {metric.name} ({kind}): {shown}")
     return lines
 
 
-def _dimension(config: ServiceConfig, model: Model, dimension: Dimension) -> list[str]:
+def _dimension(
+    config: ServiceConfig, project: DbtProject, model: Model, dimension: Dimension
+) -> list[str]:
     kind = dimension.time_type
     lines = [
         f"dimension {model.name}.{dimension.name} ({dimension.place.at()})",
         f"  type: {dimension.type or 'from the warehouse (no meta.dimension.type)'}",
-        f"  sql: {_substituted(config, model, dimension.sql)}",
+        f"  sql: {_substituted(config, project, model, dimension.sql)}",
     ]
     sensitive, level = case_sensitivity.case_sensitive(
         _boolean(dimension.meta, "case_sensitive"),
@@ -114,7 +122,7 @@ def _dimension(config: ServiceConfig, model: Model, dimension: Dimension) -> lis
             continue
         base = custom_granularities.parent(dimension.name, dimension.sql, dimension.meta)
         derived = custom_granularities.sub_dimension(base, name, granularity)
-        sql = _substituted(config, model, str(derived["sql"]))
+        sql = _substituted(config, project, model, str(derived["sql"]))
         lines.append(
             f"    {name}: {derived['label']} -> {derived['name']} ({derived['type']}): {sql}"
         )
@@ -127,12 +135,16 @@ def _dimension(config: ServiceConfig, model: Model, dimension: Dimension) -> lis
     return lines
 
 
-def _substituted(config: ServiceConfig, model: Model, sql: str) -> str:
+def _substituted(config: ServiceConfig, project: DbtProject, model: Model, sql: str) -> str:
     values: dict[str, Any] = {}
     types: dict[str, parameters.ParameterType] = {}
     for name, parameter in config.parameters.items():
         types[name], values[name] = parameter.type, parameter.default
-    for name, definition in model_parameters(model).items():
+    # The model's own by their name, and (with its joined models') by MODEL.NAME.
+    for name, definition in {
+        **model_parameters(model),
+        **scoped_parameters(model, project),
+    }.items():
         if isinstance(definition, Mapping):
             kind = definition.get("type", "string")
             types[str(name)] = kind if kind in ("string", "number", "date") else "string"

@@ -4,7 +4,9 @@ Errors (``validate`` exits 1, ``deploy`` and ``preview`` apply nothing):
 
 - a ``${service.parameters.x}`` / ``${sv.parameters.x}`` anywhere in a model that names no
   parameter of the file or of the model (the reference left it raw in the SQL), with a "did you
-  mean";
+  mean"; and a ``${sv.parameters.m.x}`` (a model's own parameter, named by its model) whose
+  model ``m`` is not described, is neither the model nor one it joins, or has no parameter
+  ``x``;
 - a dimension's ``time_intervals`` entry that is neither a standard grain nor a custom
   granularity of the file (so removing a granularity a model still uses is refused);
 - ``meta.groups`` nested deeper than five levels;
@@ -57,7 +59,7 @@ def check(config: ServiceConfig, config_file: Document, project: DbtProject) -> 
     """``config`` (read from ``config_file``) against ``project``, each finding at its line."""
     found = Findings(errors=list(project.problems))
     for model in project.models.values():
-        _parameter_references(config, model, found)
+        _parameter_references(config, model, project, found)
         _groups(config, model, found)
         _spotlight(config, model, found)
         _parameter_definitions(model, found)
@@ -91,25 +93,72 @@ def model_parameters(model: Model) -> dict[str, Any]:
     return own if isinstance(own, dict) else {}
 
 
-def _parameter_references(config: ServiceConfig, model: Model, found: Findings) -> None:
-    known = {*config.parameters, *model_parameters(model), *parameters.RESERVED}
+def joined(model: Model) -> list[str]:
+    """The models ``model`` joins (``meta.joins[].join``: a model's name, whatever its alias)."""
+    joins = model.meta.get("joins")
+    entries = joins if isinstance(joins, list) else []
+    return [entry["join"] for entry in entries if isinstance(entry, dict) and "join" in entry]
+
+
+def scoped_parameters(model: Model, project: DbtProject) -> dict[str, Any]:
+    """The definitions a query of ``model`` may name as ``MODEL.NAME``: its own model's and its
+    joined models' parameters, as the reference offers them."""
+    scoped: dict[str, Any] = {}
+    for name in (model.name, *joined(model)):
+        other = project.models.get(name)
+        for parameter, definition in model_parameters(other).items() if other else ():
+            scoped[f"{name}.{parameter}"] = definition
+    return scoped
+
+
+def _parameter_references(
+    config: ServiceConfig, model: Model, project: DbtProject, found: Findings
+) -> None:
+    scoped = scoped_parameters(model, project)
+    known = {*config.parameters, *model_parameters(model), *parameters.RESERVED, *scoped}
     entry_location = model.place.location[:2]  # ("models", index): the whole entry
     document = model.place.document
     entry = document.data["models"][int(entry_location[1])]
     for text, location in _strings(entry, entry_location):
-        where = f"{document.path}:{document.line_of(location)}"
+        where = f"{document.path}:{document.line_of(location)}: model {model.name}"
         for written in _LOOKS_LIKE_A_REFERENCE.findall(text):
             if not parameters.REFERENCE.fullmatch(written):
                 found.errors.append(
-                    f"{where}: model {model.name}: {written} is not a parameter reference, and "
-                    "would stay in the SQL as written: write ${sv.parameters.NAME}"
+                    f"{where}: {written} is not a parameter reference, and would stay in the "
+                    "SQL as written: write ${sv.parameters.NAME} or ${sv.parameters.MODEL.NAME}"
                 )
         for name in parameters.references(text):
-            if name not in known:
-                found.errors.append(
-                    f"{where}: model {model.name}: ${{service.parameters.{name}}} names no "
-                    f"parameter of service.config.yml or of the model{did_you_mean(name, known)}"
-                )
+            if name in known:
+                continue
+            if "." in name:
+                found.errors.append(f"{where}: {_unscoped(name, model, project)}")
+                continue
+            found.errors.append(
+                f"{where}: ${{service.parameters.{name}}} names no parameter of "
+                f"service.config.yml or of the model{did_you_mean(name, known)}"
+            )
+
+
+def _unscoped(name: str, model: Model, project: DbtProject) -> str:
+    """Why ``MODEL.NAME`` names no parameter a query of ``model`` has."""
+    written = f"${{service.parameters.{name}}}"
+    owner_name, parameter = name.split(".")
+    owner = project.models.get(owner_name)
+    if owner is None:
+        return (
+            f"{written} names the model {owner_name!r}, which no .yml describes"
+            f"{did_you_mean(owner_name, project.models)}"
+        )
+    defined = model_parameters(owner)
+    if parameter not in defined:
+        return (
+            f"{written} names no parameter of the model {owner.name}"
+            f"{did_you_mean(parameter, defined)}"
+        )
+    return (
+        f"{written} is a parameter of the model {owner.name}, which {model.name} does not join "
+        "(a query has only its own model's and its joined models' parameters)"
+    )
 
 
 def _groups(config: ServiceConfig, model: Model, found: Findings) -> None:

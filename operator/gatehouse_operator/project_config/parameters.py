@@ -1,5 +1,8 @@
 """Parameters in SQL: ``${service.parameters.name}`` and ``${sv.parameters.name}``.
 
+A model's own parameters (its ``meta.parameters``) are also named with their model, as the
+reference writes them: ``${sv.parameters.orders.channel}``; the name then holds one dot.
+
 Values are substituted by the parameter's type, never pasted raw: strings are quoted with inner
 quotes doubled, lists become ``'a', 'b'``, numbers must be finite, dates must be real
 ``YYYY-MM-DD`` dates and become ``CAST('…' AS DATE)``. A reference to a parameter that is not
@@ -21,7 +24,9 @@ from typing import Literal
 ParameterType = Literal["string", "number", "date"]
 Value = str | int | float | bool
 RESERVED = ("date_zoom",)
-REFERENCE = re.compile(r"\$\{\s*(?:service|sv)\.parameters\.([A-Za-z0-9_-]+)\s*\}")
+REFERENCE = re.compile(
+    r"\$\{\s*(?:service|sv)\.parameters\.([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)?)\s*\}"
+)
 
 
 class ParameterError(ValueError):
