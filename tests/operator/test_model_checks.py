@@ -36,6 +36,19 @@ def model_file(body: str) -> str:
     return "version: 2\nmodels:\n  - name: orders\n" + body
 
 
+def metric_file(spotlight: str, model_meta: str = "") -> str:
+    """The model orders with a few dimensions and the metric total, whose meta holds the
+    ``spotlight`` lines (its spotlight key on line 16)."""
+    return model_file(
+        (f"    meta:\n{model_meta}" if model_meta else "")
+        + "    columns:\n      - name: status\n      - name: amount\n"
+        "      - name: ordered_at\n        meta:\n          dimension:\n"
+        "            type: timestamp\n            time_intervals: [DAY, MONTH, day_of_shift]\n"
+        "          metrics:\n            total:\n              type: count\n"
+        + "".join(f"              {line}\n" for line in spotlight.splitlines())
+    )
+
+
 def dimension_file(column: str, lines: str) -> str:
     """A model file with one column whose meta.dimension holds ``lines``."""
     return model_file(
@@ -233,8 +246,96 @@ CASES: list[tuple[str, str, int, str]] = [
             "              spotlight: {visibility: hide, colour: red}\n"
         ),
         INVALID,
-        "orders.yml:10: model orders, metric total: spotlight.colour: unknown key (a model or "
-        "metric sets only visibility and categories)",
+        "orders.yml:10: model orders, metric total: spotlight.colour: unknown key (a metric "
+        "sets visibility, categories, owner, filter_by, segment_by, default_segment and "
+        "default_filter)",
+    ),
+    (
+        "catalog metadata as the reference writes it",
+        metric_file(
+            "spotlight:\n  owner: ana@shop.example\n  filter_by: [status, ordered_at]\n"
+            "  segment_by: [status, ordered_at_month, ordered_at_day_of_shift]\n"
+            "  default_segment: status\n  default_filter:\n    status: [completed, shipped]",
+            model_meta="      spotlight:\n        owner: finance@shop.example\n",
+        ),
+        OK,
+        "",
+    ),
+    (
+        "a default filter of the reference's filter syntax, or null",
+        metric_file("spotlight:\n  default_filter: {status: '!returned'}"),
+        OK,
+        "",
+    ),
+    (
+        "an owner that is not a string is ignored with a warning",
+        metric_file("spotlight:\n  owner: 42"),
+        OK,
+        "orders.yml:16: warning: model orders, metric total: spotlight.owner: 42 is not a "
+        "string (a name or an email), so it is ignored",
+    ),
+    (
+        "filter_by naming no dimension of the model",
+        metric_file("spotlight:\n  filter_by: [stauts]"),
+        INVALID,
+        "orders.yml:16: model orders, metric total: spotlight.filter_by: 'stauts' is not a "
+        "dimension of the model orders (did you mean 'status'?)",
+    ),
+    (
+        "segment_by written as one name",
+        metric_file("spotlight:\n  segment_by: status"),
+        INVALID,
+        "orders.yml:16: model orders, metric total: spotlight.segment_by: must be a list of "
+        "dimension names, not 'status'",
+    ),
+    (
+        "a time interval the dimension does not offer",
+        metric_file("spotlight:\n  segment_by: [ordered_at_hour]"),
+        INVALID,
+        "spotlight.segment_by: 'ordered_at_hour' is not a dimension of the model orders "
+        "(did you mean 'ordered_at'?)",
+    ),
+    (
+        "a default segment that segment_by leaves out",
+        metric_file("spotlight:\n  segment_by: [status]\n  default_segment: amount"),
+        INVALID,
+        "orders.yml:17: model orders, metric total: spotlight.default_segment: 'amount' is not "
+        "one of segment_by (status)",
+    ),
+    (
+        "a default filter on two dimensions",
+        metric_file("spotlight:\n  default_filter: {status: completed, amount: 5}"),
+        INVALID,
+        "orders.yml:16: model orders, metric total: spotlight.default_filter: must be one "
+        "dimension and its value (status: completed), not {'status': 'completed', 'amount': 5}",
+    ),
+    (
+        "a default filter on a dimension filter_by leaves out",
+        metric_file("spotlight:\n  filter_by: [status]\n  default_filter: {amount: 5}"),
+        INVALID,
+        "spotlight.default_filter: 'amount' is not one of filter_by (status)",
+    ),
+    (
+        "a default filter on no dimension",
+        metric_file("spotlight:\n  default_filter: {stats: completed}"),
+        INVALID,
+        "spotlight.default_filter: 'stats' is not a dimension of the model orders "
+        "(did you mean 'status'?)",
+    ),
+    (
+        "a default filter whose value is a mapping",
+        metric_file("spotlight:\n  default_filter: {status: {is: completed}}"),
+        INVALID,
+        "spotlight.default_filter: {'is': 'completed'} is not a value of status: give a value, "
+        "a list of values or null",
+    ),
+    (
+        "a metric's setting on the model",
+        model_file("    meta:\n      spotlight:\n        filter_by: [status]\n"),
+        INVALID,
+        "orders.yml:6: model orders: spotlight.filter_by: a metric's setting, not a model's "
+        "(the reference reads it from each metric): set it in the spotlight of the metrics it "
+        "is for",
     ),
     (
         "a model's own parameter of a type the file's schema lacks",
@@ -366,6 +467,25 @@ EXPLAINED = [
             "  case sensitive: true  (from the model's meta.case_sensitive)",
             "  sql_filter: ${TABLE}.region IN ('EMEA')",
             "  metric revenue (sum): CASE WHEN ${TABLE}.amount >= 25 THEN ${TABLE}.amount END",
+        ],
+    ),
+    (
+        # Written for the reference: catalog metadata, a model-scoped parameter, five levels.
+        "payments",
+        [
+            "  sidebar: Sales > EMEA > Finance > Billing > Card payments  "
+            "(meta.groups: sales > sales-emea > finance > billing > cards)",
+            "  sql_filter: ${TABLE}.method IN ('card', 'gift_card')",
+            "  catalog: visibility show, categories revenue, owner finance@jaffle.shop "
+            "(the model's spotlight.owner)",
+            "  metric total_paid (sum): (the column)",
+            "    catalog: visibility show, categories revenue, growth, owner ana@jaffle.shop "
+            "(the metric's spotlight.owner)",
+            "    filter by: method, status",
+            "    segment by: method, paid_at_month (default method)",
+            '    default filter: status: "completed"',
+            "    catalog: visibility hide, categories revenue, owner finance@jaffle.shop "
+            "(the model's spotlight.owner)",
         ],
     ),
     (

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gatehouse_operator.project_config import time_intervals
 from gatehouse_operator.project_config.schema import CustomGranularity
 
 COLUMN = "${COLUMN}"
@@ -32,7 +33,7 @@ def sub_dimension(
     dimension: Mapping[str, Any], key: str, granularity: CustomGranularity
 ) -> dict[str, Any]:
     derived: dict[str, Any] = {
-        "name": f"{dimension['name']}_{key}",
+        "name": time_intervals.sub_dimension_name(str(dimension["name"]), key),
         "label": granularity.label,
         "sql": granularity.sql.replace(COLUMN, str(dimension["sql"])),
         "type": granularity.type,

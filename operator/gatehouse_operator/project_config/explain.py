@@ -3,8 +3,10 @@
 For a dimension: its type and SQL, case sensitivity and the level it comes from, its effective
 time intervals (its own list, or the built-ins plus ``additional_time_intervals``) with their
 labels, the sub-dimensions its custom granularities become, with their SQL. For a model: its group
-path in the sidebar, its case sensitivity, its dimensions, and its metrics. Every SQL is shown
-with the parameters' defaults substituted, typed and quoted as a query would get them.
+path in the sidebar, its case sensitivity, its dimensions, its Metrics Catalog settings, and its
+metrics with theirs (visibility, categories and owner, inherited where the metric sets none;
+what users may filter and segment it by, and its defaults). Every SQL is shown with the
+parameters' defaults substituted, typed and quoted as a query would get them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from gatehouse_operator.project_config import (
     case_sensitivity,
+    catalog,
     custom_granularities,
     labels,
     parameters,
@@ -23,11 +26,8 @@ from gatehouse_operator.project_config import (
 )
 from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.dbt_project import DbtProject, Dimension, Model
-from gatehouse_operator.project_config.model_checks import (
-    did_you_mean,
-    model_parameters,
-    scoped_parameters,
-)
+from gatehouse_operator.project_config.findings import did_you_mean
+from gatehouse_operator.project_config.model_checks import model_parameters, scoped_parameters
 from gatehouse_operator.project_config.schema import ServiceConfig
 
 
@@ -74,6 +74,8 @@ def _model(config: ServiceConfig, project: DbtProject, model: Model) -> list[str
     for key in ("sql_filter", "sql_where"):
         if isinstance(model.meta.get(key), str):
             lines.append(f"  {key}: {_substituted(config, project, model, model.meta[key])}")
+    entry = catalog.model_entry(config, model)
+    lines += entry.lines("  ")
     for metric in model.all_metrics():
         sql = metric.meta.get("sql")
         kind = metric.meta.get("type", "")
@@ -81,6 +83,7 @@ def _model(config: ServiceConfig, project: DbtProject, model: Model) -> list[str
             _substituted(config, project, model, sql) if isinstance(sql, str) else "(the column)"
         )
         lines.append(f"  metric {metric.name} ({kind}): {shown}")
+        lines += catalog.metric_entry(entry, metric.meta).lines("    ")
     return lines
 
 
@@ -106,11 +109,10 @@ def _dimension(
     if own == "OFF":
         lines.append("  time intervals: none  (time_intervals: OFF)")
         return lines
+    intervals = time_intervals.offered(kind, own, compiled.time_intervals[kind])
     if isinstance(own, list):
-        intervals = time_intervals.effective(kind, [], [str(name) for name in own])
         source = "the dimension's own time_intervals"
     else:
-        intervals = compiled.time_intervals[kind]
         source = f"built-ins + defaults.additional_time_intervals.{kind}"
     lines.append(f"  time intervals: {', '.join(intervals)}  (from {source})")
     label = str(dimension.meta.get("label") or dimension.name.replace("_", " ").capitalize())

@@ -10,33 +10,35 @@ Errors (``validate`` exits 1, ``deploy`` and ``preview`` apply nothing):
 - a dimension's ``time_intervals`` entry that is neither a standard grain nor a custom
   granularity of the file (so removing a granularity a model still uses is refused);
 - ``meta.groups`` nested deeper than five levels;
-- a model's or metric's ``spotlight`` override that is not ``visibility`` (show or hide) and
-  ``categories``, or a category in it that ``spotlight.categories`` lacks;
+- a model's or metric's ``spotlight`` (its Metrics Catalog metadata, see ``catalog``) with a key
+  it cannot set, a visibility that is not show or hide, a category ``spotlight.categories``
+  lacks, or a metric's ``filter_by``, ``segment_by``, ``default_segment`` or ``default_filter``
+  naming what is not a dimension of its model;
 - a model's own parameter definition that breaks the file's parameter schema;
 - a table or dimension ``case_sensitive`` that is not a boolean;
 - ``options_from_dimension`` naming a dimension its (described) model does not have.
 
 Warnings: a group key ``table_groups`` does not define (the key becomes its label), a sub-day
-grain on a date dimension, ``options_from_dimension`` naming a model no ``.yml`` describes.
+grain on a date dimension, ``options_from_dimension`` naming a model no ``.yml`` describes, a
+``spotlight.owner`` that is not a string (ignored, as the reference does).
 """
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, get_args
+from collections.abc import Iterator
+from typing import Any
 
 from pydantic import ValidationError
 
-from gatehouse_operator.project_config import parameters, table_groups, time_intervals
+from gatehouse_operator.project_config import catalog, parameters, table_groups, time_intervals
+from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.dbt_project import DbtProject, Dimension, Model, Place
+from gatehouse_operator.project_config.findings import Findings, did_you_mean
 from gatehouse_operator.project_config.schema import (
     PARAMETER_NAME,
     Parameter,
     ServiceConfig,
-    Visibility,
     rule,
 )
 from gatehouse_operator.project_config.yaml_source import Document
@@ -45,23 +47,16 @@ from gatehouse_operator.project_config.yaml_source import Document
 _LOOKS_LIKE_A_REFERENCE = re.compile(r"\$\{\s*(?:service|sv)\.[^}]*\}", re.IGNORECASE)
 # What the reference also accepts instead of a list: no time intervals, or the defaults.
 INTERVAL_WORDS = ("OFF", "default")
-SPOTLIGHT_OVERRIDES = ("visibility", "categories")
-VISIBILITIES = get_args(Visibility)
-
-
-@dataclass
-class Findings:
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 def check(config: ServiceConfig, config_file: Document, project: DbtProject) -> Findings:
     """``config`` (read from ``config_file``) against ``project``, each finding at its line."""
     found = Findings(errors=list(project.problems))
+    intervals = compile_config(config).time_intervals
     for model in project.models.values():
         _parameter_references(config, model, project, found)
         _groups(config, model, found)
-        _spotlight(config, model, found)
+        catalog.check(config, model, intervals, found)
         _parameter_definitions(model, found)
         _case_sensitive(model.meta, model.place, f"model {model.name}", found)
         for dimension in model.dimensions:
@@ -70,11 +65,6 @@ def check(config: ServiceConfig, config_file: Document, project: DbtProject) -> 
             _case_sensitive(dimension.meta, dimension.place, subject, found)
     _options_from_dimensions(config, config_file, project, found)
     return found
-
-
-def did_you_mean(name: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _strings(value: Any, location: tuple[str, ...]) -> Iterator[tuple[str, tuple[str, ...]]]:
@@ -180,57 +170,6 @@ def _groups(config: ServiceConfig, model: Model, found: Findings) -> None:
                 f"{where}: warning: model {model.name}: the group {key!r} is not in "
                 f"table_groups, so {key!r} is its label{did_you_mean(key, defined)}"
             )
-
-
-def _spotlights(model: Model) -> Iterator[tuple[str, Any, Place]]:
-    """Each ``meta.spotlight`` override of the model and its metrics, with whose it is."""
-    if "spotlight" in model.meta:
-        yield f"model {model.name}", model.meta["spotlight"], model.place
-    for metric in model.all_metrics():
-        if "spotlight" in metric.meta:
-            yield (
-                f"model {model.name}, metric {metric.name}",
-                metric.meta["spotlight"],
-                metric.place,
-            )
-
-
-def _spotlight(config: ServiceConfig, model: Model, found: Findings) -> None:
-    """A model's or metric's Metrics Catalog override: its visibility and its categories."""
-    defined = config.spotlight.categories
-    for subject, spotlight, place in _spotlights(model):
-        if not isinstance(spotlight, dict):
-            found.errors.append(
-                f"{place.at('spotlight')}: {subject}: spotlight must be a mapping of visibility "
-                f"and categories, not {spotlight!r}"
-            )
-            continue
-        for key in spotlight:
-            if key not in SPOTLIGHT_OVERRIDES:
-                found.errors.append(
-                    f"{place.at('spotlight', key)}: {subject}: spotlight.{key}: unknown key "
-                    f"(a model or metric sets only visibility and categories)"
-                    f"{did_you_mean(str(key), SPOTLIGHT_OVERRIDES)}"
-                )
-        visibility = spotlight.get("visibility", "show")
-        if visibility not in VISIBILITIES:
-            found.errors.append(
-                f"{place.at('spotlight', 'visibility')}: {subject}: spotlight.visibility: "
-                f"{visibility!r} is not one of {' or '.join(map(repr, VISIBILITIES))}"
-            )
-        if "categories" not in spotlight:
-            continue
-        where = place.at("spotlight", "categories")
-        categories = spotlight["categories"]
-        if not isinstance(categories, list):
-            found.errors.append(f"{where}: {subject}: spotlight.categories must be a list")
-            continue
-        for category in categories:
-            if str(category) not in defined:
-                found.errors.append(
-                    f"{where}: {subject}: the category {category!r} is not defined in "
-                    f"spotlight.categories{did_you_mean(str(category), defined)}"
-                )
 
 
 def _parameter_definitions(model: Model, found: Findings) -> None:

@@ -117,6 +117,23 @@ def effective(
     return list(dict.fromkeys([*BUILT_IN[kind], *additional]))
 
 
+def offered(kind: DimensionType, own: object, project: Sequence[str]) -> list[str]:
+    """The intervals a dimension offers, from its own ``time_intervals`` (a list; ``OFF`` for
+    none; absent or ``default`` for the project's compiled ``project`` list)."""
+    if own == "OFF":
+        return []
+    if isinstance(own, list):
+        return effective(kind, [], [str(name) for name in own])
+    return list(project)
+
+
+def sub_dimension_name(dimension: str, interval: str) -> str:
+    """The dimension an interval of ``dimension`` becomes: a standard grain's name in lower case
+    (``ordered_at_month``), a custom granularity's key as written."""
+    grain = standard(interval)
+    return f"{dimension}_{grain.lower() if grain else interval}"
+
+
 def capped(kind: DimensionType, intervals: list[str]) -> tuple[list[str], list[CompileWarning]]:
     """The first ``MAX_INTERVALS`` of ``intervals``, and a warning if there were more."""
     if len(intervals) <= MAX_INTERVALS:

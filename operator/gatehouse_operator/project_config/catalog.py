@@ -1,0 +1,293 @@
+"""The Metrics Catalog metadata of models and metrics (their ``spotlight``): checked, and resolved
+as the catalog shows it.
+
+A model's ``spotlight`` sets ``visibility``, ``categories`` and ``owner``, which its metrics
+inherit. A metric's sets those and what the catalog's metric explorer offers:
+
+- ``filter_by`` and ``segment_by``: the dimensions of the metric's model users may filter and
+  segment it by (the reference fails its compile on an unknown one, and so do we);
+- ``default_segment``: the dimension segmented by at first, one of ``segment_by`` when that is
+  set;
+- ``default_filter``: one dimension and its value, as the reference's metric filters write it
+  (``{status: completed}``; a list of values, or null for "is null"), on a dimension of the model,
+  one of ``filter_by`` when that is set.
+
+A metric's visibility is its own, else its model's, else the file's ``default_visibility``; its
+categories are its model's and its own; its owner its own, else its model's ``spotlight.owner``,
+else the model's ``meta.owner``. An owner that is not a string is ignored with a warning, as the
+reference does. A dimension is a column of the model, or the dimension one of its time intervals
+becomes (``ordered_at_month``, ``ordered_at_fiscal_quarter``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, get_args
+
+from gatehouse_operator.project_config import time_intervals
+from gatehouse_operator.project_config.dbt_project import Model, Place
+from gatehouse_operator.project_config.findings import Findings, did_you_mean
+from gatehouse_operator.project_config.schema import ServiceConfig, Visibility
+
+VISIBILITIES = get_args(Visibility)
+MODEL_KEYS = ("visibility", "categories", "owner")
+METRIC_KEYS = (*MODEL_KEYS, "filter_by", "segment_by", "default_segment", "default_filter")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A model's or metric's catalog settings as the catalog shows them."""
+
+    visibility: str
+    categories: list[str]
+    owner: str | None
+    owner_from: str = ""
+    filter_by: list[str] | None = None
+    segment_by: list[str] | None = None
+    default_segment: str | None = None
+    default_filter: dict[str, Any] = field(default_factory=dict)
+
+    def lines(self, indent: str) -> list[str]:
+        owner = f", owner {self.owner} ({self.owner_from})" if self.owner else ""
+        categories = f", categories {', '.join(self.categories)}" if self.categories else ""
+        shown = [f"{indent}catalog: visibility {self.visibility}{categories}{owner}"]
+        if self.filter_by is not None:
+            shown.append(f"{indent}filter by: {', '.join(self.filter_by) or 'nothing'}")
+        if self.segment_by is not None or self.default_segment:
+            default = f" (default {self.default_segment})" if self.default_segment else ""
+            listed = ", ".join(self.segment_by) if self.segment_by is not None else "any"
+            shown.append(f"{indent}segment by: {listed or 'nothing'}{default}")
+        shown += [
+            f"{indent}default filter: {name}: {json.dumps(value)}"
+            for name, value in self.default_filter.items()
+        ]
+        return shown
+
+
+def _spotlight(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = meta.get("spotlight")
+    return value if isinstance(value, dict) else {}
+
+
+def _names(value: Any) -> list[str] | None:
+    return [str(name) for name in value] if isinstance(value, list) else None
+
+
+def _visibility(spotlight: Mapping[str, Any], inherited: str) -> str:
+    visibility = spotlight.get("visibility")
+    return str(visibility) if visibility in VISIBILITIES else inherited
+
+
+def _owner(spotlight: Mapping[str, Any]) -> str | None:
+    owner = spotlight.get("owner")
+    return owner if isinstance(owner, str) else None
+
+
+def model_entry(config: ServiceConfig, model: Model) -> Entry:
+    spotlight = _spotlight(model.meta)
+    owner, owner_from = _owner(spotlight), "the model's spotlight.owner"
+    if owner is None and isinstance(model.meta.get("owner"), str):
+        owner, owner_from = model.meta["owner"], "the model's meta.owner"
+    return Entry(
+        visibility=_visibility(spotlight, config.spotlight.default_visibility),
+        categories=_names(spotlight.get("categories")) or [],
+        owner=owner,
+        owner_from=owner_from,
+    )
+
+
+def metric_entry(model: Entry, meta: Mapping[str, Any]) -> Entry:
+    """A metric's settings, with what it inherits from its model's ``model``."""
+    spotlight = _spotlight(meta)
+    owner = _owner(spotlight)
+    default_filter = spotlight.get("default_filter")
+    default_segment = spotlight.get("default_segment")
+    return Entry(
+        visibility=_visibility(spotlight, model.visibility),
+        categories=list(
+            dict.fromkeys([*model.categories, *(_names(spotlight.get("categories")) or [])])
+        ),
+        owner=owner or model.owner,
+        owner_from="the metric's spotlight.owner" if owner else model.owner_from,
+        filter_by=_names(spotlight.get("filter_by")),
+        segment_by=_names(spotlight.get("segment_by")),
+        default_segment=default_segment if isinstance(default_segment, str) else None,
+        default_filter=dict(default_filter) if isinstance(default_filter, dict) else {},
+    )
+
+
+def dimension_names(model: Model, intervals: Mapping[str, Sequence[str]]) -> list[str]:
+    """The model's dimensions: its columns, and what their time intervals become
+    (``intervals``: the project's compiled ones, by dimension type)."""
+    names = []
+    for dimension in model.dimensions:
+        names.append(dimension.name)
+        kind = dimension.time_type
+        if kind is None:
+            continue
+        own = dimension.meta.get("time_intervals")
+        names += [
+            time_intervals.sub_dimension_name(dimension.name, interval)
+            for interval in time_intervals.offered(kind, own, intervals[kind])
+        ]
+    return names
+
+
+def _overrides(model: Model) -> Iterator[tuple[str, Any, Place, tuple[str, ...]]]:
+    """Each ``meta.spotlight`` of the model and its metrics: whose, the value, where, and the
+    keys it may set."""
+    if "spotlight" in model.meta:
+        yield f"model {model.name}", model.meta["spotlight"], model.place, MODEL_KEYS
+    for metric in model.all_metrics():
+        if "spotlight" in metric.meta:
+            subject = f"model {model.name}, metric {metric.name}"
+            yield subject, metric.meta["spotlight"], metric.place, METRIC_KEYS
+
+
+def check(
+    config: ServiceConfig,
+    model: Model,
+    intervals: Mapping[str, Sequence[str]],
+    found: Findings,
+) -> None:
+    """The model's and its metrics' catalog settings against the file's categories and the
+    model's dimensions."""
+    explorer: _Explorer | None = None  # made once, and only for a metric that names dimensions
+    for subject, spotlight, place, keys in _overrides(model):
+        if not isinstance(spotlight, dict):
+            found.errors.append(
+                f"{place.at('spotlight')}: {subject}: spotlight must be a mapping of "
+                f"{', '.join(keys[:-1])} and {keys[-1]}, not {spotlight!r}"
+            )
+            continue
+        _keys(subject, spotlight, place, keys, found)
+        _visibility_and_categories(config, subject, spotlight, place, found)
+        if "owner" in spotlight and not isinstance(spotlight["owner"], str):
+            found.warnings.append(
+                f"{place.at('spotlight', 'owner')}: warning: {subject}: spotlight.owner: "
+                f"{spotlight['owner']!r} is not a string (a name or an email), so it is ignored"
+            )
+        if keys is METRIC_KEYS and any(key in spotlight for key in METRIC_KEYS[3:]):
+            explorer = explorer or _Explorer(model.name, dimension_names(model, intervals))
+            for key, rule in explorer.problems(spotlight):
+                found.errors.append(
+                    f"{place.at('spotlight', key)}: {subject}: spotlight.{key}: {rule}"
+                )
+
+
+def _keys(
+    subject: str,
+    spotlight: Mapping[str, Any],
+    place: Place,
+    keys: tuple[str, ...],
+    found: Findings,
+) -> None:
+    for key in spotlight:
+        where = f"{place.at('spotlight', key)}: {subject}: spotlight.{key}"
+        if key in keys:
+            continue
+        if key in METRIC_KEYS:
+            found.errors.append(
+                f"{where}: a metric's setting, not a model's (the reference reads it from each "
+                "metric): set it in the spotlight of the metrics it is for"
+            )
+            continue
+        sets = f"{', '.join(keys[:-1])} and {keys[-1]}"
+        whose = "a metric" if keys is METRIC_KEYS else "a model"
+        found.errors.append(
+            f"{where}: unknown key ({whose} sets {sets}){did_you_mean(str(key), keys)}"
+        )
+
+
+def _visibility_and_categories(
+    config: ServiceConfig,
+    subject: str,
+    spotlight: Mapping[str, Any],
+    place: Place,
+    found: Findings,
+) -> None:
+    visibility = spotlight.get("visibility", "show")
+    if visibility not in VISIBILITIES:
+        found.errors.append(
+            f"{place.at('spotlight', 'visibility')}: {subject}: spotlight.visibility: "
+            f"{visibility!r} is not one of {' or '.join(map(repr, VISIBILITIES))}"
+        )
+    if "categories" not in spotlight:
+        return
+    where = place.at("spotlight", "categories")
+    categories = spotlight["categories"]
+    if not isinstance(categories, list):
+        found.errors.append(f"{where}: {subject}: spotlight.categories must be a list")
+        return
+    defined = config.spotlight.categories
+    for category in categories:
+        if str(category) not in defined:
+            found.errors.append(
+                f"{where}: {subject}: the category {category!r} is not defined in "
+                f"spotlight.categories{did_you_mean(str(category), defined)}"
+            )
+
+
+@dataclass
+class _Explorer:
+    """What a metric offers in the catalog's explorer (``filter_by``, ``segment_by``,
+    ``default_segment``, ``default_filter``), against its model's dimensions."""
+
+    model: str
+    dimensions: list[str]
+
+    def problems(self, spotlight: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+        lists: dict[str, list[str]] = {}
+        for key in ("filter_by", "segment_by"):
+            if key in spotlight:
+                names = spotlight[key]
+                if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                    yield key, f"must be a list of dimension names, not {names!r}"
+                    continue
+                lists[key] = names
+                for name in names:
+                    if rule := self.unknown(name):
+                        yield key, rule
+        segment = spotlight.get("default_segment")
+        if "default_segment" in spotlight and (rule := self.chosen(segment, "segment_by", lists)):
+            yield "default_segment", rule
+        written = spotlight.get("default_filter")
+        if "default_filter" in spotlight and (rule := self.default_filter(written, lists)):
+            yield "default_filter", rule
+
+    def unknown(self, name: str) -> str:
+        """Why ``name`` is no dimension of the model ('' when it is one)."""
+        if name in self.dimensions:
+            return ""
+        return (
+            f"{name!r} is not a dimension of the model {self.model}"
+            f"{did_you_mean(name, self.dimensions)}"
+        )
+
+    def chosen(self, name: Any, among: str, lists: Mapping[str, list[str]]) -> str:
+        """Why ``name`` cannot be the dimension a default is on ('' when it can): a dimension
+        of the model, and one of ``among`` when that list is set."""
+        if not isinstance(name, str):
+            return f"must be a dimension's name, not {name!r}"
+        if rule := self.unknown(name):
+            return rule
+        if among in lists and name not in lists[among]:
+            return f"{name!r} is not one of {among} ({', '.join(lists[among]) or 'none'})"
+        return ""
+
+    def default_filter(self, written: Any, lists: Mapping[str, list[str]]) -> str:
+        """One dimension and its value: a string (the reference's filter syntax: ``!completed``,
+        ``> 5``, ``%shop%``), a number, a boolean, null (is null), or a list of values (any of
+        them)."""
+        if not isinstance(written, dict) or len(written) != 1:
+            return f"must be one dimension and its value (status: completed), not {written!r}"
+        [(name, value)] = written.items()
+        if rule := self.chosen(name, "filter_by", lists):
+            return rule
+        values = value if isinstance(value, list) else [value]
+        scalars = all(item is None or isinstance(item, (str, int, float, bool)) for item in values)
+        if value == [] or not scalars:
+            return f"{value!r} is not a value of {name}: give a value, a list of values or null"
+        return ""
