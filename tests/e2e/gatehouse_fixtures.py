@@ -114,6 +114,8 @@ def received(upstream: str, response: httpx.Response) -> dict[str, Any]:
 ROLES = {
     "admin": "gatehouse-admin",
     "builder": "gatehouse-builder",
+    # Deploys the project file and changes its defaults (a CI account, say).
+    "developer": "gatehouse-developer",
     "viewer": "gatehouse-interactive-viewer",
     # The reference's plain Viewer: sees apps, not the connections list.
     "plain-viewer": "gatehouse-viewer",

@@ -22,6 +22,7 @@ from tests.e2e.gatehouse_fixtures import get, project_members, run_cli, wait_con
 pytestmark = pytest.mark.e2e
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "project"
+EXAMPLE_GROUPS = ["billing", "cards", "finance", "marketing", "sales", "sales-emea"]
 
 
 @pytest.fixture
@@ -88,7 +89,7 @@ def test_the_example_deploys_and_compiles(
         "pre_aggregate_execution_fallback": True,
     }
     assert result["parameters"] == ["min-order-value", "region", "since", "store"]
-    assert result["tableGroups"] == ["marketing", "sales", "sales-emea"]
+    assert result["tableGroups"] == EXAMPLE_GROUPS
     # The file pasted in unchanged: the stored spec is the file.
     stored = body["spec"]
     assert stored["custom_granularities"]["fiscal_quarter"]["sql"].endswith("${COLUMN}))")
@@ -167,11 +168,11 @@ def test_table_groups_sync_only_when_the_key_is_present(
     # The parameters are replaced below, and the example's models use the old ones.
     shutil.rmtree(project_dir / "models")
     deploy(cluster, project_dir, namespace)
-    assert groups(cluster, namespace) == ["marketing", "sales", "sales-emea"]
+    assert groups(cluster, namespace) == EXAMPLE_GROUPS
 
     edit(project_dir, table_groups=None)
     assert "left as deployed" in deploy(cluster, project_dir, namespace)
-    assert groups(cluster, namespace) == ["marketing", "sales", "sales-emea"]
+    assert groups(cluster, namespace) == EXAMPLE_GROUPS
 
     edit(project_dir, table_groups={})
     deploy(cluster, project_dir, namespace)
@@ -196,7 +197,7 @@ def test_preview_deploys_its_own_project_config_with_table_groups(
     assert done.returncode == 0, done.stderr
     body = get(cluster, namespace, "projectconfig/preview") or {}
     assert body["metadata"]["labels"] == {"gatehouse.dev/preview": "true"}
-    assert groups(cluster, namespace, "preview") == ["marketing", "sales", "sales-emea"]
+    assert groups(cluster, namespace, "preview") == EXAMPLE_GROUPS
     assert get(cluster, namespace, "projectconfig/project") is None
     wait_condition(cluster, namespace, "projectconfig/preview", "True", "Compiled")
 
@@ -275,6 +276,26 @@ def test_the_crd_names_bad_keys_and_the_operator_reports_the_rest(
         "spec.parameters.p: Value error, a parameter needs options, options_from_dimension "
         "or allow_custom_values: true" in refused.stderr
     )
+    webhook_cases: list[tuple[dict[str, Any], str]] = [
+        (
+            {"parameters": {"d": {"label": "D", "type": "date", "allow_custom_values": True,
+                                  "default": "2025-02-30"}}},
+            "spec.parameters.d.default: '2025-02-30' is not a real date",
+        ),
+        (
+            {"parameters": {"r": {"label": "R", "options": ["EMEA"], "default": "LATAM"}}},
+            "spec.parameters.r.default: 'LATAM' is not one of the options 'EMEA' "
+            "(allow_custom_values is not true)",
+        ),
+        (
+            {"custom_granularities": {"week": {"label": "W", "sql": "${COLUMN}"}}},
+            "spec.custom_granularities.week.[key]: 'week' is the standard grain WEEK",
+        ),
+    ]  # fmt: skip
+    for spec, message in webhook_cases:
+        done = apply(spec, "checked")
+        assert done.returncode != 0, spec
+        assert message in done.stderr, (message, done.stderr)
 
 
 def test_sections_with_nothing_under_them_are_empty_with_kubectl_and_deploy(
@@ -352,10 +373,13 @@ def test_the_defaults_api_changes_only_the_keys_given(
     assert reply.json()["results"]["column_totals"] is False  # kept, unlike the reference
     assert httpx.get(url, headers=members["viewer"].headers()).json() == reply.json()
 
-    for body, field in (({"colour": True}, "colour"), ({"column_totals": "no"}, "column_totals")):
+    for body, says in (
+        ({"colour": True}, "colour: unknown key"),
+        ({"column_totals": "no"}, "column_totals: 'no' is not a boolean: write true or false"),
+    ):
         refused = httpx.put(url, json=body, headers=admin, timeout=10)
         assert refused.status_code == 400
-        assert refused.json()["error"]["message"].startswith(field)
+        assert refused.json()["error"]["message"].startswith(says)
     assert httpx.put(url, json={}, headers=admin).status_code == 400
     assert (
         httpx.put(
@@ -439,3 +463,82 @@ def test_a_namespace_has_one_project_file_and_any_number_of_previews(
     deploy(cluster, project_dir, namespace)
     cluster.kubectl("delete", "projectconfig", "project", "-n", namespace)
     deploy(cluster, project_dir, namespace, "--name", "other")
+
+
+def test_a_model_written_for_the_reference_deploys_and_reads_back_in_explain(
+    cluster: Cluster, stack: Stack, namespace: str, project_dir: Path
+) -> None:
+    """The example's payments model is written as the reference writes models now: catalog
+    metadata on the model and its metrics, a parameter named with its model, groups five deep."""
+    assert "table groups synced" in deploy(cluster, project_dir, namespace)
+    wait_condition(cluster, namespace, "projectconfig/project", "True", "Compiled")
+    explained = service(cluster, "explain", "payments", "--project-dir", str(project_dir))
+    assert explained.returncode == 0, explained.stderr
+    lines = explained.stdout.splitlines()
+    for line in (
+        "  sidebar: Sales > EMEA > Finance > Billing > Card payments  "
+        "(meta.groups: sales > sales-emea > finance > billing > cards)",
+        "  sql_filter: ${TABLE}.method IN ('card', 'gift_card')",
+        "    catalog: visibility show, categories revenue, growth, owner ana@jaffle.shop "
+        "(the metric's spotlight.owner)",
+        "    filter by: method, status",
+        "    segment by: method, paid_at_month (default method)",
+        '    default filter: status: "completed"',
+    ):
+        assert line in lines, (line, explained.stdout)
+
+
+def test_a_developer_deploys_the_project_file_and_changes_its_defaults(
+    cluster: Cluster, stack: Stack, namespace: str, project_dir: Path, tmp_path: Path
+) -> None:
+    """gatehouse-developer (a CI account's role) may deploy and preview the file and change its
+    defaults; a builder may do neither; the developer may do nothing else."""
+    members = project_members(cluster, namespace)
+
+    def as_member(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+        member = members[name]
+        kubeconfig = cluster.token_kubeconfig(name, member.token, tmp_path / f"{name}.kubeconfig")
+        return service(
+            cluster, *args, "--project-dir", str(project_dir), "-n", namespace,
+            "--kubeconfig", str(kubeconfig),
+        )  # fmt: skip
+
+    refused = as_member("builder", "deploy")
+    assert refused.returncode == 2
+    assert "forbidden" in refused.stderr, refused.stderr
+    assert f"system:serviceaccount:{namespace}:builder" in refused.stderr, refused.stderr
+    assert get(cluster, namespace, "projectconfig/project") is None
+
+    for command in (("deploy", "--dry-run"), ("deploy",), ("preview",), ("deploy",)):
+        done = as_member("developer", *command)
+        assert done.returncode == 0, (command, done.stderr)
+    assert groups(cluster, namespace) == EXAMPLE_GROUPS
+    assert groups(cluster, namespace, "preview") == EXAMPLE_GROUPS
+    uuid = compiled(cluster, namespace)["projectUuid"]
+
+    url = f"{stack.local.api_url}/api/v2/projects/{uuid}/defaults"
+    body = {"column_totals": False}
+    builder = httpx.put(url, json=body, headers=members["builder"].headers(), timeout=10)
+    assert builder.status_code == 403, builder.text
+    changed = httpx.put(url, json=body, headers=members["developer"].headers(), timeout=10)
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["results"]["column_totals"] is False
+
+    # Nothing else: not deleting the project file, no app, no connection, no Secret.
+    developer = members["developer"].persona
+    for verb, resource in (
+        ("delete", "projectconfigs.gatehouse.dev"),
+        ("create", "dataapps.gatehouse.dev"),
+        ("get", "externalconnections.gatehouse.dev"),
+        ("link", "externalconnections.gatehouse.dev"),
+        ("get", "secrets"),
+    ):
+        done = cluster.kubectl(
+            "auth", "can-i", verb, resource, "-n", namespace, as_user=developer, check=False
+        )
+        assert done.stdout.strip() == "no", (verb, resource)
+    deleted = cluster.kubectl(
+        "delete", "projectconfig", "project", "-n", namespace, as_user=developer, check=False
+    )
+    assert deleted.returncode != 0
+    assert "forbidden" in deleted.stderr.lower()

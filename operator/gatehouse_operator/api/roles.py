@@ -5,6 +5,10 @@
   (it aggregates into the built-in ``admin`` role);
 - ``gatehouse-builder`` manages DataApps and ChartTypes and may ``link`` connections whose
   linkPolicy is Builders (aggregates into ``edit``);
+- ``gatehouse-developer`` deploys the project's ``service.config.yml`` (``gatehouse-service
+  deploy`` and ``preview``) and changes its defaults through the service API, and nothing else
+  (aggregates into ``edit``, so ``edit`` is the reference's Developer: builder and developer; the
+  builder role alone is its Editor);
 - ``gatehouse-interactive-viewer`` (the reference's Interactive Viewer) may view apps and list,
   through the service API, the connections set to Builders; it is bound explicitly, never
   aggregated, so Kubernetes' ``view`` does not grant it;
@@ -35,6 +39,7 @@ READ = ["get", "list", "watch"]
 WRITE = ["create", "update", "patch", "delete", "deletecollection"]
 ADMIN_ROLE = "gatehouse-admin"
 BUILDER_ROLE = "gatehouse-builder"
+DEVELOPER_ROLE = "gatehouse-developer"
 INTERACTIVE_VIEWER_ROLE = "gatehouse-interactive-viewer"
 VIEWER_ROLE = "gatehouse-viewer"
 APPS = [DATA_APP.plural, CHART_TYPE.plural]
@@ -95,6 +100,15 @@ def roles() -> list[dict[str, Any]]:
                 _rule([EXTERNAL_CONNECTION.plural], [LINK_VERB]),
                 _rule([PROJECT_CONFIG.plural], READ),
             ],
+        ),
+        _role(
+            DEVELOPER_ROLE,
+            "edit",
+            "Deploys the project's service.config.yml (gatehouse-service deploy and preview) "
+            "and changes its defaults through the service API; nothing else.",
+            # Deploy and preview are server-side applies (patch, create when new); the defaults
+            # API asks for get and patch; get also shows status.projectUuid. No delete.
+            [_rule([PROJECT_CONFIG.plural], ["get", "list", "create", "update", "patch"])],
         ),
         _role(
             INTERACTIVE_VIEWER_ROLE,
