@@ -29,7 +29,7 @@ from typing import Any, get_args
 from gatehouse_operator.project_config import time_intervals
 from gatehouse_operator.project_config.dbt_project import Model, Place
 from gatehouse_operator.project_config.findings import Findings, did_you_mean
-from gatehouse_operator.project_config.schema import ServiceConfig, Visibility
+from gatehouse_operator.project_config.schema import ServiceConfig, Visibility, written
 
 VISIBILITIES = get_args(Visibility)
 MODEL_KEYS = ("visibility", "categories", "owner")
@@ -159,7 +159,7 @@ def check(
         if not isinstance(spotlight, dict):
             found.errors.append(
                 f"{place.at('spotlight')}: {subject}: spotlight must be a mapping of "
-                f"{', '.join(keys[:-1])} and {keys[-1]}, not {spotlight!r}"
+                f"{', '.join(keys[:-1])} and {keys[-1]}, not {written(spotlight)}"
             )
             continue
         _keys(subject, spotlight, place, keys, found)
@@ -167,7 +167,8 @@ def check(
         if "owner" in spotlight and not isinstance(spotlight["owner"], str):
             found.warnings.append(
                 f"{place.at('spotlight', 'owner')}: warning: {subject}: spotlight.owner: "
-                f"{spotlight['owner']!r} is not a string (a name or an email), so it is ignored"
+                f"{written(spotlight['owner'])} is not a string (a name or an email), so it is "
+                "ignored"
             )
         if keys is METRIC_KEYS and any(key in spotlight for key in METRIC_KEYS[3:]):
             explorer = explorer or _Explorer(model.name, dimension_names(model, intervals))
@@ -212,7 +213,7 @@ def _visibility_and_categories(
     if visibility not in VISIBILITIES:
         found.errors.append(
             f"{place.at('spotlight', 'visibility')}: {subject}: spotlight.visibility: "
-            f"{visibility!r} is not one of {' or '.join(map(repr, VISIBILITIES))}"
+            f"{written(visibility)} is not one of {' or '.join(map(repr, VISIBILITIES))}"
         )
     if "categories" not in spotlight:
         return
@@ -225,7 +226,7 @@ def _visibility_and_categories(
     for category in categories:
         if str(category) not in defined:
             found.errors.append(
-                f"{where}: {subject}: the category {category!r} is not defined in "
+                f"{where}: {subject}: the category {written(category)} is not defined in "
                 f"spotlight.categories{did_you_mean(str(category), defined)}"
             )
 
@@ -244,7 +245,7 @@ class _Explorer:
             if key in spotlight:
                 names = spotlight[key]
                 if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                    yield key, f"must be a list of dimension names, not {names!r}"
+                    yield key, f"must be a list of dimension names, not {written(names)}"
                     continue
                 lists[key] = names
                 for name in names:
@@ -253,8 +254,8 @@ class _Explorer:
         segment = spotlight.get("default_segment")
         if "default_segment" in spotlight and (rule := self.chosen(segment, "segment_by", lists)):
             yield "default_segment", rule
-        written = spotlight.get("default_filter")
-        if "default_filter" in spotlight and (rule := self.default_filter(written, lists)):
+        default = spotlight.get("default_filter")
+        if "default_filter" in spotlight and (rule := self.default_filter(default, lists)):
             yield "default_filter", rule
 
     def unknown(self, name: str) -> str:
@@ -262,7 +263,7 @@ class _Explorer:
         if name in self.dimensions:
             return ""
         return (
-            f"{name!r} is not a dimension of the model {self.model}"
+            f"{written(name)} is not a dimension of the model {self.model}"
             f"{did_you_mean(name, self.dimensions)}"
         )
 
@@ -270,24 +271,26 @@ class _Explorer:
         """Why ``name`` cannot be the dimension a default is on ('' when it can): a dimension
         of the model, and one of ``among`` when that list is set."""
         if not isinstance(name, str):
-            return f"must be a dimension's name, not {name!r}"
+            return f"must be a dimension's name, not {written(name)}"
         if rule := self.unknown(name):
             return rule
         if among in lists and name not in lists[among]:
-            return f"{name!r} is not one of {among} ({', '.join(lists[among]) or 'none'})"
+            return f"{written(name)} is not one of {among} ({', '.join(lists[among]) or 'none'})"
         return ""
 
-    def default_filter(self, written: Any, lists: Mapping[str, list[str]]) -> str:
+    def default_filter(self, value: Any, lists: Mapping[str, list[str]]) -> str:
         """One dimension and its value: a string (the reference's filter syntax: ``!completed``,
         ``> 5``, ``%shop%``), a number, a boolean, null (is null), or a list of values (any of
         them)."""
-        if not isinstance(written, dict) or len(written) != 1:
-            return f"must be one dimension and its value (status: completed), not {written!r}"
-        [(name, value)] = written.items()
+        if not isinstance(value, dict) or len(value) != 1:
+            return f"must be one dimension and its value (status: completed), not {written(value)}"
+        [(name, value)] = value.items()
         if rule := self.chosen(name, "filter_by", lists):
             return rule
         values = value if isinstance(value, list) else [value]
         scalars = all(item is None or isinstance(item, (str, int, float, bool)) for item in values)
         if value == [] or not scalars:
-            return f"{value!r} is not a value of {name}: give a value, a list of values or null"
+            return (
+                f"{written(value)} is not a value of {name}: give a value, a list of values or null"
+            )
         return ""

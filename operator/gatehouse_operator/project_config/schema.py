@@ -163,15 +163,16 @@ def rule(error: ErrorDetails) -> str:
     if kind == "extra_forbidden":
         return "unknown key (misspelt, or not a setting of this section)"
     if kind in ("bool_type", "bool_parsing"):
-        return f"{_written(error['input'])} is not a boolean: write true or false"
+        return f"{written(error['input'])} is not a boolean: write true or false"
     if kind == "literal_error":
-        return f"{_written(error['input'])} is not one of {context['expected']}"
+        return f"{written(error['input'])} is not one of {context['expected']}"
     if kind == "string_pattern_mismatch":
-        return f"{_written(error['input'])} does not match the pattern {context['pattern']!r}"
+        return f"{written(error['input'])} does not match the pattern {context['pattern']!r}"
     return error["msg"]
 
 
-def _written(value: Any) -> str:
+def written(value: Any) -> str:
+    """What was written, quoted for a message, and short whatever its size."""
     return shortened(repr(value), 64)
 
 
@@ -258,7 +259,7 @@ class Parameter(FileModel):
             raise _default_error("[] is an empty list: leave default out for no default")
         elif len(default) > 1 and info.data.get("multiple") is not True:
             raise _default_error(
-                f"{_written(default)} is a list of {len(default)} values, but multiple is not "
+                f"{written(default)} is a list of {len(default)} values, but multiple is not "
                 "true: give one value, or set multiple: true"
             )
         else:
@@ -267,13 +268,13 @@ class Parameter(FileModel):
         options = info.data.get("options")
         for value in values:
             if kind is not None and (problem := parameters.invalid(kind, value)):
-                raise _default_error(f"{_written(value)} {problem}")
+                raise _default_error(f"{written(value)} {problem}")
             if kind is None or options is None or info.data.get("allow_custom_values"):
                 continue
             offered = [option.value if isinstance(option, Option) else option for option in options]
             if not any(parameters.same(kind, value, option) for option in offered):
                 raise _default_error(
-                    f"{_written(value)} is not one of {_the_options(offered)} "
+                    f"{written(value)} is not one of {_the_options(offered)} "
                     "(allow_custom_values is not true)"
                 )
         return default
@@ -297,7 +298,7 @@ def _the_options(values: list[Any], most: int = 10) -> str:
     """``the options 'a', 'b' or 'c'``, or their count when there are more than ``most``."""
     if len(values) > most:
         return f"its {len(values)} options"
-    shown = [_written(value) for value in values]
+    shown = [written(value) for value in values]
     listed = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
     return f"the options {listed}"
 
