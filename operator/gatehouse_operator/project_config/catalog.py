@@ -238,6 +238,10 @@ class _Explorer:
 
     model: str
     dimensions: list[str]
+    known: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.known = frozenset(self.dimensions)  # a metric may list many; each looked up once
 
     def problems(self, spotlight: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         lists: dict[str, list[str]] = {}
@@ -260,7 +264,7 @@ class _Explorer:
 
     def unknown(self, name: str) -> str:
         """Why ``name`` is no dimension of the model ('' when it is one)."""
-        if name in self.dimensions:
+        if name in self.known:
             return ""
         return (
             f"{written(name)} is not a dimension of the model {self.model}"

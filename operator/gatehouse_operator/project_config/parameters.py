@@ -68,12 +68,12 @@ def _literal(name: str, kind: ParameterType, value: Value) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def same(kind: ParameterType, value: Value, other: Value) -> bool:
-    """Whether two values are one value of a ``kind`` parameter, as the query would get them
-    (``'25'`` and ``25`` are one number)."""
+def comparable(kind: ParameterType, value: Value) -> float | str | None:
+    """``value`` as a query of a ``kind`` parameter gets it, to compare values by: ``'25'`` and
+    ``25`` are one number (None: not a value of that type)."""
     if kind == "number":
-        return not (invalid(kind, value) or invalid(kind, other)) and float(value) == float(other)
-    return str(value) == str(other)
+        return None if invalid(kind, value) else float(value)
+    return str(value)
 
 
 def render_value(name: str, kind: ParameterType, value: Value | Sequence[Value]) -> str:

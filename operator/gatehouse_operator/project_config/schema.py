@@ -266,13 +266,18 @@ class Parameter(FileModel):
             values = default
         kind: ParameterType | None = info.data.get("type")
         options = info.data.get("options")
+        if kind is None:
+            return default
         for value in values:
-            if kind is not None and (problem := parameters.invalid(kind, value)):
+            if problem := parameters.invalid(kind, value):
                 raise _default_error(f"{written(value)} {problem}")
-            if kind is None or options is None or info.data.get("allow_custom_values"):
-                continue
-            offered = [option.value if isinstance(option, Option) else option for option in options]
-            if not any(parameters.same(kind, value, option) for option in offered):
+        if options is None or info.data.get("allow_custom_values"):
+            return default
+        offered = [option.value if isinstance(option, Option) else option for option in options]
+        # A set: a file's many options and many defaults stay one pass each.
+        comparable = {parameters.comparable(kind, option) for option in offered}
+        for value in values:
+            if parameters.comparable(kind, value) not in comparable:
                 raise _default_error(
                     f"{written(value)} is not one of {_the_options(offered)} "
                     "(allow_custom_values is not true)"
