@@ -472,6 +472,13 @@ def test_a_model_written_for_the_reference_deploys_and_reads_back_in_explain(
     metadata on the model and its metrics, a parameter named with its model, groups five deep."""
     assert "table groups synced" in deploy(cluster, project_dir, namespace)
     wait_condition(cluster, namespace, "projectconfig/project", "True", "Compiled")
+    status = compiled(cluster, namespace)
+    assert status["warnings"] == []
+    # The project's catalog metadata is kept in the status; the models' is not deployed (the
+    # spec is service.config.yml), so it is checked and shown by the CLI from the files.
+    assert status["compiled"]["categories"] == ["growth", "ops", "revenue"]
+    assert status["compiled"]["defaultVisibility"] == "show"
+    assert status["compiled"]["tableGroups"] == EXAMPLE_GROUPS
     explained = service(cluster, "explain", "payments", "--project-dir", str(project_dir))
     assert explained.returncode == 0, explained.stderr
     lines = explained.stdout.splitlines()
@@ -479,6 +486,8 @@ def test_a_model_written_for_the_reference_deploys_and_reads_back_in_explain(
         "  sidebar: Sales > EMEA > Finance > Billing > Card payments  "
         "(meta.groups: sales > sales-emea > finance > billing > cards)",
         "  sql_filter: ${TABLE}.method IN ('card', 'gift_card')",
+        "  catalog: visibility show, categories revenue, owner finance@jaffle.shop "
+        "(the model's spotlight.owner)",
         "    catalog: visibility show, categories revenue, growth, owner ana@jaffle.shop "
         "(the metric's spotlight.owner)",
         "    filter by: method, status",
