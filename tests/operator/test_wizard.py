@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 from typing import Any
@@ -87,7 +88,6 @@ def test_each_auth_type_makes_a_valid_spec(
             "allowed_methods": ["POST", "GET", "TRACE"],
             "allowed_paths": "/v1\n\n/v2 \n",
             "link_policy": "Builders",
-            "allow_public_images": "on",
             "instructions": "Paginate.\r\nWith ?page=.",
         }
     )
@@ -98,7 +98,6 @@ def test_each_auth_type_makes_a_valid_spec(
     assert spec["instructions"] == "Paginate.\nWith ?page=."
     parsed = ExternalConnectionSpec.model_validate(spec)
     assert parsed.link_policy == "Builders"
-    assert parsed.allow_public_images
 
 
 def test_an_edit_keeps_what_the_wizard_does_not_show() -> None:
@@ -138,7 +137,8 @@ def test_problems_name_their_field() -> None:
         "Display name: required",
         "Base URL: required, an origin such as https://api.example.com",
         # Every method unchecked is not a silent GET, and who may link has no preselection.
-        "Allowed methods: at least one of GET, POST, PUT, PATCH, DELETE",
+        "Allowed methods: at least one of GET, POST, PUT, PATCH, DELETE, or none for an "
+        "image-only connection (Allow public images, with auth type none)",
         f"Instructions: at most {MAX_INSTRUCTIONS:,} characters ({MAX_INSTRUCTIONS + 1:,} given)",
         "Who can link it: one of AdminsOnly, Builders",
         "Parameter name: required for an API key",
@@ -477,3 +477,45 @@ def test_the_exfiltration_warning_is_stronger_with_write_methods(
     assert ("create, change or delete data there" in text) is stronger
     if methods == ["GET", "DELETE", "POST"]:
         assert "It allows POST, DELETE:" in text
+
+
+def test_an_image_only_connection_has_no_methods_and_no_credential() -> None:
+    images = posted(
+        {**BASE, "allowed_methods": [], "allow_public_images": "on", "auth_type": "none"}
+    )
+    assert images.problems() == []
+    spec = images.spec()
+    assert spec["allowedMethods"] == []
+    assert ExternalConnectionSpec.model_validate(spec).allow_public_images
+    # An edit keeps it image-only: no methods stay none, not a silent GET.
+    stored = {"metadata": {"name": "tiles", "resourceVersion": "3"}, "spec": spec}
+    assert WizardForm.of(stored).allowed_methods == ()
+    # Public images go with auth none only: a browser loads them without the credential.
+    keyed = posted(
+        {**BASE, "allow_public_images": "on", "auth_type": "bearer", "draft_secret": "t"}
+    )
+    assert keyed.problems() == [
+        "Allow public images: allowPublicImages is allowed only with auth.type none: browsers "
+        "load the images straight from the origin, without the connection's credential"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"allowPublicImages": True, "auth": {"type": "bearer", "sealedSecret": "gh1.a.b"}},
+            "allowPublicImages is allowed only with auth.type none",
+        ),
+        ({"allowedMethods": []}, "allowedMethods must name at least one method, unless"),
+    ],
+)
+def test_the_model_holds_the_image_only_rules(spec: dict[str, Any], message: str) -> None:
+    base = {
+        "displayName": "Tiles",
+        "baseURL": "https://tiles.example.com",
+        "linkPolicy": "Builders",
+        "auth": {"type": "none"},
+    }
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ExternalConnectionSpec.model_validate({**base, **spec})

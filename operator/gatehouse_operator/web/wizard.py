@@ -25,9 +25,12 @@ from starlette.datastructures import FormData
 from gatehouse_operator.api.connection import (
     MAX_HEADERS,
     MAX_INSTRUCTIONS,
+    PUBLIC_IMAGES_NEED_NO_AUTH,
     HeaderSetting,
     MediaRange,
+    allowed_methods_of,
     header_clashes,
+    image_rule_problem,
 )
 from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS
 from gatehouse_operator.api.meta import first_problem
@@ -228,7 +231,7 @@ class WizardForm:
             name=body["metadata"]["name"],
             display_name=spec.get("displayName", ""),
             base_url=spec.get("baseURL", ""),
-            allowed_methods=tuple(spec.get("allowedMethods") or ["GET"]),
+            allowed_methods=tuple(allowed_methods_of(spec)),
             allowed_paths="\n".join(spec.get("allowedPaths") or []),
             headers=tuple((h["name"], h["value"]) for h in spec.get("headers") or []),
             allowed_content_types="\n".join(spec.get("allowedContentTypes") or []),
@@ -442,8 +445,16 @@ class WizardForm:
             found.append("Display name: required")
         if not self.base_url:
             found.append("Base URL: required, an origin such as https://api.example.com")
-        if not self.allowed_methods:
-            found.append(f"Allowed methods: at least one of {', '.join(METHODS)}")
+        image_rule = image_rule_problem(
+            self.auth_type, self.allow_public_images, bool(self.allowed_methods)
+        )
+        if image_rule == PUBLIC_IMAGES_NEED_NO_AUTH:
+            found.append(f"Allow public images: {image_rule}")
+        elif image_rule:
+            found.append(
+                f"Allowed methods: at least one of {', '.join(METHODS)}, or none for an "
+                "image-only connection (Allow public images, with auth type none)"
+            )
         if len(self.headers) > MAX_HEADERS:
             found.append(f"Headers: at most {MAX_HEADERS} ({len(self.headers)} given)")
         for index, message in sorted(self.header_problems().items()):
