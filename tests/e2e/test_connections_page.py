@@ -261,6 +261,42 @@ def test_an_admin_tests_a_connection_saves_a_sample_and_deletes_it(
     assert page.query_selector("#samples article") is None
 
 
+def test_what_a_tester_typed_is_scrubbed_a_label_is_optional_and_a_cut_answer_is_named(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/open")
+    page.fill("#test input[name=path]", "echo/orders?api_key=typed-by-the-tester&page=1")
+    admin.submit("#test button[type=submit]")
+    assert page.inner_text("#verdict").startswith("Passed")
+    # The Request line shows what the ConnectionTest keeps: what was typed, scrubbed.
+    assert "/echo/orders?api_key=[redacted]&page=1" in page.inner_text("dl.fields code")
+    assert "typed-by-the-tester" not in page.content()
+    # The label is optional, as in the reference.
+    admin.submit("#save-sample button[type=submit]")
+    assert page.inner_text(".notice").startswith("Saved sample open-"), page.inner_text(".notice")
+    assert page.inner_text("#samples h3").startswith("Sample open-")
+
+    # The wizard's Test step says when the answer was cut, as the detail page does.
+    page = admin.open(f"/ui/namespaces/{namespace}/new-connection")
+    page.fill("input[name=display_name]", "Big answers")
+    page.fill("input[name=base_url]", stack.upstream)
+    admin.submit("button.step[value='go:access']")
+    page.check("input[name=link_policy][value=Builders]")
+    admin.submit("button.step[value='go:test']")
+    page.fill("input[name=test_path]", "/big?bytes=20000")
+    admin.submit("#try-draft")
+    assert page.inner_text("#verdict").startswith("Passed"), page.inner_text("#verdict")
+    assert page.inner_text("#response-cut").startswith("The answer was cut: the first 4000")
+    # A sample is asked for without a label.
+    page.check("#save-sample")
+    admin.submit("button.step[value='go:review']")
+    admin.submit("#save")
+    notice = page.inner_text(".notice")
+    assert notice.startswith("Created connection big-answers. Its sample is kept once test"), notice
+
+
 def may_write_secrets(cluster: Cluster, namespace: str, member: str) -> None:
     """The wizard writes the Secret as the visitor, and the connection that uses it needs get on
     it (see grant_secrets)."""

@@ -519,3 +519,13 @@ def test_the_model_holds_the_image_only_rules(spec: dict[str, Any], message: str
     }
     with pytest.raises(ValueError, match=re.escape(message)):
         ExternalConnectionSpec.model_validate({**base, **spec})
+
+
+def test_a_sample_is_asked_for_without_a_label() -> None:
+    unlabelled = posted({**BASE, "save_sample": "on"})
+    assert unlabelled.save_sample
+    assert unlabelled.sample_label == ""
+    assert unlabelled.problems() == []
+    # A label alone still asks for it.
+    assert posted({**BASE, "sample_label": "Items"}).save_sample
+    assert not posted(BASE).save_sample

@@ -338,7 +338,7 @@ class ConnectionForms:
                 wizard.errors.insert(0, refusal(error))
                 return None
             notice = f"{'Saved' if form.editing else 'Created'} connection {form.name}."
-            if form.sample_label:
+            if form.save_sample:
                 notice += await self._sample(kube, namespace, form, visitor)
             if ref is not None and secret is not None:
                 notice += await self._own_secret(kube, namespace, ref["name"], saved)
@@ -372,7 +372,8 @@ class ConnectionForms:
         except client.ApiException as error:
             return f" Its sample was not asked for: {refusal(error)}"
         name = body["metadata"]["name"]
-        return f" Its sample {form.sample_label!r} is kept once test {name} passes."
+        called = f" {form.sample_label!r}" if form.sample_label else ""
+        return f" Its sample{called} is kept once test {name} passes."
 
     async def _undo_secret(
         self, kube: AsUser, namespace: str, connection: str, ref: dict[str, str]

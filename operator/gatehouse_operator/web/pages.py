@@ -26,6 +26,7 @@ from gatehouse_operator.connections.actions import Connections, linkable
 from gatehouse_operator.connections.errors import check_names, validation_message
 from gatehouse_operator.connections.exfiltration import ANY_CONNECTION, write_methods
 from gatehouse_operator.connections.models import ConnectionTestRequest, TrialRequest
+from gatehouse_operator.samples import typed
 from gatehouse_operator.web.guards import Guards, Refused, Visitor, fields_of
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS
 from gatehouse_operator.web.wizard import AUTH_TYPES, LIMIT_TITLES
@@ -181,7 +182,8 @@ class Pages:
             visitor=visitor,
             namespace=namespace,
             item=item,
-            request_sent=test,
+            # As the ConnectionTest keeps it: what was typed, scrubbed.
+            request_sent=test.model_copy(update={"path": typed(test.path)}),
             outcome=outcome,
             can_save=outcome.passed
             and await self.actions.access.allowed(
@@ -194,14 +196,15 @@ class Pages:
         namespace, test = request.path_params["namespace"], request.path_params["test"]
         fields = await fields_of(request)
         label = str(fields.get("label", "")).strip()
-        if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
-            raise Refused(422, f"label: 1 to {SAMPLE_LABEL_CHARS} characters")
+        if len(label) > SAMPLE_LABEL_CHARS:
+            raise Refused(422, f"label: at most {SAMPLE_LABEL_CHARS} characters (or none)")
         connection = str(fields.get("connection", ""))
         found = await self.actions.may_save_sample(visitor.user, namespace, test)
         outcome = await self.actions.save_sample(namespace, found, label)
         if not outcome.saved:
             raise Refused(409, f"not saved ({outcome.reason}): {outcome.message}")
-        return self.back_to(visitor, namespace, connection, f"Saved sample “{label}”.")
+        saved = f"Saved sample “{label}”." if label else f"Saved sample {outcome.sample}."
+        return self.back_to(visitor, namespace, connection, saved)
 
     async def delete_sample(self, request: Request, visitor: Visitor) -> Response:
         params = request.path_params

@@ -178,7 +178,9 @@ class WizardForm:
     test_method: str = "GET"
     test_path: str = "/"
     test_body: str = ""
-    # Given after a passing draft test: the saved connection's sample, from a test on Save.
+    # Asked after a passing draft test: the saved connection's sample, from a test on Save; its
+    # label is optional, as in the reference.
+    save_sample: bool = False
     sample_label: str = ""
 
     @classmethod
@@ -216,6 +218,8 @@ class WizardForm:
             test_method=text("test_method", "GET"),
             test_path=text("test_path", "/").strip() or "/",
             test_body=text("test_body"),
+            # A label given asks for the sample too, as the field alone did before.
+            save_sample=fields.get("save_sample") == "on" or bool(text("sample_label").strip()),
             sample_label=text("sample_label").strip(),
         )
 
