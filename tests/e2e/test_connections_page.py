@@ -320,6 +320,10 @@ def test_an_admin_creates_a_connection_through_the_wizard_tests_it_edits_and_del
     page.fill("textarea[name=allowed_paths]", "/echo")
     admin.submit("#next")
     # 2. Authentication: the secret is write-only, and only ever travels sealed after this.
+    # Sealed into the connection is the default where the installation can seal; this admin
+    # keeps it in a Secret, the second way.
+    assert page.is_checked("input[name=storage][value=sealed]")
+    page.check("input[name=storage][value=secret]")
     page.select_option("select[name=auth_type]", "apiKey")
     page.fill("input[name=api_key_name]", "X-API-Key")
     page.fill("input[name=secret]", CANARY)
@@ -625,6 +629,7 @@ def test_basic_auth_through_the_wizard_stores_the_pair_and_asks_again_for_anothe
     page.fill("input[name=base_url]", stack.upstream)
     admin.submit("#next")
     page.select_option("select[name=auth_type]", "basic")
+    page.check("input[name=storage][value=secret]")
     page.fill("input[name=basic_user]", "reports")
     admin.submit("#next")
     assert "User name and password: enter both for basic authentication" in page.inner_text(

@@ -17,7 +17,7 @@ from gatehouse_operator.connections.exfiltration import link_warning
 from gatehouse_operator.sealed_values import Scope
 from gatehouse_operator.web import session
 from gatehouse_operator.web.session import Credentials, Sessions
-from gatehouse_operator.web.wizard import WizardForm, basic_secret, name_from
+from gatehouse_operator.web.wizard import WizardForm, basic_secret, first_storage, name_from
 
 
 class FixedKeyring:
@@ -205,7 +205,7 @@ def test_a_sealed_secret_goes_into_the_spec_and_the_yaml_instead_of_a_secret_ref
     assert "safe to commit" in text
     assert yaml.safe_load(text)["spec"]["auth"]["sealedSecret"] == SEALED
     assert posted({**BASE, "storage": "elsewhere"}).problems() == [
-        "Keep the secret: one of secret, sealed"
+        "Keep the secret: one of sealed, secret"
     ]
 
 
@@ -529,3 +529,10 @@ def test_a_sample_is_asked_for_without_a_label() -> None:
     # A label alone still asks for it.
     assert posted({**BASE, "sample_label": "Items"}).save_sample
     assert not posted(BASE).save_sample
+
+
+def test_a_new_connection_is_sealed_by_default_where_the_installation_can_seal() -> None:
+    assert first_storage(read_only=False, can_seal=True) == "sealed"
+    assert first_storage(read_only=True, can_seal=True) == "sealed"
+    # No sealing keys: a Secret, the only way that works there.
+    assert first_storage(read_only=False, can_seal=False) == "secret"

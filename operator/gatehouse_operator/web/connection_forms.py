@@ -49,6 +49,7 @@ from gatehouse_operator.web.wizard import (
     STORAGES,
     WizardForm,
     basic_secret,
+    first_storage,
     origin_of,
 )
 
@@ -103,9 +104,8 @@ class ConnectionForms:
     async def new(self, request: Request, visitor: Visitor) -> Response:
         namespace = request.path_params["namespace"]
         await self._may_create(visitor, namespace)
-        # A read-only page serves teams that commit connections: their secret goes into the YAML
-        # sealed, not into a Secret someone must create by hand.
-        form = WizardForm(storage="sealed" if self.pages.read_only else "secret")
+        can_seal = self.pages.actions.runtime.sealing.sealing_keys() is not None
+        form = WizardForm(storage=first_storage(read_only=self.pages.read_only, can_seal=can_seal))
         return self._render(visitor, namespace, Wizard(form, None, STEPS[0]))
 
     async def edit(self, request: Request, visitor: Visitor) -> Response:

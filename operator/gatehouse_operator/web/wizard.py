@@ -82,9 +82,19 @@ SPARE_HEADER_ROWS = 2
 # Where the credential is kept: a Secret the wizard writes, or sealed to the operator in the
 # connection itself (what a GitOps team commits; the default in read-only mode).
 STORAGES = {
-    "secret": "In a Secret of this namespace",
     "sealed": "Sealed into the connection (safe to commit to Git)",
+    "secret": "In a Secret of this namespace",
 }
+
+
+def first_storage(*, read_only: bool, can_seal: bool) -> str:
+    """Where a new connection's secret goes unless the admin picks the other way: sealed into
+    the connection wherever the installation has sealing keys (the seed's secret encrypted at
+    rest, where a Secret is read by anyone with ``edit``), and always on a read-only page, whose
+    YAML teams commit; a Secret otherwise."""
+    return "sealed" if read_only or can_seal else "secret"
+
+
 # The Secret the wizard writes the credential to, labelled so that deleting the connection from
 # the page deletes it too (and owned by the connection, for the cluster's garbage collector).
 SECRET_SUFFIX = "-credential"  # noqa: S105 (a name suffix, not a secret)
