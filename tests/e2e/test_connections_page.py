@@ -847,6 +847,66 @@ def test_a_builder_sees_only_builders_connections_links_one_and_is_refused_a_loc
     assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == links
 
 
+def test_linked_by_tabs_link_inline_with_an_alias_from_the_name_idempotent_and_apart(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    gauge = data_app("gauge", {"open": "open"})
+    gauge["kind"] = "ChartType"
+    apply(cluster, namespace, gauge, data_app("sales", {"open": "locked"}))
+    builder = visit(members["builder"])
+    page = builder.open(f"/ui/namespaces/{namespace}/connections/open")
+    # Data apps and chart types apart: the linking ones with their alias, then the ones the
+    # visitor may link it into.
+    assert page.inner_text("#linked-by nav") == "Data apps (0) Chart types (1)"
+    assert page.inner_text("#linked-ChartType tr[data-name=gauge] .alias") == "open"
+    for app in ("board", "sales"):
+        assert page.inner_text(f"#linked-DataApp tr[data-name={app}] .alias") == "not linked"
+    # Linked inline: the alias is made from the connection's name.
+    builder.submit("#linked-DataApp tr[data-name=board] button.link-inline")
+    assert page.inner_text(".notice").startswith("Linked open to DataApp board as “open”."), (
+        page.inner_text(".notice")
+    )
+    assert page.inner_text("#linked-DataApp tr[data-name=board] .alias") == "open"
+    board = (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"]
+    assert board == [{"alias": "open", "connection": "open"}]
+    # A retry finds the link there and changes nothing.
+    again = builder.post(
+        f"/ui/namespaces/{namespace}/links",
+        {"app": "DataApp/board", "connection": "open", "back": "detail"},
+    )
+    assert again.ok
+    assert "DataApp board links open as “open” already." in again.text()
+    assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == board
+    # Unique within the app: sales uses "open" for another connection, so the alias steps on.
+    builder.submit("#linked-DataApp tr[data-name=sales] button.link-inline")
+    assert page.inner_text(".notice").startswith("Linked open to DataApp sales as “open-2”.")
+    # An alias another connection holds, typed, is refused, naming the field and the holder.
+    refused = builder.post(
+        f"/ui/namespaces/{namespace}/links",
+        {"app": "DataApp/sales", "connection": "open", "alias": "open", "back": "detail"},
+    )
+    assert refused.status == 409
+    assert (
+        "alias: &#39;open&#39; is held by connection &#39;locked&#39; in DataApp sales"
+        in (refused.text())
+        or "alias: 'open' is held by connection 'locked' in DataApp sales" in refused.text()
+    )
+    sales = (get(cluster, namespace, "dataapp/sales") or {})["spec"]["connections"]
+    assert sales == [
+        {"alias": "open", "connection": "locked"},
+        {"alias": "open-2", "connection": "open"},
+    ]
+    # The same admission checks as every link: a builder cannot link an AdminsOnly connection
+    # from its side either (the page is not theirs to see, and the form is refused).
+    locked = builder.post(
+        f"/ui/namespaces/{namespace}/links",
+        {"app": "DataApp/board", "connection": "locked", "back": "detail"},
+    )
+    assert "no connection of that name they may link" in locked.text()
+    assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == board
+
+
 def test_an_interactive_viewer_sees_the_list_and_cannot_change_anything(
     cluster: Cluster, stack: Stack, namespace: str, visit: Any
 ) -> None:
