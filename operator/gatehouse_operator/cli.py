@@ -173,8 +173,11 @@ def _saved_report(answer: SampleSaveOutcome, output: str) -> int:
 
 def save_sample(args: argparse.Namespace) -> int:
     label = args.label.strip()
-    if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
-        print(f"gatehouse: --label: 1 to {SAMPLE_LABEL_CHARS} characters", file=sys.stderr)
+    if len(label) > SAMPLE_LABEL_CHARS:
+        print(
+            f"gatehouse: --label: at most {SAMPLE_LABEL_CHARS} characters (or none)",
+            file=sys.stderr,
+        )
         return NOT_RUN
     namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
     api = client.CustomObjectsApi()
