@@ -536,3 +536,18 @@ def test_a_new_connection_is_sealed_by_default_where_the_installation_can_seal()
     assert first_storage(read_only=True, can_seal=True) == "sealed"
     # No sealing keys: a Secret, the only way that works there.
     assert first_storage(read_only=False, can_seal=False) == "secret"
+
+
+def test_a_secret_entered_is_not_asked_for_again_while_its_base_url_is_wrong() -> None:
+    # Sealed by default: the secret waits, carried sealed for the session, until the base URL
+    # it is sealed for is valid; the base URL's own rule is the problem to show.
+    form = replace(
+        posted({**BASE, "base_url": "https://user:pw@example.com", "auth_type": "bearer"}),
+        storage="sealed",
+        draft_secret="carried",
+    )
+    assert "Secret: required, to be sealed into the connection" not in form.problems()
+    assert (
+        "Secret: required, to be sealed into the connection"
+        in replace(form, draft_secret="").problems()
+    )

@@ -525,7 +525,9 @@ class WizardForm:
                 "secret is kept only while the auth type, base URL, token URL and client id "
                 "stay as they were"
             )
-        elif self.sealed and not (self.sealed_value or self.stored_sealed()):
+        elif self.sealed and not (self.sealed_value or self.stored_sealed() or self.secret_entered):
+            # One entered is sealed once what it is sealed for is valid (the steps that check
+            # the base URL or token URL say what is not).
             found.append("Secret: required, to be sealed into the connection")
         return found
 
