@@ -60,7 +60,13 @@ def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
     test.add_argument("-X", "--method", default="GET", type=str.upper, help="default: GET")
     test.add_argument("--path", default="/", help="relative to the base URL, may hold a query")
     test.add_argument("--data", help="a JSON request body (not with GET)")
-    test.add_argument("--save-sample", metavar="LABEL", help="keep a passing answer as a sample")
+    test.add_argument(
+        "--save-sample",
+        metavar="LABEL",
+        nargs="?",
+        const="",
+        help="keep a passing answer as a sample (the label is optional)",
+    )
     test.add_argument("--timeout", type=float, default=150.0, help="seconds to wait")
     test.add_argument("-o", "--output", choices=OUTPUTS, default="text", help="default: text")
     save = commands.add_parser(
@@ -70,7 +76,9 @@ def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
         description="Asks the operator to keep a passing test's answer as a ConnectionSample.",
     )
     save.add_argument("test", help="the ConnectionTest's name (printed by gatehouse test)")
-    save.add_argument("--label", required=True, help=f"1 to {SAMPLE_LABEL_CHARS} characters")
+    save.add_argument(
+        "--label", default="", help=f"optional, at most {SAMPLE_LABEL_CHARS} characters"
+    )
     save.add_argument("--timeout", type=float, default=30.0, help="seconds to wait")
     save.add_argument("-o", "--output", choices=OUTPUTS, default="text", help="default: text")
     service = commands.add_parser(
@@ -114,7 +122,7 @@ def _test_body(args: argparse.Namespace) -> dict[str, Any]:
     spec: dict[str, Any] = {"method": args.method, "path": args.path}
     if args.data is not None:
         spec["body"] = json.loads(args.data)
-    if args.save_sample:
+    if args.save_sample is not None:
         spec["saveAsSample"] = {"label": args.save_sample}
     return runs.new_test(args.connection, spec)
 
@@ -165,8 +173,11 @@ def _saved_report(answer: SampleSaveOutcome, output: str) -> int:
 
 def save_sample(args: argparse.Namespace) -> int:
     label = args.label.strip()
-    if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
-        print(f"gatehouse: --label: 1 to {SAMPLE_LABEL_CHARS} characters", file=sys.stderr)
+    if len(label) > SAMPLE_LABEL_CHARS:
+        print(
+            f"gatehouse: --label: at most {SAMPLE_LABEL_CHARS} characters (or none)",
+            file=sys.stderr,
+        )
         return NOT_RUN
     namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
     api = client.CustomObjectsApi()

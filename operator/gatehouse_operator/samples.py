@@ -236,6 +236,24 @@ def _capped(kept: Any, complete: bool) -> Any:
     return {"truncated": True, "preview": preview}
 
 
+def sent(body: Any, secrets: Iterable[str]) -> Any:
+    """A test's JSON request body as a sample keeps it: redacted, arrays cut and size-capped as
+    the answer is."""
+    if body is None:
+        return None
+    try:
+        return _capped(_cut_arrays(Redaction(secrets).value(body)), complete=True)
+    except RecursionError:
+        return {"truncated": True, "preview": ""}
+
+
+def typed(path: str) -> str:
+    """A path and query as a tester typed it, as it is kept and shown: the values of keys that
+    usually hold a credential replaced (the connection's own secret is scrubbed again where the
+    operator knows it)."""
+    return Redaction(()).text(path)
+
+
 def save_refusal(status: dict[str, Any], label: str) -> Verdict | None:
     """Why a finished test cannot be saved with ``label`` (None: it can). The service API asks
     the same before it sets the annotation, so its callers need not wait for the operator."""
@@ -246,13 +264,13 @@ def save_refusal(status: dict[str, Any], label: str) -> Verdict | None:
             Reason.ALREADY_SAVED,
             f"saved already as sample {status['sample']!r}",
         )
-    if not 1 <= len(label.strip()) <= SAMPLE_LABEL_CHARS:
+    if len(label.strip()) > SAMPLE_LABEL_CHARS:
         return Verdict(
             ConditionType.SAMPLE_SAVED,
             "False",
             Reason.INVALID_LABEL,
-            f"metadata.annotations[{SAVE_AS_SAMPLE_ANNOTATION}]: a label of 1 to "
-            f"{SAMPLE_LABEL_CHARS} characters",
+            f"metadata.annotations[{SAVE_AS_SAMPLE_ANNOTATION}]: a label of at most "
+            f"{SAMPLE_LABEL_CHARS} characters (or none)",
         )
     passed = condition(status, ConditionType.PASSED)
     if passed.get("status") != "True":

@@ -21,6 +21,7 @@ STATUS_BY_CODE: Mapping[str, int] = {
     "path_not_allowed": 403,
     "unknown_alias": 404,
     "method_not_allowed": 405,
+    "images_only": 405,
     "request_timeout": 408,
     "request_too_large": 413,
     "rate_limited": 429,

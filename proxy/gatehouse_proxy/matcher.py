@@ -183,6 +183,14 @@ def allowed_by_prefixes(path: UpstreamPath, prefixes: tuple[str, ...]) -> bool:
 
 
 def check_method(method: str, allowed: frozenset[str]) -> None:
+    if not allowed:
+        # An image-only connection: browsers load its images straight from the origin.
+        raise ProxyError(
+            "images_only",
+            "this connection serves public images only, loaded straight from its origin; "
+            "it allows no requests through the proxy",
+            headers={"Allow": ""},
+        )
     if method not in allowed:
         raise ProxyError(
             "method_not_allowed",

@@ -348,7 +348,8 @@ def test_the_build_spec_shows_each_link_only_as_far_as_the_caller_may_see_it(
         connection(
             "locked",
             stack.upstream,
-            API_KEY_AUTH,
+            # Public images go with auth none only.
+            NONE_AUTH,
             linkPolicy="AdminsOnly",
             allowedPaths=["/echo/payroll"],
             allowPublicImages=True,

@@ -183,7 +183,14 @@ def test_a_passing_test_saved_as_sample_is_redacted_and_capped(
     assert (owner["kind"], owner["name"]) == ("ExternalConnection", "vendor")
     sample = stored["spec"]
     assert (sample["connection"], sample["label"]) == ("vendor", "An order")
-    assert sample["request"] == {"method": "POST", "path": "/echo/orders?token=[redacted]"}
+    # The request is kept too, its query and body redacted and capped as the answer is, so the
+    # app generator sees an example POST body.
+    request = sample["request"]
+    assert (request["method"], request["path"]) == ("POST", "/echo/orders?token=[redacted]")
+    assert request["body"]["token"] == "[redacted]"
+    assert request["body"]["note"] == "the key is [redacted]"
+    assert len(request["body"]["items"]) == 50
+    assert request["body"]["nested"]["deeper"]["kept"] == "visible"
     echoed = sample["body"]["json"]
     assert echoed["token"] == "[redacted]"
     assert echoed["note"] == "the key is [redacted]"
@@ -404,14 +411,15 @@ def test_a_passing_test_is_saved_as_a_sample_after_its_result_was_seen(
 
         return wait_for(answered, timeout=20, interval=0.2, what=f"the answer for {test}")
 
-    refused = annotate("seen", "   ")
+    refused = annotate("seen", "x" * 201)
     assert condition_of(refused, "SampleSaved")["reason"] == "InvalidLabel"
     assert condition_of(refused, "Passed")["status"] == "True"
     accepted = annotate("seen", "Seen")
     assert accepted["status"]["sample"] == "seen"
     assert condition_of(accepted, "SampleSaved")["reason"] == "Saved"
     assert condition_of(accepted, "Passed")["status"] == "True"
-    saved = gatehouse_cli(cluster, "save-sample", "cli", "--label", "From the CLI", "-n", namespace)
+    # The label is optional, as in the reference.
+    saved = gatehouse_cli(cluster, "save-sample", "cli", "-n", namespace)
     assert (saved.returncode, saved.stdout.strip()) == (0, "saved as sample 'cli'"), saved.stderr
     by_api = httpx.post(
         f"{tests}/api/sample", json={"label": "From the API"}, headers=members["admin"].headers()
@@ -451,7 +459,7 @@ def test_a_passing_test_is_saved_as_a_sample_after_its_result_was_seen(
     detail = httpx.get(detail_url, **_as(members["admin"])).json()
     assert {(s["id"], s["label"]) for s in detail["samples"]} == {
         ("seen", "Seen"),
-        ("cli", "From the CLI"),
+        ("cli", ""),
         ("api", "From the API"),
     }
     assert detail["canManage"] is True
@@ -463,6 +471,18 @@ def test_a_passing_test_is_saved_as_a_sample_after_its_result_was_seen(
     assert httpx.delete(f"{detail_url}/samples/cli", **_as(members["admin"])).status_code == 204
     assert httpx.delete(f"{detail_url}/samples/cli", **_as(members["admin"])).status_code == 404
     assert samples_of(cluster, namespace, "vendor") == {"seen", "api"}
+
+    # What a tester types is kept scrubbed in the ConnectionTest itself.
+    run = httpx.post(
+        f"{detail_url}/tests",
+        json={"method": "GET", "path": "/echo/typed?api_key=typed-by-me&page=2"},
+        **_as(members["admin"]),
+    )
+    assert run.status_code == 201, run.text
+    made = get(cluster, namespace, f"connectiontest/{run.json()['name']}")
+    assert made is not None
+    assert made["spec"]["path"] == "/echo/typed?api_key=[redacted]&page=2"
+    assert "typed-by-me" not in json.dumps(made)
 
 
 def samples_of(cluster: Cluster, namespace: str, connection: str) -> set[str]:

@@ -408,6 +408,19 @@ def test_limits_and_refusals(cluster: Cluster, stack: Stack, namespace: str) -> 
     assert len(streamed.content) == 99000
 
 
+def test_an_image_only_connection_serves_img_src_and_refuses_every_fetch(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    token = _linked(
+        cluster, stack, namespace, {"type": "none"}, allowedMethods=[], allowPublicImages=True
+    )
+    for method in ("GET", "POST"):
+        reply = fetch(stack.proxy, token, "vendor", "/echo/v1", method=method)
+        assert reply.status_code == 405, reply.text
+        assert reply.json()["error"]["code"] == "images_only"
+        assert reply.headers["allow"] == ""
+
+
 def test_answers_that_fail_after_their_headers_are_cut_off_cleanly(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:

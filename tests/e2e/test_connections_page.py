@@ -261,6 +261,42 @@ def test_an_admin_tests_a_connection_saves_a_sample_and_deletes_it(
     assert page.query_selector("#samples article") is None
 
 
+def test_what_a_tester_typed_is_scrubbed_a_label_is_optional_and_a_cut_answer_is_named(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/open")
+    page.fill("#test input[name=path]", "echo/orders?api_key=typed-by-the-tester&page=1")
+    admin.submit("#test button[type=submit]")
+    assert page.inner_text("#verdict").startswith("Passed")
+    # The Request line shows what the ConnectionTest keeps: what was typed, scrubbed.
+    assert "/echo/orders?api_key=[redacted]&page=1" in page.inner_text("dl.fields code")
+    assert "typed-by-the-tester" not in page.content()
+    # The label is optional, as in the reference.
+    admin.submit("#save-sample button[type=submit]")
+    assert page.inner_text(".notice").startswith("Saved sample open-"), page.inner_text(".notice")
+    assert page.inner_text("#samples h3").startswith("Sample open-")
+
+    # The wizard's Test step says when the answer was cut, as the detail page does.
+    page = admin.open(f"/ui/namespaces/{namespace}/new-connection")
+    page.fill("input[name=display_name]", "Big answers")
+    page.fill("input[name=base_url]", stack.upstream)
+    admin.submit("button.step[value='go:access']")
+    page.check("input[name=link_policy][value=Builders]")
+    admin.submit("button.step[value='go:test']")
+    page.fill("input[name=test_path]", "/big?bytes=20000")
+    admin.submit("#try-draft")
+    assert page.inner_text("#verdict").startswith("Passed"), page.inner_text("#verdict")
+    assert page.inner_text("#response-cut").startswith("The answer was cut: the first 4000")
+    # A sample is asked for without a label.
+    page.check("#save-sample")
+    admin.submit("button.step[value='go:review']")
+    admin.submit("#save")
+    notice = page.inner_text(".notice")
+    assert notice.startswith("Created connection big-answers. Its sample is kept once test"), notice
+
+
 def may_write_secrets(cluster: Cluster, namespace: str, member: str) -> None:
     """The wizard writes the Secret as the visitor, and the connection that uses it needs get on
     it (see grant_secrets)."""
@@ -284,6 +320,10 @@ def test_an_admin_creates_a_connection_through_the_wizard_tests_it_edits_and_del
     page.fill("textarea[name=allowed_paths]", "/echo")
     admin.submit("#next")
     # 2. Authentication: the secret is write-only, and only ever travels sealed after this.
+    # Sealed into the connection is the default where the installation can seal; this admin
+    # keeps it in a Secret, the second way.
+    assert page.is_checked("input[name=storage][value=sealed]")
+    page.check("input[name=storage][value=secret]")
     page.select_option("select[name=auth_type]", "apiKey")
     page.fill("input[name=api_key_name]", "X-API-Key")
     page.fill("input[name=secret]", CANARY)
@@ -589,6 +629,7 @@ def test_basic_auth_through_the_wizard_stores_the_pair_and_asks_again_for_anothe
     page.fill("input[name=base_url]", stack.upstream)
     admin.submit("#next")
     page.select_option("select[name=auth_type]", "basic")
+    page.check("input[name=storage][value=secret]")
     page.fill("input[name=basic_user]", "reports")
     admin.submit("#next")
     assert "User name and password: enter both for basic authentication" in page.inner_text(
@@ -804,6 +845,66 @@ def test_a_builder_sees_only_builders_connections_links_one_and_is_refused_a_loc
     # The same words as for a connection that does not exist: nothing of its link policy.
     assert "no connection of that name they may link" in refusal, refusal
     assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == links
+
+
+def test_linked_by_tabs_link_inline_with_an_alias_from_the_name_idempotent_and_apart(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    gauge = data_app("gauge", {"open": "open"})
+    gauge["kind"] = "ChartType"
+    apply(cluster, namespace, gauge, data_app("sales", {"open": "locked"}))
+    builder = visit(members["builder"])
+    page = builder.open(f"/ui/namespaces/{namespace}/connections/open")
+    # Data apps and chart types apart: the linking ones with their alias, then the ones the
+    # visitor may link it into.
+    assert page.inner_text("#linked-by nav") == "Data apps (0) Chart types (1)"
+    assert page.inner_text("#linked-ChartType tr[data-name=gauge] .alias") == "open"
+    for app in ("board", "sales"):
+        assert page.inner_text(f"#linked-DataApp tr[data-name={app}] .alias") == "not linked"
+    # Linked inline: the alias is made from the connection's name.
+    builder.submit("#linked-DataApp tr[data-name=board] button.link-inline")
+    assert page.inner_text(".notice").startswith("Linked open to DataApp board as “open”."), (
+        page.inner_text(".notice")
+    )
+    assert page.inner_text("#linked-DataApp tr[data-name=board] .alias") == "open"
+    board = (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"]
+    assert board == [{"alias": "open", "connection": "open"}]
+    # A retry finds the link there and changes nothing.
+    again = builder.post(
+        f"/ui/namespaces/{namespace}/links",
+        {"app": "DataApp/board", "connection": "open", "back": "detail"},
+    )
+    assert again.ok
+    assert "DataApp board links open as “open” already." in again.text()
+    assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == board
+    # Unique within the app: sales uses "open" for another connection, so the alias steps on.
+    builder.submit("#linked-DataApp tr[data-name=sales] button.link-inline")
+    assert page.inner_text(".notice").startswith("Linked open to DataApp sales as “open-2”.")
+    # An alias another connection holds, typed, is refused, naming the field and the holder.
+    refused = builder.post(
+        f"/ui/namespaces/{namespace}/links",
+        {"app": "DataApp/sales", "connection": "open", "alias": "open", "back": "detail"},
+    )
+    assert refused.status == 409
+    assert (
+        "alias: &#39;open&#39; is held by connection &#39;locked&#39; in DataApp sales"
+        in (refused.text())
+        or "alias: 'open' is held by connection 'locked' in DataApp sales" in refused.text()
+    )
+    sales = (get(cluster, namespace, "dataapp/sales") or {})["spec"]["connections"]
+    assert sales == [
+        {"alias": "open", "connection": "locked"},
+        {"alias": "open-2", "connection": "open"},
+    ]
+    # The same admission checks as every link: a builder cannot link an AdminsOnly connection
+    # from its side either (the page is not theirs to see, and the form is refused).
+    locked = builder.post(
+        f"/ui/namespaces/{namespace}/links",
+        {"app": "DataApp/board", "connection": "locked", "back": "detail"},
+    )
+    assert "no connection of that name they may link" in locked.text()
+    assert (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"] == board
 
 
 def test_an_interactive_viewer_sees_the_list_and_cannot_change_anything(

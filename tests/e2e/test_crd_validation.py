@@ -100,7 +100,9 @@ def test_a_valid_connection_is_accepted_with_defaults(
         ("baseURL", "https://api.example.com?x=1", "baseURL must not have a query string"),
         ("baseURL", "https://api.example.com#top", "baseURL must not have a fragment"),
         ("allowedMethods", ["GET", "TRACE"], 'Unsupported value: "TRACE"'),
-        ("allowedMethods", [], "spec.allowedMethods: Invalid value: 0"),
+        ("allowedMethods", [], "allowedMethods must name at least one method, unless"),
+        # Public images go with auth none only (VALID has an API key), as the reference has it.
+        ("allowPublicImages", True, "allowPublicImages is allowed only with auth.type none"),
         ("allowedPaths", ["v1/users"], "spec.allowedPaths[0]"),
         ("allowedPaths", ["/v1/../admin"], "must not contain . or .. segments"),
         ("allowedPaths", ["/v1//admin"], "must not contain //"),
@@ -239,6 +241,20 @@ def test_what_apis_ask_for_today_is_accepted(
     basic["metadata"]["name"] = "basic"
     code, err = _apply(cluster, namespace, basic)
     assert code == 0, err
+
+
+def test_an_image_only_connection_with_no_methods_is_accepted(
+    cluster: Cluster, crds_installed: None, namespace: str
+) -> None:
+    tiles = _with("auth", {"type": "none"})
+    tiles["metadata"]["name"] = "tiles"
+    tiles["spec"].update(allowedMethods=[], allowPublicImages=True)
+    code, err = _apply(cluster, namespace, tiles)
+    assert code == 0, err
+    stored = yaml.safe_load(
+        cluster.kubectl("get", "externalconnection", "tiles", "-n", namespace, "-o", "yaml").stdout
+    )["spec"]
+    assert stored["allowedMethods"] == []
 
 
 @pytest.mark.parametrize(

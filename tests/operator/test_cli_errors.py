@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from gatehouse_dev.processes import free_port
+from gatehouse_operator import cli
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "project"
 COMMANDS = {
@@ -73,3 +74,14 @@ def test_no_cluster_is_one_line_and_exit_2(command: str, unreachable: Path, tmp_
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1, done.stderr
         assert done.stderr.startswith(f"{command}: {message}"), done.stderr
+
+
+def test_a_sample_label_is_optional_on_the_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = cli._parser()
+    assert parser.parse_args(["save-sample", "vendor-1"]).label == ""
+    asked = cli._test_body(parser.parse_args(["test", "vendor", "--save-sample"]))
+    assert asked["spec"]["saveAsSample"] == {"label": ""}
+    assert cli.main(["save-sample", "vendor-1", "--label", "x" * 201]) == 2
+    assert capsys.readouterr().err == "gatehouse: --label: at most 200 characters (or none)\n"

@@ -21,7 +21,7 @@ from gatehouse_contract.connection_tests import (
 )
 from gatehouse_contract.frames import ConnectionTestResult, Unreadable, read_replica_message
 from gatehouse_operator.api.meta import first_problem
-from gatehouse_operator.connections import models
+from gatehouse_operator.connections import models, runs
 from gatehouse_operator.connections.testing import Finished, Waiting, ask, result
 from gatehouse_operator.table.channel import MAX_REPLICA_MESSAGE_BYTES, _Session
 from gatehouse_operator.table.replicas import Replica
@@ -200,3 +200,9 @@ def test_a_redirect_or_an_answer_over_the_limit_is_sent_only_when_there_is_one()
         "sizeBytes",
         "truncated",
     }
+
+
+def test_a_new_test_keeps_the_typed_path_scrubbed() -> None:
+    body = runs.new_test("vendor", {"method": "GET", "path": "/v1?api_key=typed-k&page=2"})
+    assert body["spec"]["path"] == "/v1?api_key=[redacted]&page=2"
+    assert "typed-k" not in json.dumps(body)

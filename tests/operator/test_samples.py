@@ -129,3 +129,35 @@ def test_json_nested_deeper_than_python_recurses_is_shown_as_text() -> None:
         shown = samples.views(body, "application/json", (), cut=cut)
         assert shown.text == body
         assert shown.sample["truncated"] is True
+
+
+def test_a_tests_request_body_is_kept_redacted_and_capped() -> None:
+    sent = samples.sent(
+        {"query": "q", "api_key": "k1", "rows": list(range(80)), "note": "password=hunter2"},
+        ["s3cret"],
+    )
+    assert sent == {
+        "query": "q",
+        "api_key": "[redacted]",
+        "rows": list(range(samples.MAX_ARRAY_ITEMS)),
+        "note": "password=[redacted]",
+    }
+    assert samples.sent(None, []) is None
+    big = samples.sent({"text": "x" * 40_000}, [])
+    assert big["truncated"] is True
+    assert len(json.dumps(big).encode()) <= samples.MAX_SAMPLE_BYTES
+
+
+def test_what_a_tester_typed_is_scrubbed() -> None:
+    assert samples.typed("/v1/items?page=2&api_key=k-123&access_token=t") == (
+        "/v1/items?page=2&api_key=[redacted]&access_token=[redacted]"
+    )
+    assert samples.typed("/v1/items?page_token=abc") == "/v1/items?page_token=abc"
+
+
+def test_a_sample_label_is_optional() -> None:
+    passed = {"conditions": [{"type": "Passed", "status": "True"}], "sampleBody": {}}
+    assert samples.save_refusal(passed, "") is None
+    refused = samples.save_refusal(passed, "x" * 201)
+    assert refused is not None
+    assert "at most 200 characters (or none)" in refused.message

@@ -382,3 +382,27 @@ def test_reseal_checks_a_client_secrets_token_url_and_client_id(
     assert source.read_text() == before
     assert "shop/crm: status.resealedSecret " in err
     assert message in err
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "connections").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.name)
+def test_the_examples_show_the_sealed_way_first_and_it_seals_as_shown(
+    example: Path,
+    keys: tuple[SealingKeys, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = example.read_text()
+    auth = yaml.safe_load(text)["spec"]["auth"]
+    if auth["type"] == "none":
+        return
+    assert "secretRef" not in auth  # the Secret is the second way, in the comments
+    assert text.index("gatehouse seal -f") < text.index("kubectl create secret")
+    private, cert = keys
+    stdin(monkeypatch, SECRET)
+    assert cli.main(["seal", "-f", str(example), "-n", "shop", "--cert", str(cert)]) == 0
+    sealed = yaml.safe_load(capsys.readouterr().out)
+    scope = Scope("shop", sealed["metadata"]["name"], sealed["spec"]["baseURL"])
+    assert private.open(sealed["spec"]["auth"]["sealedSecret"], scope) == SECRET

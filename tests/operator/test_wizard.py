@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 from typing import Any
@@ -16,7 +17,7 @@ from gatehouse_operator.connections.exfiltration import link_warning
 from gatehouse_operator.sealed_values import Scope
 from gatehouse_operator.web import session
 from gatehouse_operator.web.session import Credentials, Sessions
-from gatehouse_operator.web.wizard import WizardForm, basic_secret, name_from
+from gatehouse_operator.web.wizard import WizardForm, basic_secret, first_storage, name_from
 
 
 class FixedKeyring:
@@ -87,7 +88,6 @@ def test_each_auth_type_makes_a_valid_spec(
             "allowed_methods": ["POST", "GET", "TRACE"],
             "allowed_paths": "/v1\n\n/v2 \n",
             "link_policy": "Builders",
-            "allow_public_images": "on",
             "instructions": "Paginate.\r\nWith ?page=.",
         }
     )
@@ -98,7 +98,6 @@ def test_each_auth_type_makes_a_valid_spec(
     assert spec["instructions"] == "Paginate.\nWith ?page=."
     parsed = ExternalConnectionSpec.model_validate(spec)
     assert parsed.link_policy == "Builders"
-    assert parsed.allow_public_images
 
 
 def test_an_edit_keeps_what_the_wizard_does_not_show() -> None:
@@ -138,7 +137,8 @@ def test_problems_name_their_field() -> None:
         "Display name: required",
         "Base URL: required, an origin such as https://api.example.com",
         # Every method unchecked is not a silent GET, and who may link has no preselection.
-        "Allowed methods: at least one of GET, POST, PUT, PATCH, DELETE",
+        "Allowed methods: at least one of GET, POST, PUT, PATCH, DELETE, or none for an "
+        "image-only connection (Allow public images, with auth type none)",
         f"Instructions: at most {MAX_INSTRUCTIONS:,} characters ({MAX_INSTRUCTIONS + 1:,} given)",
         "Who can link it: one of AdminsOnly, Builders",
         "Parameter name: required for an API key",
@@ -205,7 +205,7 @@ def test_a_sealed_secret_goes_into_the_spec_and_the_yaml_instead_of_a_secret_ref
     assert "safe to commit" in text
     assert yaml.safe_load(text)["spec"]["auth"]["sealedSecret"] == SEALED
     assert posted({**BASE, "storage": "elsewhere"}).problems() == [
-        "Keep the secret: one of secret, sealed"
+        "Keep the secret: one of sealed, secret"
     ]
 
 
@@ -477,3 +477,77 @@ def test_the_exfiltration_warning_is_stronger_with_write_methods(
     assert ("create, change or delete data there" in text) is stronger
     if methods == ["GET", "DELETE", "POST"]:
         assert "It allows POST, DELETE:" in text
+
+
+def test_an_image_only_connection_has_no_methods_and_no_credential() -> None:
+    images = posted(
+        {**BASE, "allowed_methods": [], "allow_public_images": "on", "auth_type": "none"}
+    )
+    assert images.problems() == []
+    spec = images.spec()
+    assert spec["allowedMethods"] == []
+    assert ExternalConnectionSpec.model_validate(spec).allow_public_images
+    # An edit keeps it image-only: no methods stay none, not a silent GET.
+    stored = {"metadata": {"name": "tiles", "resourceVersion": "3"}, "spec": spec}
+    assert WizardForm.of(stored).allowed_methods == ()
+    # Public images go with auth none only: a browser loads them without the credential.
+    keyed = posted(
+        {**BASE, "allow_public_images": "on", "auth_type": "bearer", "draft_secret": "t"}
+    )
+    assert keyed.problems() == [
+        "Allow public images: allowPublicImages is allowed only with auth.type none: browsers "
+        "load the images straight from the origin, without the connection's credential"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"allowPublicImages": True, "auth": {"type": "bearer", "sealedSecret": "gh1.a.b"}},
+            "allowPublicImages is allowed only with auth.type none",
+        ),
+        ({"allowedMethods": []}, "allowedMethods must name at least one method, unless"),
+    ],
+)
+def test_the_model_holds_the_image_only_rules(spec: dict[str, Any], message: str) -> None:
+    base = {
+        "displayName": "Tiles",
+        "baseURL": "https://tiles.example.com",
+        "linkPolicy": "Builders",
+        "auth": {"type": "none"},
+    }
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ExternalConnectionSpec.model_validate({**base, **spec})
+
+
+def test_a_sample_is_asked_for_without_a_label() -> None:
+    unlabelled = posted({**BASE, "save_sample": "on"})
+    assert unlabelled.save_sample
+    assert unlabelled.sample_label == ""
+    assert unlabelled.problems() == []
+    # A label alone still asks for it.
+    assert posted({**BASE, "sample_label": "Items"}).save_sample
+    assert not posted(BASE).save_sample
+
+
+def test_a_new_connection_is_sealed_by_default_where_the_installation_can_seal() -> None:
+    assert first_storage(read_only=False, can_seal=True) == "sealed"
+    assert first_storage(read_only=True, can_seal=True) == "sealed"
+    # No sealing keys: a Secret, the only way that works there.
+    assert first_storage(read_only=False, can_seal=False) == "secret"
+
+
+def test_a_secret_entered_is_not_asked_for_again_while_its_base_url_is_wrong() -> None:
+    # Sealed by default: the secret waits, carried sealed for the session, until the base URL
+    # it is sealed for is valid; the base URL's own rule is the problem to show.
+    form = replace(
+        posted({**BASE, "base_url": "https://user:pw@example.com", "auth_type": "bearer"}),
+        storage="sealed",
+        draft_secret="carried",
+    )
+    assert "Secret: required, to be sealed into the connection" not in form.problems()
+    assert (
+        "Secret: required, to be sealed into the connection"
+        in replace(form, draft_secret="").problems()
+    )

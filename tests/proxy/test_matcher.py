@@ -227,3 +227,13 @@ def test_method_outside_the_allowed_set_is_405_with_allow() -> None:
     assert caught.value.status == 405
     assert caught.value.headers["Allow"] == "GET, POST"
     check_method("POST", frozenset({"GET", "POST"}))
+
+
+def test_an_image_only_connection_refuses_every_fetch_with_its_own_code() -> None:
+    for method in ("GET", "POST", "DELETE"):
+        with pytest.raises(ProxyError) as caught:
+            check_method(method, frozenset())
+        assert caught.value.code == "images_only"
+        assert caught.value.status == 405
+        assert caught.value.headers["Allow"] == ""  # RFC 9110: it allows no methods
+        assert "public images only" in caught.value.message

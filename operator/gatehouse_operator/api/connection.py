@@ -7,8 +7,8 @@ key) the operator reports as a condition.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated, Literal
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -37,6 +37,17 @@ AuthType = Literal[
 LinkPolicy = Literal["AdminsOnly", "Builders"]
 
 MAX_INSTRUCTIONS = 10_000
+# As the reference: a browser loads public images straight from the origin, without the
+# credential, so they belong to connections that have none; such a connection may serve images
+# alone (img-src) and no fetches.
+PUBLIC_IMAGES_NEED_NO_AUTH = (
+    "allowPublicImages is allowed only with auth.type none: browsers load the images straight "
+    "from the origin, without the connection's credential"
+)
+NO_METHODS_ONLY_FOR_IMAGES = (
+    "allowedMethods must name at least one method, unless allowPublicImages is true "
+    "(an image-only connection, which serves images and no fetches)"
+)
 # A sealed service-account key file (the largest credential, 16 KiB at most) stays below this.
 MAX_SEALED_CHARS = 32_768
 _SCHEME = "^[A-Za-z][A-Za-z0-9+.-]*://"
@@ -373,6 +384,16 @@ class ExternalConnectionSpec(Model):
                 "headers[].name must not be the API key's own header (auth.apiKey.name), read "
                 "as servers read names",
             ),
+            cel(
+                "!has(self.allowPublicImages) || !self.allowPublicImages "
+                "|| self.auth.type == 'none'",
+                PUBLIC_IMAGES_NEED_NO_AUTH,
+            ),
+            cel(
+                "!has(self.allowedMethods) || size(self.allowedMethods) > 0 "
+                "|| (has(self.allowPublicImages) && self.allowPublicImages)",
+                NO_METHODS_ONLY_FOR_IMAGES,
+            ),
         )
     }
 
@@ -415,9 +436,9 @@ class ExternalConnectionSpec(Model):
     )
     allowed_methods: list[HttpMethod] = Field(
         default=["GET"],
-        min_length=1,
         max_length=5,
-        description="HTTP methods apps may use.",
+        description="HTTP methods apps may use; none only on an image-only connection "
+        "(allowPublicImages), which serves images and no fetches.",
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     allowed_paths: list[PathPrefix] = Field(
@@ -436,7 +457,8 @@ class ExternalConnectionSpec(Model):
     allow_public_images: bool = Field(
         default=False,
         description="Let linked apps load images straight from the origin (<img>, CSS). "
-        "Only for trusted public image or tile hosts.",
+        "Only for trusted public image or tile hosts, and only with auth.type none: a browser "
+        "loads them without the credential.",
     )
     instructions: str = Field(
         default="",
@@ -476,6 +498,31 @@ class ExternalConnectionSpec(Model):
         if clashes:
             raise ValueError(min(clashes.items())[1])
         return self
+
+    @model_validator(mode="after")
+    def _images_apart(self) -> ExternalConnectionSpec:
+        problem = image_rule_problem(
+            self.auth.type, self.allow_public_images, bool(self.allowed_methods)
+        )
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
+def allowed_methods_of(spec: Mapping[str, Any]) -> list[HttpMethod]:
+    """A stored spec's methods: the API server fills in the default, and an empty list stays
+    empty (an image-only connection allows none)."""
+    methods = spec.get("allowedMethods")
+    return list(methods) if methods is not None else ["GET"]
+
+
+def image_rule_problem(auth_type: str, public_images: bool, has_methods: bool) -> str:
+    """The image-only rules the schema's CEL holds, for the page to tell before it applies."""
+    if public_images and auth_type != "none":
+        return PUBLIC_IMAGES_NEED_NO_AUTH
+    if not has_methods and not public_images:
+        return NO_METHODS_ONLY_FOR_IMAGES
+    return ""
 
 
 def header_clashes(names: Sequence[str], api_key_header: str = "") -> dict[int, str]:

@@ -27,7 +27,15 @@ CONNECTION_LABEL = "gatehouse.dev/connection"
 
 class SampledRequest(Model):
     method: HttpMethod = Field(description="The HTTP method the test used.")
-    path: str = Field(max_length=2048, description="The path and query the test asked for.")
+    path: str = Field(
+        max_length=2048, description="The path and query the test asked for, redacted."
+    )
+    body: Any = Field(
+        default=None,
+        description="The JSON body the test sent, redacted and size-capped as the answer is, "
+        "so the app generator sees an example request.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
 
 
 class ConnectionSampleSpec(Model):
@@ -45,9 +53,9 @@ class ConnectionSampleSpec(Model):
         description="The ExternalConnection that answered, in the same namespace.",
     )
     label: str = Field(
-        min_length=1,
+        default="",
         max_length=SAMPLE_LABEL_CHARS,
-        description="The sample's name, shown to app builders and the app generator.",
+        description="The sample's name, shown to app builders and the app generator; optional.",
     )
     saved_at: str = Field(
         json_schema_extra={"format": "date-time"}, description="When the operator saved it."

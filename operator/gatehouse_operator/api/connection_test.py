@@ -26,9 +26,10 @@ SAMPLE_LABEL_CHARS = 200
 
 class SampleRequest(Model):
     label: str = Field(
-        min_length=1,
+        default="",
         max_length=SAMPLE_LABEL_CHARS,
-        description="A name for the sample, shown to app builders and the app generator.",
+        description="A name for the sample, shown to app builders and the app generator; "
+        "optional, as in the reference.",
     )
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gatehouse_operator.api.connection import allowed_methods_of
+
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 # Where the connection is not chosen yet (a form that links any of several).
 ANY_CONNECTION = (
@@ -44,4 +46,4 @@ def connection_warning(body: Mapping[str, Any]) -> str:
     until it has), and its methods."""
     spec = body.get("spec") or {}
     origin = (body.get("status") or {}).get("origin") or spec.get("baseURL", "")
-    return link_warning(origin, spec.get("allowedMethods") or ["GET"])
+    return link_warning(origin, allowed_methods_of(spec))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gatehouse_operator.api.connection import allowed_methods_of
 from gatehouse_operator.connections.models import (
     BuildSpec,
     ConnectionHeader,
@@ -83,7 +84,7 @@ def build_spec(
                 connection=name,
                 display_name=spec.get("displayName", ""),
                 origin=origin,
-                allowed_methods=spec.get("allowedMethods") or ["GET"],
+                allowed_methods=allowed_methods_of(spec),
                 allowed_paths=spec.get("allowedPaths") or [],
                 instructions=spec.get("instructions", ""),
                 samples=samples.get(name, []),

@@ -47,7 +47,9 @@ class Sample(Model):
     id: str
     label: str
     saved_at: str
-    request: dict[str, str]
+    request: dict[str, Any] = Field(
+        description="What the test sent: method, path and query, and its JSON body, redacted."
+    )
     status_code: int
     content_type: str
     body: Any = Field(default=None, description="The redacted, size-capped response body.")

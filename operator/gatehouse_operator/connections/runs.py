@@ -20,7 +20,7 @@ from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMP
 from gatehouse_operator.api.meta import API_VERSION
 from gatehouse_operator.connections.errors import Refused
 from gatehouse_operator.connections.models import ConnectionTestOutcome, SampleSaveOutcome
-from gatehouse_operator.samples import save_refusal
+from gatehouse_operator.samples import save_refusal, typed
 from gatehouse_operator.status import condition
 
 # A test answers within the connection's timeout (at most 120 s) once the connection is Ready.
@@ -37,6 +37,9 @@ def new_test(connection: str, spec: dict[str, Any], requested_by: str = "") -> d
     metadata: dict[str, Any] = {"name": f"{connection[:40]}-{uuid.uuid4().hex[:8]}"}
     if requested_by:
         metadata["annotations"] = {"gatehouse.dev/requested-by": requested_by[:253]}
+    if "path" in spec:
+        # What was typed stays in the resource, its printer column and Events: scrubbed first.
+        spec = {**spec, "path": typed(str(spec["path"]))}
     return {
         "apiVersion": API_VERSION,
         "kind": CONNECTION_TEST.kind,

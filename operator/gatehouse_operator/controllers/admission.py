@@ -28,7 +28,7 @@ from kubernetes.aio import client
 from gatehouse_operator import link_policy, secret_use
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
-from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, allowed_methods_of
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.api.project_config import (
@@ -185,7 +185,7 @@ async def check_connection_test(
             "linkPolicy is Builders)",
             code=422,
         )
-    allowed = connection.get("spec", {}).get("allowedMethods") or ["GET"]
+    allowed = allowed_methods_of(connection.get("spec", {}))
     method = spec.get("method", "GET")
     if method == "GET" and spec.get("body") is not None:
         raise kopf.AdmissionError("spec.body: a GET test cannot have a body", code=422)

@@ -148,7 +148,9 @@ async def _save_sample(
             label=label,
             saved_at=now(),
             request=SampledRequest(
-                method=spec.method, path=samples.Redaction(secrets).text(spec.path)
+                method=spec.method,
+                path=samples.Redaction(secrets).text(spec.path),
+                body=samples.sent(spec.body, secrets),
             ),
             status_code=response.get("statusCode", 0),
             content_type=response.get("contentType", ""),

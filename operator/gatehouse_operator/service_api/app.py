@@ -169,7 +169,7 @@ class ServiceApi:
     async def save_sample(self, request: Request, user: User) -> Response:
         namespace, test = request.path_params["namespace"], request.path_params["name"]
         found = await self.connections.may_save_sample(user, namespace, test)
-        wanted = await _parsed(request, SampleRequest, if_empty=b"null")
+        wanted = await _parsed(request, SampleRequest, if_empty=b"{}")  # the label is optional
         outcome = await self.connections.save_sample(namespace, found, wanted.label)
         return _json(outcome, 201 if outcome.saved else 409)
 

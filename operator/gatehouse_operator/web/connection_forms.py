@@ -49,6 +49,7 @@ from gatehouse_operator.web.wizard import (
     STORAGES,
     WizardForm,
     basic_secret,
+    first_storage,
     origin_of,
 )
 
@@ -103,9 +104,8 @@ class ConnectionForms:
     async def new(self, request: Request, visitor: Visitor) -> Response:
         namespace = request.path_params["namespace"]
         await self._may_create(visitor, namespace)
-        # A read-only page serves teams that commit connections: their secret goes into the YAML
-        # sealed, not into a Secret someone must create by hand.
-        form = WizardForm(storage="sealed" if self.pages.read_only else "secret")
+        can_seal = self.pages.actions.runtime.sealing.sealing_keys() is not None
+        form = WizardForm(storage=first_storage(read_only=self.pages.read_only, can_seal=can_seal))
         return self._render(visitor, namespace, Wizard(form, None, STEPS[0]))
 
     async def edit(self, request: Request, visitor: Visitor) -> Response:
@@ -338,7 +338,7 @@ class ConnectionForms:
                 wizard.errors.insert(0, refusal(error))
                 return None
             notice = f"{'Saved' if form.editing else 'Created'} connection {form.name}."
-            if form.sample_label:
+            if form.save_sample:
                 notice += await self._sample(kube, namespace, form, visitor)
             if ref is not None and secret is not None:
                 notice += await self._own_secret(kube, namespace, ref["name"], saved)
@@ -372,7 +372,8 @@ class ConnectionForms:
         except client.ApiException as error:
             return f" Its sample was not asked for: {refusal(error)}"
         name = body["metadata"]["name"]
-        return f" Its sample {form.sample_label!r} is kept once test {name} passes."
+        called = f" {form.sample_label!r}" if form.sample_label else ""
+        return f" Its sample{called} is kept once test {name} passes."
 
     async def _undo_secret(
         self, kube: AsUser, namespace: str, connection: str, ref: dict[str, str]

@@ -25,7 +25,9 @@ from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.actions import Connections, linkable
 from gatehouse_operator.connections.errors import check_names, validation_message
 from gatehouse_operator.connections.exfiltration import ANY_CONNECTION, write_methods
+from gatehouse_operator.connections.linking import link_change, linked_by
 from gatehouse_operator.connections.models import ConnectionTestRequest, TrialRequest
+from gatehouse_operator.samples import typed
 from gatehouse_operator.web.guards import Guards, Refused, Visitor, fields_of
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS
 from gatehouse_operator.web.wizard import AUTH_TYPES, LIMIT_TITLES
@@ -149,6 +151,17 @@ class Pages:
     async def connection(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
         detail = await self.actions.connection_detail(visitor.user, namespace, name)
+        apps = await self._linkable_apps(visitor, namespace)
+        # The reference's "Linked resources" tabs: data apps and chart types apart, each with the
+        # apps linking the connection, then those the visitor may link it into.
+        tabs = {
+            kind.kind: linked_by(
+                name,
+                await self.actions.runtime.kube.list_custom(kind, namespace),
+                {app.partition("/")[2] for app in apps if app.startswith(f"{kind.kind}/")},
+            )
+            for kind in APP_KINDS.values()
+        }
         return self.renderer.render(
             "detail.html",
             visitor=visitor,
@@ -158,7 +171,8 @@ class Pages:
             limit_titles=LIMIT_TITLES,
             link_writes=bool(write_methods(detail.connection.allowed_methods)),
             can_test=await self.may(visitor, "create", CONNECTION_TEST.plural, namespace),
-            apps=await self._linkable_apps(visitor, namespace),
+            apps=apps,
+            linked_tabs=tabs,
             notice=self._notice(request, visitor),
         )
 
@@ -181,7 +195,8 @@ class Pages:
             visitor=visitor,
             namespace=namespace,
             item=item,
-            request_sent=test,
+            # As the ConnectionTest keeps it: what was typed, scrubbed.
+            request_sent=test.model_copy(update={"path": typed(test.path)}),
             outcome=outcome,
             can_save=outcome.passed
             and await self.actions.access.allowed(
@@ -194,14 +209,15 @@ class Pages:
         namespace, test = request.path_params["namespace"], request.path_params["test"]
         fields = await fields_of(request)
         label = str(fields.get("label", "")).strip()
-        if not 1 <= len(label) <= SAMPLE_LABEL_CHARS:
-            raise Refused(422, f"label: 1 to {SAMPLE_LABEL_CHARS} characters")
+        if len(label) > SAMPLE_LABEL_CHARS:
+            raise Refused(422, f"label: at most {SAMPLE_LABEL_CHARS} characters (or none)")
         connection = str(fields.get("connection", ""))
         found = await self.actions.may_save_sample(visitor.user, namespace, test)
         outcome = await self.actions.save_sample(namespace, found, label)
         if not outcome.saved:
             raise Refused(409, f"not saved ({outcome.reason}): {outcome.message}")
-        return self.back_to(visitor, namespace, connection, f"Saved sample “{label}”.")
+        saved = f"Saved sample “{label}”." if label else f"Saved sample {outcome.sample}."
+        return self.back_to(visitor, namespace, connection, saved)
 
     async def delete_sample(self, request: Request, visitor: Visitor) -> Response:
         params = request.path_params
@@ -220,20 +236,24 @@ class Pages:
         connection = str(fields.get("connection", "")).strip()
         if kind is None or not app_name:
             raise Refused(422, "app: choose a DataApp or ChartType")
-        if not alias or not connection:
-            raise Refused(422, "alias and connection: both are required")
+        if not connection:
+            raise Refused(422, "connection: required")
         async with as_user(self.operator, visitor.credentials.token) as kube:
             try:
                 app = await kube.get_custom(kind, namespace, app_name)
                 links = list(app.get("spec", {}).get("connections") or [])
-                if any(link.get("alias") == alias for link in links):
-                    raise Refused(
-                        422, f"alias: {alias!r} is already used in {kind.kind} {app_name}"
-                    )
-                app.setdefault("spec", {})["connections"] = [
-                    *links,
-                    {"alias": alias, "connection": connection},
-                ]
+                # No alias (the connection's own Link buttons): one made from its name.
+                try:
+                    change = link_change(links, connection, alias, f"{kind.kind} {app_name}")
+                except errors.Refused as refused:
+                    raise Refused(refused.status, refused.message) from None
+                alias = change.alias
+                if change.links is None:
+                    notice = f"{kind.kind} {app_name} links {connection} as “{alias}” already."
+                    back = connection if fields.get("back") == "detail" else ""
+                    return self.back_to(visitor, namespace, back, notice)
+                app.setdefault("spec", {})["connections"] = change.links
+                # As the visitor: RBAC and the admission webhook decide, as for every link.
                 await kube.replace_custom(kind, namespace, app)
             except client.ApiException as error:
                 if error.status in (400, 403, 404, 409, 422):

@@ -25,9 +25,12 @@ from starlette.datastructures import FormData
 from gatehouse_operator.api.connection import (
     MAX_HEADERS,
     MAX_INSTRUCTIONS,
+    PUBLIC_IMAGES_NEED_NO_AUTH,
     HeaderSetting,
     MediaRange,
+    allowed_methods_of,
     header_clashes,
+    image_rule_problem,
 )
 from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS
 from gatehouse_operator.api.meta import first_problem
@@ -79,9 +82,19 @@ SPARE_HEADER_ROWS = 2
 # Where the credential is kept: a Secret the wizard writes, or sealed to the operator in the
 # connection itself (what a GitOps team commits; the default in read-only mode).
 STORAGES = {
-    "secret": "In a Secret of this namespace",
     "sealed": "Sealed into the connection (safe to commit to Git)",
+    "secret": "In a Secret of this namespace",
 }
+
+
+def first_storage(*, read_only: bool, can_seal: bool) -> str:
+    """Where a new connection's secret goes unless the admin picks the other way: sealed into
+    the connection wherever the installation has sealing keys (the seed's secret encrypted at
+    rest, where a Secret is read by anyone with ``edit``), and always on a read-only page, whose
+    YAML teams commit; a Secret otherwise."""
+    return "sealed" if read_only or can_seal else "secret"
+
+
 # The Secret the wizard writes the credential to, labelled so that deleting the connection from
 # the page deletes it too (and owned by the connection, for the cluster's garbage collector).
 SECRET_SUFFIX = "-credential"  # noqa: S105 (a name suffix, not a secret)
@@ -175,7 +188,9 @@ class WizardForm:
     test_method: str = "GET"
     test_path: str = "/"
     test_body: str = ""
-    # Given after a passing draft test: the saved connection's sample, from a test on Save.
+    # Asked after a passing draft test: the saved connection's sample, from a test on Save; its
+    # label is optional, as in the reference.
+    save_sample: bool = False
     sample_label: str = ""
 
     @classmethod
@@ -213,6 +228,8 @@ class WizardForm:
             test_method=text("test_method", "GET"),
             test_path=text("test_path", "/").strip() or "/",
             test_body=text("test_body"),
+            # A label given asks for the sample too, as the field alone did before.
+            save_sample=fields.get("save_sample") == "on" or bool(text("sample_label").strip()),
             sample_label=text("sample_label").strip(),
         )
 
@@ -228,7 +245,7 @@ class WizardForm:
             name=body["metadata"]["name"],
             display_name=spec.get("displayName", ""),
             base_url=spec.get("baseURL", ""),
-            allowed_methods=tuple(spec.get("allowedMethods") or ["GET"]),
+            allowed_methods=tuple(allowed_methods_of(spec)),
             allowed_paths="\n".join(spec.get("allowedPaths") or []),
             headers=tuple((h["name"], h["value"]) for h in spec.get("headers") or []),
             allowed_content_types="\n".join(spec.get("allowedContentTypes") or []),
@@ -442,8 +459,16 @@ class WizardForm:
             found.append("Display name: required")
         if not self.base_url:
             found.append("Base URL: required, an origin such as https://api.example.com")
-        if not self.allowed_methods:
-            found.append(f"Allowed methods: at least one of {', '.join(METHODS)}")
+        image_rule = image_rule_problem(
+            self.auth_type, self.allow_public_images, bool(self.allowed_methods)
+        )
+        if image_rule == PUBLIC_IMAGES_NEED_NO_AUTH:
+            found.append(f"Allow public images: {image_rule}")
+        elif image_rule:
+            found.append(
+                f"Allowed methods: at least one of {', '.join(METHODS)}, or none for an "
+                "image-only connection (Allow public images, with auth type none)"
+            )
         if len(self.headers) > MAX_HEADERS:
             found.append(f"Headers: at most {MAX_HEADERS} ({len(self.headers)} given)")
         for index, message in sorted(self.header_problems().items()):
@@ -500,7 +525,9 @@ class WizardForm:
                 "secret is kept only while the auth type, base URL, token URL and client id "
                 "stay as they were"
             )
-        elif self.sealed and not (self.sealed_value or self.stored_sealed()):
+        elif self.sealed and not (self.sealed_value or self.stored_sealed() or self.secret_entered):
+            # One entered is sealed once what it is sealed for is valid (the steps that check
+            # the base URL or token URL say what is not).
             found.append("Secret: required, to be sealed into the connection")
         return found
 
