@@ -684,6 +684,10 @@ def test_the_example_values_lint_strictly_and_render(cluster: Cluster, environme
             deployment = _named(documents, "Deployment", f"gh-gatehouse-{component}")
             found = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
             assert found == f"ghcr.io/gatehouse-dev/gatehouse-{image}{digest}", component
+        store = _named(documents, "Deployment", "gh-gatehouse-store")
+        found = store["spec"]["template"]["spec"]["containers"][0]["image"]
+        assert found == f"docker.io/valkey/valkey{digest}"
+        assert "PersistentVolumeClaim" in kinds
         assert "ServiceMonitor" in kinds
         assert not [doc for doc in documents if doc["kind"] == "Secret"]
 
