@@ -7,6 +7,12 @@ binaries are, in a folder of its own. The supervisor runs it in the node's netwo
 no routing, no service proxy (kube-proxy's), no CNI configuration (the bridge's) and no listening
 port: it watches Pods and NetworkPolicies through the node's API server and writes iptables rules
 and ipsets (Debian's ``ipset``) in that namespace only. Dev tooling: never part of a release.
+
+Security flaws are reported for kube-router v2.1.0, and it is the only version the Go module
+proxy serves here. So it stays dev and test only: it runs inside the throwaway node's namespaces,
+listens on no port, reads through its own read-only RBAC, and what it guards is the suite's own
+Pods; nothing of Gatehouse ships it, and a cluster's operators bring their own network plugin. The
+other enforcer served, sigs.k8s.io/kube-network-policies (nftables and an NFQUEUE), is untried.
 """
 
 from __future__ import annotations
