@@ -20,7 +20,10 @@ from tests.node import pods
 QUOTA = 10
 CONNECTION = "crm"
 APP = "crm-reader"
-SAMPLE = re.compile(r"^gatehouse_proxy_requests_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+SAMPLE = re.compile(r"^(?P<name>\w+)\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+# A worker whose store did not answer within its deadline (a new TLS connection on a busy node
+# can take longer) counts that request alone and admits at most its share: the e2e bound.
+COUNTED_ALONE_AT_MOST = 2
 LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
@@ -130,18 +133,19 @@ def oauth2_connection(client_id: str, secret: str, authz_namespace: str) -> str:
     return yaml.safe_dump_all(documents)
 
 
-def requests_served(cluster: Cluster, namespace: str, pod: str, project: str) -> int:
-    """The requests for the connection one proxy Pod answered, by its own metrics."""
+def connection_total(cluster: Cluster, namespace: str, pod: str, project: str, metric: str) -> int:
+    """One proxy Pod's ``metric`` for the connection, summed over its other labels, by its own
+    metrics."""
     text = cluster.kubectl("get", "--raw", _pod_path(namespace, pod, "metrics")).stdout
-    served = 0
+    total = 0
     for line in text.splitlines():
         match = SAMPLE.match(line)
-        if match is None:
+        if match is None or match.group("name") != metric:
             continue
         labels = dict(LABEL.findall(match.group("labels")))
         if labels.get("namespace") == project and labels.get("connection") == CONNECTION:
-            served += int(float(match.group("value")))
-    return served
+            total += int(float(match.group("value")))
+    return total
 
 
 def check_fleet(
@@ -173,14 +177,25 @@ def check_fleet(
         ),
     )  # fmt: skip
     result = pods.summary(cluster, project, "quota-client", timeout=120)
-    # The limit of the minute, whichever Pod each request reached; the rest refused.
-    assert result.get("statuses") == {"200": QUOTA, "429": 2 * QUOTA}, result
+    served = {
+        pod: connection_total(cluster, system, pod, project, "gatehouse_proxy_requests_total")
+        for pod in stores
+    }
+    alone = sum(
+        connection_total(cluster, system, pod, project, "gatehouse_proxy_quota_counted_alone_total")
+        for pod in stores
+    )
+    # The limit of the minute, whichever Pod each request reached, the rest refused; a request
+    # counted alone may add one (its worker's share is below one request).
+    statuses = result.get("statuses", {})
+    assert sum(statuses.values()) == 3 * QUOTA, result
+    assert alone <= COUNTED_ALONE_AT_MOST, (alone, result)
+    assert QUOTA <= statuses.get("200", 0) <= QUOTA + alone, (alone, result)
+    assert statuses.get("429", 0) == 3 * QUOTA - statuses.get("200", 0), result
     # The token reached the API; the app's credential did not.
     assert result["last"]["client"] == client_id
     assert result["last"]["scope"] == "crm.read"
     # One token for the fleet, and both Pods answered some of the requests.
     assert token_requests(cluster, authz_namespace, client_id) == 1
-    served = {pod: requests_served(cluster, system, pod, project) for pod in stores}
-    metrics = cluster.kubectl("get", "--raw", _pod_path(system, next(iter(stores)), "metrics"))
-    assert all(served.values()), (served, metrics.stdout[-3000:], metrics.stderr)
+    assert all(served.values()), served
     assert sum(served.values()) == 3 * QUOTA, served
