@@ -46,9 +46,10 @@ down:
 	@if [ -x $(BIN)/python ]; then $(DEV) down; fi
 
 # The node needs root (namespaces, mounts) and Debian's containerd, runc, CNI plugins, iptables,
-# buildah and debootstrap: installed here when missing and run as root, as .ci/run does.
-NODE_PACKAGES := containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux \
-  buildah debootstrap gcc libc6-dev
+# ipset (kube-router's network policies), buildah and debootstrap: installed here when missing
+# and run as root, as .ci/run does.
+NODE_PACKAGES := containerd runc containernetworking-plugins iptables ipset conntrack iproute2 \
+  util-linux buildah debootstrap gcc libc6-dev
 
 node-packages:
 	@missing=$$(for p in $(NODE_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build":
             print(ensure_binaries().directory)
         elif args.command == "build-node":
-            print(*node_cluster.build()[2], sep="\n")
+            print(*node_cluster.build()[3], sep="\n")
         elif args.command == "up":
             stack.up(paths)
         elif args.command == "down":

@@ -14,7 +14,8 @@ live. ``/api/...`` is the protected API: a live bearer token gets an echo, anyth
 ``/hostile/...`` are token endpoints that misbehave: a redirect, 10 MiB, an answer that trickles
 past any deadline, a chosen ``expires_in``, and an error that echoes the client secret.
 
-``python -m gatehouse_dev.token_endpoint --port P [--public-key KEY.pem --client-email E]``
+``python -m gatehouse_dev.token_endpoint --port P [--public-key KEY.pem --client-email E]``; the
+node tests run this file in a Pod (``--host 0.0.0.0``), with the proxy image's aiohttp.
 """
 
 from __future__ import annotations
@@ -266,6 +267,7 @@ def create_app(endpoint: TokenEndpoint) -> web.Application:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--public-key", type=Path)
     parser.add_argument("--client-email", default="")
     parser.add_argument("--lifetime", type=int, default=3600)
@@ -277,9 +279,9 @@ def main() -> None:
             parser.error("--public-key must be an RSA public key")
         public_key = loaded
     endpoint = TokenEndpoint(
-        public_key, args.client_email, f"http://127.0.0.1:{args.port}/token", args.lifetime
+        public_key, args.client_email, f"http://{args.host}:{args.port}/token", args.lifetime
     )
-    web.run_app(create_app(endpoint), host="127.0.0.1", port=args.port, print=None)
+    web.run_app(create_app(endpoint), host=args.host, port=args.port, print=None)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,9 @@ class OperatorSettings:
     # The ConfigMap ("namespace/name") the sealing keys' public halves are published in, for
     # anyone to seal with (gatehouse seal); empty: not published.
     sealing_keys_config_map: str = ""
+    # The Secret ("namespace/name") holding the password of the chart's bundled store, made
+    # when absent (see store_secret); empty: no bundled store, nothing to make.
+    store_secret: str = ""
 
     @classmethod
     def from_env(cls) -> OperatorSettings:
@@ -101,6 +104,7 @@ class OperatorSettings:
             sealing_keys_secret=_object_ref("GATEHOUSE_SEALING_KEYS_SECRET"),
             sealing_keys_create=env_flag("GATEHOUSE_SEALING_KEYS_CREATE"),
             sealing_keys_config_map=_object_ref("GATEHOUSE_SEALING_KEYS_CONFIGMAP"),
+            store_secret=_object_ref("GATEHOUSE_STORE_SECRET"),
         )
 
 

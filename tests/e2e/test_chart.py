@@ -24,6 +24,7 @@ from gatehouse_operator.keyring_secret import KeyringSecret
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.sealing_secret import SealingKeysSecret
 from gatehouse_operator.settings import OperatorSettings, WebhookSettings
+from gatehouse_operator.store_secret import StoreSecret
 from gatehouse_operator.webhook import shared_certificate
 from gatehouse_proxy.settings import ProxySettings
 
@@ -150,6 +151,11 @@ def test_chart_installs_and_upgrades(cluster: Cluster, namespace: str, release: 
     assert operator["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     webhook = by_name[f"{release}-gatehouse-webhook"]
     assert webhook["spec"]["replicas"] == 2
+    # The bundled store: one Pod, never two at once (a second, empty store would split the
+    # fleet's counts), and no disruption budget (one would block every drain).
+    store = by_name[f"{release}-gatehouse-store"]
+    assert store["spec"]["replicas"] == 1
+    assert store["spec"]["strategy"] == {"type": "Recreate"}
     budgets = json.loads(
         cluster.kubectl("get", "poddisruptionbudgets", "-n", namespace, "-o", "json").stdout
     )["items"]
@@ -220,6 +226,10 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
     for reader in (anyone, proxy):
         assert not _can(cluster, reader, "get", f"secrets/{public}", namespace)
     assert not _can(cluster, proxy, "get", keyring, namespace)
+    # The bundled store's password: the operator makes and reads it by name; nobody else.
+    store = f"secrets/{release}-gatehouse-store"
+    assert _can(cluster, operator, "get", store, namespace)
+    assert not _can(cluster, proxy, "get", store, namespace)
 
     # The webhook reads what its checks need, and holds no Secret but its certificate's.
     webhook = f"system:serviceaccount:{namespace}:{release}-gatehouse-webhook"
@@ -367,6 +377,13 @@ def test_the_operator_and_the_webhook_write_only_the_secrets_they_make(
             "the keyring's name outside the release": write(
                 "operator", "create", project, _secret(f"{release}-gatehouse-keyring")
             ),
+            "the store's password outside the release": write(
+                "operator", "create", project, _secret(f"{release}-gatehouse-store")
+            ),
+            "the store's password rewritten": write(
+                "operator", "patch", namespace, None, "secret", f"{release}-gatehouse-store",
+                "--type=merge", "-p", json.dumps({"stringData": {"password": "chosen"}}),
+            ),
             "another's Secret taken over": write(
                 "operator", "patch", project, None, "secret", "dataapp-mirror-gatehouse",
                 "--type=merge", "-p", json.dumps({"metadata": taken["metadata"]}),
@@ -438,7 +455,7 @@ def _operator_writes(
     project: str, namespace: str, release: str
 ) -> Callable[[Kube], Awaitable[None]]:
     """An app's credential made, then made again for a later app of the same name, deleted;
-    the keyring and the sealing keys made at a first start."""
+    the keyring, the sealing keys and the bundled store's password made at a first start."""
 
     async def writes(kube: Kube) -> None:
         first = {"kind": "DataApp", "name": "sales", "uid": "u-1"}
@@ -455,6 +472,9 @@ def _operator_writes(
         )
         await sealing.refresh(kube)
         assert sealing.sealing_keys() is not None
+        store = StoreSecret(namespace, f"{release}-gatehouse-store")
+        await store.ensure(kube)
+        assert (await kube.secret_data(namespace, store.name) or {}).get("password")
 
     return writes
 
@@ -505,6 +525,8 @@ def test_watch_namespaces_narrows_the_rights_to_those_namespaces(
         assert _can(cluster, operator, "get", f"secrets/{release}-gatehouse-keyring", namespace)
         sealing = f"secrets/{release}-gatehouse-sealing-keys"
         assert _can(cluster, operator, "get", sealing, namespace)
+        assert _can(cluster, operator, "get", f"secrets/{release}-gatehouse-store", namespace)
+        assert _can(cluster, operator, "create", "secrets", namespace)
         assert not _can(cluster, operator, "get", "secrets/other", namespace)
         assert not _can(cluster, operator, "list", "namespaces")
         assert _can(cluster, webhook, "get", "externalconnections.gatehouse.dev", project)
@@ -547,40 +569,74 @@ def test_chart_ships_the_generated_user_roles(cluster: Cluster) -> None:
     assert "rbac.authorization.k8s.io/aggregate-to-admin" in admin["metadata"]["labels"]
 
 
+def _proxy_settings(
+    cluster: Cluster,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    files: dict[str, str],
+    *values: str,
+) -> ProxySettings:
+    """What the proxy makes of the chart's render: its environment, with each file a mounted
+    volume holds (``files``: the volume's name, the file's text) where the kubelet would put it."""
+    proxy = _named(_render(cluster, *values), "Deployment", "gh-gatehouse-proxy")
+    container = proxy["spec"]["template"]["spec"]["containers"][0]
+    mounts = {mount["mountPath"]: mount["name"] for mount in container["volumeMounts"]}
+    for item in container["env"]:
+        if "value" not in item:
+            continue
+        value = item["value"]
+        for path, volume in mounts.items():
+            if value.startswith(path + "/"):
+                local = tmp_path / volume / value.removeprefix(path + "/")
+                local.parent.mkdir(parents=True, exist_ok=True)
+                local.write_text(files.get(volume, ""))
+                value = str(local)
+        monkeypatch.setenv(item["name"], value)
+    return ProxySettings.from_env()
+
+
 def test_the_proxy_reads_every_setting_the_chart_gives_it(
-    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    rendered = yaml.safe_load_all(
-        _helm(
-            cluster,
-            "template",
-            "gh",
-            str(CHART),
-            "--set",
-            "proxy.requestReadTimeoutSeconds=7",
-            "--set",
-            "installation.allowHttpUpstreams=true",
-            "--set",
-            "installation.allowedPrivateNetworks={10.20.0.0/16}",
-        )
-    )
-    proxy = next(
-        doc
-        for doc in rendered
-        if doc and doc["metadata"]["name"] == "gh-gatehouse-proxy" and doc["kind"] == "Deployment"
-    )
-    env = {
-        item["name"]: item["value"]
-        for item in proxy["spec"]["template"]["spec"]["containers"][0]["env"]
-        if "value" in item
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    settings = ProxySettings.from_env()
+    settings = _proxy_settings(
+        cluster, monkeypatch, tmp_path, {"store-password": "made-by-the-operator\n"},
+        "--set", "proxy.requestReadTimeoutSeconds=7",
+        "--set", "installation.allowHttpUpstreams=true",
+        "--set", "installation.allowedPrivateNetworks={10.20.0.0/16}",
+    )  # fmt: skip
     assert settings.request_read_timeout_seconds == 7
     assert settings.allow_http is True
     assert settings.allowed_private_networks == ("10.20.0.0/16",)
     assert settings.operator_url.startswith("https://gh-gatehouse-operator.")
+    # The bundled store, by its Service's name, with the password of the Secret mounted.
+    assert settings.store is not None
+    assert settings.store.url == "redis://gh-gatehouse-store.default.svc:6379/0"
+    assert settings.store.password == "made-by-the-operator"
+    assert settings.store.ca_file is None
+    assert settings.store.deadline_seconds == 0.05
+
+
+def test_the_proxy_reads_an_external_store_or_none(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    external = _proxy_settings(
+        cluster, monkeypatch, tmp_path, {"store-password": "theirs", "store-ca": "PEM"},
+        "--set", "store.external.url=rediss://valkey.example:6380/2",
+        "--set", "store.external.passwordSecret.name=valkey-auth",
+        "--set", "store.external.passwordSecret.key=token",
+        "--set", "store.external.ca.secret=valkey-ca",
+        "--set-json", "store.deadlineSeconds=0.2",
+    )  # fmt: skip
+    assert external.store is not None
+    assert external.store.url == "rediss://valkey.example:6380/2"
+    assert external.store.password == "theirs"
+    assert external.store.ca_file is not None
+    assert external.store.ca_file.read_text() == "PEM"
+    assert external.store.deadline_seconds == 0.2
+    for name in ("GATEHOUSE_STORE_URL", "GATEHOUSE_STORE_PASSWORD_FILE", "GATEHOUSE_STORE_CA_FILE"):
+        monkeypatch.delenv(name)
+    none = _proxy_settings(cluster, monkeypatch, tmp_path, {}, "--set", "store.enabled=false")
+    assert none.store is None
 
 
 def test_the_operator_reads_the_page_setting_the_chart_gives_it(
@@ -628,6 +684,10 @@ def test_the_example_values_lint_strictly_and_render(cluster: Cluster, environme
             deployment = _named(documents, "Deployment", f"gh-gatehouse-{component}")
             found = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
             assert found == f"ghcr.io/gatehouse-dev/gatehouse-{image}{digest}", component
+        store = _named(documents, "Deployment", "gh-gatehouse-store")
+        found = store["spec"]["template"]["spec"]["containers"][0]["image"]
+        assert found == f"docker.io/valkey/valkey{digest}"
+        assert "PersistentVolumeClaim" in kinds
         assert "ServiceMonitor" in kinds
         assert not [doc for doc in documents if doc["kind"] == "Secret"]
 
@@ -658,6 +718,22 @@ def test_a_misspelt_or_mistyped_value_fails_the_install(cluster: Cluster) -> Non
         (
             "networkPolicy.webhookFrom[0].ipblock.cidr=10.0.0.2/32",
             "additional properties 'ipblock' not allowed",
+        ),
+        # The store: a URL the proxy could not use, a size Redis would not read, and values
+        # that contradict each other.
+        ("store.external.url=http://valkey:6379", "/store/external/url"),
+        ("store.maxMemory=lots", "/store/maxMemory"),
+        (
+            "store.external.url=redis://valkey:6379,store.external.ca.configMap=ca",
+            "store.external.ca needs a rediss:// URL",
+        ),
+        (
+            "store.enabled=false,store.external.url=redis://valkey:6379",
+            "store.external.url is set but store.enabled is false",
+        ),
+        (
+            "store.external.passwordSecret.name=mine",
+            "store.external.passwordSecret and store.external.ca need store.external.url",
         ),
     ]:
         done = subprocess.run(
@@ -724,7 +800,7 @@ def test_the_usual_knobs_reach_the_objects(cluster: Cluster) -> None:
         return {doc["metadata"]["name"]: doc for doc in documents if doc["kind"] == kind}
 
     deployments = of("Deployment")
-    assert set(deployments) == {"edge-operator", "edge-webhook", "edge-proxy"}
+    assert set(deployments) == {"edge-operator", "edge-webhook", "edge-proxy", "edge-store"}
     for deployment in deployments.values():
         assert deployment["spec"]["revisionHistoryLimit"] == 3
         pod = deployment["spec"]["template"]["spec"]
@@ -747,6 +823,9 @@ def test_the_usual_knobs_reach_the_objects(cluster: Cluster) -> None:
     assert monitor["spec"]["endpoints"][0]["scrapeTimeout"] == "5s"
     rules = _named(documents, "PrometheusRule", "edge")["spec"]["groups"][0]["rules"]
     assert "GatehouseProxyTableFeedDown" in {rule["alert"] for rule in rules}
+    alone = next(rule for rule in rules if rule["alert"] == "GatehouseProxyCountingAlone")
+    assert alone["expr"] == 'gatehouse_proxy_store_up{job="edge-proxy-metrics"} == 0'
+    assert "store.lastError" in alone["annotations"]["description"]
     assert 'job="edge-proxy-metrics"' in rules[0]["expr"]
 
 
@@ -825,3 +904,96 @@ def test_the_webhook_network_policy_admits_the_peers_listed(
     cluster.kubectl(
         "apply", "--dry-run=server", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(policy)
     )
+
+
+def test_the_bundled_store_is_hardened_and_admits_only_the_proxies(
+    cluster: Cluster, namespace: str
+) -> None:
+    """One Pod of the image named, as the other Pods run (non-root, read-only, no capabilities),
+    its password in no argument and no environment variable, its data in an emptyDir; a
+    NetworkPolicy, rendered although networkPolicy.enabled is off, admits the release's proxies
+    to its port and nothing else, and lets it reach nothing. The API server accepts all of it."""
+    documents = _render(cluster, "-n", namespace)
+    store = _named(documents, "Deployment", "gh-gatehouse-store")
+    pod = store["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "docker.io/valkey/valkey:9.0.8-trixie"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["automountServiceAccountToken"] is False
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert "env" not in container
+    assert "envFrom" not in container
+    script = container["args"][0]
+    assert "requirepass" in script
+    assert "password=$(cat /etc/gatehouse/store-password/" in script
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    assert volumes["password"]["secret"]["secretName"] == "gh-gatehouse-store"
+    assert volumes["auth"]["emptyDir"]["medium"] == "Memory"
+    assert volumes["data"] == {"name": "data", "emptyDir": {}}
+    config = _named(documents, "ConfigMap", "gh-gatehouse-store")["data"]["store.conf"]
+    for line in ('save ""', "appendonly no", "maxmemory 64mb", "maxmemory-policy noeviction"):
+        assert line in config.splitlines(), line
+    assert "include /run/gatehouse-store/auth.conf" in config
+    policy = _named(documents, "NetworkPolicy", "gh-gatehouse-store")["spec"]
+    assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "store"
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    proxies = {"app.kubernetes.io/instance": "gh", "app.kubernetes.io/component": "proxy"}
+    assert policy["ingress"] == [
+        {"from": [{"podSelector": {"matchLabels": proxies}}], "ports": [{"port": 6379}]}
+    ]
+    assert "egress" not in policy  # none allowed
+    # The other NetworkPolicies stay off unless asked for.
+    assert {doc["metadata"]["name"] for doc in documents if doc["kind"] == "NetworkPolicy"} == {
+        "gh-gatehouse-store"
+    }
+    # With the proxies' egress closed, the bundled store stays open to them.
+    closed = _render(
+        cluster, "-n", namespace, "--set", "networkPolicy.enabled=true",
+        "--set", "networkPolicy.proxyEgress[0].to[0].ipBlock.cidr=0.0.0.0/0",
+    )  # fmt: skip
+    egress = _named(closed, "NetworkPolicy", "gh-gatehouse-proxy")["spec"]["egress"]
+    assert {
+        "to": [
+            {"podSelector": {"matchLabels": {**proxies, "app.kubernetes.io/component": "store"}}}
+        ],
+        "ports": [{"port": 6379}],
+    } in egress
+    kept = _render(cluster, "-n", namespace, "--set", "store.persistence.enabled=true")
+    kept_pod = _named(kept, "Deployment", "gh-gatehouse-store")["spec"]["template"]["spec"]
+    assert kept_pod["securityContext"]["fsGroup"] == 65532
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "gh-gatehouse-store"}} in (
+        kept_pod["volumes"]
+    )
+    assert "appendonly yes" in _named(kept, "ConfigMap", "gh-gatehouse-store")["data"]["store.conf"]
+    claim = _named(kept, "PersistentVolumeClaim", "gh-gatehouse-store")
+    objects = [
+        *(doc for doc in documents if "store" in doc["metadata"]["name"]),
+        claim,
+    ]
+    cluster.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", "-",
+        stdin=yaml.safe_dump_all(objects),
+    )  # fmt: skip
+
+
+def test_without_a_store_or_with_an_external_one_the_chart_runs_none(cluster: Cluster) -> None:
+    """No Deployment, Service, NetworkPolicy or Secret of a store; the operator makes no
+    password and may write none; no alert without a store to count in."""
+    for values in (
+        ("--set", "store.enabled=false"),
+        ("--set", "store.external.url=redis://valkey.data.svc:6379/0"),
+    ):
+        documents = _render(
+            cluster, *values, "--set", "prometheus.serviceMonitor.enabled=true",
+            "--set", "prometheus.prometheusRule.enabled=true",
+        )  # fmt: skip
+        assert not [doc for doc in documents if "gatehouse-store" in doc["metadata"]["name"]]
+        operator = _named(documents, "Deployment", "gh-gatehouse-operator")
+        env = operator["spec"]["template"]["spec"]["containers"][0]["env"]
+        assert "GATEHOUSE_STORE_SECRET" not in {item["name"] for item in env}
+        policy = _named(documents, "ValidatingAdmissionPolicy", "gh-gatehouse-default-secrets")
+        assert "gh-gatehouse-store" not in json.dumps(policy)
+        rules = _named(documents, "PrometheusRule", "gh-gatehouse")["spec"]["groups"][0]["rules"]
+        alerts = {rule["alert"] for rule in rules}
+        assert ("GatehouseProxyCountingAlone" in alerts) is ("store.enabled=false" not in values)

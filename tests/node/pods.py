@@ -1,10 +1,12 @@
 """Pods the node tests run, all from the Gatehouse proxy image (the node needs no other besides
-pause and CoreDNS): an upstream that records what it received, and clients that fetch through the
-proxy Service. Their scripts are plain standard-library Python, mounted from ConfigMaps."""
+pause, CoreDNS and the store's): an upstream that records what it received, the dev
+authorization server (its aiohttp is the image's), and clients that fetch through the proxy
+Service or knock on the store. Their scripts are mounted from ConfigMaps."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -15,6 +17,7 @@ from gatehouse_dev.waiting import wait_for
 
 # The proxy's image: the smaller one, and its Python runs the scripts.
 IMAGE = chart_image_references()["proxy"]
+TOKEN_ENDPOINT = Path(__file__).resolve().parents[2] / "dev" / "gatehouse_dev" / "token_endpoint.py"
 
 UPSTREAM_SCRIPT = """
 import http.server, json
@@ -103,6 +106,40 @@ except Exception as error:
     print(json.dumps({"ok": False, "error": repr(error)}), flush=True)
 """
 
+# Sends COUNT requests one after the other, each on a new connection (so each is balanced anew
+# over the proxy Pods), and prints how many got each status, and the last answer that passed.
+COUNTING_SCRIPT = """
+import json, os, urllib.error, urllib.request
+
+url, token, statuses, last = os.environ["URL"], os.environ["TOKEN"], {}, None
+for _ in range(int(os.environ["COUNT"])):
+    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            status, last = reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as error:
+        status = error.code
+    except Exception as error:
+        status = repr(error)
+    statuses[str(status)] = statuses.get(str(status), 0) + 1
+print(json.dumps({"ok": True, "statuses": statuses, "last": last}), flush=True)
+"""
+
+# Opens a TCP connection to HOST:PORT and says PING, as any Pod could; prints whether it
+# connected and what the server answered.
+KNOCK_SCRIPT = """
+import json, os, socket
+
+try:
+    with socket.create_connection((os.environ["HOST"], int(os.environ["PORT"])), timeout=5) as c:
+        c.settimeout(5)
+        c.sendall(b"PING\\r\\n")
+        answer = {"connected": True, "reply": c.recv(200).decode(errors="replace").strip()}
+except OSError as error:
+    answer = {"connected": False, "error": repr(error)}
+print(json.dumps({"ok": True, **answer}), flush=True)
+"""
+
 SECURITY = {
     "runAsNonRoot": True,
     "runAsUser": 65532,
@@ -162,6 +199,62 @@ def upstream(namespace: str, cluster_ip: str) -> list[dict[str, Any]]:
     ]
 
 
+def token_endpoint(namespace: str, cluster_ip: str) -> list[dict[str, Any]]:
+    """The dev authorization server (``gatehouse_dev.token_endpoint``) behind the Service
+    ``authz`` at ``cluster_ip``: clients are registered through the API server's Service proxy
+    (POST /clients), its /api opens to the tokens it issued, /stats counts token requests."""
+    labels = {"app": "authz"}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "authz", "namespace": namespace},
+            "data": {"token_endpoint.py": TOKEN_ENDPOINT.read_text()},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "authz", "namespace": namespace},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "securityContext": SECURITY,
+                        "containers": [
+                            {
+                                "name": "authz",
+                                "image": IMAGE,
+                                "imagePullPolicy": "Never",
+                                "args": [
+                                    "python",
+                                    "/script/token_endpoint.py",
+                                    "--host=0.0.0.0",
+                                    "--port=8080",
+                                ],
+                                "ports": [{"containerPort": 8080}],
+                                "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
+                                "volumeMounts": [{"name": "script", "mountPath": "/script"}],
+                            }
+                        ],
+                        "volumes": [_script_volume("authz")],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "authz", "namespace": namespace},
+            "spec": {
+                "selector": labels,
+                "clusterIP": cluster_ip,
+                "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
+            },
+        },
+    ]
+
+
 def _script_pod(
     namespace: str, name: str, script: str, env: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -210,6 +303,24 @@ def client(
         },
     ]
     return _script_pod(namespace, name, CLIENT_SCRIPT, env)
+
+
+def counting_client(
+    namespace: str, name: str, *, url: str, token_secret: str, count: int
+) -> list[dict[str, Any]]:
+    """A Pod that fetches ``count`` times, each on a new connection, and prints the statuses."""
+    env: list[dict[str, Any]] = [
+        {"name": "URL", "value": url},
+        {"name": "COUNT", "value": str(count)},
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": token_secret, "key": "token"}}},
+    ]
+    return _script_pod(namespace, name, COUNTING_SCRIPT, env)
+
+
+def knock(namespace: str, name: str, host: str, port: int) -> list[dict[str, Any]]:
+    """A Pod that connects to ``host``:``port`` and says PING."""
+    env = [{"name": "HOST", "value": host}, {"name": "PORT", "value": str(port)}]
+    return _script_pod(namespace, name, KNOCK_SCRIPT, env)
 
 
 def page_reader(namespace: str, name: str, urls: list[str]) -> list[dict[str, Any]]:

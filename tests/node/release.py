@@ -12,15 +12,17 @@ CHART = Path(__file__).resolve().parents[2] / "charts" / "gatehouse"
 RELEASE = "gatehouse"
 SYSTEM = "gatehouse-system"
 PROJECT = "shop"
-# A fixed address, so the installation opens exactly the upstream and not the cluster's Services.
+# Fixed addresses, so the installation opens exactly the upstream and the authorization server
+# (the dev one: tokens and an API they open), not the cluster's Services.
 UPSTREAM_IP = "10.96.200.200"
+AUTHZ_IP = "10.96.200.201"
 API_KEY = "sk_node_test_only_the_proxy_sees_this"
-# What an in-cluster http upstream needs; everything else is the chart's default.
+# What in-cluster http upstreams need; everything else is the chart's default.
 TEST_UPSTREAM_VALUES = (
     "--set",
     "installation.allowHttpUpstreams=true",
     "--set",
-    f"installation.allowedPrivateNetworks={{{UPSTREAM_IP}/32}}",
+    f"installation.allowedPrivateNetworks={{{UPSTREAM_IP}/32,{AUTHZ_IP}/32}}",
 )
 PROXY_URL = f"http://{RELEASE}-proxy.{SYSTEM}.svc/v1/fetch/vendor/v1/orders"
 

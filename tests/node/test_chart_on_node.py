@@ -1,9 +1,10 @@
 """Gatehouse as it ships: the image built from the Dockerfile and the chart, on a node with Pods.
 
-Installed the way the README says, with default values plus only what an in-cluster test upstream
-needs (http, and that one Service address); connections and apps applied with kubectl; fetched from
-Pods through the proxy Service; upgraded, a proxy killed and uninstalled under a running client.
-The tests run in file order, one release through its life.
+Installed the way the README says, with default values plus only what the in-cluster test upstreams
+need (http, and their two Service addresses); connections and apps applied with kubectl; fetched
+from Pods through the proxy Service; the bundled store shared by both proxies, and reached by no
+other Pod (the node enforces NetworkPolicies: kube-router's controller); upgraded, a proxy killed
+and uninstalled under a running client. The tests run in file order, one release through its life.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from gatehouse_dev.controlplane import WEBHOOK_CLIENT_NAME
 from gatehouse_dev.processes import Server, free_port
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api.crds import KINDS
-from tests.node import pods
+from tests.node import pods, store_checks
 from tests.node.release import (
     API_KEY,
+    AUTHZ_IP,
     CHART,
     CONNECTION,
     PROJECT,
@@ -88,6 +90,7 @@ class Release:
 def release(node: Cluster) -> Iterator[Release]:
     node.kubectl("create", "namespace", "upstream")
     pods.apply(node, pods.upstream("upstream", UPSTREAM_IP))
+    pods.apply(node, pods.token_endpoint("upstream", AUTHZ_IP))
     node.kubectl("create", "namespace", PROJECT)
     yield Release(node)
     node.kubectl("delete", "namespace", "upstream", "--wait=false", check=False)
@@ -107,7 +110,7 @@ def test_helm_install_makes_the_operator_and_every_proxy_replica_ready(release: 
         "--timeout=5m",
         *TEST_UPSTREAM_VALUES,
     )
-    for component in ("operator", "webhook", "proxy"):
+    for component in ("operator", "webhook", "proxy", "store"):
         rollout(cluster, component)
     replicas = proxy_pods(cluster)
     assert len(replicas) == 2
@@ -142,6 +145,63 @@ def test_a_pod_fetches_through_the_proxy_service_with_the_key_injected(release: 
         "get", "secret", release.token_secret, "-n", PROJECT, "-o", "jsonpath={.data.token}"
     ).stdout
     assert API_KEY not in base64.b64decode(token).decode()
+
+
+def test_both_proxies_count_in_the_bundled_store_and_oauth2_fetches(release: Release) -> None:
+    """The store the chart bundles, with the password the operator made: both proxy Pods count
+    with it; an OAuth 2.0 connection is Ready and fetches with one token for the fleet; its
+    quota of 10 a minute admits 10 of 30 requests spread over both Pods."""
+    cluster = release.cluster
+    store_checks.check_fleet(
+        cluster, system=SYSTEM, release=RELEASE, project=PROJECT, authz_namespace="upstream"
+    )
+    secret = json.loads(
+        cluster.kubectl("get", "secret", f"{RELEASE}-store", "-n", SYSTEM, "-o", "json").stdout
+    )
+    assert secret["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gatehouse-operator"}
+    password = base64.b64decode(secret["data"]["password"]).decode()
+    # In no Pod's spec: the store writes it into its config from the mounted file.
+    listed = cluster.kubectl("get", "pods", "-n", SYSTEM, "-o", "json").stdout
+    assert password not in listed
+    store = json.loads(
+        cluster.kubectl(
+            "get", "pods", "-n", SYSTEM, "-l", "app.kubernetes.io/component=store", "-o", "json"
+        ).stdout
+    )["items"]
+    assert len(store) == 1
+    assert f"{RELEASE}-store" in secrets_used(store[0]["spec"])
+
+
+def _knock(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    """What a Pod that is no proxy gets from the store's port."""
+    pods.apply(cluster, pods.knock(namespace, name, f"{RELEASE}-store.{SYSTEM}.svc", 6379))
+    answer = pods.summary(cluster, namespace, name, timeout=90)
+    cluster.kubectl("delete", "pod,configmap", name, "-n", namespace, "--wait=false")
+    return answer
+
+
+def test_a_pod_that_is_not_a_proxy_cannot_reach_the_store(release: Release) -> None:
+    """The store's NetworkPolicy, enforced on the node (kube-router's controller): a Pod of the
+    release's namespace that is no proxy, and an app's Pod, get no connection to its port while
+    both proxies count with it. The policy is what stops them: without it the same Pod
+    connects, and then the password is the only lock (NOAUTH)."""
+    cluster = release.cluster
+    for namespace, name in ((SYSTEM, "knock-neighbour"), (PROJECT, "knock-app")):
+        answer = _knock(cluster, namespace, name)
+        assert answer.get("connected") is False, (name, answer)
+    assert len(store_checks.wait_counting_shared(cluster, SYSTEM)) == 2
+    cluster.kubectl("delete", f"networkpolicy/{RELEASE}-store", "-n", SYSTEM)
+    try:
+        answer = _knock(cluster, SYSTEM, "knock-unguarded")
+    finally:
+        # The release puts it back, as its own.
+        helm(
+            cluster, "upgrade", RELEASE, str(CHART), "-n", SYSTEM, "--reuse-values", "--wait",
+            "--timeout=5m",
+        )  # fmt: skip
+    cluster.kubectl("get", f"networkpolicy/{RELEASE}-store", "-n", SYSTEM)
+    assert answer.get("connected") is True, answer
+    assert answer["reply"].startswith("-NOAUTH"), answer
 
 
 def _link_review(namespace: str, connection: str) -> dict[str, Any]:
@@ -373,7 +433,8 @@ def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Re
     assert len([name for name in kept if name.endswith(".gatehouse.dev")]) == len(KINDS), kept
     # What stays, by design: the keyring and the sealing keys the operator made (what was
     # sealed with them must stay readable if the release comes back, and the sealing keys open
-    # values in Git). Nothing else of the release.
+    # values in Git), and the store's password (the operator's too: a reinstall reuses it).
+    # Nothing else of the release.
     left = cluster.kubectl(
         "get", "all,secrets,configmaps,serviceaccounts,roles,rolebindings", "-n", SYSTEM,
         "-o", "name",
@@ -381,6 +442,7 @@ def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Re
     assert [name for name in left if "gatehouse" in name] == [
         f"secret/{RELEASE}-keyring",
         f"secret/{RELEASE}-sealing-keys",
+        f"secret/{RELEASE}-store",
     ], left
     cluster.kubectl("delete", "namespace", SYSTEM, "--wait=false")
     wait_for(lambda: gone("namespace", SYSTEM), timeout=90, interval=1, what="release deleted")
@@ -446,7 +508,7 @@ def test_an_umbrella_chart_with_gatehouse_as_a_dependency_installs(
         "--wait", "--timeout=5m",
     )  # fmt: skip
     try:
-        for component in ("operator", "webhook", "proxy"):
+        for component in ("operator", "webhook", "proxy", "store"):
             cluster.kubectl(
                 "rollout", "status", f"deployment/platform-gatehouse-{component}", "-n",
                 namespace, "--timeout=180s", timeout=190,
@@ -454,7 +516,7 @@ def test_an_umbrella_chart_with_gatehouse_as_a_dependency_installs(
         labelled = cluster.kubectl(
             "get", "deployments", "-n", namespace, "-l", "team=data", "-o", "name"
         ).stdout.split()
-        assert len(labelled) == 3, labelled
+        assert len(labelled) == 4, labelled
     finally:
         helm(cluster, "uninstall", "platform", "-n", namespace, "--wait", "--timeout=3m")
         cluster.kubectl("delete", "namespace", namespace, "--wait=false")

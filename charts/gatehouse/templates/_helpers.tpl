@@ -229,3 +229,76 @@ topologySpreadConstraints:
     labelSelector: {{- toYaml $own | nindent 6 }}
   {{- end }}
 {{- end -}}
+
+{{- /* The shared store. "true" when the chart runs its own (store.enabled, no external URL). */ -}}
+{{- define "gatehouse.storeBundled" -}}
+{{- if and .Values.store.enabled (not .Values.store.external.url) -}}true{{- end -}}
+{{- end -}}
+
+{{- /* The bundled store's name: its Deployment, Service, ConfigMap and NetworkPolicy, and its
+password Secret, which the operator makes and the store and the proxies mount. */ -}}
+{{- define "gatehouse.storeName" -}}
+{{ include "gatehouse.fullname" . }}-store
+{{- end -}}
+
+{{- /* The store's values checked together, where the schema cannot. */ -}}
+{{- define "gatehouse.storeChecks" -}}
+{{- $external := .Values.store.external -}}
+{{- if and $external.url (not .Values.store.enabled) -}}
+{{- fail "store.external.url is set but store.enabled is false: enable the store, or leave the URL empty to run without one" -}}
+{{- end -}}
+{{- if and (not $external.url) (or $external.passwordSecret.name $external.ca.configMap $external.ca.secret) -}}
+{{- fail "store.external.passwordSecret and store.external.ca need store.external.url: the bundled store's password is the operator's Secret" -}}
+{{- end -}}
+{{- if and $external.ca.configMap $external.ca.secret -}}
+{{- fail "store.external.ca: set configMap or secret, not both" -}}
+{{- end -}}
+{{- if and (or $external.ca.configMap $external.ca.secret) (not (hasPrefix "rediss://" $external.url)) -}}
+{{- fail "store.external.ca needs a rediss:// URL: a CA verifies TLS, and redis:// has none" -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* The proxies' store settings, as YAML lists (empty without a store): called with
+(list $ "env"|"mounts"|"volumes"). */ -}}
+{{- define "gatehouse.storeProxy" -}}
+{{- $root := index . 0 -}}
+{{- $what := index . 1 -}}
+{{- include "gatehouse.storeChecks" $root -}}
+{{- $store := $root.Values.store -}}
+{{- $external := $store.external -}}
+{{- $password := or (include "gatehouse.storeBundled" $root) $external.passwordSecret.name -}}
+{{- $ca := or $external.ca.configMap $external.ca.secret -}}
+{{- $items := list -}}
+{{- if $store.enabled -}}
+{{- if eq $what "env" -}}
+{{- $url := $external.url | default (printf "redis://%s.%s.svc:6379/0" (include "gatehouse.storeName" $root) $root.Release.Namespace) -}}
+{{- $items = append $items (dict "name" "GATEHOUSE_STORE_URL" "value" $url) -}}
+{{- if $password -}}
+{{- $items = append $items (dict "name" "GATEHOUSE_STORE_PASSWORD_FILE" "value" "/etc/gatehouse/store-password/password") -}}
+{{- end -}}
+{{- if $ca -}}
+{{- $items = append $items (dict "name" "GATEHOUSE_STORE_CA_FILE" "value" (printf "/etc/gatehouse/store-ca/%s" $external.ca.key)) -}}
+{{- end -}}
+{{- $items = append $items (dict "name" "GATEHOUSE_STORE_DEADLINE_SECONDS" "value" (toString $store.deadlineSeconds)) -}}
+{{- else if eq $what "mounts" -}}
+{{- if $password -}}
+{{- $items = append $items (dict "name" "store-password" "mountPath" "/etc/gatehouse/store-password" "readOnly" true) -}}
+{{- end -}}
+{{- if $ca -}}
+{{- $items = append $items (dict "name" "store-ca" "mountPath" "/etc/gatehouse/store-ca" "readOnly" true) -}}
+{{- end -}}
+{{- else -}}
+{{- if $password -}}
+{{- $secret := $external.passwordSecret.name | default (include "gatehouse.storeName" $root) -}}
+{{- $key := ternary "password" $external.passwordSecret.key (empty $external.passwordSecret.name) -}}
+{{- $items = append $items (dict "name" "store-password" "secret" (dict "secretName" $secret "items" (list (dict "key" $key "path" "password")))) -}}
+{{- end -}}
+{{- if $external.ca.configMap -}}
+{{- $items = append $items (dict "name" "store-ca" "configMap" (dict "name" $external.ca.configMap)) -}}
+{{- else if $external.ca.secret -}}
+{{- $items = append $items (dict "name" "store-ca" "secret" (dict "secretName" $external.ca.secret)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- with $items }}{{ toYaml . }}{{ end -}}
+{{- end -}}

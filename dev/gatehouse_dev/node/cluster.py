@@ -25,7 +25,7 @@ from gatehouse_dev import pki
 from gatehouse_dev.binaries import Binaries, NodeBinaries, ensure_binaries, ensure_node_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import kubeconfig, webhook_client_ca
-from gatehouse_dev.node import coredns, images, layout
+from gatehouse_dev.node import coredns, images, layout, policy
 from gatehouse_dev.node.layout import NodeFiles
 from gatehouse_dev.processes import Server, StartupError, alive, children, log_tail
 from gatehouse_dev.waiting import wait_for
@@ -37,17 +37,19 @@ def _log(message: str) -> None:
     print(f"gatehouse: {message}", file=sys.stderr, flush=True)
 
 
-def build() -> tuple[Binaries, NodeBinaries, list[Path]]:
-    """What the node needs before it starts: its binaries and image archives, built or found in
-    the cache. ``make test`` builds them before the suite, since a cold build (Go modules, a
-    Debian base, the image) takes longer than any one test may."""
+def build() -> tuple[Binaries, NodeBinaries, Path, list[Path]]:
+    """What the node needs before it starts: its binaries (kube-router's apart) and image
+    archives, built or found in the cache. ``make test`` builds them before the suite, since a
+    cold build (Go modules, a Debian base, the image) takes longer than any one test may."""
     node = ensure_node_binaries()
+    kube_router = policy.ensure_kube_router()
     archives = [
         images.ensure_binary_image(node.pause, layout.PAUSE_IMAGE),
         images.ensure_binary_image(node.coredns, coredns.IMAGE),
+        images.ensure_store_image(),
         *images.ensure_gatehouse_images(),
     ]
-    return ensure_binaries(), node, archives
+    return ensure_binaries(), node, kube_router, archives
 
 
 class DevNode:
@@ -58,7 +60,7 @@ class DevNode:
         self.server: Server | None = None
 
     def start(self, *, detached: bool = False, timeout: float = 300.0) -> Cluster:
-        binaries, node, archives = build()
+        binaries, node, kube_router, archives = build()
         started = time.monotonic()
         self.files.config.mkdir(parents=True, exist_ok=True)
         self.files.ready_marker.unlink(missing_ok=True)
@@ -67,7 +69,11 @@ class DevNode:
         controlplane = {k: str(v) for k, v in asdict(binaries).items() if k != "versions"}
         paths.write_text(
             json.dumps(
-                {"controlplane": controlplane, "node": {k: str(v) for k, v in asdict(node).items()}}
+                {
+                    "controlplane": controlplane,
+                    "node": {k: str(v) for k, v in asdict(node).items()},
+                    "kube_router": str(kube_router),
+                }
             )
         )
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:

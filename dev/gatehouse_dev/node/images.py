@@ -5,6 +5,10 @@
   bookworm, whose Python is 3.11 like the Dockerfile's default base. So the node runs what ships,
   not a second recipe.
 - pause and CoreDNS are one static binary each, in an image of one file.
+- The shared store the chart bundles is Debian's redis-server package on a debootstrap rootfs of
+  its own, named as the chart's default store image (as pause is named as Kubernetes' own): the
+  chart installs with its default values, and its start script runs whichever of valkey-server
+  and redis-server the image has.
 
 Each is written as a docker-archive that containerd imports, and cached under the cache folder,
 keyed by what went into it.
@@ -30,6 +34,7 @@ from gatehouse_dev.binaries import BuildError, cache_root
 REPO = Path(__file__).resolve().parents[3]
 DEBIAN_SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+STORE_PACKAGES = ("redis-server",)
 # The Dockerfile's build context: the lock files, what pip needs to build the wheel, and the
 # Dockerfile itself.
 CONTEXT = (
@@ -99,19 +104,25 @@ def _exists(image: str) -> bool:
 
 def ensure_base() -> str:
     """The locally made base image (``BASE_IMAGE`` for the Dockerfile)."""
-    recipe = f"{DEBIAN_SUITE} minbase {' '.join(BASE_PACKAGES)}".encode()
-    image = f"localhost/gatehouse-base:{DEBIAN_SUITE}-{_digest(recipe)}"
+    return _debian_image("gatehouse-base", BASE_PACKAGES, "python3")
+
+
+def _debian_image(name: str, packages: tuple[str, ...], cmd: str) -> str:
+    """An image of a debootstrap rootfs (minbase) with ``packages``, made once and kept in
+    buildah's storage under a name keyed by the recipe."""
+    recipe = f"{DEBIAN_SUITE} minbase {' '.join(packages)}".encode()
+    image = f"localhost/{name}:{DEBIAN_SUITE}-{_digest(recipe)}"
     if _exists(image):
         return image
     started = time.monotonic()
-    _log(f"making the base image {image} (debootstrap {DEBIAN_SUITE}) ...")
+    _log(f"making the image {image} (debootstrap {DEBIAN_SUITE}) ...")
     with tempfile.TemporaryDirectory(prefix="gatehouse-rootfs-") as scratch:
         rootfs = Path(scratch) / "rootfs"
         done = subprocess.run(
             [
                 "debootstrap",
                 "--variant=minbase",
-                f"--include={','.join(BASE_PACKAGES)}",
+                f"--include={','.join(packages)}",
                 DEBIAN_SUITE,
                 str(rootfs),
                 _debian_mirror(),
@@ -129,12 +140,42 @@ def ensure_base() -> str:
         try:
             mount = Path(buildah("mount", container))
             subprocess.run(["cp", "-a", f"{rootfs}/.", str(mount)], check=True)
-            buildah("config", "--cmd", "python3", container)
+            buildah("config", "--cmd", cmd, container)
             buildah("commit", "--quiet", container, image)
         finally:
             buildah("rm", container)
     _log(f"made {image} in {time.monotonic() - started:.0f}s")
     return image
+
+
+def chart_store_reference() -> str:
+    """The image the chart's bundled store names by default."""
+    values = yaml.safe_load((REPO / "charts" / "gatehouse" / "values.yaml").read_text())
+    image = values["store"]["image"]
+    return f"{image['repository']}:{image['tag']}"
+
+
+def ensure_store_image() -> Path:
+    """A docker-archive of the store's image (Debian's redis-server, running as the chart's
+    non-root uid when nothing else says), named as the chart's default store image."""
+    reference = chart_store_reference()
+    base = _debian_image("gatehouse-store-base", STORE_PACKAGES, "redis-server")
+    key = _digest(base.encode(), reference.encode())
+    archive = _images_dir() / f"store-{key}.tar"
+    if archive.exists():
+        return archive
+    for stale in _images_dir().glob("store-*.tar"):
+        stale.unlink()
+    container = buildah("from", base)
+    try:
+        buildah("config", "--user", "65532:65532", "--workingdir", "/data", container)
+        tag = f"localhost/gatehouse-store:{key}"
+        buildah("commit", "--quiet", container, tag)
+    finally:
+        buildah("rm", container)
+    _write_archive(tag, archive, reference)
+    buildah("rmi", tag)
+    return archive
 
 
 def _host_trust() -> list[str]:

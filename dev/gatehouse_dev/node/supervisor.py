@@ -4,7 +4,8 @@ Started by :mod:`gatehouse_dev.node.cluster` as
 ``unshare --net --pid --mount-proc --propagation private --kill-child=SIGTERM -- python -m
 gatehouse_dev.node.supervisor``. It makes the node's network (a veth pair; nothing on the host),
 shows kubelet the kernel settings it wants (bind mounts in this mount namespace only), runs etcd,
-kube-apiserver, kube-controller-manager, kube-scheduler, containerd, kubelet and kube-proxy, and
+kube-apiserver, kube-controller-manager, kube-scheduler, containerd, kubelet, kube-proxy and
+kube-router's network policy controller (the bridge CNI enforces no NetworkPolicy), and
 relays the host's connections to the API server through a listening socket the host opened and
 handed down. On SIGTERM it kills everything and removes the cgroups it made. If it is killed
 outright the kernel ends every process of the PID namespace with it, and the next node start
@@ -31,11 +32,12 @@ import yaml
 from gatehouse_dev import pki
 from gatehouse_dev.binaries import Binaries, NodeBinaries, Versions
 from gatehouse_dev.controlplane import ControlPlane, Endpoints, kubeconfig
-from gatehouse_dev.node import cgroups, layout
+from gatehouse_dev.node import cgroups, layout, policy
 from gatehouse_dev.node.layout import NodeFiles
 from gatehouse_dev.processes import Server, StartupError
 
 RELAY_BUFFER = 64 * 1024
+NODE_REGISTERED_SECONDS = 60.0
 
 
 def _log(message: str) -> None:
@@ -46,6 +48,10 @@ def _run(*argv: str) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise StartupError(f"`{' '.join(argv)}` failed: {done.stderr.strip()}")
+
+
+def _succeeds(*argv: str) -> bool:
+    return subprocess.run(argv, capture_output=True, check=False).returncode == 0
 
 
 def _mount(*args: str) -> None:
@@ -109,10 +115,13 @@ def component_kubeconfig(
 
 
 class Supervisor:
-    def __init__(self, files: NodeFiles, binaries: Binaries, node: NodeBinaries) -> None:
+    def __init__(
+        self, files: NodeFiles, binaries: Binaries, node: NodeBinaries, kube_router: Path
+    ) -> None:
         self.files = files
         self.binaries = binaries
         self.node = node
+        self.kube_router = kube_router
         self.controlplane = ControlPlane(
             files.controlplane,
             binaries,
@@ -215,6 +224,23 @@ class Supervisor:
         proxy_config = self.files.config / "kube-proxy.yaml"
         proxy_config.write_text(layout.kube_proxy_config(proxy))
         self._server("kube-proxy", [str(self.node.kube_proxy), f"--config={proxy_config}"])
+        self._start_policy_enforcer(ca)
+
+    def _start_policy_enforcer(self, ca: pki.CertificateAuthority) -> None:
+        """kube-router's network policy controller, with read rights of its own; it reads its
+        node's object at start, so the kubelet must have registered it."""
+        kubeconfig = component_kubeconfig(self.files, ca, "kube-router", policy.USER, ())
+        rbac = self.files.config / "kube-router-rbac.yaml"
+        rbac.write_text(policy.rbac())
+        admin = f"--kubeconfig={self.controlplane.kubeconfig}"
+        _run(str(self.binaries.kubectl), admin, "apply", "--server-side", "-f", str(rbac))
+        deadline = time.monotonic() + NODE_REGISTERED_SECONDS
+        while not _succeeds(str(self.binaries.kubectl), admin, "get", "node", layout.NODE_NAME):
+            if time.monotonic() > deadline:
+                raise StartupError(f"the kubelet did not register {layout.NODE_NAME} in time")
+            time.sleep(0.5)
+        _log("starting kube-router (network policies)")
+        self._server("kube-router", [str(self.kube_router), *policy.args(kubeconfig)])
 
     def _before_apiserver(self, ca: pki.CertificateAuthority) -> None:
         ca.issue(
@@ -334,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     node = NodeBinaries(**{key: Path(value) for key, value in paths["node"].items()})
     listener = socket.socket(fileno=args.listen_fd)
-    supervisor = Supervisor(files, binaries, node)
+    supervisor = Supervisor(files, binaries, node, Path(paths["kube_router"]))
     # SIGTERM during start-up must still tear down: handled as an exception until serve() runs.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:

@@ -9,6 +9,8 @@ tried again at its next turn; none ends, and none waits for another.
 - follow the sealing keys: when the active one moves, reconcile the connections with sealed
   values, whose status then offers them resealed (every second); and keep their public halves
   published in their ConfigMap (every 5 s);
+- make the bundled store's password Secret when the chart names one and it is absent (every 10 s
+  until it is there);
 - delete ConnectionTests whose time to live has passed (every 10 s);
 - read again the Secrets a watch event named but that could not be read then (every 10 s);
 - drop routes whose resources were deleted while no watch saw it (every minute);
@@ -34,6 +36,7 @@ from gatehouse_operator.kube import API_ERRORS, failure
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.sealed_values import SEALING_KEYS_FILE
 from gatehouse_operator.sealing_secret import SealingKeysSecret
+from gatehouse_operator.store_secret import StoreSecret
 
 log = logging.getLogger("gatehouse.operator")
 
@@ -113,6 +116,21 @@ def duties(runtime: Runtime) -> list[Duty]:
             await keys.refresh(runtime.kube)
 
         found.append(Duty("read the sealing keys Secret", KEYRING_POLL_SECONDS, read_sealing_keys))
+    if runtime.settings.store_secret:
+        namespace, _, name = runtime.settings.store_secret.partition("/")
+        store = StoreSecret(namespace, name)
+
+        async def make_store_secret() -> None:
+            await store.ensure(runtime.kube)
+
+        found.append(
+            Duty(
+                "make the shared store's password Secret",
+                KEYRING_POLL_SECONDS,
+                make_store_secret,
+                at_start=True,
+            )
+        )
     return found
 
 
