@@ -70,12 +70,13 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
     ),
     Reason.INVALID_LABEL: Troubleshooting(
         _TEST_SAMPLE,
-        "The label asked for the sample is empty or too long. Give a shorter, non-empty one.",
+        "The label in the `gatehouse.dev/save-as-sample` annotation is empty or over 200 "
+        "characters. Give a shorter, non-empty one.",
     ),
     Reason.INVALID_SAMPLE: Troubleshooting(
         _TEST_SAMPLE,
-        "The test's answer cannot be kept as a sample (the message says why, such as its size "
-        "or media type). Nothing is saved.",
+        "The sample made from the test's answer breaks a ConnectionSample rule; the message "
+        "names the field. Nothing is saved.",
     ),
     Reason.INVALID_SECRET_VALUE: Troubleshooting(
         "ExternalConnection",
@@ -100,9 +101,10 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
     ),
     Reason.METHOD_NOT_ALLOWED: Troubleshooting(
         "ConnectionTest (Passed)",
-        "The proxy refused the test's method by the connection's `allowedMethods`, as it would "
-        "refuse an app. Test with an allowed method, or allow it on the connection. The proxy's "
-        "other refusal codes appear here the same way (as `PathNotAllowed`).",
+        "The test's method is not among the connection's `allowedMethods` (the message lists "
+        "them), so it is not sent. Test with an allowed method, or allow it on the connection. "
+        "A test the proxy refuses carries the proxy's refusal code here the same way (as "
+        "`PathNotAllowed`).",
     ),
     Reason.NAMESPACE_TABLE_FULL: Troubleshooting(
         f"ExternalConnection, {_APPS}",
@@ -191,7 +193,8 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
     ),
     Reason.SAVE_ERROR: Troubleshooting(
         _TEST_SAMPLE,
-        "The API server refused to write the sample (the message says how). Ask again.",
+        "The API server refused to write the sample (the message gives its status); the test's "
+        "own verdict stands. Ask again.",
     ),
     Reason.SAVED: Troubleshooting(
         _TEST_SAMPLE,
@@ -258,8 +261,8 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
     ),
     Reason.SECRET_TOO_LONG: Troubleshooting(
         "ExternalConnection",
-        "The secret is over the size limit; the message gives it. Check that the key holds the "
-        "credential alone.",
+        "The secret is over the size limit; the message gives both sizes. Check that the key "
+        "holds the credential alone.",
     ),
     Reason.TABLE_ENTRY_TOO_LARGE: Troubleshooting(
         f"ExternalConnection, {_APPS}",
