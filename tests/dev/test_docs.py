@@ -38,6 +38,14 @@ def _build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _checkout(tmp_path: Path) -> Path:
+    """The site's sources alone, to break a copy of them."""
+    copy = tmp_path / "checkout"
+    shutil.copytree(ROOT / docs.DOCS, copy / docs.DOCS)
+    shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
+    return copy
+
+
 def test_site_builds_strictly(tmp_path: Path) -> None:
     built = _build(ROOT, tmp_path / "site")
     assert built.returncode == 0, built.stderr
@@ -53,12 +61,20 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     ids=["page", "anchor"],
 )
 def test_a_broken_link_fails_the_build(tmp_path: Path, link: str, complaint: str) -> None:
-    copy = tmp_path / "checkout"
-    shutil.copytree(ROOT / docs.DOCS, copy / docs.DOCS)
-    shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
+    copy = _checkout(tmp_path)
     index = copy / docs.DOCS / "index.md"
     index.write_text(index.read_text() + f"\nSee {link}.\n")
 
     built = _build(copy, tmp_path / "site")
     assert built.returncode != 0
     assert complaint in built.stderr
+
+
+def test_a_page_left_out_of_the_nav_fails_the_build(tmp_path: Path) -> None:
+    """A generated page for a new kind must be linked, not left where no reader finds it."""
+    copy = _checkout(tmp_path)
+    (copy / docs.DOCS / "reference" / "newkind.md").write_text("# NewKind\n")
+
+    built = _build(copy, tmp_path / "site")
+    assert built.returncode != 0
+    assert "reference/newkind.md" in built.stderr
