@@ -7,7 +7,8 @@ DEV := $(BIN)/python -m gatehouse_dev
 PYTEST_ARGS ?=
 
 .PHONY: help install build crds up down demo lint test test-lowest bench clean cluster-up cluster-down \
-  node-packages browser-packages store-packages screenshots faults lock image chart release
+  node-packages browser-packages store-packages screenshots faults lock image chart release \
+  docs docs-pages docs-check
 
 help:
 	@echo "make demo   start the local stack and show it working"
@@ -22,6 +23,9 @@ help:
 	@echo "make release       the two images (make image) and the chart package (make chart) in dist/;"
 	@echo "                   BASE_IMAGE=local builds on the dev node's Debian base"
 	@echo "make lock          the images' lock files (requirements/) from pyproject.toml"
+	@echo "make docs          serve the documentation site on 127.0.0.1:8000 (docs/, mkdocs.yml)"
+	@echo "make docs-pages    regenerate its reference pages (docs/reference/) from the code"
+	@echo "make docs-check    build it strictly (part of make test): a broken link fails"
 
 $(INSTALLED): pyproject.toml dev/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -96,6 +100,17 @@ test: lint build node-packages browser-packages store-packages
 faults: install build node-packages
 	$(DEV) build-node
 	$(BIN)/pytest -s tests/node/test_faults_on_node.py
+
+# The documentation site. Its reference pages are generated (a test fails when they are stale);
+# the strict build also runs in the tests (tests/dev/test_docs.py), so make test checks both.
+docs: install
+	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
+
+docs-pages: install
+	$(DEV) docs
+
+docs-check: install
+	$(BIN)/mkdocs build --strict --site-dir $(VENV)/site
 
 # The README's pictures of the connections page, taken by its browser tests.
 screenshots: build browser-packages

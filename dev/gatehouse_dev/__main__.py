@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gatehouse_dev import demo, stack
+from gatehouse_dev import demo, docs, stack, typing_counts
 from gatehouse_dev.binaries import BuildError, ensure_binaries
 from gatehouse_dev.cluster import KubectlError
 from gatehouse_dev.node import cluster as node_cluster
@@ -27,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("demo", help="start the stack and show it working")
     commands.add_parser("cluster-up", help="start a single-node cluster that runs Pods")
     commands.add_parser("cluster-down", help="stop the single-node cluster")
+    commands.add_parser("docs", help="write the documentation site's reference pages")
+    commands.add_parser(
+        "typing-counts", help='count dict[str, Any] and .get("spec") in the operator'
+    )
     args = parser.parse_args(argv)
 
     paths = stack.StackPaths.for_checkout()
@@ -43,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
             node_cluster.up(NODE_DIR.resolve())
         elif args.command == "cluster-down":
             node_cluster.down(NODE_DIR.resolve())
+        elif args.command == "docs":
+            print(*docs.write(Path.cwd()), sep="\n")
+        elif args.command == "typing-counts":
+            return typing_counts.main(Path.cwd())
         else:
             demo.run(paths)
     except (BuildError, StartupError, KubectlError, TimeoutError) as error:

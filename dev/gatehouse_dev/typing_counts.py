@@ -1,0 +1,87 @@
+"""Issue 41's measure of how far the operator's typed models reach: ``dict[str, Any]`` in the
+operator, and ``.get("spec", ...)`` calls outside the modules where resources enter untyped.
+
+Counted on the syntax tree, so a docstring or comment that names them does not count.
+``python -m gatehouse_dev typing-counts`` prints the figures.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+OPERATOR = Path("operator/gatehouse_operator")
+# Where a resource arrives as a plain dict: kopf's handlers (wiring/), the Kubernetes client
+# (kube.py) and the admission webhook's AdmissionReview (webhook.py, controllers/admission.py).
+BOUNDARY = ("wiring/", "kube.py", "webhook.py", "controllers/admission.py")
+
+
+@dataclass
+class Counts:
+    """Per module (its path under the operator package): each figure's occurrences."""
+
+    any_dicts: Counter[str] = field(default_factory=Counter)
+    spec_gets: Counter[str] = field(default_factory=Counter)
+
+    def spec_gets_outside(self) -> int:
+        return sum(n for module, n in self.spec_gets.items() if not is_boundary(module))
+
+
+def is_boundary(module: str) -> bool:
+    return module.startswith(BOUNDARY)
+
+
+def _is_any_dict(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "dict"
+        and isinstance(node.slice, ast.Tuple)
+        and [ast.unparse(part) for part in node.slice.elts] == ["str", "Any"]
+    )
+
+
+def _is_spec_get(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value == "spec"
+    )
+
+
+def count(package: Path) -> Counts:
+    counts = Counts()
+    for path in sorted(package.rglob("*.py")):
+        module = path.relative_to(package).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if _is_any_dict(node):
+                counts.any_dicts[module] += 1
+            elif _is_spec_get(node):
+                counts.spec_gets[module] += 1
+    return counts
+
+
+def report(counts: Counts) -> str:
+    def top(counter: Counter[str]) -> str:
+        return ", ".join(f"{module} {n}" for module, n in counter.most_common(8))
+
+    return "\n".join(
+        [
+            f"dict[str, Any] in the operator: {counts.any_dicts.total()}",
+            f"  most: {top(counts.any_dicts)}",
+            f'.get("spec", ...) in the operator: {counts.spec_gets.total()}',
+            f'.get("spec", ...) outside the boundary ({", ".join(BOUNDARY)}): '
+            f"{counts.spec_gets_outside()}",
+            f"  most: {top(counts.spec_gets)}",
+        ]
+    )
+
+
+def main(root: Path) -> int:
+    print(report(count(root / OPERATOR)))
+    return 0

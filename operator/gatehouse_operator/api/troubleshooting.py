@@ -1,0 +1,291 @@
+"""What each condition reason means, and what to check: one text per ``Reason``.
+
+The reference page of reasons is generated from this mapping (``python -m gatehouse_dev docs``),
+and a test fails when a reason has no text here, so a new reason is explained where it is added.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gatehouse_operator.api.conditions import Reason
+
+_APPS = "DataApp, ChartType"
+_TEST_SAMPLE = "ConnectionTest (SampleSaved)"
+_SEE_PENDING = "Run the test again; if it lasts, see `PendingProxies`."
+_SEALED = "ExternalConnection (CredentialReady)"
+
+
+@dataclass(frozen=True)
+class Troubleshooting:
+    """Where a reason appears, whether it says the resource works, and what to do about it."""
+
+    on: str
+    text: str
+    working: bool = False
+
+
+TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
+    Reason.ALL_LINKS_READY: Troubleshooting(
+        f"{_APPS} (LinksReady)",
+        "Every connection the app links exists and is Ready. Nothing to do.",
+        working=True,
+    ),
+    Reason.ALREADY_SAVED: Troubleshooting(
+        _TEST_SAMPLE,
+        "The test was saved as a sample already, under the name the message shows. Nothing "
+        "more is saved; run a new test to save another answer.",
+    ),
+    Reason.COMPILED: Troubleshooting(
+        "ProjectConfig (Compiled)",
+        "`service.config.yml` compiled; the message sums up what it declares. Nothing to do.",
+        working=True,
+    ),
+    Reason.CONNECTION_NOT_FOUND: Troubleshooting(
+        f"{_APPS}, ConnectionTest",
+        "A link (or the test) names a connection that is not in the namespace. Check the name "
+        "in `spec.connections` (or `spec.connection`), or create the connection.",
+    ),
+    Reason.CONNECTION_NOT_READY: Troubleshooting(
+        f"{_APPS}, ConnectionTest",
+        "A linked connection exists but is not Ready. Its own Ready condition says why: "
+        "`kubectl describe externalconnection NAME`.",
+    ),
+    Reason.CREDENTIAL_SEALED: Troubleshooting(
+        _SEALED,
+        "The sealed credential (`auth.sealedSecret`) opened with this installation's key and "
+        "is in use. Nothing to do.",
+        working=True,
+    ),
+    Reason.INVALID_BASE_URL: Troubleshooting(
+        "ExternalConnection",
+        "`baseURL` is not an `https://` origin (or is `http://` without "
+        "`installation.allowHttpUpstreams`), or its host is one the installation blocks "
+        "(`installation.allowedPrivateNetworks`). The message names the rule; fix the URL.",
+    ),
+    Reason.INVALID_CONFIG: Troubleshooting(
+        "ProjectConfig",
+        "`service.config.yml` does not compile; the message lists each problem. "
+        "`gatehouse-service validate` shows them with their lines.",
+    ),
+    Reason.INVALID_LABEL: Troubleshooting(
+        _TEST_SAMPLE,
+        "The label in the `gatehouse.dev/save-as-sample` annotation is empty or over 200 "
+        "characters. Give a shorter, non-empty one.",
+    ),
+    Reason.INVALID_SAMPLE: Troubleshooting(
+        _TEST_SAMPLE,
+        "The sample made from the test's answer breaks a ConnectionSample rule; the message "
+        "names the field. Nothing is saved.",
+    ),
+    Reason.INVALID_SECRET_VALUE: Troubleshooting(
+        "ExternalConnection",
+        "The secret is empty, not UTF-8, or has characters a header cannot carry (a trailing "
+        "newline is the usual one). Write the value again without them.",
+    ),
+    Reason.INVALID_SERVICE_ACCOUNT_KEY: Troubleshooting(
+        "ExternalConnection",
+        "The Google key file is not a service account's JSON key (fields missing, or a key of "
+        "another kind). Download a JSON key for the service account and store it again.",
+    ),
+    Reason.INVALID_SPEC: Troubleshooting(
+        "any",
+        "A field breaks a rule the CRD could not hold (an object stored before a schema "
+        "change); the message names it. Fix the field.",
+    ),
+    Reason.INVALID_TOKEN_URL: Troubleshooting(
+        "ExternalConnection",
+        "`auth.oauth2ClientCredentials.tokenURL` is not an `https://` URL (or `http://` without "
+        "`installation.allowHttpUpstreams`), has a query or fragment, or its host is not a "
+        "valid name.",
+    ),
+    Reason.METHOD_NOT_ALLOWED: Troubleshooting(
+        "ConnectionTest (Passed)",
+        "The test's method is not among the connection's `allowedMethods` (the message lists "
+        "them), so it is not sent. Test with an allowed method, or allow it on the connection. "
+        "A test the proxy refuses carries the proxy's refusal code here the same way (as "
+        "`PathNotAllowed`).",
+    ),
+    Reason.NAMESPACE_TABLE_FULL: Troubleshooting(
+        f"ExternalConnection, {_APPS}",
+        "The namespace's routes together would take more of the routing table than a namespace "
+        "may; the message names the field that makes this route large (instructions, paths, "
+        "links). Shrink it, or remove routes the namespace no longer needs.",
+    ),
+    Reason.NO_CREDENTIAL_NEEDED: Troubleshooting(
+        "ExternalConnection (CredentialReady)",
+        "`auth.type` is `none`: the proxy adds no credential. Nothing to do.",
+        working=True,
+    ),
+    Reason.NO_PROXY_REPLICAS: Troubleshooting(
+        f"ExternalConnection, {_APPS}",
+        "No proxy replica holds a table. Check the proxy Pods, the keyring Secret they mount, "
+        "and the NetworkPolicy to the operator's table channel (port 8081).",
+    ),
+    Reason.NO_SAMPLE_BODY: Troubleshooting(
+        _TEST_SAMPLE,
+        "The test predates kept answer bodies, so there is nothing to save. Run it again.",
+    ),
+    Reason.NOT_FINISHED: Troubleshooting(
+        _TEST_SAMPLE,
+        "The test has not finished; a sample is saved once it has passed.",
+    ),
+    Reason.OUTCOME_UNKNOWN: Troubleshooting(
+        "ConnectionTest",
+        "The proxy replica that held the test went away or did not report it. The request may "
+        "have reached the upstream, so it is not sent again: check there if it matters, then "
+        "run a new test.",
+    ),
+    Reason.PASSED: Troubleshooting(
+        "ConnectionTest (Passed)",
+        "The upstream answered the test with a usable 2xx. Nothing to do.",
+        working=True,
+    ),
+    Reason.PENDING: Troubleshooting(
+        "ConnectionTest",
+        "Waiting for a proxy replica (busy with the namespace's other tests, behind, or away); "
+        "retried for a minute before the test gives up.",
+    ),
+    Reason.PENDING_PROXIES: Troubleshooting(
+        f"ExternalConnection, {_APPS}",
+        "Not every serving proxy replica holds the latest route yet (shown after 2 s). If it "
+        "lasts, check the proxies' `/readyz` and `gatehouse_operator_proxy_replicas_current` "
+        "against `gatehouse_operator_proxy_replicas_serving`; a replica without the operator "
+        "keeps serving its last table.",
+    ),
+    Reason.PROXY_BEHIND: Troubleshooting(
+        "ConnectionTest",
+        "After a minute of waiting, no replica held the connection's latest route; the request "
+        f"was never sent. {_SEE_PENDING}",
+    ),
+    Reason.PROXY_BUSY: Troubleshooting(
+        "ConnectionTest",
+        "After a minute of waiting, the namespace's test places stayed full; the request was "
+        f"never sent. {_SEE_PENDING}",
+    ),
+    Reason.PROXY_ERROR: Troubleshooting(
+        "ConnectionTest",
+        "The proxy failed inside, or its answer broke the contract between the two programs; "
+        "the proxy's log says why.",
+    ),
+    Reason.PROXY_UNAVAILABLE: Troubleshooting(
+        "ConnectionTest",
+        "After a minute of waiting, no replica could take the test; the request was never "
+        f"sent. {_SEE_PENDING}",
+    ),
+    Reason.ROUTED: Troubleshooting(
+        f"ExternalConnection, {_APPS}",
+        "Every serving proxy replica holds the resource's latest route. Nothing to do.",
+        working=True,
+    ),
+    Reason.RUNNING: Troubleshooting(
+        "ConnectionTest",
+        "Sent to a proxy replica, waiting for its report. Lasting past the test's deadline, it "
+        "ends as timed out or `OutcomeUnknown`.",
+    ),
+    Reason.SAMPLE_EXISTS: Troubleshooting(
+        _TEST_SAMPLE,
+        "Another connection's sample has that name. Save this one under another label.",
+    ),
+    Reason.SAMPLE_LIMIT_REACHED: Troubleshooting(
+        _TEST_SAMPLE,
+        "The connection keeps its maximum number of samples. Delete one, then ask again.",
+    ),
+    Reason.SAVE_ERROR: Troubleshooting(
+        _TEST_SAMPLE,
+        "The API server refused to write the sample (the message gives its status); the test's "
+        "own verdict stands. Ask again.",
+    ),
+    Reason.SAVED: Troubleshooting(
+        _TEST_SAMPLE,
+        "The test's answer was saved as a sample, under the name the message shows.",
+        working=True,
+    ),
+    Reason.SEALED_FOR_ANOTHER_CONNECTION: Troubleshooting(
+        _SEALED,
+        "`auth.sealedSecret` was sealed for another name, namespace or baseURL, or (an OAuth "
+        "2.0 client secret) another `tokenURL` or `clientId`; the message says what it was "
+        "sealed for. Seal the value for this connection: `gatehouse seal -f FILE`.",
+    ),
+    Reason.SEALED_KEY_UNKNOWN: Troubleshooting(
+        _SEALED,
+        "The value was sealed with a key this installation does not hold: another cluster's, "
+        "or a key lost with its Secret. Seal it again with this cluster's key.",
+    ),
+    Reason.SEALED_VALUE_CORRUPT: Troubleshooting(
+        _SEALED,
+        "The sealed value was cut or altered (a copy-paste, an edited header) and does not "
+        "open. Seal it again.",
+    ),
+    Reason.SEALING_KEYS_MISSING: Troubleshooting(
+        _SEALED,
+        "The operator holds no sealing keys: their Secret is missing (the operator's log says "
+        "whether to restore it from a backup), unreadable, or a `sealingKeys.existingSecret` "
+        "without `sealing-keys.json` (`gatehouse sealing-key rotate --secret NAMESPACE/NAME` "
+        "adds the first key).",
+    ),
+    Reason.SECRET_CONFLICT: Troubleshooting(
+        _APPS,
+        "A Secret named `<kind>-<name>-gatehouse` (the app's credential Secret) exists and the "
+        "operator did not make it for this app; it is neither overwritten nor adopted. Rename "
+        "or delete that Secret, or give the app another name; the operator tries again every "
+        "30 s.",
+    ),
+    Reason.SECRET_CREATED: Troubleshooting(
+        f"{_APPS} (CredentialIssued)",
+        "The app's credential Secret (`<kind>-<name>-gatehouse`) is written. Nothing to do.",
+        working=True,
+    ),
+    Reason.SECRET_FORBIDDEN: Troubleshooting(
+        f"ExternalConnection, {_APPS}",
+        "The operator may not read (or write) that Secret: with `operator.watchNamespaces` it "
+        "has rights only in those namespaces. Add the namespace, or move the resource.",
+    ),
+    Reason.SECRET_KEY_NOT_FOUND: Troubleshooting(
+        "ExternalConnection",
+        "`auth.secretRef` names a key the Secret does not have. Add the key, or fix the name.",
+    ),
+    Reason.SECRET_NOT_FOUND: Troubleshooting(
+        "ExternalConnection",
+        "`auth.secretRef` names a Secret that is not there. Create it in the connection's "
+        "namespace.",
+    ),
+    Reason.SECRET_NOT_LABELLED: Troubleshooting(
+        "ExternalConnection (CredentialWatched, advisory)",
+        "The Secret works but is read once a minute: `kubectl label secret NAME "
+        "gatehouse.dev/credential=true` to see rotations at once.",
+    ),
+    Reason.SECRET_NOT_USED: Troubleshooting(
+        "draft test (the connections page, the service API)",
+        "`auth.type: none` takes no secret: leave it out.",
+    ),
+    Reason.SECRET_TOO_LONG: Troubleshooting(
+        "ExternalConnection",
+        "The secret is over the size limit; the message gives both sizes. Check that the key "
+        "holds the credential alone.",
+    ),
+    Reason.TABLE_ENTRY_TOO_LARGE: Troubleshooting(
+        f"ExternalConnection, {_APPS}",
+        "The route would take more of the routing table than one route may; the message names "
+        "the field that makes it large (instructions, paths, links). Shrink it.",
+    ),
+    Reason.TEST_FAILED: Troubleshooting(
+        _TEST_SAMPLE,
+        "Only a passing test is saved as a sample. Its Passed condition says why it failed.",
+    ),
+    Reason.UPSTREAM_STATUS: Troubleshooting(
+        "ConnectionTest (Passed)",
+        "The API answered, but not with a 2xx; the message gives the status. Check the request "
+        "and the credential against the API's documentation.",
+    ),
+    Reason.VALID: Troubleshooting(
+        "ExternalConnection (Accepted)",
+        "The spec is valid; the message names the origin requests are pinned to.",
+        working=True,
+    ),
+    Reason.WATCHED: Troubleshooting(
+        "ExternalConnection (CredentialWatched)",
+        "The credential's Secret is labelled, so a rotation is seen at once. Nothing to do.",
+        working=True,
+    ),
+}

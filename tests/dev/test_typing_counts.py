@@ -1,0 +1,30 @@
+"""Issue 41's counts: what is counted, and where the boundary is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gatehouse_dev import typing_counts
+
+SOURCE = '''"""Says dict[str, Any] and .get("spec") in a docstring: not counted."""
+from typing import Any
+
+def f(body: dict[str, Any]) -> dict[str, Any]:
+    # a comment with dict[str, Any] is not counted either
+    return body.get("spec", {}).get("spec", {})
+
+def g(other: dict[str, int]) -> None: ...
+'''
+
+
+def test_counts_code_not_words_and_keeps_the_boundary_apart(tmp_path: Path) -> None:
+    (tmp_path / "wiring").mkdir()
+    (tmp_path / "wiring" / "handlers.py").write_text(SOURCE)
+    (tmp_path / "use_case.py").write_text(SOURCE)
+
+    counts = typing_counts.count(tmp_path)
+
+    assert counts.any_dicts == {"wiring/handlers.py": 2, "use_case.py": 2}
+    assert counts.spec_gets.total() == 4
+    assert counts.spec_gets_outside() == 2
+    assert "outside the boundary" in typing_counts.report(counts)
