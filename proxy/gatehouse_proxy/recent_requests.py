@@ -10,8 +10,12 @@ memory only, for as long as the bounds leave them:
 - at most ``total`` (20,000) in all, the oldest going first.
 
 A record is shared by its connection's list, its app's list and the two queues that enforce the
-namespace and total bounds, so ``total`` bounds the memory whatever the number of connections
-(README, "The inspector, usage and the audit trail", has the bytes measured at 10,000).
+namespace and total bounds. A record a namespace's bound takes stays in the total's queue (a
+deque cannot lose an element from its middle cheaply) but no longer counts against ``total``;
+when that queue reaches twice ``total`` it is rebuilt without them. So at most ``2 * total``
+records are held whatever the number of connections, and one tenant's traffic never takes
+another's place under ``total`` (README, "The inspector, usage and the audit trail", has the
+bytes measured at 10,000 connections).
 """
 
 from __future__ import annotations
@@ -83,9 +87,11 @@ class RecentRequests:
         self._namespaces: dict[str, deque[Record]] = {}
         self._connections: dict[str, list[Record]] = {}
         self._apps: dict[str, list[Record]] = {}
+        self._kept = 0  # records in the namespaces' queues: what counts against ``total``
+        self._taken: set[int] = set()  # seqs of records in ``_all`` a namespace's bound took
 
     def __len__(self) -> int:
-        return len(self._all)
+        return self._kept
 
     def add(self, record: Record, namespace: str) -> None:
         """Keeps ``record`` (of ``namespace``, its app's) as the newest."""
@@ -94,6 +100,7 @@ class RecentRequests:
         if kept is None:
             kept = self._namespaces[namespace] = deque()
         kept.append(record)
+        self._kept += 1
         for lists, key in ((self._connections, record.connection), (self._apps, record.app)):
             if not key:
                 continue
@@ -105,16 +112,25 @@ class RecentRequests:
                 if len(found) > self.per_route:
                     del found[0]
         if len(kept) > self.per_namespace:
-            self._unlist(kept.popleft())
-        if len(self._all) > self.total:
+            taken = kept.popleft()
+            self._unlist(taken)
+            self._taken.add(taken.seq)
+            self._kept -= 1
+        while self._kept > self.total:
             oldest = self._all.popleft()
-            namespace = namespace_of(oldest.app)
-            queue = self._namespaces.get(namespace)
-            if queue and queue[0] is oldest:  # else the namespace's bound took it already
-                queue.popleft()
-                if not queue:
-                    del self._namespaces[namespace]
+            if oldest.seq in self._taken:
+                self._taken.discard(oldest.seq)
+                continue
+            # The oldest record kept is the oldest of its namespace's queue.
+            queue = self._namespaces[namespace_of(oldest.app)]
+            queue.popleft()
+            if not queue:
+                del self._namespaces[namespace_of(oldest.app)]
             self._unlist(oldest)
+            self._kept -= 1
+        if len(self._all) > 2 * self.total:
+            self._all = deque(r for r in self._all if r.seq not in self._taken)
+            self._taken.clear()
 
     def _unlist(self, record: Record) -> None:
         """Takes the oldest record of its namespace out of its route lists, where it is first
