@@ -12,10 +12,10 @@ memory only, for as long as the bounds leave them:
 A record is shared by its connection's list, its app's list and the two queues that enforce the
 namespace and total bounds. A record a namespace's bound takes stays in the total's queue (a
 deque cannot lose an element from its middle cheaply) but no longer counts against ``total``;
-when that queue reaches twice ``total`` it is rebuilt without them. So at most ``2 * total``
-records are held whatever the number of connections, and one tenant's traffic never takes
-another's place under ``total`` (README, "The inspector, usage and the audit trail", has the
-bytes measured at 10,000 connections).
+when that queue holds a quarter more than ``total`` it is rebuilt without them. So at most
+``1.25 * total`` records are held whatever the number of connections, and one tenant's traffic
+never takes another's place under ``total`` (README, "The inspector, usage and the audit
+trail", has the bytes measured at 10,000 connections).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class RecentRequests:
                 del self._namespaces[namespace_of(oldest.app)]
             self._unlist(oldest)
             self._kept -= 1
-        if len(self._all) > 2 * self.total:
+        if len(self._all) > self.total + self.total // 4:  # rebuilt every total/4 at most
             self._all = deque(r for r in self._all if r.seq not in self._taken)
             self._taken.clear()
 
