@@ -18,6 +18,16 @@ def env_flag(name: str) -> bool:
     raise ValueError(f"{name} must be true or false, not {value!r}")
 
 
+def env_switch(name: str) -> bool:
+    """A setting that is ``on`` or ``off`` (empty: off); a Helm boolean's true and false too."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("", "off", "false"):
+        return False
+    if value in ("on", "true"):
+        return True
+    raise ValueError(f"{name} must be on or off, not {value!r}")
+
+
 def env_port(name: str, default: int) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:

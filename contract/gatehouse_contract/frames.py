@@ -1,10 +1,11 @@
 """What travels on the table channel, typed in both directions.
 
 From the operator: the routing table as a ``Snapshot`` (in parts) and then a ``Delta`` per change,
-a ``Heartbeat`` when nothing else moved, and ``ConnectionTestFrame`` for each test it runs. From a
-replica: ``Ack`` (the version it holds), ``Nack`` (a table it refused, and why), ``Resync`` (send a
-snapshot), ``ConnectionTestResult``, ``Throttled`` (a vendor paused a connection) and
-``Goodbye``. How frames are signed and streams opened is
+a ``Heartbeat`` when nothing else moved, ``ConnectionTestFrame`` for each test it runs and
+``Gather`` when it asks what apps did (recent requests, usage counts). From a replica: ``Ack``
+(the version it holds), ``Nack`` (a table it refused, and why), ``Resync`` (send a snapshot),
+``ConnectionTestResult``, ``Throttled`` (a vendor paused a connection), ``UsageReport`` and
+``Gathered`` (a Gather's answer) and ``Goodbye``. How frames are signed and streams opened is
 :mod:`gatehouse_contract.channel`.
 
 The operator serialises each route once, when it changes, and builds snapshot and delta bytes
@@ -17,6 +18,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from gatehouse_contract.activity import (
+    MAX_RECENT,
+    MAX_USAGE_ROWS,
+    RecentRequest,
+    RequestsQuery,
+    UsageRow,
+)
 from gatehouse_contract.connection_tests import ConnectionTestOutcome, ConnectionTestRequest
 from gatehouse_contract.routes import AppRoute, ConnectionRoute
 from gatehouse_contract.wire import Wire
@@ -82,6 +90,10 @@ class Heartbeat(Wire):
 # reads: a replica of an earlier release names none, and is sent none.
 FEATURES_HEADER = "X-Gatehouse-Features"
 FLEET_FEATURE = "fleet"
+# The replica answers Gather frames (activity): an operator sends them to no other replica, and
+# a replica answers with UsageReport and Gathered only what it was asked, so neither side of an
+# earlier release ever sees them.
+ACTIVITY_FEATURE = "activity"
 
 
 class ConnectionTestFrame(Wire):
@@ -93,7 +105,19 @@ class ConnectionTestFrame(Wire):
     request: ConnectionTestRequest
 
 
-OperatorFrame = Snapshot | Delta | Heartbeat | ConnectionTestFrame
+class Gather(Wire):
+    """Send what apps did: the recent requests ``requests`` asks for, and (``usage``) the usage
+    counted since the last report, of ``usage_namespace`` or ("") every namespace, which the
+    replica then forgets. Answered by UsageReport parts, then one Gathered with the same id."""
+
+    type: Literal["gather"] = "gather"
+    id: str = Field(max_length=100)
+    requests: RequestsQuery | None = None
+    usage: bool = False
+    usage_namespace: str = Field(default="", max_length=253)
+
+
+OperatorFrame = Snapshot | Delta | Heartbeat | ConnectionTestFrame | Gather
 
 # --- From a replica -----------------------------------------------------------------------------
 
@@ -146,7 +170,26 @@ class Throttled(Wire):
     seconds: float
 
 
-ReplicaMessage = Ack | Nack | Resync | ConnectionTestResult | Goodbye | Throttled
+class UsageReport(Wire):
+    """Part of a Gather's usage: rows the operator adds to its history as they come."""
+
+    type: Literal["usage"] = "usage"
+    id: str = Field(max_length=100)
+    rows: tuple[UsageRow, ...] = Field(default=(), max_length=MAX_USAGE_ROWS)
+
+
+class Gathered(Wire):
+    """A Gather's end: the recent requests it asked for, newest first (its UsageReport parts
+    came before it, on the same stream)."""
+
+    type: Literal["gathered"] = "gathered"
+    id: str = Field(max_length=100)
+    requests: tuple[RecentRequest, ...] = Field(default=(), max_length=MAX_RECENT)
+
+
+ReplicaMessage = (
+    Ack | Nack | Resync | ConnectionTestResult | Goodbye | Throttled | UsageReport | Gathered
+)
 
 # --- Reading ------------------------------------------------------------------------------------
 

@@ -42,9 +42,15 @@ def register_process_metrics(registry: CollectorRegistry, program: str) -> None:
     ).labels(version(), platform.python_version()).set(1)
 
 
+# Fields a line may carry besides the schema's own, given as logging's ``extra``: the proxy's
+# audit trail sets them (the fetch, and its trace id).
+STRUCTURED_FIELDS = ("trace_id", "request")
+
+
 class JSONFormatter(logging.Formatter):
     """One JSON object per line: time (UTC, ISO 8601), level, logger, message, and, when the
-    line is about a Kubernetes object, ``object`` (kopf's reference to it)."""
+    line is about a Kubernetes object, ``object`` (kopf's reference to it); an audit line has
+    ``trace_id`` and ``request`` too."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
@@ -56,6 +62,10 @@ class JSONFormatter(logging.Formatter):
         reference = getattr(record, "k8s_ref", None)
         if reference:
             entry["object"] = reference
+        for name in STRUCTURED_FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                entry[name] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)

@@ -21,9 +21,12 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
 - auth kinds: an OAuth 2.0 connection's fetches against a bearer one's (see bench_auth).
 - the shared store: quotas counted in it against counted alone, and how exact the counts are
   (see bench_store).
+- activity: what the inspector and the usage counters hold at 10,000 connections, per replica
+  and on the operator, and what recording a fetch costs (see bench_activity; in this process,
+  no stack).
 
 BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber, bodies,
-workers, auth, store) runs some of them.
+workers, auth, store, activity) runs some of them.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import httpx
 from kubernetes import client, config
 
 from gatehouse_dev import (
+    bench_activity,
     bench_auth,
     bench_bodies,
     bench_neighbours,
@@ -261,9 +265,11 @@ def main() -> int:
         print("make bench needs nginx (Debian: apt-get install nginx-light)", file=sys.stderr)
         return 2
 
-    at_scale = isolation = secrets = scrubbing = bodies = spread = kinds = store = ""
+    at_scale = isolation = secrets = scrubbing = bodies = spread = kinds = store = activity = ""
     if run("scrubber"):
         scrubbing = bench_scrubber.table()
+    if run("activity"):
+        activity = bench_activity.table()
     if run("scale") and sizes != (0,):
         with tempfile.TemporaryDirectory() as folder:
             at_scale = scale(Path(folder), sizes)
@@ -311,6 +317,9 @@ def main() -> int:
     if scrubbing:
         print("\nThe scrubber, one credential of 32 bytes (see bench_scrubber):\n")
         print(scrubbing)
+    if activity:
+        print("\nThe inspector and usage counters at 10,000 connections (see bench_activity):\n")
+        print(activity)
     if bodies:
         print("\nReading 10 MiB request bodies for parameters (_method, the query key's name):\n")
         print(bodies)

@@ -4,7 +4,8 @@
 decides, as with kubectl), waits for it to finish and prints the outcome. ``gatehouse save-sample
 TEST --label LABEL`` keeps a finished, passing test as a sample. ``gatehouse service ...`` is
 ``gatehouse-service`` (validate, explain, deploy, preview). ``gatehouse seal``, ``reseal`` and
-``sealing-key`` make credentials that can live in Git (``seal_cli``). ``gatehouse version`` and
+``sealing-key`` make credentials that can live in Git (``seal_cli``). ``gatehouse requests``
+shows a connection's or an app's recent fetches (``requests_cli``). ``gatehouse version`` and
 ``gatehouse completion SHELL`` need no cluster. Installed as ``kubectl-gatehouse`` too, it is
 the kubectl plugin ``kubectl gatehouse``. Exit codes: 0 passed (saved, done), 1 the test ran and
 failed (was not saved; the file is invalid; a value was left as it was), 2 the command could not
@@ -24,7 +25,7 @@ import yaml
 from kubernetes import client
 
 from gatehouse_contract.observability import version
-from gatehouse_operator import completion, kubeconfig, seal_cli, service_cli
+from gatehouse_operator import completion, kubeconfig, requests_cli, seal_cli, service_cli
 from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
     SAMPLE_LABEL_CHARS,
@@ -88,6 +89,7 @@ def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
     )
     service_cli.add_commands(service.add_subparsers(dest="service", required=True))
     seal_cli.add_commands(commands)
+    requests_cli.add_command(commands)
     shown = commands.add_parser(
         "version", help="print the version", description="The CLI's version; no cluster needed."
     )
@@ -252,6 +254,8 @@ def main(argv: list[str] | None = None, prog: str = "gatehouse") -> int:
         return PASSED
     if args.command == "service":
         return service_cli.run(args, prog)
+    if args.command == "requests":
+        return requests_cli.run(args, prog)
     if args.command in ("seal", "reseal", "sealing-key"):
         return seal_cli.run(args, prog)
     try:

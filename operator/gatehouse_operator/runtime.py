@@ -15,6 +15,7 @@ from gatehouse_operator.sealed_values import SealingKeysSource
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table.channel import TableChannel
+from gatehouse_operator.table.gather import Gatherer
 from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replicas
 from gatehouse_operator.table.rollout import Rollout
@@ -43,6 +44,8 @@ class Runtime:
     sealer: Sealer
     # The keys connections' auth.sealedSecret values are sealed to.
     sealing: SealingKeysSource
+    # What apps did, asked of the proxy replicas on the channel.
+    gatherer: Gatherer
     # ProjectConfigs by projectUuid (their uid), for the defaults API.
     projects: dict[str, tuple[str, str]] = field(default_factory=dict)
     # Connections whose Secret a watch event said changed but that could not be read then:

@@ -44,6 +44,7 @@ from gatehouse_contract.routes import AppRoute, ConnectionRoute, namespace_of
 from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy import body_rules, metrics
 from gatehouse_proxy import headers as header_policy
+from gatehouse_proxy.activity import Activity
 from gatehouse_proxy.content_types import check_content_type
 from gatehouse_proxy.copy_sources import check_copy_sources
 from gatehouse_proxy.entrance import FETCH_PATH, FirstTurn, Routes, identified_app
@@ -58,7 +59,7 @@ from gatehouse_proxy.forwarder import (
     tls_context,
 )
 from gatehouse_proxy.google_tokens import GoogleMinter
-from gatehouse_proxy.incoming import AppRequest, AppWentAway
+from gatehouse_proxy.incoming import AppRequest, AppWentAway, header
 from gatehouse_proxy.injectors import Injection, Injector, credential_key, mints_tokens
 from gatehouse_proxy.matcher import UpstreamPath, check_method, check_path, normalise
 from gatehouse_proxy.network_guard import NetworkPolicy
@@ -87,8 +88,14 @@ class Proxy:
         self.settings = settings
         self.keyring = KeyringFile(settings.keyring_file)
         self.store = TableStore(on_install=self._prune)
+        self.activity = Activity(settings.replica, settings.audit)
         self.feed = TableFeed(
-            self.store, settings.operator_url, self.keyring, settings.replica, self.run_test
+            self.store,
+            settings.operator_url,
+            self.keyring,
+            settings.replica,
+            self.run_test,
+            self.activity,
         )
         self.concurrency = ConcurrencyLimits(settings.tenant_limits)
         self.request_bytes = RequestBytes(settings.tenant_limits)
@@ -196,7 +203,7 @@ class Proxy:
         # Labels are filled in as the request is identified; unauthenticated requests stay
         # unlabelled, so made-up aliases cannot grow the metric's cardinality.
         labels = metrics.UNLABELLED
-        response: ASGIApp
+        response: RelayedResponse | JSONResponse
         try:
             active = self._table()
             app = self._app(active, request)
@@ -212,7 +219,29 @@ class Proxy:
         except AppWentAway:
             return
         metrics.observe(labels, request.method, status, time.perf_counter() - started)
-        await response(scope, receive, send)
+        if not labels.app:  # no tenant's: kept nowhere but the metrics
+            await response(scope, receive, send)
+            return
+        try:
+            await response(scope, receive, send)
+        finally:
+            if isinstance(response, RelayedResponse):
+                code, sent = response.cut_code or labels.code, response.sent_bytes
+            else:
+                code, sent = labels.code, len(response.body)
+            self.activity.record(
+                labels.app,
+                labels.connection,
+                request.method,
+                b"/" + rest,
+                scope["query_string"],
+                status,
+                code,
+                time.perf_counter() - started,
+                request.received,
+                sent,
+                header(scope, b"traceparent"),
+            )
 
     async def _forward(
         self, request: AppRequest, app: AppRoute, connection: ConnectionRoute, raw_path: bytes
@@ -526,6 +555,11 @@ def create_admin_app(proxy: Proxy) -> Starlette:
                 "sealedWith": sorted(current.sealing_keys),
                 "feed": feed,
                 "store": proxy.describe_store(),
+                "activity": {
+                    "recentRequests": len(proxy.activity.recent),
+                    "usageRows": proxy.activity.usage.rows,
+                    "usageDropped": proxy.activity.usage.dropped,
+                },
             }
         )
 

@@ -32,11 +32,12 @@ def header(scope: Scope, name: bytes) -> str | None:
 
 
 class AppRequest:
-    __slots__ = ("receive", "scope")
+    __slots__ = ("receive", "received", "scope")
 
     def __init__(self, scope: Scope, receive: Receive) -> None:
         self.scope = scope
         self.receive = receive
+        self.received = 0  # the body's bytes read so far
 
     @property
     def method(self) -> str:
@@ -75,6 +76,7 @@ class AppRequest:
                     chunk: bytes = message.get("body", b"")
                     more = message.get("more_body", False)
                     size += len(chunk)
+                    self.received = size
                     if size > limit:
                         raise ProxyError(
                             "request_too_large", f"the request body exceeds {limit} bytes"

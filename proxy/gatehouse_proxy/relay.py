@@ -14,8 +14,9 @@ response, never a silently short one. Meanwhile a task waits for the app to go a
 app that hangs up stops the upstream read at once instead of at its timeout.
 
 The cut is reported once, through ``on_cut`` (a log line and a metric), not as a traceback from
-the server. ``on_end`` runs when the relay is over, however it ended: the request's place under
-its tenant's caps is freed there.
+the server, and its code is kept (``cut_code``), as the body's bytes sent are (``sent_bytes``),
+for the request's record. ``on_end`` runs when the relay is over, however it ended: the
+request's place under its tenant's caps is freed there.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class RelayedResponse:
         self.on_cut = on_cut
         self.on_end = on_end
         self.status_code = upstream.status
+        self.sent_bytes = 0
+        self.cut_code = ""
         relayed = header_policy.app_response_headers(upstream.headers(), redact)
         # The proxy's RateLimit-* fields (where the app stands in its quota) stand in for the
         # upstream's of the same names; the vendor's X-RateLimit-* pass as they are.
@@ -71,6 +74,7 @@ class RelayedResponse:
             else:
                 await self._stream(receive, send)
         except ProxyError as error:
+            self.cut_code = error.code
             self.on_cut(error)
         finally:
             # Also when the app went away mid-body and the body was never read to its end.
@@ -85,6 +89,7 @@ class RelayedResponse:
             headers = [*headers, (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": self.status_code, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+        self.sent_bytes = len(body)
 
     async def _stream(self, receive: Receive, send: Send) -> None:
         await send(
@@ -105,6 +110,7 @@ class RelayedResponse:
         body = self.upstream.body()
         async for chunk in body if self.redact is None else scrubbed(body, self.redact):
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            self.sent_bytes += len(chunk)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

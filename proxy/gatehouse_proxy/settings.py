@@ -11,7 +11,8 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gatehouse_contract.env import env_count, env_flag, env_seconds, env_share
+from gatehouse_contract.env import env_count, env_flag, env_seconds, env_share, env_switch
+from gatehouse_proxy.audit import AuditSettings
 from gatehouse_proxy.google_tokens import GOOGLE_TOKEN_URL
 from gatehouse_proxy.shared_store import StoreSettings
 from gatehouse_proxy.tenancy import TenantLimits
@@ -91,6 +92,8 @@ class ProxySettings:
     # The share of a connection's tightest limit its leases may hold, fleet-wide (see quotas):
     # 0 asks the store for every request.
     quota_lease_share: float = 0.01
+    # One log line per proxied request (see audit), for this share of them.
+    audit: AuditSettings = field(default_factory=AuditSettings)
 
     @classmethod
     def from_env(cls) -> ProxySettings:
@@ -122,5 +125,9 @@ class ProxySettings:
             store=_store(),
             quota_lease_share=env_share(
                 "GATEHOUSE_QUOTA_LEASE_SHARE", cls.quota_lease_share, MAX_QUOTA_LEASE_SHARE
+            ),
+            audit=AuditSettings(
+                enabled=env_switch("GATEHOUSE_AUDIT_LOG"),
+                sample_rate=env_share("GATEHOUSE_AUDIT_SAMPLE", AuditSettings.sample_rate, 1.0),
             ),
         )

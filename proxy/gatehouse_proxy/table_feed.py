@@ -4,7 +4,9 @@ Each replica holds one WebSocket to the operator (see :mod:`gatehouse_contract.c
 first, then deltas; every install is acknowledged, every refusal reported with why, and a delta
 that does not continue the table (a gap, a digest mismatch) makes the replica ask for a snapshot.
 A replica whose operator is away keeps serving the last table it verified and reconnects with
-backoff. It is ready only once it holds a table.
+backoff. It is ready only once it holds a table. The operator's ``Gather`` frames (what apps
+did: recent requests, usage) are answered by the replica's ``Activity``, each in a task of its
+own, so that a table's frames never wait for one.
 
 No failure ends the feed: each is logged with its cause (once per distinct cause, so a long outage
 is one line, not one per retry), the stream is opened again with backoff, and the feed's state,
@@ -44,12 +46,15 @@ from gatehouse_contract.connection_tests import (
     Refused,
 )
 from gatehouse_contract.frames import (
+    ACTIVITY_FEATURE,
     FEATURES_HEADER,
     FLEET_FEATURE,
     Ack,
     ConnectionTestFrame,
     ConnectionTestResult,
     Delta,
+    Gather,
+    Gathered,
     Goodbye,
     Heartbeat,
     Nack,
@@ -61,6 +66,7 @@ from gatehouse_contract.frames import (
 )
 from gatehouse_contract.routes import namespace_of
 from gatehouse_contract.sealing import KeyringFile
+from gatehouse_proxy.activity import Activity
 from gatehouse_proxy.connection_test_slots import ConnectionTestRun, ConnectionTestSlots
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.routing_table import RoutingTable, TableGap, TableRejected
@@ -138,12 +144,15 @@ class TableFeed:
         keyring: KeyringFile,
         replica: str,
         run_test: TestRunner,
+        activity: Activity | None = None,
     ) -> None:
         self.store = store
         self.url = operator_url + CHANNEL_PATH
         self.keyring = keyring
         self.replica = replica
         self.run_test = run_test
+        # What apps did, for the operator's Gather frames; without it, none is asked for.
+        self.activity = activity
         # Shared by the feed's streams: a reconnect cancels its tests, and their places with them.
         self.test_slots = ConnectionTestSlots()
         self.state = FeedState()
@@ -207,17 +216,20 @@ class _Stream:
         self.snapshot_parts: list[Snapshot] = []
         # The tests this stream brought, by id, until answered.
         self.tests: dict[str, tuple[asyncio.Task[None], ConnectionTestRun]] = {}
+        # Gathers being answered; they end with the stream.
+        self.gathers: set[asyncio.Task[None]] = set()
 
     async def follow(self) -> None:
         feed = self.feed
         keyring = feed.keyring.current()
+        features = [FLEET_FEATURE, *([ACTIVITY_FEATURE] if feed.activity is not None else [])]
         try:
             async with self.session.ws_connect(
                 feed.url,
                 headers={
                     "Authorization": sign_request(keyring, feed.replica, self.nonce),
                     "X-Gatehouse-Replica": feed.replica,
-                    FEATURES_HEADER: FLEET_FEATURE,
+                    FEATURES_HEADER: ",".join(features),
                 },
                 ssl=client_context(keyring),
                 max_msg_size=MAX_FRAME_BYTES,
@@ -250,6 +262,8 @@ class _Stream:
             feed._ws = None
             for task, _ in self.tests.values():
                 task.cancel()
+            for gathering in self.gathers:
+                gathering.cancel()
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse, signed: bytes) -> None:
         feed = self.feed
@@ -282,6 +296,8 @@ class _Stream:
         elif isinstance(frame, Delta):
             if not self.awaiting_snapshot:
                 await self._install(ws, frame, key_id)
+        elif isinstance(frame, Gather):
+            self._gather(ws, frame)
         else:
             self._test(ws, frame)
 
@@ -296,6 +312,10 @@ class _Stream:
         elif unreadable.kind == "probe" and unreadable.test_id:
             failed = Failed(error=Problem(code="invalid_request", message=str(unreadable)))
             await self._answer(ws, unreadable.test_id, failed)
+        elif unreadable.kind == "gather" and unreadable.test_id:
+            log.error("the operator sent a gather this replica cannot read: %s", unreadable)
+            with contextlib.suppress(ConnectionError):
+                await ws.send_str(Gathered(id=unreadable.test_id).model_dump_json())
         else:
             self.feed.state.rejected += 1
             log.error("the operator sent a message this replica cannot read")
@@ -381,6 +401,23 @@ class _Stream:
         # The stream may have closed meanwhile; the operator then retries elsewhere.
         with contextlib.suppress(ConnectionError):
             await ws.send_str(ConnectionTestResult(id=test_id, result=outcome).model_dump_json())
+
+    def _gather(self, ws: aiohttp.ClientWebSocketResponse, gather: Gather) -> None:
+        activity = self.feed.activity
+        if activity is None:  # it said it does not answer: an operator that asked anyway
+            return
+
+        async def answer() -> None:
+            try:
+                # The stream may close meanwhile: the operator then counts this replica silent.
+                with contextlib.suppress(ConnectionError):
+                    await activity.answer(gather, ws.send_str)
+            except Exception:  # logged here: a task's failure would otherwise go unseen
+                log.exception("answering the operator's gather failed")
+
+        task = asyncio.create_task(answer(), name="gather")
+        self.gathers.add(task)
+        task.add_done_callback(self.gathers.discard)
 
     def _test(self, ws: aiohttp.ClientWebSocketResponse, frame: ConnectionTestFrame) -> None:
         request = frame.request

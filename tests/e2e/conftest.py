@@ -55,7 +55,10 @@ def stack(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         operator = local.start_operator()
         proxies = [
             local.start_proxy(
-                token_url=f"{tokens.url}/token", read_timeout_seconds=READ_TIMEOUT_SECONDS
+                token_url=f"{tokens.url}/token",
+                read_timeout_seconds=READ_TIMEOUT_SECONDS,
+                # Every request's audit line, so that every log scan for secrets covers them.
+                settings={"GATEHOUSE_AUDIT_LOG": "on"},
             )
             for _ in range(2)
         ]

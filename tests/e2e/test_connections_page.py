@@ -38,9 +38,11 @@ from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,
     Member,
+    app_token,
     apply,
     connection,
     data_app,
+    fetch,
     get,
     grant_secrets,
     project_members,
@@ -1155,3 +1157,90 @@ def test_the_page_sends_a_strict_content_security_policy(
     [cookie] = admin.context.cookies()
     assert cookie["name"] == "__Host-gatehouse-session"
     assert (cookie["httpOnly"], cookie["secure"], cookie["sameSite"]) == (True, True, "Strict")
+
+
+QUERY_SECRET = "query-value-3c9e-never-shown"
+
+
+def linked_apps(cluster: Cluster, stack: Stack, namespace: str) -> dict[str, str]:
+    """board and rival, each linking "open" as vendor: their app tokens."""
+    apply(
+        cluster,
+        namespace,
+        data_app("board", {"vendor": "open"}),
+        data_app("rival", {"vendor": "open"}),
+    )
+    for app in ("board", "rival"):
+        wait_condition(cluster, namespace, f"dataapp/{app}", "True", "Routed")
+    return {
+        app: app_token(cluster, namespace, f"dataapp-{app}-gatehouse") for app in ("board", "rival")
+    }
+
+
+def test_a_builder_sees_their_apps_fetches_scrubbed_and_not_another_apps(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    tokens = linked_apps(cluster, stack, namespace)
+    for proxy in stack.proxies:
+        path = f"/echo/orders?page=1&token={QUERY_SECRET}"
+        assert fetch(proxy.url, tokens["board"], "vendor", path).status_code == 200
+    assert fetch(stack.proxy, tokens["rival"], "vendor", "/echo/rival-only").status_code == 200
+    assert fetch(stack.proxy, tokens["board"], "vendor", "/elsewhere").status_code == 403
+
+    builder = visit(members["builder"])
+    builder.secrets += [QUERY_SECRET, *tokens.values()]
+    page = builder.open(f"/ui/namespaces/{namespace}/connections/open")
+    page.click("#fields a:text('DataApp/board')")
+    page.wait_for_load_state()
+    builder.check()
+    assert page.url.endswith(f"/ui/namespaces/{namespace}/dataapps/board/requests")
+    assert page.inner_text("#tabs [aria-current]") == "Requests"
+    shown = page.query_selector_all("#requests tbody tr")
+    assert {row.get_attribute("data-app") for row in shown} == {"DataApp/board"}
+    paths = [row.inner_text() for row in shown]
+    assert sum("/echo/orders?page=*&token=*" in text for text in paths) == 2
+    assert any("/elsewhere" in text and "path_not_allowed" in text for text in paths)
+    assert not any("rival-only" in text for text in paths)
+    page.screenshot(path=str(SCREENSHOTS / "app-requests.png"), full_page=True)
+
+    # The connection's Requests tab has every app's, for whoever may see the connection.
+    page = builder.open(f"/ui/namespaces/{namespace}/connections/open/requests")
+    apps = {row.get_attribute("data-app") for row in page.query_selector_all("#requests tbody tr")}
+    assert apps == {"DataApp/board", "DataApp/rival"}
+
+    # A viewer may not edit the app: refused, with nothing of its requests.
+    viewer = visit(members["viewer"])
+    page = viewer.open(f"/ui/namespaces/{namespace}/dataapps/board/requests")
+    assert "may not update dataapps/board" in page.inner_text("#refusal")
+    assert "/echo/orders" not in page.content()
+
+
+def test_an_admin_sees_the_usage_charts_move_after_a_burst_of_fetches(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    tokens = linked_apps(cluster, stack, namespace)
+    admin = visit(members["admin"])
+    chart = "#usage .usage[data-app='DataApp/board'] svg[aria-label={}]"
+
+    def total(title: str) -> float:
+        found = admin.page.query_selector(chart.format(title))
+        return float(found.get_attribute("data-total") or 0) if found else 0.0
+
+    assert fetch(stack.proxy, tokens["board"], "vendor", "/echo/warm").status_code == 200
+    admin.open(f"/ui/namespaces/{namespace}/connections/open")
+    before, errors_before = total("Requests"), total("Errors")
+    assert before == 1
+    for index in range(20):
+        fetch(stack.proxies[index % 2].url, tokens["board"], "vendor", f"/echo/burst/{index}")
+    for _ in range(5):
+        fetch(stack.proxy, tokens["board"], "vendor", "/forbidden-path")
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/open")
+    assert total("Requests") == before + 25
+    assert total("Errors") == errors_before + 5
+    assert page.query_selector(chart.format("p95") + " rect.bar") is not None
+    assert "DataApp/rival" not in page.inner_text("#usage")  # it fetched nothing
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/open?window=day")
+    assert total("Requests") == before + 25
+    page.screenshot(path=str(SCREENSHOTS / "connection-usage.png"), full_page=True)

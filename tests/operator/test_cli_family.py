@@ -70,6 +70,7 @@ def test_bash_completes_commands_nested_commands_and_options(tmp_path: Path) -> 
         "seal",
         "reseal",
         "sealing-key",
+        "requests",
         "version",
         "completion",
     ]

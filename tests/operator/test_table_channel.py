@@ -20,6 +20,7 @@ import pytest
 from aiohttp import web
 from prometheus_client.exposition import generate_latest
 
+from gatehouse_contract.activity import RequestsQuery
 from gatehouse_contract.channel import CHANNEL_PATH, new_nonce, sign_request
 from gatehouse_contract.channel_tls import client_context
 from gatehouse_contract.connection_tests import (
@@ -37,10 +38,12 @@ from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table import journal as table_journal
 from gatehouse_operator.table import metrics
 from gatehouse_operator.table.channel import OutcomeUnknown, TableChannel
+from gatehouse_operator.table.gather import Busy, Gatherer
 from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replicas
 from gatehouse_operator.table.rollout import Rollout
 from gatehouse_operator.table.store import RouteStore
+from gatehouse_proxy.activity import Activity
 from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.table_feed import TableFeed, TableStore
 
@@ -163,9 +166,11 @@ class Channel:
             await asyncio.Event().wait()
         return ANSWERED
 
-    def start_replica(self, name: str) -> TableStore:
+    def start_replica(self, name: str, activity: Activity | None = None) -> TableStore:
         store = TableStore()
-        feed = TableFeed(store, self.url, KeyringFile(self.keyring_path), name, self.run_test)
+        feed = TableFeed(
+            store, self.url, KeyringFile(self.keyring_path), name, self.run_test, activity
+        )
         self.feeds[name] = (feed, asyncio.create_task(feed.run()))
         return store
 
@@ -386,5 +391,54 @@ def test_a_failing_sender_ends_the_stream_and_the_replica_resyncs(
             # eventually() gives up after 10 s, before the replica's 15 s heartbeat timeout.
             await eventually(lambda: store.current is not None, "the second snapshot")
             assert len(calls) == 2
+
+    asyncio.run(scenario())
+
+
+def test_the_operator_gathers_recent_requests_and_usage_from_the_replicas_that_answer(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with serving(tmp_path) as channel:
+            gatherer = Gatherer(channel.server)
+            first, second = Activity("proxy-a"), Activity("proxy-b")
+            for index, activity in enumerate((first, second, first)):
+                activity.record(
+                    "shop/DataApp/a", "shop/c", "GET", f"/{index}".encode(), b"key=secret",
+                    200, "ok", 0.02, 0, 10, None,
+                )  # fmt: skip
+                await asyncio.sleep(0.01)
+            second.record(
+                "other/DataApp/b", "other/c", "GET", b"/x", b"", 200, "ok", 0.1, 0, 1, None
+            )
+            channel.start_replica("proxy-a", first)
+            channel.start_replica("proxy-b", second)
+            channel.start_replica("proxy-old")  # an earlier release: never asked
+            channel.server.flush()
+            await eventually(lambda: len(channel.server.sessions) == 3, "three replicas")
+
+            found = await gatherer.recent("shop", RequestsQuery(app="shop/DataApp/a", limit=2))
+            assert (found.asked, found.answered, found.unable) == (2, 2, 1)
+            assert [(replica, record.path) for replica, record in found.requests] == [
+                ("proxy-a", "/2?key=*"),
+                ("proxy-b", "/1?key=*"),
+            ]
+
+            await gatherer.usage("shop")  # the namespace's only: the other's stays counted
+            usage = channel.server.usage
+            (buckets,) = usage.of_connection("shop/c", "hour").values()
+            assert buckets[-1].requests == 3
+            assert usage.of_connection("other/c", "hour") == {}
+            assert second.usage.rows == 1
+            await gatherer.collect_usage()
+            assert second.usage.rows == 0
+            assert usage.of_connection("other/c", "hour")
+
+            # Past its bounds a namespace is refused rather than queued.
+            held = [asyncio.ensure_future(gatherer.usage("shop")) for _ in range(2)]
+            await asyncio.sleep(0)
+            with pytest.raises(Busy):
+                await gatherer.usage("shop")
+            await asyncio.gather(*held)
 
     asyncio.run(scenario())

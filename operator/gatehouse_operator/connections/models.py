@@ -209,3 +209,48 @@ class ConnectionTestOutcome(Model):
     message: str
     response: dict[str, Any] | None = None
     sample: str = ""
+
+
+class RecentRequestView(Model):
+    """One fetch an app made through the proxy, as the replica that served it recorded it:
+    never a header value, a body or a query value."""
+
+    time: float = Field(description="When its answer ended, in seconds since the epoch.")
+    app: str = Field(description="The app, as Kind/name.")
+    connection: str = Field(description="The connection's name; empty when the alias named none.")
+    method: str
+    path: str = Field(description="The path under the connection, query values replaced by *.")
+    status: int
+    code: str = Field(description="ok, or the proxy's error code.")
+    duration_ms: float
+    request_bytes: int
+    response_bytes: int
+    replica: str = Field(description="The proxy replica that served it.")
+    trace_id: str = Field(description="The W3C trace id the app sent, or one the proxy made.")
+
+
+class RecentRequests(Model):
+    items: list[RecentRequestView] = Field(description="Newest first.")
+    replicas_asked: int
+    replicas_answered: int = Field(
+        description="Fewer than asked: a replica did not answer within 2 s, so some may be missing."
+    )
+
+
+class UsagePoint(Model):
+    start: float = Field(description="The minute's or hour's start, in seconds since the epoch.")
+    requests: int
+    errors: int
+    p95_ms: float | None = Field(
+        description="The 95th percentile's latency bin bound (None: no requests)."
+    )
+
+
+class AppUsage(Model):
+    app: str = Field(description="The app, as Kind/name.")
+    points: list[UsagePoint] = Field(description="Oldest first, ending now.")
+
+
+class ConnectionUsage(Model):
+    window: Literal["hour", "day"]
+    apps: list[AppUsage]

@@ -24,6 +24,7 @@ from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, Model
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
 from gatehouse_operator.connections.actions import APPS, Connections
+from gatehouse_operator.connections.activity import Activity, limit_of, since_of, window_of
 from gatehouse_operator.connections.errors import Refused, check_names, validation_message
 from gatehouse_operator.connections.models import ConnectionTestRequest, DraftTestRequest
 from gatehouse_operator.project_config.compiler import effective_defaults
@@ -104,6 +105,7 @@ class ServiceApi:
         self.connections = connections
         self.runtime = connections.runtime
         self.access = connections.access
+        self.activity = Activity(connections)
 
     def authenticated(self, endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
@@ -141,6 +143,40 @@ class ServiceApi:
             user, params["namespace"], params["name"], params["sample"]
         )
         return Response(status_code=204, headers={"Cache-Control": "no-store"})
+
+    async def connection_requests(self, request: Request, user: User) -> Response:
+        params, query = request.path_params, request.query_params
+        found = await self.activity.connection_requests(
+            user,
+            params["namespace"],
+            params["name"],
+            since_of(query.get("since")),
+            limit_of(query.get("limit")),
+        )
+        return _json(found)
+
+    async def connection_usage(self, request: Request, user: User) -> Response:
+        params = request.path_params
+        window = window_of(request.query_params.get("window"))
+        found = await self.activity.connection_usage(
+            user, params["namespace"], params["name"], window
+        )
+        return _json(found)
+
+    def app_requests(self, kind: Kind) -> Endpoint:
+        async def endpoint(request: Request, user: User) -> Response:
+            params, query = request.path_params, request.query_params
+            found = await self.activity.app_requests(
+                user,
+                params["namespace"],
+                kind,
+                params["name"],
+                since_of(query.get("since")),
+                limit_of(query.get("limit")),
+            )
+            return _json(found)
+
+        return endpoint
 
     def build_spec(self, kind: Kind) -> Endpoint:
         async def endpoint(request: Request, user: User) -> Response:
@@ -249,6 +285,11 @@ def create_app(connections: Connections, page: Mount | None = None) -> Starlette
             Route(f"{prefix}/connections", api.authenticated(api.list_connections)),
             Route(f"{prefix}/connections/{{name}}", api.authenticated(api.get_connection)),
             Route(
+                f"{prefix}/connections/{{name}}/requests",
+                api.authenticated(api.connection_requests),
+            ),
+            Route(f"{prefix}/connections/{{name}}/usage", api.authenticated(api.connection_usage)),
+            Route(
                 f"{prefix}/connections/{{name}}/samples/{{sample}}",
                 api.authenticated(api.delete_sample),
                 methods=["DELETE"],
@@ -277,6 +318,13 @@ def create_app(connections: Connections, page: Mount | None = None) -> Starlette
                 Route(
                     f"{prefix}/{kind.plural}/{{name}}/build-spec",
                     api.authenticated(api.build_spec(kind)),
+                )
+                for kind in APPS.values()
+            ),
+            *(
+                Route(
+                    f"{prefix}/{kind.plural}/{{name}}/requests",
+                    api.authenticated(api.app_requests(kind)),
                 )
                 for kind in APPS.values()
             ),

@@ -14,8 +14,10 @@ from gatehouse_operator.connections.models import (
     ConnectionList,
     ConnectionTestOutcome,
     ConnectionTestRequest,
+    ConnectionUsage,
     DraftTestOutcome,
     DraftTestRequest,
+    RecentRequests,
     SampleSaveOutcome,
 )
 from gatehouse_operator.service_api.models import (
@@ -33,11 +35,13 @@ _MODELS = (
     ConnectionList,
     ConnectionTestOutcome,
     ConnectionTestRequest,
+    ConnectionUsage,
     DefaultsResult,
     DefaultsUpdate,
     DraftTestOutcome,
     DraftTestRequest,
     ErrorBody,
+    RecentRequests,
     SampleSaveOutcome,
 )
 _REF = "#/components/schemas/{model}"
@@ -61,7 +65,8 @@ def _errors(*statuses: int) -> dict[str, Any]:
         409: "A conflict: the test was not saved, or the connection exists already.",
         413: f"The body is over {MAX_BODY_BYTES:,} bytes; refused before it is read.",
         422: "Admission refused the request; the message names the field and the rule.",
-        429: "The caller has as many tests or draft tests running as one caller may.",
+        429: "The caller has as many tests or draft tests running as one caller may (or, for "
+        "requests, the namespace as many gathers as it may have at once).",
         502: "The Kubernetes API server failed.",
         504: "The test did not finish (or was not saved) in time.",
     }
@@ -79,6 +84,28 @@ def _name(name: str, description: str) -> dict[str, Any]:
 
 
 NAMESPACE = _name("namespace", "The project's namespace.")
+
+
+def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema,
+        "description": description,
+    }
+
+
+SINCE = _query(
+    "since", "Only requests that ended after this (seconds since the epoch).", {"type": "number"}
+)
+LIMIT = _query("limit", "At most this many, the newest (1 to 500; 100).", {"type": "integer"})
+REQUESTS = (
+    "Each proxy replica's recent requests (its last 200 per connection and per app), gathered "
+    "now over the table channel, newest first: time, app, connection, method, path with query "
+    "values replaced by *, status, the proxy's error code, duration, bytes, replica and trace "
+    "id; never a header value or a body. "
+)
 
 
 @cache
@@ -149,6 +176,33 @@ def document() -> dict[str, Any]:
                 },
             }
         },
+        "/api/v1/namespaces/{namespace}/connections/{name}/requests": {
+            "get": {
+                "summary": "The connection's recent requests, of every app linking it",
+                "description": REQUESTS + "Visible as the connection is (404 and 403 alike).",
+                "parameters": [NAMESPACE, _name("name", "The ExternalConnection."), SINCE, LIMIT],
+                "responses": {
+                    "200": _json(RecentRequests, "The requests."),
+                    **_errors(400, 401, 403, 404, 429, 502),
+                },
+            }
+        },
+        "/api/v1/namespaces/{namespace}/connections/{name}/usage": {
+            "get": {
+                "summary": "The connection's usage per app: requests, errors, p95",
+                "description": "Per minute over the last hour, or per hour over the last day, "
+                "from counts the proxy replicas report; visible as the connection is.",
+                "parameters": [
+                    NAMESPACE,
+                    _name("name", "The ExternalConnection."),
+                    _query("window", "hour (default) or day.", {"enum": ["hour", "day"]}),
+                ],
+                "responses": {
+                    "200": _json(ConnectionUsage, "The usage."),
+                    **_errors(400, 401, 403, 404, 502),
+                },
+            }
+        },
         "/api/v1/namespaces/{namespace}/connections/{name}/samples/{sample}": {
             "delete": {
                 "summary": "Delete a saved sample",
@@ -194,6 +248,17 @@ def document() -> dict[str, Any]:
                 "responses": {
                     "200": _json(BuildSpec, "The hand-off document."),
                     **_errors(401, 403, 404, 502),
+                },
+            }
+        }
+        paths[f"/api/v1/namespaces/{{namespace}}/{plural}/{{name}}/requests"] = {
+            "get": {
+                "summary": f"The {kind}'s recent requests, on every connection",
+                "description": REQUESTS + "Needs update on the app (who may edit it).",
+                "parameters": [NAMESPACE, _name("name", f"The {kind}."), SINCE, LIMIT],
+                "responses": {
+                    "200": _json(RecentRequests, "The requests."),
+                    **_errors(400, 401, 403, 404, 429, 502),
                 },
             }
         }

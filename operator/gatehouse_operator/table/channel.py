@@ -1,10 +1,12 @@
 """The table channel's operator end: one WebSocket per proxy replica.
 
 A replica that connects (see :mod:`gatehouse_contract.channel` for the wire rules) receives a
-snapshot, then every delta the journal records, a signed heartbeat when nothing else moved, and
-the connection tests the operator runs. What it acknowledges is recorded in :class:`Replicas`,
-which is what ``Ready`` waits for. Each replica has its own sender: a slow one falls behind (and
-is sent a snapshot once its deltas are gone), it never holds the others back.
+snapshot, then every delta the journal records, a signed heartbeat when nothing else moved, the
+connection tests the operator runs, and (a replica that said it answers them) the operator's
+questions about what apps did (``gather``; the usage it reports is added to ``usage``). What it
+acknowledges is recorded in :class:`Replicas`, which is what ``Ready`` waits for. Each replica
+has its own sender: a slow one falls behind (and is sent a snapshot once its deltas are gone), it
+never holds the others back.
 
 aiohttp, not Starlette/uvicorn, serves the channel: the replicas' end is aiohttp's WebSocket
 client, and its server needs no further package (uvicorn would need ``websockets``).
@@ -38,10 +40,13 @@ from gatehouse_contract.connection_tests import (
 )
 from gatehouse_contract.errors import error_body
 from gatehouse_contract.frames import (
+    ACTIVITY_FEATURE,
     FEATURES_HEADER,
     FLEET_FEATURE,
     Ack,
     ConnectionTestFrame,
+    Gather,
+    Gathered,
     Goodbye,
     Heartbeat,
     Nack,
@@ -49,6 +54,7 @@ from gatehouse_contract.frames import (
     Resync,
     Throttled,
     Unreadable,
+    UsageReport,
     read_replica_message,
 )
 from gatehouse_contract.sealing import KeyringSource
@@ -56,6 +62,7 @@ from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replica, Replicas
 from gatehouse_operator.table.store import RouteStore
 from gatehouse_operator.table.throttles import Throttles
+from gatehouse_operator.table.usage import UsageHistory
 
 log = logging.getLogger("gatehouse.operator.tables")
 
@@ -88,6 +95,7 @@ class TableChannel:
         journal: Journal,
         replicas: Replicas,
         throttles: Throttles | None = None,
+        usage: UsageHistory | None = None,
     ) -> None:
         self.keyring = keyring
         self.routes = routes
@@ -101,6 +109,7 @@ class TableChannel:
         self._nonces: dict[str, float] = {}
         self._refusal_logged_at = 0.0
         self.throttles = throttles or Throttles(routes, None)
+        self.usage = usage or UsageHistory()
 
     # --- Publishing ---------------------------------------------------------------------------
 
@@ -227,6 +236,8 @@ class _Session:
         self.nonce = nonce
         self.replica = replica
         self.fleet = FLEET_FEATURE in features
+        # It answers Gather frames; a replica of an earlier release is never sent one.
+        self.activity = ACTIVITY_FEATURE in features
         self.seq = 0
         self.sent = 0  # the version this replica was last sent
         self.needs_snapshot = True
@@ -234,6 +245,7 @@ class _Session:
         self.goodbye = False  # the replica said it is shutting down
         self._send_lock = asyncio.Lock()
         self._tests: dict[str, asyncio.Future[ConnectionTestOutcome]] = {}
+        self._gathers: dict[str, asyncio.Future[Gathered]] = {}
 
     async def run(self) -> bool:
         """Serves the replica until the stream ends; True if the replica said goodbye.
@@ -342,7 +354,11 @@ class _Session:
         log.warning(
             "proxy replica %s sent an unreadable message (%s)", self.replica.name, unreadable
         )
-        if unreadable.test_id:
+        if unreadable.kind == "gathered":
+            waiting = self._gathers.pop(unreadable.test_id, None)
+            if waiting is not None and not waiting.done():
+                waiting.set_exception(ConnectionError("its answer could not be read"))
+        elif unreadable.test_id:
             # A replica of another release: its test fails with why rather than timing out.
             problem = Problem(code="unreadable", message="the proxy's answer could not be read")
             self._finish_test(unreadable.test_id, Failed(error=problem))
@@ -379,6 +395,13 @@ class _Session:
             self.wakeup.set()
         elif isinstance(said, Throttled):
             self.channel.throttles.heard(said)
+        elif isinstance(said, UsageReport):
+            if self.activity:  # counted once, and forgotten by the replica: added even late
+                self.channel.usage.add(said.rows)
+        elif isinstance(said, Gathered):
+            waiting = self._gathers.pop(said.id, None)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(said)
         else:
             self._finish_test(said.id, said.result)
 
@@ -415,10 +438,25 @@ class _Session:
             if future.done() and not future.cancelled():
                 future.exception()  # failed by fail_tests while the frame was being sent: seen
 
+    async def gather(self, frame: Gather) -> Gathered:
+        """The replica's answer to ``frame``; the caller bounds the wait. Raises ConnectionError
+        when the stream closed (or its answer could not be read)."""
+        future: asyncio.Future[Gathered] = asyncio.get_running_loop().create_future()
+        self._gathers[frame.id] = future
+        try:
+            await self.send(frame.model_dump_json().encode())
+            return await future
+        finally:
+            self._gathers.pop(frame.id, None)
+
     def fail_tests(self) -> None:
-        """The stream is gone: the replica had the tests still waiting for its report."""
+        """The stream is gone: the replica had the tests (and gathers) still waiting for its
+        report."""
         for future in self._tests.values():
             if not future.done():
                 future.set_exception(
                     OutcomeUnknown(f"proxy replica {self.replica.name} went away during the test")
                 )
+        for gathering in self._gathers.values():
+            if not gathering.done():
+                gathering.set_exception(ConnectionError(f"{self.replica.name} went away"))

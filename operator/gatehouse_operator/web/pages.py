@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from kubernetes.aio import client
+from markupsafe import Markup
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -20,15 +21,23 @@ from starlette.responses import RedirectResponse, Response
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAMPLE_LABEL_CHARS
+from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.as_user import as_user, refusal
 from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.actions import Connections, linkable
+from gatehouse_operator.connections.activity import Activity, window_of
 from gatehouse_operator.connections.errors import check_names, validation_message
 from gatehouse_operator.connections.exfiltration import ANY_CONNECTION, write_methods
 from gatehouse_operator.connections.linking import link_change, linked_by
-from gatehouse_operator.connections.models import ConnectionTestRequest, TrialRequest
+from gatehouse_operator.connections.models import (
+    ConnectionTestRequest,
+    ConnectionUsage,
+    RecentRequests,
+    TrialRequest,
+)
 from gatehouse_operator.samples import typed
-from gatehouse_operator.web.guards import Guards, Refused, Visitor, fields_of
+from gatehouse_operator.web.charts import Chart, bar_chart
+from gatehouse_operator.web.guards import Guards, Handler, Refused, Visitor, fields_of
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS
 from gatehouse_operator.web.wizard import AUTH_TYPES, LIMIT_TITLES
 
@@ -68,6 +77,7 @@ class Pages:
         self.sessions = guards.sessions
         self.operator = operator
         self.read_only = guards.read_only
+        self.activity = Activity(actions)
 
     # Sign-in and out.
 
@@ -162,8 +172,12 @@ class Pages:
             )
             for kind in APP_KINDS.values()
         }
+        window = window_of(request.query_params.get("window"))
+        usage = await self.activity.connection_usage(visitor.user, namespace, name, window)
         return self.renderer.render(
             "detail.html",
+            usage=usage_charts(usage),
+            window=window,
             visitor=visitor,
             namespace=namespace,
             detail=detail,
@@ -174,6 +188,43 @@ class Pages:
             apps=apps,
             linked_tabs=tabs,
             notice=self._notice(request, visitor),
+        )
+
+    async def connection_requests(self, request: Request, visitor: Visitor) -> Response:
+        namespace, name = request.path_params["namespace"], request.path_params["name"]
+        detail = await self.actions.connection_detail(visitor.user, namespace, name)
+        found = await self.activity.connection_requests(visitor.user, namespace, name)
+        return self._requests_page(visitor, namespace, found, connection=detail.connection.name)
+
+    def app_requests_pages(self) -> list[tuple[Kind, Handler]]:
+        """Each app kind's Requests page (a handler per kind: a kind is no Kubernetes name)."""
+
+        def page(kind: Kind) -> Handler:
+            async def handler(request: Request, visitor: Visitor) -> Response:
+                namespace, name = request.path_params["namespace"], request.path_params["name"]
+                found = await self.activity.app_requests(visitor.user, namespace, kind, name)
+                return self._requests_page(visitor, namespace, found, app=f"{kind.kind}/{name}")
+
+            return handler
+
+        return [(kind, page(kind)) for kind in APP_KINDS.values()]
+
+    def _requests_page(
+        self,
+        visitor: Visitor,
+        namespace: str,
+        found: RecentRequests,
+        *,
+        connection: str = "",
+        app: str = "",
+    ) -> Response:
+        return self.renderer.render(
+            "requests.html",
+            visitor=visitor,
+            namespace=namespace,
+            found=found,
+            connection=connection,
+            app=app,
         )
 
     # Forms.
@@ -284,3 +335,22 @@ class Pages:
         notice = request.query_params.get("notice", "")
         signed = request.query_params.get("signed", "")
         return notice if self.sessions.signed(visitor.credentials, notice, signed) else ""
+
+
+def usage_charts(usage: ConnectionUsage) -> list[tuple[str, list[Markup]]]:
+    """Per app, its requests, errors and p95 charts."""
+    period = "minute" if usage.window == "hour" else "hour"
+    charts = []
+    for app in usage.apps:
+        starts = [point.start for point in app.points]
+        shown: list[tuple[str, str, str, list[float | None]]] = [
+            ("Requests", "", "#2f5bd3", [float(point.requests) for point in app.points]),
+            ("Errors", "", "#a4262c", [float(point.errors) for point in app.points]),
+            ("p95", " ms", "#17663a", [point.p95_ms for point in app.points]),
+        ]
+        drawn = [
+            bar_chart(Chart(title, unit, colour, values, starts, period))
+            for title, unit, colour, values in shown
+        ]
+        charts.append((app.app, drawn))
+    return charts

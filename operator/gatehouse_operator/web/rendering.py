@@ -4,6 +4,7 @@ refusal page, and the security headers on every response (the stylesheet's too).
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -41,6 +42,9 @@ def templates() -> Environment:
     )
     env.filters["markdown"] = markdown
     env.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
+    env.filters["clock"] = lambda seconds: datetime.fromtimestamp(seconds, UTC).strftime(
+        "%Y-%m-%d %H:%M:%S.%f"
+    )[:-3]
     return env
 
 

@@ -50,6 +50,11 @@ def mount(connections: Connections) -> Mount:
                 methods=["POST"],
             ),
             Route(connection, guards.page(pages.connection)),
+            Route(f"{connection}/requests", guards.page(pages.connection_requests)),
+            *(
+                Route(f"{namespace}/{kind.plural}/{{name}}/requests", guards.page(handler))
+                for kind, handler in pages.app_requests_pages()
+            ),
             Route(f"{connection}/edit", guards.page(forms.edit), methods=["GET"]),
             Route(
                 f"{connection}/edit",

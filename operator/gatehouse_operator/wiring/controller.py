@@ -31,6 +31,7 @@ from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table import metrics
 from gatehouse_operator.table.channel import TableChannel
+from gatehouse_operator.table.gather import Gatherer
 from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replicas
 from gatehouse_operator.table.rollout import Rollout
@@ -124,6 +125,7 @@ def assemble(
         status,
         sealer,
         sealing or _sealing(settings),
+        Gatherer(channel),
     )
 
 

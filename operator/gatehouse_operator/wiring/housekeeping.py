@@ -14,7 +14,8 @@ tried again at its next turn; none ends, and none waits for another.
 - delete ConnectionTests whose time to live has passed (every 10 s);
 - read again the Secrets a watch event named but that could not be read then (every 10 s);
 - drop routes whose resources were deleted while no watch saw it (every minute);
-- read again the Secrets the watch does not see: unlabelled, or forbidden (every minute).
+- read again the Secrets the watch does not see: unlabelled, or forbidden (every minute);
+- take the usage the proxy replicas counted into the usage history (every 10 s).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from gatehouse_operator.runtime import Runtime, app_key, resource_key
 from gatehouse_operator.sealed_values import SEALING_KEYS_FILE
 from gatehouse_operator.sealing_secret import SealingKeysSecret
 from gatehouse_operator.store_secret import StoreSecret
+from gatehouse_operator.table.gather import USAGE_SECONDS
 
 log = logging.getLogger("gatehouse.operator")
 
@@ -101,6 +103,7 @@ def duties(runtime: Runtime) -> list[Duty]:
         Duty("read Secrets again", TEST_SWEEP_SECONDS, read_unread),
         Duty("find missed deletions", RESYNC_SECONDS, find_deletions),
         Duty("read unwatched Secrets", RESYNC_SECONDS, read_unwatched),
+        Duty("collect usage", USAGE_SECONDS, runtime.gatherer.collect_usage),
     ]
     keyring = runtime.keyring
     if isinstance(keyring, KeyringSecret):

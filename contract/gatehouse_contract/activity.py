@@ -1,0 +1,82 @@
+"""What apps did with connections, as replicas report it to the operator: recent requests (the
+inspector) and usage counts.
+
+Each proxy replica keeps its last fetches per connection and per app, and counts requests,
+errors and a small latency histogram per (connection, app) and minute. The operator asks for
+them on the table channel (see :mod:`gatehouse_contract.frames`: ``Gather``, answered by
+``UsageReport`` parts and one ``Gathered``); these are their shapes. A record holds names,
+codes, sizes and a path whose query values are replaced: never a header value or a body.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from pydantic import Field
+
+from gatehouse_contract.wire import Wire
+
+# Latency histogram: a request lands in the first bin whose bound (milliseconds) it does not
+# exceed, or in the last bin, past every bound. Nine bins in all; p95 is read off them (the
+# bound of the bin the 95th percentile falls in), so it is exact to a bin.
+DURATION_BOUNDS_MS = (10, 25, 50, 100, 250, 500, 1000, 5000)
+DURATION_BINS = len(DURATION_BOUNDS_MS) + 1
+# A recorded path is cut here (with "…" at its end): the record's size is bounded whatever the
+# app sends.
+MAX_PATH_CHARS = 256
+# Query values are replaced with this; the names stay.
+SCRUBBED_VALUE = "*"
+# The most recent requests one query gets from one replica.
+MAX_RECENT = 500
+# The most usage rows one UsageReport carries (a replica sends as many parts as it needs).
+MAX_USAGE_ROWS = 1000
+_KEY = 600  # a route's key: namespace/name, namespace/Kind/name
+
+
+class RecentRequest(Wire):
+    """One fetch as a replica recorded it, when its answer ended (or it was refused)."""
+
+    seq: int = Field(ge=0, description="The replica's own count, for telling records apart.")
+    time: float = Field(description="When the answer ended, in seconds since the epoch.")
+    app: str = Field(max_length=_KEY)
+    connection: str = Field(max_length=_KEY)  # empty when no connection was found (an alias)
+    method: str = Field(max_length=16)
+    path: str = Field(max_length=MAX_PATH_CHARS + 1)
+    status: int
+    code: str = Field(max_length=64)  # "ok", or the proxy's error code
+    duration_ms: float
+    request_bytes: int = Field(ge=0)
+    response_bytes: int = Field(ge=0)
+    trace_id: str = Field(max_length=32)
+
+
+class RequestsQuery(Wire):
+    """Which records to send: one connection's or one app's (routing keys), ended after
+    ``since``, at most ``limit`` of the newest."""
+
+    connection: str = Field(default="", max_length=_KEY)
+    app: str = Field(default="", max_length=_KEY)
+    since: float = 0.0
+    limit: int = Field(default=100, ge=1, le=MAX_RECENT)
+
+
+class UsageRow(Wire):
+    """Requests of one (connection, app) in one minute, counted since the replica last
+    reported: additive, so the operator adds each row once into its history."""
+
+    minute: int = Field(description="Minutes since the epoch (UTC).")
+    connection: str = Field(max_length=_KEY)
+    app: str = Field(max_length=_KEY)
+    errors: int = Field(ge=0)
+    # Requests per latency bin (DURATION_BOUNDS_MS); their sum is the requests.
+    durations: tuple[int, ...] = Field(min_length=DURATION_BINS, max_length=DURATION_BINS)
+
+
+def duration_bin(milliseconds: float) -> int:
+    """The histogram bin of a request that took ``milliseconds``."""
+    return bisect_left(DURATION_BOUNDS_MS, milliseconds)
+
+
+def is_error(status: int) -> bool:
+    """An answer the usage charts count as an error: any 4xx or 5xx, the proxy's or the API's."""
+    return status >= 400

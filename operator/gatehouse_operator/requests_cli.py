@@ -1,0 +1,141 @@
+"""``gatehouse requests``: an app's or a connection's recent fetches, from the service API.
+
+    gatehouse requests CONNECTION [-n NS] [-f] [--limit N] [-o text|json]
+    gatehouse requests --app DataApp/NAME [-n NS] [-f]
+
+It asks the operator's service API (``--server``, else $GATEHOUSE_SERVER), with ``--token``,
+else $GATEHOUSE_TOKEN, else the kubeconfig's bearer token: the API decides with the caller's
+RBAC, as for the page. ``-f`` follows, like ``kubectl logs -f``: it asks every ``--interval``
+seconds for what ended since the newest it printed, until interrupted. Exit codes: 0 done, 2 the
+command could not run (refused, no server, bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+from kubernetes import client
+
+from gatehouse_operator import kubeconfig
+from gatehouse_operator.service_cli import cluster_options
+
+DONE, NOT_RUN = 0, 2
+APP_KINDS = {"DataApp": "dataapps", "ChartType": "charttypes"}
+
+
+class Refusal(Exception):
+    """The service API said no, or could not be reached; the message says why."""
+
+
+def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    shown = commands.add_parser(
+        "requests",
+        parents=[cluster_options()],
+        help="show the recent requests of a connection or an app",
+        description="The fetches apps made through the proxy, newest last: time, app, "
+        "connection, method, path (query values replaced by *), status, the proxy's code, "
+        "duration, bytes, replica. Never a header value or a body.",
+    )
+    shown.add_argument("connection", nargs="?", help="the ExternalConnection's name")
+    shown.add_argument("--app", help="an app instead, as DataApp/NAME or ChartType/NAME")
+    shown.add_argument("-f", "--follow", action="store_true", help="keep printing new ones")
+    shown.add_argument("--limit", type=int, default=100, help="how many to start with (1-500)")
+    shown.add_argument("--interval", type=float, default=1.0, help="seconds between asks (-f)")
+    shown.add_argument("--server", help="the service API's URL; default: $GATEHOUSE_SERVER")
+    shown.add_argument("--token", help="default: $GATEHOUSE_TOKEN, else the kubeconfig's")
+    shown.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+
+def _path(args: argparse.Namespace, namespace: str) -> str:
+    base = f"/api/v1/namespaces/{quote(namespace, safe='')}"
+    if args.app:
+        kind, _, name = args.app.partition("/")
+        if kind not in APP_KINDS or not name:
+            raise Refusal("--app: give DataApp/NAME or ChartType/NAME")
+        return f"{base}/{APP_KINDS[kind]}/{quote(name, safe='')}/requests"
+    if not args.connection:
+        raise Refusal("give a connection's name, or --app KIND/NAME")
+    return f"{base}/connections/{quote(args.connection, safe='')}/requests"
+
+
+def _token(args: argparse.Namespace) -> str:
+    token = args.token or os.environ.get("GATEHOUSE_TOKEN", "")
+    if not token:
+        found = client.Configuration.get_default_copy().api_key.get("authorization", "")
+        token = found.partition(" ")[2] if found.lower().startswith("bearer ") else ""
+    if not token:
+        raise Refusal("no token: give --token, set $GATEHOUSE_TOKEN, or use a token kubeconfig")
+    return token
+
+
+def line(item: dict[str, Any]) -> str:
+    """One request as a line of text."""
+    when = datetime.fromtimestamp(item["time"], UTC).strftime("%H:%M:%S.%f")[:-3]
+    return (
+        f"{when} {item['app']} -> {item['connection'] or '-'} {item['method']} {item['path']} "
+        f"{item['status']} {item['code']} {item['durationMs']:.1f}ms "
+        f"in={item['requestBytes']} out={item['responseBytes']} {item['replica']}"
+    )
+
+
+class Asker:
+    def __init__(self, server: str, path: str, token: str) -> None:
+        self.url = server.rstrip("/") + path
+        self.headers = {"Authorization": f"Bearer {token}"}
+        self.http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=10, read=30), retries=False)
+
+    def ask(self, since: float, limit: int) -> dict[str, Any]:
+        query = urlencode({"since": repr(since), "limit": limit})
+        try:
+            answer = self.http.request("GET", f"{self.url}?{query}", headers=self.headers)
+        except urllib3.exceptions.HTTPError as error:
+            raise Refusal(f"cannot reach {self.url}: {error}") from None
+        try:
+            body: dict[str, Any] = json.loads(answer.data)
+        except ValueError:
+            body = {}
+        if answer.status != 200:
+            message = body.get("error", {}).get("message") if isinstance(body, dict) else None
+            raise Refusal(f"{answer.status}: {message or 'the service API refused'}")
+        return body
+
+
+def run(args: argparse.Namespace, prog: str) -> int:
+    try:
+        namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
+        server = args.server or os.environ.get("GATEHOUSE_SERVER", "")
+        if not server:
+            raise Refusal("no server: give --server URL or set $GATEHOUSE_SERVER")
+        if not 1 <= args.limit <= 500:
+            raise Refusal("--limit: 1 to 500")
+        asker = Asker(server, _path(args, namespace), _token(args))
+        since = 0.0
+        seen: set[tuple[str, int]] = set()
+        while True:
+            found = asker.ask(since, args.limit)
+            for item in reversed(found.get("items", [])):  # oldest first, as logs print
+                key = (item["replica"], item.get("time", 0.0))
+                if key in seen:
+                    continue
+                seen.add(key)
+                since = max(since, item["time"])
+                print(json.dumps(item) if args.output == "json" else line(item), flush=True)
+            if not args.follow:
+                return DONE
+            # Requests ending within the same instant on two replicas: both are printed, once.
+            seen = {key for key in seen if key[1] >= since}
+            since = max(0.0, since - 0.001)
+            time.sleep(args.interval)
+    except (Refusal, kubeconfig.ClusterError) as error:
+        print(f"{prog} requests: {error}", file=sys.stderr)
+        return NOT_RUN
+    except KeyboardInterrupt:
+        return DONE

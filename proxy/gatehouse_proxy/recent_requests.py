@@ -1,0 +1,164 @@
+"""The replica's recent requests (the inspector): its last fetches per connection and per app.
+
+A record is a small tuple of names, codes, sizes, times and the path the app asked for with its
+query values replaced (:func:`scrubbed_path`): never a header value or a body. Records live in
+memory only, for as long as the bounds leave them:
+
+- at most ``per_route`` (200) per connection and as many per app, the newest;
+- at most ``per_namespace`` (5,000) per namespace, so that one tenant's traffic keeps at most a
+  quarter of the whole and cannot push every other tenant's history out;
+- at most ``total`` (20,000) in all, the oldest going first.
+
+A record is shared by its connection's list, its app's list and the two queues that enforce the
+namespace and total bounds. A record a namespace's bound takes stays in the total's queue (a
+deque cannot lose an element from its middle cheaply) but no longer counts against ``total``;
+when that queue holds a quarter more than ``total`` it is rebuilt without them. So at most
+``1.25 * total`` records are held whatever the number of connections, and one tenant's traffic
+never takes another's place under ``total`` (README, "The inspector, usage and the audit
+trail", has the bytes measured at 10,000 connections).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from typing import NamedTuple
+
+from gatehouse_contract.activity import MAX_PATH_CHARS, SCRUBBED_VALUE, RequestsQuery
+
+PER_ROUTE = 200
+PER_NAMESPACE = 5_000
+TOTAL = 20_000
+
+# Bytes a path may keep as they came: printable ASCII without a space.
+_PRINTABLE = bytes(range(0x21, 0x7F))
+_VALUES = re.compile(rb"=[^&]*")
+_SCRUBBED = b"=" + SCRUBBED_VALUE.encode()
+_BARE = SCRUBBED_VALUE.encode()
+
+
+class Record(NamedTuple):
+    seq: int
+    time: float  # when the answer ended (or the request was refused), seconds since the epoch
+    app: str  # the app's routing key, namespace/Kind/name
+    connection: str  # the connection's routing key, namespace/name; "" if none was found
+    method: str
+    path: str
+    status: int
+    code: str
+    duration_ms: float
+    request_bytes: int
+    response_bytes: int
+    trace_id: str
+
+
+def scrubbed_path(raw_path: bytes, query: bytes) -> str:
+    """The path as the app sent it (percent-encoded, relative to the connection's base URL),
+    with each query parameter's value replaced and a parameter without ``=`` replaced whole
+    (it may be a bare token): ``/items?page=*&q=*``. Bytes outside printable ASCII are
+    percent-encoded, so a record prints on one line; cut at MAX_PATH_CHARS."""
+    path = _printable(raw_path)
+    if query:
+        # From each parameter's first "=" to its end: a value's own "=" go with it.
+        scrubbed = _VALUES.sub(_SCRUBBED, query)
+        if scrubbed.count(b"=") != scrubbed.count(b"&") + 1:  # a parameter without "="
+            scrubbed = b"&".join(part if b"=" in part else _BARE for part in scrubbed.split(b"&"))
+        path += "?" + _printable(scrubbed)
+    if len(path) > MAX_PATH_CHARS:
+        return path[:MAX_PATH_CHARS] + "…"
+    return path
+
+
+def _printable(raw: bytes) -> str:
+    if not raw.translate(None, _PRINTABLE):
+        return raw.decode("ascii")
+    return "".join(chr(byte) if 0x21 <= byte < 0x7F else f"%{byte:02X}" for byte in raw)
+
+
+class RecentRequests:
+    def __init__(
+        self, per_route: int = PER_ROUTE, per_namespace: int = PER_NAMESPACE, total: int = TOTAL
+    ) -> None:
+        self.per_route = per_route
+        self.per_namespace = per_namespace
+        self.total = total
+        # Oldest first, everywhere.
+        self._all: deque[Record] = deque()
+        self._namespaces: dict[str, deque[Record]] = {}
+        self._connections: dict[str, list[Record]] = {}
+        self._apps: dict[str, list[Record]] = {}
+        self._kept = 0  # records in the namespaces' queues: what counts against ``total``
+        self._taken: set[int] = set()  # seqs of records in ``_all`` a namespace's bound took
+
+    def __len__(self) -> int:
+        return self._kept
+
+    def add(self, record: Record, namespace: str) -> None:
+        """Keeps ``record`` (of ``namespace``, its app's) as the newest."""
+        self._all.append(record)
+        kept = self._namespaces.get(namespace)
+        if kept is None:
+            kept = self._namespaces[namespace] = deque()
+        kept.append(record)
+        self._kept += 1
+        for lists, key in ((self._connections, record.connection), (self._apps, record.app)):
+            if not key:
+                continue
+            found = lists.get(key)
+            if found is None:
+                lists[key] = [record]
+            else:
+                found.append(record)
+                if len(found) > self.per_route:
+                    del found[0]
+        if len(kept) > self.per_namespace:
+            taken = kept.popleft()
+            self._unlist(taken)
+            self._taken.add(taken.seq)
+            self._kept -= 1
+        while self._kept > self.total:
+            oldest = self._all.popleft()
+            if oldest.seq in self._taken:
+                self._taken.discard(oldest.seq)
+                continue
+            # The oldest record kept is the oldest of its namespace's queue.
+            queue = self._namespaces[namespace_of(oldest.app)]
+            queue.popleft()
+            if not queue:
+                del self._namespaces[namespace_of(oldest.app)]
+            self._unlist(oldest)
+            self._kept -= 1
+        if len(self._all) > self.total + self.total // 4:  # rebuilt every total/4 at most
+            self._all = deque(r for r in self._all if r.seq not in self._taken)
+            self._taken.clear()
+
+    def _unlist(self, record: Record) -> None:
+        """Takes the oldest record of its namespace out of its route lists, where it is first
+        unless their own bound took it already."""
+        for lists, key in ((self._connections, record.connection), (self._apps, record.app)):
+            found = lists.get(key)
+            if found and found[0] is record:
+                del found[0]
+                if not found:
+                    del lists[key]
+
+    def recent(self, query: RequestsQuery) -> list[Record]:
+        """The newest records the query asks for, newest first."""
+        if query.connection:
+            found = self._connections.get(query.connection, [])
+        else:
+            found = self._apps.get(query.app, [])
+        chosen: list[Record] = []
+        for record in reversed(found):
+            if record.time <= query.since:
+                break  # a list is in the order its records ended
+            if query.app and record.app != query.app:
+                continue
+            chosen.append(record)
+            if len(chosen) == query.limit:
+                break
+        return chosen
+
+
+def namespace_of(app_key: str) -> str:
+    return app_key.partition("/")[0]
