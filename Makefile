@@ -6,7 +6,7 @@ INSTALLED := $(VENV)/.installed
 DEV := $(BIN)/python -m gatehouse_dev
 PYTEST_ARGS ?=
 
-.PHONY: help install build crds up down demo lint test test-lowest bench clean cluster-up cluster-down \
+.PHONY: help install build promtool crds up down demo lint test test-lowest bench clean cluster-up cluster-down \
   node-packages browser-packages store-packages screenshots faults lock image chart release
 
 help:
@@ -33,6 +33,10 @@ install: $(INSTALLED)
 
 build: install
 	$(DEV) build
+
+# promtool, which evaluates the chart's alerts in the tests (make test), cached like the above.
+promtool: install
+	$(DEV) build-promtool
 
 crds: install
 	$(BIN)/python -m gatehouse_operator.api.crds
@@ -88,7 +92,7 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint build node-packages browser-packages store-packages
+test: lint build promtool node-packages browser-packages store-packages
 	$(DEV) build-node
 	$(BIN)/pytest $(PYTEST_ARGS)
 
