@@ -10,6 +10,7 @@ from gatehouse_dev import demo, stack
 from gatehouse_dev.binaries import BuildError, ensure_binaries
 from gatehouse_dev.cluster import KubectlError
 from gatehouse_dev.node import cluster as node_cluster
+from gatehouse_dev.otelcol import ensure_otelcol
 from gatehouse_dev.processes import StartupError
 from gatehouse_dev.promtool import ensure_promtool
 
@@ -22,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("build", help="build (or find cached) control-plane binaries")
     commands.add_parser(
         "build-promtool", help="build (or find cached) promtool, for the alerts' tests"
+    )
+    commands.add_parser(
+        "build-otelcol",
+        help="build (or find cached) the OpenTelemetry Collector, for the traces' tests",
     )
     commands.add_parser(
         "build-node", help="build (or find cached) the dev node's binaries and images"
@@ -39,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
             print(ensure_binaries().directory)
         elif args.command == "build-promtool":
             print(ensure_promtool())
+        elif args.command == "build-otelcol":
+            print(ensure_otelcol())
         elif args.command == "build-node":
             print(*node_cluster.build()[2], sep="\n")
         elif args.command == "up":

@@ -17,6 +17,8 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   bench_scrubber; in this process, no stack).
 - request bodies: what reading 10 MiB bodies for parameters costs the proxy (see bench_bodies; in
   this process, no stack).
+- tracing: the latency table has a row for the proxy exporting spans of 1 fetch in 100 to a real
+  OpenTelemetry Collector (dev/go/otelcol); the plain proxy's row is tracing off.
 - workers: how a 2-worker Pod spreads connections over its workers (see bench_workers).
 - auth kinds: an OAuth 2.0 connection's fetches against a bearer one's (see bench_auth).
 - the shared store: quotas counted in it against counted alone, and how exact the counts are
@@ -62,6 +64,7 @@ from gatehouse_dev import (
 from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
+from gatehouse_dev.otelcol import Collector
 from gatehouse_dev.processes import children, rss_mb
 from gatehouse_dev.services import Endpoint, LocalGatehouse
 from gatehouse_dev.waiting import wait_for
@@ -71,6 +74,11 @@ DIRECT = "upstream (nginx), direct"
 NGINX = "nginx proxy_pass + a header (1 worker)"
 PASSTHROUGH = "bare Starlette + aiohttp pass-through"
 GATEHOUSE = "Gatehouse proxy (API key injected)"
+TRACED = f"{GATEHOUSE}, traced, 1 % sampled"
+TRACED_SETTINGS = {
+    "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+    "OTEL_TRACES_SAMPLER_ARG": "0.01",
+}
 ROUTES = 10
 WRK_SECONDS = 8
 # The latency table: each target measured ROUNDS times for ROUND_SECONDS, in turn.
@@ -170,12 +178,21 @@ def _targets(workdir: Path) -> Iterator[Targets]:
         )
         passthrough = local.start_reference_passthrough(f"{upstream}/")
         local.start_operator()
-        proxies = {
-            GATEHOUSE: local.start_proxy(),
-            f"{GATEHOUSE}, asyncio's loop": local.start_proxy(event_loop="asyncio"),
-            f"{GATEHOUSE}, 2 workers": local.start_proxy(workers=2),
-        }
-        yield Targets(cluster, upstream, reference.url, passthrough.url, proxies)
+        collector = Collector(workdir / "otelcol")
+        collector.start()
+        try:
+            proxies = {
+                GATEHOUSE: local.start_proxy(),
+                f"{GATEHOUSE}, asyncio's loop": local.start_proxy(event_loop="asyncio"),
+                f"{GATEHOUSE}, 2 workers": local.start_proxy(workers=2),
+                # Spans exported to a real collector on this machine, 1 fetch in 100 sampled.
+                TRACED: local.start_proxy(settings=TRACED_SETTINGS | {
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint
+                }),
+            }  # fmt: skip
+            yield Targets(cluster, upstream, reference.url, passthrough.url, proxies)
+        finally:
+            collector.stop()
 
 
 def idle_rss_mb(pid: int) -> float:
