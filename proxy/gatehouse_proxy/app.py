@@ -155,7 +155,7 @@ class Proxy:
                 await asyncio.gather(feed_task, return_exceptions=True)
                 await self.pools.close()
                 await token_session.close()
-                self.tracing.close()
+                await asyncio.to_thread(self.tracing.close)
 
     def _prune(self, table: RoutingTable) -> None:
         """Drops pools, token caches and rate buckets of what is no longer routed."""

@@ -99,8 +99,9 @@ class Tracing:
             yield span
 
     def phase(self, name: str) -> contextlib.AbstractContextManager[object]:
-        """A span for one phase of the current fetch (``PHASES``)."""
-        if self.tracer is None:
+        """A span for one phase of the current fetch (``PHASES``); none outside a fetch (a
+        connection test), where it would start a trace of its own."""
+        if self.tracer is None or not get_current_span().get_span_context().is_valid:
             return _OFF
         kind = SpanKind.CLIENT if name == "upstream" else SpanKind.INTERNAL
         return self.tracer.start_as_current_span(
@@ -136,6 +137,7 @@ class Tracing:
             span.set_status(Status(StatusCode.ERROR, code))
 
     def close(self) -> None:
-        """Exports what is left (bounded by the SDK's own timeout)."""
+        """Exports what is left (bounded by the SDK's own timeout; it blocks: call it in a
+        thread)."""
         if self.provider is not None:
             self.provider.shutdown()

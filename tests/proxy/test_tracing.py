@@ -106,3 +106,11 @@ def test_a_refusal_marks_the_fetch_by_its_code_only() -> None:
     (root,) = exported.get_finished_spans()
     assert root.status.description == "path_not_allowed"
     assert dict(root.attributes or {})["http.response.status_code"] == 403
+
+
+def test_phases_outside_a_fetch_make_no_trace_of_their_own() -> None:
+    tracing, exported = _on()
+    headers = [("traceparent", f"00-{TRACE}-{PARENT}-01")]
+    with tracing.phase("upstream"):  # a connection test's upstream call
+        assert tracing.outgoing(headers) == headers
+    assert not exported.get_finished_spans()
