@@ -58,9 +58,10 @@ class Tracing:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES and the sampler variables are read by the
-        # SDK itself; the service name defaults to the proxy's.
-        resource = Resource.create({"service.name": "gatehouse-proxy"}).merge(Resource.create())
+        # OTEL_RESOURCE_ATTRIBUTES and the sampler variables are read by the SDK itself; the
+        # attributes given here win over them, so the service name is read here.
+        name = os.environ.get("OTEL_SERVICE_NAME", "").strip() or "gatehouse-proxy"
+        resource = Resource.create({"service.name": name})
         provider = TracerProvider(resource=resource)
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         return cls(provider)

@@ -48,8 +48,11 @@ def test_off_nothing_is_made_and_the_headers_pass_as_they_came(
 
 def test_an_endpoint_turns_it_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
     tracing = Tracing.from_env()
     assert tracing.on
+    assert tracing.provider is not None
+    assert tracing.provider.resource.attributes["service.name"] == "gatehouse-proxy"
     tracing.close()  # nothing was made: nothing is sent
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     assert not Tracing.from_env().on
