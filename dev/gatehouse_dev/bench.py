@@ -24,8 +24,11 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
 - the shared store: quotas counted in it against counted alone, and how exact the counts are
   (see bench_store).
 
+- tracing: what the tracing hooks cost a fetch, off and on (see bench_tracing; in this process,
+  with a collector).
+
 BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber, bodies,
-workers, auth, store) runs some of them.
+workers, auth, store, tracing) runs some of them.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from gatehouse_dev import (
     bench_scrubber,
     bench_secrets,
     bench_store,
+    bench_tracing,
     bench_workers,
     nginx,
     resources,
@@ -301,8 +305,10 @@ def main() -> int:
     if run("store"):
         with tempfile.TemporaryDirectory() as folder:
             store = shared_store(Path(folder))
-    if run("latency"):
-        latency()
+    proxy_rps = latency() if run("latency") else None
+    if run("tracing"):
+        print("\nWhat tracing costs a fetch (the proxy's hooks, see bench_tracing):\n")
+        print(bench_tracing.table(bench_tracing.measure(), 1e6 / proxy_rps if proxy_rps else None))
     if spread:
         print(
             f"\nA 2-worker proxy Pod: wrk, {bench_workers.CONNECTIONS} connections, through the "
@@ -340,8 +346,9 @@ def main() -> int:
     return 0
 
 
-def latency() -> None:
-    """Apply-to-route, and a fetch's cost through each target beside the references."""
+def latency() -> float:
+    """Apply-to-route, and a fetch's cost through each target beside the references; returns
+    the proxy's requests per second at CONCURRENCY connections."""
     with tempfile.TemporaryDirectory() as folder, _targets(Path(folder)) as targets:
         proxy = targets.proxies[GATEHOUSE]
         routes, token = apply_to_route(targets.cluster, targets.upstream, proxy.url)
@@ -377,6 +384,7 @@ def latency() -> None:
         f"\nWhere the proxy's CPU goes at {CONCURRENCY} connections (py-spy, see bench_profile):\n"
     )
     print(where)
+    return results[(GATEHOUSE, CONCURRENCY)]["rps"]
 
 
 def measure_rounds(

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, get_current_span
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, get_current_span, use_span
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 if TYPE_CHECKING:
@@ -26,8 +29,16 @@ if TYPE_CHECKING:
 
 PHASES = ("admission", "limits", "body", "credential", "upstream", "scrub")
 _CARRIED = frozenset({"traceparent", "tracestate"})
+_CARRIED_RAW = frozenset({b"traceparent", b"tracestate"})  # ASGI names are lower-case
 _OFF = contextlib.nullcontext()
 _PROPAGATOR = TraceContextTextMapPropagator()
+# The current fetch: sampled (its spans are being recorded), or the traceparent an unsampled
+# one passes upstream. A fetch the sampler drops makes no span at all: at 1 % sampling the other
+# 99 cost a few microseconds each, not the SDK's span per phase.
+_RECORDING: ContextVar[bool] = ContextVar("gatehouse_tracing_recording", default=False)
+_UNSAMPLED: ContextVar[str] = ContextVar("gatehouse_tracing_unsampled", default="")
+# The trace id a sampled fetch without a parent was sampled by, for the SDK to start it with.
+_CHOSEN: ContextVar[int] = ContextVar("gatehouse_tracing_chosen", default=0)
 
 
 def _configured() -> bool:
@@ -39,6 +50,23 @@ def _configured() -> bool:
     )
 
 
+def _random_id(bits: int) -> int:
+    """Never 0, which W3C reserves. Not a secret: the loop's own random is enough."""
+    return random.getrandbits(bits) or 1
+
+
+def _id_generator() -> object:
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    class ChosenTraceIds(RandomIdGenerator):
+        """Starts a sampled trace with the id the sampler decided on."""
+
+        def generate_trace_id(self) -> int:
+            return _CHOSEN.get() or super().generate_trace_id()
+
+    return ChosenTraceIds()
+
+
 class Tracing:
     """The proxy's tracer, or nothing when tracing is off."""
 
@@ -46,6 +74,7 @@ class Tracing:
         self.provider = provider
         self.tracer: Tracer | None = None
         if provider is not None:
+            provider.id_generator = _id_generator()  # type: ignore[assignment]
             self.tracer = provider.get_tracer("gatehouse_proxy")
 
     @classmethod
@@ -74,35 +103,62 @@ class Tracing:
         self, incoming: Iterable[tuple[bytes, bytes]], method: str
     ) -> contextlib.AbstractContextManager[object]:
         """The fetch's span (current while it runs), a child of the app's ``traceparent`` when it
-        sent a valid one. ``incoming``: the ASGI scope's raw headers."""
-        if self.tracer is None:
+        sent a valid one; nothing but the upstream's ``traceparent`` when it is not sampled.
+        ``incoming``: the ASGI scope's raw headers."""
+        if self.tracer is None or self.provider is None:
             return _OFF
-        return self._fetch(self.tracer, incoming, method)
+        return self._fetch(self.tracer, self.provider, incoming, method)
 
     @contextlib.contextmanager
     def _fetch(
-        self, tracer: Tracer, incoming: Iterable[tuple[bytes, bytes]], method: str
-    ) -> Iterator[Span]:
-        carrier = {}
-        for name, value in incoming:
-            lowered = name.decode("latin-1").lower()
-            if lowered in _CARRIED:
-                carrier[lowered] = value.decode("latin-1")
-        with tracer.start_as_current_span(
-            "fetch",
-            context=_PROPAGATOR.extract(carrier),
-            kind=SpanKind.SERVER,
-            attributes={"http.request.method": method},
-            # An exception's text could quote a request: errors are marked by code (answered).
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            yield span
+        self,
+        tracer: Tracer,
+        provider: TracerProvider,
+        incoming: Iterable[tuple[bytes, bytes]],
+        method: str,
+    ) -> Iterator[None]:
+        carrier = {
+            name.decode(): value.decode("latin-1")
+            for name, value in incoming
+            if name in _CARRIED_RAW
+        }
+        parent: Context | None = _PROPAGATOR.extract(carrier) if carrier else None
+        sent = get_current_span(parent).get_span_context()
+        trace_id = sent.trace_id if sent.is_valid else _random_id(128)
+        decided = provider.sampler.should_sample(parent, trace_id, "fetch").decision
+        if not decided.is_sampled():  # type: ignore[no-untyped-call]
+            # Still one trace: the upstream continues it, unsampled, as a child of this hop.
+            unsampled = _UNSAMPLED.set(f"00-{trace_id:032x}-{_random_id(64):016x}-00")
+            try:
+                yield
+            finally:
+                _UNSAMPLED.reset(unsampled)
+            return
+        chosen = _CHOSEN.set(0 if sent.is_valid else trace_id)
+        try:  # the SDK takes the trace id here, and samples it as above
+            span = tracer.start_span(
+                "fetch",
+                context=parent,
+                kind=SpanKind.SERVER,
+                attributes={"http.request.method": method},
+            )
+        finally:
+            _CHOSEN.reset(chosen)
+        # An exception's text could quote a request: errors are marked by their code only.
+        with use_span(
+            span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+        ):
+            recording = _RECORDING.set(True)
+            try:
+                yield
+            finally:
+                _RECORDING.reset(recording)
 
     def phase(self, name: str) -> contextlib.AbstractContextManager[object]:
-        """A span for one phase of the current fetch (``PHASES``); none outside a fetch (a
-        connection test), where it would start a trace of its own."""
-        if self.tracer is None or not get_current_span().get_span_context().is_valid:
+        """A span for one phase of the current fetch (``PHASES``); none when the fetch is not
+        sampled, or outside a fetch (a connection test), where it would start a trace of its
+        own."""
+        if self.tracer is None or not _RECORDING.get():
             return _OFF
         kind = SpanKind.CLIENT if name == "upstream" else SpanKind.INTERNAL
         return self.tracer.start_as_current_span(
@@ -111,19 +167,23 @@ class Tracing:
 
     def outgoing(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The upstream's headers, carrying the current span (the upstream call) in place of the
-        app's ``traceparent`` and ``tracestate``."""
+        app's ``traceparent`` (and the trace's ``tracestate``)."""
         if self.tracer is None:
             return headers
         carrier: dict[str, str] = {}
-        _PROPAGATOR.inject(carrier)
-        if not carrier:
+        if unsampled := _UNSAMPLED.get():
+            carrier["traceparent"] = unsampled  # the app's tracestate, if any, passes as it came
+            kept = [(name, value) for name, value in headers if name.lower() != "traceparent"]
+            return [*kept, *carrier.items()]
+        if not _RECORDING.get():
             return headers
+        _PROPAGATOR.inject(carrier)
         kept = [(name, value) for name, value in headers if name.lower() not in _CARRIED]
         return [*kept, *carrier.items()]
 
     def answered(self, app: str, connection: str, status: int, code: str) -> None:
         """What the current fetch came to: resource keys, status and outcome code."""
-        if self.tracer is None:
+        if self.tracer is None or not _RECORDING.get():
             return
         span = get_current_span()
         span.set_attributes(
