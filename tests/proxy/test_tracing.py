@@ -117,3 +117,14 @@ def test_phases_outside_a_fetch_make_no_trace_of_their_own() -> None:
     with tracing.phase("upstream"):  # a connection test's upstream call
         assert tracing.outgoing(headers) == headers
     assert not exported.get_finished_spans()
+
+
+def test_an_unsampled_app_trace_is_continued_unsampled_with_a_new_parent() -> None:
+    tracing, exported = _on()  # parent-based: the app's decision holds
+    sent = [(b"traceparent", f"00-{TRACE}-{PARENT}-00".encode()), (b"tracestate", b"app=1")]
+    outgoing = _upstream_headers(tracing, sent)
+    assert not exported.get_finished_spans()
+    version, trace, parent, flags = outgoing["traceparent"].split("-")
+    assert (version, trace, flags) == ("00", TRACE, "00")
+    assert parent != PARENT
+    assert outgoing["tracestate"] == "app=1"
