@@ -35,7 +35,7 @@ pytestmark = pytest.mark.e2e
 
 APP_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 APP_SPAN = "00f067aa0ba902b7"
-_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]")
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 
 
 @pytest.fixture

@@ -128,3 +128,15 @@ def test_an_unsampled_app_trace_is_continued_unsampled_with_a_new_parent() -> No
     assert (version, trace, flags) == ("00", TRACE, "00")
     assert parent != PARENT
     assert outgoing["tracestate"] == "app=1"
+
+
+def test_the_sampler_decides_once_per_fetch() -> None:
+    """A fetch sampled by its trace id is recorded whole, under that id; one dropped sends an
+    unsampled traceparent and records nothing."""
+    tracing, exported = _on(ParentBased(TraceIdRatioBased(0.5)))
+    sent_upstream = [_upstream_headers(tracing, [])["traceparent"] for _ in range(200)]
+    sampled = {value.split("-")[1] for value in sent_upstream if int(value[-2:], 16) & 1}
+    recorded = {f"{span.context.trace_id:032x}" for span in exported.get_finished_spans()}
+    assert 0 < len(sampled) < 200
+    assert recorded == sampled
+    assert len(exported.get_finished_spans()) == len(sampled) * 5  # fetch and four phases
