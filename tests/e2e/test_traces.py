@@ -123,8 +123,13 @@ def test_each_fetch_is_one_trace_continuing_the_apps_and_reaching_the_upstream(
     assert started[2] == next(span["spanId"] for span in spans if span["name"] == "upstream")
 
     # A refused fetch is a trace too, marked by its code.
-    refused = fetch(traced.url, token, "vendor", "/echo/c", method="TRACE",
-                    headers={"traceparent": f"00-{'ab' * 16}-{APP_SPAN}-01"})  # fmt: skip
+    refused = fetch(
+        traced.url,
+        token,
+        "unlinked",
+        "/c",
+        headers={"traceparent": f"00-{'ab' * 16}-{APP_SPAN}-01"},
+    )
     assert refused.status_code >= 400
     spans = wait_for(
         lambda: [span for span in collector.spans() if span["traceId"] == "ab" * 16] or None,
