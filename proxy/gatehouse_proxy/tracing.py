@@ -32,6 +32,7 @@ _CARRIED = frozenset({"traceparent", "tracestate"})
 _CARRIED_RAW = frozenset({b"traceparent", b"tracestate"})  # ASGI names are lower-case
 _OFF = contextlib.nullcontext()
 _PROPAGATOR = TraceContextTextMapPropagator()
+_NO_PARENT = Context()
 # The current fetch: sampled (its spans are being recorded), or the traceparent an unsampled
 # one passes upstream. A fetch the sampler drops makes no span at all: at 1 % sampling the other
 # 99 cost a few microseconds each, not the SDK's span per phase.
@@ -122,7 +123,8 @@ class Tracing:
             for name, value in incoming
             if name in _CARRIED_RAW
         }
-        parent: Context | None = _PROPAGATOR.extract(carrier) if carrier else None
+        # Never the current context: a fetch's parent is what the app sent, or nothing.
+        parent = _PROPAGATOR.extract(carrier) if carrier else _NO_PARENT
         sent = get_current_span(parent).get_span_context()
         trace_id = sent.trace_id if sent.is_valid else _random_id(128)
         decided = provider.sampler.should_sample(parent, trace_id, "fetch").decision
