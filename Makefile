@@ -6,9 +6,9 @@ INSTALLED := $(VENV)/.installed
 DEV := $(BIN)/python -m gatehouse_dev
 PYTEST_ARGS ?=
 
-.PHONY: help install build crds up down demo lint test test-lowest bench clean cluster-up cluster-down \
-  node-packages browser-packages store-packages screenshots faults lock image chart release \
-  docs docs-pages docs-check
+.PHONY: help install build promtool otelcol crds up down demo lint test test-lowest bench clean \
+  cluster-up cluster-down node-packages browser-packages store-packages screenshots faults lock \
+  image chart release docs docs-pages docs-check
 
 help:
 	@echo "make demo   start the local stack and show it working"
@@ -37,6 +37,14 @@ install: $(INSTALLED)
 
 build: install
 	$(DEV) build
+
+# promtool, which evaluates the chart's alerts in the tests (make test), cached like the above.
+promtool: install
+	$(DEV) build-promtool
+
+# The OpenTelemetry Collector the traces' e2e tests export to (make test), cached the same way.
+otelcol: install
+	$(DEV) build-otelcol
 
 crds: install
 	$(BIN)/python -m gatehouse_operator.api.crds
@@ -93,7 +101,7 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint build node-packages browser-packages store-packages
+test: lint build promtool otelcol node-packages browser-packages store-packages
 	$(DEV) build-node
 	$(BIN)/pytest $(PYTEST_ARGS)
 
@@ -141,7 +149,7 @@ test-lowest: install store-packages
 	$(LOWEST)/bin/pytest -p no:cacheprovider tests/operator tests/proxy tests/dev
 
 # wrk and nginx are Debian's (apt-get as root, as .ci/run does); anyone else is told to install them.
-bench: install build store-packages
+bench: install build otelcol store-packages
 	@{ command -v wrk && { command -v nginx || test -x /usr/sbin/nginx; }; } >/dev/null \
 	  || [ "$$(id -u)" != 0 ] || { echo "installing wrk and nginx-light"; apt-get update -qq \
 	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx-light >/dev/null; }

@@ -10,7 +10,9 @@ from gatehouse_dev import demo, docs, stack, typing_counts
 from gatehouse_dev.binaries import BuildError, ensure_binaries
 from gatehouse_dev.cluster import KubectlError
 from gatehouse_dev.node import cluster as node_cluster
+from gatehouse_dev.otelcol import ensure_otelcol
 from gatehouse_dev.processes import StartupError
+from gatehouse_dev.promtool import ensure_promtool
 
 NODE_DIR = Path(".gatehouse/node")
 
@@ -19,6 +21,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gatehouse-dev", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("build", help="build (or find cached) control-plane binaries")
+    commands.add_parser(
+        "build-promtool", help="build (or find cached) promtool, for the alerts' tests"
+    )
+    commands.add_parser(
+        "build-otelcol",
+        help="build (or find cached) the OpenTelemetry Collector, for the traces' tests",
+    )
     commands.add_parser(
         "build-node", help="build (or find cached) the dev node's binaries and images"
     )
@@ -37,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             print(ensure_binaries().directory)
+        elif args.command == "build-promtool":
+            print(ensure_promtool())
+        elif args.command == "build-otelcol":
+            print(ensure_otelcol())
         elif args.command == "build-node":
             print(*node_cluster.build()[3], sep="\n")
         elif args.command == "up":

@@ -17,6 +17,8 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   bench_scrubber; in this process, no stack).
 - request bodies: what reading 10 MiB bodies for parameters costs the proxy (see bench_bodies; in
   this process, no stack).
+- tracing: the latency table has a row for the proxy exporting spans of 1 fetch in 100 to a real
+  OpenTelemetry Collector (dev/go/otelcol); the plain proxy's row is tracing off.
 - workers: how a 2-worker Pod spreads connections over its workers (see bench_workers).
 - auth kinds: an OAuth 2.0 connection's fetches against a bearer one's (see bench_auth).
 - the shared store: quotas counted in it against counted alone, and how exact the counts are
@@ -25,8 +27,11 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   and on the operator, and what recording a fetch costs (see bench_activity; in this process,
   no stack).
 
+- tracing: what the tracing hooks cost a fetch, off and on (see bench_tracing; in this process,
+  with a collector).
+
 BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber, bodies,
-workers, auth, store, activity) runs some of them.
+workers, auth, store, activity, tracing) runs some of them.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from gatehouse_dev import (
     bench_scrubber,
     bench_secrets,
     bench_store,
+    bench_tracing,
     bench_workers,
     nginx,
     resources,
@@ -66,6 +72,7 @@ from gatehouse_dev import (
 from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
+from gatehouse_dev.otelcol import Collector
 from gatehouse_dev.processes import children, rss_mb
 from gatehouse_dev.services import Endpoint, LocalGatehouse
 from gatehouse_dev.waiting import wait_for
@@ -75,6 +82,11 @@ DIRECT = "upstream (nginx), direct"
 NGINX = "nginx proxy_pass + a header (1 worker)"
 PASSTHROUGH = "bare Starlette + aiohttp pass-through"
 GATEHOUSE = "Gatehouse proxy (API key injected)"
+TRACED = f"{GATEHOUSE}, traced, 1 % sampled"
+TRACED_SETTINGS = {
+    "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+    "OTEL_TRACES_SAMPLER_ARG": "0.01",
+}
 ROUTES = 10
 WRK_SECONDS = 8
 # The latency table: each target measured ROUNDS times for ROUND_SECONDS, in turn.
@@ -174,12 +186,21 @@ def _targets(workdir: Path) -> Iterator[Targets]:
         )
         passthrough = local.start_reference_passthrough(f"{upstream}/")
         local.start_operator()
-        proxies = {
-            GATEHOUSE: local.start_proxy(),
-            f"{GATEHOUSE}, asyncio's loop": local.start_proxy(event_loop="asyncio"),
-            f"{GATEHOUSE}, 2 workers": local.start_proxy(workers=2),
-        }
-        yield Targets(cluster, upstream, reference.url, passthrough.url, proxies)
+        collector = Collector(workdir / "otelcol")
+        collector.start()
+        try:
+            proxies = {
+                GATEHOUSE: local.start_proxy(),
+                f"{GATEHOUSE}, asyncio's loop": local.start_proxy(event_loop="asyncio"),
+                f"{GATEHOUSE}, 2 workers": local.start_proxy(workers=2),
+                # Spans exported to a real collector on this machine, 1 fetch in 100 sampled.
+                TRACED: local.start_proxy(settings=TRACED_SETTINGS | {
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint
+                }),
+            }  # fmt: skip
+            yield Targets(cluster, upstream, reference.url, passthrough.url, proxies)
+        finally:
+            collector.stop()
 
 
 def idle_rss_mb(pid: int) -> float:
@@ -290,8 +311,10 @@ def main() -> int:
     if run("store"):
         with tempfile.TemporaryDirectory() as folder:
             store = shared_store(Path(folder))
-    if run("latency"):
-        latency()
+    proxy_rps = latency() if run("latency") else None
+    if run("tracing"):
+        print("\nWhat tracing costs a fetch (the proxy's hooks, see bench_tracing):\n")
+        print(bench_tracing.table(bench_tracing.measure(), 1e6 / proxy_rps if proxy_rps else None))
     if spread:
         print(
             f"\nA 2-worker proxy Pod: wrk, {bench_workers.CONNECTIONS} connections, through the "
@@ -332,8 +355,9 @@ def main() -> int:
     return 0
 
 
-def latency() -> None:
-    """Apply-to-route, and a fetch's cost through each target beside the references."""
+def latency() -> float:
+    """Apply-to-route, and a fetch's cost through each target beside the references; returns
+    the proxy's requests per second at CONCURRENCY connections."""
     with tempfile.TemporaryDirectory() as folder, _targets(Path(folder)) as targets:
         proxy = targets.proxies[GATEHOUSE]
         routes, token = apply_to_route(targets.cluster, targets.upstream, proxy.url)
@@ -369,6 +393,7 @@ def latency() -> None:
         f"\nWhere the proxy's CPU goes at {CONCURRENCY} connections (py-spy, see bench_profile):\n"
     )
     print(where)
+    return results[(GATEHOUSE, CONCURRENCY)]["rps"]
 
 
 def measure_rounds(

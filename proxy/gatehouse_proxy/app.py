@@ -73,6 +73,7 @@ from gatehouse_proxy.shared_store import SharedStore, opened
 from gatehouse_proxy.table_feed import TableFeed, TableStore
 from gatehouse_proxy.tenancy import ConcurrencyLimits, Place, RequestBytes, TenantPools, Turns
 from gatehouse_proxy.token_grants import TokenClient
+from gatehouse_proxy.tracing import Tracing
 
 log = logging.getLogger("gatehouse.proxy")
 
@@ -100,6 +101,7 @@ class Proxy:
         self.concurrency = ConcurrencyLimits(settings.tenant_limits)
         self.request_bytes = RequestBytes(settings.tenant_limits)
         self.turns = Turns()
+        self.tracing = Tracing.from_env()
         metrics.FEED.track(
             version=lambda: self.store.current.version if self.store.current else 0,
             age=lambda: self.table_age() if self.store.current else None,
@@ -160,6 +162,7 @@ class Proxy:
                 await asyncio.gather(feed_task, return_exceptions=True)
                 await self.pools.close()
                 await token_session.close()
+                await asyncio.to_thread(self.tracing.close)
 
     def _prune(self, table: RoutingTable) -> None:
         """Drops pools, token caches and rate buckets of what is no longer routed."""
@@ -195,6 +198,10 @@ class Proxy:
         return connection
 
     async def fetch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with self.tracing.fetch(scope["headers"], scope["method"]):
+            await self._fetch(scope, receive, send)
+
+    async def _fetch(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         request = AppRequest(scope, receive)
         raw = scope.get("raw_path") or scope["path"].encode()
@@ -219,11 +226,14 @@ class Proxy:
         except AppWentAway:
             return
         metrics.observe(labels, request.method, status, time.perf_counter() - started)
+        self.tracing.answered(labels.app, labels.connection, status, labels.code)
         if not labels.app:  # no tenant's: kept nowhere but the metrics
-            await response(scope, receive, send)
+            with self.tracing.phase("scrub"):
+                await response(scope, receive, send)
             return
         try:
-            await response(scope, receive, send)
+            with self.tracing.phase("scrub"):
+                await response(scope, receive, send)
         finally:
             if isinstance(response, RelayedResponse):
                 code, sent = response.cut_code or labels.code, response.sent_bytes
@@ -307,38 +317,44 @@ class Proxy:
         stays with this worker, not the fleet.
         """
         namespace = namespace_of(connection.key)
-        check_method(method, connection.allowed_methods)
-        body_rules.check_query(query, connection.allowed_methods)
-        path = normalise(raw_path)
-        check_path(path, connection.allowed_paths)
-        incoming = list(incoming)
-        check_copy_sources(incoming, connection.origin, connection.allowed_paths)
-        standing = await self.quotas.admit(connection, caller_uid)
-        try:
-            place = await self.concurrency.enter(namespace, caller, connection.key)
-        except ProxyError:
-            # Waits that began together end together: their refusals are a burst to spread.
-            await self.turns.take(namespace)
-            raise
+        tracing = self.tracing
+        with tracing.phase("admission"):
+            check_method(method, connection.allowed_methods)
+            body_rules.check_query(query, connection.allowed_methods)
+            path = normalise(raw_path)
+            check_path(path, connection.allowed_paths)
+            incoming = list(incoming)
+            check_copy_sources(incoming, connection.origin, connection.allowed_paths)
+        with tracing.phase("limits"):
+            standing = await self.quotas.admit(connection, caller_uid)
+            try:
+                place = await self.concurrency.enter(namespace, caller, connection.key)
+            except ProxyError:
+                # Waits that began together end together: their refusals are a burst to spread.
+                await self.turns.take(namespace)
+                raise
         held = self.request_bytes.reservation(namespace)
         try:
-            pieces = await read_body(connection.limits.max_request_bytes, held.take)
-            credential = connection.credential
-            in_query = credential.type == "apiKey" and credential.location == "query"
-            await body_rules.check_body(
-                namespace,
-                incoming,
-                pieces,
-                connection.allowed_methods,
-                credential.parameter if in_query else None,
-            )
+            with tracing.phase("body"):
+                pieces = await read_body(connection.limits.max_request_bytes, held.take)
+                credential = connection.credential
+                in_query = credential.type == "apiKey" and credential.location == "query"
+                await body_rules.check_body(
+                    namespace,
+                    incoming,
+                    pieces,
+                    connection.allowed_methods,
+                    credential.parameter if in_query else None,
+                )
             body = RequestBody(pieces, partial(self.turns.take, namespace))
             send = partial(self._send, connection, method, path, query, incoming, body, readable)
             try:
-                injection = await self.injector.injection(connection, shared=not draft)
+                with tracing.phase("credential"):
+                    injection = await self.injector.injection(connection, shared=not draft)
                 if sending is not None:
                     sending()
-                upstream = await send(injection)
+                with tracing.phase("upstream"):
+                    upstream = await send(injection)
                 if (
                     upstream.status == 401
                     and injection.minted is not None
@@ -348,8 +364,10 @@ class Proxy:
                     # The token was revoked or expired early: one retry with a new one, for a
                     # request that may be sent twice (its body is read whole already).
                     upstream.release()
-                    injection = await self.injector.injection(connection, shared=not draft)
-                    upstream = await send(injection)
+                    with tracing.phase("credential"):
+                        injection = await self.injector.injection(connection, shared=not draft)
+                    with tracing.phase("upstream"):
+                        upstream = await send(injection)
                 await self._heed_the_vendor(connection, upstream)
                 check_content_type(upstream, method, connection.content_types)
             except ProxyError:
@@ -395,6 +413,7 @@ class Proxy:
         outgoing = header_policy.upstream_request_headers(
             incoming, injection.header_names | own, credentialed=bool(injection.secrets)
         )
+        outgoing = self.tracing.outgoing(outgoing)
         identity = bool(injection.secrets) or readable
         if identity:
             # An uncompressed answer, so an echoed credential can be scrubbed from it (and

@@ -1,0 +1,206 @@
+"""Traces of fetches, exported over OTLP when configured: a span per fetch that continues the
+app's W3C ``traceparent`` (or starts a trace), a span per phase of the proxy's work (admission,
+limits, body, credential, upstream, scrub), and the upstream span's ``traceparent`` sent to the
+upstream, so its own spans join the app's trace.
+
+Configured by OpenTelemetry's own variables: tracing is on when ``OTEL_EXPORTER_OTLP_ENDPOINT``
+or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set (OTLP over HTTP, protobuf), sampled by
+``OTEL_TRACES_SAMPLER`` / ``OTEL_TRACES_SAMPLER_ARG`` (default: the app's decision, else always).
+Off, nothing here runs beyond a check per hook, and the app's ``traceparent`` passes as it came.
+Spans carry resource names, methods, statuses and error codes only: never a path, a query or a
+header value. Spans are exported from the SDK's own thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, get_current_span, use_span
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+PHASES = ("admission", "limits", "body", "credential", "upstream", "scrub")
+_CARRIED = frozenset({"traceparent", "tracestate"})
+_CARRIED_RAW = frozenset({b"traceparent", b"tracestate"})  # ASGI names are lower-case
+_OFF = contextlib.nullcontext()
+_PROPAGATOR = TraceContextTextMapPropagator()
+_NO_PARENT = Context()
+# The current fetch: sampled (its spans are being recorded), or the traceparent an unsampled
+# one passes upstream. A fetch the sampler drops makes no span at all: at 1 % sampling the other
+# 99 cost a few microseconds each, not the SDK's span per phase.
+_RECORDING: ContextVar[bool] = ContextVar("gatehouse_tracing_recording", default=False)
+_UNSAMPLED: ContextVar[str] = ContextVar("gatehouse_tracing_unsampled", default="")
+# The trace id a sampled fetch without a parent was sampled by, for the SDK to start it with.
+_CHOSEN: ContextVar[int] = ContextVar("gatehouse_tracing_chosen", default=0)
+
+
+def _configured() -> bool:
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return any(
+        os.environ.get(name, "").strip()
+        for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
+
+
+def _random_id(bits: int) -> int:
+    """Never 0, which W3C reserves. Not a secret: the loop's own random is enough."""
+    return random.getrandbits(bits) or 1
+
+
+def _id_generator() -> object:
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    class ChosenTraceIds(RandomIdGenerator):
+        """Starts a sampled trace with the id the sampler decided on."""
+
+        def generate_trace_id(self) -> int:
+            return _CHOSEN.get() or super().generate_trace_id()
+
+    return ChosenTraceIds()
+
+
+class Tracing:
+    """The proxy's tracer, or nothing when tracing is off."""
+
+    def __init__(self, provider: TracerProvider | None) -> None:
+        self.provider = provider
+        self.tracer: Tracer | None = None
+        if provider is not None:
+            provider.id_generator = _id_generator()  # type: ignore[assignment]
+            self.tracer = provider.get_tracer("gatehouse_proxy")
+
+    @classmethod
+    def from_env(cls) -> Tracing:
+        if not _configured():
+            return cls(None)
+        # Imported only when on: the SDK and the exporter cost a fraction of a second to load.
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        # OTEL_RESOURCE_ATTRIBUTES and the sampler variables are read by the SDK itself; the
+        # attributes given here win over them, so the service name is read here.
+        name = os.environ.get("OTEL_SERVICE_NAME", "").strip() or "gatehouse-proxy"
+        resource = Resource.create({"service.name": name})
+        provider = TracerProvider(resource=resource)
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        return cls(provider)
+
+    @property
+    def on(self) -> bool:
+        return self.tracer is not None
+
+    def fetch(
+        self, incoming: Iterable[tuple[bytes, bytes]], method: str
+    ) -> contextlib.AbstractContextManager[object]:
+        """The fetch's span (current while it runs), a child of the app's ``traceparent`` when it
+        sent a valid one; nothing but the upstream's ``traceparent`` when it is not sampled.
+        ``incoming``: the ASGI scope's raw headers."""
+        if self.tracer is None or self.provider is None:
+            return _OFF
+        return self._fetch(self.tracer, self.provider, incoming, method)
+
+    @contextlib.contextmanager
+    def _fetch(
+        self,
+        tracer: Tracer,
+        provider: TracerProvider,
+        incoming: Iterable[tuple[bytes, bytes]],
+        method: str,
+    ) -> Iterator[None]:
+        carrier = {
+            name.decode(): value.decode("latin-1")
+            for name, value in incoming
+            if name in _CARRIED_RAW
+        }
+        # Never the current context: a fetch's parent is what the app sent, or nothing.
+        parent = _PROPAGATOR.extract(carrier) if carrier else _NO_PARENT
+        sent = get_current_span(parent).get_span_context()
+        trace_id = sent.trace_id if sent.is_valid else _random_id(128)
+        decided = provider.sampler.should_sample(parent, trace_id, "fetch").decision
+        if not decided.is_sampled():  # type: ignore[no-untyped-call]
+            # Still one trace: the upstream continues it, unsampled, as a child of this hop.
+            unsampled = _UNSAMPLED.set(f"00-{trace_id:032x}-{_random_id(64):016x}-00")
+            try:
+                yield
+            finally:
+                _UNSAMPLED.reset(unsampled)
+            return
+        chosen = _CHOSEN.set(0 if sent.is_valid else trace_id)
+        try:  # the SDK takes the trace id here, and samples it as above
+            span = tracer.start_span(
+                "fetch",
+                context=parent,
+                kind=SpanKind.SERVER,
+                attributes={"http.request.method": method},
+            )
+        finally:
+            _CHOSEN.reset(chosen)
+        # An exception's text could quote a request: errors are marked by their code only.
+        with use_span(
+            span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+        ):
+            recording = _RECORDING.set(True)
+            try:
+                yield
+            finally:
+                _RECORDING.reset(recording)
+
+    def phase(self, name: str) -> contextlib.AbstractContextManager[object]:
+        """A span for one phase of the current fetch (``PHASES``); none when the fetch is not
+        sampled, or outside a fetch (a connection test), where it would start a trace of its
+        own."""
+        if self.tracer is None or not _RECORDING.get():
+            return _OFF
+        kind = SpanKind.CLIENT if name == "upstream" else SpanKind.INTERNAL
+        return self.tracer.start_as_current_span(
+            name, kind=kind, record_exception=False, set_status_on_exception=False
+        )
+
+    def outgoing(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The upstream's headers, carrying the current span (the upstream call) in place of the
+        app's ``traceparent`` (and the trace's ``tracestate``)."""
+        if self.tracer is None:
+            return headers
+        carrier: dict[str, str] = {}
+        if unsampled := _UNSAMPLED.get():
+            carrier["traceparent"] = unsampled  # the app's tracestate, if any, passes as it came
+            kept = [(name, value) for name, value in headers if name.lower() != "traceparent"]
+            return [*kept, *carrier.items()]
+        if not _RECORDING.get():
+            return headers
+        _PROPAGATOR.inject(carrier)
+        kept = [(name, value) for name, value in headers if name.lower() not in _CARRIED]
+        return [*kept, *carrier.items()]
+
+    def answered(self, app: str, connection: str, status: int, code: str) -> None:
+        """What the current fetch came to: resource keys, status and outcome code."""
+        if self.tracer is None or not _RECORDING.get():
+            return
+        span = get_current_span()
+        span.set_attributes(
+            {
+                "gatehouse.app": app,
+                "gatehouse.connection": connection,
+                "gatehouse.code": code,
+                "http.response.status_code": status,
+            }
+        )
+        if code != "ok":
+            span.set_status(Status(StatusCode.ERROR, code))
+
+    def close(self) -> None:
+        """Exports what is left (bounded by the SDK's own timeout; it blocks: call it in a
+        thread)."""
+        if self.provider is not None:
+            self.provider.shutdown()

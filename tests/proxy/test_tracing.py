@@ -1,0 +1,142 @@
+"""The proxy's spans, on the real OpenTelemetry SDK kept in memory (the export over OTLP to a
+real collector is tests/e2e/test_traces.py)."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+from gatehouse_proxy.tracing import Tracing
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT = "00f067aa0ba902b7"
+
+
+def _on(sampler: ParentBased | None = None) -> tuple[Tracing, InMemorySpanExporter]:
+    exported = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampler) if sampler else TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    return Tracing(provider), exported
+
+
+def _upstream_headers(tracing: Tracing, sent: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    app_headers = [(name.decode(), value.decode()) for name, value in sent]
+    with tracing.fetch(sent, "GET"):
+        for phase in ("admission", "limits", "credential"):
+            with tracing.phase(phase):
+                pass
+        with tracing.phase("upstream"):
+            outgoing = tracing.outgoing([("accept", "*/*"), *app_headers])
+        tracing.answered("shop/Deployment/web", "shop/vendor", 200, "ok")
+    return dict(outgoing)
+
+
+def test_off_nothing_is_made_and_the_headers_pass_as_they_came(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    tracing = Tracing.from_env()
+    assert not tracing.on
+    headers = [("traceparent", f"00-{TRACE}-{PARENT}-01")]
+    with tracing.fetch([], "GET"), tracing.phase("upstream"):
+        assert tracing.outgoing(headers) is headers
+
+
+def test_an_endpoint_turns_it_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    tracing = Tracing.from_env()
+    assert tracing.on
+    assert tracing.provider is not None
+    assert tracing.provider.resource.attributes["service.name"] == "gatehouse-proxy"
+    tracing.close()  # nothing was made: nothing is sent
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert not Tracing.from_env().on
+
+
+def test_the_apps_trace_is_continued_and_the_upstream_gets_the_upstream_span() -> None:
+    tracing, exported = _on()
+    sent = [(b"traceparent", f"00-{TRACE}-{PARENT}-01".encode()), (b"tracestate", b"app=1")]
+    outgoing = _upstream_headers(tracing, sent)
+    spans = {span.name: span for span in exported.get_finished_spans()}
+    root = spans["fetch"]
+    assert f"{root.context.trace_id:032x}" == TRACE
+    assert root.parent is not None
+    assert f"{root.parent.span_id:016x}" == PARENT
+    for phase in ("admission", "limits", "credential", "upstream"):
+        parent = spans[phase].parent
+        assert parent is not None
+        assert parent.span_id == root.context.span_id
+    upstream = spans["upstream"].context
+    assert outgoing["traceparent"] == f"00-{TRACE}-{upstream.span_id:016x}-01"
+    assert outgoing["tracestate"] == "app=1"
+    assert dict(root.attributes or {})["gatehouse.connection"] == "shop/vendor"
+
+
+@pytest.mark.parametrize(
+    "traceparent",
+    [b"", b"00-" + b"0" * 32 + b"-00f067aa0ba902b7-01", b"garbage", b"00-4bf92f35-00f0-01"],
+)
+def test_without_a_valid_traceparent_a_trace_is_started(traceparent: bytes) -> None:
+    tracing, exported = _on()
+    sent = [(b"traceparent", traceparent)] if traceparent else []
+    outgoing = _upstream_headers(tracing, sent)
+    root = next(span for span in exported.get_finished_spans() if span.name == "fetch")
+    assert root.parent is None
+    assert outgoing["traceparent"].split("-")[1] == f"{root.context.trace_id:032x}"
+    assert outgoing["traceparent"] != traceparent.decode()
+
+
+def test_unsampled_the_trace_still_reaches_the_upstream_and_nothing_is_exported() -> None:
+    tracing, exported = _on(ParentBased(TraceIdRatioBased(0.0)))
+    outgoing = _upstream_headers(tracing, [])
+    assert not exported.get_finished_spans()
+    version, trace, parent, flags = outgoing["traceparent"].split("-")
+    assert version == "00"
+    assert not int(flags, 16) & 1  # not sampled (02 is level 2's random trace id flag)
+    assert int(trace, 16)
+    assert int(parent, 16)
+
+
+def test_a_refusal_marks_the_fetch_by_its_code_only() -> None:
+    tracing, exported = _on()
+    with tracing.fetch([], "POST"):
+        tracing.answered("shop/Deployment/web", "shop/vendor", 403, "path_not_allowed")
+    (root,) = exported.get_finished_spans()
+    assert root.status.description == "path_not_allowed"
+    assert dict(root.attributes or {})["http.response.status_code"] == 403
+
+
+def test_phases_outside_a_fetch_make_no_trace_of_their_own() -> None:
+    tracing, exported = _on()
+    headers = [("traceparent", f"00-{TRACE}-{PARENT}-01")]
+    with tracing.phase("upstream"):  # a connection test's upstream call
+        assert tracing.outgoing(headers) == headers
+    assert not exported.get_finished_spans()
+
+
+def test_an_unsampled_app_trace_is_continued_unsampled_with_a_new_parent() -> None:
+    tracing, exported = _on()  # parent-based: the app's decision holds
+    sent = [(b"traceparent", f"00-{TRACE}-{PARENT}-00".encode()), (b"tracestate", b"app=1")]
+    outgoing = _upstream_headers(tracing, sent)
+    assert not exported.get_finished_spans()
+    version, trace, parent, flags = outgoing["traceparent"].split("-")
+    assert (version, trace, flags) == ("00", TRACE, "00")
+    assert parent != PARENT
+    assert outgoing["tracestate"] == "app=1"
+
+
+def test_the_sampler_decides_once_per_fetch() -> None:
+    """A fetch sampled by its trace id is recorded whole, under that id; one dropped sends an
+    unsampled traceparent and records nothing."""
+    tracing, exported = _on(ParentBased(TraceIdRatioBased(0.5)))
+    sent_upstream = [_upstream_headers(tracing, [])["traceparent"] for _ in range(200)]
+    sampled = {value.split("-")[1] for value in sent_upstream if int(value[-2:], 16) & 1}
+    recorded = {f"{span.context.trace_id:032x}" for span in exported.get_finished_spans()}
+    assert 0 < len(sampled) < 200
+    assert recorded == sampled
+    assert len(exported.get_finished_spans()) == len(sampled) * 5  # fetch and four phases
