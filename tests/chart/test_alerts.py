@@ -110,6 +110,15 @@ FIRING: dict[str, tuple[list[dict[str, str]], list[dict[str, str]]]] = {
         ],
         [{"namespace": "shop", "connection": "vendor"}],
     ),
+    # Its `for` is its own (5m), not the chart's: the series turns 0 at minute 7, so it is
+    # pending at the first check and has fired by FIRED.
+    "GatehouseProxyCountingAlone": (
+        [
+            _series("gatehouse_proxy_store_up", f'{PROXY},pod="p-1",worker="0"', "1x6 0x14"),
+            _series("gatehouse_proxy_store_up", f'{PROXY},pod="p-1",worker="1"', "1x20"),
+        ],
+        [{"job": "gh-gatehouse-proxy-metrics", "pod": "p-1", "worker": "0"}],
+    ),
 }
 
 # The value an alert's annotations quote (``{{ $value }}``), where they do.
@@ -153,6 +162,11 @@ QUIET: dict[str, list[dict[str, str]]] = {
             f'{PROXY},namespace="shop",connection="vendor",status="2xx"',
             "0+9x20",
         ),
+    ],
+    "GatehouseProxyCountingAlone": [
+        _series("gatehouse_proxy_store_up", f'{PROXY},pod="p-1",worker="0"', "1x20"),
+        # A store restart shorter than `for`.
+        _series("gatehouse_proxy_store_up", f'{PROXY},pod="p-2",worker="0"', "1x8 0x3 1x9"),
     ],
 }
 
