@@ -227,31 +227,28 @@ class Proxy:
             return
         metrics.observe(labels, request.method, status, time.perf_counter() - started)
         self.tracing.answered(labels.app, labels.connection, status, labels.code)
-        if not labels.app:  # no tenant's: kept nowhere but the metrics
-            with self.tracing.phase("scrub"):
-                await response(scope, receive, send)
-            return
         try:
             with self.tracing.phase("scrub"):
                 await response(scope, receive, send)
         finally:
-            if isinstance(response, RelayedResponse):
-                code, sent = response.cut_code or labels.code, response.sent_bytes
-            else:
-                code, sent = labels.code, len(response.body)
-            self.activity.record(
-                labels.app,
-                labels.connection,
-                request.method,
-                b"/" + rest,
-                scope["query_string"],
-                status,
-                code,
-                time.perf_counter() - started,
-                request.received,
-                sent,
-                header(scope, b"traceparent"),
-            )
+            if labels.app:  # else no tenant's: kept nowhere but the metrics
+                if isinstance(response, RelayedResponse):
+                    code, sent = response.cut_code or labels.code, response.sent_bytes
+                else:
+                    code, sent = labels.code, len(response.body)
+                self.activity.record(
+                    labels.app,
+                    labels.connection,
+                    request.method,
+                    b"/" + rest,
+                    scope["query_string"],
+                    status,
+                    code,
+                    time.perf_counter() - started,
+                    request.received,
+                    sent,
+                    header(scope, b"traceparent"),
+                )
 
     async def _forward(
         self, request: AppRequest, app: AppRoute, connection: ConnectionRoute, raw_path: bytes
