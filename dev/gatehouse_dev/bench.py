@@ -17,8 +17,6 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   bench_scrubber; in this process, no stack).
 - request bodies: what reading 10 MiB bodies for parameters costs the proxy (see bench_bodies; in
   this process, no stack).
-- tracing: the latency table has a row for the proxy exporting spans of 1 fetch in 100 to a real
-  OpenTelemetry Collector (dev/go/otelcol); the plain proxy's row is tracing off.
 - workers: how a 2-worker Pod spreads connections over its workers (see bench_workers).
 - auth kinds: an OAuth 2.0 connection's fetches against a bearer one's (see bench_auth).
 - the shared store: quotas counted in it against counted alone, and how exact the counts are
@@ -26,9 +24,9 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
 - activity: what the inspector and the usage counters hold at 10,000 connections, per replica
   and on the operator, and what recording a fetch costs (see bench_activity; in this process,
   no stack).
-
-- tracing: what the tracing hooks cost a fetch, off and on (see bench_tracing; in this process,
-  with a collector).
+- tracing: the latency table has a row for the proxy exporting spans of 1 fetch in 100 to a real
+  OpenTelemetry Collector (dev/go/otelcol), the plain proxy's row being tracing off; and what the
+  tracing hooks cost a fetch, off and on (see bench_tracing; in this process, with a collector).
 
 BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber, bodies,
 workers, auth, store, activity, tracing) runs some of them.
