@@ -27,6 +27,7 @@ from tests.e2e.gatehouse_fixtures import (
     data_app,
     fetch,
     project_members,
+    run_cli,
     secret,
     wait_condition,
 )
@@ -133,15 +134,12 @@ def test_gatehouse_requests_follows_fetches_as_they_happen_and_is_refused_withou
     tokens = _project(cluster, stack, namespace)
     members = project_members(cluster, namespace)
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
-    command = [
-        sys.executable, "-m", "gatehouse_operator.cli", "requests", "vendor", "-n", namespace,
-        "--server", stack.local.api_url, "--interval", "0.3",
+    args = [
+        "requests", "vendor", "-n", namespace, "--server", stack.local.api_url, "--interval", "0.3",
     ]  # fmt: skip
+    command = [sys.executable, "-m", "gatehouse_operator.cli", *args]
 
-    refused = subprocess.run(
-        [*command, "--token", members["nobody"].token],
-        capture_output=True, text=True, timeout=60, env=env, check=False,
-    )  # fmt: skip
+    refused = run_cli(cluster, "gatehouse_operator.cli", *args, "--token", members["nobody"].token)
     assert refused.returncode == 2
     assert "403" in refused.stderr
     assert members["nobody"].token not in refused.stderr + refused.stdout
