@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable
 
 from gatehouse_contract.activity import MAX_USAGE_ROWS, RecentRequest, duration_bin, is_error
 from gatehouse_contract.frames import Gather, Gathered, UsageReport
+from gatehouse_contract.routes import namespace_of
 from gatehouse_proxy.audit import AuditSettings, AuditTrail
-from gatehouse_proxy.recent_requests import RecentRequests, Record, namespace_of, scrubbed_path
+from gatehouse_proxy.recent_requests import RecentRequests, Record, scrubbed_path
 from gatehouse_proxy.trace_ids import trace_id
 from gatehouse_proxy.usage_counts import UsageCounts, usage_rows
 
@@ -84,9 +85,12 @@ class Activity:
 
     async def answer(self, gather: Gather, send: Callable[[str], Awaitable[None]]) -> None:
         if gather.usage:
-            rows = list(usage_rows(self.usage.take(gather.usage_namespace)))
-            for start in range(0, len(rows), MAX_USAGE_ROWS):
-                part = UsageReport(id=gather.id, rows=tuple(rows[start : start + MAX_USAGE_ROWS]))
+            taken = self.usage.take(gather.usage_namespace)
+            for start in range(0, len(taken), MAX_USAGE_ROWS):
+                # Each part's rows are built in its own turn: 20,000 built at once held the
+                # loop ~0.1 s before the first part went.
+                rows = tuple(usage_rows(taken[start : start + MAX_USAGE_ROWS]))
+                part = UsageReport(id=gather.id, rows=rows)
                 await send(part.model_dump_json())
                 await asyncio.sleep(0)  # 1,000 rows at a time, then the other tenants
         found: tuple[RecentRequest, ...] = ()
