@@ -25,6 +25,7 @@ from collections import deque
 from typing import NamedTuple
 
 from gatehouse_contract.activity import MAX_PATH_CHARS, SCRUBBED_VALUE, RequestsQuery
+from gatehouse_contract.routes import namespace_of
 
 PER_ROUTE = 200
 PER_NAMESPACE = 5_000
@@ -87,11 +88,11 @@ class RecentRequests:
         self._namespaces: dict[str, deque[Record]] = {}
         self._connections: dict[str, list[Record]] = {}
         self._apps: dict[str, list[Record]] = {}
-        self._kept = 0  # records in the namespaces' queues: what counts against ``total``
         self._taken: set[int] = set()  # seqs of records in ``_all`` a namespace's bound took
 
     def __len__(self) -> int:
-        return self._kept
+        """Records in the namespaces' queues: what counts against ``total``."""
+        return len(self._all) - len(self._taken)
 
     def add(self, record: Record, namespace: str) -> None:
         """Keeps ``record`` (of ``namespace``, its app's) as the newest."""
@@ -100,7 +101,6 @@ class RecentRequests:
         if kept is None:
             kept = self._namespaces[namespace] = deque()
         kept.append(record)
-        self._kept += 1
         for lists, key in ((self._connections, record.connection), (self._apps, record.app)):
             if not key:
                 continue
@@ -115,19 +115,18 @@ class RecentRequests:
             taken = kept.popleft()
             self._unlist(taken)
             self._taken.add(taken.seq)
-            self._kept -= 1
-        while self._kept > self.total:
+        while len(self) > self.total:
             oldest = self._all.popleft()
             if oldest.seq in self._taken:
                 self._taken.discard(oldest.seq)
                 continue
             # The oldest record kept is the oldest of its namespace's queue.
-            queue = self._namespaces[namespace_of(oldest.app)]
+            oldest_namespace = namespace_of(oldest.app)
+            queue = self._namespaces[oldest_namespace]
             queue.popleft()
             if not queue:
-                del self._namespaces[namespace_of(oldest.app)]
+                del self._namespaces[oldest_namespace]
             self._unlist(oldest)
-            self._kept -= 1
         if len(self._all) > self.total + self.total // 4:  # rebuilt every total/4 at most
             self._all = deque(r for r in self._all if r.seq not in self._taken)
             self._taken.clear()
@@ -158,7 +157,3 @@ class RecentRequests:
             if len(chosen) == query.limit:
                 break
         return chosen
-
-
-def namespace_of(app_key: str) -> str:
-    return app_key.partition("/")[0]

@@ -32,10 +32,14 @@ def sent_trace_id(traceparent: str | None) -> str:
     return trace
 
 
-def new_trace_id() -> str:
-    """128 random bits, never all zero (which W3C reserves). Not a secret: the loop's own random
+def random_id(bits: int) -> int:
+    """A trace's or span's id: never 0, which W3C reserves. Not a secret: the loop's own random
     is enough, and cheaper than the kernel's for every request."""
-    return f"{random.getrandbits(128) or 1:032x}"
+    return random.getrandbits(bits) or 1
+
+
+def new_trace_id() -> str:
+    return f"{random_id(128):032x}"
 
 
 def trace_id(traceparent: str | None) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
@@ -23,6 +22,8 @@ from typing import TYPE_CHECKING
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, get_current_span, use_span
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from gatehouse_proxy.trace_ids import random_id
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -49,11 +50,6 @@ def _configured() -> bool:
         os.environ.get(name, "").strip()
         for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     )
-
-
-def _random_id(bits: int) -> int:
-    """Never 0, which W3C reserves. Not a secret: the loop's own random is enough."""
-    return random.getrandbits(bits) or 1
 
 
 def _id_generator() -> object:
@@ -126,11 +122,11 @@ class Tracing:
         # Never the current context: a fetch's parent is what the app sent, or nothing.
         parent = _PROPAGATOR.extract(carrier) if carrier else _NO_PARENT
         sent = get_current_span(parent).get_span_context()
-        trace_id = sent.trace_id if sent.is_valid else _random_id(128)
+        trace_id = sent.trace_id if sent.is_valid else random_id(128)
         decided = provider.sampler.should_sample(parent, trace_id, "fetch").decision
         if not decided.is_sampled():  # type: ignore[no-untyped-call]
             # Still one trace: the upstream continues it, unsampled, as a child of this hop.
-            unsampled = _UNSAMPLED.set(f"00-{trace_id:032x}-{_random_id(64):016x}-00")
+            unsampled = _UNSAMPLED.set(f"00-{trace_id:032x}-{random_id(64):016x}-00")
             try:
                 yield
             finally:
