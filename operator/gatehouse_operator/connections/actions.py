@@ -48,6 +48,24 @@ MAX_TESTS_PER_CALLER = 4
 MAX_DRAFTS_PER_CALLER = 2
 
 
+class AppLists:
+    """A namespace's data apps and chart types, each listed once (with the operator's identity)
+    however many parts of one answer read them: a page shows who links a connection and what the
+    visitor may link it into."""
+
+    def __init__(self, runtime: Runtime, namespace: str) -> None:
+        self.runtime = runtime
+        self.namespace = namespace
+        self._listed: dict[str, list[dict[str, Any]]] = {}
+
+    async def of(self, kind: Kind) -> list[dict[str, Any]]:
+        listed = self._listed.get(kind.plural)
+        if listed is None:
+            listed = await self.runtime.kube.list_custom(kind, self.namespace)
+            self._listed[kind.plural] = listed
+        return listed
+
+
 class PerCaller:
     """At most ``limit`` operations of one kind per caller at once; more are refused (429)."""
 
@@ -115,14 +133,16 @@ class Connections:
 
     # --- Listing and reading -------------------------------------------------------------------
 
-    async def visible_connections(self, user: User, namespace: str) -> ConnectionList:
+    async def visible_connections(
+        self, user: User, namespace: str, apps: AppLists | None = None
+    ) -> ConnectionList:
         """The connections the caller could link: all for admins, Builders ones for others.
         A list is decided by the caller's rights on the whole namespace's connections."""
         may = self.permission(user, namespace, whole_namespace=True)
         all_visible = await may(MANAGE_VERB, "")
         if not all_visible:
             await self.require(user, LINK_VERB, EXTERNAL_CONNECTION, namespace)
-        linked_by = await self._linked_by(namespace)
+        linked_by = await self._linked_by(apps or AppLists(self.runtime, namespace))
         items = [
             linkable(body, linked_by)
             for body in await self.runtime.kube.list_custom(EXTERNAL_CONNECTION, namespace)
@@ -133,12 +153,12 @@ class Connections:
         items.sort(key=lambda item: item.name)
         return ConnectionList(items=items, all_visible=all_visible)
 
-    async def _linked_by(self, namespace: str) -> dict[str, list[str]]:
+    async def _linked_by(self, apps: AppLists) -> dict[str, list[str]]:
         """Connection name to the apps linking it (Kind/name), read with the operator's identity:
         the callers who may see a connection may not be allowed to list every app."""
         found: dict[str, set[str]] = {}
         for kind in APPS.values():
-            for app in await self.runtime.kube.list_custom(kind, namespace):
+            for app in await apps.of(kind):
                 for link in app.get("spec", {}).get("connections") or []:
                     found.setdefault(link["connection"], set()).add(
                         f"{kind.kind}/{app['metadata']['name']}"
@@ -159,12 +179,15 @@ class Connections:
             raise Refused(404, "not_found", f"no connection {name!r} you may see in {namespace}")
         return body, can_manage
 
-    async def connection_detail(self, user: User, namespace: str, name: str) -> ConnectionDetail:
+    async def connection_detail(
+        self, user: User, namespace: str, name: str, apps: AppLists | None = None
+    ) -> ConnectionDetail:
         """One connection the caller may see, with its samples."""
         body, can_manage = await self.visible(user, namespace, name)
         spec = body.get("spec", {})
+        linked_by = await self._linked_by(apps or AppLists(self.runtime, namespace))
         return ConnectionDetail(
-            connection=linkable(body, await self._linked_by(namespace)),
+            connection=linkable(body, linked_by),
             auth=dict(spec.get("auth") or {"type": "none"}),
             headers=handoff.headers_of(spec),
             allowed_content_types=list(spec.get("allowedContentTypes") or []),

@@ -58,6 +58,11 @@ class Activity:
         self, user: User, namespace: str, name: str, window: Window
     ) -> ConnectionUsage:
         await self.connections.visible(user, namespace, name)
+        return await self.usage(namespace, name, window)
+
+    async def usage(self, namespace: str, name: str, window: Window) -> ConnectionUsage:
+        """A connection's usage, for a caller already shown the connection (the page, after
+        ``Connections.connection_detail``)."""
         # What the replicas counted since the last turn; when busy, the history as the last
         # collection left it (at most 10 s old).
         with contextlib.suppress(Busy):

@@ -24,7 +24,7 @@ from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAMPLE_LABEL
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.as_user import as_user, refusal
 from gatehouse_operator.connections import errors
-from gatehouse_operator.connections.actions import Connections, linkable
+from gatehouse_operator.connections.actions import AppLists, Connections, linkable
 from gatehouse_operator.connections.activity import Activity, window_of
 from gatehouse_operator.connections.errors import check_names, validation_message
 from gatehouse_operator.connections.exfiltration import ANY_CONNECTION, write_methods
@@ -131,49 +131,48 @@ class Pages:
     async def may(self, visitor: Visitor, verb: str, plural: str, namespace: str) -> bool:
         return await self.actions.access.allowed(visitor.user, verb, plural, namespace)
 
-    async def _linkable_apps(self, visitor: Visitor, namespace: str) -> list[str]:
+    async def _linkable_apps(self, visitor: Visitor, apps: AppLists) -> list[str]:
         """The apps the visitor may change (Kind/name), for the Link form; none when read-only."""
         if self.read_only:
             return []
-        apps = []
+        found = []
         for kind in APP_KINDS.values():
-            if await self.may(visitor, "update", kind.plural, namespace):
-                apps += [
-                    f"{kind.kind}/{body['metadata']['name']}"
-                    for body in await self.actions.runtime.kube.list_custom(kind, namespace)
-                ]
-        return sorted(apps)
+            if await self.may(visitor, "update", kind.plural, apps.namespace):
+                found += [f"{kind.kind}/{body['metadata']['name']}" for body in await apps.of(kind)]
+        return sorted(found)
 
     async def connections(self, request: Request, visitor: Visitor) -> Response:
         namespace = request.path_params["namespace"]
-        listing = await self.actions.visible_connections(visitor.user, namespace)
+        apps = AppLists(self.actions.runtime, namespace)
+        listing = await self.actions.visible_connections(visitor.user, namespace, apps)
         return self.renderer.render(
             "list.html",
             visitor=visitor,
             namespace=namespace,
             listing=listing,
             can_create=await self.may(visitor, "create", EXTERNAL_CONNECTION.plural, namespace),
-            apps=await self._linkable_apps(visitor, namespace),
+            apps=await self._linkable_apps(visitor, apps),
             link_warning=ANY_CONNECTION,
             notice=self._notice(request, visitor),
         )
 
     async def connection(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        detail = await self.actions.connection_detail(visitor.user, namespace, name)
-        apps = await self._linkable_apps(visitor, namespace)
+        listed = AppLists(self.actions.runtime, namespace)
+        detail = await self.actions.connection_detail(visitor.user, namespace, name, listed)
+        apps = await self._linkable_apps(visitor, listed)
         # The reference's "Linked resources" tabs: data apps and chart types apart, each with the
         # apps linking the connection, then those the visitor may link it into.
         tabs = {
             kind.kind: linked_by(
                 name,
-                await self.actions.runtime.kube.list_custom(kind, namespace),
+                await listed.of(kind),
                 {app.partition("/")[2] for app in apps if app.startswith(f"{kind.kind}/")},
             )
             for kind in APP_KINDS.values()
         }
         window = window_of(request.query_params.get("window"))
-        usage = await self.activity.connection_usage(visitor.user, namespace, name, window)
+        usage = await self.activity.usage(namespace, name, window)
         return self.renderer.render(
             "detail.html",
             usage=usage_charts(usage),
@@ -192,9 +191,8 @@ class Pages:
 
     async def connection_requests(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        detail = await self.actions.connection_detail(visitor.user, namespace, name)
         found = await self.activity.connection_requests(visitor.user, namespace, name)
-        return self._requests_page(visitor, namespace, found, connection=detail.connection.name)
+        return self._requests_page(visitor, namespace, found, connection=name)
 
     def app_requests_pages(self) -> list[tuple[Kind, Handler]]:
         """Each app kind's Requests page (a handler per kind: a kind is no Kubernetes name)."""
