@@ -18,6 +18,7 @@ import asyncio
 import logging
 import secrets
 import time
+from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
@@ -435,8 +436,7 @@ class _Session:
                 ) from None
         finally:
             self._tests.pop(test_id, None)
-            if future.done() and not future.cancelled():
-                future.exception()  # failed by fail_tests while the frame was being sent: seen
+            _seen(future)
 
     async def gather(self, frame: Gather) -> Gathered:
         """The replica's answer to ``frame``; the caller bounds the wait. Raises ConnectionError
@@ -448,6 +448,7 @@ class _Session:
             return await future
         finally:
             self._gathers.pop(frame.id, None)
+            _seen(future)
 
     def fail_tests(self) -> None:
         """The stream is gone: the replica had the tests (and gathers) still waiting for its
@@ -460,3 +461,10 @@ class _Session:
         for gathering in self._gathers.values():
             if not gathering.done():
                 gathering.set_exception(ConnectionError(f"{self.replica.name} went away"))
+
+
+def _seen(future: asyncio.Future[Any]) -> None:
+    """Reads a failure fail_tests set while the frame was still being sent (the send then raised
+    instead), so that asyncio does not log it as never retrieved."""
+    if future.done() and not future.cancelled():
+        future.exception()
