@@ -24,11 +24,13 @@ from urllib.parse import quote, urlencode
 import urllib3
 from kubernetes import client
 
+from gatehouse_contract.activity import MAX_RECENT
 from gatehouse_operator import kubeconfig
+from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.service_cli import cluster_options
 
 DONE, NOT_RUN = 0, 2
-APP_KINDS = {"DataApp": "dataapps", "ChartType": "charttypes"}
+APP_KINDS = {kind.kind: kind.plural for kind in (DATA_APP, CHART_TYPE)}
 
 
 class Refusal(Exception):
@@ -47,7 +49,9 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     shown.add_argument("connection", nargs="?", help="the ExternalConnection's name")
     shown.add_argument("--app", help="an app instead, as DataApp/NAME or ChartType/NAME")
     shown.add_argument("-f", "--follow", action="store_true", help="keep printing new ones")
-    shown.add_argument("--limit", type=int, default=100, help="how many to start with (1-500)")
+    shown.add_argument(
+        "--limit", type=int, default=100, help=f"how many to start with (1-{MAX_RECENT})"
+    )
     shown.add_argument("--interval", type=float, default=1.0, help="seconds between asks (-f)")
     shown.add_argument("--server", help="the service API's URL; default: $GATEHOUSE_SERVER")
     shown.add_argument("--token", help="default: $GATEHOUSE_TOKEN, else the kubeconfig's")
@@ -114,8 +118,8 @@ def run(args: argparse.Namespace, prog: str) -> int:
         server = args.server or os.environ.get("GATEHOUSE_SERVER", "")
         if not server:
             raise Refusal("no server: give --server URL or set $GATEHOUSE_SERVER")
-        if not 1 <= args.limit <= 500:
-            raise Refusal("--limit: 1 to 500")
+        if not 1 <= args.limit <= MAX_RECENT:
+            raise Refusal(f"--limit: 1 to {MAX_RECENT}")
         asker = Asker(server, _path(args, namespace), _token(args))
         since = 0.0
         seen: set[tuple[str, int]] = set()

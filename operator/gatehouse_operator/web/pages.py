@@ -27,7 +27,11 @@ from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.actions import AppLists, Connections, linkable
 from gatehouse_operator.connections.activity import Activity, window_of
 from gatehouse_operator.connections.errors import check_names, validation_message
-from gatehouse_operator.connections.exfiltration import ANY_CONNECTION, write_methods
+from gatehouse_operator.connections.exfiltration import (
+    ANY_CONNECTION,
+    connection_warning,
+    write_methods,
+)
 from gatehouse_operator.connections.linking import link_change, linked_by
 from gatehouse_operator.connections.models import (
     ConnectionTestRequest,
@@ -292,10 +296,7 @@ class Pages:
                 app = await kube.get_custom(kind, namespace, app_name)
                 links = list(app.get("spec", {}).get("connections") or [])
                 # No alias (the connection's own Link buttons): one made from its name.
-                try:
-                    change = link_change(links, connection, alias, f"{kind.kind} {app_name}")
-                except errors.Refused as refused:
-                    raise Refused(refused.status, refused.message) from None
+                change = link_change(links, connection, alias, f"{kind.kind} {app_name}")
                 alias = change.alias
                 if change.links is None:
                     notice = f"{kind.kind} {app_name} links {connection} as “{alias}” already."
@@ -312,7 +313,7 @@ class Pages:
         try:
             # The link stood the admission webhook, so the visitor may see the connection.
             linked, _ = await self.actions.visible(visitor.user, namespace, connection)
-            notice += " " + linkable(linked, {}).link_warning
+            notice += " " + connection_warning(linked)
         except errors.Refused:
             pass
         back = connection if fields.get("back") == "detail" else ""
