@@ -93,11 +93,12 @@ def problems(found: Document, project: DbtProject) -> tuple[list[str], list[str]
             where = ".".join(str(part) for part in location) or "(file)"
             errors.append(f"{found.path}:{found.line_of(location)}: {where}: {rule(item)}")
         return errors, []
+    compiled = compile_config(parsed)
     warnings = [
         f"{found.path}:{found.line_of(tuple(w.path.split('.')))}: warning: {w.message}"
-        for w in compile_config(parsed).warnings
+        for w in compiled.warnings
     ]
-    findings = model_checks.check(parsed, found, project)
+    findings = model_checks.check(parsed, found, project, compiled.time_intervals)
     return findings.errors, warnings + findings.warnings
 
 

@@ -26,13 +26,12 @@ grain on a date dimension, ``options_from_dimension`` naming a model no ``.yml``
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from gatehouse_operator.project_config import catalog, parameters, table_groups, time_intervals
-from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.dbt_project import DbtProject, Dimension, Model, Place
 from gatehouse_operator.project_config.findings import Findings, did_you_mean
 from gatehouse_operator.project_config.schema import (
@@ -49,10 +48,15 @@ _LOOKS_LIKE_A_REFERENCE = re.compile(r"\$\{\s*(?:service|sv)\.[^}]*\}", re.IGNOR
 INTERVAL_WORDS = ("OFF", "default")
 
 
-def check(config: ServiceConfig, config_file: Document, project: DbtProject) -> Findings:
-    """``config`` (read from ``config_file``) against ``project``, each finding at its line."""
+def check(
+    config: ServiceConfig,
+    config_file: Document,
+    project: DbtProject,
+    intervals: Mapping[str, Sequence[str]],
+) -> Findings:
+    """``config`` (read from ``config_file``, its time intervals as compiled) against
+    ``project``, each finding at its line."""
     found = Findings(errors=list(project.problems))
-    intervals = compile_config(config).time_intervals
     for model in project.models.values():
         _parameter_references(config, model, project, found)
         _groups(config, model, found)
