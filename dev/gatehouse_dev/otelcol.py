@@ -11,15 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gatehouse_dev.binaries import (
-    GO_MODULES_DIR,
-    _cache_key,
-    _ensure,
-    _GoTarget,
-    _required_version,
-    _stripped,
-    cache_root,
-)
+from gatehouse_dev.binaries import GO_MODULES_DIR
+from gatehouse_dev.go_tools import ensure_go_tool
 from gatehouse_dev.processes import Server, free_port
 
 OTELCOL_MODULE_DIR = GO_MODULES_DIR / "otelcol"
@@ -27,17 +20,13 @@ OTELCOL_MODULE_DIR = GO_MODULES_DIR / "otelcol"
 
 def ensure_otelcol() -> Path:
     """Returns the cached collector, building it when missing."""
-    version = _required_version(
-        (OTELCOL_MODULE_DIR / "go.mod").read_text(), "go.opentelemetry.io/collector/otelcol"
+    return ensure_go_tool(
+        OTELCOL_MODULE_DIR,
+        "go.opentelemetry.io/collector/otelcol",
+        "gatehouse.dev/dev/otelcol",
+        name="otelcol",
+        what="collector",
     )
-    directory = cache_root() / "bin" / _cache_key(f"otelcol-{version}", (OTELCOL_MODULE_DIR,))
-    collector = directory / "otelcol"
-    _ensure(
-        directory,
-        "collector",
-        [_GoTarget(collector, "gatehouse.dev/dev/otelcol", OTELCOL_MODULE_DIR, _stripped, False)],
-    )
-    return collector
 
 
 def _config(port: int, output: Path) -> dict[str, Any]:

@@ -21,15 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from gatehouse_dev.binaries import (
-    GO_MODULES_DIR,
-    _cache_key,
-    _ensure,
-    _GoTarget,
-    _required_version,
-    _stripped,
-    cache_root,
-)
+from gatehouse_dev.binaries import GO_MODULES_DIR
+from gatehouse_dev.go_tools import ensure_go_tool
 from gatehouse_dev.node.layout import NODE_NAME, SERVICE_CIDR
 
 MODULE_DIR = GO_MODULES_DIR / "kube-router"
@@ -38,15 +31,9 @@ MODULE = "github.com/cloudnativelabs/kube-router/v2"
 
 def ensure_kube_router() -> Path:
     """The cached kube-router binary, built when missing (static: no cgo)."""
-    version = _required_version((MODULE_DIR / "go.mod").read_text(), MODULE)
-    directory = cache_root() / "bin" / _cache_key(f"kube-router-{version}", (MODULE_DIR,))
-    binary = directory / "kube-router"
-    _ensure(
-        directory,
-        "network policy",
-        [_GoTarget(binary, f"{MODULE}/cmd/kube-router", MODULE_DIR, _stripped, cgo=False)],
+    return ensure_go_tool(
+        MODULE_DIR, MODULE, f"{MODULE}/cmd/kube-router", name="kube-router", what="network policy"
     )
-    return binary
 
 
 # kube-router runs as this user, with the rights of rbac() alone.
