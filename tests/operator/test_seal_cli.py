@@ -139,7 +139,8 @@ class _Cluster:
     def __init__(self, live: dict[str, Any], public: PublicSealingKeys) -> None:
         self.live = live
         self.public = public
-        self.where = ("shop", "externalconnections", "stripe")
+        metadata = live["metadata"]
+        self.where = (metadata["namespace"], "externalconnections", metadata["name"])
 
     def get_namespaced_custom_object(self, *where: str, **_: Any) -> dict[str, Any]:
         assert where[2:] == self.where, where
@@ -153,15 +154,24 @@ OWN = Scope("shop", "stripe", "https://api.stripe.com")  # CONNECTION's, its ori
 
 
 def _reseal(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offered: Callable[[SealingKeys], str]
-) -> tuple[int, str, str]:
-    """Reseals CONNECTION, sealed with an old key, whose status offers ``offered(keys)``: the
-    exit code, and the file before and after."""
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    offered: Callable[[SealingKeys], str],
+    document: dict[str, Any] | None = None,
+    scope: Scope = OWN,
+) -> tuple[int, str, str, SealingKeys]:
+    """Reseals ``document`` (CONNECTION with bearer auth when none), its secret sealed for
+    ``scope`` with an old key, whose status offers ``offered(keys)``: the exit code, the file
+    before and after, and the rotated keys."""
     old = SealingKeys.generate()
     keys = SealingKeys.parse(old.rotated().dump())
-    document = yaml.safe_load(CONNECTION.split("---")[0])
-    document["spec"]["auth"] = {"type": "bearer", "sealedSecret": old.public().seal(b"k", OWN)}
-    source = tmp_path / "stripe.yaml"
+    if document is None:
+        document = yaml.safe_load(CONNECTION.split("---")[0])
+        document["spec"]["auth"] = {"type": "bearer"}
+    auth = document["spec"]["auth"]
+    auth.pop("secretRef", None)
+    auth["sealedSecret"] = old.public().seal(b"k", scope)
+    source = tmp_path / f"{document['metadata']['name']}.yaml"
     source.write_text(yaml.safe_dump(document))
     before = source.read_text()
     live = {**document, "status": {"resealedSecret": offered(keys)}}
@@ -170,13 +180,15 @@ def _reseal(
     monkeypatch.setattr(kubernetes.client, "CustomObjectsApi", lambda: cluster)
     monkeypatch.setattr(kubernetes.client, "CoreV1Api", lambda: cluster)
     code = cli.main(["reseal", "-f", str(source), "-w"])
-    return code, before, source.read_text()
+    return code, before, source.read_text(), keys
 
 
 def test_reseal_writes_an_offer_sealed_for_the_files_connection_with_the_active_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, before, after = _reseal(tmp_path, monkeypatch, lambda keys: keys.public().seal(b"k", OWN))
+    code, before, after, _ = _reseal(
+        tmp_path, monkeypatch, lambda keys: keys.public().seal(b"k", OWN)
+    )
     assert code == 0, capsys.readouterr().err
     value = yaml.safe_load(after)["spec"]["auth"]["sealedSecret"]
     assert after != before
@@ -215,7 +227,7 @@ def test_reseal_refuses_an_offer_for_another_connection_or_key(
     message: str,
 ) -> None:
     """Whoever may write the connection's status must not choose what the file in Git holds."""
-    code, before, after = _reseal(tmp_path, monkeypatch, offer)
+    code, before, after, _ = _reseal(tmp_path, monkeypatch, offer)
     err = capsys.readouterr().err
     assert code == 2
     assert after == before  # nothing written
@@ -356,30 +368,17 @@ def test_reseal_checks_a_client_secrets_token_url_and_client_id(
     offer: Callable[[SealingKeys], str],
     message: str,
 ) -> None:
-    old = SealingKeys.generate()
-    keys = SealingKeys.parse(old.rotated().dump())
     document = yaml.safe_load(OAUTH2_CONNECTION)
-    auth = document["spec"]["auth"]
-    del auth["secretRef"]
-    auth["sealedSecret"] = old.public().seal(b"k", CRM)
-    source = tmp_path / "crm.yaml"
-    source.write_text(yaml.safe_dump(document))
-    before = source.read_text()
-    cluster = _Cluster({**document, "status": {"resealedSecret": offer(keys)}}, keys.public())
-    cluster.where = ("shop", "externalconnections", "crm")
-    monkeypatch.setattr(kubeconfig, "load", lambda *_: "default")
-    monkeypatch.setattr(kubernetes.client, "CustomObjectsApi", lambda: cluster)
-    monkeypatch.setattr(kubernetes.client, "CoreV1Api", lambda: cluster)
-    code = cli.main(["reseal", "-f", str(source), "-w"])
+    code, before, after, keys = _reseal(tmp_path, monkeypatch, offer, document, CRM)
     err = capsys.readouterr().err
     if not message:
         assert code == 0, err
-        value = yaml.safe_load(source.read_text())["spec"]["auth"]["sealedSecret"]
+        value = yaml.safe_load(after)["spec"]["auth"]["sealedSecret"]
         assert SealedValue.parse(value).scope == CRM
         assert SealedValue.parse(value).key == keys.active
         return
     assert code == 2
-    assert source.read_text() == before
+    assert after == before
     assert "shop/crm: status.resealedSecret " in err
     assert message in err
 
