@@ -213,3 +213,21 @@ def grant_secrets(cluster: Cluster, namespace: str, member: str, verbs: str) -> 
     absent here). A connection that sends a Secret's value needs ``get`` on it (README: Who may
     do what)."""
     grant(cluster, namespace, member, verbs, "secrets")
+
+
+def register_client(
+    token_endpoint: str, client_id: str, secret: str, method: str, lifetime: int | None = None
+) -> None:
+    """An OAuth 2.0 client of the dev token endpoint (dev/gatehouse_dev/token_endpoint.py),
+    authenticating by ``method`` (basic or body); tokens live ``lifetime`` seconds (its default
+    when None)."""
+    client: dict[str, Any] = {"id": client_id, "secret": secret, "method": method}
+    if lifetime is not None:
+        client["lifetime"] = lifetime
+    httpx.post(f"{token_endpoint}/clients", json=client, timeout=5).raise_for_status()
+
+
+def token_requests(token_endpoint: str, client_id: str) -> int:
+    """How many tokens the dev token endpoint minted for ``client_id``."""
+    clients = httpx.get(f"{token_endpoint}/stats", timeout=5).json()["clients"]
+    return int(clients.get(client_id, 0))

@@ -19,7 +19,9 @@ from tests.e2e.gatehouse_fixtures import (
     get,
     grant_secrets,
     project_members,
+    register_client,
     secret,
+    token_requests,
     wait_condition,
 )
 
@@ -231,11 +233,7 @@ def test_an_oauth2_draft_mints_a_token_with_its_secret_and_shows_the_providers_e
     members = project_members(cluster, namespace)
     grant_secrets(cluster, namespace, "admin", "get")
     client_id, client_secret = f"draft-{namespace}", "cs_draft_" + SECRET
-    httpx.post(
-        f"{stack.token_endpoint}/clients",
-        json={"id": client_id, "secret": client_secret, "method": "body"},
-        timeout=5,
-    ).raise_for_status()
+    register_client(stack.token_endpoint, client_id, client_secret, "body")
 
     def draft(token_path: str, value: str) -> dict[str, Any]:
         auth = {
@@ -259,8 +257,7 @@ def test_an_oauth2_draft_mints_a_token_with_its_secret_and_shows_the_providers_e
     assert (seen["client"], seen["scope"]) == (client_id, "crm.read")
     assert seen["headers"]["authorization"].endswith("[redacted]")  # the minted token
     assert "ya29." not in answer.text
-    stats = httpx.get(f"{stack.token_endpoint}/stats", timeout=5).json()
-    assert stats["clients"][client_id] == 1
+    assert token_requests(stack.token_endpoint, client_id) == 1
 
     wrong = try_draft(stack, namespace, members["admin"], draft("/token", "cs_wrong")).json()
     assert not wrong["passed"]

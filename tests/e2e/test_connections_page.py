@@ -46,6 +46,7 @@ from tests.e2e.gatehouse_fixtures import (
     get,
     grant_secrets,
     project_members,
+    register_client,
     secret,
     wait_condition,
 )
@@ -468,11 +469,7 @@ def test_an_admin_registers_an_oauth2_api_with_headers_quotas_and_a_sealed_clien
     asks for the secret again."""
     members = project(cluster, stack, namespace)
     client_id, client_secret = f"crm-{namespace}", f"{CANARY}-oauth2"
-    httpx.post(
-        f"{stack.token_endpoint}/clients",
-        json={"id": client_id, "secret": client_secret, "method": "body"},
-        timeout=5,
-    ).raise_for_status()
+    register_client(stack.token_endpoint, client_id, client_secret, "body")
     token_url = f"{stack.token_endpoint}/token"
     admin = visit(members["admin"])
     page = admin.open(f"/ui/namespaces/{namespace}/new-connection")

@@ -31,7 +31,9 @@ from tests.e2e.gatehouse_fixtures import (
     fetch,
     grant_secrets,
     project_members,
+    register_client,
     secret,
+    token_requests,
     wait_condition,
 )
 
@@ -53,17 +55,12 @@ def fleet(stack: Stack) -> Iterator[list[Endpoint]]:
 def _client(stack: Stack, method: str, lifetime: int = 3600) -> tuple[str, str]:
     client_id = f"client-{secrets.token_hex(4)}"
     secret_value = "cs_" + secrets.token_urlsafe(24)
-    httpx.post(
-        f"{stack.token_endpoint}/clients",
-        json={"id": client_id, "secret": secret_value, "method": method, "lifetime": lifetime},
-        timeout=5,
-    ).raise_for_status()
+    register_client(stack.token_endpoint, client_id, secret_value, method, lifetime)
     return client_id, secret_value
 
 
 def _token_requests(stack: Stack, client_id: str) -> int:
-    clients = httpx.get(f"{stack.token_endpoint}/stats", timeout=5).json()["clients"]
-    return int(clients.get(client_id, 0))
+    return token_requests(stack.token_endpoint, client_id)
 
 
 def _oauth2(

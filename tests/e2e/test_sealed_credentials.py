@@ -34,6 +34,7 @@ from tests.e2e.gatehouse_fixtures import (
     data_app,
     fetch,
     get,
+    register_client,
     wait_condition,
 )
 
@@ -254,11 +255,7 @@ def test_a_sealed_client_secret_mints_tokens_and_opens_for_its_token_url_only(
     token URL and client id as well, so the same value under another tokenURL (a host or path
     of the editor's choosing) does not open."""
     client_id, client_secret = f"sealed-{namespace}", f"{CANARY}-client"
-    httpx.post(
-        f"{stack.token_endpoint}/clients",
-        json={"id": client_id, "secret": client_secret, "method": "basic"},
-        timeout=5,
-    ).raise_for_status()
+    register_client(stack.token_endpoint, client_id, client_secret, "basic")
     token_url = f"{stack.token_endpoint}/token"
     auth = {
         "type": "oauth2ClientCredentials",
