@@ -254,6 +254,13 @@ def typed(path: str) -> str:
     return Redaction(()).text(path)
 
 
+def typed_credentials(path: str) -> list[str]:
+    """The keys of ``path`` whose values :func:`typed` would replace, as written (empty: it
+    keeps ``path`` as it is). A value already replaced does not count, so a path that went
+    through :func:`typed` has none."""
+    return sorted({pair["key"] for pair in _PAIR.finditer(path) if pair["value"] != REDACTED})
+
+
 def save_refusal(status: dict[str, Any], label: str) -> Verdict | None:
     """Why a finished test cannot be saved with ``label`` (None: it can). The service API asks
     the same before it sets the annotation, so its callers need not wait for the operator."""

@@ -150,19 +150,22 @@ def test_a_passing_test_saved_as_sample_is_redacted_and_capped(
         "items": [{"id": n, "client_secret": f"zz-client-{n}"} for n in range(120)],
         "nested": {"deeper": {"Access-Token": "zz-access-1", "kept": "visible"}},
     }
-    apply(
-        cluster,
-        namespace,
-        connection_test(
-            "sample",
-            "vendor",
-            method="POST",
-            # What the tester typed is redacted as the answer is.
-            path="/echo/orders?token=typed-by-the-tester",
-            body=payload,
-            saveAsSample={"label": "An order"},
-        ),
+    sample_test = connection_test(
+        "sample",
+        "vendor",
+        method="POST",
+        path="/echo/orders?token=typed-by-the-tester",
+        body=payload,
+        saveAsSample={"label": "An order"},
     )
+    # A credential-like value typed into the path is refused at admission, unrepeated, so it
+    # never reaches the stored spec; the page and `gatehouse test` replace it first, as here.
+    refused = try_apply(cluster, namespace, sample_test)
+    assert "spec.path: the query gives a value to token; a ConnectionTest" in refused
+    assert "typed-by-the-tester" not in refused
+    assert get(cluster, namespace, "connectiontest/sample") is None
+    sample_test["spec"]["path"] = "/echo/orders?token=[redacted]"
+    apply(cluster, namespace, sample_test)
     body = finished(cluster, namespace, "sample")
     assert passed(body)["status"] == "True"
     assert body["status"]["sample"] == "sample"
@@ -212,6 +215,9 @@ def test_refusals_are_results_and_bad_methods_are_refused_at_admission(
             "get-body", "vendor", body={"a": 1}
         ),
         "spec.connection: no ExternalConnection 'absent'": connection_test("nowhere", "absent"),
+        "spec.path: the query gives a value to api_key; a ConnectionTest": connection_test(
+            "typed", "vendor", path="/echo/v1?api_key=typed-by-me"
+        ),
     }
     for message, document in refusals.items():
         assert message in try_apply(cluster, namespace, document)

@@ -23,6 +23,7 @@ from kubernetes.aio import client
 
 from gatehouse_dev.pki import CertificateAuthority, KeyPair
 from gatehouse_dev.processes import free_port
+from gatehouse_operator.connections import runs
 from gatehouse_operator.controllers import admission
 from gatehouse_operator.controllers import webhook_configuration as webhooks
 from gatehouse_operator.webhook import WebhookServer
@@ -188,3 +189,57 @@ def test_without_a_client_ca_anyone_is_answered(tmp_path: Path) -> None:
     control planes): the README says what the port then tells whoever reaches it."""
     server = WebhookServer(addr="127.0.0.1", port=free_port(), on_ca_bundle=_no_ca_bundle)
     assert _calls(server, {"no certificate": None}) == {"no certificate": 200}
+
+
+class _Seen:
+    """A namespace with one connection, ``vendor``, that every requester may test."""
+
+    async def get_custom(self, *_: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "vendor"}, "spec": {"allowedMethods": ["GET"]}}
+
+    async def allowed(self, *_: Any, **__: Any) -> bool:
+        return True
+
+
+def _review_test(path: str) -> None:
+    seen = _Seen()
+    memo = SimpleNamespace(kube=seen, access=seen)
+    body = {
+        "metadata": {"name": "typed", "namespace": "shop"},
+        "spec": {"connection": "vendor", "method": "GET", "path": path},
+    }
+    check: Any = admission.check_connection_test  # the handler, as kopf registered it
+    asyncio.run(check(body=body, userinfo={"username": "tester"}, memo=memo))
+
+
+@pytest.mark.parametrize(
+    ("path", "keys"),
+    [
+        ("/v1/items?api_key=typed-by-me&page=2", "api_key"),
+        (
+            "/v1/items?page=2&Access-Token=typed-by-me&clientSecret=typed-too",
+            "Access-Token, clientSecret",
+        ),
+    ],
+)
+def test_a_test_whose_path_gives_a_credential_key_a_value_is_refused_naming_it(
+    path: str, keys: str
+) -> None:
+    """Written with kubectl, the path is not scrubbed by the page or the CLI: the test is
+    refused, so the value never reaches the stored spec, and the refusal does not repeat it."""
+    with pytest.raises(kopf.AdmissionError) as refused:
+        _review_test(path)
+    message = str(refused.value)
+    assert message.startswith(f"spec.path: the query gives a value to {keys}; a ConnectionTest")
+    assert "`gatehouse test`" in message
+    assert "typed-by-me" not in message
+    assert "typed-too" not in message
+    assert refused.value.code == 422
+
+
+def test_a_path_as_the_page_and_the_cli_keep_it_is_admitted() -> None:
+    for path in (
+        "/v1/items?page=2&tokens_used=3",
+        runs.new_test("vendor", {"path": "/v1/items?api_key=typed-by-me&page=2"})["spec"]["path"],
+    ):
+        _review_test(path)

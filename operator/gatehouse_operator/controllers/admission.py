@@ -1,7 +1,8 @@
 """Admission: the link policy (and, for each link allowed, the warning of what it lets the app
 do); connections that would send a Secret's value for someone who may
 not read it (see gatehouse_operator.secret_use); ConnectionTests of a connection the requester
-may not see, or with a method the connection refuses; and ProjectConfigs: a valid file (unknown
+may not see, with a method the connection refuses, or whose path gives a credential-like key a
+value (see gatehouse_operator.samples.typed); and ProjectConfigs: a valid file (unknown
 keys refused whatever the client asked for, as the CRD keeps them), and one project file
 (ProjectConfig that is not a preview) per namespace.
 
@@ -25,6 +26,7 @@ import aiohttp
 import kopf
 from kubernetes.aio import client
 
+from gatehouse_contract.redaction import REDACTED
 from gatehouse_operator import link_policy, secret_use
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
@@ -39,6 +41,7 @@ from gatehouse_operator.api.project_config import (
 from gatehouse_operator.connections.exfiltration import connection_warning
 from gatehouse_operator.kube import Kube, failure
 from gatehouse_operator.project_config.schema import spec_problems
+from gatehouse_operator.samples import typed_credentials
 
 REGISTRY = kopf.OperatorRegistry()
 log = logging.getLogger("gatehouse.webhook")
@@ -166,6 +169,19 @@ async def check_connection_test(
     kube: Kube = memo.kube
     access: Access = memo.access
     spec = body.get("spec") or {}
+    credentials = typed_credentials(str(spec.get("path", "")))
+    if credentials:
+        # The page, the service API and the CLI scrub what was typed before they create the
+        # test; a test written by hand is refused rather than changed (no mutating webhook),
+        # so the value never reaches the stored spec, its printer column or its Events.
+        raise kopf.AdmissionError(
+            f"spec.path: the query gives a value to {', '.join(credentials)}; a ConnectionTest "
+            "keeps no value for a key that usually holds a credential, since everyone who may "
+            "read tests sees its path; leave the value out (the connection injects its own "
+            f"credential), write it as {REDACTED}, or run the test from the connection's page "
+            "or with `gatehouse test`, which replace it",
+            code=422,
+        )
     name = str(spec.get("connection", ""))
     namespace = body["metadata"]["namespace"]
     user = User.from_user_info(dict(userinfo))
