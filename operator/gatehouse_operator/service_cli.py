@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from gatehouse_operator import kubeconfig
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
 from gatehouse_operator.api.project_config import PREVIEW_LABEL, PROJECT_CONFIG
-from gatehouse_operator.project_config import dbt_project, model_checks, yaml_source
+from gatehouse_operator.project_config import catalog, dbt_project, model_checks, yaml_source
 from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.dbt_project import DBT_PROJECT, DbtProject
 from gatehouse_operator.project_config.explain import NotFound, explain
@@ -48,6 +48,7 @@ from gatehouse_operator.project_config.yaml_source import Document
 FILE_NAME = "service.config.yml"
 MANAGER = "service-cli"
 TABLE_GROUPS_MANAGER = "service-cli-table-groups"
+CATALOG_MANAGER = "service-cli-catalog"
 OK, INVALID, NOT_RUN = 0, 1, 2
 MAX_SHOWN = 100  # errors, then warnings, printed; the rest are counted
 
@@ -84,6 +85,11 @@ def find(project_dir: Path) -> Document | None:
 
 def problems(found: Document, project: DbtProject) -> tuple[list[str], list[str]]:
     """Errors and warnings of the file and of the models, each as ``file:line: message``."""
+    if "catalog" in found.data:
+        return [
+            f"{found.path}:{found.line_of(('catalog',))}: catalog: not a key of {FILE_NAME}: "
+            "deploy writes it from the models' meta.spotlight"
+        ], []
     try:
         parsed = ServiceConfig.model_validate(found.data)
     except ValidationError as error:
@@ -102,8 +108,11 @@ def problems(found: Document, project: DbtProject) -> tuple[list[str], list[str]
     return findings.errors, warnings + findings.warnings
 
 
-def documents(found: Document, name: str, preview: bool) -> list[tuple[str, dict[str, Any]]]:
-    """The applies to make, each with its field manager."""
+def documents(
+    found: Document, name: str, preview: bool, models: dict[str, Any] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """The applies to make, each with its field manager: the file's sections, its table groups
+    when it has the key, and ``models`` (the models' resolved catalog settings) when given."""
     metadata: dict[str, Any] = {"name": name}
     if preview:
         metadata["labels"] = {PREVIEW_LABEL: "true"}
@@ -113,13 +122,22 @@ def documents(found: Document, name: str, preview: bool) -> list[tuple[str, dict
     if "table_groups" in found.data:
         groups = found.data["table_groups"] or {}
         applies.append((TABLE_GROUPS_MANAGER, {**head, "spec": {"table_groups": groups}}))
+    if models is not None:
+        applies.append((CATALOG_MANAGER, {**head, "spec": {"catalog": models}}))
     return applies
 
 
-def apply(args: argparse.Namespace, found: Document, preview: bool) -> str:
+def models_catalog(found: Document, project: DbtProject) -> dict[str, Any]:
+    """The models' catalog settings as ``explain`` shows them, for the spec's ``catalog``."""
+    parsed = ServiceConfig.model_validate(found.data)
+    intervals = compile_config(parsed).time_intervals
+    return catalog.resolved(parsed, project.models.values(), intervals)
+
+
+def apply(args: argparse.Namespace, found: Document, project: DbtProject, preview: bool) -> str:
     namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
     api = client.ApiClient()
-    applies = documents(found, args.name, preview)
+    applies = documents(found, args.name, preview, models_catalog(found, project))
     if args.dry_run:
         # Nothing persists between dry runs, so the server checks the whole file at once.
         spec = {key: value for _, document in applies for key, value in document["spec"].items()}
@@ -263,7 +281,7 @@ def run(args: argparse.Namespace, prog: str) -> int:
             return INVALID
         return OK
     try:
-        print(apply(args, found, preview=args.service == "preview"))
+        print(apply(args, found, project, preview=args.service == "preview"))
     except (Failure, kubeconfig.ClusterError) as failure:
         print(f"{prog}: {failure}", file=sys.stderr)
         return NOT_RUN

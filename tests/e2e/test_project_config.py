@@ -3,6 +3,7 @@ warnings in status and Events, the table-groups sync rule, and the defaults API.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -93,6 +94,47 @@ def test_the_example_deploys_and_compiles(
     # The file pasted in unchanged: the stored spec is the file.
     stored = body["spec"]
     assert stored["custom_granularities"]["fiscal_quarter"]["sql"].endswith("${COLUMN}))")
+    # The models' catalog metadata, as explain resolves it, reaches the status.
+    assert "ordered_at_month" in stored["catalog"]["orders"]["dimensions"]
+    orders = result["catalog"]["orders"]
+    assert "dimensions" not in orders
+    assert orders["categories"] == ["revenue"]
+    assert orders["metrics"]["revenue"]["categories"] == ["revenue", "growth"]
+
+
+def test_a_catalog_edited_by_hand_is_compiled_by_the_clis_rules(
+    cluster: Cluster, stack: Stack, namespace: str, project_dir: Path
+) -> None:
+    deploy(cluster, project_dir, namespace)
+    patch = {
+        "spec": {
+            "catalog": {
+                "orders": {
+                    "dimensions": ["status"],
+                    "metrics": {"revenue": {"filter_by": ["status", "colour"]}},
+                }
+            }
+        }
+    }
+    cluster.kubectl(
+        "patch",
+        "projectconfig/project",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        json.dumps(patch),
+    )
+    status = compiled(cluster, namespace)
+    assert [(w["rule"], w["path"]) for w in status["warnings"]] == [
+        ("UnknownCatalogDimension", "catalog.orders.metrics.revenue.filter_by")
+    ]
+    revenue = status["compiled"]["catalog"]["orders"]["metrics"]["revenue"]
+    assert "filter_by" not in revenue
+    # The next deploy puts back what the models say: the catalog is atomic, so the CLI's
+    # manager replaces it whole, the hand-set filter_by included.
+    deploy(cluster, project_dir, namespace)
+    assert compiled(cluster, namespace)["warnings"] == []
 
 
 def test_compile_warnings_show_in_status_and_describe(

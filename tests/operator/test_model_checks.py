@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from gatehouse_operator import service_cli
+from gatehouse_operator.project_config import dbt_project
+from gatehouse_operator.project_config.compiler import compile_config
+from gatehouse_operator.project_config.schema import ServiceConfig, spec_problems
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "project"
 INVALID, OK = service_cli.INVALID, service_cli.OK
@@ -609,3 +612,97 @@ def test_explain_names_what_is_missing(
     code, _, err = run(capsys, EXAMPLE, "explain", target)
     assert code == INVALID
     assert err.strip() == f"gatehouse-service: {says}"
+
+
+def test_deploy_sends_the_models_catalog_resolved_under_a_manager_of_its_own(
+    project: Path,
+) -> None:
+    """What explain shows of a model's catalog metadata reaches the ProjectConfig: the file
+    alone never held it."""
+    (project / "models" / "orders.yml").write_text(
+        metric_file(
+            "spotlight:\n  owner: ana@shop.example\n  categories: [growth]\n"
+            "  filter_by: [status, ordered_at]\n  segment_by: [status, ordered_at_month]\n"
+            "  default_segment: status\n  default_filter:\n    status: [completed, shipped]",
+            model_meta="      spotlight:\n        owner: finance@shop.example\n"
+            "        categories: [revenue]\n",
+        )
+    )
+    found = service_cli.find(project)
+    assert found is not None
+    models = service_cli.models_catalog(found, dbt_project.read(project))
+    applies = service_cli.documents(found, "project", False, models)
+    assert [manager for manager, _ in applies][-1] == service_cli.CATALOG_MANAGER
+    sent = applies[-1][1]["spec"]
+    assert list(sent) == ["catalog"]
+    orders = sent["catalog"]["orders"]
+    assert (orders["visibility"], orders["categories"], orders["owner"]) == (
+        "show",
+        ["revenue"],
+        "finance@shop.example",
+    )
+    assert {"status", "amount", "ordered_at", "ordered_at_month"} <= set(orders["dimensions"])
+    assert orders["metrics"]["total"] == {
+        "visibility": "show",
+        "categories": ["revenue", "growth"],
+        "owner": "ana@shop.example",
+        "filter_by": ["status", "ordered_at"],
+        "segment_by": ["status", "ordered_at_month"],
+        "default_segment": "status",
+        "default_filter": {"status": ["completed", "shipped"]},
+    }
+    # What the webhook and the operator check of the spec deploy makes; and the status keeps it.
+    spec = {key: value for _, applied in applies for key, value in applied["spec"].items()}
+    assert spec_problems(spec) == []
+    compiled = compile_config(ServiceConfig.model_validate(spec))
+    assert compiled.warnings == []
+    kept = compiled.as_status()["catalog"]["orders"]
+    assert "dimensions" not in kept
+    assert kept["owner"] == "finance@shop.example"
+    assert kept["metrics"]["total"] == orders["metrics"]["total"]
+
+
+def test_a_catalog_edited_by_hand_keeps_only_what_its_model_has(project: Path) -> None:
+    """The compiler drops, with a warning naming the path and the rule, a setting deploy would
+    have refused: one rule, the CLI's."""
+    spec = {
+        "spotlight": {"categories": {"revenue": {"label": "Revenue"}}},
+        "catalog": {
+            "orders": {
+                "categories": ["revenue", "nowhere"],
+                "dimensions": ["status", "amount"],
+                "metrics": {
+                    "total": {
+                        "filter_by": ["status", "colour"],
+                        "default_segment": "amount",
+                        "default_filter": {"status": "completed"},
+                    }
+                },
+            }
+        },
+    }
+    assert spec_problems(spec) == []
+    compiled = compile_config(ServiceConfig.model_validate(spec))
+    assert [(w.rule, w.path) for w in compiled.warnings] == [
+        ("UnknownCatalogDimension", "catalog.orders.metrics.total.filter_by"),
+        ("UnknownCatalogCategory", "catalog.orders.categories"),
+    ]
+    assert "'colour' is not a dimension of the model orders" in compiled.warnings[0].message
+    kept = compiled.as_status()["catalog"]["orders"]
+    assert kept["categories"] == ["revenue"]
+    assert kept["metrics"]["total"] == {
+        "visibility": "show",
+        "categories": [],
+        "default_segment": "amount",
+        "default_filter": {"status": "completed"},
+    }
+
+
+def test_the_file_cannot_set_the_catalog_deploy_writes(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    config = project / "service.config.yml"
+    config.write_text(config.read_text() + "catalog: {}\n")
+    code, _, err = run(capsys, project, "validate")
+    assert code == INVALID
+    assert "catalog: not a key of service.config.yml: deploy writes it from the models'" in err

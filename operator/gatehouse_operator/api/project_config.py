@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from gatehouse_operator.api.meta import Kind, Model, PrinterColumn, Status, ready_columns
-from gatehouse_operator.project_config.schema import ServiceConfig, shortened
+from gatehouse_operator.project_config.schema import CatalogModel, ServiceConfig, shortened
 from gatehouse_operator.project_config.time_intervals import MAX_INTERVALS, CompileWarning
 
 # Marks a preview of the project's file (``service preview``). A namespace is one project, with
@@ -115,6 +115,11 @@ class CompiledConfig(Model):
     )
     default_visibility: str = Field(
         default="", description="The spotlight's default visibility: show or hide."
+    )
+    catalog: dict[str, CatalogModel] | None = Field(
+        default=None,
+        description="The models' and metrics' catalog settings as deployed (spec.catalog, "
+        "without the dimension lists), less what the compile warnings dropped.",
     )
 
 

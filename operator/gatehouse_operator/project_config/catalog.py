@@ -12,6 +12,10 @@ inherit. A metric's sets those and what the catalog's metric explorer offers:
   (``{status: completed}``; a list of values, or null for "is null"), on a dimension of the model,
   one of ``filter_by`` when that is set.
 
+Deploy sends the settings resolved, with each model's dimensions (``resolved``), as the
+ProjectConfig's ``catalog``; the operator keeps them in the compiled status (``compiled``),
+dropping with a warning what a hand-edited spec sets against these rules.
+
 A metric's visibility is its own, else its model's, else the file's ``default_visibility``; its
 categories are its model's and its own; its owner its own, else its model's ``spotlight.owner``,
 else the model's ``meta.owner``. An owner that is not a string is ignored with a warning, as the
@@ -22,7 +26,7 @@ becomes (``ordered_at_month``, ``ordered_at_fiscal_quarter``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
@@ -30,6 +34,7 @@ from gatehouse_operator.project_config import time_intervals
 from gatehouse_operator.project_config.dbt_project import Model, Place
 from gatehouse_operator.project_config.findings import Findings, did_you_mean
 from gatehouse_operator.project_config.schema import ServiceConfig, Visibility, written
+from gatehouse_operator.project_config.time_intervals import CompileWarning
 
 VISIBILITIES = get_args(Visibility)
 MODEL_KEYS = ("visibility", "categories", "owner")
@@ -222,13 +227,19 @@ def _visibility_and_categories(
     if not isinstance(categories, list):
         found.errors.append(f"{where}: {subject}: spotlight.categories must be a list")
         return
-    defined = config.spotlight.categories
     for category in categories:
-        if str(category) not in defined:
-            found.errors.append(
-                f"{where}: {subject}: the category {written(category)} is not defined in "
-                f"spotlight.categories{did_you_mean(str(category), defined)}"
-            )
+        if rule := undefined(category, config.spotlight.categories):
+            found.errors.append(f"{where}: {subject}: {rule}")
+
+
+def undefined(category: Any, defined: Mapping[str, Any]) -> str:
+    """Why ``category`` cannot be listed ('' when ``spotlight.categories`` defines it)."""
+    if str(category) in defined:
+        return ""
+    return (
+        f"the category {written(category)} is not defined in spotlight.categories"
+        f"{did_you_mean(str(category), defined)}"
+    )
 
 
 @dataclass
@@ -298,3 +309,80 @@ class _Explorer:
                 f"{written(value)} is not a value of {name}: give a value, a list of values or null"
             )
         return ""
+
+
+def _settings(entry: Entry, keys: Sequence[str]) -> dict[str, Any]:
+    """``entry``'s settings of ``keys`` that are set, as the spec's ``catalog`` writes them."""
+    values = {key: getattr(entry, key) for key in keys}
+    return {key: value for key, value in values.items() if value is not None and value != {}}
+
+
+def resolved(
+    config: ServiceConfig, models: Iterable[Model], intervals: Mapping[str, Sequence[str]]
+) -> dict[str, Any]:
+    """The models' catalog settings as deploy sends them (the spec's ``catalog``): resolved as
+    ``explain`` shows them, each model with its dimensions (``intervals``: the project's
+    compiled ones, by dimension type)."""
+    catalog: dict[str, Any] = {}
+    for model in models:
+        entry = model_entry(config, model)
+        catalog[model.name] = {
+            **_settings(entry, MODEL_KEYS),
+            "dimensions": dimension_names(model, intervals),
+            "metrics": {
+                metric.name: _settings(metric_entry(entry, metric.meta), METRIC_KEYS)
+                for metric in model.all_metrics()
+            },
+        }
+    return catalog
+
+
+def compiled(config: ServiceConfig) -> tuple[dict[str, Any] | None, list[CompileWarning]]:
+    """The deployed catalog as the status keeps it (None: none was deployed). Deploy checked
+    it against the models; a spec edited by hand may still name a category the file does not
+    define or a dimension its model lacks: that setting is dropped, with a warning."""
+    if config.catalog is None:
+        return None, []
+    warnings: list[CompileWarning] = []
+    defined = config.spotlight.categories
+    kept: dict[str, Any] = {}
+    for name, model in config.catalog.items():
+        path = f"catalog.{name}"
+        explorer = _Explorer(name, model.dimensions)
+        metrics: dict[str, Any] = {}
+        for metric_name, metric in model.metrics.items():
+            settings = _set(metric.model_dump(exclude_none=True))
+            where = f"{path}.metrics.{metric_name}"
+            for key, rule in list(explorer.problems(settings)):
+                settings.pop(key, None)
+                warnings.append(
+                    CompileWarning("UnknownCatalogDimension", f"{where}.{key}", f"{key}: {rule}")
+                )
+            metrics[metric_name] = _defined(settings, defined, where, warnings)
+        own = _set(model.model_dump(exclude_none=True, exclude={"dimensions", "metrics"}))
+        kept[name] = {**_defined(own, defined, path, warnings), "metrics": metrics}
+    return kept, warnings
+
+
+def _set(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` without the empty ``default_filter`` that stands for none."""
+    return {key: value for key, value in settings.items() if value != {}}
+
+
+def _defined(
+    settings: dict[str, Any],
+    defined: Mapping[str, Any],
+    path: str,
+    warnings: list[CompileWarning],
+) -> dict[str, Any]:
+    """``settings`` with only the categories ``spotlight.categories`` defines."""
+    categories = settings.get("categories", [])
+    kept = []
+    for category in categories:
+        if rule := undefined(category, defined):
+            warnings.append(CompileWarning("UnknownCatalogCategory", f"{path}.categories", rule))
+        else:
+            kept.append(category)
+    if categories:
+        settings["categories"] = kept
+    return settings

@@ -3,7 +3,8 @@
 Validation (unknown keys, enums, patterns, required fields) happens in the models; compiling
 drops what cannot apply and says so: sub-day grains under ``additional_time_intervals.date``,
 names that are neither standard grains nor custom granularities, unknown ``granularity_labels``
-keys. Each warning names its rule and its path.
+keys, and catalog settings deploy did not check (see ``catalog.compiled``). Each warning names
+its rule and its path.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gatehouse_operator.project_config import labels, time_intervals
+from gatehouse_operator.project_config import catalog, labels, time_intervals
 from gatehouse_operator.project_config.schema import ServiceConfig
 from gatehouse_operator.project_config.time_intervals import CompileWarning
 
@@ -27,6 +28,7 @@ class Compiled:
     table_groups: dict[str, dict[str, str]] | None
     categories: dict[str, dict[str, str]]
     default_visibility: str
+    catalog: dict[str, Any] | None = None
     warnings: list[CompileWarning] = field(default_factory=list)
 
     def as_status(self) -> dict[str, Any]:
@@ -40,6 +42,9 @@ class Compiled:
             "tableGroups": sorted(self.table_groups or {}),
             "categories": sorted(self.categories),
             "defaultVisibility": self.default_visibility,
+            # The models' own names and settings, as deploy wrote them (snake_case, as in the
+            # spec and explain).
+            **({"catalog": self.catalog} if self.catalog is not None else {}),
         }
 
 
@@ -66,6 +71,8 @@ def compile_config(config: ServiceConfig) -> Compiled:
         warnings += dropped
     grain_labels, dropped = labels.checked_labels(config.defaults.granularity_labels)
     warnings += dropped
+    models, dropped = catalog.compiled(config)
+    warnings += dropped
     return Compiled(
         time_intervals=intervals,
         granularity_labels=grain_labels,
@@ -85,5 +92,6 @@ def compile_config(config: ServiceConfig) -> Compiled:
         ),
         categories={key: c.model_dump() for key, c in config.spotlight.categories.items()},
         default_visibility=config.spotlight.default_visibility,
+        catalog=models,
         warnings=warnings,
     )

@@ -359,6 +359,47 @@ class TableGroup(FileModel):
     description: str = Field(default="", description="The group's description.")
 
 
+class CatalogMetric(FileModel):
+    """A metric's Metrics Catalog settings, resolved (what it inherits from its model filled
+    in), as gatehouse-service explain shows them."""
+
+    visibility: Visibility = Field(default="show", description="show or hide in the catalog.")
+    categories: list[str] = Field(
+        default_factory=list, description="Its model's categories and its own."
+    )
+    owner: str | None = Field(
+        default=None, description="Its own owner, else its model's, else the model's meta.owner."
+    )
+    filter_by: list[str] | None = Field(
+        default=None, description="The dimensions users may filter it by (absent: any)."
+    )
+    segment_by: list[str] | None = Field(
+        default=None, description="The dimensions users may segment it by (absent: any)."
+    )
+    default_segment: str | None = Field(
+        default=None, description="The dimension it is segmented by at first."
+    )
+    default_filter: Annotated[dict[str, Any], _ANY] = Field(
+        default_factory=dict, description="One dimension and its value, filtered by at first."
+    )
+
+
+class CatalogModel(FileModel):
+    """A model's Metrics Catalog settings, resolved, with its dimensions' names (those its
+    metrics' settings may name) and its metrics'."""
+
+    visibility: Visibility = Field(default="show", description="show or hide in the catalog.")
+    categories: list[str] = Field(default_factory=list, description="Its categories' keys.")
+    owner: str | None = Field(default=None, description="Its spotlight.owner, else its meta.owner.")
+    dimensions: list[str] = Field(
+        default_factory=list,
+        description="Its dimensions: its columns and what their time intervals become.",
+    )
+    metrics: dict[str, CatalogMetric] = Field(
+        default_factory=dict, json_schema_extra=NULLABLE, description="Its metrics, by name."
+    )
+
+
 class ServiceConfig(FileModel):
     """The whole file. ``spotlight`` is required by the spec; everything else is optional."""
 
@@ -384,4 +425,14 @@ class ServiceConfig(FileModel):
         json_schema_extra=_keys_match(TABLE_GROUP_NAME, "table_groups"),
         description="Explore sidebar groups, by the key models list in meta.groups. Present "
         "and empty clears the deployed groups; absent leaves them.",
+    )
+    # Not a key of the file: deploy writes it from the models (under a field manager of its
+    # own, as table groups), so the status can publish what the models' files say. Atomic: each
+    # deploy replaces it whole, so a setting edited in by hand goes with the next deploy.
+    catalog: dict[str, CatalogModel] | None = Field(
+        default=None,
+        json_schema_extra={**NULLABLE, "x-kubernetes-map-type": "atomic"},
+        description="The models' and metrics' Metrics Catalog settings (meta.spotlight), "
+        "resolved: written by gatehouse-service deploy from the dbt models, not by "
+        "service.config.yml. Absent leaves the deployed catalog.",
     )
