@@ -134,10 +134,10 @@ def models_catalog(found: Document, project: DbtProject) -> dict[str, Any]:
     return catalog.resolved(parsed, project.models.values(), intervals)
 
 
-def apply(args: argparse.Namespace, found: Document, project: DbtProject, preview: bool) -> str:
+def apply(args: argparse.Namespace, found: Document, models: dict[str, Any], preview: bool) -> str:
     namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
     api = client.ApiClient()
-    applies = documents(found, args.name, preview, models_catalog(found, project))
+    applies = documents(found, args.name, preview, models)
     if args.dry_run:
         # Nothing persists between dry runs, so the server checks the whole file at once.
         spec = {key: value for _, document in applies for key, value in document["spec"].items()}
@@ -151,7 +151,10 @@ def apply(args: argparse.Namespace, found: Document, project: DbtProject, previe
             raise Failure(f"applying {target}: {kubeconfig.refusal(error)}") from None
     synced = "synced" if "table_groups" in found.data else "left as deployed (no table_groups key)"
     suffix = " (dry run)" if args.dry_run else ""
-    return f"applied {PROJECT_CONFIG.kind} {namespace}/{args.name}{suffix}; table groups {synced}"
+    return (
+        f"applied {PROJECT_CONFIG.kind} {namespace}/{args.name}{suffix}; table groups {synced}; "
+        f"catalog metadata of {len(models)} model(s) synced"
+    )
 
 
 def _server_side_apply(
@@ -280,8 +283,15 @@ def run(args: argparse.Namespace, prog: str) -> int:
             print(f"{prog}: {missing}", file=sys.stderr)
             return INVALID
         return OK
+    models = models_catalog(found, project)
+    # The models' metadata is stored with the file: together they must fit, or nothing applies.
+    if too_large := oversize(
+        {**found.data, "catalog": models}, "the file with its models' catalog"
+    ):
+        print(f"{found.path}:1: {too_large}", file=sys.stderr)
+        return INVALID
     try:
-        print(apply(args, found, project, preview=args.service == "preview"))
+        print(apply(args, found, models, preview=args.service == "preview"))
     except (Failure, kubeconfig.ClusterError) as failure:
         print(f"{prog}: {failure}", file=sys.stderr)
         return NOT_RUN

@@ -706,3 +706,15 @@ def test_the_file_cannot_set_the_catalog_deploy_writes(
     code, _, err = run(capsys, project, "validate")
     assert code == INVALID
     assert "catalog: not a key of service.config.yml: deploy writes it from the models'" in err
+
+
+def test_a_catalog_too_large_to_store_with_the_file_is_refused_before_deploy(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    columns = "".join(f"      - name: {'c' * 80}{n:05}\n" for n in range(3_200))
+    (project / "models" / "orders.yml").write_text(model_file("    columns:\n" + columns))
+    code, out, err = run(capsys, project, "deploy")
+    assert code == INVALID
+    assert out == ""
+    assert "service.config.yml:1: the file with its models' catalog is " in err
+    assert "bytes as JSON; at most 262,144 are stored" in err

@@ -128,12 +128,13 @@ def _empty(field: FieldInfo) -> Any:
     return None
 
 
-def oversize(spec: Any) -> str:
-    """Why ``spec`` is too large to store ('' when it is not)."""
+def oversize(spec: Any, what: str = "the file") -> str:
+    """Why ``spec`` (``what``: what it holds, as users know it) is too large to store ('' when
+    it is not)."""
     size = len(json.dumps(spec, separators=(",", ":")))
     if size <= MAX_SPEC_BYTES:
         return ""
-    return f"the file is {size:,} bytes as JSON; at most {MAX_SPEC_BYTES:,} are stored"
+    return f"{what} is {size:,} bytes as JSON; at most {MAX_SPEC_BYTES:,} are stored"
 
 
 def spec_problems(spec: Any, most: int = 10) -> list[str]:
