@@ -10,22 +10,14 @@ import os
 
 
 def env_flag(name: str) -> bool:
+    """A yes-or-no setting (empty: no). Helm renders a boolean as true or false; a setting
+    documented as on or off (the audit log) reads the same."""
     value = os.environ.get(name, "").strip().lower()
-    if value in ("", "0", "false", "no"):
+    if value in ("", "0", "false", "no", "off"):
         return False
-    if value in ("1", "true", "yes"):
+    if value in ("1", "true", "yes", "on"):
         return True
-    raise ValueError(f"{name} must be true or false, not {value!r}")
-
-
-def env_switch(name: str) -> bool:
-    """A setting that is ``on`` or ``off`` (empty: off); a Helm boolean's true and false too."""
-    value = os.environ.get(name, "").strip().lower()
-    if value in ("", "off", "false"):
-        return False
-    if value in ("on", "true"):
-        return True
-    raise ValueError(f"{name} must be on or off, not {value!r}")
+    raise ValueError(f"{name} must be true or false (or on or off), not {value!r}")
 
 
 def env_port(name: str, default: int) -> int:

@@ -45,10 +45,12 @@ class Activity:
         request_bytes: int,
         response_bytes: int,
         traceparent: str | None,
+        traced: str = "",
     ) -> None:
         """One fetch: ``app`` and ``connection`` are routing keys (``connection`` empty when the
         alias named none), ``raw_path`` the path under the alias as sent, ``seconds`` from its
-        arrival to the end of its answer."""
+        arrival to the end of its answer, ``traced`` the trace id tracing gave it (the same as
+        the exported trace's), else the app's ``traceparent``'s or a new one."""
         now = time.time()
         self._seq += 1
         milliseconds = seconds * 1000
@@ -68,7 +70,7 @@ class Activity:
                 milliseconds,
                 request_bytes,
                 response_bytes,
-                trace_id(traceparent),
+                traced or trace_id(traceparent),
             ),
         )
         self.recent.add(record, namespace)

@@ -248,6 +248,7 @@ class Proxy:
                     request.received,
                     sent,
                     header(scope, b"traceparent"),
+                    self.tracing.trace_id(),
                 )
 
     async def _forward(
@@ -345,13 +346,17 @@ class Proxy:
                 )
             body = RequestBody(pieces, partial(self.turns.take, namespace))
             send = partial(self._send, connection, method, path, query, incoming, body, readable)
-            try:
+
+            async def attempt(sending: Callable[[], None] | None) -> tuple[Injection, Upstream]:
                 with tracing.phase("credential"):
                     injection = await self.injector.injection(connection, shared=not draft)
                 if sending is not None:
                     sending()
                 with tracing.phase("upstream"):
-                    upstream = await send(injection)
+                    return injection, await send(injection)
+
+            try:
+                injection, upstream = await attempt(sending)
                 if (
                     upstream.status == 401
                     and injection.minted is not None
@@ -361,10 +366,7 @@ class Proxy:
                     # The token was revoked or expired early: one retry with a new one, for a
                     # request that may be sent twice (its body is read whole already).
                     upstream.release()
-                    with tracing.phase("credential"):
-                        injection = await self.injector.injection(connection, shared=not draft)
-                    with tracing.phase("upstream"):
-                        upstream = await send(injection)
+                    injection, upstream = await attempt(None)
                 await self._heed_the_vendor(connection, upstream)
                 check_content_type(upstream, method, connection.content_types)
             except ProxyError:

@@ -11,7 +11,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gatehouse_contract.env import env_count, env_flag, env_seconds, env_share, env_switch
+from gatehouse_contract.env import env_count, env_flag, env_seconds, env_share
 from gatehouse_proxy.audit import AuditSettings
 from gatehouse_proxy.google_tokens import GOOGLE_TOKEN_URL
 from gatehouse_proxy.shared_store import StoreSettings
@@ -127,7 +127,7 @@ class ProxySettings:
                 "GATEHOUSE_QUOTA_LEASE_SHARE", cls.quota_lease_share, MAX_QUOTA_LEASE_SHARE
             ),
             audit=AuditSettings(
-                enabled=env_switch("GATEHOUSE_AUDIT_LOG"),
+                enabled=env_flag("GATEHOUSE_AUDIT_LOG"),
                 sample_rate=env_share("GATEHOUSE_AUDIT_SAMPLE", AuditSettings.sample_rate, 1.0),
             ),
         )

@@ -15,12 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from opentelemetry.context import Context
-from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, get_current_span, use_span
+from opentelemetry.trace import (
+    INVALID_SPAN_CONTEXT,
+    SpanKind,
+    Status,
+    StatusCode,
+    Tracer,
+    get_current_span,
+    use_span,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gatehouse_proxy.trace_ids import random_id
@@ -34,12 +42,25 @@ _CARRIED_RAW = frozenset({b"traceparent", b"tracestate"})  # ASGI names are lowe
 _OFF = contextlib.nullcontext()
 _PROPAGATOR = TraceContextTextMapPropagator()
 _NO_PARENT = Context()
-# The current fetch: sampled (its spans are being recorded), or the traceparent an unsampled
-# one passes upstream. A fetch the sampler drops makes no span at all: at 1 % sampling the other
-# 99 cost a few microseconds each, not the SDK's span per phase.
-_RECORDING: ContextVar[bool] = ContextVar("gatehouse_tracing_recording", default=False)
-_UNSAMPLED: ContextVar[str] = ContextVar("gatehouse_tracing_unsampled", default="")
-# The trace id a sampled fetch without a parent was sampled by, for the SDK to start it with.
+
+
+class _Fetch:
+    """The current fetch as tracing decided it: its trace id, and whether it is recorded (its
+    span and its phases' spans current in the SDK's context)."""
+
+    __slots__ = ("recording", "trace_id", "trace_state")
+
+    def __init__(self, trace_id: int, recording: bool, trace_state: str) -> None:
+        self.trace_id = trace_id
+        self.recording = recording
+        self.trace_state = trace_state
+
+
+# The sampler is asked here, once a fetch, and the SDK starts a span only for a fetch it keeps:
+# the SDK's own span for a dropped fetch (and its propagator) cost ~4 µs more a fetch, measured,
+# more than a third of tracing's budget at 1 % sampling. For a kept fetch without a parent the
+# SDK asks the sampler again, about the same trace id (_CHOSEN), so both agree.
+_FETCH: ContextVar[_Fetch | None] = ContextVar("gatehouse_tracing_fetch", default=None)
 _CHOSEN: ContextVar[int] = ContextVar("gatehouse_tracing_chosen", default=0)
 
 
@@ -100,41 +121,30 @@ class Tracing:
         self, incoming: Iterable[tuple[bytes, bytes]], method: str
     ) -> contextlib.AbstractContextManager[object]:
         """The fetch's span (current while it runs), a child of the app's ``traceparent`` when it
-        sent a valid one; nothing but the upstream's ``traceparent`` when it is not sampled.
-        ``incoming``: the ASGI scope's raw headers."""
+        sent a valid one; when the sampler drops it, only its trace id, which the audit line,
+        the inspector and the upstream's ``traceparent`` still carry. ``incoming``: the ASGI
+        scope's raw headers."""
         if self.tracer is None or self.provider is None:
             return _OFF
-        return self._fetch(self.tracer, self.provider, incoming, method)
-
-    @contextlib.contextmanager
-    def _fetch(
-        self,
-        tracer: Tracer,
-        provider: TracerProvider,
-        incoming: Iterable[tuple[bytes, bytes]],
-        method: str,
-    ) -> Iterator[None]:
         carrier = {
             name.decode(): value.decode("latin-1")
             for name, value in incoming
             if name in _CARRIED_RAW
         }
         # Never the current context: a fetch's parent is what the app sent, or nothing.
-        parent = _PROPAGATOR.extract(carrier) if carrier else _NO_PARENT
-        sent = get_current_span(parent).get_span_context()
+        if carrier:
+            parent = _PROPAGATOR.extract(carrier)
+            sent = get_current_span(parent).get_span_context()
+        else:
+            parent, sent = _NO_PARENT, INVALID_SPAN_CONTEXT
         trace_id = sent.trace_id if sent.is_valid else random_id(128)
-        decided = provider.sampler.should_sample(parent, trace_id, "fetch").decision
+        decided = self.provider.sampler.should_sample(parent, trace_id, "fetch").decision
         if not decided.is_sampled():  # type: ignore[no-untyped-call]
-            # Still one trace: the upstream continues it, unsampled, as a child of this hop.
-            unsampled = _UNSAMPLED.set(f"00-{trace_id:032x}-{random_id(64):016x}-00")
-            try:
-                yield
-            finally:
-                _UNSAMPLED.reset(unsampled)
-            return
+            state = sent.trace_state.to_header() if sent.is_valid else ""
+            return _Scope(_Fetch(trace_id, False, state), None)
         chosen = _CHOSEN.set(0 if sent.is_valid else trace_id)
         try:  # the SDK takes the trace id here, and samples it as above
-            span = tracer.start_span(
+            span = self.tracer.start_span(
                 "fetch",
                 context=parent,
                 kind=SpanKind.SERVER,
@@ -143,21 +153,25 @@ class Tracing:
         finally:
             _CHOSEN.reset(chosen)
         # An exception's text could quote a request: errors are marked by their code only.
-        with use_span(
+        used = use_span(
             span, end_on_exit=True, record_exception=False, set_status_on_exception=False
-        ):
-            recording = _RECORDING.set(True)
-            try:
-                yield
-            finally:
-                _RECORDING.reset(recording)
+        )
+        return _Scope(_Fetch(trace_id, True, ""), used)
+
+    def trace_id(self) -> str:
+        """The current fetch's trace id (the app's, or the one started here, sampled or not),
+        or "" when tracing is off or outside a fetch."""
+        fetch = _FETCH.get()
+        return "" if fetch is None else f"{fetch.trace_id:032x}"
 
     def phase(self, name: str) -> contextlib.AbstractContextManager[object]:
         """A span for one phase of the current fetch (``PHASES``); none when the fetch is not
         sampled, or outside a fetch (a connection test), where it would start a trace of its
         own."""
-        if self.tracer is None or not _RECORDING.get():
+        fetch = _FETCH.get()
+        if fetch is None or not fetch.recording:
             return _OFF
+        assert self.tracer is not None  # a fetch is traced only with a tracer
         kind = SpanKind.CLIENT if name == "upstream" else SpanKind.INTERNAL
         return self.tracer.start_as_current_span(
             name, kind=kind, record_exception=False, set_status_on_exception=False
@@ -165,23 +179,25 @@ class Tracing:
 
     def outgoing(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The upstream's headers, carrying the current span (the upstream call) in place of the
-        app's ``traceparent`` (and the trace's ``tracestate``)."""
-        if self.tracer is None:
+        app's ``traceparent`` (and the trace's ``tracestate``); a fetch not sampled passes its
+        trace on unsampled, as a child of this hop."""
+        fetch = _FETCH.get()
+        if fetch is None:
             return headers
         carrier: dict[str, str] = {}
-        if unsampled := _UNSAMPLED.get():
-            carrier["traceparent"] = unsampled  # the app's tracestate, if any, passes as it came
-            kept = [(name, value) for name, value in headers if name.lower() != "traceparent"]
-            return [*kept, *carrier.items()]
-        if not _RECORDING.get():
-            return headers
-        _PROPAGATOR.inject(carrier)
+        if fetch.recording:
+            _PROPAGATOR.inject(carrier)
+        else:
+            carrier["traceparent"] = f"00-{fetch.trace_id:032x}-{random_id(64):016x}-00"
+            if fetch.trace_state:
+                carrier["tracestate"] = fetch.trace_state
         kept = [(name, value) for name, value in headers if name.lower() not in _CARRIED]
         return [*kept, *carrier.items()]
 
     def answered(self, app: str, connection: str, status: int, code: str) -> None:
         """What the current fetch came to: resource keys, status and outcome code."""
-        if self.tracer is None or not _RECORDING.get():
+        fetch = _FETCH.get()
+        if fetch is None or not fetch.recording:
             return
         span = get_current_span()
         span.set_attributes(
@@ -200,3 +216,28 @@ class Tracing:
         thread)."""
         if self.provider is not None:
             self.provider.shutdown()
+
+
+class _Scope:
+    """A fetch's tracing while it runs: the decision current, and its span when recorded. A
+    class, not a generator: a fetch enters and leaves it on every request."""
+
+    __slots__ = ("_fetch", "_span", "_token")
+
+    def __init__(
+        self, fetch: _Fetch, span: contextlib.AbstractContextManager[object] | None
+    ) -> None:
+        self._fetch = fetch
+        self._span = span
+
+    def __enter__(self) -> None:
+        self._token = _FETCH.set(self._fetch)
+        if self._span is not None:
+            self._span.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._span is not None:
+                self._span.__exit__(*exc)  # type: ignore[arg-type]
+        finally:
+            _FETCH.reset(self._token)

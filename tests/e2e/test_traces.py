@@ -54,6 +54,7 @@ def traced(stack: Stack, collector: Collector) -> Iterator[Endpoint]:
         settings={
             "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
             "OTEL_BSP_SCHEDULE_DELAY": "100",  # milliseconds: the test waits for the batch
+            "GATEHOUSE_AUDIT_LOG": "on",
         }
     )
     try:
@@ -121,6 +122,17 @@ def test_each_fetch_is_one_trace_continuing_the_apps_and_reaching_the_upstream(
     (root,) = [span for span in spans if span["name"] == "fetch"]
     assert not root.get("parentSpanId")
     assert started[2] == next(span["spanId"] for span in spans if span["name"] == "upstream")
+    # The audit line (and the inspector's record, which it prints) names that same trace.
+    audited = wait_for(
+        lambda: (
+            re.findall(
+                r"GET \S+ /echo/b .* trace_id=([0-9a-f]{32})", traced.server.log_path.read_text()
+            )
+            or None
+        ),
+        timeout=10,
+    )
+    assert audited == [started[1]]
 
     # A refused fetch is a trace too, marked by its code.
     refused = fetch(

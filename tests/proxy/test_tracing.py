@@ -140,3 +140,24 @@ def test_the_sampler_decides_once_per_fetch() -> None:
     assert 0 < len(sampled) < 200
     assert recorded == sampled
     assert len(exported.get_finished_spans()) == len(sampled) * 5  # fetch and four phases
+
+
+@pytest.mark.parametrize("ratio", [0.0, 1.0])
+def test_the_audit_lines_trace_id_is_the_traces_though_the_app_sent_none(ratio: float) -> None:
+    """What the audit line and the inspector show is the id the upstream continues, and, sampled,
+    the exported trace's: one trace, sampled or not."""
+    tracing, exported = _on(ParentBased(TraceIdRatioBased(ratio)))
+    assert tracing.trace_id() == ""  # outside a fetch
+    with tracing.fetch([], "GET"):
+        shown = tracing.trace_id()
+        with tracing.phase("upstream"):
+            outgoing = dict(tracing.outgoing([]))
+    assert outgoing["traceparent"].split("-")[1] == shown
+    recorded = {f"{span.context.trace_id:032x}" for span in exported.get_finished_spans()}
+    assert recorded == ({shown} if ratio else set())
+
+
+def test_the_apps_trace_id_is_shown_when_it_sent_one() -> None:
+    tracing, _ = _on(ParentBased(TraceIdRatioBased(0.0)))
+    with tracing.fetch([(b"traceparent", f"00-{TRACE}-{PARENT}-00".encode())], "GET"):
+        assert tracing.trace_id() == TRACE
