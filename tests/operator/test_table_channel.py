@@ -35,6 +35,7 @@ from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Lim
 from gatehouse_contract.sealing import Keyring, KeyringFile
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.status import StatusWriter
+from gatehouse_operator.table import channel as table_channel
 from gatehouse_operator.table import journal as table_journal
 from gatehouse_operator.table import metrics
 from gatehouse_operator.table.channel import OutcomeUnknown, TableChannel
@@ -166,6 +167,10 @@ class Channel:
             await asyncio.Event().wait()
         return ANSWERED
 
+    def fleet(self, name: str) -> int:
+        """The fleet size the replica was told (what its quota leases are sized by)."""
+        return self.feeds[name][0].state.fleet
+
     def start_replica(self, name: str, activity: Activity | None = None) -> TableStore:
         store = TableStore()
         feed = TableFeed(
@@ -252,6 +257,29 @@ def test_replicas_receive_deltas_acknowledge_them_and_run_tests(
 
             await channel.stop_replica("proxy-b")  # a Pod shutting down says goodbye
             await eventually(lambda: replicas.floor()[1] == 1, "proxy-b gone at once")
+
+    asyncio.run(scenario())
+
+
+def test_replicas_are_told_the_fleet_as_it_changes_not_at_the_next_quiet_heartbeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until told, a replica asks the shared store for every request: it must not wait for a
+    heartbeat, which comes only after a quiet HEARTBEAT_SECONDS (never, while tables change)."""
+    monkeypatch.setattr(table_channel, "HEARTBEAT_SECONDS", 60.0)
+
+    async def scenario() -> None:
+        async with serving(tmp_path) as channel:
+            channel.routes.put_connection(connection("c1"), body("c1"))
+            channel.server.flush()
+            channel.start_replica("proxy-a")
+            await eventually(lambda: channel.fleet("proxy-a") == 1, "proxy-a told 1")
+            channel.start_replica("proxy-b")
+            await eventually(
+                lambda: channel.fleet("proxy-a") == channel.fleet("proxy-b") == 2, "both told 2"
+            )
+            await channel.stop_replica("proxy-b")  # says goodbye: no longer counted
+            await eventually(lambda: channel.fleet("proxy-a") == 1, "proxy-a told 1 again")
 
     asyncio.run(scenario())
 

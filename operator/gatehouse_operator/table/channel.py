@@ -201,6 +201,7 @@ class TableChannel:
             if self.sessions.get(name) is session:
                 del self.sessions[name]
             self.replicas.disconnected(session.replica, goodbye=goodbye)
+            self.wake()  # the fleet may have shrunk: the other streams tell their replicas
             session.fail_tests()
             log.info("proxy replica %s %s", name, "left" if goodbye else "disconnected")
         return ws
@@ -242,6 +243,7 @@ class _Session:
         self.seq = 0
         self.sent = 0  # the version this replica was last sent
         self.needs_snapshot = True
+        self.told_fleet = 0  # the fleet size this replica was last told
         self.wakeup = asyncio.Event()
         self.goodbye = False  # the replica said it is shutting down
         self._send_lock = asyncio.Lock()
@@ -303,6 +305,11 @@ class _Session:
                     await self.send(delta.payload)
                     self.sent = delta.version
                 continue
+            if self.fleet and len(self.channel.replicas.serving()) != self.told_fleet:
+                # A replica joined or left: each replica's leases on the shared quotas are sized
+                # by the fleet, and until told it asks the store for every request.
+                await self._heartbeat(journal.version)
+                continue
             self.wakeup.clear()
             waits = [
                 asyncio.ensure_future(changed.wait()),
@@ -318,14 +325,15 @@ class _Session:
                 for waiting in waits:
                     waiting.cancel()
             if not done:
-                heartbeat = Heartbeat(
-                    version=journal.version,
-                    time=time.time(),
-                    replicas=len(self.channel.replicas.serving()) if self.fleet else 0,
-                )
-                # A replica that did not ask for the field would refuse the frame.
-                unread = None if self.fleet else {"replicas"}
-                await self.send(heartbeat.model_dump_json(exclude=unread).encode())
+                await self._heartbeat(journal.version)
+
+    async def _heartbeat(self, version: int) -> None:
+        fleet = len(self.channel.replicas.serving()) if self.fleet else 0
+        heartbeat = Heartbeat(version=version, time=time.time(), replicas=fleet)
+        # A replica that did not ask for the field would refuse the frame.
+        unread = None if self.fleet else {"replicas"}
+        await self.send(heartbeat.model_dump_json(exclude=unread).encode())
+        self.told_fleet = fleet
 
     async def _receive_forever(self) -> bool:
         try:
@@ -372,7 +380,10 @@ class _Session:
     def _heard(self, said: ReplicaMessage) -> None:
         replicas = self.channel.replicas
         if isinstance(said, Ack):
+            joined = not self.replica.version
             replicas.acknowledged(self.replica, said.version)
+            if joined:
+                self.channel.wake()  # every stream tells its replica the fleet grew
         elif isinstance(said, Nack):
             if said.reason != self.replica.last_refusal:
                 log.error(
