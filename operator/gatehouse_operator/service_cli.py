@@ -271,9 +271,6 @@ def run(args: argparse.Namespace, prog: str) -> int:
             print(f"... and {len(lines) - MAX_SHOWN} more like these", file=sys.stderr)
     if errors:
         return INVALID
-    if args.service == "validate":
-        print(f"{found.path}: valid ({len(warnings)} warning(s), {len(project.models)} model(s))")
-        return OK
     if args.service == "explain":
         try:
             print(
@@ -284,12 +281,16 @@ def run(args: argparse.Namespace, prog: str) -> int:
             return INVALID
         return OK
     models = models_catalog(found, project)
-    # The models' metadata is stored with the file: together they must fit, or nothing applies.
+    # The models' metadata is stored with the file: together they must fit, or nothing applies;
+    # validate says so too, as CI runs it before deploy.
     if too_large := oversize(
         {**found.data, "catalog": models}, "the file with its models' catalog"
     ):
         print(f"{found.path}:1: {too_large}", file=sys.stderr)
         return INVALID
+    if args.service == "validate":
+        print(f"{found.path}: valid ({len(warnings)} warning(s), {len(project.models)} model(s))")
+        return OK
     try:
         print(apply(args, found, models, preview=args.service == "preview"))
     except (Failure, kubeconfig.ClusterError) as failure:

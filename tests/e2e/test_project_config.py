@@ -100,6 +100,25 @@ def test_the_example_deploys_and_compiles(
     assert "dimensions" not in orders
     assert orders["categories"] == ["revenue"]
     assert orders["metrics"]["revenue"]["categories"] == ["revenue", "growth"]
+    # Every setting a metric's spotlight may give, read back as the models' files resolve them.
+    payments = result["catalog"]["payments"]
+    assert payments["owner"] == "finance@jaffle.shop"
+    assert payments["metrics"] == {
+        "total_paid": {
+            "visibility": "show",
+            "categories": ["revenue", "growth"],
+            "owner": "ana@jaffle.shop",
+            "filter_by": ["method", "status"],
+            "segment_by": ["method", "paid_at_month"],
+            "default_segment": "method",
+            "default_filter": {"status": "completed"},
+        },
+        "refunded": {
+            "visibility": "hide",
+            "categories": ["revenue"],
+            "owner": "finance@jaffle.shop",
+        },
+    }
 
 
 def test_a_catalog_edited_by_hand_is_compiled_by_the_clis_rules(
@@ -135,6 +154,55 @@ def test_a_catalog_edited_by_hand_is_compiled_by_the_clis_rules(
     # manager replaces it whole, the hand-set filter_by included.
     deploy(cluster, project_dir, namespace)
     assert compiled(cluster, namespace)["warnings"] == []
+
+
+def test_a_catalog_too_large_or_malformed_is_refused_and_the_deployed_one_stays(
+    cluster: Cluster, stack: Stack, namespace: str, project_dir: Path
+) -> None:
+    deploy(cluster, project_dir, namespace)
+    before = compiled(cluster, namespace)["compiled"]["catalog"]
+    # A model of some thousands of long column names: its catalog entry alone passes 256 KiB.
+    columns = "".join(f"      - name: {'c' * 80}{n:05}\n" for n in range(3_200))
+    (project_dir / "models" / "wide.yml").write_text(
+        f"version: 2\nmodels:\n  - name: wide\n    columns:\n{columns}"
+    )
+    done = service(cluster, "deploy", "--project-dir", str(project_dir), "-n", namespace)
+    assert done.returncode == 1, done.stdout
+    assert done.stdout == ""
+    assert "service.config.yml:1: the file with its models' catalog is " in done.stderr
+    assert "bytes as JSON; at most 262,144 are stored" in done.stderr
+    body = get(cluster, namespace, "projectconfig/project") or {}
+    assert "wide" not in body["spec"]["catalog"]
+    assert compiled(cluster, namespace)["compiled"]["catalog"] == before
+
+    # Written by hand, a catalog is checked by the CRD's schema and the webhook, as the file is.
+    def create(name: str, catalog: dict[str, Any]) -> str:
+        document = {
+            "apiVersion": "gatehouse.dev/v1alpha1",
+            "kind": "ProjectConfig",
+            "metadata": {"name": name, "labels": {PREVIEW_LABEL: "true"}},
+            "spec": {"spotlight": {}, "catalog": catalog},
+        }
+        done = cluster.kubectl(
+            "create", "-n", namespace, "-f", "-", stdin=json.dumps(document), check=False
+        )
+        assert done.returncode != 0, catalog
+        assert get(cluster, namespace, f"projectconfig/{name}") is None
+        return done.stderr
+
+    assert 'spec.catalog.orders.visibility: Unsupported value: "sometimes"' in create(
+        "visibility", {"orders": {"visibility": "sometimes"}}
+    )
+    assert (
+        "spec.catalog.orders.metrics.revenue.colour: unknown key (misspelt, or not a setting "
+        "of this section)"
+        in create("typo", {"orders": {"metrics": {"revenue": {"colour": "teal"}}}})
+    )
+    assert "spec.catalog.orders.metrics.revenue.default_filter: Input should be a valid " in (
+        create("filter", {"orders": {"metrics": {"revenue": {"default_filter": "completed"}}}})
+    )
+    wide = {"wide": {"dimensions": [f"{'c' * 80}{n:05}" for n in range(3_200)]}}
+    assert "bytes as JSON; at most 262,144 are stored" in create("wide", wide)
 
 
 def test_compile_warnings_show_in_status_and_describe(

@@ -708,12 +708,13 @@ def test_the_file_cannot_set_the_catalog_deploy_writes(
     assert "catalog: not a key of service.config.yml: deploy writes it from the models'" in err
 
 
+@pytest.mark.parametrize("command", ["deploy", "validate"])
 def test_a_catalog_too_large_to_store_with_the_file_is_refused_before_deploy(
-    capsys: pytest.CaptureFixture[str], project: Path
+    capsys: pytest.CaptureFixture[str], project: Path, command: str
 ) -> None:
     columns = "".join(f"      - name: {'c' * 80}{n:05}\n" for n in range(3_200))
     (project / "models" / "orders.yml").write_text(model_file("    columns:\n" + columns))
-    code, out, err = run(capsys, project, "deploy")
+    code, out, err = run(capsys, project, command)
     assert code == INVALID
     assert out == ""
     assert "service.config.yml:1: the file with its models' catalog is " in err
