@@ -10,15 +10,15 @@ from prometheus_client import CollectorRegistry
 from gatehouse_dev.docs.metrics import exposed_name, operator_registry
 from gatehouse_proxy import metrics as proxy_metrics
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+METRICS = Path(__file__).resolve().parents[2] / "docs" / "reference" / "metrics.md"
 
 
 def _exposed_names(registry: CollectorRegistry) -> set[str]:
     return {exposed_name(family) for family in registry.collect()}
 
 
-def test_every_metric_of_both_programs_is_in_the_readme() -> None:
-    documented = set(re.findall(r"`((?:gatehouse|process|python)_[a-z_*]+)`", README.read_text()))
+def test_every_metric_of_both_programs_is_in_the_docs() -> None:
+    documented = set(re.findall(r"`((?:gatehouse|process|python)_[a-z_*]+)`", METRICS.read_text()))
     names = _exposed_names(proxy_metrics.REGISTRY) | _exposed_names(operator_registry())
     defaults = {name for name in names if name.startswith(("process_", "python_"))}
     assert defaults, "Prometheus' default collectors are registered"

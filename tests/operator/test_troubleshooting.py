@@ -1,4 +1,5 @@
-"""Every reason a condition can give for not working is in the README's troubleshooting table."""
+"""Every reason a condition can give for not working is in the docs' condition reasons, under
+"Not working"."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 from gatehouse_operator.api.conditions import Reason
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REASONS = Path(__file__).resolve().parents[2] / "docs" / "reference" / "reasons.md"
 # The reasons of things that work: nothing to troubleshoot.
 WORKING = {
     Reason.ALL_LINKS_READY,
@@ -23,8 +24,8 @@ WORKING = {
 
 
 def test_every_reason_for_not_working_says_what_to_do() -> None:
-    text = README.read_text()
-    section = text[text.index("## Troubleshooting") :]
+    text = REASONS.read_text()
+    section = text[text.index("## Not working") :]
     section = section[: section.index("\n## ")]
     missing = sorted(reason for reason in set(Reason) - WORKING if f"`{reason}`" not in section)
     assert missing == []

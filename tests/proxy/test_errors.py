@@ -1,4 +1,4 @@
-"""Every code a fetch can be refused with is in the README's troubleshooting, with its status."""
+"""Every code a fetch can be refused with is in the docs' troubleshooting, with its status."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from pathlib import Path
 
 from gatehouse_proxy.errors import STATUS_BY_CODE
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TROUBLESHOOTING = Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md"
 
 
 def test_every_refusal_code_is_documented_with_its_status() -> None:
-    text = README.read_text()
-    section = text[text.index("## Troubleshooting") :]
+    text = TROUBLESHOOTING.read_text()
+    section = text[text.index("## Refusal codes") :]
     section = section[: section.index("\n## ")]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     undocumented = [

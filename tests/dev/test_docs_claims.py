@@ -1,0 +1,196 @@
+"""Claims in the hand-written docs that the code decides, checked against the code so they cannot
+go stale: where a connection's secret may come from, the table channel's frames and their sizes,
+the operator's layers, and the files the Layout points at."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import typing
+from pathlib import Path
+
+from gatehouse_contract import channel
+from gatehouse_contract.frames import OperatorFrame, ReplicaMessage
+from gatehouse_operator.api.connection import Auth, AuthType
+from gatehouse_operator.table import channel as operator_channel
+from gatehouse_operator.table import journal
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+OVERVIEW = DOCS / "concepts" / "overview.md"
+TABLE_CHANNEL = DOCS / "concepts" / "table-channel.md"
+LAYOUT = DOCS / "development" / "layout.md"
+OPERATOR = ROOT / "operator" / "gatehouse_operator"
+MIB = 1024 * 1024
+
+
+def _section(path: Path, heading: str) -> str:
+    text = path.read_text()
+    start = text.index(f"\n{heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def _table_rows(section: str) -> list[list[str]]:
+    """The cells of each row of the section's tables, header and rule lines left out."""
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith("|")
+    ]
+    return [row for row in rows if not set(row[0]) <= {"-", ":", " "}][1:]
+
+
+def _hand_written_pages() -> list[Path]:
+    return [ROOT / "README.md"] + [
+        page for page in DOCS.rglob("*.md") if "reference" not in page.relative_to(DOCS).parts
+    ]
+
+
+# --- Where a connection's secret comes from -----------------------------------------------------
+
+
+def _secret_sources() -> set[str]:
+    """Auth's fields other than its type and one type's settings: where a secret comes from."""
+    settings = set(typing.get_args(AuthType))
+    wire_names = {field.alias or name for name, field in Auth.model_fields.items()}
+    return wire_names - settings - {"type"}
+
+
+def test_the_docs_name_every_source_of_a_secret_and_every_auth_type() -> None:
+    section = _section(OVERVIEW, "## Auth types, and where the secret comes from")
+    sources = _secret_sources()
+    assert sources == {"secretRef", "sealedSecret"}, "a new source: describe it in the overview"
+    listed = set(re.findall(r"^- `(\w+)`:", section, re.M))
+    assert listed == sources
+    types_in_table = {row[0].strip("`") for row in _table_rows(section)}
+    assert types_in_table == set(typing.get_args(AuthType))
+
+
+# --- The table channel --------------------------------------------------------------------------
+
+
+def _frame_kinds(union: object) -> set[str]:
+    return {
+        str(frame.model_fields["type"].default)
+        for frame in typing.get_args(union)
+        if hasattr(frame, "model_fields")
+    }
+
+
+def test_the_frames_table_is_the_contracts() -> None:
+    text = TABLE_CHANNEL.read_text()
+    table = text[text.index("| direction | `type` |") :]
+    rows = _table_rows(table[: table.index("\n\n")])
+    by_direction: dict[str, set[str]] = {}
+    for direction, kind, *_ in rows:
+        by_direction.setdefault(direction, set()).add(kind.strip("`"))
+    assert by_direction == {
+        "operator → replica": _frame_kinds(OperatorFrame),
+        "replica → operator": _frame_kinds(ReplicaMessage),
+    }
+
+
+def test_every_frame_the_docs_name_exists() -> None:
+    kinds = _frame_kinds(OperatorFrame) | _frame_kinds(ReplicaMessage)
+    named = {
+        (page.name, kind)
+        for page in _hand_written_pages()
+        for kind in re.findall(r"`(\w+)` frames?\b", page.read_text())
+    }
+    assert named, "the docs name the channel's frames"
+    assert sorted((page, kind) for page, kind in named if kind not in kinds) == []
+    # A replica opens its stream with a signed request; no frame greets the operator.
+    greeted = [
+        page.name
+        for page in _hand_written_pages()
+        if re.search(r"\bhello\b", page.read_text(), re.I)
+    ]
+    assert greeted == []
+
+
+SIZES = {
+    "SNAPSHOT_PART_BYTES": journal.SNAPSHOT_PART_BYTES,
+    "MAX_FRAME_BYTES": channel.MAX_FRAME_BYTES,
+    "MAX_REPLICA_MESSAGE_BYTES": operator_channel.MAX_REPLICA_MESSAGE_BYTES,
+}
+
+
+def test_the_channels_sizes_are_the_constants() -> None:
+    stated = [
+        (page.name, int(figure), name)
+        for page in _hand_written_pages()
+        for figure, name in re.findall(r"(\d+) MiB\s+\(`([A-Z_]+)`\)", page.read_text())
+    ]
+    assert {name for page, _, name in stated if page == TABLE_CHANNEL.name} == set(SIZES)
+    wrong = [(page, figure, name) for page, figure, name in stated if figure * MIB != SIZES[name]]
+    assert wrong == []
+    # Every size on the channel's page is one of these, with its name.
+    bare = re.findall(r"\d+ MiB(?!\s+\(`[A-Z_]+`\))", TABLE_CHANNEL.read_text())
+    assert bare == []
+
+
+# --- Layout -------------------------------------------------------------------------------------
+
+
+def _contract_layers() -> list[set[str]]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (layers,) = [
+        contract["layers"]
+        for contract in config["tool"]["importlinter"]["contracts"]
+        if contract["type"] == "layers"
+    ]
+    return [
+        {module.strip().removeprefix("gatehouse_operator.") for module in layer.split("|")}
+        for layer in layers
+    ]
+
+
+def _documented_layers() -> list[set[str]]:
+    rows = _table_rows(_section(LAYOUT, "## The operator's layers"))
+    return [set(re.findall(r"`(\w+)`", modules)) for _, modules, _ in rows]
+
+
+def _operator_modules() -> set[str]:
+    return {
+        child.stem
+        for child in OPERATOR.iterdir()
+        if (child.suffix == ".py" and child.name != "__init__.py")
+        or (child.is_dir() and (child / "__init__.py").exists())
+    }
+
+
+def test_the_layout_lists_the_operators_layers_as_the_contract_does() -> None:
+    assert _documented_layers() == _contract_layers()
+
+
+def test_every_module_the_layout_names_exists_and_none_is_left_out() -> None:
+    named = set().union(*_documented_layers())
+    assert sorted(named - _operator_modules()) == []
+    assert sorted(_operator_modules() - named) == []
+
+
+QUESTIONS = {
+    "Where is a credential injected?",
+    "Where is a path normalised?",
+    "What does the operator push, and when?",
+    "How is a value sealed in Git opened?",
+    "How do the table keys rotate?",
+    "How is the leader chosen?",
+    "Where is an admission decision made?",
+}
+
+
+def _answers(path: Path, heading: str | None) -> dict[str, str]:
+    text = _section(path, heading) if heading else path.read_text()
+    table = text[text.index("| question | file |") :]
+    table = table[: table.index("\n\n")]
+    return {row[0]: re.findall(r"`([^`]+)`", row[1])[0] for row in _table_rows(table)}
+
+
+def test_the_layout_answers_each_question_with_one_file_that_exists() -> None:
+    full = _answers(LAYOUT, "## Where to look")
+    short = _answers(ROOT / "README.md", "## Layout")
+    assert set(full) == QUESTIONS
+    assert short == full
+    assert sorted(path for path in full.values() if not (ROOT / path).is_file()) == []
