@@ -1,15 +1,27 @@
 """The proxy's spans, on the real OpenTelemetry SDK kept in memory (the export over OTLP to a
-real collector is tests/e2e/test_traces.py)."""
+real collector is tests/e2e/test_traces.py), and the one trace id a fetch's records carry (through
+a real proxy on 127.0.0.1)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+from pathlib import Path
+
+import httpx
 import pytest
+from aiohttp import web
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
+from gatehouse_contract.activity import RequestsQuery
+from gatehouse_contract.observability import JSONFormatter
+from gatehouse_proxy.audit import AuditSettings, AuditTrail
 from gatehouse_proxy.tracing import Tracing
+from tests.proxy.serving import Tenant, running_proxy, upstream
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
@@ -161,3 +173,45 @@ def test_the_apps_trace_id_is_shown_when_it_sent_one() -> None:
     tracing, _ = _on(ParentBased(TraceIdRatioBased(0.0)))
     with tracing.fetch([(b"traceparent", f"00-{TRACE}-{PARENT}-00".encode())], "GET"):
         assert tracing.trace_id() == TRACE
+
+
+def _echoes_traceparent() -> web.Application:
+    async def answer(request: web.Request) -> web.Response:
+        return web.json_response({"traceparent": request.headers.get("traceparent", "")})
+
+    app = web.Application()
+    app.router.add_get("/items", answer)
+    return app
+
+
+@pytest.mark.parametrize("ratio", [1.0, 0.0], ids=["sampled", "not sampled"])
+def test_without_a_traceparent_the_inspector_and_audit_carry_the_traces_id(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, ratio: float
+) -> None:
+    """One id for a fetch the app sent no traceparent with: the exported trace's (when sampled),
+    the upstream's traceparent's, the inspector record's and the audit line's."""
+    caplog.set_level(logging.INFO, logger="gatehouse.proxy.audit")
+
+    async def scenario() -> None:
+        async with upstream(_echoes_traceparent()) as origin:
+            tenant = Tenant("one", origin)
+            async with running_proxy(tmp_path, [tenant]) as running:
+                tracing, exported = _on(ParentBased(TraceIdRatioBased(ratio)))
+                running.proxy.tracing = tracing
+                running.proxy.activity.audit = AuditTrail(AuditSettings(enabled=True), "r1")
+                async with httpx.AsyncClient(timeout=10) as client:
+                    answer = await client.get(
+                        f"{running.url}/v1/fetch/api/items",
+                        headers={"Authorization": f"Bearer {tenant.token}"},
+                    )
+                assert answer.status_code == 200, answer.text
+                _, sent, _, flags = answer.json()["traceparent"].split("-")
+                assert bool(int(flags, 16) & 1) == (ratio == 1.0)
+                (record,) = running.proxy.activity.recent.recent(RequestsQuery(app=tenant.app_key))
+                assert record.trace_id == sent
+                (line,) = [r for r in caplog.records if r.name == "gatehouse.proxy.audit"]
+                assert json.loads(JSONFormatter().format(line))["trace_id"] == sent
+                traces = {f"{span.context.trace_id:032x}" for span in exported.get_finished_spans()}
+                assert traces == ({sent} if ratio == 1.0 else set())
+
+    asyncio.run(scenario())
