@@ -62,7 +62,7 @@ class ConnectionTestRequest(Wire):
     # upstream's own timeout ends it first; one still running then is cancelled. The operator
     # waits ANSWER_GRACE_SECONDS longer, to hear which of the two it was.
     within_seconds: float = Field(default=60.0, gt=0, le=600)
-    # A connection that is not saved ("Test this draft"): its route, compiled and sealed by the
+    # A connection that is not saved ("Test this draft"): its route, compiled and encrypted by the
     # operator as a saved one's would be. The replica uses it for this request only; it never
     # enters the table, and nothing it caches outlives the request.
     draft: ConnectionRoute | None = None

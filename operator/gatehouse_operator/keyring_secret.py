@@ -2,9 +2,9 @@
 
 In a cluster the operator, not the chart, makes the keyring: a key drawn at render time changes at
 every ``helm template`` (a GitOps tool renders on every sync, where ``lookup`` finds nothing), and
-the proxies could no longer open what was sealed with the old bytes. The operator makes the Secret
-once, when it is absent, and never rewrites what it finds; with ``keyring.existingSecret`` it only
-reads. The proxies mount the same Secret as a file (``KeyringFile``).
+the proxies could no longer decrypt what was encrypted with the old bytes. The operator makes the
+Secret once, when it is absent, and never rewrites what it finds; with ``keyring.existingSecret`` it
+only reads. The proxies mount the same Secret as a file (``KeyringFile``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import logging
 
 from kubernetes.aio import client
 
-from gatehouse_contract.sealing import Keyring, KeyringError
+from gatehouse_contract.keyring import Keyring, KeyringError
 from gatehouse_operator.kube import Kube
 
 KEY = "keyring.json"

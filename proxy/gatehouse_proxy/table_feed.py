@@ -32,8 +32,8 @@ from gatehouse_contract.channel import (
     MISSED_HEARTBEATS,
     FrameRejected,
     new_nonce,
-    open_frame,
     sign_request,
+    verify_frame,
 )
 from gatehouse_contract.channel_tls import client_context
 from gatehouse_contract.connection_tests import (
@@ -64,8 +64,8 @@ from gatehouse_contract.frames import (
     Unreadable,
     read_operator_frame,
 )
+from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.routes import namespace_of
-from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy.activity import Activity
 from gatehouse_proxy.connection_test_slots import ConnectionTestRun, ConnectionTestSlots
 from gatehouse_proxy.errors import ProxyError
@@ -269,7 +269,9 @@ class _Stream:
         feed = self.feed
         feed.state.bytes_received += len(signed)
         try:
-            key_id, payload = open_frame(feed.keyring.current(), self.nonce, self.next_seq, signed)
+            key_id, payload = verify_frame(
+                feed.keyring.current(), self.nonce, self.next_seq, signed
+            )
         except FrameRejected as error:
             # Nothing on a stream that carried a false frame can be trusted: open a new one.
             feed.state.rejected += 1

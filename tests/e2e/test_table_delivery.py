@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from gatehouse_contract.channel_tls import client_context
-from gatehouse_contract.sealing import Keyring
+from gatehouse_contract.keyring import Keyring
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack

@@ -9,11 +9,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from gatehouse_contract.keyring import Keyring
 from gatehouse_contract.routes import Credential
-from gatehouse_contract.sealing import Keyring
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_operator.api.connection import Auth
-from gatehouse_operator.credentials import CredentialProblem, seal_credential, secret_in
+from gatehouse_operator.credentials import CredentialProblem, encrypt_credential, secret_in
 
 ORIGIN = "https://api.example.com"
 
@@ -24,7 +24,7 @@ def _auth(**fields: Any) -> Auth:
 
 def seal(auth: Auth, data: dict[str, bytes] | None, **where: Any) -> Credential:
     """A Secret's data sealed as the controller does it: the value found, then sealed."""
-    return seal_credential(auth, secret_in(auth, data), **where)
+    return encrypt_credential(auth, secret_in(auth, data), **where)
 
 
 API_KEY = _auth(
@@ -46,8 +46,8 @@ def test_api_key_is_sealed_for_its_connection_and_placement() -> None:
     )
     assert credential.parameter == "X-API-Key"
     assert credential.location == "header"
-    assert credential.sealed is not None
-    assert keyring.open(credential.sealed, credential.context("u1", ORIGIN)) == b"sk_live_42"
+    assert credential.encrypted is not None
+    assert keyring.decrypt(credential.encrypted, credential.context("u1", ORIGIN)) == b"sk_live_42"
 
 
 @pytest.mark.parametrize(
@@ -75,8 +75,8 @@ def test_google_key_file_is_validated_and_sealed_whole() -> None:
         GOOGLE, {"key.json": key_file}, keyring=keyring, connection_uid="u", origin=ORIGIN
     )
     assert credential.scopes == ("https://www.googleapis.com/auth/bigquery.readonly",)
-    assert credential.sealed is not None
-    assert keyring.open(credential.sealed, credential.context("u", ORIGIN)) == key_file
+    assert credential.encrypted is not None
+    assert keyring.decrypt(credential.encrypted, credential.context("u", ORIGIN)) == key_file
 
 
 def _key_with(**changes: Any) -> bytes:

@@ -69,7 +69,7 @@ def test_sealed_values_open_for_their_connection_and_are_offered_resealed(
     status, found = reconcile(connection("vendor", value))
     assert found["CredentialReady"]["reason"] == "CredentialSealed"
     assert found["CredentialReady"]["message"] == (
-        "auth.sealedSecret opens and is sealed for the proxies"
+        "auth.sealedSecret opens and is encrypted for the proxies"
     )
     assert status["hasSecret"] is True
     assert status["resealedSecret"] == ""

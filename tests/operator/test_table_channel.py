@@ -31,8 +31,8 @@ from gatehouse_contract.connection_tests import (
     Refused,
 )
 from gatehouse_contract.frames import Delta, Snapshot, read_operator_frame
+from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
-from gatehouse_contract.sealing import Keyring, KeyringFile
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table import journal as table_journal

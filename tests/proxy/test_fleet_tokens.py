@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gatehouse_contract.sealing import Keyring, KeyringFile
+from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_dev.redis_server import RedisServer
 from gatehouse_proxy import fleet_tokens
 from gatehouse_proxy.errors import ProxyError

@@ -31,7 +31,7 @@ from gatehouse_operator.connections.testing import (
     result,
     secret_texts,
 )
-from gatehouse_operator.credentials import CredentialProblem, Found, seal_credential
+from gatehouse_operator.credentials import CredentialProblem, Found, encrypt_credential
 from gatehouse_operator.origin import OriginError, normalise_origin, token_url_of
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.table import budget
@@ -123,7 +123,7 @@ async def try_draft(
             if draft.secret is not None
             else await connection_secret(runtime, namespace, draft.name, spec)
         )
-        credential = seal_credential(
+        credential = encrypt_credential(
             spec.auth,
             found,
             keyring=runtime.keyring.current(),

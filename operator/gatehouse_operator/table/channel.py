@@ -28,7 +28,7 @@ from gatehouse_contract.channel import (
     HEARTBEAT_SECONDS,
     MISSED_HEARTBEATS,
     ChannelRefused,
-    seal_frame,
+    sign_frame,
     verify_request,
 )
 from gatehouse_contract.channel_tls import ServerContext
@@ -58,7 +58,7 @@ from gatehouse_contract.frames import (
     UsageReport,
     read_replica_message,
 )
-from gatehouse_contract.sealing import KeyringSource
+from gatehouse_contract.keyring import KeyringSource
 from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replica, Replicas
 from gatehouse_operator.table.store import RouteStore
@@ -281,7 +281,7 @@ class _Session:
             if self.ws.closed:
                 raise StreamClosed(f"the stream to proxy replica {self.replica.name} is closed")
             self.seq += 1
-            frame = seal_frame(self.channel.keyring.current(), self.nonce, self.seq, payload)
+            frame = sign_frame(self.channel.keyring.current(), self.nonce, self.seq, payload)
             await self.ws.send_bytes(frame)
 
     async def _send_forever(self) -> None:

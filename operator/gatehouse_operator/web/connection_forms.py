@@ -171,8 +171,8 @@ class ConnectionForms:
         if len(entered) > MAX_SECRET_CHARS:
             raise Refused(413, f"secret: at most {MAX_SECRET_CHARS:,} characters")
         if entered.strip():
-            form = replace(form, draft_secret=sessions.seal_draft_secret(credentials, entered))
-        secret = sessions.open_draft_secret(credentials, form.draft_secret)
+            form = replace(form, draft_secret=sessions.encrypt_draft_secret(credentials, entered))
+        secret = sessions.decrypt_draft_secret(credentials, form.draft_secret)
         action = str(fields.get("action", ""))
         step = str(fields.get("step", STEPS[0]))
         wizard = Wizard(form, secret, step if step in STEPS else STEPS[0])
