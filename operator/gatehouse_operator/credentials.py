@@ -220,7 +220,7 @@ def verdict_for(problem: CredentialProblem | None, auth: Auth) -> Verdict:
     return Verdict(
         ConditionType.CREDENTIAL_READY,
         "True",
-        Reason.CREDENTIAL_SEALED,
+        Reason.CREDENTIAL_ENCRYPTED,
         f"{FIELD} opens and is encrypted for the proxies"
         if auth.sealed_secret is not None
         else "the Secret's value is encrypted for the proxies",

@@ -11,7 +11,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 WORKING = {
     Reason.ALL_LINKS_READY,
     Reason.COMPILED,
-    Reason.CREDENTIAL_SEALED,
+    Reason.CREDENTIAL_ENCRYPTED,
     Reason.NO_CREDENTIAL_NEEDED,
     Reason.PASSED,
     Reason.ROUTED,

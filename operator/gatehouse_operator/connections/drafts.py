@@ -3,7 +3,7 @@
 The draft is checked by the API server as the caller, with a dry-run create (or replace, for an
 edit): RBAC, the schema's rules and the admission webhook decide, exactly as for the real apply,
 and the answer carries the defaults the API server fills in. It is then compiled into a route
-the way the connection controller compiles a saved one, its credential sealed with the keyring
+the way the connection controller compiles a saved one, its credential encrypted with the keyring
 under a one-off identity, and sent with the request on the table channel. The replica uses the
 route for that request alone. Nothing of the draft is stored: no ExternalConnection, no Secret,
 no ConnectionTest, no table entry, no cached access token.

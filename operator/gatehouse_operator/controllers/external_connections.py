@@ -1,10 +1,10 @@
 """ExternalConnection: compile each connection into a route, and say whether it works.
 
 Conditions: ``Accepted`` (the spec makes a usable origin), ``CredentialReady`` (the Secret exists
-and holds a usable secret, now sealed) and ``Ready`` (every serving proxy replica routes it; see
-rollout). A connection that is
-not Ready stays in the routing table marked unavailable, so the proxy answers 503 rather than
-calling upstream with stale or missing credentials.
+and holds a usable secret, now encrypted for the proxies) and ``Ready`` (every serving proxy
+replica routes it; see rollout). A connection that is not Ready stays in the routing table marked
+unavailable, so the proxy answers 503 rather than calling upstream with stale or missing
+credentials.
 
 ``CredentialWatched`` (with a Secret only) says whether the operator's watch sees the Secret: it
 watches only Secrets labelled ``gatehouse.dev/credential=true``. An unlabelled one is still read,
