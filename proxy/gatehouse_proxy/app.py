@@ -30,10 +30,10 @@ from gatehouse_contract.connection_tests import (
     MAX_LOCATION_CHARS,
     Answered,
     ConnectionTestAnswer,
-    ConnectionTestOutcome,
-    ConnectionTestRequest,
     Problem,
-    Refused,
+    ProxyRefused,
+    ReplicaTestOutcome,
+    ReplicaTestRequest,
     Stale,
     TableBehind,
 )
@@ -438,8 +438,8 @@ class Proxy:
         )
 
     async def run_test(
-        self, test: ConnectionTestRequest, sending: Callable[[], None]
-    ) -> ConnectionTestOutcome:
+        self, test: ReplicaTestRequest, sending: Callable[[], None]
+    ) -> ReplicaTestOutcome:
         """Runs an operator's ConnectionTest through the same rules as an app's fetch, calling
         ``sending`` just before its request goes upstream.
 
@@ -462,11 +462,11 @@ class Proxy:
                     raise ProxyError("connection_unavailable", connection.unavailable)
                 answer = await self._test(connection, test, sending)
         except ProxyError as error:
-            return Refused(refused=Problem(code=error.code, message=error.message))
+            return ProxyRefused(refused=Problem(code=error.code, message=error.message))
         return Answered(answered=answer)
 
     async def _test_draft(
-        self, draft: ConnectionRoute, test: ConnectionTestRequest, sending: Callable[[], None]
+        self, draft: ConnectionRoute, test: ReplicaTestRequest, sending: Callable[[], None]
     ) -> ConnectionTestAnswer:
         """A draft's test: the same path, then its access token (if any) is dropped."""
         try:
@@ -477,7 +477,7 @@ class Proxy:
     async def _test(
         self,
         connection: ConnectionRoute,
-        test: ConnectionTestRequest,
+        test: ReplicaTestRequest,
         sending: Callable[[], None],
         *,
         draft: bool = False,

@@ -20,10 +20,10 @@ from aiohttp import WSMsgType, web
 from gatehouse_contract.channel import CHANNEL_PATH, new_nonce, sign_frame, verify_request
 from gatehouse_contract.channel_tls import ServerContext
 from gatehouse_contract.connection_tests import (
-    ConnectionTestOutcome,
-    ConnectionTestRequest,
     Failed,
     Problem,
+    ReplicaTestOutcome,
+    ReplicaTestRequest,
 )
 from gatehouse_contract.frames import read_replica_message
 from gatehouse_contract.keyring import Keyring, KeyringFile
@@ -148,9 +148,7 @@ async def operator(keyring: Keyring, script: Script) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-async def no_tests(
-    request: ConnectionTestRequest, sending: Callable[[], None]
-) -> ConnectionTestOutcome:
+async def no_tests(request: ReplicaTestRequest, sending: Callable[[], None]) -> ReplicaTestOutcome:
     return Failed(error=Problem(code="internal", message=request.path))
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes.aio import client
 from pydantic import ValidationError
 
-from gatehouse_contract.connection_tests import ConnectionTestRequest
+from gatehouse_contract.connection_tests import ReplicaTestRequest
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import API_VERSION, spec_error
@@ -138,7 +138,7 @@ async def try_draft(
     too_large = budget.check(route, size, size, ConditionType.PASSED)
     if too_large is not None:
         return _failed(too_large.reason, too_large.message)
-    request = ConnectionTestRequest(
+    request = ReplicaTestRequest(
         connection=route.key,
         method=method,
         path=draft.request.path,
