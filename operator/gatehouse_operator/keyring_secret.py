@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import logging
 
-from kubernetes.aio import client
-
 from gatehouse_contract.keyring import Keyring, KeyringError
 from gatehouse_operator.kube import Kube
 
@@ -62,12 +60,8 @@ class KeyringSecret:
 
     async def _make(self, kube: Kube) -> dict[str, bytes] | None:
         keyring = Keyring.generate(FIRST_KEY_ID)
-        try:
-            await kube.create_secret(self.namespace, self.name, {KEY: keyring.dump()})
-        except client.ApiException as error:
-            if error.status != 409:
-                raise
-            # Made by another operator meanwhile (a rollout overlaps): use that one.
+        if not await kube.create_secret_if_absent(self.namespace, self.name, {KEY: keyring.dump()}):
+            # Made by another operator meanwhile: use that one.
             return await kube.secret_data(self.namespace, self.name)
         log.info("made the keyring Secret %s (key %r)", self.ref, FIRST_KEY_ID)
         return {KEY: keyring.dump().encode()}
