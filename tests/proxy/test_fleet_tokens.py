@@ -211,7 +211,7 @@ def test_with_the_store_down_each_worker_mints_for_itself_and_shares_again_after
     asyncio.run(scenario())
 
 
-def test_a_stored_token_is_sealed(redis_server: RedisServer, keyring_file: KeyringFile) -> None:
+def test_a_stored_token_is_encrypted(redis_server: RedisServer, keyring_file: KeyringFile) -> None:
     async def scenario() -> None:
         workers = await _workers(redis_server, keyring_file, 1)
         try:
