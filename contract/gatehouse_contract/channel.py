@@ -20,7 +20,7 @@ import os
 import struct
 import time
 
-from gatehouse_contract.sealing import Keyring
+from gatehouse_contract.keyring import Keyring
 
 CHANNEL_PATH = "/v1/channel"
 # The operator sends a heartbeat this often; a side that hears nothing for MISSED_HEARTBEATS of
@@ -100,7 +100,7 @@ def verify_request(
 # --- Frames from the operator ------------------------------------------------------------------
 
 
-def seal_frame(keyring: Keyring, nonce: str, seq: int, payload: bytes) -> bytes:
+def sign_frame(keyring: Keyring, nonce: str, seq: int, payload: bytes) -> bytes:
     """``GH1 | key id length | key id | sequence | HMAC(nonce | sequence | payload) | payload``."""
     key_id = keyring.active.encode()
     seq_bytes = _SEQ.pack(seq)
@@ -111,7 +111,9 @@ def seal_frame(keyring: Keyring, nonce: str, seq: int, payload: bytes) -> bytes:
     return b"".join((_FRAME_MAGIC, bytes([len(key_id)]), key_id, seq_bytes, mac.digest(), payload))
 
 
-def open_frame(keyring: Keyring, nonce: str, expected_seq: int, frame: bytes) -> tuple[str, bytes]:
+def verify_frame(
+    keyring: Keyring, nonce: str, expected_seq: int, frame: bytes
+) -> tuple[str, bytes]:
     """The signing key and payload of the operator's next frame on the stream ``nonce``."""
     view = memoryview(frame)
     if len(frame) < 4 or view[:3] != _FRAME_MAGIC:

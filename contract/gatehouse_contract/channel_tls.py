@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import NameOID
 
-from gatehouse_contract.sealing import Keyring
+from gatehouse_contract.keyring import Keyring
 
 _NAME = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gatehouse table channel")])
 _NOT_BEFORE = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)

@@ -49,7 +49,10 @@ TEST_TIMED_OUT = "test_timed_out"
 TEST_EXPIRED = "test_expired"
 
 
-class ConnectionTestRequest(Wire):
+class ReplicaTestRequest(Wire):
+    """A test as the operator hands it to a proxy replica (what a user asks for is the service
+    API's ``ConnectionTestRequest``, in the operator)."""
+
     connection: str = Field(description="The connection's routing key, namespace/name.")
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
     path: str = Field(pattern=r"^/", description="Path and optional query under the origin.")
@@ -62,13 +65,13 @@ class ConnectionTestRequest(Wire):
     # upstream's own timeout ends it first; one still running then is cancelled. The operator
     # waits ANSWER_GRACE_SECONDS longer, to hear which of the two it was.
     within_seconds: float = Field(default=60.0, gt=0, le=600)
-    # A connection that is not saved ("Test this draft"): its route, compiled and sealed by the
+    # A connection that is not saved ("Test this draft"): its route, compiled and encrypted by the
     # operator as a saved one's would be. The replica uses it for this request only; it never
     # enters the table, and nothing it caches outlives the request.
     draft: ConnectionRoute | None = None
 
     @model_validator(mode="after")
-    def _draft_is_the_connection(self) -> ConnectionTestRequest:
+    def _draft_is_the_connection(self) -> ReplicaTestRequest:
         if self.draft is not None and self.draft.key != self.connection:
             raise ValueError("a draft's route must have the test's connection key")
         return self
@@ -121,7 +124,7 @@ class Answered(Wire):
     answered: ConnectionTestAnswer
 
 
-class Refused(Wire):
+class ProxyRefused(Wire):
     """The proxy's own rules refused the request, as they would an app's; the code says which."""
 
     refused: Problem
@@ -139,4 +142,5 @@ class Failed(Wire):
     error: Problem
 
 
-ConnectionTestOutcome = Answered | Refused | Stale | Failed
+# What a replica reports of a test (the service API's ConnectionTestOutcome is the operator's).
+ReplicaTestOutcome = Answered | ProxyRefused | Stale | Failed

@@ -25,7 +25,7 @@ from gatehouse_contract.activity import (
     RequestsQuery,
     UsageRow,
 )
-from gatehouse_contract.connection_tests import ConnectionTestOutcome, ConnectionTestRequest
+from gatehouse_contract.connection_tests import ReplicaTestOutcome, ReplicaTestRequest
 from gatehouse_contract.routes import AppRoute, ConnectionRoute
 from gatehouse_contract.wire import Wire
 
@@ -102,7 +102,7 @@ class ConnectionTestFrame(Wire):
     # "probe": the name of the first release, kept so that adjacent releases understand each other.
     type: Literal["probe"] = "probe"
     id: str = Field(max_length=100)
-    request: ConnectionTestRequest
+    request: ReplicaTestRequest
 
 
 class Gather(Wire):
@@ -150,7 +150,7 @@ class ConnectionTestResult(Wire):
 
     type: Literal["probeResult"] = "probeResult"  # see ConnectionTestFrame.type
     id: str
-    result: ConnectionTestOutcome
+    result: ReplicaTestOutcome
 
 
 class Goodbye(Wire):

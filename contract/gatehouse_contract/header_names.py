@@ -141,7 +141,7 @@ def reserved_for_api_key(name: str) -> bool:
 def reserved_for_connection_header(name: str) -> bool:
     """Whether a connection may not send ``name`` as one of its own headers (``spec.headers``):
     what the proxy drops from apps, ``Authorization`` included (a credential belongs in
-    ``auth``, sealed, not in the spec in the clear). ``Content-Type`` may be set: some APIs
+    ``auth``, encrypted, not in the spec in the clear). ``Content-Type`` may be set: some APIs
     want their own (``application/vnd.api+json``)."""
     return app_may_not_send(canonical_name(name))
 

@@ -1,9 +1,9 @@
 """The routing table's entries: what the operator compiles and every proxy replica routes by.
 
 The operator publishes them as a snapshot and then deltas (see :mod:`gatehouse_contract.frames`);
-each replica keeps a :class:`gatehouse_proxy.routing_table.RoutingTable` of them. An entry holds
-no secret in the clear: credentials are sealed (see :mod:`gatehouse_contract.sealing`) and apps
-appear only as hashes of their tokens.
+each replica keeps a :class:`gatehouse_proxy.routing_table.RoutingTable` of them. An entry holds no
+secret in the clear: credentials are encrypted with the table keys (see
+:mod:`gatehouse_contract.keyring`) and apps appear only as hashes of their tokens.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, ConfigDict, Field
 
-from gatehouse_contract.sealing import Sealed
+from gatehouse_contract.keyring import Encrypted
 from gatehouse_contract.wire import Frozen
 
 AuthType = Literal[
@@ -34,7 +34,7 @@ class Limits(Frozen):
 
 class TokenRequest(Frozen):
     """How an OAuth 2.0 client-credentials token is asked for (RFC 6749 4.4); the client secret
-    is the credential's sealed value."""
+    is the credential's encrypted value."""
 
     url: str
     client_id: str
@@ -45,22 +45,29 @@ class TokenRequest(Frozen):
 
 
 class Credential(Frozen):
+    model_config = ConfigDict(frozen=True, extra="forbid", serialize_by_alias=True)
+
     type: AuthType
     parameter: str = ""  # the API key's header or query parameter name
     location: Literal["header", "query", ""] = ""
     scopes: tuple[str, ...] = ()
     token_request: TokenRequest | None = None
-    sealed: Sealed | None = None
+    # "sealed" on the wire, as proxies of earlier versions read it (they refuse unknown fields).
+    encrypted: Encrypted | None = Field(
+        default=None,
+        validation_alias=AliasChoices("encrypted", "sealed"),
+        serialization_alias="sealed",
+    )
 
     @property
     def fingerprint(self) -> str:
-        """Identifies the sealed value without revealing anything about the secret."""
-        if self.sealed is None:
+        """Identifies the encrypted value without revealing anything about the secret."""
+        if self.encrypted is None:
             return ""
-        return hashlib.sha256(self.sealed.ciphertext.encode()).hexdigest()[:16]
+        return hashlib.sha256(self.encrypted.ciphertext.encode()).hexdigest()[:16]
 
     def context(self, connection_uid: str, origin: str) -> str:
-        """What a sealed value is bound to: opening it for another host or placement fails. A
+        """What an encrypted value is bound to: decrypting it for another host or placement fails. A
         client secret is bound to where it is sent, the token URL, and whose it is, too."""
         context = f"{connection_uid}|{origin}|{self.type}|{self.location}|{self.parameter}"
         if self.token_request is not None:

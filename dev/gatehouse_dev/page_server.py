@@ -15,7 +15,7 @@ from pathlib import Path
 import uvicorn
 from kubernetes.aio import config
 
-from gatehouse_contract.sealing import KeyringFile
+from gatehouse_contract.keyring import KeyringFile
 from gatehouse_operator.access import Access
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.settings import OperatorSettings

@@ -19,7 +19,7 @@ import kopf
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gatehouse_contract.sealing import Keyring
+from gatehouse_contract.keyring import Keyring
 from gatehouse_dev import nginx
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import WEBHOOK_CLIENT_NAME

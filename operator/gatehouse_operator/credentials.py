@@ -1,5 +1,5 @@
 """Turning a connection's secret (a Secret's value, or a value sealed to the operator) into a
-credential sealed for the proxies, or a clear reason why not.
+credential encrypted with the table keys for the proxies, or a clear reason why not.
 
 Messages name the Secret, the key or the field and the rule, never the value: they end up in
 conditions, Events and logs.
@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
 from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
+from gatehouse_contract.keyring import Keyring, KeyringSource
 from gatehouse_contract.routes import Credential, TokenRequest
-from gatehouse_contract.sealing import Keyring, KeyringSource
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import Auth
 from gatehouse_operator.sealed_values import FIELD, Scope, SealedValueProblem, SealingKeys
@@ -182,7 +182,7 @@ def placement(auth: Auth, token_url: str = "") -> Credential:
     )
 
 
-def seal_credential(
+def encrypt_credential(
     auth: Auth,
     found: Found | None,
     *,
@@ -191,7 +191,7 @@ def seal_credential(
     origin: str,
     token_url: str = "",
 ) -> Credential:
-    """The credential for ``auth``, ``found`` sealed for the proxies; raises CredentialProblem
+    """The credential for ``auth``, ``found`` encrypted for the proxies; raises CredentialProblem
     with a reason and message."""
     where_it_goes = placement(auth, token_url)
     if found is None:
@@ -206,8 +206,8 @@ def seal_credential(
             f"{found.where} must be user:password for basic auth (RFC 7617: the user name "
             "has no colon)",
         )
-    sealed = keyring.seal(plain, where_it_goes.context(connection_uid, origin))
-    return where_it_goes.model_copy(update={"sealed": sealed})
+    encrypted = keyring.encrypt(plain, where_it_goes.context(connection_uid, origin))
+    return where_it_goes.model_copy(update={"encrypted": encrypted})
 
 
 def verdict_for(problem: CredentialProblem | None, auth: Auth) -> Verdict:
@@ -220,29 +220,30 @@ def verdict_for(problem: CredentialProblem | None, auth: Auth) -> Verdict:
     return Verdict(
         ConditionType.CREDENTIAL_READY,
         "True",
-        Reason.CREDENTIAL_SEALED,
-        f"{FIELD} opens and is sealed for the proxies"
+        Reason.CREDENTIAL_ENCRYPTED,
+        f"{FIELD} opens and is encrypted for the proxies"
         if auth.sealed_secret is not None
-        else "the Secret's value is sealed",
+        else "the Secret's value is encrypted for the proxies",
     )
 
 
-class Sealer:
-    """Seals connections' credentials, again only when an input changed.
+class CredentialEncrypter:
+    """Encrypts connections' credentials with the table keys, again only when an input changed;
+    offers values sealed in Git resealed with the active sealing key.
 
-    Re-sealing an unchanged secret would change its ciphertext, and with it the proxies' cached
-    Google tokens. The active key id is an input, so a rotation re-seals everything.
+    Re-encrypting an unchanged secret would change its ciphertext, and with it the proxies'
+    cached Google tokens. The active key id is an input, so a rotation re-encrypts everything.
     """
 
     def __init__(self, keyring: KeyringSource) -> None:
         self.keyring = keyring
-        # Per connection uid: the inputs a credential was sealed from, and the result.
-        self._sealed: dict[str, tuple[tuple[str, ...], Credential]] = {}
+        # Per connection uid: the inputs a credential was encrypted from, and the result.
+        self._encrypted: dict[str, tuple[tuple[str, ...], Credential]] = {}
         # Per connection uid: its sealed value and the active sealing key, and the value
         # resealed with that key (a new ciphertext each time, so made once, not per reconcile).
         self._resealed: dict[str, tuple[tuple[str, str], str]] = {}
 
-    def seal(
+    def encrypt(
         self,
         auth: Auth,
         found: Found | None,
@@ -251,7 +252,8 @@ class Sealer:
         origin: str,
         token_url: str = "",
     ) -> Credential:
-        """The connection's sealed credential; raises CredentialProblem as seal_credential does."""
+        """The connection's encrypted credential; raises CredentialProblem as encrypt_credential
+        does."""
         keyring = self.keyring.current()
         inputs = (
             origin,
@@ -260,10 +262,10 @@ class Sealer:
             hashlib.sha256(found.value).hexdigest() if found is not None else "",
             keyring.active,
         )
-        cached = self._sealed.get(connection_uid)
+        cached = self._encrypted.get(connection_uid)
         if cached is not None and cached[0] == inputs:
             return cached[1]
-        credential = seal_credential(
+        credential = encrypt_credential(
             auth,
             found,
             keyring=keyring,
@@ -271,7 +273,7 @@ class Sealer:
             origin=origin,
             token_url=token_url,
         )
-        self._sealed[connection_uid] = (inputs, credential)
+        self._encrypted[connection_uid] = (inputs, credential)
         return credential
 
     def resealed(self, connection_uid: str, keys: SealingKeys, text: str, scope: Scope) -> str:
@@ -286,5 +288,5 @@ class Sealer:
         return value
 
     def forget(self, connection_uid: str) -> None:
-        self._sealed.pop(connection_uid, None)
+        self._encrypted.pop(connection_uid, None)
         self._resealed.pop(connection_uid, None)

@@ -2,18 +2,16 @@
 
 In a cluster the operator, not the chart, makes the keyring: a key drawn at render time changes at
 every ``helm template`` (a GitOps tool renders on every sync, where ``lookup`` finds nothing), and
-the proxies could no longer open what was sealed with the old bytes. The operator makes the Secret
-once, when it is absent, and never rewrites what it finds; with ``keyring.existingSecret`` it only
-reads. The proxies mount the same Secret as a file (``KeyringFile``).
+the proxies could no longer decrypt what was encrypted with the old bytes. The operator makes the
+Secret once, when it is absent, and never rewrites what it finds; with ``keyring.existingSecret`` it
+only reads. The proxies mount the same Secret as a file (``KeyringFile``).
 """
 
 from __future__ import annotations
 
 import logging
 
-from kubernetes.aio import client
-
-from gatehouse_contract.sealing import Keyring, KeyringError
+from gatehouse_contract.keyring import Keyring, KeyringError
 from gatehouse_operator.kube import Kube
 
 KEY = "keyring.json"
@@ -62,12 +60,8 @@ class KeyringSecret:
 
     async def _make(self, kube: Kube) -> dict[str, bytes] | None:
         keyring = Keyring.generate(FIRST_KEY_ID)
-        try:
-            await kube.create_secret(self.namespace, self.name, {KEY: keyring.dump()})
-        except client.ApiException as error:
-            if error.status != 409:
-                raise
-            # Made by another operator meanwhile (a rollout overlaps): use that one.
+        if not await kube.create_secret_if_absent(self.namespace, self.name, {KEY: keyring.dump()}):
+            # Made by another operator meanwhile: use that one.
             return await kube.secret_data(self.namespace, self.name)
         log.info("made the keyring Secret %s (key %r)", self.ref, FIRST_KEY_ID)
         return {KEY: keyring.dump().encode()}

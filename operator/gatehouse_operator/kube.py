@@ -219,6 +219,25 @@ class Kube:
         )
         await self.core.create_namespaced_secret(namespace, body)
 
+    async def create_secret_if_absent(
+        self,
+        namespace: str,
+        name: str,
+        string_data: dict[str, str],
+        *,
+        type_: str = "Opaque",
+        owner: client.V1OwnerReference | None = None,
+    ) -> bool:
+        """Creates the Secret unless it exists; False when it does. Replicas race to make the
+        same Secret (a rollout overlaps): a 409 means another one made it, and theirs stands."""
+        try:
+            await self.create_secret(namespace, name, string_data, type_=type_, owner=owner)
+        except client.ApiException as error:
+            if error.status != 409:
+                raise
+            return False
+        return True
+
     async def config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
         try:
             found = await self.core.read_namespaced_config_map(name, namespace)

@@ -1,7 +1,7 @@
 """Leader election for the controller: a ``coordination.k8s.io`` Lease, as Kubernetes' own
 controllers hold one.
 
-Every controller replica races for the Lease. The holder runs kopf (reconciles, seals, serves the
+Every controller replica races for the Lease. The holder runs kopf (reconciles, encrypts, serves the
 table channel, the service API and the page); the others wait, started and connected, and one of
 them takes over when the holder goes. kopf's peering is no use here: replicas of one Deployment
 share a priority, and two operators of the same priority both freeze.

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gatehouse_contract.sealing import KeyringSource
+from gatehouse_contract.keyring import KeyringSource
 from gatehouse_operator.api.meta import Kind
-from gatehouse_operator.credentials import Sealer
+from gatehouse_operator.credentials import CredentialEncrypter
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.sealed_values import SealingKeysSource
 from gatehouse_operator.settings import OperatorSettings
@@ -41,7 +41,7 @@ class Runtime:
     channel: TableChannel
     rollout: Rollout
     status: StatusWriter
-    sealer: Sealer
+    encrypter: CredentialEncrypter
     # The keys connections' auth.sealedSecret values are sealed to.
     sealing: SealingKeysSource
     # What apps did, asked of the proxy replicas on the channel.
@@ -57,4 +57,4 @@ def forget_resource(runtime: Runtime, key: str, uid: str = "") -> None:
     """Drops what the operator remembers of a resource that is gone."""
     runtime.status.forget(key)
     runtime.rollout.drop(key)
-    runtime.sealer.forget(uid)
+    runtime.encrypter.forget(uid)

@@ -19,8 +19,6 @@ from __future__ import annotations
 import json
 import logging
 
-from kubernetes.aio import client
-
 from gatehouse_operator.kube import API_ERRORS, Kube, failure
 from gatehouse_operator.sealed_values import SEALING_KEYS_FILE, SealingKeys, SealingKeysError
 
@@ -92,11 +90,9 @@ class SealingKeysSecret:
         await self._write(kube, SealingKeys.generate(), "made")
 
     async def _write(self, kube: Kube, keys: SealingKeys, what: str) -> None:
-        try:
-            await kube.create_secret(self.namespace, self.name, {SEALING_KEYS_FILE: keys.dump()})
-        except client.ApiException as error:
-            if error.status != 409:
-                raise
+        if not await kube.create_secret_if_absent(
+            self.namespace, self.name, {SEALING_KEYS_FILE: keys.dump()}
+        ):
             return  # made by another replica meanwhile: read at the next turn
         self._keys = keys
         self._said = ""

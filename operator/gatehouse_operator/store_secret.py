@@ -16,8 +16,6 @@ from __future__ import annotations
 import logging
 import secrets
 
-from kubernetes.aio import client
-
 from gatehouse_operator.kube import Kube
 
 KEY = "password"
@@ -44,15 +42,9 @@ class StoreSecret:
             return
         data = await kube.secret_data(self.namespace, self.name)
         if data is None:
-            try:
-                await kube.create_secret(
-                    self.namespace, self.name, {KEY: secrets.token_urlsafe(PASSWORD_BYTES)}
-                )
-            except client.ApiException as error:
-                if error.status != 409:
-                    raise
-                # Made by another operator meanwhile (a rollout overlaps): that one stands.
-            else:
+            if await kube.create_secret_if_absent(
+                self.namespace, self.name, {KEY: secrets.token_urlsafe(PASSWORD_BYTES)}
+            ):
                 log.info("made the shared store's password Secret %s", self.ref)
         elif not data.get(KEY):
             # Never rewritten: the store may be running with it. Said once.

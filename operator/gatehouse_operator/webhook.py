@@ -31,7 +31,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from kubernetes.aio import client
 
 from gatehouse_operator.kube import Kube
 
@@ -188,11 +187,7 @@ async def shared_certificate(
         if found and TLS_CERT in found and TLS_KEY in found:
             return found[TLS_CERT], found[TLS_KEY]
         certificate, key = WebhookServer.build_certificate(hostnames)
-        try:
-            await store_certificate(kube, ref, configuration, certificate, key)
-        except client.ApiException as error:
-            if error.status != 409:
-                raise
+        if not await store_certificate(kube, ref, configuration, certificate, key):
             continue  # another replica made it first: serve theirs
         return certificate, key
     raise RuntimeError(f"the webhook certificate Secret {ref} holds no {TLS_CERT} and {TLS_KEY}")
@@ -200,9 +195,12 @@ async def shared_certificate(
 
 async def store_certificate(
     kube: Kube, ref: str, configuration: str, certificate: bytes, key: bytes
-) -> None:
-    """Creates the Secret ``ref`` with the certificate, owned by the webhook configuration."""
+) -> bool:
+    """Creates the Secret ``ref`` with the certificate, owned by the webhook configuration;
+    False when another replica made it first."""
     namespace, name = ref.split("/", 1)
     owner = await kube.webhook_configuration_owner(configuration)
     pem = {TLS_CERT: certificate.decode(), TLS_KEY: key.decode()}
-    await kube.create_secret(namespace, name, pem, type_="kubernetes.io/tls", owner=owner)
+    return await kube.create_secret_if_absent(
+        namespace, name, pem, type_="kubernetes.io/tls", owner=owner
+    )

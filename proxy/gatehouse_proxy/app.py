@@ -30,18 +30,18 @@ from gatehouse_contract.connection_tests import (
     MAX_LOCATION_CHARS,
     Answered,
     ConnectionTestAnswer,
-    ConnectionTestOutcome,
-    ConnectionTestRequest,
     Problem,
-    Refused,
+    ProxyRefused,
+    ReplicaTestOutcome,
+    ReplicaTestRequest,
     Stale,
     TableBehind,
 )
 from gatehouse_contract.frames import Throttled
 from gatehouse_contract.header_names import canonical_name
+from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.redaction import Redactor, scrubbed_prefix
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, namespace_of
-from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy import body_rules, metrics
 from gatehouse_proxy import headers as header_policy
 from gatehouse_proxy.activity import Activity
@@ -438,8 +438,8 @@ class Proxy:
         )
 
     async def run_test(
-        self, test: ConnectionTestRequest, sending: Callable[[], None]
-    ) -> ConnectionTestOutcome:
+        self, test: ReplicaTestRequest, sending: Callable[[], None]
+    ) -> ReplicaTestOutcome:
         """Runs an operator's ConnectionTest through the same rules as an app's fetch, calling
         ``sending`` just before its request goes upstream.
 
@@ -462,11 +462,11 @@ class Proxy:
                     raise ProxyError("connection_unavailable", connection.unavailable)
                 answer = await self._test(connection, test, sending)
         except ProxyError as error:
-            return Refused(refused=Problem(code=error.code, message=error.message))
+            return ProxyRefused(refused=Problem(code=error.code, message=error.message))
         return Answered(answered=answer)
 
     async def _test_draft(
-        self, draft: ConnectionRoute, test: ConnectionTestRequest, sending: Callable[[], None]
+        self, draft: ConnectionRoute, test: ReplicaTestRequest, sending: Callable[[], None]
     ) -> ConnectionTestAnswer:
         """A draft's test: the same path, then its access token (if any) is dropped."""
         try:
@@ -477,7 +477,7 @@ class Proxy:
     async def _test(
         self,
         connection: ConnectionRoute,
-        test: ConnectionTestRequest,
+        test: ReplicaTestRequest,
         sending: Callable[[], None],
         *,
         draft: bool = False,
@@ -560,7 +560,7 @@ def create_admin_app(proxy: Proxy) -> Starlette:
                 {"ready": False, "reason": "no routing table yet", "feed": feed}, status_code=503
             )
         # A key rotation may drop the old key once every replica's table is signed with the new
-        # key and seals nothing with the old one. The last verified table keeps being served
+        # key and encrypts nothing with the old one. The last verified table keeps being served
         # while the feed is down; the feed's state says so.
         return JSONResponse(
             {
@@ -570,7 +570,8 @@ def create_admin_app(proxy: Proxy) -> Starlette:
                 "apps": len(current.apps),
                 "tableAgeSeconds": round(proxy.table_age(), 1),
                 "signedWith": current.key_id,
-                "sealedWith": sorted(current.sealing_keys),
+                # The keyring keys in use; "sealedWith" is the name operators read.
+                "sealedWith": sorted(current.keyring_key_ids),
                 "feed": feed,
                 "store": proxy.describe_store(),
                 "activity": {

@@ -1,8 +1,8 @@
 """One access token per credential for the whole fleet, minted once and renewed once.
 
-Several minters race and lose: providers that revoke the previous token at each mint (or limit
-their token endpoint) answer N replicas x M workers minting for themselves with ``invalid_grant``
-and 401s. So a token is kept in the shared store (sealed with the keyring, under a key named by the
+Several minters race and lose: providers that revoke the previous token at each mint (or limit their
+token endpoint) answer N replicas x M workers minting for themselves with ``invalid_grant`` and
+401s. So a token is kept in the shared store (encrypted with the keyring, under a key named by the
 connection's uid and a digest of the credential), and only the worker that takes the credential's
 lock asks the endpoint; the others wait for its token and use it. In each worker:
 
@@ -34,7 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
-from gatehouse_contract.sealing import KeyringError, KeyringFile, Sealed
+from gatehouse_contract.keyring import Encrypted, KeyringError, KeyringFile
 from gatehouse_proxy import metrics
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.shared_store import Script, SharedStore, StoreUnavailable
@@ -65,7 +65,7 @@ _READ = Script(
     "if f then return {false, redis.call('PTTL', KEYS[2]), f} end "
     "return {false, 0}"
 )
-# A stored token: its digest (64 hex digits), then the token sealed with the keyring.
+# A stored token: its digest (64 hex digits), then the token encrypted with the keyring.
 _DIGEST_END = 64
 # Drops the token only if it is the one that was refused (its digest leads the stored value).
 _DROP = Script(
@@ -113,8 +113,8 @@ def refresh_margin(lifetime: float) -> float:
 @dataclass(frozen=True)
 class CredentialKey:
     """Names a credential's token: the connection's uid (which the store's keys are grouped by)
-    and a digest of everything the token depends on (the sealed secret's fingerprint, the token
-    URL, the client, the scopes). A changed secret or scope is another token."""
+    and a digest of everything the token depends on (the encrypted credential's fingerprint, the
+    token URL, the client, the scopes). A changed secret or scope is another token."""
 
     connection: str  # namespace/name, for metrics and logs
     connection_uid: str
@@ -266,7 +266,7 @@ class FleetTokens:
             )
             now = time.monotonic()
             if stored:
-                value = self._open(key, stored)
+                value = self._decrypt(key, stored)
                 if value is not None:
                     # The store's clock, not this replica's: its TTL ends at the refresh time.
                     self._held[key] = _Held(value, now + int(ttl_ms) / 1000)
@@ -325,8 +325,8 @@ class FleetTokens:
                 )
             raise
         keep_ms = int((minted.lifetime - refresh_margin(minted.lifetime)) * 1000)
-        sealed = self.keyring.current().seal(minted.value.encode(), _context(key))
-        stored = digest(minted.value) + sealed.model_dump_json()
+        encrypted = self.keyring.current().encrypt(minted.value.encode(), _context(key))
+        stored = digest(minted.value) + encrypted.model_dump_json()
         self._keep(key, minted.value, minted.lifetime, started)
         # If the store went away, this worker has it; the others mint after the lock lapses, or
         # alone.
@@ -339,12 +339,12 @@ class FleetTokens:
             )
         return minted.value
 
-    def _open(self, key: CredentialKey, stored: bytes) -> str | None:
-        """The stored token, or None when it cannot be opened here (sealed with a key this
+    def _decrypt(self, key: CredentialKey, stored: bytes) -> str | None:
+        """The stored token, or None when it cannot be decrypted here (encrypted with a key this
         replica does not hold yet, or not ours): then it is minted again."""
         try:
-            sealed = Sealed.model_validate_json(stored[_DIGEST_END:])
-            return self.keyring.current().open(sealed, _context(key)).decode()
+            encrypted = Encrypted.model_validate_json(stored[_DIGEST_END:])
+            return self.keyring.current().decrypt(encrypted, _context(key)).decode()
         except (KeyringError, ValueError, OSError):
             log.warning("a stored token of connection %s does not open here", key.connection)
             return None

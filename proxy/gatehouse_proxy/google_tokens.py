@@ -7,7 +7,7 @@ Tokens are minted once for the fleet and kept as every minted token is
 
 Parsing an RSA key with OpenSSL's consistency check holds the GIL for as long as it takes (35 ms
 at 2,048 bits, seconds for large keys): a worker thread does not free the event loop. So keys are
-loaded without it (the operator proved each key by signing with it before sealing it), at most
+loaded without it (the operator proved each key by signing with it before encrypting it), at most
 4,096 bits, and each parsed signer is kept per key file for as long as the key is routed.
 Signing, unlike parsing, lets go of the GIL: it runs in a worker thread, and the loop serves
 other requests meanwhile.

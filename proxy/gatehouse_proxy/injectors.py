@@ -1,8 +1,8 @@
 """Credential injectors: what each auth type adds to an upstream request.
 
-The sealed secret is opened here, for the one request being made, and the plain value lives only
-in the returned :class:`Injection` until the request is sent. Minted tokens (OAuth 2.0 client
-credentials, Google service accounts) come from the fleet's one token per credential
+The encrypted credential is decrypted here, for the one request being made, and the plain value
+lives only in the returned :class:`Injection` until the request is sent. Minted tokens (OAuth 2.0
+client credentials, Google service accounts) come from the fleet's one token per credential
 (:mod:`gatehouse_proxy.fleet_tokens`); an injection that carries one says so, so that a 401 can
 renew it.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 
+from gatehouse_contract.keyring import KeyringError, KeyringFile
 from gatehouse_contract.routes import ConnectionRoute
-from gatehouse_contract.sealing import KeyringError, KeyringFile
 from gatehouse_proxy import oauth2_tokens
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.fleet_tokens import CredentialKey, FleetTokens
@@ -40,7 +40,7 @@ class Injection:
 
 
 def credential_key(connection: ConnectionRoute) -> CredentialKey:
-    """A minted token's key: a new secret (a re-seal), scope, token URL or client is another
+    """A minted token's key: a new secret (re-encrypted), scope, token URL or client is another
     token, so a token never outlives what it was issued for."""
     credential = connection.credential
     parts = [credential.type, credential.fingerprint, *sorted(credential.scopes)]
@@ -72,17 +72,17 @@ class Injector:
         self.google = google
         self.token_client = token_client
 
-    def _open(self, connection: ConnectionRoute) -> bytes:
+    def _decrypt(self, connection: ConnectionRoute) -> bytes:
         credential = connection.credential
-        if credential.sealed is None:
+        if credential.encrypted is None:
             raise ProxyError("connection_unavailable", "the connection has no credential")
         try:
             keyring = self.keyring.current()
-            if credential.sealed.key_id not in keyring.key_ids:
-                # Sealed with a key added since the keyring was last looked at.
+            if credential.encrypted.key_id not in keyring.key_ids:
+                # Encrypted with a key added since the keyring was last looked at.
                 keyring = self.keyring.current(fresh=True)
-            return keyring.open(
-                credential.sealed, credential.context(connection.uid, connection.origin)
+            return keyring.decrypt(
+                credential.encrypted, credential.context(connection.uid, connection.origin)
             )
         except KeyringError:
             raise ProxyError(
@@ -95,10 +95,10 @@ class Injector:
         if credential.type == "none":
             return Injection()
         if credential.type == "bearer":
-            secret = self._open(connection).decode()
+            secret = self._decrypt(connection).decode()
             return Injection(headers={"Authorization": f"Bearer {secret}"}, secrets=(secret,))
         if credential.type == "basic":
-            secret = self._open(connection).decode()
+            secret = self._decrypt(connection).decode()
             encoded = base64.b64encode(secret.encode()).decode()
             # The scrubber looks for the pair, its encoding and the password alone.
             password = secret.partition(":")[2]
@@ -107,7 +107,7 @@ class Injector:
                 secrets=(secret, encoded, *((password,) if password else ())),
             )
         if credential.type == "apiKey":
-            secret = self._open(connection).decode()
+            secret = self._decrypt(connection).decode()
             if credential.location == "query":
                 return Injection(query=(credential.parameter, secret), secrets=(secret,))
             return Injection(headers={credential.parameter: secret}, secrets=(secret,))
@@ -125,10 +125,10 @@ class Injector:
     async def _mint(self, connection: ConnectionRoute, key: CredentialKey) -> MintedToken:
         credential = connection.credential
         if credential.type == "googleServiceAccount":
-            return await self.google.mint(key, self._open(connection), credential.scopes)
+            return await self.google.mint(key, self._decrypt(connection), credential.scopes)
         if credential.token_request is None:
             raise ProxyError("connection_unavailable", "the connection has no token request")
-        secret = self._open(connection).decode()
+        secret = self._decrypt(connection).decode()
         return await oauth2_tokens.mint(
             self.token_client,
             credential.token_request,

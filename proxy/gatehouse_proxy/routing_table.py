@@ -109,11 +109,11 @@ class RoutingTable:
         return self.apps_by_token_hash.get(token_sha256(token))
 
     @property
-    def sealing_keys(self) -> frozenset[str]:
-        """The keyring keys this table's credentials are sealed with; a key may be retired
+    def keyring_key_ids(self) -> frozenset[str]:
+        """The keyring keys this table's credentials are encrypted with; a key may be retired
         once no replica's table uses it."""
         return frozenset(
-            route.credential.sealed.key_id
+            route.credential.encrypted.key_id
             for route in self.connections.values()
-            if route.credential.sealed is not None
+            if route.credential.encrypted is not None
         )

@@ -7,7 +7,7 @@ alone. While it is down no request waits on it; a probe asks it once every ``PRO
 and marks it up again as soon as it answers, so the fleet counts together again within a second
 or two of its return.
 
-Nothing secret is stored in the clear: callers seal what they keep here with the keyring, and
+Nothing secret is stored in the clear: callers encrypt what they keep here with the keyring, and
 keys name namespaces and uids, never a path, a header or a value an app sent.
 """
 

@@ -32,18 +32,18 @@ from gatehouse_contract.channel import (
     MISSED_HEARTBEATS,
     FrameRejected,
     new_nonce,
-    open_frame,
     sign_request,
+    verify_frame,
 )
 from gatehouse_contract.channel_tls import client_context
 from gatehouse_contract.connection_tests import (
     START_MARGIN_SECONDS,
     TEST_NOT_STARTED,
-    ConnectionTestOutcome,
-    ConnectionTestRequest,
     Failed,
     Problem,
-    Refused,
+    ProxyRefused,
+    ReplicaTestOutcome,
+    ReplicaTestRequest,
 )
 from gatehouse_contract.frames import (
     ACTIVITY_FEATURE,
@@ -64,8 +64,8 @@ from gatehouse_contract.frames import (
     Unreadable,
     read_operator_frame,
 )
+from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.routes import namespace_of
-from gatehouse_contract.sealing import KeyringFile
 from gatehouse_proxy.activity import Activity
 from gatehouse_proxy.connection_test_slots import ConnectionTestRun, ConnectionTestSlots
 from gatehouse_proxy.errors import ProxyError
@@ -76,7 +76,7 @@ log = logging.getLogger("gatehouse.proxy.table")
 RECONNECT_CAP_SECONDS = 2.0
 
 # Runs a test, calling the second argument just before its request goes upstream.
-TestRunner = Callable[[ConnectionTestRequest, Callable[[], None]], Awaitable[ConnectionTestOutcome]]
+TestRunner = Callable[[ReplicaTestRequest, Callable[[], None]], Awaitable[ReplicaTestOutcome]]
 
 
 class TableStore:
@@ -269,7 +269,9 @@ class _Stream:
         feed = self.feed
         feed.state.bytes_received += len(signed)
         try:
-            key_id, payload = open_frame(feed.keyring.current(), self.nonce, self.next_seq, signed)
+            key_id, payload = verify_frame(
+                feed.keyring.current(), self.nonce, self.next_seq, signed
+            )
         except FrameRejected as error:
             # Nothing on a stream that carried a false frame can be trusted: open a new one.
             feed.state.rejected += 1
@@ -396,7 +398,7 @@ class _Stream:
         await self._ack(ws)
 
     async def _answer(
-        self, ws: aiohttp.ClientWebSocketResponse, test_id: str, outcome: ConnectionTestOutcome
+        self, ws: aiohttp.ClientWebSocketResponse, test_id: str, outcome: ReplicaTestOutcome
     ) -> None:
         # The stream may have closed meanwhile; the operator then retries elsewhere.
         with contextlib.suppress(ConnectionError):
@@ -429,12 +431,12 @@ class _Stream:
 
         async def test() -> None:
             namespace = namespace_of(request.connection)
-            outcome: ConnectionTestOutcome
+            outcome: ReplicaTestOutcome
             try:
                 async with self.feed.test_slots.slot(namespace, run):
                     outcome = await self.feed.run_test(request, run.sending)
             except ProxyError as refused:
-                outcome = Refused(refused=Problem(code=refused.code, message=refused.message))
+                outcome = ProxyRefused(refused=Problem(code=refused.code, message=refused.message))
             except Exception:  # said to the operator, whose test then fails with it
                 log.exception("a connection test failed inside the proxy")
                 outcome = Failed(error=Problem(code="internal", message="the proxy failed"))
@@ -443,7 +445,7 @@ class _Stream:
 
         self.tests[frame.id] = (asyncio.create_task(test(), name="connection-test"), run)
 
-    def _upstream_seconds(self, request: ConnectionTestRequest) -> float:
+    def _upstream_seconds(self, request: ReplicaTestRequest) -> float:
         """How long the test's connection gives the upstream (0 for one not routed: refused at
         once)."""
         table = self.feed.store.current
@@ -460,4 +462,4 @@ class _Stream:
             del self.tests[test_id]
         stopping = Problem(code=TEST_NOT_STARTED, message="the proxy replica is stopping")
         for test_id, _ in unsent:
-            await self._answer(ws, test_id, Refused(refused=stopping))
+            await self._answer(ws, test_id, ProxyRefused(refused=stopping))

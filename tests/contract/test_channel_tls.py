@@ -5,7 +5,7 @@ from __future__ import annotations
 from cryptography import x509
 
 from gatehouse_contract import channel_tls
-from gatehouse_contract.sealing import Keyring
+from gatehouse_contract.keyring import Keyring
 
 
 def test_the_serial_tells_nothing_of_the_private_seed() -> None:

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from kubernetes.aio import config
 
-from gatehouse_contract.sealing import Keyring, KeyringError
+from gatehouse_contract.keyring import Keyring, KeyringError
 from gatehouse_dev.cluster import Cluster
 from gatehouse_operator.keyring_secret import KEY, KeyringSecret
 from gatehouse_operator.kube import Kube

@@ -124,7 +124,7 @@ def test_a_sealed_credential_is_injected_and_opens_for_its_connection_only(
     token = linked(cluster, namespace, sealed)
     assert key_received(stack, token) == CANARY
     ready = condition(cluster, namespace, "externalconnection/vendor", "CredentialReady")
-    assert ready["reason"] == "CredentialSealed"
+    assert ready["reason"] == "CredentialEncrypted"
 
     # The same value under another name, in another namespace, or sent to another host.
     apply(cluster, namespace, renamed(sealed, name="copy"))

@@ -26,13 +26,13 @@ from aiohttp import web
 from gatehouse_contract.channel import (
     CHANNEL_PATH,
     new_nonce,
-    open_frame,
-    seal_frame,
+    sign_frame,
     sign_request,
+    verify_frame,
     verify_request,
 )
 from gatehouse_contract.channel_tls import ServerContext, client_context
-from gatehouse_contract.sealing import Keyring
+from gatehouse_contract.keyring import Keyring
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import log_tail
 from gatehouse_dev.waiting import wait_for
@@ -319,7 +319,7 @@ class HostileOperator(InThread):
                     "apps": [],
                 }
                 await ws.send_bytes(
-                    seal_frame(self.keyring, nonce, seq, json.dumps(snapshot).encode())
+                    sign_frame(self.keyring, nonce, seq, json.dumps(snapshot).encode())
                 )
         async for message in ws:
             self.heard.append(json.loads(message.data))
@@ -346,7 +346,7 @@ def _recorded_frame(stack: Stack, keyring: Keyring) -> bytes:
             ) as ws,
         ):
             frame: bytes = await ws.receive_bytes(timeout=10)
-            open_frame(keyring, nonce, 1, frame)  # genuine: it verifies on its own stream
+            verify_frame(keyring, nonce, 1, frame)  # genuine: it verifies on its own stream
             raw = ws.get_extra_info("socket")
         # A TLS connection closes only after its close_notify exchange, which no one awaits.
         # If asyncio.run closes the loop first, the socket is left for the garbage collector.

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from gatehouse_contract.channel_tls import client_context
-from gatehouse_contract.sealing import Keyring
+from gatehouse_contract.keyring import Keyring
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
@@ -115,11 +115,11 @@ def test_keyring_rotation_without_downtime(cluster: Cluster, stack: Stack, names
     stack.local.write_keyring(activated.without(old.active))
     assert all(_key_at(stack, proxy.url, token) == "k-rotate" for proxy in stack.proxies)
 
-    # With the old key gone, requests still work only if everything was re-sealed and re-signed.
+    # With the old key gone, requests still work only if everything was re-encrypted and re-signed.
     apply(cluster, namespace, secret("vendor", **{"api-key": "k-after-rotation"}))
     for proxy in stack.proxies:
 
         def fresh(url: str = proxy.url) -> bool:
             return _key_at(stack, url, token) == "k-after-rotation"
 
-        wait_for(fresh, timeout=20, what="a table sealed and signed with the new key")
+        wait_for(fresh, timeout=20, what="a table encrypted and signed with the new key")

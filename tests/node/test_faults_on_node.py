@@ -22,7 +22,7 @@ from functools import partial
 
 import pytest
 
-from gatehouse_contract.sealing import Keyring
+from gatehouse_contract.keyring import Keyring
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.waiting import wait_for
 from tests.node import pods

@@ -13,11 +13,11 @@ from gatehouse_contract.connection_tests import (
     MAX_CONTENT_TYPE_CHARS,
     Answered,
     ConnectionTestAnswer,
-    ConnectionTestOutcome,
-    ConnectionTestRequest,
     Failed,
     Problem,
-    Refused,
+    ProxyRefused,
+    ReplicaTestOutcome,
+    ReplicaTestRequest,
 )
 from gatehouse_contract.frames import ConnectionTestResult, Unreadable, read_replica_message
 from gatehouse_operator.api.meta import first_problem
@@ -44,24 +44,22 @@ def test_the_largest_result_fits_the_channel_whatever_the_upstream_sent(byte: by
 
 
 class _Channel:
-    def __init__(self, outcome: ConnectionTestOutcome) -> None:
+    def __init__(self, outcome: ReplicaTestOutcome) -> None:
         self.outcome = outcome
 
-    async def run_test(
-        self, request: ConnectionTestRequest, within: float
-    ) -> ConnectionTestOutcome:
+    async def run_test(self, request: ReplicaTestRequest, within: float) -> ReplicaTestOutcome:
         return self.outcome
 
 
 class _Runtime:
-    def __init__(self, outcome: ConnectionTestOutcome) -> None:
+    def __init__(self, outcome: ReplicaTestOutcome) -> None:
         self.channel = _Channel(outcome)
 
 
-REQUEST = ConnectionTestRequest(connection="a/c", method="GET", path="/")
+REQUEST = ReplicaTestRequest(connection="a/c", method="GET", path="/")
 
 
-def _ask(outcome: ConnectionTestOutcome) -> ConnectionTestAnswer:
+def _ask(outcome: ReplicaTestOutcome) -> ConnectionTestAnswer:
     runtime: object = _Runtime(outcome)
     return asyncio.run(ask(runtime, REQUEST, within=1))  # type: ignore[arg-type]
 
@@ -70,13 +68,13 @@ def test_a_busy_replica_is_a_reason_to_wait_and_an_unreadable_answer_a_failure()
     # Sent again only when the request was not sent: turned away, or dropped before it started.
     for code in ("tests_busy", "test_not_started"):
         with pytest.raises(Waiting) as waiting:
-            _ask(Refused(refused=Problem(code=code, message="a has 20 tests")))
+            _ask(ProxyRefused(refused=Problem(code=code, message="a has 20 tests")))
         assert waiting.value.reason == "ProxyBusy"
     # Sent, and no answer by the deadline: the test's result. An earlier replica's expiry does
     # not say whether it was sent: final too.
     for code, reason in (("test_timed_out", "TestTimedOut"), ("test_expired", "TestExpired")):
         with pytest.raises(Finished) as finished:
-            _ask(Refused(refused=Problem(code=code, message="stopped")))
+            _ask(ProxyRefused(refused=Problem(code=code, message="stopped")))
         assert finished.value.verdict.reason == reason
         assert "not sent again" in finished.value.verdict.message or code == "test_timed_out"
     # An answer that breaks the contract (a body past the bound) ends its test, with why.
@@ -91,13 +89,13 @@ def test_a_busy_replica_is_a_reason_to_wait_and_an_unreadable_answer_a_failure()
     assert finished.value.verdict.reason == "ProxyError"
 
 
-def _unreadable_outcome(result: dict[str, object]) -> ConnectionTestOutcome:
+def _unreadable_outcome(result: dict[str, object]) -> ReplicaTestOutcome:
     """What a replica's session makes of a result that is not the contract's."""
 
-    async def scenario() -> ConnectionTestOutcome:
+    async def scenario() -> ReplicaTestOutcome:
         session = _Session.__new__(_Session)
         session.replica = Replica("proxy-a")
-        future: asyncio.Future[ConnectionTestOutcome] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[ReplicaTestOutcome] = asyncio.get_running_loop().create_future()
         session._tests = {"t1": future}
         message = json.dumps({"type": "probeResult", "id": "t1", "result": result})
         try:

@@ -1,4 +1,5 @@
-"""Secrets become sealed credentials, or a reason that names the rule and never the value."""
+"""Secrets become credentials encrypted with the keyring, or a reason that names the rule and
+never the value."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from gatehouse_contract.keyring import Keyring
 from gatehouse_contract.routes import Credential
-from gatehouse_contract.sealing import Keyring
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_operator.api.connection import Auth
-from gatehouse_operator.credentials import CredentialProblem, seal_credential, secret_in
+from gatehouse_operator.credentials import CredentialProblem, encrypt_credential, secret_in
 
 ORIGIN = "https://api.example.com"
 
@@ -22,9 +23,9 @@ def _auth(**fields: Any) -> Auth:
     return Auth.model_validate(fields)
 
 
-def seal(auth: Auth, data: dict[str, bytes] | None, **where: Any) -> Credential:
-    """A Secret's data sealed as the controller does it: the value found, then sealed."""
-    return seal_credential(auth, secret_in(auth, data), **where)
+def encrypt(auth: Auth, data: dict[str, bytes] | None, **where: Any) -> Credential:
+    """A Secret's data encrypted as the controller does it: the value found, then encrypted."""
+    return encrypt_credential(auth, secret_in(auth, data), **where)
 
 
 API_KEY = _auth(
@@ -39,15 +40,15 @@ GOOGLE = _auth(
 )
 
 
-def test_api_key_is_sealed_for_its_connection_and_placement() -> None:
+def test_api_key_is_encrypted_for_its_connection_and_placement() -> None:
     keyring = Keyring.generate()
-    credential = seal(
+    credential = encrypt(
         API_KEY, {"token": b"sk_live_42\n"}, keyring=keyring, connection_uid="u1", origin=ORIGIN
     )
     assert credential.parameter == "X-API-Key"
     assert credential.location == "header"
-    assert credential.sealed is not None
-    assert keyring.open(credential.sealed, credential.context("u1", ORIGIN)) == b"sk_live_42"
+    assert credential.encrypted is not None
+    assert keyring.decrypt(credential.encrypted, credential.context("u1", ORIGIN)) == b"sk_live_42"
 
 
 @pytest.mark.parametrize(
@@ -62,21 +63,21 @@ def test_api_key_is_sealed_for_its_connection_and_placement() -> None:
 )
 def test_unusable_api_key_secrets(data: dict[str, bytes] | None, reason: str, message: str) -> None:
     with pytest.raises(CredentialProblem) as caught:
-        seal(API_KEY, data, keyring=Keyring.generate(), connection_uid="u", origin=ORIGIN)
+        encrypt(API_KEY, data, keyring=Keyring.generate(), connection_uid="u", origin=ORIGIN)
     assert caught.value.reason == reason
     assert message in caught.value.message
     assert "sk_live" not in caught.value.message
 
 
-def test_google_key_file_is_validated_and_sealed_whole() -> None:
+def test_google_key_file_is_validated_and_encrypted_whole() -> None:
     key_file, _ = service_account_key()
     keyring = Keyring.generate()
-    credential = seal(
+    credential = encrypt(
         GOOGLE, {"key.json": key_file}, keyring=keyring, connection_uid="u", origin=ORIGIN
     )
     assert credential.scopes == ("https://www.googleapis.com/auth/bigquery.readonly",)
-    assert credential.sealed is not None
-    assert keyring.open(credential.sealed, credential.context("u", ORIGIN)) == key_file
+    assert credential.encrypted is not None
+    assert keyring.decrypt(credential.encrypted, credential.context("u", ORIGIN)) == key_file
 
 
 def _key_with(**changes: Any) -> bytes:
@@ -107,7 +108,7 @@ def test_bad_service_account_keys_are_named_without_echoing(key_file: bytes, mes
 
 def _refused_key_file(key_file: bytes) -> CredentialProblem:
     with pytest.raises(CredentialProblem) as caught:
-        seal(
+        encrypt(
             GOOGLE,
             {"key.json": key_file},
             keyring=Keyring.generate(),
@@ -160,7 +161,7 @@ def test_service_account_keys_that_would_cost_every_tenant_are_refused(
 
 def test_an_api_key_longer_than_4_kib_is_refused() -> None:
     with pytest.raises(CredentialProblem) as caught:
-        seal(
+        encrypt(
             API_KEY,
             {"token": b"k" * 300_000},
             keyring=Keyring.generate(),

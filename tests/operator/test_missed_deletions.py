@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+from gatehouse_contract.keyring import Keyring
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
-from gatehouse_contract.sealing import Keyring
 from gatehouse_operator.api.apps import DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.meta import Kind

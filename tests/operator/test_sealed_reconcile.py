@@ -67,9 +67,9 @@ def test_sealed_values_open_for_their_connection_and_are_offered_resealed(
         return api.statuses[-1], conditions(api)
 
     status, found = reconcile(connection("vendor", value))
-    assert found["CredentialReady"]["reason"] == "CredentialSealed"
+    assert found["CredentialReady"]["reason"] == "CredentialEncrypted"
     assert found["CredentialReady"]["message"] == (
-        "auth.sealedSecret opens and is sealed for the proxies"
+        "auth.sealedSecret opens and is encrypted for the proxies"
     )
     assert status["hasSecret"] is True
     assert status["resealedSecret"] == ""
@@ -95,7 +95,7 @@ def test_sealed_values_open_for_their_connection_and_are_offered_resealed(
     rotated = keys.rotated()
     keys_file.write_text(rotated.dump())
     status, found = reconcile(connection("vendor", value))
-    assert found["CredentialReady"]["reason"] == "CredentialSealed"
+    assert found["CredentialReady"]["reason"] == "CredentialEncrypted"
     offered = status["resealedSecret"]
     assert SealedValue.parse(offered).key == rotated.active
     assert rotated.open(offered, Scope("shop", "vendor", ORIGIN)) == CANARY

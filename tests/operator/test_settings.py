@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gatehouse_contract.sealing import Keyring
+from gatehouse_contract.keyring import Keyring
 
 
 def start(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

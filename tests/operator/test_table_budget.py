@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gatehouse_contract.keyring import Encrypted
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
-from gatehouse_contract.sealing import Sealed
 from gatehouse_operator.api.conditions import ConditionType
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.store import RouteStore
@@ -20,14 +20,16 @@ LIMITS = Limits(
 
 
 def connection(name: str, paths: int = 1, secret_bytes: int = 0) -> ConnectionRoute:
-    sealed = Sealed(key_id="k1", nonce="n", ciphertext="c" * secret_bytes) if secret_bytes else None
+    encrypted = (
+        Encrypted(key_id="k1", nonce="n", ciphertext="c" * secret_bytes) if secret_bytes else None
+    )
     return ConnectionRoute(
         key=f"shop/{name}",
         uid=name,
         origin="https://api.example.com",
         allowed_methods=frozenset({"GET"}),
         allowed_paths=tuple(f"/v1/{index:04d}/" + "p" * 1000 for index in range(paths)),
-        credential=Credential(type="bearer", sealed=sealed),
+        credential=Credential(type="bearer", encrypted=encrypted),
         limits=LIMITS,
     )
 

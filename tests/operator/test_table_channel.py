@@ -26,13 +26,13 @@ from gatehouse_contract.channel_tls import client_context
 from gatehouse_contract.connection_tests import (
     Answered,
     ConnectionTestAnswer,
-    ConnectionTestOutcome,
-    ConnectionTestRequest,
-    Refused,
+    ProxyRefused,
+    ReplicaTestOutcome,
+    ReplicaTestRequest,
 )
 from gatehouse_contract.frames import Delta, Snapshot, read_operator_frame
+from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
-from gatehouse_contract.sealing import Keyring, KeyringFile
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table import channel as table_channel
@@ -154,11 +154,11 @@ class Channel:
         )
         self.url = ""
         self.feeds: dict[str, tuple[TableFeed, asyncio.Task[None]]] = {}
-        self.tests: list[ConnectionTestRequest] = []
+        self.tests: list[ReplicaTestRequest] = []
 
     async def run_test(
-        self, request: ConnectionTestRequest, sending: Callable[[], None]
-    ) -> ConnectionTestOutcome:
+        self, request: ReplicaTestRequest, sending: Callable[[], None]
+    ) -> ReplicaTestOutcome:
         self.tests.append(request)
         if request.path == "/holds-its-place":  # waits for a concurrency place, say
             await asyncio.Event().wait()
@@ -238,7 +238,7 @@ def test_replicas_receive_deltas_acknowledge_them_and_run_tests(
                 assert store.current.connections["shop/c7"].allowed_paths == ("/v2/",)
             assert len(journal.history[-1].payload) < 1024  # the change, not the table
 
-            test = ConnectionTestRequest(
+            test = ReplicaTestRequest(
                 connection="shop/c7", method="GET", path="/v2/x", min_table_version=1
             )
             assert await channel.server.run_test(test, within=5) == ANSWERED
@@ -296,15 +296,15 @@ def test_a_test_is_sent_elsewhere_only_when_its_replica_never_sent_it(tmp_path: 
             channel.start_replica("proxy-a")
             await eventually(lambda: channel.replicas.floor()[1] == 1, "the replica synced")
 
-            def test(path: str) -> asyncio.Task[ConnectionTestOutcome]:
-                request = ConnectionTestRequest(connection="shop/c", method="GET", path=path)
+            def test(path: str) -> asyncio.Task[ReplicaTestOutcome]:
+                request = ReplicaTestRequest(connection="shop/c", method="GET", path=path)
                 return asyncio.create_task(channel.server.run_test(request, within=60))
 
             unsent, sent = test("/holds-its-place"), test("/upstream-is-slow")
             await eventually(lambda: len(channel.tests) == 2, "both tests on the replica")
             await channel.stop_replica("proxy-a")
             handed_back = await unsent
-            assert isinstance(handed_back, Refused), handed_back
+            assert isinstance(handed_back, ProxyRefused), handed_back
             assert handed_back.refused.code == "test_not_started"
             with pytest.raises(OutcomeUnknown, match="went away during the test"):
                 await sent

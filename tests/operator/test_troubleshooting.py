@@ -12,7 +12,7 @@ REASONS = Path(__file__).resolve().parents[2] / "docs" / "reference" / "reasons.
 WORKING = {
     Reason.ALL_LINKS_READY,
     Reason.COMPILED,
-    Reason.CREDENTIAL_SEALED,
+    Reason.CREDENTIAL_ENCRYPTED,
     Reason.NO_CREDENTIAL_NEEDED,
     Reason.PASSED,
     Reason.ROUTED,

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from starlette.datastructures import FormData, UploadFile
 
-from gatehouse_contract.sealing import Keyring
+from gatehouse_contract.keyring import Keyring
 from gatehouse_operator.api.connection import MAX_INSTRUCTIONS, ExternalConnectionSpec
 from gatehouse_operator.connections.exfiltration import link_warning
 from gatehouse_operator.sealed_values import Scope
@@ -168,24 +168,24 @@ def test_a_draft_secret_opens_only_for_the_token_it_was_sealed_for() -> None:
     sessions = Sessions(FixedKeyring())
     alice = Credentials("alice-token", from_proxy=False)
     bob = Credentials("bob-token", from_proxy=True)
-    sealed = sessions.seal_draft_secret(alice, "sk-live-123")
+    sealed = sessions.encrypt_draft_secret(alice, "sk-live-123")
     assert "sk-live-123" not in sealed
-    assert sessions.open_draft_secret(alice, sealed) == "sk-live-123"
-    assert sessions.open_draft_secret(bob, sealed) is None
-    assert sessions.open_draft_secret(alice, sealed[:-2] + "AA") is None
-    assert sessions.open_draft_secret(alice, "") is None
+    assert sessions.decrypt_draft_secret(alice, sealed) == "sk-live-123"
+    assert sessions.decrypt_draft_secret(bob, sealed) is None
+    assert sessions.decrypt_draft_secret(alice, sealed[:-2] + "AA") is None
+    assert sessions.decrypt_draft_secret(alice, "") is None
     # Nor is a session cookie's content taken for a draft secret, or the other way round.
-    cookie = sessions._seal({"token": "alice-token"}, 60, "gatehouse/web-session")
-    assert sessions.open_draft_secret(alice, cookie) is None
+    cookie = sessions._encrypt({"token": "alice-token"}, 60, "gatehouse/web-session")
+    assert sessions.decrypt_draft_secret(alice, cookie) is None
 
 
 def test_a_draft_secret_expires(monkeypatch: pytest.MonkeyPatch) -> None:
     sessions = Sessions(FixedKeyring())
     alice = Credentials("alice-token", from_proxy=False)
-    sealed = sessions.seal_draft_secret(alice, "sk-live-123")
+    sealed = sessions.encrypt_draft_secret(alice, "sk-live-123")
     later = time.time() + session.DRAFT_SECRET_SECONDS + 1
     monkeypatch.setattr("gatehouse_operator.web.session.time.time", lambda: later)
-    assert sessions.open_draft_secret(alice, sealed) is None
+    assert sessions.decrypt_draft_secret(alice, sealed) is None
 
 
 SEALED = "gh1.eyJ2IjoxfQ.AAAA"  # a value's shape: the form carries it, never opens it

@@ -17,6 +17,7 @@ import uvicorn
 from aiohttp import web
 
 from gatehouse_contract.frames import AppEntry, ConnectionEntry, Snapshot
+from gatehouse_contract.keyring import Keyring
 from gatehouse_contract.request_deadline import with_head_deadline
 from gatehouse_contract.routes import (
     AppRoute,
@@ -26,7 +27,6 @@ from gatehouse_contract.routes import (
     entry_digest,
     token_sha256,
 )
-from gatehouse_contract.sealing import Keyring
 from gatehouse_dev.processes import free_port
 from gatehouse_dev.upstream import create_app as create_upstream
 from gatehouse_proxy.app import Proxy, create_admin_app, create_app
@@ -74,7 +74,7 @@ class Tenant:
         if self.secret:
             context = credential.context(uid, self.origin)
             credential = credential.model_copy(
-                update={"sealed": KEYRING.seal(self.secret.encode(), context)}
+                update={"encrypted": KEYRING.encrypt(self.secret.encode(), context)}
             )
         return ConnectionRoute(
             key=key,

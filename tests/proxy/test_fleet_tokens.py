@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gatehouse_contract.sealing import Keyring, KeyringFile
+from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_dev.redis_server import RedisServer
 from gatehouse_proxy import fleet_tokens
 from gatehouse_proxy.errors import ProxyError
@@ -211,7 +211,7 @@ def test_with_the_store_down_each_worker_mints_for_itself_and_shares_again_after
     asyncio.run(scenario())
 
 
-def test_a_stored_token_is_sealed(redis_server: RedisServer, keyring_file: KeyringFile) -> None:
+def test_a_stored_token_is_encrypted(redis_server: RedisServer, keyring_file: KeyringFile) -> None:
     async def scenario() -> None:
         workers = await _workers(redis_server, keyring_file, 1)
         try:

@@ -20,7 +20,7 @@ import pytest
 from aiohttp import web
 
 from gatehouse_contract import google_keys
-from gatehouse_contract.sealing import Keyring, KeyringFile
+from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_proxy import google_tokens
 from gatehouse_proxy.errors import ProxyError

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import aiohttp
 
-from gatehouse_contract.sealing import Keyring, KeyringFile
+from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_proxy.fleet_tokens import FleetTokens
 from gatehouse_proxy.google_tokens import GoogleMinter
 from gatehouse_proxy.injectors import Injector
@@ -28,17 +28,17 @@ def injector_for(keyring: KeyringFile, session: aiohttp.ClientSession) -> Inject
     )
 
 
-def test_a_credential_sealed_with_a_key_just_added_opens_at_once(tmp_path: Path) -> None:
+def test_a_credential_encrypted_with_a_key_just_added_decrypts_at_once(tmp_path: Path) -> None:
     path = tmp_path / "keyring.json"
     old = Keyring.generate("k1")
     path.write_text(old.dump())
     tenant = Tenant("one", "https://api.example.com", auth="bearer", parameter="", secret="s3")
     route = tenant.connection()
     credential = route.credential
-    assert credential.sealed is not None
+    assert credential.encrypted is not None
     rotated = old.with_new_key("k2").activated("k2")
-    sealed = rotated.seal(b"s3-new", credential.context(route.uid, route.origin))
-    credential = credential.model_copy(update={"sealed": sealed})
+    encrypted = rotated.encrypt(b"s3-new", credential.context(route.uid, route.origin))
+    credential = credential.model_copy(update={"encrypted": encrypted})
     route = route.model_copy(update={"credential": credential})
 
     async def scenario() -> None:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from aiohttp import web
 
-from gatehouse_contract.connection_tests import Answered, ConnectionTestRequest, Refused
+from gatehouse_contract.connection_tests import Answered, ProxyRefused, ReplicaTestRequest
 from gatehouse_dev.echoes import COMPRESSED, leaks
 from gatehouse_dev.raw_upstream import RawUpstream
 from tests.proxy.serving import Running, Tenant, running_proxy, upstream
@@ -227,14 +227,14 @@ def test_a_connection_test_shows_a_compressed_answer_decoded(tmp_path: Path) -> 
             async with running_proxy(tmp_path, [tenant]) as proxy:
                 for coding in ("gzip-then-deflate", "br"):
                     outcome = await proxy.proxy.run_test(
-                        ConnectionTestRequest(
+                        ReplicaTestRequest(
                             connection="one/api", method="GET", path=f"/compressed/{coding}"
                         ),
                         lambda: None,
                     )
                     assert SECRET not in outcome.model_dump_json()
                     if coding == "br":
-                        assert isinstance(outcome, Refused)
+                        assert isinstance(outcome, ProxyRefused)
                         assert outcome.refused.code == "unsupported_encoding"
                     else:
                         assert isinstance(outcome, Answered)

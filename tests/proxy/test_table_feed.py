@@ -17,17 +17,17 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from gatehouse_contract.channel import CHANNEL_PATH, new_nonce, seal_frame, verify_request
+from gatehouse_contract.channel import CHANNEL_PATH, new_nonce, sign_frame, verify_request
 from gatehouse_contract.channel_tls import ServerContext
 from gatehouse_contract.connection_tests import (
-    ConnectionTestOutcome,
-    ConnectionTestRequest,
     Failed,
     Problem,
+    ReplicaTestOutcome,
+    ReplicaTestRequest,
 )
 from gatehouse_contract.frames import read_replica_message
+from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_contract.routes import ConnectionRoute, Credential, Limits, entry_digest
-from gatehouse_contract.sealing import Keyring, KeyringFile
 from gatehouse_proxy.table_feed import TableFeed, TableStore
 
 LIMITS = Limits(
@@ -95,7 +95,7 @@ class Stream:
 
     async def send(self, payload: bytes) -> None:
         self.seq += 1
-        await self.ws.send_bytes(seal_frame(self.keyring, self.nonce, self.seq, payload))
+        await self.ws.send_bytes(sign_frame(self.keyring, self.nonce, self.seq, payload))
 
     async def idle(self) -> None:
         """Keeps the stream open (the replica's acks unread) until the replica closes it."""
@@ -148,9 +148,7 @@ async def operator(keyring: Keyring, script: Script) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-async def no_tests(
-    request: ConnectionTestRequest, sending: Callable[[], None]
-) -> ConnectionTestOutcome:
+async def no_tests(request: ReplicaTestRequest, sending: Callable[[], None]) -> ReplicaTestOutcome:
     return Failed(error=Problem(code="internal", message=request.path))
 
 
@@ -239,7 +237,7 @@ def test_garbage_and_frames_of_another_stream_reopen_the_stream(tmp_path: Path) 
             await stream.ws.send_bytes(b"\x00garbage")
         elif number == 2:
             # A frame signed for another stream (a recording): refused, the stream reopened.
-            other = seal_frame(keyring, new_nonce(), 1, snapshot(5, {"shop/a": route("a")}))
+            other = sign_frame(keyring, new_nonce(), 1, snapshot(5, {"shop/a": route("a")}))
             await stream.ws.send_bytes(other)
         else:
             await stream.send(snapshot(6, {"shop/b": route("b")}))

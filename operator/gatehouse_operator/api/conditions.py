@@ -40,7 +40,7 @@ class Reason(StrEnum):
     COMPILED = "Compiled"
     CONNECTION_NOT_FOUND = "ConnectionNotFound"
     CONNECTION_NOT_READY = "ConnectionNotReady"
-    CREDENTIAL_SEALED = "CredentialSealed"
+    CREDENTIAL_ENCRYPTED = "CredentialEncrypted"
     INVALID_BASE_URL = "InvalidBaseURL"
     INVALID_CONFIG = "InvalidConfig"
     INVALID_LABEL = "InvalidLabel"

@@ -51,10 +51,11 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
         "A linked connection exists but is not Ready. Its own Ready condition says why: "
         "`kubectl describe externalconnection NAME`.",
     ),
-    Reason.CREDENTIAL_SEALED: Troubleshooting(
+    Reason.CREDENTIAL_ENCRYPTED: Troubleshooting(
         _SEALED,
-        "The sealed credential (`auth.sealedSecret`) opened with this installation's key and "
-        "is in use. Nothing to do.",
+        "The connection's secret (its Secret's value, or `auth.sealedSecret` opened with this "
+        "installation's sealing key) is encrypted with the keyring for the proxies and in use. "
+        "Nothing to do. Until 0.2.0 this reason was `CredentialSealed`.",
         working=True,
     ),
     Reason.INVALID_BASE_URL: Troubleshooting(

@@ -3,7 +3,7 @@
 The draft is checked by the API server as the caller, with a dry-run create (or replace, for an
 edit): RBAC, the schema's rules and the admission webhook decide, exactly as for the real apply,
 and the answer carries the defaults the API server fills in. It is then compiled into a route
-the way the connection controller compiles a saved one, its credential sealed with the keyring
+the way the connection controller compiles a saved one, its credential encrypted with the keyring
 under a one-off identity, and sent with the request on the table channel. The replica uses the
 route for that request alone. Nothing of the draft is stored: no ExternalConnection, no Secret,
 no ConnectionTest, no table entry, no cached access token.
@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes.aio import client
 from pydantic import ValidationError
 
-from gatehouse_contract.connection_tests import ConnectionTestRequest
+from gatehouse_contract.connection_tests import ReplicaTestRequest
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import API_VERSION, spec_error
@@ -31,7 +31,7 @@ from gatehouse_operator.connections.testing import (
     result,
     secret_texts,
 )
-from gatehouse_operator.credentials import CredentialProblem, Found, seal_credential
+from gatehouse_operator.credentials import CredentialProblem, Found, encrypt_credential
 from gatehouse_operator.origin import OriginError, normalise_origin, token_url_of
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.table import budget
@@ -123,7 +123,7 @@ async def try_draft(
             if draft.secret is not None
             else await connection_secret(runtime, namespace, draft.name, spec)
         )
-        credential = seal_credential(
+        credential = encrypt_credential(
             spec.auth,
             found,
             keyring=runtime.keyring.current(),
@@ -138,7 +138,7 @@ async def try_draft(
     too_large = budget.check(route, size, size, ConditionType.PASSED)
     if too_large is not None:
         return _failed(too_large.reason, too_large.message)
-    request = ConnectionTestRequest(
+    request = ReplicaTestRequest(
         connection=route.key,
         method=method,
         path=draft.request.path,

@@ -20,8 +20,8 @@ from gatehouse_contract.connection_tests import (
     TEST_EXPIRED,
     Answered,
     ConnectionTestAnswer,
-    ConnectionTestRequest,
-    Refused,
+    ProxyRefused,
+    ReplicaTestRequest,
     Stale,
 )
 from gatehouse_operator import samples
@@ -58,9 +58,7 @@ def _camel(code: str) -> str:
     return "".join(part.capitalize() for part in code.split("_"))
 
 
-async def ask(
-    runtime: Runtime, request: ConnectionTestRequest, within: float
-) -> ConnectionTestAnswer:
+async def ask(runtime: Runtime, request: ReplicaTestRequest, within: float) -> ConnectionTestAnswer:
     """The replica's answer; raises Finished for a refusal and Waiting when none could take it.
 
     It travels on a replica's table channel: no port of the proxy takes tests. Waiting (the
@@ -89,7 +87,7 @@ async def ask(
         return outcome.answered
     if isinstance(outcome, Stale):
         raise Waiting(Reason.PROXY_BEHIND, "the proxy has not installed the newest table yet", 0.5)
-    if isinstance(outcome, Refused):
+    if isinstance(outcome, ProxyRefused):
         refused = outcome.refused
         if refused.code in NOT_SENT:
             raise Waiting(Reason.PROXY_BUSY, refused.message[:1024], 2.0)

@@ -20,7 +20,7 @@ import kopf
 from kubernetes.aio import client
 from pydantic import ValidationError
 
-from gatehouse_contract.connection_tests import ConnectionTestAnswer, ConnectionTestRequest
+from gatehouse_contract.connection_tests import ConnectionTestAnswer, ReplicaTestRequest
 from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_operator import samples
 from gatehouse_operator.api.conditions import ConditionType, Reason
@@ -107,7 +107,7 @@ async def _run_on_proxy(
         raise Waiting(
             Reason.PROXY_BEHIND, "the connection's latest route is not published yet", 0.5
         )
-    request = ConnectionTestRequest(
+    request = ReplicaTestRequest(
         connection=key,
         method=spec.method,
         path=spec.path,

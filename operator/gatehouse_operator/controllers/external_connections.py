@@ -1,10 +1,10 @@
 """ExternalConnection: compile each connection into a route, and say whether it works.
 
 Conditions: ``Accepted`` (the spec makes a usable origin), ``CredentialReady`` (the Secret exists
-and holds a usable secret, now sealed) and ``Ready`` (every serving proxy replica routes it; see
-rollout). A connection that is
-not Ready stays in the routing table marked unavailable, so the proxy answers 503 rather than
-calling upstream with stale or missing credentials.
+and holds a usable secret, now encrypted for the proxies) and ``Ready`` (every serving proxy
+replica routes it; see rollout). A connection that is not Ready stays in the routing table marked
+unavailable, so the proxy answers 503 rather than calling upstream with stale or missing
+credentials.
 
 ``CredentialWatched`` (with a Secret only) says whether the operator's watch sees the Secret: it
 watches only Secrets labelled ``gatehouse.dev/credential=true``. An unlabelled one is still read,
@@ -132,7 +132,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
             problem = caught
         if found is not None and keys is not None:
             uid = body["metadata"]["uid"]
-            resealed = runtime.sealer.resealed(uid, keys, spec.auth.sealed_secret, scope)
+            resealed = runtime.encrypter.resealed(uid, keys, spec.auth.sealed_secret, scope)
     if ref is None:
         secret_data = None
     elif secret_data is _UNSET:
@@ -155,7 +155,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     if problem is None:
         try:
             found = found or secret_in(spec.auth, secret_data)
-            credential = runtime.sealer.seal(
+            credential = runtime.encrypter.encrypt(
                 spec.auth,
                 found,
                 connection_uid=body["metadata"]["uid"],
@@ -175,7 +175,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     refusal = budget.check(route, size, total, ConditionType.ACCEPTED)
     extra = {
         "origin": origin,
-        "hasSecret": credential.sealed is not None,
+        "hasSecret": credential.encrypted is not None,
         "resealedSecret": resealed,
     }
     if refusal is not None:

@@ -150,7 +150,7 @@ def document() -> dict[str, Any]:
                 "summary": "Test a connection before it is saved",
                 "description": "The draft is checked by the API server as the caller (a dry-run "
                 "create, or replace with replaces: RBAC, the schema's rules, the admission "
-                "webhook), compiled and its credential sealed as a saved connection's would be, "
+                "webhook), compiled and its credential encrypted as a saved connection's would be, "
                 "and tried through a proxy replica. Nothing of it is stored: no connection, "
                 "Secret or ConnectionTest.",
                 "parameters": [NAMESPACE],

@@ -1,7 +1,7 @@
 """The routing table's operator side: what the operator pushes to the proxy replicas, and when.
 
 **What.** One entry per ExternalConnection that compiles (``connection_route``: origin, methods,
-paths, limits, the credential sealed to the keyring, or why it is unavailable) and one per
+paths, limits, the credential encrypted with the keyring, or why it is unavailable) and one per
 DataApp or ChartType (the hash of its token and its links). Nothing else: no spec, no plaintext
 secret, no status. The shapes are the contract's (``gatehouse_contract.routes``, ``.frames``).
 

@@ -50,11 +50,11 @@ class NamespaceBudget:
 def _largest_part(route: ConnectionRoute | AppRoute) -> tuple[str, int]:
     if isinstance(route, AppRoute):
         return "spec.connections", sum(len(a) + len(c) + 6 for a, c in route.links.items())
-    sealed = route.credential.sealed
+    encrypted = route.credential.encrypted
     parts = {
         "spec.allowedPaths": sum(len(path) + 3 for path in route.allowed_paths),
         "spec.auth.googleServiceAccount.scopes": sum(len(s) + 3 for s in route.credential.scopes),
-        "the Secret's value (spec.auth.secretRef)": len(sealed.ciphertext) if sealed else 0,
+        "the Secret's value (spec.auth.secretRef)": len(encrypted.ciphertext) if encrypted else 0,
     }
     field = max(parts, key=lambda name: parts[name])
     return field, parts[field]

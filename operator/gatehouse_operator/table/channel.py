@@ -28,16 +28,16 @@ from gatehouse_contract.channel import (
     HEARTBEAT_SECONDS,
     MISSED_HEARTBEATS,
     ChannelRefused,
-    seal_frame,
+    sign_frame,
     verify_request,
 )
 from gatehouse_contract.channel_tls import ServerContext
 from gatehouse_contract.connection_tests import (
     ANSWER_GRACE_SECONDS,
-    ConnectionTestOutcome,
-    ConnectionTestRequest,
     Failed,
     Problem,
+    ReplicaTestOutcome,
+    ReplicaTestRequest,
 )
 from gatehouse_contract.errors import error_body
 from gatehouse_contract.frames import (
@@ -58,7 +58,7 @@ from gatehouse_contract.frames import (
     UsageReport,
     read_replica_message,
 )
-from gatehouse_contract.sealing import KeyringSource
+from gatehouse_contract.keyring import KeyringSource
 from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replica, Replicas
 from gatehouse_operator.table.store import RouteStore
@@ -138,9 +138,7 @@ class TableChannel:
 
     # --- Connection tests ---------------------------------------------------------------------
 
-    async def run_test(
-        self, request: ConnectionTestRequest, within: float
-    ) -> ConnectionTestOutcome:
+    async def run_test(self, request: ReplicaTestRequest, within: float) -> ReplicaTestOutcome:
         """Runs a connection test on a replica that holds ``request.min_table_version``."""
         holders = [
             session
@@ -247,7 +245,7 @@ class _Session:
         self.wakeup = asyncio.Event()
         self.goodbye = False  # the replica said it is shutting down
         self._send_lock = asyncio.Lock()
-        self._tests: dict[str, asyncio.Future[ConnectionTestOutcome]] = {}
+        self._tests: dict[str, asyncio.Future[ReplicaTestOutcome]] = {}
         self._gathers: dict[str, asyncio.Future[Gathered]] = {}
 
     async def run(self) -> bool:
@@ -283,7 +281,7 @@ class _Session:
             if self.ws.closed:
                 raise StreamClosed(f"the stream to proxy replica {self.replica.name} is closed")
             self.seq += 1
-            frame = seal_frame(self.channel.keyring.current(), self.nonce, self.seq, payload)
+            frame = sign_frame(self.channel.keyring.current(), self.nonce, self.seq, payload)
             await self.ws.send_bytes(frame)
 
     async def _send_forever(self) -> None:
@@ -372,7 +370,7 @@ class _Session:
             problem = Problem(code="unreadable", message="the proxy's answer could not be read")
             self._finish_test(unreadable.test_id, Failed(error=problem))
 
-    def _finish_test(self, test_id: str, outcome: ConnectionTestOutcome) -> None:
+    def _finish_test(self, test_id: str, outcome: ReplicaTestOutcome) -> None:
         future = self._tests.pop(test_id, None)
         if future is not None and not future.done():
             future.set_result(outcome)
@@ -417,13 +415,11 @@ class _Session:
         else:
             self._finish_test(said.id, said.result)
 
-    async def run_test(
-        self, request: ConnectionTestRequest, within: float
-    ) -> ConnectionTestOutcome:
+    async def run_test(self, request: ReplicaTestRequest, within: float) -> ReplicaTestOutcome:
         """The replica's report of the test. Raises StreamClosed when the test was not sent
         to it, and OutcomeUnknown when it was and no report came."""
         test_id = secrets.token_hex(8)
-        future: asyncio.Future[ConnectionTestOutcome] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[ReplicaTestOutcome] = asyncio.get_running_loop().create_future()
         self._tests[test_id] = future
         # The test's deadline: the replica ends it there, and reports how.
         request = request.model_copy(update={"within_seconds": within})

@@ -32,7 +32,7 @@ from gatehouse_operator.connections.exfiltration import link_warning, write_meth
 from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
 from gatehouse_operator.kube import WATCHED_LABEL
 from gatehouse_operator.sealed_values import SealedValue, SealedValueProblem
-from gatehouse_operator.web.guards import READ_ONLY, Refused, Visitor, fields_of
+from gatehouse_operator.web.guards import READ_ONLY, Visitor, fields_of, page_refusal
 from gatehouse_operator.web.pages import Pages, trial
 from gatehouse_operator.web.wizard import (
     AUTH_TYPES,
@@ -131,7 +131,7 @@ class ConnectionForms:
         body = await self._managed(visitor, namespace, name)
         fields = await fields_of(request)
         if str(fields.get("confirm", "")).strip() != name:
-            raise Refused(422, f"confirm: type the connection's name, {name}, to delete it")
+            raise page_refusal(422, f"confirm: type the connection's name, {name}, to delete it")
         notice = f"Deleted connection {name}."
         async with as_user(self.pages.operator, visitor.credentials.token) as kube:
             try:
@@ -140,7 +140,7 @@ class ConnectionForms:
                 )
             except client.ApiException as error:
                 if error.status in (403, 404, 409):
-                    raise Refused(error.status, f"not deleted: {refusal(error)}") from None
+                    raise page_refusal(error.status, f"not deleted: {refusal(error)}") from None
                 raise
             ref = (body.get("spec", {}).get("auth") or {}).get("secretRef")
             if ref:
@@ -169,10 +169,10 @@ class ConnectionForms:
             pair, problem = basic_secret(str(fields.get("basic_user", "")), entered)
             entered = pair or ""
         if len(entered) > MAX_SECRET_CHARS:
-            raise Refused(413, f"secret: at most {MAX_SECRET_CHARS:,} characters")
+            raise page_refusal(413, f"secret: at most {MAX_SECRET_CHARS:,} characters")
         if entered.strip():
-            form = replace(form, draft_secret=sessions.seal_draft_secret(credentials, entered))
-        secret = sessions.open_draft_secret(credentials, form.draft_secret)
+            form = replace(form, draft_secret=sessions.encrypt_draft_secret(credentials, entered))
+        secret = sessions.decrypt_draft_secret(credentials, form.draft_secret)
         action = str(fields.get("action", ""))
         step = str(fields.get("step", STEPS[0]))
         wizard = Wizard(form, secret, step if step in STEPS else STEPS[0])
@@ -189,7 +189,7 @@ class ConnectionForms:
             await self._try(wizard, visitor, namespace, fields)
         elif action == "save":
             if self.pages.read_only:
-                raise Refused(403, READ_ONLY)
+                raise page_refusal(403, READ_ONLY)
             saved = await self._save(wizard, visitor, namespace)
             if saved is not None:
                 return saved
@@ -223,12 +223,10 @@ class ConnectionForms:
             wizard.outcome = await self.pages.actions.test_draft(
                 visitor.user, visitor.credentials.token, namespace, draft
             )
-        except Refused as refused:
+        except errors.Refused as refused:
             wizard.errors.append(refused.message)
         except ValidationError as error:
             wizard.errors.append(validation_message(error))
-        except errors.Refused as error:
-            wizard.errors.append(error.message)
 
     def _seal(self, wizard: Wizard, namespace: str) -> None:
         """Seals an entered secret into the connection, for its namespace, name and origin (and
@@ -360,7 +358,7 @@ class ConnectionForms:
         operator alone writes."""
         try:
             request = trial(form.test_method, form.test_path, form.test_body)
-        except Refused as refused:
+        except errors.Refused as refused:
             return f" Its sample was not asked for: {refused.message}"
         spec = {
             **request.model_dump(by_alias=True, exclude_none=True, mode="json"),
@@ -432,14 +430,14 @@ class ConnectionForms:
 
     async def _may_create(self, visitor: Visitor, namespace: str) -> None:
         if not await self.pages.may(visitor, "create", EXTERNAL_CONNECTION.plural, namespace):
-            raise Refused(
+            raise page_refusal(
                 403, f"{visitor.user.name} may not create connections in namespace {namespace}"
             )
 
     async def _managed(self, visitor: Visitor, namespace: str, name: str) -> dict[str, Any]:
         body, can_manage = await self.pages.actions.visible(visitor.user, namespace, name)
         if not can_manage:
-            raise Refused(403, f"{visitor.user.name} may not edit connection {name}")
+            raise page_refusal(403, f"{visitor.user.name} may not edit connection {name}")
         return body
 
     def _render(self, visitor: Visitor, namespace: str, wizard: Wizard) -> Response:

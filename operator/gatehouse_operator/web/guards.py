@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from gatehouse_contract.sealing import KeyringError
+from gatehouse_contract.keyring import KeyringError
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.errors import check_names
@@ -34,13 +34,10 @@ class Visitor:
     csrf: str
 
 
-class Refused(Exception):
-    """A form the page will not act on; the message is shown to the visitor."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+def page_refusal(status: int, message: str) -> errors.Refused:
+    """A form the page will not act on; the message is shown to the visitor (the page shows no
+    code, which only the service API's answers carry)."""
+    return errors.Refused(status, "refused", message)
 
 
 Handler = Callable[[Request, Visitor], Awaitable[Response]]
@@ -54,11 +51,11 @@ async def fields_of(
 ) -> FormData:
     length = request.headers.get("content-length", "")
     if not length.isdigit() or int(length) > max_bytes:
-        raise Refused(413, f"a form of at most {max_bytes // 1024} KiB, with its length sent")
+        raise page_refusal(413, f"a form of at most {max_bytes // 1024} KiB, with its length sent")
     try:
         return await request.form(max_files=0, max_fields=max_fields, max_part_size=max_bytes)
     except HTTPException as error:
-        raise Refused(400, f"the form could not be read: {error.detail}") from None
+        raise page_refusal(400, f"the form could not be read: {error.detail}") from None
 
 
 class Guards:
@@ -109,11 +106,11 @@ class Guards:
                 fields = await fields_of(request, max_bytes, max_fields)
                 visitor = await self.visitor(request)
                 if visitor is None:
-                    raise Refused(401, "sign in first")
+                    raise page_refusal(401, "sign in first")
                 if not self.sessions.csrf_valid(visitor.credentials, str(fields.get("csrf", ""))):
-                    raise Refused(403, "the form has expired: reload the page and try again")
+                    raise page_refusal(403, "the form has expired: reload the page and try again")
                 if writes_resources and self.read_only:
-                    raise Refused(403, READ_ONLY)
+                    raise page_refusal(403, READ_ONLY)
                 return await handler(request, visitor)
 
             return await self.answer(request, checked)
@@ -127,9 +124,9 @@ class Guards:
         try:
             check_names(request.path_params)
             if request.method == "POST" and not same_origin(request):
-                raise Refused(403, CROSS_SITE)
+                raise page_refusal(403, CROSS_SITE)
             return await handler(request)
-        except (errors.Refused, Refused) as error:
+        except errors.Refused as error:
             return self.renderer.refused(error.status, error.message)
         except client.ApiException as error:
             # The API server's own words may quote the request; only refusals of the visitor's

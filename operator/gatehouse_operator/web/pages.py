@@ -41,7 +41,7 @@ from gatehouse_operator.connections.models import (
 )
 from gatehouse_operator.samples import typed
 from gatehouse_operator.web.charts import Chart, bar_chart
-from gatehouse_operator.web.guards import Guards, Handler, Refused, Visitor, fields_of
+from gatehouse_operator.web.guards import Guards, Handler, Visitor, fields_of, page_refusal
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS
 from gatehouse_operator.web.wizard import AUTH_TYPES, LIMIT_TITLES
 
@@ -57,13 +57,13 @@ def trial(method: str, path: str, raw_body: str) -> TrialRequest:
             wanted["body"] = json.loads(raw_body)
         except json.JSONDecodeError as error:
             where = f"{error.msg} at character {error.pos}"
-            raise Refused(422, f"body: not JSON ({where})") from None
+            raise page_refusal(422, f"body: not JSON ({where})") from None
         except (ValueError, RecursionError):
-            raise Refused(422, "body: JSON this deep or this long is not accepted") from None
+            raise page_refusal(422, "body: JSON this deep or this long is not accepted") from None
     try:
         return TrialRequest.model_validate(wanted)
     except ValidationError as error:
-        raise Refused(422, validation_message(error)) from None
+        raise page_refusal(422, validation_message(error)) from None
 
 
 class Pages:
@@ -239,7 +239,7 @@ class Pages:
         method = str(fields.get("method", "GET"))
         if method not in item.allowed_methods:
             allowed = ", ".join(item.allowed_methods)
-            raise Refused(422, f"method: must be one of the connection's methods ({allowed})")
+            raise page_refusal(422, f"method: must be one of the connection's methods ({allowed})")
         wanted = trial(method, str(fields.get("path", "")), str(fields.get("body", "")))
         test = ConnectionTestRequest.model_validate(wanted.model_dump())
         outcome = await self.actions.run_test(visitor.user, namespace, name, test)
@@ -263,12 +263,12 @@ class Pages:
         fields = await fields_of(request)
         label = str(fields.get("label", "")).strip()
         if len(label) > SAMPLE_LABEL_CHARS:
-            raise Refused(422, f"label: at most {SAMPLE_LABEL_CHARS} characters (or none)")
+            raise page_refusal(422, f"label: at most {SAMPLE_LABEL_CHARS} characters (or none)")
         connection = str(fields.get("connection", ""))
         found = await self.actions.may_save_sample(visitor.user, namespace, test)
         outcome = await self.actions.save_sample(namespace, found, label)
         if not outcome.saved:
-            raise Refused(409, f"not saved ({outcome.reason}): {outcome.message}")
+            raise page_refusal(409, f"not saved ({outcome.reason}): {outcome.message}")
         saved = f"Saved sample “{label}”." if label else f"Saved sample {outcome.sample}."
         return self.back_to(visitor, namespace, connection, saved)
 
@@ -288,9 +288,9 @@ class Pages:
         alias = str(fields.get("alias", "")).strip()
         connection = str(fields.get("connection", "")).strip()
         if kind is None or not app_name:
-            raise Refused(422, "app: choose a DataApp or ChartType")
+            raise page_refusal(422, "app: choose a DataApp or ChartType")
         if not connection:
-            raise Refused(422, "connection: required")
+            raise page_refusal(422, "connection: required")
         async with as_user(self.operator, visitor.credentials.token) as kube:
             try:
                 app = await kube.get_custom(kind, namespace, app_name)
@@ -307,7 +307,7 @@ class Pages:
                 await kube.replace_custom(kind, namespace, app)
             except client.ApiException as error:
                 if error.status in (400, 403, 404, 409, 422):
-                    raise Refused(error.status, f"not linked: {refusal(error)}") from None
+                    raise page_refusal(error.status, f"not linked: {refusal(error)}") from None
                 raise
         notice = f"Linked {connection} to {kind.kind} {app_name} as “{alias}”."
         try:

@@ -1,7 +1,7 @@
 """Who is signed in to the page, and proof that a form was posted by the page itself.
 
 Behind an authenticating proxy the ``Authorization: Bearer`` it passes is the Kubernetes token.
-Otherwise the sign-in form's token is kept only in the session cookie: sealed with the operator's
+Otherwise the sign-in form's token is kept only in the session cookie: encrypted with the operator's
 keyring (AES-GCM, its own context), ``HttpOnly``, ``Secure``, ``SameSite=Strict``, ``__Host-``.
 Nothing is kept on the server, so any operator replica serves any session.
 
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gatehouse_contract.sealing import KeyringError, KeyringSource, Sealed
+from gatehouse_contract.keyring import Encrypted, KeyringError, KeyringSource
 
 COOKIE = "__Host-gatehouse-session"
 SESSION_SECONDS = 8 * 3600
-# A cookie holds at most 4096 bytes; the sealed token takes about 4/3 of its length plus 70.
+# A cookie holds at most 4096 bytes; the encrypted token takes about 4/3 of its length plus 70.
 MAX_TOKEN_CHARS = 2800
 _SESSION_CONTEXT = "gatehouse/web-session"
 _CSRF_PURPOSE = b"gatehouse/web-csrf"
@@ -67,8 +67,8 @@ class Sessions:
         return Credentials(token, from_proxy=False) if token else None
 
     def start(self, response: Response, token: str) -> bool:
-        """Sets the session cookie; False when the sealed token would not fit in one."""
-        value = self._seal({"token": token}, SESSION_SECONDS, _SESSION_CONTEXT)
+        """Sets the session cookie; False when the encrypted token would not fit in one."""
+        value = self._encrypt({"token": token}, SESSION_SECONDS, _SESSION_CONTEXT)
         if len(value) > MAX_COOKIE_VALUE:
             return False
         response.set_cookie(
@@ -87,44 +87,44 @@ class Sessions:
 
     def _open_session(self, value: str) -> str:
         """The cookie's token, or '' for no, a tampered, a foreign or an expired cookie."""
-        token = self._open(value, _SESSION_CONTEXT).get("token")
+        token = self._decrypt(value, _SESSION_CONTEXT).get("token")
         return token if isinstance(token, str) else ""
 
-    def seal_draft_secret(self, credentials: Credentials, secret: str) -> str:
-        """A wizard's secret as the page carries it between steps: sealed for this visitor's
+    def encrypt_draft_secret(self, credentials: Credentials, secret: str) -> str:
+        """A wizard's secret as the page carries it between steps: encrypted for this visitor's
         token, so the page's HTML holds only ciphertext that no other session can open."""
-        return self._seal({"secret": secret}, DRAFT_SECRET_SECONDS, _draft_context(credentials))
+        return self._encrypt({"secret": secret}, DRAFT_SECRET_SECONDS, _draft_context(credentials))
 
-    def open_draft_secret(self, credentials: Credentials, sealed: str) -> str | None:
-        secret = self._open(sealed, _draft_context(credentials)).get("secret")
+    def decrypt_draft_secret(self, credentials: Credentials, sealed: str) -> str | None:
+        secret = self._decrypt(sealed, _draft_context(credentials)).get("secret")
         return secret if isinstance(secret, str) else None
 
-    def _seal(self, content: dict[str, str], lifetime: int, context: str) -> str:
+    def _encrypt(self, content: dict[str, str], lifetime: int, context: str) -> str:
         keyring = self.keyring.current()
         plaintext = json.dumps({**content, "expires": int(time.time()) + lifetime})
-        sealed = keyring.seal(plaintext.encode(), context)
+        encrypted = keyring.encrypt(plaintext.encode(), context)
         return ".".join(
             [
-                sealed.key_id,
-                _b64(base64.b64decode(sealed.nonce)),
-                _b64(base64.b64decode(sealed.ciphertext)),
+                encrypted.key_id,
+                _b64(base64.b64decode(encrypted.nonce)),
+                _b64(base64.b64decode(encrypted.ciphertext)),
             ]
         )
 
-    def _open(self, value: str, context: str) -> dict[str, object]:
-        """What ``_seal`` sealed, or {} for a tampered, foreign or expired value."""
+    def _decrypt(self, value: str, context: str) -> dict[str, object]:
+        """What ``_encrypt`` encrypted, or {} for a tampered, foreign or expired value."""
         # Nonce and ciphertext are base64url (no dots); a key id may hold one.
         parts = value.rsplit(".", 2)
         if len(parts) != 3 or not all(parts):
             return {}
         key_id, nonce, ciphertext = parts
         try:
-            sealed = Sealed(
+            encrypted = Encrypted(
                 key_id=key_id,
                 nonce=base64.b64encode(_unb64(nonce)).decode(),
                 ciphertext=base64.b64encode(_unb64(ciphertext)).decode(),
             )
-            content = json.loads(self.keyring.current().open(sealed, context))
+            content = json.loads(self.keyring.current().decrypt(encrypted, context))
         except (KeyringError, ValueError, OSError):
             return {}
         if not isinstance(content, dict) or int(content.get("expires", 0)) < time.time():

@@ -18,9 +18,9 @@ import kopf
 from aiohttp import web
 from kubernetes.aio import client
 
-from gatehouse_contract.sealing import KeyringError, KeyringFile, KeyringSource
+from gatehouse_contract.keyring import KeyringError, KeyringFile, KeyringSource
 from gatehouse_operator.access import Access
-from gatehouse_operator.credentials import Sealer
+from gatehouse_operator.credentials import CredentialEncrypter
 from gatehouse_operator.keyring_secret import KeyringSecret
 from gatehouse_operator.kube import WATCHED_SELECTOR, Kube, api_client
 from gatehouse_operator.leadership import Leadership
@@ -112,7 +112,7 @@ def assemble(
     replicas = Replicas(settings.replica_grace_seconds, lambda: rollout.wake())
     channel = TableChannel(keyring, routes, journal, replicas, Throttles(routes, kube))
     rollout = Rollout(routes, journal, replicas, status.write)
-    sealer = Sealer(keyring)
+    encrypter = CredentialEncrypter(keyring)
     return Runtime(
         settings,
         kube,
@@ -123,7 +123,7 @@ def assemble(
         channel,
         rollout,
         status,
-        sealer,
+        encrypter,
         sealing or _sealing(settings),
         Gatherer(channel),
     )

@@ -4,7 +4,7 @@ A duty that fails (an API server away, refused connections, not only HTTP errors
 tried again at its next turn; none ends, and none waits for another.
 
 - publish the first table once the start-up gate opens (every second until it is published);
-- follow the keyring: when its active key moves, re-key the channel and re-seal every credential
+- follow the keyring: when its active key moves, re-key the channel and re-encrypt every credential
   (every second), and read the keyring Secret again, for a rotation made by hand (every 10 s);
 - follow the sealing keys: when the active one moves, reconcile the connections with sealed
   values, whose status then offers them resealed (every second); and keep their public halves
@@ -221,7 +221,8 @@ def _unread(runtime: Runtime) -> list[str]:
 
 
 class Rotation:
-    """Re-seals every credential, and re-keys the channel, when the keyring's active key moves."""
+    """Re-encrypts every credential, and re-keys the channel, when the keyring's active key
+    moves."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -236,7 +237,7 @@ class Rotation:
             return
         if now_active == self.active:
             return
-        log.info("keyring rotated to key %r: re-sealing every credential", now_active)
+        log.info("keyring rotated to key %r: re-encrypting every credential", now_active)
         self.active = now_active
         runtime.channel.tls.use(runtime.keyring.current())
         await reconcile_connections(runtime, runtime.routes.connection_keys())

@@ -116,10 +116,11 @@ async def _serve_the_shared(
         try:
             found = await kube.secret_data(namespace, name)
             if found is None:
-                await store_certificate(
+                if await store_certificate(
                     kube, options.tls_secret, options.configuration, certificate, key
-                )
-                log.warning("made the webhook certificate Secret %s again", options.tls_secret)
+                ):
+                    log.warning("made the webhook certificate Secret %s again", options.tls_secret)
+                # Otherwise another replica made it: the next check compares its certificate.
             elif found.get(TLS_CERT) != certificate:
                 log.warning(
                     "the webhook certificate Secret %s holds another certificate: restarting "

@@ -1,11 +1,11 @@
-"""Sealing credentials with a shared AES-256-GCM keyring, from which the table channel's keys
-are derived too.
+"""Encrypting credentials with the table keys, a shared AES-256-GCM keyring, from which the
+table channel's keys are derived too.
 
 The operator and the proxy share one keyring (a Kubernetes Secret, mounted into the proxy). The
-operator seals every credential before it leaves its process; the proxy opens one only for the
-request that needs it. Each sealed value is bound to its connection (uid, origin and where the
-credential goes) as associated data, so a credential cannot be replayed onto another host. The
-table channel's TLS certificate and its signatures use keys derived from the keyring (see
+operator encrypts every credential before it leaves its process; the proxy decrypts one only for the
+request that needs it. Each encrypted value is bound to its connection (uid, origin and where the
+credential goes) as associated data, so a credential cannot be replayed onto another host. The table
+channel's TLS certificate and its signatures use keys derived from the keyring (see
 gatehouse_contract.channel), so only the operator can publish a table.
 
 Keyring file (JSON)::
@@ -13,7 +13,7 @@ Keyring file (JSON)::
     {"active": "2026-11", "keys": {"2026-11": "<base64 of 32 random bytes>", "2026-05": "..."}}
 
 Rotation without downtime: add a key, let the proxies load it, make it active (the operator
-re-seals everything with it), later drop the old one.
+re-encrypts everything with it), later drop the old one.
 """
 
 from __future__ import annotations
@@ -40,7 +40,10 @@ class KeyringError(ValueError):
     """The keyring is malformed or lacks a key; messages never include key material."""
 
 
-class Sealed(BaseModel):
+class Encrypted(BaseModel):
+    """A value encrypted with a keyring key (not a value sealed in Git: that is
+    ``gatehouse_operator.sealed_values``, HPKE, with the sealing keys)."""
+
     model_config = ConfigDict(frozen=True)
 
     key_id: str
@@ -49,7 +52,7 @@ class Sealed(BaseModel):
 
     @functools.cached_property
     def raw(self) -> tuple[bytes, bytes]:
-        """The nonce and the ciphertext as bytes, decoded once: a route's credential is opened
+        """The nonce and the ciphertext as bytes, decoded once: a route's credential is decrypted
         for each of its requests."""
         return base64.b64decode(self.nonce), base64.b64decode(self.ciphertext)
 
@@ -99,35 +102,37 @@ class Keyring:
         return frozenset(self._keys)
 
     def with_new_key(self, key_id: str) -> Keyring:
-        """Rotation, step 1: a new key every reader learns before anything is sealed with it."""
+        """Rotation, step 1: a new key every reader learns before anything is encrypted with it."""
         if key_id in self._keys:
             raise KeyringError(f"key {key_id!r} is already in the keyring")
         return Keyring({**self._keys, key_id: AESGCM.generate_key(bit_length=256)}, self.active)
 
     def activated(self, key_id: str) -> Keyring:
-        """Rotation, step 2: seal and sign with ``key_id`` from now on."""
+        """Rotation, step 2: encrypt and sign with ``key_id`` from now on."""
         return Keyring(self._keys, key_id)
 
     def without(self, key_id: str) -> Keyring:
-        """Rotation, step 3: drop a retired key once nothing sealed with it remains."""
+        """Rotation, step 3: drop a retired key once nothing encrypted with it remains."""
         if key_id == self.active:
             raise KeyringError(f"key {key_id!r} is active and cannot be dropped")
         return Keyring({kid: key for kid, key in self._keys.items() if kid != key_id}, self.active)
 
-    def seal(self, plaintext: bytes, context: str) -> Sealed:
+    def encrypt(self, plaintext: bytes, context: str) -> Encrypted:
         nonce = os.urandom(_NONCE_BYTES)
         ciphertext = AESGCM(self._keys[self.active]).encrypt(nonce, plaintext, context.encode())
-        return Sealed(key_id=self.active, nonce=_b64(nonce), ciphertext=_b64(ciphertext))
+        return Encrypted(key_id=self.active, nonce=_b64(nonce), ciphertext=_b64(ciphertext))
 
-    def open(self, sealed: Sealed, context: str) -> bytes:
-        cipher = self._ciphers.get(sealed.key_id)
+    def decrypt(self, encrypted: Encrypted, context: str) -> bytes:
+        cipher = self._ciphers.get(encrypted.key_id)
         if cipher is None:
-            raise KeyringError(f"no key {sealed.key_id!r} in the keyring")
+            raise KeyringError(f"no key {encrypted.key_id!r} in the keyring")
         try:
-            nonce, ciphertext = sealed.raw
+            nonce, ciphertext = encrypted.raw
             return cipher.decrypt(nonce, ciphertext, context.encode())
         except (InvalidTag, ValueError):
-            raise KeyringError("a sealed value does not open with its key and context") from None
+            raise KeyringError(
+                "an encrypted value does not decrypt with its key and context"
+            ) from None
 
     def derived(self, key_id: str, purpose: bytes) -> bytes:
         """A key for one ``purpose`` (signing, the channel), derived from the keyring key."""

@@ -1,38 +1,40 @@
-"""Credentials open only with their key and their context."""
+"""Credentials encrypted with the keyring decrypt only with their key and their context."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from gatehouse_contract.sealing import Keyring, KeyringError, KeyringFile
+from gatehouse_contract.keyring import Keyring, KeyringError, KeyringFile
+from gatehouse_contract.routes import Credential
 
 
-def test_sealed_credential_opens_with_the_same_context() -> None:
+def test_an_encrypted_credential_decrypts_with_the_same_context() -> None:
     keyring = Keyring.generate()
-    sealed = keyring.seal(b"sk_live_123", "uid|https://api.example.com")
-    assert b"sk_live_123" not in sealed.model_dump_json().encode()
-    assert keyring.open(sealed, "uid|https://api.example.com") == b"sk_live_123"
+    encrypted = keyring.encrypt(b"sk_live_123", "uid|https://api.example.com")
+    assert b"sk_live_123" not in encrypted.model_dump_json().encode()
+    assert keyring.decrypt(encrypted, "uid|https://api.example.com") == b"sk_live_123"
 
 
-def test_sealed_credential_does_not_open_for_another_origin() -> None:
+def test_an_encrypted_credential_does_not_decrypt_for_another_origin() -> None:
     keyring = Keyring.generate()
-    sealed = keyring.seal(b"sk_live_123", "uid|https://api.example.com")
-    with pytest.raises(KeyringError, match="does not open"):
-        keyring.open(sealed, "uid|https://evil.example.net")
+    encrypted = keyring.encrypt(b"sk_live_123", "uid|https://api.example.com")
+    with pytest.raises(KeyringError, match="does not decrypt"):
+        keyring.decrypt(encrypted, "uid|https://evil.example.net")
 
 
 def test_rotation_keeps_old_values_readable_and_seals_with_the_new_key() -> None:
     old = Keyring.generate("k1")
-    sealed_before = old.seal(b"secret", "ctx")
+    encrypted_before = old.encrypt(b"secret", "ctx")
     rotated = Keyring.parse(
         old.dump()
         .replace('"active": "k1"', '"active": "k2"')
         .replace('"keys": {', '"keys": {"k2": "' + "A" * 43 + '=", ')
     )
-    assert rotated.open(sealed_before, "ctx") == b"secret"
-    assert rotated.seal(b"secret", "ctx").key_id == "k2"
+    assert rotated.decrypt(encrypted_before, "ctx") == b"secret"
+    assert rotated.encrypt(b"secret", "ctx").key_id == "k2"
     assert rotated.derived("k1", b"purpose") == old.derived("k1", b"purpose")
 
 
@@ -69,3 +71,12 @@ def test_a_keyring_file_with_a_recheck_interval_looks_again_only_when_due_or_tol
     path.write_text(Keyring.generate("k2-longer-id").dump())
     assert keyring_file.current().active == "k1"  # not due yet: no system call per request
     assert keyring_file.current(fresh=True).active == "k2-longer-id"
+
+
+def test_an_encrypted_credential_travels_as_sealed_for_proxies_of_earlier_versions() -> None:
+    keyring = Keyring.generate()
+    credential = Credential(type="bearer", encrypted=keyring.encrypt(b"sk", "ctx"))
+    wire = json.loads(credential.model_dump_json())
+    assert "sealed" in wire
+    assert "encrypted" not in wire
+    assert Credential.model_validate(wire) == credential
