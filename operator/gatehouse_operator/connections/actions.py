@@ -19,7 +19,11 @@ from gatehouse_operator import link_policy
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.conditions import ConditionType
-from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, allowed_methods_of
+from gatehouse_operator.api.connection import (
+    EXTERNAL_CONNECTION,
+    allowed_methods_of,
+    link_policy_of,
+)
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMPLE_ANNOTATION
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 from gatehouse_operator.as_user import as_user, refusal
@@ -341,7 +345,7 @@ def linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> LinkableC
         allowed_paths=spec.get("allowedPaths") or [],
         auth_type=spec.get("auth", {}).get("type", "none"),
         has_secret=bool(status.get("hasSecret")),
-        link_policy=spec.get("linkPolicy", "AdminsOnly"),
+        link_policy=link_policy_of(spec),
         allow_public_images=bool(spec.get("allowPublicImages")),
         instructions=spec.get("instructions", ""),
         ready=ready.get("status") == "True",
