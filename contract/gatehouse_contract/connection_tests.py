@@ -14,7 +14,7 @@ know the outcome, and does not send it again).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
@@ -39,11 +39,13 @@ ANSWER_GRACE_SECONDS = 5.0
 
 # The replica's own refusal codes for a test (besides the proxy's, as an app's fetch gets them).
 # Sent again by the operator: the request was never sent upstream.
-TESTS_BUSY = "tests_busy"  # the namespace's queue on the replica is full
-TEST_NOT_STARTED = "test_not_started"  # no place before it had to start, or its replica stopped
+TESTS_BUSY: Final = "tests_busy"  # the namespace's queue on the replica is full
+TEST_NOT_STARTED: Final = (
+    "test_not_started"  # no place before it had to start, or its replica stopped
+)
 NOT_SENT = frozenset({TESTS_BUSY, TEST_NOT_STARTED})
 # Final: the request was sent, and the upstream had not answered by the test's deadline.
-TEST_TIMED_OUT = "test_timed_out"
+TEST_TIMED_OUT: Final = "test_timed_out"
 # Earlier replicas said this both of a test dropped while it waited and of one cancelled in
 # flight: whether its request was sent is unknown, so it is final too.
 TEST_EXPIRED = "test_expired"

@@ -41,6 +41,20 @@ def added_links(old_spec: Mapping[str, Any] | None, new_spec: Mapping[str, Any])
     return sorted(linked_connections(new_spec) - linked_connections(old_spec))
 
 
+def policy_of(connection: Mapping[str, Any] | None) -> str | None:
+    """A connection's linkPolicy as read from the API server; None when it does not exist."""
+    return (connection.get("spec") or {}).get("linkPolicy") if connection else None
+
+
+async def may_see_connection(
+    may: Permission, name: str, connection: Mapping[str, Any] | None
+) -> bool:
+    """The one visibility rule, for a connection as read (None when missing): whether the
+    requester may see, test and link it. A missing connection is seen by no one, so that "not
+    there" and "not yours to see" answer alike."""
+    return connection is not None and await may_see(may, name, policy_of(connection))
+
+
 async def may_see(may: Permission, name: str, policy: str | None) -> bool:
     """Whether the requester may see (and link, and test) connection ``name``: managers
     (``update``) any connection, even one not made yet; others one they could link (``link`` on

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 
 from starlette.responses import JSONResponse
 
-from gatehouse_contract.errors import error_body
+from gatehouse_contract.errors import RefusalCode, error_body
 
-STATUS_BY_CODE: Mapping[str, int] = {
+STATUS_BY_CODE: Mapping[RefusalCode, int] = {
     "invalid_path": 400,
     "invalid_query": 400,
     "invalid_body": 400,
@@ -50,7 +50,7 @@ STATUS_BY_CODE: Mapping[str, int] = {
 
 class ProxyError(Exception):
     def __init__(
-        self, code: str, message: str, *, headers: Mapping[str, str] | None = None
+        self, code: RefusalCode, message: str, *, headers: Mapping[str, str] | None = None
     ) -> None:
         if code not in STATUS_BY_CODE:
             raise ValueError(f"unknown proxy error code {code!r}")

@@ -34,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from gatehouse_contract.errors import as_refusal_code
 from gatehouse_contract.keyring import Encrypted, KeyringError, KeyringFile
 from gatehouse_proxy import metrics
 from gatehouse_proxy.errors import ProxyError
@@ -356,7 +357,4 @@ def _context(key: CredentialKey) -> str:
 
 def _stored_failure(stored: bytes) -> ProxyError:
     code, _, message = stored.decode("utf-8", "replace").partition("\n")
-    try:
-        return ProxyError(code, message)
-    except ValueError:
-        return ProxyError("token_endpoint_failed", message)
+    return ProxyError(as_refusal_code(code) or "token_endpoint_failed", message)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import aiohttp
 from yarl import URL
 
+from gatehouse_contract.errors import RefusalCode
 from gatehouse_contract.redaction import Redactor
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.forwarder import is_redirect
@@ -61,7 +62,7 @@ class TokenClient:
         form: Mapping[str, str],
         headers: Mapping[str, str],
         seconds: float,
-        code: str,
+        code: RefusalCode,
         redact: Redactor,
         describe_errors: bool = True,
     ) -> MintedToken:
@@ -92,7 +93,7 @@ async def _post_for_token(
     form: Mapping[str, str],
     headers: Mapping[str, str],
     seconds: float,
-    code: str,
+    code: RefusalCode,
     redact: Redactor,
     describe_errors: bool,
 ) -> MintedToken:
@@ -130,7 +131,7 @@ async def _post_for_token(
     return _grant(body, code)
 
 
-async def _read_bounded(content: aiohttp.StreamReader, code: str) -> bytes:
+async def _read_bounded(content: aiohttp.StreamReader, code: RefusalCode) -> bytes:
     chunks: list[bytes] = []
     size = 0
     async for chunk in content.iter_chunked(16 * 1024):
@@ -143,7 +144,7 @@ async def _read_bounded(content: aiohttp.StreamReader, code: str) -> bytes:
     return b"".join(chunks)
 
 
-def _grant(body: bytes, code: str) -> MintedToken:
+def _grant(body: bytes, code: RefusalCode) -> MintedToken:
     try:
         grant = json.loads(body)
     except ValueError:
@@ -165,7 +166,7 @@ def _grant(body: bytes, code: str) -> MintedToken:
     return MintedToken(value, _lifetime(grant.get("expires_in"), code))
 
 
-def _lifetime(expires_in: object, code: str) -> float:
+def _lifetime(expires_in: object, code: RefusalCode) -> float:
     if expires_in is None:
         return DEFAULT_LIFETIME_SECONDS
     seconds = math.nan

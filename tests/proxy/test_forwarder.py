@@ -178,7 +178,7 @@ def test_an_interim_final_status_is_refused_and_its_connection_closed() -> None:
 
     async def scenario(url: str) -> list[str]:
         session = new_session(policy, tls_context())
-        codes = []
+        codes: list[str] = []
         try:
             for as_answered in (False, True):
                 with pytest.raises(ProxyError) as caught:

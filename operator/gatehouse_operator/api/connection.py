@@ -8,7 +8,7 @@ key) the operator reports as a condition.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -20,6 +20,9 @@ from gatehouse_contract.header_names import (
     reserved_for_api_key,
     reserved_for_connection_header,
 )
+
+# The proxy's list of auth types is the one list; the operator's models use it as it is.
+from gatehouse_contract.routes import AuthType as AuthType
 from gatehouse_operator.api.meta import (
     DNS_SUBDOMAIN,
     Kind,
@@ -31,10 +34,11 @@ from gatehouse_operator.api.meta import (
 from gatehouse_operator.cel import cel, validations
 
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
-AuthType = Literal[
-    "none", "apiKey", "bearer", "basic", "googleServiceAccount", "oauth2ClientCredentials"
-]
 LinkPolicy = Literal["AdminsOnly", "Builders"]
+LINK_POLICIES: tuple[LinkPolicy, ...] = get_args(LinkPolicy)
+DEFAULT_LINK_POLICY: LinkPolicy = "AdminsOnly"
+# What a connection allows when its spec names no methods (the schema's default).
+DEFAULT_METHODS: tuple[HttpMethod, ...] = ("GET",)
 
 MAX_INSTRUCTIONS = 10_000
 # As the reference: a browser loads public images straight from the origin, without the
@@ -435,7 +439,7 @@ class ExternalConnectionSpec(Model):
         ),
     )
     allowed_methods: list[HttpMethod] = Field(
-        default=["GET"],
+        default=list(DEFAULT_METHODS),
         max_length=5,
         description="HTTP methods apps may use; none only on an image-only connection "
         "(allowPublicImages), which serves images and no fetches.",
@@ -513,7 +517,13 @@ def allowed_methods_of(spec: Mapping[str, Any]) -> list[HttpMethod]:
     """A stored spec's methods: the API server fills in the default, and an empty list stays
     empty (an image-only connection allows none)."""
     methods = spec.get("allowedMethods")
-    return list(methods) if methods is not None else ["GET"]
+    return list(methods) if methods is not None else list(DEFAULT_METHODS)
+
+
+def link_policy_of(spec: Mapping[str, Any]) -> LinkPolicy:
+    """A stored spec's link policy, with the schema's default."""
+    policy: LinkPolicy = spec.get("linkPolicy", DEFAULT_LINK_POLICY)
+    return policy
 
 
 def image_rule_problem(auth_type: str, public_images: bool, has_methods: bool) -> str:

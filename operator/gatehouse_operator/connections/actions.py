@@ -19,7 +19,11 @@ from gatehouse_operator import link_policy
 from gatehouse_operator.access import Access, User
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.conditions import ConditionType
-from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, allowed_methods_of
+from gatehouse_operator.api.connection import (
+    EXTERNAL_CONNECTION,
+    allowed_methods_of,
+    link_policy_of,
+)
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMPLE_ANNOTATION
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 from gatehouse_operator.as_user import as_user, refusal
@@ -146,9 +150,7 @@ class Connections:
         items = [
             linkable(body, linked_by)
             for body in await self.runtime.kube.list_custom(EXTERNAL_CONNECTION, namespace)
-            if await link_policy.may_see(
-                may, body["metadata"]["name"], body.get("spec", {}).get("linkPolicy")
-            )
+            if await link_policy.may_see_connection(may, body["metadata"]["name"], body)
         ]
         items.sort(key=lambda item: item.name)
         return ConnectionList(items=items, all_visible=all_visible)
@@ -174,8 +176,7 @@ class Connections:
         if not can_manage:
             await self.require(user, LINK_VERB, EXTERNAL_CONNECTION, namespace)
         body = await self.runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
-        policy = body.get("spec", {}).get("linkPolicy") if body else None
-        if body is None or not await link_policy.may_see(may, name, policy):
+        if body is None or not await link_policy.may_see_connection(may, name, body):
             raise Refused(404, "not_found", f"no connection {name!r} you may see in {namespace}")
         return body, can_manage
 
@@ -307,8 +308,8 @@ class Connections:
         connections = {}
         for connection in sorted(wanted):
             body = found.get(connection)
-            policy = body.get("spec", {}).get("linkPolicy") if body else None
-            if await link_policy.may_see(may, connection, policy):
+            # A manager sees a link to a missing connection too: may_see, not may_see_connection.
+            if await link_policy.may_see(may, connection, link_policy.policy_of(body)):
                 connections[connection] = body
         samples = {
             connection: handoff.samples_from(await kube.samples(namespace, connection))
@@ -341,7 +342,7 @@ def linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> LinkableC
         allowed_paths=spec.get("allowedPaths") or [],
         auth_type=spec.get("auth", {}).get("type", "none"),
         has_secret=bool(status.get("hasSecret")),
-        link_policy=spec.get("linkPolicy", "AdminsOnly"),
+        link_policy=link_policy_of(spec),
         allow_public_images=bool(spec.get("allowPublicImages")),
         instructions=spec.get("instructions", ""),
         ready=ready.get("status") == "True",

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from gatehouse_operator.api.connection import HttpMethod
+from gatehouse_operator.api.connection import HttpMethod, LinkPolicy
 from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.api.meta import DNS_LABEL, Model
 
@@ -20,7 +20,7 @@ class LinkableConnection(Model):
     allowed_paths: list[str]
     auth_type: str
     has_secret: bool = Field(description="Whether a credential is set; never the credential.")
-    link_policy: Literal["AdminsOnly", "Builders"]
+    link_policy: LinkPolicy
     allow_public_images: bool
     instructions: str
     ready: bool = Field(description="Whether the proxy routes the connection now.")

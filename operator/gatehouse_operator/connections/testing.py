@@ -24,6 +24,7 @@ from gatehouse_contract.connection_tests import (
     ReplicaTestRequest,
     Stale,
 )
+from gatehouse_contract.errors import RefusalCode, refusal_reason
 from gatehouse_operator import samples
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import ExternalConnectionSpec
@@ -54,11 +55,9 @@ class Waiting(Exception):
         self.delay = delay
 
 
-def _camel(code: str) -> str:
-    return "".join(part.capitalize() for part in code.split("_"))
-
-
-async def ask(runtime: Runtime, request: ReplicaTestRequest, within: float) -> ConnectionTestAnswer:
+async def ask(
+    runtime: Runtime, request: ReplicaTestRequest, within: float
+) -> ConnectionTestAnswer:
     """The replica's answer; raises Finished for a refusal and Waiting when none could take it.
 
     It travels on a replica's table channel: no port of the proxy takes tests. Waiting (the
@@ -97,7 +96,9 @@ async def ask(runtime: Runtime, request: ReplicaTestRequest, within: float) -> C
                 " (an earlier proxy release, which does not say whether the request was sent: "
                 "it is not sent again; run a new test to try again)"
             )
-        raise Finished(Verdict(ConditionType.PASSED, "False", _camel(refused.code), message))
+        raise Finished(
+            Verdict(ConditionType.PASSED, "False", refusal_reason(refused.code), message)
+        )
     raise Finished(
         Verdict(ConditionType.PASSED, "False", Reason.PROXY_ERROR, outcome.error.message[:1024])
     )
@@ -158,10 +159,10 @@ def _result(answer: ConnectionTestAnswer, method: str, path: str, secrets: list[
     return Result(verdict, response, shown.sample if verdict.ok else None)
 
 
-def _failed(code: str, message: str) -> Verdict:
+def _failed(code: RefusalCode, message: str) -> Verdict:
     """A test that got an answer an app's fetch would be refused: the proxy's code, as a
     refusal of it is named."""
-    return Verdict(ConditionType.PASSED, "False", _camel(code), shortened(message, 1024))
+    return Verdict(ConditionType.PASSED, "False", refusal_reason(code), shortened(message, 1024))
 
 
 def secret_texts(spec: ExternalConnectionSpec, value: bytes | None) -> list[str]:

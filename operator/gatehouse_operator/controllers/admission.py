@@ -108,7 +108,7 @@ async def check_links(
     found = {}
     for name in added:
         connection = await kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
-        policies[name] = connection.get("spec", {}).get("linkPolicy") if connection else None
+        policies[name] = link_policy.policy_of(connection)
         if connection:
             found[name] = connection
 
@@ -192,9 +192,8 @@ async def check_connection_test(
             user, verb, EXTERNAL_CONNECTION.plural, namespace, connection_name
         )
 
-    policy = connection.get("spec", {}).get("linkPolicy") if connection else None
     # One answer for "missing" and "not yours to see", as the service API gives (404 alike).
-    if connection is None or not await link_policy.may_see(may, name, policy):
+    if connection is None or not await link_policy.may_see_connection(may, name, connection):
         raise kopf.AdmissionError(
             f"spec.connection: no ExternalConnection {name!r} that {user.name} may test in "
             "this namespace (testing needs update on the connection, or link on one whose "

@@ -23,6 +23,8 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import FormData
 
 from gatehouse_operator.api.connection import (
+    DEFAULT_METHODS,
+    LINK_POLICIES,
     MAX_HEADERS,
     MAX_INSTRUCTIONS,
     PUBLIC_IMAGES_NEED_NO_AUTH,
@@ -31,6 +33,7 @@ from gatehouse_operator.api.connection import (
     allowed_methods_of,
     header_clashes,
     image_rule_problem,
+    link_policy_of,
 )
 from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS
 from gatehouse_operator.api.meta import first_problem
@@ -48,7 +51,6 @@ STEP_TITLES = {
     "review": "Review",
 }
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-LINK_POLICIES = ("AdminsOnly", "Builders")
 AUTH_TYPES = {
     "none": "None (a public API)",
     "apiKey": "API key",
@@ -156,7 +158,7 @@ class WizardForm:
     name: str = ""
     display_name: str = ""
     base_url: str = ""
-    allowed_methods: tuple[str, ...] = ("GET",)
+    allowed_methods: tuple[str, ...] = DEFAULT_METHODS
     allowed_paths: str = ""
     # Filled rows only, in the order given: (name, value).
     headers: tuple[tuple[str, str], ...] = ()
@@ -260,7 +262,7 @@ class WizardForm:
             token_parameters="\n".join(
                 f"{key}={value}" for key, value in (oauth2.get("parameters") or {}).items()
             ),
-            link_policy=spec.get("linkPolicy", "AdminsOnly"),
+            link_policy=link_policy_of(spec),
             allow_public_images=bool(spec.get("allowPublicImages")),
             instructions=spec.get("instructions", ""),
             limits=tuple(
