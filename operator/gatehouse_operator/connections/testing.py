@@ -55,9 +55,7 @@ class Waiting(Exception):
         self.delay = delay
 
 
-async def ask(
-    runtime: Runtime, request: ReplicaTestRequest, within: float
-) -> ConnectionTestAnswer:
+async def ask(runtime: Runtime, request: ReplicaTestRequest, within: float) -> ConnectionTestAnswer:
     """The replica's answer; raises Finished for a refusal and Waiting when none could take it.
 
     It travels on a replica's table channel: no port of the proxy takes tests. Waiting (the
