@@ -13,7 +13,7 @@ from gatehouse_contract.routes import Credential
 from gatehouse_contract.sealing import Keyring
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_operator.api.connection import Auth
-from gatehouse_operator.credentials import CredentialProblem, seal_credential, secret_in
+from gatehouse_operator.keys.credentials import CredentialProblem, seal_credential, secret_in
 
 ORIGIN = "https://api.example.com"
 

@@ -24,18 +24,23 @@ from gatehouse_contract.routes import Credential, EntryKind
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
+from gatehouse_operator.connections.origin import (
+    OriginError,
+    normalise_origin,
+    sealed_scope,
+    token_url_of,
+)
 from gatehouse_operator.controllers import linked_apps
-from gatehouse_operator.credentials import (
+from gatehouse_operator.keys.credentials import (
     CredentialProblem,
     Found,
     sealed_in,
     secret_in,
     verdict_for,
 )
+from gatehouse_operator.keys.sealed_values import FIELD
 from gatehouse_operator.kube import WATCHED_SELECTOR
-from gatehouse_operator.origin import OriginError, normalise_origin, sealed_scope, token_url_of
 from gatehouse_operator.runtime import Runtime, forget_resource, resource_key
-from gatehouse_operator.sealed_values import FIELD
 from gatehouse_operator.status import Verdict, ready
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for

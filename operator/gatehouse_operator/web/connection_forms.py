@@ -1,10 +1,10 @@
 """The admins' forms: the new-connection wizard, Edit (the same wizard on a stored connection),
 and Delete.
 
-Every change is made as the visitor (see gatehouse_operator.as_user), so RBAC, the schema's rules
-and the admission webhook decide it, and it is checked with a dry run before anything is written:
-a refused connection leaves no Secret behind, and a refused edit leaves the stored secret as it
-was. The wizard works in read-only mode too, without its Save: a draft can still be tested and
+Every change is made as the visitor (see gatehouse_operator.access.as_user), so RBAC, the schema's
+rules and the admission webhook decide it, and it is checked with a dry run before anything is
+written: a refused connection leaves no Secret behind, and a refused edit leaves the stored secret
+as it was. The wizard works in read-only mode too, without its Save: a draft can still be tested and
 its YAML taken to Git.
 """
 
@@ -22,16 +22,16 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gatehouse_operator.access.as_user import AsUser, as_user, refusal
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, MAX_HEADERS
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
-from gatehouse_operator.as_user import AsUser, as_user, refusal
 from gatehouse_operator.connections import errors, runs
 from gatehouse_operator.connections.drafts import apply, manifest
 from gatehouse_operator.connections.errors import validation_message
 from gatehouse_operator.connections.exfiltration import link_warning, write_methods
 from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
+from gatehouse_operator.keys.sealed_values import SealedValue, SealedValueProblem
 from gatehouse_operator.kube import WATCHED_LABEL
-from gatehouse_operator.sealed_values import SealedValue, SealedValueProblem
 from gatehouse_operator.web.guards import READ_ONLY, Refused, Visitor, fields_of
 from gatehouse_operator.web.pages import Pages, trial
 from gatehouse_operator.web.wizard import (

@@ -35,9 +35,9 @@ from gatehouse_operator.api.connection import (
 from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS
 from gatehouse_operator.api.meta import first_problem
 from gatehouse_operator.connections.drafts import manifest
+from gatehouse_operator.connections.origin import OriginError, normalise_origin, normalise_token_url
+from gatehouse_operator.keys.sealed_values import Scope
 from gatehouse_operator.kube import WATCHED_SELECTOR
-from gatehouse_operator.origin import OriginError, normalise_origin, normalise_token_url
-from gatehouse_operator.sealed_values import Scope
 
 STEPS = ("api", "auth", "access", "test", "review")
 STEP_TITLES = {

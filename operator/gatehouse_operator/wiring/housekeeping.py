@@ -32,12 +32,12 @@ from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.controllers import connection_tests, external_connections, linked_apps
-from gatehouse_operator.keyring_secret import KeyringSecret
+from gatehouse_operator.keys.keyring_secret import KeyringSecret
+from gatehouse_operator.keys.sealed_values import SEALING_KEYS_FILE
+from gatehouse_operator.keys.sealing_secret import SealingKeysSecret
+from gatehouse_operator.keys.store_secret import StoreSecret
 from gatehouse_operator.kube import API_ERRORS, failure
 from gatehouse_operator.runtime import Runtime, app_key, resource_key
-from gatehouse_operator.sealed_values import SEALING_KEYS_FILE
-from gatehouse_operator.sealing_secret import SealingKeysSecret
-from gatehouse_operator.store_secret import StoreSecret
 from gatehouse_operator.table.gather import USAGE_SECONDS
 
 log = logging.getLogger("gatehouse.operator")

@@ -21,8 +21,8 @@ import logging
 
 from kubernetes.aio import client
 
+from gatehouse_operator.keys.sealed_values import SEALING_KEYS_FILE, SealingKeys, SealingKeysError
 from gatehouse_operator.kube import API_ERRORS, Kube, failure
-from gatehouse_operator.sealed_values import SEALING_KEYS_FILE, SealingKeys, SealingKeysError
 
 log = logging.getLogger("gatehouse.operator")
 
