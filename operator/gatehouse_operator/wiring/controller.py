@@ -41,7 +41,7 @@ from gatehouse_operator.table.replicas import Replicas
 from gatehouse_operator.table.rollout import Rollout
 from gatehouse_operator.table.store import RouteStore
 from gatehouse_operator.table.throttles import Throttles
-from gatehouse_operator.wiring import front_end, housekeeping
+from gatehouse_operator.wiring import front_end, housekeeping, resync
 
 # No handler needs a finalizer any more; naming the one earlier versions put on connections and
 # apps lets kopf take it off the next time it sees each of them.
@@ -69,7 +69,7 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     runtime = assemble(options, kube, keyring, sealing)
     memo.tasks = []
 
-    connections, apps = await housekeeping.existing(runtime)
+    connections, apps = await resync.existing(runtime)
     expected = set(connections) | set(apps)
     runtime.routes.startup.expect(expected, options.initial_sync_seconds)
 
