@@ -16,7 +16,7 @@ import uvicorn
 from kubernetes.aio import config
 
 from gatehouse_contract.keyring import KeyringFile
-from gatehouse_operator.access import Access
+from gatehouse_operator.access.reviews import Access
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.wiring import front_end

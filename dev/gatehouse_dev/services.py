@@ -28,7 +28,7 @@ from gatehouse_dev.redis_server import RedisServer
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api import crds, roles
 from gatehouse_operator.controllers import webhook_configuration as webhooks
-from gatehouse_operator.sealed_values import SEALING_KEYS_FILE, SealingKeys
+from gatehouse_operator.keys.sealed_values import SEALING_KEYS_FILE, SealingKeys
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"

@@ -18,8 +18,8 @@ import gatehouse_operator.wiring.controller
 import gatehouse_operator.wiring.webhook  # noqa: F401  (the webhook's, on its registry)
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.observability import JSONFormatter, version
-from gatehouse_operator import elected
 from gatehouse_operator.controllers import admission
+from gatehouse_operator.leadership import elected
 from gatehouse_operator.settings import OperatorSettings, WebhookSettings
 
 LOG_FORMATS = ("text", "json")

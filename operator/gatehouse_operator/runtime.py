@@ -9,9 +9,9 @@ from typing import Any
 
 from gatehouse_contract.keyring import KeyringSource
 from gatehouse_operator.api.meta import Kind
-from gatehouse_operator.credentials import CredentialEncrypter
+from gatehouse_operator.keys.credentials import CredentialEncrypter
+from gatehouse_operator.keys.sealed_values import SealingKeysSource
 from gatehouse_operator.kube import Kube
-from gatehouse_operator.sealed_values import SealingKeysSource
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table.channel import TableChannel

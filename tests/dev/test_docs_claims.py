@@ -138,7 +138,7 @@ def _contract_layers() -> list[set[str]]:
     (layers,) = [
         contract["layers"]
         for contract in config["tool"]["importlinter"]["contracts"]
-        if contract["type"] == "layers"
+        if contract["name"] == "The operator's layers"
     ]
     return [
         {module.strip().removeprefix("gatehouse_operator.") for module in layer.split("|")}

@@ -67,7 +67,8 @@ def test_without_the_operator_extra_the_clis_say_what_to_install() -> None:
         done = subprocess.run(
             [
                 sys.executable, "-c",
-                blocked + f"from gatehouse_operator import scripts; sys.exit(scripts.{script}())",
+                blocked
+                + f"from gatehouse_operator.cli import scripts; sys.exit(scripts.{script}())",
             ],
             capture_output=True,
             text=True,

@@ -18,14 +18,14 @@ from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.pki import CertificateAuthority
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
+from gatehouse_operator.access.webhook_server import shared_certificate
 from gatehouse_operator.api import roles
 from gatehouse_operator.api.crds import KINDS
-from gatehouse_operator.keyring_secret import KeyringSecret
+from gatehouse_operator.keys.keyring_secret import KeyringSecret
+from gatehouse_operator.keys.sealing_secret import SealingKeysSecret
+from gatehouse_operator.keys.store_secret import StoreSecret
 from gatehouse_operator.kube import Kube
-from gatehouse_operator.sealing_secret import SealingKeysSecret
 from gatehouse_operator.settings import OperatorSettings, WebhookSettings
-from gatehouse_operator.store_secret import StoreSecret
-from gatehouse_operator.webhook import shared_certificate
 from gatehouse_proxy.settings import ProxySettings
 
 pytestmark = pytest.mark.e2e

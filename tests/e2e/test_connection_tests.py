@@ -345,7 +345,7 @@ def test_the_cli_runs_a_test_and_exits_by_its_outcome(
 
 
 def gatehouse_cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli(cluster, "gatehouse_operator.cli", *args)
+    return run_cli(cluster, "gatehouse_operator.cli.gatehouse", *args)
 
 
 def test_kubectl_runs_the_cli_as_its_gatehouse_plugin(

@@ -33,7 +33,7 @@ from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import free_port
 from gatehouse_dev.services import Endpoint
 from gatehouse_dev.waiting import wait_for
-from gatehouse_operator.sealed_values import SealedValue
+from gatehouse_operator.keys.sealed_values import SealedValue
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,

@@ -137,9 +137,11 @@ def test_gatehouse_requests_follows_fetches_as_they_happen_and_is_refused_withou
     args = [
         "requests", "vendor", "-n", namespace, "--server", stack.local.api_url, "--interval", "0.3",
     ]  # fmt: skip
-    command = [sys.executable, "-m", "gatehouse_operator.cli", *args]
+    command = [sys.executable, "-m", "gatehouse_operator.cli.gatehouse", *args]
 
-    refused = run_cli(cluster, "gatehouse_operator.cli", *args, "--token", members["nobody"].token)
+    refused = run_cli(
+        cluster, "gatehouse_operator.cli.gatehouse", *args, "--token", members["nobody"].token
+    )
     assert refused.returncode == 2
     assert "403" in refused.stderr
     assert members["nobody"].token not in refused.stderr + refused.stdout

@@ -13,10 +13,10 @@ from kubernetes.aio import config
 
 from gatehouse_contract.keyring import Keyring, KeyringError
 from gatehouse_dev.cluster import Cluster
-from gatehouse_operator.keyring_secret import KEY, KeyringSecret
+from gatehouse_operator.keys.keyring_secret import KEY, KeyringSecret
+from gatehouse_operator.keys.sealed_values import SEALING_KEYS_FILE, SealingKeys
+from gatehouse_operator.keys.sealing_secret import SealingKeysSecret
 from gatehouse_operator.kube import Kube
-from gatehouse_operator.sealed_values import SEALING_KEYS_FILE, SealingKeys
-from gatehouse_operator.sealing_secret import SealingKeysSecret
 from tests.e2e.gatehouse_fixtures import run_cli
 
 pytestmark = pytest.mark.e2e
@@ -158,7 +158,7 @@ def test_gatehouse_sealing_key_rotate_keeps_the_older_keys_and_retire_drops_one(
     assert before is not None
 
     def sealing_key(*args: str) -> str:
-        done = run_cli(cluster, "gatehouse_operator.cli", "sealing-key", *args)
+        done = run_cli(cluster, "gatehouse_operator.cli.gatehouse", "sealing-key", *args)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -181,8 +181,8 @@ def test_gatehouse_sealing_key_rotate_keeps_the_older_keys_and_retire_drops_one(
     assert retired is not None
     assert set(retired.public().keys) == {after.active}
     refused = run_cli(
-        cluster, "gatehouse_operator.cli", "sealing-key", "retire", after.active, "--secret",
-        f"{namespace}/sealing",
+        cluster, "gatehouse_operator.cli.gatehouse", "sealing-key", "retire", after.active,
+        "--secret", f"{namespace}/sealing",
     )  # fmt: skip
     assert refused.returncode == 2
     assert "is active" in refused.stderr

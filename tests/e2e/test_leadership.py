@@ -16,7 +16,7 @@ import pytest
 from kubernetes.aio import client, config
 
 from gatehouse_dev.cluster import Cluster
-from gatehouse_operator.leadership import Leadership, Timings
+from gatehouse_operator.leadership.lease import Leadership, Timings
 
 pytestmark = pytest.mark.e2e
 

@@ -45,7 +45,7 @@ def edit(project_dir: Path, **sections: Any) -> None:
 
 
 def service(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli(cluster, "gatehouse_operator.service_cli", *args)
+    return run_cli(cluster, "gatehouse_operator.cli.service_cli", *args)
 
 
 def deploy(cluster: Cluster, project_dir: Path, namespace: str, *extra: str) -> str:

@@ -24,7 +24,7 @@ import yaml
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.services import NAMESPACE, RELEASE
 from gatehouse_dev.waiting import wait_for
-from gatehouse_operator.sealed_values import PublicSealingKeys, Scope, SealedValue, SealingKeys
+from gatehouse_operator.keys.sealed_values import PublicSealingKeys, Scope, SealedValue, SealingKeys
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     app_token,
@@ -53,7 +53,7 @@ def gatehouse(
     kubeconfig: Path, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "gatehouse_operator.cli", *args],
+        [sys.executable, "-m", "gatehouse_operator.cli.gatehouse", *args],
         input=stdin,
         capture_output=True,
         text=True,

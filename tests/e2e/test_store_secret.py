@@ -11,8 +11,8 @@ import re
 import pytest
 
 from gatehouse_dev.cluster import Cluster
+from gatehouse_operator.keys.store_secret import KEY, StoreSecret
 from gatehouse_operator.kube import Kube
-from gatehouse_operator.store_secret import KEY, StoreSecret
 from tests.e2e.test_keyring_secret import with_kube
 
 pytestmark = pytest.mark.e2e

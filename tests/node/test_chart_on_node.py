@@ -291,7 +291,7 @@ def test_a_value_sealed_with_the_cli_opens_in_the_operator_alone(
     source = tmp_path / "sealed-api.yaml"
     source.write_text(yaml.safe_dump(document))
     sealed = subprocess.run(
-        [sys.executable, "-m", "gatehouse_operator.cli", "seal", "-f", str(source)],
+        [sys.executable, "-m", "gatehouse_operator.cli.gatehouse", "seal", "-f", str(source)],
         input=API_KEY,
         capture_output=True,
         text=True,

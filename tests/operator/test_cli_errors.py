@@ -12,14 +12,14 @@ import pytest
 import yaml
 
 from gatehouse_dev.processes import free_port
-from gatehouse_operator import cli
+from gatehouse_operator.cli import gatehouse as cli
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "project"
 COMMANDS = {
-    "gatehouse": ["-m", "gatehouse_operator.cli", "test", "vendor"],
+    "gatehouse": ["-m", "gatehouse_operator.cli.gatehouse", "test", "vendor"],
     "gatehouse-service": [
         "-m",
-        "gatehouse_operator.service_cli",
+        "gatehouse_operator.cli.service_cli",
         "deploy",
         "--project-dir",
         str(EXAMPLE),

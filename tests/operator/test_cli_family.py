@@ -18,12 +18,12 @@ from kubernetes import client
 from kubernetes.config import incluster_config
 
 from gatehouse_contract.observability import version
-from gatehouse_operator import kubeconfig
+from gatehouse_operator.cli import kubeconfig
 
 
 def gatehouse(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gatehouse_operator.cli", *args],
+        [sys.executable, "-m", "gatehouse_operator.cli.gatehouse", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -90,7 +90,8 @@ def test_bash_completes_commands_nested_commands_and_options(tmp_path: Path) -> 
 
 def test_kubectl_completes_the_plugin_by_cobras_protocol() -> None:
     answer = subprocess.run(
-        [sys.executable, "-c", "from gatehouse_operator.cli import kubectl_completion as c; c()",
+        [sys.executable, "-c",
+         "from gatehouse_operator.cli.gatehouse import kubectl_completion as c; c()",
          "service", "deploy", "--d"],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip

@@ -19,7 +19,7 @@ from gatehouse_operator.controllers import external_connections, linked_apps
 from gatehouse_operator.kube import Kube, credential_owner
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
-from gatehouse_operator.wiring import housekeeping
+from gatehouse_operator.wiring import housekeeping, resync
 from gatehouse_operator.wiring.controller import assemble
 from tests.operator.test_missed_deletions import StaticKeyring
 
@@ -91,7 +91,7 @@ def test_an_unlabelled_secret_works_and_says_how_to_label_it() -> None:
     found = conditions(api)
     assert found["CredentialWatched"]["reason"] == "SecretNotFound"
     assert "labelled gatehouse.dev/credential=true" in found["CredentialWatched"]["message"]
-    assert housekeeping.unwatched(runtime) == ["shop/vendor"]  # read again every resync
+    assert resync.unwatched(runtime) == ["shop/vendor"]  # read again every resync
     reasons = [reason for _, reason, _ in api.events]
     assert reasons == ["SecretNotFound", "SecretNotFound"]  # Ready's, then CredentialWatched's
 

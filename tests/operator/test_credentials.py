@@ -14,7 +14,7 @@ from gatehouse_contract.keyring import Keyring
 from gatehouse_contract.routes import Credential
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_operator.api.connection import Auth
-from gatehouse_operator.credentials import CredentialProblem, encrypt_credential, secret_in
+from gatehouse_operator.keys.credentials import CredentialProblem, encrypt_credential, secret_in
 
 ORIGIN = "https://api.example.com"
 

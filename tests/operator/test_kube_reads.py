@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from kubernetes.aio import client
 
-from gatehouse_operator import kube
+from gatehouse_operator.kube import calls as kube_calls
 
 
 def _refusal(status: int) -> client.ApiException:
@@ -25,7 +25,7 @@ def test_a_read_refused_while_storage_initializes_is_asked_again() -> None:
             raise answer
         return str(answer)
 
-    assert asyncio.run(kube._read(call)) == "listed"
+    assert asyncio.run(kube_calls.read(call)) == "listed"
 
 
 def test_reads_give_up_after_their_attempts_and_other_errors_pass_at_once() -> None:
@@ -37,9 +37,9 @@ def test_reads_give_up_after_their_attempts_and_other_errors_pass_at_once() -> N
         raise _refusal(status)
 
     with pytest.raises(client.ApiException):
-        asyncio.run(kube._read(lambda: refused(429)))
-    assert calls == kube.READ_ATTEMPTS
+        asyncio.run(kube_calls.read(lambda: refused(429)))
+    assert calls == kube_calls.READ_ATTEMPTS
     calls = 0
     with pytest.raises(client.ApiException):
-        asyncio.run(kube._read(lambda: refused(403)))
+        asyncio.run(kube_calls.read(lambda: refused(403)))
     assert calls == 1

@@ -10,7 +10,7 @@ import time
 
 from kubernetes.aio import client
 
-from gatehouse_operator.leadership import Leadership, Timings
+from gatehouse_operator.leadership.lease import Leadership, Timings
 
 FAST = Timings(lease_seconds=3, renew_deadline_seconds=1, retry_seconds=0.2)
 

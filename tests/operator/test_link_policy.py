@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gatehouse_operator import link_policy
+from gatehouse_operator.api import link_policy
 
 
 def _may(*granted: str) -> link_policy.Permission:

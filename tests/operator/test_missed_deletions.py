@@ -17,7 +17,7 @@ from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
-from gatehouse_operator.wiring import housekeeping
+from gatehouse_operator.wiring import resync
 from gatehouse_operator.wiring.controller import assemble
 
 
@@ -84,7 +84,7 @@ def test_routes_whose_resources_vanished_unseen_are_dropped() -> None:
         }
     )
     runtime = runtime_with(listing)
-    asyncio.run(housekeeping.drop_vanished(runtime))
+    asyncio.run(resync.drop_vanished(runtime))
     assert set(runtime.routes.connection_keys()) == {"shop/kept"}
     assert set(runtime.routes.app_keys()) == {"shop/DataApp/kept"}
     assert listing.deleted_secrets == ["shop/dataapp-gone-gatehouse"]

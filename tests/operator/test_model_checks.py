@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gatehouse_operator import service_cli
+from gatehouse_operator.cli import service_cli
 from gatehouse_operator.project_config import dbt_project
 from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.schema import ServiceConfig, spec_problems

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gatehouse_operator.origin import OriginError, normalise_origin
+from gatehouse_operator.connections.origin import OriginError, normalise_origin
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gatehouse_operator import samples
+from gatehouse_operator.connections import samples
 
 SECRET = "sk-0123456789"
 

@@ -14,8 +14,9 @@ import pytest
 import yaml
 from kubernetes.client import V1ConfigMap
 
-from gatehouse_operator import cli, kubeconfig
-from gatehouse_operator.sealed_values import (
+from gatehouse_operator.cli import gatehouse as cli
+from gatehouse_operator.cli import kubeconfig
+from gatehouse_operator.keys.sealed_values import (
     SEALING_KEYS_FILE,
     PublicSealingKeys,
     Scope,

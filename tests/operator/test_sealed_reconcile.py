@@ -14,8 +14,8 @@ from typing import Any, cast
 import pytest
 
 from gatehouse_operator.controllers import external_connections
+from gatehouse_operator.keys.sealed_values import SEALING_KEYS_FILE, Scope, SealedValue, SealingKeys
 from gatehouse_operator.kube import Kube
-from gatehouse_operator.sealed_values import SEALING_KEYS_FILE, Scope, SealedValue, SealingKeys
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.table.rollout import Routed
 from gatehouse_operator.wiring.controller import assemble

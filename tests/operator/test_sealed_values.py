@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gatehouse_operator.api.connection import Auth
-from gatehouse_operator.credentials import CredentialProblem, sealed_in
-from gatehouse_operator.sealed_values import (
+from gatehouse_operator.keys.credentials import CredentialProblem, sealed_in
+from gatehouse_operator.keys.sealed_values import (
     PublicSealingKeys,
     Scope,
     SealedValue,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gatehouse_operator import secret_use
+from gatehouse_operator.access import secret_use
 
 REF = {"name": "vendor", "key": "api-key"}
 SPEC: dict[str, Any] = {

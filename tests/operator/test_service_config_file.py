@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gatehouse_operator import service_cli
 from gatehouse_operator.api.project_config import (
     MAX_WARNINGS,
     ProjectConfigStatus,
     fitted_warnings,
 )
+from gatehouse_operator.cli import service_cli
 from gatehouse_operator.connections.errors import validation_message
 from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.schema import ServiceConfig, spec_problems

@@ -23,10 +23,10 @@ from kubernetes.aio import client
 
 from gatehouse_dev.pki import CertificateAuthority, KeyPair
 from gatehouse_dev.processes import free_port
+from gatehouse_operator.access.webhook_server import WebhookServer
 from gatehouse_operator.connections import runs
 from gatehouse_operator.controllers import admission
 from gatehouse_operator.controllers import webhook_configuration as webhooks
-from gatehouse_operator.webhook import WebhookServer
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from starlette.datastructures import FormData, UploadFile
 from gatehouse_contract.keyring import Keyring
 from gatehouse_operator.api.connection import MAX_INSTRUCTIONS, ExternalConnectionSpec
 from gatehouse_operator.connections.exfiltration import link_warning
-from gatehouse_operator.sealed_values import Scope
+from gatehouse_operator.keys.sealed_values import Scope
 from gatehouse_operator.web import session
 from gatehouse_operator.web.session import Credentials, Sessions
 from gatehouse_operator.web.wizard import WizardForm, basic_secret, first_storage, name_from

@@ -31,9 +31,9 @@ from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
+from gatehouse_operator.api.link_policy import LINK_VERB
 from gatehouse_operator.api.meta import GROUP
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
-from gatehouse_operator.link_policy import LINK_VERB
 
 READ = ["get", "list", "watch"]
 WRITE = ["create", "update", "patch", "delete", "deletecollection"]

@@ -15,8 +15,9 @@ from typing import Any
 
 from kubernetes.aio import client
 
-from gatehouse_operator import link_policy
-from gatehouse_operator.access import Access, User
+from gatehouse_operator.access.as_user import as_user, refusal
+from gatehouse_operator.access.reviews import Access, User
+from gatehouse_operator.api import link_policy
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.conditions import ConditionType
 from gatehouse_operator.api.connection import (
@@ -25,8 +26,8 @@ from gatehouse_operator.api.connection import (
     link_policy_of,
 )
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMPLE_ANNOTATION
+from gatehouse_operator.api.link_policy import LINK_VERB, MANAGE_VERB
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
-from gatehouse_operator.as_user import as_user, refusal
 from gatehouse_operator.connections import drafts, handoff, runs
 from gatehouse_operator.connections.errors import Refused
 from gatehouse_operator.connections.exfiltration import connection_warning
@@ -41,7 +42,6 @@ from gatehouse_operator.connections.models import (
     LinkableConnection,
     SampleSaveOutcome,
 )
-from gatehouse_operator.link_policy import LINK_VERB, MANAGE_VERB
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.status import condition
 
@@ -278,7 +278,7 @@ class Connections:
         """Tries a connection that is not saved, for a caller may_draft allowed. The API server
         decides, as the caller, whether they could apply it (see drafts): its admission lets a
         draft name a Secret, or move a stored one to another baseURL, only for those who may
-        read that Secret (see gatehouse_operator.secret_use)."""
+        read that Secret (see gatehouse_operator.access.secret_use)."""
         with self.drafts.slot(user):
             async with as_user(self.runtime.kube.core.api_client, token) as kube:
                 try:

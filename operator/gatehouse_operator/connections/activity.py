@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 
 from gatehouse_contract.activity import MAX_RECENT, RequestsQuery
-from gatehouse_operator.access import User
+from gatehouse_operator.access.reviews import User
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.connections.actions import Connections
 from gatehouse_operator.connections.errors import Refused

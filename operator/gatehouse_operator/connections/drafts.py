@@ -18,11 +18,12 @@ from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_contract.connection_tests import ReplicaTestRequest
+from gatehouse_operator.access.as_user import AsUser, refusal
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import API_VERSION, spec_error
-from gatehouse_operator.as_user import AsUser, refusal
 from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
+from gatehouse_operator.connections.origin import OriginError, normalise_origin, token_url_of
 from gatehouse_operator.connections.testing import (
     Finished,
     Waiting,
@@ -31,8 +32,7 @@ from gatehouse_operator.connections.testing import (
     result,
     secret_texts,
 )
-from gatehouse_operator.credentials import CredentialProblem, Found, encrypt_credential
-from gatehouse_operator.origin import OriginError, normalise_origin, token_url_of
+from gatehouse_operator.keys.credentials import CredentialProblem, Found, encrypt_credential
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for

@@ -20,7 +20,7 @@ from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMP
 from gatehouse_operator.api.meta import API_VERSION
 from gatehouse_operator.connections.errors import Refused
 from gatehouse_operator.connections.models import ConnectionTestOutcome, SampleSaveOutcome
-from gatehouse_operator.samples import save_refusal, typed
+from gatehouse_operator.connections.samples import save_refusal, typed
 from gatehouse_operator.status import condition
 
 # A test answers within the connection's timeout (at most 120 s) once the connection is Ready.

@@ -25,12 +25,17 @@ from gatehouse_contract.connection_tests import (
     Stale,
 )
 from gatehouse_contract.errors import RefusalCode, refusal_reason
-from gatehouse_operator import samples
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_test import RESULT_BODY_CHARS
-from gatehouse_operator.credentials import CredentialProblem, Found, sealed_in, secret_in
-from gatehouse_operator.origin import OriginError, normalise_origin, sealed_scope, token_url_of
+from gatehouse_operator.connections import samples
+from gatehouse_operator.connections.origin import (
+    OriginError,
+    normalise_origin,
+    sealed_scope,
+    token_url_of,
+)
+from gatehouse_operator.keys.credentials import CredentialProblem, Found, sealed_in, secret_in
 from gatehouse_operator.project_config.schema import shortened
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.status import Verdict

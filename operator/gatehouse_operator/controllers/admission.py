@@ -1,10 +1,10 @@
-"""Admission: the link policy (and, for each link allowed, the warning of what it lets the app
-do); connections that would send a Secret's value for someone who may
-not read it (see gatehouse_operator.secret_use); ConnectionTests of a connection the requester
-may not see, with a method the connection refuses, or whose path gives a credential-like key a
-value (see gatehouse_operator.samples.typed); and ProjectConfigs: a valid file (unknown
-keys refused whatever the client asked for, as the CRD keeps them), and one project file
-(ProjectConfig that is not a preview) per namespace.
+"""Admission: the link policy (and, for each link allowed, the warning of what it lets the app do);
+connections that would send a Secret's value for someone who may not read it (see
+gatehouse_operator.access.secret_use); ConnectionTests of a connection the requester may not see,
+with a method the connection refuses, or whose path gives a credential-like key a value (see
+gatehouse_operator.connections.samples.typed); and ProjectConfigs: a valid file (unknown keys
+refused whatever the client asked for, as the CRD keeps them), and one project file (ProjectConfig
+that is not a preview) per namespace.
 
 Validating webhooks with failure policy Fail, decided with the requesting user's identity (the
 AdmissionReview's userInfo) through SubjectAccessReviews. The configurations stay registered
@@ -27,8 +27,9 @@ import kopf
 from kubernetes.aio import client
 
 from gatehouse_contract.redaction import REDACTED
-from gatehouse_operator import link_policy, secret_use
-from gatehouse_operator.access import Access, User
+from gatehouse_operator.access import secret_use
+from gatehouse_operator.access.reviews import Access, User
+from gatehouse_operator.api import link_policy
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, allowed_methods_of
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
@@ -39,9 +40,9 @@ from gatehouse_operator.api.project_config import (
     second_project,
 )
 from gatehouse_operator.connections.exfiltration import connection_warning
+from gatehouse_operator.connections.samples import typed_credentials
 from gatehouse_operator.kube import Kube, failure
 from gatehouse_operator.project_config.schema import spec_problems
-from gatehouse_operator.samples import typed_credentials
 
 REGISTRY = kopf.OperatorRegistry()
 log = logging.getLogger("gatehouse.webhook")

@@ -22,7 +22,6 @@ from pydantic import ValidationError
 
 from gatehouse_contract.connection_tests import ConnectionTestAnswer, ReplicaTestRequest
 from gatehouse_contract.routes import ConnectionRoute
-from gatehouse_operator import samples
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_sample import ConnectionSampleSpec, SampledRequest
@@ -33,6 +32,7 @@ from gatehouse_operator.api.connection_test import (
     ConnectionTestSpec,
 )
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
+from gatehouse_operator.connections import samples
 from gatehouse_operator.connections.testing import Finished, Waiting, ask, result, stored_secrets
 from gatehouse_operator.kube import SampleRefused
 from gatehouse_operator.runtime import Runtime, forget_resource

@@ -14,6 +14,7 @@ condition (and its Event) says how to label it. It does not feed Ready.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -24,18 +25,23 @@ from gatehouse_contract.routes import Credential, EntryKind
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
+from gatehouse_operator.connections.origin import (
+    OriginError,
+    normalise_origin,
+    sealed_scope,
+    token_url_of,
+)
 from gatehouse_operator.controllers import linked_apps
-from gatehouse_operator.credentials import (
+from gatehouse_operator.keys.credentials import (
     CredentialProblem,
     Found,
     sealed_in,
     secret_in,
     verdict_for,
 )
+from gatehouse_operator.keys.sealed_values import FIELD
 from gatehouse_operator.kube import WATCHED_SELECTOR
-from gatehouse_operator.origin import OriginError, normalise_origin, sealed_scope, token_url_of
 from gatehouse_operator.runtime import Runtime, forget_resource, resource_key
-from gatehouse_operator.sealed_values import FIELD
 from gatehouse_operator.status import Verdict, ready
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for
@@ -73,9 +79,22 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
     ``secret_data`` is the referenced Secret's, as the watch delivered it; unset, it is read.
     """
     key = resource_key(body)
-    namespace = body["metadata"]["namespace"]
+    spec = await parsed_spec(runtime, body, key)
+    if spec is None:
+        return
+    verdicts, origin, token_url = accepted(runtime, spec)
+    read = await read_credential(runtime, body, spec, origin, token_url, secret_data)
+    credential = encrypt_for_proxies(runtime, body, spec, read, origin, token_url)
+    verdicts.append(verdict_for(read.problem, spec.auth))
+    await publish_route(runtime, body, key, spec, origin, credential, verdicts, read)
+
+
+async def parsed_spec(
+    runtime: Runtime, body: dict[str, Any], key: str
+) -> ExternalConnectionSpec | None:
+    """The connection's spec, or None once an invalid one is out of the table and reported."""
     try:
-        spec = ExternalConnectionSpec.model_validate(body.get("spec", {}))
+        return ExternalConnectionSpec.model_validate(body.get("spec", {}))
     except ValidationError as error:
         verdict = Verdict(ConditionType.ACCEPTED, "False", Reason.INVALID_SPEC, spec_error(error))
         runtime.routes.drop_connection(key)
@@ -87,8 +106,12 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
             {"hasSecret": False, "resealedSecret": ""},
             key,
         )
-        return
+        return None
 
+
+def accepted(runtime: Runtime, spec: ExternalConnectionSpec) -> tuple[list[Verdict], str, str]:
+    """The Accepted verdict, the canonical origin requests are pinned to, and the token URL
+    (each "" when not valid)."""
     verdicts: list[Verdict] = []
     origin = ""
     try:
@@ -113,7 +136,30 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
                 Reason.INVALID_TOKEN_URL,
                 f"auth.oauth2ClientCredentials.{error}",
             )
+    return verdicts, origin, token_url
 
+
+@dataclass
+class CredentialRead:
+    """What reading a connection's secret found, and why it cannot be used if it cannot."""
+
+    problem: CredentialProblem | None
+    advisory: list[Verdict]  # beside Ready, not part of it
+    found: Found | None
+    resealed: str
+    secret_data: Any
+
+
+async def read_credential(
+    runtime: Runtime,
+    body: dict[str, Any],
+    spec: ExternalConnectionSpec,
+    origin: str,
+    token_url: str,
+    secret_data: Any,
+) -> CredentialRead:
+    """The connection's sealed value opened, or its Secret read (unless the watch delivered it)."""
+    namespace = body["metadata"]["namespace"]
     ref = spec.auth.secret_ref
     problem: CredentialProblem | None = None
     advisory: list[Verdict] = []  # beside Ready, not part of it
@@ -151,10 +197,24 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
             advisory.append(watched_verdict(ref.name, secret_data is not None, watched))
     else:
         advisory.append(watched_verdict(ref.name, True, True))
+    return CredentialRead(problem, advisory, found, resealed, secret_data)
+
+
+def encrypt_for_proxies(
+    runtime: Runtime,
+    body: dict[str, Any],
+    spec: ExternalConnectionSpec,
+    read: CredentialRead,
+    origin: str,
+    token_url: str,
+) -> Credential:
+    """The credential encrypted for the proxies; an empty one, and ``read.problem`` saying why,
+    when there is none to encrypt."""
+    found = read.found
     credential = Credential(type=spec.auth.type)
-    if problem is None:
+    if read.problem is None:
         try:
-            found = found or secret_in(spec.auth, secret_data)
+            found = found or secret_in(spec.auth, read.secret_data)
             credential = runtime.encrypter.encrypt(
                 spec.auth,
                 found,
@@ -163,8 +223,23 @@ async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _
                 token_url=token_url,
             )
         except CredentialProblem as caught:
-            problem = caught
-    verdicts.append(verdict_for(problem, spec.auth))
+            read.problem = caught
+    return credential
+
+
+async def publish_route(
+    runtime: Runtime,
+    body: dict[str, Any],
+    key: str,
+    spec: ExternalConnectionSpec,
+    origin: str,
+    credential: Credential,
+    verdicts: list[Verdict],
+    read: CredentialRead,
+) -> None:
+    """Puts the connection's route in the table (or leaves it out when it does not fit the
+    table's budget), and reports its status once the proxies route it."""
+    advisory, resealed = read.advisory, read.resealed
     routed = f"the proxy routes requests to {origin}"
     summary = ready(verdicts, "Routed", routed)
     unavailable = "" if summary.ok else f"the connection is not ready: {summary.message}"

@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from gatehouse_contract.errors import error_body
-from gatehouse_operator.access import User
+from gatehouse_operator.access.reviews import User
 from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, Model
 from gatehouse_operator.api.project_config import PROJECT_CONFIG

@@ -1,47 +1,38 @@
 """The admins' forms: the new-connection wizard, Edit (the same wizard on a stored connection),
 and Delete.
 
-Every change is made as the visitor (see gatehouse_operator.as_user), so RBAC, the schema's rules
-and the admission webhook decide it, and it is checked with a dry run before anything is written:
-a refused connection leaves no Secret behind, and a refused edit leaves the stored secret as it
-was. The wizard works in read-only mode too, without its Save: a draft can still be tested and
+Every change is made as the visitor (see gatehouse_operator.access.as_user), so RBAC, the schema's
+rules and the admission webhook decide it, and it is checked with a dry run before anything is
+written: a refused connection leaves no Secret behind, and a refused edit leaves the stored secret
+as it was. The wizard works in read-only mode too, without its Save: a draft can still be tested and
 its YAML taken to Git.
 """
 
 from __future__ import annotations
 
-import base64
 from dataclasses import replace
-from secrets import token_hex
 from typing import Any
 
-import aiohttp
 from kubernetes.aio import client
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gatehouse_operator.access.as_user import as_user, refusal
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, MAX_HEADERS
-from gatehouse_operator.api.connection_test import CONNECTION_TEST
-from gatehouse_operator.as_user import AsUser, as_user, refusal
-from gatehouse_operator.connections import errors, runs
-from gatehouse_operator.connections.drafts import apply, manifest
+from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.errors import validation_message
 from gatehouse_operator.connections.exfiltration import link_warning, write_methods
-from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
-from gatehouse_operator.kube import WATCHED_LABEL
-from gatehouse_operator.sealed_values import SealedValue, SealedValueProblem
+from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest, TrialRequest
+from gatehouse_operator.connections.saving import Save, Saving
+from gatehouse_operator.keys.sealed_values import SealedValue, SealedValueProblem
 from gatehouse_operator.web.guards import READ_ONLY, Visitor, fields_of, page_refusal
 from gatehouse_operator.web.pages import Pages, trial
 from gatehouse_operator.web.wizard import (
     AUTH_TYPES,
     CLIENT_AUTHENTICATIONS,
-    CONNECTION_LABEL,
-    CREATED_BY,
-    CREATED_BY_LABEL,
     METHODS,
-    SECRET_SUFFIX,
     SHOWN_LIMITS,
     SPARE_HEADER_ROWS,
     STEP_TITLES,
@@ -72,32 +63,10 @@ class Wizard:
         self.check = ""
 
 
-def _secret(ref: dict[str, str], connection: str, value: str) -> client.V1Secret:
-    """The Secret a credential entered in the wizard is kept in, labelled as the wizard's and
-    for the operator's watch."""
-    return client.V1Secret(
-        metadata=client.V1ObjectMeta(
-            name=ref["name"],
-            labels={
-                CREATED_BY_LABEL: CREATED_BY,
-                CONNECTION_LABEL: connection,
-                WATCHED_LABEL: "true",
-            },
-        ),
-        type="Opaque",
-        data={ref["key"]: base64.b64encode(value.strip().encode()).decode()},
-    )
-
-
-def _http(error: client.ApiException) -> str:
-    """A refused Secret write by its status alone: the API server's words (or an admission
-    policy's) could quote the Secret's data."""
-    return f"HTTP {error.status} {error.reason}"
-
-
 class ConnectionForms:
     def __init__(self, pages: Pages) -> None:
         self.pages = pages
+        self.saving = Saving(pages.actions.runtime.kube)
 
     # Pages.
 
@@ -144,7 +113,7 @@ class ConnectionForms:
                 raise
             ref = (body.get("spec", {}).get("auth") or {}).get("secretRef")
             if ref:
-                notice += await self._delete_made_secret(kube, namespace, name, ref["name"])
+                notice += await self.saving.delete_made_secret(kube, namespace, name, ref["name"])
         return self.pages.back_to(visitor, namespace, "", notice)
 
     # The wizard.
@@ -268,15 +237,14 @@ class ConnectionForms:
             return
         async with as_user(self.pages.operator, visitor.credentials.token) as kube:
             try:
-                await self._dry_run(kube, namespace, wizard.form)
+                form = wizard.form
+                await self.saving.dry_run(
+                    kube, namespace, form.name, form.spec(), form.resource_version
+                )
             except client.ApiException as error:
                 wizard.errors.append(refusal(error))
                 return
         wizard.check = "The Kubernetes API server accepts this connection (a dry run as you)."
-
-    async def _dry_run(self, kube: AsUser, namespace: str, form: WizardForm) -> None:
-        body = manifest(form.name, form.spec(), form.resource_version)
-        await apply(kube, namespace, body, replaces=form.editing, dry_run=True)
 
     async def _save(self, wizard: Wizard, visitor: Visitor, namespace: str) -> Response | None:
         """Creates or replaces the connection, and writes a newly entered secret; a redirect to
@@ -285,146 +253,48 @@ class ConnectionForms:
         if wizard.errors:
             return None
         form, secret = wizard.form, wizard.secret
-        async with as_user(self.pages.operator, visitor.credentials.token) as kube:
-            try:
-                # Checked before any Secret is read or written: a refusal changes nothing.
-                await self._dry_run(kube, namespace, form)
-            except client.ApiException as error:
-                wizard.errors.append(refusal(error))
-                return None
-            ref = form.secret_ref()
-            # Sealed into the connection from now on: the Secret the wizard made for it goes
-            # once the connection no longer names it (a value left in it would still be read
-            # by whoever may get Secrets).
-            stored_ref = (form.stored.get("auth") or {}).get("secretRef")
-            replaced = stored_ref["name"] if form.sealed and form.editing and stored_ref else None
-            # Nothing here reads a Secret with the operator's rights on the visitor's behalf: an
-            # answer would tell someone who may not get Secrets which exist.
-            if ref is not None and secret is None and not form.keeps_stored_secret():
-                wizard.errors.append(
-                    f"Secret: required for {AUTH_TYPES[form.auth_type]} authentication; "
-                    "it is stored in a Secret and never shown again"
-                )
-                return None
-            if ref is not None and secret is not None:
-                if form.editing:
-                    # A new credential goes to a new Secret that the replace switches to, so the
-                    # live connection keeps its own until then, and keeps it if the edit fails.
-                    replaced = ref["name"]
-                    ref = {"name": f"{form.name}{SECRET_SUFFIX}-{token_hex(3)}", "key": ref["key"]}
-                    form = form.with_secret_ref(ref)
-                try:
-                    await kube.create_secret(namespace, _secret(ref, form.name, secret))
-                except client.ApiException as error:
-                    # Only what the visitor's own create was told: a name taken is a 409 to
-                    # those who may create Secrets, and a 403 tells nothing of existence.
-                    wizard.errors.append(
-                        f"Secret: a Secret named {ref['name']} exists already in {namespace}; "
-                        "choose another connection name"
-                        if error.status == 409
-                        else f"Secret: {ref['name']} was not written ({_http(error)})"
-                    )
-                    return None
-            body = manifest(form.name, form.spec(), form.resource_version)
-            try:
-                saved = await apply(kube, namespace, body, replaces=form.editing)
-            except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
-                if ref is not None and secret is not None:
-                    wizard.errors += await self._undo_secret(kube, namespace, form.name, ref)
-                if not isinstance(error, client.ApiException):
-                    raise
-                wizard.errors.insert(0, refusal(error))
-                return None
-            notice = f"{'Saved' if form.editing else 'Created'} connection {form.name}."
-            if form.save_sample:
-                notice += await self._sample(kube, namespace, form, visitor)
-            if ref is not None and secret is not None:
-                notice += await self._own_secret(kube, namespace, ref["name"], saved)
-            if replaced is not None:
-                deleted = await self._delete_made_secret(kube, namespace, form.name, replaced)
-                if not deleted and form.sealed:
-                    deleted = (
-                        f" The connection no longer uses Secret {replaced}, which this page did "
-                        "not make: delete it, or its value, if nothing else needs it."
-                    )
-                notice += deleted
-        return self.pages.back_to(visitor, namespace, form.name, notice)
-
-    async def _sample(
-        self, kube: AsUser, namespace: str, form: WizardForm, visitor: Visitor
-    ) -> str:
-        """The draft's test, run again as the visitor on the saved connection to keep its answer
-        as a sample: samples come from passing tests of saved connections only, which the
-        operator alone writes."""
-        try:
-            request = trial(form.test_method, form.test_path, form.test_body)
-        except errors.Refused as refused:
-            return f" Its sample was not asked for: {refused.message}"
-        spec = {
-            **request.model_dump(by_alias=True, exclude_none=True, mode="json"),
-            "saveAsSample": {"label": form.sample_label},
-        }
-        body = runs.new_test(form.name, spec, requested_by=visitor.user.name)
-        try:
-            await kube.create_custom(CONNECTION_TEST, namespace, body)
-        except client.ApiException as error:
-            return f" Its sample was not asked for: {refusal(error)}"
-        name = body["metadata"]["name"]
-        called = f" {form.sample_label!r}" if form.sample_label else ""
-        return f" Its sample{called} is kept once test {name} passes."
-
-    async def _undo_secret(
-        self, kube: AsUser, namespace: str, connection: str, ref: dict[str, str]
-    ) -> list[str]:
-        """After a save that failed: deletes the Secret it wrote, unless the connection uses it
-        after all (a save whose answer was lost is not undone)."""
-        stored = self.pages.actions.runtime.kube
-        try:
-            current = await stored.get_custom(EXTERNAL_CONNECTION, namespace, connection)
-            auth = (current or {}).get("spec", {}).get("auth") or {}
-            found = await stored.secret(namespace, ref["name"])
-            if found is None or auth.get("secretRef") == ref:
-                return []
-            await kube.delete_secret(namespace, found)
-        except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
-            why = _http(error) if isinstance(error, client.ApiException) else "no answer"
-            return [f"Secret {ref['name']} was written and could not be removed ({why}): delete it"]
-        return []
-
-    async def _own_secret(
-        self, kube: AsUser, namespace: str, secret_name: str, connection: dict[str, Any]
-    ) -> str:
-        """Makes the new Secret the connection's, so the cluster deletes it with the connection."""
-        owner = {
-            "apiVersion": connection["apiVersion"],
-            "kind": connection["kind"],
-            "name": connection["metadata"]["name"],
-            "uid": connection["metadata"]["uid"],
-        }
-        try:
-            await kube.patch_secret(
-                namespace, secret_name, {"metadata": {"ownerReferences": [owner]}}
+        ref = form.secret_ref()
+        # Sealed into the connection from now on: the Secret the wizard made for it goes
+        # once the connection no longer names it (a value left in it would still be read
+        # by whoever may get Secrets).
+        stored_ref = (form.stored.get("auth") or {}).get("secretRef")
+        replaced = stored_ref["name"] if form.sealed and form.editing and stored_ref else None
+        # Nothing here reads a Secret with the operator's rights on the visitor's behalf: an
+        # answer would tell someone who may not get Secrets which exist.
+        missing = ""
+        if ref is not None and secret is None and not form.keeps_stored_secret():
+            missing = (
+                f"Secret: required for {AUTH_TYPES[form.auth_type]} authentication; "
+                "it is stored in a Secret and never shown again"
             )
-        except client.ApiException as error:
-            return f" Its Secret {secret_name} is not owned by it ({_http(error)})."
-        return ""
-
-    async def _delete_made_secret(
-        self, kube: AsUser, namespace: str, connection: str, secret_name: str
-    ) -> str:
-        """Deletes the Secret the wizard made for this connection; any other stays."""
-        found = await self.pages.actions.runtime.kube.secret(namespace, secret_name)
-        if found is None or found.metadata is None:
-            return ""
-        labels = found.metadata.labels or {}
-        if labels.get(CONNECTION_LABEL) != connection or labels.get(CREATED_BY_LABEL) != CREATED_BY:
-            return ""
-        try:
-            await kube.delete_secret(namespace, found)
-        except client.ApiException as error:
-            if error.status != 404:  # already collected with its owner
-                return f" Its Secret {secret_name} was left ({_http(error)})."
-        return f" Its Secret {secret_name} was deleted too."
+        sample: TrialRequest | str | None = None
+        if form.save_sample:
+            try:
+                sample = trial(form.test_method, form.test_path, form.test_body)
+            except errors.Refused as refused:
+                sample = refused.message
+        save = Save(
+            namespace=namespace,
+            name=form.name,
+            spec=form.spec(),
+            resource_version=form.resource_version,
+            editing=form.editing,
+            sealed=form.sealed,
+            secret=secret,
+            secret_ref=ref,
+            replaced=replaced,
+            missing_secret=missing,
+            respec=lambda new_ref: form.with_secret_ref(new_ref).spec(),
+            sample=sample,
+            sample_label=form.sample_label,
+            requested_by=visitor.user.name,
+        )
+        async with as_user(self.pages.operator, visitor.credentials.token) as kube:
+            saved = await self.saving.save(kube, save)
+        if saved.errors:
+            wizard.errors += saved.errors
+            return None
+        return self.pages.back_to(visitor, namespace, form.name, saved.notice)
 
     # Helpers.
 

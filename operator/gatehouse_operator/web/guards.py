@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from gatehouse_contract.keyring import KeyringError
-from gatehouse_operator.access import Access, User
+from gatehouse_operator.access.reviews import Access, User
 from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.errors import check_names
 from gatehouse_operator.web.rendering import Renderer

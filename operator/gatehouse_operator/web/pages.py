@@ -18,11 +18,11 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from gatehouse_operator.access.as_user import as_user, refusal
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAMPLE_LABEL_CHARS
 from gatehouse_operator.api.meta import Kind
-from gatehouse_operator.as_user import as_user, refusal
 from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.actions import AppLists, Connections, linkable
 from gatehouse_operator.connections.activity import Activity, window_of
@@ -39,7 +39,7 @@ from gatehouse_operator.connections.models import (
     RecentRequests,
     TrialRequest,
 )
-from gatehouse_operator.samples import typed
+from gatehouse_operator.connections.samples import typed
 from gatehouse_operator.web.charts import Chart, bar_chart
 from gatehouse_operator.web.guards import Guards, Handler, Visitor, fields_of, page_refusal
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS

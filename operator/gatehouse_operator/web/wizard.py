@@ -38,9 +38,10 @@ from gatehouse_operator.api.connection import (
 from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS
 from gatehouse_operator.api.meta import first_problem
 from gatehouse_operator.connections.drafts import manifest
+from gatehouse_operator.connections.origin import OriginError, normalise_origin, normalise_token_url
+from gatehouse_operator.connections.saving import SECRET_SUFFIX
+from gatehouse_operator.keys.sealed_values import Scope
 from gatehouse_operator.kube import WATCHED_SELECTOR
-from gatehouse_operator.origin import OriginError, normalise_origin, normalise_token_url
-from gatehouse_operator.sealed_values import Scope
 
 STEPS = ("api", "auth", "access", "test", "review")
 STEP_TITLES = {
@@ -97,12 +98,6 @@ def first_storage(*, read_only: bool, can_seal: bool) -> str:
     return "sealed" if read_only or can_seal else "secret"
 
 
-# The Secret the wizard writes the credential to, labelled so that deleting the connection from
-# the page deletes it too (and owned by the connection, for the cluster's garbage collector).
-SECRET_SUFFIX = "-credential"  # noqa: S105 (a name suffix, not a secret)
-CREATED_BY_LABEL = "app.kubernetes.io/managed-by"
-CREATED_BY = "gatehouse-page"
-CONNECTION_LABEL = "gatehouse.dev/connection"
 _NAME_CHARS = re.compile(r"[^a-z0-9]+")
 
 

@@ -4,7 +4,7 @@ Three servers run in the operator's event loop beside kopf (and kopf's liveness 
 table channel for the proxies (aiohttp, TLS), the metrics (aiohttp, plain HTTP) and the front end
 (uvicorn: the service API and the page). The housekeeping duties are tasks of their own
 (``housekeeping``). The admission webhook is a process of its own (``webhook``); the leader is
-elected before any of this starts (``gatehouse_operator.elected``).
+elected before any of this starts (``gatehouse_operator.leadership.elected``).
 """
 
 from __future__ import annotations
@@ -19,14 +19,18 @@ from aiohttp import web
 from kubernetes.aio import client
 
 from gatehouse_contract.keyring import KeyringError, KeyringFile, KeyringSource
-from gatehouse_operator.access import Access
-from gatehouse_operator.credentials import CredentialEncrypter
-from gatehouse_operator.keyring_secret import KeyringSecret
+from gatehouse_operator.access.reviews import Access
+from gatehouse_operator.keys.credentials import CredentialEncrypter
+from gatehouse_operator.keys.keyring_secret import KeyringSecret
+from gatehouse_operator.keys.sealed_values import (
+    SEALING_KEYS_FILE,
+    SealingKeysFile,
+    SealingKeysSource,
+)
+from gatehouse_operator.keys.sealing_secret import SealingKeysSecret
 from gatehouse_operator.kube import WATCHED_SELECTOR, Kube, api_client
-from gatehouse_operator.leadership import Leadership
+from gatehouse_operator.leadership.lease import Leadership
 from gatehouse_operator.runtime import Runtime
-from gatehouse_operator.sealed_values import SEALING_KEYS_FILE, SealingKeysFile, SealingKeysSource
-from gatehouse_operator.sealing_secret import SealingKeysSecret
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table import metrics
@@ -37,7 +41,7 @@ from gatehouse_operator.table.replicas import Replicas
 from gatehouse_operator.table.rollout import Rollout
 from gatehouse_operator.table.store import RouteStore
 from gatehouse_operator.table.throttles import Throttles
-from gatehouse_operator.wiring import front_end, housekeeping
+from gatehouse_operator.wiring import front_end, housekeeping, resync
 
 # No handler needs a finalizer any more; naming the one earlier versions put on connections and
 # apps lets kopf take it off the next time it sees each of them.
@@ -65,7 +69,7 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     runtime = assemble(options, kube, keyring, sealing)
     memo.tasks = []
 
-    connections, apps = await housekeeping.existing(runtime)
+    connections, apps = await resync.existing(runtime)
     expected = set(connections) | set(apps)
     runtime.routes.startup.expect(expected, options.initial_sync_seconds)
 

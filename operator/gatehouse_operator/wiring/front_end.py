@@ -12,7 +12,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from gatehouse_contract.request_deadline import with_head_deadline
-from gatehouse_operator.access import Access
+from gatehouse_operator.access.reviews import Access
 from gatehouse_operator.connections.actions import Connections
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.service_api import app as service_api

@@ -19,17 +19,17 @@ from typing import Any
 import kopf
 from kubernetes.aio import client
 
-from gatehouse_operator.access import Access
-from gatehouse_operator.controllers.admission import REGISTRY
-from gatehouse_operator.kube import API_ERRORS, Kube, api_client, failure
-from gatehouse_operator.settings import WebhookSettings
-from gatehouse_operator.webhook import (
+from gatehouse_operator.access.reviews import Access
+from gatehouse_operator.access.webhook_server import (
     TLS_CERT,
     TLS_KEY,
     WebhookServer,
     shared_certificate,
     store_certificate,
 )
+from gatehouse_operator.controllers.admission import REGISTRY
+from gatehouse_operator.kube import API_ERRORS, Kube, api_client, failure
+from gatehouse_operator.settings import WebhookSettings
 
 log = logging.getLogger("gatehouse.webhook")
 # How often a replica checks that it serves the certificate the others serve.

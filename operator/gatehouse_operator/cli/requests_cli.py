@@ -25,9 +25,9 @@ import urllib3
 from kubernetes import client
 
 from gatehouse_contract.activity import MAX_RECENT
-from gatehouse_operator import kubeconfig
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
-from gatehouse_operator.service_cli import cluster_options
+from gatehouse_operator.cli import kubeconfig
+from gatehouse_operator.cli.service_cli import cluster_options
 
 DONE, NOT_RUN = 0, 2
 APP_KINDS = {kind.kind: kind.plural for kind in (DATA_APP, CHART_TYPE)}

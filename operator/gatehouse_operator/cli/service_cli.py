@@ -35,9 +35,9 @@ import yaml
 from kubernetes import client
 from pydantic import ValidationError
 
-from gatehouse_operator import kubeconfig
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
 from gatehouse_operator.api.project_config import PREVIEW_LABEL, PROJECT_CONFIG
+from gatehouse_operator.cli import kubeconfig
 from gatehouse_operator.project_config import catalog, dbt_project, model_checks, yaml_source
 from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.dbt_project import DBT_PROJECT, DbtProject

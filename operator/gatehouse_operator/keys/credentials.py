@@ -22,7 +22,7 @@ from gatehouse_contract.keyring import Keyring, KeyringSource
 from gatehouse_contract.routes import Credential, TokenRequest
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import Auth
-from gatehouse_operator.sealed_values import FIELD, Scope, SealedValueProblem, SealingKeys
+from gatehouse_operator.keys.sealed_values import FIELD, Scope, SealedValueProblem, SealingKeys
 from gatehouse_operator.status import Verdict
 
 _HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")

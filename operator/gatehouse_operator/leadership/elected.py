@@ -21,7 +21,7 @@ from aiohttp import web
 from kubernetes.aio import client
 
 from gatehouse_operator.kube import api_client
-from gatehouse_operator.leadership import LeaderLabel, Leadership
+from gatehouse_operator.leadership.lease import LeaderLabel, Leadership
 
 log = logging.getLogger("gatehouse.operator")
 # The exit status of a leader that lost its Lease: its container restarts as a standby.

@@ -25,13 +25,13 @@ import yaml
 from kubernetes import client
 
 from gatehouse_contract.observability import version
-from gatehouse_operator import completion, kubeconfig, requests_cli, seal_cli, service_cli
 from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
     SAMPLE_LABEL_CHARS,
     SAVE_AS_SAMPLE_ANNOTATION,
 )
 from gatehouse_operator.api.meta import GROUP, VERSION
+from gatehouse_operator.cli import completion, kubeconfig, requests_cli, seal_cli, service_cli
 from gatehouse_operator.connections import runs
 from gatehouse_operator.connections.models import ConnectionTestOutcome, SampleSaveOutcome
 

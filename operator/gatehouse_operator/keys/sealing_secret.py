@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 import logging
 
+from gatehouse_operator.keys.sealed_values import SEALING_KEYS_FILE, SealingKeys, SealingKeysError
 from gatehouse_operator.kube import API_ERRORS, Kube, failure
-from gatehouse_operator.sealed_values import SEALING_KEYS_FILE, SealingKeys, SealingKeysError
 
 log = logging.getLogger("gatehouse.operator")
 

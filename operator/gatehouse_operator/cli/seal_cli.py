@@ -1,5 +1,5 @@
 """``gatehouse seal``, ``gatehouse reseal`` and ``gatehouse sealing-key``: credentials sealed to
-the operator, ready to commit (see ``gatehouse_operator.sealed_values``).
+the operator, ready to commit (see ``gatehouse_operator.keys.sealed_values``).
 
 - ``seal`` reads the secret from stdin or ``--from-file`` (never from the command line, where
   shell history and ``ps`` keep it), seals it for one connection (its namespace, name and
@@ -30,11 +30,12 @@ from typing import Any, cast
 from kubernetes import client
 from ruamel.yaml import YAML
 
-from gatehouse_operator import kubeconfig
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.meta import GROUP, VERSION
-from gatehouse_operator.origin import OriginError, normalise_origin, normalise_token_url
-from gatehouse_operator.sealed_values import (
+from gatehouse_operator.cli import kubeconfig
+from gatehouse_operator.cli.service_cli import cluster_options
+from gatehouse_operator.connections.origin import OriginError, normalise_origin, normalise_token_url
+from gatehouse_operator.keys.sealed_values import (
     SEALING_KEYS_FILE,
     PublicSealingKeys,
     Scope,
@@ -43,7 +44,6 @@ from gatehouse_operator.sealed_values import (
     SealingKeys,
     SealingKeysError,
 )
-from gatehouse_operator.service_cli import cluster_options
 
 DONE, NOT_DONE, NOT_RUN = 0, 1, 2
 # The chart's defaults: release "gatehouse" in namespace gatehouse-system.

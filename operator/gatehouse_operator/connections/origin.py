@@ -14,7 +14,7 @@ import re
 from urllib.parse import urlsplit
 
 from gatehouse_operator.api.connection import Auth
-from gatehouse_operator.sealed_values import Scope
+from gatehouse_operator.keys.sealed_values import Scope
 
 _NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+))*$")
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")

@@ -30,7 +30,7 @@ def _prog() -> str:
     return sys.argv[0].rsplit("/", 1)[-1] if sys.argv and sys.argv[0] else "gatehouse"
 
 
-gatehouse = _entry("cli", "main")
-gatehouse_service = _entry("service_cli", "main")
-kubectl_gatehouse = _entry("cli", "kubectl_plugin")
-kubectl_complete_gatehouse = _entry("cli", "kubectl_completion")
+gatehouse = _entry("cli.gatehouse", "main")
+gatehouse_service = _entry("cli.service_cli", "main")
+kubectl_gatehouse = _entry("cli.gatehouse", "kubectl_plugin")
+kubectl_complete_gatehouse = _entry("cli.gatehouse", "kubectl_completion")

@@ -1,0 +1,1 @@
+"""Leader election for the controller: the Lease, and running kopf only while it is held."""

@@ -1,0 +1,103 @@
+"""What the watches missed, caught up with: routes whose resources were deleted while no watch
+saw it, and connections whose Secret could not be read when its event came or that the watch does
+not see. The housekeeping runs them on its periods; the controller lists what exists at its start.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kubernetes.aio import client
+
+from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
+from gatehouse_operator.api.conditions import ConditionType, Reason
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.controllers import external_connections, linked_apps
+from gatehouse_operator.kube import API_ERRORS, failure
+from gatehouse_operator.runtime import Runtime, app_key, resource_key
+
+log = logging.getLogger("gatehouse.operator")
+
+
+async def existing(runtime: Runtime) -> tuple[dict[str, str], dict[str, str]]:
+    """The connections and the apps in the cluster now: their uids by key."""
+    connections = {
+        resource_key(item): item["metadata"]["uid"]
+        for item in await runtime.kube.existing(EXTERNAL_CONNECTION)
+    }
+    apps = {
+        app_key(kind, item): item["metadata"]["uid"]
+        for kind in (DATA_APP, CHART_TYPE)
+        for item in await runtime.kube.existing(kind)
+    }
+    return connections, apps
+
+
+async def drop_vanished(runtime: Runtime) -> None:
+    """Forgets the routes the store holds and the cluster no longer has.
+
+    A watch that restarts lists again and never reports what vanished meanwhile, so a missed
+    deletion would keep a route (and its credential) alive until the operator restarts. Only
+    what the store held before the listing is compared: anything newer may not be in it yet.
+    """
+    routes = runtime.routes
+    held = {key: _uid(routes.connection_body(key)) for key in routes.connection_keys()}
+    held_apps = {key: _uid(routes.app_body(key)) for key in routes.app_keys()}
+    connections, apps = await existing(runtime)
+    for key, uid in held.items():
+        body = routes.connection_body(key)
+        if connections.get(key) != uid and body is not None and body["metadata"]["uid"] == uid:
+            log.info("connection %s was deleted while unwatched: dropping its route", key)
+            await external_connections.forget(runtime, body)
+    for key, uid in held_apps.items():
+        body = routes.app_body(key)
+        if apps.get(key) != uid and body is not None and body["metadata"]["uid"] == uid:
+            log.info("app %s was deleted while unwatched: dropping its route", key)
+            await linked_apps.forget(runtime, linked_apps.KINDS[key.split("/")[1]], body)
+
+
+def _uid(body: dict[str, Any] | None) -> str:
+    return str(body["metadata"]["uid"]) if body else ""
+
+
+async def reconcile_connections(runtime: Runtime, keys: list[str]) -> None:
+    """Reconciles these connections again; one the API server cannot serve now keeps its route
+    as it is and is tried again in 10 s (runtime.unread), as are all that are left when the
+    API server cannot be reached at all."""
+    for index, key in enumerate(keys):
+        body = runtime.routes.connection_body(key)
+        if body is None:
+            continue
+        try:
+            await external_connections.reconcile(runtime, body)
+        except client.ApiException as error:
+            log.warning("cannot reconcile connection %s now (%s)", key, failure(error))
+            runtime.unread.add(key)
+        except API_ERRORS as error:
+            log.warning(
+                "cannot reach the API server (%s); %d connections left for later",
+                failure(error),
+                len(keys) - index,
+            )
+            runtime.unread.update(keys[index:])
+            return
+
+
+def unwatched(runtime: Runtime) -> list[str]:
+    """Connections whose Secret the watch does not see, or the operator may not read: read
+    again every resync (a right granted later, or a rotation, shows within a minute)."""
+    return [
+        key
+        for key in runtime.routes.connection_keys()
+        if runtime.status.condition(key, ConditionType.CREDENTIAL_WATCHED).get("status") == "False"
+        or runtime.status.condition(key, ConditionType.CREDENTIAL_READY).get("reason")
+        == Reason.SECRET_FORBIDDEN
+    ]
+
+
+def unread_connections(runtime: Runtime) -> list[str]:
+    """Connections whose Secret could not be read when its watch event came: taken off the list
+    here, and put back by a read that fails again."""
+    keys, runtime.unread = sorted(runtime.unread), set()
+    return keys
