@@ -14,8 +14,9 @@ from pathlib import Path
 
 OPERATOR = Path("operator/gatehouse_operator")
 # Where a resource arrives as a plain dict: kopf's handlers (wiring/), the Kubernetes client
-# (kube.py) and the admission webhook's AdmissionReview (webhook.py, controllers/admission.py).
-BOUNDARY = ("wiring/", "kube.py", "webhook.py", "controllers/admission.py")
+# (kube/) and the admission webhook's AdmissionReview (access/webhook_server.py,
+# controllers/admission.py).
+BOUNDARY = ("wiring/", "kube/", "access/webhook_server.py", "controllers/admission.py")
 
 
 @dataclass

@@ -127,7 +127,7 @@ class WebhookSettings:
     # Client authentication (mutual TLS): a PEM file of the CAs that sign the API server's
     # client certificate (its AdmissionConfiguration names the certificate). Set, a caller
     # without a certificate they signed fails the TLS handshake. None: the webhook answers
-    # whoever reaches its port (see the README's "Who may call the webhook").
+    # whoever reaches its port (see docs/security/who-may-do-what.md).
     client_ca_file: Path | None = None
     # With client_ca_file: the subject common names a client certificate may carry (e.g.
     # kube-apiserver); others are answered 403 before any check runs. Empty: any it signed.

@@ -147,7 +147,7 @@ def sealed_in(auth: Auth, keys: SealingKeys | None, scope: Scope) -> Found | Non
         raise CredentialProblem(
             Reason.SEALING_KEYS_MISSING,
             f"{FIELD}: this installation has no sealing keys (their Secret is missing or "
-            "unreadable; the operator's log says which, see the README, Sealed credentials)",
+            "unreadable; the operator's log says which; see the docs, concepts/sealing.md)",
         )
     try:
         return Found(keys.open(auth.sealed_secret, scope), FIELD)

@@ -90,7 +90,7 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     if options.client_ca_file is None:
         log.warning(
             "the webhook answers any caller that reaches its port (no client CA): see the "
-            'README\'s "Who may call the admission webhook"'
+            'docs, security/who-may-do-what.md, "Who may call the admission webhook"'
         )
     else:
         log.info(
