@@ -49,26 +49,6 @@ class Secrets(KubeCalls):
             return None, False
         return decoded(secret.data), watched(secret)
 
-    async def create_secret(
-        self,
-        namespace: str,
-        name: str,
-        string_data: dict[str, str],
-        *,
-        type_: str = "Opaque",
-        owner: client.V1OwnerReference | None = None,
-    ) -> None:
-        body = client.V1Secret(
-            metadata=client.V1ObjectMeta(
-                name=name,
-                labels={"app.kubernetes.io/managed-by": "gatehouse-operator"},
-                owner_references=[owner] if owner else None,
-            ),
-            type=type_,
-            string_data=string_data,
-        )
-        await self.core.create_namespaced_secret(namespace, body)
-
     async def create_secret_if_absent(
         self,
         namespace: str,
@@ -80,8 +60,17 @@ class Secrets(KubeCalls):
     ) -> bool:
         """Creates the Secret unless it exists; False when it does. Replicas race to make the
         same Secret (a rollout overlaps): a 409 means another one made it, and theirs stands."""
+        body = client.V1Secret(
+            metadata=client.V1ObjectMeta(
+                name=name,
+                labels={"app.kubernetes.io/managed-by": "gatehouse-operator"},
+                owner_references=[owner] if owner else None,
+            ),
+            type=type_,
+            string_data=string_data,
+        )
         try:
-            await self.create_secret(namespace, name, string_data, type_=type_, owner=owner)
+            await self.core.create_namespaced_secret(namespace, body)
         except client.ApiException as error:
             if error.status != 409:
                 raise
