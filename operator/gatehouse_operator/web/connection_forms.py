@@ -305,7 +305,9 @@ class ConnectionForms:
             )
 
     async def _managed(self, visitor: Visitor, namespace: str, name: str) -> dict[str, Any]:
-        body, can_manage = await self.pages.actions.visible(visitor.user, namespace, name)
+        body, _, can_manage = await self.pages.actions.visible_as_stored(
+            visitor.user, namespace, name
+        )
         if not can_manage:
             raise page_refusal(403, f"{visitor.user.name} may not edit connection {name}")
         return body
