@@ -19,6 +19,7 @@ from pydantic.alias_generators import to_camel
 
 from gatehouse_operator.api.conditions import ConditionType
 from gatehouse_operator.api.connection import DEFAULT_LINK_POLICY, DEFAULT_METHODS
+from gatehouse_operator.api.connection_test import DEFAULT_TTL_SECONDS
 
 
 class Stored(BaseModel):
@@ -97,6 +98,29 @@ class StoredConnection(Stored):
     def origin(self) -> str:
         """The origin as the operator pinned it, the baseURL until it has."""
         return self.status.origin or self.spec.base_url
+
+
+class StoredConnectionTestSpec(Stored):
+    connection: str = ""
+    ttl_seconds_after_finished: int = DEFAULT_TTL_SECONDS
+
+
+class StoredConnectionTestStatus(Stored):
+    finished_at: str = ""
+
+
+class StoredConnectionTest(Stored):
+    """A ConnectionTest as stored: what is read of one without running it (which takes the
+    strict ConnectionTestSpec)."""
+
+    name: str
+    spec: StoredConnectionTestSpec = Field(default_factory=StoredConnectionTestSpec)
+    status: StoredConnectionTestStatus = Field(default_factory=StoredConnectionTestStatus)
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> StoredConnectionTest:
+        """From the object the Kubernetes client returned."""
+        return cls.model_validate({**body, "name": body["metadata"]["name"]})
 
 
 class StoredLink(Stored):

@@ -24,7 +24,7 @@ from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMPLE_ANNOTATION
 from gatehouse_operator.api.link_policy import LINK_VERB, MANAGE_VERB
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
-from gatehouse_operator.api.stored import StoredApp, StoredConnection
+from gatehouse_operator.api.stored import StoredApp, StoredConnection, StoredConnectionTest
 from gatehouse_operator.connections import drafts, handoff, runs
 from gatehouse_operator.connections.errors import Refused
 from gatehouse_operator.connections.exfiltration import connection_warning
@@ -224,7 +224,7 @@ class Connections:
         found = await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, test)
         if found is None:
             raise Refused(404, "not_found", f"no ConnectionTest {test!r} in {namespace}")
-        await self.visible(user, namespace, found.get("spec", {}).get("connection", ""))
+        await self.visible(user, namespace, StoredConnectionTest.of(found).spec.connection)
         return found
 
     async def save_sample(

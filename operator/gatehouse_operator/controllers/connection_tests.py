@@ -27,11 +27,11 @@ from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_sample import ConnectionSampleSpec, SampledRequest
 from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
-    DEFAULT_TTL_SECONDS,
     SAVE_AS_SAMPLE_ANNOTATION,
     ConnectionTestSpec,
 )
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
+from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.connections import samples
 from gatehouse_operator.connections.testing import Finished, Waiting, ask, result, stored_secrets
 from gatehouse_operator.kube import SampleRefused
@@ -212,8 +212,13 @@ async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
     )
 
 
+def _spec(body: dict[str, Any]) -> ConnectionTestSpec:
+    """The test's spec, parsed strictly: what is sent and saved."""
+    return ConnectionTestSpec.model_validate(body.get("spec", {}))
+
+
 async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
-    spec = ConnectionTestSpec.model_validate(body.get("spec", {}))
+    spec = _spec(body)
     namespace = body["metadata"]["namespace"]
     status = body["status"]
     try:
@@ -273,7 +278,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
     try:
         _not_left_running(runtime, body, key)
         try:
-            spec = ConnectionTestSpec.model_validate(body.get("spec", {}))
+            spec = _spec(body)
         except ValidationError as error:
             raise Finished(
                 Verdict(ConditionType.PASSED, "False", Reason.INVALID_SPEC, spec_error(error))
@@ -353,10 +358,11 @@ async def expire_finished(runtime: Runtime) -> None:
     """
     now = datetime.datetime.now(datetime.UTC)
     for body in await runtime.kube.existing(CONNECTION_TEST):
-        finished_at = body.get("status", {}).get("finishedAt")
+        test = StoredConnectionTest.of(body)
+        finished_at = test.status.finished_at
         if not finished_at:
             continue
-        ttl = body.get("spec", {}).get("ttlSecondsAfterFinished", DEFAULT_TTL_SECONDS)
+        ttl = test.spec.ttl_seconds_after_finished
         if now >= datetime.datetime.fromisoformat(finished_at) + datetime.timedelta(seconds=ttl):
-            meta = body["metadata"]
-            await runtime.kube.delete_custom(CONNECTION_TEST, meta["namespace"], meta["name"])
+            namespace = body["metadata"]["namespace"]
+            await runtime.kube.delete_custom(CONNECTION_TEST, namespace, test.name)
