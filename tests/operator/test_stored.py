@@ -52,3 +52,11 @@ def test_an_app_reads_its_links() -> None:
     assert app.linked == set()
     linked = {"connections": [{"alias": "a", "connection": "crm"}]}
     assert StoredApp.of({"metadata": {"name": "sales"}, "spec": linked}).linked == {"crm"}
+
+
+def test_the_secret_a_connection_names() -> None:
+    ref = {"type": "bearer", "secretRef": {"name": "crm-token", "key": "token"}}
+    named = {"metadata": {"name": "crm"}, "spec": {"auth": ref}}
+    assert StoredConnection.of(named).spec.secret_ref_name == "crm-token"
+    sealed = {"metadata": {"name": "crm"}, "spec": {"auth": {"sealedSecret": "x"}}}
+    assert StoredConnection.of(sealed).spec.secret_ref_name == ""

@@ -71,6 +71,12 @@ class StoredConnectionSpec(Stored):
     def auth_type(self) -> str:
         return str(self.auth.get("type", "none"))
 
+    @property
+    def secret_ref_name(self) -> str:
+        """The Secret auth.secretRef names; "" when there is none."""
+        ref = self.auth.get("secretRef")
+        return str(ref.get("name") or "") if isinstance(ref, dict) else ""
+
 
 class StoredConnectionStatus(Stored):
     origin: str = ""
