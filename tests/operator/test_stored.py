@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from gatehouse_operator.api.conditions import ConditionType
 from gatehouse_operator.api.connection import ExternalConnectionSpec
-from gatehouse_operator.api.stored import StoredApp, StoredConnection
+from gatehouse_operator.api.stored import StoredApp, StoredConnection, StoredProjectConfig
 
 INVALID = {
     "metadata": {"name": "crm", "resourceVersion": "4"},
@@ -60,3 +60,11 @@ def test_the_secret_a_connection_names() -> None:
     assert StoredConnection.of(named).spec.secret_ref_name == "crm-token"
     sealed = {"metadata": {"name": "crm"}, "spec": {"auth": {"sealedSecret": "x"}}}
     assert StoredConnection.of(sealed).spec.secret_ref_name == ""
+
+
+def test_a_project_configs_defaults_as_given() -> None:
+    given = {"defaults": {"flag": False, "timezone": "UTC"}, "other": 1}
+    config = StoredProjectConfig.model_validate({"metadata": {"name": "p"}, "spec": given})
+    assert config.spec.defaults == {"flag": False, "timezone": "UTC"}
+    assert StoredProjectConfig.model_validate({"spec": {"defaults": None}}).spec.defaults == {}
+    assert StoredProjectConfig.model_validate({}).spec.defaults == {}

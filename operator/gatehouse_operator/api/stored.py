@@ -129,6 +129,16 @@ class StoredConnectionTest(Stored):
         return cls.model_validate({**body, "name": body["metadata"]["name"]})
 
 
+class StoredProjectConfigSpec(Stored):
+    defaults: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class StoredProjectConfig(Stored):
+    """A ProjectConfig as stored: its defaults as given (the service API answers with them)."""
+
+    spec: StoredProjectConfigSpec = Field(default_factory=StoredProjectConfigSpec)
+
+
 class StoredLink(Stored):
     alias: str
     connection: str
