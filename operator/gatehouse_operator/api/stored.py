@@ -78,14 +78,17 @@ class StoredConnectionSpec(Stored):
         return str(ref.get("name") or "") if isinstance(ref, dict) else ""
 
 
-class StoredConnectionStatus(Stored):
-    origin: str = ""
-    has_secret: bool = False
+class StoredStatus(Stored):
     conditions: list[StoredCondition] = Field(default_factory=list)
 
     def condition(self, kind: ConditionType) -> StoredCondition:
         """The condition of type ``kind``, or an empty one (status Unknown)."""
         return next((c for c in self.conditions if c.type == kind), StoredCondition())
+
+
+class StoredConnectionStatus(StoredStatus):
+    origin: str = ""
+    has_secret: bool = False
 
 
 class StoredConnection(Stored):
@@ -111,8 +114,12 @@ class StoredConnectionTestSpec(Stored):
     ttl_seconds_after_finished: int = DEFAULT_TTL_SECONDS
 
 
-class StoredConnectionTestStatus(Stored):
+class StoredConnectionTestStatus(StoredStatus):
     finished_at: str = ""
+    response: dict[str, JsonValue] | None = None
+    sample: str = ""
+    # None when the test kept no sample body (or finished before tests kept one).
+    sample_body: JsonValue = None
 
 
 class StoredConnectionTest(Stored):
@@ -120,13 +127,16 @@ class StoredConnectionTest(Stored):
     strict ConnectionTestSpec)."""
 
     name: str
+    annotations: dict[str, str] = Field(default_factory=dict)
     spec: StoredConnectionTestSpec = Field(default_factory=StoredConnectionTestSpec)
     status: StoredConnectionTestStatus = Field(default_factory=StoredConnectionTestStatus)
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> StoredConnectionTest:
         """From the object the Kubernetes client returned."""
-        return cls.model_validate({**body, "name": body["metadata"]["name"]})
+        meta = body["metadata"]
+        annotations = meta.get("annotations") or {}
+        return cls.model_validate({**body, "name": meta["name"], "annotations": annotations})
 
 
 class StoredProjectConfigSpec(Stored):

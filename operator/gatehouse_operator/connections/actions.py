@@ -217,23 +217,24 @@ class Connections:
         if not await self.runtime.kube.delete_sample(namespace, name, sample):
             raise Refused(404, "not_found", f"connection {name!r} has no sample {sample!r}")
 
-    async def may_save_sample(self, user: User, namespace: str, test: str) -> dict[str, Any]:
+    async def may_save_sample(self, user: User, namespace: str, test: str) -> StoredConnectionTest:
         """The ConnectionTest, if the caller may save it: patch on it, and its connection one
         they may see."""
         await self.require(user, "patch", CONNECTION_TEST, namespace, test)
         found = await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, test)
         if found is None:
             raise Refused(404, "not_found", f"no ConnectionTest {test!r} in {namespace}")
-        await self.visible(user, namespace, StoredConnectionTest.of(found).spec.connection)
-        return found
+        stored = StoredConnectionTest.of(found)
+        await self.visible(user, namespace, stored.spec.connection)
+        return stored
 
     async def save_sample(
-        self, namespace: str, found: dict[str, Any], label: str
+        self, namespace: str, found: StoredConnectionTest, label: str
     ) -> SampleSaveOutcome:
         """Keeps a finished, passing test (``found``, as may_save_sample gave it) as a sample:
         the annotation the operator acts on, as ``kubectl annotate`` or ``gatehouse
         save-sample`` would set it, so one rule decides."""
-        test = found["metadata"]["name"]
+        test = found.name
         refused = runs.save_request(found, label)
         if refused is not None:
             return refused

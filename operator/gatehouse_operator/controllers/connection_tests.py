@@ -188,11 +188,14 @@ async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
     """
     meta = body["metadata"]
     status = body.get("status", {})
-    label = meta.get("annotations", {}).get(SAVE_AS_SAMPLE_ANNOTATION)
-    if label is None or not status.get("finishedAt"):
+    stored = StoredConnectionTest.of(body)
+    label = stored.annotations.get(SAVE_AS_SAMPLE_ANNOTATION)
+    if label is None or not stored.status.finished_at:
         return
-    if not status.get("sample"):
-        verdict = samples.save_refusal(status, label) or await _saved(runtime, body, label.strip())
+    if not stored.status.sample:
+        verdict = samples.save_refusal(stored.status, label) or await _saved(
+            runtime, body, label.strip()
+        )
         # Every other condition (Passed) as it stands: the status patch replaces the list.
         kept = [
             Verdict(
