@@ -8,6 +8,7 @@ from typing import Any, cast
 import pytest
 
 from gatehouse_operator.api.conditions import ConditionType
+from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.connections.testing import Finished
 from gatehouse_operator.controllers.connection_tests import _not_left_running
 from gatehouse_operator.runtime import Runtime
@@ -52,7 +53,7 @@ def test_what_was_written_last_decides(written: str | None, stored: str | None, 
     runtime = cast(Runtime, FakeRuntime(written))
     if left:
         with pytest.raises(Finished) as raised:
-            _not_left_running(runtime, _body(stored), KEY)
+            _not_left_running(runtime, StoredConnectionTest.of(_body(stored)), KEY)
         assert raised.value.verdict.reason == "OutcomeUnknown"
     else:
-        _not_left_running(runtime, _body(stored), KEY)
+        _not_left_running(runtime, StoredConnectionTest.of(_body(stored)), KEY)

@@ -36,7 +36,7 @@ from gatehouse_operator.connections import samples
 from gatehouse_operator.connections.testing import Finished, Waiting, ask, result, stored_secrets
 from gatehouse_operator.kube import SampleRefused
 from gatehouse_operator.runtime import Runtime, forget_resource
-from gatehouse_operator.status import Verdict, condition, now
+from gatehouse_operator.status import Verdict, now
 
 PLURAL = CONNECTION_TEST.plural
 # How long a test waits for the operator to see its connection (it may be applied together with
@@ -250,15 +250,17 @@ async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
         )
 
 
-def _not_left_running(runtime: Runtime, body: dict[str, Any], key: str) -> None:
+def _not_left_running(runtime: Runtime, test: StoredConnectionTest, key: str) -> None:
     """Raises Finished for a test an earlier run sent and never saw the end of: an operator
     that stopped (a rollout, a leader change) or failed meanwhile. Its request may have
     reached the upstream, so it is not sent again."""
     # What this process wrote last, if anything: a body from the watch may be older.
-    last = runtime.status.condition(key, ConditionType.PASSED) or condition(
-        body.get("status", {}), ConditionType.PASSED
-    )
-    if last.get("reason") == Reason.RUNNING:
+    written = runtime.status.condition(key, ConditionType.PASSED)
+    if written:
+        last = str(written.get("reason", ""))
+    else:
+        last = test.status.condition(ConditionType.PASSED).reason
+    if last == Reason.RUNNING:
         raise Finished(
             Verdict(
                 ConditionType.PASSED,
@@ -272,14 +274,15 @@ def _not_left_running(runtime: Runtime, body: dict[str, Any], key: str) -> None:
 
 async def run(runtime: Runtime, body: dict[str, Any]) -> None:
     """Runs the test once; a finished test is never run again."""
-    if body.get("status", {}).get("finishedAt"):
+    stored = StoredConnectionTest.of(body)
+    if stored.status.finished_at:
         return
     key = _key(body)
     started = time.perf_counter()
     extra: dict[str, Any] = {}
     verdicts: list[Verdict] = []
     try:
-        _not_left_running(runtime, body, key)
+        _not_left_running(runtime, stored, key)
         try:
             spec = _spec(body)
         except ValidationError as error:
