@@ -194,7 +194,7 @@ async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
         return
     if not stored.status.sample:
         verdict = samples.save_refusal(stored.status, label) or await _saved(
-            runtime, body, label.strip()
+            runtime, body, stored, label.strip()
         )
         # Every other condition (Passed) as it stands: the status patch replaces the list.
         kept = [
@@ -220,10 +220,12 @@ def _spec(body: dict[str, Any]) -> ConnectionTestSpec:
     return ConnectionTestSpec.model_validate(body.get("spec", {}))
 
 
-async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
+async def _saved(
+    runtime: Runtime, body: dict[str, Any], stored: StoredConnectionTest, label: str
+) -> Verdict:
     spec = _spec(body)
     namespace = body["metadata"]["namespace"]
-    status = body["status"]
+    status = stored.status
     try:
         connection = runtime.routes.connection_body(f"{namespace}/{spec.connection}")
         secrets = (
@@ -237,7 +239,7 @@ async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
             else []
         )
         return await _save_sample(
-            runtime, body, spec, label, status.get("response") or {}, status["sampleBody"], secrets
+            runtime, body, spec, label, status.response or {}, status.sample_body, secrets
         )
     except (client.ApiException, ValidationError) as error:
         # An event handler is not retried: the answer says so, and asking again retries.
