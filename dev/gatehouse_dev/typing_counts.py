@@ -14,9 +14,17 @@ from pathlib import Path
 
 OPERATOR = Path("operator/gatehouse_operator")
 # Where a resource arrives as a plain dict: kopf's handlers (wiring/), the Kubernetes client
-# (kube/) and the admission webhook's AdmissionReview (access/webhook_server.py,
-# controllers/admission.py).
-BOUNDARY = ("wiring/", "kube/", "access/webhook_server.py", "controllers/admission.py")
+# (kube/), the admission webhook's AdmissionReview (access/webhook_server.py,
+# controllers/admission.py), and the user's own YAML file (cli/seal_cli.py): seal and reseal
+# write a value into that file in place, keeping its comments, key order and unknown fields
+# (ruamel's round trip), which a parsed model would drop.
+BOUNDARY = (
+    "wiring/",
+    "kube/",
+    "access/webhook_server.py",
+    "controllers/admission.py",
+    "cli/seal_cli.py",
+)
 
 
 @dataclass

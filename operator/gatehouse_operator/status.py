@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,14 +38,6 @@ class Verdict:
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def condition(status: Mapping[str, Any], kind: ConditionType) -> dict[str, Any]:
-    """The condition of type ``kind`` in a status, or {}."""
-    found: dict[str, Any] = next(
-        (c for c in status.get("conditions") or [] if c.get("type") == kind), {}
-    )
-    return found
 
 
 def merge(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gatehouse_operator.api.stored import StoredApp, StoredConnection
 from gatehouse_operator.connections.actions import linkable
 from gatehouse_operator.connections.handoff import build_spec
 from gatehouse_operator.connections.models import HiddenLink, LinkedConnectionSpec
@@ -29,7 +30,9 @@ APP: dict[str, Any] = {
 
 
 def test_the_hand_off_names_the_headers_sent_and_the_content_types_allowed() -> None:
-    [linked] = build_spec("DataApp", APP, {"crm": CRM}, {}).connections
+    [linked] = build_spec(
+        "DataApp", StoredApp.of(APP), {"crm": StoredConnection.of(CRM)}, {}
+    ).connections
     assert isinstance(linked, LinkedConnectionSpec)
     dumped = linked.model_dump(by_alias=True, mode="json")
     assert dumped["headers"] == [{"name": "Notion-Version", "value": "2022-06-28"}]
@@ -37,7 +40,7 @@ def test_the_hand_off_names_the_headers_sent_and_the_content_types_allowed() -> 
 
 
 def test_a_link_the_caller_may_not_see_names_neither() -> None:
-    [hidden] = build_spec("DataApp", APP, {}, {}).connections
+    [hidden] = build_spec("DataApp", StoredApp.of(APP), {}, {}).connections
     assert isinstance(hidden, HiddenLink)
     dumped = hidden.model_dump(by_alias=True, mode="json")
     assert "headers" not in dumped
@@ -46,7 +49,7 @@ def test_a_link_the_caller_may_not_see_names_neither() -> None:
 
 
 def test_a_listed_connection_carries_its_link_warning() -> None:
-    item = linkable(CRM, {})
+    item = linkable(StoredConnection.of(CRM), {})
     assert item.link_warning.startswith(
         "Apps linked to this connection can send any data they can query to "
         "https://api.crm.example. It allows POST:"

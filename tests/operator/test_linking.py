@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from gatehouse_operator.api.stored import StoredApp
 from gatehouse_operator.connections.errors import Refused
 from gatehouse_operator.connections.linking import alias_for, link_change, linked_by
 
@@ -50,5 +51,5 @@ def test_linked_by_lists_the_linking_apps_then_those_the_visitor_may_link() -> N
         {"metadata": {"name": "alpha"}, "spec": {}},
         {"metadata": {"name": "hidden"}, "spec": {}},
     ]
-    shown = linked_by("pay", apps, {"alpha", "zeta"})
+    shown = linked_by("pay", map(StoredApp.of, apps), {"alpha", "zeta"})
     assert [(app.name, app.alias) for app in shown] == [("zeta", "p"), ("alpha", "")]

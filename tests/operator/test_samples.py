@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from gatehouse_operator.api.stored import StoredConnectionTestStatus
 from gatehouse_operator.connections import samples
 
 SECRET = "sk-0123456789"
@@ -157,7 +158,8 @@ def test_what_a_tester_typed_is_scrubbed() -> None:
 
 def test_a_sample_label_is_optional() -> None:
     passed = {"conditions": [{"type": "Passed", "status": "True"}], "sampleBody": {}}
-    assert samples.save_refusal(passed, "") is None
-    refused = samples.save_refusal(passed, "x" * 201)
+    status = StoredConnectionTestStatus.model_validate(passed)
+    assert samples.save_refusal(status, "") is None
+    refused = samples.save_refusal(status, "x" * 201)
     assert refused is not None
     assert "at most 200 characters (or none)" in refused.message

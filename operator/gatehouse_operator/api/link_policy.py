@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from gatehouse_operator.api.stored import StoredConnection
+
 MANAGE_VERB = "update"
 LINK_VERB = "link"
 
@@ -41,13 +43,13 @@ def added_links(old_spec: Mapping[str, Any] | None, new_spec: Mapping[str, Any])
     return sorted(linked_connections(new_spec) - linked_connections(old_spec))
 
 
-def policy_of(connection: Mapping[str, Any] | None) -> str | None:
+def policy_of(connection: StoredConnection | None) -> str | None:
     """A connection's linkPolicy as read from the API server; None when it does not exist."""
-    return (connection.get("spec") or {}).get("linkPolicy") if connection else None
+    return connection.spec.link_policy if connection else None
 
 
 async def may_see_connection(
-    may: Permission, name: str, connection: Mapping[str, Any] | None
+    may: Permission, name: str, connection: StoredConnection | None
 ) -> bool:
     """The one visibility rule, for a connection as read (None when missing): whether the
     requester may see, test and link it. A missing connection is seen by no one, so that "not

@@ -31,6 +31,7 @@ from gatehouse_operator.api.connection_test import (
     SAVE_AS_SAMPLE_ANNOTATION,
 )
 from gatehouse_operator.api.meta import GROUP, VERSION
+from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.cli import completion, kubeconfig, requests_cli, seal_cli, service_cli
 from gatehouse_operator.connections import runs
 from gatehouse_operator.connections.models import ConnectionTestOutcome, SampleSaveOutcome
@@ -185,7 +186,8 @@ def save_sample(args: argparse.Namespace) -> int:
     api = client.CustomObjectsApi()
     try:
         with kubeconfig.reaching_the_cluster():
-            refused = runs.save_request(_read_test(api, namespace, args.test), label)
+            found = StoredConnectionTest.of(_read_test(api, namespace, args.test))
+            refused = runs.save_request(found, label)
             if refused is not None:
                 return _saved_report(refused, args.output)
             api.patch_namespaced_custom_object(
@@ -200,7 +202,7 @@ def save_sample(args: argparse.Namespace) -> int:
             deadline = time.monotonic() + args.timeout
             while time.monotonic() < deadline:
                 time.sleep(0.3)
-                answer = runs.saved(_read_test(api, namespace, args.test))
+                answer = runs.saved(StoredConnectionTest.of(_read_test(api, namespace, args.test)))
                 if answer is not None:
                     return _saved_report(answer, args.output)
     except client.ApiException as error:
@@ -233,7 +235,7 @@ def test(args: argparse.Namespace) -> int:
             deadline = time.monotonic() + args.timeout
             while time.monotonic() < deadline:
                 found = _read_test(api, namespace, name)
-                done = runs.outcome(found)
+                done = runs.outcome(StoredConnectionTest.of(found))
                 if done is not None:
                     return _report(found, done, args.output)
                 time.sleep(0.3)

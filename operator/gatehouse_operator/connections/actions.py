@@ -20,14 +20,11 @@ from gatehouse_operator.access.reviews import Access, User
 from gatehouse_operator.api import link_policy
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.conditions import ConditionType
-from gatehouse_operator.api.connection import (
-    EXTERNAL_CONNECTION,
-    allowed_methods_of,
-    link_policy_of,
-)
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMPLE_ANNOTATION
 from gatehouse_operator.api.link_policy import LINK_VERB, MANAGE_VERB
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
+from gatehouse_operator.api.stored import StoredApp, StoredConnection, StoredConnectionTest
 from gatehouse_operator.connections import drafts, handoff, runs
 from gatehouse_operator.connections.errors import Refused
 from gatehouse_operator.connections.exfiltration import connection_warning
@@ -43,7 +40,6 @@ from gatehouse_operator.connections.models import (
     SampleSaveOutcome,
 )
 from gatehouse_operator.runtime import Runtime
-from gatehouse_operator.status import condition
 
 APPS = {DATA_APP.plural: DATA_APP, CHART_TYPE.plural: CHART_TYPE}
 # What one caller may have running at once: each holds the operator's attention (a test polls
@@ -60,12 +56,15 @@ class AppLists:
     def __init__(self, runtime: Runtime, namespace: str) -> None:
         self.runtime = runtime
         self.namespace = namespace
-        self._listed: dict[str, list[dict[str, Any]]] = {}
+        self._listed: dict[str, list[StoredApp]] = {}
 
-    async def of(self, kind: Kind) -> list[dict[str, Any]]:
+    async def of(self, kind: Kind) -> list[StoredApp]:
         listed = self._listed.get(kind.plural)
         if listed is None:
-            listed = await self.runtime.kube.list_custom(kind, self.namespace)
+            listed = [
+                StoredApp.of(body)
+                for body in await self.runtime.kube.list_custom(kind, self.namespace)
+            ]
             self._listed[kind.plural] = listed
         return listed
 
@@ -147,10 +146,11 @@ class Connections:
         if not all_visible:
             await self.require(user, LINK_VERB, EXTERNAL_CONNECTION, namespace)
         linked_by = await self._linked_by(apps or AppLists(self.runtime, namespace))
+        stored = await self.runtime.kube.list_custom(EXTERNAL_CONNECTION, namespace)
         items = [
-            linkable(body, linked_by)
-            for body in await self.runtime.kube.list_custom(EXTERNAL_CONNECTION, namespace)
-            if await link_policy.may_see_connection(may, body["metadata"]["name"], body)
+            linkable(connection, linked_by)
+            for connection in map(StoredConnection.of, stored)
+            if await link_policy.may_see_connection(may, connection.name, connection)
         ]
         items.sort(key=lambda item: item.name)
         return ConnectionList(items=items, all_visible=all_visible)
@@ -161,38 +161,46 @@ class Connections:
         found: dict[str, set[str]] = {}
         for kind in APPS.values():
             for app in await apps.of(kind):
-                for link in app.get("spec", {}).get("connections") or []:
-                    found.setdefault(link["connection"], set()).add(
-                        f"{kind.kind}/{app['metadata']['name']}"
-                    )
+                for connection in app.linked:
+                    found.setdefault(connection, set()).add(f"{kind.kind}/{app.name}")
         return {name: sorted(apps) for name, apps in found.items()}
 
-    async def visible(self, user: User, namespace: str, name: str) -> tuple[dict[str, Any], bool]:
+    async def visible(self, user: User, namespace: str, name: str) -> tuple[StoredConnection, bool]:
         """A connection the caller may see (link_policy.may_see), and whether they may manage
         it. Others are 404 alike, so a builder learns nothing of AdminsOnly connections, not
         even that they exist; a caller who may link nothing at all is told that (403)."""
+        _, connection, can_manage = await self.visible_as_stored(user, namespace, name)
+        return connection, can_manage
+
+    async def visible_as_stored(
+        self, user: User, namespace: str, name: str
+    ) -> tuple[dict[str, Any], StoredConnection, bool]:
+        """As visible, with the object as the API server returned it too: for an edit that
+        writes it back whole (its resourceVersion and every field it holds)."""
         may = self.permission(user, namespace)
         can_manage = await may(MANAGE_VERB, name)
         if not can_manage:
             await self.require(user, LINK_VERB, EXTERNAL_CONNECTION, namespace)
         body = await self.runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
-        if body is None or not await link_policy.may_see_connection(may, name, body):
-            raise Refused(404, "not_found", f"no connection {name!r} you may see in {namespace}")
-        return body, can_manage
+        if body is not None:
+            connection = StoredConnection.of(body)
+            if await link_policy.may_see_connection(may, name, connection):
+                return body, connection, can_manage
+        raise Refused(404, "not_found", f"no connection {name!r} you may see in {namespace}")
 
     async def connection_detail(
         self, user: User, namespace: str, name: str, apps: AppLists | None = None
     ) -> ConnectionDetail:
         """One connection the caller may see, with its samples."""
-        body, can_manage = await self.visible(user, namespace, name)
-        spec = body.get("spec", {})
+        connection, can_manage = await self.visible(user, namespace, name)
+        spec = connection.spec
         linked_by = await self._linked_by(apps or AppLists(self.runtime, namespace))
         return ConnectionDetail(
-            connection=linkable(body, linked_by),
-            auth=dict(spec.get("auth") or {"type": "none"}),
+            connection=linkable(connection, linked_by),
+            auth=dict(spec.auth or {"type": "none"}),
             headers=handoff.headers_of(spec),
-            allowed_content_types=list(spec.get("allowedContentTypes") or []),
-            limits=dict(spec.get("limits") or {}),
+            allowed_content_types=list(spec.allowed_content_types),
+            limits=dict(spec.limits),
             samples=handoff.samples_from(await self.runtime.kube.samples(namespace, name)),
             can_manage=can_manage,
         )
@@ -209,23 +217,24 @@ class Connections:
         if not await self.runtime.kube.delete_sample(namespace, name, sample):
             raise Refused(404, "not_found", f"connection {name!r} has no sample {sample!r}")
 
-    async def may_save_sample(self, user: User, namespace: str, test: str) -> dict[str, Any]:
+    async def may_save_sample(self, user: User, namespace: str, test: str) -> StoredConnectionTest:
         """The ConnectionTest, if the caller may save it: patch on it, and its connection one
         they may see."""
         await self.require(user, "patch", CONNECTION_TEST, namespace, test)
         found = await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, test)
         if found is None:
             raise Refused(404, "not_found", f"no ConnectionTest {test!r} in {namespace}")
-        await self.visible(user, namespace, found.get("spec", {}).get("connection", ""))
-        return found
+        stored = StoredConnectionTest.of(found)
+        await self.visible(user, namespace, stored.spec.connection)
+        return stored
 
     async def save_sample(
-        self, namespace: str, found: dict[str, Any], label: str
+        self, namespace: str, found: StoredConnectionTest, label: str
     ) -> SampleSaveOutcome:
         """Keeps a finished, passing test (``found``, as may_save_sample gave it) as a sample:
         the annotation the operator acts on, as ``kubectl annotate`` or ``gatehouse
         save-sample`` would set it, so one rule decides."""
-        test = found["metadata"]["name"]
+        test = found.name
         refused = runs.save_request(found, label)
         if refused is not None:
             return refused
@@ -239,12 +248,12 @@ class Connections:
 
     # --- Tests ---------------------------------------------------------------------------------
 
-    async def may_test(self, user: User, namespace: str, connection: str) -> dict[str, Any]:
+    async def may_test(self, user: User, namespace: str, connection: str) -> StoredConnection:
         """The connection, if the caller may test it: create on connectiontests, and a
         connection they may see."""
         await self.require(user, "create", CONNECTION_TEST, namespace)
-        body, _ = await self.visible(user, namespace, connection)
-        return body
+        found, _ = await self.visible(user, namespace, connection)
+        return found
 
     async def run_test(
         self, user: User, namespace: str, connection: str, wanted: ConnectionTestRequest
@@ -295,22 +304,25 @@ class Connections:
         app's own alias and fetch path for the others, whether they exist or not."""
         await self.require(user, "get", kind, namespace, name)
         kube = self.runtime.kube
-        app = await kube.get_custom(kind, namespace, name)
-        if app is None:
+        body = await kube.get_custom(kind, namespace, name)
+        if body is None:
             raise Refused(404, "not_found", f"no {kind.kind} {name!r} in namespace {namespace}")
-        wanted = {link["connection"] for link in app.get("spec", {}).get("connections") or []}
+        app = StoredApp.of(body)
+        wanted = app.linked
         found = {
-            body["metadata"]["name"]: body
-            for body in await kube.list_custom(EXTERNAL_CONNECTION, namespace)
-            if body["metadata"]["name"] in wanted
+            connection.name: connection
+            for connection in map(
+                StoredConnection.of, await kube.list_custom(EXTERNAL_CONNECTION, namespace)
+            )
+            if connection.name in wanted
         }
         may = self.permission(user, namespace)
-        connections = {}
+        connections: dict[str, StoredConnection | None] = {}
         for connection in sorted(wanted):
-            body = found.get(connection)
+            stored = found.get(connection)
             # A manager sees a link to a missing connection too: may_see, not may_see_connection.
-            if await link_policy.may_see(may, connection, link_policy.policy_of(body)):
-                connections[connection] = body
+            if await link_policy.may_see(may, connection, link_policy.policy_of(stored)):
+                connections[connection] = stored
         samples = {
             connection: handoff.samples_from(await kube.samples(namespace, connection))
             for connection, body in connections.items()
@@ -329,25 +341,26 @@ def _draft_refusal(status: int) -> tuple[int, str]:
     return 502, "kubernetes_error"
 
 
-def linkable(body: dict[str, Any], linked_by: dict[str, list[str]]) -> LinkableConnection:
+def linkable(connection: StoredConnection, linked_by: dict[str, list[str]]) -> LinkableConnection:
     """A connection as the list shows it; ``linked_by`` maps names to the apps linking them."""
-    spec = body.get("spec", {})
-    status = body.get("status", {})
-    ready = condition(status, ConditionType.READY)
-    return LinkableConnection(
-        name=body["metadata"]["name"],
-        display_name=spec.get("displayName", ""),
-        origin=status.get("origin") or spec.get("baseURL", ""),
-        allowed_methods=allowed_methods_of(spec),
-        allowed_paths=spec.get("allowedPaths") or [],
-        auth_type=spec.get("auth", {}).get("type", "none"),
-        has_secret=bool(status.get("hasSecret")),
-        link_policy=link_policy_of(spec),
-        allow_public_images=bool(spec.get("allowPublicImages")),
-        instructions=spec.get("instructions", ""),
-        ready=ready.get("status") == "True",
-        ready_reason=ready.get("reason", ""),
-        ready_message=ready.get("message", ""),
-        linked_by=linked_by.get(body["metadata"]["name"], []),
-        link_warning=connection_warning(body),
+    spec = connection.spec
+    ready = connection.status.condition(ConditionType.READY)
+    return LinkableConnection.model_validate(
+        {
+            "name": connection.name,
+            "display_name": spec.display_name,
+            "origin": connection.origin,
+            "allowed_methods": spec.allowed_methods,
+            "allowed_paths": spec.allowed_paths,
+            "auth_type": spec.auth_type,
+            "has_secret": connection.status.has_secret,
+            "link_policy": spec.link_policy,
+            "allow_public_images": spec.allow_public_images,
+            "instructions": spec.instructions,
+            "ready": ready.status == "True",
+            "ready_reason": ready.reason,
+            "ready_message": ready.message,
+            "linked_by": linked_by.get(connection.name, []),
+            "link_warning": connection_warning(connection),
+        }
     )

@@ -10,10 +10,9 @@ words live here once, for the page, the service API and the link admission (kube
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
-from gatehouse_operator.api.connection import allowed_methods_of
+from gatehouse_operator.api.stored import StoredConnection
 
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 # Where the connection is not chosen yet (a form that links any of several).
@@ -41,9 +40,7 @@ def link_warning(origin: str, methods: Iterable[str]) -> str:
     return text
 
 
-def connection_warning(body: Mapping[str, Any]) -> str:
+def connection_warning(connection: StoredConnection) -> str:
     """link_warning for a stored connection: its origin as the operator pinned it (the baseURL
     until it has), and its methods."""
-    spec = body.get("spec") or {}
-    origin = (body.get("status") or {}).get("origin") or spec.get("baseURL", "")
-    return link_warning(origin, allowed_methods_of(spec))
+    return link_warning(connection.origin, connection.spec.allowed_methods)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gatehouse_operator.api.connection import allowed_methods_of
+from gatehouse_operator.api.stored import StoredApp, StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections.models import (
     BuildSpec,
     ConnectionHeader,
@@ -42,12 +42,9 @@ def samples_from(specs: Mapping[str, Mapping[str, Any]]) -> list[Sample]:
     return sorted(found, key=lambda sample: (sample.saved_at, sample.id))
 
 
-def headers_of(spec: Mapping[str, Any]) -> list[ConnectionHeader]:
+def headers_of(spec: StoredConnectionSpec) -> list[ConnectionHeader]:
     """The headers the connection sends on every request (names and values are not secret)."""
-    return [
-        ConnectionHeader(name=header["name"], value=header["value"])
-        for header in spec.get("headers") or []
-    ]
+    return [ConnectionHeader(name=header.name, value=header.value) for header in spec.headers]
 
 
 def img_src(origins: list[str]) -> str:
@@ -56,8 +53,8 @@ def img_src(origins: list[str]) -> str:
 
 def build_spec(
     kind: str,
-    app: Mapping[str, Any],
-    connections: Mapping[str, Mapping[str, Any] | None],
+    app: StoredApp,
+    connections: Mapping[str, StoredConnection | None],
     samples: Mapping[str, list[Sample]],
 ) -> BuildSpec:
     """``connections`` holds, by name, the linked connections the caller may see (None for one
@@ -65,8 +62,8 @@ def build_spec(
     keyed by connection name."""
     linked: list[LinkedConnectionSpec | HiddenLink] = []
     public_images = []
-    for link in app.get("spec", {}).get("connections") or []:
-        alias, name = link["alias"], link["connection"]
+    for link in app.spec.connections:
+        alias, name = link.alias, link.connection
         fetch_path = f"/v1/fetch/{alias}/"
         if name not in connections:
             linked.append(
@@ -76,28 +73,30 @@ def build_spec(
         connection = connections[name]
         if connection is None:
             continue
-        spec = connection.get("spec", {})
-        origin = connection.get("status", {}).get("origin") or spec.get("baseURL", "")
+        spec = connection.spec
+        origin = connection.origin
         linked.append(
-            LinkedConnectionSpec(
-                alias=alias,
-                connection=name,
-                display_name=spec.get("displayName", ""),
-                origin=origin,
-                allowed_methods=allowed_methods_of(spec),
-                allowed_paths=spec.get("allowedPaths") or [],
-                instructions=spec.get("instructions", ""),
-                samples=samples.get(name, []),
-                headers=headers_of(spec),
-                allowed_content_types=list(spec.get("allowedContentTypes") or []),
-                fetch_path=fetch_path,
+            LinkedConnectionSpec.model_validate(
+                {
+                    "alias": alias,
+                    "connection": name,
+                    "display_name": spec.display_name,
+                    "origin": origin,
+                    "allowed_methods": spec.allowed_methods,
+                    "allowed_paths": spec.allowed_paths,
+                    "instructions": spec.instructions,
+                    "samples": samples.get(name, []),
+                    "headers": headers_of(spec),
+                    "allowed_content_types": spec.allowed_content_types,
+                    "fetch_path": fetch_path,
+                }
             )
         )
-        if spec.get("allowPublicImages"):
+        if spec.allow_public_images:
             public_images.append(origin)
     return BuildSpec(
         kind="ChartType" if kind == "ChartType" else "DataApp",
-        name=app["metadata"]["name"],
+        name=app.name,
         connections=linked,
         image_policy=ImagePolicy(
             origins=sorted(set(public_images)), img_src=img_src(public_images)

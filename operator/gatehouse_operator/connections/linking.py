@@ -11,8 +11,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
 
+from gatehouse_operator.api.stored import StoredApp
 from gatehouse_operator.connections.errors import Refused
 
 ALIAS_CHARS = 64  # as DataApp's and ChartType's spec.connections[].alias
@@ -72,19 +72,13 @@ class AppLink:
     alias: str
 
 
-def linked_by(
-    connection: str, apps: Iterable[Mapping[str, Any]], may_change: set[str]
-) -> list[AppLink]:
+def linked_by(connection: str, apps: Iterable[StoredApp], may_change: set[str]) -> list[AppLink]:
     """The apps of one kind linking ``connection``, then those the visitor may link it into
     (``may_change``: their names), each sorted by name."""
     linked, open_ = [], []
     for app in apps:
-        name = app["metadata"]["name"]
-        aliases = [
-            link["alias"]
-            for link in app.get("spec", {}).get("connections") or []
-            if link.get("connection") == connection
-        ]
+        name = app.name
+        aliases = [link.alias for link in app.spec.connections if link.connection == connection]
         if aliases:
             linked.append(AppLink(name, ", ".join(sorted(aliases))))
         elif name in may_change:

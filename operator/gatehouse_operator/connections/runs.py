@@ -18,10 +18,10 @@ from typing import Any
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMPLE_ANNOTATION
 from gatehouse_operator.api.meta import API_VERSION
+from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.connections.errors import Refused
 from gatehouse_operator.connections.models import ConnectionTestOutcome, SampleSaveOutcome
 from gatehouse_operator.connections.samples import save_refusal, typed
-from gatehouse_operator.status import condition
 
 # A test answers within the connection's timeout (at most 120 s) once the connection is Ready.
 TEST_WAIT_SECONDS = 150.0
@@ -48,26 +48,26 @@ def new_test(connection: str, spec: dict[str, Any], requested_by: str = "") -> d
     }
 
 
-def outcome(found: dict[str, Any]) -> ConnectionTestOutcome | None:
+def outcome(found: StoredConnectionTest) -> ConnectionTestOutcome | None:
     """The outcome of a finished test; None while it runs."""
-    status = found.get("status", {})
-    if not status.get("finishedAt"):
+    status = found.status
+    if not status.finished_at:
         return None
-    passed = condition(status, ConditionType.PASSED)
+    passed = status.condition(ConditionType.PASSED)
     return ConnectionTestOutcome(
-        name=found["metadata"]["name"],
-        passed=passed.get("status") == "True",
-        reason=passed.get("reason", ""),
-        message=passed.get("message", ""),
-        response=status.get("response"),
-        sample=status.get("sample", ""),
+        name=found.name,
+        passed=passed.status == "True",
+        reason=passed.reason,
+        message=passed.message,
+        response=status.response,
+        sample=status.sample,
     )
 
 
-def save_request(found: dict[str, Any], label: str) -> SampleSaveOutcome | None:
+def save_request(found: StoredConnectionTest, label: str) -> SampleSaveOutcome | None:
     """Why ``found`` cannot be saved as a sample now; None when it may be."""
-    status = found.get("status", {})
-    if not status.get("finishedAt"):
+    status = found.status
+    if not status.finished_at:
         return SampleSaveOutcome(
             saved=False, reason=Reason.NOT_FINISHED, message="the test has not finished yet"
         )
@@ -77,17 +77,17 @@ def save_request(found: dict[str, Any], label: str) -> SampleSaveOutcome | None:
     return None
 
 
-def saved(found: dict[str, Any]) -> SampleSaveOutcome | None:
+def saved(found: StoredConnectionTest) -> SampleSaveOutcome | None:
     """The operator's answer to a request to save; None until it gave one."""
-    if SAVE_AS_SAMPLE_ANNOTATION in found["metadata"].get("annotations", {}):
+    if SAVE_AS_SAMPLE_ANNOTATION in found.annotations:
         return None
-    status = found.get("status", {})
-    answer = condition(status, ConditionType.SAMPLE_SAVED)
+    status = found.status
+    answer = status.condition(ConditionType.SAMPLE_SAVED)
     return SampleSaveOutcome(
-        saved=bool(status.get("sample")),
-        sample=status.get("sample", ""),
-        reason=answer.get("reason", ""),
-        message=answer.get("message", ""),
+        saved=bool(status.sample),
+        sample=status.sample,
+        reason=answer.reason,
+        message=answer.message,
     )
 
 
@@ -95,7 +95,7 @@ async def wait_for_outcome(name: str, read: Read) -> ConnectionTestOutcome:
     deadline = time.monotonic() + TEST_WAIT_SECONDS
     while time.monotonic() < deadline:
         found = await read()
-        done = outcome(found) if found else None
+        done = outcome(StoredConnectionTest.of(found)) if found else None
         if done is not None:
             return done
         await asyncio.sleep(POLL_SECONDS)
@@ -109,7 +109,7 @@ async def wait_until_saved(name: str, read: Read) -> SampleSaveOutcome:
         found = await read()
         if found is None:
             raise Refused(404, "not_found", f"ConnectionTest {name!r} was deleted")
-        answer = saved(found)
+        answer = saved(StoredConnectionTest.of(found))
         if answer is not None:
             return answer
     raise Refused(504, "save_timeout", f"ConnectionTest {name} was not saved in time")

@@ -18,7 +18,8 @@ from typing import Any
 from gatehouse_contract.redaction import REDACTED, Redactor
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS, SAVE_AS_SAMPLE_ANNOTATION
-from gatehouse_operator.status import Verdict, condition
+from gatehouse_operator.api.stored import StoredConnectionTestStatus
+from gatehouse_operator.status import Verdict
 
 SENSITIVE_KEYS = frozenset(
     {
@@ -261,15 +262,15 @@ def typed_credentials(path: str) -> list[str]:
     return sorted({pair["key"] for pair in _PAIR.finditer(path) if pair["value"] != REDACTED})
 
 
-def save_refusal(status: dict[str, Any], label: str) -> Verdict | None:
+def save_refusal(status: StoredConnectionTestStatus, label: str) -> Verdict | None:
     """Why a finished test cannot be saved with ``label`` (None: it can). The service API asks
     the same before it sets the annotation, so its callers need not wait for the operator."""
-    if status.get("sample"):
+    if status.sample:
         return Verdict(
             ConditionType.SAMPLE_SAVED,
             "False",
             Reason.ALREADY_SAVED,
-            f"saved already as sample {status['sample']!r}",
+            f"saved already as sample {status.sample!r}",
         )
     if len(label.strip()) > SAMPLE_LABEL_CHARS:
         return Verdict(
@@ -279,15 +280,15 @@ def save_refusal(status: dict[str, Any], label: str) -> Verdict | None:
             f"metadata.annotations[{SAVE_AS_SAMPLE_ANNOTATION}]: a label of at most "
             f"{SAMPLE_LABEL_CHARS} characters (or none)",
         )
-    passed = condition(status, ConditionType.PASSED)
-    if passed.get("status") != "True":
+    passed = status.condition(ConditionType.PASSED)
+    if passed.status != "True":
         return Verdict(
             ConditionType.SAMPLE_SAVED,
             "False",
             Reason.TEST_FAILED,
             "only a passing test is saved as a sample",
         )
-    if status.get("sampleBody") is None:
+    if status.sample_body is None:
         return Verdict(
             ConditionType.SAMPLE_SAVED,
             "False",

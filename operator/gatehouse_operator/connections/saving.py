@@ -23,6 +23,7 @@ from kubernetes.aio import client
 from gatehouse_operator.access.as_user import AsUser, refusal
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
+from gatehouse_operator.api.stored import StoredConnection
 from gatehouse_operator.connections import runs
 from gatehouse_operator.connections.drafts import apply, manifest
 from gatehouse_operator.connections.models import TrialRequest
@@ -186,9 +187,12 @@ class Saving:
         stored = self.stored
         try:
             current = await stored.get_custom(EXTERNAL_CONNECTION, namespace, connection)
-            auth = (current or {}).get("spec", {}).get("auth") or {}
+            in_use = (
+                current is not None
+                and StoredConnection.of(current).spec.auth.get("secretRef") == ref
+            )
             found = await stored.secret(namespace, ref["name"])
-            if found is None or auth.get("secretRef") == ref:
+            if found is None or in_use:
                 return []
             await kube.delete_secret(namespace, found)
         except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:

@@ -31,7 +31,7 @@ from gatehouse_operator.access import secret_use
 from gatehouse_operator.access.reviews import Access, User
 from gatehouse_operator.api import link_policy
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
-from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, allowed_methods_of
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.api.project_config import (
@@ -39,6 +39,7 @@ from gatehouse_operator.api.project_config import (
     becomes_the_project,
     second_project,
 )
+from gatehouse_operator.api.stored import StoredConnection
 from gatehouse_operator.connections.exfiltration import connection_warning
 from gatehouse_operator.connections.samples import typed_credentials
 from gatehouse_operator.kube import Kube, failure
@@ -108,7 +109,8 @@ async def check_links(
     policies: dict[str, str | None] = {}
     found = {}
     for name in added:
-        connection = await kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
+        stored = await kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
+        connection = None if stored is None else StoredConnection.of(stored)
         policies[name] = link_policy.policy_of(connection)
         if connection:
             found[name] = connection
@@ -186,7 +188,8 @@ async def check_connection_test(
     name = str(spec.get("connection", ""))
     namespace = body["metadata"]["namespace"]
     user = User.from_user_info(dict(userinfo))
-    connection = await kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
+    stored = await kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
+    connection = None if stored is None else StoredConnection.of(stored)
 
     async def may(verb: str, connection_name: str) -> bool:
         return await access.allowed(
@@ -201,7 +204,7 @@ async def check_connection_test(
             "linkPolicy is Builders)",
             code=422,
         )
-    allowed = allowed_methods_of(connection.get("spec", {}))
+    allowed = connection.spec.allowed_methods
     method = spec.get("method", "GET")
     if method == "GET" and spec.get("body") is not None:
         raise kopf.AdmissionError("spec.body: a GET test cannot have a body", code=422)

@@ -27,16 +27,16 @@ from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_sample import ConnectionSampleSpec, SampledRequest
 from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
-    DEFAULT_TTL_SECONDS,
     SAVE_AS_SAMPLE_ANNOTATION,
     ConnectionTestSpec,
 )
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
+from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.connections import samples
 from gatehouse_operator.connections.testing import Finished, Waiting, ask, result, stored_secrets
 from gatehouse_operator.kube import SampleRefused
 from gatehouse_operator.runtime import Runtime, forget_resource
-from gatehouse_operator.status import Verdict, condition, now
+from gatehouse_operator.status import Verdict, now
 
 PLURAL = CONNECTION_TEST.plural
 # How long a test waits for the operator to see its connection (it may be applied together with
@@ -188,11 +188,14 @@ async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
     """
     meta = body["metadata"]
     status = body.get("status", {})
-    label = meta.get("annotations", {}).get(SAVE_AS_SAMPLE_ANNOTATION)
-    if label is None or not status.get("finishedAt"):
+    stored = StoredConnectionTest.of(body)
+    label = stored.annotations.get(SAVE_AS_SAMPLE_ANNOTATION)
+    if label is None or not stored.status.finished_at:
         return
-    if not status.get("sample"):
-        verdict = samples.save_refusal(status, label) or await _saved(runtime, body, label.strip())
+    if not stored.status.sample:
+        verdict = samples.save_refusal(stored.status, label) or await _saved(
+            runtime, body, stored, label.strip()
+        )
         # Every other condition (Passed) as it stands: the status patch replaces the list.
         kept = [
             Verdict(
@@ -212,10 +215,17 @@ async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
     )
 
 
-async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
-    spec = ConnectionTestSpec.model_validate(body.get("spec", {}))
+def _spec(body: dict[str, Any]) -> ConnectionTestSpec:
+    """The test's spec, parsed strictly: what is sent and saved."""
+    return ConnectionTestSpec.model_validate(body.get("spec", {}))
+
+
+async def _saved(
+    runtime: Runtime, body: dict[str, Any], stored: StoredConnectionTest, label: str
+) -> Verdict:
+    spec = _spec(body)
     namespace = body["metadata"]["namespace"]
-    status = body["status"]
+    status = stored.status
     try:
         connection = runtime.routes.connection_body(f"{namespace}/{spec.connection}")
         secrets = (
@@ -229,7 +239,7 @@ async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
             else []
         )
         return await _save_sample(
-            runtime, body, spec, label, status.get("response") or {}, status["sampleBody"], secrets
+            runtime, body, spec, label, status.response or {}, status.sample_body, secrets
         )
     except (client.ApiException, ValidationError) as error:
         # An event handler is not retried: the answer says so, and asking again retries.
@@ -242,15 +252,17 @@ async def _saved(runtime: Runtime, body: dict[str, Any], label: str) -> Verdict:
         )
 
 
-def _not_left_running(runtime: Runtime, body: dict[str, Any], key: str) -> None:
+def _not_left_running(runtime: Runtime, test: StoredConnectionTest, key: str) -> None:
     """Raises Finished for a test an earlier run sent and never saw the end of: an operator
     that stopped (a rollout, a leader change) or failed meanwhile. Its request may have
     reached the upstream, so it is not sent again."""
     # What this process wrote last, if anything: a body from the watch may be older.
-    last = runtime.status.condition(key, ConditionType.PASSED) or condition(
-        body.get("status", {}), ConditionType.PASSED
-    )
-    if last.get("reason") == Reason.RUNNING:
+    written = runtime.status.condition(key, ConditionType.PASSED)
+    if written:
+        last = str(written.get("reason", ""))
+    else:
+        last = test.status.condition(ConditionType.PASSED).reason
+    if last == Reason.RUNNING:
         raise Finished(
             Verdict(
                 ConditionType.PASSED,
@@ -264,16 +276,17 @@ def _not_left_running(runtime: Runtime, body: dict[str, Any], key: str) -> None:
 
 async def run(runtime: Runtime, body: dict[str, Any]) -> None:
     """Runs the test once; a finished test is never run again."""
-    if body.get("status", {}).get("finishedAt"):
+    stored = StoredConnectionTest.of(body)
+    if stored.status.finished_at:
         return
     key = _key(body)
     started = time.perf_counter()
     extra: dict[str, Any] = {}
     verdicts: list[Verdict] = []
     try:
-        _not_left_running(runtime, body, key)
+        _not_left_running(runtime, stored, key)
         try:
-            spec = ConnectionTestSpec.model_validate(body.get("spec", {}))
+            spec = _spec(body)
         except ValidationError as error:
             raise Finished(
                 Verdict(ConditionType.PASSED, "False", Reason.INVALID_SPEC, spec_error(error))
@@ -353,10 +366,11 @@ async def expire_finished(runtime: Runtime) -> None:
     """
     now = datetime.datetime.now(datetime.UTC)
     for body in await runtime.kube.existing(CONNECTION_TEST):
-        finished_at = body.get("status", {}).get("finishedAt")
+        test = StoredConnectionTest.of(body)
+        finished_at = test.status.finished_at
         if not finished_at:
             continue
-        ttl = body.get("spec", {}).get("ttlSecondsAfterFinished", DEFAULT_TTL_SECONDS)
+        ttl = test.spec.ttl_seconds_after_finished
         if now >= datetime.datetime.fromisoformat(finished_at) + datetime.timedelta(seconds=ttl):
-            meta = body["metadata"]
-            await runtime.kube.delete_custom(CONNECTION_TEST, meta["namespace"], meta["name"])
+            namespace = body["metadata"]["namespace"]
+            await runtime.kube.delete_custom(CONNECTION_TEST, namespace, test.name)

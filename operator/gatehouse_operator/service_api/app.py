@@ -23,6 +23,7 @@ from gatehouse_operator.access.reviews import User
 from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, Model
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
+from gatehouse_operator.api.stored import StoredProjectConfig
 from gatehouse_operator.connections.actions import APPS, Connections
 from gatehouse_operator.connections.activity import Activity, limit_of, since_of, window_of
 from gatehouse_operator.connections.errors import Refused, check_names, validation_message
@@ -232,7 +233,7 @@ class ServiceApi:
         body = await self.runtime.kube.get_custom(PROJECT_CONFIG, namespace, name)
         if body is None:
             raise Refused(404, "not_found", f"ProjectConfig {namespace}/{name} is gone")
-        stored = dict(body.get("spec", {}).get("defaults") or {})
+        stored = dict(StoredProjectConfig.model_validate(body).spec.defaults)
         effective = effective_defaults(stored)
         return JSONResponse(
             DefaultsResult(results={**stored, **effective}).model_dump(mode="json"),

@@ -21,6 +21,7 @@ from starlette.responses import Response
 
 from gatehouse_operator.access.as_user import as_user, refusal
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, MAX_HEADERS
+from gatehouse_operator.api.stored import StoredConnection
 from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.errors import validation_message
 from gatehouse_operator.connections.exfiltration import link_warning, write_methods
@@ -79,7 +80,7 @@ class ConnectionForms:
 
     async def edit(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        body = await self._managed(visitor, namespace, name)
+        body, _ = await self._managed(visitor, namespace, name)
         return self._render(visitor, namespace, Wizard(WizardForm.of(body), None, STEPS[0]))
 
     # Forms.
@@ -91,13 +92,13 @@ class ConnectionForms:
 
     async def edit_posted(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        body = await self._managed(visitor, namespace, name)
+        body, _ = await self._managed(visitor, namespace, name)
         return await self._posted(request, visitor, namespace, body)
 
     async def delete(self, request: Request, visitor: Visitor) -> Response:
         """Deletes the connection as the visitor, and the Secret the wizard made for it."""
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        body = await self._managed(visitor, namespace, name)
+        body, connection = await self._managed(visitor, namespace, name)
         fields = await fields_of(request)
         if str(fields.get("confirm", "")).strip() != name:
             raise page_refusal(422, f"confirm: type the connection's name, {name}, to delete it")
@@ -111,9 +112,9 @@ class ConnectionForms:
                 if error.status in (403, 404, 409):
                     raise page_refusal(error.status, f"not deleted: {refusal(error)}") from None
                 raise
-            ref = (body.get("spec", {}).get("auth") or {}).get("secretRef")
-            if ref:
-                notice += await self.saving.delete_made_secret(kube, namespace, name, ref["name"])
+            secret = connection.spec.secret_ref_name
+            if secret:
+                notice += await self.saving.delete_made_secret(kube, namespace, name, secret)
         return self.pages.back_to(visitor, namespace, "", notice)
 
     # The wizard.
@@ -304,11 +305,16 @@ class ConnectionForms:
                 403, f"{visitor.user.name} may not create connections in namespace {namespace}"
             )
 
-    async def _managed(self, visitor: Visitor, namespace: str, name: str) -> dict[str, Any]:
-        body, can_manage = await self.pages.actions.visible(visitor.user, namespace, name)
+    async def _managed(
+        self, visitor: Visitor, namespace: str, name: str
+    ) -> tuple[dict[str, Any], StoredConnection]:
+        """The connection as stored (to write back whole) and as read, for its manager."""
+        body, connection, can_manage = await self.pages.actions.visible_as_stored(
+            visitor.user, namespace, name
+        )
         if not can_manage:
             raise page_refusal(403, f"{visitor.user.name} may not edit connection {name}")
-        return body
+        return body, connection
 
     def _render(self, visitor: Visitor, namespace: str, wizard: Wizard) -> Response:
         form = wizard.form

@@ -142,7 +142,7 @@ class Pages:
         found = []
         for kind in APP_KINDS.values():
             if await self.may(visitor, "update", kind.plural, apps.namespace):
-                found += [f"{kind.kind}/{body['metadata']['name']}" for body in await apps.of(kind)]
+                found += [f"{kind.kind}/{app.name}" for app in await apps.of(kind)]
         return sorted(found)
 
     async def connections(self, request: Request, visitor: Visitor) -> Response:

@@ -1,0 +1,175 @@
+"""Resources as the API server stores them, read leniently: what the use cases show of a
+connection or an app, parsed once where the stored object enters.
+
+The strict models (``ExternalConnectionSpec``, ``LinkedAppSpec``) refuse what the schema lets
+through but the operator does not accept; the controller marks such a resource InvalidSpec
+(its Ready condition's reason), and it must still be listed, shown and linked-to as stored, so
+the rest of the operator can see that reason. These models take any stored object: unknown
+fields are ignored, a missing or null field takes the schema's default (from
+``api.connection``), and the values are the stored ones, unchecked beyond their JSON type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic.alias_generators import to_camel
+
+from gatehouse_operator.api.conditions import ConditionType
+from gatehouse_operator.api.connection import DEFAULT_LINK_POLICY, DEFAULT_METHODS
+from gatehouse_operator.api.connection_test import DEFAULT_TTL_SECONDS
+
+
+class Stored(BaseModel):
+    """camelCase on the wire as the strict models; unknown fields ignored, null as unset."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_as_unset(cls, data: object) -> object:
+        if isinstance(data, Mapping):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
+
+def _default_methods() -> list[str]:
+    return list(DEFAULT_METHODS)
+
+
+class StoredHeader(Stored):
+    name: str
+    value: str
+
+
+class StoredCondition(Stored):
+    type: str = ""
+    status: str = "Unknown"
+    reason: str = ""
+    message: str = ""
+
+
+class StoredConnectionSpec(Stored):
+    display_name: str = ""
+    base_url: str = Field(default="", alias="baseURL")
+    # Unset: the default; an empty list stays empty (an image-only connection allows none).
+    allowed_methods: list[str] = Field(default_factory=_default_methods)
+    allowed_paths: list[str] = Field(default_factory=list)
+    auth: dict[str, JsonValue] = Field(default_factory=dict)
+    link_policy: str = DEFAULT_LINK_POLICY
+    allow_public_images: bool = False
+    instructions: str = ""
+    headers: list[StoredHeader] = Field(default_factory=list)
+    allowed_content_types: list[str] = Field(default_factory=list)
+    limits: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @property
+    def auth_type(self) -> str:
+        return str(self.auth.get("type", "none"))
+
+    @property
+    def secret_ref_name(self) -> str:
+        """The Secret auth.secretRef names; "" when there is none."""
+        ref = self.auth.get("secretRef")
+        return str(ref.get("name") or "") if isinstance(ref, dict) else ""
+
+
+class StoredStatus(Stored):
+    conditions: list[StoredCondition] = Field(default_factory=list)
+
+    def condition(self, kind: ConditionType) -> StoredCondition:
+        """The condition of type ``kind``, or an empty one (status Unknown)."""
+        return next((c for c in self.conditions if c.type == kind), StoredCondition())
+
+
+class StoredConnectionStatus(StoredStatus):
+    origin: str = ""
+    has_secret: bool = False
+
+
+class StoredConnection(Stored):
+    """An ExternalConnection as stored, valid or not."""
+
+    name: str
+    spec: StoredConnectionSpec = Field(default_factory=StoredConnectionSpec)
+    status: StoredConnectionStatus = Field(default_factory=StoredConnectionStatus)
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> StoredConnection:
+        """From the object the Kubernetes client returned."""
+        return cls.model_validate({**body, "name": body["metadata"]["name"]})
+
+    @property
+    def origin(self) -> str:
+        """The origin as the operator pinned it, the baseURL until it has."""
+        return self.status.origin or self.spec.base_url
+
+
+class StoredConnectionTestSpec(Stored):
+    connection: str = ""
+    ttl_seconds_after_finished: int = DEFAULT_TTL_SECONDS
+
+
+class StoredConnectionTestStatus(StoredStatus):
+    finished_at: str = ""
+    response: dict[str, JsonValue] | None = None
+    sample: str = ""
+    # None when the test kept no sample body (or finished before tests kept one).
+    sample_body: JsonValue = None
+
+
+class StoredConnectionTest(Stored):
+    """A ConnectionTest as stored: what is read of one without running it (which takes the
+    strict ConnectionTestSpec)."""
+
+    name: str
+    annotations: dict[str, str] = Field(default_factory=dict)
+    spec: StoredConnectionTestSpec = Field(default_factory=StoredConnectionTestSpec)
+    status: StoredConnectionTestStatus = Field(default_factory=StoredConnectionTestStatus)
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> StoredConnectionTest:
+        """From the object the Kubernetes client returned."""
+        meta = body["metadata"]
+        annotations = meta.get("annotations") or {}
+        return cls.model_validate({**body, "name": meta["name"], "annotations": annotations})
+
+
+class StoredProjectConfigSpec(Stored):
+    defaults: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class StoredProjectConfig(Stored):
+    """A ProjectConfig as stored: its defaults as given (the service API answers with them)."""
+
+    spec: StoredProjectConfigSpec = Field(default_factory=StoredProjectConfigSpec)
+
+
+class StoredLink(Stored):
+    alias: str
+    connection: str
+
+
+class StoredAppSpec(Stored):
+    connections: list[StoredLink] = Field(default_factory=list)
+
+
+class StoredApp(Stored):
+    """A DataApp or ChartType as stored: its name and links."""
+
+    name: str
+    spec: StoredAppSpec = Field(default_factory=StoredAppSpec)
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> StoredApp:
+        """From the object the Kubernetes client returned."""
+        return cls.model_validate({**body, "name": body["metadata"]["name"]})
+
+    @property
+    def linked(self) -> set[str]:
+        """The connections the app links."""
+        return {link.connection for link in self.spec.connections}
