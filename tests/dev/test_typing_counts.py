@@ -28,3 +28,14 @@ def test_counts_code_not_words_and_keeps_the_boundary_apart(tmp_path: Path) -> N
     assert counts.spec_gets.total() == 4
     assert counts.spec_gets_outside() == 2
     assert "outside the boundary" in typing_counts.report(counts)
+
+
+def test_free_form_json_is_counted_beside_it(tmp_path: Path) -> None:
+    (tmp_path / "openapi.py").write_text(
+        "from pydantic import JsonValue\n\ndef doc() -> dict[str, JsonValue]:\n    return {}\n"
+    )
+
+    counts = typing_counts.count(tmp_path)
+
+    assert counts.json_values == {"openapi.py": 1}
+    assert "JsonValue (free-form JSON documents) in the operator: 1" in typing_counts.report(counts)
