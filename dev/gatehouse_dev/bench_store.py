@@ -3,10 +3,11 @@
 Cost: three proxies beside each other: one counting each request's quotas in the store (a real
 redis-server) as shipped (a hot connection's permits in leases), one asking the store for every
 request (leases off: one round trip a request, pipelined per turn of the event loop), and one
-counting alone as with no store; the same nginx upstream; wrk through each in turn, ROUNDS times,
-at 1 and 32 connections. Accuracy: a limit of 100 a minute, twice as many requests sent evenly
-over a minute, through two proxies of two workers each sharing the store: spread over the
-workers, all to one worker, and over three apps against the connection's own limit.
+counting alone as with no store; the same nginx upstream; wrk through each in turn, ROUNDS times
+(each round in another order), at 1 and 32 connections, with the proxy's CPU time a request.
+Accuracy: a limit of 100 a minute, twice as many requests sent evenly over a minute, through two
+proxies of two workers each sharing the store: spread over the workers, all to one worker, and
+over three apps against the connection's own limit.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import yaml
 
 from gatehouse_dev import nginx, resources
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.processes import cpu_seconds
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 
@@ -30,6 +32,7 @@ ROUND_SECONDS = 4
 ALONE = "store off (each worker counts alone)"
 SHARED = "store on (leases on a hot connection, as shipped)"
 EXACT = "store on, leases off (a round trip a request)"
+LABELS = (ALONE, SHARED, EXACT)
 
 Wrk = Callable[..., dict[str, float]]
 
@@ -76,13 +79,20 @@ def cost(
         _routed(proxy.url, token, "api")
     auth = {"Authorization": f"Bearer {token}"}
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
-    for _ in range(ROUNDS):
+    labels = list(proxies)
+    for round_ in range(ROUNDS):
         for connections in (1, 32):
-            for label, proxy in proxies.items():
+            # Each round starts with another proxy, so none always runs first or right after
+            # the same one (an order the machine's state would otherwise be measured with).
+            for label in labels[round_ % 3 :] + labels[: round_ % 3]:
+                proxy = proxies[label]
                 url = f"{proxy.url}/v1/fetch/api/items"
-                runs.setdefault((label, connections), []).append(
-                    wrk(url, connections, auth, seconds=ROUND_SECONDS)
-                )
+                pid = proxy.server.pid
+                before = cpu_seconds(pid)
+                result = wrk(url, connections, auth, seconds=ROUND_SECONDS)
+                used = cpu_seconds(pid) - before
+                result["cpu_us"] = used / (result["rps"] * ROUND_SECONDS) * 1e6
+                runs.setdefault((label, connections), []).append(result)
     return {
         key: {figure: statistics.median(run[figure] for run in measured) for figure in measured[0]}
         for key, measured in runs.items()
@@ -167,15 +177,18 @@ async def _admitted(urls: list[str], tokens: list[str], alias: str, *, fresh: bo
 
 def table(results: dict[tuple[str, int], dict[str, float]], admitted: dict[str, int]) -> str:
     lines = [
-        "| quotas | connections | req/s | p50 ms | p99 ms | req/s vs store off | p50 added ms |",
-        "|---|---|---|---|---|---|---|",
+        "| quotas | connections | req/s | p50 ms | p99 ms | req/s vs store off | p50 added ms "
+        "| proxy CPU µs a request |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for (label, connections), result in results.items():
+    for (label, connections), result in sorted(
+        results.items(), key=lambda item: (item[0][1], LABELS.index(item[0][0]))
+    ):
         alone = results[(ALONE, connections)]
         lines.append(
             f"| {label} | {connections} | {result['rps']:,.0f} | {result['p50']:.2f} "
             f"| {result['p99']:.2f} | {result['rps'] / alone['rps']:.2f} "
-            f"| {result['p50'] - alone['p50']:.2f} |"
+            f"| {result['p50'] - alone['p50']:.2f} | {result['cpu_us']:.0f} |"
         )
     lines += [
         "",
