@@ -262,6 +262,10 @@ def wrk(
             argv[1:1] = ["-s", script.name]
         output = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     result = {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))}  # type: ignore[union-attr]
+    # wrk counts an error answer as a request like any other; a row that got them measured
+    # something cheaper than a fetch.
+    refused = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
+    result["non_2xx"] = float(refused.group(1)) if refused else 0.0
     for label in ("50", "99"):
         value, unit = re.search(rf"{label}%\s+([\d.]+)(us|ms|s)", output).groups()  # type: ignore[union-attr]
         result[f"p{label}"] = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
