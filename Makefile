@@ -120,7 +120,7 @@ docs-pages: install
 docs-check: install
 	$(BIN)/mkdocs build --strict --site-dir $(VENV)/site
 
-# The README's pictures of the connections page, taken by its browser tests.
+# The pictures in docs/concepts/connections-page.md, taken by its browser tests.
 screenshots: build browser-packages
 	GATEHOUSE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(BIN)/pytest tests/e2e/test_connections_page.py
 

@@ -23,7 +23,8 @@ mount it within the limits Gatehouse enforces, and retrying a 503 after its ``Re
 
 Attacks 1 and 2 are paced at 200 requests a second, and attacks 3 and 4 by the refusals'
 ``Retry-After``: their point is what each request costs, and a flood of any request costs CPU,
-which one process shares; attack 5 shows how much (see the README's security section).
+which one process shares; attack 5 shows how much (see docs/security/guarantees.md, "Security:
+what is guaranteed, and where it stops", which has this benchmark's table).
 
 A's load generator and A's upstream run in the scheduler's idle class (``SCHED_IDLE``: they get
 the CPU no other process wants, and yield it the moment another wakes). They stand in for Pods

@@ -102,7 +102,8 @@ def _go(*args: str, cwd: Path, cgo: bool = True) -> str:
         )
     except FileNotFoundError:
         raise BuildError(
-            "the Go toolchain is not on PATH; install Go 1.26 or newer (see README)"
+            "the Go toolchain is not on PATH; install Go 1.26 or newer"
+            ' (see README, "The two commands")'
         ) from None
     if done.returncode != 0:
         raise BuildError(f"`go {' '.join(args)}` in {cwd} failed:\n{done.stderr.strip()}")

@@ -6,8 +6,8 @@ server-side apply, RBAC, impersonation, TokenReview and admission webhooks. Test
 
 The API server presents a client certificate to admission webhooks (an AdmissionConfiguration),
 from a CA of its own that signs nothing else, so Gatehouse's webhook runs as a hardened
-installation runs it: answering the API server alone (README: "Who may call the admission
-webhook").
+installation runs it: answering the API server alone (docs/security/who-may-do-what.md, "Who may
+call the admission webhook").
 """
 
 from __future__ import annotations
@@ -142,7 +142,8 @@ class ControlPlane:
         """The API server's AdmissionConfiguration: the webhook plugins present the client
         certificate of a CA of their own to every webhook. The user name ``*`` matches any
         webhook's address: here they are all Gatehouse's, at ports and in release namespaces
-        each test picks (an installation names its webhook's Service, see the README)."""
+        each test picks (an installation names its webhook's Service: see
+        docs/security/who-may-do-what.md, "Who may call the admission webhook")."""
         folder = self.webhook_client_ca.parent
         folder.mkdir(parents=True, exist_ok=True)
         clients = pki.CertificateAuthority(folder, "gatehouse-dev-webhook-client-ca")

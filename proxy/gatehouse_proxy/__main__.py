@@ -73,7 +73,8 @@ async def supervise(supervisor: Supervisor, admin: uvicorn.Config) -> None:
 
 def run(main: Coroutine[Any, Any, None], event_loop: str) -> None:
     """Runs ``main`` on uvloop (libuv's loop: the proxy's sockets cost less CPU on it, see
-    README) where it is installed, else on asyncio's own loop."""
+    docs/development/performance.md, "Where a request's time goes (the profile)") where it is
+    installed, else on asyncio's own loop."""
     if event_loop != "asyncio":
         try:
             import uvloop

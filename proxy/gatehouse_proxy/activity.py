@@ -4,7 +4,8 @@
 was refused): one record for the inspector (``recent_requests``), one count for the usage charts
 (``usage_counts``, when a connection was found) and, when the installation asks, one audit line
 (``audit``). It is on every request's path, so it does a few microseconds of work and no I/O but
-the audit line (README, "The inspector, usage and the audit trail", has the cost measured).
+the audit line (docs/operating/inspector-and-audit.md, "The inspector, usage and the audit
+trail", has the cost measured).
 
 ``answer`` serves a ``Gather`` frame from the operator: the usage counted since the last one,
 in parts the event loop is given back between, then the recent requests asked for.

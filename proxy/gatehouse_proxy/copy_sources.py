@@ -24,10 +24,11 @@ How a value is read:
   (``bucket-appid.cos.region.myqcloud.com/key``). So a value whose first segment is the origin's
   host or its first label is also read without that segment, and it passes if either reading is
   allowed. That is what makes copies within a virtual-hosted bucket usable with ``allowedPaths``
-  at all (they name paths within the bucket). What it gives up is a limit the README states: a
-  path-style server with a bucket named as its own host's first label (a MinIO at
-  ``minio.example`` with a bucket ``minio``), and, on a virtual-hosted origin, a bucket named as
-  the first segment of an allowed path, are each read the other way round.
+  at all (they name paths within the bucket). What it gives up is a limit
+  docs/security/guarantees.md states: a path-style server with a bucket named as its own host's
+  first label (a MinIO at ``minio.example`` with a bucket ``minio``), and, on a virtual-hosted
+  origin, a bucket named as the first segment of an allowed path, are each read the other way
+  round.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """The app port's ASGI application: fetches, the liveness answer, and nothing else.
 
 Three paths need no framework: Starlette's router, middleware stack, ``Request`` and streaming
-response cost more per request than every check the proxy makes (README, "Where a request's time
-goes"). So the app port is plain ASGI, in the order the checks always ran: the tenant's first turn
-(:class:`FirstTurn`), then the route, then the fetch's own checks. Unknown paths answer 404 and
-methods outside :data:`METHODS` 405, with the texts Starlette gave them.
+response cost more per request than every check the proxy makes (docs/development/performance.md,
+"Where a request's time goes (the profile)"). So the app port is plain ASGI, in the order the checks
+always ran: the tenant's first turn (:class:`FirstTurn`), then the route, then the fetch's own
+checks. Unknown paths answer 404 and methods outside :data:`METHODS` 405, with the texts Starlette
+gave them.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Sending the checked request upstream and streaming the answer back, within the limits.
 
 aiohttp, not httpx, makes the upstream call: under concurrency httpx's pool is about six times
-slower (see README). Redirects are refused, never followed: an open redirect on an allowed host
-would otherwise carry the injected credential anywhere. So is an interim (1xx) status given as
-the final answer (aiohttp returns a 101 as one): nothing was upgraded, and its connection is
-closed, never pooled. An answer compressed though identity was asked for is decoded on its way
-(see content_coding).
+slower (see docs/development/performance.md, "Why aiohttp on the hot path"). Redirects are refused,
+never followed: an open redirect on an allowed host would otherwise carry the injected credential
+anywhere. So is an interim (1xx) status given as the final answer (aiohttp returns a 101 as one):
+nothing was upgraded, and its connection is closed, never pooled. An answer compressed though
+identity was asked for is decoded on its way (see content_coding).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """An app's request as the ASGI server hands it over: its head, and its body read within bounds.
 
 Read straight from the ASGI scope and ``receive``, with no framework object per request (see
-README, "Where a request's time goes"). Header values are decoded as Latin-1, as HTTP carries
-them and as Starlette decodes them.
+docs/development/performance.md, "Where a request's time goes (the profile)"). Header values are
+decoded as Latin-1, as HTTP carries them and as Starlette decodes them.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ namespace and total bounds. A record a namespace's bound takes stays in the tota
 deque cannot lose an element from its middle cheaply) but no longer counts against ``total``;
 when that queue holds a quarter more than ``total`` it is rebuilt without them. So at most
 ``1.25 * total`` records are held whatever the number of connections, and one tenant's traffic
-never takes another's place under ``total`` (README, "The inspector, usage and the audit
-trail", has the bytes measured at 10,000 connections).
+never takes another's place under ``total`` (docs/operating/inspector-and-audit.md, "The
+inspector, usage and the audit trail", has the bytes measured at 10,000 connections).
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@ and minute, kept until the operator takes them (a Gather with ``usage``; every 1
 someone opens a connection's usage).
 
 What the operator took is forgotten here: the operator keeps the hour and the day. So a replica
-holds only what was counted since it was last asked, at most ``most_rows`` rows (20,000; about
-2 MiB, README): past that, a new (connection, app, minute) is not counted, and ``dropped`` says
-how many requests were missed. That happens only while no operator asks (one of an earlier
-release, or none), or past 20,000 pairs busy in the same 10 s.
+holds only what was counted since it was last asked, at most ``most_rows`` rows (20,000; 7.3 MiB
+measured, docs/operating/inspector-and-audit.md, "The inspector, usage and the audit trail"): past
+that, a new (connection, app, minute) is not counted, and ``dropped`` says how many requests were
+missed. That happens only while no operator asks (one of an earlier release, or none), or past
+20,000 pairs busy in the same 10 s.
 """
 
 from __future__ import annotations

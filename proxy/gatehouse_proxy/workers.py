@@ -5,8 +5,9 @@ of the one-process proxy, each a replica in every respect but its port: the supe
 app port once and every worker accepts from that one socket, inherited (the kernel hands each
 new connection to one worker waiting on it); each follows the table channel as a replica of its
 own (``<pod>-w<index>``) and keeps its own tenant accounting, so every per-replica limit applies
-per worker (README, "Workers"). The socket has no ``SO_REUSEPORT``: with it, any process of the
-same user could bind the port too and take a share of the apps' connections, and their tokens.
+per worker (docs/operating/workers.md, "Workers: more than one core per Pod"). The socket has no
+``SO_REUSEPORT``: with it, any process of the same user could bind the port too and take a share
+of the apps' connections, and their tokens.
 The supervisor serves the Pod's readiness and metrics from its workers' (over a Unix socket
 each), restarts a worker that dies, and on SIGTERM passes the signal on and waits for the workers
 to finish what is in flight.

@@ -1,5 +1,5 @@
-"""Every chart value is typed in values.schema.json and listed in the chart's README, and the
-schema knows no value that values.yaml lacks.
+"""Every chart value is typed in values.schema.json and listed in charts/gatehouse/README.md,
+and the schema knows no value that values.yaml lacks.
 
 A closed object marked ``x-one-value`` (a securityContext, a probe's timing) is one value: its
 fields are checked (a misspelt one fails), and values.yaml sets only some of them."""

@@ -6,31 +6,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.dev import headings
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 MAX_LINES = 300
 # [text](target), the target without spaces; images too.
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
-FENCE = re.compile(r"^```.*?^```", re.M | re.S)
-
-
-def _slug(heading: str) -> str:
-    """A heading's anchor as GitHub makes it (where the README is read), which for these headings
-    is also the site's."""
-    text = heading.strip().lower().replace("`", "")
-    text = re.sub(r"[^\w\- ]", "", text)
-    return text.replace(" ", "-")
-
-
-def _anchors(markdown: str) -> set[str]:
-    prose = FENCE.sub("", markdown)
-    return {_slug(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", prose, re.M)}
 
 
 def _relative_links(markdown: str) -> list[str]:
     return [
         target
-        for target in LINK.findall(FENCE.sub("", markdown))
+        for target in LINK.findall(headings.FENCE.sub("", markdown))
         if not re.match(r"[a-z][a-z0-9+.-]*:", target)
     ]
 
@@ -50,13 +38,13 @@ def test_every_relative_link_in_the_readme_resolves() -> None:
         target = (ROOT / path) if path else README
         if not target.is_file():
             broken.append(f"{link}: no file {path}")
-        elif anchor and anchor not in _anchors(target.read_text()):
+        elif anchor and anchor not in headings.anchors(target.read_text()):
             broken.append(f"{link}: no heading #{anchor} in {path or 'README.md'}")
     assert broken == []
 
 
 def test_a_broken_link_is_caught() -> None:
     page = "# Title\n\n## A `code`: section\n\n```\n# not a heading\n```\n"
-    assert _anchors(page) == {"title", "a-code-section"}
+    assert headings.anchors(page) == {"title", "a-code-section"}
     links = _relative_links("[a](docs/x.md#y) [b](https://example.com) [c](#z)")
     assert links == ["docs/x.md#y", "#z"]

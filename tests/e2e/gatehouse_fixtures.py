@@ -210,8 +210,8 @@ def grant(
 def grant_secrets(cluster: Cluster, namespace: str, member: str, verbs: str) -> None:
     """Rights on the namespace's Secrets, for a member who, in a real cluster, would have them
     through Kubernetes' built-in admin or edit role (aggregation needs the controller-manager,
-    absent here). A connection that sends a Secret's value needs ``get`` on it (README: Who may
-    do what)."""
+    absent here). A connection that sends a Secret's value needs ``get`` on it
+    (docs/security/who-may-do-what.md, "Who may do what")."""
     grant(cluster, namespace, member, verbs, "secrets")
 
 

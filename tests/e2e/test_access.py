@@ -198,7 +198,8 @@ def test_builders_keep_existing_links_and_cannot_add_locked_ones(
     # Under a second alias the same connection is not a new link either.
     twice = data_app("shared", {"pay": "locked", "pay2": "locked", "web": "open"})
     assert _apply_as(cluster, project["builder"], namespace, twice).returncode == 0
-    # Tightening the policy does not cut an existing link (README: link policy).
+    # Tightening the policy does not cut an existing link (the link policy in
+    # docs/security/who-may-do-what.md, "Who may do what").
     apply(
         cluster, namespace, connection("open", stack.upstream, NONE_AUTH, linkPolicy="AdminsOnly")
     )

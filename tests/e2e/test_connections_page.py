@@ -54,8 +54,8 @@ from tests.e2e.gatehouse_fixtures import (
 pytestmark = pytest.mark.e2e
 
 CANARY = "canary-7f3a9c1e-never-shown"
-# `make screenshots` points this at docs/screenshots, which the README shows; a plain test run
-# keeps them out of the work tree.
+# `make screenshots` points this at docs/screenshots, which docs/concepts/connections-page.md
+# shows; a plain test run keeps them out of the work tree.
 SCREENSHOTS = Path(
     os.environ.get("GATEHOUSE_SCREENSHOTS_DIR")
     or Path(__file__).parents[2] / ".gatehouse" / "screenshots"

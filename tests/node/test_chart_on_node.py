@@ -1,10 +1,11 @@
 """Gatehouse as it ships: the image built from the Dockerfile and the chart, on a node with Pods.
 
-Installed the way the README says, with default values plus only what the in-cluster test upstreams
-need (http, and their two Service addresses); connections and apps applied with kubectl; fetched
-from Pods through the proxy Service; the bundled store shared by both proxies, and reached by no
-other Pod (the node enforces NetworkPolicies: kube-router's controller); upgraded, a proxy killed
-and uninstalled under a running client. The tests run in file order, one release through its life.
+Installed the way README, "Installing in a cluster", says, with default values plus only what
+the in-cluster test upstreams need (http, and their two Service addresses); connections and apps
+applied with kubectl; fetched from Pods through the proxy Service; the bundled store shared by
+both proxies, and reached by no other Pod (the node enforces NetworkPolicies: kube-router's
+controller); upgraded, a proxy killed and uninstalled under a running client. The tests run in
+file order, one release through its life.
 """
 
 from __future__ import annotations
@@ -237,10 +238,10 @@ def test_with_client_authentication_only_the_api_server_reaches_the_webhook(
     release: Release,
 ) -> None:
     """The default install answers any Pod that posts a review to the webhook's Service (what
-    the README says it can learn); with webhook.clientAuthentication and the CA of the
-    certificate this node's API server presents (its AdmissionConfiguration), the same Pod gets
-    no answer while writes through the API server are still checked. The release keeps it
-    through the upgrade and uninstall below."""
+    docs/security/who-may-do-what.md, "Who may call the admission webhook", says it can learn);
+    with webhook.clientAuthentication and the CA of the certificate this node's API server
+    presents (its AdmissionConfiguration), the same Pod gets no answer while writes through the
+    API server are still checked. The release keeps it through the upgrade and uninstall below."""
     cluster = release.cluster
     assert cluster.webhook_client_ca is not None
     url = f"https://{RELEASE}-webhook.{SYSTEM}.svc:9443/link-policy"
@@ -451,7 +452,8 @@ def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Re
 @pytest.fixture
 def chart_registry(tmp_path: Path, release: Release) -> Iterator[str]:
     """A real OCI registry on 127.0.0.1 (CNCF distribution's) holding the packaged chart, pushed
-    as the README's release steps push it: ``oci://HOST:PORT/charts``."""
+    as docs/operating/releases.md, "Releases: the images and the chart", pushes it:
+    ``oci://HOST:PORT/charts``."""
     cluster = release.cluster
     server = Server(
         "registry",

@@ -1,7 +1,8 @@
 """Gatehouse on the node while things break: the operator's leader deleted and killed, webhook
 Pods killed and evicted, the API server frozen. Each scenario runs with a client Pod fetching
 through the proxy Service (20 requests a second) and writes through the admission webhook from
-here (4 a second); the figures each prints are the README's.
+here (4 a second); the figures each prints are those in docs/development/dev-node.md, "The dev
+node: the image and the chart as they ship".
 
 Installed with the chart's defaults (two operator replicas, two webhook replicas, two proxies)
 plus what the in-cluster test upstream needs. The tests run in file order, one release.
@@ -52,7 +53,7 @@ SOAK_SECONDS = float(os.environ.get("GATEHOUSE_SOAK_SECONDS", "600"))
 
 def _report(figures: str) -> None:
     """Prints a scenario's figures and keeps them in REPORT (pytest shows no output of a test
-    that passed; the README's table is made from this file)."""
+    that passed; the table in docs/development/dev-node.md is made from this file)."""
     print(figures)
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     with REPORT.open("a") as report:
@@ -438,8 +439,9 @@ def _readyz(cluster: Cluster, pod: str) -> dict[str, object]:
 
 @pytest.mark.timeout(ROTATION_SECONDS + 180)
 def test_keyring_rotation_under_load_fails_no_fetch(release: Cluster) -> None:
-    """The README's three steps, on the node: add a key, make it active once every proxy has
-    it, drop the old one once every table is signed and sealed with the new one."""
+    """The three steps of docs/security/credentials.md, "Credentials at rest and in transit", on
+    the node: add a key, make it active once every proxy has it, drop the old one once every
+    table is signed and sealed with the new one."""
     cluster = release
     _client(cluster, "rotation", seconds=ROTATION_SECONDS)
     started = time.time()

@@ -186,7 +186,8 @@ def test_with_a_client_ca_only_the_named_clients_it_signed_are_answered(tmp_path
 
 def test_without_a_client_ca_anyone_is_answered(tmp_path: Path) -> None:
     """The chart's default, for clusters whose API server presents no certificate (managed
-    control planes): the README says what the port then tells whoever reaches it."""
+    control planes): docs/security/who-may-do-what.md, "Who may call the admission webhook", says
+    what the port then tells whoever reaches it."""
     server = WebhookServer(addr="127.0.0.1", port=free_port(), on_ca_bundle=_no_ca_bundle)
     assert _calls(server, {"no certificate": None}) == {"no certificate": 200}
 
