@@ -138,13 +138,14 @@ def oversize(spec: object, what: str = "the file") -> str:
     return f"{what} is {size:,} bytes as JSON; at most {MAX_SPEC_BYTES:,} are stored"
 
 
-def spec_problems(spec: object, most: int = 10) -> list[str]:
-    """What is wrong with a ProjectConfig's spec, each as ``spec.<path>: <rule>``, at most ``most``
-    of them, each short enough for a condition's message whatever the names in the path."""
+def parsed_spec(spec: object, most: int = 10) -> tuple[ServiceConfig | None, list[str]]:
+    """A ProjectConfig's spec as its model, or None and what is wrong with it, each as
+    ``spec.<path>: <rule>``, at most ``most`` of them, each short enough for a condition's message
+    whatever the names in the path."""
     if too_large := oversize(spec):
-        return [f"spec: {too_large}"]
+        return None, [f"spec: {too_large}"]
     try:
-        ServiceConfig.model_validate(spec)
+        return ServiceConfig.model_validate(spec), []
     except ValidationError as error:
         found = error.errors(include_url=False)
         problems = [
@@ -153,8 +154,12 @@ def spec_problems(spec: object, most: int = 10) -> list[str]:
         ]
         if len(found) > most:
             problems.append(f"and {len(found) - most} more")
-        return problems
-    return []
+        return None, problems
+
+
+def spec_problems(spec: object, most: int = 10) -> list[str]:
+    """What is wrong with a ProjectConfig's spec (see ``parsed_spec``)."""
+    return parsed_spec(spec, most)[1]
 
 
 def rule(error: ErrorDetails) -> str:
