@@ -26,8 +26,9 @@ WRITTEN_AS: dict[str, Inherited] = {
 }
 
 
-class Dimension(TypedDict):
-    """A dimension as ``sub_dimension`` reads it; the attributes as the model's YAML wrote them."""
+class BaseDimension(TypedDict):
+    """The dimension a custom granularity is applied to, as ``sub_dimension`` reads it; the
+    attributes as the model's YAML wrote them."""
 
     name: str
     sql: str
@@ -35,7 +36,7 @@ class Dimension(TypedDict):
     anyAttributes: NotRequired[JsonValue]
 
 
-class SubDimension(Dimension):
+class SubDimension(BaseDimension):
     """The dimension a custom granularity makes of a date dimension."""
 
     label: str
@@ -43,16 +44,18 @@ class SubDimension(Dimension):
     timeIntervalBaseDimensionName: str
 
 
-def parent(name: str, sql: str, meta: Mapping[str, JsonValue]) -> Dimension:
+def parent(name: str, sql: str, meta: Mapping[str, JsonValue]) -> BaseDimension:
     """A dimension as sub_dimension reads it, from its name, SQL and ``meta.dimension``."""
-    found = Dimension(name=name, sql=sql)
+    found = BaseDimension(name=name, sql=sql)
     for written, attribute in WRITTEN_AS.items():
         if written in meta:
             found[attribute] = meta[written]
     return found
 
 
-def sub_dimension(dimension: Dimension, key: str, granularity: CustomGranularity) -> SubDimension:
+def sub_dimension(
+    dimension: BaseDimension, key: str, granularity: CustomGranularity
+) -> SubDimension:
     derived = SubDimension(
         name=time_intervals.sub_dimension_name(dimension["name"], key),
         label=granularity.label,
