@@ -294,7 +294,7 @@ def test_parameter_definitions_accept_every_documented_property() -> None:
     ],
 )
 def test_custom_granularity_sub_dimension(granularity: dict[str, str], expected_type: str) -> None:
-    dimension = {
+    dimension: custom_granularities.BaseDimension = {
         "name": "ordered_at",
         "sql": "orders.ordered_at",
         "requiredAttributes": {"team": "finance"},

@@ -43,7 +43,7 @@ from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.dbt_project import DBT_PROJECT, DbtProject
 from gatehouse_operator.project_config.explain import NotFound, explain
 from gatehouse_operator.project_config.schema import MAX_SPEC_BYTES, ServiceConfig, oversize, rule
-from gatehouse_operator.project_config.yaml_source import Document
+from gatehouse_operator.project_config.yaml_source import Document, MappingDocument
 
 FILE_NAME = "service.config.yml"
 MANAGER = "service-cli"
@@ -61,7 +61,7 @@ class Invalid(Exception):
     """The file cannot be read as a service.config.yml; the message says where and why."""
 
 
-def find(project_dir: Path) -> Document | None:
+def find(project_dir: Path) -> MappingDocument | None:
     if not (project_dir / DBT_PROJECT).is_file():
         raise Failure(f"no {DBT_PROJECT} in {project_dir}: point --project-dir at the dbt project")
     path = project_dir / FILE_NAME
@@ -73,17 +73,18 @@ def find(project_dir: Path) -> Document | None:
         raise Invalid(str(problem)) from None
     except OSError as error:
         raise Failure(f"cannot read {path}: {error.strerror}") from None
-    if not isinstance(found.data, dict):
+    sections = found.mapping()
+    if sections is None:
         what = "empty" if found.data is None else f"a {type(found.data).__name__}"
         raise Invalid(
             f"{path}:1: the file is {what}; it must be a mapping of sections (spotlight: ...)"
         )
-    if too_large := oversize(found.data):
+    if too_large := oversize(sections.data):
         raise Invalid(f"{path}:1: {too_large}")
-    return found
+    return sections
 
 
-def problems(found: Document, project: DbtProject) -> tuple[list[str], list[str]]:
+def problems(found: MappingDocument, project: DbtProject) -> tuple[list[str], list[str]]:
     """Errors and warnings of the file and of the models, each as ``file:line: message``."""
     if "catalog" in found.data:
         return [
@@ -109,7 +110,7 @@ def problems(found: Document, project: DbtProject) -> tuple[list[str], list[str]
 
 
 def documents(
-    found: Document, name: str, preview: bool, models: dict[str, Any] | None = None
+    found: MappingDocument, name: str, preview: bool, models: dict[str, Any] | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
     """The applies to make, each with its field manager: the file's sections, its table groups
     when it has the key, and ``models`` (the models' resolved catalog settings) when given."""
@@ -127,14 +128,17 @@ def documents(
     return applies
 
 
-def models_catalog(found: Document, project: DbtProject) -> dict[str, Any]:
+def models_catalog(found: MappingDocument, project: DbtProject) -> dict[str, Any]:
     """The models' catalog settings as ``explain`` shows them, for the spec's ``catalog``."""
     parsed = ServiceConfig.model_validate(found.data)
     intervals = compile_config(parsed).time_intervals
-    return catalog.resolved(parsed, project.models.values(), intervals)
+    resolved = catalog.resolved(parsed, project.models.values(), intervals)
+    return {name: model.model_dump(exclude_none=True) for name, model in resolved.items()}
 
 
-def apply(args: argparse.Namespace, found: Document, models: dict[str, Any], preview: bool) -> str:
+def apply(
+    args: argparse.Namespace, found: MappingDocument, models: dict[str, Any], preview: bool
+) -> str:
     namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
     api = client.ApiClient()
     applies = documents(found, args.name, preview, models)

@@ -17,7 +17,7 @@ from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.api.project_config import PROJECT_CONFIG, fitted_warnings
 from gatehouse_operator.project_config.compiler import compile_config
-from gatehouse_operator.project_config.schema import ServiceConfig, spec_problems
+from gatehouse_operator.project_config.schema import parsed_spec
 from gatehouse_operator.runtime import Runtime, forget_resource
 from gatehouse_operator.status import Verdict, ready
 
@@ -34,8 +34,8 @@ async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
     runtime.projects[meta["uid"]] = (meta["namespace"], meta["name"])
     extra: dict[str, Any] = {"projectUuid": meta["uid"]}
     spec = body.get("spec") or {}
-    problems = spec_problems(spec)
-    if problems:
+    config, problems = parsed_spec(spec)
+    if config is None:
         verdict = Verdict(
             ConditionType.COMPILED, "False", Reason.INVALID_CONFIG, "; ".join(problems)
         )
@@ -43,7 +43,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
             PROJECT_CONFIG, body, [verdict, ready([verdict], "", "")], extra, key
         )
         return
-    compiled = compile_config(ServiceConfig.model_validate(spec))
+    compiled = compile_config(config)
     warnings = fitted_warnings(compiled.warnings)
     summary = (
         f"compiled with {len(compiled.warnings)} warning(s)"

@@ -28,15 +28,23 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import get_args
+
+from pydantic import JsonValue
 
 from gatehouse_operator.project_config import time_intervals
 from gatehouse_operator.project_config.dbt_project import Model, Place
 from gatehouse_operator.project_config.findings import Findings, did_you_mean
-from gatehouse_operator.project_config.schema import ServiceConfig, Visibility, written
+from gatehouse_operator.project_config.schema import (
+    CatalogMetric,
+    CatalogModel,
+    ServiceConfig,
+    Visibility,
+    written,
+)
 from gatehouse_operator.project_config.time_intervals import CompileWarning
 
-VISIBILITIES = get_args(Visibility)
+VISIBILITIES: tuple[Visibility, ...] = get_args(Visibility)
 MODEL_KEYS = ("visibility", "categories", "owner")
 METRIC_KEYS = (*MODEL_KEYS, "filter_by", "segment_by", "default_segment", "default_filter")
 
@@ -45,14 +53,26 @@ METRIC_KEYS = (*MODEL_KEYS, "filter_by", "segment_by", "default_segment", "defau
 class Entry:
     """A model's or metric's catalog settings as the catalog shows them."""
 
-    visibility: str
+    visibility: Visibility
     categories: list[str]
     owner: str | None
     owner_from: str = ""
     filter_by: list[str] | None = None
     segment_by: list[str] | None = None
     default_segment: str | None = None
-    default_filter: dict[str, Any] = field(default_factory=dict)
+    default_filter: dict[str, JsonValue] = field(default_factory=dict)
+
+    def as_metric(self) -> CatalogMetric:
+        """The metric's settings as the spec's ``catalog`` holds them."""
+        return CatalogMetric(
+            visibility=self.visibility,
+            categories=self.categories,
+            owner=self.owner,
+            filter_by=self.filter_by,
+            segment_by=self.segment_by,
+            default_segment=self.default_segment,
+            default_filter=self.default_filter,
+        )
 
     def lines(self, indent: str) -> list[str]:
         owner = f", owner {self.owner} ({self.owner_from})" if self.owner else ""
@@ -71,21 +91,21 @@ class Entry:
         return shown
 
 
-def _spotlight(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+def _spotlight(meta: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     value = meta.get("spotlight")
     return value if isinstance(value, dict) else {}
 
 
-def _names(value: Any) -> list[str] | None:
+def _names(value: JsonValue) -> list[str] | None:
     return [str(name) for name in value] if isinstance(value, list) else None
 
 
-def _visibility(spotlight: Mapping[str, Any], inherited: str) -> str:
+def _visibility(spotlight: Mapping[str, JsonValue], inherited: Visibility) -> Visibility:
     visibility = spotlight.get("visibility")
-    return str(visibility) if visibility in VISIBILITIES else inherited
+    return next((allowed for allowed in VISIBILITIES if allowed == visibility), inherited)
 
 
-def _owner(spotlight: Mapping[str, Any]) -> str | None:
+def _owner(spotlight: Mapping[str, JsonValue]) -> str | None:
     owner = spotlight.get("owner")
     return owner if isinstance(owner, str) else None
 
@@ -93,8 +113,8 @@ def _owner(spotlight: Mapping[str, Any]) -> str | None:
 def model_entry(config: ServiceConfig, model: Model) -> Entry:
     spotlight = _spotlight(model.meta)
     owner, owner_from = _owner(spotlight), "the model's spotlight.owner"
-    if owner is None and isinstance(model.meta.get("owner"), str):
-        owner, owner_from = model.meta["owner"], "the model's meta.owner"
+    if owner is None and isinstance(meta_owner := model.meta.get("owner"), str):
+        owner, owner_from = meta_owner, "the model's meta.owner"
     return Entry(
         visibility=_visibility(spotlight, config.spotlight.default_visibility),
         categories=_names(spotlight.get("categories")) or [],
@@ -103,7 +123,7 @@ def model_entry(config: ServiceConfig, model: Model) -> Entry:
     )
 
 
-def metric_entry(model: Entry, meta: Mapping[str, Any]) -> Entry:
+def metric_entry(model: Entry, meta: Mapping[str, JsonValue]) -> Entry:
     """A metric's settings, with what it inherits from its model's ``model``."""
     spotlight = _spotlight(meta)
     owner = _owner(spotlight)
@@ -140,7 +160,7 @@ def dimension_names(model: Model, intervals: Mapping[str, Sequence[str]]) -> lis
     return names
 
 
-def _overrides(model: Model) -> Iterator[tuple[str, Any, Place, tuple[str, ...]]]:
+def _overrides(model: Model) -> Iterator[tuple[str, JsonValue, Place, tuple[str, ...]]]:
     """Each ``meta.spotlight`` of the model and its metrics: whose, the value, where, and the
     keys it may set."""
     if "spotlight" in model.meta:
@@ -185,7 +205,7 @@ def check(
 
 def _keys(
     subject: str,
-    spotlight: Mapping[str, Any],
+    spotlight: Mapping[str, JsonValue],
     place: Place,
     keys: tuple[str, ...],
     found: Findings,
@@ -210,7 +230,7 @@ def _keys(
 def _visibility_and_categories(
     config: ServiceConfig,
     subject: str,
-    spotlight: Mapping[str, Any],
+    spotlight: Mapping[str, JsonValue],
     place: Place,
     found: Findings,
 ) -> None:
@@ -232,7 +252,7 @@ def _visibility_and_categories(
             found.errors.append(f"{where}: {subject}: {rule}")
 
 
-def undefined(category: Any, defined: Mapping[str, Any]) -> str:
+def undefined(category: JsonValue, defined: Iterable[str]) -> str:
     """Why ``category`` cannot be listed ('' when ``spotlight.categories`` defines it)."""
     if str(category) in defined:
         return ""
@@ -254,13 +274,16 @@ class _Explorer:
     def __post_init__(self) -> None:
         self.known = frozenset(self.dimensions)  # a metric may list many; each looked up once
 
-    def problems(self, spotlight: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    def problems(self, spotlight: Mapping[str, JsonValue]) -> Iterator[tuple[str, str]]:
         lists: dict[str, list[str]] = {}
         for key in ("filter_by", "segment_by"):
             if key in spotlight:
-                names = spotlight[key]
-                if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                    yield key, f"must be a list of dimension names, not {written(names)}"
+                listed = spotlight[key]
+                names = (
+                    [n for n in listed if isinstance(n, str)] if isinstance(listed, list) else []
+                )
+                if not isinstance(listed, list) or len(names) != len(listed):
+                    yield key, f"must be a list of dimension names, not {written(listed)}"
                     continue
                 lists[key] = names
                 for name in names:
@@ -282,7 +305,7 @@ class _Explorer:
             f"{did_you_mean(name, self.dimensions)}"
         )
 
-    def chosen(self, name: Any, among: str, lists: Mapping[str, list[str]]) -> str:
+    def chosen(self, name: JsonValue, among: str, lists: Mapping[str, list[str]]) -> str:
         """Why ``name`` cannot be the dimension a default is on ('' when it can): a dimension
         of the model, and one of ``among`` when that list is set."""
         if not isinstance(name, str):
@@ -293,7 +316,7 @@ class _Explorer:
             return f"{written(name)} is not one of {among} ({', '.join(lists[among]) or 'none'})"
         return ""
 
-    def default_filter(self, value: Any, lists: Mapping[str, list[str]]) -> str:
+    def default_filter(self, value: JsonValue, lists: Mapping[str, list[str]]) -> str:
         """One dimension and its value: a string (the reference's filter syntax: ``!completed``,
         ``> 5``, ``%shop%``), a number, a boolean, null (is null), or a list of values (any of
         them)."""
@@ -311,78 +334,70 @@ class _Explorer:
         return ""
 
 
-def _settings(entry: Entry, keys: Sequence[str]) -> dict[str, Any]:
-    """``entry``'s settings of ``keys`` that are set, as the spec's ``catalog`` writes them."""
-    values = {key: getattr(entry, key) for key in keys}
-    return {key: value for key, value in values.items() if value is not None and value != {}}
-
-
 def resolved(
     config: ServiceConfig, models: Iterable[Model], intervals: Mapping[str, Sequence[str]]
-) -> dict[str, Any]:
+) -> dict[str, CatalogModel]:
     """The models' catalog settings as deploy sends them (the spec's ``catalog``): resolved as
     ``explain`` shows them, each model with its dimensions (``intervals``: the project's
     compiled ones, by dimension type)."""
-    catalog: dict[str, Any] = {}
+    catalog: dict[str, CatalogModel] = {}
     for model in models:
         entry = model_entry(config, model)
-        catalog[model.name] = {
-            **_settings(entry, MODEL_KEYS),
-            "dimensions": dimension_names(model, intervals),
-            "metrics": {
-                metric.name: _settings(metric_entry(entry, metric.meta), METRIC_KEYS)
+        catalog[model.name] = CatalogModel(
+            visibility=entry.visibility,
+            categories=entry.categories,
+            owner=entry.owner,
+            dimensions=dimension_names(model, intervals),
+            metrics={
+                metric.name: metric_entry(entry, metric.meta).as_metric()
                 for metric in model.all_metrics()
             },
-        }
+        )
     return catalog
 
 
-def compiled(config: ServiceConfig) -> tuple[dict[str, Any] | None, list[CompileWarning]]:
+def compiled(config: ServiceConfig) -> tuple[dict[str, CatalogModel] | None, list[CompileWarning]]:
     """The deployed catalog as the status keeps it (None: none was deployed). Deploy checked
     it against the models; a spec edited by hand may still name a category the file does not
-    define or a dimension its model lacks: that setting is dropped, with a warning."""
+    define or a dimension its model lacks: that setting is dropped (unset), with a warning."""
     if config.catalog is None:
         return None, []
     warnings: list[CompileWarning] = []
     defined = config.spotlight.categories
-    kept: dict[str, Any] = {}
+    kept: dict[str, CatalogModel] = {}
     for name, model in config.catalog.items():
         path = f"catalog.{name}"
         explorer = _Explorer(name, model.dimensions)
-        metrics: dict[str, Any] = {}
+        metrics: dict[str, CatalogMetric] = {}
         for metric_name, metric in model.metrics.items():
-            settings = _set(metric.model_dump(exclude_none=True))
             where = f"{path}.metrics.{metric_name}"
-            for key, rule in list(explorer.problems(settings)):
-                settings.pop(key, None)
+            # The explorer's rules read the settings as a model's meta writes them.
+            dropped: dict[str, object] = {}
+            for key, rule in explorer.problems(metric.model_dump(exclude_none=True)):
+                dropped[key] = CatalogMetric.model_fields[key].get_default(
+                    call_default_factory=True
+                )
                 warnings.append(
                     CompileWarning("UnknownCatalogDimension", f"{where}.{key}", f"{key}: {rule}")
                 )
-            metrics[metric_name] = _defined(settings, defined, where, warnings)
-        own = _set(model.model_dump(exclude_none=True, exclude={"dimensions", "metrics"}))
-        kept[name] = {**_defined(own, defined, path, warnings), "metrics": metrics}
+            categories = _defined(metric.categories, defined, where, warnings)
+            metrics[metric_name] = metric.model_copy(update={**dropped, "categories": categories})
+        categories = _defined(model.categories, defined, path, warnings)
+        kept[name] = model.model_copy(update={"categories": categories, "metrics": metrics})
     return kept, warnings
 
 
-def _set(settings: dict[str, Any]) -> dict[str, Any]:
-    """``settings`` without the empty ``default_filter`` that stands for none."""
-    return {key: value for key, value in settings.items() if value != {}}
-
-
 def _defined(
-    settings: dict[str, Any],
-    defined: Mapping[str, Any],
+    categories: list[str],
+    defined: Mapping[str, object],
     path: str,
     warnings: list[CompileWarning],
-) -> dict[str, Any]:
-    """``settings`` with only the categories ``spotlight.categories`` defines."""
-    categories = settings.get("categories", [])
+) -> list[str]:
+    """``categories`` less those ``spotlight.categories`` does not define."""
     kept = []
     for category in categories:
         if rule := undefined(category, defined):
             warnings.append(CompileWarning("UnknownCatalogCategory", f"{path}.categories", rule))
         else:
             kept.append(category)
-    if categories:
-        settings["categories"] = kept
-    return settings
+    return kept

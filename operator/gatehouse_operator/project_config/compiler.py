@@ -13,8 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import JsonValue
+
 from gatehouse_operator.project_config import catalog, labels, time_intervals
-from gatehouse_operator.project_config.schema import ServiceConfig
+from gatehouse_operator.project_config.schema import (
+    CatalogModel,
+    Category,
+    CustomGranularity,
+    Parameter,
+    ServiceConfig,
+    TableGroup,
+)
 from gatehouse_operator.project_config.time_intervals import CompileWarning
 
 
@@ -23,16 +32,20 @@ class Compiled:
     time_intervals: dict[str, list[str]]
     granularity_labels: dict[str, str]
     defaults: dict[str, bool]
-    parameters: dict[str, dict[str, Any]]
-    custom_granularities: dict[str, dict[str, str]]
-    table_groups: dict[str, dict[str, str]] | None
-    categories: dict[str, dict[str, str]]
+    parameters: dict[str, Parameter]
+    custom_granularities: dict[str, CustomGranularity]
+    table_groups: dict[str, TableGroup] | None
+    categories: dict[str, Category]
     default_visibility: str
-    catalog: dict[str, Any] | None = None
+    catalog: dict[str, CatalogModel] | None = None
     warnings: list[CompileWarning] = field(default_factory=list)
 
     def as_status(self) -> dict[str, Any]:
-        """The compiled result in the status's camelCase shape (warnings go separately)."""
+        """The compiled result in the status's camelCase shape (warnings go separately).
+
+        JSON for the status writer, which holds it to the status's model
+        (``api.project_config.CompiledConfig``, a layer above this package) as it writes it.
+        """
         return {
             "timeIntervals": self.time_intervals,
             "granularityLabels": self.granularity_labels,
@@ -43,15 +56,24 @@ class Compiled:
             "categories": sorted(self.categories),
             "defaultVisibility": self.default_visibility,
             # The models' own names and settings, as deploy wrote them (snake_case, as in the
-            # spec and explain).
-            **({"catalog": self.catalog} if self.catalog is not None else {}),
+            # spec and explain), without the dimension lists and the settings left unset.
+            **(
+                {
+                    "catalog": {
+                        name: model.model_dump(exclude_none=True, exclude={"dimensions"})
+                        for name, model in self.catalog.items()
+                    }
+                }
+                if self.catalog is not None
+                else {}
+            ),
         }
 
 
 BOOLEAN_DEFAULTS = ("case_sensitive", "column_totals", "pre_aggregate_execution_fallback")
 
 
-def effective_defaults(defaults: Mapping[str, Any]) -> dict[str, bool]:
+def effective_defaults(defaults: Mapping[str, JsonValue]) -> dict[str, bool]:
     """The boolean defaults in force: the ones set, else the spec's ``true``."""
     return {
         name: value if isinstance(value := defaults.get(name), bool) else True
@@ -77,20 +99,10 @@ def compile_config(config: ServiceConfig) -> Compiled:
         time_intervals=intervals,
         granularity_labels=grain_labels,
         defaults=effective_defaults(config.defaults.model_dump()),
-        parameters={
-            name: parameter.model_dump(exclude_defaults=True)
-            for name, parameter in config.parameters.items()
-        },
-        custom_granularities={
-            key: granularity.model_dump()
-            for key, granularity in config.custom_granularities.items()
-        },
-        table_groups=(
-            None
-            if config.table_groups is None
-            else {key: group.model_dump() for key, group in config.table_groups.items()}
-        ),
-        categories={key: c.model_dump() for key, c in config.spotlight.categories.items()},
+        parameters=config.parameters,
+        custom_granularities=config.custom_granularities,
+        table_groups=config.table_groups,
+        categories=config.spotlight.categories,
         default_visibility=config.spotlight.default_visibility,
         catalog=models,
         warnings=warnings,

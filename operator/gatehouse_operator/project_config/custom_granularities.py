@@ -9,20 +9,44 @@ the dimension it comes from.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
+
+from pydantic import JsonValue
 
 from gatehouse_operator.project_config import time_intervals
-from gatehouse_operator.project_config.schema import CustomGranularity
+from gatehouse_operator.project_config.schema import CustomGranularity, GranularityType
 
 COLUMN = "${COLUMN}"
-INHERITED = ("requiredAttributes", "anyAttributes")
+Inherited = Literal["requiredAttributes", "anyAttributes"]
+INHERITED: tuple[Inherited, ...] = ("requiredAttributes", "anyAttributes")
 # How a dbt model's YAML writes them, under a column's meta.dimension.
-WRITTEN_AS = {"required_attributes": "requiredAttributes", "any_attributes": "anyAttributes"}
+WRITTEN_AS: dict[str, Inherited] = {
+    "required_attributes": "requiredAttributes",
+    "any_attributes": "anyAttributes",
+}
 
 
-def parent(name: str, sql: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+class BaseDimension(TypedDict):
+    """The dimension a custom granularity is applied to, as ``sub_dimension`` reads it; the
+    attributes as the model's YAML wrote them."""
+
+    name: str
+    sql: str
+    requiredAttributes: NotRequired[JsonValue]
+    anyAttributes: NotRequired[JsonValue]
+
+
+class SubDimension(BaseDimension):
+    """The dimension a custom granularity makes of a date dimension."""
+
+    label: str
+    type: GranularityType
+    timeIntervalBaseDimensionName: str
+
+
+def parent(name: str, sql: str, meta: Mapping[str, JsonValue]) -> BaseDimension:
     """A dimension as sub_dimension reads it, from its name, SQL and ``meta.dimension``."""
-    found: dict[str, Any] = {"name": name, "sql": sql}
+    found = BaseDimension(name=name, sql=sql)
     for written, attribute in WRITTEN_AS.items():
         if written in meta:
             found[attribute] = meta[written]
@@ -30,15 +54,15 @@ def parent(name: str, sql: str, meta: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def sub_dimension(
-    dimension: Mapping[str, Any], key: str, granularity: CustomGranularity
-) -> dict[str, Any]:
-    derived: dict[str, Any] = {
-        "name": time_intervals.sub_dimension_name(str(dimension["name"]), key),
-        "label": granularity.label,
-        "sql": granularity.sql.replace(COLUMN, str(dimension["sql"])),
-        "type": granularity.type,
-        "timeIntervalBaseDimensionName": dimension["name"],
-    }
+    dimension: BaseDimension, key: str, granularity: CustomGranularity
+) -> SubDimension:
+    derived = SubDimension(
+        name=time_intervals.sub_dimension_name(dimension["name"], key),
+        label=granularity.label,
+        sql=granularity.sql.replace(COLUMN, dimension["sql"]),
+        type=granularity.type,
+        timeIntervalBaseDimensionName=dimension["name"],
+    )
     for attribute in INHERITED:
         if attribute in dimension:
             derived[attribute] = dimension[attribute]

@@ -5,14 +5,19 @@ and ``.yaml`` under them is read (as YAML 1.2, like the file) and its ``models:`
 the model's ``meta`` (dbt's ``config.meta`` wins over it, as in dbt), and its columns with their
 ``meta.dimension`` and ``meta.metrics``. Each part remembers its file and line, so a problem
 found later is reported where the user has to fix it.
+
+A ``meta`` is the user's own YAML, whose shape dbt leaves open (any key, any value: the BI layer
+reads some keys, other tools others), so it is kept as JSON's values; the checks (``model_checks``,
+``catalog``) say which of the keys read here is written wrong, and where.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from pydantic import JsonValue
 
 from gatehouse_operator.project_config import yaml_source
 from gatehouse_operator.project_config.time_intervals import DimensionType
@@ -28,7 +33,7 @@ SKIPPED = {"dbt_packages", "target", "logs", "node_modules"}
 class Place:
     """A part of a file: the document and where in it."""
 
-    document: Document
+    document: Document[JsonValue]
     location: Location
 
     def line(self, *keys: str | int) -> int:
@@ -45,7 +50,7 @@ class Place:
 @dataclass(frozen=True)
 class Metric:
     name: str
-    meta: Mapping[str, Any]
+    meta: dict[str, JsonValue]
     place: Place
 
 
@@ -54,7 +59,7 @@ class Dimension:
     """A column as the BI layer sees it: its ``meta.dimension`` (empty when it has none)."""
 
     name: str
-    meta: Mapping[str, Any]
+    meta: dict[str, JsonValue]
     place: Place  # the column's meta.dimension, or the column when it has none
     metrics: list[Metric] = field(default_factory=list)
 
@@ -81,10 +86,11 @@ class Dimension:
 @dataclass(frozen=True)
 class Model:
     name: str
-    meta: Mapping[str, Any]
+    meta: dict[str, JsonValue]
     place: Place  # the model's meta (config.meta when it has one), or the model itself
     dimensions: list[Dimension]
     metrics: list[Metric]  # the model's own meta.metrics
+    entry: dict[str, JsonValue]  # the whole entry as written: SQL may be anywhere in it
 
     def dimension(self, name: str) -> Dimension | None:
         return next((d for d in self.dimensions if d.name == name), None)
@@ -109,8 +115,9 @@ def read(project_dir: Path) -> DbtProject:
         project.problems.append(str(problem))
         return project
     data = settings.data if isinstance(settings.data, dict) else {}
-    folders = data.get("model-paths", data.get("source-paths", ["models"]))
-    if not isinstance(folders, list) or not all(isinstance(f, str) for f in folders):
+    written = data.get("model-paths", data.get("source-paths", ["models"]))
+    folders = [f for f in written if isinstance(f, str)] if isinstance(written, list) else []
+    if not isinstance(written, list) or len(folders) != len(written):
         where = settings.line_of(("model-paths",))
         project.problems.append(f"{settings.path}:{where}: model-paths must be a list of folders")
         return project
@@ -141,7 +148,7 @@ def _model_files(project_dir: Path, folders: list[str], project: DbtProject) -> 
     return list(found)
 
 
-def _add_models(document: Document, project: DbtProject) -> None:
+def _add_models(document: Document[JsonValue], project: DbtProject) -> None:
     data = document.data
     if not isinstance(data, dict) or "models" not in data:
         return  # sources, seeds, macros, selectors: no models here
@@ -153,10 +160,10 @@ def _add_models(document: Document, project: DbtProject) -> None:
         return
     for index, entry in enumerate(entries):
         place = Place(document, ("models", str(index)))
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict) or not isinstance(name, str):
             project.problems.append(f"{place.at()}: a model needs a name")
             continue
-        name = entry["name"]
         if name in project.models:
             first = project.models[name].place
             project.problems.append(
@@ -167,16 +174,16 @@ def _add_models(document: Document, project: DbtProject) -> None:
         meta, meta_place = _meta(entry, place)
         columns = entry.get("columns")
         dimensions = [
-            _dimension(column, place.under("columns", str(i)))
+            _dimension(column, column_name, place.under("columns", str(i)))
             for i, column in enumerate(columns if isinstance(columns, list) else [])
-            if isinstance(column, dict) and isinstance(column.get("name"), str)
+            if isinstance(column, dict) and isinstance(column_name := column.get("name"), str)
         ]
         project.models[name] = Model(
-            name, meta, meta_place, dimensions, _metrics(meta.get("metrics"), meta_place)
+            name, meta, meta_place, dimensions, _metrics(meta.get("metrics"), meta_place), entry
         )
 
 
-def _meta(entry: Mapping[str, Any], place: Place) -> tuple[dict[str, Any], Place]:
+def _meta(entry: dict[str, JsonValue], place: Place) -> tuple[dict[str, JsonValue], Place]:
     """The entry's meta, dbt's ``config.meta`` over ``meta``, and where it is written."""
     meta = _mapping(entry.get("meta"))
     config_meta = _mapping(entry.get("config")).get("meta")
@@ -187,20 +194,20 @@ def _meta(entry: Mapping[str, Any], place: Place) -> tuple[dict[str, Any], Place
     return {}, place
 
 
-def _mapping(value: Any) -> dict[str, Any]:
+def _mapping(value: JsonValue) -> dict[str, JsonValue]:
     return value if isinstance(value, dict) else {}
 
 
-def _dimension(column: Mapping[str, Any], place: Place) -> Dimension:
+def _dimension(column: dict[str, JsonValue], name: str, place: Place) -> Dimension:
     meta, meta_place = _meta(column, place)
     dimension = meta.get("dimension")
     metrics = _metrics(meta.get("metrics"), meta_place)
     if isinstance(dimension, dict):
-        return Dimension(column["name"], dimension, meta_place.under("dimension"), metrics)
-    return Dimension(column["name"], {}, place, metrics)
+        return Dimension(name, dimension, meta_place.under("dimension"), metrics)
+    return Dimension(name, {}, place, metrics)
 
 
-def _metrics(metrics: Any, place: Place) -> list[Metric]:
+def _metrics(metrics: JsonValue, place: Place) -> list[Metric]:
     if not isinstance(metrics, dict):
         return []
     return [

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+
+from pydantic import JsonValue, ValidationError
 
 from gatehouse_operator.project_config import (
     case_sensitivity,
@@ -28,7 +29,7 @@ from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.dbt_project import DbtProject, Dimension, Model
 from gatehouse_operator.project_config.findings import did_you_mean
 from gatehouse_operator.project_config.model_checks import model_parameters, scoped_parameters
-from gatehouse_operator.project_config.schema import ServiceConfig
+from gatehouse_operator.project_config.schema import Parameter, ServiceConfig
 
 
 class NotFound(LookupError):
@@ -72,8 +73,8 @@ def _model(config: ServiceConfig, project: DbtProject, model: Model) -> list[str
     lines.append(f"  case sensitive: {_yes(sensitive)}  (from {level})")
     lines.append(f"  dimensions: {', '.join(d.name for d in model.dimensions) or 'none described'}")
     for key in ("sql_filter", "sql_where"):
-        if isinstance(model.meta.get(key), str):
-            lines.append(f"  {key}: {_substituted(config, project, model, model.meta[key])}")
+        if isinstance(sql := model.meta.get(key), str):
+            lines.append(f"  {key}: {_substituted(config, project, model, sql)}")
     entry = catalog.model_entry(config, model)
     lines += entry.lines("  ")
     for metric in model.all_metrics():
@@ -138,26 +139,26 @@ def _dimension(
 
 
 def _substituted(config: ServiceConfig, project: DbtProject, model: Model, sql: str) -> str:
-    values: dict[str, Any] = {}
-    types: dict[str, parameters.ParameterType] = {}
-    for name, parameter in config.parameters.items():
-        types[name], values[name] = parameter.type, parameter.default
-    # The model's own by their name, and (with its joined models') by MODEL.NAME.
+    defined = dict(config.parameters)
+    # The model's own by their name, and (with its joined models') by MODEL.NAME. The checks,
+    # which run first, refuse a definition that breaks the file's parameter schema.
     for name, definition in {
         **model_parameters(model),
         **scoped_parameters(model, project),
     }.items():
-        if isinstance(definition, Mapping):
-            kind = definition.get("type", "string")
-            types[str(name)] = kind if kind in ("string", "number", "date") else "string"
-            values[str(name)] = definition.get("default")
+        try:
+            defined[name] = Parameter.model_validate(definition)
+        except ValidationError:
+            continue
+    values = {name: parameter.default for name, parameter in defined.items()}
+    types = {name: parameter.type for name, parameter in defined.items()}
     try:
         return parameters.substitute(sql, values, types)
     except parameters.ParameterError as error:
         return f"{sql}  (not substituted: {error})"
 
 
-def _boolean(meta: Mapping[str, Any], key: str) -> bool | None:
+def _boolean(meta: Mapping[str, JsonValue], key: str) -> bool | None:
     value = meta.get(key)
     return value if isinstance(value, bool) else None
 

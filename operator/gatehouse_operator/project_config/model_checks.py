@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
 from gatehouse_operator.project_config import catalog, parameters, table_groups, time_intervals
 from gatehouse_operator.project_config.dbt_project import DbtProject, Dimension, Model, Place
@@ -50,7 +49,7 @@ INTERVAL_WORDS = ("OFF", "default")
 
 def check(
     config: ServiceConfig,
-    config_file: Document,
+    config_file: Document[JsonValue],
     project: DbtProject,
     intervals: Mapping[str, Sequence[str]],
 ) -> Findings:
@@ -71,7 +70,7 @@ def check(
     return found
 
 
-def _strings(value: Any, location: tuple[str, ...]) -> Iterator[tuple[str, tuple[str, ...]]]:
+def _strings(value: JsonValue, location: tuple[str, ...]) -> Iterator[tuple[str, tuple[str, ...]]]:
     if isinstance(value, str):
         yield value, location
     elif isinstance(value, dict):
@@ -82,7 +81,9 @@ def _strings(value: Any, location: tuple[str, ...]) -> Iterator[tuple[str, tuple
             yield from _strings(item, (*location, str(index)))
 
 
-def model_parameters(model: Model) -> dict[str, Any]:
+def model_parameters(model: Model) -> dict[str, JsonValue]:
+    """The model's own parameters as written (``_parameter_definitions`` holds each to the
+    file's parameter schema)."""
     own = model.meta.get("parameters")
     return own if isinstance(own, dict) else {}
 
@@ -91,13 +92,18 @@ def joined(model: Model) -> list[str]:
     """The models ``model`` joins (``meta.joins[].join``: a model's name, whatever its alias)."""
     joins = model.meta.get("joins")
     entries = joins if isinstance(joins, list) else []
-    return [entry["join"] for entry in entries if isinstance(entry, dict) and "join" in entry]
+    # A join that is not a name names no model (and, as a key, would not look one up).
+    return [
+        join
+        for entry in entries
+        if isinstance(entry, dict) and isinstance(join := entry.get("join"), str)
+    ]
 
 
-def scoped_parameters(model: Model, project: DbtProject) -> dict[str, Any]:
+def scoped_parameters(model: Model, project: DbtProject) -> dict[str, JsonValue]:
     """The definitions a query of ``model`` may name as ``MODEL.NAME``: its own model's and its
     joined models' parameters, as the reference offers them."""
-    scoped: dict[str, Any] = {}
+    scoped: dict[str, JsonValue] = {}
     for name in (model.name, *joined(model)):
         other = project.models.get(name)
         for parameter, definition in model_parameters(other).items() if other else ():
@@ -112,8 +118,7 @@ def _parameter_references(
     known = {*config.parameters, *model_parameters(model), *parameters.RESERVED, *scoped}
     entry_location = model.place.location[:2]  # ("models", index): the whole entry
     document = model.place.document
-    entry = document.data["models"][int(entry_location[1])]
-    for text, location in _strings(entry, entry_location):
+    for text, location in _strings(model.entry, entry_location):
         where = f"{document.path}:{document.line_of(location)}: model {model.name}"
         for written in _LOOKS_LIKE_A_REFERENCE.findall(text):
             if not parameters.REFERENCE.fullmatch(written):
@@ -156,11 +161,12 @@ def _unscoped(name: str, model: Model, project: DbtProject) -> str:
 
 
 def _groups(config: ServiceConfig, model: Model, found: Findings) -> None:
-    keys = model.meta.get("groups")
-    if keys is None:
+    written = model.meta.get("groups")
+    if written is None:
         return
     where = model.place.at("groups")
-    if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
+    keys = [key for key in written if isinstance(key, str)] if isinstance(written, list) else []
+    if not isinstance(written, list) or len(keys) != len(written):
         found.errors.append(f"{where}: model {model.name}: meta.groups must be a list of keys")
         return
     defined = config.table_groups or {}
@@ -195,7 +201,9 @@ def _parameter_definitions(model: Model, found: Findings) -> None:
                 found.errors.append(f"{where}: {subject}{path}: {rule(item)}")
 
 
-def _case_sensitive(meta: Any, place: Place, subject: str, found: Findings) -> None:
+def _case_sensitive(
+    meta: Mapping[str, JsonValue], place: Place, subject: str, found: Findings
+) -> None:
     if "case_sensitive" in meta and not isinstance(meta["case_sensitive"], bool):
         found.errors.append(
             f"{place.at('case_sensitive')}: {subject}: case_sensitive must be true or false, "
@@ -237,7 +245,7 @@ def _time_intervals(
 
 
 def _options_from_dimensions(
-    config: ServiceConfig, config_file: Document, project: DbtProject, found: Findings
+    config: ServiceConfig, config_file: Document[JsonValue], project: DbtProject, found: Findings
 ) -> None:
     for name, parameter in config.parameters.items():
         source = parameter.options_from_dimension

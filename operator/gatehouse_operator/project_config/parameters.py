@@ -90,7 +90,7 @@ def render_value(name: str, kind: ParameterType, value: Value | Sequence[Value])
 
 def substitute(
     sql: str,
-    values: Mapping[str, Value | Sequence[Value]],
+    values: Mapping[str, Value | Sequence[Value] | None],
     types: Mapping[str, ParameterType],
     *,
     date_zoom: str | None = None,
@@ -103,9 +103,10 @@ def substitute(
     def replace(match: re.Match[str]) -> str:
         name = match[1]
         if name in types:
-            if name not in values or values[name] is None:
+            value = values.get(name)
+            if value is None:
                 raise ParameterError(f"parameter {name!r} has no value and no default")
-            return render_value(name, types[name], values[name])
+            return render_value(name, types[name], value)
         if name == "date_zoom":
             return _literal(name, "string", (date_zoom or "").lower())
         raise ParameterError(

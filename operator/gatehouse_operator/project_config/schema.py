@@ -15,13 +15,14 @@ API server stores.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal, get_origin
+from typing import Annotated, Literal, get_origin
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
@@ -71,7 +72,7 @@ CustomGranularityName = Annotated[
 TableGroupName = Annotated[str, Field(pattern=TABLE_GROUP_NAME)]
 
 
-def _keys_match(pattern: str, what: str) -> dict[str, Any]:
+def _keys_match(pattern: str, what: str) -> dict[str, JsonValue]:
     """A CEL rule for the CRD: every key of the map matches ``pattern``; and the map may be
     written with nothing under it (null, read as empty: see FileModel)."""
     return {
@@ -83,7 +84,7 @@ def _keys_match(pattern: str, what: str) -> dict[str, Any]:
 
 
 # In the CRD: a section or list that may be written with nothing under it (see FileModel).
-NULLABLE: dict[str, Any] = {"nullable": True}
+NULLABLE: dict[str, JsonValue] = {"nullable": True}
 
 
 class StrictModel(BaseModel):
@@ -104,7 +105,7 @@ class FileModel(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _empty_sections(cls, data: Any) -> Any:
+    def _empty_sections(cls, data: object) -> object:
         if not isinstance(data, dict):
             return data
         return {
@@ -115,7 +116,7 @@ class FileModel(StrictModel):
         }
 
 
-def _empty(field: FieldInfo) -> Any:
+def _empty(field: FieldInfo) -> list[str] | dict[str, str] | None:
     """What a field written with no value stands for: an empty section or list, else null."""
     if field.default is None:
         return None
@@ -128,7 +129,7 @@ def _empty(field: FieldInfo) -> Any:
     return None
 
 
-def oversize(spec: Any, what: str = "the file") -> str:
+def oversize(spec: object, what: str = "the file") -> str:
     """Why ``spec`` (``what``: what it holds, as users know it) is too large to store ('' when
     it is not)."""
     size = len(json.dumps(spec, separators=(",", ":")))
@@ -137,13 +138,14 @@ def oversize(spec: Any, what: str = "the file") -> str:
     return f"{what} is {size:,} bytes as JSON; at most {MAX_SPEC_BYTES:,} are stored"
 
 
-def spec_problems(spec: Any, most: int = 10) -> list[str]:
-    """What is wrong with a ProjectConfig's spec, each as ``spec.<path>: <rule>``, at most ``most``
-    of them, each short enough for a condition's message whatever the names in the path."""
+def parsed_spec(spec: object, most: int = 10) -> tuple[ServiceConfig | None, list[str]]:
+    """A ProjectConfig's spec as its model, or None and what is wrong with it, each as
+    ``spec.<path>: <rule>``, at most ``most`` of them, each short enough for a condition's message
+    whatever the names in the path."""
     if too_large := oversize(spec):
-        return [f"spec: {too_large}"]
+        return None, [f"spec: {too_large}"]
     try:
-        ServiceConfig.model_validate(spec)
+        return ServiceConfig.model_validate(spec), []
     except ValidationError as error:
         found = error.errors(include_url=False)
         problems = [
@@ -152,8 +154,12 @@ def spec_problems(spec: Any, most: int = 10) -> list[str]:
         ]
         if len(found) > most:
             problems.append(f"and {len(found) - most} more")
-        return problems
-    return []
+        return None, problems
+
+
+def spec_problems(spec: object, most: int = 10) -> list[str]:
+    """What is wrong with a ProjectConfig's spec (see ``parsed_spec``)."""
+    return parsed_spec(spec, most)[1]
 
 
 def rule(error: ErrorDetails) -> str:
@@ -172,7 +178,7 @@ def rule(error: ErrorDetails) -> str:
     return error["msg"]
 
 
-def written(value: Any) -> str:
+def written(value: object) -> str:
     """What was written, quoted for a message, and short whatever its size."""
     return shortened(repr(value), 64)
 
@@ -251,7 +257,9 @@ class Parameter(FileModel):
 
     @field_validator("default")
     @classmethod
-    def _default_fits(cls, default: Any, info: ValidationInfo) -> Any:
+    def _default_fits(
+        cls, default: Scalar | list[Scalar] | None, info: ValidationInfo
+    ) -> Scalar | list[Scalar] | None:
         """The default is of the type, among the options unless custom values are allowed, and
         a list of several values only when several may be picked."""
         if not isinstance(default, list):
@@ -300,7 +308,7 @@ def _default_error(message: str) -> PydanticCustomError:
     return PydanticCustomError("parameter_default", "{message}", {"message": message})
 
 
-def _the_options(values: list[Any], most: int = 10) -> str:
+def _the_options(values: list[Scalar], most: int = 10) -> str:
     """``the options 'a', 'b' or 'c'``, or their count when there are more than ``most``."""
     if len(values) > most:
         return f"its {len(values)} options"
@@ -380,8 +388,12 @@ class CatalogMetric(FileModel):
     default_segment: str | None = Field(
         default=None, description="The dimension it is segmented by at first."
     )
-    default_filter: Annotated[dict[str, Any], _ANY] = Field(
-        default_factory=dict, description="One dimension and its value, filtered by at first."
+    # Open: what a hand-edited spec sets against the rules is dropped with a warning (see
+    # catalog.compiled), not refused. Empty is none, and is left out of what is written.
+    default_filter: Annotated[dict[str, JsonValue], _ANY] = Field(
+        default_factory=dict,
+        exclude_if=lambda value: not value,
+        description="One dimension and its value, filtered by at first.",
     )
 
 

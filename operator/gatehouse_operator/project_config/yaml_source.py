@@ -25,8 +25,9 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Generic, NoReturn, TypeVar
 
+from pydantic import JsonValue
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -47,6 +48,8 @@ _NAN = re.compile(r"\.(nan|NaN|NAN)")
 _OTHER_VERSION = re.compile(r"^%YAML[ \t]+(?!1\.2[ \t]*(?:#.*)?$)(\S*)", re.MULTILINE)
 
 Location = tuple[str, ...]
+# What a document holds: any of JSON's values as read, or (``Document.mapping``) a mapping.
+Data = TypeVar("Data", bound=JsonValue, covariant=True)
 
 
 class YamlProblem(ValueError):
@@ -58,10 +61,17 @@ class YamlProblem(ValueError):
 
 
 @dataclass(frozen=True)
-class Document:
+class Document(Generic[Data]):
+    """A file's values as written: JSON's values, whatever shape the file has (its readers parse
+    them into their models, and say where a value breaks a rule by its ``lines``)."""
+
     path: str
-    data: Any
+    data: Data
     lines: dict[Location, int]
+
+    def mapping(self) -> MappingDocument | None:
+        """This document as the mapping it holds (None when it holds something else)."""
+        return Document(self.path, self.data, self.lines) if isinstance(self.data, dict) else None
 
     def line_of(self, location: tuple[str | int, ...]) -> int:
         """The line of the deepest part of ``location`` that is in the file."""
@@ -71,14 +81,18 @@ class Document:
         return self.lines.get(parts, 1)
 
 
-def read(path: Path, max_bytes: int) -> Document:
+# A file of sections, as service.config.yml and dbt_project.yml are.
+MappingDocument = Document[dict[str, JsonValue]]
+
+
+def read(path: Path, max_bytes: int) -> Document[JsonValue]:
     """The file at ``path``; read no further than one byte past ``max_bytes``."""
     with path.open("rb") as file:
         raw = file.read(max_bytes + 1)
     return parse(raw, str(path), max_bytes)
 
 
-def parse(raw: bytes, path: str, max_bytes: int) -> Document:
+def parse(raw: bytes, path: str, max_bytes: int) -> Document[JsonValue]:
     if len(raw) > max_bytes:
         raise YamlProblem(path, 1, f"the file is larger than {max_bytes:,} bytes")
     try:
@@ -197,7 +211,7 @@ class _Builder:
         sizes[id(node)] = (values, characters)
         return values, characters
 
-    def value(self, node: Node, location: Location) -> Any:
+    def value(self, node: Node, location: Location) -> JsonValue:
         self.lines.setdefault(location, node.start_mark.line + 1)
         if isinstance(node, MappingNode) and str(node.tag) == _CORE + "map":
             return self.mapping(node, location)
@@ -207,9 +221,9 @@ class _Builder:
             return self.scalar(node)
         raise self.problem(node, f"the tag {node.tag} is not supported here")
 
-    def mapping(self, node: MappingNode, location: Location) -> dict[str, Any]:
-        built: dict[str, Any] = {}
-        merged: dict[str, Any] = {}
+    def mapping(self, node: MappingNode, location: Location) -> dict[str, JsonValue]:
+        built: dict[str, JsonValue] = {}
+        merged: dict[str, JsonValue] = {}
         first_line: dict[str, int] = {}
         for key_node, value_node in node.value:
             if str(key_node.tag) == _CORE + "merge":
@@ -219,8 +233,10 @@ class _Builder:
                     )
                 first_line["<<"] = key_node.start_mark.line + 1
                 for source in self.merge_sources(value_node):
-                    for key, value in self.value(source, location).items():
-                        merged.setdefault(key, value)
+                    # A mapping is built as a dict, or refused if its tag is not the core schema's.
+                    if isinstance(merging := self.value(source, location), dict):
+                        for key, value in merging.items():
+                            merged.setdefault(key, value)
                 continue
             if not isinstance(key_node, ScalarNode):
                 raise self.problem(key_node, "a key must be a string, not a list or a mapping")
@@ -243,7 +259,7 @@ class _Builder:
                 raise self.problem(source, "a merge key (<<) takes a mapping or a list of them")
             yield source
 
-    def scalar(self, node: ScalarNode) -> Any:
+    def scalar(self, node: ScalarNode) -> JsonValue:
         tag, text = str(node.tag), str(node.value)
         # YAML 1.2's core schema has no timestamps, and `=` and `<<` as values are strings.
         if tag in (_CORE + "str", _CORE + "timestamp", _CORE + "value", _CORE + "merge"):
