@@ -249,15 +249,25 @@ def wrk(
     headers: dict[str, str],
     pause_ms: int = 0,
     seconds: int = WRK_SECONDS,
+    authorizations: tuple[str, ...] = (),
 ) -> dict[str, float]:
     """Requests per second and latency percentiles (ms) from a wrk run; with ``pause_ms``, each
-    connection waits that long between an answer and its next request (not counted)."""
+    connection waits that long between an answer and its next request (not counted); with
+    ``authorizations``, the requests take these Authorization values in turn (several apps)."""
     argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", url]
     for name, value in headers.items():
         argv[1:1] = ["-H", f"{name}: {value}"]
     with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
         if pause_ms:
             script.write(f"function delay()\n  return {pause_ms}\nend\n")
+        if authorizations:
+            quoted = ", ".join(f'"{value}"' for value in authorizations)
+            script.write(
+                f"local values = {{{quoted}}}\nlocal turn = 0\n"
+                "function request()\n  turn = turn % #values + 1\n"
+                '  return wrk.format(nil, nil, {["Authorization"] = values[turn]})\nend\n'
+            )
+        if pause_ms or authorizations:
             script.flush()
             argv[1:1] = ["-s", script.name]
         output = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
