@@ -58,9 +58,9 @@ def _age_seconds(body: dict[str, Any]) -> float:
 
 def _connection(
     runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec
-) -> tuple[str, ConnectionRoute, dict[str, Any]]:
-    """The connection's routing key, route and resource; waits (by retrying) while the
-    operator has not seen it."""
+) -> tuple[str, ConnectionRoute, ExternalConnectionSpec]:
+    """The connection's routing key, route and spec; waits (by retrying) while the operator
+    has not seen it."""
     key = f"{body['metadata']['namespace']}/{spec.connection}"
     route = runtime.routes.connection(key)
     connection = runtime.routes.connection_body(key)
@@ -75,7 +75,7 @@ def _connection(
                     f"({', '.join(sorted(route.allowed_methods))})",
                 )
             )
-        return key, route, connection
+        return key, route, ExternalConnectionSpec.model_validate(connection["spec"])
     if route is None:
         raise Waiting(Reason.CONNECTION_NOT_FOUND, f"no ExternalConnection {spec.connection!r}")
     # Compiled and not Ready: the connection's own condition says why, and waiting would not help.
@@ -135,7 +135,7 @@ async def _save_sample(
     body: dict[str, Any],
     spec: ConnectionTestSpec,
     label: str,
-    response: dict[str, Any],
+    response: UpstreamAnswer,
     sample_body: Any,
     secrets: list[str],
 ) -> Verdict:
@@ -160,8 +160,8 @@ async def _save_sample(
                 path=samples.Redaction(secrets).text(spec.path),
                 body=samples.sent(spec.body, secrets),
             ),
-            status_code=response.get("statusCode", 0),
-            content_type=response.get("contentType", ""),
+            status_code=response.status_code,
+            content_type=response.content_type,
             body=sample_body,
         )
     except ValidationError as error:
@@ -225,7 +225,7 @@ async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
 
 def _spec(body: dict[str, Any]) -> ConnectionTestSpec:
     """The test's spec, parsed strictly: what is sent and saved."""
-    return ConnectionTestSpec.model_validate(body.get("spec", {}))
+    return ConnectionTestSpec.model_validate(body["spec"])
 
 
 async def _saved(
@@ -247,7 +247,13 @@ async def _saved(
             else []
         )
         return await _save_sample(
-            runtime, body, spec, label, status.response or {}, status.sample_body, secrets
+            runtime,
+            body,
+            spec,
+            label,
+            UpstreamAnswer.model_validate(status.response or {}),
+            status.sample_body,
+            secrets,
         )
     except (client.ApiException, ValidationError) as error:
         # An event handler is not retried: the answer says so, and asking again retries.
@@ -300,8 +306,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             raise Finished(
                 Verdict(ConditionType.PASSED, "False", Reason.INVALID_SPEC, spec_error(error))
             ) from None
-        connection_key, route, connection = _connection(runtime, body, spec)
-        connection_spec = ExternalConnectionSpec.model_validate(connection["spec"])
+        connection_key, route, connection_spec = _connection(runtime, body, spec)
         answer = await _run_on_proxy(runtime, body, connection_key, route, spec)
     except Finished as finished:
         verdicts.append(finished.verdict)
@@ -337,7 +342,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
                     body,
                     spec,
                     spec.save_as_sample.label,
-                    outcome.response,
+                    response,
                     outcome.sample_body,
                     secrets,
                 )

@@ -98,7 +98,7 @@ async def parsed_spec(
 ) -> ExternalConnectionSpec | None:
     """The connection's spec, or None once an invalid one is out of the table and reported."""
     try:
-        return ExternalConnectionSpec.model_validate(body.get("spec", {}))
+        return ExternalConnectionSpec.model_validate(body["spec"])
     except ValidationError as error:
         verdict = Verdict(ConditionType.ACCEPTED, "False", Reason.INVALID_SPEC, spec_error(error))
         runtime.routes.drop_connection(key)

@@ -99,7 +99,7 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
     meta = body["metadata"]
     key = app_key(kind, body)
     try:
-        spec = LinkedAppSpec.model_validate(body.get("spec", {}))
+        spec = LinkedAppSpec.model_validate(body["spec"])
     except ValidationError as error:
         runtime.routes.drop_app(key, seen_as=key)
         runtime.channel.schedule_flush()

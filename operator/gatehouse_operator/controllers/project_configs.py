@@ -38,7 +38,7 @@ async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
     key = _key(body)
     meta = body["metadata"]
     runtime.projects[meta["uid"]] = (meta["namespace"], meta["name"])
-    spec = body.get("spec") or {}
+    spec = body["spec"]
     problems = spec_problems(spec)
     if problems:
         verdict = Verdict(
