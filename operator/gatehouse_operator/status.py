@@ -88,6 +88,11 @@ class Written:
         )
         return status.model_dump(by_alias=True, exclude_unset=True, mode="json")
 
+    def same_as(self, other: Written) -> bool:
+        """Whether both write the same status: pydantic's == leaves out which fields were
+        given, and only those are written."""
+        return self == other and self.fields.model_fields_set == other.fields.model_fields_set
+
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -172,7 +177,7 @@ class StatusWriter:
             if verdict.type == summary or verdict.type in ADVISORY:
                 await self._event(kind, body, verdict)
         last = self._written.get(key)
-        if written == last if last is not None else status == body.get("status"):
+        if written.same_as(last) if last is not None else status == body.get("status"):
             return  # as it is: a restarted operator re-reports thousands of unchanged resources
         await self.kube.patch_status(kind, meta["namespace"], meta["name"], status)
         self._written[key] = written
