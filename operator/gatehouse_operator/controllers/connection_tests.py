@@ -295,7 +295,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
         return
     key = _key(body)
     started = time.perf_counter()
-    # What the test found: the fields set are the fields written (``finished`` adds the timing).
+    # What the test found: the fields given are those written (the timing is added at the end).
     found = ConnectionTestStatus()
     verdicts: list[Verdict] = []
     try:
