@@ -3,6 +3,9 @@
 Conditions as cert-manager writes them: one per type, a transition time that moves only when the
 status does, and the generation they describe; ``observedGeneration`` stamped; a Kubernetes
 Event for every move of the summary condition (and of an advisory one).
+
+A caller gives its verdicts and its kind's status model (``api/``) holding the kind's own fields;
+the writer adds the conditions and the generation, and keeps what it wrote typed.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from typing import Any
 
 from kubernetes.aio import client
 
+from gatehouse_operator.api import meta as api_meta
 from gatehouse_operator.api.conditions import ADVISORY, ConditionType
-from gatehouse_operator.api.meta import ConditionStatus, Kind
+from gatehouse_operator.api.meta import ConditionStatus, Kind, Status
+from gatehouse_operator.api.stored import StoredCondition, StoredStatus
 from gatehouse_operator.kube import Kube
 
 log = logging.getLogger("gatehouse.operator")
@@ -36,33 +41,89 @@ class Verdict:
         return self.status == "True"
 
 
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A condition as this operator wrote it: a Verdict stamped with the time its status last
+    moved and the generation it describes.
+
+    A slots dataclass rather than the pydantic ``api.meta.Condition`` (which checks it on the
+    way out): the writer holds one per condition of up to 20,000 resources, and a model costs
+    more than twice as much to hold."""
+
+    type: ConditionType
+    status: ConditionStatus
+    reason: str
+    message: str
+    last_transition_time: str
+    observed_generation: int
+
+    def checked(self) -> api_meta.Condition:
+        """As the CRD schema has it: a reason or message it would refuse fails here."""
+        return api_meta.Condition(
+            type=self.type,
+            status=self.status,
+            reason=self.reason,
+            message=self.message,
+            last_transition_time=self.last_transition_time,
+            observed_generation=self.observed_generation,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A resource's status as written: its conditions, generation and the kind's own fields."""
+
+    generation: int
+    conditions: tuple[Condition, ...]
+    fields: Status
+
+    def wire(self) -> dict[str, Any]:
+        """The status patch: only the fields given, as the kind's status model (the one its CRD
+        schema is generated from) writes them."""
+        status = self.fields.model_copy(
+            update={
+                "observed_generation": self.generation,
+                "conditions": [condition.checked() for condition in self.conditions],
+            }
+        )
+        return status.model_dump(by_alias=True, exclude_unset=True, mode="json")
+
+    def same_as(self, other: Written) -> bool:
+        """Whether both write the same status: pydantic's == leaves out which fields were
+        given, and only those are written."""
+        return self == other and self.fields.model_fields_set == other.fields.model_fields_set
+
+
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def merge(
-    existing: Sequence[dict[str, Any]], verdicts: Sequence[Verdict], generation: int
-) -> tuple[list[dict[str, Any]], list[Verdict]]:
-    """The new condition list, and the verdicts whose status or reason changed."""
-    by_type = {condition.get("type"): condition for condition in existing}
-    merged: list[dict[str, Any]] = []
+    existing: Sequence[Condition | StoredCondition], verdicts: Sequence[Verdict], generation: int
+) -> tuple[tuple[Condition, ...], list[Verdict]]:
+    """The new conditions, and the verdicts whose status or reason changed."""
+    by_type = {condition.type: condition for condition in existing}
+    merged: list[Condition] = []
     changed: list[Verdict] = []
     for verdict in verdicts:
-        previous = by_type.get(verdict.type, {})
-        moved = previous.get("status") != verdict.status
-        if moved or previous.get("reason") != verdict.reason:
+        previous = by_type.get(verdict.type)
+        if previous is None or previous.status != verdict.status:
+            since = now()
             changed.append(verdict)
+        else:
+            since = previous.last_transition_time or now()
+            if previous.reason != verdict.reason:
+                changed.append(verdict)
         merged.append(
-            {
-                "type": verdict.type,
-                "status": verdict.status,
-                "reason": verdict.reason,
-                "message": verdict.message,
-                "lastTransitionTime": now() if moved else previous.get("lastTransitionTime", now()),
-                "observedGeneration": generation,
-            }
+            Condition(
+                verdict.type, verdict.status, verdict.reason, verdict.message, since, generation
+            )
         )
-    return merged, changed
+    return tuple(merged), changed
+
+
+def _stored_conditions(body: dict[str, Any]) -> list[StoredCondition]:
+    return StoredStatus.model_validate(body.get("status") or {}).conditions
 
 
 def ready(verdicts: Sequence[Verdict], ready_reason: str, ready_message: str) -> Verdict:
@@ -73,25 +134,14 @@ def ready(verdicts: Sequence[Verdict], ready_reason: str, ready_message: str) ->
     return Verdict(ConditionType.READY, "True", ready_reason, ready_message)
 
 
-def typed(kind: Kind, status: dict[str, Any]) -> dict[str, Any]:
-    """``status`` held to the kind's status model, the one its CRD schema is generated from: a
-    field the schema does not have, or a value it would refuse, fails here, not in the API server
-    (or silently, pruned by it). Only the fields given are written."""
-    if kind.status is None:
-        return status
-    model = kind.status.model_validate(status)
-    written: dict[str, Any] = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
-    return written
-
-
 class StatusWriter:
     """Writes resources' status and Events, and remembers what it wrote: a restarted operator
     re-reports thousands of unchanged resources without a write."""
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
-        self._conditions: dict[str, list[dict[str, Any]]] = {}
-        self._written: dict[str, dict[str, Any]] = {}
+        self._conditions: dict[str, tuple[Condition, ...]] = {}
+        self._written: dict[str, Written] = {}
         # kind, namespace, name of each resource summarised by Ready (a test is a record).
         self._ready_of: dict[str, tuple[str, str, str]] = {}
 
@@ -100,21 +150,24 @@ class StatusWriter:
         kind: Kind,
         body: dict[str, Any],
         verdicts: Sequence[Verdict],
-        extra: dict[str, Any],
+        fields: Status,
         key: str,
         summary: ConditionType = ConditionType.READY,
         *,
         events: bool = True,
     ) -> None:
-        """Writes the status, and an Event for each move of the summary condition (and of an
+        """Writes the status (``fields``: the kind's status model with its own fields, those
+        given written), and an Event for each move of the summary condition (and of an
         advisory one) unless not ``events`` (a step nobody needs told of)."""
-        existing = self._conditions.get(key) or body.get("status", {}).get("conditions", [])
-        generation = int(body["metadata"].get("generation", 0))
-        merged, changed = merge(existing, verdicts, generation)
-        status = typed(kind, {"observedGeneration": generation, "conditions": merged, **extra})
-        # The written status's own list: one copy per resource (20,000 of them at scale).
-        self._conditions[key] = status["conditions"]
         meta = body["metadata"]
+        generation = int(meta.get("generation", 0))
+        # What this process wrote last, else the conditions as stored (after a restart).
+        existing = self._conditions.get(key) or _stored_conditions(body)
+        merged, changed = merge(existing, verdicts, generation)
+        written = Written(generation, merged, fields)
+        status = written.wire()
+        # One tuple of conditions per resource (20,000 of them at scale), shared with _written.
+        self._conditions[key] = merged
         if summary == ConditionType.READY:
             self._ready_of[key] = (kind.kind, meta["namespace"], meta["name"])
         # One Event per move of the summary condition (Ready): its reason is the failing
@@ -123,10 +176,11 @@ class StatusWriter:
         for verdict in changed if events else ():
             if verdict.type == summary or verdict.type in ADVISORY:
                 await self._event(kind, body, verdict)
-        if status == self._written.get(key, body.get("status")):
+        last = self._written.get(key)
+        if written.same_as(last) if last is not None else status == body.get("status"):
             return  # as it is: a restarted operator re-reports thousands of unchanged resources
         await self.kube.patch_status(kind, meta["namespace"], meta["name"], status)
-        self._written[key] = status
+        self._written[key] = written
 
     async def _event(self, kind: Kind, body: dict[str, Any], verdict: Verdict) -> None:
         try:
@@ -146,15 +200,15 @@ class StatusWriter:
                 error.status,
             )
 
-    def condition(self, key: str, type_: ConditionType) -> dict[str, Any]:
-        """The condition this operator last wrote for ``key``, or an empty dict."""
-        return next((c for c in self._conditions.get(key, []) if c["type"] == type_), {})
+    def condition(self, key: str, type_: ConditionType) -> Condition | None:
+        """The condition this operator last wrote for ``key``, if it wrote one."""
+        return next((c for c in self._conditions.get(key, ()) if c.type == type_), None)
 
     def readiness(self) -> Iterator[tuple[str, str, str, ConditionStatus]]:
         """kind, namespace, name and Ready's status of each resource this operator reports on."""
         for key, (kind, namespace, name) in self._ready_of.items():
             ready = self.condition(key, ConditionType.READY)
-            yield kind, namespace, name, ready.get("status", "Unknown")
+            yield kind, namespace, name, ready.status if ready is not None else "Unknown"
 
     def forget(self, key: str) -> None:
         self._conditions.pop(key, None)

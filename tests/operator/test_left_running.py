@@ -12,6 +12,7 @@ from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.connections.testing import Finished
 from gatehouse_operator.controllers.connection_tests import _not_left_running
 from gatehouse_operator.runtime import Runtime
+from gatehouse_operator.status import Condition
 
 KEY = "team/ConnectionTest/crm-1"
 
@@ -22,11 +23,11 @@ class Written:
     def __init__(self, reason: str | None) -> None:
         self.reason = reason
 
-    def condition(self, key: str, type_: ConditionType) -> dict[str, Any]:
+    def condition(self, key: str, type_: ConditionType) -> Condition | None:
         assert (key, type_) == (KEY, ConditionType.PASSED)
         if self.reason is None:
-            return {}
-        return {"type": "Passed", "status": "False", "reason": self.reason}
+            return None
+        return Condition(ConditionType.PASSED, "False", self.reason, "", "", 1)
 
 
 class FakeRuntime:

@@ -62,7 +62,8 @@ def test_sealed_values_open_for_their_connection_and_are_offered_resealed(
         asyncio.run(external_connections.reconcile(runtime, body))
         if len(routed) > waiting:
             entry = routed[-1]
-            return entry.extra, {verdict.type: asdict(verdict) for verdict in entry.verdicts}
+            fields = entry.extra.model_dump(by_alias=True, exclude_unset=True, mode="json")
+            return fields, {verdict.type: asdict(verdict) for verdict in entry.verdicts}
         assert len(api.statuses) > written
         return api.statuses[-1], conditions(api)
 
@@ -102,5 +103,7 @@ def test_sealed_values_open_for_their_connection_and_are_offered_resealed(
     assert reconcile(connection("vendor", value))[0]["resealedSecret"] == offered
     assert reconcile(connection("vendor", offered))[0]["resealedSecret"] == ""
 
-    everything = json.dumps([api.statuses, api.events, [entry.extra for entry in routed]])
+    everything = json.dumps(
+        [api.statuses, api.events, [entry.extra.model_dump(mode="json") for entry in routed]]
+    )
     assert CANARY.decode() not in everything

@@ -51,6 +51,7 @@ class StoredCondition(Stored):
     status: str = "Unknown"
     reason: str = ""
     message: str = ""
+    last_transition_time: str = ""
 
 
 class StoredConnectionSpec(Stored):

@@ -29,6 +29,8 @@ from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
     SAVE_AS_SAMPLE_ANNOTATION,
     ConnectionTestSpec,
+    ConnectionTestStatus,
+    UpstreamAnswer,
 )
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.api.stored import StoredConnectionTest
@@ -56,9 +58,9 @@ def _age_seconds(body: dict[str, Any]) -> float:
 
 def _connection(
     runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec
-) -> tuple[str, ConnectionRoute, dict[str, Any]]:
-    """The connection's routing key, route and resource; waits (by retrying) while the
-    operator has not seen it."""
+) -> tuple[str, ConnectionRoute, ExternalConnectionSpec]:
+    """The connection's routing key, route and spec; waits (by retrying) while the operator
+    has not seen it."""
     key = f"{body['metadata']['namespace']}/{spec.connection}"
     route = runtime.routes.connection(key)
     connection = runtime.routes.connection_body(key)
@@ -73,7 +75,7 @@ def _connection(
                     f"({', '.join(sorted(route.allowed_methods))})",
                 )
             )
-        return key, route, connection
+        return key, route, ExternalConnectionSpec.model_validate(connection["spec"])
     if route is None:
         raise Waiting(Reason.CONNECTION_NOT_FOUND, f"no ExternalConnection {spec.connection!r}")
     # Compiled and not Ready: the connection's own condition says why, and waiting would not help.
@@ -82,8 +84,8 @@ def _connection(
         Verdict(
             ConditionType.PASSED,
             "False",
-            ready.get("reason") or Reason.CONNECTION_NOT_READY,
-            ready.get("message") or route.unavailable,
+            ready.reason if ready is not None and ready.reason else Reason.CONNECTION_NOT_READY,
+            ready.message if ready is not None and ready.message else route.unavailable,
         )
     )
 
@@ -117,7 +119,13 @@ async def _run_on_proxy(
     waits = max(0.0, PATIENCE_SECONDS - _age_seconds(body))
     sent = Verdict(ConditionType.PASSED, "Unknown", Reason.RUNNING, SENT_MESSAGE)
     await runtime.status.write(
-        CONNECTION_TEST, body, [sent], {}, _key(body), summary=ConditionType.PASSED, events=False
+        CONNECTION_TEST,
+        body,
+        [sent],
+        ConnectionTestStatus(),
+        _key(body),
+        summary=ConditionType.PASSED,
+        events=False,
     )
     return await ask(runtime, request, within=route.limits.timeout_seconds + 5 + waits)
 
@@ -127,7 +135,7 @@ async def _save_sample(
     body: dict[str, Any],
     spec: ConnectionTestSpec,
     label: str,
-    response: dict[str, Any],
+    response: UpstreamAnswer,
     sample_body: Any,
     secrets: list[str],
 ) -> Verdict:
@@ -152,8 +160,8 @@ async def _save_sample(
                 path=samples.Redaction(secrets).text(spec.path),
                 body=samples.sent(spec.body, secrets),
             ),
-            status_code=response.get("statusCode", 0),
-            content_type=response.get("contentType", ""),
+            status_code=response.status_code,
+            content_type=response.content_type,
             body=sample_body,
         )
     except ValidationError as error:
@@ -204,10 +212,10 @@ async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
             for c in status.get("conditions", [])
             if c.get("type") != ConditionType.SAMPLE_SAVED
         ]
-        extra = {"sample": meta["name"]} if verdict.ok else {}
+        fields = ConnectionTestStatus(sample=meta["name"]) if verdict.ok else ConnectionTestStatus()
         key = _key(body)
         await runtime.status.write(
-            CONNECTION_TEST, body, [*kept, verdict], extra, key, summary=ConditionType.PASSED
+            CONNECTION_TEST, body, [*kept, verdict], fields, key, summary=ConditionType.PASSED
         )
         forget_resource(runtime, key)
     await runtime.kube.annotate(
@@ -217,7 +225,7 @@ async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
 
 def _spec(body: dict[str, Any]) -> ConnectionTestSpec:
     """The test's spec, parsed strictly: what is sent and saved."""
-    return ConnectionTestSpec.model_validate(body.get("spec", {}))
+    return ConnectionTestSpec.model_validate(body["spec"])
 
 
 async def _saved(
@@ -239,7 +247,13 @@ async def _saved(
             else []
         )
         return await _save_sample(
-            runtime, body, spec, label, status.response or {}, status.sample_body, secrets
+            runtime,
+            body,
+            spec,
+            label,
+            UpstreamAnswer.model_validate(status.response or {}),
+            status.sample_body,
+            secrets,
         )
     except (client.ApiException, ValidationError) as error:
         # An event handler is not retried: the answer says so, and asking again retries.
@@ -258,8 +272,8 @@ def _not_left_running(runtime: Runtime, test: StoredConnectionTest, key: str) ->
     reached the upstream, so it is not sent again."""
     # What this process wrote last, if anything: a body from the watch may be older.
     written = runtime.status.condition(key, ConditionType.PASSED)
-    if written:
-        last = str(written.get("reason", ""))
+    if written is not None:
+        last = written.reason
     else:
         last = test.status.condition(ConditionType.PASSED).reason
     if last == Reason.RUNNING:
@@ -281,7 +295,8 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
         return
     key = _key(body)
     started = time.perf_counter()
-    extra: dict[str, Any] = {}
+    # What the test found: the fields given are those written (the timing is added at the end).
+    found = ConnectionTestStatus()
     verdicts: list[Verdict] = []
     try:
         _not_left_running(runtime, stored, key)
@@ -291,8 +306,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             raise Finished(
                 Verdict(ConditionType.PASSED, "False", Reason.INVALID_SPEC, spec_error(error))
             ) from None
-        connection_key, route, connection = _connection(runtime, body, spec)
-        connection_spec = ExternalConnectionSpec.model_validate(connection["spec"])
+        connection_key, route, connection_spec = _connection(runtime, body, spec)
         answer = await _run_on_proxy(runtime, body, connection_key, route, spec)
     except Finished as finished:
         verdicts.append(finished.verdict)
@@ -302,7 +316,12 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
         else:
             pending = Verdict(ConditionType.PASSED, "Unknown", Reason.PENDING, waiting.message)
             await runtime.status.write(
-                CONNECTION_TEST, body, [pending], {}, key, summary=ConditionType.PASSED
+                CONNECTION_TEST,
+                body,
+                [pending],
+                ConnectionTestStatus(),
+                key,
+                summary=ConditionType.PASSED,
             )
             raise kopf.TemporaryError(waiting.message, delay=waiting.delay) from None
     else:
@@ -310,9 +329,12 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
         secrets = await stored_secrets(runtime, namespace, spec.connection, connection_spec)
         outcome = await result(answer, spec.method, spec.path, secrets)
         verdicts.append(outcome.verdict)
-        extra["response"] = outcome.response
-        if outcome.passed:
-            extra["sampleBody"] = outcome.sample_body
+        response = UpstreamAnswer.model_validate(outcome.response)
+        found = (
+            ConnectionTestStatus(response=response, sample_body=outcome.sample_body)
+            if outcome.passed
+            else ConnectionTestStatus(response=response)
+        )
         if spec.save_as_sample is not None:
             saved = (
                 await _save_sample(
@@ -320,7 +342,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
                     body,
                     spec,
                     spec.save_as_sample.label,
-                    outcome.response,
+                    response,
                     outcome.sample_body,
                     secrets,
                 )
@@ -334,11 +356,12 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             )
             verdicts.append(saved)
             if saved.ok:
-                extra["sample"] = body["metadata"]["name"]
-    extra["durationMs"] = int((time.perf_counter() - started) * 1000)
-    extra["finishedAt"] = now()
+                found = found.model_copy(update={"sample": body["metadata"]["name"]})
+    written = found.model_copy(
+        update={"duration_ms": int((time.perf_counter() - started) * 1000), "finished_at": now()}
+    )
     await runtime.status.write(
-        CONNECTION_TEST, body, verdicts, extra, key, summary=ConditionType.PASSED
+        CONNECTION_TEST, body, verdicts, written, key, summary=ConditionType.PASSED
     )
     forget_resource(runtime, key)  # a finished test is never written again
 

@@ -23,7 +23,11 @@ from pydantic import ValidationError
 
 from gatehouse_contract.routes import Credential, EntryKind
 from gatehouse_operator.api.conditions import ConditionType, Reason
-from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
+from gatehouse_operator.api.connection import (
+    EXTERNAL_CONNECTION,
+    ExternalConnectionSpec,
+    ExternalConnectionStatus,
+)
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
 from gatehouse_operator.connections.origin import (
     OriginError,
@@ -94,7 +98,7 @@ async def parsed_spec(
 ) -> ExternalConnectionSpec | None:
     """The connection's spec, or None once an invalid one is out of the table and reported."""
     try:
-        return ExternalConnectionSpec.model_validate(body.get("spec", {}))
+        return ExternalConnectionSpec.model_validate(body["spec"])
     except ValidationError as error:
         verdict = Verdict(ConditionType.ACCEPTED, "False", Reason.INVALID_SPEC, spec_error(error))
         runtime.routes.drop_connection(key)
@@ -103,7 +107,7 @@ async def parsed_spec(
             EXTERNAL_CONNECTION,
             body,
             [verdict, ready([verdict], "", "")],
-            {"hasSecret": False, "resealedSecret": ""},
+            ExternalConnectionStatus(has_secret=False, resealed_secret=""),
             key,
         )
         return None
@@ -248,11 +252,9 @@ async def publish_route(
     size = budget.entry_size(route)
     total = runtime.routes.budget.total_with("connection", key, size)
     refusal = budget.check(route, size, total, ConditionType.ACCEPTED)
-    extra = {
-        "origin": origin,
-        "hasSecret": credential.encrypted is not None,
-        "resealedSecret": resealed,
-    }
+    fields = ExternalConnectionStatus(
+        origin=origin, has_secret=credential.encrypted is not None, resealed_secret=resealed
+    )
     if refusal is not None:
         # Left out of the table (its apps report the link broken); Accepted says what to shrink.
         runtime.routes.drop_connection(key)
@@ -260,7 +262,7 @@ async def publish_route(
         verdicts[0] = refusal
         summary = ready(verdicts, "", "")
         reported = [*verdicts, summary, *advisory]
-        await runtime.rollout.report_not_ready(EXTERNAL_CONNECTION, body, reported, extra, key)
+        await runtime.rollout.report_not_ready(EXTERNAL_CONNECTION, body, reported, fields, key)
         await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
         return
     runtime.routes.put_connection(route, body, size)
@@ -268,11 +270,11 @@ async def publish_route(
     if summary.ok:
         entry: tuple[EntryKind, str] = ("connection", key)
         await runtime.rollout.report(
-            Routed(EXTERNAL_CONNECTION, body, [*verdicts, *advisory], extra, key, entry, routed)
+            Routed(EXTERNAL_CONNECTION, body, [*verdicts, *advisory], fields, key, entry, routed)
         )
     else:
         reported = [*verdicts, summary, *advisory]
-        await runtime.rollout.report_not_ready(EXTERNAL_CONNECTION, body, reported, extra, key)
+        await runtime.rollout.report_not_ready(EXTERNAL_CONNECTION, body, reported, fields, key)
     await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
 
 

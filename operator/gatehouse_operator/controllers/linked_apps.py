@@ -16,7 +16,13 @@ from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_contract.routes import AppRoute, EntryKind, token_sha256
-from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP, LinkedAppSpec
+from gatehouse_operator.api.apps import (
+    CHART_TYPE,
+    DATA_APP,
+    LinkedAppSpec,
+    LinkedAppStatus,
+    LinkStatus,
+)
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, spec_error
 from gatehouse_operator.kube import CREDENTIAL_LABEL, SECRET_TAKEN_RETRY_SECONDS, SecretTaken
@@ -32,7 +38,7 @@ def credential_secret_name(kind: Kind, name: str) -> str:
     return f"{kind.singular}-{name}-gatehouse"
 
 
-def _link_statuses(runtime: Runtime, route: AppRoute) -> list[dict[str, Any]]:
+def _link_statuses(runtime: Runtime, route: AppRoute) -> list[LinkStatus]:
     statuses = []
     for alias, connection_key in sorted(route.links.items()):
         connection = runtime.routes.connection(connection_key)
@@ -43,12 +49,9 @@ def _link_statuses(runtime: Runtime, route: AppRoute) -> list[dict[str, Any]]:
         elif connection.unavailable:
             reason = Reason.CONNECTION_NOT_READY
         statuses.append(
-            {
-                "alias": alias,
-                "connection": name,
-                "ready": not reason,
-                "reason": reason or Reason.ROUTED,
-            }
+            LinkStatus(
+                alias=alias, connection=name, ready=not reason, reason=reason or Reason.ROUTED
+            )
         )
     return statuses
 
@@ -57,7 +60,7 @@ async def _write_status(
     runtime: Runtime, kind: Kind, body: dict[str, Any], route: AppRoute
 ) -> None:
     links = _link_statuses(runtime, route)
-    broken = [link for link in links if not link["ready"]]
+    broken = [link for link in links if not link.ready]
     secret = credential_secret_name(kind, body["metadata"]["name"])
     verdicts = [
         Verdict(
@@ -76,32 +79,32 @@ async def _write_status(
         else Verdict(
             ConditionType.LINKS_READY,
             "False",
-            broken[0]["reason"],
-            "; ".join(
-                f"{link['alias']} -> {link['connection']}: {link['reason']}" for link in broken
-            ),
+            broken[0].reason,
+            "; ".join(f"{link.alias} -> {link.connection}: {link.reason}" for link in broken),
         ),
     ]
     message = "every alias is routed by the proxy"
     summary = ready(verdicts, "Routed", message)
-    extra = {"credentialSecret": secret, "links": links}
+    fields = LinkedAppStatus(credential_secret=secret, links=links)
     if summary.ok:
         entry: tuple[EntryKind, str] = ("app", route.key)
-        await runtime.rollout.report(Routed(kind, body, verdicts, extra, route.key, entry, message))
+        await runtime.rollout.report(
+            Routed(kind, body, verdicts, fields, route.key, entry, message)
+        )
     else:
-        await runtime.rollout.report_not_ready(kind, body, [*verdicts, summary], extra, route.key)
+        await runtime.rollout.report_not_ready(kind, body, [*verdicts, summary], fields, route.key)
 
 
 async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
     meta = body["metadata"]
     key = app_key(kind, body)
     try:
-        spec = LinkedAppSpec.model_validate(body.get("spec", {}))
+        spec = LinkedAppSpec.model_validate(body["spec"])
     except ValidationError as error:
         runtime.routes.drop_app(key, seen_as=key)
         runtime.channel.schedule_flush()
         verdict = Verdict(ConditionType.READY, "False", Reason.INVALID_SPEC, spec_error(error))
-        await runtime.rollout.report_not_ready(kind, body, [verdict], {}, key)
+        await runtime.rollout.report_not_ready(kind, body, [verdict], LinkedAppStatus(), key)
         return
     owner = {"kind": kind.kind, "name": meta["name"], "uid": meta["uid"]}
     secret = credential_secret_name(kind, meta["name"])
@@ -114,7 +117,7 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
             ConditionType.CREDENTIAL_ISSUED, "False", Reason.SECRET_CONFLICT, str(taken)
         )
         await runtime.rollout.report_not_ready(
-            kind, body, [verdict, ready([verdict], "", "")], {}, key
+            kind, body, [verdict, ready([verdict], "", "")], LinkedAppStatus(), key
         )
         # Nothing the operator watches changes when that Secret goes: asked again.
         raise kopf.TemporaryError(str(taken), delay=SECRET_TAKEN_RETRY_SECONDS) from None
@@ -131,7 +134,7 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
             "ServiceAccount needs get, create and update on secrets in this namespace",
         )
         await runtime.rollout.report_not_ready(
-            kind, body, [verdict, ready([verdict], "", "")], {}, key
+            kind, body, [verdict, ready([verdict], "", "")], LinkedAppStatus(), key
         )
         return
     route = AppRoute(
@@ -147,7 +150,7 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
     if refusal is not None:
         runtime.routes.drop_app(key, seen_as=key)
         runtime.channel.schedule_flush()
-        await runtime.rollout.report_not_ready(kind, body, [refusal], {}, key)
+        await runtime.rollout.report_not_ready(kind, body, [refusal], LinkedAppStatus(), key)
         return
     runtime.routes.put_app(route, body, seen_as=key, size=size)
     runtime.channel.schedule_flush()

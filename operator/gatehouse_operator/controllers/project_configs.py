@@ -15,7 +15,13 @@ import kopf
 
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.meta import GROUP, VERSION
-from gatehouse_operator.api.project_config import PROJECT_CONFIG, fitted_warnings
+from gatehouse_operator.api.project_config import (
+    PROJECT_CONFIG,
+    CompiledConfig,
+    CompileWarningStatus,
+    ProjectConfigStatus,
+    fitted_warnings,
+)
 from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.schema import parsed_spec
 from gatehouse_operator.runtime import Runtime, forget_resource
@@ -32,15 +38,15 @@ async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
     key = _key(body)
     meta = body["metadata"]
     runtime.projects[meta["uid"]] = (meta["namespace"], meta["name"])
-    extra: dict[str, Any] = {"projectUuid": meta["uid"]}
-    spec = body.get("spec") or {}
+    spec = body["spec"]
     config, problems = parsed_spec(spec)
     if config is None:
         verdict = Verdict(
             ConditionType.COMPILED, "False", Reason.INVALID_CONFIG, "; ".join(problems)
         )
+        fields = ProjectConfigStatus(project_uuid=meta["uid"])
         await runtime.status.write(
-            PROJECT_CONFIG, body, [verdict, ready([verdict], "", "")], extra, key
+            PROJECT_CONFIG, body, [verdict, ready([verdict], "", "")], fields, key
         )
         return
     compiled = compile_config(config)
@@ -51,13 +57,16 @@ async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
         else "compiled without warnings"
     )
     verdict = Verdict(ConditionType.COMPILED, "True", Reason.COMPILED, summary)
-    extra |= {
-        "warnings": [{"rule": w.rule, "path": w.path, "message": w.message} for w in warnings],
-        "compiled": compiled.as_status(),
-    }
+    fields = ProjectConfigStatus(
+        project_uuid=meta["uid"],
+        warnings=[
+            CompileWarningStatus(rule=w.rule, path=w.path, message=w.message) for w in warnings
+        ],
+        compiled=CompiledConfig.model_validate(compiled.as_status()),
+    )
     first_time = body.get("status", {}).get("observedGeneration") != meta.get("generation", 0)
     await runtime.status.write(
-        PROJECT_CONFIG, body, [verdict, ready([verdict], "Compiled", summary)], extra, key
+        PROJECT_CONFIG, body, [verdict, ready([verdict], "Compiled", summary)], fields, key
     )
     if first_time:
         subject = cast(kopf.Body, body)

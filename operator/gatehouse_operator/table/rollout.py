@@ -21,7 +21,7 @@ from kubernetes.aio import client
 
 from gatehouse_contract.routes import EntryKind
 from gatehouse_operator.api.conditions import ConditionType, Reason
-from gatehouse_operator.api.meta import Kind
+from gatehouse_operator.api.meta import Kind, Status
 from gatehouse_operator.kube import failure
 from gatehouse_operator.status import Verdict
 from gatehouse_operator.table.journal import Journal
@@ -42,7 +42,7 @@ class Routed:
     kind: Kind
     body: dict[str, Any]
     verdicts: Sequence[Verdict]
-    extra: dict[str, Any]
+    extra: Status  # the kind's own status fields
     key: str
     entry: tuple[EntryKind, str]
     message: str  # Ready's message once routed
@@ -51,9 +51,7 @@ class Routed:
     not_before: float = 0.0  # after a failed write
 
 
-WriteStatus = Callable[
-    [Kind, dict[str, Any], Sequence[Verdict], dict[str, Any], str], Awaitable[None]
-]
+WriteStatus = Callable[[Kind, dict[str, Any], Sequence[Verdict], Status, str], Awaitable[None]]
 
 
 class Rollout:
@@ -110,7 +108,7 @@ class Rollout:
         kind: Kind,
         body: dict[str, Any],
         verdicts: Sequence[Verdict],
-        extra: dict[str, Any],
+        extra: Status,
         key: str,
     ) -> None:
         """Writes the status of a resource whose own checks fail: nothing to wait for."""

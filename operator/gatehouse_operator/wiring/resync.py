@@ -87,13 +87,15 @@ async def reconcile_connections(runtime: Runtime, keys: list[str]) -> None:
 def unwatched(runtime: Runtime) -> list[str]:
     """Connections whose Secret the watch does not see, or the operator may not read: read
     again every resync (a right granted later, or a rotation, shows within a minute)."""
-    return [
-        key
-        for key in runtime.routes.connection_keys()
-        if runtime.status.condition(key, ConditionType.CREDENTIAL_WATCHED).get("status") == "False"
-        or runtime.status.condition(key, ConditionType.CREDENTIAL_READY).get("reason")
-        == Reason.SECRET_FORBIDDEN
-    ]
+    return [key for key in runtime.routes.connection_keys() if _read_again(runtime, key)]
+
+
+def _read_again(runtime: Runtime, key: str) -> bool:
+    watched = runtime.status.condition(key, ConditionType.CREDENTIAL_WATCHED)
+    credential = runtime.status.condition(key, ConditionType.CREDENTIAL_READY)
+    return (watched is not None and watched.status == "False") or (
+        credential is not None and credential.reason == Reason.SECRET_FORBIDDEN
+    )
 
 
 def unread_connections(runtime: Runtime) -> list[str]:
