@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, JsonValue, ValidationInfo, field_validator
 
 from gatehouse_operator.api.connection import HttpMethod, LinkPolicy
 from gatehouse_operator.api.connection_test import SampleRequest
@@ -178,7 +178,11 @@ class DraftTestRequest(Model):
         pattern=DNS_LABEL,
         description="The connection's name, as it would be created (or as it is, to edit it).",
     )
-    spec: dict[str, Any] = Field(description="The ExternalConnection spec as it would be applied.")
+    # Judged by the API server as the caller (its schema's rules, the admission webhook), as an
+    # apply of it would be: what it answers is what the caller is told.
+    spec: dict[str, JsonValue] = Field(
+        description="The ExternalConnection spec as it would be applied."
+    )
     secret: str | None = Field(
         default=None,
         max_length=65_536,
