@@ -3,9 +3,12 @@ OpenAPI document is generated from them), and the page renders them."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
-from pydantic import Field, JsonValue, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, JsonValue, ValidationInfo, field_validator
+
+# Pydantic reads typing.TypedDict only from Python 3.12.
+from typing_extensions import TypedDict
 
 from gatehouse_operator.api.connection import HttpMethod, LinkPolicy
 from gatehouse_operator.api.connection_test import SampleRequest
@@ -43,11 +46,22 @@ class ConnectionList(Model):
     )
 
 
+class SampledRequestShown(TypedDict):
+    """A sample's request as its ConnectionSample keeps it (api.connection_sample.SampledRequest);
+    one saved before requests kept a body has none. Read leniently, as api.stored reads."""
+
+    __pydantic_config__ = ConfigDict(extra="ignore")  # type: ignore[misc]
+
+    method: str
+    path: str
+    body: NotRequired[JsonValue]
+
+
 class Sample(Model):
     id: str
     label: str
     saved_at: str
-    request: dict[str, Any] = Field(
+    request: SampledRequestShown = Field(
         description="What the test sent: method, path and query, and its JSON body, redacted."
     )
     status_code: int
@@ -64,7 +78,8 @@ class ConnectionHeader(Model):
 
 class ConnectionDetail(Model):
     connection: LinkableConnection
-    auth: dict[str, Any] = Field(
+    # Echoed as stored, for the page to show (and the service API to answer) as the spec has it.
+    auth: dict[str, JsonValue] = Field(
         description="The auth settings as in the spec: type, apiKey, googleServiceAccount, "
         "oauth2ClientCredentials (tokenURL, clientId, scopes, clientAuthentication, "
         "parameters), and the secretRef's name and key or the sealed value (never the secret)."
@@ -76,7 +91,7 @@ class ConnectionDetail(Model):
         default_factory=list,
         description="The media types an answer may have (spec.allowedContentTypes); empty: any.",
     )
-    limits: dict[str, Any] = Field(description="The spec's limits, as given.")
+    limits: dict[str, JsonValue] = Field(description="The spec's limits, as given.")
     samples: list[Sample]
     can_manage: bool = Field(description="Whether the caller may edit and delete it.")
 
@@ -200,7 +215,8 @@ class DraftTestOutcome(Model):
     passed: bool
     reason: str
     message: str
-    response: dict[str, Any] | None = Field(
+    # As a ConnectionTest's status.response holds it (api.stored reads it so).
+    response: dict[str, JsonValue] | None = Field(
         default=None,
         description="statusCode, contentType, body (redacted, truncated), truncated, sizeBytes.",
     )
@@ -211,7 +227,8 @@ class ConnectionTestOutcome(Model):
     passed: bool
     reason: str
     message: str
-    response: dict[str, Any] | None = None
+    # The test's status.response, as stored.
+    response: dict[str, JsonValue] | None = None
     sample: str = ""
 
 

@@ -63,3 +63,10 @@ class Written(Stored):
     kind: str
     metadata: WrittenMetadata
     spec: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+def relinked(app: dict[str, Any], links: list[dict[str, str]]) -> dict[str, Any]:
+    """A DataApp or ChartType as read, its spec.connections replaced: written back whole (every
+    field it holds), with the version read, so that a change made meanwhile is a conflict, not
+    lost."""
+    return {**app, "spec": {**app.get("spec", {}), "connections": links}}
