@@ -22,7 +22,11 @@ from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.connection_document import ConnectionSpecDocument
 from gatehouse_operator.api.meta import spec_error
-from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
+from gatehouse_operator.connections.models import (
+    DraftTestOutcome,
+    DraftTestRequest,
+    answer_shown,
+)
 from gatehouse_operator.connections.origin import OriginError, normalise_origin, token_url_of
 from gatehouse_operator.connections.testing import (
     Finished,
@@ -163,5 +167,5 @@ async def try_draft(
         passed=outcome.passed,
         reason=outcome.verdict.reason,
         message=outcome.verdict.message,
-        response=outcome.response,
+        response=answer_shown(outcome.response),
     )

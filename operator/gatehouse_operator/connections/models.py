@@ -3,9 +3,10 @@ OpenAPI document is generated from them), and the page renders them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, NotRequired
 
-from pydantic import ConfigDict, Field, JsonValue, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, JsonValue, TypeAdapter, ValidationInfo, field_validator
 
 # Pydantic reads typing.TypedDict only from Python 3.12.
 from typing_extensions import TypedDict
@@ -211,12 +212,34 @@ class DraftTestRequest(Model):
     request: TrialRequest = Field(default_factory=TrialRequest)
 
 
+class AnswerShown(TypedDict, total=False):
+    """What the connection answered, as a ConnectionTest's status.response holds it
+    (api.connection_test.UpstreamAnswer), read leniently as api.stored reads: the fields it
+    has, as they are (location only for a redirect)."""
+
+    __pydantic_config__ = ConfigDict(extra="ignore")  # type: ignore[misc]
+
+    statusCode: int
+    contentType: str
+    body: str
+    truncated: bool
+    sizeBytes: int
+    location: str
+
+
+_ANSWER_SHOWN: TypeAdapter[AnswerShown] = TypeAdapter(AnswerShown)
+
+
+def answer_shown(response: Mapping[str, object]) -> AnswerShown:
+    """A test's answer, as a test's result or a stored status.response has it, read as shown."""
+    return _ANSWER_SHOWN.validate_python(response)
+
+
 class DraftTestOutcome(Model):
     passed: bool
     reason: str
     message: str
-    # As a ConnectionTest's status.response holds it (api.stored reads it so).
-    response: dict[str, JsonValue] | None = Field(
+    response: AnswerShown | None = Field(
         default=None,
         description="statusCode, contentType, body (redacted, truncated), truncated, sizeBytes.",
     )
@@ -227,8 +250,7 @@ class ConnectionTestOutcome(Model):
     passed: bool
     reason: str
     message: str
-    # The test's status.response, as stored.
-    response: dict[str, JsonValue] | None = None
+    response: AnswerShown | None = None
     sample: str = ""
 
 

@@ -20,7 +20,11 @@ from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMPLE_ANNOTATION
 from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.connections.errors import Refused
-from gatehouse_operator.connections.models import ConnectionTestOutcome, SampleSaveOutcome
+from gatehouse_operator.connections.models import (
+    ConnectionTestOutcome,
+    SampleSaveOutcome,
+    answer_shown,
+)
 from gatehouse_operator.connections.samples import save_refusal, typed
 from gatehouse_operator.kube.manifests import Manifest, Metadata
 
@@ -58,7 +62,7 @@ def outcome(found: StoredConnectionTest) -> ConnectionTestOutcome | None:
         passed=passed.status == "True",
         reason=passed.reason,
         message=passed.message,
-        response=status.response,
+        response=answer_shown(status.response) if status.response is not None else None,
         sample=status.sample,
     )
 
