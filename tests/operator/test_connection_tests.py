@@ -201,6 +201,6 @@ def test_a_redirect_or_an_answer_over_the_limit_is_sent_only_when_there_is_one()
 
 
 def test_a_new_test_keeps_the_typed_path_scrubbed() -> None:
-    body = runs.new_test("vendor", {"method": "GET", "path": "/v1?api_key=typed-k&page=2"})
+    body = runs.new_test("vendor", {"method": "GET", "path": "/v1?api_key=typed-k&page=2"}).body()
     assert body["spec"]["path"] == "/v1?api_key=[redacted]&page=2"
     assert "typed-k" not in json.dumps(body)

@@ -241,6 +241,8 @@ def test_a_test_whose_path_gives_a_credential_key_a_value_is_refused_naming_it(
 def test_a_path_as_the_page_and_the_cli_keep_it_is_admitted() -> None:
     for path in (
         "/v1/items?page=2&tokens_used=3",
-        runs.new_test("vendor", {"path": "/v1/items?api_key=typed-by-me&page=2"})["spec"]["path"],
+        runs.new_test("vendor", {"path": "/v1/items?api_key=typed-by-me&page=2"}).body()["spec"][
+            "path"
+        ],
     ):
         _review_test(path)

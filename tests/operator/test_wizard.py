@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -13,6 +14,7 @@ from starlette.datastructures import FormData, UploadFile
 
 from gatehouse_contract.keyring import Keyring
 from gatehouse_operator.api.connection import MAX_INSTRUCTIONS, ExternalConnectionSpec
+from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections.exfiltration import link_warning
 from gatehouse_operator.keys.sealed_values import Scope
 from gatehouse_operator.web import session
@@ -34,7 +36,14 @@ def posted(fields: dict[str, str | list[str]], stored: dict[str, Any] | None = N
         for key, values in fields.items()
         for value in (values if isinstance(values, list) else [values])
     ]
-    return WizardForm.posted(FormData(items), stored or {}).named()
+    return WizardForm.posted(
+        FormData(items), StoredConnectionSpec.model_validate(stored or {})
+    ).named()
+
+
+def stored_form(body: Mapping[str, Any]) -> WizardForm:
+    """The edit form of the connection ``body``, parsed as the page reads it."""
+    return WizardForm.of(StoredConnection.of(body), body["metadata"]["resourceVersion"])
 
 
 BASE: dict[str, str | list[str]] = {
@@ -111,7 +120,7 @@ def test_an_edit_keeps_what_the_wizard_does_not_show() -> None:
             "limits": {"timeoutSeconds": 30},
         },
     }
-    form = WizardForm.of(stored_body)
+    form = stored_form(stored_body)
     assert form.editing
     spec = form.spec()
     assert spec["limits"] == {"timeoutSeconds": 30}
@@ -216,7 +225,7 @@ def test_editing_a_sealed_connection_keeps_its_value_until_another_is_entered() 
         "auth": {"type": "bearer", "sealedSecret": SEALED},
         "linkPolicy": "Builders",
     }
-    form = WizardForm.of({"metadata": {"name": "vendor", "resourceVersion": "7"}, "spec": spec})
+    form = stored_form({"metadata": {"name": "vendor", "resourceVersion": "7"}, "spec": spec})
     assert form.storage == "sealed"
     assert form.spec()["auth"] == {"type": "bearer", "sealedSecret": SEALED}
     # Kept in a Secret instead: the sealed value is dropped, a Secret is named.
@@ -256,7 +265,7 @@ def test_basic_and_oauth2_make_valid_specs() -> None:
     for spec in (basic, oauth2):
         ExternalConnectionSpec.model_validate(spec)
     # An edit shows them as stored.
-    form = WizardForm.of({"metadata": {"name": "crm", "resourceVersion": "3"}, "spec": oauth2})
+    form = stored_form({"metadata": {"name": "crm", "resourceVersion": "3"}, "spec": oauth2})
     assert (form.token_url, form.client_id, form.client_authentication) == (
         "https://Login.Example.com:443/oauth2/token",
         "reports-app",
@@ -314,7 +323,7 @@ def test_headers_content_types_and_quotas_go_into_the_spec() -> None:
     # The quotas shown replace the stored ones (empty: none); the others stay as stored.
     assert spec["limits"] == {"timeoutSeconds": 30, "connectionRequestsPerMinute": 120}
     ExternalConnectionSpec.model_validate(spec)
-    stored = WizardForm.of(
+    stored = stored_form(
         {"metadata": {"name": "n", "resourceVersion": "1"}, "spec": {**spec, "auth": {}}}
     )
     assert stored.headers == (
@@ -489,7 +498,7 @@ def test_an_image_only_connection_has_no_methods_and_no_credential() -> None:
     assert ExternalConnectionSpec.model_validate(spec).allow_public_images
     # An edit keeps it image-only: no methods stay none, not a silent GET.
     stored = {"metadata": {"name": "tiles", "resourceVersion": "3"}, "spec": spec}
-    assert WizardForm.of(stored).allowed_methods == ()
+    assert stored_form(stored).allowed_methods == ()
     # Public images go with auth none only: a browser loads them without the credential.
     keyed = posted(
         {**BASE, "allow_public_images": "on", "auth_type": "bearer", "draft_secret": "t"}

@@ -7,8 +7,8 @@ key) the operator reports as a condition.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, get_args
+from collections.abc import Sequence
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -511,19 +511,6 @@ class ExternalConnectionSpec(Model):
         if problem:
             raise ValueError(problem)
         return self
-
-
-def allowed_methods_of(spec: Mapping[str, Any]) -> list[HttpMethod]:
-    """A stored spec's methods: the API server fills in the default, and an empty list stays
-    empty (an image-only connection allows none)."""
-    methods = spec.get("allowedMethods")
-    return list(methods) if methods is not None else list(DEFAULT_METHODS)
-
-
-def link_policy_of(spec: Mapping[str, Any]) -> LinkPolicy:
-    """A stored spec's link policy, with the schema's default."""
-    policy: LinkPolicy = spec.get("linkPolicy", DEFAULT_LINK_POLICY)
-    return policy
 
 
 def image_rule_problem(auth_type: str, public_images: bool, has_methods: bool) -> str:

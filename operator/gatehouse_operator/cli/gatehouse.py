@@ -127,7 +127,7 @@ def _test_body(args: argparse.Namespace) -> dict[str, Any]:
         spec["body"] = json.loads(args.data)
     if args.save_sample is not None:
         spec["saveAsSample"] = {"label": args.save_sample}
-    return runs.new_test(args.connection, spec)
+    return runs.new_test(args.connection, spec).body()
 
 
 def _report(test: dict[str, Any], done: ConnectionTestOutcome, output: str) -> int:

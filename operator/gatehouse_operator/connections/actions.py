@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
 
 from kubernetes.aio import client
 
@@ -39,6 +39,7 @@ from gatehouse_operator.connections.models import (
     LinkableConnection,
     SampleSaveOutcome,
 )
+from gatehouse_operator.kube.manifests import Written
 from gatehouse_operator.runtime import Runtime
 
 APPS = {DATA_APP.plural: DATA_APP, CHART_TYPE.plural: CHART_TYPE}
@@ -46,6 +47,16 @@ APPS = {DATA_APP.plural: DATA_APP, CHART_TYPE.plural: CHART_TYPE}
 # its ConnectionTest until it finishes; a draft runs a dry run and a test).
 MAX_TESTS_PER_CALLER = 4
 MAX_DRAFTS_PER_CALLER = 2
+
+
+@dataclass(frozen=True)
+class Managed:
+    """A connection as read, with what changes it: the version an edit replaces, the uid a
+    delete is for."""
+
+    connection: StoredConnection
+    resource_version: str
+    uid: str
 
 
 class AppLists:
@@ -169,14 +180,14 @@ class Connections:
         """A connection the caller may see (link_policy.may_see), and whether they may manage
         it. Others are 404 alike, so a builder learns nothing of AdminsOnly connections, not
         even that they exist; a caller who may link nothing at all is told that (403)."""
-        _, connection, can_manage = await self.visible_as_stored(user, namespace, name)
-        return connection, can_manage
+        managed, can_manage = await self.visible_to_manage(user, namespace, name)
+        return managed.connection, can_manage
 
-    async def visible_as_stored(
+    async def visible_to_manage(
         self, user: User, namespace: str, name: str
-    ) -> tuple[dict[str, Any], StoredConnection, bool]:
-        """As visible, with the object as the API server returned it too: for an edit that
-        writes it back whole (its resourceVersion and every field it holds)."""
+    ) -> tuple[Managed, bool]:
+        """As visible, with the version read and the uid: for an edit that replaces the version
+        read, or a delete of the object read."""
         may = self.permission(user, namespace)
         can_manage = await may(MANAGE_VERB, name)
         if not can_manage:
@@ -185,7 +196,8 @@ class Connections:
         if body is not None:
             connection = StoredConnection.of(body)
             if await link_policy.may_see_connection(may, name, connection):
-                return body, connection, can_manage
+                meta = Written.model_validate(body).metadata
+                return Managed(connection, meta.resource_version, meta.uid), can_manage
         raise Refused(404, "not_found", f"no connection {name!r} you may see in {namespace}")
 
     async def connection_detail(
@@ -242,11 +254,18 @@ class Connections:
         await kube.annotate(
             CONNECTION_TEST, namespace, test, SAVE_AS_SAMPLE_ANNOTATION, label.strip()
         )
-        return await runs.wait_until_saved(
-            test, lambda: kube.get_custom(CONNECTION_TEST, namespace, test)
-        )
+        return await runs.wait_until_saved(test, self._test_reader(namespace, test))
 
     # --- Tests ---------------------------------------------------------------------------------
+
+    def _test_reader(self, namespace: str, name: str) -> runs.Read:
+        """Reads the ConnectionTest as stored now, parsed as read."""
+
+        async def read() -> StoredConnectionTest | None:
+            found = await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, name)
+            return StoredConnectionTest.of(found) if found is not None else None
+
+        return read
 
     async def may_test(self, user: User, namespace: str, connection: str) -> StoredConnection:
         """The connection, if the caller may test it: create on connectiontests, and a
@@ -261,21 +280,19 @@ class Connections:
         """Runs the test for a caller may_test allowed, and waits for its outcome."""
         with self.tests.slot(user):
             spec = wanted.model_dump(by_alias=True, exclude_none=True, mode="json")
-            body = runs.new_test(connection, spec, requested_by=user.name)
-            name = body["metadata"]["name"]
+            test = runs.new_test(connection, spec, requested_by=user.name)
+            name = test.metadata.name
             kube = self.runtime.kube
             try:
                 await kube.custom.create_namespaced_custom_object(
-                    GROUP, VERSION, namespace, CONNECTION_TEST.plural, body
+                    GROUP, VERSION, namespace, CONNECTION_TEST.plural, test.body()
                 )
             except client.ApiException as error:
                 if error.status in (400, 422):
                     # The admission webhook's or the schema's refusal, which names the field.
                     raise Refused(422, "invalid_request", refusal(error)) from None
                 raise
-            return await runs.wait_for_outcome(
-                name, lambda: kube.get_custom(CONNECTION_TEST, namespace, name)
-            )
+            return await runs.wait_for_outcome(name, self._test_reader(namespace, name))
 
     async def may_draft(self, user: User, namespace: str) -> None:
         """A test of a saved connection needs create on connectiontests; so does a draft's."""
@@ -294,6 +311,8 @@ class Connections:
                     spec = await drafts.checked_spec(kube, namespace, draft)
                 except drafts.DraftRefused as refused:
                     raise Refused(*_draft_refusal(refused.status), refused.message) from None
+            if isinstance(spec, DraftTestOutcome):
+                return spec
             return await drafts.try_draft(self.runtime, namespace, draft, spec)
 
     # --- Linking -------------------------------------------------------------------------------

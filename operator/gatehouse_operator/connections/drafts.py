@@ -12,17 +12,21 @@ no ConnectionTest, no table entry, no cached access token.
 from __future__ import annotations
 
 import secrets
-from typing import Any
 
 from kubernetes.aio import client
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
 from gatehouse_contract.connection_tests import ReplicaTestRequest
 from gatehouse_operator.access.as_user import AsUser, refusal
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
-from gatehouse_operator.api.meta import API_VERSION, spec_error
-from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest
+from gatehouse_operator.api.connection_document import ConnectionSpecDocument
+from gatehouse_operator.api.meta import spec_error
+from gatehouse_operator.connections.models import (
+    DraftTestOutcome,
+    DraftTestRequest,
+    answer_shown,
+)
 from gatehouse_operator.connections.origin import OriginError, normalise_origin, token_url_of
 from gatehouse_operator.connections.testing import (
     Finished,
@@ -33,6 +37,7 @@ from gatehouse_operator.connections.testing import (
     secret_texts,
 )
 from gatehouse_operator.keys.credentials import CredentialProblem, Found, encrypt_credential
+from gatehouse_operator.kube.manifests import Manifest, Metadata, Written
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for
@@ -50,42 +55,51 @@ class DraftRefused(Exception):
         self.message = message
 
 
-def manifest(name: str, spec: dict[str, Any], resource_version: str = "") -> dict[str, Any]:
-    """The ExternalConnection that would be applied."""
-    metadata: dict[str, Any] = {"name": name}
-    if resource_version:
-        metadata["resourceVersion"] = resource_version
-    return {
-        "apiVersion": API_VERSION,
-        "kind": EXTERNAL_CONNECTION.kind,
-        "metadata": metadata,
-        "spec": spec,
-    }
+def manifest(
+    name: str,
+    spec: ConnectionSpecDocument | dict[str, JsonValue],
+    resource_version: str = "",
+    namespace: str = "",
+) -> Manifest:
+    """The ExternalConnection that would be applied: the wizard's spec, or a draft's as sent;
+    ``namespace`` for a document to apply elsewhere (the API call names its own)."""
+    metadata = Metadata(
+        name=name, namespace=namespace or None, resource_version=resource_version or None
+    )
+    return Manifest(EXTERNAL_CONNECTION, metadata, spec)
 
 
 async def apply(
-    kube: AsUser, namespace: str, body: dict[str, Any], *, replaces: bool, dry_run: bool = False
-) -> dict[str, Any]:
-    """Creates the connection, or replaces it (``body`` carries the resourceVersion read), as
+    kube: AsUser, namespace: str, wanted: Manifest, *, replaces: bool, dry_run: bool = False
+) -> Written:
+    """Creates the connection, or replaces it (``wanted`` carries the resourceVersion read), as
     the caller; the object as stored, or as it would be in a dry run."""
+    body = wanted.body()
     if replaces:
-        return await kube.replace_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=dry_run)
-    return await kube.create_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=dry_run)
+        stored = await kube.replace_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=dry_run)
+    else:
+        stored = await kube.create_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=dry_run)
+    return Written.model_validate(stored)
 
 
-async def checked_spec(kube: AsUser, namespace: str, draft: DraftTestRequest) -> dict[str, Any]:
-    """The draft's spec as the API server would store it, after a dry run as the caller."""
+async def checked_spec(
+    kube: AsUser, namespace: str, draft: DraftTestRequest
+) -> ExternalConnectionSpec | DraftTestOutcome:
+    """The draft's spec as the API server would store it, after a dry run as the caller; or the
+    draft test's outcome when that spec is not one the operator accepts."""
     try:
         version = ""
         if draft.replaces:
             current = await kube.get_custom(EXTERNAL_CONNECTION, namespace, draft.name)
-            version = current["metadata"]["resourceVersion"]
-        body = manifest(draft.name, draft.spec, version)
-        stored = await apply(kube, namespace, body, replaces=draft.replaces, dry_run=True)
+            version = Written.model_validate(current).metadata.resource_version
+        wanted = manifest(draft.name, draft.spec, version)
+        stored = await apply(kube, namespace, wanted, replaces=draft.replaces, dry_run=True)
     except client.ApiException as error:
         raise DraftRefused(error.status, refusal(error)) from None
-    spec: dict[str, Any] = stored.get("spec", {})
-    return spec
+    try:
+        return ExternalConnectionSpec.model_validate(stored.spec)
+    except ValidationError as error:
+        return _failed(Reason.INVALID_SPEC, spec_error(error))
 
 
 def _failed(reason: str, message: str) -> DraftTestOutcome:
@@ -93,13 +107,9 @@ def _failed(reason: str, message: str) -> DraftTestOutcome:
 
 
 async def try_draft(
-    runtime: Runtime, namespace: str, draft: DraftTestRequest, stored: dict[str, Any]
+    runtime: Runtime, namespace: str, draft: DraftTestRequest, spec: ExternalConnectionSpec
 ) -> DraftTestOutcome:
-    """Runs ``draft.request`` against the draft, ``stored`` its spec after checked_spec."""
-    try:
-        spec = ExternalConnectionSpec.model_validate(stored)
-    except ValidationError as error:
-        return _failed(Reason.INVALID_SPEC, spec_error(error))
+    """Runs ``draft.request`` against the draft, ``spec`` as checked_spec gave it."""
     method = draft.request.method
     if method not in spec.allowed_methods:
         allowed = ", ".join(spec.allowed_methods)
@@ -157,5 +167,5 @@ async def try_draft(
         passed=outcome.passed,
         reason=outcome.verdict.reason,
         message=outcome.verdict.message,
-        response=outcome.response,
+        response=answer_shown(outcome.response),
     )

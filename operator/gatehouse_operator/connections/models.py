@@ -3,9 +3,13 @@ OpenAPI document is generated from them), and the page renders them."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, NotRequired
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, JsonValue, TypeAdapter, ValidationInfo, field_validator
+
+# Pydantic reads typing.TypedDict only from Python 3.12.
+from typing_extensions import TypedDict
 
 from gatehouse_operator.api.connection import HttpMethod, LinkPolicy
 from gatehouse_operator.api.connection_test import SampleRequest
@@ -43,11 +47,22 @@ class ConnectionList(Model):
     )
 
 
+class SampledRequestShown(TypedDict):
+    """A sample's request as its ConnectionSample keeps it (api.connection_sample.SampledRequest);
+    one saved before requests kept a body has none. Read leniently, as api.stored reads."""
+
+    __pydantic_config__ = ConfigDict(extra="ignore")  # type: ignore[misc]
+
+    method: str
+    path: str
+    body: NotRequired[JsonValue]
+
+
 class Sample(Model):
     id: str
     label: str
     saved_at: str
-    request: dict[str, Any] = Field(
+    request: SampledRequestShown = Field(
         description="What the test sent: method, path and query, and its JSON body, redacted."
     )
     status_code: int
@@ -64,7 +79,8 @@ class ConnectionHeader(Model):
 
 class ConnectionDetail(Model):
     connection: LinkableConnection
-    auth: dict[str, Any] = Field(
+    # Echoed as stored, for the page to show (and the service API to answer) as the spec has it.
+    auth: dict[str, JsonValue] = Field(
         description="The auth settings as in the spec: type, apiKey, googleServiceAccount, "
         "oauth2ClientCredentials (tokenURL, clientId, scopes, clientAuthentication, "
         "parameters), and the secretRef's name and key or the sealed value (never the secret)."
@@ -76,7 +92,7 @@ class ConnectionDetail(Model):
         default_factory=list,
         description="The media types an answer may have (spec.allowedContentTypes); empty: any.",
     )
-    limits: dict[str, Any] = Field(description="The spec's limits, as given.")
+    limits: dict[str, JsonValue] = Field(description="The spec's limits, as given.")
     samples: list[Sample]
     can_manage: bool = Field(description="Whether the caller may edit and delete it.")
 
@@ -178,7 +194,11 @@ class DraftTestRequest(Model):
         pattern=DNS_LABEL,
         description="The connection's name, as it would be created (or as it is, to edit it).",
     )
-    spec: dict[str, Any] = Field(description="The ExternalConnection spec as it would be applied.")
+    # Judged by the API server as the caller (its schema's rules, the admission webhook), as an
+    # apply of it would be: what it answers is what the caller is told.
+    spec: dict[str, JsonValue] = Field(
+        description="The ExternalConnection spec as it would be applied."
+    )
     secret: str | None = Field(
         default=None,
         max_length=65_536,
@@ -192,11 +212,34 @@ class DraftTestRequest(Model):
     request: TrialRequest = Field(default_factory=TrialRequest)
 
 
+class AnswerShown(TypedDict, total=False):
+    """What the connection answered, as a ConnectionTest's status.response holds it
+    (api.connection_test.UpstreamAnswer), read leniently as api.stored reads: the fields it
+    has, as they are (location only for a redirect)."""
+
+    __pydantic_config__ = ConfigDict(extra="ignore")  # type: ignore[misc]
+
+    statusCode: int
+    contentType: str
+    body: str
+    truncated: bool
+    sizeBytes: int
+    location: str
+
+
+_ANSWER_SHOWN: TypeAdapter[AnswerShown] = TypeAdapter(AnswerShown)
+
+
+def answer_shown(response: Mapping[str, object]) -> AnswerShown:
+    """A test's answer, as a test's result or a stored status.response has it, read as shown."""
+    return _ANSWER_SHOWN.validate_python(response)
+
+
 class DraftTestOutcome(Model):
     passed: bool
     reason: str
     message: str
-    response: dict[str, Any] | None = Field(
+    response: AnswerShown | None = Field(
         default=None,
         description="statusCode, contentType, body (redacted, truncated), truncated, sizeBytes.",
     )
@@ -207,7 +250,7 @@ class ConnectionTestOutcome(Model):
     passed: bool
     reason: str
     message: str
-    response: dict[str, Any] | None = None
+    response: AnswerShown | None = None
     sample: str = ""
 
 

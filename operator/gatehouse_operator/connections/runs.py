@@ -12,16 +12,21 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+
+from pydantic import JsonValue
 
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAVE_AS_SAMPLE_ANNOTATION
-from gatehouse_operator.api.meta import API_VERSION
 from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.connections.errors import Refused
-from gatehouse_operator.connections.models import ConnectionTestOutcome, SampleSaveOutcome
+from gatehouse_operator.connections.models import (
+    ConnectionTestOutcome,
+    SampleSaveOutcome,
+    answer_shown,
+)
 from gatehouse_operator.connections.samples import save_refusal, typed
+from gatehouse_operator.kube.manifests import Manifest, Metadata
 
 # A test answers within the connection's timeout (at most 120 s) once the connection is Ready.
 TEST_WAIT_SECONDS = 150.0
@@ -29,23 +34,21 @@ TEST_WAIT_SECONDS = 150.0
 SAVE_WAIT_SECONDS = 30.0
 POLL_SECONDS = 0.2
 
-Read = Callable[[], Awaitable[dict[str, Any] | None]]
+# The test as stored now; None once it is deleted.
+Read = Callable[[], Awaitable[StoredConnectionTest | None]]
 
 
-def new_test(connection: str, spec: dict[str, Any], requested_by: str = "") -> dict[str, Any]:
-    """A new ConnectionTest of ``connection`` with the rest of its ``spec``."""
-    metadata: dict[str, Any] = {"name": f"{connection[:40]}-{uuid.uuid4().hex[:8]}"}
-    if requested_by:
-        metadata["annotations"] = {"gatehouse.dev/requested-by": requested_by[:253]}
+def new_test(connection: str, spec: Mapping[str, JsonValue], requested_by: str = "") -> Manifest:
+    """A new ConnectionTest of ``connection`` with the rest of its ``spec`` as asked (method,
+    path, body, saveAsSample): the API server's schema and admission judge it, and name the
+    field they refuse, for the page and service API as for the CLI's typed arguments."""
+    name = f"{connection[:40]}-{uuid.uuid4().hex[:8]}"
+    annotations = {"gatehouse.dev/requested-by": requested_by[:253]} if requested_by else None
     if "path" in spec:
         # What was typed stays in the resource, its printer column and Events: scrubbed first.
         spec = {**spec, "path": typed(str(spec["path"]))}
-    return {
-        "apiVersion": API_VERSION,
-        "kind": CONNECTION_TEST.kind,
-        "metadata": metadata,
-        "spec": {"connection": connection, **spec},
-    }
+    metadata = Metadata(name=name, annotations=annotations)
+    return Manifest(CONNECTION_TEST, metadata, {"connection": connection, **spec})
 
 
 def outcome(found: StoredConnectionTest) -> ConnectionTestOutcome | None:
@@ -59,7 +62,7 @@ def outcome(found: StoredConnectionTest) -> ConnectionTestOutcome | None:
         passed=passed.status == "True",
         reason=passed.reason,
         message=passed.message,
-        response=status.response,
+        response=answer_shown(status.response) if status.response is not None else None,
         sample=status.sample,
     )
 
@@ -95,7 +98,7 @@ async def wait_for_outcome(name: str, read: Read) -> ConnectionTestOutcome:
     deadline = time.monotonic() + TEST_WAIT_SECONDS
     while time.monotonic() < deadline:
         found = await read()
-        done = outcome(StoredConnectionTest.of(found)) if found else None
+        done = outcome(found) if found is not None else None
         if done is not None:
             return done
         await asyncio.sleep(POLL_SECONDS)
@@ -109,7 +112,7 @@ async def wait_until_saved(name: str, read: Read) -> SampleSaveOutcome:
         found = await read()
         if found is None:
             raise Refused(404, "not_found", f"ConnectionTest {name!r} was deleted")
-        answer = saved(StoredConnectionTest.of(found))
+        answer = saved(found)
         if answer is not None:
             return answer
     raise Refused(504, "save_timeout", f"ConnectionTest {name} was not saved in time")

@@ -15,19 +15,20 @@ import base64
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from secrets import token_hex
-from typing import Any
 
 import aiohttp
 from kubernetes.aio import client
 
 from gatehouse_operator.access.as_user import AsUser, refusal
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.api.connection_document import ConnectionSpecDocument, SecretRefDocument
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.stored import StoredConnection
 from gatehouse_operator.connections import runs
 from gatehouse_operator.connections.drafts import apply, manifest
 from gatehouse_operator.connections.models import TrialRequest
 from gatehouse_operator.kube import WATCHED_LABEL, Kube
+from gatehouse_operator.kube.manifests import Written
 
 # The Secret the wizard writes the credential to, labelled so that deleting the connection from
 # the page deletes it too (and owned by the connection, for the cluster's garbage collector).
@@ -47,15 +48,15 @@ class Save:
 
     namespace: str
     name: str
-    spec: dict[str, Any]
+    spec: ConnectionSpecDocument
     resource_version: str
     editing: bool
     sealed: bool
     secret: str | None  # the entered credential; None when none was entered
-    secret_ref: dict[str, str] | None
+    secret_ref: SecretRefDocument | None
     replaced: str | None
     missing_secret: str  # why the credential the connection needs is missing, else ""
-    respec: Callable[[dict[str, str]], dict[str, Any]]
+    respec: Callable[[SecretRefDocument], ConnectionSpecDocument]
     sample: TrialRequest | str | None = None  # the sample's request, or why it was not asked
     sample_label: str = ""
     requested_by: str = ""
@@ -69,7 +70,7 @@ class Saved:
     errors: list[str] = field(default_factory=list)
 
 
-def _secret(ref: dict[str, str], connection: str, value: str) -> client.V1Secret:
+def _secret(ref: SecretRefDocument, connection: str, value: str) -> client.V1Secret:
     """The Secret a credential entered in the wizard is kept in, labelled as the wizard's and
     for the operator's watch."""
     return client.V1Secret(
@@ -99,10 +100,10 @@ class Saving:
         self.stored = stored  # the operator's own reads
 
     async def dry_run(
-        self, kube: AsUser, namespace: str, name: str, spec: dict[str, Any], version: str
+        self, kube: AsUser, namespace: str, name: str, spec: ConnectionSpecDocument, version: str
     ) -> None:
-        body = manifest(name, spec, version)
-        await apply(kube, namespace, body, replaces=bool(version), dry_run=True)
+        wanted = manifest(name, spec, version)
+        await apply(kube, namespace, wanted, replaces=bool(version), dry_run=True)
 
     async def save(self, kube: AsUser, save: Save) -> Saved:
         """Creates or replaces the connection, and writes a newly entered secret."""
@@ -135,9 +136,9 @@ class Saving:
                         else f"Secret: {ref['name']} was not written ({_http(error)})"
                     ]
                 )
-        body = manifest(name, spec, save.resource_version)
+        wanted = manifest(name, spec, save.resource_version)
         try:
-            saved = await apply(kube, namespace, body, replaces=save.editing)
+            saved = await apply(kube, namespace, wanted, replaces=save.editing)
         except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
             errors = []
             if ref is not None and secret is not None:
@@ -170,17 +171,17 @@ class Saving:
             **save.sample.model_dump(by_alias=True, exclude_none=True, mode="json"),
             "saveAsSample": {"label": save.sample_label},
         }
-        body = runs.new_test(save.name, spec, requested_by=save.requested_by)
+        test = runs.new_test(save.name, spec, requested_by=save.requested_by)
         try:
-            await kube.create_custom(CONNECTION_TEST, save.namespace, body)
+            await kube.create_custom(CONNECTION_TEST, save.namespace, test.body())
         except client.ApiException as error:
             return f" Its sample was not asked for: {refusal(error)}"
-        name = body["metadata"]["name"]
+        name = test.metadata.name
         called = f" {save.sample_label!r}" if save.sample_label else ""
         return f" Its sample{called} is kept once test {name} passes."
 
     async def _undo_secret(
-        self, kube: AsUser, namespace: str, connection: str, ref: dict[str, str]
+        self, kube: AsUser, namespace: str, connection: str, ref: SecretRefDocument
     ) -> list[str]:
         """After a save that failed: deletes the Secret it wrote, unless the connection uses it
         after all (a save whose answer was lost is not undone)."""
@@ -201,14 +202,14 @@ class Saving:
         return []
 
     async def _own_secret(
-        self, kube: AsUser, namespace: str, secret_name: str, connection: dict[str, Any]
+        self, kube: AsUser, namespace: str, secret_name: str, connection: Written
     ) -> str:
         """Makes the new Secret the connection's, so the cluster deletes it with the connection."""
         owner = {
-            "apiVersion": connection["apiVersion"],
-            "kind": connection["kind"],
-            "name": connection["metadata"]["name"],
-            "uid": connection["metadata"]["uid"],
+            "apiVersion": connection.api_version,
+            "kind": connection.kind,
+            "name": connection.metadata.name,
+            "uid": connection.metadata.uid,
         }
         try:
             await kube.patch_secret(

@@ -11,7 +11,6 @@ its YAML taken to Git.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from kubernetes.aio import client
 from pydantic import ValidationError
@@ -21,8 +20,10 @@ from starlette.responses import Response
 
 from gatehouse_operator.access.as_user import as_user, refusal
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, MAX_HEADERS
-from gatehouse_operator.api.stored import StoredConnection
+from gatehouse_operator.api.connection_document import as_json
+from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections import errors
+from gatehouse_operator.connections.actions import Managed
 from gatehouse_operator.connections.errors import validation_message
 from gatehouse_operator.connections.exfiltration import link_warning, write_methods
 from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest, TrialRequest
@@ -80,8 +81,9 @@ class ConnectionForms:
 
     async def edit(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        body, _ = await self._managed(visitor, namespace, name)
-        return self._render(visitor, namespace, Wizard(WizardForm.of(body), None, STEPS[0]))
+        managed = await self._managed(visitor, namespace, name)
+        form = WizardForm.of(managed.connection, managed.resource_version)
+        return self._render(visitor, namespace, Wizard(form, None, STEPS[0]))
 
     # Forms.
 
@@ -92,27 +94,25 @@ class ConnectionForms:
 
     async def edit_posted(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        body, _ = await self._managed(visitor, namespace, name)
-        return await self._posted(request, visitor, namespace, body)
+        managed = await self._managed(visitor, namespace, name)
+        return await self._posted(request, visitor, namespace, managed.connection)
 
     async def delete(self, request: Request, visitor: Visitor) -> Response:
         """Deletes the connection as the visitor, and the Secret the wizard made for it."""
         namespace, name = request.path_params["namespace"], request.path_params["name"]
-        body, connection = await self._managed(visitor, namespace, name)
+        managed = await self._managed(visitor, namespace, name)
         fields = await fields_of(request)
         if str(fields.get("confirm", "")).strip() != name:
             raise page_refusal(422, f"confirm: type the connection's name, {name}, to delete it")
         notice = f"Deleted connection {name}."
         async with as_user(self.pages.operator, visitor.credentials.token) as kube:
             try:
-                await kube.delete_custom(
-                    EXTERNAL_CONNECTION, namespace, name, body["metadata"]["uid"]
-                )
+                await kube.delete_custom(EXTERNAL_CONNECTION, namespace, name, managed.uid)
             except client.ApiException as error:
                 if error.status in (403, 404, 409):
                     raise page_refusal(error.status, f"not deleted: {refusal(error)}") from None
                 raise
-            secret = connection.spec.secret_ref_name
+            secret = managed.connection.spec.secret_ref_name
             if secret:
                 notice += await self.saving.delete_made_secret(kube, namespace, name, secret)
         return self.pages.back_to(visitor, namespace, "", notice)
@@ -124,13 +124,13 @@ class ConnectionForms:
         request: Request,
         visitor: Visitor,
         namespace: str,
-        stored: dict[str, Any] | None,
+        stored: StoredConnection | None,
     ) -> Response:
         fields = await fields_of(request, WIZARD_FORM_BYTES, WIZARD_FIELDS)  # as the route read it
-        form = WizardForm.posted(fields, stored["spec"] if stored else {})
+        form = WizardForm.posted(fields, stored.spec if stored else StoredConnectionSpec())
         if stored is not None:
             # The name is the resource's; the version is the one the visitor started from.
-            form = replace(form, name=stored["metadata"]["name"])
+            form = replace(form, name=stored.name)
         form = form.named()
         sessions, credentials = self.pages.sessions, visitor.credentials
         entered = str(fields.get("secret", ""))
@@ -184,7 +184,7 @@ class ConnectionForms:
             )
             draft = DraftTestRequest(
                 name=form.name,
-                spec=form.spec(),
+                spec=as_json(form.spec()),
                 secret=wizard.secret if form.auth_type != "none" else None,
                 replaces=form.editing,
                 request=request,
@@ -258,7 +258,7 @@ class ConnectionForms:
         # Sealed into the connection from now on: the Secret the wizard made for it goes
         # once the connection no longer names it (a value left in it would still be read
         # by whoever may get Secrets).
-        stored_ref = (form.stored.get("auth") or {}).get("secretRef")
+        stored_ref = form.stored_secret_ref()
         replaced = stored_ref["name"] if form.sealed and form.editing and stored_ref else None
         # Nothing here reads a Secret with the operator's rights on the visitor's behalf: an
         # answer would tell someone who may not get Secrets which exist.
@@ -305,16 +305,14 @@ class ConnectionForms:
                 403, f"{visitor.user.name} may not create connections in namespace {namespace}"
             )
 
-    async def _managed(
-        self, visitor: Visitor, namespace: str, name: str
-    ) -> tuple[dict[str, Any], StoredConnection]:
-        """The connection as stored (to write back whole) and as read, for its manager."""
-        body, connection, can_manage = await self.pages.actions.visible_as_stored(
+    async def _managed(self, visitor: Visitor, namespace: str, name: str) -> Managed:
+        """The connection as read, for its manager."""
+        managed, can_manage = await self.pages.actions.visible_to_manage(
             visitor.user, namespace, name
         )
         if not can_manage:
             raise page_refusal(403, f"{visitor.user.name} may not edit connection {name}")
-        return body, connection
+        return managed
 
     def _render(self, visitor: Visitor, namespace: str, wizard: Wizard) -> Response:
         form = wizard.form

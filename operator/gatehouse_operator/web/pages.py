@@ -9,7 +9,6 @@ this origin with the caller's CSRF token. How a page looks is rendering.py's.
 from __future__ import annotations
 
 import json
-from typing import Any
 from urllib.parse import quote, urlencode
 
 from kubernetes.aio import client
@@ -23,6 +22,7 @@ from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAMPLE_LABEL_CHARS
 from gatehouse_operator.api.meta import Kind
+from gatehouse_operator.api.stored import StoredApp
 from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.actions import AppLists, Connections, linkable
 from gatehouse_operator.connections.activity import Activity, window_of
@@ -40,6 +40,7 @@ from gatehouse_operator.connections.models import (
     TrialRequest,
 )
 from gatehouse_operator.connections.samples import typed
+from gatehouse_operator.kube.manifests import relinked
 from gatehouse_operator.web.charts import Chart, bar_chart
 from gatehouse_operator.web.guards import Guards, Handler, Visitor, fields_of, page_refusal
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS
@@ -50,18 +51,19 @@ APP_KINDS = {DATA_APP.kind: DATA_APP, CHART_TYPE.kind: CHART_TYPE}
 
 def trial(method: str, path: str, raw_body: str) -> TrialRequest:
     """A test's request from a form: a relative path, and a JSON body for methods but GET."""
-    wanted: dict[str, Any] = {"method": method, "path": "/" + (path.strip() or "/").lstrip("/")}
+    body: object = None
     raw_body = raw_body.strip()
     if raw_body and method != "GET":
         try:
-            wanted["body"] = json.loads(raw_body)
+            body = json.loads(raw_body)
         except json.JSONDecodeError as error:
             where = f"{error.msg} at character {error.pos}"
             raise page_refusal(422, f"body: not JSON ({where})") from None
         except (ValueError, RecursionError):
             raise page_refusal(422, "body: JSON this deep or this long is not accepted") from None
+    path = "/" + (path.strip() or "/").lstrip("/")
     try:
-        return TrialRequest.model_validate(wanted)
+        return TrialRequest.model_validate({"method": method, "path": path, "body": body})
     except ValidationError as error:
         raise page_refusal(422, validation_message(error)) from None
 
@@ -293,8 +295,8 @@ class Pages:
             raise page_refusal(422, "connection: required")
         async with as_user(self.operator, visitor.credentials.token) as kube:
             try:
-                app = await kube.get_custom(kind, namespace, app_name)
-                links = list(app.get("spec", {}).get("connections") or [])
+                found = await kube.get_custom(kind, namespace, app_name)
+                links = [link.model_dump() for link in StoredApp.of(found).spec.connections]
                 # No alias (the connection's own Link buttons): one made from its name.
                 change = link_change(links, connection, alias, f"{kind.kind} {app_name}")
                 alias = change.alias
@@ -302,9 +304,8 @@ class Pages:
                     notice = f"{kind.kind} {app_name} links {connection} as “{alias}” already."
                     back = connection if fields.get("back") == "detail" else ""
                     return self.back_to(visitor, namespace, back, notice)
-                app.setdefault("spec", {})["connections"] = change.links
                 # As the visitor: RBAC and the admission webhook decide, as for every link.
-                await kube.replace_custom(kind, namespace, app)
+                await kube.replace_custom(kind, namespace, relinked(found, change.links))
             except client.ApiException as error:
                 if error.status in (400, 403, 404, 409, 422):
                     raise page_refusal(error.status, f"not linked: {refusal(error)}") from None

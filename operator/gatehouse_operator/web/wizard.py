@@ -16,10 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
-from typing import Any
 
 import yaml
-from pydantic import TypeAdapter, ValidationError
+from pydantic import JsonValue, TypeAdapter, ValidationError
 from starlette.datastructures import FormData
 
 from gatehouse_operator.api.connection import (
@@ -30,13 +29,20 @@ from gatehouse_operator.api.connection import (
     PUBLIC_IMAGES_NEED_NO_AUTH,
     HeaderSetting,
     MediaRange,
-    allowed_methods_of,
     header_clashes,
     image_rule_problem,
-    link_policy_of,
+)
+from gatehouse_operator.api.connection_document import (
+    AuthDocument,
+    ConnectionSpecDocument,
+    ConnectionSpecOptions,
+    OAuth2Document,
+    SecretRefDocument,
 )
 from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS
 from gatehouse_operator.api.meta import first_problem
+from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
+from gatehouse_operator.api.stored_auth import StoredAuth
 from gatehouse_operator.connections.drafts import manifest
 from gatehouse_operator.connections.origin import OriginError, normalise_origin, normalise_token_url
 from gatehouse_operator.connections.saving import SECRET_SUFFIX
@@ -180,7 +186,7 @@ class WizardForm:
     # empty: the stored one, if any.
     sealed_value: str = ""
     # An edit's starting point: the spec as stored (limits, the Secret it names) and its version.
-    stored: dict[str, Any] = field(default_factory=dict)
+    stored: StoredConnectionSpec = field(default_factory=StoredConnectionSpec)
     resource_version: str = ""
     test_method: str = "GET"
     test_path: str = "/"
@@ -191,7 +197,7 @@ class WizardForm:
     sample_label: str = ""
 
     @classmethod
-    def posted(cls, fields: FormData, stored: dict[str, Any]) -> WizardForm:
+    def posted(cls, fields: FormData, stored: StoredConnectionSpec) -> WizardForm:
         def text(key: str, default: str = "") -> str:
             return str(fields.get(key, default))
 
@@ -231,42 +237,41 @@ class WizardForm:
         )
 
     @classmethod
-    def of(cls, body: dict[str, Any]) -> WizardForm:
-        """An existing connection, to edit."""
-        spec = body.get("spec", {})
-        auth = spec.get("auth") or {}
-        api_key = auth.get("apiKey") or {}
-        oauth2 = auth.get(OAUTH2) or {}
-        limits = spec.get("limits") or {}
+    def of(cls, connection: StoredConnection, resource_version: str) -> WizardForm:
+        """An existing connection, to edit from the version read."""
+        spec = connection.spec
+        auth = StoredAuth.of(spec)
+        oauth2 = auth.oauth2_client_credentials
+        limits = spec.limits
         return cls(
-            name=body["metadata"]["name"],
-            display_name=spec.get("displayName", ""),
-            base_url=spec.get("baseURL", ""),
-            allowed_methods=tuple(allowed_methods_of(spec)),
-            allowed_paths="\n".join(spec.get("allowedPaths") or []),
-            headers=tuple((h["name"], h["value"]) for h in spec.get("headers") or []),
-            allowed_content_types="\n".join(spec.get("allowedContentTypes") or []),
-            auth_type=auth.get("type", "none"),
-            api_key_name=api_key.get("name", ""),
-            api_key_in=api_key.get("in", "header"),
-            scopes="\n".join((auth.get("googleServiceAccount") or {}).get("scopes") or []),
-            token_url=oauth2.get("tokenURL", ""),
-            client_id=oauth2.get("clientId", ""),
-            oauth_scopes="\n".join(oauth2.get("scopes") or []),
-            client_authentication=oauth2.get("clientAuthentication", "basic"),
+            name=connection.name,
+            display_name=spec.display_name,
+            base_url=spec.base_url,
+            allowed_methods=tuple(spec.allowed_methods),
+            allowed_paths="\n".join(spec.allowed_paths),
+            headers=tuple((header.name, header.value) for header in spec.headers),
+            allowed_content_types="\n".join(spec.allowed_content_types),
+            auth_type=auth.type,
+            api_key_name=auth.api_key.name,
+            api_key_in=auth.api_key.in_,
+            scopes="\n".join(auth.google_service_account.scopes),
+            token_url=oauth2.token_url,
+            client_id=oauth2.client_id,
+            oauth_scopes="\n".join(oauth2.scopes),
+            client_authentication=oauth2.client_authentication,
             token_parameters="\n".join(
-                f"{key}={value}" for key, value in (oauth2.get("parameters") or {}).items()
+                f"{key}={value}" for key, value in oauth2.parameters.items()
             ),
-            link_policy=link_policy_of(spec),
-            allow_public_images=bool(spec.get("allowPublicImages")),
-            instructions=spec.get("instructions", ""),
+            link_policy=spec.link_policy,
+            allow_public_images=spec.allow_public_images,
+            instructions=spec.instructions,
             limits=tuple(
                 (key, str(limits[key]) if limits.get(key) is not None else "")
                 for key in SHOWN_LIMITS
             ),
-            storage="sealed" if auth.get("sealedSecret") else "secret",
+            storage="sealed" if auth.sealed_secret else "secret",
             stored=spec,
-            resource_version=body["metadata"]["resourceVersion"],
+            resource_version=resource_version,
         )
 
     @property
@@ -292,19 +297,19 @@ class WizardForm:
         """What an edit changed of what the stored secret was given for (auth type, origin,
         token URL, client id): with any of these changed it is not kept, and must be entered
         again. Empty for a new connection, or one that stores no secret."""
-        auth = self.stored.get("auth") or {}
-        if not self.editing or not (auth.get("secretRef") or auth.get("sealedSecret")):
+        auth = self.stored_auth
+        if not self.editing or not (auth.secret_ref or auth.sealed_secret):
             return []
         changed = []
-        if auth.get("type", "none") != self.auth_type:
+        if auth.type != self.auth_type:
             changed.append("auth type")
-        if origin_of(self.stored.get("baseURL", "")) != origin_of(self.base_url):
+        if origin_of(self.stored.base_url) != origin_of(self.base_url):
             changed.append("base URL")
         if self.auth_type == OAUTH2:
-            oauth2 = auth.get(OAUTH2) or {}
-            if _token_url(oauth2.get("tokenURL", "")) != _token_url(self.token_url):
+            oauth2 = auth.oauth2_client_credentials
+            if _token_url(oauth2.token_url) != _token_url(self.token_url):
                 changed.append("token URL")
-            if oauth2.get("clientId", "") != self.client_id:
+            if oauth2.client_id != self.client_id:
                 changed.append("client id")
         return changed
 
@@ -312,7 +317,7 @@ class WizardForm:
         """The stored sealed value, while it is kept (see changed_for_secret)."""
         if self.changed_for_secret():
             return ""
-        return str((self.stored.get("auth") or {}).get("sealedSecret") or "")
+        return self.stored_auth.sealed_secret
 
     def seal_scope(self, namespace: str) -> Scope | None:
         """What a secret sealed into this connection is bound to: its namespace, name and
@@ -331,15 +336,25 @@ class WizardForm:
             return None
         return Scope(namespace, self.name, origin, token_url, self.client_id)
 
-    def secret_ref(self) -> dict[str, str] | None:
+    @property
+    def stored_auth(self) -> StoredAuth:
+        """The auth settings of the spec as stored (empty for a new connection)."""
+        return StoredAuth.of(self.stored)
+
+    def stored_secret_ref(self) -> SecretRefDocument | None:
+        """The Secret the stored spec names, if any."""
+        stored = self.stored_auth.secret_ref
+        return stored.document() if stored is not None else None
+
+    def secret_ref(self) -> SecretRefDocument | None:
         """Where the credential is: the stored spec's Secret, else one named after the
         connection; None for auth type none, or when it is sealed into the connection."""
         if self.auth_type == "none" or self.sealed:
             return None
-        stored = (self.stored.get("auth") or {}).get("secretRef")
+        stored = self.stored_secret_ref()
         key = "key.json" if self.auth_type == "googleServiceAccount" else "token"
-        if stored and stored.get("key") == key:
-            return dict(stored)
+        if stored and stored["key"] == key:
+            return stored
         return {"name": f"{self.name}{SECRET_SUFFIX}", "key": key}
 
     def keeps_stored_secret(self) -> bool:
@@ -350,14 +365,15 @@ class WizardForm:
         return (
             self.editing
             and ref is not None
-            and ref == (self.stored.get("auth") or {}).get("secretRef")
+            and ref == self.stored_secret_ref()
             and not self.changed_for_secret()
         )
 
-    def with_secret_ref(self, ref: dict[str, str]) -> WizardForm:
+    def with_secret_ref(self, ref: SecretRefDocument) -> WizardForm:
         """With the credential in another Secret (a new one, written on Save)."""
-        auth = {**(self.stored.get("auth") or {}), "secretRef": ref}
-        return replace(self, stored={**self.stored, "auth": auth})
+        named: JsonValue = {"name": ref["name"], "key": ref["key"]}
+        auth = {**self.stored.auth, "secretRef": named}
+        return replace(self, stored=self.stored.model_copy(update={"auth": auth}))
 
     def token_parameter_pairs(self) -> tuple[dict[str, str], list[str]]:
         """The extra token parameters, and the lines that are not name=value."""
@@ -374,21 +390,21 @@ class WizardForm:
     def limit(self, key: str) -> str:
         return dict(self.limits).get(key, "")
 
-    def _auth(self) -> dict[str, Any]:
-        auth: dict[str, Any] = {"type": self.auth_type}
+    def _auth(self) -> AuthDocument:
+        auth: AuthDocument = {"type": self.auth_type}
         if self.auth_type == "apiKey":
             auth["apiKey"] = {"name": self.api_key_name, "in": self.api_key_in}
         if self.auth_type == "googleServiceAccount":
             auth["googleServiceAccount"] = {"scopes": _lines(self.scopes)}
         if self.auth_type == OAUTH2:
-            oauth2: dict[str, Any] = {"tokenURL": self.token_url, "clientId": self.client_id}
+            oauth2: OAuth2Document = {"tokenURL": self.token_url, "clientId": self.client_id}
             if _words(self.oauth_scopes):
                 oauth2["scopes"] = _words(self.oauth_scopes)
             oauth2["clientAuthentication"] = self.client_authentication
             parameters, _ = self.token_parameter_pairs()
             if parameters:
                 oauth2["parameters"] = parameters
-            auth[OAUTH2] = oauth2
+            auth["oauth2ClientCredentials"] = oauth2
         ref = self.secret_ref()
         if ref is not None:
             auth["secretRef"] = ref
@@ -396,40 +412,42 @@ class WizardForm:
             auth["sealedSecret"] = self.sealed_value or self.stored_sealed()
         return auth
 
-    def _limits(self) -> dict[str, Any]:
+    def _limits(self) -> dict[str, JsonValue]:
         """The stored limits, with the shown ones as given (empty: none)."""
-        limits = {
-            k: v for k, v in (self.stored.get("limits") or {}).items() if k not in SHOWN_LIMITS
-        }
+        limits = {k: v for k, v in self.stored.limits.items() if k not in SHOWN_LIMITS}
         for key, value in self.limits:
             if value.isdigit():
                 limits[key] = int(value)
         return limits
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> ConnectionSpecDocument:
         """The ExternalConnection spec these fields make; on an edit, fields the wizard does not
         show (the other limits) stay as stored."""
-        spec: dict[str, Any] = {
+        # In the order the YAML shows the keys (the optional ones among the others).
+        asked: ConnectionSpecOptions = {}
+        if _lines(self.allowed_paths):
+            asked["allowedPaths"] = _lines(self.allowed_paths)
+        if self.headers:
+            asked["headers"] = [{"name": name, "value": value} for name, value in self.headers]
+        if _lines(self.allowed_content_types):
+            asked["allowedContentTypes"] = _lines(self.allowed_content_types)
+        rest: ConnectionSpecOptions = {}
+        if self.allow_public_images:
+            rest["allowPublicImages"] = True
+        if self.instructions.strip():
+            rest["instructions"] = self.instructions
+        limits = self._limits()
+        if limits:
+            rest["limits"] = limits
+        return {
             "displayName": self.display_name,
             "baseURL": self.base_url,
             "allowedMethods": list(self.allowed_methods),
+            **asked,
+            "auth": self._auth(),
+            "linkPolicy": self.link_policy,
+            **rest,
         }
-        if _lines(self.allowed_paths):
-            spec["allowedPaths"] = _lines(self.allowed_paths)
-        if self.headers:
-            spec["headers"] = [{"name": name, "value": value} for name, value in self.headers]
-        if _lines(self.allowed_content_types):
-            spec["allowedContentTypes"] = _lines(self.allowed_content_types)
-        spec["auth"] = self._auth()
-        spec["linkPolicy"] = self.link_policy
-        if self.allow_public_images:
-            spec["allowPublicImages"] = True
-        if self.instructions.strip():
-            spec["instructions"] = self.instructions
-        limits = self._limits()
-        if limits:
-            spec["limits"] = limits
-        return spec
 
     def header_problems(self) -> dict[int, str]:
         """Each header row's problem, by row, in the schema's words: shown next to the row."""
@@ -530,8 +548,8 @@ class WizardForm:
 
     def yaml(self, namespace: str) -> str:
         """What would be applied, for teams that commit it to Git; the secret is not in it."""
-        document = manifest(self.name or "my-connection", self.spec())
-        document["metadata"]["namespace"] = namespace
+        spec = self.spec()
+        document = manifest(self.name or "my-connection", spec, namespace=namespace).body()
         text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
         if self.sealed:
             bound = "namespace, name and baseURL"
@@ -540,7 +558,7 @@ class WizardForm:
             return (
                 f"{text}# auth.sealedSecret opens in the operator only, and only for this "
                 f"connection's\n# {bound}: safe to commit.\n"
-                if "sealedSecret" in document["spec"]["auth"]
+                if "sealedSecret" in spec["auth"]
                 else f"{text}# Enter the secret (Authentication) to have it sealed here.\n"
             )
         ref = self.secret_ref()

@@ -1,0 +1,80 @@
+"""An ExternalConnection spec as the page's wizard writes it, before the API server has judged it.
+
+The wizard sends what the visitor entered to the API server (a dry run, then the apply), whose
+schema rules and admission webhook answer with the messages the page shows; checking it against
+the strict ``ExternalConnectionSpec`` first would answer in other words, and refuse drafts the
+visitor is still writing. So this is the spec's shape on the wire, field names as Kubernetes
+spells them, keys in the order the YAML shows them, values as entered: no defaults, no rules.
+"""
+
+from __future__ import annotations
+
+from typing import Required, TypedDict
+
+from pydantic import JsonValue, TypeAdapter
+
+
+class HeaderDocument(TypedDict):
+    name: str
+    value: str
+
+
+# "in" is a Python keyword: the functional form.
+ApiKeyDocument = TypedDict("ApiKeyDocument", {"name": str, "in": str})
+
+
+class GoogleServiceAccountDocument(TypedDict):
+    scopes: list[str]
+
+
+class OAuth2Options(TypedDict, total=False):
+    scopes: list[str]
+    clientAuthentication: str
+    parameters: dict[str, str]
+
+
+class OAuth2Document(OAuth2Options):
+    tokenURL: str
+    clientId: str
+
+
+class SecretRefDocument(TypedDict):
+    name: str
+    key: str
+
+
+class AuthDocument(TypedDict, total=False):
+    type: Required[str]
+    apiKey: ApiKeyDocument
+    googleServiceAccount: GoogleServiceAccountDocument
+    oauth2ClientCredentials: OAuth2Document
+    secretRef: SecretRefDocument
+    sealedSecret: str
+
+
+class ConnectionSpecOptions(TypedDict, total=False):
+    """The fields a spec may leave out."""
+
+    allowedPaths: list[str]
+    headers: list[HeaderDocument]
+    allowedContentTypes: list[str]
+    allowPublicImages: bool
+    instructions: str
+    # The ones the wizard shows as entered, the others as stored (an edit keeps them).
+    limits: dict[str, JsonValue]
+
+
+class ConnectionSpecDocument(ConnectionSpecOptions):
+    displayName: str
+    baseURL: str
+    allowedMethods: list[str]
+    auth: AuthDocument
+    linkPolicy: str
+
+
+_JSON_OBJECT: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(dict[str, JsonValue])
+
+
+def as_json(spec: ConnectionSpecDocument) -> dict[str, JsonValue]:
+    """The spec as any JSON object, as the service API's draft test takes one."""
+    return _JSON_OBJECT.validate_python(spec)
