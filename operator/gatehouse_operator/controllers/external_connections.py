@@ -263,7 +263,7 @@ async def publish_route(
         await runtime.rollout.report_not_ready(EXTERNAL_CONNECTION, body, reported, extra, key)
         await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
         return
-    runtime.routes.put_connection(route, body, size)
+    runtime.routes.put_connection(route, spec, body, size)
     runtime.channel.schedule_flush()
     if summary.ok:
         entry: tuple[EntryKind, str] = ("connection", key)
