@@ -18,7 +18,7 @@ class Indexes:
     def __init__(self) -> None:
         self._secret_users: dict[tuple[str, str], set[str]] = {}
         # Each indexed connection's Secret, so that dropping it needs nothing but its key.
-        self._secret_of: dict[str, tuple[str, str]] = {}
+        self._secrets: dict[str, tuple[str, str]] = {}
         self._linkers: dict[str, set[str]] = {}
 
     def connections_using_secret(self, namespace: str, name: str) -> list[str]:
@@ -30,11 +30,11 @@ class Indexes:
     def add_connection(self, key: str, spec: ExternalConnectionSpec) -> None:
         self.remove_connection(key)
         secret = _secret_of(key, spec)
-        self._secret_of[key] = secret
+        self._secrets[key] = secret
         self._secret_users.setdefault(secret, set()).add(key)
 
     def remove_connection(self, key: str) -> None:
-        secret = self._secret_of.pop(key, None)
+        secret = self._secrets.pop(key, None)
         if secret is not None:
             _discard(self._secret_users, secret, key)
 
