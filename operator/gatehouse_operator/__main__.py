@@ -9,7 +9,7 @@ import os
 import socket
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import TypedDict
 
 import kopf
 
@@ -23,6 +23,15 @@ from gatehouse_operator.leadership import elected
 from gatehouse_operator.settings import OperatorSettings, WebhookSettings
 
 LOG_FORMATS = ("text", "json")
+
+
+class KopfOptions(TypedDict):
+    """What kopf is run with, led by a Lease or not."""
+
+    standalone: bool
+    clusterwide: bool
+    namespaces: list[str]
+    memo: kopf.Memo
 
 
 def identity() -> str:
@@ -72,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("gatehouse.operator").info("gatehouse-operator %s (%s)", version(), args.role)
     # Peering is not leader election (two replicas of the same priority both freeze): the
     # controller elects its leader with a Lease (see leadership), and the webhook needs none.
-    common: dict[str, Any] = {
+    common: KopfOptions = {
         "standalone": True,
         "clusterwide": not args.namespace,
         "namespaces": args.namespace,

@@ -3,7 +3,7 @@ sees the object. The typed models (``api``, ``project_config.schema``) attach th
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import JsonValue
 
 
 def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
@@ -14,5 +14,6 @@ def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str
     return entry
 
 
-def validations(*rules: dict[str, str]) -> dict[str, Any]:
-    return {"x-kubernetes-validations": list(rules)}
+def validations(*rules: dict[str, str]) -> dict[str, JsonValue]:
+    """The rules as a field's ``json_schema_extra`` (a JSON Schema fragment)."""
+    return {"x-kubernetes-validations": [dict[str, JsonValue](rule) for rule in rules]}

@@ -19,6 +19,7 @@ from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.wiring import resync
 from gatehouse_operator.wiring.controller import assemble
+from tests.operator.test_table_budget import SPEC
 
 
 class StaticKeyring:
@@ -64,7 +65,7 @@ def runtime_with(listing: Listing) -> Runtime:
                 timeout_seconds=30, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1
             ),
         )
-        runtime.routes.put_connection(route, body(EXTERNAL_CONNECTION.kind, name, uid))
+        runtime.routes.put_connection(route, SPEC, body(EXTERNAL_CONNECTION.kind, name, uid))
     for name, uid in (("kept", "a1"), ("gone", "a2")):
         key = f"shop/DataApp/{name}"
         app = AppRoute(key=key, token_sha256="0" * 64)

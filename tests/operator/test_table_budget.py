@@ -11,6 +11,7 @@ from typing import Any
 from gatehouse_contract.keyring import Encrypted
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
 from gatehouse_operator.api.conditions import ConditionType
+from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.store import RouteStore
 
@@ -32,6 +33,17 @@ def connection(name: str, paths: int = 1, secret_bytes: int = 0) -> ConnectionRo
         credential=Credential(type="bearer", encrypted=encrypted),
         limits=LIMITS,
     )
+
+
+# A connection without a Secret: what the store's indexes read of one.
+SPEC = ExternalConnectionSpec.model_validate(
+    {
+        "displayName": "Example",
+        "baseURL": "https://api.example.com",
+        "auth": {"type": "none"},
+        "linkPolicy": "AdminsOnly",
+    }
+)
 
 
 def body(name: str) -> dict[str, Any]:
@@ -68,8 +80,8 @@ def test_a_namespace_over_its_bound_is_refused_naming_its_total() -> None:
 def test_the_world_keeps_each_namespaces_total() -> None:
     routes = RouteStore()
     first, second = connection("a"), connection("b", paths=3)
-    routes.put_connection(first, body("a"))
-    routes.put_connection(second, body("b"))
+    routes.put_connection(first, SPEC, body("a"))
+    routes.put_connection(second, SPEC, body("b"))
     both = budget.entry_size(first) + budget.entry_size(second)
     assert routes.budget.total_with("connection", "other/x", 0) == 0
     assert routes.budget.total_with("connection", "shop/new", 0) == both

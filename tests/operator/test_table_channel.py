@@ -47,6 +47,7 @@ from gatehouse_operator.table.store import RouteStore
 from gatehouse_proxy.activity import Activity
 from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.table_feed import TableFeed, TableStore
+from tests.operator.test_table_budget import SPEC
 
 LIMITS = Limits(
     timeout_seconds=30, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1
@@ -81,14 +82,14 @@ def app(name: str, links: dict[str, str]) -> AppRoute:
 def test_deltas_replayed_on_a_snapshot_make_the_same_table() -> None:
     routes, journal = RouteStore(), Journal()
     for index in range(50):
-        routes.put_connection(connection(f"c{index}"), body(f"c{index}"))
+        routes.put_connection(connection(f"c{index}"), SPEC, body(f"c{index}"))
     routes.put_app(app("a", {"x": "shop/c1"}), body("a"), seen_as="a")
     first = journal.flush(routes)
     assert first is not None
     replica = RoutingTable.from_snapshot(_snapshot(journal.snapshot()[0]), "k1")
-    routes.put_connection(connection("c1", "/v2/"), body("c1"))
+    routes.put_connection(connection("c1", "/v2/"), SPEC, body("c1"))
     routes.drop_connection("shop/c2")
-    routes.put_connection(connection("c3"), body("c3"))  # unchanged: not in the delta
+    routes.put_connection(connection("c3"), SPEC, body("c3"))  # unchanged: not in the delta
     routes.drop_app("shop/DataApp/a", seen_as="a")
     changed = journal.flush(routes)
     assert changed is not None
@@ -111,10 +112,10 @@ def test_the_journals_bytes_are_the_contracts_frames() -> None:
     """The journal writes snapshot and delta bytes by hand (each route serialised once, when it
     changes); every field they carry is one the typed frames have, and none is missing."""
     routes, journal = RouteStore(), Journal()
-    routes.put_connection(connection("c1"), body("c1"))
+    routes.put_connection(connection("c1"), SPEC, body("c1"))
     routes.put_app(app("a", {"x": "shop/c1"}), body("a"), seen_as="a")
     assert journal.flush(routes) is not None
-    routes.put_connection(connection("c2", "/v2/"), body("c2"))
+    routes.put_connection(connection("c2", "/v2/"), SPEC, body("c2"))
     routes.drop_connection("shop/c1")
     routes.drop_app("shop/DataApp/a", seen_as="a")
     delta = journal.flush(routes)
@@ -217,7 +218,7 @@ def test_replicas_receive_deltas_acknowledge_them_and_run_tests(
         async with serving(tmp_path) as channel:
             routes, journal, replicas = channel.routes, channel.journal, channel.replicas
             for index in range(200):
-                routes.put_connection(connection(f"c{index}"), body(f"c{index}"))
+                routes.put_connection(connection(f"c{index}"), SPEC, body(f"c{index}"))
             channel.server.flush()
             assert len(journal.snapshot()) > 5  # in parts
             first = channel.start_replica("proxy-a")
@@ -227,7 +228,7 @@ def test_replicas_receive_deltas_acknowledge_them_and_run_tests(
             assert len(first.current.connections) == 200
 
             before = journal.version
-            routes.put_connection(connection("c7", "/v2/"), body("c7"))
+            routes.put_connection(connection("c7", "/v2/"), SPEC, body("c7"))
             channel.server.schedule_flush()
             await eventually(
                 lambda: journal.version > before and replicas.floor() == (journal.version, 2),
@@ -270,7 +271,7 @@ def test_replicas_are_told_the_fleet_as_it_changes_not_at_the_next_quiet_heartbe
 
     async def scenario() -> None:
         async with serving(tmp_path) as channel:
-            channel.routes.put_connection(connection("c1"), body("c1"))
+            channel.routes.put_connection(connection("c1"), SPEC, body("c1"))
             channel.server.flush()
             channel.start_replica("proxy-a")
             await eventually(lambda: channel.fleet("proxy-a") == 1, "proxy-a told 1")
@@ -291,7 +292,7 @@ def test_a_test_is_sent_elsewhere_only_when_its_replica_never_sent_it(tmp_path: 
 
     async def scenario() -> None:
         async with serving(tmp_path) as channel:
-            channel.routes.put_connection(connection("c"), body("c"))
+            channel.routes.put_connection(connection("c"), SPEC, body("c"))
             channel.server.flush()
             channel.start_replica("proxy-a")
             await eventually(lambda: channel.replicas.floor()[1] == 1, "the replica synced")
@@ -403,7 +404,7 @@ def test_a_failing_sender_ends_the_stream_and_the_replica_resyncs(
 
     async def scenario() -> None:
         async with serving(tmp_path) as channel:
-            channel.routes.put_connection(connection("a"), body("a"))
+            channel.routes.put_connection(connection("a"), SPEC, body("a"))
             channel.server.flush()
             real = channel.journal.snapshot
             calls: list[int] = []

@@ -10,6 +10,7 @@ from gatehouse_contract.frames import Throttled
 from gatehouse_contract.routes import ConnectionRoute, Credential, Limits
 from gatehouse_operator.table.store import RouteStore
 from gatehouse_operator.table.throttles import Throttles
+from tests.operator.test_table_budget import SPEC
 
 
 class Posted:
@@ -35,7 +36,7 @@ def _routes() -> RouteStore:
             timeout_seconds=1, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1
         ),
     )
-    routes.put_connection(route, {"metadata": {"namespace": "team", "name": "crm"}}, 100)
+    routes.put_connection(route, SPEC, {"metadata": {"namespace": "team", "name": "crm"}}, 100)
     return routes
 
 

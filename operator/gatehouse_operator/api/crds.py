@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypedDict
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
-from gatehouse_operator.api.meta import GROUP, VERSION, Kind
+from gatehouse_operator.api.meta import GROUP, VERSION, Kind, PrinterColumn
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
 
 KINDS = (
@@ -56,21 +56,34 @@ class SchemaError(ValueError):
     """A model uses a construct a structural schema cannot express."""
 
 
-def structural(
-    node: dict[str, Any], defs: dict[str, Any], *, defaults: bool = True
-) -> dict[str, Any]:
+# A JSON Schema (pydantic's, or the structural one made of it): open in shape, narrowed where read.
+Schema = dict[str, JsonValue]
+
+
+def _schema(value: JsonValue) -> Schema:
+    if not isinstance(value, dict):
+        raise SchemaError(f"not a schema: {value!r}")
+    return value
+
+
+def structural(node: Schema, defs: Schema, *, defaults: bool = True) -> Schema:
     if "$ref" in node:
-        target = defs[node["$ref"].rsplit("/", 1)[-1]]
+        target = _schema(defs[str(node["$ref"]).rsplit("/", 1)[-1]])
         siblings = {key: value for key, value in node.items() if key != "$ref"}
         return structural({**target, **siblings}, defs, defaults=defaults)
     if "anyOf" in node:
-        options = [option for option in node["anyOf"] if option.get("type") != "null"]
+        union = node["anyOf"]
+        options = [
+            option
+            for option in map(_schema, union if isinstance(union, list) else [])
+            if option.get("type") != "null"
+        ]
         if len(options) != 1:
-            raise SchemaError(f"unions are not structural: {node['anyOf']}")
+            raise SchemaError(f"unions are not structural: {union}")
         siblings = {key: value for key, value in node.items() if key != "anyOf"}
         return structural({**options[0], **siblings}, defs, defaults=defaults)
 
-    out: dict[str, Any] = {}
+    out: Schema = {}
     for key, value in node.items():
         if key == "default" and (value is None or not defaults):
             continue
@@ -81,15 +94,15 @@ def structural(
     if "properties" in node:
         out["type"] = "object"
         out["properties"] = {
-            name: structural(child, defs, defaults=defaults)
-            for name, child in node["properties"].items()
+            name: structural(_schema(child), defs, defaults=defaults)
+            for name, child in _schema(node["properties"]).items()
         }
     if "items" in node:
-        out["items"] = structural(node["items"], defs, defaults=defaults)
+        out["items"] = structural(_schema(node["items"]), defs, defaults=defaults)
     extra = node.get("additionalProperties")
     # A map with a key pattern: the values' schema is kept, the pattern is left to a CEL rule
     # (structural schemas have no patternProperties).
-    patterned = list((node.get("patternProperties") or {}).values())
+    patterned = list(_schema(node.get("patternProperties") or {}).values())
     if len(patterned) > 1:
         raise SchemaError(f"a map may have one key pattern: {node['patternProperties']}")
     if patterned:
@@ -102,14 +115,14 @@ def structural(
     return out
 
 
-def model_schema(model: type[BaseModel], *, defaults: bool = True) -> dict[str, Any]:
-    raw = model.model_json_schema(by_alias=True, mode="validation")
-    return structural(raw, raw.get("$defs", {}), defaults=defaults)
+def model_schema(model: type[BaseModel], *, defaults: bool = True) -> Schema:
+    raw: Schema = model.model_json_schema(by_alias=True, mode="validation")
+    return structural(raw, _schema(raw.get("$defs", {})), defaults=defaults)
 
 
 # What every Kubernetes object's first fields mean, worded as the API conventions do.
 _CONVENTIONS = "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"
-_OBJECT_FIELDS: dict[str, Any] = {
+_OBJECT_FIELDS: Schema = {
     "apiVersion": {
         "type": "string",
         "description": "The versioned schema of this representation of an object. More info: "
@@ -125,8 +138,87 @@ _OBJECT_FIELDS: dict[str, Any] = {
 }
 
 
-def definition(kind: Kind) -> dict[str, Any]:
-    properties: dict[str, Any] = {**_OBJECT_FIELDS, "spec": model_schema(kind.spec)}
+class Names(TypedDict):
+    kind: str
+    listKind: str
+    plural: str
+    singular: str
+    shortNames: list[str]
+    categories: list[str]
+
+
+class Column(TypedDict, total=False):
+    """An additionalPrinterColumns entry; description and priority only when set."""
+
+    name: str
+    type: str
+    jsonPath: str
+    description: str
+    priority: int
+
+
+class Validation(TypedDict):
+    openAPIV3Schema: Schema
+
+
+class Version(TypedDict, total=False):
+    """A served version; subresources only for a kind with a status (keys in the file's order)."""
+
+    name: str
+    served: bool
+    storage: bool
+    subresources: dict[str, dict[str, str]]
+    additionalPrinterColumns: list[Column]
+    schema: Validation
+
+
+class CrdSpec(TypedDict):
+    group: str
+    scope: Literal["Namespaced"]
+    names: Names
+    versions: list[Version]
+
+
+class CrdMetadata(TypedDict):
+    name: str
+
+
+class CustomResourceDefinition(TypedDict):
+    apiVersion: Literal["apiextensions.k8s.io/v1"]
+    kind: Literal["CustomResourceDefinition"]
+    metadata: CrdMetadata
+    spec: CrdSpec
+
+
+def _column(column: PrinterColumn) -> Column:
+    out: Column = {"name": column.name, "type": column.type, "jsonPath": column.json_path}
+    if column.description:
+        out["description"] = column.description
+    if column.priority:
+        out["priority"] = column.priority
+    return out
+
+
+def _version(kind: Kind, properties: Schema) -> Version:
+    version: Version = {"name": VERSION, "served": True, "storage": True}
+    if kind.status is not None:
+        version["subresources"] = {"status": {}}
+    version["additionalPrinterColumns"] = [_column(column) for column in kind.columns] + [
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    ]
+    version["schema"] = {
+        "openAPIV3Schema": {
+            "type": "object",
+            "description": kind.description,
+            "required": ["spec"],
+            "properties": properties,
+        }
+    }
+    return version
+
+
+def definition(kind: Kind) -> CustomResourceDefinition:
+    properties: Schema = {**_OBJECT_FIELDS, "spec": model_schema(kind.spec)}
     if kind.status is not None:
         properties["status"] = model_schema(kind.status, defaults=False)
     return {
@@ -144,33 +236,7 @@ def definition(kind: Kind) -> dict[str, Any]:
                 "shortNames": list(kind.short_names),
                 "categories": list(kind.categories),
             },
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    **({"subresources": {"status": {}}} if kind.status is not None else {}),
-                    "additionalPrinterColumns": [
-                        {
-                            "name": column.name,
-                            "type": column.type,
-                            "jsonPath": column.json_path,
-                            **({"description": column.description} if column.description else {}),
-                            **({"priority": column.priority} if column.priority else {}),
-                        }
-                        for column in kind.columns
-                    ]
-                    + [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}],
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": kind.description,
-                            "required": ["spec"],
-                            "properties": properties,
-                        }
-                    },
-                }
-            ],
+            "versions": [_version(kind, properties)],
         },
     }
 

@@ -8,9 +8,9 @@ describes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from pydantic.alias_generators import to_camel
 
 from gatehouse_operator.project_config.schema import rule
@@ -76,7 +76,7 @@ class Condition(Model):
     )
 
 
-CONDITIONS_LIST: dict[str, Any] = {
+CONDITIONS_LIST: dict[str, JsonValue] = {
     "x-kubernetes-list-type": "map",
     "x-kubernetes-list-map-keys": ["type"],
 }

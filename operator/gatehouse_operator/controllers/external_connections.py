@@ -265,7 +265,7 @@ async def publish_route(
         await runtime.rollout.report_not_ready(EXTERNAL_CONNECTION, body, reported, fields, key)
         await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
         return
-    runtime.routes.put_connection(route, body, size)
+    runtime.routes.put_connection(route, spec, body, size)
     runtime.channel.schedule_flush()
     if summary.ok:
         entry: tuple[EntryKind, str] = ("connection", key)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
 
+from pydantic import JsonValue
 from pydantic.json_schema import models_json_schema
 
 from gatehouse_operator.api.connection_test import SampleRequest
@@ -47,15 +47,17 @@ _MODELS = (
 _REF = "#/components/schemas/{model}"
 
 
-def _ref(model: type) -> dict[str, str]:
+# The document and its parts are typed as open JSON (mypy checks every value is JSON): nothing
+# here reads them back, and OpenAPI's own shape is the document's business.
+def _ref(model: type) -> dict[str, JsonValue]:
     return {"$ref": _REF.format(model=model.__name__)}
 
 
-def _json(model: type, description: str) -> dict[str, Any]:
+def _json(model: type, description: str) -> dict[str, JsonValue]:
     return {"description": description, "content": {"application/json": {"schema": _ref(model)}}}
 
 
-def _errors(*statuses: int) -> dict[str, Any]:
+def _errors(*statuses: int) -> dict[str, JsonValue]:
     meaning = {
         400: "The body breaks a rule; the message names the field.",
         401: "No bearer token, or the API server did not accept it.",
@@ -73,7 +75,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
     return {str(status): _json(ErrorBody, meaning[status]) for status in statuses}
 
 
-def _name(name: str, description: str) -> dict[str, Any]:
+def _name(name: str, description: str) -> dict[str, JsonValue]:
     return {
         "name": name,
         "in": "path",
@@ -86,7 +88,7 @@ def _name(name: str, description: str) -> dict[str, Any]:
 NAMESPACE = _name("namespace", "The project's namespace.")
 
 
-def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+def _query(name: str, description: str, schema: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return {
         "name": name,
         "in": "query",
@@ -109,13 +111,13 @@ REQUESTS = (
 
 
 @cache
-def document() -> dict[str, Any]:
+def document() -> dict[str, JsonValue]:
     _, schemas = models_json_schema(
         [(model, "validation") for model in _MODELS],
         by_alias=True,
         ref_template=_REF,
     )
-    paths: dict[str, Any] = {
+    paths: dict[str, JsonValue] = {
         "/api/v1/namespaces/{namespace}/connections": {
             "get": {
                 "summary": "The connections the caller could link",

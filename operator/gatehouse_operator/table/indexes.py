@@ -6,7 +6,10 @@ affects at the same cost with 10 resources as with 10,000.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from gatehouse_contract.routes import namespace_of
+from gatehouse_operator.api.connection import ExternalConnectionSpec
 
 Entry = TypeVar("Entry")
 
@@ -14,6 +17,8 @@ Entry = TypeVar("Entry")
 class Indexes:
     def __init__(self) -> None:
         self._secret_users: dict[tuple[str, str], set[str]] = {}
+        # Each indexed connection's Secret, so that dropping it needs nothing but its key.
+        self._secrets: dict[str, tuple[str, str]] = {}
         self._linkers: dict[str, set[str]] = {}
 
     def connections_using_secret(self, namespace: str, name: str) -> list[str]:
@@ -22,11 +27,16 @@ class Indexes:
     def apps_linking(self, connection_key: str) -> list[str]:
         return sorted(self._linkers.get(connection_key, ()))
 
-    def add_connection(self, key: str, body: dict[str, Any]) -> None:
-        self._secret_users.setdefault(_secret_of(body), set()).add(key)
+    def add_connection(self, key: str, spec: ExternalConnectionSpec) -> None:
+        self.remove_connection(key)
+        secret = _secret_of(key, spec)
+        self._secrets[key] = secret
+        self._secret_users.setdefault(secret, set()).add(key)
 
-    def remove_connection(self, key: str, body: dict[str, Any]) -> None:
-        _discard(self._secret_users, _secret_of(body), key)
+    def remove_connection(self, key: str) -> None:
+        secret = self._secrets.pop(key, None)
+        if secret is not None:
+            _discard(self._secret_users, secret, key)
 
     def add_app(self, key: str, links: dict[str, str]) -> None:
         for connection in links.values():
@@ -44,7 +54,7 @@ def _discard(index: dict[Entry, set[str]], entry: Entry, key: str) -> None:
         index.pop(entry, None)
 
 
-def _secret_of(body: dict[str, Any]) -> tuple[str, str]:
-    """(namespace, Secret name) a connection takes its credential from; name "" for none."""
-    ref = body.get("spec", {}).get("auth", {}).get("secretRef") or {}
-    return body["metadata"]["namespace"], str(ref.get("name") or "")
+def _secret_of(key: str, spec: ExternalConnectionSpec) -> tuple[str, str]:
+    """(namespace, Secret name) connection ``key`` takes its credential from; name "" for none."""
+    ref = spec.auth.secret_ref
+    return namespace_of(key), ref.name if ref is not None else ""

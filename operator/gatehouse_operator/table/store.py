@@ -1,9 +1,11 @@
 """The routes the operator compiled, and which of them changed since the journal last took them.
 
-Handlers put compiled routes in and take them out (with the resource's body, which the missed-
-deletion sweep and the Secret watch read back); the journal takes the changed keys and publishes
-them. Each put or drop also keeps the store's three helpers current: the indexes, the
-per-namespace byte budget and the start-up gate.
+Handlers put compiled routes in and take them out, with the resource's body (which the missed-
+deletion sweep and the Secret watch read back, to reconcile it again) and, for a connection, its
+parsed spec (which the indexes read; the store does not keep it: at 3.6 KB each, 20,000 of them
+would cost the operator 70 MB). The journal takes the changed keys and publishes them. Each put
+or drop also keeps the store's three helpers current: the indexes, the per-namespace byte budget
+and the start-up gate.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, EntryKind
+from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.table.budget import NamespaceBudget, entry_size
 from gatehouse_operator.table.indexes import Indexes
 from gatehouse_operator.table.startup import StartupGate
@@ -57,19 +60,22 @@ class RouteStore:
     # --- Changing -----------------------------------------------------------------------------
 
     def put_connection(
-        self, route: ConnectionRoute, body: dict[str, Any], size: int | None = None
+        self,
+        route: ConnectionRoute,
+        spec: ExternalConnectionSpec,
+        body: dict[str, Any],
+        size: int | None = None,
     ) -> None:
         self.budget.resize("connection", route.key, size or entry_size(route))
-        self._unindex_connection(route.key)
         self._connections[route.key] = route
         self._connection_bodies[route.key] = body
-        self.indexes.add_connection(route.key, body)
+        self.indexes.add_connection(route.key, spec)
         self._changed.add(("connection", route.key))
         self.startup.seen(route.key)
 
     def drop_connection(self, key: str) -> None:
         self.budget.resize("connection", key, 0)
-        self._unindex_connection(key)
+        self.indexes.remove_connection(key)
         self._connections.pop(key, None)
         self._connection_bodies.pop(key, None)
         self._changed.add(("connection", key))
@@ -97,11 +103,6 @@ class RouteStore:
     def take_changes(self) -> set[tuple[EntryKind, str]]:
         changed, self._changed = self._changed, set()
         return changed
-
-    def _unindex_connection(self, key: str) -> None:
-        body = self._connection_bodies.get(key)
-        if body is not None:
-            self.indexes.remove_connection(key, body)
 
     def _unindex_app(self, key: str) -> None:
         app = self._apps.get(key)
