@@ -32,6 +32,7 @@ class Counts:
     """Per module (its path under the operator package): each figure's occurrences."""
 
     any_dicts: Counter[str] = field(default_factory=Counter)
+    any_mappings: Counter[str] = field(default_factory=Counter)
     json_values: Counter[str] = field(default_factory=Counter)
     spec_gets: Counter[str] = field(default_factory=Counter)
 
@@ -43,14 +44,17 @@ def is_boundary(module: str) -> bool:
     return module.startswith(BOUNDARY)
 
 
-def _is_any_dict(node: ast.AST) -> bool:
-    return (
+def _any_keyed(node: ast.AST) -> str | None:
+    """``dict``, ``Mapping`` or ``MutableMapping`` for a ``X[str, Any]``, else None."""
+    if (
         isinstance(node, ast.Subscript)
         and isinstance(node.value, ast.Name)
-        and node.value.id == "dict"
+        and node.value.id in ("dict", "Mapping", "MutableMapping")
         and isinstance(node.slice, ast.Tuple)
         and [ast.unparse(part) for part in node.slice.elts] == ["str", "Any"]
-    )
+    ):
+        return node.value.id
+    return None
 
 
 def _is_json_value(node: ast.AST) -> bool:
@@ -73,8 +77,11 @@ def count(package: Path) -> Counts:
     for path in sorted(package.rglob("*.py")):
         module = path.relative_to(package).as_posix()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if _is_any_dict(node):
+            keyed = _any_keyed(node)
+            if keyed == "dict":
                 counts.any_dicts[module] += 1
+            elif keyed is not None:
+                counts.any_mappings[module] += 1
             elif _is_json_value(node):
                 counts.json_values[module] += 1
             elif _is_spec_get(node):
@@ -90,6 +97,9 @@ def report(counts: Counts) -> str:
         [
             f"dict[str, Any] in the operator: {counts.any_dicts.total()}",
             f"  most: {top(counts.any_dicts)}",
+            # The same untyped shape under a read-only name: shown so it cannot stand in unseen.
+            f"Mapping[str, Any] in the operator: {counts.any_mappings.total()}",
+            f"  most: {top(counts.any_mappings)}",
             # Shown beside it so a free-form document typed as pydantic's JsonValue (checked by
             # mypy, unlike Any) is not mistaken for a resource that escaped its model.
             f"JsonValue (free-form JSON documents) in the operator: {counts.json_values.total()}",

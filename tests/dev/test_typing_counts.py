@@ -14,6 +14,8 @@ def f(body: dict[str, Any]) -> dict[str, Any]:
     return body.get("spec", {}).get("spec", {})
 
 def g(other: dict[str, int]) -> None: ...
+
+def h(read_only: Mapping[str, Any]) -> None: ...
 '''
 
 
@@ -25,6 +27,7 @@ def test_counts_code_not_words_and_keeps_the_boundary_apart(tmp_path: Path) -> N
     counts = typing_counts.count(tmp_path)
 
     assert counts.any_dicts == {"wiring/handlers.py": 2, "use_case.py": 2}
+    assert counts.any_mappings == {"wiring/handlers.py": 1, "use_case.py": 1}
     assert counts.spec_gets.total() == 4
     assert counts.spec_gets_outside() == 2
     assert "outside the boundary" in typing_counts.report(counts)
