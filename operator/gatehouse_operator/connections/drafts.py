@@ -18,7 +18,7 @@ from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_contract.connection_tests import ReplicaTestRequest
-from gatehouse_operator.access.as_user import AsUser, refusal
+from gatehouse_operator.access.as_user import AsUser, UserObject, refusal
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.meta import API_VERSION, spec_error
@@ -65,7 +65,7 @@ def manifest(name: str, spec: dict[str, Any], resource_version: str = "") -> dic
 
 async def apply(
     kube: AsUser, namespace: str, body: dict[str, Any], *, replaces: bool, dry_run: bool = False
-) -> dict[str, Any]:
+) -> UserObject:
     """Creates the connection, or replaces it (``body`` carries the resourceVersion read), as
     the caller; the object as stored, or as it would be in a dry run."""
     if replaces:
@@ -79,13 +79,12 @@ async def checked_spec(kube: AsUser, namespace: str, draft: DraftTestRequest) ->
         version = ""
         if draft.replaces:
             current = await kube.get_custom(EXTERNAL_CONNECTION, namespace, draft.name)
-            version = current["metadata"]["resourceVersion"]
+            version = current.metadata.resource_version
         body = manifest(draft.name, draft.spec, version)
         stored = await apply(kube, namespace, body, replaces=draft.replaces, dry_run=True)
     except client.ApiException as error:
         raise DraftRefused(error.status, refusal(error)) from None
-    spec: dict[str, Any] = stored.get("spec", {})
-    return spec
+    return stored.spec
 
 
 def _failed(reason: str, message: str) -> DraftTestOutcome:

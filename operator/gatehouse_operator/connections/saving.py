@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 from kubernetes.aio import client
 
-from gatehouse_operator.access.as_user import AsUser, refusal
+from gatehouse_operator.access.as_user import AsUser, UserObject, refusal
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.stored import StoredConnection
@@ -201,19 +201,11 @@ class Saving:
         return []
 
     async def _own_secret(
-        self, kube: AsUser, namespace: str, secret_name: str, connection: dict[str, Any]
+        self, kube: AsUser, namespace: str, secret_name: str, connection: UserObject
     ) -> str:
         """Makes the new Secret the connection's, so the cluster deletes it with the connection."""
-        owner = {
-            "apiVersion": connection["apiVersion"],
-            "kind": connection["kind"],
-            "name": connection["metadata"]["name"],
-            "uid": connection["metadata"]["uid"],
-        }
         try:
-            await kube.patch_secret(
-                namespace, secret_name, {"metadata": {"ownerReferences": [owner]}}
-            )
+            await kube.own_secret(namespace, secret_name, connection)
         except client.ApiException as error:
             return f" Its Secret {secret_name} is not owned by it ({_http(error)})."
         return ""
