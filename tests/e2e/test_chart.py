@@ -551,7 +551,7 @@ def test_chart_ships_the_generated_user_roles(cluster: Cluster) -> None:
     rendered = yaml.safe_load_all(_helm(cluster, "template", "gh", str(CHART)))
     shipped = [doc for doc in rendered if doc and doc["kind"] == "ClusterRole"]
     by_name = {doc["metadata"]["name"]: doc for doc in shipped}
-    for role in roles.roles():
+    for role in (r.model_dump(by_alias=True) for r in roles.roles()):
         shipped_role = by_name[role["metadata"]["name"]]
         # As generated, with the release's labels besides its own.
         labels = shipped_role["metadata"].pop("labels")

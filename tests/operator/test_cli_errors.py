@@ -13,6 +13,7 @@ import yaml
 
 from gatehouse_dev.processes import free_port
 from gatehouse_operator.cli import gatehouse as cli
+from gatehouse_operator.connections import runs
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "project"
 COMMANDS = {
@@ -81,7 +82,8 @@ def test_a_sample_label_is_optional_on_the_command_line(
 ) -> None:
     parser = cli._parser()
     assert parser.parse_args(["save-sample", "vendor-1"]).label == ""
-    asked = cli._test_body(parser.parse_args(["test", "vendor", "--save-sample"]))
+    given = parser.parse_args(["test", "vendor", "--save-sample"])
+    asked = runs.new_test("vendor", cli._test_spec(given)).body()
     assert asked["spec"]["saveAsSample"] == {"label": ""}
     assert cli.main(["save-sample", "vendor-1", "--label", "x" * 201]) == 2
     assert capsys.readouterr().err == "gatehouse: --label: at most 200 characters (or none)\n"

@@ -631,7 +631,10 @@ def test_deploy_sends_the_models_catalog_resolved_under_a_manager_of_its_own(
     found = service_cli.find(project)
     assert found is not None
     models = service_cli.models_catalog(found, dbt_project.read(project))
-    applies = service_cli.documents(found, "project", False, models)
+    applies = [
+        (manager, document.model_dump(by_alias=True))
+        for manager, document in service_cli.documents(found, "project", False, models)
+    ]
     assert [manager for manager, _ in applies][-1] == service_cli.CATALOG_MANAGER
     sent = applies[-1][1]["spec"]
     assert list(sent) == ["catalog"]

@@ -16,7 +16,10 @@ def test_the_charts_user_roles_are_the_generated_ones() -> None:
 
 
 def test_the_developer_deploys_the_project_file_and_nothing_else() -> None:
-    by_name = {role["metadata"]["name"]: role for role in roles.roles()}
+    by_name = {
+        role["metadata"]["name"]: role
+        for role in (r.model_dump(by_alias=True) for r in roles.roles())
+    }
     developer = by_name[roles.DEVELOPER_ROLE]
     # What gatehouse-service deploy and preview (server-side apply) and the defaults API ask.
     assert developer["rules"] == [

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from gatehouse_operator.access import secret_use
+from gatehouse_operator.api.stored import StoredConnectionSpec
 
 REF = {"name": "vendor", "key": "api-key"}
 SPEC: dict[str, Any] = {
@@ -45,7 +46,8 @@ def _with(**changes: Any) -> dict[str, Any]:
 def test_what_a_change_needs_to_read(
     old: dict[str, Any] | None, new: dict[str, Any], needed: tuple[str, str] | None
 ) -> None:
-    assert secret_use.secret_to_read(old, new) == needed
+    before = None if old is None else StoredConnectionSpec.model_validate(old)
+    assert secret_use.secret_to_read(before, StoredConnectionSpec.model_validate(new)) == needed
 
 
 def test_the_refusal_names_the_field_the_secret_and_the_rule() -> None:

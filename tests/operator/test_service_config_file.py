@@ -466,7 +466,10 @@ def test_what_deploy_applies_keeps_country_codes_as_written(tmp_path: Path) -> N
     )
     found = service_cli.find(tmp_path)
     assert found is not None
-    [(_, applied)] = service_cli.documents(found, "project", preview=False)
+    [applied] = [
+        document.model_dump(by_alias=True)
+        for _, document in service_cli.documents(found, "project", preview=False)
+    ]
     assert applied["spec"]["parameters"]["country"] == {
         "label": "Country",
         "options": ["NO", "SE", "DK"],

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, cast
 
 from kubernetes.aio import client
+from pydantic import Field, JsonValue
 
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
+from gatehouse_operator.api.stored import Stored
 
 # A dry run goes through authentication, RBAC, the schema's rules and the admission webhooks,
 # and stores nothing.
@@ -24,40 +25,68 @@ def _dry_run(wanted: bool) -> str | None:
     return DRY_RUN if wanted else None
 
 
+class ObjectMeta(Stored):
+    """What the changes made as the user read of an object's metadata. The fields not named
+    here are kept as read (``extra``), so that a replace sends back all it read."""
+
+    model_config = Stored.model_config | {"extra": "allow"}
+
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+
+
+class UserObject(Stored):
+    """One of Gatehouse's resources, as the API server answered the user: of any kind, so its
+    spec stays the JSON it is (the use cases parse it into their kind's model). Whole: the
+    fields not named here are kept (``extra``), so that ``manifest`` is what was read."""
+
+    model_config = Stored.model_config | {"extra": "allow"}
+
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: dict[str, JsonValue] = Field(default_factory=dict)
+
+    def manifest(self) -> dict[str, JsonValue]:
+        """The object as read (with any change made to the copy), to send back."""
+        return self.model_dump(by_alias=True, exclude_unset=True, mode="json")
+
+
 class AsUser:
     def __init__(self, api: client.ApiClient) -> None:
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
 
-    async def get_custom(self, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
+    async def get_custom(self, kind: Kind, namespace: str, name: str) -> UserObject:
         found = await self.custom.get_namespaced_custom_object(
             GROUP, VERSION, namespace, kind.plural, name
         )
-        return cast(dict[str, Any], found)
+        return UserObject.model_validate(found)
 
     async def create_custom(
-        self, kind: Kind, namespace: str, body: dict[str, Any], *, dry_run: bool = False
-    ) -> dict[str, Any]:
+        self, kind: Kind, namespace: str, body: dict[str, JsonValue], *, dry_run: bool = False
+    ) -> UserObject:
         """The object as stored (or, in a dry run, as it would be), defaults filled in."""
         created = await self.custom.create_namespaced_custom_object(
             GROUP, VERSION, namespace, kind.plural, body, dry_run=_dry_run(dry_run)
         )
-        return cast(dict[str, Any], created)
+        return UserObject.model_validate(created)
 
     async def replace_custom(
-        self, kind: Kind, namespace: str, body: dict[str, Any], *, dry_run: bool = False
-    ) -> dict[str, Any]:
+        self, kind: Kind, namespace: str, body: dict[str, JsonValue], *, dry_run: bool = False
+    ) -> UserObject:
         """Replaces with the read resourceVersion: a change made meanwhile is a 409, not lost."""
         replaced = await self.custom.replace_namespaced_custom_object(
             GROUP,
             VERSION,
             namespace,
             kind.plural,
-            body["metadata"]["name"],
+            ObjectMeta.model_validate(body["metadata"]).name,
             body,
             dry_run=_dry_run(dry_run),
         )
-        return cast(dict[str, Any], replaced)
+        return UserObject.model_validate(replaced)
 
     async def delete_custom(self, kind: Kind, namespace: str, name: str, uid: str) -> None:
         """Deletes the object that was read (its uid), not one made since under its name."""
@@ -73,7 +102,15 @@ class AsUser:
     async def create_secret(self, namespace: str, body: client.V1Secret) -> None:
         await self.core.create_namespaced_secret(namespace, body)
 
-    async def patch_secret(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+    async def own_secret(self, namespace: str, name: str, owner: UserObject) -> None:
+        """Makes ``owner`` the Secret's owner, so the cluster deletes the Secret with it."""
+        reference = client.V1OwnerReference(
+            api_version=owner.api_version,
+            kind=owner.kind,
+            name=owner.metadata.name,
+            uid=owner.metadata.uid,
+        )
+        patch = client.V1Secret(metadata=client.V1ObjectMeta(owner_references=[reference]))
         await self.core.patch_namespaced_secret(name, namespace, patch)
 
     async def delete_secret(self, namespace: str, secret: client.V1Secret) -> None:

@@ -12,15 +12,25 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from kubernetes.aio import client
+from pydantic import Field
 
 from gatehouse_operator.api.meta import GROUP
+from gatehouse_operator.api.stored import Stored
 
 # A token's review is reused this long: a revoked token keeps working at most this much longer.
 TOKEN_CACHE_SECONDS = 10.0
 TOKEN_CACHE_SIZE = 1024
+
+
+class UserInfo(Stored):
+    """A review's userInfo as the API server sends it: a field it leaves out is empty."""
+
+    username: str = ""
+    uid: str = ""
+    groups: list[str] = Field(default_factory=list)
+    extra: dict[str, list[str]] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -31,13 +41,11 @@ class User:
     extra: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     @classmethod
-    def from_user_info(cls, info: Mapping[str, Any]) -> User:
-        """From an AdmissionReview's or a TokenReview's userInfo."""
+    def from_user_info(cls, info: Mapping[str, object]) -> User:
+        """From an AdmissionReview's or a TokenReview's userInfo, parsed here."""
+        parsed = UserInfo.model_validate(info)
         return cls(
-            name=str(info.get("username", "")),
-            uid=str(info.get("uid", "")),
-            groups=tuple(info.get("groups") or ()),
-            extra={key: list(value) for key, value in (info.get("extra") or {}).items()},
+            name=parsed.username, uid=parsed.uid, groups=tuple(parsed.groups), extra=parsed.extra
         )
 
 

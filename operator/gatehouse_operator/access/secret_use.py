@@ -15,19 +15,20 @@ need nothing more than RBAC already asks: the value still goes only where its re
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from pydantic import JsonValue
+
+from gatehouse_operator.api.stored import StoredConnectionSpec
 
 READ_VERB = "get"
 
 
-def _secret_ref(spec: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    ref = ((spec or {}).get("auth") or {}).get("secretRef")
-    return ref if isinstance(ref, Mapping) else None
+def _secret_ref(spec: StoredConnectionSpec | None) -> dict[str, JsonValue] | None:
+    ref = spec.auth.get("secretRef") if spec is not None else None
+    return ref if isinstance(ref, dict) else None
 
 
 def secret_to_read(
-    old_spec: Mapping[str, Any] | None, new_spec: Mapping[str, Any]
+    old_spec: StoredConnectionSpec | None, new_spec: StoredConnectionSpec
 ) -> tuple[str, str] | None:
     """The Secret the requester must be allowed to ``get`` for this change, and the field that
     makes it so; None when the change needs nothing more. ``old_spec`` is None for a create."""
@@ -37,7 +38,7 @@ def secret_to_read(
     name = str(ref.get("name", ""))
     if old_spec is None or _secret_ref(old_spec) != ref:
         return name, "spec.auth.secretRef"
-    if old_spec.get("baseURL") != new_spec.get("baseURL"):
+    if old_spec.base_url != new_spec.base_url:
         return name, "spec.baseURL"
     # An OAuth 2.0 client secret goes to the token URL, on behalf of the client id.
     old_client, new_client = _oauth2(old_spec), _oauth2(new_spec)
@@ -47,9 +48,9 @@ def secret_to_read(
     return None
 
 
-def _oauth2(spec: Mapping[str, Any]) -> Mapping[str, Any]:
-    client = (spec.get("auth") or {}).get("oauth2ClientCredentials")
-    return client if isinstance(client, Mapping) else {}
+def _oauth2(spec: StoredConnectionSpec) -> dict[str, JsonValue]:
+    client = spec.auth.get("oauth2ClientCredentials")
+    return client if isinstance(client, dict) else {}
 
 
 def secret_refusal(user: str, namespace: str, secret: str, field: str) -> str:

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import yaml
+from pydantic import Field
 
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.link_policy import LINK_VERB
-from gatehouse_operator.api.meta import GROUP
+from gatehouse_operator.api.meta import GROUP, Model
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
 
 READ = ["get", "list", "watch"]
@@ -45,29 +45,46 @@ VIEWER_ROLE = "gatehouse-viewer"
 APPS = [DATA_APP.plural, CHART_TYPE.plural]
 
 
-def _rule(resources: list[str], verbs: list[str]) -> dict[str, Any]:
-    return {"apiGroups": [GROUP], "resources": resources, "verbs": verbs}
+class PolicyRule(Model):
+    api_groups: list[str] = Field(default_factory=lambda: [GROUP])
+    resources: list[str]
+    verbs: list[str]
+
+
+class RoleMetadata(Model):
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+class ClusterRole(Model):
+    """A ClusterRole as the file shows it: its fields in this order."""
+
+    api_version: str = "rbac.authorization.k8s.io/v1"
+    kind: str = "ClusterRole"
+    metadata: RoleMetadata
+    rules: list[PolicyRule]
+
+
+def _rule(resources: list[str], verbs: list[str]) -> PolicyRule:
+    return PolicyRule(resources=resources, verbs=verbs)
 
 
 def _role(
-    name: str, aggregate_to: str | None, description: str, rules: list[dict[str, Any]]
-) -> dict[str, Any]:
+    name: str, aggregate_to: str | None, description: str, rules: list[PolicyRule]
+) -> ClusterRole:
     labels = {"app.kubernetes.io/part-of": "gatehouse"}
     if aggregate_to is not None:
         labels[f"rbac.authorization.k8s.io/aggregate-to-{aggregate_to}"] = "true"
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "annotations": {"gatehouse.dev/description": description},
-        },
-        "rules": rules,
-    }
+    return ClusterRole(
+        metadata=RoleMetadata(
+            name=name, labels=labels, annotations={"gatehouse.dev/description": description}
+        ),
+        rules=rules,
+    )
 
 
-def roles() -> list[dict[str, Any]]:
+def roles() -> list[ClusterRole]:
     return [
         _role(
             ADMIN_ROLE,
@@ -134,7 +151,9 @@ HEADER = "# Generated from gatehouse_operator.api.roles by `make crds`. Do not e
 
 
 def render() -> str:
-    return HEADER + yaml.safe_dump_all(roles(), sort_keys=False, width=100)
+    return HEADER + yaml.safe_dump_all(
+        [role.model_dump(by_alias=True) for role in roles()], sort_keys=False, width=100
+    )
 
 
 def output_file(root: Path) -> Path:

@@ -19,10 +19,11 @@ import json
 import platform
 import sys
 import time
-from typing import Any, cast
+from typing import cast
 
 import yaml
 from kubernetes import client
+from pydantic import JsonValue
 
 from gatehouse_contract.observability import version
 from gatehouse_operator.api.connection_test import (
@@ -105,7 +106,7 @@ def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
     return parser
 
 
-def _print(value: dict[str, Any], output: str) -> None:
+def _print(value: dict[str, JsonValue], output: str) -> None:
     if output == "yaml":
         print(yaml.safe_dump(value, sort_keys=False, allow_unicode=True), end="")
     else:
@@ -113,7 +114,7 @@ def _print(value: dict[str, Any], output: str) -> None:
 
 
 def show_version(args: argparse.Namespace) -> int:
-    about = {"gatehouse": version(), "python": platform.python_version()}
+    about: dict[str, JsonValue] = {"gatehouse": version(), "python": platform.python_version()}
     if args.output == "text":
         print(f"gatehouse {about['gatehouse']} (Python {about['python']})")
     else:
@@ -121,17 +122,17 @@ def show_version(args: argparse.Namespace) -> int:
     return PASSED
 
 
-def _test_body(args: argparse.Namespace) -> dict[str, Any]:
-    spec: dict[str, Any] = {"method": args.method, "path": args.path}
+def _test_spec(args: argparse.Namespace) -> dict[str, JsonValue]:
+    """The test's spec as given: the API server checks it, and its refusal is what is shown."""
+    spec: dict[str, JsonValue] = {"method": args.method, "path": args.path}
     if args.data is not None:
         spec["body"] = json.loads(args.data)
     if args.save_sample is not None:
         spec["saveAsSample"] = {"label": args.save_sample}
-    return runs.new_test(args.connection, spec).body()
+    return spec
 
 
-def _report(test: dict[str, Any], done: ConnectionTestOutcome, output: str) -> int:
-    status = test.get("status", {})
+def _report(status: JsonValue, done: ConnectionTestOutcome, output: str) -> int:
     code = PASSED if done.passed else FAILED
     if output != "text":
         _print({"name": done.name, "status": status}, output)
@@ -152,7 +153,10 @@ def _report(test: dict[str, Any], done: ConnectionTestOutcome, output: str) -> i
     return code
 
 
-def _read_test(api: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
+def _read_test(
+    api: client.CustomObjectsApi, namespace: str, name: str
+) -> tuple[StoredConnectionTest, JsonValue]:
+    """The test as stored, and its status as read: ``-o json`` and ``-o yaml`` show it as is."""
     found = api.get_namespaced_custom_object(
         GROUP,
         VERSION,
@@ -161,7 +165,8 @@ def _read_test(api: client.CustomObjectsApi, namespace: str, name: str) -> dict[
         name,
         _request_timeout=kubeconfig.REQUEST_TIMEOUT,
     )
-    return cast(dict[str, Any], found)
+    body = cast(dict[str, JsonValue], found)  # the client returns the JSON it was sent
+    return StoredConnectionTest.of(body), body.get("status", {})
 
 
 def _saved_report(answer: SampleSaveOutcome, output: str) -> int:
@@ -186,7 +191,7 @@ def save_sample(args: argparse.Namespace) -> int:
     api = client.CustomObjectsApi()
     try:
         with kubeconfig.reaching_the_cluster():
-            found = StoredConnectionTest.of(_read_test(api, namespace, args.test))
+            found, _ = _read_test(api, namespace, args.test)
             refused = runs.save_request(found, label)
             if refused is not None:
                 return _saved_report(refused, args.output)
@@ -202,7 +207,7 @@ def save_sample(args: argparse.Namespace) -> int:
             deadline = time.monotonic() + args.timeout
             while time.monotonic() < deadline:
                 time.sleep(0.3)
-                answer = runs.saved(StoredConnectionTest.of(_read_test(api, namespace, args.test)))
+                answer = runs.saved(_read_test(api, namespace, args.test)[0])
                 if answer is not None:
                     return _saved_report(answer, args.output)
     except client.ApiException as error:
@@ -215,7 +220,7 @@ def save_sample(args: argparse.Namespace) -> int:
 
 def test(args: argparse.Namespace) -> int:
     try:
-        body = _test_body(args)
+        body = runs.new_test(args.connection, _test_spec(args)).body()
     except ValueError as error:
         print(f"gatehouse: --data is not JSON: {error}", file=sys.stderr)
         return NOT_RUN
@@ -234,10 +239,10 @@ def test(args: argparse.Namespace) -> int:
             )
             deadline = time.monotonic() + args.timeout
             while time.monotonic() < deadline:
-                found = _read_test(api, namespace, name)
-                done = runs.outcome(StoredConnectionTest.of(found))
+                found, status = _read_test(api, namespace, name)
+                done = runs.outcome(found)
                 if done is not None:
-                    return _report(found, done, args.output)
+                    return _report(status, done, args.output)
                 time.sleep(0.3)
     except client.ApiException as error:
         print(f"gatehouse: {kubeconfig.refusal(error)}", file=sys.stderr)

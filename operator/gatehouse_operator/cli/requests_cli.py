@@ -18,16 +18,18 @@ import os
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import quote, urlencode
 
 import urllib3
 from kubernetes import client
+from pydantic import ValidationError
 
 from gatehouse_contract.activity import MAX_RECENT
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.cli import kubeconfig
 from gatehouse_operator.cli.service_cli import cluster_options
+from gatehouse_operator.connections.models import RecentRequests, RecentRequestView
+from gatehouse_operator.service_api.models import ErrorBody
 
 DONE, NOT_RUN = 0, 2
 APP_KINDS = {kind.kind: kind.plural for kind in (DATA_APP, CHART_TYPE)}
@@ -80,14 +82,19 @@ def _token(args: argparse.Namespace) -> str:
     return token
 
 
-def line(item: dict[str, Any]) -> str:
+def line(item: RecentRequestView) -> str:
     """One request as a line of text."""
-    when = datetime.fromtimestamp(item["time"], UTC).strftime("%H:%M:%S.%f")[:-3]
+    when = datetime.fromtimestamp(item.time, UTC).strftime("%H:%M:%S.%f")[:-3]
     return (
-        f"{when} {item['app']} -> {item['connection'] or '-'} {item['method']} {item['path']} "
-        f"{item['status']} {item['code']} {item['durationMs']:.1f}ms "
-        f"in={item['requestBytes']} out={item['responseBytes']} {item['replica']}"
+        f"{when} {item.app} -> {item.connection or '-'} {item.method} {item.path} "
+        f"{item.status} {item.code} {item.duration_ms:.1f}ms "
+        f"in={item.request_bytes} out={item.response_bytes} {item.replica}"
     )
+
+
+def as_json(item: RecentRequestView) -> str:
+    """One request as the service API sent it: its fields, in its order."""
+    return json.dumps(item.model_dump(by_alias=True, mode="json"))
 
 
 class Asker:
@@ -96,20 +103,24 @@ class Asker:
         self.headers = {"Authorization": f"Bearer {token}"}
         self.http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=10, read=30), retries=False)
 
-    def ask(self, since: float, limit: int) -> dict[str, Any]:
+    def ask(self, since: float, limit: int) -> RecentRequests:
         query = urlencode({"since": repr(since), "limit": limit})
         try:
             answer = self.http.request("GET", f"{self.url}?{query}", headers=self.headers)
         except urllib3.exceptions.HTTPError as error:
             raise Refusal(f"cannot reach {self.url}: {error}") from None
-        try:
-            body: dict[str, Any] = json.loads(answer.data)
-        except ValueError:
-            body = {}
+        # The service API's own models, read leniently: a newer operator's added fields are
+        # not this CLI's concern.
         if answer.status != 200:
-            message = body.get("error", {}).get("message") if isinstance(body, dict) else None
+            try:
+                message = ErrorBody.model_validate_json(answer.data, extra="ignore").error.message
+            except ValidationError:
+                message = ""
             raise Refusal(f"{answer.status}: {message or 'the service API refused'}")
-        return body
+        try:
+            return RecentRequests.model_validate_json(answer.data, extra="ignore")
+        except ValidationError:
+            raise Refusal(f"{self.url} did not answer with requests") from None
 
 
 def run(args: argparse.Namespace, prog: str) -> int:
@@ -122,16 +133,16 @@ def run(args: argparse.Namespace, prog: str) -> int:
             raise Refusal(f"--limit: 1 to {MAX_RECENT}")
         asker = Asker(server, _path(args, namespace), _token(args))
         since = 0.0
-        seen: set[tuple[str, int]] = set()
+        seen: set[tuple[str, float]] = set()
         while True:
             found = asker.ask(since, args.limit)
-            for item in reversed(found.get("items", [])):  # oldest first, as logs print
-                key = (item["replica"], item.get("time", 0.0))
+            for item in reversed(found.items):  # oldest first, as logs print
+                key = (item.replica, item.time)
                 if key in seen:
                     continue
                 seen.add(key)
-                since = max(since, item["time"])
-                print(json.dumps(item) if args.output == "json" else line(item), flush=True)
+                since = max(since, item.time)
+                print(as_json(item) if args.output == "json" else line(item), flush=True)
             if not args.follow:
                 return DONE
             # Requests ending within the same instant on two replicas: both are printed, once.

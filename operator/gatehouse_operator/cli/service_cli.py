@@ -29,13 +29,12 @@ import argparse
 import io
 import sys
 from pathlib import Path
-from typing import Any
 
 import yaml
 from kubernetes import client
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
-from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION
+from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION, Model
 from gatehouse_operator.api.project_config import PREVIEW_LABEL, PROJECT_CONFIG
 from gatehouse_operator.cli import kubeconfig
 from gatehouse_operator.project_config import catalog, dbt_project, model_checks, yaml_source
@@ -109,26 +108,40 @@ def problems(found: MappingDocument, project: DbtProject) -> tuple[list[str], li
     return findings.errors, warnings + findings.warnings
 
 
+class ApplyMetadata(Model):
+    name: str
+    labels: dict[str, str] | None = None
+
+
+class ProjectConfigApply(Model):
+    """One server-side apply of the ProjectConfig. Its spec is the file's sections as written
+    (checked by ServiceConfig, but sent as the user wrote them) or the models' catalog."""
+
+    api_version: str = API_VERSION
+    kind: str = PROJECT_CONFIG.kind
+    metadata: ApplyMetadata
+    spec: dict[str, JsonValue]
+
+
 def documents(
-    found: MappingDocument, name: str, preview: bool, models: dict[str, Any] | None = None
-) -> list[tuple[str, dict[str, Any]]]:
+    found: MappingDocument, name: str, preview: bool, models: dict[str, JsonValue] | None = None
+) -> list[tuple[str, ProjectConfigApply]]:
     """The applies to make, each with its field manager: the file's sections, its table groups
     when it has the key, and ``models`` (the models' resolved catalog settings) when given."""
-    metadata: dict[str, Any] = {"name": name}
-    if preview:
-        metadata["labels"] = {PREVIEW_LABEL: "true"}
-    head = {"apiVersion": API_VERSION, "kind": PROJECT_CONFIG.kind, "metadata": metadata}
+    metadata = ApplyMetadata(name=name, labels={PREVIEW_LABEL: "true"} if preview else None)
     sections = {key: value for key, value in found.data.items() if key != "table_groups"}
-    applies = [(MANAGER, {**head, "spec": sections})]
+    applies = [(MANAGER, ProjectConfigApply(metadata=metadata, spec=sections))]
     if "table_groups" in found.data:
         groups = found.data["table_groups"] or {}
-        applies.append((TABLE_GROUPS_MANAGER, {**head, "spec": {"table_groups": groups}}))
+        table_groups = ProjectConfigApply(metadata=metadata, spec={"table_groups": groups})
+        applies.append((TABLE_GROUPS_MANAGER, table_groups))
     if models is not None:
-        applies.append((CATALOG_MANAGER, {**head, "spec": {"catalog": models}}))
+        catalog_apply = ProjectConfigApply(metadata=metadata, spec={"catalog": models})
+        applies.append((CATALOG_MANAGER, catalog_apply))
     return applies
 
 
-def models_catalog(found: MappingDocument, project: DbtProject) -> dict[str, Any]:
+def models_catalog(found: MappingDocument, project: DbtProject) -> dict[str, JsonValue]:
     """The models' catalog settings as ``explain`` shows them, for the spec's ``catalog``."""
     parsed = ServiceConfig.model_validate(found.data)
     intervals = compile_config(parsed).time_intervals
@@ -137,15 +150,15 @@ def models_catalog(found: MappingDocument, project: DbtProject) -> dict[str, Any
 
 
 def apply(
-    args: argparse.Namespace, found: MappingDocument, models: dict[str, Any], preview: bool
+    args: argparse.Namespace, found: MappingDocument, models: dict[str, JsonValue], preview: bool
 ) -> str:
     namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
     api = client.ApiClient()
     applies = documents(found, args.name, preview, models)
     if args.dry_run:
         # Nothing persists between dry runs, so the server checks the whole file at once.
-        spec = {key: value for _, document in applies for key, value in document["spec"].items()}
-        applies = [(MANAGER, {**applies[0][1], "spec": spec})]
+        spec = {key: value for _, document in applies for key, value in document.spec.items()}
+        applies = [(MANAGER, applies[0][1].model_copy(update={"spec": spec}))]
     for manager, document in applies:
         try:
             with kubeconfig.reaching_the_cluster():
@@ -165,7 +178,7 @@ def _server_side_apply(
     api: client.ApiClient,
     namespace: str,
     name: str,
-    document: dict[str, Any],
+    document: ProjectConfigApply,
     manager: str,
     dry_run: bool,
 ) -> None:
@@ -189,7 +202,11 @@ def _server_side_apply(
             "Content-Type": "application/apply-patch+yaml",
             "Accept": "application/json",
         },
-        body=yaml.safe_dump(document, sort_keys=False, allow_unicode=True),
+        body=yaml.safe_dump(
+            document.model_dump(by_alias=True, exclude_none=True),
+            sort_keys=False,
+            allow_unicode=True,
+        ),
         auth_settings=["BearerToken"],
     )
     answer = api.call_api(*request, _request_timeout=kubeconfig.REQUEST_TIMEOUT)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kubernetes.aio import client
 
-from gatehouse_operator.access.as_user import as_user, refusal
+from gatehouse_operator.access.as_user import UserObject, as_user, refusal
 from gatehouse_operator.access.reviews import Access, User
 from gatehouse_operator.api import link_policy
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
@@ -39,7 +39,6 @@ from gatehouse_operator.connections.models import (
     LinkableConnection,
     SampleSaveOutcome,
 )
-from gatehouse_operator.kube.manifests import Written
 from gatehouse_operator.runtime import Runtime
 
 APPS = {DATA_APP.plural: DATA_APP, CHART_TYPE.plural: CHART_TYPE}
@@ -196,7 +195,7 @@ class Connections:
         if body is not None:
             connection = StoredConnection.of(body)
             if await link_policy.may_see_connection(may, name, connection):
-                meta = Written.model_validate(body).metadata
+                meta = UserObject.model_validate(body).metadata
                 return Managed(connection, meta.resource_version, meta.uid), can_manage
         raise Refused(404, "not_found", f"no connection {name!r} you may see in {namespace}")
 

@@ -17,7 +17,7 @@ from kubernetes.aio import client
 from pydantic import JsonValue, ValidationError
 
 from gatehouse_contract.connection_tests import ReplicaTestRequest
-from gatehouse_operator.access.as_user import AsUser, refusal
+from gatehouse_operator.access.as_user import AsUser, UserObject, refusal
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.connection_document import ConnectionSpecDocument
@@ -37,7 +37,7 @@ from gatehouse_operator.connections.testing import (
     secret_texts,
 )
 from gatehouse_operator.keys.credentials import CredentialProblem, Found, encrypt_credential
-from gatehouse_operator.kube.manifests import Manifest, Metadata, Written
+from gatehouse_operator.kube.manifests import Manifest, Metadata
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for
@@ -71,15 +71,13 @@ def manifest(
 
 async def apply(
     kube: AsUser, namespace: str, wanted: Manifest, *, replaces: bool, dry_run: bool = False
-) -> Written:
+) -> UserObject:
     """Creates the connection, or replaces it (``wanted`` carries the resourceVersion read), as
     the caller; the object as stored, or as it would be in a dry run."""
     body = wanted.body()
     if replaces:
-        stored = await kube.replace_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=dry_run)
-    else:
-        stored = await kube.create_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=dry_run)
-    return Written.model_validate(stored)
+        return await kube.replace_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=dry_run)
+    return await kube.create_custom(EXTERNAL_CONNECTION, namespace, body, dry_run=dry_run)
 
 
 async def checked_spec(
@@ -91,7 +89,7 @@ async def checked_spec(
         version = ""
         if draft.replaces:
             current = await kube.get_custom(EXTERNAL_CONNECTION, namespace, draft.name)
-            version = Written.model_validate(current).metadata.resource_version
+            version = current.metadata.resource_version
         wanted = manifest(draft.name, draft.spec, version)
         stored = await apply(kube, namespace, wanted, replaces=draft.replaces, dry_run=True)
     except client.ApiException as error:

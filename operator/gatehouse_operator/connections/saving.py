@@ -19,7 +19,7 @@ from secrets import token_hex
 import aiohttp
 from kubernetes.aio import client
 
-from gatehouse_operator.access.as_user import AsUser, refusal
+from gatehouse_operator.access.as_user import AsUser, UserObject, refusal
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_document import ConnectionSpecDocument, SecretRefDocument
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
@@ -28,7 +28,6 @@ from gatehouse_operator.connections import runs
 from gatehouse_operator.connections.drafts import apply, manifest
 from gatehouse_operator.connections.models import TrialRequest
 from gatehouse_operator.kube import WATCHED_LABEL, Kube
-from gatehouse_operator.kube.manifests import Written
 
 # The Secret the wizard writes the credential to, labelled so that deleting the connection from
 # the page deletes it too (and owned by the connection, for the cluster's garbage collector).
@@ -202,19 +201,11 @@ class Saving:
         return []
 
     async def _own_secret(
-        self, kube: AsUser, namespace: str, secret_name: str, connection: Written
+        self, kube: AsUser, namespace: str, secret_name: str, connection: UserObject
     ) -> str:
         """Makes the new Secret the connection's, so the cluster deletes it with the connection."""
-        owner = {
-            "apiVersion": connection.api_version,
-            "kind": connection.kind,
-            "name": connection.metadata.name,
-            "uid": connection.metadata.uid,
-        }
         try:
-            await kube.patch_secret(
-                namespace, secret_name, {"metadata": {"ownerReferences": [owner]}}
-            )
+            await kube.own_secret(namespace, secret_name, connection)
         except client.ApiException as error:
             return f" Its Secret {secret_name} is not owned by it ({_http(error)})."
         return ""

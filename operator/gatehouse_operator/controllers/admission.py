@@ -39,7 +39,7 @@ from gatehouse_operator.api.project_config import (
     becomes_the_project,
     second_project,
 )
-from gatehouse_operator.api.stored import StoredConnection
+from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections.exfiltration import connection_warning
 from gatehouse_operator.connections.samples import typed_credentials
 from gatehouse_operator.kube import Kube, failure
@@ -143,7 +143,10 @@ async def check_secret_use(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
 ) -> None:
     old: kopf.Body | None = kwargs.get("old")  # kopf passes it, though WebhookFn omits it
-    needed = secret_use.secret_to_read(old.get("spec") if old else None, body.get("spec") or {})
+    needed = secret_use.secret_to_read(
+        StoredConnectionSpec.model_validate(old.get("spec") or {}) if old else None,
+        StoredConnectionSpec.model_validate(body.get("spec") or {}),
+    )
     if needed is None:
         return
     secret, field = needed

@@ -1,6 +1,6 @@
 """The gatehouse.dev objects the page and the service API write as the caller, as the API server
-takes them: built here from their models (field names as Kubernetes spells them), and what its
-answer to a write says of the object written."""
+takes them: built here from their models (field names as Kubernetes spells them). What the API
+server answers is read as access.as_user.UserObject."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import BaseModel
 
 from gatehouse_operator.api.meta import API_VERSION, Kind, Model
-from gatehouse_operator.api.stored import Stored
 
 
 class Metadata(Model):
@@ -47,26 +46,3 @@ class Manifest:
             "metadata": self.metadata.model_dump(by_alias=True, exclude_none=True),
             "spec": spec,
         }
-
-
-class WrittenMetadata(Stored):
-    name: str
-    uid: str = ""
-    resource_version: str = ""
-
-
-class Written(Stored):
-    """An object as the API server answered a read or write of it: what names it, and its spec
-    as stored, for the reader to parse into its kind's model."""
-
-    api_version: str
-    kind: str
-    metadata: WrittenMetadata
-    spec: dict[str, JsonValue] = Field(default_factory=dict)
-
-
-def relinked(app: dict[str, Any], links: list[dict[str, str]]) -> dict[str, Any]:
-    """A DataApp or ChartType as read, its spec.connections replaced: written back whole (every
-    field it holds), with the version read, so that a change made meanwhile is a conflict, not
-    lost."""
-    return {**app, "spec": {**app.get("spec", {}), "connections": links}}

@@ -22,7 +22,7 @@ from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAMPLE_LABEL_CHARS
 from gatehouse_operator.api.meta import Kind
-from gatehouse_operator.api.stored import StoredApp
+from gatehouse_operator.api.stored import StoredAppSpec
 from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.actions import AppLists, Connections, linkable
 from gatehouse_operator.connections.activity import Activity, window_of
@@ -40,7 +40,6 @@ from gatehouse_operator.connections.models import (
     TrialRequest,
 )
 from gatehouse_operator.connections.samples import typed
-from gatehouse_operator.kube.manifests import relinked
 from gatehouse_operator.web.charts import Chart, bar_chart
 from gatehouse_operator.web.guards import Guards, Handler, Visitor, fields_of, page_refusal
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS
@@ -295,8 +294,9 @@ class Pages:
             raise page_refusal(422, "connection: required")
         async with as_user(self.operator, visitor.credentials.token) as kube:
             try:
-                found = await kube.get_custom(kind, namespace, app_name)
-                links = [link.model_dump() for link in StoredApp.of(found).spec.connections]
+                app = await kube.get_custom(kind, namespace, app_name)
+                stored_links = StoredAppSpec.model_validate(app.spec).connections
+                links = [link.model_dump() for link in stored_links]
                 # No alias (the connection's own Link buttons): one made from its name.
                 change = link_change(links, connection, alias, f"{kind.kind} {app_name}")
                 alias = change.alias
@@ -304,8 +304,11 @@ class Pages:
                     notice = f"{kind.kind} {app_name} links {connection} as “{alias}” already."
                     back = connection if fields.get("back") == "detail" else ""
                     return self.back_to(visitor, namespace, back, notice)
+                spec = {**app.spec, "connections": change.links}
                 # As the visitor: RBAC and the admission webhook decide, as for every link.
-                await kube.replace_custom(kind, namespace, relinked(found, change.links))
+                await kube.replace_custom(
+                    kind, namespace, app.model_copy(update={"spec": spec}).manifest()
+                )
             except client.ApiException as error:
                 if error.status in (400, 403, 404, 409, 422):
                     raise page_refusal(error.status, f"not linked: {refusal(error)}") from None
