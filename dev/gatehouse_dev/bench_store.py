@@ -28,7 +28,7 @@ from gatehouse_dev.processes import cpu_seconds
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 
-ROUNDS = 3
+ROUNDS = 5
 ROUND_SECONDS = 4
 ALONE = "store off (each worker counts alone)"
 SHARED = "store on (leases on a hot connection, as shipped)"
