@@ -141,7 +141,9 @@ def shared_store(workdir: Path) -> str:
     own."""
     with _gatehouse(workdir) as (cluster, local, _, _):
         results = bench_store.cost(cluster, local, wrk)
-        return bench_store.table(results, bench_store.accuracy(cluster, local))
+        admitted = bench_store.accuracy(cluster, local)
+        assert local.store is not None
+        return bench_store.table(results, admitted, bench_store.quota_step(local.store))
 
 
 def neighbours(workdir: Path) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -22,11 +23,15 @@ from typing import Any
 import httpx
 import yaml
 
+from gatehouse_contract.routes import ConnectionRoute, Credential, Limits
 from gatehouse_dev import nginx, resources
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import cpu_seconds
+from gatehouse_dev.redis_server import RedisServer
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
+from gatehouse_proxy.quotas import Quotas
+from gatehouse_proxy.shared_store import StoreSettings, opened
 
 ROUNDS = 5
 ROUND_SECONDS = 4
@@ -111,6 +116,47 @@ def cost(
     }
 
 
+# The quota step alone, in one process: as many requests as a worker counting alone admits of the
+# bench's limit within a minute (its share, the limit over three workers).
+STEP_REQUESTS = 30_000
+
+
+def quota_step(store: RedisServer) -> dict[str, float]:
+    """µs a request of ``Quotas.admit`` alone (no HTTP): counted alone, and with the store (its
+    leases; the store's round trips for them included), the best of three runs each."""
+    limits = Limits(
+        timeout_seconds=30,
+        max_request_bytes=1024,
+        max_response_bytes=1024,
+        requests_per_minute=100_000,
+        connection_requests_per_minute=1_000_000,
+    )
+
+    async def run(shared: bool) -> float:
+        best = float("inf")
+        settings = StoreSettings(store.url, store.password) if shared else None
+        async with opened(settings) as client:
+            for attempt in range(3):
+                # A connection of its own each run: counts start afresh, as in a new minute.
+                route = ConnectionRoute(
+                    key=f"bench/step{attempt}",
+                    uid=uuid.uuid4().hex,
+                    origin="http://127.0.0.1",
+                    allowed_methods=frozenset({"GET"}),
+                    allowed_paths=("/",),
+                    credential=Credential(type="none"),
+                    limits=limits,
+                )
+                quotas = Quotas(client, lambda: 3)
+                started = time.perf_counter()
+                for _ in range(STEP_REQUESTS):
+                    await quotas.admit(route, "app")
+                best = min(best, (time.perf_counter() - started) / STEP_REQUESTS * 1e6)
+        return best
+
+    return {ALONE: asyncio.run(run(False)), SHARED: asyncio.run(run(True))}
+
+
 def accuracy(cluster: Cluster, local: LocalGatehouse) -> dict[str, int]:
     """Admitted of 200 sent evenly over a minute, for each of the three spreads."""
     upstream = local.start_upstream().url
@@ -187,7 +233,11 @@ async def _admitted(urls: list[str], tokens: list[str], alias: str, *, fresh: bo
     return admitted
 
 
-def table(results: dict[tuple[str, int], dict[str, float]], admitted: dict[str, int]) -> str:
+def table(
+    results: dict[tuple[str, int], dict[str, float]],
+    admitted: dict[str, int],
+    step: dict[str, float],
+) -> str:
     lines = [
         "| quotas | connections | req/s | p50 ms | p99 ms | req/s vs store off | p50 added ms "
         "| proxy CPU µs a request |",
@@ -203,6 +253,10 @@ def table(results: dict[tuple[str, int], dict[str, float]], admitted: dict[str, 
             f"| {result['p50'] - alone['p50']:.2f} | {result['cpu_us']:.0f} |"
         )
     lines += [
+        "",
+        f"| the quota step alone, in one process ({STEP_REQUESTS:,} requests) | µs a request |",
+        "|---|---|",
+        *(f"| {label} | {us:.1f} |" for label, us in step.items()),
         "",
         "| a limit of 100 a minute, 200 sent evenly over a minute | admitted |",
         "|---|---|",
