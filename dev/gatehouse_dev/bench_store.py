@@ -92,12 +92,12 @@ def cost(
         for authorization in authorizations:
             _routed(proxy.url, authorization.removeprefix("Bearer "), "api")
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
-    labels = list(proxies)
     for round_ in range(ROUNDS):
         for connections in (1, 32):
             # Each round starts with another proxy, so none always runs first or right after
             # the same one (an order the machine's state would otherwise be measured with).
-            for label in labels[round_ % 3 :] + labels[: round_ % 3]:
+            turn = round_ % len(LABELS)
+            for label in LABELS[turn:] + LABELS[:turn]:
                 proxy = proxies[label]
                 url = f"{proxy.url}/v1/fetch/api/items"
                 pid = proxy.server.pid
