@@ -38,11 +38,22 @@ class StartupError(RuntimeError):
     """A server exited or did not become ready in time; the message carries its last log lines."""
 
 
+# Every port free_port gave in this process. A port is only free while its socket is open: the
+# kernel may give it again to the next bind(0) before the server it was meant for has bound it.
+# It did, once: the stack's proxy and one of its operator's servers got the same port, the proxy
+# could not bind, and the operator answered the proxy's health check for it.
+_GIVEN: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A port no process holds now, and not one this process gave before."""
+    while True:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+            sock.bind((host, 0))
+            port: int = sock.getsockname()[1]
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def _die_with_parent() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gatehouse_dev import processes
 from gatehouse_dev.processes import Server, StartupError, terminate_pid
 
 
@@ -46,3 +47,26 @@ def test_terminate_escalates_to_kill_when_term_is_ignored(tmp_path: Path) -> Non
     assert server.process.wait(timeout=5) != 0
     with pytest.raises(ProcessLookupError):
         os.kill(server.pid, 0)
+
+
+def test_free_port_never_gives_a_port_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel may hand out a just-closed port again; the servers a stack starts must not
+    share one (a proxy that cannot bind is answered for by whoever holds its port)."""
+    ports = iter([41001, 41002, 41001, 41003])
+
+    class Socket:
+        def __init__(self, family: int) -> None: ...
+        def __enter__(self) -> Socket:
+            return self
+
+        def __exit__(self, *exc: object) -> None: ...
+        def bind(self, address: tuple[str, int]) -> None:
+            self.port = next(ports)
+
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(processes, "_GIVEN", set())
+    monkeypatch.setattr("gatehouse_dev.processes.socket.socket", Socket)
+    handed = [processes.free_port() for _ in range(3)]
+    assert handed == [41001, 41002, 41003]
