@@ -214,6 +214,12 @@ class SharedStore:
                     self.up = True
                     self.since = time.monotonic()
                     log.info("the shared store answers again")
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # close() cancelled a ping under way and the client did not let the cancel
+                # through (it finished the ping, or made it an error of its own): stop here, or
+                # close() waits forever, and a proxy that could not bind its port never exits.
+                raise asyncio.CancelledError
             await asyncio.sleep(PROBE_SECONDS)
 
 
