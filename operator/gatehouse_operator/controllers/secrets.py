@@ -54,9 +54,9 @@ async def secret_event(
         dict(body.get("metadata", {}).get("labels") or {}), namespace
     )
     route = runtime.routes.app(app) if app else None
-    app_body = runtime.routes.app_resource(app) if app else None
+    app_resource = runtime.routes.app_resource(app) if app else None
     token = data.get("token", b"").decode()
-    if app and route and app_body and (deleted or route.token_sha256 != token_sha256(token)):
+    if app and route and app_resource and (deleted or route.token_sha256 != token_sha256(token)):
         # Deleted or edited by hand: issue a fresh credential (or adopt the edited one).
         kind = linked_apps.KINDS[app.split("/")[1]]
-        await linked_apps.reconcile(runtime, kind, app_body)
+        await linked_apps.reconcile(runtime, kind, app_resource)
