@@ -5,10 +5,10 @@ of the controller's parts, assembled once by ``gatehouse_operator.wiring.control
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from gatehouse_contract.keyring import KeyringSource
 from gatehouse_operator.api.meta import Kind
+from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.keys.credentials import CredentialEncrypter
 from gatehouse_operator.keys.sealed_values import SealingKeysSource
 from gatehouse_operator.kube import Kube
@@ -22,12 +22,8 @@ from gatehouse_operator.table.rollout import Rollout
 from gatehouse_operator.table.store import RouteStore
 
 
-def resource_key(body: dict[str, Any]) -> str:
-    return f"{body['metadata']['namespace']}/{body['metadata']['name']}"
-
-
-def app_key(kind: Kind, body: dict[str, Any]) -> str:
-    return f"{body['metadata']['namespace']}/{kind.kind}/{body['metadata']['name']}"
+def app_key(kind: Kind, resource: Resource) -> str:
+    return f"{resource.namespace}/{kind.kind}/{resource.name}"
 
 
 @dataclass

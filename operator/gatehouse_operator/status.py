@@ -14,14 +14,15 @@ import datetime
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kubernetes.aio import client
+from pydantic import JsonValue
 
 from gatehouse_operator.api import meta as api_meta
 from gatehouse_operator.api.conditions import ADVISORY, ConditionType
 from gatehouse_operator.api.meta import ConditionStatus, Kind, Status
-from gatehouse_operator.api.stored import StoredCondition, StoredStatus
+from gatehouse_operator.api.resource import Resource
+from gatehouse_operator.api.stored import StoredCondition
 from gatehouse_operator.kube import Kube
 
 log = logging.getLogger("gatehouse.operator")
@@ -77,7 +78,7 @@ class Written:
     conditions: tuple[Condition, ...]
     fields: Status
 
-    def wire(self) -> dict[str, Any]:
+    def wire(self) -> dict[str, JsonValue]:
         """The status patch: only the fields given, as the kind's status model (the one its CRD
         schema is generated from) writes them."""
         status = self.fields.model_copy(
@@ -122,10 +123,6 @@ def merge(
     return tuple(merged), changed
 
 
-def _stored_conditions(body: dict[str, Any]) -> list[StoredCondition]:
-    return StoredStatus.model_validate(body.get("status") or {}).conditions
-
-
 def ready(verdicts: Sequence[Verdict], ready_reason: str, ready_message: str) -> Verdict:
     """Ready summarises the others: the first failing one explains why not."""
     for verdict in verdicts:
@@ -148,7 +145,7 @@ class StatusWriter:
     async def write(
         self,
         kind: Kind,
-        body: dict[str, Any],
+        resource: Resource,
         verdicts: Sequence[Verdict],
         fields: Status,
         key: str,
@@ -159,34 +156,33 @@ class StatusWriter:
         """Writes the status (``fields``: the kind's status model with its own fields, those
         given written), and an Event for each move of the summary condition (and of an
         advisory one) unless not ``events`` (a step nobody needs told of)."""
-        meta = body["metadata"]
-        generation = int(meta.get("generation", 0))
+        generation = resource.generation
         # What this process wrote last, else the conditions as stored (after a restart).
-        existing = self._conditions.get(key) or _stored_conditions(body)
+        existing = self._conditions.get(key) or resource.stored_status().conditions
         merged, changed = merge(existing, verdicts, generation)
         written = Written(generation, merged, fields)
         status = written.wire()
         # One tuple of conditions per resource (20,000 of them at scale), shared with _written.
         self._conditions[key] = merged
         if summary == ConditionType.READY:
-            self._ready_of[key] = (kind.kind, meta["namespace"], meta["name"])
+            self._ready_of[key] = (kind.kind, resource.namespace, resource.name)
         # One Event per move of the summary condition (Ready): its reason is the failing
         # condition's, so the others would only repeat it. Advisory conditions do not feed
         # Ready, so their moves are told by Events of their own.
         for verdict in changed if events else ():
             if verdict.type == summary or verdict.type in ADVISORY:
-                await self._event(kind, body, verdict)
+                await self._event(kind, resource, verdict)
         last = self._written.get(key)
-        if written.same_as(last) if last is not None else status == body.get("status"):
+        if written.same_as(last) if last is not None else status == resource.status:
             return  # as it is: a restarted operator re-reports thousands of unchanged resources
-        await self.kube.patch_status(kind, meta["namespace"], meta["name"], status)
+        await self.kube.patch_status(kind, resource.namespace, resource.name, status)
         self._written[key] = written
 
-    async def _event(self, kind: Kind, body: dict[str, Any], verdict: Verdict) -> None:
+    async def _event(self, kind: Kind, resource: Resource, verdict: Verdict) -> None:
         try:
             await self.kube.post_event(
                 kind,
-                body["metadata"],
+                resource.reference(),
                 "Normal" if verdict.ok else "Warning",
                 verdict.reason,
                 verdict.message,
@@ -196,7 +192,7 @@ class StatusWriter:
             log.warning(
                 "cannot post the %s Event on %s (HTTP %s)",
                 verdict.reason,
-                body["metadata"]["name"],
+                resource.name,
                 error.status,
             )
 

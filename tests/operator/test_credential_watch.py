@@ -17,6 +17,7 @@ from gatehouse_operator.api.apps import DATA_APP
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.controllers import external_connections, linked_apps
 from gatehouse_operator.kube import Kube, credential_owner
+from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.wiring import housekeeping, resync
@@ -71,7 +72,7 @@ def conditions(api: SecretsApi) -> dict[str, dict[str, Any]]:
 
 def reconciled(api: SecretsApi) -> Runtime:
     runtime = assemble(OperatorSettings(), cast(Kube, api), StaticKeyring())
-    asyncio.run(external_connections.reconcile(runtime, CONNECTION))
+    asyncio.run(external_connections.reconcile(runtime, resource_of(CONNECTION)))
     return runtime
 
 
@@ -122,7 +123,7 @@ def test_an_app_credential_the_operator_may_not_write_is_a_condition() -> None:
         "metadata": {"namespace": "shop", "name": "sales", "uid": "a1", "generation": 1},
         "spec": {"connections": [{"alias": "vendor", "connection": "vendor"}]},
     }
-    asyncio.run(linked_apps.reconcile(runtime, DATA_APP, app))
+    asyncio.run(linked_apps.reconcile(runtime, DATA_APP, resource_of(app)))
     found = conditions(api)
     assert found["CredentialIssued"]["reason"] == "SecretForbidden"
     assert "dataapp-sales-gatehouse" in found["CredentialIssued"]["message"]

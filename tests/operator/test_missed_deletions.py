@@ -15,6 +15,7 @@ from gatehouse_operator.api.apps import DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.kube import Kube
+from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.wiring import resync
@@ -65,11 +66,12 @@ def runtime_with(listing: Listing) -> Runtime:
                 timeout_seconds=30, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1
             ),
         )
-        runtime.routes.put_connection(route, SPEC, body(EXTERNAL_CONNECTION.kind, name, uid))
+        connection = resource_of(body(EXTERNAL_CONNECTION.kind, name, uid))
+        runtime.routes.put_connection(route, SPEC, connection)
     for name, uid in (("kept", "a1"), ("gone", "a2")):
         key = f"shop/DataApp/{name}"
         app = AppRoute(key=key, token_sha256="0" * 64)
-        runtime.routes.put_app(app, body(DATA_APP.kind, name, uid), seen_as=key)
+        runtime.routes.put_app(app, resource_of(body(DATA_APP.kind, name, uid)), seen_as=key)
     return runtime
 
 

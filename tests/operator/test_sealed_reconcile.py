@@ -16,6 +16,7 @@ import pytest
 from gatehouse_operator.controllers import external_connections
 from gatehouse_operator.keys.sealed_values import SEALING_KEYS_FILE, Scope, SealedValue, SealingKeys
 from gatehouse_operator.kube import Kube
+from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.table.rollout import Routed
 from gatehouse_operator.wiring.controller import assemble
@@ -59,7 +60,7 @@ def test_sealed_values_open_for_their_connection_and_are_offered_resealed(
     def reconcile(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """The status the connection gets: written now when not ready, else once routed."""
         written, waiting = len(api.statuses), len(routed)
-        asyncio.run(external_connections.reconcile(runtime, body))
+        asyncio.run(external_connections.reconcile(runtime, resource_of(body)))
         if len(routed) > waiting:
             entry = routed[-1]
             fields = entry.extra.model_dump(by_alias=True, exclude_unset=True, mode="json")
@@ -74,7 +75,7 @@ def test_sealed_values_open_for_their_connection_and_are_offered_resealed(
     )
     assert status["hasSecret"] is True
     assert status["resealedSecret"] == ""
-    assert runtime.routes.connection_body("shop/vendor") is not None
+    assert runtime.routes.connection_resource("shop/vendor") is not None
 
     # Copied to another name, or kept while baseURL moved elsewhere.
     for body, why in (

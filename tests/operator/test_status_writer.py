@@ -18,6 +18,7 @@ from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionStatus
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.kube import Kube
+from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.status import StatusWriter, Verdict
 
 KEY = "shop/vendor"
@@ -48,7 +49,7 @@ def write(
     fields: ExternalConnectionStatus,
     body: dict[str, Any] = BODY,
 ) -> None:
-    asyncio.run(writer.write(EXTERNAL_CONNECTION, body, [verdict], fields, KEY))
+    asyncio.run(writer.write(EXTERNAL_CONNECTION, resource_of(body), [verdict], fields, KEY))
 
 
 def test_only_the_fields_given_are_written_and_an_unchanged_status_is_not(

@@ -6,12 +6,12 @@ tests/e2e/test_table_delivery.py; here: which field is named, and the namespace'
 
 from __future__ import annotations
 
-from typing import Any
-
 from gatehouse_contract.keyring import Encrypted
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
 from gatehouse_operator.api.conditions import ConditionType
 from gatehouse_operator.api.connection import ExternalConnectionSpec
+from gatehouse_operator.api.resource import Resource
+from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.store import RouteStore
 
@@ -46,8 +46,8 @@ SPEC = ExternalConnectionSpec.model_validate(
 )
 
 
-def body(name: str) -> dict[str, Any]:
-    return {"metadata": {"namespace": "shop", "name": name, "uid": name}, "spec": {}}
+def body(name: str) -> Resource:
+    return resource_of({"metadata": {"namespace": "shop", "name": name, "uid": name}, "spec": {}})
 
 
 def refusal(route: ConnectionRoute, total: int = 0) -> str:

@@ -33,7 +33,9 @@ from gatehouse_contract.connection_tests import (
 from gatehouse_contract.frames import Delta, Snapshot, read_operator_frame
 from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
+from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.kube import Kube
+from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table import channel as table_channel
 from gatehouse_operator.table import journal as table_journal
@@ -71,8 +73,10 @@ ANSWERED = Answered(
 )
 
 
-def body(name: str) -> dict[str, Any]:
-    return {"metadata": {"namespace": "shop", "name": name, "uid": f"uid-{name}"}, "spec": {}}
+def body(name: str) -> Resource:
+    return resource_of(
+        {"metadata": {"namespace": "shop", "name": name, "uid": f"uid-{name}"}, "spec": {}}
+    )
 
 
 def app(name: str, links: dict[str, str]) -> AppRoute:

@@ -8,6 +8,7 @@ from typing import Any
 
 from gatehouse_contract.frames import Throttled
 from gatehouse_contract.routes import ConnectionRoute, Credential, Limits
+from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.table.store import RouteStore
 from gatehouse_operator.table.throttles import Throttles
 from tests.operator.test_table_budget import SPEC
@@ -36,7 +37,9 @@ def _routes() -> RouteStore:
             timeout_seconds=1, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1
         ),
     )
-    routes.put_connection(route, SPEC, {"metadata": {"namespace": "team", "name": "crm"}}, 100)
+    routes.put_connection(
+        route, SPEC, resource_of({"metadata": {"namespace": "team", "name": "crm"}}), 100
+    )
     return routes
 
 

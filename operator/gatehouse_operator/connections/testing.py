@@ -29,6 +29,7 @@ from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_test import RESULT_BODY_CHARS
 from gatehouse_operator.connections import samples
+from gatehouse_operator.connections.models import AnswerShown
 from gatehouse_operator.connections.origin import (
     OriginError,
     normalise_origin,
@@ -110,7 +111,7 @@ async def ask(runtime: Runtime, request: ReplicaTestRequest, within: float) -> C
 @dataclass(frozen=True)
 class Result:
     verdict: Verdict
-    response: dict[str, Any]  # as ConnectionTest status.response shows it
+    response: AnswerShown  # as ConnectionTest status.response shows it
     sample_body: Any  # what a sample would keep; only for a passing test
 
     @property
@@ -151,14 +152,15 @@ def _result(answer: ConnectionTestAnswer, method: str, path: str, secrets: list[
         verdict = Verdict(ConditionType.PASSED, "True", Reason.PASSED, summary)
     else:
         verdict = Verdict(ConditionType.PASSED, "False", Reason.UPSTREAM_STATUS, summary)
-    response = {
+    response: AnswerShown = {
         "statusCode": answer.status_code,
         "contentType": answer.content_type[:256],
         "body": shown.text[:RESULT_BODY_CHARS],
         "truncated": answer.truncated or len(shown.text) > RESULT_BODY_CHARS,
         "sizeBytes": answer.size_bytes,
-        **({"location": location[:MAX_LOCATION_CHARS]} if location else {}),
     }
+    if location:
+        response["location"] = location[:MAX_LOCATION_CHARS]
     return Result(verdict, response, shown.sample if verdict.ok else None)
 
 

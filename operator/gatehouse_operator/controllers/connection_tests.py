@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from kubernetes.aio import client
@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from gatehouse_contract.connection_tests import ConnectionTestAnswer, ReplicaTestRequest
 from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_operator.api.conditions import ConditionType, Reason
-from gatehouse_operator.api.connection import ExternalConnectionSpec
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.connection_sample import ConnectionSampleSpec, SampledRequest
 from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
@@ -32,11 +32,13 @@ from gatehouse_operator.api.connection_test import (
     ConnectionTestStatus,
     UpstreamAnswer,
 )
-from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
+from gatehouse_operator.api.meta import GROUP, VERSION, ConditionStatus, spec_error
+from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.connections import samples
 from gatehouse_operator.connections.testing import Finished, Waiting, ask, result, stored_secrets
 from gatehouse_operator.kube import SampleRefused
+from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime, forget_resource
 from gatehouse_operator.status import Verdict, now
 
@@ -47,23 +49,23 @@ PATIENCE_SECONDS = 60.0
 SENT_MESSAGE = "sent to a proxy replica; waiting for its report"
 
 
-def _key(body: dict[str, Any]) -> str:
-    return f"{body['metadata']['namespace']}/{CONNECTION_TEST.kind}/{body['metadata']['name']}"
+def _key(test: Resource) -> str:
+    return f"{test.namespace}/{CONNECTION_TEST.kind}/{test.name}"
 
 
-def _age_seconds(body: dict[str, Any]) -> float:
-    created = datetime.datetime.fromisoformat(body["metadata"]["creationTimestamp"])
+def _age_seconds(test: Resource) -> float:
+    created = datetime.datetime.fromisoformat(test.creation_timestamp)
     return (datetime.datetime.now(datetime.UTC) - created).total_seconds()
 
 
 def _connection(
-    runtime: Runtime, body: dict[str, Any], spec: ConnectionTestSpec
+    runtime: Runtime, test: Resource, spec: ConnectionTestSpec
 ) -> tuple[str, ConnectionRoute, ExternalConnectionSpec]:
     """The connection's routing key, route and spec; waits (by retrying) while the operator
     has not seen it."""
-    key = f"{body['metadata']['namespace']}/{spec.connection}"
+    key = f"{test.namespace}/{spec.connection}"
     route = runtime.routes.connection(key)
-    connection = runtime.routes.connection_body(key)
+    connection = runtime.routes.connection_resource(key)
     if route is not None and connection is not None and not route.unavailable:
         if spec.method not in route.allowed_methods:
             raise Finished(
@@ -75,7 +77,7 @@ def _connection(
                     f"({', '.join(sorted(route.allowed_methods))})",
                 )
             )
-        return key, route, ExternalConnectionSpec.model_validate(connection["spec"])
+        return key, route, ExternalConnectionSpec.model_validate(connection.spec)
     if route is None:
         raise Waiting(Reason.CONNECTION_NOT_FOUND, f"no ExternalConnection {spec.connection!r}")
     # Compiled and not Ready: the connection's own condition says why, and waiting would not help.
@@ -92,7 +94,7 @@ def _connection(
 
 async def _run_on_proxy(
     runtime: Runtime,
-    body: dict[str, Any],
+    test: Resource,
     key: str,
     route: ConnectionRoute,
     spec: ConnectionTestSpec,
@@ -116,14 +118,14 @@ async def _run_on_proxy(
         body=spec.body,
         min_table_version=revision,
     )
-    waits = max(0.0, PATIENCE_SECONDS - _age_seconds(body))
+    waits = max(0.0, PATIENCE_SECONDS - _age_seconds(test))
     sent = Verdict(ConditionType.PASSED, "Unknown", Reason.RUNNING, SENT_MESSAGE)
     await runtime.status.write(
         CONNECTION_TEST,
-        body,
+        test,
         [sent],
         ConnectionTestStatus(),
-        _key(body),
+        _key(test),
         summary=ConditionType.PASSED,
         events=False,
     )
@@ -132,7 +134,7 @@ async def _run_on_proxy(
 
 async def _save_sample(
     runtime: Runtime,
-    body: dict[str, Any],
+    test: Resource,
     spec: ConnectionTestSpec,
     label: str,
     response: UpstreamAnswer,
@@ -140,16 +142,11 @@ async def _save_sample(
     secrets: list[str],
 ) -> Verdict:
     """Keeps a passing test's answer (``response``: its status field) as a sample."""
-    meta = body["metadata"]
-    connection = runtime.routes.connection_body(f"{meta['namespace']}/{spec.connection}")
+    connection = runtime.routes.connection_resource(f"{test.namespace}/{spec.connection}")
     if connection is None:
         missing = f"no ExternalConnection {spec.connection!r}"
         return Verdict(ConditionType.SAMPLE_SAVED, "False", Reason.CONNECTION_NOT_FOUND, missing)
-    owner = {
-        "kind": connection["kind"],
-        "name": connection["metadata"]["name"],
-        "uid": connection["metadata"]["uid"],
-    }
+    owner = {"kind": EXTERNAL_CONNECTION.kind, "name": connection.name, "uid": connection.uid}
     try:
         sample = ConnectionSampleSpec(
             connection=spec.connection,
@@ -170,9 +167,9 @@ async def _save_sample(
         )
     try:
         await runtime.kube.save_sample(
-            meta["namespace"],
+            test.namespace,
             owner,
-            meta["name"],
+            test.name,
             sample.model_dump(by_alias=True, mode="json"),
             samples.MAX_SAMPLES_PER_CONNECTION,
         )
@@ -183,72 +180,68 @@ async def _save_sample(
         message = f"the sample was not saved (HTTP {error.status}): ask again"
         return Verdict(ConditionType.SAMPLE_SAVED, "False", Reason.SAVE_ERROR, message)
     return Verdict(
-        ConditionType.SAMPLE_SAVED, "True", Reason.SAVED, f"saved as sample {meta['name']!r}"
+        ConditionType.SAMPLE_SAVED, "True", Reason.SAVED, f"saved as sample {test.name!r}"
     )
 
 
-async def save_after(runtime: Runtime, body: dict[str, Any]) -> None:
+async def save_after(runtime: Runtime, test: Resource, stored: StoredConnectionTest) -> None:
     """Saves a finished test as a sample when its annotation asks, once its result was seen.
 
     The annotation is a request: once answered (in status: ``sample``, or ``SampleSaved=False``
     with the reason) the operator removes it, so the caller knows the answer is for this request
     and can ask again. A test is saved once; asking again later leaves it as it is.
     """
-    meta = body["metadata"]
-    status = body.get("status", {})
-    stored = StoredConnectionTest.of(body)
     label = stored.annotations.get(SAVE_AS_SAMPLE_ANNOTATION)
     if label is None or not stored.status.finished_at:
         return
     if not stored.status.sample:
         verdict = samples.save_refusal(stored.status, label) or await _saved(
-            runtime, body, stored, label.strip()
+            runtime, test, stored, label.strip()
         )
         # Every other condition (Passed) as it stands: the status patch replaces the list.
         kept = [
-            Verdict(
-                ConditionType(c["type"]), c["status"], c.get("reason", ""), c.get("message", "")
-            )
-            for c in status.get("conditions", [])
-            if c.get("type") != ConditionType.SAMPLE_SAVED
+            # The CRD schema holds a condition's status to True, False or Unknown.
+            Verdict(ConditionType(c.type), cast(ConditionStatus, c.status), c.reason, c.message)
+            for c in stored.status.conditions
+            if c.type != ConditionType.SAMPLE_SAVED
         ]
-        fields = ConnectionTestStatus(sample=meta["name"]) if verdict.ok else ConnectionTestStatus()
-        key = _key(body)
+        fields = ConnectionTestStatus(sample=test.name) if verdict.ok else ConnectionTestStatus()
+        key = _key(test)
         await runtime.status.write(
-            CONNECTION_TEST, body, [*kept, verdict], fields, key, summary=ConditionType.PASSED
+            CONNECTION_TEST, test, [*kept, verdict], fields, key, summary=ConditionType.PASSED
         )
         forget_resource(runtime, key)
     await runtime.kube.annotate(
-        CONNECTION_TEST, meta["namespace"], meta["name"], SAVE_AS_SAMPLE_ANNOTATION, None
+        CONNECTION_TEST, test.namespace, test.name, SAVE_AS_SAMPLE_ANNOTATION, None
     )
 
 
-def _spec(body: dict[str, Any]) -> ConnectionTestSpec:
+def _spec(test: Resource) -> ConnectionTestSpec:
     """The test's spec, parsed strictly: what is sent and saved."""
-    return ConnectionTestSpec.model_validate(body["spec"])
+    return ConnectionTestSpec.model_validate(test.spec)
 
 
 async def _saved(
-    runtime: Runtime, body: dict[str, Any], stored: StoredConnectionTest, label: str
+    runtime: Runtime, test: Resource, stored: StoredConnectionTest, label: str
 ) -> Verdict:
-    spec = _spec(body)
-    namespace = body["metadata"]["namespace"]
+    spec = _spec(test)
+    namespace = test.namespace
     status = stored.status
     try:
-        connection = runtime.routes.connection_body(f"{namespace}/{spec.connection}")
+        connection = runtime.routes.connection_resource(f"{namespace}/{spec.connection}")
         secrets = (
             await stored_secrets(
                 runtime,
                 namespace,
                 spec.connection,
-                ExternalConnectionSpec.model_validate(connection["spec"]),
+                ExternalConnectionSpec.model_validate(connection.spec),
             )
             if connection is not None
             else []
         )
         return await _save_sample(
             runtime,
-            body,
+            test,
             spec,
             label,
             UpstreamAnswer.model_validate(status.response or {}),
@@ -288,12 +281,12 @@ def _not_left_running(runtime: Runtime, test: StoredConnectionTest, key: str) ->
         )
 
 
-async def run(runtime: Runtime, body: dict[str, Any]) -> None:
-    """Runs the test once; a finished test is never run again."""
-    stored = StoredConnectionTest.of(body)
+async def run(runtime: Runtime, test: Resource, stored: StoredConnectionTest) -> None:
+    """Runs the test once; a finished test is never run again. ``stored``: the same test,
+    read as the use cases read one."""
     if stored.status.finished_at:
         return
-    key = _key(body)
+    key = _key(test)
     started = time.perf_counter()
     # What the test found: the fields given are those written (the timing is added at the end).
     found = ConnectionTestStatus()
@@ -301,23 +294,23 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
     try:
         _not_left_running(runtime, stored, key)
         try:
-            spec = _spec(body)
+            spec = _spec(test)
         except ValidationError as error:
             raise Finished(
                 Verdict(ConditionType.PASSED, "False", Reason.INVALID_SPEC, spec_error(error))
             ) from None
-        connection_key, route, connection_spec = _connection(runtime, body, spec)
-        answer = await _run_on_proxy(runtime, body, connection_key, route, spec)
+        connection_key, route, connection_spec = _connection(runtime, test, spec)
+        answer = await _run_on_proxy(runtime, test, connection_key, route, spec)
     except Finished as finished:
         verdicts.append(finished.verdict)
     except Waiting as waiting:
-        if _age_seconds(body) > PATIENCE_SECONDS:
+        if _age_seconds(test) > PATIENCE_SECONDS:
             verdicts.append(Verdict(ConditionType.PASSED, "False", waiting.reason, waiting.message))
         else:
             pending = Verdict(ConditionType.PASSED, "Unknown", Reason.PENDING, waiting.message)
             await runtime.status.write(
                 CONNECTION_TEST,
-                body,
+                test,
                 [pending],
                 ConnectionTestStatus(),
                 key,
@@ -325,8 +318,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             )
             raise kopf.TemporaryError(waiting.message, delay=waiting.delay) from None
     else:
-        namespace = body["metadata"]["namespace"]
-        secrets = await stored_secrets(runtime, namespace, spec.connection, connection_spec)
+        secrets = await stored_secrets(runtime, test.namespace, spec.connection, connection_spec)
         outcome = await result(answer, spec.method, spec.path, secrets)
         verdicts.append(outcome.verdict)
         response = UpstreamAnswer.model_validate(outcome.response)
@@ -339,7 +331,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             saved = (
                 await _save_sample(
                     runtime,
-                    body,
+                    test,
                     spec,
                     spec.save_as_sample.label,
                     response,
@@ -356,12 +348,12 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
             )
             verdicts.append(saved)
             if saved.ok:
-                found = found.model_copy(update={"sample": body["metadata"]["name"]})
+                found = found.model_copy(update={"sample": test.name})
     written = found.model_copy(
         update={"duration_ms": int((time.perf_counter() - started) * 1000), "finished_at": now()}
     )
     await runtime.status.write(
-        CONNECTION_TEST, body, verdicts, written, key, summary=ConditionType.PASSED
+        CONNECTION_TEST, test, verdicts, written, key, summary=ConditionType.PASSED
     )
     forget_resource(runtime, key)  # a finished test is never written again
 
@@ -369,7 +361,7 @@ async def run(runtime: Runtime, body: dict[str, Any]) -> None:
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 async def test_created(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await run(memo.runtime, dict(body))
+    await run(memo.runtime, resource_of(body), StoredConnectionTest.of(body))
 
 
 # An event handler, not an update handler: kopf leaves annotations under its own storage prefix
@@ -378,7 +370,7 @@ async def test_created(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.event(GROUP, VERSION, PLURAL, annotations={SAVE_AS_SAMPLE_ANNOTATION: kopf.PRESENT})
 async def sample_asked(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     if event["type"] != "DELETED":
-        await save_after(memo.runtime, dict(body))
+        await save_after(memo.runtime, resource_of(body), StoredConnectionTest.of(body))
 
 
 async def expire_finished(runtime: Runtime) -> None:

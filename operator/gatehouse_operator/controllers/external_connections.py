@@ -29,6 +29,7 @@ from gatehouse_operator.api.connection import (
     ExternalConnectionStatus,
 )
 from gatehouse_operator.api.meta import GROUP, VERSION, spec_error
+from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.connections.origin import (
     OriginError,
     normalise_origin,
@@ -45,7 +46,8 @@ from gatehouse_operator.keys.credentials import (
 )
 from gatehouse_operator.keys.sealed_values import FIELD
 from gatehouse_operator.kube import WATCHED_SELECTOR
-from gatehouse_operator.runtime import Runtime, forget_resource, resource_key
+from gatehouse_operator.kube.objects import resource_of
+from gatehouse_operator.runtime import Runtime, forget_resource
 from gatehouse_operator.status import Verdict, ready
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.connection_route import route_for
@@ -77,35 +79,35 @@ def watched_verdict(secret: str, found: bool, watched: bool) -> Verdict:
     )
 
 
-async def reconcile(runtime: Runtime, body: dict[str, Any], secret_data: Any = _UNSET) -> None:
+async def reconcile(runtime: Runtime, connection: Resource, secret_data: Any = _UNSET) -> None:
     """Compiles the connection, publishes the table, writes status. Safe to repeat.
 
     ``secret_data`` is the referenced Secret's, as the watch delivered it; unset, it is read.
     """
-    key = resource_key(body)
-    spec = await parsed_spec(runtime, body, key)
+    key = connection.key
+    spec = await parsed_spec(runtime, connection, key)
     if spec is None:
         return
     verdicts, origin, token_url = accepted(runtime, spec)
-    read = await read_credential(runtime, body, spec, origin, token_url, secret_data)
-    credential = encrypt_for_proxies(runtime, body, spec, read, origin, token_url)
+    read = await read_credential(runtime, connection, spec, origin, token_url, secret_data)
+    credential = encrypt_for_proxies(runtime, connection, spec, read, origin, token_url)
     verdicts.append(verdict_for(read.problem, spec.auth))
-    await publish_route(runtime, body, key, spec, origin, credential, verdicts, read)
+    await publish_route(runtime, connection, key, spec, origin, credential, verdicts, read)
 
 
 async def parsed_spec(
-    runtime: Runtime, body: dict[str, Any], key: str
+    runtime: Runtime, connection: Resource, key: str
 ) -> ExternalConnectionSpec | None:
     """The connection's spec, or None once an invalid one is out of the table and reported."""
     try:
-        return ExternalConnectionSpec.model_validate(body["spec"])
+        return ExternalConnectionSpec.model_validate(connection.spec)
     except ValidationError as error:
         verdict = Verdict(ConditionType.ACCEPTED, "False", Reason.INVALID_SPEC, spec_error(error))
         runtime.routes.drop_connection(key)
         runtime.channel.schedule_flush()
         await runtime.rollout.report_not_ready(
             EXTERNAL_CONNECTION,
-            body,
+            connection,
             [verdict, ready([verdict], "", "")],
             ExternalConnectionStatus(has_secret=False, resealed_secret=""),
             key,
@@ -156,14 +158,14 @@ class CredentialRead:
 
 async def read_credential(
     runtime: Runtime,
-    body: dict[str, Any],
+    connection: Resource,
     spec: ExternalConnectionSpec,
     origin: str,
     token_url: str,
     secret_data: Any,
 ) -> CredentialRead:
     """The connection's sealed value opened, or its Secret read (unless the watch delivered it)."""
-    namespace = body["metadata"]["namespace"]
+    namespace = connection.namespace
     ref = spec.auth.secret_ref
     problem: CredentialProblem | None = None
     advisory: list[Verdict] = []  # beside Ready, not part of it
@@ -174,15 +176,16 @@ async def read_credential(
             Reason.INVALID_BASE_URL, f"{FIELD} opens only for a valid baseURL (see Accepted)"
         )
     elif spec.auth.sealed_secret is not None:
-        scope = sealed_scope(namespace, body["metadata"]["name"], origin, spec.auth, token_url)
+        scope = sealed_scope(namespace, connection.name, origin, spec.auth, token_url)
         keys = runtime.sealing.sealing_keys()
         try:
             found = sealed_in(spec.auth, keys, scope)
         except CredentialProblem as caught:
             problem = caught
         if found is not None and keys is not None:
-            uid = body["metadata"]["uid"]
-            resealed = runtime.encrypter.resealed(uid, keys, spec.auth.sealed_secret, scope)
+            resealed = runtime.encrypter.resealed(
+                connection.uid, keys, spec.auth.sealed_secret, scope
+            )
     if ref is None:
         secret_data = None
     elif secret_data is _UNSET:
@@ -206,7 +209,7 @@ async def read_credential(
 
 def encrypt_for_proxies(
     runtime: Runtime,
-    body: dict[str, Any],
+    connection: Resource,
     spec: ExternalConnectionSpec,
     read: CredentialRead,
     origin: str,
@@ -222,7 +225,7 @@ def encrypt_for_proxies(
             credential = runtime.encrypter.encrypt(
                 spec.auth,
                 found,
-                connection_uid=body["metadata"]["uid"],
+                connection_uid=connection.uid,
                 origin=origin,
                 token_url=token_url,
             )
@@ -233,7 +236,7 @@ def encrypt_for_proxies(
 
 async def publish_route(
     runtime: Runtime,
-    body: dict[str, Any],
+    connection: Resource,
     key: str,
     spec: ExternalConnectionSpec,
     origin: str,
@@ -248,7 +251,7 @@ async def publish_route(
     summary = ready(verdicts, "Routed", routed)
     unavailable = "" if summary.ok else f"the connection is not ready: {summary.message}"
 
-    route = route_for(key, body["metadata"]["uid"], spec, origin, credential, unavailable)
+    route = route_for(key, connection.uid, spec, origin, credential, unavailable)
     size = budget.entry_size(route)
     total = runtime.routes.budget.total_with("connection", key, size)
     refusal = budget.check(route, size, total, ConditionType.ACCEPTED)
@@ -262,19 +265,25 @@ async def publish_route(
         verdicts[0] = refusal
         summary = ready(verdicts, "", "")
         reported = [*verdicts, summary, *advisory]
-        await runtime.rollout.report_not_ready(EXTERNAL_CONNECTION, body, reported, fields, key)
+        await runtime.rollout.report_not_ready(
+            EXTERNAL_CONNECTION, connection, reported, fields, key
+        )
         await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
         return
-    runtime.routes.put_connection(route, spec, body, size)
+    runtime.routes.put_connection(route, spec, connection, size)
     runtime.channel.schedule_flush()
     if summary.ok:
         entry: tuple[EntryKind, str] = ("connection", key)
         await runtime.rollout.report(
-            Routed(EXTERNAL_CONNECTION, body, [*verdicts, *advisory], fields, key, entry, routed)
+            Routed(
+                EXTERNAL_CONNECTION, connection, [*verdicts, *advisory], fields, key, entry, routed
+            )
         )
     else:
         reported = [*verdicts, summary, *advisory]
-        await runtime.rollout.report_not_ready(EXTERNAL_CONNECTION, body, reported, fields, key)
+        await runtime.rollout.report_not_ready(
+            EXTERNAL_CONNECTION, connection, reported, fields, key
+        )
     await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
 
 
@@ -282,14 +291,14 @@ async def publish_route(
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 async def connection_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await reconcile(memo.runtime, dict(body))
+    await reconcile(memo.runtime, resource_of(body))
 
 
-async def forget(runtime: Runtime, body: dict[str, Any]) -> None:
+async def forget(runtime: Runtime, connection: Resource) -> None:
     """Takes a deleted connection out of the table; its apps now report the link broken."""
-    key = resource_key(body)
+    key = connection.key
     runtime.routes.drop_connection(key)
-    forget_resource(runtime, key, body["metadata"]["uid"])
+    forget_resource(runtime, key, connection.uid)
     runtime.channel.schedule_flush()
     await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
 
@@ -301,4 +310,4 @@ async def connection_event(
     event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
 ) -> None:
     if event.get("type") == "DELETED":
-        await forget(memo.runtime, dict(body))
+        await forget(memo.runtime, resource_of(body))

@@ -25,7 +25,9 @@ from gatehouse_operator.api.apps import (
 )
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, spec_error
+from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.kube import CREDENTIAL_LABEL, SECRET_TAKEN_RETRY_SECONDS, SecretTaken
+from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime, app_key, forget_resource
 from gatehouse_operator.status import Verdict, ready
 from gatehouse_operator.table import budget
@@ -56,12 +58,10 @@ def _link_statuses(runtime: Runtime, route: AppRoute) -> list[LinkStatus]:
     return statuses
 
 
-async def _write_status(
-    runtime: Runtime, kind: Kind, body: dict[str, Any], route: AppRoute
-) -> None:
+async def _write_status(runtime: Runtime, kind: Kind, app: Resource, route: AppRoute) -> None:
     links = _link_statuses(runtime, route)
     broken = [link for link in links if not link.ready]
-    secret = credential_secret_name(kind, body["metadata"]["name"])
+    secret = credential_secret_name(kind, app.name)
     verdicts = [
         Verdict(
             ConditionType.CREDENTIAL_ISSUED,
@@ -88,28 +88,25 @@ async def _write_status(
     fields = LinkedAppStatus(credential_secret=secret, links=links)
     if summary.ok:
         entry: tuple[EntryKind, str] = ("app", route.key)
-        await runtime.rollout.report(
-            Routed(kind, body, verdicts, fields, route.key, entry, message)
-        )
+        await runtime.rollout.report(Routed(kind, app, verdicts, fields, route.key, entry, message))
     else:
-        await runtime.rollout.report_not_ready(kind, body, [*verdicts, summary], fields, route.key)
+        await runtime.rollout.report_not_ready(kind, app, [*verdicts, summary], fields, route.key)
 
 
-async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
-    meta = body["metadata"]
-    key = app_key(kind, body)
+async def reconcile(runtime: Runtime, kind: Kind, app: Resource) -> None:
+    key = app_key(kind, app)
     try:
-        spec = LinkedAppSpec.model_validate(body["spec"])
+        spec = LinkedAppSpec.model_validate(app.spec)
     except ValidationError as error:
         runtime.routes.drop_app(key, seen_as=key)
         runtime.channel.schedule_flush()
         verdict = Verdict(ConditionType.READY, "False", Reason.INVALID_SPEC, spec_error(error))
-        await runtime.rollout.report_not_ready(kind, body, [verdict], LinkedAppStatus(), key)
+        await runtime.rollout.report_not_ready(kind, app, [verdict], LinkedAppStatus(), key)
         return
-    owner = {"kind": kind.kind, "name": meta["name"], "uid": meta["uid"]}
-    secret = credential_secret_name(kind, meta["name"])
+    owner = {"kind": kind.kind, "name": app.name, "uid": app.uid}
+    secret = credential_secret_name(kind, app.name)
     try:
-        token = await runtime.kube.app_token(meta["namespace"], secret, owner)
+        token = await runtime.kube.app_token(app.namespace, secret, owner)
     except SecretTaken as taken:
         runtime.routes.drop_app(key, seen_as=key)
         runtime.channel.schedule_flush()
@@ -117,7 +114,7 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
             ConditionType.CREDENTIAL_ISSUED, "False", Reason.SECRET_CONFLICT, str(taken)
         )
         await runtime.rollout.report_not_ready(
-            kind, body, [verdict, ready([verdict], "", "")], LinkedAppStatus(), key
+            kind, app, [verdict, ready([verdict], "", "")], LinkedAppStatus(), key
         )
         # Nothing the operator watches changes when that Secret goes: asked again.
         raise kopf.TemporaryError(str(taken), delay=SECRET_TAKEN_RETRY_SECONDS) from None
@@ -134,14 +131,14 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
             "ServiceAccount needs get, create and update on secrets in this namespace",
         )
         await runtime.rollout.report_not_ready(
-            kind, body, [verdict, ready([verdict], "", "")], LinkedAppStatus(), key
+            kind, app, [verdict, ready([verdict], "", "")], LinkedAppStatus(), key
         )
         return
     route = AppRoute(
         key=key,
         token_sha256=token_sha256(token),
-        uid=meta["uid"],
-        links={link.alias: f"{meta['namespace']}/{link.connection}" for link in spec.connections},
+        uid=app.uid,
+        links={link.alias: f"{app.namespace}/{link.connection}" for link in spec.connections},
     )
     size = budget.entry_size(route)
     refusal = budget.check(
@@ -150,20 +147,20 @@ async def reconcile(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
     if refusal is not None:
         runtime.routes.drop_app(key, seen_as=key)
         runtime.channel.schedule_flush()
-        await runtime.rollout.report_not_ready(kind, body, [refusal], LinkedAppStatus(), key)
+        await runtime.rollout.report_not_ready(kind, app, [refusal], LinkedAppStatus(), key)
         return
-    runtime.routes.put_app(route, body, seen_as=key, size=size)
+    runtime.routes.put_app(route, app, seen_as=key, size=size)
     runtime.channel.schedule_flush()
-    await _write_status(runtime, kind, body, route)
+    await _write_status(runtime, kind, app, route)
 
 
 async def refresh_statuses(runtime: Runtime, keys: list[str]) -> None:
     """Re-reports apps whose links changed state because a connection did."""
     for key in keys:
         route = runtime.routes.app(key)
-        body = runtime.routes.app_body(key)
-        if route is not None and body is not None:
-            await _write_status(runtime, KINDS[key.split("/")[1]], body, route)
+        app = runtime.routes.app_resource(key)
+        if route is not None and app is not None:
+            await _write_status(runtime, KINDS[key.split("/")[1]], app, route)
 
 
 def _kind(body: kopf.Body) -> Kind:
@@ -177,22 +174,21 @@ def _kind(body: kopf.Body) -> Kind:
 @kopf.on.create(GROUP, VERSION, CHART_TYPE.plural)
 @kopf.on.update(GROUP, VERSION, CHART_TYPE.plural)
 async def app_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await reconcile(memo.runtime, _kind(body), dict(body))
+    await reconcile(memo.runtime, _kind(body), resource_of(body))
 
 
-async def forget(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
+async def forget(runtime: Runtime, kind: Kind, app: Resource) -> None:
     """Takes a deleted app out of the table, with its proxy credential."""
-    key = app_key(kind, body)
+    key = app_key(kind, app)
     runtime.routes.drop_app(key, seen_as=key)
     forget_resource(runtime, key)
     runtime.channel.schedule_flush()
     # Garbage collection removes the owned Secret in a real cluster; deleting it here as well
     # means the credential is gone with the app even where no controller-manager runs. Only
     # the Secret made for this app: one of that name it never used is someone else's.
-    meta = body["metadata"]
-    owner = {"kind": kind.kind, "name": meta["name"], "uid": meta["uid"]}
+    owner = {"kind": kind.kind, "name": app.name, "uid": app.uid}
     await runtime.kube.delete_credential_secret(
-        meta["namespace"], credential_secret_name(kind, meta["name"]), owner
+        app.namespace, credential_secret_name(kind, app.name), owner
     )
 
 
@@ -201,7 +197,7 @@ async def forget(runtime: Runtime, kind: Kind, body: dict[str, Any]) -> None:
 @kopf.on.event(GROUP, VERSION, CHART_TYPE.plural)
 async def app_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     if event.get("type") == "DELETED":
-        await forget(memo.runtime, _kind(body), dict(body))
+        await forget(memo.runtime, _kind(body), resource_of(body))
 
 
 def app_for_credential_secret(labels: dict[str, str], namespace: str) -> str | None:

@@ -4,12 +4,12 @@ Conditions: ``Compiled`` (the file is valid; False with ``InvalidConfig`` naming
 rule, for what the CRD schema could not check or a config the admission webhook did not see) and
 ``Ready``. Every compile warning is listed in status and sent as a Warning Event once per
 generation, after the status is written, so ``kubectl describe`` shows them and a retried write
-does not repeat them.
+does not repeat them. The handler sends them: kopf's Events are posted on kopf's own body.
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import kopf
 
@@ -22,33 +22,36 @@ from gatehouse_operator.api.project_config import (
     ProjectConfigStatus,
     fitted_warnings,
 )
+from gatehouse_operator.api.resource import Resource
+from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.schema import parsed_spec
+from gatehouse_operator.project_config.time_intervals import CompileWarning
 from gatehouse_operator.runtime import Runtime, forget_resource
 from gatehouse_operator.status import Verdict, ready
 
 PLURAL = PROJECT_CONFIG.plural
 
 
-def _key(body: dict[str, Any]) -> str:
-    return f"{body['metadata']['namespace']}/{PROJECT_CONFIG.kind}/{body['metadata']['name']}"
+def _key(project: Resource) -> str:
+    return f"{project.namespace}/{PROJECT_CONFIG.kind}/{project.name}"
 
 
-async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
-    key = _key(body)
-    meta = body["metadata"]
-    runtime.projects[meta["uid"]] = (meta["namespace"], meta["name"])
-    spec = body["spec"]
-    config, problems = parsed_spec(spec)
+async def reconcile(runtime: Runtime, project: Resource) -> list[CompileWarning]:
+    """Compiles and writes the status; the warnings to send as Events (none unless this
+    generation was not compiled before)."""
+    key = _key(project)
+    runtime.projects[project.uid] = (project.namespace, project.name)
+    config, problems = parsed_spec(project.spec)
     if config is None:
         verdict = Verdict(
             ConditionType.COMPILED, "False", Reason.INVALID_CONFIG, "; ".join(problems)
         )
-        fields = ProjectConfigStatus(project_uuid=meta["uid"])
+        fields = ProjectConfigStatus(project_uuid=project.uid)
         await runtime.status.write(
-            PROJECT_CONFIG, body, [verdict, ready([verdict], "", "")], fields, key
+            PROJECT_CONFIG, project, [verdict, ready([verdict], "", "")], fields, key
         )
-        return
+        return []
     compiled = compile_config(config)
     warnings = fitted_warnings(compiled.warnings)
     summary = (
@@ -58,27 +61,25 @@ async def reconcile(runtime: Runtime, body: dict[str, Any]) -> None:
     )
     verdict = Verdict(ConditionType.COMPILED, "True", Reason.COMPILED, summary)
     fields = ProjectConfigStatus(
-        project_uuid=meta["uid"],
+        project_uuid=project.uid,
         warnings=[
             CompileWarningStatus(rule=w.rule, path=w.path, message=w.message) for w in warnings
         ],
         compiled=CompiledConfig.model_validate(compiled.as_status()),
     )
-    first_time = body.get("status", {}).get("observedGeneration") != meta.get("generation", 0)
+    first_time = project.status.get("observedGeneration") != project.generation
     await runtime.status.write(
-        PROJECT_CONFIG, body, [verdict, ready([verdict], "Compiled", summary)], fields, key
+        PROJECT_CONFIG, project, [verdict, ready([verdict], "Compiled", summary)], fields, key
     )
-    if first_time:
-        subject = cast(kopf.Body, body)
-        for warning in warnings:
-            kopf.warn(subject, reason=warning.rule, message=warning.message)
+    return warnings if first_time else []
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 async def project_config_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await reconcile(memo.runtime, dict(body))
+    for warning in await reconcile(memo.runtime, resource_of(body)):
+        kopf.warn(body, reason=warning.rule, message=warning.message)
 
 
 # On the watch: an on.delete handler is called only for objects that carry a finalizer.
@@ -89,5 +90,6 @@ async def project_config_event(
     if event.get("type") != "DELETED":
         return
     runtime: Runtime = memo.runtime
-    forget_resource(runtime, _key(dict(body)))
-    runtime.projects.pop(body["metadata"]["uid"], None)
+    project = resource_of(body)
+    forget_resource(runtime, _key(project))
+    runtime.projects.pop(project.uid, None)

@@ -39,7 +39,7 @@ async def secret_event(
     deleted = event.get("type") == "DELETED"
     data = {key: base64.b64decode(value) for key, value in (body.get("data") or {}).items()}
     for key in runtime.routes.indexes.connections_using_secret(namespace, name):
-        connection = runtime.routes.connection_body(key)
+        connection = runtime.routes.connection_resource(key)
         if connection is None:
             continue  # dropped while an earlier one was reconciled
         if not deleted:
@@ -54,9 +54,9 @@ async def secret_event(
         dict(body.get("metadata", {}).get("labels") or {}), namespace
     )
     route = runtime.routes.app(app) if app else None
-    app_body = runtime.routes.app_body(app) if app else None
+    app_resource = runtime.routes.app_resource(app) if app else None
     token = data.get("token", b"").decode()
-    if app and route and app_body and (deleted or route.token_sha256 != token_sha256(token)):
+    if app and route and app_resource and (deleted or route.token_sha256 != token_sha256(token)):
         # Deleted or edited by hand: issue a fresh credential (or adopt the edited one).
         kind = linked_apps.KINDS[app.split("/")[1]]
-        await linked_apps.reconcile(runtime, kind, app_body)
+        await linked_apps.reconcile(runtime, kind, app_resource)

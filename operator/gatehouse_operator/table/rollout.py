@@ -15,13 +15,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from kubernetes.aio import client
 
 from gatehouse_contract.routes import EntryKind
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.meta import Kind, Status
+from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.kube import failure
 from gatehouse_operator.status import Verdict
 from gatehouse_operator.table.journal import Journal
@@ -40,7 +40,7 @@ class Routed:
     """A resource waiting for the replicas: everything its status needs but ``Ready``."""
 
     kind: Kind
-    body: dict[str, Any]
+    resource: Resource
     verdicts: Sequence[Verdict]
     extra: Status  # the kind's own status fields
     key: str
@@ -51,7 +51,7 @@ class Routed:
     not_before: float = 0.0  # after a failed write
 
 
-WriteStatus = Callable[[Kind, dict[str, Any], Sequence[Verdict], Status, str], Awaitable[None]]
+WriteStatus = Callable[[Kind, Resource, Sequence[Verdict], Status, str], Awaitable[None]]
 
 
 class Rollout:
@@ -98,7 +98,7 @@ class Rollout:
         if verdict.ok:
             self.drop(routed.key)
             await self.write(
-                routed.kind, routed.body, [*routed.verdicts, verdict], routed.extra, routed.key
+                routed.kind, routed.resource, [*routed.verdicts, verdict], routed.extra, routed.key
             )
         else:
             self.expect(routed)
@@ -106,14 +106,14 @@ class Rollout:
     async def report_not_ready(
         self,
         kind: Kind,
-        body: dict[str, Any],
+        resource: Resource,
         verdicts: Sequence[Verdict],
         extra: Status,
         key: str,
     ) -> None:
         """Writes the status of a resource whose own checks fail: nothing to wait for."""
         self.drop(key)
-        await self.write(kind, body, verdicts, extra, key)
+        await self.write(kind, resource, verdicts, extra, key)
 
     def expect(self, routed: Routed) -> None:
         self.waiting[routed.key] = routed
@@ -156,7 +156,11 @@ class Rollout:
         async with slots:
             try:
                 await self.write(
-                    routed.kind, routed.body, [*routed.verdicts, verdict], routed.extra, routed.key
+                    routed.kind,
+                    routed.resource,
+                    [*routed.verdicts, verdict],
+                    routed.extra,
+                    routed.key,
                 )
             except Exception as error:  # any: the rollout must outlive one failed write
                 if routed.key not in self._failures:

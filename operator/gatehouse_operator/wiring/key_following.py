@@ -79,10 +79,10 @@ class SealingKeysFollower:
 
 
 def sealed_connections(runtime: Runtime) -> list[str]:
-    return [
-        key
-        for key in runtime.routes.connection_keys()
-        if ((runtime.routes.connection_body(key) or {}).get("spec", {}).get("auth") or {}).get(
-            "sealedSecret"
-        )
-    ]
+    return [key for key in runtime.routes.connection_keys() if _sealed(runtime, key)]
+
+
+def _sealed(runtime: Runtime, key: str) -> bool:
+    connection = runtime.routes.connection_resource(key)
+    auth = connection.spec.get("auth") if connection is not None else None
+    return isinstance(auth, dict) and bool(auth.get("sealedSecret"))

@@ -6,16 +6,17 @@ not see. The housekeeping runs them on its periods; the controller lists what ex
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kubernetes.aio import client
 
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
+from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.controllers import external_connections, linked_apps
 from gatehouse_operator.kube import API_ERRORS, failure
-from gatehouse_operator.runtime import Runtime, app_key, resource_key
+from gatehouse_operator.kube.objects import resource_of
+from gatehouse_operator.runtime import Runtime, app_key
 
 log = logging.getLogger("gatehouse.operator")
 
@@ -23,13 +24,13 @@ log = logging.getLogger("gatehouse.operator")
 async def existing(runtime: Runtime) -> tuple[dict[str, str], dict[str, str]]:
     """The connections and the apps in the cluster now: their uids by key."""
     connections = {
-        resource_key(item): item["metadata"]["uid"]
-        for item in await runtime.kube.existing(EXTERNAL_CONNECTION)
+        connection.key: connection.uid
+        for connection in map(resource_of, await runtime.kube.existing(EXTERNAL_CONNECTION))
     }
     apps = {
-        app_key(kind, item): item["metadata"]["uid"]
+        app_key(kind, app): app.uid
         for kind in (DATA_APP, CHART_TYPE)
-        for item in await runtime.kube.existing(kind)
+        for app in map(resource_of, await runtime.kube.existing(kind))
     }
     return connections, apps
 
@@ -42,23 +43,23 @@ async def drop_vanished(runtime: Runtime) -> None:
     what the store held before the listing is compared: anything newer may not be in it yet.
     """
     routes = runtime.routes
-    held = {key: _uid(routes.connection_body(key)) for key in routes.connection_keys()}
-    held_apps = {key: _uid(routes.app_body(key)) for key in routes.app_keys()}
+    held = {key: _uid(routes.connection_resource(key)) for key in routes.connection_keys()}
+    held_apps = {key: _uid(routes.app_resource(key)) for key in routes.app_keys()}
     connections, apps = await existing(runtime)
     for key, uid in held.items():
-        body = routes.connection_body(key)
-        if connections.get(key) != uid and body is not None and body["metadata"]["uid"] == uid:
+        connection = routes.connection_resource(key)
+        if connections.get(key) != uid and connection is not None and connection.uid == uid:
             log.info("connection %s was deleted while unwatched: dropping its route", key)
-            await external_connections.forget(runtime, body)
+            await external_connections.forget(runtime, connection)
     for key, uid in held_apps.items():
-        body = routes.app_body(key)
-        if apps.get(key) != uid and body is not None and body["metadata"]["uid"] == uid:
+        app = routes.app_resource(key)
+        if apps.get(key) != uid and app is not None and app.uid == uid:
             log.info("app %s was deleted while unwatched: dropping its route", key)
-            await linked_apps.forget(runtime, linked_apps.KINDS[key.split("/")[1]], body)
+            await linked_apps.forget(runtime, linked_apps.KINDS[key.split("/")[1]], app)
 
 
-def _uid(body: dict[str, Any] | None) -> str:
-    return str(body["metadata"]["uid"]) if body else ""
+def _uid(resource: Resource | None) -> str:
+    return resource.uid if resource else ""
 
 
 async def reconcile_connections(runtime: Runtime, keys: list[str]) -> None:
@@ -66,11 +67,11 @@ async def reconcile_connections(runtime: Runtime, keys: list[str]) -> None:
     as it is and is tried again in 10 s (runtime.unread), as are all that are left when the
     API server cannot be reached at all."""
     for index, key in enumerate(keys):
-        body = runtime.routes.connection_body(key)
-        if body is None:
+        connection = runtime.routes.connection_resource(key)
+        if connection is None:
             continue
         try:
-            await external_connections.reconcile(runtime, body)
+            await external_connections.reconcile(runtime, connection)
         except client.ApiException as error:
             log.warning("cannot reconcile connection %s now (%s)", key, failure(error))
             runtime.unread.add(key)
