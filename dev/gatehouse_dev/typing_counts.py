@@ -41,11 +41,21 @@ class Counts:
     spec_gets: Counter[str] = field(default_factory=Counter)
 
     def spec_gets_outside(self) -> int:
-        return sum(n for module, n in self.spec_gets.items() if not is_boundary(module))
+        return _outside(self.spec_gets)
+
+    def any_dicts_outside(self) -> int:
+        return _outside(self.any_dicts)
+
+    def any_mappings_outside(self) -> int:
+        return _outside(self.any_mappings)
 
 
 def is_boundary(module: str) -> bool:
     return module.startswith(BOUNDARY)
+
+
+def _outside(counter: Counter[str]) -> int:
+    return sum(n for module, n in counter.items() if not is_boundary(module))
 
 
 def _any_keyed(node: ast.AST) -> str | None:
@@ -99,10 +109,12 @@ def report(counts: Counts) -> str:
 
     return "\n".join(
         [
-            f"dict[str, Any] in the operator: {counts.any_dicts.total()}",
+            f"dict[str, Any] in the operator: {counts.any_dicts.total()}, "
+            f"outside the boundary: {counts.any_dicts_outside()}",
             f"  most: {top(counts.any_dicts)}",
             # The same untyped shape under a read-only name: shown so it cannot stand in unseen.
-            f"Mapping[str, Any] in the operator: {counts.any_mappings.total()}",
+            f"Mapping[str, Any] in the operator: {counts.any_mappings.total()}, "
+            f"outside the boundary: {counts.any_mappings_outside()}",
             f"  most: {top(counts.any_mappings)}",
             # Shown beside it so a free-form document typed as pydantic's JsonValue (checked by
             # mypy, unlike Any) is not mistaken for a resource that escaped its model.

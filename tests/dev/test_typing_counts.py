@@ -30,6 +30,8 @@ def test_counts_code_not_words_and_keeps_the_boundary_apart(tmp_path: Path) -> N
     assert counts.any_mappings == {"wiring/handlers.py": 1, "use_case.py": 1}
     assert counts.spec_gets.total() == 4
     assert counts.spec_gets_outside() == 2
+    assert counts.any_dicts_outside() == 2
+    assert counts.any_mappings_outside() == 1
     assert "outside the boundary" in typing_counts.report(counts)
 
 

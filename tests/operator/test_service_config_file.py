@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from gatehouse_operator.api.project_config import (
     MAX_WARNINGS,
+    CompiledConfig,
     ProjectConfigStatus,
     fitted_warnings,
 )
@@ -399,7 +400,7 @@ def _compiled_status(spec: dict[str, Any]) -> ProjectConfigStatus:
     return ProjectConfigStatus.model_validate(
         {
             "warnings": [{"rule": w.rule, "path": w.path, "message": w.message} for w in warnings],
-            "compiled": compiled.as_status(),
+            "compiled": CompiledConfig.of(compiled),
         }
     )
 

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from gatehouse_operator.api.meta import Kind, Model, PrinterColumn, Status, ready_columns
+from gatehouse_operator.project_config.compiler import Compiled
 from gatehouse_operator.project_config.schema import CatalogModel, ServiceConfig, shortened
 from gatehouse_operator.project_config.time_intervals import MAX_INTERVALS, CompileWarning
 
@@ -121,6 +122,37 @@ class CompiledConfig(Model):
         description="The models' and metrics' catalog settings as deployed (spec.catalog, "
         "without the dimension lists), less what the compile warnings dropped.",
     )
+
+    @classmethod
+    def of(cls, compiled: Compiled) -> CompiledConfig:
+        """The compiled result as the status keeps it: names where the file has definitions."""
+        # The catalog is passed only when deploy wrote one: the status writer leaves out what
+        # was not set, so a project without a catalog has no catalog key, not a null one.
+        catalog = (
+            {}
+            if compiled.catalog is None
+            else {
+                "catalog": {
+                    # The models' own names and settings, as deploy wrote them (snake_case, as
+                    # in the spec and explain), without the dimension lists and unset settings.
+                    name: CatalogModel.model_validate(
+                        model.model_dump(exclude_none=True, exclude={"dimensions"})
+                    )
+                    for name, model in compiled.catalog.items()
+                }
+            }
+        )
+        return cls(
+            time_intervals=TimeIntervals.model_validate(compiled.time_intervals),
+            granularity_labels=compiled.granularity_labels,
+            defaults=compiled.defaults,
+            parameters=sorted(compiled.parameters),
+            custom_granularities=sorted(compiled.custom_granularities),
+            table_groups=sorted(compiled.table_groups or {}),
+            categories=sorted(compiled.categories),
+            default_visibility=compiled.default_visibility,
+            **catalog,
+        )
 
 
 class ProjectConfigStatus(Status):

@@ -65,7 +65,7 @@ async def reconcile(runtime: Runtime, project: Resource) -> list[CompileWarning]
         warnings=[
             CompileWarningStatus(rule=w.rule, path=w.path, message=w.message) for w in warnings
         ],
-        compiled=CompiledConfig.model_validate(compiled.as_status()),
+        compiled=CompiledConfig.of(compiled),
     )
     first_time = project.status.get("observedGeneration") != project.generation
     await runtime.status.write(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import JsonValue
 
@@ -39,35 +38,6 @@ class Compiled:
     default_visibility: str
     catalog: dict[str, CatalogModel] | None = None
     warnings: list[CompileWarning] = field(default_factory=list)
-
-    def as_status(self) -> dict[str, Any]:
-        """The compiled result in the status's camelCase shape (warnings go separately).
-
-        JSON for the status writer, which holds it to the status's model
-        (``api.project_config.CompiledConfig``, a layer above this package) as it writes it.
-        """
-        return {
-            "timeIntervals": self.time_intervals,
-            "granularityLabels": self.granularity_labels,
-            "defaults": self.defaults,
-            "parameters": sorted(self.parameters),
-            "customGranularities": sorted(self.custom_granularities),
-            "tableGroups": sorted(self.table_groups or {}),
-            "categories": sorted(self.categories),
-            "defaultVisibility": self.default_visibility,
-            # The models' own names and settings, as deploy wrote them (snake_case, as in the
-            # spec and explain), without the dimension lists and the settings left unset.
-            **(
-                {
-                    "catalog": {
-                        name: model.model_dump(exclude_none=True, exclude={"dimensions"})
-                        for name, model in self.catalog.items()
-                    }
-                }
-                if self.catalog is not None
-                else {}
-            ),
-        }
 
 
 BOOLEAN_DEFAULTS = ("case_sensitive", "column_totals", "pre_aggregate_execution_fallback")

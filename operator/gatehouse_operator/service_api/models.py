@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
 from gatehouse_operator.api.meta import Model
 from gatehouse_operator.project_config.schema import StrictModel
@@ -36,6 +36,6 @@ class DefaultsUpdate(StrictModel):
 
 class DefaultsResult(StrictModel):
     status: Literal["ok"] = "ok"
-    results: dict[str, Any] = Field(
+    results: dict[str, JsonValue] = Field(
         description="The project's defaults as now stored, booleans with their effective value."
     )
