@@ -20,7 +20,6 @@ a word. To revoke, an admin removes the link or deletes the connection.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
 
 from gatehouse_operator.api.stored import StoredConnection
 
@@ -31,15 +30,20 @@ LINK_VERB = "link"
 Permission = Callable[[str, str], Awaitable[bool]]
 
 
-def linked_connections(spec: Mapping[str, Any] | None) -> set[str]:
+def linked_connections(spec: Mapping[str, object] | None) -> set[str]:
+    """The connections a spec as sent to admission links (not yet checked against its schema,
+    so anything that is not a list of links links nothing)."""
+    links = spec.get("connections") if spec else None
+    if not isinstance(links, list):
+        return set()
     return {
         str(link.get("connection"))
-        for link in (spec or {}).get("connections") or []
+        for link in links
         if isinstance(link, Mapping) and link.get("connection")
     }
 
 
-def added_links(old_spec: Mapping[str, Any] | None, new_spec: Mapping[str, Any]) -> list[str]:
+def added_links(old_spec: Mapping[str, object] | None, new_spec: Mapping[str, object]) -> list[str]:
     return sorted(linked_connections(new_spec) - linked_connections(old_spec))
 
 

@@ -8,7 +8,6 @@ the compiled result: effective time intervals, labels, defaults, parameters and 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from pydantic import Field
 
@@ -22,11 +21,16 @@ from gatehouse_operator.project_config.time_intervals import MAX_INTERVALS, Comp
 PREVIEW_LABEL = "gatehouse.dev/preview"
 
 
-def is_preview(metadata: Mapping[str, Any]) -> bool:
-    return (metadata.get("labels") or {}).get(PREVIEW_LABEL) == "true"
+def _mapping(value: object) -> Mapping[str, object]:
+    # Admission hands these over as sent, so each level is read as a mapping only if it is one.
+    return value if isinstance(value, Mapping) else {}
 
 
-def becomes_the_project(metadata: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
+def is_preview(metadata: Mapping[str, object]) -> bool:
+    return _mapping(metadata.get("labels")).get(PREVIEW_LABEL) == "true"
+
+
+def becomes_the_project(metadata: Mapping[str, object], old: Mapping[str, object] | None) -> bool:
     """Whether a create or update makes this ProjectConfig its namespace's project file.
 
     Only that is checked against the others, so configs that predate the rule stay editable.
@@ -34,12 +38,12 @@ def becomes_the_project(metadata: Mapping[str, Any], old: Mapping[str, Any] | No
     return not is_preview(metadata) and (old is None or is_preview(old))
 
 
-def second_project(metadata: Mapping[str, Any], others: Iterable[Mapping[str, Any]]) -> str:
+def second_project(metadata: Mapping[str, object], others: Iterable[Mapping[str, object]]) -> str:
     """Why the namespace cannot have this project file besides another ('' when it can)."""
     names = sorted(
-        other["metadata"]["name"]
-        for other in others
-        if other["metadata"]["name"] != metadata["name"] and not is_preview(other["metadata"])
+        str(other_meta.get("name"))
+        for other_meta in (_mapping(other.get("metadata")) for other in others)
+        if other_meta.get("name") != metadata.get("name") and not is_preview(other_meta)
     )
     if not names:
         return ""

@@ -12,13 +12,18 @@ fields are ignored, a missing or null field takes the schema's default (from
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic.alias_generators import to_camel
 
 from gatehouse_operator.api.conditions import ConditionType
-from gatehouse_operator.api.connection import DEFAULT_LINK_POLICY, DEFAULT_METHODS
+from gatehouse_operator.api.connection import (
+    DEFAULT_LINK_POLICY,
+    DEFAULT_METHODS,
+    Auth,
+    OAuth2ClientCredentialsAuth,
+)
+from gatehouse_operator.api.connection_document import SecretRefDocument
 from gatehouse_operator.api.connection_test import DEFAULT_TTL_SECONDS
 
 
@@ -35,6 +40,12 @@ class Stored(BaseModel):
         if isinstance(data, Mapping):
             return {key: value for key, value in data.items() if value is not None}
         return data
+
+
+def _metadata(body: Mapping[str, object]) -> Mapping[str, object]:
+    """An object's metadata, for the models to judge (a name missing is a validation error)."""
+    meta = body.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
 
 
 def _default_methods() -> list[str]:
@@ -100,14 +111,63 @@ class StoredConnection(Stored):
     status: StoredConnectionStatus = Field(default_factory=StoredConnectionStatus)
 
     @classmethod
-    def of(cls, body: Mapping[str, Any]) -> StoredConnection:
+    def of(cls, body: Mapping[str, object]) -> StoredConnection:
         """From the object the Kubernetes client returned."""
-        return cls.model_validate({**body, "name": body["metadata"]["name"]})
+        return cls.model_validate({**body, "name": _metadata(body).get("name")})
 
     @property
     def origin(self) -> str:
         """The origin as the operator pinned it, the baseURL until it has."""
         return self.status.origin or self.spec.base_url
+
+
+# A stored connection's auth settings, read leniently as the rest: what the wizard starts an
+# edit from, and compares an edit with to decide whether the stored secret is kept. Each part
+# missing reads as empty, with the schema's defaults.
+# The wizard offers a header first; the schema has no default (it asks for one or the other).
+_FIRST_PLACE = "header"
+
+
+class StoredApiKey(Stored):
+    name: str = ""
+    in_: str = Field(default=_FIRST_PLACE, alias="in")
+
+
+class StoredGoogleServiceAccount(Stored):
+    scopes: list[str] = Field(default_factory=list)
+
+
+class StoredOAuth2(Stored):
+    token_url: str = Field(default="", alias="tokenURL")
+    client_id: str = ""
+    scopes: list[str] = Field(default_factory=list)
+    client_authentication: str = OAuth2ClientCredentialsAuth.model_fields[
+        "client_authentication"
+    ].default
+    parameters: dict[str, str] = Field(default_factory=dict)
+
+
+class StoredSecretRef(Stored):
+    name: str = ""
+    key: str = ""
+
+    def document(self) -> SecretRefDocument:
+        return {"name": self.name, "key": self.key}
+
+
+class StoredAuth(Stored):
+    type: str = Auth.model_fields["type"].default
+    api_key: StoredApiKey = Field(default_factory=StoredApiKey)
+    google_service_account: StoredGoogleServiceAccount = Field(
+        default_factory=StoredGoogleServiceAccount
+    )
+    oauth2_client_credentials: StoredOAuth2 = Field(default_factory=StoredOAuth2)
+    secret_ref: StoredSecretRef | None = None
+    sealed_secret: str = ""
+
+    @classmethod
+    def of(cls, spec: StoredConnectionSpec) -> StoredAuth:
+        return cls.model_validate(spec.auth)
 
 
 class StoredConnectionTestSpec(Stored):
@@ -133,11 +193,11 @@ class StoredConnectionTest(Stored):
     status: StoredConnectionTestStatus = Field(default_factory=StoredConnectionTestStatus)
 
     @classmethod
-    def of(cls, body: Mapping[str, Any]) -> StoredConnectionTest:
+    def of(cls, body: Mapping[str, object]) -> StoredConnectionTest:
         """From the object the Kubernetes client returned."""
-        meta = body["metadata"]
+        meta = _metadata(body)
         annotations = meta.get("annotations") or {}
-        return cls.model_validate({**body, "name": meta["name"], "annotations": annotations})
+        return cls.model_validate({**body, "name": meta.get("name"), "annotations": annotations})
 
 
 class StoredProjectConfigSpec(Stored):
@@ -166,9 +226,9 @@ class StoredApp(Stored):
     spec: StoredAppSpec = Field(default_factory=StoredAppSpec)
 
     @classmethod
-    def of(cls, body: Mapping[str, Any]) -> StoredApp:
+    def of(cls, body: Mapping[str, object]) -> StoredApp:
         """From the object the Kubernetes client returned."""
-        return cls.model_validate({**body, "name": body["metadata"]["name"]})
+        return cls.model_validate({**body, "name": _metadata(body).get("name")})
 
     @property
     def linked(self) -> set[str]:

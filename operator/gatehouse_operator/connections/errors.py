@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -25,7 +24,7 @@ class Refused(Exception):
 _NAME = re.compile(DNS_SUBDOMAIN)
 
 
-def check_names(params: Mapping[str, Any]) -> None:
+def check_names(params: Mapping[str, object]) -> None:
     for key, value in params.items():
         if not (isinstance(value, str) and len(value) <= 253 and _NAME.match(value)):
             raise Refused(404, "not_found", f"{key}: not a Kubernetes name")

@@ -12,7 +12,6 @@ fetch path, and it adds nothing to the image policy.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from gatehouse_operator.api.stored import StoredApp, StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections.models import (
@@ -33,10 +32,12 @@ HIDDEN = (
 )
 
 
-def samples_from(specs: Mapping[str, Mapping[str, Any]]) -> list[Sample]:
+def samples_from(specs: Mapping[str, Mapping[str, object]]) -> list[Sample]:
     """Samples from the connection's ConnectionSamples (name to spec), oldest first."""
     found = [
-        Sample(id=name, **{key: value for key, value in spec.items() if key != "connection"})
+        Sample.model_validate(
+            {**{key: value for key, value in spec.items() if key != "connection"}, "id": name}
+        )
         for name, spec in specs.items()
     ]
     return sorted(found, key=lambda sample: (sample.saved_at, sample.id))

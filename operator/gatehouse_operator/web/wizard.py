@@ -41,8 +41,7 @@ from gatehouse_operator.api.connection_document import (
 )
 from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS
 from gatehouse_operator.api.meta import first_problem
-from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
-from gatehouse_operator.api.stored_auth import StoredAuth
+from gatehouse_operator.api.stored import StoredAuth, StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections.drafts import manifest
 from gatehouse_operator.connections.origin import OriginError, normalise_origin, normalise_token_url
 from gatehouse_operator.connections.saving import SECRET_SUFFIX
