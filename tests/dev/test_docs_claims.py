@@ -11,6 +11,7 @@ from pathlib import Path
 
 from gatehouse_contract import channel
 from gatehouse_contract.frames import OperatorFrame, ReplicaMessage
+from gatehouse_operator import table as operator_table
 from gatehouse_operator.api.connection import Auth, AuthType
 from gatehouse_operator.table import channel as operator_channel
 from gatehouse_operator.table import journal
@@ -128,6 +129,20 @@ def test_the_channels_sizes_are_the_constants() -> None:
     # Every size on the channel's page is one of these, with its name.
     bare = re.findall(r"\d+ MiB(?!\s+\(`[A-Z_]+`\))", TABLE_CHANNEL.read_text())
     assert bare == []
+
+
+def test_the_table_packages_own_account_gives_the_constants() -> None:
+    """The table package's docstring (what is pushed, and when) says its figures with their names,
+    and each figure is the constant's."""
+    text = operator_table.__doc__ or ""
+    sizes = re.findall(r"(\d+) MiB\s+\(``([A-Z_]+)``\)", text)
+    assert sizes == [("4", "SNAPSHOT_PART_BYTES")]
+    assert all(int(figure) * MIB == SIZES[name] for figure, name in sizes)
+    assert re.findall(r"\d+ MiB(?!\s+\(``[A-Z_]+``\))", text) == []
+    seconds = re.findall(r"(\d+) s \(``HEARTBEAT_SECONDS``\)", text)
+    assert [float(figure) for figure in seconds] == [channel.HEARTBEAT_SECONDS]
+    coalesce = re.findall(r"(\d+) ms\b", text)
+    assert [int(figure) / 1000 for figure in coalesce] == [operator_channel.COALESCE_SECONDS]
 
 
 # --- Layout -------------------------------------------------------------------------------------

@@ -44,3 +44,14 @@ def test_free_form_json_is_counted_beside_it(tmp_path: Path) -> None:
 
     assert counts.json_values == {"openapi.py": 1}
     assert "JsonValue (free-form JSON documents) in the operator: 1" in typing_counts.report(counts)
+
+
+def test_the_operator_keeps_its_figures() -> None:
+    """Issue 41's targets, held on the tree: few untyped dicts, all where kopf or the Kubernetes
+    client hands a plain mapping over; a resource's spec read from its model everywhere else."""
+    counts = typing_counts.count(Path(__file__).resolve().parents[2] / typing_counts.OPERATOR)
+
+    assert counts.any_dicts.total() <= 30, typing_counts.report(counts)
+    assert counts.any_dicts_outside() == 0, typing_counts.report(counts)
+    assert counts.any_mappings_outside() == 0, typing_counts.report(counts)
+    assert counts.spec_gets_outside() == 0, typing_counts.report(counts)
