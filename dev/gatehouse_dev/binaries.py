@@ -102,8 +102,8 @@ def _go(*args: str, cwd: Path, cgo: bool = True) -> str:
         )
     except FileNotFoundError:
         raise BuildError(
-            "the Go toolchain is not on PATH; install Go 1.21 or newer (it fetches the 1.26 toolchain"
-            " the pins need by itself)"
+            "the Go toolchain is not on PATH; install Go 1.21 or newer (it fetches the 1.26"
+            " toolchain the pins need by itself)"
             ' (see README, "The two commands")'
         ) from None
     if done.returncode != 0:

@@ -637,7 +637,10 @@ def test_deploy_sends_the_models_catalog_resolved_under_a_manager_of_its_own(
     )
     found = service_cli.find(project)
     assert found is not None
-    models = service_cli.models_catalog(found, dbt_project.read(project))
+    checked = service_cli.check(found, dbt_project.read(project))
+    assert checked.config is not None
+    assert checked.compiled is not None
+    models = service_cli.models_catalog(checked.config, checked.compiled, dbt_project.read(project))
     applies = [
         (manager, document.model_dump(by_alias=True))
         for manager, document in service_cli.documents(found, "project", False, models)

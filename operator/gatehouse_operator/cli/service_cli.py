@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import io
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -38,7 +39,7 @@ from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION, Model
 from gatehouse_operator.api.project_config import PREVIEW_LABEL, PROJECT_CONFIG
 from gatehouse_operator.cli import kubeconfig
 from gatehouse_operator.project_config import catalog, dbt_project, model_checks, yaml_source
-from gatehouse_operator.project_config.compiler import compile_config
+from gatehouse_operator.project_config.compiler import Compiled, compile_config
 from gatehouse_operator.project_config.dbt_project import DBT_PROJECT, DbtProject
 from gatehouse_operator.project_config.explain import NotFound, explain
 from gatehouse_operator.project_config.schema import MAX_SPEC_BYTES, ServiceConfig, oversize, rule
@@ -83,13 +84,26 @@ def find(project_dir: Path) -> MappingDocument | None:
     return sections
 
 
-def problems(found: MappingDocument, project: DbtProject) -> tuple[list[str], list[str]]:
-    """Errors and warnings of the file and of the models, each as ``file:line: message``."""
+@dataclass(frozen=True)
+class Checked:
+    """The file checked once: its errors and warnings, each as ``file:line: message``, and, when
+    it parsed, the file as its model with what it compiled to, for explain and deploy."""
+
+    errors: list[str]
+    warnings: list[str] = field(default_factory=list)
+    config: ServiceConfig | None = None
+    compiled: Compiled | None = None
+
+
+def check(found: MappingDocument, project: DbtProject) -> Checked:
+    """Errors and warnings of the file and of the models."""
     if "catalog" in found.data:
-        return [
-            f"{found.path}:{found.line_of(('catalog',))}: catalog: not a key of {FILE_NAME}: "
-            "deploy writes it from the models' meta.spotlight"
-        ], []
+        return Checked(
+            [
+                f"{found.path}:{found.line_of(('catalog',))}: catalog: not a key of {FILE_NAME}: "
+                "deploy writes it from the models' meta.spotlight"
+            ]
+        )
     try:
         parsed = ServiceConfig.model_validate(found.data)
     except ValidationError as error:
@@ -98,14 +112,14 @@ def problems(found: MappingDocument, project: DbtProject) -> tuple[list[str], li
             location = tuple(item["loc"])
             where = ".".join(str(part) for part in location) or "(file)"
             errors.append(f"{found.path}:{found.line_of(location)}: {where}: {rule(item)}")
-        return errors, []
+        return Checked(errors)
     compiled = compile_config(parsed)
     warnings = [
         f"{found.path}:{found.line_of(tuple(w.path.split('.')))}: warning: {w.message}"
         for w in compiled.warnings
     ]
     findings = model_checks.check(parsed, found, project, compiled.time_intervals)
-    return findings.errors, warnings + findings.warnings
+    return Checked(findings.errors, warnings + findings.warnings, parsed, compiled)
 
 
 class ApplyMetadata(Model):
@@ -141,11 +155,11 @@ def documents(
     return applies
 
 
-def models_catalog(found: MappingDocument, project: DbtProject) -> dict[str, JsonValue]:
+def models_catalog(
+    config: ServiceConfig, compiled: Compiled, project: DbtProject
+) -> dict[str, JsonValue]:
     """The models' catalog settings as ``explain`` shows them, for the spec's ``catalog``."""
-    parsed = ServiceConfig.model_validate(found.data)
-    intervals = compile_config(parsed).time_intervals
-    resolved = catalog.resolved(parsed, project.models.values(), intervals)
+    resolved = catalog.resolved(config, project.models.values(), compiled.time_intervals)
     return {name: model.model_dump(exclude_none=True) for name, model in resolved.items()}
 
 
@@ -284,24 +298,23 @@ def run(args: argparse.Namespace, prog: str) -> int:
         return OK
     if found is None:
         found = Document(str(project_dir / FILE_NAME), {"spotlight": {}}, {})
-    errors, warnings = problems(found, project)
+    checked = check(found, project)
+    errors, warnings = checked.errors, checked.warnings
     for lines in (errors, warnings):
         for line in lines[:MAX_SHOWN]:
             print(line, file=sys.stderr)
         if len(lines) > MAX_SHOWN:
             print(f"... and {len(lines) - MAX_SHOWN} more like these", file=sys.stderr)
-    if errors:
+    if errors or checked.config is None or checked.compiled is None:
         return INVALID
     if args.service == "explain":
         try:
-            print(
-                "\n".join(explain(ServiceConfig.model_validate(found.data), project, args.target))
-            )
+            print("\n".join(explain(checked.config, project, args.target)))
         except NotFound as missing:
             print(f"{prog}: {missing}", file=sys.stderr)
             return INVALID
         return OK
-    models = models_catalog(found, project)
+    models = models_catalog(checked.config, checked.compiled, project)
     # The models' metadata is stored with the file: together they must fit, or nothing applies;
     # validate says so too, as CI runs it before deploy.
     if too_large := oversize(

@@ -10,9 +10,11 @@ come within 50 ms of each other are taken together by the ``journal`` as one del
 version (``channel.COALESCE_SECONDS``); the ``channel`` then sends each replica:
 
 - on connecting, or once it fell further behind than the journal's history, a snapshot of the
-  whole table (in parts of 4 MiB (``SNAPSHOT_PART_BYTES``)), built from each entry's JSON as serialised when it changed;
+  whole table in parts of 4 MiB (``SNAPSHOT_PART_BYTES``), built from each entry's JSON as
+  serialised when it changed;
 - after that, each delta in order;
-- a heartbeat after 5 s (``HEARTBEAT_SECONDS``) of nothing else, which the replica acknowledges;
+- a heartbeat after 5 s (``HEARTBEAT_SECONDS``) of nothing else, which the replica
+  acknowledges;
 - a connection test when one runs (``gatehouse_operator.connections.testing``).
 
 A freshly started operator sends nothing until the store has seen every resource that existed
