@@ -25,6 +25,9 @@ SAMPLE_LABEL_CHARS = 200
 # What a test asks when its spec names no method or path (the schema's defaults).
 DEFAULT_TEST_METHOD: HttpMethod = "GET"
 DEFAULT_TEST_PATH = "/"
+# A test's path: relative to the base URL, with an optional query; no fragment.
+TEST_PATH_PATTERN = r"^/[^\s#]*$"
+MAX_TEST_PATH_CHARS = 2048
 
 
 class SampleRequest(Model):
@@ -58,8 +61,8 @@ class ConnectionTestSpec(Model):
     )
     path: str = Field(
         default=DEFAULT_TEST_PATH,
-        max_length=2048,
-        pattern=r"^/[^\s#]*$",
+        max_length=MAX_TEST_PATH_CHARS,
+        pattern=TEST_PATH_PATTERN,
         description="Path (and optional query) relative to the connection's base URL.",
     )
     body: Any = Field(

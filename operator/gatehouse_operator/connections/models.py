@@ -12,7 +12,13 @@ from pydantic import ConfigDict, Field, JsonValue, TypeAdapter, ValidationInfo, 
 from typing_extensions import TypedDict
 
 from gatehouse_operator.api.connection import HttpMethod, LinkPolicy
-from gatehouse_operator.api.connection_test import DEFAULT_TEST_METHOD, SampleRequest
+from gatehouse_operator.api.connection_test import (
+    DEFAULT_TEST_METHOD,
+    DEFAULT_TEST_PATH,
+    MAX_TEST_PATH_CHARS,
+    TEST_PATH_PATTERN,
+    SampleRequest,
+)
 from gatehouse_operator.api.meta import DNS_LABEL, Model
 
 
@@ -165,9 +171,9 @@ class BuildSpec(Model):
 class TrialRequest(Model):
     method: HttpMethod = DEFAULT_TEST_METHOD
     path: str = Field(
-        default="/",
-        pattern=r"^/[^\s#]*$",
-        max_length=2048,
+        default=DEFAULT_TEST_PATH,
+        pattern=TEST_PATH_PATTERN,
+        max_length=MAX_TEST_PATH_CHARS,
         description="Path and optional query, relative to the base URL.",
     )
     body: Any = Field(default=None, description="A JSON body, sent with methods other than GET.")

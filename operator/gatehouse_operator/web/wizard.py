@@ -323,7 +323,7 @@ class WizardForm:
     @property
     def sealed(self) -> bool:
         """Whether the credential is sealed into the connection rather than kept in a Secret."""
-        return self.known_auth_type != "none" and self.storage == "sealed"
+        return self.known_auth_type != "none" and one_of(STORAGES, self.storage) == "sealed"
 
     @property
     def secret_entered(self) -> bool:
