@@ -18,6 +18,7 @@ from gatehouse_operator.api.connection import (
     CLIENT_AUTHENTICATIONS,
     MAX_INSTRUCTIONS,
     ExternalConnectionSpec,
+    Limits,
 )
 from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections.exfiltration import link_warning
@@ -27,6 +28,8 @@ from gatehouse_operator.web.session import Credentials, Sessions
 from gatehouse_operator.web.wizard import (
     AUTH_TYPE_TITLES,
     CLIENT_AUTHENTICATION_TITLES,
+    LIMIT_TITLES,
+    SHOWN_LIMITS,
     WizardForm,
     basic_secret,
     first_storage,
@@ -177,6 +180,14 @@ def test_the_page_offers_each_allowed_value_in_words_and_no_other() -> None:
     # The titles are keyed by the api's types (mypy checks each key); this checks none is missing.
     assert set(AUTH_TYPE_TITLES) == set(AUTH_TYPES)
     assert set(CLIENT_AUTHENTICATION_TITLES) == set(CLIENT_AUTHENTICATIONS)
+    assert list(LIMIT_TITLES) == [field.alias for field in Limits.model_fields.values()]
+
+
+def test_the_largest_quota_the_page_takes_is_the_schemas() -> None:
+    for key, (_, most) in SHOWN_LIMITS.items():
+        Limits.model_validate({key: most})
+        with pytest.raises(ValueError, match="less than or equal"):
+            Limits.model_validate({key: most + 1})
 
 
 def test_a_value_the_page_does_not_offer_is_named_and_kept_as_sent() -> None:

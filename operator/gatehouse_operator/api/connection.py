@@ -350,6 +350,11 @@ class Auth(Model):
     )
 
 
+# The largest quotas a connection may set for the credential (the wizard shows them).
+MAX_CONNECTION_REQUESTS_PER_MINUTE = 1_000_000
+MAX_REQUESTS_PER_DAY = 1_000_000_000
+
+
 class Limits(Model):
     timeout_seconds: int = Field(
         default=10, ge=1, le=120, description="Upstream timeout for a whole request."
@@ -373,14 +378,14 @@ class Limits(Model):
     connection_requests_per_minute: int | None = Field(
         default=None,
         ge=1,
-        le=1_000_000,
+        le=MAX_CONNECTION_REQUESTS_PER_MINUTE,
         description="Requests per minute of all apps on this connection together, across "
         "every replica and worker: the vendor's quota for the credential. Unset: none.",
     )
     requests_per_day: int | None = Field(
         default=None,
         ge=1,
-        le=1_000_000_000,
+        le=MAX_REQUESTS_PER_DAY,
         description="Requests per UTC day of all apps on this connection together, across "
         "every replica and worker, kept across restarts and rollouts. Unset: none.",
     )

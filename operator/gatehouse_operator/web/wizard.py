@@ -33,8 +33,10 @@ from gatehouse_operator.api.connection import (
     HTTP_METHODS,
     KEY_PLACEMENTS,
     LINK_POLICIES,
+    MAX_CONNECTION_REQUESTS_PER_MINUTE,
     MAX_HEADERS,
     MAX_INSTRUCTIONS,
+    MAX_REQUESTS_PER_DAY,
     PUBLIC_IMAGES_NEED_NO_AUTH,
     AuthType,
     ClientAuthentication,
@@ -98,8 +100,11 @@ LIMIT_TITLES = {
 # The limits the wizard shows (the vendor's quotas for the credential), with their largest
 # value; the others stay as stored.
 SHOWN_LIMITS = {
-    "connectionRequestsPerMinute": (LIMIT_TITLES["connectionRequestsPerMinute"], 1_000_000),
-    "requestsPerDay": (LIMIT_TITLES["requestsPerDay"], 1_000_000_000),
+    "connectionRequestsPerMinute": (
+        LIMIT_TITLES["connectionRequestsPerMinute"],
+        MAX_CONNECTION_REQUESTS_PER_MINUTE,
+    ),
+    "requestsPerDay": (LIMIT_TITLES["requestsPerDay"], MAX_REQUESTS_PER_DAY),
 }
 # Empty header rows offered beyond the filled ones (the page has no script to add rows).
 SPARE_HEADER_ROWS = 2
