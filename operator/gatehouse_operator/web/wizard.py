@@ -74,8 +74,8 @@ STEP_TITLES = {
     "test": "Test",
     "review": "Review",
 }
-# The choices in words, in the order the page offers them; keyed by the api's types, so that
-# mypy checks each key (and a unit test that every allowed value has one).
+# The choices in words, in the order the page offers them; keyed by the api's types, so mypy
+# checks each key (and test_wizard that every allowed value has one).
 AUTH_TYPE_TITLES: dict[AuthType, str] = {
     "none": "None (a public API)",
     "apiKey": "API key",
