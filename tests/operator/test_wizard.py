@@ -13,13 +13,28 @@ import yaml
 from starlette.datastructures import FormData, UploadFile
 
 from gatehouse_contract.keyring import Keyring
-from gatehouse_operator.api.connection import MAX_INSTRUCTIONS, ExternalConnectionSpec
+from gatehouse_operator.api.connection import (
+    AUTH_TYPES,
+    CLIENT_AUTHENTICATIONS,
+    MAX_INSTRUCTIONS,
+    ExternalConnectionSpec,
+    Limits,
+)
 from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections.exfiltration import link_warning
 from gatehouse_operator.keys.sealed_values import Scope
 from gatehouse_operator.web import session
 from gatehouse_operator.web.session import Credentials, Sessions
-from gatehouse_operator.web.wizard import WizardForm, basic_secret, first_storage, name_from
+from gatehouse_operator.web.wizard import (
+    AUTH_TYPE_TITLES,
+    CLIENT_AUTHENTICATION_TITLES,
+    LIMIT_TITLES,
+    SHOWN_LIMITS,
+    WizardForm,
+    basic_secret,
+    first_storage,
+    name_from,
+)
 
 
 class FixedKeyring:
@@ -159,6 +174,43 @@ def test_problems_name_their_field() -> None:
     assert posted({**BASE, "auth_type": "googleServiceAccount"}).problems() == [
         "Scopes: at least one for a Google service account"
     ]
+
+
+def test_the_page_offers_each_allowed_value_in_words_and_no_other() -> None:
+    # The titles are keyed by the api's types (mypy checks each key); this checks none is missing.
+    assert set(AUTH_TYPE_TITLES) == set(AUTH_TYPES)
+    assert set(CLIENT_AUTHENTICATION_TITLES) == set(CLIENT_AUTHENTICATIONS)
+    assert list(LIMIT_TITLES) == [field.alias for field in Limits.model_fields.values()]
+
+
+def test_the_largest_quota_the_page_takes_is_the_schemas() -> None:
+    for key, (_, most) in SHOWN_LIMITS.items():
+        Limits.model_validate({key: most})
+        with pytest.raises(ValueError, match="less than or equal"):
+            Limits.model_validate({key: most + 1})
+
+
+def test_a_value_the_page_does_not_offer_is_named_and_kept_as_sent() -> None:
+    form = posted(
+        {
+            **BASE,
+            "auth_type": "apikey",
+            "api_key_in": "body",
+            "client_authentication": "post",
+            "storage": "vault",
+        }
+    )
+    assert form.problems() == [
+        "Auth type: one of none, apiKey, bearer, basic, oauth2ClientCredentials, "
+        "googleServiceAccount",
+        "Keep the secret: one of sealed, secret",
+        "API key: sent in: one of header, query",
+        "OAuth 2.0: client authentication: one of basic, body",
+    ]
+    assert form.spec()["auth"] == {
+        "type": "apikey",
+        "secretRef": {"name": "payments-api-eu-credential", "key": "token"},
+    }
 
 
 def test_the_yaml_is_the_manifest_and_names_the_secret_without_its_value() -> None:

@@ -21,8 +21,10 @@ from gatehouse_contract.header_names import (
     reserved_for_connection_header,
 )
 
-# The proxy's list of auth types is the one list; the operator's models use it as it is.
+# The proxy's lists of auth types and client authentications are the one lists; the operator's
+# models use them as they are.
 from gatehouse_contract.routes import AuthType as AuthType
+from gatehouse_contract.routes import ClientAuthentication as ClientAuthentication
 from gatehouse_operator.api.meta import (
     DNS_SUBDOMAIN,
     Kind,
@@ -34,6 +36,17 @@ from gatehouse_operator.api.meta import (
 from gatehouse_operator.cel import cel, validations
 
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+HTTP_METHODS: tuple[HttpMethod, ...] = get_args(HttpMethod)
+AUTH_TYPES: tuple[AuthType, ...] = get_args(AuthType)
+# What a connection's auth is when its spec names none (the schema's default).
+DEFAULT_AUTH_TYPE: AuthType = "none"
+CLIENT_AUTHENTICATIONS: tuple[ClientAuthentication, ...] = get_args(ClientAuthentication)
+DEFAULT_CLIENT_AUTHENTICATION: ClientAuthentication = "basic"
+# Where an API key is sent.
+KeyPlacement = Literal["header", "query"]
+KEY_PLACEMENTS: tuple[KeyPlacement, ...] = get_args(KeyPlacement)
+# The wizard offers a header first; the schema has no default (it asks for one or the other).
+FIRST_KEY_PLACEMENT: KeyPlacement = "header"
 LinkPolicy = Literal["AdminsOnly", "Builders"]
 LINK_POLICIES: tuple[LinkPolicy, ...] = get_args(LinkPolicy)
 DEFAULT_LINK_POLICY: LinkPolicy = "AdminsOnly"
@@ -95,7 +108,7 @@ class ApiKeyAuth(Model):
         pattern=_HEADER_TOKEN,
         description="The header or query parameter the key is sent as.",
     )
-    in_: Literal["header", "query"] = Field(
+    in_: KeyPlacement = Field(
         alias="in", description="Where the key goes: a header or a query parameter."
     )
 
@@ -268,8 +281,8 @@ class OAuth2ClientCredentialsAuth(Model):
         description="Scopes the token is asked for (none: the client's default).",
         json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
-    client_authentication: Literal["basic", "body"] = Field(
-        default="basic",
+    client_authentication: ClientAuthentication = Field(
+        default=DEFAULT_CLIENT_AUTHENTICATION,
         description="How the client authenticates to the token endpoint (RFC 6749 2.3.1): "
         "basic (HTTP Basic, which every server accepts) or body (client_id and client_secret "
         "in the form).",
@@ -311,7 +324,9 @@ class Auth(Model):
         )
     }
 
-    type: AuthType = Field(default="none", description="How the proxy authenticates upstream.")
+    type: AuthType = Field(
+        default=DEFAULT_AUTH_TYPE, description="How the proxy authenticates upstream."
+    )
     api_key: ApiKeyAuth | None = Field(default=None, description="For type apiKey.")
     google_service_account: GoogleServiceAccountAuth | None = Field(
         default=None, description="For type googleServiceAccount."
@@ -333,6 +348,11 @@ class Auth(Model):
         "safe to commit, opened only by the operator, and only for this connection's name, "
         "namespace and baseURL.",
     )
+
+
+# The largest quotas a connection may set for the credential (the wizard shows them).
+MAX_CONNECTION_REQUESTS_PER_MINUTE = 1_000_000
+MAX_REQUESTS_PER_DAY = 1_000_000_000
 
 
 class Limits(Model):
@@ -358,14 +378,14 @@ class Limits(Model):
     connection_requests_per_minute: int | None = Field(
         default=None,
         ge=1,
-        le=1_000_000,
+        le=MAX_CONNECTION_REQUESTS_PER_MINUTE,
         description="Requests per minute of all apps on this connection together, across "
         "every replica and worker: the vendor's quota for the credential. Unset: none.",
     )
     requests_per_day: int | None = Field(
         default=None,
         ge=1,
-        le=1_000_000_000,
+        le=MAX_REQUESTS_PER_DAY,
         description="Requests per UTC day of all apps on this connection together, across "
         "every replica and worker, kept across restarts and rollouts. Unset: none.",
     )
@@ -440,7 +460,7 @@ class ExternalConnectionSpec(Model):
     )
     allowed_methods: list[HttpMethod] = Field(
         default=list(DEFAULT_METHODS),
-        max_length=5,
+        max_length=len(HTTP_METHODS),
         description="HTTP methods apps may use; none only on an image-only connection "
         "(allowPublicImages), which serves images and no fetches.",
         json_schema_extra={"x-kubernetes-list-type": "set"},
@@ -513,7 +533,7 @@ class ExternalConnectionSpec(Model):
         return self
 
 
-def image_rule_problem(auth_type: str, public_images: bool, has_methods: bool) -> str:
+def image_rule_problem(auth_type: AuthType | None, public_images: bool, has_methods: bool) -> str:
     """The image-only rules the schema's CEL holds, for the page to tell before it applies."""
     if public_images and auth_type != "none":
         return PUBLIC_IMAGES_NEED_NO_AUTH

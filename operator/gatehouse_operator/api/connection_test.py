@@ -22,6 +22,12 @@ RESULT_BODY_CHARS = 4_000
 DEFAULT_TTL_SECONDS = 3_600
 SAVE_AS_SAMPLE_ANNOTATION = "gatehouse.dev/save-as-sample"
 SAMPLE_LABEL_CHARS = 200
+# What a test asks when its spec names no method or path (the schema's defaults).
+DEFAULT_TEST_METHOD: HttpMethod = "GET"
+DEFAULT_TEST_PATH = "/"
+# A test's path: relative to the base URL, with an optional query; no fragment.
+TEST_PATH_PATTERN = r"^/[^\s#]*$"
+MAX_TEST_PATH_CHARS = 2048
 
 
 class SampleRequest(Model):
@@ -51,12 +57,12 @@ class ConnectionTestSpec(Model):
         description="The ExternalConnection to test, in the same namespace.",
     )
     method: HttpMethod = Field(
-        default="GET", description="Must be one of the connection's allowedMethods."
+        default=DEFAULT_TEST_METHOD, description="Must be one of the connection's allowedMethods."
     )
     path: str = Field(
-        default="/",
-        max_length=2048,
-        pattern=r"^/[^\s#]*$",
+        default=DEFAULT_TEST_PATH,
+        max_length=MAX_TEST_PATH_CHARS,
+        pattern=TEST_PATH_PATTERN,
         description="Path (and optional query) relative to the connection's base URL.",
     )
     body: Any = Field(

@@ -28,6 +28,7 @@ from pydantic import JsonValue
 from gatehouse_contract.observability import version
 from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
+    DEFAULT_TEST_METHOD,
     SAMPLE_LABEL_CHARS,
     SAVE_AS_SAMPLE_ANNOTATION,
 )
@@ -60,7 +61,13 @@ def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
         description="Creates a ConnectionTest, waits for it and prints the answer.",
     )
     test.add_argument("connection", help="the ExternalConnection's name")
-    test.add_argument("-X", "--method", default="GET", type=str.upper, help="default: GET")
+    test.add_argument(
+        "-X",
+        "--method",
+        default=DEFAULT_TEST_METHOD,
+        type=str.upper,
+        help=f"default: {DEFAULT_TEST_METHOD}",
+    )
     test.add_argument("--path", default="/", help="relative to the base URL, may hold a query")
     test.add_argument("--data", help="a JSON request body (not with GET)")
     test.add_argument(

@@ -12,7 +12,13 @@ from pydantic import ConfigDict, Field, JsonValue, TypeAdapter, ValidationInfo, 
 from typing_extensions import TypedDict
 
 from gatehouse_operator.api.connection import HttpMethod, LinkPolicy
-from gatehouse_operator.api.connection_test import SampleRequest
+from gatehouse_operator.api.connection_test import (
+    DEFAULT_TEST_METHOD,
+    DEFAULT_TEST_PATH,
+    MAX_TEST_PATH_CHARS,
+    TEST_PATH_PATTERN,
+    SampleRequest,
+)
 from gatehouse_operator.api.meta import DNS_LABEL, Model
 
 
@@ -163,11 +169,11 @@ class BuildSpec(Model):
 
 
 class TrialRequest(Model):
-    method: HttpMethod = "GET"
+    method: HttpMethod = DEFAULT_TEST_METHOD
     path: str = Field(
-        default="/",
-        pattern=r"^/[^\s#]*$",
-        max_length=2048,
+        default=DEFAULT_TEST_PATH,
+        pattern=TEST_PATH_PATTERN,
+        max_length=MAX_TEST_PATH_CHARS,
         description="Path and optional query, relative to the base URL.",
     )
     body: Any = Field(default=None, description="A JSON body, sent with methods other than GET.")
@@ -177,7 +183,7 @@ class TrialRequest(Model):
     def _no_body_with_get(cls, body: Any, info: ValidationInfo) -> Any:
         # As ConnectionTest admission refuses it: a draft's test must not pass what a saved
         # connection's test would not.
-        if body is not None and info.data.get("method", "GET") == "GET":
+        if body is not None and info.data.get("method", DEFAULT_TEST_METHOD) == "GET":
             raise ValueError("a GET test cannot have a body")
         return body
 

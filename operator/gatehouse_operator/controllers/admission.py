@@ -32,7 +32,7 @@ from gatehouse_operator.access.reviews import Access, User
 from gatehouse_operator.api import link_policy
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
-from gatehouse_operator.api.connection_test import CONNECTION_TEST
+from gatehouse_operator.api.connection_test import CONNECTION_TEST, DEFAULT_TEST_METHOD
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.api.project_config import (
     PROJECT_CONFIG,
@@ -208,7 +208,7 @@ async def check_connection_test(
             code=422,
         )
     allowed = connection.spec.allowed_methods
-    method = spec.get("method", "GET")
+    method = spec.get("method", DEFAULT_TEST_METHOD)
     if method == "GET" and spec.get("body") is not None:
         raise kopf.AdmissionError("spec.body: a GET test cannot have a body", code=422)
     if method not in allowed:

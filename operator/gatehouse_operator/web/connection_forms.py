@@ -19,8 +19,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gatehouse_operator.access.as_user import as_user, refusal
-from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, MAX_HEADERS
+from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, HTTP_METHODS, MAX_HEADERS
 from gatehouse_operator.api.connection_document import as_json
+from gatehouse_operator.api.connection_test import DEFAULT_TEST_METHOD, DEFAULT_TEST_PATH
 from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.actions import Managed
@@ -32,9 +33,8 @@ from gatehouse_operator.keys.sealed_values import SealedValue, SealedValueProble
 from gatehouse_operator.web.guards import READ_ONLY, Visitor, fields_of, page_refusal
 from gatehouse_operator.web.pages import Pages, trial
 from gatehouse_operator.web.wizard import (
-    AUTH_TYPES,
-    CLIENT_AUTHENTICATIONS,
-    METHODS,
+    AUTH_TYPE_TITLES,
+    CLIENT_AUTHENTICATION_TITLES,
     SHOWN_LIMITS,
     SPARE_HEADER_ROWS,
     STEP_TITLES,
@@ -135,7 +135,7 @@ class ConnectionForms:
         sessions, credentials = self.pages.sessions, visitor.credentials
         entered = str(fields.get("secret", ""))
         problem = ""
-        if form.auth_type == "basic":
+        if form.known_auth_type == "basic":
             pair, problem = basic_secret(str(fields.get("basic_user", "")), entered)
             entered = pair or ""
         if len(entered) > MAX_SECRET_CHARS:
@@ -178,14 +178,14 @@ class ConnectionForms:
             return
         try:
             request = trial(
-                str(fields.get("test_method", "GET")),
-                str(fields.get("test_path", "/")),
+                str(fields.get("test_method", DEFAULT_TEST_METHOD)),
+                str(fields.get("test_path", DEFAULT_TEST_PATH)),
                 str(fields.get("test_body", "")),
             )
             draft = DraftTestRequest(
                 name=form.name,
                 spec=as_json(form.spec()),
-                secret=wizard.secret if form.auth_type != "none" else None,
+                secret=wizard.secret if form.known_auth_type != "none" else None,
                 replaces=form.editing,
                 request=request,
             )
@@ -263,9 +263,11 @@ class ConnectionForms:
         # Nothing here reads a Secret with the operator's rights on the visitor's behalf: an
         # answer would tell someone who may not get Secrets which exist.
         missing = ""
-        if ref is not None and secret is None and not form.keeps_stored_secret():
+        # The auth type is known here: problems() named any other.
+        auth_type = form.known_auth_type
+        if ref is not None and auth_type and secret is None and not form.keeps_stored_secret():
             missing = (
-                f"Secret: required for {AUTH_TYPES[form.auth_type]} authentication; "
+                f"Secret: required for {AUTH_TYPE_TITLES[auth_type]} authentication; "
                 "it is stored in a Secret and never shown again"
             )
         sample: TrialRequest | str | None = None
@@ -328,9 +330,9 @@ class ConnectionForms:
             form=form,
             steps=STEPS,
             step_titles=STEP_TITLES,
-            methods=METHODS,
-            auth_types=AUTH_TYPES,
-            client_authentications=CLIENT_AUTHENTICATIONS,
+            methods=HTTP_METHODS,
+            auth_types=AUTH_TYPE_TITLES,
+            client_authentications=CLIENT_AUTHENTICATION_TITLES,
             storages=STORAGES,
             shown_limits=SHOWN_LIMITS,
             headers=[
@@ -343,7 +345,7 @@ class ConnectionForms:
                 "entered"
                 if wizard.secret is not None
                 else "changed"
-                if changed and form.auth_type != "none"
+                if changed and form.known_auth_type != "none"
                 else "stored"
                 if form.keeps_stored_secret() or (form.sealed and form.stored_sealed())
                 else "none"

@@ -20,7 +20,11 @@ from starlette.responses import RedirectResponse, Response
 from gatehouse_operator.access.as_user import as_user, refusal
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
-from gatehouse_operator.api.connection_test import CONNECTION_TEST, SAMPLE_LABEL_CHARS
+from gatehouse_operator.api.connection_test import (
+    CONNECTION_TEST,
+    DEFAULT_TEST_METHOD,
+    SAMPLE_LABEL_CHARS,
+)
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.api.stored import StoredAppSpec
 from gatehouse_operator.connections import errors
@@ -43,7 +47,7 @@ from gatehouse_operator.connections.samples import typed
 from gatehouse_operator.web.charts import Chart, bar_chart
 from gatehouse_operator.web.guards import Guards, Handler, Visitor, fields_of, page_refusal
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS
-from gatehouse_operator.web.wizard import AUTH_TYPES, LIMIT_TITLES
+from gatehouse_operator.web.wizard import AUTH_TYPE_TITLES, LIMIT_TITLES
 
 APP_KINDS = {DATA_APP.kind: DATA_APP, CHART_TYPE.kind: CHART_TYPE}
 
@@ -185,7 +189,7 @@ class Pages:
             visitor=visitor,
             namespace=namespace,
             detail=detail,
-            auth_types=AUTH_TYPES,
+            auth_types=AUTH_TYPE_TITLES,
             limit_titles=LIMIT_TITLES,
             link_writes=bool(write_methods(detail.connection.allowed_methods)),
             can_test=await self.may(visitor, "create", CONNECTION_TEST.plural, namespace),
@@ -237,7 +241,7 @@ class Pages:
         fields = await fields_of(request)
         body = await self.actions.may_test(visitor.user, namespace, name)
         item = linkable(body, {})
-        method = str(fields.get("method", "GET"))
+        method = str(fields.get("method", DEFAULT_TEST_METHOD))
         if method not in item.allowed_methods:
             allowed = ", ".join(item.allowed_methods)
             raise page_refusal(422, f"method: must be one of the connection's methods ({allowed})")

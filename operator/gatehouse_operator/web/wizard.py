@@ -14,20 +14,34 @@ send it; a sealed value is bound to the origin, token URL and client id as well.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
+from typing import Literal, TypeVar
 
 import yaml
 from pydantic import JsonValue, TypeAdapter, ValidationError
 from starlette.datastructures import FormData
 
 from gatehouse_operator.api.connection import (
+    AUTH_TYPES,
+    CLIENT_AUTHENTICATIONS,
+    DEFAULT_AUTH_TYPE,
+    DEFAULT_CLIENT_AUTHENTICATION,
     DEFAULT_METHODS,
+    FIRST_KEY_PLACEMENT,
+    HTTP_METHODS,
+    KEY_PLACEMENTS,
     LINK_POLICIES,
+    MAX_CONNECTION_REQUESTS_PER_MINUTE,
     MAX_HEADERS,
     MAX_INSTRUCTIONS,
+    MAX_REQUESTS_PER_DAY,
     PUBLIC_IMAGES_NEED_NO_AUTH,
+    AuthType,
+    ClientAuthentication,
     HeaderSetting,
+    KeyPlacement,
     MediaRange,
     header_clashes,
     image_rule_problem,
@@ -39,7 +53,11 @@ from gatehouse_operator.api.connection_document import (
     OAuth2Document,
     SecretRefDocument,
 )
-from gatehouse_operator.api.connection_test import SAMPLE_LABEL_CHARS
+from gatehouse_operator.api.connection_test import (
+    DEFAULT_TEST_METHOD,
+    DEFAULT_TEST_PATH,
+    SAMPLE_LABEL_CHARS,
+)
 from gatehouse_operator.api.meta import first_problem
 from gatehouse_operator.api.stored import StoredAuth, StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections.drafts import manifest
@@ -56,8 +74,9 @@ STEP_TITLES = {
     "test": "Test",
     "review": "Review",
 }
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-AUTH_TYPES = {
+# The choices in words, in the order the page offers them; keyed by the api's types, so mypy
+# checks each key (and test_wizard that every allowed value has one).
+AUTH_TYPE_TITLES: dict[AuthType, str] = {
     "none": "None (a public API)",
     "apiKey": "API key",
     "bearer": "Bearer token",
@@ -65,8 +84,7 @@ AUTH_TYPES = {
     "oauth2ClientCredentials": "OAuth 2.0 client credentials",
     "googleServiceAccount": "Google service account",
 }
-OAUTH2 = "oauth2ClientCredentials"
-CLIENT_AUTHENTICATIONS = {
+CLIENT_AUTHENTICATION_TITLES: dict[ClientAuthentication, str] = {
     "basic": "HTTP Basic (every server accepts it)",
     "body": "In the form body (client_id and client_secret)",
 }
@@ -82,20 +100,24 @@ LIMIT_TITLES = {
 # The limits the wizard shows (the vendor's quotas for the credential), with their largest
 # value; the others stay as stored.
 SHOWN_LIMITS = {
-    "connectionRequestsPerMinute": (LIMIT_TITLES["connectionRequestsPerMinute"], 1_000_000),
-    "requestsPerDay": (LIMIT_TITLES["requestsPerDay"], 1_000_000_000),
+    "connectionRequestsPerMinute": (
+        LIMIT_TITLES["connectionRequestsPerMinute"],
+        MAX_CONNECTION_REQUESTS_PER_MINUTE,
+    ),
+    "requestsPerDay": (LIMIT_TITLES["requestsPerDay"], MAX_REQUESTS_PER_DAY),
 }
 # Empty header rows offered beyond the filled ones (the page has no script to add rows).
 SPARE_HEADER_ROWS = 2
 # Where the credential is kept: a Secret the wizard writes, or sealed to the operator in the
 # connection itself (what a GitOps team commits; the default in read-only mode).
-STORAGES = {
+Storage = Literal["sealed", "secret"]
+STORAGES: dict[Storage, str] = {
     "sealed": "Sealed into the connection (safe to commit to Git)",
     "secret": "In a Secret of this namespace",
 }
 
 
-def first_storage(*, read_only: bool, can_seal: bool) -> str:
+def first_storage(*, read_only: bool, can_seal: bool) -> Storage:
     """Where a new connection's secret goes unless the admin picks the other way: sealed into
     the connection wherever the installation has sealing keys (the seed's secret encrypted at
     rest, where a Secret is read by anyone with ``edit``), and always on a read-only page, whose
@@ -104,6 +126,15 @@ def first_storage(*, read_only: bool, can_seal: bool) -> str:
 
 
 _NAME_CHARS = re.compile(r"[^a-z0-9]+")
+
+Choice = TypeVar("Choice", bound=str)
+
+
+def one_of(allowed: Collection[Choice], text: str) -> Choice | None:
+    """The allowed value the text is, typed as its api type (so a misspelt comparison is mypy's
+    error); None when it is none of them. A form keeps what was posted, for the page to show back
+    and problems() to name."""
+    return next((value for value in allowed if value == text), None)
 
 
 def _lines(text: str) -> list[str]:
@@ -163,14 +194,14 @@ class WizardForm:
     # Filled rows only, in the order given: (name, value).
     headers: tuple[tuple[str, str], ...] = ()
     allowed_content_types: str = ""
-    auth_type: str = "none"
+    auth_type: str = DEFAULT_AUTH_TYPE
     api_key_name: str = ""
-    api_key_in: str = "header"
+    api_key_in: str = FIRST_KEY_PLACEMENT
     scopes: str = ""
     token_url: str = ""
     client_id: str = ""
     oauth_scopes: str = ""
-    client_authentication: str = "basic"
+    client_authentication: str = DEFAULT_CLIENT_AUTHENTICATION
     # One name=value a line.
     token_parameters: str = ""
     # No preselected value, as the reference has none: who may link is the admin's choice.
@@ -187,8 +218,8 @@ class WizardForm:
     # An edit's starting point: the spec as stored (limits, the Secret it names) and its version.
     stored: StoredConnectionSpec = field(default_factory=StoredConnectionSpec)
     resource_version: str = ""
-    test_method: str = "GET"
-    test_path: str = "/"
+    test_method: str = DEFAULT_TEST_METHOD
+    test_path: str = DEFAULT_TEST_PATH
     test_body: str = ""
     # Asked after a passing draft test: the saved connection's sample, from a test on Save; its
     # label is optional, as in the reference.
@@ -206,18 +237,20 @@ class WizardForm:
             name=text("name").strip(),
             display_name=text("display_name").strip(),
             base_url=text("base_url").strip(),
-            allowed_methods=tuple(m for m in METHODS if m in fields.getlist("allowed_methods")),
+            allowed_methods=tuple(
+                m for m in HTTP_METHODS if m in fields.getlist("allowed_methods")
+            ),
             allowed_paths=text("allowed_paths"),
             headers=tuple(row for row in headers if row != ("", "")),
             allowed_content_types=text("allowed_content_types"),
-            auth_type=text("auth_type", "none"),
+            auth_type=text("auth_type", DEFAULT_AUTH_TYPE),
             api_key_name=text("api_key_name").strip(),
-            api_key_in=text("api_key_in", "header"),
+            api_key_in=text("api_key_in", FIRST_KEY_PLACEMENT),
             scopes=text("scopes"),
             token_url=text("token_url").strip(),
             client_id=text("client_id").strip(),
             oauth_scopes=text("oauth_scopes"),
-            client_authentication=text("client_authentication", "basic"),
+            client_authentication=text("client_authentication", DEFAULT_CLIENT_AUTHENTICATION),
             token_parameters=text("token_parameters"),
             link_policy=text("link_policy"),
             allow_public_images=fields.get("allow_public_images") == "on",
@@ -227,8 +260,8 @@ class WizardForm:
             storage=text("storage", "secret"),
             stored=stored,
             resource_version=text("resource_version"),
-            test_method=text("test_method", "GET"),
-            test_path=text("test_path", "/").strip() or "/",
+            test_method=text("test_method", DEFAULT_TEST_METHOD),
+            test_path=text("test_path", DEFAULT_TEST_PATH).strip() or DEFAULT_TEST_PATH,
             test_body=text("test_body"),
             # A label given asks for the sample too, as the field alone did before.
             save_sample=fields.get("save_sample") == "on" or bool(text("sample_label").strip()),
@@ -277,6 +310,15 @@ class WizardForm:
     def editing(self) -> bool:
         return bool(self.resource_version)
 
+    @property
+    def known_auth_type(self) -> AuthType | None:
+        """The auth type, if it is one the schema knows: what the form branches on."""
+        return one_of(AUTH_TYPES, self.auth_type)
+
+    @property
+    def known_key_placement(self) -> KeyPlacement | None:
+        return one_of(KEY_PLACEMENTS, self.api_key_in)
+
     def named(self) -> WizardForm:
         """With a name made from the display name when none was given."""
         if self.name or self.editing:
@@ -286,7 +328,7 @@ class WizardForm:
     @property
     def sealed(self) -> bool:
         """Whether the credential is sealed into the connection rather than kept in a Secret."""
-        return self.auth_type != "none" and self.storage == "sealed"
+        return self.known_auth_type != "none" and one_of(STORAGES, self.storage) == "sealed"
 
     @property
     def secret_entered(self) -> bool:
@@ -304,7 +346,7 @@ class WizardForm:
             changed.append("auth type")
         if origin_of(self.stored.base_url) != origin_of(self.base_url):
             changed.append("base URL")
-        if self.auth_type == OAUTH2:
+        if self.known_auth_type == "oauth2ClientCredentials":
             oauth2 = auth.oauth2_client_credentials
             if _token_url(oauth2.token_url) != _token_url(self.token_url):
                 changed.append("token URL")
@@ -326,7 +368,7 @@ class WizardForm:
             return None
         try:
             origin = normalise_origin(self.base_url, allow_http=True)
-            if self.auth_type != OAUTH2:
+            if self.known_auth_type != "oauth2ClientCredentials":
                 return Scope(namespace, self.name, origin)
             token_url = normalise_token_url(self.token_url, allow_http=True)
         except OriginError:
@@ -348,10 +390,11 @@ class WizardForm:
     def secret_ref(self) -> SecretRefDocument | None:
         """Where the credential is: the stored spec's Secret, else one named after the
         connection; None for auth type none, or when it is sealed into the connection."""
-        if self.auth_type == "none" or self.sealed:
+        auth_type = self.known_auth_type
+        if auth_type == "none" or self.sealed:
             return None
         stored = self.stored_secret_ref()
-        key = "key.json" if self.auth_type == "googleServiceAccount" else "token"
+        key = "key.json" if auth_type == "googleServiceAccount" else "token"
         if stored and stored["key"] == key:
             return stored
         return {"name": f"{self.name}{SECRET_SUFFIX}", "key": key}
@@ -391,11 +434,12 @@ class WizardForm:
 
     def _auth(self) -> AuthDocument:
         auth: AuthDocument = {"type": self.auth_type}
-        if self.auth_type == "apiKey":
+        auth_type = self.known_auth_type
+        if auth_type == "apiKey":
             auth["apiKey"] = {"name": self.api_key_name, "in": self.api_key_in}
-        if self.auth_type == "googleServiceAccount":
+        if auth_type == "googleServiceAccount":
             auth["googleServiceAccount"] = {"scopes": _lines(self.scopes)}
-        if self.auth_type == OAUTH2:
+        if auth_type == "oauth2ClientCredentials":
             oauth2: OAuth2Document = {"tokenURL": self.token_url, "clientId": self.client_id}
             if _words(self.oauth_scopes):
                 oauth2["scopes"] = _words(self.oauth_scopes)
@@ -458,9 +502,10 @@ class WizardForm:
                 where = first_problem(error)[0]
                 rule = _rule(error)
                 found[index] = f"headers[].{where}: {rule}" if where else rule
-        key_header = self.api_key_name if self.auth_type == "apiKey" else ""
+        key_header = self.api_key_name if self.known_auth_type == "apiKey" else ""
         clashes = header_clashes(
-            [name for name, _ in self.headers], key_header if self.api_key_in == "header" else ""
+            [name for name, _ in self.headers],
+            key_header if self.known_key_placement == "header" else "",
         )
         for index, message in clashes.items():
             found.setdefault(index, message)
@@ -473,14 +518,15 @@ class WizardForm:
             found.append("Display name: required")
         if not self.base_url:
             found.append("Base URL: required, an origin such as https://api.example.com")
+        auth_type = self.known_auth_type
         image_rule = image_rule_problem(
-            self.auth_type, self.allow_public_images, bool(self.allowed_methods)
+            auth_type, self.allow_public_images, bool(self.allowed_methods)
         )
         if image_rule == PUBLIC_IMAGES_NEED_NO_AUTH:
             found.append(f"Allow public images: {image_rule}")
         elif image_rule:
             found.append(
-                f"Allowed methods: at least one of {', '.join(METHODS)}, or none for an "
+                f"Allowed methods: at least one of {', '.join(HTTP_METHODS)}, or none for an "
                 "image-only connection (Allow public images, with auth type none)"
             )
         if len(self.headers) > MAX_HEADERS:
@@ -506,24 +552,27 @@ class WizardForm:
             title, most = SHOWN_LIMITS[key]
             if value and not (value.isdigit() and 1 <= int(value) <= most):
                 found.append(f"{title}: a whole number from 1 to {most:,}, or empty for none")
-        for title, value, allowed in (
-            ("Auth type", self.auth_type, AUTH_TYPES),
-            ("Keep the secret", self.storage, STORAGES),
-            ("API key: sent in", self.api_key_in, ("header", "query")),
+        # Each choice: what the posted value is (None: not allowed), and the allowed values in
+        # the order the page offers them.
+        choices: tuple[tuple[str, str | None, Collection[str]], ...] = (
+            ("Auth type", auth_type, AUTH_TYPE_TITLES),
+            ("Keep the secret", one_of(STORAGES, self.storage), STORAGES),
+            ("API key: sent in", self.known_key_placement, KEY_PLACEMENTS),
             (
                 "OAuth 2.0: client authentication",
-                self.client_authentication,
-                CLIENT_AUTHENTICATIONS,
+                one_of(CLIENT_AUTHENTICATIONS, self.client_authentication),
+                CLIENT_AUTHENTICATION_TITLES,
             ),
-            ("Who can link it", self.link_policy, LINK_POLICIES),
-        ):
-            if value not in allowed:
-                found.append(f"{title}: one of {', '.join(allowed)}")
-        if self.auth_type == "apiKey" and not self.api_key_name:
+            ("Who can link it", one_of(LINK_POLICIES, self.link_policy), LINK_POLICIES),
+        )
+        for title, chosen, offered in choices:
+            if chosen is None:
+                found.append(f"{title}: one of {', '.join(offered)}")
+        if auth_type == "apiKey" and not self.api_key_name:
             found.append("Parameter name: required for an API key")
-        if self.auth_type == "googleServiceAccount" and not _lines(self.scopes):
+        if auth_type == "googleServiceAccount" and not _lines(self.scopes):
             found.append("Scopes: at least one for a Google service account")
-        if self.auth_type == OAUTH2:
+        if auth_type == "oauth2ClientCredentials":
             if not self.token_url:
                 found.append(
                     "Token URL: required for OAuth 2.0, such as https://login.example.com/oauth2/token"
@@ -533,7 +582,7 @@ class WizardForm:
             for line in self.token_parameter_pairs()[1]:
                 found.append(f"Extra token parameters: {line!r} is not name=value (one a line)")
         changed = self.changed_for_secret()
-        if self.auth_type != "none" and changed and not self.secret_entered:
+        if auth_type != "none" and changed and not self.secret_entered:
             found.append(
                 f"Secret: enter it again: the {' and the '.join(changed)} changed, and a stored "
                 "secret is kept only while the auth type, base URL, token URL and client id "
@@ -552,7 +601,7 @@ class WizardForm:
         text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
         if self.sealed:
             bound = "namespace, name and baseURL"
-            if self.auth_type == OAUTH2:
+            if self.known_auth_type == "oauth2ClientCredentials":
                 bound = "namespace, name, baseURL,\n# token URL and client id"
             return (
                 f"{text}# auth.sealedSecret opens in the operator only, and only for this "
@@ -564,7 +613,9 @@ class WizardForm:
         if ref is None:
             return text
         pair = (
-            "# as user:password (no colon in the user name),\n" if self.auth_type == "basic" else ""
+            "# as user:password (no colon in the user name),\n"
+            if self.known_auth_type == "basic"
+            else ""
         )
         return (
             f"{text}---\n"
