@@ -16,6 +16,8 @@ from gatehouse_contract.keyring import Keyring
 from gatehouse_operator.api.connection import (
     AUTH_TYPES,
     CLIENT_AUTHENTICATIONS,
+    KEY_PLACEMENTS,
+    LINK_POLICIES,
     MAX_INSTRUCTIONS,
     ExternalConnectionSpec,
     Limits,
@@ -28,7 +30,9 @@ from gatehouse_operator.web.session import Credentials, Sessions
 from gatehouse_operator.web.wizard import (
     AUTH_TYPE_TITLES,
     CLIENT_AUTHENTICATION_TITLES,
+    KEY_PLACEMENT_TITLES,
     LIMIT_TITLES,
+    LINK_POLICY_TITLES,
     SHOWN_LIMITS,
     WizardForm,
     basic_secret,
@@ -180,6 +184,8 @@ def test_the_page_offers_each_allowed_value_in_words_and_no_other() -> None:
     # The titles are keyed by the api's types (mypy checks each key); this checks none is missing.
     assert set(AUTH_TYPE_TITLES) == set(AUTH_TYPES)
     assert set(CLIENT_AUTHENTICATION_TITLES) == set(CLIENT_AUTHENTICATIONS)
+    assert set(KEY_PLACEMENT_TITLES) == set(KEY_PLACEMENTS)
+    assert set(LINK_POLICY_TITLES) == set(LINK_POLICIES)
     assert list(LIMIT_TITLES) == [field.alias for field in Limits.model_fields.values()]
 
 

@@ -18,8 +18,10 @@ from pydantic.alias_generators import to_camel
 
 from gatehouse_operator.api.conditions import ConditionType
 from gatehouse_operator.api.connection import (
+    DEFAULT_AUTH_TYPE,
     DEFAULT_LINK_POLICY,
     DEFAULT_METHODS,
+    FIRST_KEY_PLACEMENT,
     Auth,
     OAuth2ClientCredentialsAuth,
 )
@@ -81,7 +83,7 @@ class StoredConnectionSpec(Stored):
 
     @property
     def auth_type(self) -> str:
-        return str(self.auth.get("type", "none"))
+        return str(self.auth.get("type", DEFAULT_AUTH_TYPE))
 
     @property
     def secret_ref_name(self) -> str:
@@ -124,13 +126,11 @@ class StoredConnection(Stored):
 # A stored connection's auth settings, read leniently as the rest: what the wizard starts an
 # edit from, and compares an edit with to decide whether the stored secret is kept. Each part
 # missing reads as empty, with the schema's defaults.
-# The wizard offers a header first; the schema has no default (it asks for one or the other).
-_FIRST_PLACE = "header"
 
 
 class StoredApiKey(Stored):
     name: str = ""
-    in_: str = Field(default=_FIRST_PLACE, alias="in")
+    in_: str = Field(default=FIRST_KEY_PLACEMENT, alias="in")
 
 
 class StoredGoogleServiceAccount(Stored):

@@ -29,6 +29,7 @@ from gatehouse_contract.observability import version
 from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
     DEFAULT_TEST_METHOD,
+    DEFAULT_TEST_PATH,
     SAMPLE_LABEL_CHARS,
     SAVE_AS_SAMPLE_ANNOTATION,
 )
@@ -68,7 +69,9 @@ def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
         type=str.upper,
         help=f"default: {DEFAULT_TEST_METHOD}",
     )
-    test.add_argument("--path", default="/", help="relative to the base URL, may hold a query")
+    test.add_argument(
+        "--path", default=DEFAULT_TEST_PATH, help="relative to the base URL, may hold a query"
+    )
     test.add_argument("--data", help="a JSON request body (not with GET)")
     test.add_argument(
         "--save-sample",

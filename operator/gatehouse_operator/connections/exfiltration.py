@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from gatehouse_operator.api.connection import HttpMethod
 from gatehouse_operator.api.stored import StoredConnection
 
-WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+WRITE_METHODS: tuple[HttpMethod, ...] = ("POST", "PUT", "PATCH", "DELETE")
 # Where the connection is not chosen yet (a form that links any of several).
 ANY_CONNECTION = (
     "Apps linked to a connection can send any data they can query to its origin; where it "

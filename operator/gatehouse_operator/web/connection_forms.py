@@ -21,7 +21,11 @@ from starlette.responses import Response
 from gatehouse_operator.access.as_user import as_user, refusal
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, HTTP_METHODS, MAX_HEADERS
 from gatehouse_operator.api.connection_document import as_json
-from gatehouse_operator.api.connection_test import DEFAULT_TEST_METHOD, DEFAULT_TEST_PATH
+from gatehouse_operator.api.connection_test import (
+    DEFAULT_TEST_METHOD,
+    DEFAULT_TEST_PATH,
+    MAX_TEST_PATH_CHARS,
+)
 from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.actions import Managed
@@ -35,6 +39,8 @@ from gatehouse_operator.web.pages import Pages, trial
 from gatehouse_operator.web.wizard import (
     AUTH_TYPE_TITLES,
     CLIENT_AUTHENTICATION_TITLES,
+    KEY_PLACEMENT_TITLES,
+    LINK_POLICY_TITLES,
     SHOWN_LIMITS,
     SPARE_HEADER_ROWS,
     STEP_TITLES,
@@ -333,6 +339,9 @@ class ConnectionForms:
             methods=HTTP_METHODS,
             auth_types=AUTH_TYPE_TITLES,
             client_authentications=CLIENT_AUTHENTICATION_TITLES,
+            key_placements=KEY_PLACEMENT_TITLES,
+            link_policies=LINK_POLICY_TITLES,
+            test_path_chars=MAX_TEST_PATH_CHARS,
             storages=STORAGES,
             shown_limits=SHOWN_LIMITS,
             headers=[

@@ -23,6 +23,8 @@ from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import (
     CONNECTION_TEST,
     DEFAULT_TEST_METHOD,
+    DEFAULT_TEST_PATH,
+    MAX_TEST_PATH_CHARS,
     SAMPLE_LABEL_CHARS,
 )
 from gatehouse_operator.api.meta import Kind
@@ -191,6 +193,8 @@ class Pages:
             detail=detail,
             auth_types=AUTH_TYPE_TITLES,
             limit_titles=LIMIT_TITLES,
+            test_path=DEFAULT_TEST_PATH,
+            test_path_chars=MAX_TEST_PATH_CHARS,
             link_writes=bool(write_methods(detail.connection.allowed_methods)),
             can_test=await self.may(visitor, "create", CONNECTION_TEST.plural, namespace),
             apps=apps,

@@ -42,6 +42,7 @@ from gatehouse_operator.api.connection import (
     ClientAuthentication,
     HeaderSetting,
     KeyPlacement,
+    LinkPolicy,
     MediaRange,
     header_clashes,
     image_rule_problem,
@@ -87,6 +88,11 @@ AUTH_TYPE_TITLES: dict[AuthType, str] = {
 CLIENT_AUTHENTICATION_TITLES: dict[ClientAuthentication, str] = {
     "basic": "HTTP Basic (every server accepts it)",
     "body": "In the form body (client_id and client_secret)",
+}
+KEY_PLACEMENT_TITLES: dict[KeyPlacement, str] = {"header": "a header", "query": "the query"}
+LINK_POLICY_TITLES: dict[LinkPolicy, str] = {
+    "AdminsOnly": "Admins only",
+    "Builders": "Data app and chart type builders",
 }
 # The limits in words, for the page.
 LIMIT_TITLES = {
