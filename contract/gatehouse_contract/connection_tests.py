@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from gatehouse_contract.errors import RefusalCode, as_refusal_code
 from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_contract.wire import Wire
 
@@ -39,13 +40,13 @@ ANSWER_GRACE_SECONDS = 5.0
 
 # The replica's own refusal codes for a test (besides the proxy's, as an app's fetch gets them).
 # Sent again by the operator: the request was never sent upstream.
-TESTS_BUSY: Final = "tests_busy"  # the namespace's queue on the replica is full
-TEST_NOT_STARTED: Final = (
+TESTS_BUSY: Final[RefusalCode] = "tests_busy"  # the namespace's queue on the replica is full
+TEST_NOT_STARTED: Final[RefusalCode] = (
     "test_not_started"  # no place before it had to start, or its replica stopped
 )
-NOT_SENT = frozenset({TESTS_BUSY, TEST_NOT_STARTED})
+NOT_SENT: frozenset[RefusalCode] = frozenset({TESTS_BUSY, TEST_NOT_STARTED})
 # Final: the request was sent, and the upstream had not answered by the test's deadline.
-TEST_TIMED_OUT: Final = "test_timed_out"
+TEST_TIMED_OUT: Final[RefusalCode] = "test_timed_out"
 # Earlier replicas said this both of a test dropped while it waited and of one cancelled in
 # flight: whether its request was sent is unknown, so it is final too.
 TEST_EXPIRED = "test_expired"
@@ -108,8 +109,16 @@ class ConnectionTestAnswer(Wire):
 
 
 class Problem(Wire):
-    code: str  # snake_case, as the proxy's error bodies have it
+    # snake_case, as the proxy's error bodies have it: a refusal's code, or a failure's own
+    # ("internal", "unreadable"). A string on the wire, so that a newer replica's code still reads.
+    code: str
     message: str
+
+    @property
+    def refusal(self) -> RefusalCode | None:
+        """The code as a refusal this release knows; None for a failure's, a newer replica's
+        (during a rolling upgrade) or an older one's (``TEST_EXPIRED``)."""
+        return as_refusal_code(self.code)
 
 
 class TableBehind(Wire):

@@ -7,11 +7,13 @@ people and never holds a secret.
 
 from __future__ import annotations
 
-from typing import Literal, cast, get_args
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Literal, get_args
 
 # The proxy's refusal codes: what an app's fetch (and a connection test) is told, by
 # ``error.code``. The proxy maps each to its HTTP status; the operator names a refused test's
-# condition reason after it (refusal_reason).
+# condition reason after it (RefusalReason).
 RefusalCode = Literal[
     "invalid_path",
     "invalid_query",
@@ -44,18 +46,69 @@ RefusalCode = Literal[
     "test_not_started",
     "test_timed_out",
 ]
-REFUSAL_CODES: frozenset[str] = frozenset(get_args(RefusalCode))
+REFUSAL_CODES: frozenset[RefusalCode] = frozenset(get_args(RefusalCode))
 
 
 def as_refusal_code(code: str) -> RefusalCode | None:
     """A code read back from elsewhere (a store, a replica), if it is one this release knows."""
-    return cast("RefusalCode", code) if code in REFUSAL_CODES else None
+    return code if code in REFUSAL_CODES else None
 
 
-def refusal_reason(code: str) -> str:
-    """A refusal code as a condition reason names it: path_not_allowed is PathNotAllowed. A code
-    this release does not know (from a newer replica) is named the same way."""
+class RefusalReason(StrEnum):
+    """A refusal code as a condition reason names it: the Passed reason of a connection test the
+    proxy refused (path_not_allowed is PathNotAllowed). One member per RefusalCode, named after
+    it; what each means, and what to do, is on the generated reasons page."""
+
+    INVALID_PATH = "InvalidPath"
+    INVALID_QUERY = "InvalidQuery"
+    INVALID_BODY = "InvalidBody"
+    PATH_TRAVERSAL = "PathTraversal"
+    UNAUTHENTICATED = "Unauthenticated"
+    PATH_NOT_ALLOWED = "PathNotAllowed"
+    UNKNOWN_ALIAS = "UnknownAlias"
+    METHOD_NOT_ALLOWED = "MethodNotAllowed"
+    IMAGES_ONLY = "ImagesOnly"
+    REQUEST_TIMEOUT = "RequestTimeout"
+    REQUEST_TOO_LARGE = "RequestTooLarge"
+    RATE_LIMITED = "RateLimited"
+    UPSTREAM_REDIRECT = "UpstreamRedirect"
+    UPSTREAM_FAILED = "UpstreamFailed"
+    UNSUPPORTED_ENCODING = "UnsupportedEncoding"
+    UPSTREAM_INFORMATIONAL = "UpstreamInformational"
+    RESPONSE_TOO_LARGE = "ResponseTooLarge"
+    BLOCKED_ADDRESS = "BlockedAddress"
+    CREDENTIAL_FAILED = "CredentialFailed"
+    TOKEN_ENDPOINT_FAILED = "TokenEndpointFailed"  # noqa: S105 (a reason, not a secret)
+    CONTENT_TYPE_NOT_ALLOWED = "ContentTypeNotAllowed"
+    CONCURRENCY_LIMITED = "ConcurrencyLimited"
+    REQUEST_BYTES_LIMITED = "RequestBytesLimited"
+    CONNECTION_UNAVAILABLE = "ConnectionUnavailable"
+    NOT_READY = "NotReady"
+    UPSTREAM_TIMEOUT = "UpstreamTimeout"
+    TESTS_BUSY = "TestsBusy"
+    TEST_NOT_STARTED = "TestNotStarted"
+    TEST_TIMED_OUT = "TestTimedOut"
+
+
+def _camel(code: str) -> str:
     return "".join(part.capitalize() for part in code.split("_"))
+
+
+# Made from the codes, so that a code added without its reason fails on import.
+REFUSAL_REASONS: Mapping[RefusalCode, RefusalReason] = {
+    code: RefusalReason(_camel(code)) for code in get_args(RefusalCode)
+}
+
+
+def refusal_reason(code: RefusalCode) -> RefusalReason:
+    """The condition reason a refusal gives: path_not_allowed is PathNotAllowed."""
+    return REFUSAL_REASONS[code]
+
+
+def unknown_refusal_reason(code: str) -> str:
+    """A code this release does not know (a newer replica's, during a rolling upgrade, or an
+    older one's ``test_expired``) is named as a known one would be: test_expired is TestExpired."""
+    return _camel(code)
 
 
 def error_body(code: str, message: str) -> dict[str, dict[str, str]]:

@@ -34,7 +34,10 @@ class Verdict:
 
     type: ConditionType
     status: ConditionStatus
-    reason: str  # a Reason, or one taken from elsewhere (see Reason)
+    # A Reason, a RefusalReason (a test the proxy refused), or one taken from elsewhere (see
+    # Reason): another condition's as read back, a newer proxy's refusal this release does not
+    # know. Hence a str, not a union of the two enums.
+    reason: str
     message: str = ""
 
     @property

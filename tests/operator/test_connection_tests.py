@@ -19,6 +19,7 @@ from gatehouse_contract.connection_tests import (
     ReplicaTestOutcome,
     ReplicaTestRequest,
 )
+from gatehouse_contract.errors import RefusalReason
 from gatehouse_contract.frames import ConnectionTestResult, Unreadable, read_replica_message
 from gatehouse_operator.api.meta import first_problem
 from gatehouse_operator.connections import models, runs
@@ -87,6 +88,30 @@ def test_a_busy_replica_is_a_reason_to_wait_and_an_unreadable_answer_a_failure()
     with pytest.raises(Finished) as finished:
         _ask(outcome)
     assert finished.value.verdict.reason == "ProxyError"
+
+
+def test_a_refusal_fails_the_test_with_its_typed_reason_and_an_unknown_one_still_named() -> None:
+    refused = read_replica_message(
+        json.dumps(
+            {
+                "type": "probeResult",
+                "id": "t1",
+                "result": {"refused": {"code": "path_not_allowed", "message": "not /admin"}},
+            }
+        )
+    )
+    assert isinstance(refused, ConnectionTestResult)
+    with pytest.raises(Finished) as finished:
+        _ask(refused.result)
+    assert finished.value.verdict.reason is RefusalReason.PATH_NOT_ALLOWED
+    assert finished.value.verdict.message == "not /admin"
+    # A newer replica's code, during a rolling upgrade: final, and named as a known one would be.
+    with pytest.raises(Finished) as finished:
+        _ask(ProxyRefused(refused=Problem(code="quota_exhausted", message="over quota")))
+    assert (finished.value.verdict.reason, finished.value.verdict.message) == (
+        "QuotaExhausted",
+        "over quota",
+    )
 
 
 def _unreadable_outcome(result: dict[str, object]) -> ReplicaTestOutcome:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gatehouse_contract.errors import REFUSAL_CODES, refusal_reason
+from gatehouse_contract.errors import REFUSAL_CODES, refusal_reason, unknown_refusal_reason
 from gatehouse_proxy.errors import STATUS_BY_CODE
 
 TROUBLESHOOTING = Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md"
@@ -29,4 +29,4 @@ def test_every_refusal_code_in_the_contract_has_a_status() -> None:
 
 def test_a_refusal_code_names_its_condition_reason_in_camel_case() -> None:
     assert refusal_reason("path_not_allowed") == "PathNotAllowed"
-    assert refusal_reason("test_expired") == "TestExpired"
+    assert unknown_refusal_reason("test_expired") == "TestExpired"

@@ -1,4 +1,5 @@
-"""What each condition reason means, and what to check: one text per ``Reason``.
+"""What each condition reason means, and what to check: one text per ``Reason``, and one per
+``RefusalReason`` (a ConnectionTest the proxy refused).
 
 The reference page of reasons is generated from this mapping (``python -m gatehouse_dev docs``),
 and a test fails when a reason has no text here, so a new reason is explained where it is added.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gatehouse_contract.errors import RefusalReason
 from gatehouse_operator.api.conditions import Reason
 
 _APPS = "DataApp, ChartType"
@@ -104,8 +106,7 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
         "ConnectionTest (Passed)",
         "The test's method is not among the connection's `allowedMethods` (the message lists "
         "them), so it is not sent. Test with an allowed method, or allow it on the connection. "
-        "A test the proxy refuses carries the proxy's refusal code here the same way (as "
-        "`PathNotAllowed`).",
+        "The proxy refuses such a request with the same reason.",
     ),
     Reason.NAMESPACE_TABLE_FULL: Troubleshooting(
         f"ExternalConnection, {_APPS}",
@@ -288,5 +289,146 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
         "ExternalConnection (CredentialWatched)",
         "The credential's Secret is labelled, so a rotation is seen at once. Nothing to do.",
         working=True,
+    ),
+}
+
+# A ConnectionTest the proxy refuses fails with the refusal's reason (Passed, False): what each
+# means for the test, and what to do. An app's fetch gets the same refusals by their code.
+_NOT_A_TEST = "An app's fetch only: a test never gets it."
+_TRIED_AGAIN = (
+    "Never a test's reason: its request was not sent, so the operator sends the test again "
+    "(`Pending`), and after a minute it ends as `ProxyBusy`."
+)
+
+REFUSAL_TROUBLESHOOTING: dict[RefusalReason, str] = {
+    RefusalReason.BLOCKED_ADDRESS: (
+        "The connection's host resolves to an address the installation blocks (private, "
+        "loopback, metadata...), or it is an `http://` one the installation does not call; the "
+        "message says which. Use a public `https://` host, or allow the network with "
+        "`installation.allowedPrivateNetworks`."
+    ),
+    RefusalReason.CONCURRENCY_LIMITED: (
+        "The replica's cap on requests in flight for the namespace, the app (tests count as "
+        "one) or the connection stayed full; the message says which. Run the test again after "
+        "`Retry-After`; if it lasts, they send more at once than the installation allows."
+    ),
+    RefusalReason.CONNECTION_UNAVAILABLE: (
+        "The proxy cannot use the connection: it is not Ready (its own Ready condition says "
+        "why: `kubectl describe externalconnection NAME`), or this replica cannot decrypt its "
+        "credential (the keyring Secret it mounts lacks the key); the message says which."
+    ),
+    RefusalReason.CONTENT_TYPE_NOT_ALLOWED: (
+        "The API answered with a media type outside the connection's `allowedContentTypes`; "
+        "the message names it. Add the type if apps should get it, or test a path that answers "
+        "with an allowed one."
+    ),
+    RefusalReason.CREDENTIAL_FAILED: (
+        "The Google token exchange for the connection's service account failed; the message "
+        "says why (the provider's error code). Check the key and the account's access."
+    ),
+    RefusalReason.IMAGES_ONLY: (
+        "The connection is image-only (`allowedMethods: []`, `allowPublicImages`): it serves "
+        "images straight from its origin, and no request goes through the proxy. Allow a "
+        "method on the connection to test it."
+    ),
+    RefusalReason.INVALID_BODY: (
+        "Where the API key goes in the query, the test's body has a field named as the key "
+        "(servers merge body fields with the query's); for an app's fetch also a body "
+        "compressed in a coding other than gzip and deflate. Rename or drop the field."
+    ),
+    RefusalReason.INVALID_PATH: (
+        "The test's path is one servers could read differently (encoded `/` or `\\`, double or "
+        "`%u` encoding, look-alike characters); the message says which. Write the path plainly."
+    ),
+    RefusalReason.INVALID_QUERY: (
+        "The test's query has a raw `#`, or a raw `;` where the API key goes in the query. "
+        "Encode it (`%23`, `%3B`)."
+    ),
+    RefusalReason.METHOD_NOT_ALLOWED: (
+        "The proxy refused the method, or a `_method` override in the query or body naming a "
+        "method not among the connection's `allowedMethods`. Test with an allowed method, or "
+        "allow it on the connection."
+    ),
+    RefusalReason.NOT_READY: (
+        "The proxy replica has no routing table yet. See `NoProxyReplicas`, and the replica's "
+        "`/readyz` (its metrics port) for `feed.lastError`."
+    ),
+    RefusalReason.PATH_NOT_ALLOWED: (
+        "The test's path, or the object a copy header names, is outside the connection's "
+        "`allowedPaths`. Test a path it allows, or add the path to `allowedPaths`."
+    ),
+    RefusalReason.PATH_TRAVERSAL: (
+        "The test's path has dot segments (`..`, `.`, or encoded ones) that servers resolve "
+        "differently. Write the path without them."
+    ),
+    RefusalReason.RATE_LIMITED: (
+        "Over one of the connection's quotas (`limits.requestsPerMinute`, which tests count "
+        "apart from every app, `connectionRequestsPerMinute`, `requestsPerDay`), or the API "
+        "asked to wait (its 429 or 503 with `Retry-After` paused the connection); the message "
+        "says which. Run the test again later."
+    ),
+    RefusalReason.REQUEST_BYTES_LIMITED: (
+        "The request bodies the replica holds for the namespace (or for all) would go over "
+        "its cap. Run the test again after `Retry-After`."
+    ),
+    RefusalReason.REQUEST_TIMEOUT: (
+        f"The request's body did not arrive within `proxy.requestReadTimeoutSeconds`. {_NOT_A_TEST}"
+    ),
+    RefusalReason.REQUEST_TOO_LARGE: (
+        "The test's body is over the connection's `limits.maxRequestBytes`. Send a smaller body, "
+        "or raise the limit."
+    ),
+    RefusalReason.RESPONSE_TOO_LARGE: (
+        "The API's answer is over the connection's `limits.maxResponseBytes`, so an app's fetch "
+        "of it is refused; the test shows its status, content type and start. Ask for less (a "
+        "page size, a filter), or raise the limit."
+    ),
+    RefusalReason.TEST_NOT_STARTED: (
+        "The test found no place on its replica before it had to start, or the replica was "
+        f"stopping. {_TRIED_AGAIN}"
+    ),
+    RefusalReason.TEST_TIMED_OUT: (
+        "The test's request was sent and the API had not answered by the test's deadline. It is "
+        "not sent again (it may have reached the API): check there if it matters, then run a "
+        "new test; a slow API needs a larger `limits.timeoutSeconds`."
+    ),
+    RefusalReason.TESTS_BUSY: (
+        f"The replica's places for the namespace's tests were full. {_TRIED_AGAIN}"
+    ),
+    RefusalReason.TOKEN_ENDPOINT_FAILED: (
+        "The OAuth 2.0 token request failed: the message gives the provider's `error` and "
+        "`error_description` (scrubbed), or the bound it broke (a redirect, an answer too large "
+        "or too slow, an `expires_in` of 0, an address not allowed). Check `tokenURL`, "
+        "`clientId` and the client secret."
+    ),
+    RefusalReason.UNAUTHENTICATED: (
+        f"The request had no app credential, or an unknown one. {_NOT_A_TEST}"
+    ),
+    RefusalReason.UNKNOWN_ALIAS: (
+        "The replica routes no such connection: it was deleted while the test was on its way "
+        "(for an app's fetch: the app links no connection under that alias). Check the name."
+    ),
+    RefusalReason.UNSUPPORTED_ENCODING: (
+        "The API compressed its answer although asked not to, in a coding the proxy cannot "
+        "decode to scrub the credential (br, zstd, several stacked). The API must answer "
+        "uncompressed, gzip or deflate."
+    ),
+    RefusalReason.UPSTREAM_FAILED: (
+        "The API could not be reached, the request failed, or the answer broke off (or its "
+        "compressed body could not be decoded); the message says which. Check `baseURL`, and "
+        "that the API answers from the cluster."
+    ),
+    RefusalReason.UPSTREAM_INFORMATIONAL: (
+        "The API gave an interim (1xx) status, such as `101 Switching Protocols`, as its final "
+        "answer; the proxy relays none. The path does not suit a fetch through the proxy."
+    ),
+    RefusalReason.UPSTREAM_REDIRECT: (
+        "The API answered with a redirect: never followed, and an app's fetch of it is refused. "
+        "The test shows its status and `response.location`; point `baseURL` or the path at "
+        "where it leads."
+    ),
+    RefusalReason.UPSTREAM_TIMEOUT: (
+        "The API took longer than the connection's `limits.timeoutSeconds` to answer. Check the "
+        "API, or raise the limit."
     ),
 }

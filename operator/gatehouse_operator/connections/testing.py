@@ -20,11 +20,12 @@ from gatehouse_contract.connection_tests import (
     TEST_EXPIRED,
     Answered,
     ConnectionTestAnswer,
+    Problem,
     ProxyRefused,
     ReplicaTestRequest,
     Stale,
 )
-from gatehouse_contract.errors import RefusalCode, refusal_reason
+from gatehouse_contract.errors import RefusalCode, refusal_reason, unknown_refusal_reason
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.connection_test import RESULT_BODY_CHARS
@@ -54,7 +55,7 @@ class Finished(Exception):
 class Waiting(Exception):
     """The test cannot run yet: no replica could take it now."""
 
-    def __init__(self, reason: str, message: str, delay: float = 2.0) -> None:
+    def __init__(self, reason: Reason, message: str, delay: float = 2.0) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
@@ -91,21 +92,29 @@ async def ask(runtime: Runtime, request: ReplicaTestRequest, within: float) -> C
     if isinstance(outcome, Stale):
         raise Waiting(Reason.PROXY_BEHIND, "the proxy has not installed the newest table yet", 0.5)
     if isinstance(outcome, ProxyRefused):
-        refused = outcome.refused
-        if refused.code in NOT_SENT:
-            raise Waiting(Reason.PROXY_BUSY, refused.message[:1024], 2.0)
-        message = refused.message[:900]
-        if refused.code == TEST_EXPIRED:
-            message += (
-                " (an earlier proxy release, which does not say whether the request was sent: "
-                "it is not sent again; run a new test to try again)"
-            )
-        raise Finished(
-            Verdict(ConditionType.PASSED, "False", refusal_reason(refused.code), message)
-        )
+        raise _refused(outcome.refused)
     raise Finished(
         Verdict(ConditionType.PASSED, "False", Reason.PROXY_ERROR, outcome.error.message[:1024])
     )
+
+
+def _refused(refused: Problem) -> Waiting | Finished:
+    """A replica's refusal of the test. Its code is read as a RefusalCode here, where it enters
+    the operator; one this release does not know (a newer replica's, during a rolling upgrade, or
+    an older one's TEST_EXPIRED) still fails the test, named as a known one would be."""
+    code = refused.refusal
+    if code is not None and code in NOT_SENT:
+        return Waiting(Reason.PROXY_BUSY, refused.message[:1024], 2.0)
+    message = refused.message[:900]
+    if code is not None:
+        return Finished(Verdict(ConditionType.PASSED, "False", refusal_reason(code), message))
+    if refused.code == TEST_EXPIRED:
+        message += (
+            " (an earlier proxy release, which does not say whether the request was sent: "
+            "it is not sent again; run a new test to try again)"
+        )
+    reason = unknown_refusal_reason(refused.code)
+    return Finished(Verdict(ConditionType.PASSED, "False", reason, message))
 
 
 @dataclass(frozen=True)
