@@ -95,8 +95,8 @@ class Sessions:
         token, so the page's HTML holds only ciphertext that no other session can open."""
         return self._encrypt({"secret": secret}, DRAFT_SECRET_SECONDS, _draft_context(credentials))
 
-    def decrypt_draft_secret(self, credentials: Credentials, sealed: str) -> str | None:
-        secret = self._decrypt(sealed, _draft_context(credentials)).get("secret")
+    def decrypt_draft_secret(self, credentials: Credentials, encrypted: str) -> str | None:
+        secret = self._decrypt(encrypted, _draft_context(credentials)).get("secret")
         return secret if isinstance(secret, str) else None
 
     def _encrypt(self, content: dict[str, str], lifetime: int, context: str) -> str:

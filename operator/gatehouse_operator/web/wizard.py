@@ -2,7 +2,7 @@
 
 One form serves every step: the steps the visitor is not on are hidden, not left out, so each
 post carries every field and no step's input is lost on the way between them. The secret is the
-exception: it is never rendered back, only kept sealed (see Sessions.encrypt_draft_secret); so is
+exception: it is never rendered back, only kept encrypted (Sessions.encrypt_draft_secret); so is
 basic auth's user name, which the secret holds (user:password).
 
 An edit keeps the stored secret only while what it was given for stays: the auth type, the
