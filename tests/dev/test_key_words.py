@@ -3,8 +3,8 @@
 The keyring (AES-256-GCM, shared with the proxies) *encrypts* and *decrypts*: the credentials in the
 routing table, the page's session cookie and a wizard's draft secret. The sealing keys (HPKE, the
 operator's alone) *seal* and *open*: values that live in Git (``auth.sealedSecret``). A line of
-code, chart or docs that seals with the keyring, or encrypts with the sealing keys, is flagged;
-naming both systems side by side ("the keyring and the sealing keys") is fine.
+code, chart or docs that seals or opens with the keyring, or encrypts with the sealing keys, is
+flagged; naming both systems side by side ("the keyring and the sealing keys") is fine.
 
 The check is by clause (a line cut at "(", ")", ";" and between keyword arguments), after names
 are split into words (``sealedWith`` reads "sealed with", ``keyring_key_ids`` "keyring key ids").
@@ -32,6 +32,12 @@ _KEYRING = re.compile(
     r"|\bsession\b|\bcookies?\b|\bdrafts?\b"
 )
 _ENCRYPT = re.compile(r"\b(en|de)crypt\w*")
+# "Open" is also a stream's or a page's: only these forms, beside what only the keyring makes.
+_OPEN = re.compile(r"\b(opens|opened|can open|could open|does not open|to open)\b")
+_KEYRING_MADE = re.compile(
+    r"\bkeyring\b|\bcookies?\b|\bsession\b|\bdrafts?\b|\bciphertext\b|\bstored token\b"
+    r"|\bdecrypt\w*|\bencrypted\b"
+)
 _SEALING = re.compile(
     r"\bhpke\b|\bx25519\b|\bsealing keys?\b|\bsealed (secrets?|values?)\b|\bin git\b"
 )
@@ -46,6 +52,9 @@ ALLOWED = {
     ("", "CredentialSealed"): "the condition reason's name before 0.2.0, in upgrade notes",
     ("operator/gatehouse_operator/keys/sealed_values.py", "SUITE.decrypt("): (
         "HPKE's own call is named decrypt (the cryptography package)"
+    ),
+    ("operator/gatehouse_operator/keys/credentials.py", "{FIELD} opens and is encrypted"): (
+        "FIELD is auth.sealedSecret: opened with the sealing keys, then encrypted with the keyring"
     ),
 }
 
@@ -62,13 +71,17 @@ def problems(line: str) -> Iterator[str]:
         sealed = _SEAL.search(_SEALING_NAMES.sub(" ", clause))
         encrypted = _ENCRYPT.search(clause)
         # A clause that names a system says whose word it is.
-        names_keyring, names_sealing = "keyring" in clause, bool(_SEALING.search(clause))
-        if sealed and _KEYRING.search(clause) and not names_sealing:
+        names_keyring, names_sealing = bool(_KEYRING.search(clause)), bool(_SEALING.search(clause))
+        if sealed and names_keyring and not names_sealing:
             yield f"{sealed.group()!r} of the keyring's (say encrypt/decrypt)"
         elif sealed and encrypted and not (names_keyring and names_sealing):
             yield f"{sealed.group()!r} beside {encrypted.group()!r}: which system?"
         elif encrypted and names_sealing and not names_keyring:
             yield f"{encrypted.group()!r} of the sealing keys' (say seal/open)"
+        elif (
+            (opened := _OPEN.search(clause)) and _KEYRING_MADE.search(clause) and not names_sealing
+        ):
+            yield f"{opened.group()!r} of the keyring's (say decrypt)"
 
 
 def _files() -> Iterator[Path]:
@@ -103,6 +116,8 @@ def test_the_check_tells_the_systems_apart() -> None:
         '"sealedWith": sorted(current.keyring_key_ids),',
         "def decrypt_draft_secret(self, credentials: Credentials, sealed: str) -> str | None:",
         "the values in Git, encrypted with the sealing keys",
+        'log.warning("a stored token of connection %s does not open here", key.connection)',
+        "token, so the page's HTML holds only ciphertext that no other session can open.",
     ]
     kept = [
         "the keyring, the sealing keys and the bundled store's password",
@@ -112,6 +127,8 @@ def test_the_check_tells_the_systems_apart() -> None:
         "origin=origin, has_secret=credential.encrypted is not None, resealed_secret=resealed",
         "Sealed credentials: `spec.auth.sealedSecret`, a value sealed to the operator (HPKE)",
         "encrypted with the keyring, or sealed with the sealing keys, stays readable if",
+        "Nothing static travels: the replica signs its opening request with a key derived from the",
+        "`auth.sealedSecret` opens with the sealing keys, and is encrypted for the proxies",
     ]
     assert [line for line in flagged if not list(problems(line))] == []
     assert [line for line in kept if list(problems(line))] == []

@@ -92,7 +92,7 @@ class Sessions:
 
     def encrypt_draft_secret(self, credentials: Credentials, secret: str) -> str:
         """A wizard's secret as the page carries it between steps: encrypted for this visitor's
-        token, so the page's HTML holds only ciphertext that no other session can open."""
+        token, so the page's HTML holds only ciphertext that no other session can decrypt."""
         return self._encrypt({"secret": secret}, DRAFT_SECRET_SECONDS, _draft_context(credentials))
 
     def decrypt_draft_secret(self, credentials: Credentials, encrypted: str) -> str | None:

@@ -97,9 +97,9 @@ STORAGES = {
 
 def first_storage(*, read_only: bool, can_seal: bool) -> str:
     """Where a new connection's secret goes unless the admin picks the other way: sealed into
-    the connection wherever the installation has sealing keys (the seed's secret encrypted at
-    rest, where a Secret is read by anyone with ``edit``), and always on a read-only page, whose
-    YAML teams commit; a Secret otherwise."""
+    the connection wherever the installation has sealing keys (where the seed kept its secrets
+    encrypted at rest; a Secret is read by anyone with ``edit``), and always on a read-only
+    page, whose YAML teams commit; a Secret otherwise."""
     return "sealed" if read_only or can_seal else "secret"
 
 
