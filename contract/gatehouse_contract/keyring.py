@@ -42,7 +42,7 @@ class KeyringError(ValueError):
 
 class Encrypted(BaseModel):
     """A value encrypted with a keyring key (not a value sealed in Git: that is
-    ``gatehouse_operator.sealed_values``, HPKE, with the sealing keys)."""
+    ``gatehouse_operator.keys.sealed_values``, HPKE, with the sealing keys)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -10,7 +10,7 @@ from gatehouse_contract.keyring import KeyringSource
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.keys.credentials import CredentialEncrypter
-from gatehouse_operator.keys.sealed_values import SealingKeysSource
+from gatehouse_operator.keys.sealed_values import Resealer, SealingKeysSource
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.status import StatusWriter
@@ -40,6 +40,8 @@ class Runtime:
     encrypter: CredentialEncrypter
     # The keys connections' auth.sealedSecret values are sealed to.
     sealing: SealingKeysSource
+    # Those values resealed with the active sealing key, for the connections' status.
+    resealer: Resealer
     # What apps did, asked of the proxy replicas on the channel.
     gatherer: Gatherer
     # ProjectConfigs by projectUuid (their uid), for the defaults API.
@@ -54,3 +56,4 @@ def forget_resource(runtime: Runtime, key: str, uid: str = "") -> None:
     runtime.status.forget(key)
     runtime.rollout.drop(key)
     runtime.encrypter.forget(uid)
+    runtime.resealer.forget(uid)

@@ -562,6 +562,7 @@ def create_admin_app(proxy: Proxy) -> Starlette:
         # A key rotation may drop the old key once every replica's table is signed with the new
         # key and encrypts nothing with the old one. The last verified table keeps being served
         # while the feed is down; the feed's state says so.
+        encrypted_with = sorted(current.keyring_key_ids)
         return JSONResponse(
             {
                 "ready": True,
@@ -570,8 +571,10 @@ def create_admin_app(proxy: Proxy) -> Starlette:
                 "apps": len(current.apps),
                 "tableAgeSeconds": round(proxy.table_age(), 1),
                 "signedWith": current.key_id,
-                # The keyring keys in use; "sealedWith" is the name operators read.
-                "sealedWith": sorted(current.keyring_key_ids),
+                # The keyring keys the table's credentials are encrypted with.
+                "encryptedWith": encrypted_with,
+                # Deprecated alias of encryptedWith for probes written before 0.2.0; goes in 0.3.0.
+                "sealedWith": encrypted_with,
                 "feed": feed,
                 "store": proxy.describe_store(),
                 "activity": {

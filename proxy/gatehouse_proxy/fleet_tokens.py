@@ -347,7 +347,7 @@ class FleetTokens:
             encrypted = Encrypted.model_validate_json(stored[_DIGEST_END:])
             return self.keyring.current().decrypt(encrypted, _context(key)).decode()
         except (KeyringError, ValueError, OSError):
-            log.warning("a stored token of connection %s does not open here", key.connection)
+            log.warning("a stored token of connection %s does not decrypt here", key.connection)
             return None
 
 

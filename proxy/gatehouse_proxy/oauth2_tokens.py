@@ -2,7 +2,7 @@
 
 The client authenticates as its connection says: HTTP Basic (2.3.1, the default: every server
 must accept it, with id and secret form-encoded before base64) or the id and secret in the form
-body. The secret is opened for the one request and goes nowhere but the token URL; what the
+body. The secret is decrypted for the one request and goes nowhere but the token URL; what the
 endpoint says back is scrubbed of it before anyone sees it.
 """
 

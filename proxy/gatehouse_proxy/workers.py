@@ -144,7 +144,7 @@ async def _ask(worker: Worker, path: str) -> tuple[int, str]:
 
 def pod_readiness(answers: list[tuple[int, str]]) -> tuple[int, dict[str, object]]:
     """The Pod is ready when every worker is. Its table is its laggard's (the lowest version),
-    ``sealedWith`` covers every worker's, so a key rotation waits for all of them, and its
+    ``encryptedWith`` covers every worker's, so a key rotation waits for all of them, and its
     ``store`` is that of a worker counting alone, if one is."""
     workers: list[dict[str, object]] = []
     for index, (status, text) in enumerate(answers):
@@ -159,7 +159,7 @@ def pod_readiness(answers: list[tuple[int, str]]) -> tuple[int, dict[str, object
         reasons = sorted({str(w.get("reason", "")) for w in workers if not w["ready"]})
         return 503, {"ready": False, "reason": "; ".join(reasons), "workers": workers}
     laggard = min(workers, key=lambda worker: int(str(worker["tableVersion"])))
-    sealed = sorted({key for worker in workers for key in _strings(worker.get("sealedWith"))})
+    encrypted = sorted({key for worker in workers for key in _strings(worker.get("encryptedWith"))})
     summary = {key: laggard[key] for key in ("tableVersion", "connections", "apps", "signedWith")}
     age = max(float(str(worker["tableAgeSeconds"])) for worker in workers)
     # The Pod counts with the fleet only if every worker does: the first that does not speaks.
@@ -169,7 +169,9 @@ def pod_readiness(answers: list[tuple[int, str]]) -> tuple[int, dict[str, object
         "ready": True,
         **summary,
         "tableAgeSeconds": age,
-        "sealedWith": sealed,
+        "encryptedWith": encrypted,
+        # Deprecated alias of encryptedWith (see app.py); goes in 0.3.0.
+        "sealedWith": encrypted,
         "store": alone[0] if alone else stores[0] if stores else {},
         "workers": workers,
     }

@@ -59,7 +59,7 @@ def test_two_workers_share_the_port_and_a_dead_one_is_replaced(
         wait_for(lambda: _ready(proxy.admin_url), timeout=20)
         ready = httpx.get(f"{proxy.admin_url}/readyz", timeout=5).json()
         assert [worker["worker"] for worker in ready["workers"]] == [0, 1]
-        assert ready["sealedWith"]
+        assert ready["encryptedWith"]
         assert ready["tableVersion"] >= 1
 
         def fetch_all(count: int) -> list[int]:

@@ -107,7 +107,7 @@ def test_keyring_rotation_without_downtime(cluster: Cluster, stack: Stack, names
     def every_replica_on_the_new_key() -> bool:
         for proxy in stack.proxies:
             ready = httpx.get(f"{proxy.admin_url}/readyz").json()
-            if ready.get("signedWith") != "k-next" or ready.get("sealedWith") != ["k-next"]:
+            if ready.get("signedWith") != "k-next" or ready.get("encryptedWith") != ["k-next"]:
                 return False
         return True
 

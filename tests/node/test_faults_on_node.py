@@ -459,7 +459,7 @@ def test_keyring_rotation_under_load_fails_no_fetch(release: Cluster) -> None:
     def on_the_new_key() -> bool:
         for pod in _pods(cluster, "proxy"):
             ready = _readyz(cluster, str(pod["metadata"]["name"]))  # type: ignore[index]
-            if ready.get("signedWith") != "k-node-next" or ready.get("sealedWith") != [
+            if ready.get("signedWith") != "k-node-next" or ready.get("encryptedWith") != [
                 "k-node-next"
             ]:
                 return False

@@ -220,7 +220,7 @@ def test_a_value_the_page_does_not_offer_is_named_and_kept_as_sent() -> None:
 
 
 def test_the_yaml_is_the_manifest_and_names_the_secret_without_its_value() -> None:
-    text = posted({**BASE, "auth_type": "bearer", "draft_secret": "sealed-blob"}).yaml("sales")
+    text = posted({**BASE, "auth_type": "bearer", "draft_secret": "encrypted-blob"}).yaml("sales")
     manifest, comment = text.split("---\n")
     document = yaml.safe_load(manifest)
     assert document["metadata"] == {"name": "payments-api-eu", "namespace": "sales"}
@@ -231,15 +231,15 @@ def test_the_yaml_is_the_manifest_and_names_the_secret_without_its_value() -> No
     assert "---" not in posted(BASE).yaml("sales")
 
 
-def test_a_draft_secret_opens_only_for_the_token_it_was_sealed_for() -> None:
+def test_a_draft_secret_decrypts_only_for_the_token_it_was_encrypted_for() -> None:
     sessions = Sessions(FixedKeyring())
     alice = Credentials("alice-token", from_proxy=False)
     bob = Credentials("bob-token", from_proxy=True)
-    sealed = sessions.encrypt_draft_secret(alice, "sk-live-123")
-    assert "sk-live-123" not in sealed
-    assert sessions.decrypt_draft_secret(alice, sealed) == "sk-live-123"
-    assert sessions.decrypt_draft_secret(bob, sealed) is None
-    assert sessions.decrypt_draft_secret(alice, sealed[:-2] + "AA") is None
+    encrypted = sessions.encrypt_draft_secret(alice, "sk-live-123")
+    assert "sk-live-123" not in encrypted
+    assert sessions.decrypt_draft_secret(alice, encrypted) == "sk-live-123"
+    assert sessions.decrypt_draft_secret(bob, encrypted) is None
+    assert sessions.decrypt_draft_secret(alice, encrypted[:-2] + "AA") is None
     assert sessions.decrypt_draft_secret(alice, "") is None
     # Nor is a session cookie's content taken for a draft secret, or the other way round.
     cookie = sessions._encrypt({"token": "alice-token"}, 60, "gatehouse/web-session")
@@ -249,10 +249,10 @@ def test_a_draft_secret_opens_only_for_the_token_it_was_sealed_for() -> None:
 def test_a_draft_secret_expires(monkeypatch: pytest.MonkeyPatch) -> None:
     sessions = Sessions(FixedKeyring())
     alice = Credentials("alice-token", from_proxy=False)
-    sealed = sessions.encrypt_draft_secret(alice, "sk-live-123")
+    encrypted = sessions.encrypt_draft_secret(alice, "sk-live-123")
     later = time.time() + session.DRAFT_SECRET_SECONDS + 1
     monkeypatch.setattr("gatehouse_operator.web.session.time.time", lambda: later)
-    assert sessions.decrypt_draft_secret(alice, sealed) is None
+    assert sessions.decrypt_draft_secret(alice, encrypted) is None
 
 
 SEALED = "gh1.eyJ2IjoxfQ.AAAA"  # a value's shape: the form carries it, never opens it
@@ -495,7 +495,7 @@ def test_an_edit_keeps_the_stored_secret_only_while_what_it_was_given_for_stays(
         f"Secret: enter it again: the {named} changed, and a stored secret is kept only while "
         "the auth type, base URL, token URL and client id stay as they were"
     ]
-    entered = replace(form, draft_secret="sealed-for-the-draft")
+    entered = replace(form, draft_secret="encrypted-for-the-draft")
     assert entered.problems() == []
     # A sealed one likewise: not carried into the changed connection.
     sealed_stored = {**STORED_OAUTH2, "auth": {**STORED_OAUTH2["auth"], "sealedSecret": SEALED}}
@@ -606,7 +606,7 @@ def test_a_new_connection_is_sealed_by_default_where_the_installation_can_seal()
 
 
 def test_a_secret_entered_is_not_asked_for_again_while_its_base_url_is_wrong() -> None:
-    # Sealed by default: the secret waits, carried sealed for the session, until the base URL
+    # Sealed by default: the secret waits, carried encrypted for the session, until the base URL
     # it is sealed for is valid; the base URL's own rule is the problem to show.
     form = replace(
         posted({**BASE, "base_url": "https://user:pw@example.com", "auth_type": "bearer"}),

@@ -1,5 +1,6 @@
-"""The injector opens each credential for its request with the keyring as it is now: a key added
-to the keyring file opens what it sealed at once, though the file is looked at once a second."""
+"""The injector decrypts each credential for its request with the keyring as it is now: a key
+added to the keyring file decrypts what it encrypted at once, though the file is looked at once a
+second."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gatehouse_proxy.workers import pod_metrics, pod_readiness, shared_socket
 
 
-def _ready(version: int, signed: str, sealed: list[str], age: float) -> tuple[int, str]:
+def _ready(version: int, signed: str, encrypted: list[str], age: float) -> tuple[int, str]:
     answer = {
         "ready": True,
         "tableVersion": version,
@@ -23,7 +23,7 @@ def _ready(version: int, signed: str, sealed: list[str], age: float) -> tuple[in
         "apps": version,
         "tableAgeSeconds": age,
         "signedWith": signed,
-        "sealedWith": sealed,
+        "encryptedWith": encrypted,
         "feed": {"connected": True},
     }
     return 200, json.dumps(answer)
@@ -34,7 +34,9 @@ def test_the_pod_is_ready_when_every_worker_is_and_speaks_for_its_laggard() -> N
     assert status == 200
     assert body["tableVersion"] == 6
     assert body["signedWith"] == "k1"
-    # A rotation may drop k1 only once no worker seals with it.
+    # A rotation may drop k1 only once no worker encrypts with it.
+    assert body["encryptedWith"] == ["k1", "k2"]
+    # The deprecated alias says the same until it goes.
     assert body["sealedWith"] == ["k1", "k2"]
     assert body["tableAgeSeconds"] == 9.5
     workers = body["workers"]

@@ -183,7 +183,7 @@ async def read_credential(
         except CredentialProblem as caught:
             problem = caught
         if found is not None and keys is not None:
-            resealed = runtime.encrypter.resealed(
+            resealed = runtime.resealer.resealed(
                 connection.uid, keys, spec.auth.sealed_secret, scope
             )
     if ref is None:

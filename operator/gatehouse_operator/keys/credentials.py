@@ -228,8 +228,7 @@ def verdict_for(problem: CredentialProblem | None, auth: Auth) -> Verdict:
 
 
 class CredentialEncrypter:
-    """Encrypts connections' credentials with the table keys, again only when an input changed;
-    offers values sealed in Git resealed with the active sealing key.
+    """Encrypts connections' credentials with the table keys, again only when an input changed.
 
     Re-encrypting an unchanged secret would change its ciphertext, and with it the proxies'
     cached Google tokens. The active key id is an input, so a rotation re-encrypts everything.
@@ -239,9 +238,6 @@ class CredentialEncrypter:
         self.keyring = keyring
         # Per connection uid: the inputs a credential was encrypted from, and the result.
         self._encrypted: dict[str, tuple[tuple[str, ...], Credential]] = {}
-        # Per connection uid: its sealed value and the active sealing key, and the value
-        # resealed with that key (a new ciphertext each time, so made once, not per reconcile).
-        self._resealed: dict[str, tuple[tuple[str, str], str]] = {}
 
     def encrypt(
         self,
@@ -276,17 +272,5 @@ class CredentialEncrypter:
         self._encrypted[connection_uid] = (inputs, credential)
         return credential
 
-    def resealed(self, connection_uid: str, keys: SealingKeys, text: str, scope: Scope) -> str:
-        """``text`` sealed with the active sealing key; empty when it already is. Raises
-        SealedValueProblem as SealingKeys.open does."""
-        inputs = (text, keys.active)
-        cached = self._resealed.get(connection_uid)
-        if cached is not None and cached[0] == inputs:
-            return cached[1]
-        value = keys.reseal(text, scope) or ""
-        self._resealed[connection_uid] = (inputs, value)
-        return value
-
     def forget(self, connection_uid: str) -> None:
         self._encrypted.pop(connection_uid, None)
-        self._resealed.pop(connection_uid, None)

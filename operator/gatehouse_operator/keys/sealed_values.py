@@ -306,6 +306,30 @@ class SealingKeys:
         return self.public().seal(self._open(sealed, scope), scope)
 
 
+class Resealer:
+    """Offers connections' values sealed in Git resealed with the active sealing key (their
+    status's ``resealedSecret``), again only when the value or the active key changed: resealing
+    makes a new ciphertext each time, so it is made once, not per reconcile."""
+
+    def __init__(self) -> None:
+        # Per connection uid: its sealed value and the active key, and the value resealed.
+        self._resealed: dict[str, tuple[tuple[str, str], str]] = {}
+
+    def resealed(self, connection_uid: str, keys: SealingKeys, text: str, scope: Scope) -> str:
+        """``text`` sealed with the active sealing key; empty when it already is. Raises
+        SealedValueProblem as SealingKeys.open does."""
+        inputs = (text, keys.active)
+        cached = self._resealed.get(connection_uid)
+        if cached is not None and cached[0] == inputs:
+            return cached[1]
+        value = keys.reseal(text, scope) or ""
+        self._resealed[connection_uid] = (inputs, value)
+        return value
+
+    def forget(self, connection_uid: str) -> None:
+        self._resealed.pop(connection_uid, None)
+
+
 # The private keys' document: its key in the sealing keys' Secret, and its file beside a keyring
 # file on a developer's machine (the dev stack).
 SEALING_KEYS_FILE = "sealing-keys.json"

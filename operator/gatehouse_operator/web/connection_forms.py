@@ -64,7 +64,7 @@ class Wizard:
 
     def __init__(self, form: WizardForm, secret: str | None, step: str) -> None:
         self.form = form
-        self.secret = secret  # opened from the sealed field; None when none was entered
+        self.secret = secret  # decrypted from the draft's field; None when none was entered
         self.step = step
         self.errors: list[str] = []
         self.outcome: DraftTestOutcome | None = None

@@ -92,11 +92,11 @@ class Sessions:
 
     def encrypt_draft_secret(self, credentials: Credentials, secret: str) -> str:
         """A wizard's secret as the page carries it between steps: encrypted for this visitor's
-        token, so the page's HTML holds only ciphertext that no other session can open."""
+        token, so the page's HTML holds only ciphertext that no other session can decrypt."""
         return self._encrypt({"secret": secret}, DRAFT_SECRET_SECONDS, _draft_context(credentials))
 
-    def decrypt_draft_secret(self, credentials: Credentials, sealed: str) -> str | None:
-        secret = self._decrypt(sealed, _draft_context(credentials)).get("secret")
+    def decrypt_draft_secret(self, credentials: Credentials, encrypted: str) -> str | None:
+        secret = self._decrypt(encrypted, _draft_context(credentials)).get("secret")
         return secret if isinstance(secret, str) else None
 
     def _encrypt(self, content: dict[str, str], lifetime: int, context: str) -> str:

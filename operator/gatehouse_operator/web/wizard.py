@@ -2,7 +2,7 @@
 
 One form serves every step: the steps the visitor is not on are hidden, not left out, so each
 post carries every field and no step's input is lost on the way between them. The secret is the
-exception: it is never rendered back, only kept sealed (see Sessions.encrypt_draft_secret); so is
+exception: it is never rendered back, only kept encrypted (Sessions.encrypt_draft_secret); so is
 basic auth's user name, which the secret holds (user:password).
 
 An edit keeps the stored secret only while what it was given for stays: the auth type, the
@@ -125,9 +125,9 @@ STORAGES: dict[Storage, str] = {
 
 def first_storage(*, read_only: bool, can_seal: bool) -> Storage:
     """Where a new connection's secret goes unless the admin picks the other way: sealed into
-    the connection wherever the installation has sealing keys (the seed's secret encrypted at
-    rest, where a Secret is read by anyone with ``edit``), and always on a read-only page, whose
-    YAML teams commit; a Secret otherwise."""
+    the connection wherever the installation has sealing keys (where the seed kept its secrets
+    encrypted at rest; a Secret is read by anyone with ``edit``), and always on a read-only
+    page, whose YAML teams commit; a Secret otherwise."""
     return "sealed" if read_only or can_seal else "secret"
 
 

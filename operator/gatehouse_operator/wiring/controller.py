@@ -24,6 +24,7 @@ from gatehouse_operator.keys.credentials import CredentialEncrypter
 from gatehouse_operator.keys.keyring_secret import KeyringSecret
 from gatehouse_operator.keys.sealed_values import (
     SEALING_KEYS_FILE,
+    Resealer,
     SealingKeysFile,
     SealingKeysSource,
 )
@@ -129,6 +130,7 @@ def assemble(
         status,
         encrypter,
         sealing or _sealing(settings),
+        Resealer(),
         Gatherer(channel),
     )
 

@@ -1,6 +1,6 @@
 """Following the two key systems: the keyring (when its active key moves, the channel is re-keyed
-and every credential sealed again for the proxies) and the sealing keys (their public halves kept
-published, and the connections with sealed values reconciled when the keys change)."""
+and every credential encrypted again for the proxies) and the sealing keys (their public halves
+kept published, and the connections with sealed values reconciled when the keys change)."""
 
 from __future__ import annotations
 
