@@ -32,8 +32,8 @@ class Reason(StrEnum):
     """Why a condition is as it is: a CamelCase word, stable for alerts and scripts to match.
 
     A condition may also carry a reason it takes from elsewhere: the failing condition's (Ready
-    repeats it), a connection's Ready (a test of it), or the proxy's refusal code (a test the
-    proxy refused, as ``PathNotAllowed``)."""
+    repeats it), a connection's Ready (a test of it), or the proxy's refusal (a test the proxy
+    refused: ``gatehouse_contract.errors.RefusalReason``, as ``PathNotAllowed``)."""
 
     ALL_LINKS_READY = "AllLinksReady"
     ALREADY_SAVED = "AlreadySaved"

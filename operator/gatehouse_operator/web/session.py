@@ -63,7 +63,7 @@ class Sessions:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and token.strip():
             return Credentials(token.strip(), from_proxy=True)
-        token = self._open_session(request.cookies.get(COOKIE, ""))
+        token = self._decrypt_session(request.cookies.get(COOKIE, ""))
         return Credentials(token, from_proxy=False) if token else None
 
     def start(self, response: Response, token: str) -> bool:
@@ -85,7 +85,7 @@ class Sessions:
     def end(self, response: Response) -> None:
         response.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")
 
-    def _open_session(self, value: str) -> str:
+    def _decrypt_session(self, value: str) -> str:
         """The cookie's token, or '' for no, a tampered, a foreign or an expired cookie."""
         token = self._decrypt(value, _SESSION_CONTEXT).get("token")
         return token if isinstance(token, str) else ""

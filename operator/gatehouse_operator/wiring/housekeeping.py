@@ -44,8 +44,9 @@ log = logging.getLogger("gatehouse.operator")
 
 TEST_SWEEP_SECONDS = 10
 RESYNC_SECONDS = 60
-# How soon a keyring Secret edited by hand (a rotation) is noticed; one GET each time.
-KEYRING_POLL_SECONDS = 10
+# How soon a key Secret edited by hand (a rotation of the keyring or of the sealing keys) or
+# deleted (the shared store's password) is noticed; one GET each time.
+KEY_SECRETS_POLL_SECONDS = 10
 # How often the published public sealing keys are compared with the keys (one GET), so that a
 # rotation, or a ConfigMap deleted or edited by hand, is put right.
 PUBLISH_SECONDS = 5
@@ -111,14 +112,16 @@ def duties(runtime: Runtime) -> list[Duty]:
         async def read_keyring() -> None:
             await keyring.refresh(runtime.kube)
 
-        found.append(Duty("read the keyring Secret", KEYRING_POLL_SECONDS, read_keyring))
+        found.append(Duty("read the keyring Secret", KEY_SECRETS_POLL_SECONDS, read_keyring))
     keys = runtime.sealing
     if isinstance(keys, SealingKeysSecret):
 
         async def read_sealing_keys() -> None:
             await keys.refresh(runtime.kube)
 
-        found.append(Duty("read the sealing keys Secret", KEYRING_POLL_SECONDS, read_sealing_keys))
+        found.append(
+            Duty("read the sealing keys Secret", KEY_SECRETS_POLL_SECONDS, read_sealing_keys)
+        )
     if runtime.settings.store_secret:
         namespace, _, name = runtime.settings.store_secret.partition("/")
         store = StoreSecret(namespace, name)
@@ -129,7 +132,7 @@ def duties(runtime: Runtime) -> list[Duty]:
         found.append(
             Duty(
                 "make the shared store's password Secret",
-                KEYRING_POLL_SECONDS,
+                KEY_SECRETS_POLL_SECONDS,
                 make_store_secret,
                 at_start=True,
             )
