@@ -27,7 +27,7 @@ async def serve(port: int, read_only: bool) -> None:
     keyring_file = Path(os.environ["GATEHOUSE_KEYRING_FILE"])
     api = await config.new_client_from_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
     settings = OperatorSettings(keyring_file=keyring_file, web_read_only=read_only)
-    runtime = assemble(settings, Kube(api), KeyringFile(keyring_file))
+    runtime = assemble(settings, Kube.of(api), KeyringFile(keyring_file))
     server = uvicorn.Server(
         front_end.config(front_end.app(runtime, Access(api)), "127.0.0.1", port)
     )

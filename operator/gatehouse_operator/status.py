@@ -178,12 +178,12 @@ class StatusWriter:
         last = self._written.get(key)
         if written.same_as(last) if last is not None else status == resource.status:
             return  # as it is: a restarted operator re-reports thousands of unchanged resources
-        await self.kube.patch_status(kind, resource.namespace, resource.name, status)
+        await self.kube.resources.patch_status(kind, resource.namespace, resource.name, status)
         self._written[key] = written
 
     async def _event(self, kind: Kind, resource: Resource, verdict: Verdict) -> None:
         try:
-            await self.kube.post_event(
+            await self.kube.resources.post_event(
                 kind,
                 resource.reference(),
                 "Normal" if verdict.ok else "Warning",

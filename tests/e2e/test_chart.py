@@ -444,7 +444,7 @@ def _as_account(
     async def run() -> None:
         api = await config.new_client_from_config(config_file=str(kubeconfig))
         try:
-            await writes(Kube(api))
+            await writes(Kube.of(api))
         finally:
             await api.close()
 
@@ -460,11 +460,11 @@ def _operator_writes(
     async def writes(kube: Kube) -> None:
         first = {"kind": "DataApp", "name": "sales", "uid": "u-1"}
         later = {**first, "uid": "u-2"}
-        issued = await kube.app_token(project, "dataapp-sales-gatehouse", first)
-        assert await kube.app_token(project, "dataapp-sales-gatehouse", first) == issued
-        assert await kube.app_token(project, "dataapp-sales-gatehouse", later) != issued
-        await kube.delete_credential_secret(project, "dataapp-sales-gatehouse", later)
-        assert await kube.secret(project, "dataapp-sales-gatehouse") is None
+        issued = await kube.tokens.app_token(project, "dataapp-sales-gatehouse", first)
+        assert await kube.tokens.app_token(project, "dataapp-sales-gatehouse", first) == issued
+        assert await kube.tokens.app_token(project, "dataapp-sales-gatehouse", later) != issued
+        await kube.tokens.delete_credential_secret(project, "dataapp-sales-gatehouse", later)
+        assert await kube.secrets.secret(project, "dataapp-sales-gatehouse") is None
         keyring = KeyringSecret(namespace, f"{release}-gatehouse-keyring", create=True)
         await keyring.load(kube)
         sealing = SealingKeysSecret(
@@ -474,7 +474,7 @@ def _operator_writes(
         assert sealing.sealing_keys() is not None
         store = StoreSecret(namespace, f"{release}-gatehouse-store")
         await store.ensure(kube)
-        assert (await kube.secret_data(namespace, store.name) or {}).get("password")
+        assert (await kube.secrets.secret_data(namespace, store.name) or {}).get("password")
 
     return writes
 

@@ -26,7 +26,7 @@ def with_kube(cluster: Cluster, check: Callable[[Kube], Awaitable[None]]) -> Non
     async def run() -> None:
         api = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
         try:
-            await check(Kube(api))
+            await check(Kube.of(api))
         finally:
             await api.close()
 

@@ -11,6 +11,7 @@ from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.controllers.connection_tests import expire_finished
 from gatehouse_operator.runtime import Runtime
+from tests.operator.kube_fakes import kube_of
 
 
 class StoredTests:
@@ -30,7 +31,7 @@ class StoredTests:
 
 class FakeRuntime:
     def __init__(self, kube: StoredTests) -> None:
-        self.kube = kube
+        self.kube = kube_of(kube)
 
 
 def _test(name: str, finished_ago: float | None, ttl: int | None) -> dict[str, Any]:

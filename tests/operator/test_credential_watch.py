@@ -8,7 +8,7 @@ are tested end to end (tests/e2e/test_connections.py).
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from typing import Any
 
 import aiohttp
 from kubernetes.aio import client
@@ -16,12 +16,13 @@ from kubernetes.aio import client
 from gatehouse_operator.api.apps import DATA_APP
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.controllers import external_connections, linked_apps
-from gatehouse_operator.kube import Kube, credential_owner
+from gatehouse_operator.kube import credential_owner
 from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.wiring import housekeeping, resync
 from gatehouse_operator.wiring.controller import assemble
+from tests.operator.kube_fakes import kube_of
 from tests.operator.test_missed_deletions import StaticKeyring
 
 
@@ -71,7 +72,7 @@ def conditions(api: SecretsApi) -> dict[str, dict[str, Any]]:
 
 
 def reconciled(api: SecretsApi) -> Runtime:
-    runtime = assemble(OperatorSettings(), cast(Kube, api), StaticKeyring())
+    runtime = assemble(OperatorSettings(), kube_of(api), StaticKeyring())
     asyncio.run(external_connections.reconcile(runtime, resource_of(CONNECTION)))
     return runtime
 
@@ -117,7 +118,7 @@ def test_an_app_credential_the_operator_may_not_write_is_a_condition() -> None:
             raise client.ApiException(status=403, reason="Forbidden")
 
     api = Forbidden(None, False)
-    runtime = assemble(OperatorSettings(), cast(Kube, api), StaticKeyring())
+    runtime = assemble(OperatorSettings(), kube_of(api), StaticKeyring())
     app = {
         "kind": "DataApp",
         "metadata": {"namespace": "shop", "name": "sales", "uid": "a1", "generation": 1},

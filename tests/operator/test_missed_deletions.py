@@ -7,19 +7,19 @@ server in the end-to-end suite (tests/e2e); this checks which routes the sweep d
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from typing import Any
 
 from gatehouse_contract.keyring import Keyring
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
 from gatehouse_operator.api.apps import DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.meta import Kind
-from gatehouse_operator.kube import Kube
 from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.wiring import resync
 from gatehouse_operator.wiring.controller import assemble
+from tests.operator.kube_fakes import kube_of
 from tests.operator.test_table_budget import SPEC
 
 
@@ -53,7 +53,7 @@ def body(kind: str, name: str, uid: str) -> dict[str, Any]:
 
 def runtime_with(listing: Listing) -> Runtime:
     keyring = StaticKeyring()
-    runtime = assemble(OperatorSettings(), cast(Kube, listing), keyring)
+    runtime = assemble(OperatorSettings(), kube_of(listing), keyring)
     for name, uid in (("kept", "c1"), ("gone", "c2"), ("replaced", "c3")):
         route = ConnectionRoute(
             key=f"shop/{name}",

@@ -9,17 +9,17 @@ import asyncio
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from gatehouse_operator.controllers import external_connections
 from gatehouse_operator.keys.sealed_values import SEALING_KEYS_FILE, Scope, SealedValue, SealingKeys
-from gatehouse_operator.kube import Kube
 from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.settings import OperatorSettings
 from gatehouse_operator.table.rollout import Routed
 from gatehouse_operator.wiring.controller import assemble
+from tests.operator.kube_fakes import kube_of
 from tests.operator.test_credential_watch import SecretsApi, conditions
 from tests.operator.test_missed_deletions import StaticKeyring
 
@@ -48,7 +48,7 @@ def test_sealed_values_open_for_their_connection_and_are_offered_resealed(
     keys_file.write_text(keys.dump())
     settings = OperatorSettings(keyring_file=tmp_path / "keyring.json")
     api = SecretsApi(None, False)
-    runtime = assemble(settings, cast(Kube, api), StaticKeyring())
+    runtime = assemble(settings, kube_of(api), StaticKeyring())
     routed: list[Routed] = []
 
     async def waits_for_the_proxies(entry: Routed) -> None:

@@ -9,7 +9,7 @@ The API server is a stand-in here; statuses on a real one are tested end to end
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -17,9 +17,9 @@ from gatehouse_operator import status as status_module
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionStatus
 from gatehouse_operator.api.meta import Kind
-from gatehouse_operator.kube import Kube
 from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.status import StatusWriter, Verdict
+from tests.operator.kube_fakes import kube_of
 
 KEY = "shop/vendor"
 BODY: dict[str, Any] = {"metadata": {"namespace": "shop", "name": "vendor", "generation": 3}}
@@ -56,7 +56,7 @@ def test_only_the_fields_given_are_written_and_an_unchanged_status_is_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     api = Api()
-    writer = StatusWriter(cast(Kube, api))
+    writer = StatusWriter(kube_of(api))
     monkeypatch.setattr(status_module, "now", lambda: "2026-01-01T00:00:00Z")
     write(writer, READY, ExternalConnectionStatus(has_secret=True))
     assert api.statuses == [
@@ -96,17 +96,17 @@ def test_only_the_fields_given_are_written_and_an_unchanged_status_is_not(
 
 def test_a_restarted_writer_does_not_write_the_status_it_finds_stored() -> None:
     first = Api()
-    write(StatusWriter(cast(Kube, first)), READY, ExternalConnectionStatus(has_secret=True))
+    write(StatusWriter(kube_of(first)), READY, ExternalConnectionStatus(has_secret=True))
     again = Api()
     stored = {**BODY, "status": first.statuses[0]}
-    write(StatusWriter(cast(Kube, again)), READY, ExternalConnectionStatus(has_secret=True), stored)
+    write(StatusWriter(kube_of(again)), READY, ExternalConnectionStatus(has_secret=True), stored)
     assert again.statuses == []
     assert again.events == []  # Ready has not moved
 
 
 def test_a_reason_the_schema_refuses_fails_before_anything_is_written() -> None:
     api = Api()
-    writer = StatusWriter(cast(Kube, api))
+    writer = StatusWriter(kube_of(api))
     bad = Verdict(ConditionType.READY, "False", "not a CamelCase word", "")
     with pytest.raises(ValueError, match="reason"):
         write(writer, bad, ExternalConnectionStatus())

@@ -27,6 +27,7 @@ from gatehouse_operator.access.webhook_server import WebhookServer
 from gatehouse_operator.connections import runs
 from gatehouse_operator.controllers import admission
 from gatehouse_operator.controllers import webhook_configuration as webhooks
+from tests.operator.kube_fakes import kube_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,7 +102,7 @@ def test_a_check_the_api_server_cannot_answer_refuses_with_the_cause_alone() -> 
         (refused, "HTTP 403 Forbidden: the webhook's ServiceAccount lacks a right"),
         (aiohttp.ClientConnectionError("refused"), "cannot reach the API server"),
     ):
-        memo = SimpleNamespace(kube=Unanswered(error))
+        memo = SimpleNamespace(kube=kube_of(Unanswered(error)))
         check: Any = admission.check_project_config
         with pytest.raises(kopf.AdmissionError) as caught:
             asyncio.run(check(body=body, memo=memo, old=None))
@@ -204,7 +205,7 @@ class _Seen:
 
 def _review_test(path: str) -> None:
     seen = _Seen()
-    memo = SimpleNamespace(kube=seen, access=seen)
+    memo = SimpleNamespace(kube=kube_of(seen), access=seen)
     body = {
         "metadata": {"name": "typed", "namespace": "shop"},
         "spec": {"connection": "vendor", "method": "GET", "path": path},

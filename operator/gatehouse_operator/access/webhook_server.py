@@ -183,7 +183,7 @@ async def shared_certificate(
     """
     namespace, name = ref.split("/", 1)
     for _ in range(2):
-        found = await kube.secret_data(namespace, name)
+        found = await kube.secrets.secret_data(namespace, name)
         if found and TLS_CERT in found and TLS_KEY in found:
             return found[TLS_CERT], found[TLS_KEY]
         certificate, key = WebhookServer.build_certificate(hostnames)
@@ -199,8 +199,8 @@ async def store_certificate(
     """Creates the Secret ``ref`` with the certificate, owned by the webhook configuration;
     False when another replica made it first."""
     namespace, name = ref.split("/", 1)
-    owner = await kube.webhook_configuration_owner(configuration)
+    owner = await kube.resources.webhook_configuration_owner(configuration)
     pem = {TLS_CERT: certificate.decode(), TLS_KEY: key.decode()}
-    return await kube.create_secret_if_absent(
+    return await kube.secrets.create_secret_if_absent(
         namespace, name, pem, type_="kubernetes.io/tls", owner=owner
     )

@@ -73,7 +73,7 @@ class AppLists:
         if listed is None:
             listed = [
                 StoredApp.of(body)
-                for body in await self.runtime.kube.list_custom(kind, self.namespace)
+                for body in await self.runtime.kube.resources.list_custom(kind, self.namespace)
             ]
             self._listed[kind.plural] = listed
         return listed
@@ -156,7 +156,7 @@ class Connections:
         if not all_visible:
             await self.require(user, LINK_VERB, EXTERNAL_CONNECTION, namespace)
         linked_by = await self._linked_by(apps or AppLists(self.runtime, namespace))
-        stored = await self.runtime.kube.list_custom(EXTERNAL_CONNECTION, namespace)
+        stored = await self.runtime.kube.resources.list_custom(EXTERNAL_CONNECTION, namespace)
         items = [
             linkable(connection, linked_by)
             for connection in map(StoredConnection.of, stored)
@@ -191,7 +191,7 @@ class Connections:
         can_manage = await may(MANAGE_VERB, name)
         if not can_manage:
             await self.require(user, LINK_VERB, EXTERNAL_CONNECTION, namespace)
-        body = await self.runtime.kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
+        body = await self.runtime.kube.resources.get_custom(EXTERNAL_CONNECTION, namespace, name)
         if body is not None:
             connection = StoredConnection.of(body)
             if await link_policy.may_see_connection(may, name, connection):
@@ -212,7 +212,7 @@ class Connections:
             headers=handoff.headers_of(spec),
             allowed_content_types=list(spec.allowed_content_types),
             limits=dict(spec.limits),
-            samples=handoff.samples_from(await self.runtime.kube.samples(namespace, name)),
+            samples=handoff.samples_from(await self.runtime.kube.samples.saved(namespace, name)),
             can_manage=can_manage,
         )
 
@@ -225,14 +225,14 @@ class Connections:
                 "forbidden",
                 f"{user.name} may not delete samples of {name} in namespace {namespace}",
             )
-        if not await self.runtime.kube.delete_sample(namespace, name, sample):
+        if not await self.runtime.kube.samples.delete(namespace, name, sample):
             raise Refused(404, "not_found", f"connection {name!r} has no sample {sample!r}")
 
     async def may_save_sample(self, user: User, namespace: str, test: str) -> StoredConnectionTest:
         """The ConnectionTest, if the caller may save it: patch on it, and its connection one
         they may see."""
         await self.require(user, "patch", CONNECTION_TEST, namespace, test)
-        found = await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, test)
+        found = await self.runtime.kube.resources.get_custom(CONNECTION_TEST, namespace, test)
         if found is None:
             raise Refused(404, "not_found", f"no ConnectionTest {test!r} in {namespace}")
         stored = StoredConnectionTest.of(found)
@@ -250,7 +250,7 @@ class Connections:
         if refused is not None:
             return refused
         kube = self.runtime.kube
-        await kube.annotate(
+        await kube.resources.annotate(
             CONNECTION_TEST, namespace, test, SAVE_AS_SAMPLE_ANNOTATION, label.strip()
         )
         return await runs.wait_until_saved(test, self._test_reader(namespace, test))
@@ -261,7 +261,7 @@ class Connections:
         """Reads the ConnectionTest as stored now, parsed as read."""
 
         async def read() -> StoredConnectionTest | None:
-            found = await self.runtime.kube.get_custom(CONNECTION_TEST, namespace, name)
+            found = await self.runtime.kube.resources.get_custom(CONNECTION_TEST, namespace, name)
             return StoredConnectionTest.of(found) if found is not None else None
 
         return read
@@ -283,7 +283,7 @@ class Connections:
             name = test.metadata.name
             kube = self.runtime.kube
             try:
-                await kube.custom.create_namespaced_custom_object(
+                await kube.resources.custom.create_namespaced_custom_object(
                     GROUP, VERSION, namespace, CONNECTION_TEST.plural, test.body()
                 )
             except client.ApiException as error:
@@ -305,7 +305,7 @@ class Connections:
         draft name a Secret, or move a stored one to another baseURL, only for those who may
         read that Secret (see gatehouse_operator.access.secret_use)."""
         with self.drafts.slot(user):
-            async with as_user(self.runtime.kube.core.api_client, token) as kube:
+            async with as_user(self.runtime.kube.api, token) as kube:
                 try:
                     spec = await drafts.checked_spec(kube, namespace, draft)
                 except drafts.DraftRefused as refused:
@@ -322,7 +322,7 @@ class Connections:
         app's own alias and fetch path for the others, whether they exist or not."""
         await self.require(user, "get", kind, namespace, name)
         kube = self.runtime.kube
-        body = await kube.get_custom(kind, namespace, name)
+        body = await kube.resources.get_custom(kind, namespace, name)
         if body is None:
             raise Refused(404, "not_found", f"no {kind.kind} {name!r} in namespace {namespace}")
         app = StoredApp.of(body)
@@ -330,7 +330,8 @@ class Connections:
         found = {
             connection.name: connection
             for connection in map(
-                StoredConnection.of, await kube.list_custom(EXTERNAL_CONNECTION, namespace)
+                StoredConnection.of,
+                await kube.resources.list_custom(EXTERNAL_CONNECTION, namespace),
             )
             if connection.name in wanted
         }
@@ -342,7 +343,7 @@ class Connections:
             if await link_policy.may_see(may, connection, link_policy.policy_of(stored)):
                 connections[connection] = stored
         samples = {
-            connection: handoff.samples_from(await kube.samples(namespace, connection))
+            connection: handoff.samples_from(await kube.samples.saved(namespace, connection))
             for connection, body in connections.items()
             if body is not None
         }

@@ -49,7 +49,7 @@ class Activity:
         limit: int = 100,
     ) -> RecentRequests:
         await self.connections.require(user, "update", kind, namespace, name)
-        if await self.connections.runtime.kube.get_custom(kind, namespace, name) is None:
+        if await self.connections.runtime.kube.resources.get_custom(kind, namespace, name) is None:
             raise Refused(404, "not_found", f"no {kind.kind} {name!r} in namespace {namespace}")
         query = RequestsQuery(app=f"{namespace}/{kind.kind}/{name}", since=since, limit=limit)
         return _requests(await self._recent(namespace, query))

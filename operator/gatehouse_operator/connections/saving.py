@@ -186,12 +186,12 @@ class Saving:
         after all (a save whose answer was lost is not undone)."""
         stored = self.stored
         try:
-            current = await stored.get_custom(EXTERNAL_CONNECTION, namespace, connection)
+            current = await stored.resources.get_custom(EXTERNAL_CONNECTION, namespace, connection)
             in_use = (
                 current is not None
                 and StoredConnection.of(current).spec.auth.get("secretRef") == ref
             )
-            found = await stored.secret(namespace, ref["name"])
+            found = await stored.secrets.secret(namespace, ref["name"])
             if found is None or in_use:
                 return []
             await kube.delete_secret(namespace, found)
@@ -214,7 +214,7 @@ class Saving:
         self, kube: AsUser, namespace: str, connection: str, secret_name: str
     ) -> str:
         """Deletes the Secret the wizard made for this connection; any other stays."""
-        found = await self.stored.secret(namespace, secret_name)
+        found = await self.stored.secrets.secret(namespace, secret_name)
         if found is None or found.metadata is None:
             return ""
         labels = found.metadata.labels or {}

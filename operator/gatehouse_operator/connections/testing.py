@@ -206,7 +206,7 @@ async def connection_secret(
         scope = sealed_scope(namespace, name, origin, spec.auth, token_url)
         return sealed_in(spec.auth, runtime.sealing.sealing_keys(), scope)
     ref = spec.auth.secret_ref
-    data = await runtime.kube.secret_data(namespace, ref.name) if ref else None
+    data = await runtime.kube.secrets.secret_data(namespace, ref.name) if ref else None
     return secret_in(spec.auth, data)
 
 

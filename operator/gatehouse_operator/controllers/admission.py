@@ -109,7 +109,7 @@ async def check_links(
     policies: dict[str, str | None] = {}
     found = {}
     for name in added:
-        stored = await kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
+        stored = await kube.resources.get_custom(EXTERNAL_CONNECTION, namespace, name)
         connection = None if stored is None else StoredConnection.of(stored)
         policies[name] = link_policy.policy_of(connection)
         if connection:
@@ -191,7 +191,7 @@ async def check_connection_test(
     name = str(spec.get("connection", ""))
     namespace = body["metadata"]["namespace"]
     user = User.from_user_info(dict(userinfo))
-    stored = await kube.get_custom(EXTERNAL_CONNECTION, namespace, name)
+    stored = await kube.resources.get_custom(EXTERNAL_CONNECTION, namespace, name)
     connection = None if stored is None else StoredConnection.of(stored)
 
     async def may(verb: str, connection_name: str) -> bool:
@@ -241,7 +241,7 @@ async def check_project_config(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) 
     kube: Kube = memo.kube
     if not becomes_the_project(body["metadata"], old["metadata"] if old else None):
         return
-    others = await kube.list_custom(PROJECT_CONFIG, body["metadata"]["namespace"])
+    others = await kube.resources.list_custom(PROJECT_CONFIG, body["metadata"]["namespace"])
     problem = second_project(body["metadata"], others)
     if problem:
         raise kopf.AdmissionError(problem, code=409)

@@ -35,9 +35,8 @@ from gatehouse_operator.api.connection_test import (
 from gatehouse_operator.api.meta import GROUP, VERSION, ConditionStatus, spec_error
 from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.api.stored import StoredConnectionTest
-from gatehouse_operator.connections import samples
+from gatehouse_operator.connections import sample_saving, samples
 from gatehouse_operator.connections.testing import Finished, Waiting, ask, result, stored_secrets
-from gatehouse_operator.kube import SampleRefused
 from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime, forget_resource
 from gatehouse_operator.status import Verdict, now
@@ -166,14 +165,14 @@ async def _save_sample(
             ConditionType.SAMPLE_SAVED, "False", Reason.INVALID_SAMPLE, spec_error(error)
         )
     try:
-        await runtime.kube.save_sample(
+        await sample_saving.save(
+            runtime.kube.samples,
             test.namespace,
             owner,
             test.name,
             sample.model_dump(by_alias=True, mode="json"),
-            samples.MAX_SAMPLES_PER_CONNECTION,
         )
-    except SampleRefused as error:
+    except sample_saving.SampleRefused as error:
         return Verdict(ConditionType.SAMPLE_SAVED, "False", error.reason, str(error))
     except client.ApiException as error:
         # The test's own verdict stands; saving again is asking again.
@@ -211,7 +210,7 @@ async def save_after(runtime: Runtime, test: Resource, stored: StoredConnectionT
             CONNECTION_TEST, test, [*kept, verdict], fields, key, summary=ConditionType.PASSED
         )
         forget_resource(runtime, key)
-    await runtime.kube.annotate(
+    await runtime.kube.resources.annotate(
         CONNECTION_TEST, test.namespace, test.name, SAVE_AS_SAMPLE_ANNOTATION, None
     )
 
@@ -380,7 +379,7 @@ async def expire_finished(runtime: Runtime) -> None:
     and tests would then outlive an uninstalled operator.
     """
     now = datetime.datetime.now(datetime.UTC)
-    for body in await runtime.kube.existing(CONNECTION_TEST):
+    for body in await runtime.kube.resources.existing(CONNECTION_TEST):
         test = StoredConnectionTest.of(body)
         finished_at = test.status.finished_at
         if not finished_at:
@@ -388,4 +387,4 @@ async def expire_finished(runtime: Runtime) -> None:
         ttl = test.spec.ttl_seconds_after_finished
         if now >= datetime.datetime.fromisoformat(finished_at) + datetime.timedelta(seconds=ttl):
             namespace = body["metadata"]["namespace"]
-            await runtime.kube.delete_custom(CONNECTION_TEST, namespace, test.name)
+            await runtime.kube.resources.delete_custom(CONNECTION_TEST, namespace, test.name)

@@ -190,7 +190,7 @@ async def read_credential(
         secret_data = None
     elif secret_data is _UNSET:
         try:
-            secret_data, watched = await runtime.kube.watched_secret(namespace, ref.name)
+            secret_data, watched = await runtime.kube.secrets.watched_secret(namespace, ref.name)
         except client.ApiException as error:
             if error.status != 403:
                 raise  # retried: the API server may be away for a moment

@@ -106,7 +106,7 @@ async def reconcile(runtime: Runtime, kind: Kind, app: Resource) -> None:
     owner = {"kind": kind.kind, "name": app.name, "uid": app.uid}
     secret = credential_secret_name(kind, app.name)
     try:
-        token = await runtime.kube.app_token(app.namespace, secret, owner)
+        token = await runtime.kube.tokens.app_token(app.namespace, secret, owner)
     except SecretTaken as taken:
         runtime.routes.drop_app(key, seen_as=key)
         runtime.channel.schedule_flush()
@@ -187,7 +187,7 @@ async def forget(runtime: Runtime, kind: Kind, app: Resource) -> None:
     # means the credential is gone with the app even where no controller-manager runs. Only
     # the Secret made for this app: one of that name it never used is someone else's.
     owner = {"kind": kind.kind, "name": app.name, "uid": app.uid}
-    await runtime.kube.delete_credential_secret(
+    await runtime.kube.tokens.delete_credential_secret(
         app.namespace, credential_secret_name(kind, app.name), owner
     )
 

@@ -37,7 +37,7 @@ class KeyringSecret:
 
     async def load(self, kube: Kube) -> None:
         """Reads the Secret, making it first if absent and allowed. Raises KeyringError."""
-        data = await kube.secret_data(self.namespace, self.name)
+        data = await kube.secrets.secret_data(self.namespace, self.name)
         if data is None and self.create:
             data = await self._make(kube)
         if data is None:
@@ -50,7 +50,7 @@ class KeyringSecret:
     async def refresh(self, kube: Kube) -> None:
         """Picks up a rotation. A Secret that is gone or broken keeps the keys in memory."""
         try:
-            data = await kube.secret_data(self.namespace, self.name)
+            data = await kube.secrets.secret_data(self.namespace, self.name)
             if data is None:
                 log.error("the keyring Secret %s is gone; keeping the keys in memory", self.ref)
                 return
@@ -60,9 +60,11 @@ class KeyringSecret:
 
     async def _make(self, kube: Kube) -> dict[str, bytes] | None:
         keyring = Keyring.generate(FIRST_KEY_ID)
-        if not await kube.create_secret_if_absent(self.namespace, self.name, {KEY: keyring.dump()}):
+        if not await kube.secrets.create_secret_if_absent(
+            self.namespace, self.name, {KEY: keyring.dump()}
+        ):
             # Made by another operator meanwhile: use that one.
-            return await kube.secret_data(self.namespace, self.name)
+            return await kube.secrets.secret_data(self.namespace, self.name)
         log.info("made the keyring Secret %s (key %r)", self.ref, FIRST_KEY_ID)
         return {KEY: keyring.dump().encode()}
 

@@ -46,7 +46,7 @@ class SealingKeysSecret:
     async def refresh(self, kube: Kube) -> None:
         """Reads the Secret (a rotation), makes it at the first start, or puts it back."""
         try:
-            data = await kube.secret_data(self.namespace, self.name)
+            data = await kube.secrets.secret_data(self.namespace, self.name)
             if data is None:
                 await self._absent(kube)
                 return
@@ -90,7 +90,7 @@ class SealingKeysSecret:
         await self._write(kube, SealingKeys.generate(), "made")
 
     async def _write(self, kube: Kube, keys: SealingKeys, what: str) -> None:
-        if not await kube.create_secret_if_absent(
+        if not await kube.secrets.create_secret_if_absent(
             self.namespace, self.name, {SEALING_KEYS_FILE: keys.dump()}
         ):
             return  # made by another replica meanwhile: read at the next turn
@@ -101,7 +101,7 @@ class SealingKeysSecret:
     async def _published_keys(self, kube: Kube) -> list[str]:
         if self.published is None:
             return []
-        data = await kube.config_map_data(*self.published)
+        data = await kube.secrets.config_map_data(*self.published)
         try:
             listed = json.loads((data or {}).get(SEALING_KEYS_FILE, "{}")).get("keys", {})
         except (ValueError, AttributeError):

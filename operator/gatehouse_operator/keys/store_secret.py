@@ -40,9 +40,9 @@ class StoreSecret:
         API's errors (the caller tries again)."""
         if self.settled:
             return
-        data = await kube.secret_data(self.namespace, self.name)
+        data = await kube.secrets.secret_data(self.namespace, self.name)
         if data is None:
-            if await kube.create_secret_if_absent(
+            if await kube.secrets.create_secret_if_absent(
                 self.namespace, self.name, {KEY: secrets.token_urlsafe(PASSWORD_BYTES)}
             ):
                 log.info("made the shared store's password Secret %s", self.ref)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -75,7 +74,8 @@ async def read(call: Callable[[], Awaitable[T]]) -> T:
 
 
 class KubeCalls:
-    """The API groups' handles the operator's calls go through (see ``Kube``)."""
+    """The client every part of ``Kube`` shares: the API groups' handles its calls go
+    through."""
 
     def __init__(self, api: client.ApiClient, namespaces: tuple[str, ...] = ()) -> None:
         """``namespaces``: the ones the operator watches, if not all (operator.watchNamespaces:
@@ -84,6 +84,3 @@ class KubeCalls:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.admission = client.AdmissionregistrationV1Api(api)
-        self._sample_writers: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
-            weakref.WeakValueDictionary()
-        )

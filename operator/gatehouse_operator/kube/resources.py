@@ -15,7 +15,13 @@ from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 from gatehouse_operator.kube.calls import KubeCalls, read
 
 
-class Resources(KubeCalls):
+class Resources:
+    """The gatehouse.dev resources, their status and Events, and the webhook configuration."""
+
+    def __init__(self, calls: KubeCalls) -> None:
+        self.namespaces = calls.namespaces
+        self.core, self.custom, self.admission = calls.core, calls.custom, calls.admission
+
     async def post_event(
         self, kind: Kind, meta: dict[str, Any], type_: str, reason: str, message: str
     ) -> None:

@@ -1,30 +1,25 @@
-"""A connection's saved samples (ConnectionSamples): listed, saved within the sample limit, one
-save a connection at a time in this process, and deleted."""
+"""A connection's saved samples (ConnectionSamples): listed, written and deleted. How many a
+connection keeps, and saves taking turns, are the use case's (connections.sample_saving)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from kubernetes.aio import client
 
-from gatehouse_operator.api.conditions import Reason
 from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
 from gatehouse_operator.api.meta import GROUP, VERSION
-from gatehouse_operator.kube.calls import owner_reference
+from gatehouse_operator.kube.calls import KubeCalls, owner_reference
 from gatehouse_operator.kube.resources import Resources
 
 
-class SampleRefused(Exception):
-    """The sample cannot be saved: ``reason`` is the SampleSaved condition's."""
+class Samples:
+    """The ConnectionSamples of a namespace, by the connection they belong to."""
 
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+    def __init__(self, calls: KubeCalls, resources: Resources) -> None:
+        self.custom, self.resources = calls.custom, resources
 
-
-class Samples(Resources):
-    async def samples(self, namespace: str, connection: str) -> dict[str, dict[str, Any]]:
+    async def saved(self, namespace: str, connection: str) -> dict[str, dict[str, Any]]:
         """The connection's saved samples: each ConnectionSample's name to its spec.
 
         The namespace's samples, filtered here: a label would carry the connection's name, and
@@ -32,61 +27,39 @@ class Samples(Resources):
         """
         return {
             item["metadata"]["name"]: item["spec"]
-            for item in await self.list_custom(CONNECTION_SAMPLE, namespace)
+            for item in await self.resources.list_custom(CONNECTION_SAMPLE, namespace)
             if item.get("spec", {}).get("connection") == connection
         }
 
-    async def save_sample(
-        self, namespace: str, owner: dict[str, Any], name: str, spec: dict[str, Any], limit: int
-    ) -> None:
-        """Writes the ConnectionSample ``name`` (owned by the connection, deleted with it).
+    async def create(
+        self, namespace: str, owner: dict[str, Any], name: str, spec: dict[str, Any]
+    ) -> bool:
+        """Writes the ConnectionSample ``name`` (owned by the connection, deleted with it);
+        False when the name is taken."""
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": CONNECTION_SAMPLE.kind,
+            "metadata": {
+                "name": name,
+                "ownerReferences": [
+                    self.custom.api_client.sanitize_for_serialization(owner_reference(owner))
+                ],
+            },
+            "spec": spec,
+        }
+        try:
+            await self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, CONNECTION_SAMPLE.plural, body
+            )
+        except client.ApiException as error:
+            if error.status != 409:
+                raise
+            return False
+        return True
 
-        Saves for one connection take turns in this process, so twenty tests finishing together
-        cannot all pass the count before any is written; only the elected operator saves.
-        Saving a sample that exists already is done.
-        """
-        connection = owner["name"]
-        key = (namespace, connection)
-        writer = self._sample_writers.get(key) or self._sample_writers.setdefault(
-            key, asyncio.Lock()
-        )
-        async with writer:
-            saved = await self.samples(namespace, connection)
-            if name in saved:
-                return
-            if len(saved) >= limit:
-                raise SampleRefused(
-                    Reason.SAMPLE_LIMIT_REACHED,
-                    f"the connection keeps at most {limit} samples; delete one "
-                    f"(kubectl delete {CONNECTION_SAMPLE.singular} NAME) to save another",
-                )
-            body = {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": CONNECTION_SAMPLE.kind,
-                "metadata": {
-                    "name": name,
-                    "ownerReferences": [
-                        self.custom.api_client.sanitize_for_serialization(owner_reference(owner))
-                    ],
-                },
-                "spec": spec,
-            }
-            try:
-                await self.custom.create_namespaced_custom_object(
-                    GROUP, VERSION, namespace, CONNECTION_SAMPLE.plural, body
-                )
-            except client.ApiException as error:
-                if error.status != 409:
-                    raise
-                raise SampleRefused(
-                    Reason.SAMPLE_EXISTS,
-                    f"another connection's sample is named {name!r}: delete it or run the test "
-                    "again under another name",
-                ) from None
-
-    async def delete_sample(self, namespace: str, connection: str, name: str) -> bool:
+    async def delete(self, namespace: str, connection: str, name: str) -> bool:
         """Deletes the connection's sample ``name``; False when it has no such sample."""
-        found = await self.get_custom(CONNECTION_SAMPLE, namespace, name)
+        found = await self.resources.get_custom(CONNECTION_SAMPLE, namespace, name)
         if found is None or found.get("spec", {}).get("connection") != connection:
             return False
         # The uid precondition: never a same-named sample saved after this read.

@@ -25,7 +25,12 @@ def decoded(data: dict[str, bytes | str] | None) -> dict[str, bytes]:
     return {key: base64.b64decode(value) for key, value in (data or {}).items()}
 
 
-class Secrets(KubeCalls):
+class Secrets:
+    """Secrets and ConfigMaps, by namespace and name."""
+
+    def __init__(self, calls: KubeCalls) -> None:
+        self.core = calls.core
+
     async def secret(self, namespace: str, name: str) -> client.V1Secret | None:
         try:
             found: client.V1Secret = await self.core.read_namespaced_secret(name, namespace)

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from kubernetes.aio import client
 
 from gatehouse_operator.api.meta import GROUP
-from gatehouse_operator.kube.calls import owner_reference
+from gatehouse_operator.kube.calls import KubeCalls, owner_reference
 from gatehouse_operator.kube.secrets import WATCHED_LABEL, Secrets, decoded, watched
 
 CREDENTIAL_LABEL = "gatehouse.dev/credential-for"
@@ -46,12 +46,17 @@ def credential_owner(
     return None
 
 
-class AppTokens(Secrets):
+class AppTokens:
+    """The credential Secrets the operator makes for apps: issued, and deleted with the app."""
+
+    def __init__(self, calls: KubeCalls, secrets: Secrets) -> None:
+        self.core, self.secrets = calls.core, secrets
+
     async def app_token(self, namespace: str, secret_name: str, owner: dict[str, Any]) -> str:
         """The app's proxy credential from the Secret the operator made for it, created if
         missing. A Secret of that name that is not the app's is left as it is: raises
         SecretTaken (whoever may create apps must not take over, or overwrite, a Secret)."""
-        found = await self.secret(namespace, secret_name)
+        found = await self.secrets.secret(namespace, secret_name)
         labels = {CREDENTIAL_LABEL: f"{owner['kind']}.{owner['name']}", WATCHED_LABEL: "true"}
         token = secrets.token_urlsafe(32)
         metadata = client.V1ObjectMeta(
@@ -88,7 +93,7 @@ class AppTokens(Secrets):
         self, namespace: str, secret_name: str, owner: dict[str, Any]
     ) -> None:
         """Deletes the app's credential Secret if it is the one the operator made for it."""
-        found = await self.secret(namespace, secret_name)
+        found = await self.secrets.secret(namespace, secret_name)
         if found is None or found.metadata is None or credential_owner(found, owner) != "this app":
             return
         # Only that very Secret: one made again meanwhile under the name is left alone.

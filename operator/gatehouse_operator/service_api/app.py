@@ -230,7 +230,7 @@ class ServiceApi:
                 user, "patch", PROJECT_CONFIG, namespace, name
             )  # before the body
             await self._update_defaults(request, namespace, name)
-        body = await self.runtime.kube.get_custom(PROJECT_CONFIG, namespace, name)
+        body = await self.runtime.kube.resources.get_custom(PROJECT_CONFIG, namespace, name)
         if body is None:
             raise Refused(404, "not_found", f"ProjectConfig {namespace}/{name} is gone")
         stored = dict(StoredProjectConfig.model_validate(body).spec.defaults)
@@ -252,7 +252,7 @@ class ServiceApi:
         # A merge patch changes only the keys given (the reference replaced the whole object).
         # Its field manager takes ownership of them, so a later `service deploy` keeps these
         # values unless the file sets the same keys.
-        await self.runtime.kube.custom.patch_namespaced_custom_object(
+        await self.runtime.kube.resources.custom.patch_namespaced_custom_object(
             GROUP,
             VERSION,
             namespace,

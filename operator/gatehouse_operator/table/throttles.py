@@ -16,7 +16,7 @@ import time
 
 from gatehouse_contract.frames import Throttled
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
-from gatehouse_operator.kube import API_ERRORS, Kube, failure
+from gatehouse_operator.kube import API_ERRORS, Resources, failure
 from gatehouse_operator.table.store import RouteStore
 
 log = logging.getLogger("gatehouse.operator")
@@ -26,9 +26,10 @@ _SAME_PAUSE_SECONDS = 2.0
 
 
 class Throttles:
-    def __init__(self, routes: RouteStore, kube: Kube | None) -> None:
+    def __init__(self, routes: RouteStore, resources: Resources | None) -> None:
         self.routes = routes
-        self.kube = kube  # None: heard, and told to nobody (a channel without a cluster)
+        # None: heard, and told to nobody (a channel without a cluster).
+        self.resources = resources
         self._told_until: dict[str, float] = {}  # connection key -> time.time()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -37,7 +38,7 @@ class Throttles:
         if until <= self._told_until.get(said.connection, 0.0) + _SAME_PAUSE_SECONDS:
             return
         route = self.routes.connection(said.connection)
-        if route is None or self.kube is None:
+        if route is None or self.resources is None:
             return
         self._told_until[said.connection] = until
         # Bounded: one entry per connection that was ever paused; ended pauses go.
@@ -55,8 +56,8 @@ class Throttles:
         task.add_done_callback(self._tasks.discard)
 
     async def _post(self, meta: dict[str, str], message: str) -> None:
-        assert self.kube is not None
+        assert self.resources is not None
         try:
-            await self.kube.post_event(EXTERNAL_CONNECTION, meta, "Warning", REASON, message)
+            await self.resources.post_event(EXTERNAL_CONNECTION, meta, "Warning", REASON, message)
         except API_ERRORS as error:
             log.warning("cannot post the Throttled Event on %s (%s)", meta["name"], failure(error))

@@ -27,7 +27,7 @@ def mount(connections: Connections) -> Mount:
     runtime = connections.runtime
     renderer = Renderer(runtime.settings.web_read_only)
     guards = Guards(connections.access, Sessions(runtime.keyring), renderer, renderer.read_only)
-    pages = Pages(connections, guards, runtime.kube.core.api_client)
+    pages = Pages(connections, guards, runtime.kube.api)
     forms = ConnectionForms(pages)
 
     def wizard(handler: Handler) -> Callable[[Request], Awaitable[Response]]:

@@ -62,7 +62,7 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.watching.label_selectors["", "v1", "secrets"] = WATCHED_SELECTOR
     options: OperatorSettings = memo.options  # checked by __main__ before kopf started
     api = await api_client()
-    kube = Kube(api, options.namespaces)
+    kube = Kube.of(api, options.namespaces)
     keyring = await _keyring(options, kube)
     sealing = _sealing(options)
     if isinstance(sealing, SealingKeysSecret):
@@ -115,7 +115,7 @@ def assemble(
     routes, journal, status = RouteStore(), Journal(), StatusWriter(kube)
     # A replica that moves wakes the rollout (made next: no replica connects before it exists).
     replicas = Replicas(settings.replica_grace_seconds, lambda: rollout.wake())
-    channel = TableChannel(keyring, routes, journal, replicas, Throttles(routes, kube))
+    channel = TableChannel(keyring, routes, journal, replicas, Throttles(routes, kube.resources))
     rollout = Rollout(routes, journal, replicas, status.write)
     encrypter = CredentialEncrypter(keyring)
     return Runtime(

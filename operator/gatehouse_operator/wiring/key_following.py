@@ -55,7 +55,7 @@ class SealingKeysFollower:
         namespace, _, name = target.partition("/")
         data = {SEALING_KEYS_FILE: keys.public().dump(), "active": keys.active}
         try:
-            written = await self.runtime.kube.publish_config_map(namespace, name, data)
+            written = await self.runtime.kube.secrets.publish_config_map(namespace, name, data)
         except LookupError as missing:
             if not self.missing_said:  # said once, not every 5 s
                 log.error("cannot publish the sealing keys: %s", missing)

@@ -25,12 +25,14 @@ async def existing(runtime: Runtime) -> tuple[dict[str, str], dict[str, str]]:
     """The connections and the apps in the cluster now: their uids by key."""
     connections = {
         connection.key: connection.uid
-        for connection in map(resource_of, await runtime.kube.existing(EXTERNAL_CONNECTION))
+        for connection in map(
+            resource_of, await runtime.kube.resources.existing(EXTERNAL_CONNECTION)
+        )
     }
     apps = {
         app_key(kind, app): app.uid
         for kind in (DATA_APP, CHART_TYPE)
-        for app in map(resource_of, await runtime.kube.existing(kind))
+        for app in map(resource_of, await runtime.kube.resources.existing(kind))
     }
     return connections, apps
 

@@ -46,7 +46,7 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     options: WebhookSettings = memo.options
     api = await api_client()
-    kube = Kube(api)
+    kube = Kube.of(api)
     memo.api, memo.kube, memo.access, memo.tasks = api, kube, Access(api), []
 
     async def on_ca_bundle(ca_bundle: str) -> None:
@@ -114,7 +114,7 @@ async def _serve_the_shared(
     while True:
         await asyncio.sleep(CHECK_SECONDS)
         try:
-            found = await kube.secret_data(namespace, name)
+            found = await kube.secrets.secret_data(namespace, name)
             if found is None:
                 if await store_certificate(
                     kube, options.tls_secret, options.configuration, certificate, key
@@ -142,7 +142,7 @@ async def _install_ca_bundle(kube: Kube, options: WebhookSettings, ca_bundle: st
     name = options.configuration
     for delay in itertools.chain((1.0, 2.0, 5.0, 10.0), itertools.repeat(30.0)):
         try:
-            await kube.set_webhook_ca(name, ca_bundle)
+            await kube.resources.set_webhook_ca(name, ca_bundle)
         except API_ERRORS as error:
             log.error(
                 "cannot write the webhook certificate into ValidatingWebhookConfiguration %s "
