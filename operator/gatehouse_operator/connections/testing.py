@@ -106,14 +106,12 @@ def _refused(refused: Problem) -> Waiting | Finished:
     if code is not None and code in NOT_SENT:
         return Waiting(Reason.PROXY_BUSY, refused.message[:1024], 2.0)
     message = refused.message[:900]
-    if code is not None:
-        return Finished(Verdict(ConditionType.PASSED, "False", refusal_reason(code), message))
     if refused.code == TEST_EXPIRED:
         message += (
             " (an earlier proxy release, which does not say whether the request was sent: "
             "it is not sent again; run a new test to try again)"
         )
-    reason = unknown_refusal_reason(refused.code)
+    reason = refusal_reason(code) if code is not None else unknown_refusal_reason(refused.code)
     return Finished(Verdict(ConditionType.PASSED, "False", reason, message))
 
 
