@@ -22,7 +22,9 @@ from gatehouse_operator.table.rollout import Rollout
 from gatehouse_operator.table.store import RouteStore
 
 
-def app_key(kind: Kind, resource: Resource) -> str:
+def kind_key(kind: Kind, resource: Resource) -> str:
+    """namespace/Kind/name: how the table names an app, and the status writer a resource of a
+    kind whose names may repeat another kind's in the namespace."""
     return f"{resource.namespace}/{kind.kind}/{resource.name}"
 
 

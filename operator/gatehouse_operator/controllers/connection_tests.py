@@ -38,7 +38,7 @@ from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.connections import sample_saving, samples
 from gatehouse_operator.connections.testing import Finished, Waiting, ask, result, stored_secrets
 from gatehouse_operator.kube.objects import resource_of
-from gatehouse_operator.runtime import Runtime, forget_resource
+from gatehouse_operator.runtime import Runtime, forget_resource, kind_key
 from gatehouse_operator.status import Verdict, now
 
 PLURAL = CONNECTION_TEST.plural
@@ -46,10 +46,6 @@ PLURAL = CONNECTION_TEST.plural
 # the connection) and for a proxy replica to answer.
 PATIENCE_SECONDS = 60.0
 SENT_MESSAGE = "sent to a proxy replica; waiting for its report"
-
-
-def _key(test: Resource) -> str:
-    return f"{test.namespace}/{CONNECTION_TEST.kind}/{test.name}"
 
 
 def _age_seconds(test: Resource) -> float:
@@ -124,7 +120,7 @@ async def _run_on_proxy(
         test,
         [sent],
         ConnectionTestStatus(),
-        _key(test),
+        kind_key(CONNECTION_TEST, test),
         summary=ConditionType.PASSED,
         events=False,
     )
@@ -205,7 +201,7 @@ async def save_after(runtime: Runtime, test: Resource, stored: StoredConnectionT
             if c.type != ConditionType.SAMPLE_SAVED
         ]
         fields = ConnectionTestStatus(sample=test.name) if verdict.ok else ConnectionTestStatus()
-        key = _key(test)
+        key = kind_key(CONNECTION_TEST, test)
         await runtime.status.write(
             CONNECTION_TEST, test, [*kept, verdict], fields, key, summary=ConditionType.PASSED
         )
@@ -285,7 +281,7 @@ async def run(runtime: Runtime, test: Resource, stored: StoredConnectionTest) ->
     read as the use cases read one."""
     if stored.status.finished_at:
         return
-    key = _key(test)
+    key = kind_key(CONNECTION_TEST, test)
     started = time.perf_counter()
     # What the test found: the fields given are those written (the timing is added at the end).
     found = ConnectionTestStatus()

@@ -28,7 +28,7 @@ from gatehouse_operator.api.meta import GROUP, VERSION, Kind, spec_error
 from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.kube import CREDENTIAL_LABEL, SECRET_TAKEN_RETRY_SECONDS, SecretTaken
 from gatehouse_operator.kube.objects import resource_of
-from gatehouse_operator.runtime import Runtime, app_key, forget_resource
+from gatehouse_operator.runtime import Runtime, forget_resource, kind_key
 from gatehouse_operator.status import Verdict, ready
 from gatehouse_operator.table import budget
 from gatehouse_operator.table.rollout import Routed
@@ -94,7 +94,7 @@ async def _write_status(runtime: Runtime, kind: Kind, app: Resource, route: AppR
 
 
 async def reconcile(runtime: Runtime, kind: Kind, app: Resource) -> None:
-    key = app_key(kind, app)
+    key = kind_key(kind, app)
     try:
         spec = LinkedAppSpec.model_validate(app.spec)
     except ValidationError as error:
@@ -179,7 +179,7 @@ async def app_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 
 async def forget(runtime: Runtime, kind: Kind, app: Resource) -> None:
     """Takes a deleted app out of the table, with its proxy credential."""
-    key = app_key(kind, app)
+    key = kind_key(kind, app)
     runtime.routes.drop_app(key, seen_as=key)
     forget_resource(runtime, key)
     runtime.channel.schedule_flush()

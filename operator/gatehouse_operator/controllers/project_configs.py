@@ -27,20 +27,16 @@ from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.project_config.compiler import compile_config
 from gatehouse_operator.project_config.schema import parsed_spec
 from gatehouse_operator.project_config.time_intervals import CompileWarning
-from gatehouse_operator.runtime import Runtime, forget_resource
+from gatehouse_operator.runtime import Runtime, forget_resource, kind_key
 from gatehouse_operator.status import Verdict, ready
 
 PLURAL = PROJECT_CONFIG.plural
 
 
-def _key(project: Resource) -> str:
-    return f"{project.namespace}/{PROJECT_CONFIG.kind}/{project.name}"
-
-
 async def reconcile(runtime: Runtime, project: Resource) -> list[CompileWarning]:
     """Compiles and writes the status; the warnings to send as Events (none unless this
     generation was not compiled before)."""
-    key = _key(project)
+    key = kind_key(PROJECT_CONFIG, project)
     runtime.projects[project.uid] = (project.namespace, project.name)
     config, problems = parsed_spec(project.spec)
     if config is None:
@@ -91,5 +87,5 @@ async def project_config_event(
         return
     runtime: Runtime = memo.runtime
     project = resource_of(body)
-    forget_resource(runtime, _key(project))
+    forget_resource(runtime, kind_key(PROJECT_CONFIG, project))
     runtime.projects.pop(project.uid, None)

@@ -16,7 +16,7 @@ from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.controllers import external_connections, linked_apps
 from gatehouse_operator.kube import API_ERRORS, failure
 from gatehouse_operator.kube.objects import resource_of
-from gatehouse_operator.runtime import Runtime, app_key
+from gatehouse_operator.runtime import Runtime, kind_key
 
 log = logging.getLogger("gatehouse.operator")
 
@@ -30,7 +30,7 @@ async def existing(runtime: Runtime) -> tuple[dict[str, str], dict[str, str]]:
         )
     }
     apps = {
-        app_key(kind, app): app.uid
+        kind_key(kind, app): app.uid
         for kind in (DATA_APP, CHART_TYPE)
         for app in map(resource_of, await runtime.kube.resources.existing(kind))
     }
