@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pydantic import Field
 
 from gatehouse_operator.api.meta import Kind, Model, PrinterColumn, Status, ready_columns
+from gatehouse_operator.api.stored import as_mapping
 from gatehouse_operator.project_config.compiler import Compiled
 from gatehouse_operator.project_config.schema import CatalogModel, ServiceConfig, shortened
 from gatehouse_operator.project_config.time_intervals import MAX_INTERVALS, CompileWarning
@@ -21,13 +22,9 @@ from gatehouse_operator.project_config.time_intervals import MAX_INTERVALS, Comp
 PREVIEW_LABEL = "gatehouse.dev/preview"
 
 
-def _mapping(value: object) -> Mapping[str, object]:
-    # Admission hands these over as sent, so each level is read as a mapping only if it is one.
-    return value if isinstance(value, Mapping) else {}
-
-
+# Admission hands the metadata over as sent, so each level is read as a mapping only if it is one.
 def is_preview(metadata: Mapping[str, object]) -> bool:
-    return _mapping(metadata.get("labels")).get(PREVIEW_LABEL) == "true"
+    return as_mapping(metadata.get("labels")).get(PREVIEW_LABEL) == "true"
 
 
 def becomes_the_project(metadata: Mapping[str, object], old: Mapping[str, object] | None) -> bool:
@@ -42,7 +39,7 @@ def second_project(metadata: Mapping[str, object], others: Iterable[Mapping[str,
     """Why the namespace cannot have this project file besides another ('' when it can)."""
     names = sorted(
         str(other_meta.get("name"))
-        for other_meta in (_mapping(other.get("metadata")) for other in others)
+        for other_meta in (as_mapping(other.get("metadata")) for other in others)
         if other_meta.get("name") != metadata.get("name") and not is_preview(other_meta)
     )
     if not names:

@@ -19,11 +19,10 @@ from pydantic.alias_generators import to_camel
 from gatehouse_operator.api.conditions import ConditionType
 from gatehouse_operator.api.connection import (
     DEFAULT_AUTH_TYPE,
+    DEFAULT_CLIENT_AUTHENTICATION,
     DEFAULT_LINK_POLICY,
     DEFAULT_METHODS,
     FIRST_KEY_PLACEMENT,
-    Auth,
-    OAuth2ClientCredentialsAuth,
 )
 from gatehouse_operator.api.connection_document import SecretRefDocument
 from gatehouse_operator.api.connection_test import DEFAULT_TTL_SECONDS
@@ -44,10 +43,15 @@ class Stored(BaseModel):
         return data
 
 
+def as_mapping(value: object) -> Mapping[str, object]:
+    """A level of an object as sent or stored, read as a mapping only if it is one (empty
+    otherwise), for the models or the rules to judge what it holds."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def _metadata(body: Mapping[str, object]) -> Mapping[str, object]:
-    """An object's metadata, for the models to judge (a name missing is a validation error)."""
-    meta = body.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    """An object's metadata (a name missing is the model's validation error)."""
+    return as_mapping(body.get("metadata"))
 
 
 def _default_methods() -> list[str]:
@@ -141,9 +145,7 @@ class StoredOAuth2(Stored):
     token_url: str = Field(default="", alias="tokenURL")
     client_id: str = ""
     scopes: list[str] = Field(default_factory=list)
-    client_authentication: str = OAuth2ClientCredentialsAuth.model_fields[
-        "client_authentication"
-    ].default
+    client_authentication: str = DEFAULT_CLIENT_AUTHENTICATION
     parameters: dict[str, str] = Field(default_factory=dict)
 
 
@@ -156,7 +158,7 @@ class StoredSecretRef(Stored):
 
 
 class StoredAuth(Stored):
-    type: str = Auth.model_fields["type"].default
+    type: str = DEFAULT_AUTH_TYPE
     api_key: StoredApiKey = Field(default_factory=StoredApiKey)
     google_service_account: StoredGoogleServiceAccount = Field(
         default_factory=StoredGoogleServiceAccount
