@@ -30,6 +30,11 @@ TEST_PATH_PATTERN = r"^/[^\s#]*$"
 MAX_TEST_PATH_CHARS = 2048
 
 
+def body_problem(method: str, body: object) -> str:
+    """A test's rule its schema does not state: a GET sends no body ("" when it holds)."""
+    return "a GET test cannot have a body" if method == "GET" and body is not None else ""
+
+
 class SampleRequest(Model):
     label: str = Field(
         default="",

@@ -18,6 +18,7 @@ from gatehouse_operator.api.connection_test import (
     MAX_TEST_PATH_CHARS,
     TEST_PATH_PATTERN,
     SampleRequest,
+    body_problem,
 )
 from gatehouse_operator.api.meta import DNS_LABEL, Model
 
@@ -183,8 +184,8 @@ class TrialRequest(Model):
     def _no_body_with_get(cls, body: Any, info: ValidationInfo) -> Any:
         # As ConnectionTest admission refuses it: a draft's test must not pass what a saved
         # connection's test would not.
-        if body is not None and info.data.get("method", DEFAULT_TEST_METHOD) == "GET":
-            raise ValueError("a GET test cannot have a body")
+        if problem := body_problem(info.data.get("method", DEFAULT_TEST_METHOD), body):
+            raise ValueError(problem)
         return body
 
 

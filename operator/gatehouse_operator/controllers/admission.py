@@ -32,7 +32,11 @@ from gatehouse_operator.access.reviews import Access, User
 from gatehouse_operator.api import link_policy
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
-from gatehouse_operator.api.connection_test import CONNECTION_TEST, DEFAULT_TEST_METHOD
+from gatehouse_operator.api.connection_test import (
+    CONNECTION_TEST,
+    DEFAULT_TEST_METHOD,
+    body_problem,
+)
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.api.project_config import (
     PROJECT_CONFIG,
@@ -209,8 +213,8 @@ async def check_connection_test(
         )
     allowed = connection.spec.allowed_methods
     method = spec.get("method", DEFAULT_TEST_METHOD)
-    if method == "GET" and spec.get("body") is not None:
-        raise kopf.AdmissionError("spec.body: a GET test cannot have a body", code=422)
+    if problem := body_problem(method, spec.get("body")):
+        raise kopf.AdmissionError(f"spec.body: {problem}", code=422)
     if method not in allowed:
         raise kopf.AdmissionError(
             f"spec.method: {method} is not one of the connection's allowedMethods "
