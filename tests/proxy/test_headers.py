@@ -311,3 +311,14 @@ def test_the_content_type_relayed_is_scrubbed_of_injected_values() -> None:
         media_type=parse(f"application/json; echo={secret}; bytes=\u00e9"),
     )
     assert kept == [("content-type", 'application/json;echo=[redacted];bytes="\u00e9"')]
+
+
+def test_the_connections_own_headers_stand_in_for_the_apps_in_any_spelling() -> None:
+    """What the body rules read and the sender sends: the connection's Content-Type, not the
+    app's under any name a server reads as it."""
+    sent = upstream_request_headers(
+        [("Content-Type", "text/plain"), ("content_type", "text/plain"), ("X-Trace", "1")],
+        injected=set(),
+        own=[("Content-Type", "application/x-www-form-urlencoded")],
+    )
+    assert sent == [("X-Trace", "1"), ("Content-Type", "application/x-www-form-urlencoded")]
