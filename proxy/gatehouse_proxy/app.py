@@ -60,8 +60,15 @@ from gatehouse_proxy.forwarder import (
 )
 from gatehouse_proxy.google_tokens import GoogleMinter
 from gatehouse_proxy.incoming import AppRequest, AppWentAway, header
-from gatehouse_proxy.injectors import Injection, Injector, credential_key, mints_tokens
+from gatehouse_proxy.injectors import (
+    Injection,
+    Injector,
+    credential_key,
+    injected_header_names,
+    mints_tokens,
+)
 from gatehouse_proxy.matcher import UpstreamPath, check_method, check_path, normalise
+from gatehouse_proxy.media_types import as_read
 from gatehouse_proxy.network_guard import NetworkPolicy
 from gatehouse_proxy.query import upstream_query
 from gatehouse_proxy.quotas import Quotas, Standing
@@ -321,8 +328,15 @@ class Proxy:
             body_rules.check_query(query, connection.allowed_methods)
             path = normalise(raw_path)
             check_path(path, connection.allowed_paths)
-            incoming = list(incoming)
-            check_copy_sources(incoming, connection.origin, connection.allowed_paths)
+            # What the upstream will be sent, which is what the rules read: the connection's
+            # own Content-Type, say, in place of the app's.
+            outgoing = header_policy.upstream_request_headers(
+                incoming,
+                injected_header_names(connection),
+                credentialed=connection.credential.type != "none",
+                own=connection.headers,
+            )
+            check_copy_sources(outgoing, connection.origin, connection.allowed_paths)
         with tracing.phase("limits"):
             standing = await self.quotas.admit(connection, caller_uid)
             try:
@@ -339,13 +353,13 @@ class Proxy:
                 in_query = credential.type == "apiKey" and credential.location == "query"
                 await body_rules.check_body(
                     namespace,
-                    incoming,
+                    outgoing,
                     pieces,
                     connection.allowed_methods,
                     credential.parameter if in_query else None,
                 )
             body = RequestBody(pieces, partial(self.turns.take, namespace))
-            send = partial(self._send, connection, method, path, query, incoming, body, readable)
+            send = partial(self._send, connection, method, path, query, outgoing, body, readable)
 
             async def attempt(sending: Callable[[], None] | None) -> tuple[Injection, Upstream]:
                 with tracing.phase("credential"):
@@ -368,7 +382,7 @@ class Proxy:
                     upstream.release()
                     injection, upstream = await attempt(None)
                 await self._heed_the_vendor(connection, upstream)
-                check_content_type(upstream, method, connection.content_types)
+                check_content_type(upstream, method, connection.content_types, injection.secrets)
             except ProxyError:
                 await self.turns.take(namespace)
                 raise
@@ -400,18 +414,15 @@ class Proxy:
         method: str,
         path: UpstreamPath,
         query: bytes,
-        incoming: list[tuple[str, str]],
+        outgoing: list[tuple[str, str]],
         body: RequestBody,
         readable: bool,
         injection: Injection,
     ) -> Upstream:
-        """One upstream call: the app's headers that may pass, the connection's own headers in
-        place of the app's of the same name, then the credential."""
+        """One upstream call: the headers the rules read (``upstream_request_headers``), with
+        the hop's own (the trace's, and the Accept-Encoding an answer to scrub needs), then the
+        credential."""
         url = connection.origin + path.encoded + upstream_query(query, injection.query)
-        own = {name for name, _ in connection.headers}
-        outgoing = header_policy.upstream_request_headers(
-            incoming, injection.header_names | own, credentialed=bool(injection.secrets)
-        )
         outgoing = self.tracing.outgoing(outgoing)
         identity = bool(injection.secrets) or readable
         if identity:
@@ -428,7 +439,7 @@ class Proxy:
             self.pools.session(namespace),
             method=method,
             url=url,
-            headers=[*outgoing, *connection.headers, *injection.headers.items()],
+            headers=[*outgoing, *injection.headers.items()],
             body=body,
             timeout_seconds=connection.limits.timeout_seconds,
             max_response_bytes=connection.limits.max_response_bytes,
@@ -523,7 +534,9 @@ class Proxy:
         # A redirect's target, shown and never followed: it may echo the injected credential, as
         # may any header.
         location = answered.get("location", "") if is_redirect(upstream.status) else ""
-        content_type, location = redact.headers([answered.get("content-type", ""), location])
+        # The type as an app's fetch would be given it.
+        media_type = "" if upstream.media_type is None else as_read(str(upstream.media_type))
+        content_type, location = (_text(value) for value in redact.headers([media_type, location]))
         return ConnectionTestAnswer(
             status_code=upstream.status,
             content_type=content_type[:MAX_CONTENT_TYPE_CHARS],
@@ -541,6 +554,12 @@ class Proxy:
 
 
 BodyReader = Callable[[int, Callable[[int], None]], Awaitable[list[bytes]]]
+
+
+def _text(value: str) -> str:
+    """A header value as aiohttp reads it, as text a status may hold: bytes that are not UTF-8
+    (kept as surrogates, which no JSON encoder takes) as U+FFFD."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def create_app(proxy: Proxy) -> ASGIApp:

@@ -31,10 +31,6 @@ class Injection:
     minted: CredentialKey | None = None
 
     @property
-    def header_names(self) -> set[str]:
-        return {name.lower() for name in self.headers}
-
-    @property
     def token(self) -> str:
         return self.secrets[0] if self.secrets else ""
 
@@ -57,6 +53,17 @@ def credential_key(connection: ConnectionRoute) -> CredentialKey:
 
 def mints_tokens(connection: ConnectionRoute) -> bool:
     return connection.credential.type in ("googleServiceAccount", "oauth2ClientCredentials")
+
+
+def injected_header_names(connection: ConnectionRoute) -> frozenset[str]:
+    """The names :meth:`Injector.injection` sends the credential under, known before it is
+    decrypted or minted: the headers the upstream gets are settled (and checked) before then."""
+    credential = connection.credential
+    if credential.type == "none":
+        return frozenset()
+    if credential.type == "apiKey":
+        return frozenset() if credential.location == "query" else frozenset({credential.parameter})
+    return frozenset({"Authorization"})
 
 
 class Injector:

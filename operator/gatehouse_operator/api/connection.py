@@ -502,8 +502,10 @@ class ExternalConnectionSpec(Model):
         default_factory=list,
         max_length=32,
         description="Media types an answer may have (type/subtype, or type/* for every "
-        "subtype), compared without parameters or case; an answer of another type is refused "
-        "(502 content_type_not_allowed) and a test shows the type it got. Empty allows any.",
+        "subtype), compared without parameters or case with the type a browser reads in the "
+        "answer's Content-Type (the last of several); an answer of another type, or of none a "
+        "browser can read, is refused (502 content_type_not_allowed) and a test shows the type "
+        "it got. Empty allows any.",
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     # The empty default lets the API server fill in each limit's default, so the stored
