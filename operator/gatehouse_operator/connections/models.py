@@ -277,13 +277,41 @@ class RecentRequestView(Model):
     response_bytes: int
     replica: str = Field(description="The proxy replica that served it.")
     trace_id: str = Field(description="The W3C trace id the app sent, or one the proxy made.")
+    details_hidden: Literal[False] = Field(
+        default=False, description="False: the caller may see the connection, so all is here."
+    )
+
+
+class HiddenRequestView(Model):
+    """One fetch through a connection the caller may not see (or that is gone: the two read
+    alike), shown as build-spec shows a link to it: when, which app, the connection's name (the
+    app's own link says it) and how the app was answered; never what it asked of the connection
+    (method, path, query names) nor how much came back."""
+
+    time: float = Field(description="When its answer ended, in seconds since the epoch.")
+    app: str = Field(description="The app, as Kind/name.")
+    connection: str = Field(description="The connection's name.")
+    status: int
+    code: str = Field(description="ok, or the proxy's error code.")
+    replica: str = Field(description="The proxy replica that served it.")
+    trace_id: str = Field(description="The W3C trace id the app sent, or one the proxy made.")
+    details_hidden: Literal[True] = Field(
+        default=True,
+        description="True: the caller may not see this connection, so the method, path, "
+        "duration and sizes are left out.",
+    )
 
 
 class RecentRequests(Model):
-    items: list[RecentRequestView] = Field(description="Newest first.")
+    items: list[RecentRequestView | HiddenRequestView] = Field(description="Newest first.")
     replicas_asked: int
     replicas_answered: int = Field(
         description="Fewer than asked: a replica did not answer within 2 s, so some may be missing."
+    )
+    hidden_reason: str = Field(
+        default="",
+        description="Why some items have detailsHidden: true, and who may see them whole; "
+        "empty when none has.",
     )
 
 
