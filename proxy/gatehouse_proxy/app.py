@@ -102,7 +102,7 @@ class Proxy:
         self.concurrency = ConcurrencyLimits(settings.tenant_limits)
         self.request_bytes = RequestBytes(settings.tenant_limits)
         self.turns = Turns()
-        self.tracing = Tracing.from_env()
+        self.tracing = Tracing.from_env(settings.traces)
         metrics.FEED.track(
             version=lambda: self.store.current.version if self.store.current else 0,
             age=lambda: self.table_age() if self.store.current else None,
