@@ -8,6 +8,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,10 @@ def test_without_tracing_the_apps_traceparent_passes_as_it_came(
     assert received(stack.upstream, answer)["headers"]["traceparent"] == sent
 
 
+def _answers(url: str, token: str) -> bool:
+    return fetch(url, token, "vendor", "/echo/x").status_code == 200
+
+
 def _ratio_zero_proxy(stack: Stack, collector: Collector, **settings: str) -> Endpoint:
     """A proxy whose installation samples nothing of its own (R4-8's setup)."""
     return stack.local.start_proxy(
@@ -204,10 +209,7 @@ def test_an_apps_trace_context_neither_raises_the_sampling_nor_is_exported_by_de
     )
     try:
         for proxy in (careful, trusting):
-            wait_for(
-                lambda url=proxy.url: fetch(url, token, "vendor", "/echo/x").status_code == 200,
-                timeout=20,
-            )
+            wait_for(partial(_answers, proxy.url, token), timeout=20)
 
         def flagged(proxy: Endpoint, index: int) -> dict[str, str]:
             headers = {
