@@ -355,6 +355,8 @@ class _Session:
                 try:
                     said = read_replica_message(message.data)
                 except Unreadable as unreadable:
+                    known = unreadable.kind in REPLICA_MESSAGE_TYPES
+                    self.channel.dropped[unreadable.kind if known else "other", "unreadable"] += 1
                     self._unreadable(unreadable)
                     continue
                 try:
@@ -387,8 +389,6 @@ class _Session:
         )
 
     def _unreadable(self, unreadable: Unreadable) -> None:
-        kind = unreadable.kind if unreadable.kind in REPLICA_MESSAGE_TYPES else "other"
-        self.channel.dropped[kind, "unreadable"] += 1
         log.warning(
             "proxy replica %s sent an unreadable message (%s)", self.replica.name, unreadable
         )
