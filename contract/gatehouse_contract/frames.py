@@ -27,7 +27,7 @@ from gatehouse_contract.activity import (
 )
 from gatehouse_contract.connection_tests import ReplicaTestOutcome, ReplicaTestRequest
 from gatehouse_contract.routes import AppRoute, ConnectionRoute
-from gatehouse_contract.wire import Wire
+from gatehouse_contract.wire import Count, Wire
 
 # --- From the operator --------------------------------------------------------------------------
 
@@ -126,15 +126,15 @@ class Ack(Wire):
     """The replica holds ``version`` (sent after each install and each heartbeat)."""
 
     type: Literal["ack"] = "ack"
-    version: int
+    version: Count
 
 
 class Nack(Wire):
     """The replica refused a snapshot or delta and keeps what it had."""
 
     type: Literal["nack"] = "nack"
-    version: int
-    installed: int  # the version the replica holds instead
+    version: Count
+    installed: Count  # the version the replica holds instead
     reason: str = Field(max_length=1000)
 
 
@@ -149,7 +149,7 @@ class ConnectionTestResult(Wire):
     """The outcome of the ConnectionTestFrame with the same id."""
 
     type: Literal["probeResult"] = "probeResult"  # see ConnectionTestFrame.type
-    id: str
+    id: str = Field(max_length=100)  # the ConnectionTestFrame's
     result: ReplicaTestOutcome
 
 
@@ -159,6 +159,12 @@ class Goodbye(Wire):
     type: Literal["goodbye"] = "goodbye"
 
 
+# The longest a vendor's Retry-After pauses a connection: a day-long "come back tomorrow" is the
+# daily quota's to enforce, not a header's. The proxy reads no more than this
+# (gatehouse_proxy.retry_after), and a Throttled frame that says more is refused where it is read.
+MAX_PAUSE_SECONDS = 3600
+
+
 class Throttled(Wire):
     """An upstream answered ``status`` (429 or 503) with a Retry-After: the replica paused the
     connection for the fleet for ``seconds``. Sent once per pause, by the replica that saw it;
@@ -166,8 +172,10 @@ class Throttled(Wire):
 
     type: Literal["throttled"] = "throttled"
     connection: str = Field(max_length=600)  # the route's key, namespace/name
-    status: int
-    seconds: float
+    status: int = Field(ge=400, le=599)
+    # What the vendor wrote, as the replica bounded it: the operator does arithmetic and dates
+    # with it.
+    seconds: float = Field(gt=0, le=MAX_PAUSE_SECONDS, allow_inf_nan=False)
 
 
 class UsageReport(Wire):

@@ -42,6 +42,7 @@ from gatehouse_contract.header_names import canonical_name
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.redaction import Redactor, scrubbed_prefix
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, namespace_of
+from gatehouse_contract.wire import MAX_COUNT
 from gatehouse_proxy import body_rules, metrics
 from gatehouse_proxy import headers as header_policy
 from gatehouse_proxy.activity import Activity
@@ -73,7 +74,7 @@ from gatehouse_proxy.network_guard import NetworkPolicy
 from gatehouse_proxy.query import upstream_query
 from gatehouse_proxy.quotas import Quotas, Standing
 from gatehouse_proxy.relay import RelayedResponse
-from gatehouse_proxy.retry_after import retry_after_seconds
+from gatehouse_proxy.retry_after import requested_pause
 from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.settings import ProxySettings
 from gatehouse_proxy.shared_store import SharedStore, opened
@@ -108,7 +109,7 @@ class Proxy:
         self.concurrency = ConcurrencyLimits(settings.tenant_limits)
         self.request_bytes = RequestBytes(settings.tenant_limits)
         self.turns = Turns()
-        self.tracing = Tracing.from_env()
+        self.tracing = Tracing.from_env(settings.traces)
         metrics.FEED.track(
             version=lambda: self.store.current.version if self.store.current else 0,
             age=lambda: self.table_age() if self.store.current else None,
@@ -402,7 +403,7 @@ class Proxy:
         on it."""
         if upstream.status not in (429, 503):
             return
-        seconds = retry_after_seconds(upstream.response.headers.get("retry-after", ""))
+        seconds = requested_pause(upstream.response.headers.getall("retry-after", []))
         if seconds and await self.quotas.pause(connection, seconds):
             await self.feed.tell(
                 Throttled(connection=connection.key, status=upstream.status, seconds=seconds)
@@ -473,7 +474,7 @@ class Proxy:
                     raise ProxyError("connection_unavailable", connection.unavailable)
                 answer = await self._test(connection, test, sending)
         except ProxyError as error:
-            return ProxyRefused(refused=Problem(code=error.code, message=error.message))
+            return ProxyRefused(refused=Problem.of(error.code, error.message))
         return Answered(answered=answer)
 
     async def _test_draft(
@@ -544,8 +545,9 @@ class Proxy:
             body=prefix.data.decode("utf-8", errors="replace"),
             # Over the limit, what it says of itself, when it says (of its compressed self, when
             # decoded: not its size).
-            size_bytes=max(
-                prefix.size, 0 if upstream.codings else upstream.response.content_length or 0
+            size_bytes=min(
+                max(prefix.size, 0 if upstream.codings else upstream.response.content_length or 0),
+                MAX_COUNT,
             ),
             truncated=not prefix.whole or upstream.over_limit,
             location=location[:MAX_LOCATION_CHARS],

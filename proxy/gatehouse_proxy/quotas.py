@@ -36,9 +36,6 @@ from gatehouse_proxy.shared_store import Script, SharedStore, StoreUnavailable
 
 WINDOW_SECONDS = 60
 DAY_SECONDS = 86400
-# The longest a vendor's Retry-After pauses a connection: a day-long "come back tomorrow" is the
-# daily quota's to enforce, not a header's.
-MAX_PAUSE_SECONDS = 3600
 _COUNT = Script(SOURCE)
 _PAUSE = Script(PAUSE_SOURCE)
 PAUSED = 4
@@ -331,8 +328,8 @@ class Quotas:
 
     async def pause(self, connection: ConnectionRoute, seconds: float) -> bool:
         """The vendor said to wait (429 or 503 with Retry-After): nobody calls it until then.
-        Returns whether this is news to this worker (not a pause it already keeps)."""
-        seconds = min(max(seconds, 0.0), MAX_PAUSE_SECONDS)
+        ``seconds``: as :mod:`gatehouse_proxy.retry_after` read it, bounded there. Returns
+        whether this is news to this worker (not a pause it already keeps)."""
         if seconds <= 0:
             return False
         if self.alone.paused.get(connection.uid, 0.0) >= time.time() + seconds - 1:

@@ -62,7 +62,7 @@ def exported() -> Exported:
     found.add(proxy, PROXY_POD_LABELS)
     runtime = reconciled(SecretsApi(None, False, status=403))  # one resource, not Ready
     registry = operator_metrics.registry(
-        runtime.journal, runtime.replicas, runtime.rollout, runtime.status
+        runtime.journal, runtime.replicas, runtime.rollout, runtime.status, runtime.channel.dropped
     )
     found.add(generate_latest(registry).decode(), frozenset())
     return found

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gatehouse_proxy.settings import ProxySettings
+from gatehouse_proxy.tracing import TraceSettings
 
 REQUIRED = {"GATEHOUSE_KEYRING_FILE": "/k/keyring.json", "GATEHOUSE_OPERATOR_URL": "https://op/"}
 
@@ -26,6 +27,17 @@ def test_defaults_are_the_strict_ones(env: pytest.MonkeyPatch) -> None:
     assert settings.allow_http is False
     assert settings.allowed_private_networks == ()
     assert settings.request_read_timeout_seconds == 15
+    # An app's trace context decides neither sampling nor what is exported.
+    assert settings.traces == TraceSettings(follow_app_sampling=False, keep_app_tracestate=False)
+
+
+def test_the_apps_trace_context_is_trusted_only_when_the_installation_says(
+    env: pytest.MonkeyPatch,
+) -> None:
+    env.setenv("GATEHOUSE_TRACES_FOLLOW_APP_SAMPLING", "true")
+    env.setenv("GATEHOUSE_TRACES_KEEP_APP_TRACESTATE", "on")
+    traces = ProxySettings.from_env().traces
+    assert traces == TraceSettings(follow_app_sampling=True, keep_app_tracestate=True)
 
 
 def test_missing_required_settings_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,6 +54,8 @@ def test_missing_required_settings_are_named(monkeypatch: pytest.MonkeyPatch) ->
         ("GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", "soon"),
         ("GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", "7200"),
         ("GATEHOUSE_ALLOW_HTTP_UPSTREAMS", "maybe"),
+        ("GATEHOUSE_TRACES_FOLLOW_APP_SAMPLING", "sometimes"),
+        ("GATEHOUSE_TRACES_KEEP_APP_TRACESTATE", "2"),
         ("GATEHOUSE_OPERATOR_URL", "http://op"),
     ],
 )
