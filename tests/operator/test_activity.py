@@ -9,13 +9,16 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any, cast
 
+import pytest
+
 from gatehouse_contract.activity import RecentRequest, RequestsQuery
 from gatehouse_operator.access.reviews import Access, User
 from gatehouse_operator.api.apps import DATA_APP
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.cli.requests_cli import line
 from gatehouse_operator.connections.actions import Connections
-from gatehouse_operator.connections.activity import Activity
+from gatehouse_operator.connections.activity import Activity, limit_of
+from gatehouse_operator.connections.errors import Refused
 from gatehouse_operator.connections.models import HiddenRequestView, RecentRequestView
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.table.gather import Gathering
@@ -121,3 +124,10 @@ def test_an_admin_sees_every_request_of_the_app_whole() -> None:
     items = _app_requests(ADMIN)
     assert all(isinstance(item, RecentRequestView) for item in items)
     assert {item.connection for item in items} == {"vendorc", "openc", "gone", ""}
+
+
+@pytest.mark.parametrize("raw", ["²", "①", "٣", "+5", "0", "99999999999999999999999"])
+def test_a_limit_that_is_no_whole_number_in_range_is_a_400(raw: str) -> None:
+    with pytest.raises(Refused) as refused:
+        limit_of(raw)
+    assert refused.value.status == 400

@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Collection
 
 from gatehouse_contract.activity import MAX_RECENT, RecentRequest, RequestsQuery
+from gatehouse_contract.numerals import whole_number
 from gatehouse_operator.access.reviews import User
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.connections.actions import Connections
@@ -107,9 +108,10 @@ def limit_of(raw: str | None) -> int:
     """A ``limit`` query parameter: 1 to MAX_RECENT, 100 when absent."""
     if raw is None or raw == "":
         return 100
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_RECENT:
+    limit = whole_number(raw)
+    if limit is None or not 1 <= limit <= MAX_RECENT:
         raise Refused(400, "invalid_request", f"limit: a whole number from 1 to {MAX_RECENT}")
-    return int(raw)
+    return limit
 
 
 def since_of(raw: str | None) -> float:
