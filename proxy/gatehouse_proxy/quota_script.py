@@ -1,7 +1,8 @@
 """The shared count of a connection's quotas: one Lua script, one round trip per request.
 
 Run atomically by the store on its own clock (``TIME``), so replicas' clocks never matter. For a
-request it checks, in order, the vendor's pause on the connection, the app's minute, the
+request it checks, in order, the vendor's pause on the connection and on the endpoint the request
+calls, the app's minute, the
 connection's minute (all apps together) and the connection's day, and counts the request in all
 of them only if every one admits it (a refused request is not counted: counting refusals would
 keep a busy app refused for ever).
@@ -19,13 +20,15 @@ trip per request would cost more than the request): they are counted when taken,
 ever admits more than its limit, and those a worker did not use before its lease lapsed are
 handed back with its next call (a refund to the bucket they were counted in).
 
-KEYS: pause, app minute, connection minute, connection day.
+KEYS: pause, app minute, connection minute, connection day, endpoints' pauses.
 ARGV: the app's limit per minute, the connection's per minute and per day (0: none), the
-minute's width in seconds (60; shorter only in tests), the permits wanted, and the refund: how
-many, the bucket and the day they were counted in.
+minute's width in seconds (60; shorter only in tests), the permits wanted, the refund (how
+many, the bucket and the day they were counted in), and the endpoint's field in the endpoints'
+pauses ("": none).
 Answer: ``{admitted, limit, remaining, reset_seconds, which, granted, bucket, valid_ms, day}``;
 ``which`` names what decided: 1 the app's minute, 2 the connection's minute, 3 the day, 4 a
-pause (``reset`` is then what is left of it, in milliseconds); ``remaining`` is after the permits
+pause of the connection, 5 of the endpoint (``reset`` is then what is left of it, in
+milliseconds); ``remaining`` is after the permits
 granted; the permits, or a refusal, are good for ``valid_ms`` (until their bucket ends).
 """
 
@@ -35,6 +38,12 @@ if pause > 0 then return {0, 0, 0, pause, 4, 0, 0, 0, 0} end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+if ARGV[9] ~= '' then
+  local ends = tonumber(redis.call('HGET', KEYS[5], ARGV[9]))
+  if ends and ends > now * 1000 then
+    return {0, 0, 0, math.ceil(ends - now * 1000), 5, 0, 0, 0, 0}
+  end
+end
 local second = math.floor(now)
 local width = tonumber(ARGV[4])
 -- Sixty buckets a window: a second each in a minute.
@@ -137,5 +146,32 @@ PAUSE_SOURCE = """
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
 end
+return 1
+"""
+
+# Pauses one endpoint of the connection (KEYS[2], a hash: endpoint -> when its pause ends, in
+# the store's milliseconds) for ARGV[1] milliseconds, unless a longer pause of it already runs.
+# A connection holds at most ARGV[3] endpoints' pauses: a vendor that asks to wait on that many
+# at once is limiting the credential, and then the whole connection (KEYS[1]) is paused.
+# Answer: 1 the endpoint is paused, 2 the whole connection is.
+ENDPOINT_PAUSE_SOURCE = """
+local clock = redis.call('TIME')
+local now = math.floor(tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000)
+local ms = tonumber(ARGV[1])
+local ends = now + ms
+local known = tonumber(redis.call('HGET', KEYS[2], ARGV[2]))
+if known and known >= ends then return 1 end
+if not known and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[3]) then
+  local fields = redis.call('HGETALL', KEYS[2])
+  for i = 1, #fields, 2 do
+    if tonumber(fields[i + 1]) <= now then redis.call('HDEL', KEYS[2], fields[i]) end
+  end
+  if redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[3]) then
+    if redis.call('PTTL', KEYS[1]) < ms then redis.call('SET', KEYS[1], '1', 'PX', ms) end
+    return 2
+  end
+end
+redis.call('HSET', KEYS[2], ARGV[2], ends)
+if redis.call('PTTL', KEYS[2]) < ms then redis.call('PEXPIRE', KEYS[2], ms) end
 return 1
 """
