@@ -25,7 +25,8 @@ ARGV: the app's limit per minute, the connection's per minute and per day (0: no
 minute's width in seconds (60; shorter only in tests), the permits wanted, the refund (how
 many, the bucket and the day they were counted in), and the endpoint's field in the endpoints'
 pauses ("": none).
-Answer: ``{admitted, limit, remaining, reset_seconds, which, granted, bucket, valid_ms, day}``;
+Answer: ``{admitted, limit, remaining, reset_seconds, which, granted, bucket, valid_ms, day}``,
+then each endpoint the connection holds paused and the milliseconds left of its pause;
 ``which`` names what decided: 1 the app's minute, 2 the connection's minute, 3 the day, 4 a
 pause of the connection, 5 of the endpoint (``reset`` is then what is left of it, in
 milliseconds); ``remaining`` is after the permits
@@ -38,10 +39,25 @@ if pause > 0 then return {0, 0, 0, pause, 4, 0, 0, 0, 0} end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+
+local function told(answer)
+  -- Every answer tells the worker which endpoints the fleet holds paused (field, ms left): a
+  -- worker admitting from a lease checks them without asking.
+  local fields = redis.call('HGETALL', KEYS[5])
+  for i = 1, #fields, 2 do
+    local left = math.ceil(tonumber(fields[i + 1]) - now * 1000)
+    if left > 0 then
+      table.insert(answer, fields[i])
+      table.insert(answer, left)
+    end
+  end
+  return answer
+end
+
 if ARGV[9] ~= '' then
   local ends = tonumber(redis.call('HGET', KEYS[5], ARGV[9]))
   if ends and ends > now * 1000 then
-    return {0, 0, 0, math.ceil(ends - now * 1000), 5, 0, 0, 0, 0}
+    return told({0, 0, 0, math.ceil(ends - now * 1000), 5, 0, 0, 0, 0})
   end
 end
 local second = math.floor(now)
@@ -106,7 +122,9 @@ for index, limit in ipairs({tonumber(ARGV[1]), tonumber(ARGV[2])}) do
     local key = KEYS[index + 1]
     local count, oldest = used(key)
     local room = math.floor(limit - count)
-    if room < 1 then return {0, limit, 0, reset(oldest), index, 0, slot, until_next(), today} end
+    if room < 1 then
+      return told({0, limit, 0, reset(oldest), index, 0, slot, until_next(), today})
+    end
     granted = math.min(granted, room)
     if room < tightest[2] then tightest = {limit, room, reset(oldest), index} end
     table.insert(checks, key)
@@ -120,7 +138,7 @@ if daily > 0 then
   if tonumber(fields[1]) == today then day_count = tonumber(fields[2]) or 0 end
   if refund > 0 and refund_day == today then day_count = math.max(day_count - refund, 0) end
   local room = daily - day_count
-  if room < 1 then return {0, daily, 0, day_left, 3, 0, slot, until_next(), today} end
+  if room < 1 then return told({0, daily, 0, day_left, 3, 0, slot, until_next(), today}) end
   granted = math.min(granted, room)
   if room < tightest[2] then tightest = {daily, room, day_left, 3} end
 end
@@ -138,7 +156,9 @@ if daily > 0 then
   redis.call('EXPIRE', KEYS[4], day_left + 3600)
 end
 local remaining = tightest[2] - granted
-return {1, tightest[1], remaining, tightest[3], tightest[4], granted, slot, until_next(), today}
+return told({
+  1, tightest[1], remaining, tightest[3], tightest[4], granted, slot, until_next(), today
+})
 """
 
 # Pauses the connection for ARGV[1] milliseconds, unless a longer pause already runs.

@@ -50,6 +50,8 @@ _PAUSE = Script(PAUSE_SOURCE)
 _PAUSE_ENDPOINT = Script(ENDPOINT_PAUSE_SOURCE)
 PAUSED, ENDPOINT_PAUSED = 4, 5
 _DECIDED_BY = {1: "app", 2: "connection", 3: "day", PAUSED: "pause", ENDPOINT_PAUSED: "endpoint"}
+# The script's answer: its numbers, and the endpoints the fleet holds paused (ms left).
+_Counted = tuple[list[int], dict[str, int]]
 
 
 @dataclass(frozen=True)
@@ -248,10 +250,14 @@ class Quotas:
         self.alone = Alone()
         self.fleet = fleet
         self.window_seconds = WINDOW_SECONDS
-        self._batch: list[tuple[list[str], list[str | int | float], asyncio.Future[list[int]]]] = []
+        self._batch: list[tuple[list[str], list[str | int | float], asyncio.Future[_Counted]]] = []
         self._leases: dict[tuple[str, str], _Lease] = {}
         self._taking: dict[tuple[str, str], asyncio.Lock] = {}
         self._refused: dict[tuple[str, str], tuple[float, ProxyError]] = {}
+        # Connection uid -> the endpoints the fleet holds paused (their fields) -> until (the
+        # loop's clock), as the store's last answer for the connection said: a permit from a
+        # lease is not given to an endpoint another worker heard paused.
+        self._fleet_paused: dict[str, dict[str, float]] = {}
 
     async def admit(
         self, connection: ConnectionRoute, app_uid: str, endpoint: str = ""
@@ -268,6 +274,9 @@ class Quotas:
         paused, which = self.alone.pause_left(connection.uid, endpoint)
         if paused > 0:  # this worker heard the vendor itself: no need to ask the store
             raise _refusal(0, math.ceil(paused * 1000), _DECIDED_BY[which], endpoint)
+        paused = self._paused_in_fleet(connection.uid, endpoint)
+        if paused > 0:
+            raise _refusal(0, math.ceil(paused * 1000), "endpoint", endpoint)
         if self.store is None or not self.store.up:
             return _standing(self._alone(connection, app_uid, quota, endpoint), endpoint)
         key = (connection.uid, app_uid)
@@ -311,8 +320,11 @@ class Quotas:
             digest_field(endpoint) if endpoint else "",
         ]
         self._leases.pop(key, None)
-        answer = await self._counted(store_keys(connection, app_uid), args)
+        answer, paused = await self._counted(store_keys(connection, app_uid), args)
         admitted, limit, remaining, reset, which, granted, bucket, valid_ms, day = answer
+        self._fleet_paused[connection.uid] = {
+            field: loop.time() + left / 1000 for field, left in paused.items()
+        }
         if not admitted:
             refusal = _refusal(limit, reset, _DECIDED_BY.get(which, "app"), endpoint)
             if which not in (PAUSED, ENDPOINT_PAUSED):
@@ -327,6 +339,13 @@ class Quotas:
         )
         self._leases[key] = taken
         return taken.take()
+
+    def _paused_in_fleet(self, connection_uid: str, endpoint: str) -> float:
+        """The seconds left of the fleet's pause of ``endpoint``, as the store last said."""
+        paused = self._fleet_paused.get(connection_uid)
+        if not paused or not endpoint:
+            return 0.0
+        return paused.get(digest_field(endpoint), 0.0) - asyncio.get_running_loop().time()
 
     def _known(self, key: tuple[str, str]) -> Standing | None:
         """A permit of this worker's lease, or its refusal raised again, while either holds;
@@ -365,10 +384,10 @@ class Quotas:
         metrics.count_alone(connection.key)
         return self.alone.admit(connection, app_uid, quota, max(self.fleet(), 1), endpoint)
 
-    async def _counted(self, keys: list[str], args: list[str | int | float]) -> list[int]:
+    async def _counted(self, keys: list[str], args: list[str | int | float]) -> _Counted:
         """One script's answer, sent with the others of this turn of the loop in one pipeline
         (whose deadline is each request's: see _send)."""
-        future: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[_Counted] = asyncio.get_running_loop().create_future()
         if not self._batch:
             asyncio.get_running_loop().call_soon(self._flush)
         self._batch.append((keys, args, future))
@@ -380,12 +399,12 @@ class Quotas:
         task.add_done_callback(_retrieve)
 
     async def _send(
-        self, batch: list[tuple[list[str], list[str | int | float], asyncio.Future[list[int]]]]
+        self, batch: list[tuple[list[str], list[str | int | float], asyncio.Future[_Counted]]]
     ) -> None:
         assert self.store is not None
         try:
             answers = await self.store.run_many(_COUNT, [(keys, args) for keys, args, _ in batch])
-            counted = [[int(value) for value in answer] for answer in answers]
+            counted = [_read(answer) for answer in answers]
         except Exception as error:  # any: every request waiting must be answered
             cause = str(error) if isinstance(error, StoreUnavailable) else type(error).__name__
             for _, _, future in batch:
@@ -458,6 +477,15 @@ class Quotas:
             for key, turn in self._taking.items()
             if key[0] in connection_uids or turn.locked()
         }
+        self._fleet_paused = {
+            uid: paused for uid, paused in self._fleet_paused.items() if uid in connection_uids
+        }
+
+
+def _read(answer: list[bytes | int]) -> _Counted:
+    numbers, paused = answer[:9], answer[9:]
+    fields = (value.decode() if isinstance(value, bytes) else str(value) for value in paused[::2])
+    return [int(value) for value in numbers], dict(zip(fields, map(int, paused[1::2]), strict=True))
 
 
 def _standing(answer: tuple[int, ...], endpoint: str) -> Standing:

@@ -183,7 +183,7 @@ def test_steady_traffic_over_two_lifetimes_makes_at_most_three_token_requests(
     assert 2 <= _token_requests(stack, client_id) <= 3
 
 
-def _renewals(fleet: list[Endpoint], app: str) -> dict[str, float]:
+def _renewals(fleet: list[Endpoint], namespace: str, app: str) -> dict[str, float]:
     """The app's 401s to minted tokens, by what they were taken to say, over every replica and
     worker (gatehouse_proxy_token_renewals_total)."""
     found: dict[str, float] = {}
@@ -192,7 +192,7 @@ def _renewals(fleet: list[Endpoint], app: str) -> dict[str, float]:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 if sample.name == "gatehouse_proxy_token_renewals_total" and (
-                    sample.labels["app"] == app
+                    (sample.labels["namespace"], sample.labels["app"]) == (namespace, app)
                 ):
                     decision = sample.labels["decision"]
                     found[decision] = found.get(decision, 0) + sample.value
@@ -259,14 +259,15 @@ def test_an_app_calling_a_path_that_refuses_every_token_costs_one_token_and_slow
         f"30 s with 2 loops on a 401 path: {sum(map(len, refused))} intruder fetches, "
         f"{1 + minted} token requests in all; victim p50 {baseline * 1000:.0f} ms alone, "
         f"{during * 1000:.0f} ms meanwhile (max {max(s for _, s in served) * 1000:.0f} ms); "
-        f"victim's 401s {_renewals(fleet, 'sales')}, intruder's {_renewals(fleet, 'intruder')}"
+        f"victim's 401s {_renewals(fleet, namespace, 'sales')}, "
+        f"intruder's {_renewals(fleet, namespace, 'intruder')}"
     )
     assert {status for loop in refused for status, _ in loop} == {401}
     assert minted <= 1  # the renewal that proved the path's answer: 2 token requests in 30 s
     assert {status for status, _ in served} == {200}
     # The victim never asked for a token: its token, revoked by that one mint, was replaced by
     # the fleet's new one, once per worker at most, without a token request.
-    victim_said = _renewals(fleet, "sales")
+    victim_said = _renewals(fleet, namespace, "sales")
     assert victim_said.get("renewed", 0) == 0
     assert victim_said.get("replaced", 0) <= 4
     assert during < baseline + 0.5  # generous: waiting on the mint spacing cost 1.4 s

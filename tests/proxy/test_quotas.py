@@ -413,3 +413,27 @@ def test_without_the_store_a_worker_pauses_the_endpoint_alone(tmp_path: Path) ->
             server.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_worker_with_a_lease_learns_the_fleets_endpoint_pauses_within_a_bucket(
+    redis_server: RedisServer,
+) -> None:
+    """A lease admits without asking the store: the store's next answer (within the lease's
+    one-second bucket) tells the worker which endpoints another worker heard paused, and its
+    lease's permits are not given to them."""
+
+    async def scenario() -> None:
+        heard, other = await _workers(redis_server, 2)
+        connection = _connection(per_app=100_000)
+        try:
+            for _ in range(50):  # a hot app: its permits come in leases
+                await other.admit(connection, "app-1", "/api/b")
+            await heard.pause(connection, 30, "/api/a")
+            await asyncio.sleep(1.1)  # the lease's bucket ends
+            assert await _admitted(other, connection, "app-1", "/api/b")  # a new lease...
+            assert not await _admitted(other, connection, "app-1", "/api/a")  # ...not for /api/a
+            assert await _admitted(other, connection, "app-1", "/api/b")
+        finally:
+            await _close([heard, other])
+
+    asyncio.run(scenario())
