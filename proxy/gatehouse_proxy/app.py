@@ -37,7 +37,13 @@ from gatehouse_contract.connection_tests import (
     Stale,
     TableBehind,
 )
-from gatehouse_contract.frames import Throttled
+from gatehouse_contract.frames import (
+    MAX_ENDPOINT_CHARS,
+    MAX_RENEWALS,
+    RENEWAL_WINDOW_SECONDS,
+    RenewalsBounded,
+    Throttled,
+)
 from gatehouse_contract.header_names import canonical_name
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.redaction import Redactor, scrubbed_prefix
@@ -68,7 +74,13 @@ from gatehouse_proxy.injectors import (
     injected_header_names,
     mints_tokens,
 )
-from gatehouse_proxy.matcher import UpstreamPath, check_method, check_path, normalise
+from gatehouse_proxy.matcher import (
+    UpstreamPath,
+    check_method,
+    check_path,
+    endpoint_of,
+    normalise,
+)
 from gatehouse_proxy.media_types import as_read
 from gatehouse_proxy.network_guard import NetworkPolicy
 from gatehouse_proxy.query import upstream_query
@@ -81,7 +93,9 @@ from gatehouse_proxy.shared_store import SharedStore, opened
 from gatehouse_proxy.table_feed import TableFeed, TableStore
 from gatehouse_proxy.tenancy import ConcurrencyLimits, Place, RequestBytes, TenantPools, Turns
 from gatehouse_proxy.token_grants import TokenClient
+from gatehouse_proxy.token_refusals import RETRIED, Judged
 from gatehouse_proxy.tracing import Tracing
+from gatehouse_proxy.vendor_pauses import PAUSING_STATUSES, is_credential_limit
 
 log = logging.getLogger("gatehouse.proxy")
 
@@ -329,6 +343,7 @@ class Proxy:
             body_rules.check_query(query, connection.allowed_methods)
             path = normalise(raw_path)
             check_path(path, connection.allowed_paths)
+            endpoint = endpoint_of(path, connection.allowed_paths)
             # What the upstream will be sent, which is what the rules read: the connection's
             # own Content-Type, say, in place of the app's.
             outgoing = header_policy.upstream_request_headers(
@@ -339,7 +354,7 @@ class Proxy:
             )
             check_copy_sources(outgoing, connection.origin, connection.allowed_paths)
         with tracing.phase("limits"):
-            standing = await self.quotas.admit(connection, caller_uid)
+            standing = await self.quotas.admit(connection, caller_uid, endpoint)
             try:
                 place = await self.concurrency.enter(namespace, caller, connection.key)
             except ProxyError:
@@ -362,27 +377,31 @@ class Proxy:
             body = RequestBody(pieces, partial(self.turns.take, namespace))
             send = partial(self._send, connection, method, path, query, outgoing, body, readable)
 
-            async def attempt(sending: Callable[[], None] | None) -> tuple[Injection, Upstream]:
+            async def attempt(
+                sending: Callable[[], None] | None, refused: str = ""
+            ) -> tuple[Injection, Upstream]:
                 with tracing.phase("credential"):
-                    injection = await self.injector.injection(connection, shared=not draft)
+                    injection = await self.injector.injection(
+                        connection, shared=not draft, refused=refused
+                    )
                 if sending is not None:
                     sending()
                 with tracing.phase("upstream"):
                     return injection, await send(injection)
 
+            judge = partial(self._judge_401, connection, caller, endpoint, shared=not draft)
             try:
                 injection, upstream = await attempt(sending)
-                if (
-                    upstream.status == 401
-                    and injection.minted is not None
-                    and await self.injector.rejected(injection)
-                    and method in RETRIED_ON_401
-                ):
-                    # The token was revoked or expired early: one retry with a new one, for a
-                    # request that may be sent twice (its body is read whole already).
+                judged = await judge(injection, upstream)
+                if judged is not None and judged.verdict in RETRIED and method in RETRIED_ON_401:
+                    # The token was refused (revoked, expired early) or replaced already: one
+                    # retry with another, for a request that may be sent twice (its body is read
+                    # whole already). Its 401 is judged too (a second token refused there is the
+                    # endpoint's answer), and never retried.
                     upstream.release()
-                    injection, upstream = await attempt(None)
-                await self._heed_the_vendor(connection, upstream)
+                    injection, upstream = await attempt(None, injection.token)
+                    await judge(injection, upstream)
+                await self._heed_the_vendor(connection, path, endpoint, upstream)
                 check_content_type(upstream, method, connection.content_types, injection.secrets)
             except ProxyError:
                 await self.turns.take(namespace)
@@ -397,16 +416,61 @@ class Proxy:
             held.release()
         return upstream, injection, place, standing
 
-    async def _heed_the_vendor(self, connection: ConnectionRoute, upstream: Upstream) -> None:
-        """A 429 or 503 with Retry-After pauses the connection for the fleet: the vendor
-        meters the credential, and every replica calling on would burn the quota of every app
-        on it."""
-        if upstream.status not in (429, 503):
-            return
-        seconds = requested_pause(upstream.response.headers.getall("retry-after", []))
-        if seconds and await self.quotas.pause(connection, seconds):
+    async def _judge_401(
+        self,
+        connection: ConnectionRoute,
+        caller: str,
+        endpoint: str,
+        injection: Injection,
+        upstream: Upstream,
+        *,
+        shared: bool,
+    ) -> Judged | None:
+        """What a 401 to a minted token says (gatehouse_proxy.token_refusals), counted per app;
+        the first bound of a window told to the operator (an Event)."""
+        if upstream.status != 401:
+            return None
+        judged = await self.injector.refused(injection, endpoint, shared=shared)
+        if judged is None:
+            return None
+        if caller == CONNECTION_TEST_CALLER:
+            caller = f"{namespace_of(connection.key)}/ConnectionTest/"
+        metrics.count_renewal(metrics.Labels(app=caller, connection=connection.key), judged.verdict)
+        if judged.news:
             await self.feed.tell(
-                Throttled(connection=connection.key, status=upstream.status, seconds=seconds)
+                RenewalsBounded(
+                    connection=connection.key,
+                    renewals=MAX_RENEWALS,
+                    seconds=min(max(judged.seconds, 0.0), RENEWAL_WINDOW_SECONDS),
+                )
+            )
+        return judged
+
+    async def _heed_the_vendor(
+        self, connection: ConnectionRoute, path: UpstreamPath, endpoint: str, upstream: Upstream
+    ) -> None:
+        """A 429 or 503 with Retry-After pauses, for the fleet, the endpoint it came on, or the
+        whole connection when the connection says it is the credential's limit
+        (gatehouse_proxy.vendor_pauses): every replica calling on would burn the quota of every
+        app on it."""
+        if upstream.status not in PAUSING_STATUSES:
+            return
+        answered = upstream.response.headers
+        seconds = requested_pause(answered.getall("retry-after", []))
+        if not seconds:
+            return
+        limit = connection.limits.credential_limit
+        whole = is_credential_limit(limit, path, upstream.status, answered)
+        scope = await self.quotas.pause(connection, seconds, "" if whole else endpoint)
+        if scope is not None:
+            await self.feed.tell(
+                Throttled(
+                    connection=connection.key,
+                    status=upstream.status,
+                    seconds=seconds,
+                    scope=scope,
+                    endpoint=endpoint[:MAX_ENDPOINT_CHARS],
+                )
             )
 
     async def _send(

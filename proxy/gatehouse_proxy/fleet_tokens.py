@@ -11,12 +11,15 @@ lock asks the endpoint; the others wait for its token and use it. In each worker
 - then one request per worker asks the store (the others in that worker wait for it): a fresh
   token there is taken, else the worker that takes the lock mints and stores it, and the others
   poll until it is there;
-- a 401 from the upstream with a token drops that token, here and in the store, only if the store
-  still holds that very token (compared by digest): a storm of 401s after a revocation makes one
-  new token, not one per request. Tokens of a credential are minted at least
-  ``MINT_SPACING_SECONDS`` apart (a mint waits for the end of that span), so a credential whose
-  fresh tokens are always refused costs its provider one token request per span, not one per
-  app request;
+- a 401 from the upstream with a token is judged for the fleet
+  (:mod:`gatehouse_proxy.token_refusals`): the token is dropped from the store only if the store
+  still holds that very token (compared by digest) and the endpoint that refused it has not
+  refused another token before, and at most ``MAX_RENEWALS`` times a minute. A storm of 401s
+  after a revocation makes one new token, not one per request, and a path that answers 401 to
+  every token makes one per mark, not one per request. The request that was refused asks for a
+  token other than its own; the others keep the one this worker holds until it is replaced, so
+  no request waits for a token it did not lose. Tokens of a credential are minted at least
+  ``MINT_SPACING_SECONDS`` apart (a mint waits for the end of that span);
 - a failing endpoint is remembered, fleet-wide, for a backoff that doubles from 2 s to 60 s.
 
 With no store, or while it is down, each worker mints for itself (one request at a time per
@@ -40,6 +43,7 @@ from gatehouse_proxy import metrics
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.shared_store import Script, SharedStore, StoreUnavailable
 from gatehouse_proxy.token_grants import MintedToken
+from gatehouse_proxy.token_refusals import Judged, Refusals
 
 log = logging.getLogger("gatehouse.proxy.tokens")
 
@@ -68,12 +72,6 @@ _READ = Script(
 )
 # A stored token: its digest (64 hex digits), then the token encrypted with the keyring.
 _DIGEST_END = 64
-# Drops the token only if it is the one that was refused (its digest leads the stored value).
-_DROP = Script(
-    "local v = redis.call('GET', KEYS[1]) "
-    "if v and string.sub(v, 1, 64) == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end "
-    "return 0"
-)
 # Takes the credential's lock to mint, unless another worker holds it (-1: poll for its token)
 # or the last mint was less than a span ago (the milliseconds left of the span).
 _TAKE = Script(
@@ -152,24 +150,32 @@ class FleetTokens:
         self._held: dict[CredentialKey, _Held] = {}
         self._locks: dict[CredentialKey, asyncio.Lock] = {}
         self._failed: dict[CredentialKey, _Failed] = {}
-        # The last token dropped per credential (its digest, and the drop in the store): its
-        # other 401s wait for that one drop instead of making their own.
-        self._drops: dict[CredentialKey, tuple[str, asyncio.Future[None]]] = {}
+        self.refusals = Refusals()
+        # The 401s being judged (credential, token digest, endpoint): the same 401s of a storm
+        # wait for that one judgement instead of making their own.
+        self._judging: dict[tuple[CredentialKey, str, str], asyncio.Future[Judged]] = {}
         # When this worker last minted alone, per credential (the store keeps the fleet's).
         self._last_mint: dict[CredentialKey, float] = {}
 
     async def token(
-        self, key: CredentialKey, mint: Mint, *, shared: bool = True, within: float = 60.0
+        self,
+        key: CredentialKey,
+        mint: Mint,
+        *,
+        shared: bool = True,
+        within: float = 60.0,
+        refused: str = "",
     ) -> str:
         """A token for ``key``; ``mint`` asks the endpoint (only when nobody has a fresh one).
         ``shared=False`` keeps it to this worker (a draft's test). A request waits at most
-        ``within`` seconds for it (its own timeout), however many wait before it."""
+        ``within`` seconds for it (its own timeout), however many wait before it. ``refused``:
+        a token the upstream refused this request, which it must not be given again."""
         held = self._held.get(key)
-        if held is not None and held.refresh_at > time.monotonic():
+        if held is not None and held.refresh_at > time.monotonic() and held.value != refused:
             return held.value
         try:
             async with asyncio.timeout(within):
-                return await self._token(key, mint, shared=shared)
+                return await self._token(key, mint, shared=shared, refused=refused)
         except TimeoutError:
             raise ProxyError(
                 "token_endpoint_failed",
@@ -177,11 +183,11 @@ class FleetTokens:
                 "for, or refused, faster than the provider may be asked)",
             ) from None
 
-    async def _token(self, key: CredentialKey, mint: Mint, *, shared: bool) -> str:
+    async def _token(self, key: CredentialKey, mint: Mint, *, shared: bool, refused: str) -> str:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             held = self._held.get(key)
-            if held is not None and held.refresh_at > time.monotonic():
+            if held is not None and held.refresh_at > time.monotonic() and held.value != refused:
                 return held.value
             failed = self._failed.get(key)
             if failed is not None and failed.until > time.monotonic():
@@ -193,36 +199,46 @@ class FleetTokens:
                     pass
             return await self._mint_alone(key, mint)
 
-    async def rejected(self, key: CredentialKey, token: str) -> None:
-        """The upstream refused ``token`` (401): drop it, here and in the store if the store
-        still holds it, so that asking again gets another."""
-        held = self._held.get(key)
-        if held is not None and held.value == token:
-            del self._held[key]
-        dropped = digest(token)
-        pending = self._drops.get(key)
-        if pending is None or pending[0] != dropped:
-            pending = dropped, asyncio.ensure_future(self._drop(key, dropped))
-            self._drops[key] = pending
-        await asyncio.shield(pending[1])
+    async def refused(
+        self, key: CredentialKey, token: str, endpoint: str, *, shared: bool = True
+    ) -> Judged:
+        """The upstream answered 401 to ``token`` on ``endpoint``: what that says, judged for
+        the fleet (or by this worker alone: the store away, or ``shared=False``). On "renewed"
+        the token is dropped from the store, and a request that asks for a token other than it
+        (``token(refused=...)``) gets a new one."""
+        judged = self.refusals.marked(key, endpoint)
+        if judged is not None:
+            return judged
+        which = (key, digest(token), endpoint)
+        pending = self._judging.get(which)
+        if pending is None:
+            pending = asyncio.ensure_future(self._judge(key, which[1], endpoint, shared))
+            self._judging[which] = pending
+            pending.add_done_callback(lambda _: self._judging.pop(which, None))
+        return await asyncio.shield(pending)
 
-    async def _drop(self, key: CredentialKey, dropped: str) -> None:
-        if self.store is not None and self.store.up:
+    async def _judge(self, key: CredentialKey, refused: str, endpoint: str, shared: bool) -> Judged:
+        if shared and self.store is not None and self.store.up:
+            keys = [key.store_key(""), key.store_key(":renewals"), key.store_key(":endpoints")]
             with contextlib.suppress(StoreUnavailable):
-                await self.store.run(
-                    _DROP, [key.store_key("")], [dropped], deadline=STORE_DEADLINE_SECONDS
+                return await self.refusals.judge_in_store(
+                    self.store, keys, key, refused, endpoint, STORE_DEADLINE_SECONDS
                 )
+        held = self._held.get(key)
+        current = digest(held.value) if held is not None else ""
+        return self.refusals.judge_alone(key, refused, endpoint, current)
 
     def forget(self, keep: set[CredentialKey]) -> None:
-        known = {*self._held, *self._failed, *self._locks, *self._drops, *self._last_mint}
+        known = {*self._held, *self._failed, *self._locks, *self._last_mint}
         for key in [key for key in known if key not in keep]:
             self.discard(key)
+        self.refusals.forget(keep)
 
     def discard(self, key: CredentialKey) -> None:
         self._held.pop(key, None)
         self._failed.pop(key, None)
-        self._drops.pop(key, None)
         self._last_mint.pop(key, None)
+        self.refusals.discard(key)
         lock = self._locks.get(key)
         if lock is not None and not lock.locked():
             del self._locks[key]

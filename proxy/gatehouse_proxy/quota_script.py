@@ -1,7 +1,8 @@
 """The shared count of a connection's quotas: one Lua script, one round trip per request.
 
 Run atomically by the store on its own clock (``TIME``), so replicas' clocks never matter. For a
-request it checks, in order, the vendor's pause on the connection, the app's minute, the
+request it checks, in order, the vendor's pause on the connection and on the endpoint the request
+calls, the app's minute, the
 connection's minute (all apps together) and the connection's day, and counts the request in all
 of them only if every one admits it (a refused request is not counted: counting refusals would
 keep a busy app refused for ever).
@@ -19,13 +20,16 @@ trip per request would cost more than the request): they are counted when taken,
 ever admits more than its limit, and those a worker did not use before its lease lapsed are
 handed back with its next call (a refund to the bucket they were counted in).
 
-KEYS: pause, app minute, connection minute, connection day.
+KEYS: pause, app minute, connection minute, connection day, endpoints' pauses.
 ARGV: the app's limit per minute, the connection's per minute and per day (0: none), the
-minute's width in seconds (60; shorter only in tests), the permits wanted, and the refund: how
-many, the bucket and the day they were counted in.
-Answer: ``{admitted, limit, remaining, reset_seconds, which, granted, bucket, valid_ms, day}``;
+minute's width in seconds (60; shorter only in tests), the permits wanted, the refund (how
+many, the bucket and the day they were counted in), and the endpoint's field in the endpoints'
+pauses ("": none).
+Answer: ``{admitted, limit, remaining, reset_seconds, which, granted, bucket, valid_ms, day}``,
+then each endpoint the connection holds paused and the milliseconds left of its pause;
 ``which`` names what decided: 1 the app's minute, 2 the connection's minute, 3 the day, 4 a
-pause (``reset`` is then what is left of it, in milliseconds); ``remaining`` is after the permits
+pause of the connection, 5 of the endpoint (``reset`` is then what is left of it, in
+milliseconds); ``remaining`` is after the permits
 granted; the permits, or a refusal, are good for ``valid_ms`` (until their bucket ends).
 """
 
@@ -35,6 +39,27 @@ if pause > 0 then return {0, 0, 0, pause, 4, 0, 0, 0, 0} end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+
+local function told(answer)
+  -- Every answer tells the worker which endpoints the fleet holds paused (field, ms left): a
+  -- worker admitting from a lease checks them without asking.
+  local fields = redis.call('HGETALL', KEYS[5])
+  for i = 1, #fields, 2 do
+    local left = math.ceil(tonumber(fields[i + 1]) - now * 1000)
+    if left > 0 then
+      table.insert(answer, fields[i])
+      table.insert(answer, left)
+    end
+  end
+  return answer
+end
+
+if ARGV[9] ~= '' then
+  local ends = tonumber(redis.call('HGET', KEYS[5], ARGV[9]))
+  if ends and ends > now * 1000 then
+    return told({0, 0, 0, math.ceil(ends - now * 1000), 5, 0, 0, 0, 0})
+  end
+end
 local second = math.floor(now)
 local width = tonumber(ARGV[4])
 -- Sixty buckets a window: a second each in a minute.
@@ -97,7 +122,9 @@ for index, limit in ipairs({tonumber(ARGV[1]), tonumber(ARGV[2])}) do
     local key = KEYS[index + 1]
     local count, oldest = used(key)
     local room = math.floor(limit - count)
-    if room < 1 then return {0, limit, 0, reset(oldest), index, 0, slot, until_next(), today} end
+    if room < 1 then
+      return told({0, limit, 0, reset(oldest), index, 0, slot, until_next(), today})
+    end
     granted = math.min(granted, room)
     if room < tightest[2] then tightest = {limit, room, reset(oldest), index} end
     table.insert(checks, key)
@@ -111,7 +138,7 @@ if daily > 0 then
   if tonumber(fields[1]) == today then day_count = tonumber(fields[2]) or 0 end
   if refund > 0 and refund_day == today then day_count = math.max(day_count - refund, 0) end
   local room = daily - day_count
-  if room < 1 then return {0, daily, 0, day_left, 3, 0, slot, until_next(), today} end
+  if room < 1 then return told({0, daily, 0, day_left, 3, 0, slot, until_next(), today}) end
   granted = math.min(granted, room)
   if room < tightest[2] then tightest = {daily, room, day_left, 3} end
 end
@@ -129,7 +156,9 @@ if daily > 0 then
   redis.call('EXPIRE', KEYS[4], day_left + 3600)
 end
 local remaining = tightest[2] - granted
-return {1, tightest[1], remaining, tightest[3], tightest[4], granted, slot, until_next(), today}
+return told({
+  1, tightest[1], remaining, tightest[3], tightest[4], granted, slot, until_next(), today
+})
 """
 
 # Pauses the connection for ARGV[1] milliseconds, unless a longer pause already runs.
@@ -137,5 +166,32 @@ PAUSE_SOURCE = """
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
 end
+return 1
+"""
+
+# Pauses one endpoint of the connection (KEYS[2], a hash: endpoint -> when its pause ends, in
+# the store's milliseconds) for ARGV[1] milliseconds, unless a longer pause of it already runs.
+# A connection holds at most ARGV[3] endpoints' pauses: a vendor that asks to wait on that many
+# at once is limiting the credential, and then the whole connection (KEYS[1]) is paused.
+# Answer: 1 the endpoint is paused, 2 the whole connection is.
+ENDPOINT_PAUSE_SOURCE = """
+local clock = redis.call('TIME')
+local now = math.floor(tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000)
+local ms = tonumber(ARGV[1])
+local ends = now + ms
+local known = tonumber(redis.call('HGET', KEYS[2], ARGV[2]))
+if known and known >= ends then return 1 end
+if not known and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[3]) then
+  local fields = redis.call('HGETALL', KEYS[2])
+  for i = 1, #fields, 2 do
+    if tonumber(fields[i + 1]) <= now then redis.call('HDEL', KEYS[2], fields[i]) end
+  end
+  if redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[3]) then
+    if redis.call('PTTL', KEYS[1]) < ms then redis.call('SET', KEYS[1], '1', 'PX', ms) end
+    return 2
+  end
+end
+redis.call('HSET', KEYS[2], ARGV[2], ends)
+if redis.call('PTTL', KEYS[2]) < ms then redis.call('PEXPIRE', KEYS[2], ms) end
 return 1
 """

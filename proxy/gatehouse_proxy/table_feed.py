@@ -58,6 +58,7 @@ from gatehouse_contract.frames import (
     Goodbye,
     Heartbeat,
     Nack,
+    RenewalsBounded,
     Resync,
     Snapshot,
     Throttled,
@@ -159,7 +160,7 @@ class TableFeed:
         # The open stream's socket, for what a replica tells the operator unasked.
         self._ws: aiohttp.ClientWebSocketResponse | None = None
 
-    async def tell(self, message: Throttled) -> None:
+    async def tell(self, message: Throttled | RenewalsBounded) -> None:
         """Tells the operator, if a stream is open: a notice missed while it is not is not
         worth holding (the pause it reports ends by itself)."""
         ws = self._ws

@@ -37,6 +37,7 @@ from gatehouse_operator.connections.models import (
     DraftTestOutcome,
     DraftTestRequest,
     LinkableConnection,
+    Paused,
     SampleSaveOutcome,
 )
 from gatehouse_operator.runtime import Runtime
@@ -212,6 +213,16 @@ class Connections:
             headers=handoff.headers_of(spec),
             allowed_content_types=list(spec.allowed_content_types),
             limits=dict(spec.limits),
+            paused=[
+                Paused(
+                    scope=pause.scope,
+                    endpoint=pause.endpoint,
+                    status=pause.status,
+                    retry_after_seconds=pause.seconds,
+                    until=pause.until,
+                )
+                for pause in self.runtime.channel.throttles.paused(f"{namespace}/{name}")
+            ],
             samples=handoff.samples_from(await self.runtime.kube.samples.saved(namespace, name)),
             can_manage=can_manage,
         )

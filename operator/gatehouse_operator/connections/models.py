@@ -84,6 +84,22 @@ class ConnectionHeader(Model):
     value: str
 
 
+class Paused(Model):
+    """A pause the API asked for (its 429 or 503 with Retry-After) that the proxies keep now."""
+
+    scope: Literal["credential", "endpoint"] = Field(
+        description="credential: the whole connection is paused (the credential's limit, as "
+        "limits.credentialLimit says); endpoint: only the endpoint the answer came on."
+    )
+    endpoint: str = Field(
+        description="The endpoint the answer came on (the path cut to its allowedPaths entry, "
+        "at least two segments); empty when a proxy of an earlier release told it."
+    )
+    status: int = Field(description="What the API answered: 429 or 503.")
+    retry_after_seconds: float = Field(description="How long it asked to wait, in seconds.")
+    until: float = Field(description="When the pause ends, in seconds since the epoch.")
+
+
 class ConnectionDetail(Model):
     connection: LinkableConnection
     # Echoed as stored, for the page to show (and the service API to answer) as the spec has it.
@@ -100,6 +116,11 @@ class ConnectionDetail(Model):
         description="The media types an answer may have (spec.allowedContentTypes); empty: any.",
     )
     limits: dict[str, JsonValue] = Field(description="The spec's limits, as given.")
+    paused: list[Paused] = Field(
+        default_factory=list,
+        description="What the API paused now, as the proxies told the operator: the whole "
+        "connection first, then each endpoint, by when it ends.",
+    )
     samples: list[Sample]
     can_manage: bool = Field(description="Whether the caller may edit and delete it.")
 

@@ -54,6 +54,7 @@ from gatehouse_contract.frames import (
     Goodbye,
     Heartbeat,
     Nack,
+    RenewalsBounded,
     ReplicaMessage,
     Resync,
     Throttled,
@@ -436,6 +437,8 @@ class _Session:
             self.wakeup.set()
         elif isinstance(said, Throttled):
             self.channel.throttles.heard(said)
+        elif isinstance(said, RenewalsBounded):
+            self.channel.throttles.bounded(said)
         elif isinstance(said, UsageReport):
             if self.activity:  # counted once, and forgotten by the replica: added even late
                 self.channel.usage.add(said.rows)

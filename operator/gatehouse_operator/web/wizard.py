@@ -103,6 +103,7 @@ LIMIT_TITLES = {
     "requestsPerMinute": "Requests per minute, per app",
     "connectionRequestsPerMinute": "Requests per minute, all apps together",
     "requestsPerDay": "Requests per UTC day, all apps together",
+    "credentialLimit": "The credential's limit (pauses the whole connection): the API's",
 }
 # The limits the wizard shows (the vendor's quotas for the credential), with their largest
 # value; the others stay as stored.
