@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gatehouse_contract.frames import MAX_PAUSE_SECONDS, Throttled
+from gatehouse_contract.frames import MAX_PAUSE_SECONDS, RenewalsBounded, Throttled
 from tests.proxy.serving import Tenant, running_proxy, upstream
 
 # (Retry-After, whether it pauses the connection)
@@ -42,7 +42,8 @@ def test_whatever_the_vendor_writes_the_app_gets_its_status_and_the_pause_is_bou
             ):
                 told: list[Throttled] = []
 
-                async def tell(message: Throttled) -> None:
+                async def tell(message: Throttled | RenewalsBounded) -> None:
+                    assert isinstance(message, Throttled), message
                     told.append(message)
 
                 running.proxy.feed.tell = tell  # type: ignore[method-assign]
