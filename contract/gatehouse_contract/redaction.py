@@ -23,6 +23,14 @@ whose matches are mapped back to the bytes they came from and replaced there:
    entities of URL characters (``&amp``, ``&lt``, ``&gt``, ``&quot`` also without ``;`` or in
    capitals). The value is looked for here too, so any mix of escaped and plain characters is
    caught.
+4. Where the text holds ``%25``, percent-encoded twice: ``%25XX`` read as the byte ``XX`` is,
+   then the escapes of 3., and the value looked for again (a URL that embeds another URL: a
+   ``return_to`` or ``self`` link echoing the request's own). A view of its own, since ``%25``
+   read once is a ``%`` that a value may hold as it is.
+
+The values are the forms a secret is sent in (:mod:`gatehouse_contract.sent_forms`: a query key
+also percent-encoded, an OAuth 2.0 client secret also form-encoded and in its Basic pair's
+base64), so each of those is caught as sent and in one encoding more.
 
 Numeric character references padded with more than six zeros lose the extra zeros (the same
 character to any reader), so every escape of a byte stays within a bounded length, and so does the
@@ -190,6 +198,19 @@ def _escape_patterns(chars: str, final: bool) -> _EscapePatterns:
         for introducer in _INTRODUCERS
         if chars
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _twice_percent_escapes(chars: str) -> re.Pattern[bytes]:
+    """``%25XX``, each byte of one of the given characters percent-encoded twice (cached as
+    :func:`_escape_patterns` is)."""
+    words = ["%25".join(f"{byte:02x}" for byte in char.encode()) for char in chars]
+    return re.compile(f"%25(?i:{_trie(words)})".encode())
+
+
+def _decode_twice_match(match: re.Match[bytes]) -> bytes:
+    # Non-overlapping, left to right: "%2525" (a "%" twice) reads as "%25", then as "%".
+    return _decoded(match[0].replace(b"%25", b"%"))
 
 
 _URL_SAFE = bytes.maketrans(b"+/", b"-_")
@@ -425,6 +446,7 @@ class Redactor:
         text = b"".join(plain).decode()
         chars = "".join(sorted({*text, *text.lower(), *text.upper()}))
         self.escapes = {True: _escape_patterns(chars, True), False: _escape_patterns(chars, False)}
+        self.twice_percent = _twice_percent_escapes(chars)
         # The longest a form can be in the original bytes: each byte of a value escaped, or
         # each character of its hex or base64, followed by a line break.
         longest = max(map(len, plain), default=0) * (_LONGEST_ESCAPE + _LONGEST_BREAK)
@@ -498,7 +520,7 @@ class Redactor:
     ) -> list[tuple[int, int]]:
         """Where a form is (with ``pieces``, also a piece of a value), as spans of ``data``: any
         form in the unwrapped text and in the quoted-printable reading of ``data``, the value in
-        the escape-decoded text."""
+        the escape-decoded text and, where ``%25`` occurs, in the text percent-decoded twice."""
         unwrapped = _View(data)
         for trigger, step in _UNWRAP:
             if trigger in unwrapped.text:
@@ -520,6 +542,22 @@ class Redactor:
             found += escaped.source_spans(
                 list(self._found(escaped.text.lower(), self.values, pieces=pieces))
             )
+        if b"%25" in unwrapped.text:
+            twice = _View(unwrapped.text)
+            twice.apply(_Decoding(self.twice_percent, _decode_twice_match))
+            if twice.text is not unwrapped.text:
+                # Looked for before the other escapes are read too: a value may hold "%41".
+                found += twice.source_spans(
+                    list(self._found(twice.text.lower(), self.values, pieces=pieces))
+                )
+                decoded = twice.text
+                for introducer, pattern in escapes:
+                    if introducer != b"=" and introducer in twice.text:
+                        twice.apply(_Decoding(pattern, _decode_match))
+                if twice.text is not decoded:
+                    found += twice.source_spans(
+                        list(self._found(twice.text.lower(), self.values, pieces=pieces))
+                    )
         spans = unwrapped.source_spans(found) if found else []
         if quoted is not None and quoted.text is not data:
             for trigger, step in _UNWRAP:
