@@ -21,15 +21,16 @@ import pytest
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.echoes import leaks
 from gatehouse_dev.services import Endpoint
-from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     app_token,
     apply,
     condition,
     connection,
+    connection_test,
     data_app,
     fetch,
+    finished,
     grant_secrets,
     project_members,
     register_client,
@@ -226,18 +227,11 @@ def test_a_client_secret_echoed_by_the_endpoint_is_scrubbed_everywhere(
     apply(
         cluster,
         namespace,
-        {
-            "apiVersion": "gatehouse.dev/v1alpha1",
-            "kind": "ConnectionTest",
-            "metadata": {"name": "echo"},
-            "spec": {"connection": "crm", "method": "GET", "path": "/api/orders"},
-        },
+        connection_test("echo", "crm", method="GET", path="/api/orders"),
     )
-    test = wait_for(
-        lambda: condition(cluster, namespace, "connectiontest/echo", "Passed") or None,
-        timeout=30,
-        what="the test's result",
-    )
+    # Finished: the first condition a test shows says it is running.
+    finished(cluster, namespace, "echo")
+    test = condition(cluster, namespace, "connectiontest/echo", "Passed")
     assert test["status"] == "False"
     assert "invalid_client" in test["message"]
     assert client_secret not in json.dumps(test)
@@ -279,18 +273,10 @@ def test_a_client_secret_is_scrubbed_in_every_form_basic_sent_it_in(
     apply(
         cluster,
         namespace,
-        {
-            "apiVersion": "gatehouse.dev/v1alpha1",
-            "kind": "ConnectionTest",
-            "metadata": {"name": "echo-basic"},
-            "spec": {"connection": "crm", "method": "GET", "path": "/api/orders"},
-        },
+        connection_test("echo-basic", "crm", method="GET", path="/api/orders"),
     )
-    test = wait_for(
-        lambda: condition(cluster, namespace, "connectiontest/echo-basic", "Passed") or None,
-        timeout=30,
-        what="the test's result",
-    )
+    finished(cluster, namespace, "echo-basic")
+    test = condition(cluster, namespace, "connectiontest/echo-basic", "Passed")
     assert test["status"] == "False"
     assert "[redacted]" in test["message"]
     everything = cluster.kubectl("get", "all,events,xc,xtest", "-n", namespace, "-o", "json")
