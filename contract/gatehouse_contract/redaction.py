@@ -443,6 +443,12 @@ def _replaced(data: bytes, spans: list[tuple[int, int]]) -> bytes:
     return b"".join(out)
 
 
+def _encodes(value: bytes, forms: set[bytes]) -> bool:
+    """Whether ``value`` is the percent-encoding of another of ``forms``."""
+    decoded = unquote_to_bytes(value)
+    return decoded != value and decoded in forms
+
+
 class Redactor:
     """Every form of the given secrets, ready to scrub bytes."""
 
@@ -453,7 +459,7 @@ class Redactor:
         # form once its escapes are read: the decoded views look for that one (also where it
         # is percent-encoded twice), and the form itself is looked for as it is, in hex and in
         # base64. Its "%" is no character of a value, whose escapes every view must read.
-        read = {value for value in plain if unquote_to_bytes(value) not in plain - {value}}
+        read = {value for value in plain if b"%" not in value or not _encodes(value, plain)}
         # Looked for case-folded in the unwrapped text: the value, its hex, its base64. Longest
         # first, so a longer form is replaced whole before a shorter one inside it.
         self.values = sorted({value.lower() for value in read}, key=len, reverse=True)
