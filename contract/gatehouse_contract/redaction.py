@@ -23,6 +23,18 @@ whose matches are mapped back to the bytes they came from and replaced there:
    entities of URL characters (``&amp``, ``&lt``, ``&gt``, ``&quot`` also without ``;`` or in
    capitals). The value is looked for here too, so any mix of escaped and plain characters is
    caught.
+4. Percent-encoded twice (a URL that embeds another URL: a ``return_to`` or ``self`` link
+   echoing the request's own): ``%25XX`` read as the byte ``XX`` is, then the escapes of 3., and
+   the value looked for again. A view of its own, since ``%25`` read once is a ``%`` that a value
+   may hold as it is; read where the text holds ``%25`` and the longest run of the value's
+   letters, digits and ``._-`` (which no percent-encoder escapes), when that run is 4 bytes or
+   more (else wherever ``%25`` is), so that bodies full of ``%25`` stay fast.
+
+The forms given are those a secret is sent in (:mod:`gatehouse_contract.sent_forms`: a query key
+also percent-encoded, an OAuth 2.0 client secret also form-encoded and in its Basic pair's
+base64). Each is looked for as it is, in hex and in base64 (2.); a form that is another's
+percent-encoding reads as that other form in 3. and 4., which look for it there. So every form
+sent is caught as sent and in one encoding more, and the secret percent-encoded twice.
 
 Numeric character references padded with more than six zeros lose the extra zeros (the same
 character to any reader), so every escape of a byte stays within a bounded length, and so does the
@@ -39,6 +51,7 @@ import functools
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
+from urllib.parse import unquote_to_bytes
 
 REDACTED = "[redacted]"
 _REDACTED_BYTES = REDACTED.encode()
@@ -192,7 +205,28 @@ def _escape_patterns(chars: str, final: bool) -> _EscapePatterns:
     )
 
 
+@functools.lru_cache(maxsize=256)
+def _twice_percent_escapes(chars: str) -> re.Pattern[bytes]:
+    """``%25XX``, each byte of one of the given characters percent-encoded twice (cached as
+    :func:`_escape_patterns` is)."""
+    words = ["%25".join(f"{byte:02x}" for byte in char.encode()) for char in chars]
+    return re.compile(f"%25(?i:{_trie(words)})".encode())
+
+
+@functools.lru_cache(maxsize=4096)
+def _decoded_twice(escape: bytes) -> bytes:
+    # Non-overlapping, left to right: "%2525" (a "%" twice) reads as "%25", then as "%".
+    return _decoded(escape.replace(b"%25", b"%"))
+
+
+def _decode_twice_match(match: re.Match[bytes]) -> bytes:
+    return _decoded_twice(match[0])
+
+
 _URL_SAFE = bytes.maketrans(b"+/", b"-_")
+# What every percent-encoder leaves as it is (PHP's urlencode escapes "~", Java's "~" too).
+_NEVER_ESCAPED = re.compile(rb"[a-z0-9._-]+")
+_MIN_RUN = 4
 
 
 def _base64_cores(value: bytes) -> set[bytes]:
@@ -330,6 +364,8 @@ class _View:
             self.text = decoded
 
     def source_spans(self, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        if not spans:  # the common case: the edits are not worked out
+            return spans
         for step, before in reversed(self._taken):
             edits = step.edits(before)
             spans = [edits.span(start, end) for start, end in spans]
@@ -407,24 +443,43 @@ def _replaced(data: bytes, spans: list[tuple[int, int]]) -> bytes:
     return b"".join(out)
 
 
+def _encodes(value: bytes, forms: set[bytes]) -> bool:
+    """Whether ``value`` is the percent-encoding of another of ``forms``."""
+    decoded = unquote_to_bytes(value)
+    return decoded != value and decoded in forms
+
+
 class Redactor:
     """Every form of the given secrets, ready to scrub bytes."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
         self.secrets = {secret for secret in secrets if secret}
         plain = {form for secret in self.secrets for form in _plain_forms(secret)}
+        # A form that is another's percent-encoding (a query key as sent) reads as that other
+        # form once its escapes are read: the decoded views look for that one (also where it
+        # is percent-encoded twice), and the form itself is looked for as it is, in hex and in
+        # base64. Its "%" is no character of a value, whose escapes every view must read.
+        read = {value for value in plain if b"%" not in value or not _encodes(value, plain)}
         # Looked for case-folded in the unwrapped text: the value, its hex, its base64. Longest
         # first, so a longer form is replaced whole before a shorter one inside it.
-        self.values = sorted({value.lower() for value in plain}, key=len, reverse=True)
+        self.values = sorted({value.lower() for value in read}, key=len, reverse=True)
         encoded = {value.hex().encode() for value in plain}
         for value in plain:
             if len(value) >= _MIN_BASE64_SOURCE:
                 encoded.update(core.lower() for core in _base64_cores(value))
-        self.unwrapped_forms = sorted({*self.values, *encoded}, key=len, reverse=True)
+        self.unwrapped_forms = sorted(
+            {*(value.lower() for value in plain), *encoded}, key=len, reverse=True
+        )
         # Escapes of either case of each character, since the value is looked for case-folded.
-        text = b"".join(plain).decode()
+        text = b"".join(read).decode()
         chars = "".join(sorted({*text, *text.lower(), *text.upper()}))
         self.escapes = {True: _escape_patterns(chars, True), False: _escape_patterns(chars, False)}
+        self.twice_percent = _twice_percent_escapes(chars)
+        # What of each value no encoder escapes: percent-encoded twice, a value keeps it as it
+        # is, so a text without any of these is not read twice (bodies full of "%25" stay
+        # fast). A value without a run long enough has none, and every such text is read.
+        runs = [max(_NEVER_ESCAPED.findall(value), key=len, default=b"") for value in self.values]
+        self.unescaped_runs = runs if all(len(run) >= _MIN_RUN for run in runs) else []
         # The longest a form can be in the original bytes: each byte of a value escaped, or
         # each character of its hex or base64, followed by a line break.
         longest = max(map(len, plain), default=0) * (_LONGEST_ESCAPE + _LONGEST_BREAK)
@@ -498,12 +553,13 @@ class Redactor:
     ) -> list[tuple[int, int]]:
         """Where a form is (with ``pieces``, also a piece of a value), as spans of ``data``: any
         form in the unwrapped text and in the quoted-printable reading of ``data``, the value in
-        the escape-decoded text."""
+        the escape-decoded text and, where ``%25`` occurs, in the text percent-decoded twice."""
         unwrapped = _View(data)
         for trigger, step in _UNWRAP:
             if trigger in unwrapped.text:
                 unwrapped.apply(step)
-        found = list(self._found(unwrapped.text.lower(), self.unwrapped_forms, pieces=pieces))
+        folded = unwrapped.text.lower()
+        found = list(self._found(folded, self.unwrapped_forms, pieces=pieces))
         escaped = _View(unwrapped.text)
         quoted: _View | None = None
         for introducer, pattern in escapes:
@@ -520,6 +576,27 @@ class Redactor:
             found += escaped.source_spans(
                 list(self._found(escaped.text.lower(), self.values, pieces=pieces))
             )
+        # Cheapest first: a "%" (memchr), a run of a value (long), then "%25" (short, slower).
+        if (
+            b"%" in unwrapped.text
+            and (not self.unescaped_runs or any(run in folded for run in self.unescaped_runs))
+            and b"%25" in unwrapped.text
+        ):
+            twice = _View(unwrapped.text)
+            twice.apply(_Decoding(self.twice_percent, _decode_twice_match))
+            if twice.text is not unwrapped.text:
+                # Looked for before the other escapes are read too: a value may hold "%41".
+                found += twice.source_spans(
+                    list(self._found(twice.text.lower(), self.values, pieces=pieces))
+                )
+                decoded = twice.text
+                for introducer, pattern in escapes:
+                    if introducer != b"=" and introducer in twice.text:
+                        twice.apply(_Decoding(pattern, _decode_match))
+                if twice.text is not decoded:
+                    found += twice.source_spans(
+                        list(self._found(twice.text.lower(), self.values, pieces=pieces))
+                    )
         spans = unwrapped.source_spans(found) if found else []
         if quoted is not None and quoted.text is not data:
             for trigger, step in _UNWRAP:

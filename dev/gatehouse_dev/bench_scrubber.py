@@ -1,5 +1,7 @@
 """What scrubbing an answer costs: the redactor of one credential over bodies fed in 64 KiB chunks,
-as the relay feeds them, and the per-answer work of a small JSON answer and its headers.
+as the relay feeds them, and the per-answer work of a small JSON answer and its headers. The
+redactor is given the forms the credential is sent in (sent_forms): a bearer token's one, and a
+query key's two (as it is, and percent-encoded), also over URLs percent-encoded twice.
 
 Every body here is free of the credential (the common case, and the costly one: nothing ends the
 search early). Throughput is the best of a few runs, in one process, on the event loop's thread as
@@ -15,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gatehouse_contract import sent_forms
 from gatehouse_contract.redaction import BodyScrubber, Redactor
 from gatehouse_proxy.headers import app_response_headers
 from gatehouse_proxy.media_types import extract
@@ -26,6 +29,8 @@ TOKEN = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"  # noqa: S105 (a bench's made-up cred
 # A credential with a slash, against a body that escapes every slash: the most escapes of one of
 # its characters a JSON body can hold.
 SLASHED = "sk_live/4eC39HqLyjWDarjtT1zdp7dc"
+# A base64-style key sent in the query: percent-encoding changes + / =.
+QUERY_KEY = "sk_live+4eC39/HqLyjWDarjtT1zdp7="
 
 
 def _repeat(unit: bytes) -> bytes:
@@ -58,6 +63,14 @@ def _slashes() -> bytes:
     return _repeat(b'{"u": "https:\\/\\/x.example\\/a\\/b\\/c\\/d"}, ')
 
 
+def _urls_encoded_twice() -> bytes:
+    """Login links that embed another URL, as every line of the body: %25 throughout."""
+    return _repeat(
+        b'{"login": "https://x.example/login?return_to=https%253A%252F%252Fapi.example.com'
+        b'%252Fv1%252Fitems%253Fpage%253D2%2526q%253Da%252520b"}, '
+    )
+
+
 def _wrapped_base64() -> bytes:
     blob = base64.encodebytes(
         random.Random(7).randbytes(  # noqa: S311 (filler, not a key)
@@ -71,7 +84,7 @@ def _wrapped_base64() -> bytes:
 class Case:
     label: str
     body: Callable[[], bytes]
-    secret: str = TOKEN
+    forms: tuple[str, ...] = sent_forms.bearer(TOKEN).forms
 
 
 CASES = (
@@ -79,16 +92,31 @@ CASES = (
     Case("log lines (a line break every 75 bytes), no escapes", _log_lines),
     Case('escape-heavy JSON (\\u00eb, \\", \\\\, %20, &amp;)', _escaped_json),
     Case("base64 wrapped at 76 (MIME, CRLF)", _wrapped_base64),
-    Case("worst: every / escaped as \\/, a credential with /", _slashes, SLASHED),
+    Case(
+        "worst: every / escaped as \\/, a credential with /",
+        _slashes,
+        sent_forms.bearer(SLASHED).forms,
+    ),
+    Case(
+        "JSON records, a query key with + / = (its 2 forms)",
+        _records,
+        sent_forms.query_value(QUERY_KEY).forms,
+    ),
+    Case("URLs percent-encoded twice (%25 in every line)", _urls_encoded_twice),
+    Case(
+        "URLs percent-encoded twice, that query key",
+        _urls_encoded_twice,
+        sent_forms.query_value(QUERY_KEY).forms,
+    ),
 )
 
 
-def throughput(body: bytes, secret: str) -> float:
+def throughput(body: bytes, forms: tuple[str, ...]) -> float:
     """MB/s through a fresh scrubber, best of RUNS."""
     chunks = [body[at : at + CHUNK] for at in range(0, len(body), CHUNK)]
     best = float("inf")
     for _ in range(RUNS):
-        scrubber = BodyScrubber(Redactor([secret]))
+        scrubber = BodyScrubber(Redactor(forms))
         started = time.perf_counter()
         for chunk in chunks:
             scrubber.feed(chunk)
@@ -124,7 +152,7 @@ def per_answer_us(rounds: int = 20_000) -> tuple[float, float]:
 def table() -> str:
     lines = ["| body (8 MiB, 64 KiB chunks) | MB/s |", "|---|---|"]
     for case in CASES:
-        lines.append(f"| {case.label} | {throughput(case.body(), case.secret):,.0f} |")
+        lines.append(f"| {case.label} | {throughput(case.body(), case.forms):,.0f} |")
     build, scrub = per_answer_us()
     lines.append(
         f"\nA redactor: {build:.1f} µs; a small JSON answer and 4 headers: {scrub:.1f} µs."

@@ -15,6 +15,7 @@ import quopri
 import re
 import zlib
 from collections.abc import Callable, Mapping
+from urllib.parse import quote, quote_plus, unquote_to_bytes
 
 
 def injected(headers: Mapping[str, str]) -> str:
@@ -42,7 +43,7 @@ def _mixed_case(text: str) -> str:
 # base64 wrapped (MIME at 76 with CRLF, PEM at 64, at 8, at every character, base64url, in a JSON
 # string with escaped line breaks, PHP's JSON with "\/" too), quoted-printable (escapes, soft
 # breaks), UTF-16, HTML references (zero-padded, without ";"), IIS's %uXXXX, \xHH, "&amp" without
-# ";", and the longest form the scrubber's carry-over is sized for.
+# ";", the longest form the scrubber's carry-over is sized for, and percent-encoded twice.
 FORMS: dict[str, Callable[[str], bytes]] = {
     "hex": lambda s: s.encode().hex().encode(),
     "hex-upper": lambda s: s.encode().hex().upper().encode(),
@@ -83,6 +84,12 @@ FORMS: dict[str, Callable[[str], bytes]] = {
     "reference-and-json-line-break-every-byte": lambda s: "".join(
         f"&#x000000{c:x};\\r\\n" for c in s.encode()
     ).encode(),
+    # A URL echoed inside another URL (a "return_to" or "self" link): percent-encoded twice.
+    "percent-twice": lambda s: quote(quote(s, safe=""), safe="").encode(),
+    "percent-twice-lower-case": lambda s: re.sub(
+        "%[0-9A-F]{2}", lambda m: m[0].lower(), quote(quote(s, safe=""), safe="")
+    ).encode(),
+    "form-encoded-twice": lambda s: quote_plus(quote_plus(s)).encode(),
 }
 
 
@@ -132,6 +139,21 @@ def readings(body: bytes) -> list[bytes]:
     return found
 
 
+def _percent_decoded(reading: bytes) -> list[bytes]:
+    """A reading percent-decoded once and twice (a URL inside a URL), with ``+`` read as a
+    space and as itself."""
+    found = []
+    for plus in (b" ", b"+"):
+        once = unquote_to_bytes(reading.replace(b"+", plus))
+        found += [once, unquote_to_bytes(once.replace(b"+", plus))]
+    return found
+
+
 def leaks(body: bytes, secret: str) -> bool:
-    """Whether any reading of ``body`` holds ``secret``, in any case."""
-    return any(secret.lower().encode() in reading.lower() for reading in readings(body))
+    """Whether any reading of ``body``, also percent-decoded (a form-encoded value, and inside
+    base64: HTTP Basic's form-encoded client secret), holds ``secret``, in any case."""
+    wanted = secret.lower().encode()
+    for reading in readings(body):
+        if any(wanted in decoded.lower() for decoded in [reading, *_percent_decoded(reading)]):
+            return True
+    return False

@@ -14,7 +14,8 @@ a client's tokens, as providers that revoke on demand do; ``/tokeninfo`` tells w
 live. ``/api/...`` is the protected API: a live bearer token gets an echo, anything else a 401; and
 ``/api/refused/...`` an endpoint no token opens (outside every scope): a 401 whatever is sent.
 ``/hostile/...`` are token endpoints that misbehave: a redirect, 10 MiB, an answer that trickles
-past any deadline, a chosen ``expires_in``, and an error that echoes the client secret.
+past any deadline, a chosen ``expires_in``, and an error that echoes the client secret (in its
+description; with ``echo-in-error=FORM``, in its code too).
 
 ``python -m gatehouse_dev.token_endpoint --port P [--public-key KEY.pem --client-email E]``; the
 node tests run this file in a Pod (``--host 0.0.0.0``), with the proxy image's aiohttp.
@@ -29,7 +30,7 @@ import hmac
 import json
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,22 +117,8 @@ class TokenEndpoint:
         )
 
     def _client(self, request: web.Request, form: Mapping[str, Any]) -> tuple[str, Client]:
-        """The authenticated client, by the one method it is registered for (RFC 6749
-        2.3.1: Basic with the id and secret form-encoded, or both in the body)."""
-        header = request.headers.get("Authorization", "")
-        if header.startswith("Basic "):
-            try:
-                pair = base64.b64decode(header[6:], validate=True).decode()
-            except (ValueError, UnicodeDecodeError):
-                raise _oauth_error(401, "invalid_client", "malformed Basic credentials") from None
-            client_id, _, secret = (unquote_plus(part) for part in pair.partition(":"))
-            method = "basic"
-            if "client_secret" in form:
-                raise _oauth_error(400, "invalid_request", "two ways of authenticating")
-        else:
-            client_id = str(form.get("client_id", ""))
-            secret = str(form.get("client_secret", ""))
-            method = "body"
+        """The authenticated client, by the one method it is registered for."""
+        client_id, secret, method = _credentials(request, form)
         client = self.clients.get(client_id)
         if client is None or not hmac.compare_digest(client.secret, secret):
             raise _oauth_error(401, "invalid_client", "unknown client or wrong secret")
@@ -222,6 +209,22 @@ class TokenEndpoint:
         )
 
 
+def _credentials(request: web.Request, form: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The client id and secret a request carries, and how (RFC 6749 2.3.1: Basic with the id
+    and secret form-encoded, or both in the body)."""
+    header = request.headers.get("Authorization", "")
+    if not header.startswith("Basic "):
+        return str(form.get("client_id", "")), str(form.get("client_secret", "")), "body"
+    try:
+        pair = base64.b64decode(header[6:], validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise _oauth_error(401, "invalid_client", "malformed Basic credentials") from None
+    if "client_secret" in form:
+        raise _oauth_error(400, "invalid_request", "two ways of authenticating")
+    client_id, _, secret = (unquote_plus(part) for part in pair.partition(":"))
+    return client_id, secret, "basic"
+
+
 async def hostile(request: web.Request) -> web.StreamResponse:
     """Token endpoints that misbehave, for the proxy's bounds: each mode is a path."""
     mode = request.match_info["mode"]
@@ -242,16 +245,29 @@ async def hostile(request: web.Request) -> web.StreamResponse:
         return web.json_response(
             {"access_token": "t-" + secrets.token_hex(8), "expires_in": lifetime}
         )
-    if mode == "echo":
+    if mode == "echo" or mode.startswith("echo-in-error="):
         # What the client sent, in the description: a careless provider's error.
         sent = request.headers.get("Authorization", "") + " " + str(form.get("client_secret", ""))
         if sent.strip().startswith("Basic "):
             sent += " " + base64.b64decode(sent.split()[1]).decode("utf-8", "replace")
+        error = "invalid_client"
+        if mode != "echo":
+            # ...and the secret it read in the error code too, in a form the code's grammar
+            # (letters, digits, _ . : -) lets through.
+            error = _SECRET_FORMS[mode.partition("=")[2]](_credentials(request, form)[1])
         return web.json_response(
-            {"error": "invalid_client", "error_description": f"bad credentials: {sent}"},
-            status=401,
+            {"error": error, "error_description": f"bad credentials: {sent}"}, status=401
         )
     raise web.HTTPNotFound()
+
+
+# A client secret in the forms an error code can carry it.
+_SECRET_FORMS: dict[str, Callable[[str], str]] = {
+    "as-is": lambda secret: secret,
+    "hex": lambda secret: secret.encode().hex(),
+    "hex-upper": lambda secret: secret.encode().hex().upper(),
+    "base64url": lambda secret: base64.urlsafe_b64encode(secret.encode()).decode().rstrip("="),
+}
 
 
 def _oauth_error(status: int, error: str, description: str) -> web.HTTPException:

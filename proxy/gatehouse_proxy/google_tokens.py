@@ -23,6 +23,7 @@ import time
 from cryptography.exceptions import UnsupportedAlgorithm
 from google.auth import crypt, jwt
 
+from gatehouse_contract import sent_forms
 from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
 from gatehouse_contract.redaction import Redactor
 from gatehouse_proxy.errors import ProxyError
@@ -117,6 +118,6 @@ class GoogleMinter:
             seconds=self.timeout,
             code="credential_failed",
             # The error code only: Google's descriptions may quote the assertion.
-            redact=Redactor([assertion.decode()]),
+            redact=Redactor(sent_forms.form_field(assertion.decode()).forms),
             describe_errors=False,
         )

@@ -9,9 +9,9 @@ be judged (:mod:`gatehouse_proxy.token_refusals`) and the token renewed.
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field
 
+from gatehouse_contract import sent_forms
 from gatehouse_contract.keyring import KeyringError, KeyringFile
 from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_proxy import oauth2_tokens
@@ -26,7 +26,8 @@ from gatehouse_proxy.token_refusals import Judged
 class Injection:
     headers: dict[str, str] = field(default_factory=dict)
     query: tuple[str, str] | None = None
-    # The injected values themselves, so nothing the upstream echoes back can carry them.
+    # Every form the injected value is sent in (sent_forms), the value as read first: nothing the
+    # upstream echoes back may carry one.
     secrets: tuple[str, ...] = ()
     # A minted token's credential: a 401 is judged, and one retry may get another token.
     minted: CredentialKey | None = None
@@ -105,23 +106,18 @@ class Injector:
         credential = connection.credential
         if credential.type == "none":
             return Injection()
-        if credential.type == "bearer":
+        if credential.type in ("bearer", "basic"):
             secret = self._decrypt(connection).decode()
-            return Injection(headers={"Authorization": f"Bearer {secret}"}, secrets=(secret,))
-        if credential.type == "basic":
-            secret = self._decrypt(connection).decode()
-            encoded = base64.b64encode(secret.encode()).decode()
-            # The scrubber looks for the pair, its encoding and the password alone.
-            password = secret.partition(":")[2]
-            return Injection(
-                headers={"Authorization": f"Basic {encoded}"},
-                secrets=(secret, encoded, *((password,) if password else ())),
-            )
+            sent = (sent_forms.bearer if credential.type == "bearer" else sent_forms.basic)(secret)
+            return Injection(headers={"Authorization": sent.value}, secrets=sent.forms)
         if credential.type == "apiKey":
             secret = self._decrypt(connection).decode()
             if credential.location == "query":
-                return Injection(query=(credential.parameter, secret), secrets=(secret,))
-            return Injection(headers={credential.parameter: secret}, secrets=(secret,))
+                # Encoded where the query is put together (query.upstream_query).
+                forms = sent_forms.query_value(secret).forms
+                return Injection(query=(credential.parameter, secret), secrets=forms)
+            sent = sent_forms.header_value(secret)
+            return Injection(headers={credential.parameter: sent.value}, secrets=sent.forms)
         key = credential_key(connection)
         token = await self.tokens.token(
             key,
@@ -132,7 +128,8 @@ class Injector:
             within=connection.limits.timeout_seconds + 1,
             refused=refused,
         )
-        return Injection(headers={"Authorization": f"Bearer {token}"}, secrets=(token,), minted=key)
+        sent = sent_forms.bearer(token)
+        return Injection(headers={"Authorization": sent.value}, secrets=sent.forms, minted=key)
 
     async def _mint(self, connection: ConnectionRoute, key: CredentialKey) -> MintedToken:
         credential = connection.credential

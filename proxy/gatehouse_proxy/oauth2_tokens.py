@@ -8,9 +8,9 @@ endpoint says back is scrubbed of it before anyone sees it.
 
 from __future__ import annotations
 
-import base64
-from urllib.parse import quote_plus
+from dataclasses import dataclass
 
+from gatehouse_contract import sent_forms
 from gatehouse_contract.redaction import Redactor
 from gatehouse_contract.routes import TokenRequest
 from gatehouse_proxy.token_grants import MintedToken, TokenClient
@@ -19,9 +19,17 @@ CLIENT_CREDENTIALS = "client_credentials"
 TOKEN_TIMEOUT_SECONDS = 10.0
 
 
+@dataclass(frozen=True)
+class TokenRequestSent:
+    form: dict[str, str]
+    headers: dict[str, str]
+    # Every form the client secret is sent in: what the endpoint says back is scrubbed of them.
+    secret_forms: tuple[str, ...]
+
+
 def token_request_form(
     request: TokenRequest, scopes: tuple[str, ...], secret: str
-) -> tuple[dict[str, str], dict[str, str]]:
+) -> TokenRequestSent:
     """The form and headers of one token request."""
     form = {"grant_type": CLIENT_CREDENTIALS}
     if scopes:
@@ -29,12 +37,14 @@ def token_request_form(
     form.update(request.parameters)
     headers = {"Accept": "application/json"}
     if request.client_authentication == "basic":
-        pair = f"{quote_plus(request.client_id)}:{quote_plus(secret)}"
-        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        sent = sent_forms.client_basic(request.client_id, secret)
+        headers["Authorization"] = sent.value
     else:
+        # The body is encoded as sent_forms.form_body writes it (TokenClient.post).
+        sent = sent_forms.form_field(secret)
         form["client_id"] = request.client_id
         form["client_secret"] = secret
-    return form, headers
+    return TokenRequestSent(form, headers, sent.forms)
 
 
 async def mint(
@@ -44,12 +54,12 @@ async def mint(
     secret: str,
     seconds: float = TOKEN_TIMEOUT_SECONDS,
 ) -> MintedToken:
-    form, headers = token_request_form(request, scopes, secret)
+    sent = token_request_form(request, scopes, secret)
     return await client.post(
         request.url,
-        form=form,
-        headers=headers,
+        form=sent.form,
+        headers=sent.headers,
         seconds=seconds,
         code="token_endpoint_failed",
-        redact=Redactor([secret]),
+        redact=Redactor(sent.secret_forms),
     )

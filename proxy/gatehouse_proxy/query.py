@@ -39,6 +39,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from urllib.parse import quote, unquote_to_bytes
 
+from gatehouse_contract import sent_forms
 from gatehouse_proxy.errors import ProxyError
 
 _SEPARATOR_LIKE = re.compile(rb"[. \-\x80-\x9f]")
@@ -203,5 +204,5 @@ def upstream_query(raw: bytes, injected: tuple[str, str] | None) -> str:
     shadowed = key_names(injected[0])
     kept = [pair for pair in raw.split(b"&") if pair and not shadowed.reads_as(pair.split(b"=")[0])]
     key_name, secret = injected
-    appended = f"{quote(key_name, safe='')}={quote(secret, safe='')}"
+    appended = f"{quote(key_name, safe='')}={sent_forms.query_value(secret).value}"
     return "?" + "&".join([_as_written(pair) for pair in kept] + [appended])

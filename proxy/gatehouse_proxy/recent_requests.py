@@ -1,7 +1,8 @@
 """The replica's recent requests (the inspector): its last fetches per connection and per app.
 
 A record is a small tuple of names, codes, sizes, times and the path the app asked for with its
-query values replaced (:func:`scrubbed_path`): never a header value or a body. Records live in
+query and matrix-parameter values replaced (:func:`scrubbed_path`): never a header value or a
+body. Records live in
 memory only, for as long as the bounds leave them:
 
 - at most ``per_route`` (200) per connection and as many per app, the newest;
@@ -36,6 +37,15 @@ _PRINTABLE = bytes(range(0x21, 0x7F))
 _VALUES = re.compile(rb"=[^&]*")
 _SCRUBBED = b"=" + SCRUBBED_VALUE.encode()
 _BARE = SCRUBBED_VALUE.encode()
+# A path segment's parameters (RFC 3986 3.3: "/items;sid=...", Java's ";jsessionid="), each
+# running to the next ";" or "/"; a "%3B" is data in a segment, as servers read it.
+_MATRIX = re.compile(rb";([^;/=]*)(=[^;/]*)?")
+
+
+def _matrix_scrubbed(parameter: re.Match[bytes]) -> bytes:
+    if parameter[2] is not None:
+        return b";" + parameter[1] + _SCRUBBED
+    return b";" + _BARE if parameter[1] else b";"
 
 
 class Record(NamedTuple):
@@ -56,8 +66,11 @@ class Record(NamedTuple):
 def scrubbed_path(raw_path: bytes, query: bytes) -> str:
     """The path as the app sent it (percent-encoded, relative to the connection's base URL),
     with each query parameter's value replaced and a parameter without ``=`` replaced whole
-    (it may be a bare token): ``/items?page=*&q=*``. Bytes outside printable ASCII are
+    (it may be a bare token): ``/items?page=*&q=*``; a path segment's parameters alike:
+    ``/items;sid=*;*/2``. The segments themselves are kept. Bytes outside printable ASCII are
     percent-encoded, so a record prints on one line; cut at MAX_PATH_CHARS."""
+    if b";" in raw_path:
+        raw_path = _MATRIX.sub(_matrix_scrubbed, raw_path)
     path = _printable(raw_path)
     if query:
         # From each parameter's first "=" to its end: a value's own "=" go with it.

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import aiohttp
 from yarl import URL
 
+from gatehouse_contract import sent_forms
 from gatehouse_contract.errors import RefusalCode
 from gatehouse_contract.redaction import Redactor
 from gatehouse_proxy.errors import ProxyError
@@ -101,7 +102,11 @@ async def _post_for_token(
         policy.check_address(url.raw_host or "")
         async with asyncio.timeout(seconds):
             async with session.post(
-                url, data=dict(form), headers=dict(headers), allow_redirects=False
+                url,
+                # Encoded as sent_forms says, so that what is scrubbed is what was sent.
+                data=sent_forms.form_body(form),
+                headers={**headers, "Content-Type": "application/x-www-form-urlencoded"},
+                allow_redirects=False,
             ) as reply:
                 status = reply.status
                 if reply.content_length is not None and reply.content_length > MAX_ANSWER_BYTES:
@@ -186,7 +191,10 @@ def _lifetime(expires_in: object, code: RefusalCode) -> float:
 
 
 def _oauth_error(body: bytes, redact: Redactor, *, describe: bool) -> str:
-    """``: error (description)``, as far as the answer says, printable and scrubbed."""
+    """``: error (description)``, as far as the answer says, printable and scrubbed. Both are
+    shown (to the app, in tests, the store and logs), and an endpoint may echo what it was sent
+    in either: the code too (its grammar allows a secret's hex or base64url), and a piece of a
+    secret in each (scrubbed as header values are)."""
     try:
         answer = json.loads(body)
     except ValueError:
@@ -197,9 +205,12 @@ def _oauth_error(body: bytes, redact: Redactor, *, describe: bool) -> str:
     if not isinstance(error, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", error):
         return ""
     description = answer.get("error_description") if describe else None
-    if not isinstance(description, str) or not description.strip():
+    if not isinstance(description, str):
+        description = ""
+    error, description = redact.headers([error, description])
+    if not description.strip():
         return f": {error}"
-    text = _PRINTABLE.sub(" ", redact.text(description)).strip()
+    text = _PRINTABLE.sub(" ", description).strip()
     if len(text) > MAX_DESCRIPTION_CHARS:
         text = text[: MAX_DESCRIPTION_CHARS - 3] + "..."
     return f": {error}: {text}"

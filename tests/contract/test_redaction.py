@@ -8,10 +8,11 @@ import html
 import itertools
 import json
 from collections.abc import AsyncIterator
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 import pytest
 
+from gatehouse_contract import sent_forms
 from gatehouse_contract.redaction import (
     FRAGMENT_BYTES,
     REDACTED,
@@ -192,8 +193,10 @@ def test_a_json_body_full_of_escapes_keeps_every_other_byte() -> None:
     assert _scrub_chunks_of(body.encode(), TOKEN, [7, 4000, 9000]) == body.encode()
 
 
-def _scrub_chunks_of(body: bytes, secret: str, cuts: list[int] | None = None) -> bytes:
-    scrubber = BodyScrubber(Redactor([secret]))
+def _scrub_chunks_of(
+    body: bytes, secret: str, cuts: list[int] | None = None, redact: Redactor | None = None
+) -> bytes:
+    scrubber = BodyScrubber(redact or Redactor([secret]))
     chunks = _stream(body, cuts or [len(body) // 2])
     return b"".join([scrubber.feed(chunk) for chunk in chunks] + [scrubber.flush()])
 
@@ -296,3 +299,73 @@ def test_an_equals_sign_beside_a_value_is_no_quoted_printable_to_it(secret: str)
     ):
         assert secret.encode() not in Redactor([secret])(body), body
         assert secret not in Redactor([secret]).headers([body.decode()])[0], body
+
+
+# What the proxy sends (sent_forms): the scrubber is given those forms and reads one encoding
+# more of each (red team round 4, R4-3 and R4-4).
+SPECIAL = "Sx9+kQ/7vZ=m2Lp+Wr4/Tn8="  # a base64-style secret: form encoding changes + / =
+
+
+@pytest.mark.parametrize("secret", [SPECIAL, "cs_live+/ secret=&%", "PlainSecret0123456789"])
+def test_a_client_secret_is_scrubbed_in_its_basic_pair_as_sent(secret: str) -> None:
+    sent = sent_forms.client_basic("gh-client", secret)
+    encoded = sent.value.removeprefix("Basic ")
+    pair = base64.b64decode(encoded).decode()
+    echoes = [
+        sent.value,  # the header, as a provider quotes it
+        pair,  # decoded: the pair still form-encoded
+        pair.lower(),
+        quote(encoded, safe=""),  # the header's base64 in a URL
+        encoded.replace("+", "-").replace("/", "_").rstrip("="),  # as base64url
+        encoded.encode().hex(),
+        base64.b64encode(sent.value.encode()).decode(),  # the whole header in base64
+    ]
+    redact = Redactor(sent.forms)
+    for echo in echoes:
+        scrubbed_text = redact.text(f'{{"error_description": "bad credentials: {echo}"}}')
+        assert REDACTED in scrubbed_text, echo
+        assert not leaks(scrubbed_text.encode(), secret), (echo, scrubbed_text)
+    assert sent.forms[0] == secret
+
+
+@pytest.mark.parametrize("sender", ["query", "header", "form"])
+@pytest.mark.parametrize("secret", [SPECIAL, "sk live/42", "Qk7+vZ/9xY=aB3+cD4/eF5="])
+def test_every_form_sent_is_scrubbed_and_percent_encoded_once_more(
+    sender: str, secret: str
+) -> None:
+    """A URL that embeds the request's own (a return_to or self link) encodes what the proxy
+    sent once more: a query key's %2B becomes %252B (or %252b). The secret percent-encoded twice
+    is caught whatever it was sent as, a space as %2520 or %2B."""
+    sent = {
+        "query": sent_forms.query_value,
+        "header": sent_forms.header_value,
+        "form": sent_forms.form_field,
+    }[sender](secret)
+    redact = Redactor(sent.forms)
+    twice = [quote(quote(secret, safe=""), safe=""), quote_plus(quote_plus(secret))]
+    twice += [quote_plus(quote(secret, safe="")), quote(quote_plus(secret), safe="")]
+    echoes = {
+        *sent.forms,
+        *(quote(form, safe="") for form in sent.forms),
+        *(quote_plus(form) for form in sent.forms),
+        *twice,
+        *(echo.lower() for echo in twice),
+    }
+    for echo in echoes:
+        body = f"<a href='https://x.example/login?return_to={echo}&n=1'>".encode()
+        for cut in range(1, len(body), 5):
+            scrubbed_body = _scrub_chunks_of(body, "", [cut], redact)
+            assert (
+                scrubbed_body == b"<a href='https://x.example/login?return_to=[redacted]&n=1'>"
+            ), (
+                echo,
+                cut,
+            )
+
+
+def test_a_percent_twice_reading_leaves_a_value_with_a_percent_of_its_own() -> None:
+    """%25 read once is a "%" a value may hold as it is: both readings are tried."""
+    secret = "pw%2Bwith%41escapes"
+    for echo in (quote(secret, safe=""), quote(quote(secret, safe=""), safe="")):
+        assert Redactor([secret]).text(f"k={echo};") == "k=[redacted];", echo
+    assert Redactor(["a+b/c0123"]).text("x%2525y %252 %25") == "x%2525y %252 %25"

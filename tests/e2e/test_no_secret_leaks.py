@@ -71,6 +71,8 @@ def test_nothing_readable_holds_a_secret(cluster: Cluster, stack: Stack, namespa
     # A secret an app puts in a query value, as some vendors want it: the inspector's records
     # and the audit lines keep the parameter's name only.
     assert fetch(stack.proxy, token, "api", f"/echo/q?api_key={BEARER}").status_code == 200
+    # ...or in a path segment's parameters (Java's ;jsessionid=): the name only, too.
+    assert fetch(stack.proxy, token, "api", f"/echo/m;sid={BEARER};{BEARER}").status_code == 200
 
     api = f"{stack.local.api_url}/api/v1/namespaces/{namespace}"
     replies = [
@@ -105,6 +107,7 @@ def test_nothing_readable_holds_a_secret(cluster: Cluster, stack: Stack, namespa
     statuses = [reply.status_code for reply in replies]
     assert statuses == [200, 200, 200, 200, 201, 201, 201, 400, 422], [r.text for r in replies]
     assert "/echo/q?api_key=*" in replies[2].text
+    assert "/echo/m;sid=*;*" in replies[2].text
     assert replies[4].json()["passed"] is True
     assert replies[4].json()["sample"]
     assert replies[6].json()["reason"] == "InvalidServiceAccountKey"

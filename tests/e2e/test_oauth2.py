@@ -22,8 +22,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.echoes import leaks
 from gatehouse_dev.services import Endpoint
-from gatehouse_dev.waiting import wait_for
 from gatehouse_proxy import fleet_tokens
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
@@ -31,8 +31,10 @@ from tests.e2e.gatehouse_fixtures import (
     apply,
     condition,
     connection,
+    connection_test,
     data_app,
     fetch,
+    finished,
     grant_secrets,
     project_members,
     register_client,
@@ -57,10 +59,15 @@ def fleet(stack: Stack) -> Iterator[list[Endpoint]]:
 
 
 def _client(
-    stack: Stack, method: str, lifetime: int = 3600, *, revoke_on_mint: bool = False
+    stack: Stack,
+    method: str,
+    lifetime: int = 3600,
+    secret_value: str = "",
+    *,
+    revoke_on_mint: bool = False,
 ) -> tuple[str, str]:
     client_id = f"client-{secrets.token_hex(4)}"
-    secret_value = "cs_" + secrets.token_urlsafe(24)
+    secret_value = secret_value or "cs_" + secrets.token_urlsafe(24)
     register_client(
         stack.token_endpoint,
         client_id,
@@ -85,11 +92,14 @@ def _oauth2(
     lifetime: int = 3600,
     token_path: str = "/token",  # noqa: S107 (a path)
     revoke_on_mint: bool = False,
+    client_secret: str = "",
     **spec: Any,
 ) -> tuple[str, str, str]:
     """An OAuth 2.0 connection to the authorization server's API and an app linking it as
     'crm'; returns the app's token, the client id and its secret."""
-    client_id, client_secret = _client(stack, method, lifetime, revoke_on_mint=revoke_on_mint)
+    client_id, client_secret = _client(
+        stack, method, lifetime, client_secret, revoke_on_mint=revoke_on_mint
+    )
     apply(cluster, namespace, secret("crm-client", secret=client_secret))
     auth = {
         "type": "oauth2ClientCredentials",
@@ -333,23 +343,68 @@ def test_a_client_secret_echoed_by_the_endpoint_is_scrubbed_everywhere(
     apply(
         cluster,
         namespace,
-        {
-            "apiVersion": "gatehouse.dev/v1alpha1",
-            "kind": "ConnectionTest",
-            "metadata": {"name": "echo"},
-            "spec": {"connection": "crm", "method": "GET", "path": "/api/orders"},
-        },
+        connection_test("echo", "crm", method="GET", path="/api/orders"),
     )
-    test = wait_for(
-        lambda: condition(cluster, namespace, "connectiontest/echo", "Passed") or None,
-        timeout=30,
-        what="the test's result",
-    )
+    # Finished: the first condition a test shows says it is running.
+    finished(cluster, namespace, "echo")
+    test = condition(cluster, namespace, "connectiontest/echo", "Passed")
     assert test["status"] == "False"
     assert "invalid_client" in test["message"]
     assert client_secret not in json.dumps(test)
     everything = cluster.kubectl("get", "all,events,xc,xtest", "-n", namespace, "-o", "json")
     assert client_secret not in everything.stdout
+
+
+def test_a_client_secret_is_scrubbed_in_every_form_basic_sent_it_in(
+    cluster: Cluster, stack: Stack, namespace: str, fleet: list[Endpoint]
+) -> None:
+    """R4-3 and the token endpoint's answers: a base64-style secret (+ / =), which HTTP Basic
+    sends form-encoded and then in base64 (RFC 6749 2.3.1), echoed in the error's description
+    as the header and its decoded pair, and in base64url as the error code. Nothing the app, a
+    tester, the store or a log gets holds it, on any replica and worker."""
+    client_secret = f"{secrets.token_hex(4)}+kQ/7vZ=m2Lp+Wr4/Tn8="
+    token, _, _ = _oauth2(
+        cluster,
+        stack,
+        namespace,
+        token_path="/hostile/echo-in-error=base64url",
+        client_secret=client_secret,
+    )
+    store = stack.local.store
+    assert store is not None
+    readable = []
+    failed = []
+    for replica in [stack.proxy, *(replica.url for replica in fleet)] * 2:
+        reply = fetch(replica, token, "crm", "/api/orders")
+        assert reply.status_code == 502
+        assert reply.json()["error"]["code"] == "token_endpoint_failed"
+        assert "HTTP 401: [redacted]" in reply.text
+        assert "bad credentials: Basic [redacted]" in reply.text
+        readable.append(reply.content)
+        # The failure the fleet answers from while it backs off (2 s at first).
+        with store.client() as client:
+            failed += [client.get(key) or b"" for key in client.scan_iter("gatehouse:*:failed")]
+    assert failed
+    readable += failed
+    apply(
+        cluster,
+        namespace,
+        connection_test("echo-basic", "crm", method="GET", path="/api/orders"),
+    )
+    finished(cluster, namespace, "echo-basic")
+    test = condition(cluster, namespace, "connectiontest/echo-basic", "Passed")
+    assert test["status"] == "False"
+    assert "[redacted]" in test["message"]
+    everything = cluster.kubectl("get", "all,events,xc,xtest", "-n", namespace, "-o", "json")
+    readable.append(everything.stdout.encode())
+    # Every process's log but the token endpoint's: it is the party the secret is meant for.
+    readable += [
+        path.read_bytes()
+        for path in (stack.local.workdir / "logs").glob("*.log")
+        if not path.name.startswith("token-endpoint")
+    ]
+    for text in readable:
+        assert not leaks(text, client_secret), text[:2000]
 
 
 def test_a_token_url_at_the_metadata_address_is_refused(

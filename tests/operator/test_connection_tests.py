@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+from urllib.parse import quote, quote_plus
 
 import pytest
 from pydantic import ValidationError
@@ -21,9 +23,17 @@ from gatehouse_contract.connection_tests import (
 )
 from gatehouse_contract.errors import RefusalReason
 from gatehouse_contract.frames import ConnectionTestResult, Unreadable, read_replica_message
+from gatehouse_dev.echoes import leaks
+from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.meta import first_problem
 from gatehouse_operator.connections import models, runs
-from gatehouse_operator.connections.testing import Finished, Waiting, ask, result
+from gatehouse_operator.connections.testing import (
+    Finished,
+    Waiting,
+    ask,
+    result,
+    secret_texts,
+)
 from gatehouse_operator.table.channel import MAX_REPLICA_MESSAGE_BYTES, _Session
 from gatehouse_operator.table.replicas import Replica
 
@@ -229,3 +239,52 @@ def test_a_new_test_keeps_the_typed_path_scrubbed() -> None:
     body = runs.new_test("vendor", {"method": "GET", "path": "/v1?api_key=typed-k&page=2"}).body()
     assert body["spec"]["path"] == "/v1?api_key=[redacted]&page=2"
     assert "typed-k" not in json.dumps(body)
+
+
+CLIENT_SECRET = "Sx9+kQ/7vZ=m2Lp+Wr4/Tn8="
+
+
+@pytest.mark.parametrize(
+    ("auth", "echo"),
+    [
+        (
+            {"type": "apiKey", "apiKey": {"name": "key", "in": "query"}},
+            # The key as sent (percent-encoded), in a link that embeds the request's URL.
+            "/login?return_to=%2Fv1%3Fkey%3D" + quote(quote(CLIENT_SECRET, safe=""), safe=""),
+        ),
+        (
+            {
+                "type": "oauth2ClientCredentials",
+                "oauth2ClientCredentials": {
+                    "tokenURL": "https://auth.example.com/token",
+                    "clientId": "gh-client",
+                },
+            },
+            # HTTP Basic's base64 of the form-encoded pair (RFC 6749 2.3.1).
+            "Basic " + base64.b64encode(f"gh-client:{quote_plus(CLIENT_SECRET)}".encode()).decode(),
+        ),
+    ],
+    ids=["query key", "client secret"],
+)
+def test_a_result_is_scrubbed_of_every_form_the_proxy_sends_the_secret_in(
+    auth: dict[str, object], echo: str
+) -> None:
+    spec = ExternalConnectionSpec.model_validate(
+        {
+            "displayName": "Example",
+            "baseURL": "https://api.example.com",
+            "auth": {**auth, "secretRef": {"name": "s", "key": "k"}},
+            "linkPolicy": "AdminsOnly",
+        }
+    )
+    answer = ConnectionTestAnswer(
+        status_code=400,
+        content_type="application/json",
+        body=json.dumps({"detail": echo}),
+        size_bytes=100,
+        truncated=False,
+    )
+    secrets = secret_texts(spec, CLIENT_SECRET.encode())
+    shown = asyncio.run(result(answer, "GET", "/v1", secrets))
+    assert "[redacted]" in shown.response["body"]
+    assert not leaks(json.dumps(shown.response).encode(), CLIENT_SECRET), shown.response

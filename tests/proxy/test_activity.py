@@ -30,6 +30,16 @@ TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
         (b"/items", b"token=a=b=c", "/items?token=*"),
         (b"/items", SECRET.encode() + b"&page=1", "/items?*&page=*"),
         (b"/caf\xc3\xa9 x", b"", "/caf%C3%A9%20x"),
+        # A segment's parameters (R4-9): values replaced, a bare one whole, segments kept.
+        (b"/rec/inspect;sid=" + SECRET.encode(), b"api_key=1", "/rec/inspect;sid=*?api_key=*"),
+        (
+            b"/a;jsessionid=" + SECRET.encode() + b";v=a=b/items;" + SECRET.encode(),
+            b"",
+            "/a;jsessionid=*;v=*/items;*",
+        ),
+        (b"/a;;=" + SECRET.encode() + b"/b;", b"", "/a;;=*/b;"),
+        # An encoded ";" is data in a segment, as servers read it.
+        (b"/a%3Bv=1/b", b"", "/a%3Bv=1/b"),
         (b"/" + b"a" * 400, b"", "/" + "a" * 255 + "…"),
     ],
 )

@@ -1,19 +1,25 @@
 """The injector decrypts each credential for its request with the keyring as it is now: a key
 added to the keyring file decrypts what it encrypted at once, though the file is looked at once a
-second."""
+second. What it sends is what the scrubber it hands over catches."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 import aiohttp
+import pytest
 
 from gatehouse_contract.keyring import Keyring, KeyringFile
+from gatehouse_contract.redaction import Redactor
+from gatehouse_dev.echoes import leaks
 from gatehouse_proxy.fleet_tokens import FleetTokens
 from gatehouse_proxy.google_tokens import GoogleMinter
-from gatehouse_proxy.injectors import Injector
+from gatehouse_proxy.injectors import Injection, Injector
 from gatehouse_proxy.network_guard import NetworkPolicy
+from gatehouse_proxy.query import upstream_query
 from gatehouse_proxy.token_grants import TokenClient
 from tests.proxy.serving import KEYRING, Tenant
 
@@ -68,3 +74,46 @@ def test_basic_auth_sends_the_pair_and_scrubs_each_form(tmp_path: Path) -> None:
         assert set(injection.secrets) == {"ana:p4ss w0rd", "YW5hOnA0c3MgdzByZA==", "p4ss w0rd"}
 
     asyncio.run(scenario())
+
+
+SENT = "ana:Sx9+kQ/7vZ= m2Lp"  # characters each encoding writes its own way
+
+
+@pytest.mark.parametrize(
+    ("auth", "location"),
+    [("bearer", ""), ("basic", ""), ("apiKey", "header"), ("apiKey", "query")],
+)
+def test_what_is_sent_is_scrubbed_as_sent_and_one_encoding_more(
+    tmp_path: Path, auth: str, location: str
+) -> None:
+    """Whatever the injector writes on the wire, the scrubber it hands over catches, also
+    encoded once more: percent-encoded (so a query key twice), in base64 or in hex."""
+    path = tmp_path / "keyring.json"
+    path.write_text(KEYRING.dump())
+    parameter = "key" if auth == "apiKey" else ""
+    route = Tenant(
+        "one", "https://x.example", auth=auth, secret=SENT, parameter=parameter, location=location
+    ).connection()
+
+    async def scenario() -> Injection:
+        async with aiohttp.ClientSession() as session:
+            return await injector_for(KeyringFile(path), session).injection(route)
+
+    injection = asyncio.run(scenario())
+    sent = list(injection.headers.values())
+    if injection.query is not None:
+        sent.append(upstream_query(b"", injection.query))
+    assert sent
+    redact = Redactor(injection.secrets)
+    for value in sent:
+        for echo in (
+            value,
+            quote(value, safe=""),
+            quote(value, safe="").lower(),
+            quote_plus(value),
+            base64.b64encode(value.encode()).decode(),
+            value.encode().hex(),
+        ):
+            scrubbed = redact(f"<p>{echo}</p>".encode())
+            for secret in (SENT, SENT.partition(":")[2]):
+                assert not leaks(scrubbed, secret), (echo, scrubbed)

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from gatehouse_contract.routes import TokenRequest
+from gatehouse_dev.echoes import leaks
 from gatehouse_dev.token_endpoint import TokenEndpoint, create_app
 from gatehouse_proxy import oauth2_tokens
 from gatehouse_proxy.errors import ProxyError
@@ -104,6 +105,39 @@ def test_a_secret_echoed_in_error_description_is_scrubbed(method: str) -> None:
         assert SECRET not in message
         assert "cs_live" not in message
         assert "[redacted]" in message
+        # Nor in any form it was sent in: HTTP Basic's base64 of the form-encoded pair.
+        assert not leaks(message.encode(), SECRET), message
+
+    _run(scenario)
+
+
+@pytest.mark.parametrize("method", ["basic", "body"])
+@pytest.mark.parametrize(
+    ("secret", "form"),
+    [
+        ("cs_live.plain-secret_0123", "as-is"),
+        (SECRET, "hex"),
+        (SECRET, "hex-upper"),
+        (SECRET, "base64url"),
+        ("Sx9+kQ/7vZ=m2Lp+Wr4/Tn8=", "base64url"),
+    ],
+)
+def test_a_secret_echoed_in_the_error_code_is_scrubbed(method: str, secret: str, form: str) -> None:
+    """The code is shown as the description is, and its grammar (letters, digits, _ . : -)
+    lets a secret through as it is, in hex or in base64url."""
+
+    async def scenario(url: str, endpoint: TokenEndpoint, client: TokenClient) -> None:
+        request = TokenRequest(
+            url=f"{url}/hostile/echo-in-error={form}",
+            client_id="crm",
+            client_authentication=method,  # type: ignore[arg-type]
+        )
+        with pytest.raises(ProxyError) as refused:
+            await oauth2_tokens.mint(client, request, (), secret)
+        message = str(refused.value)
+        # (base64url's last character, which the next byte would change too, may stay)
+        assert message.startswith("the token endpoint refused the request (HTTP 401: [redacted]")
+        assert not leaks(message.encode(), secret), message
 
     _run(scenario)
 
@@ -177,8 +211,8 @@ def test_http_token_urls_need_the_installations_leave() -> None:
 
 
 def _form(request: TokenRequest, secret: str) -> dict[str, Any]:
-    form, headers = oauth2_tokens.token_request_form(request, ("a",), secret)
-    return {**form, **headers}
+    sent = oauth2_tokens.token_request_form(request, ("a",), secret)
+    return {**sent.form, **sent.headers}
 
 
 def test_the_secret_is_in_the_header_or_the_body_never_both() -> None:

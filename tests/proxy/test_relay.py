@@ -10,6 +10,7 @@ import gzip
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -279,3 +280,52 @@ def test_a_transfer_coding_is_decoded_too(tmp_path: Path) -> None:
 
     with RawUpstream() as raw:
         asyncio.run(scenario(raw))
+
+
+QUERY_KEY = "Qk7+vZ/9xY=aB3+cD4/eF5="  # percent-encoding changes + / =
+
+
+def _self_linking() -> web.Application:
+    """An upstream whose answer embeds the request's own URL in another URL, as a login page's
+    ``return_to`` or an API's ``self`` link does: what the proxy sent, percent-encoded again."""
+
+    async def selflink(request: web.Request) -> web.Response:
+        own = f"{request.scheme}://{request.host}{request.raw_path}"
+        return web.json_response(
+            {
+                "login": "https://x.example/login?return_to=" + quote(own, safe=""),
+                "login-lower": "https://x.example/login?r=" + quote(own, safe="").lower(),
+                "self": own,
+            }
+        )
+
+    app = web.Application()
+    app.router.add_get("/selflink", selflink)
+    return app
+
+
+def test_a_query_key_echoed_inside_another_url_is_scrubbed(tmp_path: Path) -> None:
+    """R4-4: the key is sent percent-encoded (%2B); a link that embeds the request's URL
+    encodes it twice (%252B, or %252b)."""
+
+    async def scenario() -> None:
+        async with upstream(_self_linking()) as origin:
+            tenant = Tenant(
+                "one", origin, auth="apiKey", secret=QUERY_KEY, parameter="key", location="query"
+            )
+            async with (
+                running_proxy(tmp_path, [tenant]) as proxy,
+                httpx.AsyncClient(timeout=10) as client,
+            ):
+                answer = await client.get(
+                    f"{proxy.url}/v1/fetch/api/selflink?page=2",
+                    headers={"Authorization": f"Bearer {tenant.token}"},
+                )
+        assert answer.status_code == 200
+        body = answer.json()
+        assert "%252B" not in answer.text
+        assert body["self"].endswith("/selflink?page=2&key=[redacted]")
+        assert body["login"].endswith("%3Fpage%3D2%26key%3D[redacted]")
+        assert not leaks(answer.content, QUERY_KEY), answer.text
+
+    asyncio.run(scenario())

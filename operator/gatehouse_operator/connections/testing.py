@@ -8,12 +8,12 @@ path: host pinning, method and path rules, credential injection, limits.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from gatehouse_contract import sent_forms
 from gatehouse_contract.connection_tests import (
     MAX_LOCATION_CHARS,
     NOT_SENT,
@@ -178,18 +178,27 @@ def _failed(code: RefusalCode, message: str) -> Verdict:
 
 
 def secret_texts(spec: ExternalConnectionSpec, value: bytes | None) -> list[str]:
-    """A connection's secret as it could appear in an answer, to scrub from anything kept."""
+    """A connection's secret as it could appear in an answer, to scrub from anything kept: every
+    form the proxy sends it in (sent_forms, as the proxy's injector and token request use it)."""
     if value is None:
         return []
     text = value.decode(errors="replace").strip()
+    auth = spec.auth
     found = [text]
-    if spec.auth.type == "basic":
-        # As the proxy sends it, and the password alone.
-        found += [base64.b64encode(text.encode()).decode(), text.partition(":")[2]]
-    if spec.auth.type == "googleServiceAccount":
+    if auth.type == "basic":
+        found += sent_forms.basic(text).forms
+    if auth.type == "apiKey" and auth.api_key is not None and auth.api_key.in_ == "query":
+        found += sent_forms.query_value(text).forms
+    oauth2 = auth.oauth2_client_credentials
+    if auth.type == "oauth2ClientCredentials" and oauth2 is not None:
+        if oauth2.client_authentication == "basic":
+            found += sent_forms.client_basic(oauth2.client_id, text).forms
+        else:
+            found += sent_forms.form_field(text).forms
+    if auth.type == "googleServiceAccount":
         with contextlib.suppress(ValueError, AttributeError):
             found.append(str(json.loads(text).get("private_key", "")))
-    return [secret for secret in found if secret]
+    return list(dict.fromkeys(secret for secret in found if secret))
 
 
 async def connection_secret(
