@@ -209,3 +209,20 @@ def test_the_layout_answers_each_question_with_one_file_that_exists() -> None:
     assert set(full) == QUESTIONS
     assert short == full
     assert sorted(path for path in full.values() if not (ROOT / path).is_file()) == []
+
+
+# --- The tests the security pages say hold a guarantee ----------------------------------------
+
+
+def test_every_test_the_security_pages_name_exists_with_the_tests_it_names() -> None:
+    """A guarantee held by a test that was renamed or removed is a claim nobody checks: each
+    ``tests/...py`` a security page names exists, and each test named beside it in backquotes
+    (``..._pauses_that_endpoint_only``: a name's end) is one of that file's."""
+    for page in sorted((DOCS / "security").glob("*.md")):
+        for line in page.read_text().splitlines():
+            for path, names in re.findall(r"`(tests/[\w/]+\.py)`((?: \([^)]*\))?)", line):
+                source = ROOT / path
+                assert source.is_file(), f"{page.name} names {path}, which does not exist"
+                defined = re.findall(r"^(?:async )?def (test_\w+)", source.read_text(), re.M)
+                for end in re.findall(r"`\.\.\.(\w+)`", names):
+                    assert any(name.endswith(end) for name in defined), (page.name, path, end)
