@@ -44,12 +44,13 @@ def env_seconds(name: str, default: float) -> float:
     return value
 
 
-def env_count(name: str, default: int) -> int:
+def env_count(name: str, default: int, least: int = 1, most: int | None = None) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{name} must be a whole number of at least 1, not {raw!r}")
+    if not raw.isdigit() or not least <= int(raw) <= (most if most is not None else int(raw)):
+        bound = f"from {least:,} to {most:,}" if most is not None else f"of at least {least:,}"
+        raise ValueError(f"{name} must be a whole number {bound}, not {raw!r}")
     return int(raw)
 
 

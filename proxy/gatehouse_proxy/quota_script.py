@@ -19,14 +19,20 @@ trip per request would cost more than the request): they are counted when taken,
 ever admits more than its limit, and those a worker did not use before its lease lapsed are
 handed back with its next call (a refund to the bucket they were counted in).
 
-KEYS: pause, app minute, connection minute, connection day.
+A key the count makes is counted to the connection's namespace, at its largest size, by the
+ledger (:mod:`gatehouse_proxy.store_shares`, whose functions the script runs with): a namespace
+whose share has no room for it is answered ``which`` 5, not counted, and its worker counts that
+request alone; keys that exist already are counted on, whatever the namespace holds.
+
+KEYS: pause, app minute, connection minute, connection day, the namespace's ledger and held.
 ARGV: the app's limit per minute, the connection's per minute and per day (0: none), the
-minute's width in seconds (60; shorter only in tests), the permits wanted, and the refund: how
-many, the bucket and the day they were counted in.
+minute's width in seconds (60; shorter only in tests), the permits wanted, the refund: how
+many, the bucket and the day they were counted in, and the namespace's keys and bytes at most.
 Answer: ``{admitted, limit, remaining, reset_seconds, which, granted, bucket, valid_ms, day}``;
 ``which`` names what decided: 1 the app's minute, 2 the connection's minute, 3 the day, 4 a
-pause (``reset`` is then what is left of it, in milliseconds); ``remaining`` is after the permits
-granted; the permits, or a refusal, are good for ``valid_ms`` (until their bucket ends).
+pause (``reset`` is then what is left of it, in milliseconds), 5 the namespace's share (nothing
+counted); ``remaining`` is after the permits granted; the permits, or a refusal, are good for
+``valid_ms`` (until their bucket ends).
 """
 
 SOURCE = """
@@ -48,6 +54,7 @@ local refund, refund_slot, refund_day = tonumber(ARGV[6]), tonumber(ARGV[7]), to
 
 local function used(key)
   local fields = redis.call('HMGET', key, 't', 'o')
+  local fresh = not fields[1]
   local total = tonumber(fields[1]) or 0
   local oldest = tonumber(fields[2]) or slot
   if refund > 0 and refund_slot >= oldest then
@@ -74,7 +81,7 @@ local function used(key)
     end
   end
   local edge = tonumber(redis.call('HGET', key, cutoff)) or 0
-  return total - edge * fraction, oldest
+  return total - edge * fraction, oldest, fresh
 end
 
 local function until_next()
@@ -92,15 +99,17 @@ end
 local granted = want
 local tightest = {2147483647, 2147483647, 0, 0}
 local checks = {}
+local fresh = {}
 for index, limit in ipairs({tonumber(ARGV[1]), tonumber(ARGV[2])}) do
   if limit > 0 then
     local key = KEYS[index + 1]
-    local count, oldest = used(key)
+    local count, oldest, new = used(key)
     local room = math.floor(limit - count)
     if room < 1 then return {0, limit, 0, reset(oldest), index, 0, slot, until_next(), today} end
     granted = math.min(granted, room)
     if room < tightest[2] then tightest = {limit, room, reset(oldest), index} end
     table.insert(checks, key)
+    if new then table.insert(fresh, {key, LEDGER_MINUTE, second + math.ceil(width + 2 * span)}) end
   end
 end
 
@@ -108,12 +117,19 @@ local daily = tonumber(ARGV[3])
 local day_count = 0
 if daily > 0 then
   local fields = redis.call('HMGET', KEYS[4], 'd', 'c')
+  if not fields[1] then table.insert(fresh, {KEYS[4], LEDGER_DAY, second + day_left + 3600}) end
   if tonumber(fields[1]) == today then day_count = tonumber(fields[2]) or 0 end
   if refund > 0 and refund_day == today then day_count = math.max(day_count - refund, 0) end
   local room = daily - day_count
   if room < 1 then return {0, daily, 0, day_left, 3, 0, slot, until_next(), today} end
   granted = math.min(granted, room)
   if room < tightest[2] then tightest = {daily, room, day_left, 3} end
+end
+
+if #fresh > 0 then
+  -- New keys need room in the namespace's share: none, and nothing is counted.
+  if not ledger_fits(fresh, 9) then return {0, 0, 0, 0, 5, 0, slot, until_next(), today} end
+  for _, entry in ipairs(fresh) do ledger_count(entry[1], entry[2], entry[3]) end
 end
 
 for _, key in ipairs(checks) do
@@ -132,10 +148,14 @@ local remaining = tightest[2] - granted
 return {1, tightest[1], remaining, tightest[3], tightest[4], granted, slot, until_next(), today}
 """
 
-# Pauses the connection for ARGV[1] milliseconds, unless a longer pause already runs.
+# Pauses the connection for ARGV[1] milliseconds, unless a longer pause already runs, counted
+# to its namespace (KEYS: the pause, the ledger and held; ARGV[2] and [3]: the namespace's keys
+# and bytes at most); answers 0 when the namespace's share has no room for it.
 PAUSE_SOURCE = """
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
+  if not ledger_fits({{KEYS[1], LEDGER_SMALL}}, 2) then return 0 end
   redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+  ledger_count(KEYS[1], LEDGER_SMALL, ledger_now() + math.ceil(ARGV[1] / 1000))
 end
 return 1
 """

@@ -16,6 +16,8 @@ draft's fields), and refusals when to come back (``Retry-After``).
 While the store cannot answer in time, each worker counts alone and admits its share: each limit
 divided by the replicas x workers the operator counts on the table channel. It says so (the
 store's state in /readyz and a metric) and counts together again as soon as the store answers.
+A namespace whose share of the store is full (:mod:`gatehouse_proxy.store_shares`) has the
+requests that would need a new key there counted the same way, alone, and no other namespace.
 """
 
 from __future__ import annotations
@@ -28,20 +30,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gatehouse_contract.routes import ConnectionRoute
+from gatehouse_contract.routes import ConnectionRoute, namespace_of
 from gatehouse_proxy import metrics
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.quota_script import PAUSE_SOURCE, SOURCE
-from gatehouse_proxy.shared_store import Script, SharedStore, StoreUnavailable
+from gatehouse_proxy.shared_store import Arg, Script, SharedStore, StoreFull, StoreUnavailable
+from gatehouse_proxy.store_shares import LEDGER, Shares, ShareSettings, prefix
 
 WINDOW_SECONDS = 60
 DAY_SECONDS = 86400
 # The longest a vendor's Retry-After pauses a connection: a day-long "come back tomorrow" is the
 # daily quota's to enforce, not a header's.
 MAX_PAUSE_SECONDS = 3600
-_COUNT = Script(SOURCE)
-_PAUSE = Script(PAUSE_SOURCE)
+_COUNT = Script(LEDGER + SOURCE)
+_PAUSE = Script(LEDGER + PAUSE_SOURCE)
 PAUSED = 4
+NO_ROOM = 5  # the namespace's share of the store has no room for a new key: counted alone
 _DECIDED_BY = {1: "app", 2: "connection", 3: "day", PAUSED: "pause"}
 
 
@@ -65,9 +69,10 @@ NO_LIMIT = Standing(0, 0, 0)
 
 
 def store_keys(connection: ConnectionRoute, app_uid: str) -> list[str]:
-    """A connection's keys share a hash tag (one Redis Cluster slot for the script): the pause,
-    the app's minute, the connection's minute and its day. Named by uids, nothing else."""
-    tag = f"gatehouse:{{{connection.uid}}}"
+    """A connection's keys, in its namespace's slot (with the namespace's ledger, for one Redis
+    Cluster slot per script): the pause, the app's minute, the connection's minute and its day.
+    Named by the namespace and uids, nothing else."""
+    tag = f"{prefix(namespace_of(connection.key))}{connection.uid}"
     return [f"{tag}:pause", f"{tag}:app:{app_uid}", f"{tag}:minute", f"{tag}:day"]
 
 
@@ -183,7 +188,11 @@ class _Lease:
 
 class Quotas:
     def __init__(
-        self, store: SharedStore | None, fleet: Callable[[], int], lease_share: float = 0.01
+        self,
+        store: SharedStore | None,
+        fleet: Callable[[], int],
+        lease_share: float = 0.01,
+        shares: Shares | None = None,
     ) -> None:
         """``fleet()``: the replicas x workers the operator counts (the table channel's
         heartbeats say), each worker's share of a limit while the store is away.
@@ -192,11 +201,12 @@ class Quotas:
         only make the fleet admit less, and by at most this much (handed back with the worker's
         next call for the key); 0 asks the store for every request."""
         self.store = store
+        self.shares = shares or Shares(ShareSettings())
         self.lease_share = lease_share
         self.alone = Alone()
         self.fleet = fleet
         self.window_seconds = WINDOW_SECONDS
-        self._batch: list[tuple[list[str], list[str | int | float], asyncio.Future[list[int]]]] = []
+        self._batch: list[tuple[list[str], list[Arg], asyncio.Future[list[int]]]] = []
         self._leases: dict[tuple[str, str], _Lease] = {}
         self._taking: dict[tuple[str, str], asyncio.Lock] = {}
         self._refused: dict[tuple[str, str], tuple[float, ProxyError]] = {}
@@ -222,6 +232,9 @@ class Quotas:
         async with turn:
             try:
                 return await self._leased(connection, app_uid, key, quota)
+            except StoreFull:
+                self.shares.refused(namespace_of(connection.key), "counters", "full")
+                return _standing(self._alone(connection, app_uid, quota))
             except StoreUnavailable:
                 return _standing(self._alone(connection, app_uid, quota))
 
@@ -246,10 +259,16 @@ class Quotas:
             if lease is not None and lease.left
             else (0, -1, -1)
         )
-        args: list[str | int | float] = [*quota, self.window_seconds, want, *refund]
+        args: list[Arg] = [*quota, self.window_seconds, want, *refund, *self.shares.limits]
         self._leases.pop(key, None)
-        answer = await self._counted(store_keys(connection, app_uid), args)
+        namespace = namespace_of(connection.key)
+        answer = await self._counted(
+            [*store_keys(connection, app_uid), *self.shares.keys(namespace)], args
+        )
         admitted, limit, remaining, reset, which, granted, bucket, valid_ms, day = answer
+        if which == NO_ROOM:
+            self.shares.refused(namespace, "counters", "share")
+            return _standing(self._alone(connection, app_uid, quota))
         if not admitted:
             refusal = _refusal(limit, reset, _DECIDED_BY.get(which, "app"))
             if which != PAUSED:
@@ -298,7 +317,7 @@ class Quotas:
         metrics.count_alone(connection.key)
         return self.alone.admit(connection, app_uid, quota, max(self.fleet(), 1))
 
-    async def _counted(self, keys: list[str], args: list[str | int | float]) -> list[int]:
+    async def _counted(self, keys: list[str], args: list[Arg]) -> list[int]:
         """One script's answer, sent with the others of this turn of the loop in one pipeline
         (whose deadline is each request's: see _send)."""
         future: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
@@ -313,7 +332,7 @@ class Quotas:
         task.add_done_callback(_retrieve)
 
     async def _send(
-        self, batch: list[tuple[list[str], list[str | int | float], asyncio.Future[list[int]]]]
+        self, batch: list[tuple[list[str], list[Arg], asyncio.Future[list[int]]]]
     ) -> None:
         assert self.store is not None
         try:
@@ -321,9 +340,10 @@ class Quotas:
             counted = [[int(value) for value in answer] for answer in answers]
         except Exception as error:  # any: every request waiting must be answered
             cause = str(error) if isinstance(error, StoreUnavailable) else type(error).__name__
+            unavailable = StoreFull if isinstance(error, StoreFull) else StoreUnavailable
             for _, _, future in batch:
                 if not future.done():
-                    future.set_exception(StoreUnavailable(cause))
+                    future.set_exception(unavailable(cause))
             return
         for (_, _, future), answer in zip(batch, counted, strict=True):
             if not future.done():
@@ -344,8 +364,15 @@ class Quotas:
         for key in [key for key in self._refused if key[0] == connection.uid]:
             del self._refused[key]
         if self.store is not None and self.store.up:
+            namespace = namespace_of(connection.key)
             with contextlib.suppress(StoreUnavailable):
-                await self.store.run(_PAUSE, [store_keys(connection, "")[0]], [int(seconds * 1000)])
+                kept = await self.store.run(
+                    _PAUSE,
+                    [store_keys(connection, "")[0], *self.shares.keys(namespace)],
+                    [int(seconds * 1000), *self.shares.limits],
+                )
+                if not kept:  # this worker keeps it alone: the others hear the vendor too
+                    self.shares.refused(namespace, "counters", "share")
         return True
 
     def forget(self, connection_uids: set[str]) -> None:

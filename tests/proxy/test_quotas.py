@@ -202,7 +202,7 @@ def test_a_shorter_pause_does_not_cut_a_longer_one(redis_server: RedisServer) ->
 
     asyncio.run(scenario())
     with redis_server.client() as client:
-        assert int(client.pttl("gatehouse:{uid-crm}:pause")) > 25_000
+        assert int(client.pttl("gatehouse:{team}:uid-crm:pause")) > 25_000
 
 
 def test_without_the_store_each_worker_admits_its_share_and_shares_again_after(
@@ -236,7 +236,7 @@ def test_without_the_store_each_worker_admits_its_share_and_shares_again_after(
     asyncio.run(scenario())
 
 
-def test_the_keys_name_uids_and_all_expire(redis_server: RedisServer) -> None:
+def test_the_keys_name_the_namespace_and_uids_and_all_expire(redis_server: RedisServer) -> None:
     async def scenario() -> None:
         workers = await _workers(redis_server, 1)
         try:
@@ -249,14 +249,17 @@ def test_the_keys_name_uids_and_all_expire(redis_server: RedisServer) -> None:
     with redis_server.client() as client:
         keys = sorted(key.decode() for key in client.keys("*"))
         assert keys == [
-            "gatehouse:{uid-crm}:app:app-uid-1",
-            "gatehouse:{uid-crm}:day",
-            "gatehouse:{uid-crm}:minute",
-            "gatehouse:{uid-crm}:pause",
+            # The namespace's ledger, which counts the others, in the same slot.
+            "gatehouse:{team}:held",
+            "gatehouse:{team}:ledger",
+            "gatehouse:{team}:uid-crm:app:app-uid-1",
+            "gatehouse:{team}:uid-crm:day",
+            "gatehouse:{team}:uid-crm:minute",
+            "gatehouse:{team}:uid-crm:pause",
         ]
         assert all(int(client.pttl(key)) > 0 for key in keys)
         # What a (connection, app) costs the store: its minute's hash.
-        assert int(client.memory_usage("gatehouse:{uid-crm}:app:app-uid-1")) < 1024
+        assert int(client.memory_usage("gatehouse:{team}:uid-crm:app:app-uid-1")) < 1024
 
 
 def _store_calls(server: RedisServer) -> int:
@@ -296,7 +299,7 @@ def test_a_hot_connection_takes_permits_in_leases_and_never_admits_more(
 
 async def _counted(server: RedisServer) -> int:
     with server.client() as client:
-        return int(client.hget("gatehouse:{uid-crm}:app:app-1", "t") or 0)
+        return int(client.hget("gatehouse:{team}:uid-crm:app:app-1", "t") or 0)
 
 
 def test_unused_permits_go_back_with_the_next_call(redis_server: RedisServer) -> None:
