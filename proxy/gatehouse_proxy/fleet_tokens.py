@@ -79,7 +79,6 @@ Mint = Callable[[], Awaitable[MintedToken]]
 _FORMAT = b"\x01"
 _DIGEST_BYTES = 16
 _NONCE_BYTES = 12
-# A stored failure: the credential's digest, then the code, a line feed and the message.
 
 # The token (1), else the failure remembered (2), else whether the namespace's tokens are kept
 # by each worker for now (3), and how long the store keeps what it answers, in one round trip.
@@ -134,9 +133,9 @@ _STORE = Script(
     "ledger_count(KEYS[4], LEDGER_SMALL, now + math.ceil(ARGV[4] / 1000)) "
     "return 'kept'"
 )
-# Remembers a failure for a backoff that doubles with each failure in a row, and gives the
-# lock back; answers the backoff in milliseconds (negative: not remembered, the namespace's
-# share being full).
+# Remembers a failure (the credential's digest, then the code, a line feed and the message) for
+# a backoff that doubles with each failure in a row, and gives the lock back; answers the
+# backoff in milliseconds (negative: not remembered, the namespace's share being full).
 _FAIL = Script(
     LEDGER + "if redis.call('GET', KEYS[1]) == ARGV[4] then ledger_drop(KEYS[1]) end "
     "local n = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1 "

@@ -231,14 +231,16 @@ class Shares:
 
     def refused(self, namespace: str, what: str, reason: str) -> None:
         metrics.count_store_refusal(namespace, what, reason)
-        if namespace not in self._refused:
+        now = time.monotonic()
+        last = self._refused.get(namespace)
+        if last is None or now - last.at >= SHOWN_SECONDS:  # once a while, not per request
             log.warning(
                 "the shared store refused %s of namespace %s (%s): each worker keeps them alone",
                 what,
                 namespace,
                 _REASONS.get(reason, reason),
             )
-        self._refused[namespace] = _Refusal(what, reason, time.monotonic())
+        self._refused[namespace] = _Refusal(what, reason, now)
 
     def describe(self) -> dict[str, object]:
         """The namespaces whose writes were refused lately, the latest first."""
