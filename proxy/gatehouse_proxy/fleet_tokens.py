@@ -75,7 +75,7 @@ Mint = Callable[[], Awaitable[MintedToken]]
 # the keyring key's id (its length in 2 bytes, then the id), and the token encrypted with it (a
 # 12-byte nonce, the ciphertext with its 16-byte tag). Raw bytes, not the JSON of base64 the
 # credentials travel in: a 16,000-character token took 24,712 bytes of the store that way, and
-# takes 16,520 so (what the store says, MEMORY USAGE).
+# about 16,500 so (what the store says, MEMORY USAGE).
 _FORMAT = b"\x01"
 _DIGEST_BYTES = 16
 _NONCE_BYTES = 12

@@ -192,7 +192,7 @@ class ShareSettings:
     """What one namespace may hold in the store, and what tokens leave to counters.
 
     The defaults hold 48 namespaces at their whole share within three quarters of the bundled
-    store's 64 MB (docs/operating/shared-store.md, "Sizing")."""
+    store's 64 MB (docs/operating/shared-store.md, "The shared store")."""
 
     namespace_bytes: int = 1024 * 1024
     namespace_keys: int = 2048

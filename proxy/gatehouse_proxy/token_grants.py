@@ -32,7 +32,7 @@ MAX_ANSWER_BYTES = 64 * 1024
 # few dozen claims 1 to 4 KiB), and a longer one could not be sent anyway: "Authorization:
 # Bearer " and 8 KiB is past the 8 KiB a header line may have in nginx's, Apache's and
 # aiohttp's defaults. The fleet keeps each token in the shared store, counted to its
-# namespace (docs/operating/shared-store.md, "Sizing").
+# namespace (docs/operating/shared-store.md, "The shared store").
 MAX_TOKEN_CHARS = 8 * 1024
 MOST_TOKEN_CHARS = 16 * 1024
 # An answer without expires_in: RFC 6749 leaves the lifetime to the provider's documentation;

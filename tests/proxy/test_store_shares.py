@@ -128,7 +128,8 @@ def test_a_token_is_charged_what_the_store_says_it_takes_and_is_stored_compact(
     assert taken <= held <= taken * 1.1, (held, taken)
     with redis_server.client() as client:
         stored = client.memory_usage(_key("team", "c0").store_key(""))
-    # The largest token allowed takes 10,376 bytes: raw ciphertext, not JSON of base64 (12,424).
+    # The largest token allowed takes about 10,400 bytes: raw ciphertext, not JSON of base64
+    # (12,424).
     assert stored is not None
     assert stored <= 10_400, stored
 
