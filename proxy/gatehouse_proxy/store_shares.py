@@ -12,8 +12,9 @@ would then fall back to each worker alone (red-team round 4, R4-2: 2,670 tokens 
   charged what the store says it takes (``MEMORY USAGE``); a counter, a lock or a pause its
   largest size (a minute's hash at 63 buckets), so that its growth needs no accounting; each
   entry is charged its own cost in the ledger too. Expired entries are released when the
-  namespace next needs room (an entry whose key lives on, a minute counted again since, is given
-  the key's new time), and the ledger itself expires a minute after what it counts.
+  namespace next needs room, and every 30 s by each worker for the namespaces it routes (an
+  entry whose key lives on, a minute counted again since, is given the key's new time); the
+  ledger itself expires a minute after the last of what it counts.
 - **A namespace may hold** ``namespace_bytes`` and ``namespace_keys`` (1 MiB and 2,048 by
   default). A write that would take it past either is refused for that namespace alone: its
   requests are then counted by each worker alone (its share of each limit) and its tokens minted
@@ -93,12 +94,23 @@ local function ledger_charge(score)
   return (tonumber(score) % LEDGER_SHIFT) * 8
 end
 
--- Releases what expired, at most 128 entries a call (the rest the next time room is asked).
+-- The ledger lives a minute past the last of what it counts, so that it never expires before
+-- what it counts (what lives on past its noted time is noted again before that: every
+-- worker settles each namespace's ledger every 30 s).
+local function ledger_keep()
+  local last = redis.call('ZRANGE', ledger_key, -1, -1, 'WITHSCORES')
+  if #last == 0 then return end
+  local lasting = math.floor(tonumber(last[2]) / LEDGER_SHIFT) - ledger_now() + 60
+  redis.call('EXPIRE', ledger_key, math.max(lasting, 60))
+  redis.call('EXPIRE', held_key, math.max(lasting, 60))
+end
+
+-- Releases what expired, at most 512 entries a call (the rest the next time).
 local function ledger_settle()
   local now = ledger_now()
   local due = redis.call('ZRANGEBYSCORE', ledger_key, '-inf',
-    string.format('%.0f', (now + 1) * LEDGER_SHIFT - 1), 'WITHSCORES', 'LIMIT', 0, 128)
-  local freed = 0
+    string.format('%.0f', (now + 1) * LEDGER_SHIFT - 1), 'WITHSCORES', 'LIMIT', 0, 512)
+  local freed, renewed = 0, false
   for i = 1, #due, 2 do
     local member, charge = due[i], ledger_charge(due[i + 1])
     local ttl = redis.call('PTTL', ledger_prefix .. member)
@@ -109,9 +121,11 @@ local function ledger_settle()
       -- Counted again since (a minute's key lives on): the key's time, not the one noted.
       if ttl < 0 then ttl = 3600000 end
       redis.call('ZADD', ledger_key, ledger_score(now + math.ceil(ttl / 1000), charge), member)
+      renewed = true
     end
   end
   if freed > 0 then redis.call('DECRBY', held_key, freed) end
+  if renewed then ledger_keep() end
 end
 
 -- Whether the namespace has room for each {key, bytes} of `entries` (some may be counted
@@ -133,7 +147,7 @@ local function ledger_fits(entries, max_at)
 end
 
 -- Counts `key` at `bytes` until `expires` (the store's seconds), in place of what it was
--- counted at before; the ledger lives a minute past the last of what it counts.
+-- counted at before.
 local function ledger_count(key, bytes, expires)
   local member = ledger_member(key)
   local old = redis.call('ZSCORE', ledger_key, member)
@@ -141,10 +155,7 @@ local function ledger_count(key, bytes, expires)
   redis.call('ZADD', ledger_key, ledger_score(expires, charge), member)
   local delta = charge - (old and ledger_charge(old) or 0)
   if delta ~= 0 then redis.call('INCRBY', held_key, delta) end
-  local last = redis.call('ZRANGE', ledger_key, -1, -1, 'WITHSCORES')
-  local lasting = math.floor(tonumber(last[2]) / LEDGER_SHIFT) - ledger_now() + 60
-  redis.call('EXPIRE', ledger_key, lasting)
-  redis.call('EXPIRE', held_key, lasting)
+  ledger_keep()
 end
 
 -- Deletes `key` and what it was counted at.
