@@ -50,7 +50,7 @@ from gatehouse_contract.errors import as_refusal_code
 from gatehouse_contract.keyring import Encrypted, KeyringError, KeyringFile
 from gatehouse_proxy import metrics
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.shared_store import Arg, Script, SharedStore, StoreFull, StoreUnavailable
+from gatehouse_proxy.shared_store import Script, SharedStore, StoreFull, StoreUnavailable
 from gatehouse_proxy.store_shares import LEDGER, Shares, ShareSettings, prefix
 from gatehouse_proxy.token_grants import MintedToken
 
@@ -323,20 +323,20 @@ class FleetTokens:
         self, stale: list[tuple[CredentialKey, CredentialKey | None]]
     ) -> None:
         """Deletes the tokens of credentials the table changed (all but the new one's) or
-        dropped (all of the connection's keys), in one round trip."""
+        dropped (all of the connection's keys), one call each on the store's pool (off the
+        requests' batches)."""
         assert self.store is not None
-        calls: list[tuple[list[str], list[Arg]]] = [
-            (
-                [
-                    *(old.store_key(s) for s in ("", ":lock", ":minted", ":fails", ":failed")),
-                    *self.shares.keys(old.namespace),
-                ],
-                [new.stored_digest if new is not None else b""],
-            )
-            for old, new in stale
-        ]
-        with contextlib.suppress(StoreUnavailable):
-            await self.store.run_many(_FORGET, calls)
+        for old, new in stale:
+            with contextlib.suppress(StoreUnavailable):
+                await self.store.run(
+                    _FORGET,
+                    [
+                        *(old.store_key(s) for s in ("", ":lock", ":minted", ":fails", ":failed")),
+                        *self.shares.keys(old.namespace),
+                    ],
+                    [new.stored_digest if new is not None else b""],
+                    deadline=STORE_DEADLINE_SECONDS,
+                )
 
     async def close(self) -> None:
         """Waits for the deletions under way (the store answers each within its deadline)."""

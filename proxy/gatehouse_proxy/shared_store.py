@@ -131,9 +131,9 @@ class SharedStore:
             described["lastFull"] = {"error": self.last_full, "secondsAgo": round(full, 1)}
         return described
 
-    async def memory(self) -> tuple[int, int]:
+    async def memory(self, *, deadline: float | None = None) -> tuple[int, int]:
         """The store's used memory and its maxmemory (0: unbounded), in bytes."""
-        info = await self.call(lambda client: client.info("memory"))
+        info = await self.call(lambda client: client.info("memory"), deadline=deadline)
         return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
 
     async def call(

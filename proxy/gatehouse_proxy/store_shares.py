@@ -49,8 +49,10 @@ FULL_MARKER_MS = 10_000
 # How long /readyz names a namespace whose write was refused.
 SHOWN_SECONDS = 300.0
 SHOWN_AT_MOST = 20
-# How often a worker reads the store's memory and the namespaces' ledgers for its metrics.
+# How often a worker reads the store's memory and the namespaces' ledgers for its metrics, and
+# how long each answer may take (off the requests' path: their deadline is not this one's).
 WATCH_SECONDS = 30.0
+WATCH_DEADLINE_SECONDS = 1.0
 
 # What a counter, a lock or a pause is charged: its largest size in the store, measured
 # (``MEMORY USAGE`` with a 100-character key, and the 40 bytes of its expiry): a minute's hash
@@ -265,7 +267,7 @@ class Shares:
         return {
             namespace: {
                 "what": refusal.what,
-                "reason": _REASONS[refusal.reason],
+                "reason": _REASONS.get(refusal.reason, refusal.reason),
                 "secondsAgo": round(now - refusal.at, 1),
             }
             for namespace, refusal in latest
@@ -280,22 +282,23 @@ class Shares:
             await asyncio.sleep(WATCH_SECONDS)
 
     async def read(self, store: SharedStore, namespaces: list[str]) -> None:
+        """One call per namespace, on the store's pool: the requests' batches have their own
+        connection, which a reading of every namespace would hold up."""
         if not store.up:
             return
-        self.memory = await store.memory()
-        if not namespaces:
-            self.usage = {}
-            return
-        answers = await store.run_many(_USAGE, [(self.keys(ns), []) for ns in namespaces])
-        self.usage = {
-            namespace: (int(keys), int(held))
-            for namespace, (keys, held) in zip(namespaces, answers, strict=True)
-            if int(keys)
-        }
+        self.memory = await store.memory(deadline=WATCH_DEADLINE_SECONDS)
+        usage = {}
+        for namespace in namespaces:
+            keys, held = await store.run(
+                _USAGE, self.keys(namespace), [], deadline=WATCH_DEADLINE_SECONDS
+            )
+            if int(keys):
+                usage[namespace] = (int(keys), int(held))
+        self.usage = usage
 
 
 _REASONS = {
     "share": "the namespace's share of the store is full",
-    "reserve": "the store's memory is within its reserve, kept for counters",
+    "reserve": "the store's used memory has reached its reserve, kept for counters",
     "full": "the store is full (maxmemory)",
 }

@@ -153,6 +153,13 @@ def test_a_full_share_refuses_its_own_namespaces_tokens_and_nobody_elses(
             theirs = [await worker.token(_key("attacker", "late"), alone) for worker in workers]
             assert alone.calls == 2
             assert all(worker.store is not None and worker.store.up for worker in workers)
+            # What each namespace holds, for the metrics (and the store's memory).
+            assert workers[0].store is not None
+            await shares.read(workers[0].store, ["attacker", "victim", "idle"])
+            assert set(shares.usage) == {"attacker", "victim"}
+            assert shares.usage["attacker"][1] <= 64 * 1024 < shares.usage["attacker"][1] + 12_000
+            assert shares.memory is not None
+            assert shares.memory[0] > 0
             return [*mine, *theirs]
         finally:
             await _close(*(worker.store for worker in workers))
