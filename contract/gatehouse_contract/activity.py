@@ -14,7 +14,7 @@ from bisect import bisect_left
 
 from pydantic import Field
 
-from gatehouse_contract.wire import Wire
+from gatehouse_contract.wire import MAX_INSTANT, Count, HttpStatus, Instant, Wire
 
 # Latency histogram: a request lands in the first bin whose bound (milliseconds) it does not
 # exceed, or in the last bin, past every bound. Nine bins in all; p95 is read off them (the
@@ -36,17 +36,17 @@ _KEY = 600  # a route's key: namespace/name, namespace/Kind/name
 class RecentRequest(Wire):
     """One fetch as a replica recorded it, when its answer ended (or it was refused)."""
 
-    seq: int = Field(ge=0, description="The replica's own count, for telling records apart.")
-    time: float = Field(description="When the answer ended, in seconds since the epoch.")
+    seq: Count = Field(description="The replica's own count, for telling records apart.")
+    time: Instant = Field(description="When the answer ended, in seconds since the epoch.")
     app: str = Field(max_length=_KEY)
     connection: str = Field(max_length=_KEY)  # empty when no connection was found (an alias)
     method: str = Field(max_length=16)
     path: str = Field(max_length=MAX_PATH_CHARS + 1)
-    status: int
+    status: HttpStatus
     code: str = Field(max_length=64)  # "ok", or the proxy's error code
-    duration_ms: float
-    request_bytes: int = Field(ge=0)
-    response_bytes: int = Field(ge=0)
+    duration_ms: float = Field(ge=0, le=MAX_INSTANT * 1000, allow_inf_nan=False)  # finite
+    request_bytes: Count
+    response_bytes: Count
     trace_id: str = Field(max_length=32)
 
 
@@ -64,12 +64,14 @@ class UsageRow(Wire):
     """Requests of one (connection, app) in one minute, counted since the replica last
     reported: additive, so the operator adds each row once into its history."""
 
-    minute: int = Field(description="Minutes since the epoch (UTC).")
+    minute: int = Field(
+        ge=0, le=int(MAX_INSTANT) // 60, description="Minutes since the epoch (UTC)."
+    )
     connection: str = Field(max_length=_KEY)
     app: str = Field(max_length=_KEY)
-    errors: int = Field(ge=0)
+    errors: Count
     # Requests per latency bin (DURATION_BOUNDS_MS); their sum is the requests.
-    durations: tuple[int, ...] = Field(min_length=DURATION_BINS, max_length=DURATION_BINS)
+    durations: tuple[Count, ...] = Field(min_length=DURATION_BINS, max_length=DURATION_BINS)
 
 
 def duration_bin(milliseconds: float) -> int:

@@ -20,7 +20,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, mod
 
 from gatehouse_contract.errors import RefusalCode, as_refusal_code
 from gatehouse_contract.routes import ConnectionRoute
-from gatehouse_contract.wire import Wire
+from gatehouse_contract.wire import Count, HttpStatus, Wire
 
 # Tests have their own rate bucket per connection, so testing cannot starve an app.
 CONNECTION_TEST_CALLER = "gatehouse/connection-test"
@@ -31,6 +31,8 @@ CONNECTION_TEST_CALLER = "gatehouse/connection-test"
 MAX_ANSWER_BODY_BYTES = 64 * 1024
 MAX_CONTENT_TYPE_CHARS = 256
 MAX_LOCATION_CHARS = 2048
+# Well over what a test's status shows of it (1,024 characters).
+MAX_PROBLEM_MESSAGE_CHARS = 4096
 
 
 # A test starts only while its connection's timeout and this margin fit before its deadline.
@@ -84,11 +86,12 @@ class ConnectionTestAnswer(Wire):
     """What the upstream answered, as a test shows it: also what an app's fetch would be refused
     (a redirect, never followed; a body over the connection's maxResponseBytes, read up to it)."""
 
-    status_code: int
+    status_code: HttpStatus
     content_type: str = Field(max_length=MAX_CONTENT_TYPE_CHARS)
     # Its first MAX_ANSWER_BODY_BYTES, scrubbed, decoded as UTF-8 (invalid bytes replaced).
     body: str = Field(max_length=MAX_ANSWER_BODY_BYTES)
-    size_bytes: int = Field(description="The whole body's size (what was read of it, if over).")
+    # A vendor's Content-Length may claim more than this: the replica says MAX_COUNT then.
+    size_bytes: Count = Field(description="The whole body's size (what was read of it, if over).")
     truncated: bool = Field(default=False, description="Whether the body is a prefix.")
     # Sent only when set, so that a replica and an operator of adjacent releases still read each
     # other's answers to every test but those.
@@ -111,8 +114,17 @@ class ConnectionTestAnswer(Wire):
 class Problem(Wire):
     # snake_case, as the proxy's error bodies have it: a refusal's code, or a failure's own
     # ("internal", "unreadable"). A string on the wire, so that a newer replica's code still reads.
-    code: str
-    message: str
+    code: str = Field(max_length=64)
+    # It may quote what a tenant sent (a path) or a vendor said (a token endpoint's
+    # description): a replica cuts it (``Problem.of``), and a longer one is refused.
+    message: str = Field(max_length=MAX_PROBLEM_MESSAGE_CHARS)
+
+    @classmethod
+    def of(cls, code: str, message: str) -> Problem:
+        """A problem as a replica reports it: its message cut to what the frame carries."""
+        if len(message) > MAX_PROBLEM_MESSAGE_CHARS:
+            message = message[: MAX_PROBLEM_MESSAGE_CHARS - 1] + "…"
+        return cls(code=code, message=message)
 
     @property
     def refusal(self) -> RefusalCode | None:
@@ -122,7 +134,7 @@ class Problem(Wire):
 
 
 class TableBehind(Wire):
-    table_version: int  # what the replica holds, older than the test's min_table_version
+    table_version: Count  # what the replica holds, older than the test's min_table_version
 
 
 # What a replica reports: one key names the outcome (the shapes are those of the first release,

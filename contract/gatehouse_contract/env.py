@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from gatehouse_contract.numerals import whole_number
+
 
 def env_flag(name: str) -> bool:
     """A yes-or-no setting (empty: no). Helm renders a boolean as true or false; a setting
@@ -24,9 +26,10 @@ def env_port(name: str, default: int) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
+    port = whole_number(raw)
+    if port is None or not 0 < port < 65536:
         raise ValueError(f"{name} must be a port number (1 to 65535), not {raw!r}")
-    return int(raw)
+    return port
 
 
 def env_seconds(name: str, default: float) -> float:
@@ -48,10 +51,11 @@ def env_count(name: str, default: int, least: int = 1, most: int | None = None) 
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if not raw.isdigit() or not least <= int(raw) <= (most if most is not None else int(raw)):
+    count = whole_number(raw)
+    if count is None or not least <= count <= (most if most is not None else count):
         bound = f"from {least:,} to {most:,}" if most is not None else f"of at least {least:,}"
         raise ValueError(f"{name} must be a whole number {bound}, not {raw!r}")
-    return int(raw)
+    return count
 
 
 def env_share(name: str, default: float, most: float) -> float:

@@ -4,7 +4,8 @@ From the operator: the routing table as a ``Snapshot`` (in parts) and then a ``D
 a ``Heartbeat`` when nothing else moved, ``ConnectionTestFrame`` for each test it runs and
 ``Gather`` when it asks what apps did (recent requests, usage counts). From a replica: ``Ack``
 (the version it holds), ``Nack`` (a table it refused, and why), ``Resync`` (send a snapshot),
-``ConnectionTestResult``, ``Throttled`` (a vendor paused a connection), ``UsageReport`` and
+``ConnectionTestResult``, ``Throttled`` (a vendor paused a connection), ``RenewalsBounded``
+(401s renewed a credential's token as often as it may), ``UsageReport`` and
 ``Gathered`` (a Gather's answer) and ``Goodbye``. How frames are signed and streams opened is
 :mod:`gatehouse_contract.channel`.
 
@@ -27,7 +28,7 @@ from gatehouse_contract.activity import (
 )
 from gatehouse_contract.connection_tests import ReplicaTestOutcome, ReplicaTestRequest
 from gatehouse_contract.routes import AppRoute, ConnectionRoute
-from gatehouse_contract.wire import Wire
+from gatehouse_contract.wire import Count, Wire
 
 # --- From the operator --------------------------------------------------------------------------
 
@@ -126,15 +127,15 @@ class Ack(Wire):
     """The replica holds ``version`` (sent after each install and each heartbeat)."""
 
     type: Literal["ack"] = "ack"
-    version: int
+    version: Count
 
 
 class Nack(Wire):
     """The replica refused a snapshot or delta and keeps what it had."""
 
     type: Literal["nack"] = "nack"
-    version: int
-    installed: int  # the version the replica holds instead
+    version: Count
+    installed: Count  # the version the replica holds instead
     reason: str = Field(max_length=1000)
 
 
@@ -149,7 +150,7 @@ class ConnectionTestResult(Wire):
     """The outcome of the ConnectionTestFrame with the same id."""
 
     type: Literal["probeResult"] = "probeResult"  # see ConnectionTestFrame.type
-    id: str
+    id: str = Field(max_length=100)  # the ConnectionTestFrame's
     result: ReplicaTestOutcome
 
 
@@ -159,15 +160,49 @@ class Goodbye(Wire):
     type: Literal["goodbye"] = "goodbye"
 
 
+# The longest a vendor's Retry-After pauses a connection: a day-long "come back tomorrow" is the
+# daily quota's to enforce, not a header's. The proxy reads no more than this
+# (gatehouse_proxy.retry_after), and a Throttled frame that says more is refused where it is read.
+MAX_PAUSE_SECONDS = 3600
+# What a vendor's pause covers: the whole connection (the credential's limit) or the endpoint
+# the answer came on (a path prefix).
+PauseScope = Literal["credential", "endpoint"]
+# An endpoint as frames and Events show it; a longer one is cut by the replica that names it.
+MAX_ENDPOINT_CHARS = 256
+
+
 class Throttled(Wire):
-    """An upstream answered ``status`` (429 or 503) with a Retry-After: the replica paused the
-    connection for the fleet for ``seconds``. Sent once per pause, by the replica that saw it;
-    an operator of an earlier release logs it and reads on."""
+    """An upstream answered ``status`` (429 or 503) with a Retry-After: the replica paused
+    ``scope`` for the fleet for ``seconds``: the whole connection, or only ``endpoint`` (the
+    path prefix the answer came on; see gatehouse_proxy.matcher.endpoint_of). Sent once per
+    pause, by the replica that saw it; an operator of an earlier release logs it and reads on,
+    and a frame of an earlier replica (no scope) paused the whole connection."""
 
     type: Literal["throttled"] = "throttled"
     connection: str = Field(max_length=600)  # the route's key, namespace/name
-    status: int
-    seconds: float
+    status: int = Field(ge=400, le=599)
+    # What the vendor wrote, as the replica bounded it: the operator does arithmetic and dates
+    # with it.
+    seconds: float = Field(gt=0, le=MAX_PAUSE_SECONDS, allow_inf_nan=False)
+    scope: PauseScope = "credential"
+    endpoint: str = Field(default="", max_length=MAX_ENDPOINT_CHARS)
+
+
+# The most new tokens 401s may make a credential renew within RENEWAL_WINDOW_SECONDS.
+MAX_RENEWALS = 2
+RENEWAL_WINDOW_SECONDS = 60
+
+
+class RenewalsBounded(Wire):
+    """401s made the connection's credential renew its token ``renewals`` times within a
+    window, the most it may: the replica that was refused a renewal relays further 401s as they
+    are, keeping the token, for ``seconds``. Sent once per window, by that replica; an operator
+    of an earlier release logs it and reads on."""
+
+    type: Literal["renewalsBounded"] = "renewalsBounded"
+    connection: str = Field(max_length=600)  # the route's key, namespace/name
+    renewals: int = Field(ge=0, le=MAX_RENEWALS)
+    seconds: float = Field(ge=0, le=RENEWAL_WINDOW_SECONDS, allow_inf_nan=False)
 
 
 class UsageReport(Wire):
@@ -188,7 +223,15 @@ class Gathered(Wire):
 
 
 ReplicaMessage = (
-    Ack | Nack | Resync | ConnectionTestResult | Goodbye | Throttled | UsageReport | Gathered
+    Ack
+    | Nack
+    | Resync
+    | ConnectionTestResult
+    | Goodbye
+    | Throttled
+    | RenewalsBounded
+    | UsageReport
+    | Gathered
 )
 
 # --- Reading ------------------------------------------------------------------------------------

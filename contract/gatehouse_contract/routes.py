@@ -23,6 +23,22 @@ ClientAuthentication = Literal["basic", "body"]
 EntryKind = Literal["connection", "app"]
 
 
+PausingStatus = Literal[429, 503]
+
+
+class CredentialLimit(Frozen):
+    """Which of an upstream's answers that ask to wait (429 or 503 with Retry-After) mean the
+    credential's own limit, and so pause the whole connection; any other pauses only the
+    endpoint the request called. An answer means it when its status is one of ``statuses`` and,
+    if ``path_prefixes`` or ``header`` are given, it came on one of those paths or carries that
+    header (either is enough)."""
+
+    statuses: tuple[PausingStatus, ...] = (429, 503)
+    path_prefixes: tuple[str, ...] = ()
+    header: str = ""  # a response header's name, lower case
+    header_value: str = ""  # its value, lower case; empty: any value
+
+
 class Limits(Frozen):
     timeout_seconds: float
     max_request_bytes: int
@@ -30,6 +46,8 @@ class Limits(Frozen):
     requests_per_minute: int  # per (connection, app), fleet-wide
     connection_requests_per_minute: int = 0  # all apps together; 0: none
     requests_per_day: int = 0  # the connection's, per UTC day; 0: none
+    # None: every vendor pause is the endpoint's (see CredentialLimit).
+    credential_limit: CredentialLimit | None = None
 
 
 class TokenRequest(Frozen):

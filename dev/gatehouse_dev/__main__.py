@@ -36,6 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("demo", help="start the stack and show it working")
     commands.add_parser("cluster-up", help="start a single-node cluster that runs Pods")
     commands.add_parser("cluster-down", help="stop the single-node cluster")
+    presented = commands.add_parser(
+        "cluster-webhook-client",
+        help="have the node's API server present the client certificate a release's webhook "
+        "made (after helm install)",
+    )
+    presented.add_argument("--namespace", default="gatehouse-system")
+    presented.add_argument("--secret", default="gatehouse-webhook-client")
     commands.add_parser("docs", help="write the documentation site's reference pages")
     commands.add_parser(
         "typing-counts", help='count dict[str, Any] and .get("spec") in the operator'
@@ -60,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             node_cluster.up(NODE_DIR.resolve())
         elif args.command == "cluster-down":
             node_cluster.down(NODE_DIR.resolve())
+        elif args.command == "cluster-webhook-client":
+            node_cluster.present_webhook_client(NODE_DIR.resolve(), args.namespace, args.secret)
         elif args.command == "docs":
             print(*docs.write(Path.cwd()), sep="\n")
         elif args.command == "typing-counts":

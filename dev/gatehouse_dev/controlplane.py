@@ -7,7 +7,11 @@ server-side apply, RBAC, impersonation, TokenReview and admission webhooks. Test
 The API server presents a client certificate to admission webhooks (an AdmissionConfiguration),
 from a CA of its own that signs nothing else, so Gatehouse's webhook runs as a hardened
 installation runs it: answering the API server alone (docs/security/who-may-do-what.md, "Who may
-call the admission webhook").
+call the admission webhook"). To a Service's webhook on the chart's port it presents instead the
+files a cluster admin would point it at: the chart's webhook makes the API server's certificate
+itself, and :func:`present_webhook_client` copies it from the release's Secret, as that page
+says to (the API server reads the admission kubeconfig once, the files it names at each new
+connection).
 """
 
 from __future__ import annotations
@@ -28,11 +32,15 @@ from gatehouse_dev import pki
 from gatehouse_dev.binaries import Binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import Server, free_port
+from gatehouse_dev.waiting import wait_for
 
 ADMIN_USER = "gatehouse-dev-admin"
 CONTEXT = "gatehouse-dev"
 # The common name of the client certificate the API server presents to admission webhooks.
 WEBHOOK_CLIENT_NAME = "kube-apiserver"
+# The chart's webhook port (webhook.port's default): to a Service's webhook on it, the API server
+# presents the certificate in webhook_client_slot.
+CHART_WEBHOOK_PORT = 9443
 
 
 @dataclass(frozen=True)
@@ -148,6 +156,19 @@ class ControlPlane:
         folder.mkdir(parents=True, exist_ok=True)
         clients = pki.CertificateAuthority(folder, "gatehouse-dev-webhook-client-ca")
         presented = clients.issue("apiserver", WEBHOOK_CLIENT_NAME, client=True)
+        # Until a release's certificate is presented there, the control plane's own.
+        slot = webhook_client_slot(self.webhook_client_ca)
+        pki.write_private(slot, presented.cert_path.read_bytes() + presented.key_path.read_bytes())
+
+        def user(name: str, files: pki.KeyPair) -> dict[str, Any]:
+            return {
+                "name": name,
+                "user": {
+                    "client-certificate": str(files.cert_path),
+                    "client-key": str(files.key_path),
+                },
+            }
+
         kubeconfig = folder / "kubeconfig"
         kubeconfig.write_text(
             yaml.safe_dump(
@@ -155,13 +176,9 @@ class ControlPlane:
                     "apiVersion": "v1",
                     "kind": "Config",
                     "users": [
-                        {
-                            "name": "*",
-                            "user": {
-                                "client-certificate": str(presented.cert_path),
-                                "client-key": str(presented.key_path),
-                            },
-                        }
+                        # <service>.<namespace>.svc:<port>: a Service's webhook on the chart's port.
+                        user(f"*.svc:{CHART_WEBHOOK_PORT}", pki.KeyPair(slot, slot)),
+                        user("*", presented),
                     ],
                 }
             )
@@ -265,6 +282,38 @@ def webhook_client_ca(workdir: Path) -> Path:
     """The CA that signs the client certificate the API server of the control plane in
     ``workdir`` presents to webhooks (and nothing else): what a webhook trusts to know it."""
     return workdir / "pki" / "webhook-clients" / "ca.crt"
+
+
+def webhook_client_slot(webhook_client_ca: Path) -> Path:
+    """The file the API server reads the client certificate and its key from (one file, both
+    PEM blocks: replaced whole, it is never read half old) for a Service's webhook on the
+    chart's port, beside ``webhook_client_ca``."""
+    return webhook_client_ca.parent / "service-webhooks.pem"
+
+
+def present_webhook_client(cluster: Cluster, namespace: str, secret: str) -> None:
+    """Has the API server of ``cluster`` (a local control plane, or the dev node's) present to
+    a Service's webhook on the chart's port the client certificate in the Secret ``secret``,
+    which the chart's webhook makes at its first start: what a cluster admin does on each
+    control-plane node. The API server's next connection presents it (client-go reads the file
+    again, at most once a second)."""
+    if cluster.webhook_client_ca is None:
+        raise ValueError("a cluster of the user's: its API server is configured by its admin")
+    slot = webhook_client_slot(cluster.webhook_client_ca)
+
+    def read() -> dict[str, str] | None:
+        done = cluster.kubectl(
+            "get", "secret", secret, "-n", namespace, "-o", "jsonpath={.data}", check=False
+        )
+        data: dict[str, str] = yaml.safe_load(done.stdout or "{}") if done.returncode == 0 else {}
+        return data if data.get("tls.crt") and data.get("tls.key") else None
+
+    found = wait_for(read, timeout=60, interval=0.5, what=f"the Secret {namespace}/{secret}")
+    staged = slot.with_name(f".{slot.name}.new")
+    pki.write_private(
+        staged, b"".join(base64.b64decode(found[key]) for key in ("tls.crt", "tls.key"))
+    )
+    staged.replace(slot)
 
 
 def _client_tls(ca_cert: Path, client: pki.KeyPair) -> ssl.SSLContext:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,15 +32,22 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
+def write_private(path: Path, content: bytes) -> None:
+    """A key's file, readable by its owner alone from its first byte."""
+    path.unlink(missing_ok=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as file:
+        file.write(content)
+
+
 def _write_key(key: PrivateKey, path: Path) -> None:
-    path.write_bytes(
+    write_private(
+        path,
         key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
-        )
+        ),
     )
-    path.chmod(0o600)
 
 
 def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:

@@ -30,7 +30,31 @@ def _chunked(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data)
 
 
+def _typed(*types: bytes) -> Callable[[bytes], bytes]:
+    """An HTML body under these Content-Type headers, as written (round four's R4-7 and the
+    grown suite's class 2: each says JSON to a reading other than a browser's)."""
+    body = b"<script>alert(document.cookie)</script>"
+    head = b"".join(b"Content-Type: " + value + b"\r\n" for value in types)
+    return lambda key: (
+        b"HTTP/1.1 200 OK\r\n" + head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+    )
+
+
+# Content types an upstream may answer with, by path: what a browser reads in each is below.
+TYPED: dict[str, tuple[bytes, ...]] = {
+    "/type-twice": (b"application/json", b"text/html"),  # text/html: the last
+    "/type-comma": (b"application/json;,text/html",),  # text/html: split at the comma
+    "/type-control": (b"application/json\x0b",),  # none: dropped downstream, then sniffed
+    "/type-no-break-space": (b"application/json\xc2\xa0",),  # none: U+00A0 is no HTTP space
+    "/type-ideographic-space": (b"application/json\xe3\x80\x80",),  # none: nor is U+3000
+    "/type-parameters": (b"Application/JSON ; x=<script>",),  # application/json;x="<script>"
+    "/type-quoted-comma": (b'application/json; x=",text/html"',),  # application/json, quoted
+    "/type-latin1": (b"text/plain; name=\xe9",),  # text/plain;name="\xe9"
+}
+
 ANSWERS: dict[str, Callable[[bytes], bytes]] = {
+    **{path: _typed(*types) for path, types in TYPED.items()},
+    "/type-echo": lambda key: _typed(b"text/" + key)(key),  # the credential as the subtype
     # No upgrade was asked for (the proxy strips Upgrade from apps), yet a 101 and raw bytes.
     "/switching": lambda key: (
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n"

@@ -5,12 +5,14 @@ Two grants:
 - JWT bearer, as Google's works: each assertion's RS256 signature is verified with the service
   account's public key and its claims (issuer, audience, scope, expiry) checked;
 - client credentials (RFC 6749 4.4): clients are registered at run time (``POST /clients`` with
-  id, secret, the one authentication method each accepts, ``basic`` or ``body``, and the lifetime
-  of its tokens), and a request authenticated any other way is ``invalid_client``.
+  id, secret, the one authentication method each accepts, ``basic`` or ``body``, the lifetime
+  of its tokens, and ``revokeOnMint``: each new token revokes the client's others, as some
+  providers do), and a request authenticated any other way is ``invalid_client``.
 
 ``/stats`` counts token requests (per client too) and the API's answers; ``POST /revoke`` revokes
 a client's tokens, as providers that revoke on demand do; ``/tokeninfo`` tells whether a token is
-live. ``/api/...`` is the protected API: a live bearer token gets an echo, anything else a 401.
+live. ``/api/...`` is the protected API: a live bearer token gets an echo, anything else a 401; and
+``/api/refused/...`` an endpoint no token opens (outside every scope): a 401 whatever is sent.
 ``/hostile/...`` are token endpoints that misbehave: a redirect, 10 MiB, an answer that trickles
 past any deadline, a chosen ``expires_in``, an error that echoes the client secret, and tokens of
 a chosen size that live a day (``size=N``: what one tenant would fill the fleet's store with).
@@ -53,6 +55,7 @@ class Client:
     lifetime: int
     requests: int = 0
     revoked_at: float = 0.0
+    revoke_on_mint: bool = False
 
 
 class TokenEndpoint:
@@ -150,24 +153,31 @@ class TokenEndpoint:
             client_id, client = self._client(request, form)
             client.requests += 1
             self.exchanges += 1
+            if client.revoke_on_mint:
+                self._revoke(client_id)
             return self._issue(str(form.get("scope", "")), client.lifetime, client_id)
         return web.json_response({"error": "unsupported_grant_type"}, status=400)
 
     async def register(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.clients[body["id"]] = Client(
-            body["secret"], body.get("method", "basic"), int(body.get("lifetime", self.lifetime))
+            body["secret"],
+            body.get("method", "basic"),
+            int(body.get("lifetime", self.lifetime)),
+            revoke_on_mint=bool(body.get("revokeOnMint", False)),
         )
         return web.json_response({"registered": body["id"]})
 
     async def revoke(self, request: web.Request) -> web.Response:
         """Revokes every live token of a client (``{"client": ID}``), as a provider that revokes
         on demand, or on each new mint, does."""
-        client = (await request.json())["client"]
+        return web.json_response({"revoked": self._revoke((await request.json())["client"])})
+
+    def _revoke(self, client: str) -> int:
         revoked = [token for token, info in self.issued.items() if info["client"] == client]
         for token in revoked:
             del self.issued[token]
-        return web.json_response({"revoked": len(revoked)})
+        return len(revoked)
 
     def _live(self, token: str) -> dict[str, Any] | None:
         info = self.issued.get(token)
@@ -182,7 +192,7 @@ class TokenEndpoint:
     async def api(self, request: web.Request) -> web.Response:
         header = request.headers.get("Authorization", "")
         info = self._live(header.removeprefix("Bearer ")) if header.startswith("Bearer ") else None
-        if info is None:
+        if info is None or request.path.startswith("/api/refused/"):
             self.api_refusals += 1
             return web.json_response(
                 {"error": "invalid_token"},

@@ -132,9 +132,10 @@ async def arrivals(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
-    """Answers with the status in the path, and any ``?header=Name:value`` it is asked for."""
-    name, _, value = request.query.get("header", "").partition(":")
-    headers = {name: value} if name else {}
+    """Answers with the status in the path, and every ``?header=Name:value`` it is asked for."""
+    headers = CIMultiDict(
+        header.partition(":")[::2] for header in request.query.getall("header", []) if header
+    )
     return web.json_response({}, status=int(request.match_info["code"]), headers=headers)
 
 

@@ -126,25 +126,34 @@ class WebhookSettings:
     tls_secret: str = ""
     # Client authentication (mutual TLS): a PEM file of the CAs that sign the API server's
     # client certificate (its AdmissionConfiguration names the certificate). Set, a caller
-    # without a certificate they signed fails the TLS handshake. None: the webhook answers
-    # whoever reaches its port (see docs/security/who-may-do-what.md).
+    # without a certificate they signed fails the TLS handshake. None, and no client_secret:
+    # the webhook answers whoever reaches its port (see docs/security/who-may-do-what.md).
     client_ca_file: Path | None = None
-    # With client_ca_file: the subject common names a client certificate may carry (e.g.
+    # Or the Secret ("namespace/name") of the CA and the API server's client certificate that
+    # the webhook makes itself when absent (see access.webhook_clients): the chart's default.
+    client_secret: str = ""
+    # With either: the subject common names a client certificate may carry (e.g.
     # kube-apiserver); others are answered 403 before any check runs. Empty: any it signed.
     client_names: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls) -> WebhookSettings:
         client_ca_file = _ca_file("GATEHOUSE_WEBHOOK_CLIENT_CA_FILE")
+        client_secret = _object_ref("GATEHOUSE_WEBHOOK_CLIENT_SECRET")
         client_names = tuple(
             name.strip()
             for name in os.environ.get("GATEHOUSE_WEBHOOK_CLIENT_NAMES", "").split(",")
             if name.strip()
         )
-        if client_names and client_ca_file is None:
+        if client_ca_file is not None and client_secret:
             raise ValueError(
-                "GATEHOUSE_WEBHOOK_CLIENT_NAMES needs GATEHOUSE_WEBHOOK_CLIENT_CA_FILE: names "
-                "are checked on certificates that CA signed"
+                "GATEHOUSE_WEBHOOK_CLIENT_CA_FILE and GATEHOUSE_WEBHOOK_CLIENT_SECRET: give one "
+                "source of the CA that signs the API server's client certificate"
+            )
+        if client_names and client_ca_file is None and not client_secret:
+            raise ValueError(
+                "GATEHOUSE_WEBHOOK_CLIENT_NAMES needs GATEHOUSE_WEBHOOK_CLIENT_CA_FILE or "
+                "GATEHOUSE_WEBHOOK_CLIENT_SECRET: names are checked on certificates that CA signed"
             )
         return cls(
             host=os.environ.get("GATEHOUSE_WEBHOOK_HOST", cls.host),
@@ -153,5 +162,6 @@ class WebhookSettings:
             configuration=os.environ.get("GATEHOUSE_WEBHOOK_CONFIGURATION", cls.configuration),
             tls_secret=_object_ref("GATEHOUSE_WEBHOOK_TLS_SECRET"),
             client_ca_file=client_ca_file,
+            client_secret=client_secret,
             client_names=client_names,
         )

@@ -37,11 +37,18 @@ from gatehouse_contract.connection_tests import (
     Stale,
     TableBehind,
 )
-from gatehouse_contract.frames import Throttled
+from gatehouse_contract.frames import (
+    MAX_ENDPOINT_CHARS,
+    MAX_RENEWALS,
+    RENEWAL_WINDOW_SECONDS,
+    RenewalsBounded,
+    Throttled,
+)
 from gatehouse_contract.header_names import canonical_name
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.redaction import Redactor, scrubbed_prefix
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, namespace_of
+from gatehouse_contract.wire import MAX_COUNT
 from gatehouse_proxy import body_rules, metrics
 from gatehouse_proxy import headers as header_policy
 from gatehouse_proxy.activity import Activity
@@ -60,13 +67,26 @@ from gatehouse_proxy.forwarder import (
 )
 from gatehouse_proxy.google_tokens import GoogleMinter
 from gatehouse_proxy.incoming import AppRequest, AppWentAway, header
-from gatehouse_proxy.injectors import Injection, Injector, credential_key, mints_tokens
-from gatehouse_proxy.matcher import UpstreamPath, check_method, check_path, normalise
+from gatehouse_proxy.injectors import (
+    Injection,
+    Injector,
+    credential_key,
+    injected_header_names,
+    mints_tokens,
+)
+from gatehouse_proxy.matcher import (
+    UpstreamPath,
+    check_method,
+    check_path,
+    endpoint_of,
+    normalise,
+)
+from gatehouse_proxy.media_types import as_read
 from gatehouse_proxy.network_guard import NetworkPolicy
 from gatehouse_proxy.query import upstream_query
 from gatehouse_proxy.quotas import Quotas, Standing
 from gatehouse_proxy.relay import RelayedResponse
-from gatehouse_proxy.retry_after import retry_after_seconds
+from gatehouse_proxy.retry_after import requested_pause
 from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.settings import ProxySettings
 from gatehouse_proxy.shared_store import SharedStore, opened
@@ -74,7 +94,9 @@ from gatehouse_proxy.store_shares import Shares
 from gatehouse_proxy.table_feed import TableFeed, TableStore
 from gatehouse_proxy.tenancy import ConcurrencyLimits, Place, RequestBytes, TenantPools, Turns
 from gatehouse_proxy.token_grants import TokenClient
+from gatehouse_proxy.token_refusals import RETRIED, Judged
 from gatehouse_proxy.tracing import Tracing
+from gatehouse_proxy.vendor_pauses import PAUSING_STATUSES, is_credential_limit
 
 log = logging.getLogger("gatehouse.proxy")
 
@@ -102,7 +124,7 @@ class Proxy:
         self.concurrency = ConcurrencyLimits(settings.tenant_limits)
         self.request_bytes = RequestBytes(settings.tenant_limits)
         self.turns = Turns()
-        self.tracing = Tracing.from_env()
+        self.tracing = Tracing.from_env(settings.traces)
         self.shares = Shares(settings.shares)
         metrics.FEED.track(
             version=lambda: self.store.current.version if self.store.current else 0,
@@ -346,10 +368,18 @@ class Proxy:
             body_rules.check_query(query, connection.allowed_methods)
             path = normalise(raw_path)
             check_path(path, connection.allowed_paths)
-            incoming = list(incoming)
-            check_copy_sources(incoming, connection.origin, connection.allowed_paths)
+            endpoint = endpoint_of(path, connection.allowed_paths)
+            # What the upstream will be sent, which is what the rules read: the connection's
+            # own Content-Type, say, in place of the app's.
+            outgoing = header_policy.upstream_request_headers(
+                incoming,
+                injected_header_names(connection),
+                credentialed=connection.credential.type != "none",
+                own=connection.headers,
+            )
+            check_copy_sources(outgoing, connection.origin, connection.allowed_paths)
         with tracing.phase("limits"):
-            standing = await self.quotas.admit(connection, caller_uid)
+            standing = await self.quotas.admit(connection, caller_uid, endpoint)
             try:
                 place = await self.concurrency.enter(namespace, caller, connection.key)
             except ProxyError:
@@ -364,36 +394,40 @@ class Proxy:
                 in_query = credential.type == "apiKey" and credential.location == "query"
                 await body_rules.check_body(
                     namespace,
-                    incoming,
+                    outgoing,
                     pieces,
                     connection.allowed_methods,
                     credential.parameter if in_query else None,
                 )
             body = RequestBody(pieces, partial(self.turns.take, namespace))
-            send = partial(self._send, connection, method, path, query, incoming, body, readable)
+            send = partial(self._send, connection, method, path, query, outgoing, body, readable)
 
-            async def attempt(sending: Callable[[], None] | None) -> tuple[Injection, Upstream]:
+            async def attempt(
+                sending: Callable[[], None] | None, refused: str = ""
+            ) -> tuple[Injection, Upstream]:
                 with tracing.phase("credential"):
-                    injection = await self.injector.injection(connection, shared=not draft)
+                    injection = await self.injector.injection(
+                        connection, shared=not draft, refused=refused
+                    )
                 if sending is not None:
                     sending()
                 with tracing.phase("upstream"):
                     return injection, await send(injection)
 
+            judge = partial(self._judge_401, connection, caller, endpoint, shared=not draft)
             try:
                 injection, upstream = await attempt(sending)
-                if (
-                    upstream.status == 401
-                    and injection.minted is not None
-                    and await self.injector.rejected(injection)
-                    and method in RETRIED_ON_401
-                ):
-                    # The token was revoked or expired early: one retry with a new one, for a
-                    # request that may be sent twice (its body is read whole already).
+                judged = await judge(injection, upstream)
+                if judged is not None and judged.verdict in RETRIED and method in RETRIED_ON_401:
+                    # The token was refused (revoked, expired early) or replaced already: one
+                    # retry with another, for a request that may be sent twice (its body is read
+                    # whole already). Its 401 is judged too (a second token refused there is the
+                    # endpoint's answer), and never retried.
                     upstream.release()
-                    injection, upstream = await attempt(None)
-                await self._heed_the_vendor(connection, upstream)
-                check_content_type(upstream, method, connection.content_types)
+                    injection, upstream = await attempt(None, injection.token)
+                    await judge(injection, upstream)
+                await self._heed_the_vendor(connection, path, endpoint, upstream)
+                check_content_type(upstream, method, connection.content_types, injection.secrets)
             except ProxyError:
                 await self.turns.take(namespace)
                 raise
@@ -407,16 +441,61 @@ class Proxy:
             held.release()
         return upstream, injection, place, standing
 
-    async def _heed_the_vendor(self, connection: ConnectionRoute, upstream: Upstream) -> None:
-        """A 429 or 503 with Retry-After pauses the connection for the fleet: the vendor
-        meters the credential, and every replica calling on would burn the quota of every app
-        on it."""
-        if upstream.status not in (429, 503):
-            return
-        seconds = retry_after_seconds(upstream.response.headers.get("retry-after", ""))
-        if seconds and await self.quotas.pause(connection, seconds):
+    async def _judge_401(
+        self,
+        connection: ConnectionRoute,
+        caller: str,
+        endpoint: str,
+        injection: Injection,
+        upstream: Upstream,
+        *,
+        shared: bool,
+    ) -> Judged | None:
+        """What a 401 to a minted token says (gatehouse_proxy.token_refusals), counted per app;
+        the first bound of a window told to the operator (an Event)."""
+        if upstream.status != 401:
+            return None
+        judged = await self.injector.refused(injection, endpoint, shared=shared)
+        if judged is None:
+            return None
+        if caller == CONNECTION_TEST_CALLER:
+            caller = f"{namespace_of(connection.key)}/ConnectionTest/"
+        metrics.count_renewal(metrics.Labels(app=caller, connection=connection.key), judged.verdict)
+        if judged.news:
             await self.feed.tell(
-                Throttled(connection=connection.key, status=upstream.status, seconds=seconds)
+                RenewalsBounded(
+                    connection=connection.key,
+                    renewals=MAX_RENEWALS,
+                    seconds=min(max(judged.seconds, 0.0), RENEWAL_WINDOW_SECONDS),
+                )
+            )
+        return judged
+
+    async def _heed_the_vendor(
+        self, connection: ConnectionRoute, path: UpstreamPath, endpoint: str, upstream: Upstream
+    ) -> None:
+        """A 429 or 503 with Retry-After pauses, for the fleet, the endpoint it came on, or the
+        whole connection when the connection says it is the credential's limit
+        (gatehouse_proxy.vendor_pauses): every replica calling on would burn the quota of every
+        app on it."""
+        if upstream.status not in PAUSING_STATUSES:
+            return
+        answered = upstream.response.headers
+        seconds = requested_pause(answered.getall("retry-after", []))
+        if not seconds:
+            return
+        limit = connection.limits.credential_limit
+        whole = is_credential_limit(limit, path, upstream.status, answered)
+        scope = await self.quotas.pause(connection, seconds, "" if whole else endpoint)
+        if scope is not None:
+            await self.feed.tell(
+                Throttled(
+                    connection=connection.key,
+                    status=upstream.status,
+                    seconds=seconds,
+                    scope=scope,
+                    endpoint=endpoint[:MAX_ENDPOINT_CHARS],
+                )
             )
 
     async def _send(
@@ -425,18 +504,15 @@ class Proxy:
         method: str,
         path: UpstreamPath,
         query: bytes,
-        incoming: list[tuple[str, str]],
+        outgoing: list[tuple[str, str]],
         body: RequestBody,
         readable: bool,
         injection: Injection,
     ) -> Upstream:
-        """One upstream call: the app's headers that may pass, the connection's own headers in
-        place of the app's of the same name, then the credential."""
+        """One upstream call: the headers the rules read (``upstream_request_headers``), with
+        the hop's own (the trace's, and the Accept-Encoding an answer to scrub needs), then the
+        credential."""
         url = connection.origin + path.encoded + upstream_query(query, injection.query)
-        own = {name for name, _ in connection.headers}
-        outgoing = header_policy.upstream_request_headers(
-            incoming, injection.header_names | own, credentialed=bool(injection.secrets)
-        )
         outgoing = self.tracing.outgoing(outgoing)
         identity = bool(injection.secrets) or readable
         if identity:
@@ -453,7 +529,7 @@ class Proxy:
             self.pools.session(namespace),
             method=method,
             url=url,
-            headers=[*outgoing, *connection.headers, *injection.headers.items()],
+            headers=[*outgoing, *injection.headers.items()],
             body=body,
             timeout_seconds=connection.limits.timeout_seconds,
             max_response_bytes=connection.limits.max_response_bytes,
@@ -487,7 +563,7 @@ class Proxy:
                     raise ProxyError("connection_unavailable", connection.unavailable)
                 answer = await self._test(connection, test, sending)
         except ProxyError as error:
-            return ProxyRefused(refused=Problem(code=error.code, message=error.message))
+            return ProxyRefused(refused=Problem.of(error.code, error.message))
         return Answered(answered=answer)
 
     async def _test_draft(
@@ -548,7 +624,9 @@ class Proxy:
         # A redirect's target, shown and never followed: it may echo the injected credential, as
         # may any header.
         location = answered.get("location", "") if is_redirect(upstream.status) else ""
-        content_type, location = redact.headers([answered.get("content-type", ""), location])
+        # The type as an app's fetch would be given it.
+        media_type = "" if upstream.media_type is None else as_read(str(upstream.media_type))
+        content_type, location = (_text(value) for value in redact.headers([media_type, location]))
         return ConnectionTestAnswer(
             status_code=upstream.status,
             content_type=content_type[:MAX_CONTENT_TYPE_CHARS],
@@ -556,8 +634,9 @@ class Proxy:
             body=prefix.data.decode("utf-8", errors="replace"),
             # Over the limit, what it says of itself, when it says (of its compressed self, when
             # decoded: not its size).
-            size_bytes=max(
-                prefix.size, 0 if upstream.codings else upstream.response.content_length or 0
+            size_bytes=min(
+                max(prefix.size, 0 if upstream.codings else upstream.response.content_length or 0),
+                MAX_COUNT,
             ),
             truncated=not prefix.whole or upstream.over_limit,
             location=location[:MAX_LOCATION_CHARS],
@@ -566,6 +645,12 @@ class Proxy:
 
 
 BodyReader = Callable[[int, Callable[[int], None]], Awaitable[list[bytes]]]
+
+
+def _text(value: str) -> str:
+    """A header value as aiohttp reads it, as text a status may hold: bytes that are not UTF-8
+    (kept as surrogates, which no JSON encoder takes) as U+FFFD."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def create_app(proxy: Proxy) -> ASGIApp:

@@ -16,7 +16,10 @@ connection does not allow:
   ``invalid_body``.
 
 Names are read as :mod:`gatehouse_proxy.query` reads a query's (every parser's reading, folded).
-The body is read as its Content-Type says, as the servers do: ``x-www-form-urlencoded`` (pairs,
+The body is read as the upstream will read it: by the headers it will be sent with
+(``headers.upstream_request_headers``: a connection's own ``Content-Type`` or ``Content-Encoding``
+in place of the app's, whatever the app labelled its body), and two different types are refused.
+It is read as its Content-Type says, as the servers do: ``x-www-form-urlencoded`` (pairs,
 as in a query), ``multipart/...`` (each part's name: ``name=``, RFC 7578's ``name*=``, and RFC 2047
 encoded words, which Commons FileUpload decodes), and any type with ``json`` in it (the top-level
 object's keys, which Laravel and Rails merge; the keys of nested objects are data). A charset that
@@ -156,8 +159,10 @@ _READERS = _Readers(workers=4)
 
 @dataclass(slots=True)
 class _BodyKind:
-    """How servers read a body: as a form, multipart, JSON (or several, for a request that says
-    more than one Content-Type), in which charset, after which content codings."""
+    """How servers read a body: as a form, multipart, JSON (or several, for a type that names
+    more than one), in which charset, after which content codings. A request with two different
+    Content-Type headers (in any spelling of the name) is refused: servers take the first, the
+    last or both joined, so which type the upstream reads cannot be told."""
 
     form: bool = False
     multipart: list[bytes] = field(default_factory=list)  # the boundaries
@@ -168,6 +173,7 @@ class _BodyKind:
     @staticmethod
     def of(headers: Sequence[tuple[str, str]]) -> _BodyKind | None:
         kind = _BodyKind()
+        types: set[str] = set()
         for name, value in headers:
             if name[:7].lower() != "content":
                 continue  # most headers, at the cost of a slice
@@ -177,6 +183,14 @@ class _BodyKind:
                 kind.codings += [coding for coding in codings if coding not in ("", "identity")]
             if canonical != "content-type":
                 continue
+            types.add(value.strip())
+            if len(types) > 1:
+                raise ProxyError(
+                    "invalid_body",
+                    "the request has two different Content-Type headers: servers read either "
+                    "(or both), so the proxy cannot tell how the upstream will read the body; "
+                    "send one",
+                )
             lowered = value.lower()
             kind.form = kind.form or "x-www-form-urlencoded" in lowered
             kind.json = kind.json or "json" in lowered

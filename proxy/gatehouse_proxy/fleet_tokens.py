@@ -11,27 +11,32 @@ lock asks the endpoint; the others wait for its token and use it. In each worker
 - then one request per worker asks the store (the others in that worker wait for it): a fresh
   token there is taken, else the worker that takes the lock mints and stores it, and the others
   poll until it is there;
-- a 401 from the upstream with a token drops that token, here and in the store, only if the store
-  still holds that very token (compared by digest): a storm of 401s after a revocation makes one
-  new token, not one per request. Tokens of a credential are minted at least
-  ``MINT_SPACING_SECONDS`` apart (a mint waits for the end of that span), so a credential whose
-  fresh tokens are always refused costs its provider one token request per span, not one per
-  app request;
+- a 401 from the upstream with a token is judged for the fleet
+  (:mod:`gatehouse_proxy.token_refusals`): the token is dropped from the store only if the store
+  still holds that very token (compared by digest) and the endpoint that refused it has not
+  refused another token before, and at most ``MAX_RENEWALS`` times a minute. A storm of 401s
+  after a revocation makes one new token, not one per request, and a path that answers 401 to
+  every token makes one per mark, not one per request. The request that was refused asks for a
+  token other than its own; the others keep the one this worker holds until it is replaced, so
+  no request waits for a token it did not lose. Tokens of a credential are minted at least
+  ``MINT_SPACING_SECONDS`` apart (a mint waits for the end of that span);
 - a failing endpoint is remembered, fleet-wide, for a backoff that doubles from 2 s to 60 s.
 
 With no store, or while it is down, each worker mints for itself (one request at a time per
 credential); that is the fallback, counted and shown in /readyz, not the design.
 
 What a connection keeps in the store is counted to its namespace (:mod:`gatehouse_proxy.
-store_shares`): its token, its lock, its mint's span and its failures. A token over the
+store_shares`): its token, its lock, its mint's span, its failures, its renewals and what its
+endpoints said of its tokens (the judgement of 401s). A token over the
 namespace's share (or into the store's reserve) is not kept there: the worker that minted it
 keeps it, and for a few seconds (the namespace's ``full`` marker) every worker mints that
 namespace's tokens alone; other namespaces share theirs as before. Keys are named by the
 connection alone (``gatehouse:{<namespace>}:<uid>:token...``), one token per connection, the
 credential's digest leading the stored value: a changed credential's token is another, never
 read, and is replaced by the next mint. When the routing table changes a credential or drops a
-connection, every worker deletes its old token (idempotent: the first finds it, the others
-nothing), so that no credential outlives its route in the store.
+connection, every worker deletes its old token, its renewals and its endpoints' judgements
+(idempotent: the first finds them, the others nothing), so that no credential outlives its
+route in the store.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.shared_store import Script, SharedStore, StoreFull, StoreUnavailable
 from gatehouse_proxy.store_shares import LEDGER, Shares, ShareSettings, prefix
 from gatehouse_proxy.token_grants import MintedToken
+from gatehouse_proxy.token_refusals import Judged, Refusals
 
 log = logging.getLogger("gatehouse.proxy.tokens")
 
@@ -91,7 +97,8 @@ _READ = Script(
     "if redis.call('EXISTS', KEYS[3]) == 1 then return {3, '', 0} end "
     "return {0, '', 0}"
 )
-# Drops the token only if it is the one that was refused (by its digest).
+# Drops the token only if it is the one that was refused (by its digest): a 401 judged by the
+# worker alone, the namespace's share having no room for the judgement's keys.
 _DROP = Script(
     LEDGER + "local v = redis.call('GET', KEYS[1]) "
     "if v and string.sub(v, 18, 33) == ARGV[1] then ledger_drop(KEYS[1]) return 1 end "
@@ -150,8 +157,10 @@ _FAIL = Script(
     "return delay"
 )
 # Deletes a connection's token and failure that are not the credential's (ARGV[1]), and its
-# failures in a row and mint's span (the new credential starts afresh); with ARGV[1] empty (the
-# connection is gone), all of them and its lock. Answers whether a token was deleted.
+# failures in a row, mint's span, renewals and what its endpoints said of its tokens (the new
+# credential starts afresh); with ARGV[1] empty (the connection is gone), all of them and its
+# lock. KEYS: as _FORGOTTEN names them, then the ledger's. Answers whether a token was deleted.
+_FORGOTTEN = ("", ":lock", ":minted", ":fails", ":failed", ":renewals", ":endpoints")
 _FORGET = Script(
     LEDGER + "local function stale(key, at) "
     "  local v = redis.call('GET', KEYS[key]) "
@@ -162,6 +171,8 @@ _FORGET = Script(
     "if stale(5, 1) then ledger_drop(KEYS[5]) end "
     "ledger_drop(KEYS[3]) "
     "ledger_drop(KEYS[4]) "
+    "ledger_drop(KEYS[6]) "
+    "ledger_drop(KEYS[7]) "
     "if ARGV[1] == '' then ledger_drop(KEYS[2]) end "
     "return dropped"
 )
@@ -229,9 +240,10 @@ class FleetTokens:
         self._held: dict[CredentialKey, _Held] = {}
         self._locks: dict[CredentialKey, asyncio.Lock] = {}
         self._failed: dict[CredentialKey, _Failed] = {}
-        # The last token dropped per credential (its digest, and the drop in the store): its
-        # other 401s wait for that one drop instead of making their own.
-        self._drops: dict[CredentialKey, tuple[bytes, asyncio.Future[None]]] = {}
+        self.refusals = Refusals()
+        # The 401s being judged (credential, token digest, endpoint): the same 401s of a storm
+        # wait for that one judgement instead of making their own.
+        self._judging: dict[tuple[CredentialKey, bytes, str], asyncio.Future[Judged]] = {}
         # When this worker last minted alone, per credential (the store keeps the fleet's).
         self._last_mint: dict[CredentialKey, float] = {}
         # The credentials the routing table had last, by connection uid (None: no table yet),
@@ -240,17 +252,24 @@ class FleetTokens:
         self._forgetting: set[asyncio.Task[None]] = set()
 
     async def token(
-        self, key: CredentialKey, mint: Mint, *, shared: bool = True, within: float = 60.0
+        self,
+        key: CredentialKey,
+        mint: Mint,
+        *,
+        shared: bool = True,
+        within: float = 60.0,
+        refused: str = "",
     ) -> str:
         """A token for ``key``; ``mint`` asks the endpoint (only when nobody has a fresh one).
         ``shared=False`` keeps it to this worker (a draft's test). A request waits at most
-        ``within`` seconds for it (its own timeout), however many wait before it."""
+        ``within`` seconds for it (its own timeout), however many wait before it. ``refused``:
+        a token the upstream refused this request, which it must not be given again."""
         held = self._held.get(key)
-        if held is not None and held.refresh_at > time.monotonic():
+        if held is not None and held.refresh_at > time.monotonic() and held.value != refused:
             return held.value
         try:
             async with asyncio.timeout(within):
-                return await self._token(key, mint, shared=shared)
+                return await self._token(key, mint, shared=shared, refused=refused)
         except TimeoutError:
             raise ProxyError(
                 "token_endpoint_failed",
@@ -258,11 +277,11 @@ class FleetTokens:
                 "for, or refused, faster than the provider may be asked)",
             ) from None
 
-    async def _token(self, key: CredentialKey, mint: Mint, *, shared: bool) -> str:
+    async def _token(self, key: CredentialKey, mint: Mint, *, shared: bool, refused: str) -> str:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             held = self._held.get(key)
-            if held is not None and held.refresh_at > time.monotonic():
+            if held is not None and held.refresh_at > time.monotonic() and held.value != refused:
                 return held.value
             failed = self._failed.get(key)
             if failed is not None and failed.until > time.monotonic():
@@ -276,36 +295,88 @@ class FleetTokens:
                     pass
             return await self._mint_alone(key, mint)
 
-    async def rejected(self, key: CredentialKey, token: str) -> None:
-        """The upstream refused ``token`` (401): drop it, here and in the store if the store
-        still holds it, so that asking again gets another."""
-        held = self._held.get(key)
-        if held is not None and held.value == token:
-            del self._held[key]
-        dropped = digest(token)
-        pending = self._drops.get(key)
-        if pending is None or pending[0] != dropped:
-            pending = dropped, asyncio.ensure_future(self._drop(key, dropped))
-            self._drops[key] = pending
-        await asyncio.shield(pending[1])
+    async def refused(
+        self, key: CredentialKey, token: str, endpoint: str, *, shared: bool = True
+    ) -> Judged:
+        """The upstream answered 401 to ``token`` on ``endpoint``: what that says, judged for
+        the fleet (or by this worker alone: the store away, or ``shared=False``). On "renewed"
+        the token is dropped from the store, and a request that asks for a token other than it
+        (``token(refused=...)``) gets a new one."""
+        judged = self.refusals.marked(key, endpoint)
+        if judged is not None:
+            return judged
+        which = (key, digest(token), endpoint)
+        pending = self._judging.get(which)
+        if pending is None:
+            pending = asyncio.ensure_future(self._judge(key, which[1], endpoint, shared))
+            self._judging[which] = pending
+            pending.add_done_callback(lambda _: self._judging.pop(which, None))
+        return await asyncio.shield(pending)
 
-    async def _drop(self, key: CredentialKey, dropped: bytes) -> None:
-        if self.store is not None and self.store.up:
-            with contextlib.suppress(StoreUnavailable):
-                await self.store.run(
-                    _DROP,
-                    [key.store_key(""), *self.shares.keys(key.namespace)],
-                    [dropped],
-                    deadline=STORE_DEADLINE_SECONDS,
+    async def _judge(
+        self, key: CredentialKey, refused: bytes, endpoint: str, shared: bool
+    ) -> Judged:
+        if shared and self.store is not None and self.store.up:
+            keys = [
+                key.store_key(""),
+                key.store_key(":renewals"),
+                key.store_key(":endpoints"),
+                prefix(key.namespace) + "full",
+                *self.shares.keys(key.namespace),
+            ]
+            full = ""
+            try:
+                judged = await self.refusals.judge_in_store(
+                    self.store,
+                    keys,
+                    self.shares.limits,
+                    key,
+                    refused,
+                    endpoint,
+                    STORE_DEADLINE_SECONDS,
                 )
+            except StoreFull:
+                full = "full"
+            except StoreUnavailable:
+                pass
+            else:
+                if judged is not None:
+                    return judged
+                # No room in the namespace's share for what the judgement keeps: its tokens
+                # are each worker's for now (the store's marker), and so is this judgement.
+                full = "share"
+            if full:
+                self.shares.refused(key.namespace, "tokens", full)
+                judged = self._judge_alone(key, refused, endpoint)
+                if judged.verdict == "renewed":
+                    # The store still holds the refused token: no worker is to read it again.
+                    await self._drop(key, refused)
+                return judged
+        return self._judge_alone(key, refused, endpoint)
+
+    def _judge_alone(self, key: CredentialKey, refused: bytes, endpoint: str) -> Judged:
+        held = self._held.get(key)
+        current = digest(held.value) if held is not None else b""
+        return self.refusals.judge_alone(key, refused, endpoint, current)
+
+    async def _drop(self, key: CredentialKey, refused: bytes) -> None:
+        assert self.store is not None
+        with contextlib.suppress(StoreUnavailable):
+            await self.store.run(
+                _DROP,
+                [key.store_key(""), *self.shares.keys(key.namespace)],
+                [refused],
+                deadline=STORE_DEADLINE_SECONDS,
+            )
 
     def forget(self, keep: set[CredentialKey]) -> None:
         """The routing table now routes the credentials ``keep``: what this worker holds of
         any other is dropped, and so is, in the store, the token of a credential the table
         changed or dropped since the last one."""
-        known = {*self._held, *self._failed, *self._locks, *self._drops, *self._last_mint}
+        known = {*self._held, *self._failed, *self._locks, *self._last_mint}
         for key in [key for key in known if key not in keep]:
             self.discard(key)
+        self.refusals.forget(keep)
         routed = {key.connection_uid: key for key in keep}
         if self._routed is not None and self.store is not None:
             stale = [
@@ -330,10 +401,7 @@ class FleetTokens:
             with contextlib.suppress(StoreUnavailable):
                 await self.store.run(
                     _FORGET,
-                    [
-                        *(old.store_key(s) for s in ("", ":lock", ":minted", ":fails", ":failed")),
-                        *self.shares.keys(old.namespace),
-                    ],
+                    [*(old.store_key(s) for s in _FORGOTTEN), *self.shares.keys(old.namespace)],
                     [new.stored_digest if new is not None else b""],
                     deadline=STORE_DEADLINE_SECONDS,
                 )
@@ -345,8 +413,8 @@ class FleetTokens:
     def discard(self, key: CredentialKey) -> None:
         self._held.pop(key, None)
         self._failed.pop(key, None)
-        self._drops.pop(key, None)
         self._last_mint.pop(key, None)
+        self.refusals.discard(key)
         lock = self._locks.get(key)
         if lock is not None and not lock.locked():
             del self._locks[key]

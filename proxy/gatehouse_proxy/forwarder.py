@@ -13,11 +13,12 @@ from __future__ import annotations
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import aiohttp
 from yarl import URL
 
-from gatehouse_proxy import content_coding
+from gatehouse_proxy import content_coding, media_types
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.network_guard import BlockedAddressError, GuardedResolver, NetworkPolicy
 
@@ -105,6 +106,14 @@ class Upstream:
     @property
     def status(self) -> int:
         return self.response.status
+
+    @cached_property
+    def media_type(self) -> media_types.MediaType | None:
+        """The type a browser reads in the answer's Content-Type headers (see media_types), read
+        once: what is checked against the allowed types, relayed to the app and shown by a
+        test."""
+        values = self.response.headers.getall("content-type", [])
+        return media_types.extract(media_types.as_sent(value) for value in values)
 
     def headers(self) -> list[tuple[str, str]]:
         """The answer's headers, without Content-Encoding once its body is decoded."""

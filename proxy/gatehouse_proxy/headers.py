@@ -13,6 +13,8 @@ the credential would otherwise hand it over in pieces that the scrubber never se
 Responses: only an allowlist reaches app code, so cookies and upstream internals never do, and
 only names and values an HTTP server may write: a control byte in a value (which aiohttp reads
 from an upstream and uvicorn refuses to send, dropping the app's connection) drops the header.
+The upstream's ``Content-Type`` headers never pass as they are: the one type a browser reads in
+them (see ``media_types``), the type checked, goes in their place, serialised.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from collections.abc import Iterable
 
 from gatehouse_contract.header_names import app_may_not_send, canonical_name
 from gatehouse_contract.redaction import Redactor
+from gatehouse_proxy.media_types import MediaType, as_read, as_sent
 
 _PARTIAL_READS = frozenset({"range", "if-range"})
 
+# And Content-Type, as the one type a browser reads in the upstream's (app_response_headers).
 RESPONSE_ALLOWED = frozenset(
     {
-        "content-type",
         "content-encoding",
         "content-language",
         "content-disposition",
@@ -64,34 +67,52 @@ def _connection_named(headers: Iterable[tuple[str, str]]) -> set[str]:
 
 
 def upstream_request_headers(
-    app_headers: Iterable[tuple[str, str]], injected: set[str], *, credentialed: bool = False
+    app_headers: Iterable[tuple[str, str]],
+    injected: Iterable[str],
+    *,
+    credentialed: bool = False,
+    own: Iterable[tuple[str, str]] = (),
 ) -> list[tuple[str, str]]:
-    """The app's headers that may go upstream; names in ``injected`` are the proxy's alone."""
+    """The headers the upstream gets, but for those of the hop (see ``Proxy._send``) and the
+    credential's: the app's that may go, then the connection's ``own`` in place of the app's of
+    the same name. Names in ``injected`` are the credential's alone. The body rules read these,
+    and the request is sent with them: what the rules read is what the upstream reads."""
     incoming = list(app_headers)
+    own = list(own)
     named = _connection_named(incoming)
-    injected = {canonical_name(header) for header in injected}
+    replaced = {canonical_name(header) for header in injected}
+    replaced.update(canonical_name(header) for header, _ in own)
     kept: list[tuple[str, str]] = []
     for header, value in incoming:
         name = canonical_name(header)
         if (
             name in named
-            or name in injected
+            or name in replaced
             or app_may_not_send(name)
             or (credentialed and name in _PARTIAL_READS)
         ):
             continue
         kept.append((header, value))
-    return kept
+    return [*kept, *own]
 
 
 def app_response_headers(
-    upstream: Iterable[tuple[str, str]], redact: Redactor | None = None
+    upstream: Iterable[tuple[str, str]],
+    redact: Redactor | None = None,
+    *,
+    media_type: MediaType | None,
 ) -> list[tuple[str, str]]:
     """The allowlisted upstream headers that an HTTP server may write, at most 16 KiB of them,
     with injected values redacted (a pagination Link header would otherwise hand a query API key
-    to the app), also a piece of one (see Redactor.headers)."""
+    to the app), also a piece of one (see Redactor.headers). ``media_type``, the answer's type
+    as a browser reads it, is its one Content-Type (none if None)."""
     allowed: list[tuple[str, str]] = []
     size = 0
+    if media_type is not None:
+        # As aiohttp reads values (so redacted as they are): back to its bytes below.
+        typed = as_read(str(media_type))
+        allowed.append(("content-type", typed))
+        size += len("content-type") + len(typed) + 4
     for name, value in upstream:
         lowered = name.lower()
         if (
@@ -110,9 +131,9 @@ def app_response_headers(
     kept: list[tuple[str, str]] = []
     size = 0
     for name, value in allowed:
-        # The upstream's bytes as they came (aiohttp read them as UTF-8): a header value is
-        # bytes to HTTP, and Starlette writes it back as Latin-1.
-        value = value.encode("utf-8", "surrogateescape").decode("latin-1")
+        # The upstream's bytes as they came: a header value is bytes to HTTP, and Starlette
+        # writes it back as Latin-1.
+        value = as_sent(value)
         size += len(name) + len(value) + 4
         if size > MAX_RESPONSE_HEADER_BYTES:
             break

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from starlette.types import Receive, Scope
 
+from gatehouse_contract.numerals import whole_number
 from gatehouse_proxy.errors import ProxyError
 
 # Pieces of a request body are kept at least this large: a client that sends a byte at a time
@@ -55,11 +56,12 @@ class AppRequest:
         """The body in pieces, refused as soon as it is known to be too large or too slow;
         ``take`` reserves each chunk's bytes in the namespace's budget before it is kept."""
         declared = header(self.scope, b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        length = None if declared is None else whole_number(declared)
+        if declared is not None and (length is None or length > limit):
             raise ProxyError("request_too_large", f"the request body exceeds {limit} bytes")
         # A declared length is reserved before anything is read, so a body over the budget is
         # refused before it costs anything.
-        reserved = int(declared) if declared else 0
+        reserved = length or 0
         if not reserved and header(self.scope, b"transfer-encoding") is None:
             return []  # no body (HTTP/1.1 has one only with a length or a transfer coding)
         take(reserved)

@@ -4,7 +4,7 @@ The encrypted credential is decrypted here, for the one request being made, and 
 lives only in the returned :class:`Injection` until the request is sent. Minted tokens (OAuth 2.0
 client credentials, Google service accounts) come from the fleet's one token per credential
 (:mod:`gatehouse_proxy.fleet_tokens`); an injection that carries one says so, so that a 401 can
-renew it.
+be judged (:mod:`gatehouse_proxy.token_refusals`) and the token renewed.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.fleet_tokens import CredentialKey, FleetTokens
 from gatehouse_proxy.google_tokens import GoogleMinter
 from gatehouse_proxy.token_grants import MintedToken, TokenClient
+from gatehouse_proxy.token_refusals import Judged
 
 
 @dataclass
@@ -27,12 +28,8 @@ class Injection:
     query: tuple[str, str] | None = None
     # The injected values themselves, so nothing the upstream echoes back can carry them.
     secrets: tuple[str, ...] = ()
-    # A minted token's credential: a 401 drops the token and one retry may get another.
+    # A minted token's credential: a 401 is judged, and one retry may get another token.
     minted: CredentialKey | None = None
-
-    @property
-    def header_names(self) -> set[str]:
-        return {name.lower() for name in self.headers}
 
     @property
     def token(self) -> str:
@@ -57,6 +54,17 @@ def credential_key(connection: ConnectionRoute) -> CredentialKey:
 
 def mints_tokens(connection: ConnectionRoute) -> bool:
     return connection.credential.type in ("googleServiceAccount", "oauth2ClientCredentials")
+
+
+def injected_header_names(connection: ConnectionRoute) -> frozenset[str]:
+    """The names :meth:`Injector.injection` sends the credential under, known before it is
+    decrypted or minted: the headers the upstream gets are settled (and checked) before then."""
+    credential = connection.credential
+    if credential.type == "none":
+        return frozenset()
+    if credential.type == "apiKey":
+        return frozenset() if credential.location == "query" else frozenset({credential.parameter})
+    return frozenset({"Authorization"})
 
 
 class Injector:
@@ -89,8 +97,11 @@ class Injector:
                 "connection_unavailable", "the connection's credential cannot be decrypted here"
             ) from None
 
-    async def injection(self, connection: ConnectionRoute, *, shared: bool = True) -> Injection:
-        """``shared=False``: a minted token stays with this worker (a draft's test)."""
+    async def injection(
+        self, connection: ConnectionRoute, *, shared: bool = True, refused: str = ""
+    ) -> Injection:
+        """``shared=False``: a minted token stays with this worker (a draft's test).
+        ``refused``: a minted token the upstream refused this request: another is injected."""
         credential = connection.credential
         if credential.type == "none":
             return Injection()
@@ -119,6 +130,7 @@ class Injector:
             # A second past the token request's own deadline, so that its reason is the one
             # given when it is this request's own mint that runs out of time.
             within=connection.limits.timeout_seconds + 1,
+            refused=refused,
         )
         return Injection(headers={"Authorization": f"Bearer {token}"}, secrets=(token,), minted=key)
 
@@ -138,13 +150,14 @@ class Injector:
             seconds=min(oauth2_tokens.TOKEN_TIMEOUT_SECONDS, connection.limits.timeout_seconds),
         )
 
-    async def rejected(self, injection: Injection) -> bool:
-        """The upstream answered 401 to ``injection``: whether it carried a minted token, now
-        dropped, so that asking again gets another."""
+    async def refused(
+        self, injection: Injection, endpoint: str, *, shared: bool = True
+    ) -> Judged | None:
+        """The upstream answered 401 to ``injection`` on ``endpoint``: what it says of the
+        minted token it carried (None: it carried none)."""
         if injection.minted is None:
-            return False
-        await self.tokens.rejected(injection.minted, injection.token)
-        return True
+            return None
+        return await self.tokens.refused(injection.minted, injection.token, endpoint, shared=shared)
 
     def forget(self, keep: set[CredentialKey]) -> None:
         self.tokens.forget(keep)

@@ -182,6 +182,25 @@ def allowed_by_prefixes(path: UpstreamPath, prefixes: tuple[str, ...]) -> bool:
     return False
 
 
+# An endpoint is at least this many segments of the path (/v1/users of /v1/users/7).
+ENDPOINT_SEGMENTS = 2
+
+
+def endpoint_of(path: UpstreamPath, prefixes: tuple[str, ...]) -> str:
+    """The endpoint a request calls, as vendor pauses and 401s tell endpoints apart: the path
+    cut to the segments of the longest allowed prefix it falls under, and to at least its first
+    two (/v1/users/7 is /v1/users; under an allowed /v1/search/repos, that). Matrix parameters
+    (;sid=...) are left out: they name no other endpoint, and may carry what is not to be
+    shown."""
+    length = ENDPOINT_SEGMENTS
+    for prefix in prefixes:
+        wanted = [segment for segment in prefix.split("/") if segment]
+        if len(wanted) > length and list(path.segments[: len(wanted)]) == wanted:
+            length = len(wanted)
+    names = (segment.split(";", 1)[0] for segment in path.segments[:length])
+    return "/" + "/".join(quote(name, safe=_SAFE) for name in names)
+
+
 def check_method(method: str, allowed: frozenset[str]) -> None:
     if not allowed:
         # An image-only connection: browsers load its images straight from the origin.

@@ -73,8 +73,18 @@ STORE_REFUSALS = Counter(
 )
 PAUSES = Counter(
     "gatehouse_proxy_vendor_pauses",
-    "Times an upstream's 429 or 503 with Retry-After paused its connection for the fleet.",
-    ["namespace", "connection"],
+    "Times an upstream's 429 or 503 with Retry-After paused, for the fleet, the endpoint it came "
+    "on (scope endpoint) or its whole connection (scope credential: the credential's limit).",
+    ["namespace", "connection", "scope"],
+    registry=REGISTRY,
+)
+RENEWALS = Counter(
+    "gatehouse_proxy_token_renewals",
+    "An upstream's 401s to a minted token, by app and by what they were taken to say: renewed "
+    "(the token was refused: a new one asked for), replaced (a newer token was there already), "
+    "endpoint (the endpoint answers 401 whatever the token: relayed, the token kept), bounded "
+    "(the credential renewed as often as it may this minute: relayed, the token kept).",
+    [*_ROUTE, "decision"],
     registry=REGISTRY,
 )
 
@@ -274,8 +284,12 @@ def count_store_refusal(namespace: str, what: str, reason: str) -> None:
     STORE_REFUSALS.labels(namespace, what, reason).inc()
 
 
-def count_pause(connection: str) -> None:
-    PAUSES.labels(*connection.split("/", 1)).inc()
+def count_pause(connection: str, scope: str) -> None:
+    PAUSES.labels(*connection.split("/", 1), scope).inc()
+
+
+def count_renewal(labels: Labels, decision: str) -> None:
+    RENEWALS.labels(*_route_labels(labels), decision).inc()
 
 
 def count_cut(labels: Labels) -> None:

@@ -13,6 +13,13 @@ ends without its final chunk: the server closes the connection and the app sees 
 response, never a silently short one. Meanwhile a task waits for the app to go away, so that an
 app that hangs up stops the upstream read at once instead of at its timeout.
 
+Every relayed answer has one Content-Type, the type a browser reads in the upstream's (the one
+checked against the connection's allowed types; none where none parses), and
+``X-Content-Type-Options: nosniff``, with or without allowed types: app code that hands the answer
+to a browser gets the type that was checked, and the browser uses it rather than sniffing the
+vendor's body for HTML or script (with no type at all, MIME Sniffing then never finds a scriptable
+one).
+
 The cut is reported once, through ``on_cut`` (a log line and a metric), not as a traceback from
 the server, and its code is kept (``cut_code``), as the body's bytes sent are (``sent_bytes``),
 for the request's record. ``on_end`` runs when the relay is over, however it ended: the
@@ -54,12 +61,17 @@ class RelayedResponse:
         self.status_code = upstream.status
         self.sent_bytes = 0
         self.cut_code = ""
-        relayed = header_policy.app_response_headers(upstream.headers(), redact)
+        relayed = header_policy.app_response_headers(
+            upstream.headers(), redact, media_type=upstream.media_type
+        )
         # The proxy's RateLimit-* fields (where the app stands in its quota) stand in for the
         # upstream's of the same names; the vendor's X-RateLimit-* pass as they are.
         own = {name for name, _ in standing}
         self.headers = [
             *standing,
+            # A browser the app hands the answer to takes its one Content-Type as it is (or, with
+            # none, never reads it as HTML or script): it does not sniff the vendor's body.
+            (b"x-content-type-options", b"nosniff"),
             *(
                 (name.encode("latin-1"), value.encode("latin-1"))
                 for name, value in relayed

@@ -18,6 +18,7 @@ from gatehouse_proxy.shared_store import StoreSettings
 from gatehouse_proxy.store_shares import ShareSettings
 from gatehouse_proxy.tenancy import TenantLimits
 from gatehouse_proxy.token_grants import MAX_TOKEN_CHARS, MOST_TOKEN_CHARS
+from gatehouse_proxy.tracing import TraceSettings
 
 
 def _tenant_limits() -> TenantLimits:
@@ -116,6 +117,8 @@ class ProxySettings:
     quota_lease_share: float = 0.01
     # One log line per proxied request (see audit), for this share of them.
     audit: AuditSettings = field(default_factory=AuditSettings)
+    # What an app's trace context may decide (when tracing is on; see tracing).
+    traces: TraceSettings = field(default_factory=TraceSettings)
 
     @classmethod
     def from_env(cls) -> ProxySettings:
@@ -155,5 +158,9 @@ class ProxySettings:
             audit=AuditSettings(
                 enabled=env_flag("GATEHOUSE_AUDIT_LOG"),
                 sample_rate=env_share("GATEHOUSE_AUDIT_SAMPLE", AuditSettings.sample_rate, 1.0),
+            ),
+            traces=TraceSettings(
+                follow_app_sampling=env_flag("GATEHOUSE_TRACES_FOLLOW_APP_SAMPLING"),
+                keep_app_tracestate=env_flag("GATEHOUSE_TRACES_KEEP_APP_TRACESTATE"),
             ),
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import logging
 import ssl
 import time
@@ -67,6 +68,12 @@ class StoreSettings:
     # this long on the store before it is served by what its worker knows alone.
     deadline_seconds: float = 0.05
     connections: int = 32
+
+
+def digest_field(text: str) -> str:
+    """The hash field that stands for ``text`` an app's request named (an endpoint): a digest,
+    so the store keeps no path and a field's size never depends on what an app sent."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class Script:

@@ -9,12 +9,13 @@ would then fall back to each worker alone (red-team round 4, R4-2: 2,670 tokens 
   atomically: the namespace's ledger (a sorted set, ``gatehouse:{<namespace>}:ledger``) has an
   entry per key, its score packing when the key expires (a second of the store's clock) and the
   bytes it is charged (in 8-byte units), and ``...:held`` the sum. A token or a failure is
-  charged what the store says it takes (``MEMORY USAGE``); a counter, a lock or a pause its
-  largest size (a minute's hash at 63 buckets), so that its growth needs no accounting; each
-  entry is charged its own cost in the ledger too. Expired entries are released when the
-  namespace next needs room, and every 30 s by each worker for the namespaces it routes (an
-  entry whose key lives on, a minute counted again since, is given the key's new time); the
-  ledger itself expires a minute after the last of what it counts.
+  charged what the store says it takes (``MEMORY USAGE``); a counter, a lock, a pause or a
+  bounded hash its largest size (a minute's hash at 63 buckets, a hash of endpoints at 64), so
+  that its growth needs no accounting; each entry is charged its own cost in the ledger too.
+  Expired entries are released when the namespace next needs room, and every 30 s by each
+  worker for the namespaces it routes (an entry whose key lives on, a minute counted again
+  since, is given the key's new time); the ledger itself expires a minute after the last of
+  what it counts.
 - **A namespace may hold** ``namespace_bytes`` and ``namespace_keys`` (1 MiB and 2,048 by
   default). A write that would take it past either is refused for that namespace alone: its
   requests are then counted by each worker alone (its share of each limit) and its tokens minted
@@ -56,10 +57,14 @@ WATCH_DEADLINE_SECONDS = 1.0
 
 # What a counter, a lock or a pause is charged: its largest size in the store, measured
 # (``MEMORY USAGE`` with a 100-character key, and the 40 bytes of its expiry): a minute's hash
-# with 63 buckets takes 920 bytes, a day's 152, a pause, a lock or a mint's span 120.
+# with 63 buckets takes 920 bytes, a day's 152, a pause, a lock, a mint's span or a credential's
+# renewals 120; the hashes bounded at 64 endpoints: the endpoints' pauses 2,200, what endpoints
+# said of a credential's tokens (gatehouse_proxy.token_refusals) 3,736.
 MINUTE_BYTES = 1024
 DAY_BYTES = 256
 SMALL_BYTES = 192
+PAUSES_BYTES = 2304
+ENDPOINTS_BYTES = 4096
 
 # The ledger's functions, which every script that writes a namespace's keys begins with. The
 # ledger's keys are passed as the script's last two KEYS (ledger, held); members are key names
@@ -68,6 +73,7 @@ SMALL_BYTES = 192
 # until the year 2106, for charges up to 8 MiB.
 LEDGER = (
     f"local LEDGER_SMALL, LEDGER_MINUTE, LEDGER_DAY = {SMALL_BYTES}, {MINUTE_BYTES}, {DAY_BYTES} "
+    f"local LEDGER_PAUSES, LEDGER_ENDPOINTS = {PAUSES_BYTES}, {ENDPOINTS_BYTES} "
     f"local LEDGER_FULL_MS = {FULL_MARKER_MS} "
     + """
 local LEDGER_SHIFT = 1048576

@@ -58,6 +58,7 @@ from gatehouse_contract.frames import (
     Goodbye,
     Heartbeat,
     Nack,
+    RenewalsBounded,
     Resync,
     Snapshot,
     Throttled,
@@ -159,7 +160,7 @@ class TableFeed:
         # The open stream's socket, for what a replica tells the operator unasked.
         self._ws: aiohttp.ClientWebSocketResponse | None = None
 
-    async def tell(self, message: Throttled) -> None:
+    async def tell(self, message: Throttled | RenewalsBounded) -> None:
         """Tells the operator, if a stream is open: a notice missed while it is not is not
         worth holding (the pause it reports ends by itself)."""
         ws = self._ws
@@ -312,7 +313,7 @@ class _Stream:
             if unreadable.kind == "snapshot" or not self.awaiting_snapshot:
                 await self._refuse(ws, 0, f"malformed {unreadable.kind}: {unreadable}")
         elif unreadable.kind == "probe" and unreadable.test_id:
-            failed = Failed(error=Problem(code="invalid_request", message=str(unreadable)))
+            failed = Failed(error=Problem.of("invalid_request", str(unreadable)))
             await self._answer(ws, unreadable.test_id, failed)
         elif unreadable.kind == "gather" and unreadable.test_id:
             log.error("the operator sent a gather this replica cannot read: %s", unreadable)
@@ -436,7 +437,7 @@ class _Stream:
                 async with self.feed.test_slots.slot(namespace, run):
                     outcome = await self.feed.run_test(request, run.sending)
             except ProxyError as refused:
-                outcome = ProxyRefused(refused=Problem(code=refused.code, message=refused.message))
+                outcome = ProxyRefused(refused=Problem.of(refused.code, refused.message))
             except Exception:  # said to the operator, whose test then fails with it
                 log.exception("a connection test failed inside the proxy")
                 outcome = Failed(error=Problem(code="internal", message="the proxy failed"))

@@ -5,8 +5,11 @@ upstream, so its own spans join the app's trace.
 
 Configured by OpenTelemetry's own variables: tracing is on when ``OTEL_EXPORTER_OTLP_ENDPOINT``
 or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set (OTLP over HTTP, protobuf), sampled by
-``OTEL_TRACES_SAMPLER`` / ``OTEL_TRACES_SAMPLER_ARG`` (default: the app's decision, else always).
-Off, nothing here runs beyond a check per hook, and the app's ``traceparent`` passes as it came.
+``OTEL_TRACES_SAMPLER`` / ``OTEL_TRACES_SAMPLER_ARG`` (default: always). What an app's trace
+context may decide is the installation's (:class:`TraceSettings`): by default an app's sampled
+flag does not make a fetch sampled, so the sampler's ratio bounds what is exported whatever apps
+send, and an app's ``tracestate`` is neither exported nor passed on. Off, nothing here runs
+beyond a check per hook, and the app's ``traceparent`` passes as it came.
 Spans carry resource names, methods, statuses and error codes only: never a path, a query or a
 header value. Spans are exported from the SDK's own thread, never on the event loop.
 """
@@ -17,16 +20,22 @@ import contextlib
 import os
 from collections.abc import Iterable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from opentelemetry.context import Context
 from opentelemetry.trace import (
     INVALID_SPAN_CONTEXT,
+    NonRecordingSpan,
+    SpanContext,
     SpanKind,
     Status,
     StatusCode,
+    TraceFlags,
     Tracer,
+    TraceState,
     get_current_span,
+    set_span_in_context,
     use_span,
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -42,6 +51,22 @@ _CARRIED_RAW = frozenset({b"traceparent", b"tracestate"})  # ASGI names are lowe
 _OFF = contextlib.nullcontext()
 _PROPAGATOR = TraceContextTextMapPropagator()
 _NO_PARENT = Context()
+_NO_STATE = TraceState()
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+
+
+@dataclass(frozen=True)
+class TraceSettings:
+    """What an app's trace context may decide, when tracing is on (the installation's
+    settings: GATEHOUSE_TRACES_FOLLOW_APP_SAMPLING, GATEHOUSE_TRACES_KEEP_APP_TRACESTATE)."""
+
+    # Whether an app's sampled flag decides its fetches' sampling (OpenTelemetry's parent-based
+    # rule). Off, the sampler decides each fetch as a trace's root, by its trace id (the app's,
+    # continued all the same): an app's "-01" cannot raise the share exported, and so the cost.
+    follow_app_sampling: bool = False
+    # Whether an app's tracestate (vendors' data in the app's trace) is kept: exported with the
+    # fetch's spans and passed on to the upstream. Off, the proxy drops it.
+    keep_app_tracestate: bool = False
 
 
 class _Fetch:
@@ -88,15 +113,18 @@ def _id_generator() -> object:
 class Tracing:
     """The proxy's tracer, or nothing when tracing is off."""
 
-    def __init__(self, provider: TracerProvider | None) -> None:
+    def __init__(
+        self, provider: TracerProvider | None, settings: TraceSettings | None = None
+    ) -> None:
         self.provider = provider
+        self.settings = settings or TraceSettings()
         self.tracer: Tracer | None = None
         if provider is not None:
             provider.id_generator = _id_generator()  # type: ignore[assignment]
             self.tracer = provider.get_tracer("gatehouse_proxy")
 
     @classmethod
-    def from_env(cls) -> Tracing:
+    def from_env(cls, settings: TraceSettings | None = None) -> Tracing:
         if not _configured():
             return cls(None)
         # Imported only when on: the SDK and the exporter cost a fraction of a second to load.
@@ -111,7 +139,7 @@ class Tracing:
         resource = Resource.create({"service.name": name})
         provider = TracerProvider(resource=resource)
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        return cls(provider)
+        return cls(provider, settings)
 
     @property
     def on(self) -> bool:
@@ -132,16 +160,23 @@ class Tracing:
             if name in _CARRIED_RAW
         }
         # Never the current context: a fetch's parent is what the app sent, or nothing.
-        if carrier:
-            parent = _PROPAGATOR.extract(carrier)
-            sent = get_current_span(parent).get_span_context()
-        else:
-            parent, sent = _NO_PARENT, INVALID_SPAN_CONTEXT
+        sent = (
+            get_current_span(_PROPAGATOR.extract(carrier)).get_span_context()
+            if carrier
+            else INVALID_SPAN_CONTEXT
+        )
         trace_id = sent.trace_id if sent.is_valid else random_id(128)
-        decided = self.provider.sampler.should_sample(parent, trace_id, "fetch").decision
+        kept = sent.is_valid and self.settings.keep_app_tracestate
+        state = sent.trace_state if kept else _NO_STATE
+        # The app's sampled flag decides only where the installation lets it; otherwise the
+        # fetch is asked as a root (by its trace id), and the SDK, which asks again with the
+        # parent, is given the parent as sampled.
+        follows = sent.is_valid and self.settings.follow_app_sampling
+        asked = _parent(sent, sent.trace_flags, state) if follows else _NO_PARENT
+        decided = self.provider.sampler.should_sample(asked, trace_id, "fetch").decision
         if not decided.is_sampled():  # type: ignore[no-untyped-call]
-            state = sent.trace_state.to_header() if sent.is_valid else ""
-            return _Scope(_Fetch(trace_id, False, state), None)
+            return _Scope(_Fetch(trace_id, False, state.to_header()), None)
+        parent = asked if follows or not sent.is_valid else _parent(sent, _SAMPLED, state)
         chosen = _CHOSEN.set(0 if sent.is_valid else trace_id)
         try:  # the SDK takes the trace id here, and samples it as above
             span = self.tracer.start_span(
@@ -216,6 +251,13 @@ class Tracing:
         thread)."""
         if self.provider is not None:
             self.provider.shutdown()
+
+
+def _parent(sent: SpanContext, flags: TraceFlags, state: TraceState) -> Context:
+    """The app's span as a fetch's parent, with the sampling and the tracestate the proxy keeps
+    of it."""
+    kept = SpanContext(sent.trace_id, sent.span_id, True, flags, state)
+    return set_span_in_context(NonRecordingSpan(kept), _NO_PARENT)
 
 
 class _Scope:

@@ -33,7 +33,8 @@ labels = metrics.Labels(app="shop/Deployment/web", connection="shop/vendor")
 metrics.observe(labels, "GET", 503, 0.1)
 metrics.count_token_request("shop/vendor", "issued", shared=True)
 metrics.count_alone("shop/vendor")
-metrics.count_pause("shop/vendor")
+metrics.count_pause("shop/vendor", "endpoint")
+metrics.count_renewal(labels, "renewed")
 metrics.count_cut(labels)
 metrics.FEED.track(lambda: 3, lambda: 1.5, lambda: True, lambda: 10)
 metrics.STORE.track(lambda: True)
@@ -64,7 +65,7 @@ def exported() -> Exported:
     found.add(proxy, PROXY_POD_LABELS)
     runtime = reconciled(SecretsApi(None, False, status=403))  # one resource, not Ready
     registry = operator_metrics.registry(
-        runtime.journal, runtime.replicas, runtime.rollout, runtime.status
+        runtime.journal, runtime.replicas, runtime.rollout, runtime.status, runtime.channel.dropped
     )
     found.add(generate_latest(registry).decode(), frozenset())
     return found

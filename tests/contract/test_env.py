@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gatehouse_contract.env import env_flag
+from gatehouse_contract.env import env_count, env_flag, env_port
 
 
 @pytest.mark.parametrize(
@@ -26,3 +26,14 @@ def test_anything_else_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("GATEHOUSE_AUDIT_LOG", "si")
     with pytest.raises(ValueError, match="GATEHOUSE_AUDIT_LOG must be true or false"):
         env_flag("GATEHOUSE_AUDIT_LOG")
+
+
+@pytest.mark.parametrize("raw", ["²", "٣", "+5"])
+def test_a_count_or_port_in_other_digits_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    monkeypatch.setenv("GATEHOUSE_TEST_NUMBER", raw)
+    with pytest.raises(ValueError, match="GATEHOUSE_TEST_NUMBER must be a whole number"):
+        env_count("GATEHOUSE_TEST_NUMBER", 1)
+    with pytest.raises(ValueError, match="GATEHOUSE_TEST_NUMBER must be a port number"):
+        env_port("GATEHOUSE_TEST_NUMBER", 1)

@@ -176,6 +176,7 @@ def test_headers_lose_json_and_html_escaped_echoes() -> None:
                 ("Content-Disposition", 'attachment; filename="sk_live&#126;4/2&#43;Zq.9x"'),
             ],
             redact=Redactor([TOKEN]),
+            media_type=None,
         )
     )
     assert kept == {

@@ -216,12 +216,23 @@ def grant_secrets(cluster: Cluster, namespace: str, member: str, verbs: str) -> 
 
 
 def register_client(
-    token_endpoint: str, client_id: str, secret: str, method: str, lifetime: int | None = None
+    token_endpoint: str,
+    client_id: str,
+    secret: str,
+    method: str,
+    lifetime: int | None = None,
+    *,
+    revoke_on_mint: bool = False,
 ) -> None:
     """An OAuth 2.0 client of the dev token endpoint (dev/gatehouse_dev/token_endpoint.py),
     authenticating by ``method`` (basic or body); tokens live ``lifetime`` seconds (its default
-    when None)."""
-    client: dict[str, Any] = {"id": client_id, "secret": secret, "method": method}
+    when None); ``revoke_on_mint``: each new token revokes the client's others."""
+    client: dict[str, Any] = {
+        "id": client_id,
+        "secret": secret,
+        "method": method,
+        "revokeOnMint": revoke_on_mint,
+    }
     if lifetime is not None:
         client["lifetime"] = lifetime
     httpx.post(f"{token_endpoint}/clients", json=client, timeout=5).raise_for_status()

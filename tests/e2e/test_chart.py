@@ -18,6 +18,7 @@ from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.pki import CertificateAuthority
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
+from gatehouse_operator.access.webhook_clients import client_certificate_authority
 from gatehouse_operator.access.webhook_server import shared_certificate
 from gatehouse_operator.api import roles
 from gatehouse_operator.api.crds import KINDS
@@ -240,6 +241,8 @@ def test_chart_rbac_grants_what_the_operator_uses_and_nothing_to_the_proxy(
         ("create", "subjectaccessreviews.authorization.k8s.io"),
         ("patch", configuration),
         ("get", f"secrets/{release}-gatehouse-webhook-tls"),
+        # The API server's client certificate, which it makes by default (R4-10).
+        ("get", f"secrets/{release}-gatehouse-webhook-client"),
     ]:
         assert _can(cluster, webhook, verb, resource, namespace), (verb, resource)
     # Only the chart's own webhook configuration, and never one of its own making.
@@ -396,6 +399,9 @@ def test_the_operator_and_the_webhook_write_only_the_secrets_they_make(
             "the webhook: its certificate's name, not TLS": write(
                 "webhook", "create", namespace, _secret(f"{release}-gatehouse-webhook-tls")
             ),
+            "the webhook: its client certificate's name, not TLS": write(
+                "webhook", "create", namespace, _secret(f"{release}-gatehouse-webhook-client")
+            ),
             "the webhook: another TLS Secret": write(
                 "webhook", "create", namespace, _secret("other-tls", type_="kubernetes.io/tls")
             ),
@@ -486,6 +492,8 @@ def _webhook_writes(namespace: str, release: str) -> Callable[[Kube], Awaitable[
         configuration = f"{release}-gatehouse-{namespace}"
         certificate, _ = await shared_certificate(kube, ref, ["webhook.example"], configuration)
         assert certificate
+        clients = f"{namespace}/{release}-gatehouse-webhook-client"
+        assert await client_certificate_authority(kube, clients)
 
     return writes
 
@@ -887,8 +895,13 @@ def test_client_authentication_reaches_the_webhook(
     assert volume["secret"]["secretName"] == "apiserver-ca"
     assert not [doc for doc in secret if doc["kind"] == "ConfigMap" and "client-ca" in str(doc)]
 
+    # By default the webhook's own CA (tests/chart/test_webhook_client_auth.py); off, nothing.
     default = _named(_render(cluster), "Deployment", "gh-gatehouse-webhook")
-    assert "CLIENT" not in json.dumps(default["spec"]["template"]["spec"]["containers"][0]["env"])
+    shipped = json.dumps(default["spec"]["template"]["spec"]["containers"][0]["env"])
+    assert "GATEHOUSE_WEBHOOK_CLIENT_SECRET" in shipped
+    off = ("--set", "webhook.clientAuthentication.enabled=false")
+    off_env = _named(_render(cluster, *off), "Deployment", "gh-gatehouse-webhook")
+    assert "CLIENT" not in json.dumps(off_env["spec"]["template"]["spec"]["containers"][0]["env"])
 
 
 def test_the_webhook_network_policy_admits_the_peers_listed(

@@ -132,6 +132,24 @@ def test_a_valid_connection_is_accepted_with_defaults(
         ("limits", {"maxResponseBytes": 26_214_401}, "spec.limits.maxResponseBytes"),
         ("limits", {"connectionRequestsPerMinute": 0}, "spec.limits.connectionRequestsPerMinute"),
         ("limits", {"requestsPerDay": 0}, "spec.limits.requestsPerDay"),
+        # Which vendor answers are the credential's limit (R4-6): bounded, each rule named.
+        ("limits", {"credentialLimit": {"statuses": [404]}}, "Unsupported value: 404"),
+        ("limits", {"credentialLimit": {"statuses": []}}, "spec.limits.credentialLimit.statuses"),
+        (
+            "limits",
+            {"credentialLimit": {"pathPrefixes": ["/a/../b"]}},
+            "limits.credentialLimit.pathPrefixes entries must not contain . or .. segments",
+        ),
+        (
+            "limits",
+            {"credentialLimit": {"pathPrefixes": [f"/p{i}" for i in range(17)]}},
+            "spec.limits.credentialLimit.pathPrefixes",
+        ),
+        (
+            "limits",
+            {"credentialLimit": {"header": {"name": "X Scope"}}},
+            "spec.limits.credentialLimit.header.name",
+        ),
         # A connection's own headers: tokens, not the proxy's, not the key's, not secret.
         ("headers", [{"name": "X-Forwarded-Host", "value": "a"}], _RESERVED_HEADER),
         ("headers", [{"name": "Authorization", "value": "Token a"}], _RESERVED_HEADER),
@@ -234,7 +252,15 @@ def test_what_apis_ask_for_today_is_accepted(
         {"name": "Content-Type", "value": "application/vnd.api+json"},
     ]
     resource["spec"]["allowedContentTypes"] = ["application/json", "text/*"]
-    resource["spec"]["limits"] = {"connectionRequestsPerMinute": 100, "requestsPerDay": 10_000}
+    resource["spec"]["limits"] = {
+        "connectionRequestsPerMinute": 100,
+        "requestsPerDay": 10_000,
+        "credentialLimit": {
+            "statuses": [429],
+            "pathPrefixes": ["/v1"],
+            "header": {"name": "X-RateLimit-Scope", "value": "account"},
+        },
+    }
     code, err = _apply(cluster, namespace, resource)
     assert code == 0, err
     basic = _with("auth", {"type": "basic", "secretRef": {"name": "b", "key": "pair"}})

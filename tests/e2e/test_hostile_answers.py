@@ -9,6 +9,7 @@ import json
 import re
 import socket
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -36,14 +37,15 @@ pytestmark = pytest.mark.e2e
 KEY = "sk_live_Hostile/0123456789+abcdef"
 
 
-def _linked(cluster: Cluster, namespace: str, origins: dict[str, str]) -> str:
-    """A connection per alias to its origin, injecting KEY as X-API-Key; the app's token."""
+def _linked(cluster: Cluster, namespace: str, origins: dict[str, str], **spec: Any) -> str:
+    """A connection per alias to its origin, injecting KEY as X-API-Key (``spec`` added to
+    each); the app's token."""
     apply(cluster, namespace, secret("vendor", **{"api-key": KEY}))
     apply(
         cluster,
         namespace,
         *(
-            connection(alias, origin, API_KEY_AUTH, limits={"requestsPerMinute": 10_000})
+            connection(alias, origin, API_KEY_AUTH, limits={"requestsPerMinute": 10_000}, **spec)
             for alias, origin in origins.items()
         ),
         data_app("sales", {alias: alias for alias in origins}),
@@ -162,3 +164,53 @@ def test_malformed_answers_reach_no_app(cluster: Cluster, stack: Stack, namespac
         assert "Traceback" not in logged
         assert "Invalid HTTP header" not in logged
         assert KEY not in logged
+
+
+def test_the_type_a_browser_reads_is_checked_and_is_the_one_relayed(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """Round four's R4-7 and the grown suite's class 2: with only JSON allowed, an answer that is
+    HTML to a browser (its type twice, a comma in its parameters) or that has no type a browser
+    reads (a control byte or a Unicode space after it: dropped downstream, then sniffed) is
+    refused; what passes has exactly one Content-Type, the one checked, and nosniff."""
+    with RawUpstream() as raw:
+        token = _linked(
+            cluster, namespace, {"raw": raw.url}, allowedContentTypes=["application/json"]
+        )
+        for path in ("/type-twice", "/type-comma"):
+            head, body = _raw_fetch(stack.proxy, token, path)
+            assert head.startswith(b"HTTP/1.1 502 "), (path, head)
+            error = json.loads(body)["error"]
+            assert error["code"] == "content_type_not_allowed", path
+            assert "'text/html'" in error["message"], path
+            assert b"<script>" not in body
+        for path in ("/type-control", "/type-no-break-space", "/type-ideographic-space"):
+            head, body = _raw_fetch(stack.proxy, token, path)
+            assert head.startswith(b"HTTP/1.1 502 "), (path, head)
+            assert json.loads(body)["error"]["code"] == "content_type_not_allowed", path
+        for path, relayed in (
+            ("/type-parameters", b'application/json;x="<script>"'),
+            ("/type-quoted-comma", b'application/json;x=",text/html"'),
+        ):
+            head, _ = _raw_fetch(stack.proxy, token, path)
+            assert head.startswith(b"HTTP/1.1 200 "), (path, head)
+            lines = head.lower().split(b"\r\n")
+            assert [line for line in lines if line.startswith(b"content-type:")] == [
+                b"content-type: " + relayed.lower()
+            ], path
+            assert b"x-content-type-options: nosniff" in lines, path
+        # A connection test is refused as an app's fetch is, naming the type a browser reads.
+        apply(cluster, namespace, connection_test("twice", "raw", path="/type-twice"))
+        conditions = finished(cluster, namespace, "twice")["status"]["conditions"]
+        verdict = next(c for c in conditions if c["type"] == "Passed")
+        assert verdict["reason"] == "ContentTypeNotAllowed", verdict
+        assert "'text/html'" in verdict["message"]
+
+
+def test_every_relayed_answer_says_nosniff(cluster: Cluster, stack: Stack, namespace: str) -> None:
+    """Without allowed types too: the app's browser takes the one type relayed as it is."""
+    token = _linked(cluster, namespace, {"vendor": stack.upstream})
+    reply = fetch(stack.proxy, token, "vendor", "/echo/v1")
+    assert reply.status_code == 200
+    assert reply.headers.get_list("content-type") == ["application/json;charset=utf-8"]
+    assert reply.headers.get_list("x-content-type-options") == ["nosniff"]

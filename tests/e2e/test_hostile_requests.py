@@ -209,3 +209,62 @@ def test_copy_sources_are_held_to_the_allowed_paths(
     )
     same_origin = {"x-ms-copy-source": f"{stack.upstream}/echo/v1/original?sig=1"}
     assert "x-ms-copy-source" in received(stack.upstream, put(same_origin))["headers"]
+
+
+def _arrived(stack: Stack, path: str) -> int:
+    """How many requests for ``path`` (any query) reached the upstream."""
+    arrivals = httpx.get(f"{stack.upstream}/_arrivals", timeout=5).json()
+    return sum(
+        count
+        for line, count in arrivals.items()
+        if line.partition(" ")[2].partition("?")[0] == path
+    )
+
+
+def test_the_body_rules_read_the_type_the_connection_sends(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """The grown suite's class 1: a connection whose own headers send every body as a form has
+    the vendor parse as a form what the app labels text/plain. The rules read it as the vendor
+    will, so a _method or the query key's name in it is refused, and the vendor hears nothing."""
+    form = [{"name": "Content-Type", "value": "application/x-www-form-urlencoded"}]
+    token = _linked(
+        cluster, stack, namespace, QUERY_KEY_AUTH, allowedMethods=["GET", "POST"], headers=form
+    )
+    plain = {"Content-Type": "text/plain"}
+    path = f"/echo/typed-{namespace}"
+
+    def post(body: bytes, headers: dict[str, str]) -> httpx.Response:
+        return fetch(
+            stack.proxy, token, "vendor", path, method="POST", content=body, headers=headers
+        )
+
+    message = _refused(post(b"a=1&_method=DELETE", plain), 405, "method_not_allowed")
+    assert "_method" in message
+    assert "API key" in _refused(post(b"key=forged&a=1", plain), 400, "invalid_body")
+    assert _arrived(stack, path) == 0
+    seen = received(stack.upstream, post(b"a=1&_method=POST", plain))
+    assert seen["headers"]["content-type"] == "application/x-www-form-urlencoded"
+    assert seen["body"] == "a=1&_method=POST"
+    assert _arrived(stack, path) == 1
+
+
+def test_two_different_request_types_are_refused(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """Servers read the first, the last or both joined: refused rather than guessed at, whatever
+    the body holds."""
+    token = _linked(cluster, stack, namespace, {"type": "none"}, allowedMethods=["GET", "POST"])
+    path = f"/echo/two-types-{namespace}"
+    reply = httpx.post(
+        f"{stack.proxy}/v1/fetch/vendor{path}",
+        content=b"a=1",
+        headers=[
+            ("Authorization", f"Bearer {token}"),
+            ("Content-Type", "text/plain"),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        timeout=30,
+    )
+    assert "two different Content-Type" in _refused(reply, 400, "invalid_body")
+    assert _arrived(stack, path) == 0

@@ -128,6 +128,88 @@ def test_requests_are_shown_scrubbed_to_who_may_see_them(
         assert secret_value not in every
 
 
+HIDDEN_PATH = "/echo/payroll-export"
+
+
+def _page(stack: Stack, token: str, path: str) -> str:
+    """A page as a visitor signed in with ``token`` sees it (the session cookie, no browser)."""
+    signed = httpx.post(
+        f"{stack.local.api_url}/ui/sign-in",
+        data={"token": token},
+        headers={"Sec-Fetch-Site": "same-origin"},
+        timeout=10,
+    )
+    cookie = signed.headers["set-cookie"].split(";", 1)[0]
+    page = httpx.get(f"{stack.local.api_url}{path}", headers={"Cookie": cookie}, timeout=10)
+    assert page.status_code == 200, page.text
+    return page.text
+
+
+def test_an_apps_requests_through_a_connection_hidden_from_the_caller_show_no_details(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """R4-9: build-spec hides an AdminsOnly connection from a builder (detailsHidden) and its
+    own requests are 404 to them; the app's requests, on the service API, the page and
+    ``gatehouse requests``, show its fetches through it only as build-spec shows the link: when,
+    the connection's name, status and code; never the method, path, query names or sizes."""
+    apply(cluster, namespace, secret("vendor", **{"api-key": CANARY}))
+    apply(
+        cluster,
+        namespace,
+        connection("open", stack.upstream, API_KEY_AUTH),
+        connection("locked", stack.upstream, API_KEY_AUTH, linkPolicy="AdminsOnly"),
+        data_app("payroll", {"pay": "locked", "web": "open"}),  # linked by the admin
+    )
+    wait_condition(cluster, namespace, "dataapp/payroll", "True", "Routed")
+    token = app_token(cluster, namespace, "dataapp-payroll-gatehouse")
+    members = project_members(cluster, namespace)
+    assert fetch(stack.proxy, token, "pay", f"{HIDDEN_PATH}?tenant=7").status_code == 200
+    assert fetch(stack.proxy, token, "web", "/echo/open-items?page=2").status_code == 200
+
+    base = f"/api/v1/namespaces/{namespace}"
+    builder, admin = members["builder"].token, members["admin"].token
+    spec = _get(stack, f"{base}/dataapps/payroll/build-spec", builder).json()
+    assert {link["connection"]: link["detailsHidden"] for link in spec["connections"]} == {
+        "locked": True,
+        "open": False,
+    }
+    assert _get(stack, f"{base}/connections/locked/requests", builder).status_code == 404
+
+    answer = _get(stack, f"{base}/dataapps/payroll/requests", builder)
+    assert answer.status_code == 200, answer.text
+    found = answer.json()
+    items = {item["connection"]: item for item in found["items"]}
+    assert set(items["locked"]) == {
+        "time", "app", "connection", "status", "code", "replica", "traceId", "detailsHidden",
+    }  # fmt: skip
+    assert (items["locked"]["status"], items["locked"]["detailsHidden"]) == (200, True)
+    assert items["open"]["path"] == "/echo/open-items?page=*"
+    assert items["open"]["detailsHidden"] is False
+    assert "'locked'" in found["hiddenReason"]
+    page = _page(stack, builder, f"/ui/namespaces/{namespace}/dataapps/payroll/requests")
+    shown = run_cli(
+        cluster, "gatehouse_operator.cli.gatehouse", "requests", "--app", "DataApp/payroll",
+        "-n", namespace, "--server", stack.local.api_url, "--token", builder,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "DataApp/payroll -> locked (details hidden) 200 ok" in shown.stdout
+    assert "/echo/open-items?page=*" in shown.stdout
+    assert 'data-connection="locked" data-details-hidden="true"' in page
+    for seen in (answer.text, page, shown.stdout):
+        assert "payroll-export" not in seen
+        assert "tenant" not in seen
+
+    # The admin may see the connection: its fetches whole, everywhere.
+    whole = _get(stack, f"{base}/dataapps/payroll/requests", admin).json()
+    assert whole["hiddenReason"] == ""
+    assert [item["path"] for item in whole["items"] if item["connection"] == "locked"] == [
+        f"{HIDDEN_PATH}?tenant=*"
+    ]
+    assert "payroll-export" in _page(
+        stack, admin, f"/ui/namespaces/{namespace}/dataapps/payroll/requests"
+    )
+
+
 def test_gatehouse_requests_follows_fetches_as_they_happen_and_is_refused_without_rights(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:

@@ -1,7 +1,8 @@
 """OAuth 2.0 client credentials end to end: kubectl-applied connections, two proxy replicas of two
 workers each sharing the store (redis-server), and the dev authorization server on 127.0.0.1,
 which checks each client's authentication style, counts token requests, expires and revokes
-tokens; its /api answers only a live token.
+tokens (on demand, or at each new token); its /api answers only a live token, and /api/refused
+none.
 
 Every count is what the authorization server saw.
 """
@@ -11,16 +12,19 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import statistics
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.services import Endpoint
 from gatehouse_dev.waiting import wait_for
+from gatehouse_proxy import fleet_tokens
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     app_token,
@@ -52,10 +56,19 @@ def fleet(stack: Stack) -> Iterator[list[Endpoint]]:
             stack.local.servers.remove(replica.server)
 
 
-def _client(stack: Stack, method: str, lifetime: int = 3600) -> tuple[str, str]:
+def _client(
+    stack: Stack, method: str, lifetime: int = 3600, *, revoke_on_mint: bool = False
+) -> tuple[str, str]:
     client_id = f"client-{secrets.token_hex(4)}"
     secret_value = "cs_" + secrets.token_urlsafe(24)
-    register_client(stack.token_endpoint, client_id, secret_value, method, lifetime)
+    register_client(
+        stack.token_endpoint,
+        client_id,
+        secret_value,
+        method,
+        lifetime,
+        revoke_on_mint=revoke_on_mint,
+    )
     return client_id, secret_value
 
 
@@ -71,11 +84,12 @@ def _oauth2(
     method: str = "basic",
     lifetime: int = 3600,
     token_path: str = "/token",  # noqa: S107 (a path)
+    revoke_on_mint: bool = False,
     **spec: Any,
 ) -> tuple[str, str, str]:
     """An OAuth 2.0 connection to the authorization server's API and an app linking it as
     'crm'; returns the app's token, the client id and its secret."""
-    client_id, client_secret = _client(stack, method, lifetime)
+    client_id, client_secret = _client(stack, method, lifetime, revoke_on_mint=revoke_on_mint)
     apply(cluster, namespace, secret("crm-client", secret=client_secret))
     auth = {
         "type": "oauth2ClientCredentials",
@@ -167,6 +181,103 @@ def test_steady_traffic_over_two_lifetimes_makes_at_most_three_token_requests(
         time.sleep(0.2)
     assert failures == 0
     assert 2 <= _token_requests(stack, client_id) <= 3
+
+
+def _renewals(fleet: list[Endpoint], namespace: str, app: str) -> dict[str, float]:
+    """The app's 401s to minted tokens, by what they were taken to say, over every replica and
+    worker (gatehouse_proxy_token_renewals_total)."""
+    found: dict[str, float] = {}
+    for replica in fleet:
+        text = httpx.get(f"{replica.admin_url}/metrics", timeout=5).text
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "gatehouse_proxy_token_renewals_total" and (
+                    (sample.labels["namespace"], sample.labels["app"]) == (namespace, app)
+                ):
+                    decision = sample.labels["decision"]
+                    found[decision] = found.get(decision, 0) + sample.value
+    return found
+
+
+async def _calls(
+    urls: list[str], token: str, path: str, until: float, pause: float
+) -> list[tuple[int, float]]:
+    """Fetches of ``path`` one after another until ``until`` (the loop's clock), each on a new
+    connection (the kernel spreads them over the workers), taking the replicas in turn: each
+    one's status and how long it took."""
+    loop = asyncio.get_running_loop()
+    done: list[tuple[int, float]] = []
+    limits = httpx.Limits(max_keepalive_connections=0)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+        while loop.time() < until:
+            started = loop.time()
+            reply = await client.get(
+                f"{urls[len(done) % len(urls)]}/v1/fetch/crm{path}",
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            done.append((reply.status_code, loop.time() - started))
+            await asyncio.sleep(pause)
+    return done
+
+
+def test_an_app_calling_a_path_that_refuses_every_token_costs_one_token_and_slows_no_other(
+    cluster: Cluster, stack: Stack, namespace: str, fleet: list[Endpoint]
+) -> None:
+    """R4-5: two loops on a path the API answers 401 whatever the token made the fleet ask for
+    a token every 2 s (17 in 30 s), and against a provider that revokes the previous token at
+    each mint, another app's p50 went from 63 ms to 1,501 ms. Now the path is marked as
+    answering 401 to every token once a second token was refused there: one new token in all,
+    and the other app never asks for one nor waits on one."""
+    victim, client_id, _ = _oauth2(cluster, stack, namespace, revoke_on_mint=True)
+    apply(cluster, namespace, data_app("intruder", {"crm": "crm"}))
+    wait_condition(cluster, namespace, "dataapp/intruder", "True", "Routed")
+    intruder = app_token(cluster, namespace, "dataapp-intruder-gatehouse")
+    urls = [replica.url for replica in fleet]
+
+    async def victim_alone(seconds: float) -> list[tuple[int, float]]:
+        until = asyncio.get_running_loop().time() + seconds
+        return await _calls(urls, victim, "/api/orders", until, 0.25)
+
+    async def with_the_intruder(seconds: float) -> list[list[tuple[int, float]]]:
+        until = asyncio.get_running_loop().time() + seconds
+        return list(
+            await asyncio.gather(
+                _calls(urls, victim, "/api/orders", until, 0.25),
+                _calls(urls, intruder, "/api/refused/admin", until, 0),
+                _calls(urls, intruder, "/api/refused/admin", until, 0),
+            )
+        )
+
+    alone = asyncio.run(victim_alone(5))
+    assert {status for status, _ in alone} == {200}
+    assert _token_requests(stack, client_id) == 1
+    served, *refused = asyncio.run(with_the_intruder(30))
+    minted = _token_requests(stack, client_id) - 1
+    baseline = statistics.median(seconds for _, seconds in alone)
+    during = statistics.median(seconds for _, seconds in served)
+    print(  # the figures of the report (pytest -s)
+        f"30 s with 2 loops on a 401 path: {sum(map(len, refused))} intruder fetches, "
+        f"{1 + minted} token requests in all; victim p50 {baseline * 1000:.0f} ms alone, "
+        f"{during * 1000:.0f} ms meanwhile (max {max(s for _, s in served) * 1000:.0f} ms); "
+        f"victim's 401s {_renewals(fleet, namespace, 'sales')}, "
+        f"intruder's {_renewals(fleet, namespace, 'intruder')}"
+    )
+    assert {status for loop in refused for status, _ in loop} == {401}
+    assert minted <= 1  # the renewal that proved the path's answer: 2 token requests in 30 s
+    assert {status for status, _ in served} == {200}
+    # The victim never asked for a token: its token, revoked by that one mint, was replaced by
+    # the fleet's new one, once per worker at most, without a token request.
+    victim_said = _renewals(fleet, namespace, "sales")
+    assert victim_said.get("renewed", 0) == 0
+    assert victim_said.get("replaced", 0) <= 4
+    assert during < baseline + 0.5  # generous: waiting on the mint spacing cost 1.4 s
+    # None of its requests waited out a mint's spacing (before: up to 3.8 s here).
+    assert max(seconds for _, seconds in served) < fleet_tokens.MINT_SPACING_SECONDS
+
+    # A real revocation (the provider refuses the token everywhere) still gets a new token, once.
+    httpx.post(f"{stack.token_endpoint}/revoke", json={"client": client_id}, timeout=5)
+    assert [fetch(url, victim, "crm", "/api/orders").status_code for url in urls * 4] == [200] * 8
+    assert _token_requests(stack, client_id) == 2 + minted
 
 
 def test_the_apps_own_authorization_is_replaced_never_forwarded(

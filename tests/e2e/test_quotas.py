@@ -24,7 +24,14 @@ from gatehouse_dev.redis_server import RedisServer
 from gatehouse_dev.services import Endpoint
 from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
-from tests.e2e.gatehouse_fixtures import app_token, apply, connection, data_app, wait_condition
+from tests.e2e.gatehouse_fixtures import (
+    app_token,
+    apply,
+    connection,
+    data_app,
+    project_members,
+    wait_condition,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -180,7 +187,17 @@ def _answers(url: str, headers: dict[str, str]) -> bool:
 def test_a_vendors_429_with_retry_after_pauses_every_replica(
     cluster: Cluster, stack: Stack, namespace: str, fleet: Fleet
 ) -> None:
-    tokens = _routed(cluster, stack, namespace, "vendor", ["app"], requestsPerMinute=100_000)
+    # Every 429 of this API is the credential's limit, as its connection says: the whole
+    # connection pauses (endpoints' own pauses are the next test's).
+    tokens = _routed(
+        cluster,
+        stack,
+        namespace,
+        "vendor",
+        ["app"],
+        requestsPerMinute=100_000,
+        credentialLimit={},
+    )
     headers = {"Authorization": f"Bearer {tokens['app']}"}
     said = httpx.get(
         f"{fleet.urls[0]}/v1/fetch/vendor/status/429",
@@ -215,6 +232,129 @@ def test_a_vendors_429_with_retry_after_pauses_every_replica(
     )["items"]
     assert [event["involvedObject"]["name"] for event in events] == ["vendor"]
     assert "answered 429 with Retry-After 30s" in events[0]["message"]
+
+
+def _events(cluster: Cluster, namespace: str, name: str) -> list[str]:
+    found = json.loads(
+        cluster.kubectl(
+            "get", "events", "-n", namespace, "--field-selector=reason=Throttled", "-o", "json"
+        ).stdout
+    )["items"]
+    return [event["message"] for event in found if event["involvedObject"]["name"] == name]
+
+
+def _ask_to_wait(
+    url: str, token: str, alias: str, *headers: str, status: int = 429
+) -> httpx.Response:
+    """The upstream answers ``status`` with each ``Name:value`` header (Retry-After, and
+    others)."""
+    return httpx.get(
+        f"{url}/v1/fetch/{alias}/status/{status}",
+        params=[("header", header) for header in headers],
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+
+
+def _through(stack: Stack, fleet: Fleet, token: str, alias: str) -> list[int]:
+    """Another app's fetch of another endpoint on each replica, and whether each reached the
+    upstream (1) or not (0)."""
+    reached = []
+    for url in fleet.urls:
+        before = _calls(stack, "/echo")
+        reply = httpx.get(
+            f"{url}/v1/fetch/{alias}/echo/elsewhere",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
+        reached.append((reply.status_code, _calls(stack, "/echo") - before))
+    return [status if seen else -status for status, seen in reached]
+
+
+def test_a_vendors_429_on_one_endpoint_pauses_that_endpoint_only(
+    cluster: Cluster, stack: Stack, namespace: str, fleet: Fleet
+) -> None:
+    """R4-6: one app's request to an endpoint the vendor limits paused every app on the
+    connection for up to an hour. Now the endpoint alone pauses, unless the connection says
+    the answer is the credential's limit (a status on its paths, or a header that marks it)."""
+
+    def routed(name: str, **limits: Any) -> dict[str, str]:
+        apps = [f"noisy-{name}", f"other-{name}"]
+        found = _routed(cluster, stack, namespace, name, apps, requestsPerMinute=100_000, **limits)
+        return {app.partition("-")[0]: token for app, token in found.items()}
+
+    # Not said: the endpoint pauses for every replica, the other paths go on.
+    plain = routed("plain")
+    said = _ask_to_wait(fleet.urls[0], plain["noisy"], "plain", "Retry-After:30")
+    assert said.status_code == 429  # the vendor's own answer reaches the app
+    assert _through(stack, fleet, plain["other"], "plain") == [200, 200]  # upstream reached
+    for url in fleet.urls:
+        again = _ask_to_wait(url, plain["other"], "plain", "Retry-After:30")
+        assert again.json()["error"]["code"] == "rate_limited"
+        assert "/status/429 on this connection is paused" in again.json()["error"]["message"]
+        assert 28 <= int(again.headers["retry-after"]) <= 30
+
+    declared = routed("declared", credentialLimit={"statuses": [429], "pathPrefixes": ["/status"]})
+    marked = routed(
+        "marked", credentialLimit={"header": {"name": "X-RateLimit-Scope", "value": "account"}}
+    )
+
+    # The connection says a 429 on /status is the credential's: everything pauses.
+    said = _ask_to_wait(fleet.urls[0], declared["noisy"], "declared", "Retry-After:30")
+    assert said.status_code == 429
+    assert _through(stack, fleet, declared["other"], "declared") == [-429, -429]  # not reached
+
+    # A header marks it: without it, the endpoint; with it (on another endpoint), everything.
+    _ask_to_wait(fleet.urls[0], marked["noisy"], "marked", "Retry-After:30")
+    assert _through(stack, fleet, marked["other"], "marked") == [200, 200]
+    said = _ask_to_wait(
+        fleet.urls[1],
+        marked["noisy"],
+        "marked",
+        "Retry-After:20",
+        "X-RateLimit-Scope:Account",
+        status=503,
+    )
+    assert said.status_code == 503
+    paused = httpx.get(
+        f"{fleet.urls[0]}/v1/fetch/marked/echo/elsewhere",
+        headers={"Authorization": f"Bearer {marked['other']}"},
+        timeout=10,
+    )
+    assert paused.status_code == 429
+    assert "paused for" in paused.json()["error"]["message"]
+    assert "(the credential's limit)" in paused.json()["error"]["message"]
+
+    # The Events and the connection's page say what is paused, until when and why.
+    assert wait_for(lambda: len(_events(cluster, namespace, "marked")) == 2, timeout=10)
+    (endpoint_only,) = _events(cluster, namespace, "plain")
+    assert "answered 429 with Retry-After 30s on /status/429: no proxy replica calls" in (
+        endpoint_only
+    )
+    assert "other paths are not paused" in endpoint_only
+    (whole,) = _events(cluster, namespace, "declared")
+    assert "answered 429 with Retry-After 30s on /status/429, the credential's limit" in whole
+    assert "no proxy replica calls this connection until" in whole
+    admin = project_members(cluster, namespace)["admin"].token
+    api = stack.local.api_url
+    detail = httpx.get(
+        f"{api}/api/v1/namespaces/{namespace}/connections/marked",
+        headers={"Authorization": f"Bearer {admin}"},
+        timeout=10,
+    ).json()
+    assert [(p["scope"], p["endpoint"], p["status"]) for p in detail["paused"]] == [
+        ("credential", "/status/503", 503),
+        ("endpoint", "/status/429", 429),
+    ]
+    signed = httpx.post(
+        f"{api}/ui/sign-in", data={"token": admin}, headers={"Origin": api}, timeout=10
+    )
+    cookie = signed.headers["set-cookie"].partition(";")[0]
+    page = httpx.get(
+        f"{api}/ui/namespaces/{namespace}/connections/plain", headers={"Cookie": cookie}, timeout=10
+    ).text
+    assert "<code>/status/429</code> only until" in page
+    assert "the API answered 429 with Retry-After 30s" in page
 
 
 def test_with_the_store_gone_each_worker_admits_its_share_and_counts_together_after(

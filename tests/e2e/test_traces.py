@@ -4,8 +4,11 @@ the upstream receiving the proxy's upstream span as its parent."""
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -169,3 +172,81 @@ def test_without_tracing_the_apps_traceparent_passes_as_it_came(
 
     answer = wait_for(relayed, timeout=20)
     assert received(stack.upstream, answer)["headers"]["traceparent"] == sent
+
+
+def _answers(url: str, token: str) -> bool:
+    return fetch(url, token, "vendor", "/echo/x").status_code == 200
+
+
+def _ratio_zero_proxy(stack: Stack, collector: Collector, **settings: str) -> Endpoint:
+    """A proxy whose installation samples nothing of its own (R4-8's setup)."""
+    return stack.local.start_proxy(
+        settings={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": "0",
+            **settings,
+        }
+    )
+
+
+def test_an_apps_trace_context_neither_raises_the_sampling_nor_is_exported_by_default(
+    cluster: Cluster, stack: Stack, namespace: str, collector: Collector
+) -> None:
+    """R4-8: with the sampler at 0, every fetch an app flagged "-01" was exported, and its
+    tracestate with it. Both are the installation's to allow (proxy.traces)."""
+    apply(cluster, namespace, connection("vendor", stack.upstream, {"type": "none"}))
+    apply(cluster, namespace, data_app("sales", {"vendor": "vendor"}))
+    wait_condition(cluster, namespace, "dataapp/sales", "True", "Routed")
+    token = app_token(cluster, namespace, "dataapp-sales-gatehouse")
+    careful = _ratio_zero_proxy(stack, collector)
+    trusting = _ratio_zero_proxy(
+        stack,
+        collector,
+        GATEHOUSE_TRACES_FOLLOW_APP_SAMPLING="true",
+        GATEHOUSE_TRACES_KEEP_APP_TRACESTATE="true",
+    )
+    try:
+        for proxy in (careful, trusting):
+            wait_for(partial(_answers, proxy.url, token), timeout=20)
+
+        def flagged(proxy: Endpoint, index: int) -> dict[str, str]:
+            headers = {
+                "traceparent": f"00-{index:032x}-{APP_SPAN}-01",
+                "tracestate": "vendor=TSCANARY8810",
+            }
+            answer = fetch(proxy.url, token, "vendor", f"/echo/{index}", headers=headers)
+            seen: dict[str, str] = received(stack.upstream, answer)["headers"]
+            return seen
+
+        careful_ids = range(1, 11)
+        for index in careful_ids:
+            seen = flagged(careful, index)
+            sent_on = _TRACEPARENT.fullmatch(seen["traceparent"])
+            assert sent_on
+            assert sent_on[1] == f"{index:032x}"  # the app's trace, continued
+            assert seen["traceparent"].endswith("-00")  # unsampled: the ratio decided
+            assert "tracestate" not in seen
+        # The installation that says so follows the app, and keeps its tracestate.
+        seen = flagged(trusting, 99)
+        assert seen["traceparent"].endswith("-01")
+        assert seen["tracestate"] == "vendor=TSCANARY8810"
+        spans = _trace(collector, f"{99:032x}")
+        assert all(span.get("traceState") == "vendor=TSCANARY8810" for span in spans)
+        # Stopped, the careful proxy exports what it still holds; the collector writes within
+        # its flush interval (100 ms).
+        careful.server.stop()
+        stack.local.servers.remove(careful.server)
+        time.sleep(1)
+        exported = {span["traceId"] for span in collector.spans()}
+        assert not exported & {f"{index:032x}" for index in careful_ids}
+        with_canary = {
+            span["traceId"] for span in collector.spans() if "TSCANARY8810" in json.dumps(span)
+        }
+        assert with_canary == {f"{99:032x}"}
+    finally:
+        for proxy in (careful, trusting):
+            if proxy.server in stack.local.servers:
+                proxy.server.stop()
+                stack.local.servers.remove(proxy.server)

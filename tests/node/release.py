@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from gatehouse_dev import controlplane
 from gatehouse_dev.cluster import Cluster
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "gatehouse"
@@ -38,6 +39,17 @@ def helm(cluster: Cluster, *args: str, timeout: float = 360) -> str:
     )
     assert done.returncode == 0, f"helm {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
     return done.stdout
+
+
+def present_webhook_client(
+    cluster: Cluster, release: str = RELEASE, namespace: str = SYSTEM, fullname: str = RELEASE
+) -> None:
+    """After an install as the chart ships (client authentication on, the webhook's own CA):
+    the node's API server presents the client certificate the release's webhook made, as a
+    cluster admin sets it up (NOTES.txt); until then every write the webhook checks is
+    refused. ``fullname``: the chart's name for the release (``release`` alone when it holds
+    "gatehouse")."""
+    controlplane.present_webhook_client(cluster, namespace, f"{fullname}-webhook-client")
 
 
 def rollout(cluster: Cluster, component: str) -> None:

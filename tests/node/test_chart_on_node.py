@@ -26,7 +26,6 @@ import pytest
 import yaml
 
 from gatehouse_dev.cluster import Cluster
-from gatehouse_dev.controlplane import WEBHOOK_CLIENT_NAME
 from gatehouse_dev.processes import Server, free_port
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api.crds import KINDS
@@ -43,6 +42,7 @@ from tests.node.release import (
     TEST_UPSTREAM_VALUES,
     UPSTREAM_IP,
     helm,
+    present_webhook_client,
     rollout,
 )
 
@@ -111,6 +111,7 @@ def test_helm_install_makes_the_operator_and_every_proxy_replica_ready(release: 
         "--timeout=5m",
         *TEST_UPSTREAM_VALUES,
     )
+    present_webhook_client(cluster)
     for component in ("operator", "webhook", "proxy", "store"):
         rollout(cluster, component)
     replicas = proxy_pods(cluster)
@@ -234,36 +235,32 @@ def _link_review(namespace: str, connection: str) -> dict[str, Any]:
     }
 
 
-def test_with_client_authentication_only_the_api_server_reaches_the_webhook(
-    release: Release,
-) -> None:
-    """The default install answers any Pod that posts a review to the webhook's Service (what
-    docs/security/who-may-do-what.md, "Who may call the admission webhook", says it can learn);
-    with webhook.clientAuthentication and the CA of the certificate this node's API server
-    presents (its AdmissionConfiguration), the same Pod gets no answer while writes through the
-    API server are still checked. The release keeps it through the upgrade and uninstall below."""
+def test_as_the_chart_ships_only_the_api_server_reaches_the_webhook(release: Release) -> None:
+    """R4-10: client authentication is on by default. The webhook made the API server's client
+    certificate at its first start and trusts it alone; once the node's API server presents it
+    (present_webhook_client, as NOTES.txt tells a cluster admin), writes are checked, while a
+    Pod that posts a review to the webhook's Service gets no answer, and the webhook's log says
+    which caller it refused and what to do."""
     cluster = release.cluster
-    assert cluster.webhook_client_ca is not None
+    made = json.loads(
+        cluster.kubectl(
+            "get", "secret", f"{RELEASE}-webhook-client", "-n", SYSTEM, "-o", "json"
+        ).stdout
+    )
+    assert made["type"] == "kubernetes.io/tls"
+    assert set(made["data"]) == {"ca.crt", "tls.crt", "tls.key"}
+    assert "ownerReferences" not in made["metadata"]  # helm uninstall keeps it
     url = f"https://{RELEASE}-webhook.{SYSTEM}.svc:9443/link-policy"
     review = _link_review(PROJECT, "vendor-api")
-    pods.apply(cluster, pods.forged_review(PROJECT, "forged-open", url, review))
-    answered = pods.summary(cluster, PROJECT, "forged-open", timeout=90)
-    assert answered["ok"] is True, answered
-    assert "may not link ExternalConnection 'vendor-api'" in answered["body"], answered
-
-    helm(
-        cluster, "upgrade", RELEASE, str(CHART), "-n", SYSTEM, "--reuse-values",
-        "--set", "webhook.clientAuthentication.enabled=true",
-        "--set-file", f"webhook.clientAuthentication.caBundle={cluster.webhook_client_ca}",
-        "--set", f"webhook.clientAuthentication.allowedNames={{{WEBHOOK_CLIENT_NAME}}}",
-        "--wait", "--timeout=5m",
-    )  # fmt: skip
-    rollout(cluster, "webhook")
     pods.apply(cluster, pods.forged_review(PROJECT, "forged-closed", url, review))
     refused = pods.summary(cluster, PROJECT, "forged-closed", timeout=90)
     assert refused["ok"] is False, refused
+    logs = cluster.kubectl(
+        "logs", "-n", SYSTEM, "-l", "app.kubernetes.io/component=webhook", "--tail=-1"
+    ).stdout
+    assert "refused a caller in the TLS handshake: it presented no client certificate" in logs
 
-    # Through the API server, which presents its certificate: the webhook still decides.
+    # Through the API server, which presents the certificate: the webhook still decides.
     test = {
         "apiVersion": "gatehouse.dev/v1alpha1",
         "kind": "ConnectionTest",
@@ -434,8 +431,9 @@ def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Re
     assert len([name for name in kept if name.endswith(".gatehouse.dev")]) == len(KINDS), kept
     # What stays, by design: the keyring and the sealing keys the operator made (what was
     # sealed with them must stay readable if the release comes back, and the sealing keys open
-    # values in Git), and the store's password (the operator's too: a reinstall reuses it).
-    # Nothing else of the release.
+    # values in Git), the store's password (the operator's too: a reinstall reuses it), and the
+    # API server's client certificate the webhook made (the control plane's copy of it must
+    # hold for a reinstall). Nothing else of the release.
     left = cluster.kubectl(
         "get", "all,secrets,configmaps,serviceaccounts,roles,rolebindings", "-n", SYSTEM,
         "-o", "name",
@@ -444,6 +442,7 @@ def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Re
         f"secret/{RELEASE}-keyring",
         f"secret/{RELEASE}-sealing-keys",
         f"secret/{RELEASE}-store",
+        f"secret/{RELEASE}-webhook-client",
     ], left
     cluster.kubectl("delete", "namespace", SYSTEM, "--wait=false")
     wait_for(lambda: gone("namespace", SYSTEM), timeout=90, interval=1, what="release deleted")
@@ -509,6 +508,7 @@ def test_an_umbrella_chart_with_gatehouse_as_a_dependency_installs(
         cluster, "install", "platform", str(umbrella), "-n", namespace, "--create-namespace",
         "--wait", "--timeout=5m",
     )  # fmt: skip
+    present_webhook_client(cluster, "platform", namespace, fullname="platform-gatehouse")
     try:
         for component in ("operator", "webhook", "proxy", "store"):
             cluster.kubectl(

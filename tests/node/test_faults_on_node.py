@@ -37,6 +37,7 @@ from tests.node.release import (
     TEST_UPSTREAM_VALUES,
     UPSTREAM_IP,
     helm,
+    present_webhook_client,
     rollout,
 )
 
@@ -173,6 +174,7 @@ def release(node: Cluster) -> Iterator[Cluster]:
         node, "install", RELEASE, str(CHART), "-n", SYSTEM, "--create-namespace", "--wait",
         "--timeout=5m", *TEST_UPSTREAM_VALUES,
     )  # fmt: skip
+    present_webhook_client(node)
     for component in ("operator", "webhook", "proxy"):
         rollout(node, component)
     node.kubectl("apply", "-n", PROJECT, "-f", "-", stdin=CONNECTION)

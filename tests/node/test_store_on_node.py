@@ -30,6 +30,7 @@ from tests.node.release import (
     SYSTEM,
     TEST_UPSTREAM_VALUES,
     helm,
+    present_webhook_client,
     rollout,
 )
 
@@ -142,6 +143,7 @@ def external(node: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             "--set", "store.external.passwordSecret.key=token",
             "--set", "store.external.ca.configMap=store-ca",
         )  # fmt: skip
+        present_webhook_client(node)
         for component in ("operator", "webhook", "proxy"):
             rollout(node, component)
         yield node

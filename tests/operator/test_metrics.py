@@ -11,7 +11,9 @@ from tests.operator.test_credential_watch import SecretsApi, reconciled
 
 
 def _exposed(runtime: Runtime) -> str:
-    found = metrics.registry(runtime.journal, runtime.replicas, runtime.rollout, runtime.status)
+    found = metrics.registry(
+        runtime.journal, runtime.replicas, runtime.rollout, runtime.status, runtime.channel.dropped
+    )
     return generate_latest(found).decode()
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gatehouse_contract.keyring import Keyring
+from gatehouse_dev.pki import CertificateAuthority
 
 
 def start(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -67,6 +68,17 @@ def test_bad_settings_stop_the_operator_in_one_line(
             "GATEHOUSE_WEBHOOK_CLIENT_NAMES needs GATEHOUSE_WEBHOOK_CLIENT_CA_FILE",
         ),
         (
+            {
+                "GATEHOUSE_WEBHOOK_CLIENT_CA_FILE": "{tmp}/ca.pem",
+                "GATEHOUSE_WEBHOOK_CLIENT_SECRET": "gatehouse/gatehouse-webhook-client",
+            },
+            "GATEHOUSE_WEBHOOK_CLIENT_CA_FILE and GATEHOUSE_WEBHOOK_CLIENT_SECRET: give one source",
+        ),
+        (
+            {"GATEHOUSE_WEBHOOK_CLIENT_SECRET": "gatehouse-webhook-client"},
+            "GATEHOUSE_WEBHOOK_CLIENT_SECRET must be namespace/name",
+        ),
+        (
             {"GATEHOUSE_WEBHOOK_CLIENT_CA_FILE": "{tmp}/absent.pem"},
             "GATEHOUSE_WEBHOOK_CLIENT_CA_FILE: cannot read CA certificates from {tmp}/absent.pem",
         ),
@@ -81,6 +93,8 @@ def test_a_bad_client_authentication_setting_stops_the_webhook_in_one_line(
 ) -> None:
     """A webhook that cannot authenticate its callers as asked does not start answering anyone."""
     (tmp_path / "bad.pem").write_text("not a certificate")
+    (tmp_path / "ca").mkdir()
+    (tmp_path / "ca.pem").write_bytes(CertificateAuthority(tmp_path / "ca").cert_path.read_bytes())
     env = {name: value.format(tmp=tmp_path) for name, value in settings.items()}
     done = start(env, "--role=webhook")
     assert done.returncode == 2, done.stderr

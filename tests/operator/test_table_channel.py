@@ -30,7 +30,7 @@ from gatehouse_contract.connection_tests import (
     ReplicaTestOutcome,
     ReplicaTestRequest,
 )
-from gatehouse_contract.frames import Delta, Snapshot, read_operator_frame
+from gatehouse_contract.frames import Delta, Snapshot, Throttled, read_operator_frame
 from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
 from gatehouse_operator.api.resource import Resource
@@ -46,10 +46,12 @@ from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replicas
 from gatehouse_operator.table.rollout import Rollout
 from gatehouse_operator.table.store import RouteStore
+from gatehouse_operator.table.throttles import Throttles
 from gatehouse_proxy.activity import Activity
 from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.table_feed import TableFeed, TableStore
 from tests.operator.test_table_budget import SPEC
+from tests.operator.test_throttles import Posted
 
 LIMITS = Limits(
     timeout_seconds=30, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1
@@ -170,6 +172,8 @@ class Channel:
         sending()
         if request.path == "/upstream-is-slow":
             await asyncio.Event().wait()
+        if request.path == "/takes-a-second":
+            await asyncio.sleep(1)
         return ANSWERED
 
     def fleet(self, name: str) -> int:
@@ -254,7 +258,8 @@ def test_replicas_receive_deltas_acknowledge_them_and_run_tests(
                 raise AssertionError("nothing is waiting")
 
             rollout = Rollout(routes, journal, replicas, no_writes)
-            found = metrics.registry(journal, replicas, rollout, StatusWriter(cast(Kube, None)))
+            status = StatusWriter(cast(Kube, None))
+            found = metrics.registry(journal, replicas, rollout, status, channel.server.dropped)
             exposed = generate_latest(found).decode()
             assert "gatehouse_operator_proxy_replicas_current 2.0" in exposed
             assert 'gatehouse_operator_table_entries{kind="connection"} 200.0' in exposed
@@ -475,3 +480,113 @@ def test_the_operator_gathers_recent_requests_and_usage_from_the_replicas_that_a
             await asyncio.gather(*held)
 
     asyncio.run(scenario())
+
+
+def _dropped(channel: Channel) -> str:
+    async def no_writes(*_: Any) -> None:
+        raise AssertionError("nothing is waiting")
+
+    journal, replicas = channel.journal, channel.replicas
+    rollout = Rollout(channel.routes, journal, replicas, no_writes)
+    status = StatusWriter(cast(Kube, None))
+    found = metrics.registry(journal, replicas, rollout, status, channel.server.dropped)
+    exposed = generate_latest(found).decode()
+    return "\n".join(
+        line
+        for line in exposed.splitlines()
+        if line.startswith("gatehouse_operator_replica_frames_dropped_total{")
+    )
+
+
+def test_a_throttled_frame_past_its_bounds_is_refused_and_the_stream_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R4-1: a replica of the last release told the vendor's 12-digit Retry-After as it came,
+    and the operator's Event date overflowed inside the frame handler: the stream dropped, the
+    replica took the whole table again, and another tenant's test on it ended OutcomeUnknown."""
+
+    async def scenario() -> None:
+        async with serving(tmp_path) as channel:
+            posted = Posted()
+            channel.server.throttles = Throttles(channel.routes, posted)  # type: ignore[arg-type]
+            channel.routes.put_connection(connection("c"), SPEC, body("c"))
+            channel.server.flush()
+            store = channel.start_replica("proxy-a")
+            await eventually(lambda: channel.replicas.floor()[1] == 1, "the replica synced")
+            feed = channel.feeds["proxy-a"][0]
+            session = channel.server.sessions["proxy-a"]
+            request = ReplicaTestRequest(connection="shop/c", method="GET", path="/takes-a-second")
+            running = asyncio.create_task(channel.server.run_test(request, within=30))
+            await eventually(lambda: len(channel.tests) == 1, "the test on the replica")
+
+            assert feed._ws is not None
+            await feed._ws.send_str(
+                '{"type":"throttled","connection":"shop/c","status":429,"seconds":999999999999}'
+            )
+            await feed.tell(Throttled(connection="shop/c", status=429, seconds=3600))
+            assert await running == ANSWERED  # not OutcomeUnknown
+            await eventually(lambda: bool(posted.events), "the Event of the bounded frame")
+            assert channel.server.sessions["proxy-a"] is session  # the same stream
+            assert feed.state.snapshots == 1  # no reconnect, no second table
+            assert store.current is not None
+            (event,) = posted.events
+            assert "Retry-After 3600s" in event[1]
+            assert _dropped(channel) == (
+                "gatehouse_operator_replica_frames_dropped_total"
+                '{reason="unreadable",type="throttled"} 1.0'
+            )
+        assert "seconds: Input should be less than or equal to 3600" in caplog.text
+
+    asyncio.run(scenario())
+
+
+def test_a_handler_failing_on_one_frame_drops_that_frame_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug in a handler (or a value it cannot take) costs the frame it was handling: the
+    stream, the replica's running tests and its later frames go on."""
+
+    async def scenario() -> None:
+        async with serving(tmp_path) as channel:
+            channel.routes.put_connection(connection("c"), SPEC, body("c"))
+            channel.server.flush()
+            channel.start_replica("proxy-a")
+            await eventually(lambda: channel.replicas.floor()[1] == 1, "the replica synced")
+            feed = channel.feeds["proxy-a"][0]
+            session = channel.server.sessions["proxy-a"]
+            heard: list[Throttled] = []
+
+            def heard_once_then_a_bug(said: Throttled) -> None:
+                heard.append(said)
+                if len(heard) == 1:
+                    raise ValueError("a bug, quoting the frame: SECRET-CANARY")
+
+            monkeypatch.setattr(channel.server.throttles, "heard", heard_once_then_a_bug)
+            request = ReplicaTestRequest(connection="shop/c", method="GET", path="/takes-a-second")
+            running = asyncio.create_task(channel.server.run_test(request, within=30))
+            await eventually(lambda: len(channel.tests) == 1, "the test on the replica")
+            for _ in range(2):
+                await feed.tell(Throttled(connection="shop/c", status=503, seconds=60))
+            assert await running == ANSWERED
+            await eventually(lambda: len(heard) == 2, "the frame after the failed one")
+            assert channel.server.sessions["proxy-a"] is session
+            assert feed.state.snapshots == 1
+            assert _dropped(channel) == (
+                "gatehouse_operator_replica_frames_dropped_total"
+                '{reason="failed",type="throttled"} 1.0'
+            )
+            # A new test still runs on the replica.
+            assert await channel.server.run_test(request, within=30) == ANSWERED
+        logged = [r.getMessage() for r in caplog.records if "dropped it" in r.getMessage()]
+        assert logged == [
+            "handling a throttled frame from proxy replica proxy-a failed "
+            f"(ValueError at {Path(__file__).name}:{_line_of('SECRET-CANARY')}); dropped it"
+        ]
+        assert "SECRET-CANARY" not in caplog.text
+
+    asyncio.run(scenario())
+
+
+def _line_of(text: str) -> int:
+    lines = Path(__file__).read_text().splitlines()
+    return next(number for number, line in enumerate(lines, 1) if text in line and "raise" in line)

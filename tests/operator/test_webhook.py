@@ -8,6 +8,7 @@ import asyncio
 import base64
 import datetime
 import ipaddress
+import logging
 import ssl
 from collections.abc import AsyncGenerator
 from pathlib import Path
@@ -19,10 +20,12 @@ import httpx
 import kopf
 import pytest
 from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
 from kubernetes.aio import client
 
 from gatehouse_dev.pki import CertificateAuthority, KeyPair
 from gatehouse_dev.processes import free_port
+from gatehouse_operator.access import webhook_clients
 from gatehouse_operator.access.webhook_server import WebhookServer
 from gatehouse_operator.connections import runs
 from gatehouse_operator.controllers import admission
@@ -186,7 +189,7 @@ def test_with_a_client_ca_only_the_named_clients_it_signed_are_answered(tmp_path
 
 
 def test_without_a_client_ca_anyone_is_answered(tmp_path: Path) -> None:
-    """The chart's default, for clusters whose API server presents no certificate (managed
+    """The chart's off switch, for clusters whose API server presents no certificate (managed
     control planes): docs/security/who-may-do-what.md, "Who may call the admission webhook", says
     what the port then tells whoever reaches it."""
     server = WebhookServer(addr="127.0.0.1", port=free_port(), on_ca_bundle=_no_ca_bundle)
@@ -247,3 +250,103 @@ def test_a_path_as_the_page_and_the_cli_keep_it_is_admitted() -> None:
         ],
     ):
         _review_test(path)
+
+
+class _Secrets:
+    """The API server's Secrets, as the webhook's start reads and makes them."""
+
+    def __init__(self) -> None:
+        self.stored: dict[tuple[str, str], dict[str, bytes]] = {}
+        self.types: dict[tuple[str, str], str] = {}
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None:
+        return self.stored.get((namespace, name))
+
+    async def create_secret_if_absent(
+        self,
+        namespace: str,
+        name: str,
+        string_data: dict[str, str],
+        *,
+        type_: str = "Opaque",
+        owner: object = None,
+    ) -> bool:
+        assert owner is None  # kept by helm uninstall: the API server's copy outlives a release
+        if (namespace, name) in self.stored:
+            return False
+        self.stored[namespace, name] = {key: value.encode() for key, value in string_data.items()}
+        self.types[namespace, name] = type_
+        return True
+
+
+def test_the_webhook_makes_the_api_servers_client_certificate_once_and_signs_no_other() -> None:
+    """The chart's default: the first replica makes the CA and the one certificate it signs,
+    for the API server; every later start trusts the same CA. The CA's key is kept nowhere."""
+    secrets = _Secrets()
+    kube = kube_of(secrets)
+    ref = "gatehouse-system/gatehouse-webhook-client"
+    first = asyncio.run(webhook_clients.client_certificate_authority(kube, ref))
+    again = asyncio.run(webhook_clients.client_certificate_authority(kube, ref))
+    assert first == again
+    stored = secrets.stored["gatehouse-system", "gatehouse-webhook-client"]
+    assert set(stored) == {"ca.crt", "tls.crt", "tls.key"}
+    assert secrets.types["gatehouse-system", "gatehouse-webhook-client"] == "kubernetes.io/tls"
+    assert stored["ca.crt"] == first
+    assert stored["tls.key"].count(b"PRIVATE KEY-----") == 2  # the client's key alone
+    ca = x509.load_pem_x509_certificate(first)
+    certificate = x509.load_pem_x509_certificate(stored["tls.crt"])
+    certificate.verify_directly_issued_by(ca)
+    assert certificate.subject.rfc4514_string() == "CN=kube-apiserver"
+    usage = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(usage) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+    assert not certificate.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    life = certificate.not_valid_after_utc - datetime.datetime.now(datetime.UTC)
+    assert life > datetime.timedelta(days=9 * 365)
+
+    # A Secret of that name without the three is not overwritten: the webhook says so.
+    secrets.stored["gatehouse-system", "other"] = {"ca.crt": first}
+    with pytest.raises(ValueError, match=r"holds no ca\.crt, tls\.crt and tls\.key: delete it"):
+        asyncio.run(webhook_clients.client_certificate_authority(kube, "gatehouse-system/other"))
+
+
+def test_a_caller_refused_in_the_handshake_is_said_in_the_log_once_a_minute(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R4-10: with client authentication on by default, an API server not yet configured has
+    every checked write refused ("failed calling webhook ...: EOF", the connection closed in the
+    handshake); the webhook says what the caller presented and what to do, not once per
+    connection whoever floods its port."""
+    made = webhook_clients.build_client_certificate()
+    (tmp_path / "ca.crt").write_bytes(made.ca)
+    (tmp_path / "tls.crt").write_bytes(made.certificate)
+    (tmp_path / "tls.key").write_bytes(made.key)
+    (tmp_path / "others").mkdir()
+    others = CertificateAuthority(tmp_path / "others", "someone-else")
+    server = WebhookServer(
+        addr="127.0.0.1",
+        port=free_port(),
+        on_ca_bundle=_no_ca_bundle,
+        client_ca_file=tmp_path / "ca.crt",
+        client_ca_source="from Secret gatehouse-system/gatehouse-webhook-client",
+    )
+    with caplog.at_level(logging.WARNING, logger="gatehouse.webhook"):
+        answers = _calls(
+            server,
+            {
+                "api server": KeyPair(tmp_path / "tls.crt", tmp_path / "tls.key"),
+                "no certificate": None,
+                "again none": None,
+                "another CA": others.issue("stranger", "kube-apiserver", client=True),
+            },
+        )
+    assert answers.pop("api server") == 200
+    assert all(isinstance(answer, str) for answer in answers.values()), answers
+    said = [record.getMessage() for record in caplog.records]
+    assert len(said) == 2, said  # the second "none" is counted, not said
+    none, other = said
+    assert none.startswith("refused a caller in the TLS handshake: it presented no client cert")
+    assert "from Secret gatehouse-system/gatehouse-webhook-client" in none
+    assert "'failed calling webhook ...: EOF'" in none
+    assert "point its AdmissionConfiguration at that certificate" in none
+    assert "turn client authentication off" in none
+    assert "a client certificate the webhook's CA did not sign" in other

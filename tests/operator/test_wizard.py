@@ -618,3 +618,10 @@ def test_a_secret_entered_is_not_asked_for_again_while_its_base_url_is_wrong() -
         "Secret: required, to be sealed into the connection"
         in replace(form, draft_secret="").problems()
     )
+
+
+@pytest.mark.parametrize("typed", ["²", "①", "٣", "+5"])
+def test_a_quota_in_other_digits_is_named_not_an_error(typed: str) -> None:
+    form = posted({**BASE, "auth_type": "none", "requestsPerDay": typed})
+    title, most = SHOWN_LIMITS["requestsPerDay"]
+    assert f"{title}: a whole number from 1 to {most:,}, or empty for none" in form.problems()

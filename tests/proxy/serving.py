@@ -55,6 +55,9 @@ class Tenant:
     location: str = ""
     limits: Limits = LIMITS
     methods: frozenset[str] = frozenset({"GET", "POST"})
+    # The connection's own headers (spec.headers) and allowed answer types.
+    headers: tuple[tuple[str, str], ...] = ()
+    content_types: tuple[str, ...] = ()
 
     @property
     def token(self) -> str:
@@ -84,6 +87,8 @@ class Tenant:
             allowed_paths=("/",),
             credential=credential,
             limits=self.limits,
+            headers=self.headers,
+            content_types=self.content_types,
         )
 
     def app(self) -> AppRoute:

@@ -8,8 +8,12 @@ import json
 import threading
 import zlib
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+from aiohttp import web
 
 from gatehouse_proxy.body_rules import (
     MAX_INFLATED_BYTES,
@@ -19,6 +23,7 @@ from gatehouse_proxy.body_rules import (
     check_query,
 )
 from gatehouse_proxy.errors import ProxyError
+from tests.proxy.serving import Tenant, running_proxy, upstream
 
 ALLOWED = frozenset({"GET", "POST"})
 FORM = [("Content-Type", "application/x-www-form-urlencoded")]
@@ -293,3 +298,101 @@ def test_one_namespaces_slow_bodies_wait_for_each_other_not_for_others() -> None
 
     assert asyncio.run(scenario()) == ["slow-1", "quick"]
     assert readers._turns == {}
+
+
+def test_two_different_content_types_are_refused_not_guessed() -> None:
+    """Servers read the first, the last or both joined: which the upstream reads is unknown."""
+    for headers in (
+        [("Content-Type", "text/plain"), ("Content-Type", "application/x-www-form-urlencoded")],
+        [("Content-Type", "text/plain"), ("Content_Type", "application/json")],
+    ):
+        with pytest.raises(ProxyError) as refused:
+            _body(headers, b"a=1")
+        assert refused.value.code == "invalid_body"
+        assert "two different Content-Type headers" in refused.value.message
+    _body([("Content-Type", "text/plain"), ("Content-Type", "text/plain ")], b"a=1")
+
+
+def _counting_upstream(calls: list[str]) -> web.Application:
+    async def echo(request: web.Request) -> web.Response:
+        calls.append(request.path)
+        return web.json_response(
+            {"type": request.headers.getall("Content-Type", []), "body": await request.text()}
+        )
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", echo)
+    return app
+
+
+FORM_OF_THE_CONNECTION = (("Content-Type", "application/x-www-form-urlencoded"),)
+
+
+@pytest.mark.parametrize(
+    ("tenant", "sent", "body", "code", "harmless"),
+    [
+        # The app labels its body text/plain; the connection sends it as a form.
+        (
+            {"headers": FORM_OF_THE_CONNECTION},
+            "text/plain",
+            b"_method=DELETE",
+            "method_not_allowed",
+            b"a=1",
+        ),
+        (
+            {"headers": FORM_OF_THE_CONNECTION, "location": "query", "parameter": "api_key"},
+            "text/plain",
+            b"a=1&api_key=forged",
+            "invalid_body",
+            b"a=1",
+        ),
+        # In the charset the connection says, and compressed as the connection says.
+        (
+            {"headers": (("Content-Type", "application/x-www-form-urlencoded; charset=utf-16"),)},
+            "text/plain",
+            "_method=DELETE".encode("utf-16"),
+            "method_not_allowed",
+            "a=1".encode("utf-16"),
+        ),
+        (
+            {"headers": (("Content-Type", "application/json"), ("Content-Encoding", "gzip"))},
+            "application/octet-stream",
+            gzip.compress(b'{"_method": "DELETE"}'),
+            "method_not_allowed",
+            gzip.compress(b'{"a": 1}'),
+        ),
+    ],
+)
+def test_the_rules_read_the_body_as_the_upstream_will(
+    tmp_path: Path, tenant: dict[str, Any], sent: str, body: bytes, code: str, harmless: bytes
+) -> None:
+    """The connection's own Content-Type (spec.headers) is what the upstream parses the body
+    by, whatever the app labelled it: the rules read that one, and the upstream hears nothing."""
+    calls: list[str] = []
+    if "location" in tenant:
+        tenant = {**tenant, "auth": "apiKey", "secret": "sk_query_0123456789"}
+
+    async def scenario() -> None:
+        async with (
+            upstream(_counting_upstream(calls)) as origin,
+            running_proxy(tmp_path, [Tenant("one", origin, **tenant)]) as proxy,
+            httpx.AsyncClient(timeout=10) as client,
+        ):
+            refused = await client.post(
+                f"{proxy.url}/v1/fetch/api/things",
+                content=body,
+                headers={"Authorization": "Bearer app-token-one", "Content-Type": sent},
+            )
+            assert refused.json()["error"]["code"] == code, refused.text
+            # A body without what the rules refuse reaches the upstream, typed as the
+            # connection says.
+            passed = await client.post(
+                f"{proxy.url}/v1/fetch/api/things",
+                content=harmless,
+                headers={"Authorization": "Bearer app-token-one", "Content-Type": sent},
+            )
+            assert passed.status_code == 200, passed.text
+            assert passed.json()["type"] == [tenant["headers"][0][1]]
+
+    asyncio.run(scenario())
+    assert calls == ["/things"]

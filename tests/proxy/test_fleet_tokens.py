@@ -21,6 +21,7 @@ from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.fleet_tokens import CredentialKey, FleetTokens
 from gatehouse_proxy.shared_store import SharedStore, StoreSettings, StoreUnavailable
 from gatehouse_proxy.token_grants import MintedToken
+from gatehouse_proxy.token_refusals import RETRIED
 from tests.proxy.stores import store_up
 
 KEY = CredentialKey.of("team/crm", "uid-crm", ["oauth2ClientCredentials", "f1", "scope"])
@@ -96,8 +97,9 @@ def test_a_revoked_token_is_renewed_once_for_a_storm_of_401s(
             assert {await tokens.token(KEY, mint) for _, tokens in workers} == {"token-1"}
 
             async def refused_then_again(tokens: FleetTokens) -> str:
-                await tokens.rejected(KEY, "token-1")
-                return await tokens.token(KEY, mint)
+                judged = await tokens.refused(KEY, "token-1", "/api/orders")
+                assert judged.verdict in RETRIED
+                return await tokens.token(KEY, mint, refused="token-1")
 
             again = await asyncio.gather(
                 *(refused_then_again(workers[i % 4][1]) for i in range(200))
@@ -113,8 +115,8 @@ def test_a_revoked_token_is_renewed_once_for_a_storm_of_401s(
 def test_a_credential_whose_tokens_are_always_refused_mints_once_per_span(
     redis_server: RedisServer, keyring_file: KeyringFile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every 401 drops the token, and every retry asks for one: the fleet still mints at most
-    once per span, however many requests keep failing."""
+    """Every 401 is judged, and every retry asks for a token other than the one refused: the
+    fleet still mints at most once per span, however many requests keep failing."""
     monkeypatch.setattr(fleet_tokens, "MINT_SPACING_SECONDS", 0.5)
 
     async def scenario() -> None:
@@ -124,9 +126,11 @@ def test_a_credential_whose_tokens_are_always_refused_mints_once_per_span(
         started = loop.time()
 
         async def always_refused(tokens: FleetTokens) -> None:
+            token = ""
             while loop.time() - started < 2.2:
                 with contextlib.suppress(ProxyError):  # a wait past its own 1 s
-                    await tokens.rejected(KEY, await tokens.token(KEY, mint, within=1.0))
+                    token = await tokens.token(KEY, mint, within=1.0, refused=token)
+                    await tokens.refused(KEY, token, "/api/orders")
                 await asyncio.sleep(0.01)
 
         try:

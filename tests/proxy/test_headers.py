@@ -6,6 +6,7 @@ import pytest
 
 from gatehouse_contract.redaction import Redactor
 from gatehouse_proxy.headers import app_response_headers, upstream_request_headers
+from gatehouse_proxy.media_types import extract, parse
 
 
 def test_request_headers_drop_identity_routing_and_hop_by_hop() -> None:
@@ -234,6 +235,7 @@ def test_response_headers_are_allowlisted_and_scrubbed_of_injected_values() -> N
                 ("X-RateLimit-Remaining", "5"),
             ],
             redact=Redactor(["sk/live 1"]),
+            media_type=parse("application/json"),
         )
     )
     assert kept == {
@@ -252,13 +254,14 @@ def test_headers_an_http_server_cannot_write_are_dropped() -> None:
             ("Cache-Control", "a\x01b\x7fc"),
             ("Link", "<https://x.example/>\x1b[0m"),
             ("ETag", '"v1"\x00'),
-            ("Content-Type", "text/plain;\tcharset=utf-8"),
+            ("Content-Disposition", "inline;\tfilename=a.txt"),
             ("X-RateLimit-a(b", "1"),
             ("RateLimit-Policy", "10;w=1"),
-        ]
+        ],
+        media_type=None,
     )
     assert kept == [
-        ("content-type", "text/plain;\tcharset=utf-8"),
+        ("content-disposition", "inline;\tfilename=a.txt"),
         ("ratelimit-policy", "10;w=1"),
     ]
 
@@ -272,9 +275,50 @@ def test_a_value_cut_over_two_headers_loses_both_pieces() -> None:
             ("X-RateLimit-Remaining", "5"),
         ],
         redact=Redactor([secret]),
+        media_type=None,
     )
     assert kept == [
         ("link", '<https://x.example/?a=[redacted]>; rel="prev"'),
         ("link", '<https://x.example/?b=[redacted]>; rel="next"'),
         ("x-ratelimit-remaining", "5"),
     ]
+
+
+def test_the_app_gets_one_content_type_the_one_a_browser_reads() -> None:
+    """The upstream's Content-Type headers never pass as they are: two of them (a browser reads
+    the last), a value with a control byte (dropped downstream, and the body sniffed) or
+    parameters as written give way to the type read, serialised."""
+    answered = [
+        ("Content-Type", "application/json"),
+        ("Content-Type", "Text/HTML ; charset=UTF-8 ; x=\x01"),
+        ("Cache-Control", "no-store"),
+    ]
+    media_type = extract(value for name, value in answered if name == "Content-Type")
+    assert app_response_headers(answered, media_type=media_type) == [
+        ("content-type", "text/html;charset=UTF-8"),
+        ("cache-control", "no-store"),
+    ]
+    unreadable = [("Content-Type", "application/json\x0b"), ("Cache-Control", "no-store")]
+    assert extract(["application/json\x0b"]) is None
+    assert app_response_headers(unreadable, media_type=None) == [("cache-control", "no-store")]
+
+
+def test_the_content_type_relayed_is_scrubbed_of_injected_values() -> None:
+    secret = "sk_live_0123456789abcdef"
+    kept = app_response_headers(
+        [("Content-Type", f"application/json; echo={secret}")],
+        redact=Redactor([secret]),
+        media_type=parse(f"application/json; echo={secret}; bytes=\u00e9"),
+    )
+    assert kept == [("content-type", 'application/json;echo=[redacted];bytes="\u00e9"')]
+
+
+def test_the_connections_own_headers_stand_in_for_the_apps_in_any_spelling() -> None:
+    """What the body rules read and the sender sends: the connection's Content-Type, not the
+    app's under any name a server reads as it."""
+    sent = upstream_request_headers(
+        [("Content-Type", "text/plain"), ("content_type", "text/plain"), ("X-Trace", "1")],
+        injected=set(),
+        own=[("Content-Type", "application/x-www-form-urlencoded")],
+    )
+    assert sent == [("X-Trace", "1"), ("Content-Type", "application/x-www-form-urlencoded")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.matcher import allowed_by_prefixes, check_method, normalise
+from gatehouse_proxy.matcher import allowed_by_prefixes, check_method, endpoint_of, normalise
 
 
 @pytest.mark.parametrize(
@@ -219,6 +219,25 @@ def test_prefixes_match_whole_segments(
             normalise(path)
         return
     assert allowed_by_prefixes(normalise(path), prefixes) is allowed
+
+
+@pytest.mark.parametrize(
+    ("path", "prefixes", "endpoint"),
+    [
+        (b"/v1/users/7", (), "/v1/users"),
+        (b"/v1/users/7", ("/v1",), "/v1/users"),  # at least two segments
+        (b"/v1/users/7/orders", ("/v1/users/7",), "/v1/users/7"),  # the longest entry
+        (b"/v1/search/repos/x", ("/v1", "/v1/search/repos"), "/v1/search/repos"),
+        (b"/v1/users;sid=SECRET/7", (), "/v1/users"),  # matrix parameters left out
+        (b"/v1", (), "/v1"),
+        (b"/", (), "/"),
+        (b"/api/caf%C3%A9/x", (), "/api/caf%C3%A9"),
+    ],
+)
+def test_an_endpoint_is_the_allowed_prefix_or_two_segments(
+    path: bytes, prefixes: tuple[str, ...], endpoint: str
+) -> None:
+    assert endpoint_of(normalise(path), prefixes) == endpoint
 
 
 def test_method_outside_the_allowed_set_is_405_with_allow() -> None:

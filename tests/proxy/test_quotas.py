@@ -16,7 +16,7 @@ import pytest
 from gatehouse_contract.routes import ConnectionRoute, Credential, Limits
 from gatehouse_dev.redis_server import RedisServer
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.quotas import Quotas
+from gatehouse_proxy.quotas import MAX_PAUSED_ENDPOINTS, Quotas
 from tests.proxy.stores import store_up
 
 
@@ -54,9 +54,11 @@ async def _close(workers: list[Quotas]) -> None:
             await quotas.store.close()
 
 
-async def _admitted(quotas: Quotas, connection: ConnectionRoute, app: str) -> bool:
+async def _admitted(
+    quotas: Quotas, connection: ConnectionRoute, app: str, endpoint: str = ""
+) -> bool:
     try:
-        await quotas.admit(connection, app)
+        await quotas.admit(connection, app, endpoint)
     except ProxyError as error:
         if error.code != "rate_limited":
             raise
@@ -337,5 +339,104 @@ def test_a_pause_this_worker_heard_ends_its_leases(redis_server: RedisServer) ->
                 await workers[0].admit(connection, "app-1")
         finally:
             await _close(workers)
+
+    asyncio.run(scenario())
+
+
+def test_a_pause_on_an_endpoint_holds_that_endpoint_only_on_every_worker(
+    redis_server: RedisServer,
+) -> None:
+    """R4-6: a 429 on one endpoint paused every app on the connection for up to an hour. Now
+    it pauses the endpoint it came on, for the fleet; the connection's other paths go on."""
+
+    async def scenario() -> None:
+        workers = await _workers(redis_server, 4)
+        connection = _connection(per_app=1000)
+        try:
+            assert await workers[0].pause(connection, 30, "/api/a") == "endpoint"
+            assert await workers[0].pause(connection, 30, "/api/a") is None  # kept already
+            for quotas in workers:
+                with pytest.raises(ProxyError) as refused:
+                    await quotas.admit(connection, "app-1", "/api/a")
+                assert 29 <= int(refused.value.headers["Retry-After"]) <= 30
+                assert "/api/a on this connection is paused" in str(refused.value)
+                assert await _admitted(quotas, connection, "app-1", "/api/b")
+                assert await _admitted(quotas, connection, "app-2", "/api/b")
+        finally:
+            await _close(workers)
+
+    asyncio.run(scenario())
+    with redis_server.client() as client:
+        assert not client.exists("gatehouse:{team}:uid-crm:pause")
+        assert int(client.pttl("gatehouse:{team}:uid-crm:pauses")) > 25_000
+        # The endpoint is a digest there: no path an app sent is kept.
+        assert b"/api/a" not in b"".join(client.hkeys("gatehouse:{team}:uid-crm:pauses"))
+
+
+def test_past_as_many_paused_endpoints_as_a_connection_holds_the_whole_connection_pauses(
+    redis_server: RedisServer,
+) -> None:
+    async def scenario() -> None:
+        workers = await _workers(redis_server, 2)
+        connection = _connection(per_app=1000)
+        try:
+            scopes = [
+                await workers[i % 2].pause(connection, 30, f"/api/e{i}")
+                for i in range(MAX_PAUSED_ENDPOINTS + 1)
+            ]
+            assert scopes == ["endpoint"] * MAX_PAUSED_ENDPOINTS + ["credential"]
+            for quotas in workers:
+                with pytest.raises(ProxyError, match="the credential's limit"):
+                    await quotas.admit(connection, "app-1", "/elsewhere")
+        finally:
+            await _close(workers)
+
+    asyncio.run(scenario())
+    with redis_server.client() as client:
+        assert client.hlen("gatehouse:{team}:uid-crm:pauses") == MAX_PAUSED_ENDPOINTS
+
+
+def test_without_the_store_a_worker_pauses_the_endpoint_alone(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+
+    async def scenario() -> None:
+        workers = await _workers(server, 1)
+        connection = _connection(per_app=1000)
+        try:
+            server.stop()
+            assert await workers[0].pause(connection, 30, "/api/a") == "endpoint"
+            assert not await _admitted(workers[0], connection, "app-1", "/api/a")
+            assert await _admitted(workers[0], connection, "app-1", "/api/b")
+            for index in range(MAX_PAUSED_ENDPOINTS):
+                await workers[0].pause(connection, 30, f"/api/e{index}")
+            assert not await _admitted(workers[0], connection, "app-1", "/api/b")
+        finally:
+            await _close(workers)
+            server.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_with_a_lease_learns_the_fleets_endpoint_pauses_within_a_bucket(
+    redis_server: RedisServer,
+) -> None:
+    """A lease admits without asking the store: the store's next answer (within the lease's
+    one-second bucket) tells the worker which endpoints another worker heard paused, and its
+    lease's permits are not given to them."""
+
+    async def scenario() -> None:
+        heard, other = await _workers(redis_server, 2)
+        connection = _connection(per_app=100_000)
+        try:
+            for _ in range(50):  # a hot app: its permits come in leases
+                await other.admit(connection, "app-1", "/api/b")
+            await heard.pause(connection, 30, "/api/a")
+            await asyncio.sleep(1.1)  # the lease's bucket ends
+            assert await _admitted(other, connection, "app-1", "/api/b")  # a new lease...
+            assert not await _admitted(other, connection, "app-1", "/api/a")  # ...not for /api/a
+            assert await _admitted(other, connection, "app-1", "/api/b")
+        finally:
+            await _close([heard, other])
 
     asyncio.run(scenario())

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gatehouse_proxy.settings import ProxySettings
+from gatehouse_proxy.tracing import TraceSettings
 
 REQUIRED = {"GATEHOUSE_KEYRING_FILE": "/k/keyring.json", "GATEHOUSE_OPERATOR_URL": "https://op/"}
 
@@ -29,6 +30,17 @@ def test_defaults_are_the_strict_ones(env: pytest.MonkeyPatch) -> None:
     assert settings.max_token_chars == 8192
     assert (settings.shares.namespace_bytes, settings.shares.namespace_keys) == (1048576, 2048)
     assert settings.shares.reserve == 0.25
+    # An app's trace context decides neither sampling nor what is exported.
+    assert settings.traces == TraceSettings(follow_app_sampling=False, keep_app_tracestate=False)
+
+
+def test_the_apps_trace_context_is_trusted_only_when_the_installation_says(
+    env: pytest.MonkeyPatch,
+) -> None:
+    env.setenv("GATEHOUSE_TRACES_FOLLOW_APP_SAMPLING", "true")
+    env.setenv("GATEHOUSE_TRACES_KEEP_APP_TRACESTATE", "on")
+    traces = ProxySettings.from_env().traces
+    assert traces == TraceSettings(follow_app_sampling=True, keep_app_tracestate=True)
 
 
 def test_missing_required_settings_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,6 +57,8 @@ def test_missing_required_settings_are_named(monkeypatch: pytest.MonkeyPatch) ->
         ("GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", "soon"),
         ("GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", "7200"),
         ("GATEHOUSE_ALLOW_HTTP_UPSTREAMS", "maybe"),
+        ("GATEHOUSE_TRACES_FOLLOW_APP_SAMPLING", "sometimes"),
+        ("GATEHOUSE_TRACES_KEEP_APP_TRACESTATE", "2"),
         ("GATEHOUSE_OPERATOR_URL", "http://op"),
         ("GATEHOUSE_MAX_TOKEN_CHARS", "16385"),
         ("GATEHOUSE_MAX_TOKEN_CHARS", "100"),

@@ -370,3 +370,75 @@ def test_a_changed_or_dropped_credentials_token_leaves_the_store(
         assert not client.exists(kept.store_key(":minted"))
         remaining = sorted(client.zrange("gatehouse:{team}:ledger", 0, -1))
     assert remaining == [b"uid-team-crm:token", b"uid-team-crm:token:minted"]
+
+
+def test_a_401s_judgement_and_an_endpoints_pause_are_counted_and_leave_with_the_connection(
+    redis_server: RedisServer, keyring_file: KeyringFile
+) -> None:
+    """The keys of the judgement of 401s (gatehouse_proxy.token_refusals) and of the endpoints'
+    pauses are the namespace's like every other: in its slot, in its ledger at their largest
+    size, and the judgement's deleted with the connection's token."""
+    shares = Shares(ShareSettings())
+    key = _key("team", "crm")
+
+    async def scenario() -> None:
+        tokens = await _tokens(redis_server, keyring_file, shares)
+        quotas = Quotas(tokens.store, lambda: 1, shares=shares)
+        try:
+            tokens.forget({key})
+            token = await tokens.token(key, Minter())
+            assert (await tokens.refused(key, token, "/api/a")).verdict == "renewed"
+            assert await quotas.pause(_connection("team"), 30, "/api/a") == "endpoint"
+            with redis_server.client() as client:
+                members = set(client.zrange("gatehouse:{team}:ledger", 0, -1))
+                stored = {
+                    key.decode().removeprefix("gatehouse:{team}:")
+                    for key in client.scan_iter(match="gatehouse:{team}:*")
+                }
+            assert {
+                b"uid-team-crm:token:renewals",
+                b"uid-team-crm:token:endpoints",
+                b"uid-team-crm:pauses",
+            } <= members
+            assert stored - {"ledger", "held"} == {member.decode() for member in members}
+            counted, held, taken = _ledger(redis_server, "team")
+            assert (counted, held >= taken) == (len(members), True)
+            tokens.forget(set())
+            await tokens.close()
+        finally:
+            await _close(tokens.store)
+
+    asyncio.run(scenario())
+    with redis_server.client() as client:
+        assert not client.exists(key.store_key(":renewals"), key.store_key(":endpoints"))
+        members = set(client.zrange("gatehouse:{team}:ledger", 0, -1))
+    assert not {b"uid-team-crm:token:renewals", b"uid-team-crm:token:endpoints"} & members
+
+
+def test_a_401_past_the_namespaces_share_is_judged_by_the_worker_alone(
+    redis_server: RedisServer, keyring_file: KeyringFile
+) -> None:
+    """A namespace with no room for the judgement's keys has its 401 judged by the worker alone
+    (nothing of it written), its tokens each worker's for a while, and the new token minted
+    alone; the namespace is told refused, no other."""
+    shares = Shares(ShareSettings(namespace_keys=3))
+    key = _key("team", "crm")
+    before = _refusals("team", "tokens", "share")
+
+    async def scenario() -> None:
+        tokens = await _tokens(redis_server, keyring_file, shares)
+        mint = Minter()
+        try:
+            token = await tokens.token(key, mint)
+            judged = await tokens.refused(key, token, "/api/a")
+            assert judged.verdict == "renewed"
+            assert _refusals("team", "tokens", "share") == before + 1
+            with redis_server.client() as client:
+                assert not client.exists(key.store_key(":renewals"), key.store_key(":endpoints"))
+                assert client.get("gatehouse:{team}:full") == b"share"
+            assert await tokens.token(key, mint, refused=token) != token
+            assert mint.calls == 2
+        finally:
+            await _close(tokens.store)
+
+    asyncio.run(scenario())

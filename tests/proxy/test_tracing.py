@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from aiohttp import web
+from opentelemetry.context import Context
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -20,18 +21,24 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from gatehouse_contract.activity import RequestsQuery
 from gatehouse_contract.observability import JSONFormatter
 from gatehouse_proxy.audit import AuditSettings, AuditTrail
-from gatehouse_proxy.tracing import Tracing
+from gatehouse_proxy.tracing import TraceSettings, Tracing
 from tests.proxy.serving import Tenant, running_proxy, upstream
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
 
 
-def _on(sampler: ParentBased | None = None) -> tuple[Tracing, InMemorySpanExporter]:
+# What an installation that trusts its apps' trace context sets (both off by default).
+TRUSTING = TraceSettings(follow_app_sampling=True, keep_app_tracestate=True)
+
+
+def _on(
+    sampler: ParentBased | None = None, settings: TraceSettings | None = None
+) -> tuple[Tracing, InMemorySpanExporter]:
     exported = InMemorySpanExporter()
     provider = TracerProvider(sampler=sampler) if sampler else TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exported))
-    return Tracing(provider), exported
+    return Tracing(provider, settings), exported
 
 
 def _upstream_headers(tracing: Tracing, sent: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -71,7 +78,7 @@ def test_an_endpoint_turns_it_on(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_apps_trace_is_continued_and_the_upstream_gets_the_upstream_span() -> None:
-    tracing, exported = _on()
+    tracing, exported = _on(settings=TRUSTING)
     sent = [(b"traceparent", f"00-{TRACE}-{PARENT}-01".encode()), (b"tracestate", b"app=1")]
     outgoing = _upstream_headers(tracing, sent)
     spans = {span.name: span for span in exported.get_finished_spans()}
@@ -114,6 +121,74 @@ def test_unsampled_the_trace_still_reaches_the_upstream_and_nothing_is_exported(
     assert int(parent, 16)
 
 
+def _flagged(index: int, flags: str = "01") -> list[tuple[bytes, bytes]]:
+    return [(b"traceparent", f"00-{index + 1:032x}-{PARENT}-{flags}".encode())]
+
+
+def test_an_apps_sampled_flag_cannot_raise_the_installations_ratio_by_default() -> None:
+    """R4-8: with the sampler at 0, every fetch an app flagged "-01" was exported."""
+    tracing, exported = _on(ParentBased(TraceIdRatioBased(0.0)))
+    sent_upstream = [_upstream_headers(tracing, _flagged(index)) for index in range(20)]
+    assert not exported.get_finished_spans()
+    for index, headers in enumerate(sent_upstream):
+        _, trace, _, flags = headers["traceparent"].split("-")
+        assert trace == f"{index + 1:032x}"  # the app's trace, continued unsampled
+        assert flags == "00"
+
+    trusting, exported = _on(ParentBased(TraceIdRatioBased(0.0)), TRUSTING)
+    for index in range(20):
+        _upstream_headers(trusting, _flagged(index))
+    fetches = [span for span in exported.get_finished_spans() if span.name == "fetch"]
+    assert len(fetches) == 20  # the installation said to follow the apps
+
+
+def test_by_default_the_ratio_decides_a_fetch_the_app_sent_unsampled_too() -> None:
+    """The installation's sampler decides as for a trace's root, by the trace id: the fetch
+    stays the app's span's child, and the upstream is told it is sampled."""
+    tracing, exported = _on(ParentBased(TraceIdRatioBased(1.0)))
+    outgoing = _upstream_headers(tracing, [(b"traceparent", f"00-{TRACE}-{PARENT}-00".encode())])
+    root = next(span for span in exported.get_finished_spans() if span.name == "fetch")
+    assert f"{root.context.trace_id:032x}" == TRACE
+    assert root.parent is not None
+    assert f"{root.parent.span_id:016x}" == PARENT
+    assert outgoing["traceparent"].endswith("-01")
+    # A ratio between: the same fetches as the apps' own traces of those ids would be.
+    half, exported = _on(ParentBased(TraceIdRatioBased(0.5)))
+    unflagged, _ = _on(ParentBased(TraceIdRatioBased(0.5)))
+    ids = range(0, 2**64, 2**57)
+    for index in ids:
+        _upstream_headers(half, _flagged(index))
+    chosen = {span.context.trace_id for span in exported.get_finished_spans()}
+    expected = {
+        index + 1
+        for index in ids
+        if unflagged.provider is not None
+        and unflagged.provider.sampler.should_sample(
+            Context(), index + 1, "fetch"
+        ).decision.is_sampled()
+    }
+    assert chosen == expected
+    assert 0 < len(chosen) < len(ids)
+
+
+@pytest.mark.parametrize("ratio", [1.0, 0.0], ids=["sampled", "not sampled"])
+def test_the_apps_tracestate_is_neither_exported_nor_passed_on_by_default(ratio: float) -> None:
+    """R4-8: the app's tracestate reached the installation's collector."""
+    sent = [(b"traceparent", f"00-{TRACE}-{PARENT}-01".encode()), (b"tracestate", b"v=CANARY")]
+    tracing, exported = _on(ParentBased(TraceIdRatioBased(ratio)))
+    outgoing = _upstream_headers(tracing, sent)
+    assert "tracestate" not in outgoing
+    assert all(not span.context.trace_state for span in exported.get_finished_spans())
+
+    keeping = TraceSettings(keep_app_tracestate=True)
+    trusting, exported = _on(ParentBased(TraceIdRatioBased(ratio)), keeping)
+    outgoing = _upstream_headers(trusting, sent)
+    assert outgoing["tracestate"] == "v=CANARY"
+    spans = exported.get_finished_spans()
+    assert len(spans) == (5 if ratio else 0)
+    assert all(span.context.trace_state.to_header() == "v=CANARY" for span in spans)
+
+
 def test_a_refusal_marks_the_fetch_by_its_code_only() -> None:
     tracing, exported = _on()
     with tracing.fetch([], "POST"):
@@ -132,7 +207,7 @@ def test_phases_outside_a_fetch_make_no_trace_of_their_own() -> None:
 
 
 def test_an_unsampled_app_trace_is_continued_unsampled_with_a_new_parent() -> None:
-    tracing, exported = _on()  # parent-based: the app's decision holds
+    tracing, exported = _on(settings=TRUSTING)  # parent-based: the app's decision holds
     sent = [(b"traceparent", f"00-{TRACE}-{PARENT}-00".encode()), (b"tracestate", b"app=1")]
     outgoing = _upstream_headers(tracing, sent)
     assert not exported.get_finished_spans()

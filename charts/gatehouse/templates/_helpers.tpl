@@ -80,6 +80,18 @@ automountServiceAccountToken: false
 {{ .Values.keyring.existingSecret | default (printf "%s-keyring" (include "gatehouse.fullname" .)) }}
 {{- end -}}
 
+{{- /* The Secret of the API server's client certificate for the webhook, when the webhook
+makes it (client authentication on, no CA of the installer's): "true" for that case, and its
+name. */ -}}
+{{- define "gatehouse.webhookMakesClientCA" -}}
+{{- $clientAuth := .Values.webhook.clientAuthentication -}}
+{{- if and $clientAuth.enabled (not $clientAuth.caBundle) (not $clientAuth.existingSecret) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "gatehouse.webhookClientSecret" -}}
+{{ include "gatehouse.fullname" . }}-webhook-client
+{{- end -}}
+
 {{- define "gatehouse.sealingKeysSecret" -}}
 {{ .Values.sealingKeys.existingSecret | default (printf "%s-sealing-keys" (include "gatehouse.fullname" .)) }}
 {{- end -}}

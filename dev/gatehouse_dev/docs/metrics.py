@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import cast
 
 from prometheus_client import CollectorRegistry
@@ -31,7 +32,8 @@ def operator_registry() -> CollectorRegistry:
         raise AssertionError("nothing is written")
 
     rollout = Rollout(RouteStore(), journal, replicas, no_writes)
-    return operator_metrics.registry(journal, replicas, rollout, StatusWriter(cast(Kube, None)))
+    status = StatusWriter(cast(Kube, None))
+    return operator_metrics.registry(journal, replicas, rollout, status, Counter())
 
 
 def _labels(registry: CollectorRegistry, family: Metric) -> tuple[str, ...]:

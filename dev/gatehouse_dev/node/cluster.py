@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from gatehouse_dev import pki
+from gatehouse_dev import controlplane, pki
 from gatehouse_dev.binaries import Binaries, NodeBinaries, ensure_binaries, ensure_node_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import kubeconfig, webhook_client_ca
@@ -204,6 +204,20 @@ def up(root: Path) -> Cluster:
     )
     _log(f"`source {root / 'env'}` to use the node, `make cluster-down` to stop it")
     return cluster
+
+
+def present_webhook_client(root: Path, namespace: str, secret: str) -> None:
+    """``python -m gatehouse_dev cluster-webhook-client``: after ``helm install`` on the node, its
+    API server presents the client certificate the release's webhook made (the Secret ``secret``
+    in ``namespace``), as a cluster admin sets it up; until then the webhook refuses its calls."""
+    files = NodeFiles(root)
+    cluster = Cluster(
+        kubeconfig=files.host_kubeconfig,
+        binaries=ensure_binaries(),
+        webhook_client_ca=webhook_client_ca(files.controlplane),
+    )
+    controlplane.present_webhook_client(cluster, namespace, secret)
+    _log(f"the node's API server presents {namespace}/{secret} to the chart's webhook")
 
 
 def down(root: Path) -> None:

@@ -13,6 +13,8 @@ sender. With a client CA, the server demands a certificate that CA signed (the o
 server presents, named in its AdmissionConfiguration) in the TLS handshake, as OPA Gatekeeper's
 ``--client-ca-name`` does, and with client names accepts only those subjects (its
 ``--client-cn-name``): a caller without one learns nothing, not even how a review is answered.
+Where that CA comes from (the chart's default: one the webhook makes) and how a refused caller
+is said in the log: ``access.webhook_clients``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import logging
-import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,12 +33,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from gatehouse_operator.access.webhook_clients import TLS_CERT, TLS_KEY, client_authentication
 from gatehouse_operator.kube import Kube
 
 # The certificate is made once (per process, or once for all replicas in a Secret) and never
 # renewed: it must outlive them. Delete the Secret and restart the webhook Pods to replace it.
 CERTIFICATE_DAYS = 3650
-TLS_CERT, TLS_KEY = "tls.crt", "tls.key"
 log = logging.getLogger("gatehouse.webhook")
 
 
@@ -46,15 +47,6 @@ def _san(name: str) -> x509.GeneralName:
         return x509.IPAddress(ipaddress.ip_address(name))
     except ValueError:
         return x509.DNSName(name)
-
-
-def client_authentication(ca_file: Path) -> ssl.SSLContext:
-    """The server's TLS context when callers must authenticate: a handshake without a client
-    certificate signed by one of ``ca_file``'s CAs fails (only those CAs, never the system's)."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(ca_file))
-    context.verify_mode = ssl.CERT_REQUIRED
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    return context
 
 
 def common_names(peer: Mapping[str, Any] | None) -> set[str]:
@@ -74,20 +66,23 @@ class WebhookServer(kopf.WebhookServer):
         on_ca_bundle: Callable[[str], Awaitable[None]],
         service: str = "",
         client_ca_file: Path | None = None,
+        client_ca_source: str = "",
         client_names: Collection[str] = (),
         **kwargs: object,
     ) -> None:
         """``service`` is ``namespace/name`` of the Service in front of the operator, if any;
         ``on_ca_bundle`` receives each new certificate's CA bundle (base64 PEM);
-        ``client_ca_file`` (PEM) makes callers present a certificate one of its CAs signed, and
-        ``client_names`` (with it) the common names such a certificate may carry."""
+        ``client_ca_file`` (PEM) makes callers present a certificate one of its CAs signed
+        (``client_ca_source`` says, in the log of refused callers, where those CAs come from),
+        and ``client_names`` (with it) the common names such a certificate may carry."""
         self.on_ca_bundle = on_ca_bundle
         self.service = tuple(service.split("/", 1)) if service else ()
         self.client_names = frozenset(client_names)
         if self.service:
             kwargs["host"], *kwargs["extra_sans"] = self.hostnames(service)
         if client_ca_file is not None:
-            kwargs["context"] = client_authentication(client_ca_file)
+            trusted = client_ca_source or f"signed by a CA in {client_ca_file}"
+            kwargs["context"] = client_authentication(client_ca_file, trusted)
         super().__init__(**kwargs)  # type: ignore[arg-type]
 
     @staticmethod

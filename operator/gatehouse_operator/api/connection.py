@@ -8,7 +8,7 @@ key) the operator reports as a condition.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -25,6 +25,7 @@ from gatehouse_contract.header_names import (
 # models use them as they are.
 from gatehouse_contract.routes import AuthType as AuthType
 from gatehouse_contract.routes import ClientAuthentication as ClientAuthentication
+from gatehouse_contract.routes import PausingStatus
 from gatehouse_operator.api.meta import (
     DNS_SUBDOMAIN,
     Kind,
@@ -169,20 +170,24 @@ def _canonical_cel(expression: str) -> str:
 
 Scope = Annotated[str, Field(max_length=512, pattern=r"^(https://\S+|openid|email|profile)$")]
 
-PathPrefix = Annotated[
-    str,
-    Field(
+
+def _path_prefix(field: str) -> Any:
+    """A path prefix matched on whole segments: its rules, their messages naming ``field``."""
+    return Field(
         max_length=1024,
         pattern=r"^/[^\s?#%\\]*$",
         json_schema_extra=validations(
             cel(
                 "!self.split('/').exists(s, s == '..' || s == '.')",
-                "allowedPaths entries must not contain . or .. segments",
+                f"{field} entries must not contain . or .. segments",
             ),
-            cel("!self.contains('//')", "allowedPaths entries must not contain //"),
+            cel("!self.contains('//')", f"{field} entries must not contain //"),
         ),
-    ),
-]
+    )
+
+
+PathPrefix = Annotated[str, _path_prefix("allowedPaths")]
+CredentialLimitPrefix = Annotated[str, _path_prefix("limits.credentialLimit.pathPrefixes")]
 
 
 class GoogleServiceAccountAuth(Model):
@@ -353,6 +358,51 @@ class Auth(Model):
 # The largest quotas a connection may set for the credential (the wizard shows them).
 MAX_CONNECTION_REQUESTS_PER_MINUTE = 1_000_000
 MAX_REQUESTS_PER_DAY = 1_000_000_000
+PAUSING_STATUSES: tuple[PausingStatus, ...] = get_args(PausingStatus)
+MAX_CREDENTIAL_LIMIT_PREFIXES = 16
+
+
+class LimitHeader(Model):
+    """A response header that marks an answer as the credential's limit."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=_HEADER_TOKEN,
+        description="The header's name, an HTTP token (X-RateLimit-Scope).",
+    )
+    value: str = Field(
+        default="",
+        max_length=256,
+        pattern=r"^([\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?)?$",
+        description="Its value, compared without case (account); empty: any value.",
+    )
+
+
+class CredentialLimit(Model):
+    """Which of the API's answers that ask to wait (429 or 503 with Retry-After) are the
+    credential's own limit: those pause the whole connection for the fleet; any other pauses
+    only the endpoint it came on."""
+
+    statuses: list[PausingStatus] = Field(
+        default=list(PAUSING_STATUSES),
+        min_length=1,
+        max_length=len(PAUSING_STATUSES),
+        description="The statuses that are the credential's limit: 429, 503 or both (the default).",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    path_prefixes: list[CredentialLimitPrefix] = Field(
+        default_factory=list,
+        max_length=MAX_CREDENTIAL_LIMIT_PREFIXES,
+        description="Only answers on these paths (matched on whole segments, as allowedPaths) "
+        "are the credential's limit, or those with header; at most 16. Neither given: every "
+        "answer of those statuses is.",
+    )
+    header: LimitHeader | None = Field(
+        default=None,
+        description="Only answers carrying this response header (and value, if given) are the "
+        "credential's limit, or those on pathPrefixes.",
+    )
 
 
 class Limits(Model):
@@ -388,6 +438,14 @@ class Limits(Model):
         le=MAX_REQUESTS_PER_DAY,
         description="Requests per UTC day of all apps on this connection together, across "
         "every replica and worker, kept across restarts and rollouts. Unset: none.",
+    )
+    credential_limit: CredentialLimit | None = Field(
+        default=None,
+        description="Which of the API's 429 or 503 answers with Retry-After are the "
+        "credential's limit and pause the whole connection for every app; any other pauses "
+        "only the endpoint it came on (the path cut to the longest allowedPaths entry it falls "
+        "under, and to at least two segments). Unset: every pause is the endpoint's; empty "
+        "({}): every such answer is the credential's.",
     )
 
 
@@ -502,8 +560,10 @@ class ExternalConnectionSpec(Model):
         default_factory=list,
         max_length=32,
         description="Media types an answer may have (type/subtype, or type/* for every "
-        "subtype), compared without parameters or case; an answer of another type is refused "
-        "(502 content_type_not_allowed) and a test shows the type it got. Empty allows any.",
+        "subtype), compared without parameters or case with the type a browser reads in the "
+        "answer's Content-Type (the last of several); an answer of another type, or of none a "
+        "browser can read, is refused (502 content_type_not_allowed) and a test shows the type "
+        "it got. Empty allows any.",
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     # The empty default lets the API server fill in each limit's default, so the stored

@@ -364,8 +364,9 @@ REFUSAL_TROUBLESHOOTING: dict[RefusalReason, str] = {
     RefusalReason.RATE_LIMITED: (
         "Over one of the connection's quotas (`limits.requestsPerMinute`, which tests count "
         "apart from every app, `connectionRequestsPerMinute`, `requestsPerDay`), or the API "
-        "asked to wait (its 429 or 503 with `Retry-After` paused the connection); the message "
-        "says which. Run the test again later."
+        "asked to wait (its 429 or 503 with `Retry-After` paused the endpoint, or the whole "
+        "connection when `limits.credentialLimit` says it is the credential's limit); the "
+        "message says which. Run the test again later."
     ),
     RefusalReason.REQUEST_BYTES_LIMITED: (
         "The request bodies the replica holds for the namespace (or for all) would go over "

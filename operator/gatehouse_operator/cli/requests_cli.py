@@ -28,7 +28,11 @@ from gatehouse_contract.activity import MAX_RECENT
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.cli import kubeconfig
 from gatehouse_operator.cli.service_cli import cluster_options
-from gatehouse_operator.connections.models import RecentRequests, RecentRequestView
+from gatehouse_operator.connections.models import (
+    HiddenRequestView,
+    RecentRequests,
+    RecentRequestView,
+)
 from gatehouse_operator.service_api.models import ErrorBody
 
 DONE, NOT_RUN = 0, 2
@@ -46,7 +50,8 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="show the recent requests of a connection or an app",
         description="The fetches apps made through the proxy, newest last: time, app, "
         "connection, method, path (query values replaced by *), status, the proxy's code, "
-        "duration, bytes, replica. Never a header value or a body.",
+        "duration, bytes, replica; through a connection you may not see, only time, app, "
+        "connection, status, code and replica. Never a header value or a body.",
     )
     shown.add_argument("connection", nargs="?", help="the ExternalConnection's name")
     shown.add_argument("--app", help="an app instead, as DataApp/NAME or ChartType/NAME")
@@ -82,9 +87,15 @@ def _token(args: argparse.Namespace) -> str:
     return token
 
 
-def line(item: RecentRequestView) -> str:
-    """One request as a line of text."""
+def line(item: RecentRequestView | HiddenRequestView) -> str:
+    """One request as a line of text; one through a connection the caller may not see, as the
+    service API shows it (no method, path, duration or sizes)."""
     when = datetime.fromtimestamp(item.time, UTC).strftime("%H:%M:%S.%f")[:-3]
+    if isinstance(item, HiddenRequestView):
+        return (
+            f"{when} {item.app} -> {item.connection} (details hidden) "
+            f"{item.status} {item.code} {item.replica}"
+        )
     return (
         f"{when} {item.app} -> {item.connection or '-'} {item.method} {item.path} "
         f"{item.status} {item.code} {item.duration_ms:.1f}ms "
@@ -92,7 +103,7 @@ def line(item: RecentRequestView) -> str:
     )
 
 
-def as_json(item: RecentRequestView) -> str:
+def as_json(item: RecentRequestView | HiddenRequestView) -> str:
     """One request as the service API sent it: its fields, in its order."""
     return json.dumps(item.model_dump(by_alias=True, mode="json"))
 
@@ -134,8 +145,12 @@ def run(args: argparse.Namespace, prog: str) -> int:
         asker = Asker(server, _path(args, namespace), _token(args))
         since = 0.0
         seen: set[tuple[str, float]] = set()
+        told = ""
         while True:
             found = asker.ask(since, args.limit)
+            if found.hidden_reason and found.hidden_reason != told:
+                told = found.hidden_reason
+                print(f"{prog} requests: details hidden: {told}", file=sys.stderr, flush=True)
             for item in reversed(found.items):  # oldest first, as logs print
                 key = (item.replica, item.time)
                 if key in seen:

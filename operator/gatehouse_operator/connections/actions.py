@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from kubernetes.aio import client
@@ -37,6 +37,7 @@ from gatehouse_operator.connections.models import (
     DraftTestOutcome,
     DraftTestRequest,
     LinkableConnection,
+    Paused,
     SampleSaveOutcome,
 )
 from gatehouse_operator.runtime import Runtime
@@ -212,6 +213,16 @@ class Connections:
             headers=handoff.headers_of(spec),
             allowed_content_types=list(spec.allowed_content_types),
             limits=dict(spec.limits),
+            paused=[
+                Paused(
+                    scope=pause.scope,
+                    endpoint=pause.endpoint,
+                    status=pause.status,
+                    retry_after_seconds=pause.seconds,
+                    until=pause.until,
+                )
+                for pause in self.runtime.channel.throttles.paused(f"{namespace}/{name}")
+            ],
             samples=handoff.samples_from(await self.runtime.kube.samples.saved(namespace, name)),
             can_manage=can_manage,
         )
@@ -316,6 +327,33 @@ class Connections:
 
     # --- Linking -------------------------------------------------------------------------------
 
+    async def seen(
+        self, user: User, namespace: str, names: Collection[str]
+    ) -> dict[str, StoredConnection | None]:
+        """Of the connections ``names`` (an app's links, the connections its requests went
+        through), those whose details the caller may see (link_policy.may_see), as read: None
+        for a name with no connection, which only a manager sees. What is left out is shown as
+        build-spec shows a hidden link, by everything that shows an app's connections."""
+        wanted = set(names)
+        if not wanted:
+            return {}
+        found = {
+            connection.name: connection
+            for connection in map(
+                StoredConnection.of,
+                await self.runtime.kube.resources.list_custom(EXTERNAL_CONNECTION, namespace),
+            )
+            if connection.name in wanted
+        }
+        may = self.permission(user, namespace)
+        seen: dict[str, StoredConnection | None] = {}
+        for connection in sorted(wanted):
+            stored = found.get(connection)
+            # A manager sees a link to a missing connection too: may_see, not may_see_connection.
+            if await link_policy.may_see(may, connection, link_policy.policy_of(stored)):
+                seen[connection] = stored
+        return seen
+
     async def build_spec(self, user: User, kind: Kind, namespace: str, name: str) -> BuildSpec:
         """The app-build hand-off: per alias, what the app generator needs to know, of each
         linked connection only as much as the caller may see of it (link_policy.may_see): the
@@ -326,22 +364,7 @@ class Connections:
         if body is None:
             raise Refused(404, "not_found", f"no {kind.kind} {name!r} in namespace {namespace}")
         app = StoredApp.of(body)
-        wanted = app.linked
-        found = {
-            connection.name: connection
-            for connection in map(
-                StoredConnection.of,
-                await kube.resources.list_custom(EXTERNAL_CONNECTION, namespace),
-            )
-            if connection.name in wanted
-        }
-        may = self.permission(user, namespace)
-        connections: dict[str, StoredConnection | None] = {}
-        for connection in sorted(wanted):
-            stored = found.get(connection)
-            # A manager sees a link to a missing connection too: may_see, not may_see_connection.
-            if await link_policy.may_see(may, connection, link_policy.policy_of(stored)):
-                connections[connection] = stored
+        connections = await self.seen(user, namespace, app.linked)
         samples = {
             connection: handoff.samples_from(await kube.samples.saved(namespace, connection))
             for connection, body in connections.items()

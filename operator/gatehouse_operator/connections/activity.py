@@ -4,14 +4,20 @@ requests (the inspector) and a connection's usage per app.
 No rule of its own decides who sees what: a connection's requests and usage go to whoever may
 see the connection (``Connections.visible``: 404 and 403 as for its details); an app's requests
 to whoever may update the app (as the page's Link form asks), 403 otherwise, 404 when there is
-no such app. Every answer is of one namespace's routing keys, so no one sees another's.
+no such app, and of those, the ones through a connection the caller may not see are shown as
+build-spec shows a link to it (``Connections.seen``): when, the app, the connection's name and
+how the app was answered, not what it asked. Every answer is of one namespace's routing keys,
+so no one sees another's. The service API, the page and ``gatehouse requests`` all show what
+this module answers.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection
 
-from gatehouse_contract.activity import MAX_RECENT, RequestsQuery
+from gatehouse_contract.activity import MAX_RECENT, RecentRequest, RequestsQuery
+from gatehouse_contract.numerals import whole_number
 from gatehouse_operator.access.reviews import User
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.connections.actions import Connections
@@ -19,6 +25,7 @@ from gatehouse_operator.connections.errors import Refused
 from gatehouse_operator.connections.models import (
     AppUsage,
     ConnectionUsage,
+    HiddenRequestView,
     RecentRequests,
     RecentRequestView,
     UsagePoint,
@@ -52,7 +59,12 @@ class Activity:
         if await self.connections.runtime.kube.resources.get_custom(kind, namespace, name) is None:
             raise Refused(404, "not_found", f"no {kind.kind} {name!r} in namespace {namespace}")
         query = RequestsQuery(app=f"{namespace}/{kind.kind}/{name}", since=since, limit=limit)
-        return _requests(await self._recent(namespace, query))
+        found = await self._recent(namespace, query)
+        # An app's records may be of any connection it ever called: each is shown as far as the
+        # caller may see that connection, by the rule build-spec follows.
+        through = {connection_name(record) for _, record in found.requests} - {""}
+        seen = await self.connections.seen(user, namespace, through)
+        return _requests(found, hidden=through - seen.keys())
 
     async def connection_usage(
         self, user: User, namespace: str, name: str, window: Window
@@ -96,9 +108,10 @@ def limit_of(raw: str | None) -> int:
     """A ``limit`` query parameter: 1 to MAX_RECENT, 100 when absent."""
     if raw is None or raw == "":
         return 100
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_RECENT:
+    limit = whole_number(raw)
+    if limit is None or not 1 <= limit <= MAX_RECENT:
         raise Refused(400, "invalid_request", f"limit: a whole number from 1 to {MAX_RECENT}")
-    return int(raw)
+    return limit
 
 
 def since_of(raw: str | None) -> float:
@@ -122,25 +135,65 @@ def window_of(raw: str | None) -> Window:
     raise Refused(400, "invalid_request", "window: hour or day")
 
 
-def _requests(found: Gathering) -> RecentRequests:
+def connection_name(record: RecentRequest) -> str:
+    """The connection a record's fetch went through (its routing key's name); empty when the
+    alias named none."""
+    return record.connection.partition("/")[2]
+
+
+def hidden_reason(connections: Collection[str]) -> str:
+    """Why the requests through ``connections`` are shown without their details: the same
+    words whether a connection is AdminsOnly or gone."""
+    if not connections:
+        return ""
+    listed = ", ".join(repr(name) for name in sorted(connections))
+    return (
+        f"you may not see connection {listed}, so its requests show when, which app, the "
+        "status and the proxy's code, not the method, path, duration or sizes (as build-spec "
+        "leaves out its details): they are shown to those who may update it, or link it when "
+        "its linkPolicy is Builders"
+    )
+
+
+def _view(
+    replica: str, record: RecentRequest, hidden: bool
+) -> RecentRequestView | HiddenRequestView:
+    app, connection = record.app.partition("/")[2], connection_name(record)
+    if hidden:
+        return HiddenRequestView(
+            time=record.time,
+            app=app,
+            connection=connection,
+            status=record.status,
+            code=record.code,
+            replica=replica,
+            trace_id=record.trace_id,
+        )
+    return RecentRequestView(
+        time=record.time,
+        app=app,
+        connection=connection,
+        method=record.method,
+        path=record.path,
+        status=record.status,
+        code=record.code,
+        duration_ms=round(record.duration_ms, 3),
+        request_bytes=record.request_bytes,
+        response_bytes=record.response_bytes,
+        replica=replica,
+        trace_id=record.trace_id,
+    )
+
+
+def _requests(found: Gathering, hidden: Collection[str] = ()) -> RecentRequests:
+    """The records as shown; those through a connection in ``hidden`` (connections some of
+    them went through) without their details."""
     return RecentRequests(
         items=[
-            RecentRequestView(
-                time=record.time,
-                app=record.app.partition("/")[2],
-                connection=record.connection.partition("/")[2],
-                method=record.method,
-                path=record.path,
-                status=record.status,
-                code=record.code,
-                duration_ms=round(record.duration_ms, 3),
-                request_bytes=record.request_bytes,
-                response_bytes=record.response_bytes,
-                replica=replica,
-                trace_id=record.trace_id,
-            )
+            _view(replica, record, connection_name(record) in hidden)
             for replica, record in found.requests
         ],
         replicas_asked=found.asked,
         replicas_answered=found.answered,
+        hidden_reason=hidden_reason(hidden),
     )

@@ -84,6 +84,22 @@ class ConnectionHeader(Model):
     value: str
 
 
+class Paused(Model):
+    """A pause the API asked for (its 429 or 503 with Retry-After) that the proxies keep now."""
+
+    scope: Literal["credential", "endpoint"] = Field(
+        description="credential: the whole connection is paused (the credential's limit, as "
+        "limits.credentialLimit says); endpoint: only the endpoint the answer came on."
+    )
+    endpoint: str = Field(
+        description="The endpoint the answer came on (the path cut to its allowedPaths entry, "
+        "at least two segments); empty when a proxy of an earlier release told it."
+    )
+    status: int = Field(description="What the API answered: 429 or 503.")
+    retry_after_seconds: float = Field(description="How long it asked to wait, in seconds.")
+    until: float = Field(description="When the pause ends, in seconds since the epoch.")
+
+
 class ConnectionDetail(Model):
     connection: LinkableConnection
     # Echoed as stored, for the page to show (and the service API to answer) as the spec has it.
@@ -100,6 +116,11 @@ class ConnectionDetail(Model):
         description="The media types an answer may have (spec.allowedContentTypes); empty: any.",
     )
     limits: dict[str, JsonValue] = Field(description="The spec's limits, as given.")
+    paused: list[Paused] = Field(
+        default_factory=list,
+        description="What the API paused now, as the proxies told the operator: the whole "
+        "connection first, then each endpoint, by when it ends.",
+    )
     samples: list[Sample]
     can_manage: bool = Field(description="Whether the caller may edit and delete it.")
 
@@ -277,13 +298,41 @@ class RecentRequestView(Model):
     response_bytes: int
     replica: str = Field(description="The proxy replica that served it.")
     trace_id: str = Field(description="The W3C trace id the app sent, or one the proxy made.")
+    details_hidden: Literal[False] = Field(
+        default=False, description="False: the caller may see the connection, so all is here."
+    )
+
+
+class HiddenRequestView(Model):
+    """One fetch through a connection the caller may not see (or that is gone: the two read
+    alike), shown as build-spec shows a link to it: when, which app, the connection's name (the
+    app's own link says it) and how the app was answered; never what it asked of the connection
+    (method, path, query names) nor how much came back."""
+
+    time: float = Field(description="When its answer ended, in seconds since the epoch.")
+    app: str = Field(description="The app, as Kind/name.")
+    connection: str = Field(description="The connection's name.")
+    status: int
+    code: str = Field(description="ok, or the proxy's error code.")
+    replica: str = Field(description="The proxy replica that served it.")
+    trace_id: str = Field(description="The W3C trace id the app sent, or one the proxy made.")
+    details_hidden: Literal[True] = Field(
+        default=True,
+        description="True: the caller may not see this connection, so the method, path, "
+        "duration and sizes are left out.",
+    )
 
 
 class RecentRequests(Model):
-    items: list[RecentRequestView] = Field(description="Newest first.")
+    items: list[RecentRequestView | HiddenRequestView] = Field(description="Newest first.")
     replicas_asked: int
     replicas_answered: int = Field(
         description="Fewer than asked: a replica did not answer within 2 s, so some may be missing."
+    )
+    hidden_reason: str = Field(
+        default="",
+        description="Why some items have detailsHidden: true, and who may see them whole; "
+        "empty when none has.",
     )
 
 

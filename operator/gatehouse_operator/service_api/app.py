@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from gatehouse_contract.errors import error_body
+from gatehouse_contract.numerals import whole_number
 from gatehouse_operator.access.reviews import User
 from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, Model
@@ -63,8 +64,10 @@ async def _body(request: Request) -> bytes:
     is read, and while it streams (a chunked body, or one longer than it said); and past
     BODY_SECONDS."""
     length = request.headers.get("content-length")
-    if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-        raise _too_large()
+    if length is not None:
+        declared = whole_number(length)
+        if declared is None or declared > MAX_BODY_BYTES:
+            raise _too_large()
     chunks: list[bytes] = []
     size = 0
     try:

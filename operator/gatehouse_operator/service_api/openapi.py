@@ -256,7 +256,10 @@ def document() -> dict[str, JsonValue]:
         paths[f"/api/v1/namespaces/{{namespace}}/{plural}/{{name}}/requests"] = {
             "get": {
                 "summary": f"The {kind}'s recent requests, on every connection",
-                "description": REQUESTS + "Needs update on the app (who may edit it).",
+                "description": REQUESTS + "Needs update on the app (who may edit it). A "
+                "fetch through a connection the caller may not see (as build-spec's "
+                "detailsHidden) has only time, app, connection, status, code, replica and trace "
+                "id, and detailsHidden: true; hiddenReason says why.",
                 "parameters": [NAMESPACE, _name("name", f"The {kind}."), SINCE, LIMIT],
                 "responses": {
                     "200": _json(RecentRequests, "The requests."),

@@ -18,7 +18,10 @@ import asyncio
 import logging
 import secrets
 import time
-from typing import Any
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any, get_args
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
@@ -51,6 +54,7 @@ from gatehouse_contract.frames import (
     Goodbye,
     Heartbeat,
     Nack,
+    RenewalsBounded,
     ReplicaMessage,
     Resync,
     Throttled,
@@ -69,6 +73,12 @@ log = logging.getLogger("gatehouse.operator.tables")
 
 # Changes closer together than this are sent as one delta.
 COALESCE_SECONDS = 0.05
+# The types of frame a replica sends, which name the dropped ones in the metrics (any other is
+# counted as "other": a label's values stay bounded whatever arrives).
+REPLICA_MESSAGE_TYPES = frozenset(
+    kind.model_fields["type"].default for kind in get_args(ReplicaMessage)
+)
+
 # What a replica may send in one message. A connection test's result is the largest, and its
 # body is cut on the replica (connection_tests.MAX_ANSWER_BODY_BYTES in the contract) so that
 # the largest fits with room to spare, whatever the upstream answered (test_connection_tests.py).
@@ -111,6 +121,8 @@ class TableChannel:
         self._refusal_logged_at = 0.0
         self.throttles = throttles or Throttles(routes, None)
         self.usage = usage or UsageHistory()
+        # Frames from replicas dropped, by (type, "unreadable" or "failed"): for the metrics.
+        self.dropped: Counter[tuple[str, str]] = Counter()
 
     # --- Publishing ---------------------------------------------------------------------------
 
@@ -344,9 +356,14 @@ class _Session:
                 try:
                     said = read_replica_message(message.data)
                 except Unreadable as unreadable:
+                    known = unreadable.kind in REPLICA_MESSAGE_TYPES
+                    self.channel.dropped[unreadable.kind if known else "other", "unreadable"] += 1
                     self._unreadable(unreadable)
                     continue
-                self._heard(said)
+                try:
+                    self._heard(said)
+                except Exception as error:  # any: one frame's failure ends that frame only
+                    self._failed(said, error)
         except TimeoutError:
             log.warning(
                 "proxy replica %s said nothing for %.0fs: closing its stream",
@@ -356,6 +373,21 @@ class _Session:
             await self.ws.close(code=WSCloseCode.GOING_AWAY, message=b"silent")
             return False
         return self.goodbye
+
+    def _failed(self, said: ReplicaMessage, error: Exception) -> None:
+        """Handling one frame failed (a bug, or a value its handler could not take): the frame is
+        dropped, and the stream, the replica's tests and its table go on. Logged by the error's
+        type and place only: its text could quote the frame (a test's answer)."""
+        self.channel.dropped[said.type, "failed"] += 1
+        raised = traceback.extract_tb(error.__traceback__)
+        place = f"{Path(raised[-1].filename).name}:{raised[-1].lineno}" if raised else "?"
+        log.error(
+            "handling a %s frame from proxy replica %s failed (%s at %s); dropped it",
+            said.type,
+            self.replica.name,
+            type(error).__name__,
+            place,
+        )
 
     def _unreadable(self, unreadable: Unreadable) -> None:
         log.warning(
@@ -405,6 +437,8 @@ class _Session:
             self.wakeup.set()
         elif isinstance(said, Throttled):
             self.channel.throttles.heard(said)
+        elif isinstance(said, RenewalsBounded):
+            self.channel.throttles.bounded(said)
         elif isinstance(said, UsageReport):
             if self.activity:  # counted once, and forgotten by the replica: added even late
                 self.channel.usage.add(said.rows)

@@ -3,7 +3,8 @@ and what a draft test sends with its request."""
 
 from __future__ import annotations
 
-from gatehouse_contract.routes import ConnectionRoute, Credential, Limits
+from gatehouse_contract.routes import ConnectionRoute, Credential, CredentialLimit, Limits
+from gatehouse_operator.api import connection
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 
 
@@ -30,8 +31,23 @@ def route_for(
             requests_per_minute=spec.limits.requests_per_minute,
             connection_requests_per_minute=spec.limits.connection_requests_per_minute or 0,
             requests_per_day=spec.limits.requests_per_day or 0,
+            credential_limit=credential_limit(spec.limits.credential_limit),
         ),
         headers=tuple((header.name, header.value) for header in spec.headers),
         content_types=tuple(sorted({media.lower() for media in spec.allowed_content_types})),
         unavailable=unavailable,
+    )
+
+
+def credential_limit(limit: connection.CredentialLimit | None) -> CredentialLimit | None:
+    """The proxy's form: statuses in order, a header's name and value lower case (read
+    without case)."""
+    if limit is None:
+        return None
+    header = limit.header
+    return CredentialLimit(
+        statuses=tuple(sorted(set(limit.statuses))),
+        path_prefixes=tuple(limit.path_prefixes),
+        header=header.name.lower() if header else "",
+        header_value=header.value.strip().lower() if header else "",
     )

@@ -7,13 +7,14 @@ a plain-HTTP port of their own (``GATEHOUSE_METRICS_PORT``), like the proxies'.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from functools import partial
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge
 from prometheus_client.exposition import generate_latest
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gatehouse_contract.observability import register_process_metrics
@@ -44,12 +45,37 @@ class Readiness(Collector):
         yield family
 
 
+class DroppedFrames(Collector):
+    """Frames from replicas the operator dropped (``TableChannel.dropped``): unreadable, or
+    failed while handled (the stream went on either way; the operator's log says which replica
+    and why)."""
+
+    def __init__(self, dropped: Counter[tuple[str, str]]) -> None:
+        self.dropped = dropped
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "gatehouse_operator_replica_frames_dropped",
+            "Frames from proxy replicas dropped by the operator, by frame type and reason "
+            "(unreadable, or failed while handled); the replica's stream goes on.",
+            labels=["type", "reason"],
+        )
+        for (kind, reason), count in sorted(self.dropped.items()):
+            family.add_metric([kind, reason], count)
+        yield family
+
+
 def registry(
-    journal: Journal, replicas: Replicas, rollout: Rollout, status: StatusWriter
+    journal: Journal,
+    replicas: Replicas,
+    rollout: Rollout,
+    status: StatusWriter,
+    dropped_frames: Counter[tuple[str, str]],
 ) -> CollectorRegistry:
     found = CollectorRegistry()
     register_process_metrics(found, "operator")
     found.register(Readiness(status))
+    found.register(DroppedFrames(dropped_frames))
     Gauge(
         "gatehouse_operator_table_version",
         "Version of the newest routing table the operator published (0: none yet).",

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from gatehouse_contract.keyring import KeyringError
+from gatehouse_contract.numerals import whole_number
 from gatehouse_operator.access.reviews import Access, User
 from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.errors import check_names
@@ -49,8 +50,8 @@ MAX_FORM_BYTES = 64 * 1024
 async def fields_of(
     request: Request, max_bytes: int = MAX_FORM_BYTES, max_fields: int = 16
 ) -> FormData:
-    length = request.headers.get("content-length", "")
-    if not length.isdigit() or int(length) > max_bytes:
+    length = whole_number(request.headers.get("content-length", ""))
+    if length is None or length > max_bytes:
         raise page_refusal(413, f"a form of at most {max_bytes // 1024} KiB, with its length sent")
     try:
         return await request.form(max_files=0, max_fields=max_fields, max_part_size=max_bytes)

@@ -23,6 +23,7 @@ import yaml
 from pydantic import JsonValue, TypeAdapter, ValidationError
 from starlette.datastructures import FormData
 
+from gatehouse_contract.numerals import whole_number
 from gatehouse_operator.api.connection import (
     AUTH_TYPES,
     CLIENT_AUTHENTICATIONS,
@@ -102,6 +103,7 @@ LIMIT_TITLES = {
     "requestsPerMinute": "Requests per minute, per app",
     "connectionRequestsPerMinute": "Requests per minute, all apps together",
     "requestsPerDay": "Requests per UTC day, all apps together",
+    "credentialLimit": "The credential's limit (pauses the whole connection): the API's",
 }
 # The limits the wizard shows (the vendor's quotas for the credential), with their largest
 # value; the others stay as stored.
@@ -465,8 +467,8 @@ class WizardForm:
         """The stored limits, with the shown ones as given (empty: none)."""
         limits = {k: v for k, v in self.stored.limits.items() if k not in SHOWN_LIMITS}
         for key, value in self.limits:
-            if value.isdigit():
-                limits[key] = int(value)
+            if (number := whole_number(value)) is not None:
+                limits[key] = number
         return limits
 
     def spec(self) -> ConnectionSpecDocument:
@@ -556,7 +558,8 @@ class WizardForm:
             )
         for key, value in self.limits:
             title, most = SHOWN_LIMITS[key]
-            if value and not (value.isdigit() and 1 <= int(value) <= most):
+            number = whole_number(value)
+            if value and not (number is not None and 1 <= number <= most):
                 found.append(f"{title}: a whole number from 1 to {most:,}, or empty for none")
         # Each choice: what the posted value is (None: not allowed), and the allowed values in
         # the order the page offers them.

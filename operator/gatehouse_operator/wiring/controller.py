@@ -81,7 +81,13 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         channel, options.table_host, options.table_port, ssl_context=runtime.channel.tls.context
     ).start()
     if options.metrics_port:
-        found = metrics.registry(runtime.journal, runtime.replicas, runtime.rollout, runtime.status)
+        found = metrics.registry(
+            runtime.journal,
+            runtime.replicas,
+            runtime.rollout,
+            runtime.status,
+            runtime.channel.dropped,
+        )
         metrics_runner = web.AppRunner(metrics.create_app(found), access_log=None)
         await metrics_runner.setup()
         await web.TCPSite(metrics_runner, options.metrics_host, options.metrics_port).start()

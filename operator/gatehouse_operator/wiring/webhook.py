@@ -20,9 +20,13 @@ import kopf
 from kubernetes.aio import client
 
 from gatehouse_operator.access.reviews import Access
-from gatehouse_operator.access.webhook_server import (
+from gatehouse_operator.access.webhook_clients import (
+    CA_CERT,
     TLS_CERT,
     TLS_KEY,
+    client_certificate_authority,
+)
+from gatehouse_operator.access.webhook_server import (
     WebhookServer,
     shared_certificate,
     store_certificate,
@@ -78,26 +82,52 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         memo.tasks.append(
             asyncio.create_task(_serve_the_shared(kube, options, certificate, key), name="tls")
         )
+    client_ca_file, client_ca_source = options.client_ca_file, ""
+    if options.client_secret:
+        client_ca_file = await _client_ca_of_secret(kube, options.client_secret)
+        client_ca_source = (
+            f"from Secret {options.client_secret} ({TLS_CERT}, {TLS_KEY}; its {CA_CERT} "
+            "signed it and nothing else)"
+        )
     settings.admission.server = WebhookServer(
         addr=options.host,
         port=options.port,
         service=options.service,
         on_ca_bundle=on_ca_bundle,
-        client_ca_file=options.client_ca_file,
+        client_ca_file=client_ca_file,
+        client_ca_source=client_ca_source,
         client_names=options.client_names,
         **files,
     )
-    if options.client_ca_file is None:
+    if client_ca_file is None:
         log.warning(
             "the webhook answers any caller that reaches its port (no client CA): see the "
             'docs, security/who-may-do-what.md, "Who may call the admission webhook"'
         )
     else:
         log.info(
-            "the webhook answers only clients with a certificate of the CAs in %s%s",
-            options.client_ca_file,
+            "the webhook answers only clients with a certificate %s%s",
+            client_ca_source or f"of the CAs in {client_ca_file}",
             f" named {', '.join(options.client_names)}" if options.client_names else "",
         )
+
+
+async def _client_ca_of_secret(kube: Kube, ref: str) -> Path:
+    """The CA of the API server's client certificate in the Secret ``ref`` (made when absent),
+    in a file for the server's TLS context."""
+    try:
+        ca = await client_certificate_authority(kube, ref)
+    except client.ApiException as error:
+        raise kopf.TemporaryError(
+            f"cannot read or make the Secret {ref} of the API server's client certificate "
+            f"({failure(error)})",
+            delay=5,
+        ) from None
+    except ValueError as error:  # a Secret of that name without the three: said until fixed
+        raise kopf.TemporaryError(str(error), delay=30) from None
+    path = Path(tempfile.mkdtemp(prefix="gatehouse-webhook-clients-")) / CA_CERT
+    path.write_bytes(ca)
+    return path
 
 
 async def _serve_the_shared(
