@@ -47,13 +47,14 @@ def env_seconds(name: str, default: float) -> float:
     return value
 
 
-def env_count(name: str, default: int) -> int:
+def env_count(name: str, default: int, least: int = 1, most: int | None = None) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     count = whole_number(raw)
-    if count is None or count < 1:
-        raise ValueError(f"{name} must be a whole number of at least 1, not {raw!r}")
+    if count is None or not least <= count <= (most if most is not None else count):
+        bound = f"from {least:,} to {most:,}" if most is not None else f"of at least {least:,}"
+        raise ValueError(f"{name} must be a whole number {bound}, not {raw!r}")
     return count
 
 

@@ -14,8 +14,9 @@ a client's tokens, as providers that revoke on demand do; ``/tokeninfo`` tells w
 live. ``/api/...`` is the protected API: a live bearer token gets an echo, anything else a 401; and
 ``/api/refused/...`` an endpoint no token opens (outside every scope): a 401 whatever is sent.
 ``/hostile/...`` are token endpoints that misbehave: a redirect, 10 MiB, an answer that trickles
-past any deadline, a chosen ``expires_in``, and an error that echoes the client secret (in its
-description; with ``echo-in-error=FORM``, in its code too).
+past any deadline, a chosen ``expires_in``, an error that echoes the client secret (in its
+description; with ``echo-in-error=FORM``, in its code too), and tokens of a chosen size that live a
+day (``size=N``: what one tenant would fill the fleet's store with).
 
 ``python -m gatehouse_dev.token_endpoint --port P [--public-key KEY.pem --client-email E]``; the
 node tests run this file in a Pod (``--host 0.0.0.0``), with the proxy image's aiohttp.
@@ -245,6 +246,10 @@ async def hostile(request: web.Request) -> web.StreamResponse:
         return web.json_response(
             {"access_token": "t-" + secrets.token_hex(8), "expires_in": lifetime}
         )
+    if mode.startswith("size="):
+        size = int(mode.partition("=")[2])
+        value = ("b-" + secrets.token_urlsafe(size))[:size]
+        return web.json_response({"access_token": value, "expires_in": 86400})
     if mode == "echo" or mode.startswith("echo-in-error="):
         # What the client sent, in the description: a careless provider's error.
         sent = request.headers.get("Authorization", "") + " " + str(form.get("client_secret", ""))

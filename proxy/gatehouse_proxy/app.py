@@ -90,6 +90,7 @@ from gatehouse_proxy.retry_after import requested_pause
 from gatehouse_proxy.routing_table import RoutingTable
 from gatehouse_proxy.settings import ProxySettings
 from gatehouse_proxy.shared_store import SharedStore, opened
+from gatehouse_proxy.store_shares import Shares
 from gatehouse_proxy.table_feed import TableFeed, TableStore
 from gatehouse_proxy.tenancy import ConcurrencyLimits, Place, RequestBytes, TenantPools, Turns
 from gatehouse_proxy.token_grants import TokenClient
@@ -124,6 +125,7 @@ class Proxy:
         self.request_bytes = RequestBytes(settings.tenant_limits)
         self.turns = Turns()
         self.tracing = Tracing.from_env(settings.traces)
+        self.shares = Shares(settings.shares)
         metrics.FEED.track(
             version=lambda: self.store.current.version if self.store.current else 0,
             age=lambda: self.table_age() if self.store.current else None,
@@ -141,6 +143,9 @@ class Proxy:
             "configured": True,
             "counting": "shared" if store.up else "alone",
             **store.describe(),
+            # Namespaces whose writes the store refused lately: theirs alone are kept by each
+            # worker (their share is full, or the store is).
+            "sharesFull": self.shares.describe(),
         }
 
     def table_age(self) -> float:
@@ -164,24 +169,40 @@ class Proxy:
         async with opened(self.settings.store) as store:
             self.shared_store: SharedStore | None = store
             self.quotas = Quotas(
-                store, lambda: self.feed.state.fleet, self.settings.quota_lease_share
+                store,
+                lambda: self.feed.state.fleet,
+                self.settings.quota_lease_share,
+                self.shares,
             )
             metrics.STORE.track(lambda: None if store is None else store.up)
+            metrics.STORE_MEMORY.track(
+                lambda: self.shares.memory,
+                lambda: self.shares.usage,
+                lambda: (self.settings.shares.namespace_keys, self.settings.shares.namespace_bytes),
+            )
             # The installation's Google endpoint is trusted as the installation set it; a
             # connection's token URL is held to the upstreams' rules.
-            tokens = TokenClient(token_session, policy, self.settings.allow_http)
+            tokens = TokenClient(
+                token_session, policy, self.settings.allow_http, self.settings.max_token_chars
+            )
+            fleet_tokens = FleetTokens(store, keyring, self.shares)
             self.injector = Injector(
                 keyring,
-                FleetTokens(store, keyring),
+                fleet_tokens,
                 GoogleMinter(tokens, self.settings.google_token_url),
                 tokens,
             )
-            feed_task = asyncio.create_task(self.feed.run(), name="table-feed")
+            running = [asyncio.create_task(self.feed.run(), name="table-feed")]
+            if store is not None:
+                watch = self.shares.watch(store, self._routed_namespaces)
+                running.append(asyncio.create_task(watch, name="store-shares"))
             try:
                 yield
             finally:
-                feed_task.cancel()
-                await asyncio.gather(feed_task, return_exceptions=True)
+                for task in running:
+                    task.cancel()
+                await asyncio.gather(*running, return_exceptions=True)
+                await fleet_tokens.close()
                 await self.pools.close()
                 await token_session.close()
                 await asyncio.to_thread(self.tracing.close)
@@ -194,6 +215,10 @@ class Proxy:
         self.injector.forget(
             {credential_key(route) for route in table.connections.values() if mints_tokens(route)}
         )
+
+    def _routed_namespaces(self) -> set[str]:
+        table = self.store.current
+        return {namespace_of(key) for key in table.connections} if table else set()
 
     def _table(self) -> RoutingTable:
         if self.store.current is None:

@@ -24,11 +24,25 @@ lock asks the endpoint; the others wait for its token and use it. In each worker
 
 With no store, or while it is down, each worker mints for itself (one request at a time per
 credential); that is the fallback, counted and shown in /readyz, not the design.
+
+What a connection keeps in the store is counted to its namespace (:mod:`gatehouse_proxy.
+store_shares`): its token, its lock, its mint's span, its failures, its renewals and what its
+endpoints said of its tokens (the judgement of 401s). A token over the
+namespace's share (or into the store's reserve) is not kept there: the worker that minted it
+keeps it, and for a few seconds (the namespace's ``full`` marker) every worker mints that
+namespace's tokens alone; other namespaces share theirs as before. Keys are named by the
+connection alone (``gatehouse:{<namespace>}:<uid>:token...``), one token per connection, the
+credential's digest leading the stored value: a changed credential's token is another, never
+read, and is replaced by the next mint. When the routing table changes a credential or drops a
+connection, every worker deletes its old token, its renewals and its endpoints' judgements
+(idempotent: the first finds them, the others nothing), so that no credential outlives its
+route in the store.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import logging
@@ -41,7 +55,8 @@ from gatehouse_contract.errors import as_refusal_code
 from gatehouse_contract.keyring import Encrypted, KeyringError, KeyringFile
 from gatehouse_proxy import metrics
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.shared_store import Script, SharedStore, StoreUnavailable
+from gatehouse_proxy.shared_store import Script, SharedStore, StoreFull, StoreUnavailable
+from gatehouse_proxy.store_shares import LEDGER, Shares, ShareSettings, prefix
 from gatehouse_proxy.token_grants import MintedToken
 from gatehouse_proxy.token_refusals import Judged, Refusals
 
@@ -61,48 +76,111 @@ _POLL_FIRST, _POLL_MAX = 0.01, 0.1
 
 Mint = Callable[[], Awaitable[MintedToken]]
 
-# The token and how long the store keeps it, or else the failure remembered and for how long,
-# in one round trip.
+# A stored token: the format (1 byte), the credential's digest (16 bytes: a changed credential
+# does not read another's token), the token's own (16: a 401 drops only the token it refused),
+# the keyring key's id (its length in 2 bytes, then the id), and the token encrypted with it (a
+# 12-byte nonce, the ciphertext with its 16-byte tag). Raw bytes, not the JSON of base64 the
+# credentials travel in: a 16,000-character token took 24,712 bytes of the store that way, and
+# about 16,500 so (what the store says, MEMORY USAGE).
+_FORMAT = b"\x01"
+_DIGEST_BYTES = 16
+_NONCE_BYTES = 12
+
+# The token (1), else the failure remembered (2), else whether the namespace's tokens are kept
+# by each worker for now (3), and how long the store keeps what it answers, in one round trip.
 _READ = Script(
     "local v = redis.call('GET', KEYS[1]) "
-    "if v then return {v, redis.call('PTTL', KEYS[1])} end "
+    "if v and string.sub(v, 2, 17) == ARGV[1] then return {1, v, redis.call('PTTL', KEYS[1])} end "
     "local f = redis.call('GET', KEYS[2]) "
-    "if f then return {false, redis.call('PTTL', KEYS[2]), f} end "
-    "return {false, 0}"
+    "if f and string.sub(f, 1, 16) == ARGV[1] then "
+    "  return {2, string.sub(f, 17), redis.call('PTTL', KEYS[2])} end "
+    "if redis.call('EXISTS', KEYS[3]) == 1 then return {3, '', 0} end "
+    "return {0, '', 0}"
 )
-# A stored token: its digest (64 hex digits), then the token encrypted with the keyring.
-_DIGEST_END = 64
-# Takes the credential's lock to mint, unless another worker holds it (-1: poll for its token)
-# or the last mint was less than a span ago (the milliseconds left of the span).
+# Drops the token only if it is the one that was refused (by its digest): a 401 judged by the
+# worker alone, the namespace's share having no room for the judgement's keys.
+_DROP = Script(
+    LEDGER + "local v = redis.call('GET', KEYS[1]) "
+    "if v and string.sub(v, 18, 33) == ARGV[1] then ledger_drop(KEYS[1]) return 1 end "
+    "return 0"
+)
+# Takes the credential's lock to mint, unless another worker holds it (-1: poll for its token),
+# the last mint was less than a span ago (the milliseconds left of the span), or the namespace
+# has no room for the lock (-2: its tokens are kept by each worker for now).
 _TAKE = Script(
-    "local left = redis.call('PTTL', KEYS[2]) "
+    LEDGER + "local left = redis.call('PTTL', KEYS[2]) "
     "if left > 0 then return left end "
-    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end "
-    "return -1"
-)
-# Stores the token, starts the span before the next mint, clears the failures and gives the lock
-# back, if it is still this worker's.
-_STORE = Script(
+    "if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end "
+    "if not ledger_fits({{KEYS[1], LEDGER_SMALL}}, 3) then "
+    "  redis.call('SET', KEYS[3], 'share', 'PX', LEDGER_FULL_MS) return -2 end "
     "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
+    "ledger_count(KEYS[1], LEDGER_SMALL, ledger_now() + math.ceil(ARGV[2] / 1000)) "
+    "return 0"
+)
+# Gives the lock back (if it is still this worker's), clears the failures and stores the token,
+# counted at what the store says it takes, with the span before the next mint; or, past the
+# namespace's share or into the store's reserve, deletes it again and marks the namespace's
+# tokens as each worker's for a while. Answers 'kept', 'share' or 'reserve'.
+_STORE = Script(
+    LEDGER + "if redis.call('GET', KEYS[2]) == ARGV[3] then ledger_drop(KEYS[2]) end "
+    "ledger_drop(KEYS[3]) "
+    "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
+    "local bytes = ledger_usage(KEYS[1], ARGV[1]) "
+    "local refused = false "
+    "if not ledger_fits({{KEYS[1], bytes}, {KEYS[4], LEDGER_SMALL}}, 5) then refused = 'share' "
+    "elseif not ledger_off_reserve(ARGV[7]) then refused = 'reserve' end "
+    "if refused then "
+    "  ledger_drop(KEYS[1]) "
+    "  redis.call('SET', KEYS[5], refused, 'PX', LEDGER_FULL_MS) "
+    "  return refused "
+    "end "
+    "local now = ledger_now() "
+    "ledger_count(KEYS[1], bytes, now + math.ceil(ARGV[2] / 1000)) "
     "redis.call('SET', KEYS[4], '1', 'PX', ARGV[4]) "
-    "redis.call('DEL', KEYS[3]) "
-    "if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end "
-    "return 1"
+    "ledger_count(KEYS[4], LEDGER_SMALL, now + math.ceil(ARGV[4] / 1000)) "
+    "return 'kept'"
 )
-# Remembers a failure for a backoff that doubles with each failure in a row, and gives the
-# lock back; answers the backoff in milliseconds.
+# Remembers a failure (the credential's digest, then the code, a line feed and the message) for
+# a backoff that doubles with each failure in a row, and gives the lock back; answers the
+# backoff in milliseconds (negative: not remembered, the namespace's share being full).
 _FAIL = Script(
-    "local n = redis.call('INCR', KEYS[3]) "
-    "redis.call('PEXPIRE', KEYS[3], 600000) "
-    "local delay = math.min(tonumber(ARGV[2]) * 2 ^ (n - 1), tonumber(ARGV[3])) "
-    "redis.call('SET', KEYS[4], ARGV[1], 'PX', math.floor(delay)) "
-    "if redis.call('GET', KEYS[2]) == ARGV[4] then redis.call('DEL', KEYS[2]) end "
-    "return math.floor(delay)"
+    LEDGER + "if redis.call('GET', KEYS[1]) == ARGV[4] then ledger_drop(KEYS[1]) end "
+    "local n = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1 "
+    "local delay = math.floor(math.min(tonumber(ARGV[2]) * 2 ^ (n - 1), tonumber(ARGV[3]))) "
+    "local record = LEDGER_SMALL + math.ceil(#ARGV[1] * 1.25) "
+    "if not ledger_fits({{KEYS[2], LEDGER_SMALL}, {KEYS[3], record}}, 5) then return -delay end "
+    "local now = ledger_now() "
+    "redis.call('SET', KEYS[2], n, 'EX', 600) "
+    "ledger_count(KEYS[2], LEDGER_SMALL, now + 600) "
+    "redis.call('SET', KEYS[3], ARGV[1], 'PX', delay) "
+    "ledger_count(KEYS[3], record, now + math.ceil(delay / 1000)) "
+    "return delay"
+)
+# Deletes a connection's token and failure that are not the credential's (ARGV[1]), and its
+# failures in a row, mint's span, renewals and what its endpoints said of its tokens (the new
+# credential starts afresh); with ARGV[1] empty (the connection is gone), all of them and its
+# lock. KEYS: as _FORGOTTEN names them, then the ledger's. Answers whether a token was deleted.
+_FORGOTTEN = ("", ":lock", ":minted", ":fails", ":failed", ":renewals", ":endpoints")
+_FORGET = Script(
+    LEDGER + "local function stale(key, at) "
+    "  local v = redis.call('GET', KEYS[key]) "
+    "  return v and (ARGV[1] == '' or string.sub(v, at, at + 15) ~= ARGV[1]) "
+    "end "
+    "local dropped = 0 "
+    "if stale(1, 2) then ledger_drop(KEYS[1]) dropped = 1 end "
+    "if stale(5, 1) then ledger_drop(KEYS[5]) end "
+    "ledger_drop(KEYS[3]) "
+    "ledger_drop(KEYS[4]) "
+    "ledger_drop(KEYS[6]) "
+    "ledger_drop(KEYS[7]) "
+    "if ARGV[1] == '' then ledger_drop(KEYS[2]) end "
+    "return dropped"
 )
 
 
-def digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+def digest(token: str) -> bytes:
+    """What names a token in the store (a 401 drops it only if the store still holds it)."""
+    return hashlib.sha256(token.encode()).digest()[:_DIGEST_BYTES]
 
 
 def refresh_margin(lifetime: float) -> float:
@@ -111,7 +189,7 @@ def refresh_margin(lifetime: float) -> float:
 
 @dataclass(frozen=True)
 class CredentialKey:
-    """Names a credential's token: the connection's uid (which the store's keys are grouped by)
+    """Names a credential's token: the connection's uid (which the store's keys are named by)
     and a digest of everything the token depends on (the encrypted credential's fingerprint, the
     token URL, the client, the scopes). A changed secret or scope is another token."""
 
@@ -124,9 +202,18 @@ class CredentialKey:
         text = "\x1f".join([connection_uid, *parts])
         return cls(connection, connection_uid, hashlib.sha256(text.encode()).hexdigest()[:32])
 
+    @property
+    def namespace(self) -> str:
+        return self.connection.partition("/")[0]
+
     def store_key(self, suffix: str) -> str:
-        # The braces keep a credential's keys in one slot of a Redis Cluster.
-        return f"gatehouse:{{{self.connection_uid}}}:token:{self.digest}{suffix}"
+        """The connection's token key, and its lock's and failures' (``suffix``): one token per
+        connection, in its namespace's slot, whatever the credential."""
+        return f"{prefix(self.namespace)}{self.connection_uid}:token{suffix}"
+
+    @property
+    def stored_digest(self) -> bytes:
+        return bytes.fromhex(self.digest)
 
 
 @dataclass
@@ -143,9 +230,12 @@ class _Failed:
 
 
 class FleetTokens:
-    def __init__(self, store: SharedStore | None, keyring: KeyringFile) -> None:
+    def __init__(
+        self, store: SharedStore | None, keyring: KeyringFile, shares: Shares | None = None
+    ) -> None:
         self.store = store
         self.keyring = keyring
+        self.shares = shares or Shares(ShareSettings())
         self.owner = f"{os.getpid()}-{os.urandom(6).hex()}"
         self._held: dict[CredentialKey, _Held] = {}
         self._locks: dict[CredentialKey, asyncio.Lock] = {}
@@ -153,9 +243,13 @@ class FleetTokens:
         self.refusals = Refusals()
         # The 401s being judged (credential, token digest, endpoint): the same 401s of a storm
         # wait for that one judgement instead of making their own.
-        self._judging: dict[tuple[CredentialKey, str, str], asyncio.Future[Judged]] = {}
+        self._judging: dict[tuple[CredentialKey, bytes, str], asyncio.Future[Judged]] = {}
         # When this worker last minted alone, per credential (the store keeps the fleet's).
         self._last_mint: dict[CredentialKey, float] = {}
+        # The credentials the routing table had last, by connection uid (None: no table yet),
+        # and the deletions of changed or dropped ones' tokens under way in the store.
+        self._routed: dict[str, CredentialKey] | None = None
+        self._forgetting: set[asyncio.Task[None]] = set()
 
     async def token(
         self,
@@ -195,6 +289,8 @@ class FleetTokens:
             if shared and self.store is not None and self.store.up:
                 try:
                     return await self._through_store(key, mint)
+                except StoreFull:
+                    self.shares.refused(key.namespace, "tokens", "full")
                 except StoreUnavailable:
                     pass
             return await self._mint_alone(key, mint)
@@ -217,22 +313,102 @@ class FleetTokens:
             pending.add_done_callback(lambda _: self._judging.pop(which, None))
         return await asyncio.shield(pending)
 
-    async def _judge(self, key: CredentialKey, refused: str, endpoint: str, shared: bool) -> Judged:
+    async def _judge(
+        self, key: CredentialKey, refused: bytes, endpoint: str, shared: bool
+    ) -> Judged:
         if shared and self.store is not None and self.store.up:
-            keys = [key.store_key(""), key.store_key(":renewals"), key.store_key(":endpoints")]
-            with contextlib.suppress(StoreUnavailable):
-                return await self.refusals.judge_in_store(
-                    self.store, keys, key, refused, endpoint, STORE_DEADLINE_SECONDS
+            keys = [
+                key.store_key(""),
+                key.store_key(":renewals"),
+                key.store_key(":endpoints"),
+                prefix(key.namespace) + "full",
+                *self.shares.keys(key.namespace),
+            ]
+            full = ""
+            try:
+                judged = await self.refusals.judge_in_store(
+                    self.store,
+                    keys,
+                    self.shares.limits,
+                    key,
+                    refused,
+                    endpoint,
+                    STORE_DEADLINE_SECONDS,
                 )
+            except StoreFull:
+                full = "full"
+            except StoreUnavailable:
+                pass
+            else:
+                if judged is not None:
+                    return judged
+                # No room in the namespace's share for what the judgement keeps: its tokens
+                # are each worker's for now (the store's marker), and so is this judgement.
+                full = "share"
+            if full:
+                self.shares.refused(key.namespace, "tokens", full)
+                judged = self._judge_alone(key, refused, endpoint)
+                if judged.verdict == "renewed":
+                    # The store still holds the refused token: no worker is to read it again.
+                    await self._drop(key, refused)
+                return judged
+        return self._judge_alone(key, refused, endpoint)
+
+    def _judge_alone(self, key: CredentialKey, refused: bytes, endpoint: str) -> Judged:
         held = self._held.get(key)
-        current = digest(held.value) if held is not None else ""
+        current = digest(held.value) if held is not None else b""
         return self.refusals.judge_alone(key, refused, endpoint, current)
 
+    async def _drop(self, key: CredentialKey, refused: bytes) -> None:
+        assert self.store is not None
+        with contextlib.suppress(StoreUnavailable):
+            await self.store.run(
+                _DROP,
+                [key.store_key(""), *self.shares.keys(key.namespace)],
+                [refused],
+                deadline=STORE_DEADLINE_SECONDS,
+            )
+
     def forget(self, keep: set[CredentialKey]) -> None:
+        """The routing table now routes the credentials ``keep``: what this worker holds of
+        any other is dropped, and so is, in the store, the token of a credential the table
+        changed or dropped since the last one."""
         known = {*self._held, *self._failed, *self._locks, *self._last_mint}
         for key in [key for key in known if key not in keep]:
             self.discard(key)
         self.refusals.forget(keep)
+        routed = {key.connection_uid: key for key in keep}
+        if self._routed is not None and self.store is not None:
+            stale = [
+                (old, routed.get(uid))
+                for uid, old in self._routed.items()
+                if routed.get(uid) != old
+            ]
+            if stale:
+                task = asyncio.ensure_future(self._forget_in_store(stale))
+                self._forgetting.add(task)
+                task.add_done_callback(self._forgetting.discard)
+        self._routed = routed
+
+    async def _forget_in_store(
+        self, stale: list[tuple[CredentialKey, CredentialKey | None]]
+    ) -> None:
+        """Deletes the tokens of credentials the table changed (all but the new one's) or
+        dropped (all of the connection's keys), one call each on the store's pool (off the
+        requests' batches)."""
+        assert self.store is not None
+        for old, new in stale:
+            with contextlib.suppress(StoreUnavailable):
+                await self.store.run(
+                    _FORGET,
+                    [*(old.store_key(s) for s in _FORGOTTEN), *self.shares.keys(old.namespace)],
+                    [new.stored_digest if new is not None else b""],
+                    deadline=STORE_DEADLINE_SECONDS,
+                )
+
+    async def close(self) -> None:
+        """Waits for the deletions under way (the store answers each within its deadline)."""
+        await asyncio.gather(*self._forgetting, return_exceptions=True)
 
     def discard(self, key: CredentialKey) -> None:
         self._held.pop(key, None)
@@ -273,36 +449,45 @@ class FleetTokens:
         self._held[key] = _Held(value, started + lifetime - refresh_margin(lifetime))
 
     async def _through_store(self, key: CredentialKey, mint: Mint) -> str:
+        """The fleet's token: the store's, or minted under the credential's lock and kept
+        there. Raises StoreUnavailable when this worker should mint alone (the store is away,
+        or the namespace's tokens are each worker's for now)."""
         assert self.store is not None
         token_key, lock_key = key.store_key(""), key.store_key(":lock")
-        fails_key, failed_key = key.store_key(":fails"), key.store_key(":failed")
+        ledger = self.shares.keys(key.namespace)
         pause = _POLL_FIRST
         while True:
-            stored, ttl_ms, *failure = await self.store.run(
-                _READ, [token_key, failed_key], [], deadline=STORE_DEADLINE_SECONDS
+            found, stored, ttl_ms = await self.store.run(
+                _READ,
+                [token_key, key.store_key(":failed"), prefix(key.namespace) + "full"],
+                [key.stored_digest],
+                deadline=STORE_DEADLINE_SECONDS,
             )
             now = time.monotonic()
-            if stored:
+            if found == _FOUND_TOKEN:
                 value = self._decrypt(key, stored)
                 if value is not None:
                     # The store's clock, not this replica's: its TTL ends at the refresh time.
                     self._held[key] = _Held(value, now + int(ttl_ms) / 1000)
                     return value
-            if failure:
-                error = _stored_failure(failure[0])
+            if found == _FOUND_FAILURE:
+                error = _stored_failure(stored)
                 delay = max(int(ttl_ms), 1) / 1000
                 self._failed[key] = _Failed(now + delay, delay, error)
                 raise error.again()
+            if found == _FOUND_FULL:
+                raise StoreUnavailable("the namespace's tokens are kept by each worker for now")
             wait_ms = await self.store.run(
                 _TAKE,
-                [lock_key, key.store_key(":minted")],
-                [self.owner, int(LOCK_SECONDS * 1000)],
+                [lock_key, key.store_key(":minted"), prefix(key.namespace) + "full", *ledger],
+                [self.owner, int(LOCK_SECONDS * 1000), *self.shares.limits],
                 deadline=STORE_DEADLINE_SECONDS,
             )
             if int(wait_ms) == 0:
-                return await self._mint_for_fleet(
-                    key, mint, token_key, lock_key, fails_key, failed_key
-                )
+                return await self._mint_for_fleet(key, mint)
+            if int(wait_ms) == _NO_ROOM:
+                self.shares.refused(key.namespace, "tokens", "share")
+                raise StoreUnavailable("the namespace's share of the store is full")
             if int(wait_ms) > 0:
                 # The last mint was too recent: wait for its span to end (the store's clock).
                 await asyncio.sleep(int(wait_ms) / 1000)
@@ -310,32 +495,31 @@ class FleetTokens:
             await asyncio.sleep(pause)
             pause = min(pause * 2, _POLL_MAX)
 
-    async def _mint_for_fleet(
-        self,
-        key: CredentialKey,
-        mint: Mint,
-        token_key: str,
-        lock_key: str,
-        fails_key: str,
-        failed_key: str,
-    ) -> str:
+    async def _mint_for_fleet(self, key: CredentialKey, mint: Mint) -> str:
         assert self.store is not None
+        ledger = self.shares.keys(key.namespace)
+        lock_key, fails_key = key.store_key(":lock"), key.store_key(":fails")
         started = time.monotonic()
         try:
             minted = await self._mint(key, mint, shared=True)
         except ProxyError as error:
             try:
-                await self.store.run(
+                delay_ms = await self.store.run(
                     _FAIL,
-                    [token_key, lock_key, fails_key, failed_key],
+                    [lock_key, fails_key, key.store_key(":failed"), *ledger],
                     [
-                        f"{error.code}\n{error.message}",
+                        key.stored_digest + f"{error.code}\n{error.message}".encode(),
                         int(BACKOFF_SECONDS * 1000),
                         int(MAX_BACKOFF_SECONDS * 1000),
                         self.owner,
+                        *self.shares.limits,
                     ],
                     deadline=STORE_DEADLINE_SECONDS,
                 )
+                if int(delay_ms) < 0:  # not remembered: the namespace's share is full
+                    self.shares.refused(key.namespace, "tokens", "share")
+                    delay = -int(delay_ms) / 1000
+                    self._failed[key] = _Failed(time.monotonic() + delay, delay, error)
             except StoreUnavailable:
                 self._failed[key] = _Failed(
                     time.monotonic() + BACKOFF_SECONDS, BACKOFF_SECONDS, error
@@ -343,28 +527,81 @@ class FleetTokens:
             raise
         keep_ms = int((minted.lifetime - refresh_margin(minted.lifetime)) * 1000)
         encrypted = self.keyring.current().encrypt(minted.value.encode(), _context(key))
-        stored = digest(minted.value) + encrypted.model_dump_json()
         self._keep(key, minted.value, minted.lifetime, started)
-        # If the store went away, this worker has it; the others mint after the lock lapses, or
-        # alone.
-        with contextlib.suppress(StoreUnavailable):
-            await self.store.run(
+        # If the store went away, or has no room for it, this worker has it; the others mint
+        # after the lock lapses, or alone.
+        try:
+            kept = await self.store.run(
                 _STORE,
-                [token_key, lock_key, fails_key, key.store_key(":minted")],
-                [stored, max(keep_ms, 1), self.owner, int(MINT_SPACING_SECONDS * 1000)],
+                [
+                    key.store_key(""),
+                    lock_key,
+                    fails_key,
+                    key.store_key(":minted"),
+                    prefix(key.namespace) + "full",
+                    *ledger,
+                ],
+                [
+                    _pack(key, minted.value, encrypted),
+                    max(keep_ms, 1),
+                    self.owner,
+                    int(MINT_SPACING_SECONDS * 1000),
+                    *self.shares.limits,
+                    self.shares.settings.reserve,
+                ],
                 deadline=STORE_DEADLINE_SECONDS,
             )
+        except StoreFull:
+            self.shares.refused(key.namespace, "tokens", "full")
+        except StoreUnavailable:
+            pass
+        else:
+            if kept != b"kept":
+                self.shares.refused(key.namespace, "tokens", kept.decode())
         return minted.value
 
     def _decrypt(self, key: CredentialKey, stored: bytes) -> str | None:
         """The stored token, or None when it cannot be decrypted here (encrypted with a key this
         replica does not hold yet, or not ours): then it is minted again."""
         try:
-            encrypted = Encrypted.model_validate_json(stored[_DIGEST_END:])
-            return self.keyring.current().decrypt(encrypted, _context(key)).decode()
+            return self.keyring.current().decrypt(_unpack(stored), _context(key)).decode()
         except (KeyringError, ValueError, OSError):
             log.warning("a stored token of connection %s does not decrypt here", key.connection)
             return None
+
+
+_FOUND_TOKEN, _FOUND_FAILURE, _FOUND_FULL = 1, 2, 3
+_NO_ROOM = -2
+
+
+def _pack(key: CredentialKey, token: str, encrypted: Encrypted) -> bytes:
+    key_id = encrypted.key_id.encode()
+    nonce, ciphertext = encrypted.raw
+    return b"".join(
+        [
+            _FORMAT,
+            key.stored_digest,
+            digest(token),
+            len(key_id).to_bytes(2, "big"),
+            key_id,
+            nonce,
+            ciphertext,
+        ]
+    )
+
+
+def _unpack(stored: bytes) -> Encrypted:
+    """The encrypted token of a stored value (its digests, checked by the store, skipped);
+    ValueError if it is not one."""
+    at = 1 + 2 * _DIGEST_BYTES
+    if stored[:1] != _FORMAT or len(stored) < at + 2:
+        raise ValueError("not a stored token")
+    end = at + 2 + int.from_bytes(stored[at : at + 2], "big")
+    return Encrypted(
+        key_id=stored[at + 2 : end].decode(),
+        nonce=base64.b64encode(stored[end : end + _NONCE_BYTES]).decode(),
+        ciphertext=base64.b64encode(stored[end + _NONCE_BYTES :]).decode(),
+    )
 
 
 def _context(key: CredentialKey) -> str:
@@ -372,5 +609,7 @@ def _context(key: CredentialKey) -> str:
 
 
 def _stored_failure(stored: bytes) -> ProxyError:
+    """A failure as the store keeps it (after the credential's digest): code, line feed,
+    message."""
     code, _, message = stored.decode("utf-8", "replace").partition("\n")
     return ProxyError(as_refusal_code(code) or "token_endpoint_failed", message)

@@ -62,6 +62,15 @@ COUNTED_ALONE = Counter(
     ["namespace", "connection"],
     registry=REGISTRY,
 )
+STORE_REFUSALS = Counter(
+    "gatehouse_proxy_store_refused",
+    "Writes the shared store refused for a namespace, by what (tokens, counters) and why: "
+    "share (the namespace holds its whole share), reserve (tokens: the store's memory is "
+    "within its reserve) or full (the store's maxmemory). The namespace's tokens are then "
+    "kept, and its quotas counted, by each worker alone; other namespaces are not affected.",
+    ["namespace", "what", "reason"],
+    registry=REGISTRY,
+)
 PAUSES = Counter(
     "gatehouse_proxy_vendor_pauses",
     "Times an upstream's 429 or 503 with Retry-After paused, for the fleet, the endpoint it came "
@@ -152,6 +161,71 @@ STORE = Store()
 REGISTRY.register(STORE)
 
 
+class StoreMemory(Collector):
+    """What the shared store holds, as this worker last read it (every 30 s): its memory, and
+    each namespace's share used. No sample without a store, or before the first reading."""
+
+    def __init__(self) -> None:
+        self.track(lambda: None, lambda: {}, lambda: (0, 0))
+
+    def track(
+        self,
+        memory: Callable[[], tuple[int, int] | None],
+        usage: Callable[[], dict[str, tuple[int, int]]],
+        share: Callable[[], tuple[int, int]],
+    ) -> None:
+        self.memory, self.usage, self.share = memory, usage, share
+
+    def collect(self) -> Iterator[Metric]:
+        used = GaugeMetricFamily(
+            "gatehouse_proxy_store_used_memory_bytes",
+            "The shared store's used memory (INFO memory: used_memory).",
+        )
+        most = GaugeMetricFamily(
+            "gatehouse_proxy_store_max_memory_bytes",
+            "The shared store's maxmemory (0: unbounded). Tokens are refused past 1 - the "
+            "reserve of it; every write past all of it.",
+        )
+        memory = self.memory()
+        if memory is not None:
+            used.add_metric([], memory[0])
+            most.add_metric([], memory[1])
+        yield used
+        yield most
+        keys = GaugeMetricFamily(
+            "gatehouse_proxy_store_namespace_keys",
+            "Keys a namespace holds in the shared store (those it holds any), counted by the "
+            "store with each write.",
+            labels=["namespace"],
+        )
+        held = GaugeMetricFamily(
+            "gatehouse_proxy_store_namespace_bytes",
+            "Bytes a namespace holds in the shared store (those it holds any), as its share "
+            "counts them.",
+            labels=["namespace"],
+        )
+        for namespace, (count, size) in sorted(self.usage().items()):
+            keys.add_metric([namespace], count)
+            held.add_metric([namespace], size)
+        yield keys
+        yield held
+        share_keys, share_bytes = self.share()
+        yield GaugeMetricFamily(
+            "gatehouse_proxy_store_namespace_share_keys",
+            "The keys each namespace may hold in the shared store.",
+            value=share_keys,
+        )
+        yield GaugeMetricFamily(
+            "gatehouse_proxy_store_namespace_share_bytes",
+            "The bytes each namespace may hold in the shared store.",
+            value=share_bytes,
+        )
+
+
+STORE_MEMORY = StoreMemory()
+REGISTRY.register(STORE_MEMORY)
+
+
 @dataclass(frozen=True)
 class Labels:
     app: str = ""
@@ -204,6 +278,10 @@ def count_token_request(connection: str, outcome: str, *, shared: bool) -> None:
 
 def count_alone(connection: str) -> None:
     COUNTED_ALONE.labels(*connection.split("/", 1)).inc()
+
+
+def count_store_refusal(namespace: str, what: str, reason: str) -> None:
+    STORE_REFUSALS.labels(namespace, what, reason).inc()
 
 
 def count_pause(connection: str, scope: str) -> None:

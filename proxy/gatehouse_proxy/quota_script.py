@@ -20,16 +20,22 @@ trip per request would cost more than the request): they are counted when taken,
 ever admits more than its limit, and those a worker did not use before its lease lapsed are
 handed back with its next call (a refund to the bucket they were counted in).
 
-KEYS: pause, app minute, connection minute, connection day, endpoints' pauses.
+A key the count makes is counted to the connection's namespace, at its largest size, by the
+ledger (:mod:`gatehouse_proxy.store_shares`, whose functions the script runs with): a namespace
+whose share has no room for it is answered ``which`` 6, not counted, and its worker counts that
+request alone; keys that exist already are counted on, whatever the namespace holds.
+
+KEYS: pause, app minute, connection minute, connection day, endpoints' pauses, the namespace's
+ledger and held.
 ARGV: the app's limit per minute, the connection's per minute and per day (0: none), the
 minute's width in seconds (60; shorter only in tests), the permits wanted, the refund (how
-many, the bucket and the day they were counted in), and the endpoint's field in the endpoints'
-pauses ("": none).
+many, the bucket and the day they were counted in), the endpoint's field in the endpoints'
+pauses ("": none), and the namespace's keys and bytes at most.
 Answer: ``{admitted, limit, remaining, reset_seconds, which, granted, bucket, valid_ms, day}``,
 then each endpoint the connection holds paused and the milliseconds left of its pause;
 ``which`` names what decided: 1 the app's minute, 2 the connection's minute, 3 the day, 4 a
 pause of the connection, 5 of the endpoint (``reset`` is then what is left of it, in
-milliseconds); ``remaining`` is after the permits
+milliseconds), 6 the namespace's share (nothing counted); ``remaining`` is after the permits
 granted; the permits, or a refusal, are good for ``valid_ms`` (until their bucket ends).
 """
 
@@ -73,6 +79,7 @@ local refund, refund_slot, refund_day = tonumber(ARGV[6]), tonumber(ARGV[7]), to
 
 local function used(key)
   local fields = redis.call('HMGET', key, 't', 'o')
+  local fresh = not fields[1]
   local total = tonumber(fields[1]) or 0
   local oldest = tonumber(fields[2]) or slot
   if refund > 0 and refund_slot >= oldest then
@@ -99,7 +106,7 @@ local function used(key)
     end
   end
   local edge = tonumber(redis.call('HGET', key, cutoff)) or 0
-  return total - edge * fraction, oldest
+  return total - edge * fraction, oldest, fresh
 end
 
 local function until_next()
@@ -117,10 +124,11 @@ end
 local granted = want
 local tightest = {2147483647, 2147483647, 0, 0}
 local checks = {}
+local fresh = {}
 for index, limit in ipairs({tonumber(ARGV[1]), tonumber(ARGV[2])}) do
   if limit > 0 then
     local key = KEYS[index + 1]
-    local count, oldest = used(key)
+    local count, oldest, new = used(key)
     local room = math.floor(limit - count)
     if room < 1 then
       return told({0, limit, 0, reset(oldest), index, 0, slot, until_next(), today})
@@ -128,6 +136,7 @@ for index, limit in ipairs({tonumber(ARGV[1]), tonumber(ARGV[2])}) do
     granted = math.min(granted, room)
     if room < tightest[2] then tightest = {limit, room, reset(oldest), index} end
     table.insert(checks, key)
+    if new then table.insert(fresh, {key, LEDGER_MINUTE, second + math.ceil(width + 2 * span)}) end
   end
 end
 
@@ -135,12 +144,21 @@ local daily = tonumber(ARGV[3])
 local day_count = 0
 if daily > 0 then
   local fields = redis.call('HMGET', KEYS[4], 'd', 'c')
+  if not fields[1] then table.insert(fresh, {KEYS[4], LEDGER_DAY, second + day_left + 3600}) end
   if tonumber(fields[1]) == today then day_count = tonumber(fields[2]) or 0 end
   if refund > 0 and refund_day == today then day_count = math.max(day_count - refund, 0) end
   local room = daily - day_count
   if room < 1 then return told({0, daily, 0, day_left, 3, 0, slot, until_next(), today}) end
   granted = math.min(granted, room)
   if room < tightest[2] then tightest = {daily, room, day_left, 3} end
+end
+
+if #fresh > 0 then
+  -- New keys need room in the namespace's share: none, and nothing is counted.
+  if not ledger_fits(fresh, 10) then
+    return told({0, 0, 0, 0, 6, 0, slot, until_next(), today})
+  end
+  for _, entry in ipairs(fresh) do ledger_count(entry[1], entry[2], entry[3]) end
 end
 
 for _, key in ipairs(checks) do
@@ -161,10 +179,14 @@ return told({
 })
 """
 
-# Pauses the connection for ARGV[1] milliseconds, unless a longer pause already runs.
+# Pauses the connection for ARGV[1] milliseconds, unless a longer pause already runs, counted
+# to its namespace (KEYS: the pause, the ledger and held; ARGV[2] and [3]: the namespace's keys
+# and bytes at most); answers 0 when the namespace's share has no room for it.
 PAUSE_SOURCE = """
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
+  if not ledger_fits({{KEYS[1], LEDGER_SMALL}}, 2) then return 0 end
   redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+  ledger_count(KEYS[1], LEDGER_SMALL, ledger_now() + math.ceil(ARGV[1] / 1000))
 end
 return 1
 """
@@ -172,8 +194,11 @@ return 1
 # Pauses one endpoint of the connection (KEYS[2], a hash: endpoint -> when its pause ends, in
 # the store's milliseconds) for ARGV[1] milliseconds, unless a longer pause of it already runs.
 # A connection holds at most ARGV[3] endpoints' pauses: a vendor that asks to wait on that many
-# at once is limiting the credential, and then the whole connection (KEYS[1]) is paused.
-# Answer: 1 the endpoint is paused, 2 the whole connection is.
+# at once is limiting the credential, and then the whole connection (KEYS[1]) is paused. Both
+# are counted to the namespace (KEYS[3] and [4]: the ledger and held; ARGV[4] and [5]: its keys
+# and bytes at most), the hash at its largest size.
+# Answer: 1 the endpoint is paused, 2 the whole connection is, 0 neither (the namespace's share
+# has no room: the worker keeps the pause alone).
 ENDPOINT_PAUSE_SOURCE = """
 local clock = redis.call('TIME')
 local now = math.floor(tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000)
@@ -187,11 +212,17 @@ if not known and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[3]) then
     if tonumber(fields[i + 1]) <= now then redis.call('HDEL', KEYS[2], fields[i]) end
   end
   if redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[3]) then
-    if redis.call('PTTL', KEYS[1]) < ms then redis.call('SET', KEYS[1], '1', 'PX', ms) end
+    if redis.call('PTTL', KEYS[1]) < ms then
+      if not ledger_fits({{KEYS[1], LEDGER_SMALL}}, 4) then return 0 end
+      redis.call('SET', KEYS[1], '1', 'PX', ms)
+      ledger_count(KEYS[1], LEDGER_SMALL, ledger_now() + math.ceil(ms / 1000))
+    end
     return 2
   end
 end
+if not ledger_fits({{KEYS[2], LEDGER_PAUSES}}, 4) then return 0 end
 redis.call('HSET', KEYS[2], ARGV[2], ends)
 if redis.call('PTTL', KEYS[2]) < ms then redis.call('PEXPIRE', KEYS[2], ms) end
+ledger_count(KEYS[2], LEDGER_PAUSES, ledger_now() + math.ceil(redis.call('PTTL', KEYS[2]) / 1000))
 return 1
 """

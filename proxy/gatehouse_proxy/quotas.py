@@ -18,6 +18,8 @@ draft's fields), and refusals when to come back (``Retry-After``).
 While the store cannot answer in time, each worker counts alone and admits its share: each limit
 divided by the replicas x workers the operator counts on the table channel. It says so (the
 store's state in /readyz and a metric) and counts together again as soon as the store answers.
+A namespace whose share of the store is full (:mod:`gatehouse_proxy.store_shares`) has the
+requests that would need a new key there counted the same way, alone, and no other namespace.
 """
 
 from __future__ import annotations
@@ -31,21 +33,30 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gatehouse_contract.frames import PauseScope
-from gatehouse_contract.routes import ConnectionRoute
+from gatehouse_contract.routes import ConnectionRoute, namespace_of
 from gatehouse_proxy import metrics
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.quota_script import ENDPOINT_PAUSE_SOURCE, PAUSE_SOURCE, SOURCE
-from gatehouse_proxy.shared_store import Script, SharedStore, StoreUnavailable, digest_field
+from gatehouse_proxy.shared_store import (
+    Arg,
+    Script,
+    SharedStore,
+    StoreFull,
+    StoreUnavailable,
+    digest_field,
+)
+from gatehouse_proxy.store_shares import LEDGER, Shares, ShareSettings, prefix
 
 WINDOW_SECONDS = 60
 DAY_SECONDS = 86400
 # The most endpoints of a connection paused at once: a vendor asking to wait on more is limiting
 # the credential, and the whole connection is paused (and the store holds a bounded hash).
 MAX_PAUSED_ENDPOINTS = 64
-_COUNT = Script(SOURCE)
-_PAUSE = Script(PAUSE_SOURCE)
-_PAUSE_ENDPOINT = Script(ENDPOINT_PAUSE_SOURCE)
+_COUNT = Script(LEDGER + SOURCE)
+_PAUSE = Script(LEDGER + PAUSE_SOURCE)
+_PAUSE_ENDPOINT = Script(LEDGER + ENDPOINT_PAUSE_SOURCE)
 PAUSED, ENDPOINT_PAUSED = 4, 5
+NO_ROOM = 6  # the namespace's share of the store has no room for a new key: counted alone
 _DECIDED_BY = {1: "app", 2: "connection", 3: "day", PAUSED: "pause", ENDPOINT_PAUSED: "endpoint"}
 # The script's answer: its numbers, and the endpoints the fleet holds paused (ms left).
 _Counted = tuple[list[int], dict[str, int]]
@@ -71,10 +82,11 @@ NO_LIMIT = Standing(0, 0, 0)
 
 
 def store_keys(connection: ConnectionRoute, app_uid: str) -> list[str]:
-    """A connection's keys share a hash tag (one Redis Cluster slot for the script): the pause,
-    the app's minute, the connection's minute, its day and its endpoints' pauses. Named by uids,
-    nothing else (an endpoint is a field of the last, named by its digest)."""
-    tag = f"gatehouse:{{{connection.uid}}}"
+    """A connection's keys, in its namespace's slot (with the namespace's ledger, for one Redis
+    Cluster slot per script): the pause, the app's minute, the connection's minute, its day and
+    its endpoints' pauses. Named by the namespace and uids, nothing else (an endpoint is a field
+    of the last, named by its digest)."""
+    tag = f"{prefix(namespace_of(connection.key))}{connection.uid}"
     return [
         f"{tag}:pause",
         f"{tag}:app:{app_uid}",
@@ -234,7 +246,11 @@ class _Lease:
 
 class Quotas:
     def __init__(
-        self, store: SharedStore | None, fleet: Callable[[], int], lease_share: float = 0.01
+        self,
+        store: SharedStore | None,
+        fleet: Callable[[], int],
+        lease_share: float = 0.01,
+        shares: Shares | None = None,
     ) -> None:
         """``fleet()``: the replicas x workers the operator counts (the table channel's
         heartbeats say), each worker's share of a limit while the store is away.
@@ -243,11 +259,12 @@ class Quotas:
         only make the fleet admit less, and by at most this much (handed back with the worker's
         next call for the key); 0 asks the store for every request."""
         self.store = store
+        self.shares = shares or Shares(ShareSettings())
         self.lease_share = lease_share
         self.alone = Alone()
         self.fleet = fleet
         self.window_seconds = WINDOW_SECONDS
-        self._batch: list[tuple[list[str], list[str | int | float], asyncio.Future[_Counted]]] = []
+        self._batch: list[tuple[list[str], list[Arg], asyncio.Future[_Counted]]] = []
         self._leases: dict[tuple[str, str], _Lease] = {}
         self._taking: dict[tuple[str, str], asyncio.Lock] = {}
         self._refused: dict[tuple[str, str], tuple[float, ProxyError]] = {}
@@ -284,6 +301,9 @@ class Quotas:
         async with turn:
             try:
                 return await self._leased(connection, app_uid, key, quota, endpoint)
+            except StoreFull:
+                self.shares.refused(namespace_of(connection.key), "counters", "full")
+                return _standing(self._alone(connection, app_uid, quota, endpoint), endpoint)
             except StoreUnavailable:
                 return _standing(self._alone(connection, app_uid, quota, endpoint), endpoint)
 
@@ -309,19 +329,26 @@ class Quotas:
             if lease is not None and lease.left
             else (0, -1, -1)
         )
-        args: list[str | int | float] = [
+        args: list[Arg] = [
             *quota,
             self.window_seconds,
             want,
             *refund,
             digest_field(endpoint) if endpoint else "",
+            *self.shares.limits,
         ]
         self._leases.pop(key, None)
-        answer, paused = await self._counted(store_keys(connection, app_uid), args)
+        namespace = namespace_of(connection.key)
+        answer, paused = await self._counted(
+            [*store_keys(connection, app_uid), *self.shares.keys(namespace)], args
+        )
         admitted, limit, remaining, reset, which, granted, bucket, valid_ms, day = answer
         self._fleet_paused[connection.uid] = {
             field: loop.time() + left / 1000 for field, left in paused.items()
         }
+        if which == NO_ROOM:
+            self.shares.refused(namespace, "counters", "share")
+            return _standing(self._alone(connection, app_uid, quota, endpoint), endpoint)
         if not admitted:
             refusal = _refusal(limit, reset, _DECIDED_BY.get(which, "app"), endpoint)
             if which not in (PAUSED, ENDPOINT_PAUSED):
@@ -381,7 +408,7 @@ class Quotas:
         metrics.count_alone(connection.key)
         return self.alone.admit(connection, app_uid, quota, max(self.fleet(), 1), endpoint)
 
-    async def _counted(self, keys: list[str], args: list[str | int | float]) -> _Counted:
+    async def _counted(self, keys: list[str], args: list[Arg]) -> _Counted:
         """One script's answer, sent with the others of this turn of the loop in one pipeline
         (whose deadline is each request's: see _send)."""
         future: asyncio.Future[_Counted] = asyncio.get_running_loop().create_future()
@@ -396,7 +423,7 @@ class Quotas:
         task.add_done_callback(_retrieve)
 
     async def _send(
-        self, batch: list[tuple[list[str], list[str | int | float], asyncio.Future[_Counted]]]
+        self, batch: list[tuple[list[str], list[Arg], asyncio.Future[_Counted]]]
     ) -> None:
         assert self.store is not None
         try:
@@ -404,9 +431,10 @@ class Quotas:
             counted = [_read(answer) for answer in answers]
         except Exception as error:  # any: every request waiting must be answered
             cause = str(error) if isinstance(error, StoreUnavailable) else type(error).__name__
+            unavailable = StoreFull if isinstance(error, StoreFull) else StoreUnavailable
             for _, _, future in batch:
                 if not future.done():
-                    future.set_exception(StoreUnavailable(cause))
+                    future.set_exception(unavailable(cause))
             return
         for (_, _, future), answer in zip(batch, counted, strict=True):
             if not future.done():
@@ -431,10 +459,15 @@ class Quotas:
         if scope == "credential":
             self._pause_connection(connection, seconds)
             if self.store is not None and self.store.up:
+                namespace = namespace_of(connection.key)
                 with contextlib.suppress(StoreUnavailable):
-                    await self.store.run(
-                        _PAUSE, [store_keys(connection, "")[0]], [int(seconds * 1000)]
+                    kept = await self.store.run(
+                        _PAUSE,
+                        [store_keys(connection, "")[0], *self.shares.keys(namespace)],
+                        [int(seconds * 1000), *self.shares.limits],
                     )
+                    if not kept:  # this worker keeps it alone: the others hear the vendor too
+                        self.shares.refused(namespace, "counters", "share")
         metrics.count_pause(connection.key, scope)
         return scope
 
@@ -450,17 +483,29 @@ class Quotas:
     ) -> PauseScope:
         """The endpoint's pause for the fleet: what the store paused (the whole connection when
         the connection holds as many endpoints' pauses as it may), or ``scope`` (this worker's
-        own decision) when the store is away."""
+        own decision) when the store is away or the namespace's share has no room for it."""
         if self.store is None or not self.store.up:
             return scope
         keys = store_keys(connection, "")
+        namespace = namespace_of(connection.key)
         try:
             paused = await self.store.run(
                 _PAUSE_ENDPOINT,
-                [keys[0], keys[4]],
-                [int(seconds * 1000), digest_field(endpoint), MAX_PAUSED_ENDPOINTS],
+                [keys[0], keys[4], *self.shares.keys(namespace)],
+                [
+                    int(seconds * 1000),
+                    digest_field(endpoint),
+                    MAX_PAUSED_ENDPOINTS,
+                    *self.shares.limits,
+                ],
             )
+        except StoreFull:
+            self.shares.refused(namespace, "counters", "full")
+            return scope
         except StoreUnavailable:
+            return scope
+        if not int(paused):  # this worker keeps it alone: the others hear the vendor too
+            self.shares.refused(namespace, "counters", "share")
             return scope
         return "credential" if int(paused) == 2 else scope
 

@@ -15,7 +15,9 @@ from gatehouse_contract.env import env_count, env_flag, env_seconds, env_share
 from gatehouse_proxy.audit import AuditSettings
 from gatehouse_proxy.google_tokens import GOOGLE_TOKEN_URL
 from gatehouse_proxy.shared_store import StoreSettings
+from gatehouse_proxy.store_shares import ShareSettings
 from gatehouse_proxy.tenancy import TenantLimits
+from gatehouse_proxy.token_grants import MAX_TOKEN_CHARS, MOST_TOKEN_CHARS
 from gatehouse_proxy.tracing import TraceSettings
 
 
@@ -71,8 +73,24 @@ def _store() -> StoreSettings | None:
     )
 
 
+def _shares() -> ShareSettings:
+    default = ShareSettings()
+    return ShareSettings(
+        # A namespace's share must hold at least one token of the longest size, and its keys.
+        namespace_bytes=env_count(
+            "GATEHOUSE_STORE_NAMESPACE_BYTES", default.namespace_bytes, least=64 * 1024
+        ),
+        namespace_keys=env_count(
+            "GATEHOUSE_STORE_NAMESPACE_KEYS", default.namespace_keys, least=16, most=1_000_000
+        ),
+        reserve=env_share("GATEHOUSE_STORE_RESERVE", default.reserve, MAX_STORE_RESERVE),
+    )
+
+
 # Past this, leases would let the fleet admit noticeably less than a limit.
 MAX_QUOTA_LEASE_SHARE = 0.02
+# Past this, tokens would have hardly any of the store.
+MAX_STORE_RESERVE = 0.9
 
 
 @dataclass(frozen=True)
@@ -90,6 +108,10 @@ class ProxySettings:
     request_read_timeout_seconds: float = 15.0
     tenant_limits: TenantLimits = field(default_factory=TenantLimits)
     store: StoreSettings | None = None
+    # What each namespace may hold in the store (see store_shares).
+    shares: ShareSettings = field(default_factory=ShareSettings)
+    # The longest access token a token endpoint may grant (see token_grants).
+    max_token_chars: int = MAX_TOKEN_CHARS
     # The share of a connection's tightest limit its leases may hold, fleet-wide (see quotas):
     # 0 asks the store for every request.
     quota_lease_share: float = 0.01
@@ -126,6 +148,10 @@ class ProxySettings:
             ),
             tenant_limits=_tenant_limits(),
             store=_store(),
+            shares=_shares(),
+            max_token_chars=env_count(
+                "GATEHOUSE_MAX_TOKEN_CHARS", MAX_TOKEN_CHARS, least=1024, most=MOST_TOKEN_CHARS
+            ),
             quota_lease_share=env_share(
                 "GATEHOUSE_QUOTA_LEASE_SHARE", cls.quota_lease_share, MAX_QUOTA_LEASE_SHARE
             ),

@@ -7,6 +7,12 @@ alone. While it is down no request waits on it; a probe asks it once every ``PRO
 and marks it up again as soon as it answers, so the fleet counts together again within a second
 or two of its return.
 
+A full store (``maxmemory`` reached, with ``noeviction``) still answers: it refuses writes, with
+an ``OOM`` error. That is not a store that is down: the call raises :class:`StoreFull`, which its
+caller answers alone as it does any unavailable store, and the store stays up for every other
+call (reads, deletes, other namespaces' writes once memory is freed). Before, a full store was
+read as down, and every tenant's quotas were counted by each worker alone.
+
 Nothing secret is stored in the clear: callers encrypt what they keep here with the keyring, and
 keys name namespaces and uids, never a path, a header or a value an app sent.
 """
@@ -29,7 +35,7 @@ import redis.asyncio as redis
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, OutOfMemoryError, RedisError, ResponseError
 
 log = logging.getLogger("gatehouse.proxy.store")
 
@@ -37,11 +43,20 @@ log = logging.getLogger("gatehouse.proxy.store")
 PROBE_SECONDS = 0.5
 # Late answers in a row that take the store down for this worker until the probe hears it again.
 SLOW_CALLS_DOWN = 3
+# How long /readyz says the store refused a write for want of memory.
+FULL_SHOWN_SECONDS = 300.0
 T = TypeVar("T")
+# A script's argument: binary ones (a stored token) go as they are.
+Arg = str | bytes | int | float
 
 
 class StoreUnavailable(Exception):
     """The store did not answer in time, or at all: do what this worker can alone."""
+
+
+class StoreFull(StoreUnavailable):
+    """The store answered, refusing a write for want of memory: this call is answered alone,
+    and the store stays up."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +112,8 @@ class SharedStore:
         self.since = time.monotonic()
         self.last_error = "not connected yet"
         self.late = 0  # calls in a row that missed their deadline
+        self.last_full = ""  # the last refusal for want of memory, and when
+        self.full_at = 0.0
         self._probe: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -111,11 +128,20 @@ class SharedStore:
         await self._batches.disconnect()
 
     def describe(self) -> dict[str, Any]:
-        return {
+        described: dict[str, Any] = {
             "up": self.up,
             "sinceSeconds": round(time.monotonic() - self.since, 1),
             "lastError": "" if self.up else self.last_error,
         }
+        full = time.monotonic() - self.full_at
+        if self.last_full and full < FULL_SHOWN_SECONDS:
+            described["lastFull"] = {"error": self.last_full, "secondsAgo": round(full, 1)}
+        return described
+
+    async def memory(self, *, deadline: float | None = None) -> tuple[int, int]:
+        """The store's used memory and its maxmemory (0: unbounded), in bytes."""
+        info = await self.call(lambda client: client.info("memory"), deadline=deadline)
+        return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
 
     async def call(
         self, command: Callable[[redis.Redis], Awaitable[T]], *, deadline: float | None = None
@@ -138,6 +164,10 @@ class SharedStore:
             if self.late >= SLOW_CALLS_DOWN:
                 self._down(f"{self.late} answers in a row took over {seconds * 1000:g} ms")
             raise StoreUnavailable(f"no answer within {seconds * 1000:g} ms") from None
+        except OutOfMemoryError as error:
+            self.late = 0
+            self.last_full, self.full_at = _cause(error), time.monotonic()
+            raise StoreFull(self.last_full) from None
         except (RedisError, OSError) as error:
             self._down(_cause(error))
             raise StoreUnavailable(self.last_error) from None
@@ -148,7 +178,7 @@ class SharedStore:
         self,
         script: Script,
         keys: list[str],
-        args: list[str | int | float],
+        args: list[Arg],
         *,
         deadline: float | None = None,
     ) -> Any:
@@ -165,9 +195,7 @@ class SharedStore:
 
         return await self.call(evaluate, deadline=deadline)
 
-    async def run_many(
-        self, script: Script, calls: list[tuple[list[str], list[str | int | float]]]
-    ) -> list[Any]:
+    async def run_many(self, script: Script, calls: list[tuple[list[str], list[Arg]]]) -> list[Any]:
         """The script run once per call, all in one pipeline (one round trip), within the
         deadline; raises StoreUnavailable as a single call does."""
 
@@ -182,6 +210,8 @@ class SharedStore:
                         # The store restarted and forgot it: load it again, send them again.
                         script.sha = await client.script_load(script.source)
                         return await self._batch(script.sha, calls)
+                except ResponseError:
+                    raise  # every answer was read: the connection is in step
                 except BaseException:
                     # Answers may be left unread (an error, the deadline): start clean.
                     await self._batches.disconnect()
@@ -189,14 +219,23 @@ class SharedStore:
 
         return await self.call(evaluate)
 
-    async def _batch(
-        self, sha: str, calls: list[tuple[list[str], list[str | int | float]]]
-    ) -> list[Any]:
+    async def _batch(self, sha: str, calls: list[tuple[list[str], list[Arg]]]) -> list[Any]:
         connection = self._batches
         await connection.connect()  # type: ignore[no-untyped-call]
         packed = b"".join(_evalsha(sha, tuple(keys), tuple(args)) for keys, args in calls)
         await connection.send_packed_command(packed, check_health=False)
-        return [await connection.read_response() for _ in calls]
+        answers: list[Any] = []
+        for _ in calls:
+            # Every answer is read, errors too, so that one refused call (a full store refuses
+            # the writing ones) leaves the connection in step; then the first error is raised.
+            try:
+                answers.append(await connection.read_response())
+            except ResponseError as error:
+                answers.append(error)
+        errors = [answer for answer in answers if isinstance(answer, ResponseError)]
+        if errors:
+            raise next((e for e in errors if isinstance(e, NoScriptError)), errors[0])
+        return answers
 
     def _down(self, cause: str) -> None:
         self.last_error = cause
@@ -244,11 +283,11 @@ async def opened(settings: StoreSettings | None) -> AsyncIterator[SharedStore | 
 
 
 @functools.lru_cache(maxsize=16384)
-def _evalsha(sha: str, keys: tuple[str, ...], args: tuple[str | int | float, ...]) -> bytes:
+def _evalsha(sha: str, keys: tuple[str, ...], args: tuple[Arg, ...]) -> bytes:
     """EVALSHA in Redis' wire form (RESP): a request's call repeats with its route, so each is
     written once (bounded), not encoded argument by argument for every request."""
     parts = [b"EVALSHA", sha.encode(), str(len(keys)).encode()]
-    parts += [str(part).encode() for part in (*keys, *args)]
+    parts += [part if isinstance(part, bytes) else str(part).encode() for part in (*keys, *args)]
     return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
 
 

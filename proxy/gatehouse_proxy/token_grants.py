@@ -28,7 +28,14 @@ from gatehouse_proxy.forwarder import is_redirect
 from gatehouse_proxy.network_guard import BlockedAddressError, NetworkPolicy
 
 MAX_ANSWER_BYTES = 64 * 1024
-MAX_TOKEN_CHARS = 16 * 1024
+# The longest access token accepted, by default (GATEHOUSE_MAX_TOKEN_CHARS, at most
+# MOST_TOKEN_CHARS). Real ones are far shorter (Google's about 200 characters, a JWT with a
+# few dozen claims 1 to 4 KiB), and a longer one could not be sent anyway: "Authorization:
+# Bearer " and 8 KiB is past the 8 KiB a header line may have in nginx's, Apache's and
+# aiohttp's defaults. The fleet keeps each token in the shared store, counted to its
+# namespace (docs/operating/shared-store.md, "The shared store").
+MAX_TOKEN_CHARS = 8 * 1024
+MOST_TOKEN_CHARS = 16 * 1024
 # An answer without expires_in: RFC 6749 leaves the lifetime to the provider's documentation;
 # an hour is what the common ones issue. A token that dies earlier is renewed on its first 401.
 DEFAULT_LIFETIME_SECONDS = 3600.0
@@ -55,6 +62,7 @@ class TokenClient:
     session: aiohttp.ClientSession
     policy: NetworkPolicy
     allow_http: bool = False
+    max_token_chars: int = MAX_TOKEN_CHARS
 
     async def post(
         self,
@@ -83,6 +91,7 @@ class TokenClient:
             code=code,
             redact=redact,
             describe_errors=describe_errors,
+            max_token_chars=self.max_token_chars,
         )
 
 
@@ -97,6 +106,7 @@ async def _post_for_token(
     code: RefusalCode,
     redact: Redactor,
     describe_errors: bool,
+    max_token_chars: int,
 ) -> MintedToken:
     try:
         policy.check_address(url.raw_host or "")
@@ -133,7 +143,7 @@ async def _post_for_token(
     if status != 200:
         detail = _oauth_error(body, redact, describe=describe_errors)
         raise ProxyError(code, f"the token endpoint refused the request (HTTP {status}{detail})")
-    return _grant(body, code)
+    return _grant(body, code, max_token_chars)
 
 
 async def _read_bounded(content: aiohttp.StreamReader, code: RefusalCode) -> bytes:
@@ -149,7 +159,7 @@ async def _read_bounded(content: aiohttp.StreamReader, code: RefusalCode) -> byt
     return b"".join(chunks)
 
 
-def _grant(body: bytes, code: RefusalCode) -> MintedToken:
+def _grant(body: bytes, code: RefusalCode, max_token_chars: int) -> MintedToken:
     try:
         grant = json.loads(body)
     except ValueError:
@@ -159,11 +169,15 @@ def _grant(body: bytes, code: RefusalCode) -> MintedToken:
     value = grant.get("access_token")
     if not isinstance(value, str) or not value:
         raise ProxyError(code, "the token endpoint answered without an access_token")
-    if len(value) > MAX_TOKEN_CHARS or not _HEADER_SAFE.match(value):
+    if len(value) > max_token_chars:
         raise ProxyError(
             code,
-            f"the token endpoint's access_token is over {MAX_TOKEN_CHARS:,} characters or has "
-            "characters a header cannot carry",
+            f"the token endpoint's access_token is {len(value):,} characters, over the "
+            f"{max_token_chars:,} this installation accepts (proxy.maxTokenChars)",
+        )
+    if not _HEADER_SAFE.match(value):
+        raise ProxyError(
+            code, "the token endpoint's access_token has characters a header cannot carry"
         )
     kind = grant.get("token_type", "bearer")
     if not isinstance(kind, str) or kind.lower() != "bearer":

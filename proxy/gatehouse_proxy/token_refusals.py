@@ -25,8 +25,9 @@ So a path that always answers 401 costs its credential one token request per ``M
 (not one per 2 s), and a real revocation still gets a new token with one token request. Only the
 request that was refused waits for the new token: the others keep using the token the worker
 holds until it is replaced (see gatehouse_proxy.fleet_tokens). The state is in the shared store
-under the credential's keys, atomically (one script); while the store is away each worker judges
-alone, with the same rules on what it holds.
+under the connection's keys, atomically (one script), counted to its namespace
+(gatehouse_proxy.store_shares); while the store is away, or the namespace's share has no room
+for it, each worker judges alone, with the same rules on what it holds.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Literal
 
 from gatehouse_contract.frames import MAX_RENEWALS, RENEWAL_WINDOW_SECONDS
 from gatehouse_proxy.shared_store import Script, SharedStore, digest_field
+from gatehouse_proxy.store_shares import LEDGER
 
 Verdict = Literal["renewed", "replaced", "endpoint", "bounded"]
 # What a request refused with a minted token may be sent again for: a token other than its own.
@@ -50,35 +52,54 @@ MAX_ENDPOINTS = 64
 _VERDICTS: tuple[Verdict, ...] = ("renewed", "replaced", "endpoint", "bounded")
 
 # KEYS: the token, the renewals of the window, the endpoints (field: an endpoint; value: "m:<ends>"
-# for a marked one, "s:<ends>:<digest>" for one that refused the token of that digest; ends in
-# the store's milliseconds). ARGV: the refused token's digest, the endpoint's field, MAX_RENEWALS,
-# the window, MARK and SUSPECT (milliseconds), MAX_ENDPOINTS. Answer: {verdict's index, ms}: how
-# long a mark or the bound holds.
+# for a marked one, "s:<ends>:<digest>" for one that refused the token of that digest, 16 raw
+# bytes; ends in the store's milliseconds), the namespace's marker that its tokens are each
+# worker's, and its ledger's keys (gatehouse_proxy.store_shares: the renewals and the endpoints
+# are counted to the namespace, the endpoints at their largest size). ARGV: the refused token's
+# digest (as a stored token holds it, gatehouse_proxy.fleet_tokens: bytes 18 to 33), the
+# endpoint's field, MAX_RENEWALS, the window, MARK and SUSPECT (milliseconds), MAX_ENDPOINTS, and
+# the namespace's keys and bytes at most. Answer: {verdict's index, ms}: how long a mark or the
+# bound holds; {4, 0} when the namespace's share has no room for what the judgement keeps
+# (nothing written but the marker: the worker judges alone).
 _JUDGE = Script(
-    """
+    LEDGER
+    + """
 local clock = redis.call('TIME')
 local now = math.floor(tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000)
+local function no_room()
+  redis.call('SET', KEYS[4], 'share', 'PX', LEDGER_FULL_MS)
+  return {4, 0}
+end
+local function keep(key, bytes)
+  ledger_count(key, bytes, ledger_now() + math.ceil(redis.call('PTTL', key) / 1000))
+end
 local seen = redis.call('HGET', KEYS[3], ARGV[2])
 if seen then
-  local kind, ends, refused = string.match(seen, '^(%a):(%d+):?(%x*)$')
+  local kind, ends, refused = string.match(seen, '^(%a):(%d+):?(.*)$')
   ends = tonumber(ends)
   if ends and ends > now then
     if kind == 'm' then return {2, ends - now} end
     if refused ~= ARGV[1] then
+      if not ledger_fits({{KEYS[3], LEDGER_ENDPOINTS}}, 8) then return no_room() end
       local mark = tonumber(ARGV[5])
       redis.call('HSET', KEYS[3], ARGV[2], 'm:' .. (now + mark))
       if redis.call('PTTL', KEYS[3]) < mark then redis.call('PEXPIRE', KEYS[3], mark) end
+      keep(KEYS[3], LEDGER_ENDPOINTS)
       return {2, mark}
     end
   end
 end
 local current = redis.call('GET', KEYS[1])
-if not current or string.sub(current, 1, 64) ~= ARGV[1] then return {1, 0} end
+if not current or string.sub(current, 18, 33) ~= ARGV[1] then return {1, 0} end
 if tonumber(redis.call('GET', KEYS[2]) or '0') >= tonumber(ARGV[3]) then
   return {3, math.max(redis.call('PTTL', KEYS[2]), 0)}
 end
+if not ledger_fits({{KEYS[2], LEDGER_SMALL}, {KEYS[3], LEDGER_ENDPOINTS}}, 8) then
+  return no_room()
+end
 if redis.call('INCR', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
-redis.call('DEL', KEYS[1])
+keep(KEYS[2], LEDGER_SMALL)
+ledger_drop(KEYS[1])
 if not seen and redis.call('HLEN', KEYS[3]) >= tonumber(ARGV[7]) then
   local fields = redis.call('HGETALL', KEYS[3])
   for i = 1, #fields, 2 do
@@ -90,10 +111,12 @@ if seen or redis.call('HLEN', KEYS[3]) < tonumber(ARGV[7]) then
   local suspect = tonumber(ARGV[6])
   redis.call('HSET', KEYS[3], ARGV[2], 's:' .. (now + suspect) .. ':' .. ARGV[1])
   if redis.call('PTTL', KEYS[3]) < suspect then redis.call('PEXPIRE', KEYS[3], suspect) end
+  keep(KEYS[3], LEDGER_ENDPOINTS)
 end
 return {0, 0}
 """
 )
+_NO_ROOM = 4
 
 
 @dataclass(frozen=True)
@@ -110,7 +133,7 @@ class _Said:
 
     marked: bool  # it answers 401 whatever the token; else it refused the token ``refused``
     ends: float
-    refused: str = ""
+    refused: bytes = b""
 
 
 class Refusals:
@@ -133,13 +156,16 @@ class Refusals:
         self,
         store: SharedStore,
         keys: list[str],
+        limits: list[int],
         credential: Hashable,
-        refused: str,
+        refused: bytes,
         endpoint: str,
         deadline: float,
-    ) -> Judged:
-        """The fleet's judgement (``keys``: the credential's token, renewals and endpoints;
-        ``refused``: the token's digest); raises StoreUnavailable."""
+    ) -> Judged | None:
+        """The fleet's judgement (``keys``: the credential's token, renewals and endpoints, the
+        namespace's marker and ledger; ``limits``: the namespace's keys and bytes at most;
+        ``refused``: the token's digest); None when the namespace's share has no room for it
+        (then judge alone); raises StoreUnavailable."""
         index, ms = await store.run(
             _JUDGE,
             keys,
@@ -151,9 +177,12 @@ class Refusals:
                 int(MARK_SECONDS * 1000),
                 int(SUSPECT_SECONDS * 1000),
                 MAX_ENDPOINTS,
+                *limits,
             ],
             deadline=deadline,
         )
+        if int(index) == _NO_ROOM:
+            return None
         verdict, seconds = _VERDICTS[int(index)], int(ms) / 1000
         if verdict == "bounded":
             return self._bounded(credential, seconds)
@@ -162,10 +191,10 @@ class Refusals:
         return Judged(verdict, seconds)
 
     def judge_alone(
-        self, credential: Hashable, refused: str, endpoint: str, current: str
+        self, credential: Hashable, refused: bytes, endpoint: str, current: bytes
     ) -> Judged:
         """As the store's script, on this worker's own state (``current``: the digest of the
-        token it holds, "" if none)."""
+        token it holds, empty if none)."""
         now = time.monotonic()
         said = self._endpoints.get(credential, {}).get(endpoint)
         if said is not None and said.ends > now:

@@ -38,6 +38,8 @@ metrics.count_renewal(labels, "renewed")
 metrics.count_cut(labels)
 metrics.FEED.track(lambda: 3, lambda: 1.5, lambda: True, lambda: 10)
 metrics.STORE.track(lambda: True)
+metrics.count_store_refusal("shop", "tokens", "share")
+metrics.STORE_MEMORY.track(lambda: (1, 2), lambda: {"shop": (3, 4)}, lambda: (5, 6))
 print(generate_latest(metrics.REGISTRY).decode())
 """
 

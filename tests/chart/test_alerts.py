@@ -119,6 +119,36 @@ FIRING: dict[str, tuple[list[dict[str, str]], list[dict[str, str]]]] = {
         ],
         [{"job": "gh-gatehouse-proxy-metrics", "pod": "p-1", "worker": "0"}],
     ),
+    # Two workers of one Pod read the same store: 70 % of its maxmemory, one alert.
+    "GatehouseStoreNearlyFull": (
+        [
+            _series(
+                "gatehouse_proxy_store_used_memory_bytes", f'{PROXY},worker="0"', "47000000x20"
+            ),
+            _series("gatehouse_proxy_store_max_memory_bytes", f'{PROXY},worker="0"', "67108864x20"),
+            _series(
+                "gatehouse_proxy_store_used_memory_bytes", f'{PROXY},worker="1"', "46000000x20"
+            ),
+            _series("gatehouse_proxy_store_max_memory_bytes", f'{PROXY},worker="1"', "67108864x20"),
+        ],
+        [{"job": "gh-gatehouse-proxy-metrics"}],
+    ),
+    # shop's share refuses its writes all the while; maps' once, at the start.
+    "GatehouseStoreShareFull": (
+        [
+            _series(
+                "gatehouse_proxy_store_refused_total",
+                f'{PROXY},namespace="shop",what="tokens",reason="share"',
+                "0+5x20",
+            ),
+            _series(
+                "gatehouse_proxy_store_refused_total",
+                f'{PROXY},namespace="maps",what="counters",reason="share"',
+                "0 1x19",
+            ),
+        ],
+        [{"job": "gh-gatehouse-proxy-metrics", "namespace": "shop"}],
+    ),
 }
 
 # The value an alert's annotations quote (``{{ $value }}``), where they do.
@@ -167,6 +197,20 @@ QUIET: dict[str, list[dict[str, str]]] = {
         _series("gatehouse_proxy_store_up", f'{PROXY},pod="p-1",worker="0"', "1x20"),
         # A store restart shorter than `for`.
         _series("gatehouse_proxy_store_up", f'{PROXY},pod="p-2",worker="0"', "1x8 0x3 1x9"),
+    ],
+    "GatehouseStoreNearlyFull": [
+        _series("gatehouse_proxy_store_used_memory_bytes", f'{PROXY},pod="p-1"', "30000000x20"),
+        _series("gatehouse_proxy_store_max_memory_bytes", f'{PROXY},pod="p-1"', "67108864x20"),
+        # An external store without maxmemory: nothing to fill.
+        _series("gatehouse_proxy_store_used_memory_bytes", f'{PROXY},pod="p-2"', "90000000x20"),
+        _series("gatehouse_proxy_store_max_memory_bytes", f'{PROXY},pod="p-2"', "0x20"),
+    ],
+    "GatehouseStoreShareFull": [
+        _series(
+            "gatehouse_proxy_store_refused_total",
+            f'{PROXY},namespace="shop",what="tokens",reason="share"',
+            "3x20",
+        )
     ],
 }
 

@@ -28,6 +28,7 @@ from gatehouse_operator.keys.store_secret import StoreSecret
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.settings import OperatorSettings, WebhookSettings
 from gatehouse_proxy.settings import ProxySettings
+from gatehouse_proxy.store_shares import ShareSettings
 
 pytestmark = pytest.mark.e2e
 
@@ -611,8 +612,16 @@ def test_the_proxy_reads_every_setting_the_chart_gives_it(
         "--set", "proxy.requestReadTimeoutSeconds=7",
         "--set", "installation.allowHttpUpstreams=true",
         "--set", "installation.allowedPrivateNetworks={10.20.0.0/16}",
+        "--set", "proxy.maxTokenChars=4096",
+        "--set", "store.namespaceShare.bytes=2097152",
+        "--set", "store.namespaceShare.keys=4096",
+        "--set-json", "store.reserve=0.3",
     )  # fmt: skip
     assert settings.request_read_timeout_seconds == 7
+    assert settings.max_token_chars == 4096
+    assert settings.shares == ShareSettings(
+        namespace_bytes=2097152, namespace_keys=4096, reserve=0.3
+    )
     assert settings.allow_http is True
     assert settings.allowed_private_networks == ("10.20.0.0/16",)
     assert settings.operator_url.startswith("https://gh-gatehouse-operator.")

@@ -121,7 +121,8 @@ def test_a_12_digit_retry_after_pauses_for_the_cap_and_drops_no_channel(
             proxy.url, token, alias, "/status/429", params={"header": "Retry-After:999999999999"}
         )
         assert said.status_code == 429, said.text
-        then = fetch(proxy.url, token, alias, "/echo/paused")
+        # The endpoint the vendor answered on is paused (R4-6: its other paths are not).
+        then = fetch(proxy.url, token, alias, "/status/429")
         assert then.status_code == 429
         assert then.json()["error"]["code"] == "rate_limited"
         assert MAX_PAUSE_SECONDS - 5 <= int(then.headers["retry-after"]) <= MAX_PAUSE_SECONDS

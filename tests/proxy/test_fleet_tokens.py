@@ -229,7 +229,13 @@ def test_a_stored_token_is_encrypted(redis_server: RedisServer, keyring_file: Ke
         keys = client.keys("*")
     assert stored is not None
     assert b"token-1" not in stored
-    assert all(key.startswith(b"gatehouse:{uid-crm}:token:") for key in keys)
+    # The connection's keys, and its namespace's ledger, in the namespace's slot.
+    assert sorted(keys) == [
+        b"gatehouse:{team}:held",
+        b"gatehouse:{team}:ledger",
+        b"gatehouse:{team}:uid-crm:token",
+        b"gatehouse:{team}:uid-crm:token:minted",
+    ]
     assert all(client_ttl > 0 for client_ttl in _ttls(redis_server, keys))
 
 

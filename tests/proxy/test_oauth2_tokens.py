@@ -8,6 +8,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -157,6 +158,22 @@ def test_an_endpoint_that_misbehaves_is_refused_with_a_reason(mode: str, said: s
         request = TokenRequest(url=f"{url}/hostile/{mode}", client_id="crm")
         with pytest.raises(ProxyError, match=re.escape(said)):
             await oauth2_tokens.mint(client, request, (), SECRET)
+
+    _run(scenario)
+
+
+def test_a_token_over_the_size_bound_is_refused_with_its_size_and_the_bound() -> None:
+    async def scenario(url: str, endpoint: TokenEndpoint, client: TokenClient) -> None:
+        largest = TokenRequest(url=f"{url}/hostile/size=8192", client_id="crm")
+        assert len((await oauth2_tokens.mint(client, largest, (), SECRET)).value) == 8192
+        over = TokenRequest(url=f"{url}/hostile/size=8193", client_id="crm")
+        with pytest.raises(ProxyError) as refused:
+            await oauth2_tokens.mint(client, over, (), SECRET)
+        assert refused.value.code == "token_endpoint_failed"
+        assert "access_token is 8,193 characters, over the 8,192" in refused.value.message
+        # The installation's own bound (GATEHOUSE_MAX_TOKEN_CHARS).
+        raised = replace(client, max_token_chars=16_384)
+        assert len((await oauth2_tokens.mint(raised, over, (), SECRET)).value) == 8193
 
     _run(scenario)
 

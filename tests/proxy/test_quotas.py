@@ -204,7 +204,7 @@ def test_a_shorter_pause_does_not_cut_a_longer_one(redis_server: RedisServer) ->
 
     asyncio.run(scenario())
     with redis_server.client() as client:
-        assert int(client.pttl("gatehouse:{uid-crm}:pause")) > 25_000
+        assert int(client.pttl("gatehouse:{team}:uid-crm:pause")) > 25_000
 
 
 def test_without_the_store_each_worker_admits_its_share_and_shares_again_after(
@@ -238,7 +238,7 @@ def test_without_the_store_each_worker_admits_its_share_and_shares_again_after(
     asyncio.run(scenario())
 
 
-def test_the_keys_name_uids_and_all_expire(redis_server: RedisServer) -> None:
+def test_the_keys_name_the_namespace_and_uids_and_all_expire(redis_server: RedisServer) -> None:
     async def scenario() -> None:
         workers = await _workers(redis_server, 1)
         try:
@@ -251,14 +251,17 @@ def test_the_keys_name_uids_and_all_expire(redis_server: RedisServer) -> None:
     with redis_server.client() as client:
         keys = sorted(key.decode() for key in client.keys("*"))
         assert keys == [
-            "gatehouse:{uid-crm}:app:app-uid-1",
-            "gatehouse:{uid-crm}:day",
-            "gatehouse:{uid-crm}:minute",
-            "gatehouse:{uid-crm}:pause",
+            # The namespace's ledger, which counts the others, in the same slot.
+            "gatehouse:{team}:held",
+            "gatehouse:{team}:ledger",
+            "gatehouse:{team}:uid-crm:app:app-uid-1",
+            "gatehouse:{team}:uid-crm:day",
+            "gatehouse:{team}:uid-crm:minute",
+            "gatehouse:{team}:uid-crm:pause",
         ]
         assert all(int(client.pttl(key)) > 0 for key in keys)
         # What a (connection, app) costs the store: its minute's hash.
-        assert int(client.memory_usage("gatehouse:{uid-crm}:app:app-uid-1")) < 1024
+        assert int(client.memory_usage("gatehouse:{team}:uid-crm:app:app-uid-1")) < 1024
 
 
 def _store_calls(server: RedisServer) -> int:
@@ -298,7 +301,7 @@ def test_a_hot_connection_takes_permits_in_leases_and_never_admits_more(
 
 async def _counted(server: RedisServer) -> int:
     with server.client() as client:
-        return int(client.hget("gatehouse:{uid-crm}:app:app-1", "t") or 0)
+        return int(client.hget("gatehouse:{team}:uid-crm:app:app-1", "t") or 0)
 
 
 def test_unused_permits_go_back_with_the_next_call(redis_server: RedisServer) -> None:
@@ -364,10 +367,10 @@ def test_a_pause_on_an_endpoint_holds_that_endpoint_only_on_every_worker(
 
     asyncio.run(scenario())
     with redis_server.client() as client:
-        assert not client.exists("gatehouse:{uid-crm}:pause")
-        assert int(client.pttl("gatehouse:{uid-crm}:pauses")) > 25_000
+        assert not client.exists("gatehouse:{team}:uid-crm:pause")
+        assert int(client.pttl("gatehouse:{team}:uid-crm:pauses")) > 25_000
         # The endpoint is a digest there: no path an app sent is kept.
-        assert b"/api/a" not in b"".join(client.hkeys("gatehouse:{uid-crm}:pauses"))
+        assert b"/api/a" not in b"".join(client.hkeys("gatehouse:{team}:uid-crm:pauses"))
 
 
 def test_past_as_many_paused_endpoints_as_a_connection_holds_the_whole_connection_pauses(
@@ -390,7 +393,7 @@ def test_past_as_many_paused_endpoints_as_a_connection_holds_the_whole_connectio
 
     asyncio.run(scenario())
     with redis_server.client() as client:
-        assert client.hlen("gatehouse:{uid-crm}:pauses") == MAX_PAUSED_ENDPOINTS
+        assert client.hlen("gatehouse:{team}:uid-crm:pauses") == MAX_PAUSED_ENDPOINTS
 
 
 def test_without_the_store_a_worker_pauses_the_endpoint_alone(tmp_path: Path) -> None:

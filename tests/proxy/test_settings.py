@@ -27,6 +27,9 @@ def test_defaults_are_the_strict_ones(env: pytest.MonkeyPatch) -> None:
     assert settings.allow_http is False
     assert settings.allowed_private_networks == ()
     assert settings.request_read_timeout_seconds == 15
+    assert settings.max_token_chars == 8192
+    assert (settings.shares.namespace_bytes, settings.shares.namespace_keys) == (1048576, 2048)
+    assert settings.shares.reserve == 0.25
     # An app's trace context decides neither sampling nor what is exported.
     assert settings.traces == TraceSettings(follow_app_sampling=False, keep_app_tracestate=False)
 
@@ -57,6 +60,11 @@ def test_missing_required_settings_are_named(monkeypatch: pytest.MonkeyPatch) ->
         ("GATEHOUSE_TRACES_FOLLOW_APP_SAMPLING", "sometimes"),
         ("GATEHOUSE_TRACES_KEEP_APP_TRACESTATE", "2"),
         ("GATEHOUSE_OPERATOR_URL", "http://op"),
+        ("GATEHOUSE_MAX_TOKEN_CHARS", "16385"),
+        ("GATEHOUSE_MAX_TOKEN_CHARS", "100"),
+        ("GATEHOUSE_STORE_NAMESPACE_BYTES", "1024"),
+        ("GATEHOUSE_STORE_NAMESPACE_KEYS", "a lot"),
+        ("GATEHOUSE_STORE_RESERVE", "0.95"),
     ],
 )
 def test_bad_values_are_refused_naming_the_setting(
