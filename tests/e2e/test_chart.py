@@ -727,10 +727,12 @@ def test_a_misspelt_or_mistyped_value_fails_the_install(cluster: Cluster) -> Non
         ),
         # Alerts that select no series would never fire.
         ("prometheus.prometheusRule.enabled=true", "needs prometheus.serviceMonitor.enabled"),
-        # A webhook told to authenticate its callers without the CA to check them by.
+        # A webhook told to check its callers by two CAs at once. (Neither is no longer a
+        # mistake: the webhook makes the CA and the API server's certificate, R4-10.)
         (
-            "webhook.clientAuthentication.enabled=true",
-            "webhook.clientAuthentication.enabled needs caBundle or existingSecret",
+            "webhook.clientAuthentication.caBundle=pem,"
+            "webhook.clientAuthentication.existingSecret=callers-ca",
+            "webhook.clientAuthentication: set caBundle or existingSecret, not both",
         ),
         (
             "networkPolicy.webhookFrom[0].ipblock.cidr=10.0.0.2/32",
