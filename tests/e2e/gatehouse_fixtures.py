@@ -6,16 +6,21 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
 
 from gatehouse_dev.cluster import Cluster, Persona
+from gatehouse_dev.redis_server import RedisServer
 from gatehouse_dev.resources import connection as connection
 from gatehouse_dev.resources import data_app as data_app
 from gatehouse_dev.resources import secret as secret
+from gatehouse_dev.services import Endpoint, LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 
 API_KEY_AUTH: dict[str, Any] = {
@@ -242,3 +247,35 @@ def token_requests(token_endpoint: str, client_id: str) -> int:
     """How many tokens the dev token endpoint minted for ``client_id``."""
     clients = httpx.get(f"{token_endpoint}/stats", timeout=5).json()["clients"]
     return int(clients.get(client_id, 0))
+
+
+@dataclass
+class Fleet:
+    """Two proxy replicas of two workers each sharing a store of their own, beside the stack's:
+    what belongs to a credential must hold across replicas and workers."""
+
+    store: RedisServer
+    replicas: list[Endpoint]
+
+    @property
+    def urls(self) -> list[str]:
+        return [replica.url for replica in self.replicas]
+
+
+@contextmanager
+def started_fleet(
+    local: LocalGatehouse, folder: Path, settings: Mapping[str, str] | None = None
+) -> Iterator[Fleet]:
+    """A :class:`Fleet` with the proxies' ``settings`` (environment), stopped on leaving."""
+    store = RedisServer(folder)
+    store.start()
+    replicas = [
+        local.start_proxy(workers=2, store=store, settings=dict(settings or {})) for _ in range(2)
+    ]
+    try:
+        yield Fleet(store, replicas)
+    finally:
+        for replica in replicas:
+            replica.server.stop()
+            local.servers.remove(replica.server)
+        store.stop()

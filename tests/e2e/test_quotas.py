@@ -11,7 +11,6 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,39 +24,23 @@ from gatehouse_dev.services import Endpoint
 from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
+    Fleet,
     app_token,
     apply,
     connection,
     data_app,
     project_members,
+    started_fleet,
     wait_condition,
 )
 
 pytestmark = pytest.mark.e2e
 
 
-@dataclass
-class Fleet:
-    store: RedisServer
-    replicas: list[Endpoint]
-
-    @property
-    def urls(self) -> list[str]:
-        return [replica.url for replica in self.replicas]
-
-
 @pytest.fixture(scope="module")
 def fleet(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    store = RedisServer(tmp_path_factory.mktemp("quota-store"))
-    store.start()
-    replicas = [stack.local.start_proxy(workers=2, store=store) for _ in range(2)]
-    try:
-        yield Fleet(store, replicas)
-    finally:
-        for replica in replicas:
-            replica.server.stop()
-            stack.local.servers.remove(replica.server)
-        store.stop()
+    with started_fleet(stack.local, tmp_path_factory.mktemp("quota-store")) as fleet:
+        yield fleet
 
 
 def _calls(stack: Stack, segment: str) -> int:

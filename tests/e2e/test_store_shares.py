@@ -16,7 +16,6 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -25,10 +24,10 @@ import pytest
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.redis_server import RedisServer
-from gatehouse_dev.services import Endpoint
 from gatehouse_dev.waiting import wait_for
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
+    Fleet,
     app_token,
     apply,
     connection,
@@ -39,6 +38,7 @@ from tests.e2e.gatehouse_fixtures import (
     get,
     register_client,
     secret,
+    started_fleet,
     token_requests,
     wait_condition,
 )
@@ -60,30 +60,12 @@ FILLERS = 40
 FILLER_TOKEN_CHARS = 8000  # within the size bound: the share, not the bound, stops these
 
 
-@dataclass
-class Fleet:
-    store: RedisServer
-    replicas: list[Endpoint]
-
-    @property
-    def urls(self) -> list[str]:
-        return [replica.url for replica in self.replicas]
-
-
 @pytest.fixture(scope="module")
 def fleet(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    store = RedisServer(tmp_path_factory.mktemp("share-store"))
-    store.start()
-    replicas = [
-        stack.local.start_proxy(workers=2, store=store, settings=FLEET_SETTINGS) for _ in range(2)
-    ]
-    try:
-        yield Fleet(store, replicas)
-    finally:
-        for replica in replicas:
-            replica.server.stop()
-            stack.local.servers.remove(replica.server)
-        store.stop()
+    with started_fleet(
+        stack.local, tmp_path_factory.mktemp("share-store"), FLEET_SETTINGS
+    ) as fleet:
+        yield fleet
 
 
 @pytest.fixture
