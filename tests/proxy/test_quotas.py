@@ -13,30 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from gatehouse_contract.routes import ConnectionRoute, Credential, Limits
+from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_dev.redis_server import RedisServer
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.quotas import MAX_PAUSED_ENDPOINTS, Quotas
-from tests.proxy.stores import store_up
+from tests.proxy.stores import quota_route, store_up
 
 
 def _connection(per_app: int = 100, per_connection: int = 0, per_day: int = 0) -> ConnectionRoute:
-    return ConnectionRoute(
-        key="team/crm",
-        uid="uid-crm",
-        origin="https://api.example.com",
-        allowed_methods=frozenset({"GET"}),
-        allowed_paths=(),
-        credential=Credential(type="none"),
-        limits=Limits(
-            timeout_seconds=10,
-            max_request_bytes=1000,
-            max_response_bytes=1000,
-            requests_per_minute=per_app,
-            connection_requests_per_minute=per_connection,
-            requests_per_day=per_day,
-        ),
-    )
+    return quota_route(per_app=per_app, per_connection=per_connection, per_day=per_day)
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gatehouse_contract.keyring import Keyring, KeyringFile
-from gatehouse_contract.routes import ConnectionRoute, Credential, Limits
+from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_dev.redis_server import RedisServer
 from gatehouse_proxy import metrics
 from gatehouse_proxy.errors import ProxyError
@@ -26,7 +26,7 @@ from gatehouse_proxy.quotas import Quotas
 from gatehouse_proxy.shared_store import SharedStore
 from gatehouse_proxy.store_shares import Shares, ShareSettings
 from gatehouse_proxy.token_grants import MintedToken
-from tests.proxy.stores import store_up
+from tests.proxy.stores import quota_route, store_up
 
 
 @pytest.fixture(autouse=True)
@@ -58,22 +58,7 @@ def _key(namespace: str, name: str, credential: str = "c1") -> CredentialKey:
 
 
 def _connection(namespace: str, name: str = "crm", per_app: int = 100) -> ConnectionRoute:
-    return ConnectionRoute(
-        key=f"{namespace}/{name}",
-        uid=f"uid-{namespace}-{name}",
-        origin="https://api.example.com",
-        allowed_methods=frozenset({"GET"}),
-        allowed_paths=(),
-        credential=Credential(type="none"),
-        limits=Limits(
-            timeout_seconds=10,
-            max_request_bytes=1000,
-            max_response_bytes=1000,
-            requests_per_minute=per_app,
-            connection_requests_per_minute=0,
-            requests_per_day=0,
-        ),
-    )
+    return quota_route(f"{namespace}/{name}", f"uid-{namespace}-{name}", per_app=per_app)
 
 
 def _ledger(server: RedisServer, namespace: str) -> tuple[int, int, int]:
