@@ -162,7 +162,8 @@ class Goodbye(Wire):
 
 # The longest a vendor's Retry-After pauses a connection: a day-long "come back tomorrow" is the
 # daily quota's to enforce, not a header's. The proxy reads no more than this
-# (gatehouse_proxy.retry_after), and a Throttled frame that says more is refused where it is read.
+# (gatehouse_proxy.http.retry_after), and a Throttled frame that says more is refused where it is
+# read.
 MAX_PAUSE_SECONDS = 3600
 # What a vendor's pause covers: the whole connection (the credential's limit) or the endpoint
 # the answer came on (a path prefix).
@@ -174,7 +175,7 @@ MAX_ENDPOINT_CHARS = 256
 class Throttled(Wire):
     """An upstream answered ``status`` (429 or 503) with a Retry-After: the replica paused
     ``scope`` for the fleet for ``seconds``: the whole connection, or only ``endpoint`` (the
-    path prefix the answer came on; see gatehouse_proxy.matcher.endpoint_of). Sent once per
+    path prefix the answer came on; see gatehouse_proxy.rules.matcher.endpoint_of). Sent once per
     pause, by the replica that saw it; an operator of an earlier release logs it and reads on,
     and a frame of an earlier replica (no scope) paused the whole connection."""
 

@@ -1,8 +1,8 @@
 """The routing table's entries: what the operator compiles and every proxy replica routes by.
 
 The operator publishes them as a snapshot and then deltas (see :mod:`gatehouse_contract.frames`);
-each replica keeps a :class:`gatehouse_proxy.routing_table.RoutingTable` of them. An entry holds no
-secret in the clear: credentials are encrypted with the table keys (see
+each replica keeps a :class:`gatehouse_proxy.table.routing_table.RoutingTable` of them. An entry
+holds no secret in the clear: credentials are encrypted with the table keys (see
 :mod:`gatehouse_contract.keyring`) and apps appear only as hashes of their tokens.
 """
 

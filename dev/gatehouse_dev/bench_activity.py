@@ -21,9 +21,9 @@ from collections.abc import Callable
 
 from gatehouse_contract.activity import DURATION_BINS, UsageRow
 from gatehouse_operator.table.usage import MOST_PAIRS, UsageHistory
-from gatehouse_proxy.activity import Activity
-from gatehouse_proxy.recent_requests import TOTAL
-from gatehouse_proxy.usage_counts import MOST_ROWS
+from gatehouse_proxy.observation.activity import Activity
+from gatehouse_proxy.observation.recent_requests import TOTAL
+from gatehouse_proxy.observation.usage_counts import MOST_ROWS
 
 CONNECTIONS = 10_000
 NAMESPACES = 100

@@ -1,4 +1,5 @@
-"""What reading request bodies for parameters costs the proxy (``gatehouse_proxy.body_rules``).
+"""What reading request bodies for parameters costs the proxy
+(``gatehouse_proxy.rules.body_rules``).
 
 Each body is 10 MiB (the largest ``limits.maxRequestBytes``) in the 64 KiB pieces the proxy
 keeps, checked as a fetch checks it on a connection whose API key goes in the query: the time
@@ -16,7 +17,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from gatehouse_proxy.body_rules import check_body
+from gatehouse_proxy.rules.body_rules import check_body
 
 MIB = 1024 * 1024
 SIZE = 10 * MIB

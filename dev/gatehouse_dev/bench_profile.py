@@ -24,7 +24,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the scrubber (redaction of the injected secret)", ("gatehouse_contract/redaction.py",)),
     (
         "logging and metrics",
-        ("logging/", "prometheus_client", "gatehouse_proxy/logs.py", "gatehouse_proxy/metrics.py"),
+        (
+            "logging/",
+            "prometheus_client",
+            "gatehouse_proxy/observation/logs.py",
+            "gatehouse_proxy/observation/metrics.py",
+        ),
     ),
     ("upstream client (aiohttp, yarl, multidict)", ("aiohttp/", "yarl/", "multidict/")),
     ("Starlette (routing, middleware, Request, responses)", ("starlette/",)),

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from gatehouse_contract import sent_forms
 from gatehouse_contract.redaction import BodyScrubber, Redactor
-from gatehouse_proxy.headers import app_response_headers
-from gatehouse_proxy.media_types import extract
+from gatehouse_proxy.http.media_types import extract
+from gatehouse_proxy.rules.headers import app_response_headers
 
 CHUNK = 64 * 1024
 BODY_BYTES = 8 * 1024 * 1024

@@ -30,8 +30,8 @@ from gatehouse_dev.processes import cpu_seconds
 from gatehouse_dev.redis_server import RedisServer
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
-from gatehouse_proxy.quotas import Quotas
-from gatehouse_proxy.shared_store import StoreSettings, opened
+from gatehouse_proxy.limits.quotas import Quotas
+from gatehouse_proxy.store.shared_store import StoreSettings, opened
 
 ROUNDS = 5
 ROUND_SECONDS = 4

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
 from gatehouse_dev.otelcol import Collector
-from gatehouse_proxy.tracing import PHASES, Tracing
+from gatehouse_proxy.observation.tracing import PHASES, Tracing
 
 FETCHES = 20_000
 RUNS = 3

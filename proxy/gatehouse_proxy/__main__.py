@@ -23,8 +23,8 @@ import uvicorn
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.observability import version
 from gatehouse_contract.request_deadline import with_head_deadline
-from gatehouse_proxy import logs
 from gatehouse_proxy.app import Proxy, create_admin_app, create_app
+from gatehouse_proxy.observation import logs
 from gatehouse_proxy.settings import ProxySettings
 from gatehouse_proxy.workers import (
     Supervisor,

@@ -49,15 +49,52 @@ from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.redaction import Redactor, scrubbed_prefix
 from gatehouse_contract.routes import AppRoute, ConnectionRoute, namespace_of
 from gatehouse_contract.wire import MAX_COUNT
-from gatehouse_proxy import body_rules, metrics
-from gatehouse_proxy import headers as header_policy
-from gatehouse_proxy.activity import Activity
-from gatehouse_proxy.content_types import check_content_type
-from gatehouse_proxy.copy_sources import check_copy_sources
-from gatehouse_proxy.entrance import FETCH_PATH, FirstTurn, Routes, identified_app
+from gatehouse_proxy.credentials.fleet_tokens import FleetTokens
+from gatehouse_proxy.credentials.google_tokens import GoogleMinter
+from gatehouse_proxy.credentials.injectors import (
+    Injection,
+    Injector,
+    credential_key,
+    injected_header_names,
+    mints_tokens,
+)
+from gatehouse_proxy.credentials.token_grants import TokenClient
+from gatehouse_proxy.credentials.token_refusals import RETRIED, Judged
+from gatehouse_proxy.door.entrance import FETCH_PATH, FirstTurn, Routes, identified_app
+from gatehouse_proxy.door.incoming import AppRequest, AppWentAway, header
+from gatehouse_proxy.door.relay import RelayedResponse
 from gatehouse_proxy.errors import ProxyError, error_response
-from gatehouse_proxy.fleet_tokens import FleetTokens
-from gatehouse_proxy.forwarder import (
+from gatehouse_proxy.http.media_types import as_read
+from gatehouse_proxy.http.retry_after import requested_pause
+from gatehouse_proxy.limits.quotas import Quotas, Standing
+from gatehouse_proxy.limits.tenancy import (
+    ConcurrencyLimits,
+    Place,
+    RequestBytes,
+    Turns,
+)
+from gatehouse_proxy.limits.vendor_pauses import PAUSING_STATUSES, is_credential_limit
+from gatehouse_proxy.observation import metrics
+from gatehouse_proxy.observation.activity import Activity
+from gatehouse_proxy.observation.tracing import Tracing
+from gatehouse_proxy.rules import body_rules
+from gatehouse_proxy.rules import headers as header_policy
+from gatehouse_proxy.rules.content_types import check_content_type
+from gatehouse_proxy.rules.copy_sources import check_copy_sources
+from gatehouse_proxy.rules.matcher import (
+    UpstreamPath,
+    check_method,
+    check_path,
+    endpoint_of,
+    normalise,
+)
+from gatehouse_proxy.rules.query import upstream_query
+from gatehouse_proxy.settings import ProxySettings
+from gatehouse_proxy.store.shared_store import SharedStore, opened
+from gatehouse_proxy.store.shares import Shares
+from gatehouse_proxy.table.feed import TableFeed, TableStore
+from gatehouse_proxy.table.routing_table import RoutingTable
+from gatehouse_proxy.upstream.forwarder import (
     Forwarder,
     RequestBody,
     Upstream,
@@ -65,38 +102,8 @@ from gatehouse_proxy.forwarder import (
     new_session,
     tls_context,
 )
-from gatehouse_proxy.google_tokens import GoogleMinter
-from gatehouse_proxy.incoming import AppRequest, AppWentAway, header
-from gatehouse_proxy.injectors import (
-    Injection,
-    Injector,
-    credential_key,
-    injected_header_names,
-    mints_tokens,
-)
-from gatehouse_proxy.matcher import (
-    UpstreamPath,
-    check_method,
-    check_path,
-    endpoint_of,
-    normalise,
-)
-from gatehouse_proxy.media_types import as_read
-from gatehouse_proxy.network_guard import NetworkPolicy
-from gatehouse_proxy.query import upstream_query
-from gatehouse_proxy.quotas import Quotas, Standing
-from gatehouse_proxy.relay import RelayedResponse
-from gatehouse_proxy.retry_after import requested_pause
-from gatehouse_proxy.routing_table import RoutingTable
-from gatehouse_proxy.settings import ProxySettings
-from gatehouse_proxy.shared_store import SharedStore, opened
-from gatehouse_proxy.store_shares import Shares
-from gatehouse_proxy.table_feed import TableFeed, TableStore
-from gatehouse_proxy.tenancy import ConcurrencyLimits, Place, RequestBytes, TenantPools, Turns
-from gatehouse_proxy.token_grants import TokenClient
-from gatehouse_proxy.token_refusals import RETRIED, Judged
-from gatehouse_proxy.tracing import Tracing
-from gatehouse_proxy.vendor_pauses import PAUSING_STATUSES, is_credential_limit
+from gatehouse_proxy.upstream.network_guard import NetworkPolicy
+from gatehouse_proxy.upstream.pools import TenantPools
 
 log = logging.getLogger("gatehouse.proxy")
 
@@ -451,8 +458,8 @@ class Proxy:
         *,
         shared: bool,
     ) -> Judged | None:
-        """What a 401 to a minted token says (gatehouse_proxy.token_refusals), counted per app;
-        the first bound of a window told to the operator (an Event)."""
+        """What a 401 to a minted token says (gatehouse_proxy.credentials.token_refusals), counted
+        per app; the first bound of a window told to the operator (an Event)."""
         if upstream.status != 401:
             return None
         judged = await self.injector.refused(injection, endpoint, shared=shared)
@@ -476,8 +483,8 @@ class Proxy:
     ) -> None:
         """A 429 or 503 with Retry-After pauses, for the fleet, the endpoint it came on, or the
         whole connection when the connection says it is the credential's limit
-        (gatehouse_proxy.vendor_pauses): every replica calling on would burn the quota of every
-        app on it."""
+        (gatehouse_proxy.limits.vendor_pauses): every replica calling on would burn the quota of
+        every app on it."""
         if upstream.status not in PAUSING_STATUSES:
             return
         answered = upstream.response.headers

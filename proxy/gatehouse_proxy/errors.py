@@ -41,7 +41,7 @@ STATUS_BY_CODE: Mapping[RefusalCode, int] = {
     "connection_unavailable": 503,
     "not_ready": 503,
     "upstream_timeout": 504,
-    # Connection tests only (gatehouse_proxy.connection_test_slots): never an app's answer.
+    # Connection tests only (gatehouse_proxy.table.test_slots): never an app's answer.
     "tests_busy": 503,
     "test_not_started": 503,
     "test_timed_out": 504,

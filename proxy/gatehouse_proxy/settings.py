@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gatehouse_contract.env import env_count, env_flag, env_seconds, env_share
-from gatehouse_proxy.audit import AuditSettings
-from gatehouse_proxy.google_tokens import GOOGLE_TOKEN_URL
-from gatehouse_proxy.shared_store import StoreSettings
-from gatehouse_proxy.store_shares import ShareSettings
-from gatehouse_proxy.tenancy import TenantLimits
-from gatehouse_proxy.token_grants import MAX_TOKEN_CHARS, MOST_TOKEN_CHARS
-from gatehouse_proxy.tracing import TraceSettings
+from gatehouse_proxy.credentials.google_tokens import GOOGLE_TOKEN_URL
+from gatehouse_proxy.credentials.token_grants import MAX_TOKEN_CHARS, MOST_TOKEN_CHARS
+from gatehouse_proxy.limits.tenancy import TenantLimits
+from gatehouse_proxy.observation.audit import AuditSettings
+from gatehouse_proxy.observation.tracing import TraceSettings
+from gatehouse_proxy.store.shared_store import StoreSettings
+from gatehouse_proxy.store.shares import ShareSettings
 
 
 def _tenant_limits() -> TenantLimits:

@@ -28,7 +28,7 @@ PROXY_POD_LABELS = frozenset({"worker"})
 
 _PROXY_EXERCISED = """
 from prometheus_client.exposition import generate_latest
-from gatehouse_proxy import metrics
+from gatehouse_proxy.observation import metrics
 labels = metrics.Labels(app="shop/Deployment/web", connection="shop/vendor")
 metrics.observe(labels, "GET", 503, 0.1)
 metrics.count_token_request("shop/vendor", "issued", shared=True)

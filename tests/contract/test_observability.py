@@ -8,7 +8,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from gatehouse_dev.docs.metrics import exposed_name, operator_registry
-from gatehouse_proxy import metrics as proxy_metrics
+from gatehouse_proxy.observation import metrics as proxy_metrics
 
 METRICS = Path(__file__).resolve().parents[2] / "docs" / "reference" / "metrics.md"
 

@@ -24,7 +24,7 @@ from gatehouse_contract.redaction import (
     scrubbed_prefix,
 )
 from gatehouse_dev.echoes import FORMS, leaks
-from gatehouse_proxy.headers import app_response_headers
+from gatehouse_proxy.rules.headers import app_response_headers
 
 SECRET = "sk live/42"  # a space and a slash: its URL-encoded form differs
 

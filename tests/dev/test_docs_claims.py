@@ -1,6 +1,6 @@
 """Claims in the hand-written docs that the code decides, checked against the code so they cannot
 go stale: where a connection's secret may come from, the table channel's frames and their sizes,
-the operator's layers, and the files the Layout points at."""
+each program's layers and modules, and the files the Layout points at."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import re
 import tomllib
 import typing
 from pathlib import Path
+
+import pytest
 
 from gatehouse_contract import channel
 from gatehouse_contract.frames import OperatorFrame, ReplicaMessage
@@ -22,6 +24,7 @@ OVERVIEW = DOCS / "concepts" / "overview.md"
 TABLE_CHANNEL = DOCS / "concepts" / "table-channel.md"
 LAYOUT = DOCS / "development" / "layout.md"
 OPERATOR = ROOT / "operator" / "gatehouse_operator"
+PROXY = ROOT / "proxy" / "gatehouse_proxy"
 MIB = 1024 * 1024
 
 
@@ -148,41 +151,69 @@ def test_the_table_packages_own_account_gives_the_constants() -> None:
 # --- Layout -------------------------------------------------------------------------------------
 
 
-def _contract_layers() -> list[set[str]]:
+PROGRAMS = {
+    "gatehouse_operator": ("The operator's layers", "## The operator's layers", OPERATOR),
+    "gatehouse_proxy": ("The proxy's layers", "## The proxy's rooms", PROXY),
+}
+
+
+def _contract_layers(program: str) -> list[set[str]]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     (layers,) = [
         contract["layers"]
         for contract in config["tool"]["importlinter"]["contracts"]
-        if contract["name"] == "The operator's layers"
+        if contract["name"] == PROGRAMS[program][0]
     ]
     return [
-        {module.strip().removeprefix("gatehouse_operator.") for module in layer.split("|")}
+        {module.strip().removeprefix(f"{program}.") for module in layer.split("|")}
         for layer in layers
     ]
 
 
-def _documented_layers() -> list[set[str]]:
-    rows = _table_rows(_section(LAYOUT, "## The operator's layers"))
-    return [set(re.findall(r"`(\w+)`", modules)) for _, modules, _ in rows]
+def _documented_rows(program: str) -> list[list[str]]:
+    return _table_rows(_section(LAYOUT, PROGRAMS[program][1]))
 
 
-def _operator_modules() -> set[str]:
+def _documented_layers(program: str) -> list[set[str]]:
+    return [set(re.findall(r"`(\w+)`", modules)) for _, modules, _ in _documented_rows(program)]
+
+
+def _top_modules(package: Path) -> set[str]:
     return {
         child.stem
-        for child in OPERATOR.iterdir()
+        for child in package.iterdir()
         if (child.suffix == ".py" and child.name != "__init__.py")
         or (child.is_dir() and (child / "__init__.py").exists())
     }
 
 
-def test_the_layout_lists_the_operators_layers_as_the_contract_does() -> None:
-    assert _documented_layers() == _contract_layers()
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_the_layout_lists_each_programs_layers_as_the_contract_does(program: str) -> None:
+    assert _documented_layers(program) == _contract_layers(program)
 
 
-def test_every_module_the_layout_names_exists_and_none_is_left_out() -> None:
-    named = set().union(*_documented_layers())
-    assert sorted(named - _operator_modules()) == []
-    assert sorted(_operator_modules() - named) == []
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_every_module_the_layout_names_exists_and_none_is_left_out(program: str) -> None:
+    named = set().union(*_documented_layers(program))
+    package = PROGRAMS[program][2]
+    assert sorted(named - _top_modules(package)) == []
+    assert sorted(_top_modules(package) - named) == []
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_every_module_inside_a_package_is_named_in_its_row(program: str) -> None:
+    """A package's modules are each named (in backquotes) in its layer's row: a module added to
+    a room is placed on the page with it."""
+    package = PROGRAMS[program][2]
+    unnamed = []
+    for _, modules, what in _documented_rows(program):
+        named = set(re.findall(r"`(\w+)`", what))
+        for room in re.findall(r"`(\w+)`", modules):
+            if (package / room).is_dir():
+                unnamed += [
+                    f"{room}/{module}" for module in sorted(_top_modules(package / room) - named)
+                ]
+    assert unnamed == []
 
 
 QUESTIONS = {

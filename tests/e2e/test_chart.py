@@ -28,7 +28,7 @@ from gatehouse_operator.keys.store_secret import StoreSecret
 from gatehouse_operator.kube import Kube
 from gatehouse_operator.settings import OperatorSettings, WebhookSettings
 from gatehouse_proxy.settings import ProxySettings
-from gatehouse_proxy.store_shares import ShareSettings
+from gatehouse_proxy.store.shares import ShareSettings
 
 pytestmark = pytest.mark.e2e
 

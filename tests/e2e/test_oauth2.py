@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.echoes import leaks
 from gatehouse_dev.services import Endpoint
-from gatehouse_proxy import fleet_tokens
+from gatehouse_proxy.credentials import fleet_tokens
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     app_token,

@@ -20,7 +20,7 @@ from gatehouse_dev.otelcol import Collector
 from gatehouse_dev.resources import UNLIMITED_RATE
 from gatehouse_dev.services import Endpoint
 from gatehouse_dev.waiting import wait_for
-from gatehouse_proxy.tracing import PHASES
+from gatehouse_proxy.observation.tracing import PHASES
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     API_KEY_AUTH,

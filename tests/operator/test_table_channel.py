@@ -47,9 +47,9 @@ from gatehouse_operator.table.replicas import Replicas
 from gatehouse_operator.table.rollout import Rollout
 from gatehouse_operator.table.store import RouteStore
 from gatehouse_operator.table.throttles import Throttles
-from gatehouse_proxy.activity import Activity
-from gatehouse_proxy.routing_table import RoutingTable
-from gatehouse_proxy.table_feed import TableFeed, TableStore
+from gatehouse_proxy.observation.activity import Activity
+from gatehouse_proxy.table.feed import TableFeed, TableStore
+from gatehouse_proxy.table.routing_table import RoutingTable
 from tests.operator.test_table_budget import SPEC
 from tests.operator.test_throttles import Posted
 

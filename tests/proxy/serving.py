@@ -30,9 +30,9 @@ from gatehouse_contract.routes import (
 from gatehouse_dev.processes import free_port
 from gatehouse_dev.upstream import create_app as create_upstream
 from gatehouse_proxy.app import Proxy, create_admin_app, create_app
-from gatehouse_proxy.routing_table import RoutingTable
+from gatehouse_proxy.limits.tenancy import TenantLimits
 from gatehouse_proxy.settings import ProxySettings
-from gatehouse_proxy.tenancy import TenantLimits
+from gatehouse_proxy.table.routing_table import RoutingTable
 
 KEYRING = Keyring.generate("k1")
 LIMITS = Limits(

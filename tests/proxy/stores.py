@@ -8,7 +8,7 @@ import asyncio
 
 from gatehouse_contract.routes import ConnectionRoute, Credential, Limits
 from gatehouse_dev.redis_server import RedisServer
-from gatehouse_proxy.shared_store import SharedStore, StoreSettings
+from gatehouse_proxy.store.shared_store import SharedStore, StoreSettings
 
 
 async def store_up(server: RedisServer, deadline_seconds: float = 0.5) -> SharedStore:

@@ -12,11 +12,11 @@ import pytest
 from gatehouse_contract.activity import DURATION_BINS, RequestsQuery
 from gatehouse_contract.frames import Gather, Gathered, UsageReport, read_replica_message
 from gatehouse_contract.observability import JSONFormatter
-from gatehouse_proxy.activity import Activity
-from gatehouse_proxy.audit import AuditSettings
-from gatehouse_proxy.recent_requests import RecentRequests, Record, scrubbed_path
-from gatehouse_proxy.trace_ids import sent_trace_id, trace_id
-from gatehouse_proxy.usage_counts import UsageCounts
+from gatehouse_proxy.observation.activity import Activity
+from gatehouse_proxy.observation.audit import AuditSettings
+from gatehouse_proxy.observation.recent_requests import RecentRequests, Record, scrubbed_path
+from gatehouse_proxy.observation.trace_ids import sent_trace_id, trace_id
+from gatehouse_proxy.observation.usage_counts import UsageCounts
 
 SECRET = "s3cr3t-value-never-kept"
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

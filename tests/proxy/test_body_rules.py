@@ -15,14 +15,14 @@ import httpx
 import pytest
 from aiohttp import web
 
-from gatehouse_proxy.body_rules import (
+from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.rules.body_rules import (
     MAX_INFLATED_BYTES,
     _BodyKind,
     _Readers,
     check_body,
     check_query,
 )
-from gatehouse_proxy.errors import ProxyError
 from tests.proxy.serving import Tenant, running_proxy, upstream
 
 ALLOWED = frozenset({"GET", "POST"})

@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from gatehouse_proxy.connection_test_slots import ConnectionTestRun, ConnectionTestSlots
 from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.table.test_slots import ConnectionTestRun, ConnectionTestSlots
 
 
 async def _hold(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gatehouse_proxy.copy_sources import check_copy_sources
 from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.rules.copy_sources import check_copy_sources
 
 PATH_STYLE = "https://storage.example.com"
 ALLOWED = ("/shared/reports",)

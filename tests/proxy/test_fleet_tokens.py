@@ -16,12 +16,12 @@ import pytest
 
 from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_dev.redis_server import RedisServer
-from gatehouse_proxy import fleet_tokens
+from gatehouse_proxy.credentials import fleet_tokens
+from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
+from gatehouse_proxy.credentials.token_grants import MintedToken
+from gatehouse_proxy.credentials.token_refusals import RETRIED
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.fleet_tokens import CredentialKey, FleetTokens
-from gatehouse_proxy.shared_store import SharedStore, StoreSettings, StoreUnavailable
-from gatehouse_proxy.token_grants import MintedToken
-from gatehouse_proxy.token_refusals import RETRIED
+from gatehouse_proxy.store.shared_store import SharedStore, StoreSettings, StoreUnavailable
 from tests.proxy.stores import store_up
 
 KEY = CredentialKey.of("team/crm", "uid-crm", ["oauth2ClientCredentials", "f1", "scope"])

@@ -19,8 +19,8 @@ from gatehouse_dev.processes import free_port
 from gatehouse_dev.raw_upstream import RawUpstream
 from gatehouse_dev.upstream import create_app
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.forwarder import Forwarder, new_session, tls_context
-from gatehouse_proxy.network_guard import NetworkPolicy
+from gatehouse_proxy.upstream.forwarder import Forwarder, new_session, tls_context
+from gatehouse_proxy.upstream.network_guard import NetworkPolicy
 
 
 @contextlib.asynccontextmanager

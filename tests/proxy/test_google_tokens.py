@@ -22,12 +22,12 @@ from aiohttp import web
 from gatehouse_contract import google_keys
 from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_dev.service_accounts import service_account_key
-from gatehouse_proxy import google_tokens
+from gatehouse_proxy.credentials import google_tokens
+from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
+from gatehouse_proxy.credentials.google_tokens import GoogleMinter
+from gatehouse_proxy.credentials.token_grants import TokenClient
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.fleet_tokens import CredentialKey, FleetTokens
-from gatehouse_proxy.google_tokens import GoogleMinter
-from gatehouse_proxy.network_guard import NetworkPolicy
-from gatehouse_proxy.token_grants import TokenClient
+from gatehouse_proxy.upstream.network_guard import NetworkPolicy
 
 SCOPES = ("https://www.googleapis.com/auth/bigquery.readonly",)
 FIRST = CredentialKey.of("one/bq", "uid-1", ["f1", *SCOPES])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gatehouse_contract.redaction import Redactor
-from gatehouse_proxy.headers import app_response_headers, upstream_request_headers
-from gatehouse_proxy.media_types import extract, parse
+from gatehouse_proxy.http.media_types import extract, parse
+from gatehouse_proxy.rules.headers import app_response_headers, upstream_request_headers
 
 
 def test_request_headers_drop_identity_routing_and_hop_by_hop() -> None:

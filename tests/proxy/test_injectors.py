@@ -15,12 +15,12 @@ import pytest
 from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_contract.redaction import Redactor
 from gatehouse_dev.echoes import leaks
-from gatehouse_proxy.fleet_tokens import FleetTokens
-from gatehouse_proxy.google_tokens import GoogleMinter
-from gatehouse_proxy.injectors import Injection, Injector
-from gatehouse_proxy.network_guard import NetworkPolicy
-from gatehouse_proxy.query import upstream_query
-from gatehouse_proxy.token_grants import TokenClient
+from gatehouse_proxy.credentials.fleet_tokens import FleetTokens
+from gatehouse_proxy.credentials.google_tokens import GoogleMinter
+from gatehouse_proxy.credentials.injectors import Injection, Injector
+from gatehouse_proxy.credentials.token_grants import TokenClient
+from gatehouse_proxy.rules.query import upstream_query
+from gatehouse_proxy.upstream.network_guard import NetworkPolicy
 from tests.proxy.serving import KEYRING, Tenant
 
 

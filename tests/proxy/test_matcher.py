@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.matcher import allowed_by_prefixes, check_method, endpoint_of, normalise
+from gatehouse_proxy.rules.matcher import allowed_by_prefixes, check_method, endpoint_of, normalise
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gatehouse_proxy.media_types import MAX_CHARS, extract, parse
+from gatehouse_proxy.http.media_types import MAX_CHARS, extract, parse
 
 # (input, its serialisation once parsed; None: not a media type). From web-platform-tests'
 # mimesniff/mime-types/resources/mime-types.json.

@@ -9,7 +9,11 @@ import socket
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from gatehouse_proxy.network_guard import BlockedAddressError, GuardedResolver, NetworkPolicy
+from gatehouse_proxy.upstream.network_guard import (
+    BlockedAddressError,
+    GuardedResolver,
+    NetworkPolicy,
+)
 
 
 @pytest.mark.parametrize(

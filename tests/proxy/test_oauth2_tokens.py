@@ -18,11 +18,11 @@ from aiohttp import web
 from gatehouse_contract.routes import TokenRequest
 from gatehouse_dev.echoes import leaks
 from gatehouse_dev.token_endpoint import TokenEndpoint, create_app
-from gatehouse_proxy import oauth2_tokens
+from gatehouse_proxy.credentials import oauth2_tokens
+from gatehouse_proxy.credentials.token_grants import MAX_LIFETIME_SECONDS, TokenClient
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.forwarder import new_session, tls_context
-from gatehouse_proxy.network_guard import NetworkPolicy
-from gatehouse_proxy.token_grants import MAX_LIFETIME_SECONDS, TokenClient
+from gatehouse_proxy.upstream.forwarder import new_session, tls_context
+from gatehouse_proxy.upstream.network_guard import NetworkPolicy
 
 SECRET = "cs_live+/ secret=&%"  # characters Basic must form-encode
 

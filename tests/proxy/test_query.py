@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.query import upstream_query
+from gatehouse_proxy.rules.query import upstream_query
 
 KEY = ("api_key", "s3cret")
 

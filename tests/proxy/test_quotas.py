@@ -16,7 +16,7 @@ import pytest
 from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_dev.redis_server import RedisServer
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.quotas import MAX_PAUSED_ENDPOINTS, Quotas
+from gatehouse_proxy.limits.quotas import MAX_PAUSED_ENDPOINTS, Quotas
 from tests.proxy.stores import quota_route, store_up
 
 

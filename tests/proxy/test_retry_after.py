@@ -9,7 +9,7 @@ import datetime
 import pytest
 
 from gatehouse_contract.frames import MAX_PAUSE_SECONDS
-from gatehouse_proxy.retry_after import requested_pause, retry_after_seconds
+from gatehouse_proxy.http.retry_after import requested_pause, retry_after_seconds
 
 NOW = datetime.datetime(2026, 11, 28, 12, 0, 0, tzinfo=datetime.UTC)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from gatehouse_proxy.observation.tracing import TraceSettings
 from gatehouse_proxy.settings import ProxySettings
-from gatehouse_proxy.tracing import TraceSettings
 
 REQUIRED = {"GATEHOUSE_KEYRING_FILE": "/k/keyring.json", "GATEHOUSE_OPERATOR_URL": "https://op/"}
 

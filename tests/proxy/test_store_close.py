@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from gatehouse_dev.redis_server import RedisServer
-from gatehouse_proxy.shared_store import SharedStore, StoreSettings
+from gatehouse_proxy.store.shared_store import SharedStore, StoreSettings
 
 
 def test_closing_just_after_starting_returns_at_once(redis_server: RedisServer) -> None:

@@ -19,13 +19,13 @@ import pytest
 from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_dev.redis_server import RedisServer
-from gatehouse_proxy import metrics
+from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
+from gatehouse_proxy.credentials.token_grants import MintedToken
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.fleet_tokens import CredentialKey, FleetTokens
-from gatehouse_proxy.quotas import Quotas
-from gatehouse_proxy.shared_store import SharedStore
-from gatehouse_proxy.store_shares import Shares, ShareSettings
-from gatehouse_proxy.token_grants import MintedToken
+from gatehouse_proxy.limits.quotas import Quotas
+from gatehouse_proxy.observation import metrics
+from gatehouse_proxy.store.shared_store import SharedStore
+from gatehouse_proxy.store.shares import Shares, ShareSettings
 from tests.proxy.stores import quota_route, store_up
 
 
@@ -360,9 +360,9 @@ def test_a_changed_or_dropped_credentials_token_leaves_the_store(
 def test_a_401s_judgement_and_an_endpoints_pause_are_counted_and_leave_with_the_connection(
     redis_server: RedisServer, keyring_file: KeyringFile
 ) -> None:
-    """The keys of the judgement of 401s (gatehouse_proxy.token_refusals) and of the endpoints'
-    pauses are the namespace's like every other: in its slot, in its ledger at their largest
-    size, and the judgement's deleted with the connection's token."""
+    """The keys of the judgement of 401s (gatehouse_proxy.credentials.token_refusals) and of the
+    endpoints' pauses are the namespace's like every other: in its slot, in its ledger at their
+    largest size, and the judgement's deleted with the connection's token."""
     shares = Shares(ShareSettings())
     key = _key("team", "crm")
 

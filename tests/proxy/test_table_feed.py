@@ -28,7 +28,7 @@ from gatehouse_contract.connection_tests import (
 from gatehouse_contract.frames import read_replica_message
 from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_contract.routes import ConnectionRoute, Credential, Limits, entry_digest
-from gatehouse_proxy.table_feed import TableFeed, TableStore
+from gatehouse_proxy.table.feed import TableFeed, TableStore
 
 LIMITS = Limits(
     timeout_seconds=30, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1

@@ -18,8 +18,8 @@ from aiohttp import web
 from starlette.types import Receive, Scope, Send
 
 from gatehouse_dev import upstream as dev_upstream
-from gatehouse_proxy.entrance import FirstTurn
-from gatehouse_proxy.tenancy import TenantLimits, Turns
+from gatehouse_proxy.door.entrance import FirstTurn
+from gatehouse_proxy.limits.tenancy import TenantLimits, Turns
 from tests.proxy.serving import Running, Tenant, running_proxy, table, upstream
 
 SMALL = TenantLimits(
@@ -351,7 +351,7 @@ def test_one_tls_context_serves_every_tenants_pool(
                     answer = await _fetch(client, proxy.url, tenant, "/echo/")
                     assert answer.status_code == 200
         assert [module for module in made if module.startswith("gatehouse_proxy")] == [
-            "gatehouse_proxy.forwarder"
+            "gatehouse_proxy.upstream.forwarder"
         ]
 
     asyncio.run(scenario())

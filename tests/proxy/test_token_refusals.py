@@ -17,9 +17,9 @@ import pytest
 from gatehouse_contract.frames import MAX_RENEWALS
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_dev.redis_server import RedisServer
-from gatehouse_proxy import fleet_tokens
-from gatehouse_proxy.fleet_tokens import FleetTokens
-from gatehouse_proxy.token_refusals import RETRIED, Verdict
+from gatehouse_proxy.credentials import fleet_tokens
+from gatehouse_proxy.credentials.fleet_tokens import FleetTokens
+from gatehouse_proxy.credentials.token_refusals import RETRIED, Verdict
 from tests.proxy.stores import store_up
 from tests.proxy.test_fleet_tokens import KEY, Minter, keyring_file
 

@@ -20,8 +20,8 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
 from gatehouse_contract.activity import RequestsQuery
 from gatehouse_contract.observability import JSONFormatter
-from gatehouse_proxy.audit import AuditSettings, AuditTrail
-from gatehouse_proxy.tracing import TraceSettings, Tracing
+from gatehouse_proxy.observation.audit import AuditSettings, AuditTrail
+from gatehouse_proxy.observation.tracing import TraceSettings, Tracing
 from tests.proxy.serving import Tenant, running_proxy, upstream
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"

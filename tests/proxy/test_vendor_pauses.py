@@ -7,8 +7,8 @@ import pytest
 from multidict import CIMultiDict
 
 from gatehouse_contract.routes import CredentialLimit
-from gatehouse_proxy.matcher import normalise
-from gatehouse_proxy.vendor_pauses import is_credential_limit
+from gatehouse_proxy.limits.vendor_pauses import is_credential_limit
+from gatehouse_proxy.rules.matcher import normalise
 
 SCOPED = {"X-RateLimit-Scope": "Account"}
 

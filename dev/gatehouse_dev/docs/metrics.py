@@ -16,7 +16,7 @@ from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replicas
 from gatehouse_operator.table.rollout import Rollout
 from gatehouse_operator.table.store import RouteStore
-from gatehouse_proxy import metrics as proxy_metrics
+from gatehouse_proxy.observation import metrics as proxy_metrics
 
 PAGE = "reference/metrics.md"
 # Prometheus' own process and runtime collectors (gatehouse_contract.observability registers

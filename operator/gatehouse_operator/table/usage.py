@@ -2,10 +2,10 @@
 minute and the last day by hour, from the counts the proxy replicas report.
 
 Replicas count per (connection, app) and minute and forget what they reported (see
-``gatehouse_proxy.usage_counts``); the leader adds each reported row here once. A pair holds one
-fixed block of unsigned 32-bit counters (60 minutes and 24 hours, each: errors and requests per
-latency bin, ``gatehouse_contract.activity.DURATION_BOUNDS_MS``), about 3.4 KB whatever its
-traffic; at most ``most_pairs`` (20,000) pairs are kept, the one reported least recently going
+``gatehouse_proxy.observation.usage_counts``); the leader adds each reported row here once. A pair
+holds one fixed block of unsigned 32-bit counters (60 minutes and 24 hours, each: errors and
+requests per latency bin, ``gatehouse_contract.activity.DURATION_BOUNDS_MS``), about 3.4 KB whatever
+its traffic; at most ``most_pairs`` (20,000) pairs are kept, the one reported least recently going
 first. The history lives in the leader's memory: a new leader starts empty.
 
 p95 is read off a bucket's histogram: the bound of the bin the 95th percentile falls in, so it

@@ -67,10 +67,10 @@ from gatehouse_contract.frames import (
 )
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.routes import namespace_of
-from gatehouse_proxy.activity import Activity
-from gatehouse_proxy.connection_test_slots import ConnectionTestRun, ConnectionTestSlots
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.routing_table import RoutingTable, TableGap, TableRejected
+from gatehouse_proxy.observation.activity import Activity
+from gatehouse_proxy.table.routing_table import RoutingTable, TableGap, TableRejected
+from gatehouse_proxy.table.test_slots import ConnectionTestRun, ConnectionTestSlots
 
 log = logging.getLogger("gatehouse.proxy.table")
 # The longest wait between attempts to reach the operator.

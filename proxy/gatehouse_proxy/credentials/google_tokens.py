@@ -3,7 +3,8 @@
 The token endpoint is the installation's (Google's by default), never the key file's
 ``token_uri``: the signed assertion is posted there, so a key file must not choose where it goes.
 Tokens are minted once for the fleet and kept as every minted token is
-(:mod:`gatehouse_proxy.fleet_tokens`); a failed exchange is answered from memory, with backoff.
+(:mod:`gatehouse_proxy.credentials.fleet_tokens`); a failed exchange is answered from memory, with
+backoff.
 
 Parsing an RSA key with OpenSSL's consistency check holds the GIL for as long as it takes (35 ms
 at 2,048 bits, seconds for large keys): a worker thread does not free the event loop. So keys are
@@ -26,9 +27,9 @@ from google.auth import crypt, jwt
 from gatehouse_contract import sent_forms
 from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
 from gatehouse_contract.redaction import Redactor
+from gatehouse_proxy.credentials.fleet_tokens import CredentialKey
+from gatehouse_proxy.credentials.token_grants import MintedToken, TokenClient
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.fleet_tokens import CredentialKey
-from gatehouse_proxy.token_grants import MintedToken, TokenClient
 
 GOOGLE_TOKEN_URL = "https://oauth2.googleapis.com/token"  # noqa: S105 (a URL)
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -62,8 +63,9 @@ def _sign_assertion(
 class GoogleMinter:
     """Signs an assertion with a service account's key and exchanges it for an access token.
 
-    Tokens are kept by :class:`gatehouse_proxy.fleet_tokens.FleetTokens`, once for the fleet; this
-    keeps only parsed signers, one per key file for as long as some connection routes it.
+    Tokens are kept by :class:`gatehouse_proxy.credentials.fleet_tokens.FleetTokens`, once for the
+    fleet; this keeps only parsed signers, one per key file for as long as some connection routes
+    it.
     """
 
     def __init__(

@@ -18,9 +18,13 @@ from functools import cached_property
 import aiohttp
 from yarl import URL
 
-from gatehouse_proxy import content_coding, media_types
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.network_guard import BlockedAddressError, GuardedResolver, NetworkPolicy
+from gatehouse_proxy.http import content_coding, media_types
+from gatehouse_proxy.upstream.network_guard import (
+    BlockedAddressError,
+    GuardedResolver,
+    NetworkPolicy,
+)
 
 _CHUNK = 64 * 1024
 USER_AGENT = "gatehouse-proxy"

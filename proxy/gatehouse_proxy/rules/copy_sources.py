@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 
 from gatehouse_contract.header_names import canonical_name
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.matcher import allowed_by_prefixes, normalise
+from gatehouse_proxy.rules.matcher import allowed_by_prefixes, normalise
 
 _SOURCES = ("copy-source", "rename-source", "copy-from")
 _OTHER_ACCOUNT = "x-copy-from-account"

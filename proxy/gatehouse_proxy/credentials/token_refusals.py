@@ -24,9 +24,9 @@ So each 401 is judged, for the fleet, by what the token endpoint and the endpoin
 So a path that always answers 401 costs its credential one token request per ``MARK_SECONDS``
 (not one per 2 s), and a real revocation still gets a new token with one token request. Only the
 request that was refused waits for the new token: the others keep using the token the worker
-holds until it is replaced (see gatehouse_proxy.fleet_tokens). The state is in the shared store
-under the connection's keys, atomically (one script), counted to its namespace
-(gatehouse_proxy.store_shares); while the store is away, or the namespace's share has no room
+holds until it is replaced (see gatehouse_proxy.credentials.fleet_tokens). The state is in the
+shared store under the connection's keys, atomically (one script), counted to its namespace
+(gatehouse_proxy.store.shares); while the store is away, or the namespace's share has no room
 for it, each worker judges alone, with the same rules on what it holds.
 """
 
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gatehouse_contract.frames import MAX_RENEWALS, RENEWAL_WINDOW_SECONDS
-from gatehouse_proxy.shared_store import Script, SharedStore, digest_field
-from gatehouse_proxy.store_shares import LEDGER
+from gatehouse_proxy.store.shared_store import Script, SharedStore, digest_field
+from gatehouse_proxy.store.shares import LEDGER
 
 Verdict = Literal["renewed", "replaced", "endpoint", "bounded"]
 # What a request refused with a minted token may be sent again for: a token other than its own.
@@ -54,9 +54,9 @@ _VERDICTS: tuple[Verdict, ...] = ("renewed", "replaced", "endpoint", "bounded")
 # KEYS: the token, the renewals of the window, the endpoints (field: an endpoint; value: "m:<ends>"
 # for a marked one, "s:<ends>:<digest>" for one that refused the token of that digest, 16 raw
 # bytes; ends in the store's milliseconds), the namespace's marker that its tokens are each
-# worker's, and its ledger's keys (gatehouse_proxy.store_shares: the renewals and the endpoints
+# worker's, and its ledger's keys (gatehouse_proxy.store.shares: the renewals and the endpoints
 # are counted to the namespace, the endpoints at their largest size). ARGV: the refused token's
-# digest (as a stored token holds it, gatehouse_proxy.fleet_tokens: bytes 18 to 33), the
+# digest (as a stored token holds it, gatehouse_proxy.credentials.fleet_tokens: bytes 18 to 33), the
 # endpoint's field, MAX_RENEWALS, the window, MARK and SUSPECT (milliseconds), MAX_ENDPOINTS, and
 # the namespace's keys and bytes at most. Answer: {verdict's index, ms}: how long a mark or the
 # bound holds; {4, 0} when the namespace's share has no room for what the judgement keeps

@@ -35,9 +35,9 @@ from collections.abc import Callable
 from starlette.types import Receive, Scope, Send
 
 from gatehouse_contract.redaction import Redactor, scrubbed
-from gatehouse_proxy import headers as header_policy
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.forwarder import Upstream
+from gatehouse_proxy.rules import headers as header_policy
+from gatehouse_proxy.upstream.forwarder import Upstream
 
 # Answers that carry no body, whatever the upstream says of its length.
 _BODILESS = frozenset({204, 304})

@@ -7,18 +7,18 @@ not the proxy's Pods.
 - ``limits.requestsPerDay``: the connection's, per UTC day, kept across restarts and rollouts;
 - the vendor's own word: an upstream 429 or 503 with ``Retry-After`` pauses the endpoint it came
   on, or the whole connection when it is the credential's limit (see :meth:`Quotas.pause` and
-  :mod:`gatehouse_proxy.vendor_pauses`), for the fleet; apps get 429 with the time left and the
-  vendor is not called.
+  :mod:`gatehouse_proxy.limits.vendor_pauses`), for the fleet; apps get 429 with the time left and
+  the vendor is not called.
 
 Each request costs one round trip to the store at most: the requests that arrive in one turn of
-the event loop go in one pipeline (see :mod:`gatehouse_proxy.quota_script` for the count itself).
-Answers say where the app stands (``RateLimit-Limit``, ``-Remaining``, ``-Reset``, the IETF
+the event loop go in one pipeline (see :mod:`gatehouse_proxy.limits.quota_script` for the count
+itself). Answers say where the app stands (``RateLimit-Limit``, ``-Remaining``, ``-Reset``, the IETF
 draft's fields), and refusals when to come back (``Retry-After``).
 
 While the store cannot answer in time, each worker counts alone and admits its share: each limit
 divided by the replicas x workers the operator counts on the table channel. It says so (the
 store's state in /readyz and a metric) and counts together again as soon as the store answers.
-A namespace whose share of the store is full (:mod:`gatehouse_proxy.store_shares`) has the
+A namespace whose share of the store is full (:mod:`gatehouse_proxy.store.shares`) has the
 requests that would need a new key there counted the same way, alone, and no other namespace.
 """
 
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 from gatehouse_contract.frames import PauseScope
 from gatehouse_contract.routes import ConnectionRoute, namespace_of
-from gatehouse_proxy import metrics
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.quota_script import ENDPOINT_PAUSE_SOURCE, PAUSE_SOURCE, SOURCE
-from gatehouse_proxy.shared_store import (
+from gatehouse_proxy.limits.quota_script import ENDPOINT_PAUSE_SOURCE, PAUSE_SOURCE, SOURCE
+from gatehouse_proxy.observation import metrics
+from gatehouse_proxy.store.shared_store import (
     Arg,
     Script,
     SharedStore,
@@ -45,7 +45,7 @@ from gatehouse_proxy.shared_store import (
     StoreUnavailable,
     digest_field,
 )
-from gatehouse_proxy.store_shares import LEDGER, Shares, ShareSettings, prefix
+from gatehouse_proxy.store.shares import LEDGER, Shares, ShareSettings, prefix
 
 WINDOW_SECONDS = 60
 DAY_SECONDS = 86400
@@ -276,7 +276,7 @@ class Quotas:
     async def admit(
         self, connection: ConnectionRoute, app_uid: str, endpoint: str = ""
     ) -> Standing:
-        """Counts the request to ``endpoint`` (see gatehouse_proxy.matcher.endpoint_of; "": no
+        """Counts the request to ``endpoint`` (see gatehouse_proxy.rules.matcher.endpoint_of; "": no
         endpoint's pause applies), or raises ProxyError ``rate_limited`` with when to come
         back."""
         limits = connection.limits
@@ -446,7 +446,7 @@ class Quotas:
         """The vendor said to wait (429 or 503 with Retry-After): nobody calls ``endpoint`` (or,
         "", the whole connection) until then. Returns what is paused when this is news to this
         worker (not a pause it already keeps), else None. ``seconds``: as
-        :mod:`gatehouse_proxy.retry_after` read it, bounded there."""
+        :mod:`gatehouse_proxy.http.retry_after` read it, bounded there."""
         if seconds <= 0:
             return None
         left = self.alone.pause_left(connection.uid, endpoint)[0]

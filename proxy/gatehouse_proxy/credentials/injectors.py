@@ -3,8 +3,8 @@
 The encrypted credential is decrypted here, for the one request being made, and the plain value
 lives only in the returned :class:`Injection` until the request is sent. Minted tokens (OAuth 2.0
 client credentials, Google service accounts) come from the fleet's one token per credential
-(:mod:`gatehouse_proxy.fleet_tokens`); an injection that carries one says so, so that a 401 can
-be judged (:mod:`gatehouse_proxy.token_refusals`) and the token renewed.
+(:mod:`gatehouse_proxy.credentials.fleet_tokens`); an injection that carries one says so, so that a
+401 can be judged (:mod:`gatehouse_proxy.credentials.token_refusals`) and the token renewed.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from gatehouse_contract import sent_forms
 from gatehouse_contract.keyring import KeyringError, KeyringFile
 from gatehouse_contract.routes import ConnectionRoute
-from gatehouse_proxy import oauth2_tokens
+from gatehouse_proxy.credentials import oauth2_tokens
+from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
+from gatehouse_proxy.credentials.google_tokens import GoogleMinter
+from gatehouse_proxy.credentials.token_grants import MintedToken, TokenClient
+from gatehouse_proxy.credentials.token_refusals import Judged
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.fleet_tokens import CredentialKey, FleetTokens
-from gatehouse_proxy.google_tokens import GoogleMinter
-from gatehouse_proxy.token_grants import MintedToken, TokenClient
-from gatehouse_proxy.token_refusals import Judged
 
 
 @dataclass

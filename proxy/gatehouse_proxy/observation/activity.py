@@ -20,10 +20,10 @@ from collections.abc import Awaitable, Callable
 from gatehouse_contract.activity import MAX_USAGE_ROWS, RecentRequest, duration_bin, is_error
 from gatehouse_contract.frames import Gather, Gathered, UsageReport
 from gatehouse_contract.routes import namespace_of
-from gatehouse_proxy.audit import AuditSettings, AuditTrail
-from gatehouse_proxy.recent_requests import RecentRequests, Record, scrubbed_path
-from gatehouse_proxy.trace_ids import trace_id
-from gatehouse_proxy.usage_counts import UsageCounts, usage_rows
+from gatehouse_proxy.observation.audit import AuditSettings, AuditTrail
+from gatehouse_proxy.observation.recent_requests import RecentRequests, Record, scrubbed_path
+from gatehouse_proxy.observation.trace_ids import trace_id
+from gatehouse_proxy.observation.usage_counts import UsageCounts, usage_rows
 
 
 class Activity:

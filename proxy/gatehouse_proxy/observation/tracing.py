@@ -40,7 +40,7 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from gatehouse_proxy.trace_ids import random_id
+from gatehouse_proxy.observation.trace_ids import random_id
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

@@ -39,8 +39,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from gatehouse_proxy import metrics
-from gatehouse_proxy.shared_store import Script, SharedStore, StoreUnavailable
+from gatehouse_proxy.observation import metrics
+from gatehouse_proxy.store.shared_store import Script, SharedStore, StoreUnavailable
 
 log = logging.getLogger("gatehouse.proxy.store")
 
@@ -59,7 +59,7 @@ WATCH_DEADLINE_SECONDS = 1.0
 # (``MEMORY USAGE`` with a 100-character key, and the 40 bytes of its expiry): a minute's hash
 # with 63 buckets takes 920 bytes, a day's 152, a pause, a lock, a mint's span or a credential's
 # renewals 120; the hashes bounded at 64 endpoints: the endpoints' pauses 2,200, what endpoints
-# said of a credential's tokens (gatehouse_proxy.token_refusals) 3,736.
+# said of a credential's tokens (gatehouse_proxy.credentials.token_refusals) 3,736.
 MINUTE_BYTES = 1024
 DAY_BYTES = 256
 SMALL_BYTES = 192

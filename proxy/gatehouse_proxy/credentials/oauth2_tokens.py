@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from gatehouse_contract import sent_forms
 from gatehouse_contract.redaction import Redactor
 from gatehouse_contract.routes import TokenRequest
-from gatehouse_proxy.token_grants import MintedToken, TokenClient
+from gatehouse_proxy.credentials.token_grants import MintedToken, TokenClient
 
 CLIENT_CREDENTIALS = "client_credentials"
 TOKEN_TIMEOUT_SECONDS = 10.0

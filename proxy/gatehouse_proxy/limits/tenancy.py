@@ -1,4 +1,4 @@
-"""What keeps tenants that share a replica apart: concurrency caps, request-byte budgets, pools.
+"""What keeps tenants that share a replica apart: concurrency caps, request-byte budgets, turns.
 
 A tenant is a namespace. Each request holds a place under three caps — its namespace's, its
 app's and its connection's — from before its body is read until its answer has been relayed.
@@ -10,8 +10,7 @@ know its length), so their bytes are budgeted: per namespace and for the replica
 would cross either budget is refused with 503 ``request_bytes_limited``, so a namespace that
 sends large bodies runs out of its own share long before the replica runs out of memory.
 
-Each namespace has its own upstream connection pool, sized to its concurrency cap: no tenant's
-slow upstreams can hold the sockets another tenant needs.
+Each namespace has its own upstream connection pool too (:mod:`gatehouse_proxy.upstream.pools`).
 
 A replica's one event loop runs whatever is ready first come, first served, and one tenant's
 requests tend to become ready together: a hundred slow answers arrive at once, a hundred waits
@@ -26,8 +25,6 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import aiohttp
 
 from gatehouse_proxy.errors import ProxyError
 
@@ -240,30 +237,3 @@ class Turns:
                 del self._waiting[tenant]
         if self._waiting:
             self._next_round()
-
-
-class TenantPools:
-    """One upstream session (connection pool) per namespace, made on first use and closed when
-    the namespace no longer has a connection in the table."""
-
-    def __init__(self, new_session: Callable[[int], aiohttp.ClientSession], size: int) -> None:
-        self._new_session = new_session
-        self._size = size
-        self._sessions: dict[str, aiohttp.ClientSession] = {}
-        self._closing: set[asyncio.Task[None]] = set()
-
-    def session(self, namespace: str) -> aiohttp.ClientSession:
-        session = self._sessions.get(namespace)
-        if session is None:
-            session = self._sessions[namespace] = self._new_session(self._size)
-        return session
-
-    def keep(self, namespaces: set[str]) -> None:
-        for namespace in [name for name in self._sessions if name not in namespaces]:
-            task = asyncio.get_running_loop().create_task(self._sessions.pop(namespace).close())
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
-
-    async def close(self) -> None:
-        sessions, self._sessions = list(self._sessions.values()), {}
-        await asyncio.gather(*(session.close() for session in sessions), *self._closing)

@@ -14,7 +14,7 @@ import logging
 import random
 from dataclasses import dataclass
 
-from gatehouse_proxy.recent_requests import Record
+from gatehouse_proxy.observation.recent_requests import Record
 
 log = logging.getLogger("gatehouse.proxy.audit")
 

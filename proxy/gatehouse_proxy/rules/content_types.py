@@ -3,8 +3,8 @@
 An API that suddenly answers HTML (a login page, a captive portal, an error page from a CDN) or a
 binary gives app code something it did not ask for; with an allow-list the proxy refuses it (502
 ``content_type_not_allowed``) and a connection test shows the type it got. The type checked is the
-one a browser reads (:mod:`gatehouse_proxy.media_types`: the last of several, a comma's too, and
-none where none parses), the one the app is given, compared on its essence (``type/subtype``,
+one a browser reads (:mod:`gatehouse_proxy.http.media_types`: the last of several, a comma's too,
+and none where none parses), the one the app is given, compared on its essence (``type/subtype``,
 parameters and case aside); ``type/*`` allows every subtype. An answer with no type a browser can
 read is refused. Answers without a body (HEAD, 204, 304) and redirects (refused, or shown by a
 test) carry none to check.
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from gatehouse_contract.redaction import Redactor
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.forwarder import Upstream, is_redirect
-from gatehouse_proxy.media_types import MediaType
+from gatehouse_proxy.http.media_types import MediaType
+from gatehouse_proxy.upstream.forwarder import Upstream, is_redirect
 
 _BODILESS = frozenset({204, 304})
 

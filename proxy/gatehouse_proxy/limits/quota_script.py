@@ -21,7 +21,7 @@ ever admits more than its limit, and those a worker did not use before its lease
 handed back with its next call (a refund to the bucket they were counted in).
 
 A key the count makes is counted to the connection's namespace, at its largest size, by the
-ledger (:mod:`gatehouse_proxy.store_shares`, whose functions the script runs with): a namespace
+ledger (:mod:`gatehouse_proxy.store.shares`, whose functions the script runs with): a namespace
 whose share has no room for it is answered ``which`` 6, not counted, and its worker counts that
 request alone; keys that exist already are counted on, whatever the namespace holds.
 

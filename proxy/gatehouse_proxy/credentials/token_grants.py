@@ -24,8 +24,8 @@ from gatehouse_contract import sent_forms
 from gatehouse_contract.errors import RefusalCode
 from gatehouse_contract.redaction import Redactor
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.forwarder import is_redirect
-from gatehouse_proxy.network_guard import BlockedAddressError, NetworkPolicy
+from gatehouse_proxy.upstream.forwarder import is_redirect
+from gatehouse_proxy.upstream.network_guard import BlockedAddressError, NetworkPolicy
 
 MAX_ANSWER_BYTES = 64 * 1024
 # The longest access token accepted, by default (GATEHOUSE_MAX_TOKEN_CHARS, at most

@@ -12,9 +12,9 @@ lock asks the endpoint; the others wait for its token and use it. In each worker
   token there is taken, else the worker that takes the lock mints and stores it, and the others
   poll until it is there;
 - a 401 from the upstream with a token is judged for the fleet
-  (:mod:`gatehouse_proxy.token_refusals`): the token is dropped from the store only if the store
-  still holds that very token (compared by digest) and the endpoint that refused it has not
-  refused another token before, and at most ``MAX_RENEWALS`` times a minute. A storm of 401s
+  (:mod:`gatehouse_proxy.credentials.token_refusals`): the token is dropped from the store only if
+  the store still holds that very token (compared by digest) and the endpoint that refused it has
+  not refused another token before, and at most ``MAX_RENEWALS`` times a minute. A storm of 401s
   after a revocation makes one new token, not one per request, and a path that answers 401 to
   every token makes one per mark, not one per request. The request that was refused asks for a
   token other than its own; the others keep the one this worker holds until it is replaced, so
@@ -53,12 +53,12 @@ from dataclasses import dataclass
 
 from gatehouse_contract.errors import as_refusal_code
 from gatehouse_contract.keyring import Encrypted, KeyringError, KeyringFile
-from gatehouse_proxy import metrics
+from gatehouse_proxy.credentials.token_grants import MintedToken
+from gatehouse_proxy.credentials.token_refusals import Judged, Refusals
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.shared_store import Script, SharedStore, StoreFull, StoreUnavailable
-from gatehouse_proxy.store_shares import LEDGER, Shares, ShareSettings, prefix
-from gatehouse_proxy.token_grants import MintedToken
-from gatehouse_proxy.token_refusals import Judged, Refusals
+from gatehouse_proxy.observation import metrics
+from gatehouse_proxy.store.shared_store import Script, SharedStore, StoreFull, StoreUnavailable
+from gatehouse_proxy.store.shares import LEDGER, Shares, ShareSettings, prefix
 
 log = logging.getLogger("gatehouse.proxy.tokens")
 

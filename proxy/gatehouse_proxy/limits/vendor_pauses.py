@@ -1,11 +1,12 @@
 """What a vendor's "wait" pauses: the whole connection, or only the endpoint it came on.
 
 An upstream's 429 or 503 with ``Retry-After`` pauses calls for the fleet (see
-:meth:`gatehouse_proxy.quotas.Quotas.pause`). Vendors limit endpoints as well as credentials (a
-search API, a report export), and one app's call to a limited endpoint must not stop every app
-on the connection: so a pause covers the endpoint (:func:`gatehouse_proxy.matcher.endpoint_of`)
-unless the connection says the answer is the credential's limit (``limits.credentialLimit``:
-its statuses, path prefixes, a response header that marks it).
+:meth:`gatehouse_proxy.limits.quotas.Quotas.pause`). Vendors limit endpoints as well as credentials
+(a search API, a report export), and one app's call to a limited endpoint must not stop every app
+on the connection: so a pause covers the endpoint
+(:func:`gatehouse_proxy.rules.matcher.endpoint_of`) unless the connection says the answer is the
+credential's limit (``limits.credentialLimit``: its statuses, path prefixes, a response header that
+marks it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gatehouse_contract.routes import CredentialLimit
-from gatehouse_proxy.matcher import UpstreamPath, allowed_by_prefixes
+from gatehouse_proxy.rules.matcher import UpstreamPath, allowed_by_prefixes
 
 # What asks to wait: the only statuses a Retry-After pauses on.
 PAUSING_STATUSES = frozenset({429, 503})

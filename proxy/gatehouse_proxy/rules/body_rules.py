@@ -15,8 +15,8 @@ connection does not allow:
   the query parameter the proxy injects the API key as could stand in for it: refused, 400
   ``invalid_body``.
 
-Names are read as :mod:`gatehouse_proxy.query` reads a query's (every parser's reading, folded).
-The body is read as the upstream will read it: by the headers it will be sent with
+Names are read as :mod:`gatehouse_proxy.rules.query` reads a query's (every parser's reading,
+folded). The body is read as the upstream will read it: by the headers it will be sent with
 (``headers.upstream_request_headers``: a connection's own ``Content-Type`` or ``Content-Encoding``
 in place of the app's, whatever the app labelled its body), and two different types are refused.
 It is read as its Content-Type says, as the servers do: ``x-www-form-urlencoded`` (pairs,
@@ -57,7 +57,7 @@ from urllib.parse import unquote_to_bytes
 
 from gatehouse_contract.header_names import canonical_name
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.query import Names, escaped_name_in, key_names
+from gatehouse_proxy.rules.query import Names, escaped_name_in, key_names
 
 _OVERRIDE = Names([b"_method"])
 # A body up to this size is looked at on the event loop (a search of its bytes in C, well under

@@ -17,9 +17,9 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gatehouse_contract.routes import AppRoute, namespace_of
-from gatehouse_proxy.incoming import header
-from gatehouse_proxy.routing_table import RoutingTable
-from gatehouse_proxy.tenancy import Turns
+from gatehouse_proxy.door.incoming import header
+from gatehouse_proxy.limits.tenancy import Turns
+from gatehouse_proxy.table.routing_table import RoutingTable
 
 FETCH_PATH = "/v1/fetch/"
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")

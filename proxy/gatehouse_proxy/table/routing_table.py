@@ -1,6 +1,6 @@
 """A replica's routing table: the operator's entries, installed from a snapshot and deltas.
 
-Each replica keeps one :class:`RoutingTable` (see :mod:`gatehouse_proxy.table_feed`) and routes
+Each replica keeps one :class:`RoutingTable` (see :mod:`gatehouse_proxy.table.feed`) and routes
 by it. The entries' shapes are the contract's (:mod:`gatehouse_contract.routes`).
 """
 

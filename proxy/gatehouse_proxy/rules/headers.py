@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 from gatehouse_contract.header_names import app_may_not_send, canonical_name
 from gatehouse_contract.redaction import Redactor
-from gatehouse_proxy.media_types import MediaType, as_read, as_sent
+from gatehouse_proxy.http.media_types import MediaType, as_read, as_sent
 
 _PARTIAL_READS = frozenset({"range", "if-range"})
 

@@ -1,0 +1,2 @@
+"""HTTP's own grammar, with no policy of Gatehouse's: media types, `Retry-After`, content
+codings."""
