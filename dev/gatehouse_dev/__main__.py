@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     presented.add_argument("--secret", default="gatehouse-webhook-client")
     commands.add_parser("docs", help="write the documentation site's reference pages")
     commands.add_parser(
-        "typing-counts", help='count dict[str, Any] and .get("spec") in the operator'
+        "typing-counts", help='count dict[str, Any] and .get("spec") in each program'
     )
     args = parser.parse_args(argv)
 

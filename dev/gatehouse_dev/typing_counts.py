@@ -1,5 +1,6 @@
-"""Issue 41's measure of how far the operator's typed models reach: ``dict[str, Any]`` in the
-operator, and ``.get("spec", ...)`` calls outside the modules where resources enter untyped.
+"""How far each program's types reach (issues 41 and 48): ``dict[str, Any]`` and
+``Mapping[str, Any]``, and ``.get("spec", ...)`` calls, outside the modules where data enters
+untyped (each program's boundary).
 
 Counted on the syntax tree, so a docstring or comment that names them does not count.
 ``python -m gatehouse_dev typing-counts`` prints the figures.
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 OPERATOR = Path("operator/gatehouse_operator")
+PROXY = Path("proxy/gatehouse_proxy")
 # Where a resource arrives as a plain dict: kopf's handlers (wiring/), the Kubernetes client
 # (kube/), the admission webhook's AdmissionReview (access/webhook_server.py,
 # controllers/admission.py), and the user's own YAML file (cli/seal_cli.py): seal and reseal
@@ -21,7 +23,7 @@ OPERATOR = Path("operator/gatehouse_operator")
 # controllers/webhook_configuration.py, the ValidatingWebhookConfiguration's webhooks exactly as
 # kopf's own builder (build_webhooks, typed list[dict[str, Any]] by kopf) renders them for the
 # API server and the chart, so that they match what kopf's webhook server answers on.
-BOUNDARY = (
+OPERATOR_BOUNDARY = (
     "wiring/",
     "kube/",
     "access/webhook_server.py",
@@ -29,33 +31,34 @@ BOUNDARY = (
     "controllers/webhook_configuration.py",
     "cli/seal_cli.py",
 )
+# The proxy's: the store (what redis-py answers, and the options it takes), the table's entries as
+# the channel's JSON parses them before they are validated, and uvicorn's options.
+PROXY_BOUNDARY = ("store/", "table/routing_table.py", "__main__.py")
+PROGRAMS = {"operator": (OPERATOR, OPERATOR_BOUNDARY), "proxy": (PROXY, PROXY_BOUNDARY)}
 
 
 @dataclass
 class Counts:
-    """Per module (its path under the operator package): each figure's occurrences."""
+    """Per module (its path under the program's package): each figure's occurrences."""
 
+    program: str = "operator"
+    boundary: tuple[str, ...] = OPERATOR_BOUNDARY
     any_dicts: Counter[str] = field(default_factory=Counter)
     any_mappings: Counter[str] = field(default_factory=Counter)
     json_values: Counter[str] = field(default_factory=Counter)
     spec_gets: Counter[str] = field(default_factory=Counter)
 
     def spec_gets_outside(self) -> int:
-        return _outside(self.spec_gets)
+        return self._outside(self.spec_gets)
 
     def any_dicts_outside(self) -> int:
-        return _outside(self.any_dicts)
+        return self._outside(self.any_dicts)
 
     def any_mappings_outside(self) -> int:
-        return _outside(self.any_mappings)
+        return self._outside(self.any_mappings)
 
-
-def is_boundary(module: str) -> bool:
-    return module.startswith(BOUNDARY)
-
-
-def _outside(counter: Counter[str]) -> int:
-    return sum(n for module, n in counter.items() if not is_boundary(module))
+    def _outside(self, counter: Counter[str]) -> int:
+        return sum(n for module, n in counter.items() if not module.startswith(self.boundary))
 
 
 def _any_keyed(node: ast.AST) -> str | None:
@@ -86,8 +89,8 @@ def _is_spec_get(node: ast.AST) -> bool:
     )
 
 
-def count(package: Path) -> Counts:
-    counts = Counts()
+def count(package: Path, program: str = "operator") -> Counts:
+    counts = Counts(program, PROGRAMS[program][1])
     for path in sorted(package.rglob("*.py")):
         module = path.relative_to(package).as_posix()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -109,19 +112,20 @@ def report(counts: Counts) -> str:
 
     return "\n".join(
         [
-            f"dict[str, Any] in the operator: {counts.any_dicts.total()}, "
+            f"dict[str, Any] in the {counts.program}: {counts.any_dicts.total()}, "
             f"outside the boundary: {counts.any_dicts_outside()}",
             f"  most: {top(counts.any_dicts)}",
             # The same untyped shape under a read-only name: shown so it cannot stand in unseen.
-            f"Mapping[str, Any] in the operator: {counts.any_mappings.total()}, "
+            f"Mapping[str, Any] in the {counts.program}: {counts.any_mappings.total()}, "
             f"outside the boundary: {counts.any_mappings_outside()}",
             f"  most: {top(counts.any_mappings)}",
             # Shown beside it so a free-form document typed as pydantic's JsonValue (checked by
             # mypy, unlike Any) is not mistaken for a resource that escaped its model.
-            f"JsonValue (free-form JSON documents) in the operator: {counts.json_values.total()}",
+            f"JsonValue (free-form JSON documents) in the {counts.program}: "
+            f"{counts.json_values.total()}",
             f"  most: {top(counts.json_values)}",
-            f'.get("spec", ...) in the operator: {counts.spec_gets.total()}',
-            f'.get("spec", ...) outside the boundary ({", ".join(BOUNDARY)}): '
+            f'.get("spec", ...) in the {counts.program}: {counts.spec_gets.total()}',
+            f'.get("spec", ...) outside the boundary ({", ".join(counts.boundary)}): '
             f"{counts.spec_gets_outside()}",
             f"  most: {top(counts.spec_gets)}",
         ]
@@ -129,5 +133,5 @@ def report(counts: Counts) -> str:
 
 
 def main(root: Path) -> int:
-    print(report(count(root / OPERATOR)))
+    print("\n".join(report(count(root / path, program)) for program, (path, _) in PROGRAMS.items()))
     return 0
