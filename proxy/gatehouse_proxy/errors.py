@@ -48,7 +48,16 @@ STATUS_BY_CODE: Mapping[RefusalCode, int] = {
 }
 
 
-class ProxyError(Exception):
+class ProxyException(Exception):
+    """The root of the proxy's own exceptions. A refusal (:class:`ProxyError`) is answered to the
+    app at the door, or given as a connection test's result; the others end inside the room that
+    raises them (the store that is away, the feed that broke, the app that went away) and never
+    reach an app as themselves."""
+
+
+class ProxyError(ProxyException):
+    """A refusal: the rule that refused, its status, and a message that holds no secret."""
+
     def __init__(
         self, code: RefusalCode, message: str, *, headers: Mapping[str, str] | None = None
     ) -> None:

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from starlette.types import Receive, Scope
 
 from gatehouse_contract.numerals import whole_number
-from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.errors import ProxyError, ProxyException
 
 # Pieces of a request body are kept at least this large: a client that sends a byte at a time
 # must not make the proxy hold an object (and its overhead) per byte.
 _PIECE_BYTES = 64 * 1024
 
 
-class AppWentAway(Exception):
+class AppWentAway(ProxyException):
     """The app hung up before its request's body had arrived: there is nobody to answer."""
 
 

@@ -37,6 +37,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, OutOfMemoryError, RedisError, ResponseError
 
+from gatehouse_proxy.errors import ProxyException
+
 log = logging.getLogger("gatehouse.proxy.store")
 
 # How often a store that is down is asked whether it is back.
@@ -50,7 +52,7 @@ T = TypeVar("T")
 Arg = str | bytes | int | float
 
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(ProxyException):
     """The store did not answer in time, or at all: do what this worker can alone."""
 
 

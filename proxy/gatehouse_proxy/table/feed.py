@@ -67,7 +67,7 @@ from gatehouse_contract.frames import (
 )
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.routes import namespace_of
-from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.errors import ProxyError, ProxyException
 from gatehouse_proxy.observation.activity import Activity
 from gatehouse_proxy.table.routing_table import RoutingTable, TableGap, TableRejected
 from gatehouse_proxy.table.test_slots import ConnectionTestRun, ConnectionTestSlots
@@ -99,7 +99,7 @@ class TableStore:
             self.on_install(table)
 
 
-class FeedBroken(Exception):
+class FeedBroken(ProxyException):
     """The stream broke a rule of the channel; the feed opens it again."""
 
 

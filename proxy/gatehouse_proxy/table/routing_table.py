@@ -18,13 +18,14 @@ from gatehouse_contract.routes import (
     entry_digest,
     token_sha256,
 )
+from gatehouse_proxy.errors import ProxyException
 
 
-class TableRejected(ValueError):
+class TableRejected(ProxyException, ValueError):
     """A snapshot or delta the replica will not install; its table stays as it was."""
 
 
-class TableGap(ValueError):
+class TableGap(ProxyException, ValueError):
     """A delta that does not continue the replica's table: it needs a snapshot."""
 
 

@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
+from gatehouse_proxy.errors import ProxyException
+
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -57,7 +59,7 @@ DENIED_NETWORKS: tuple[IPNetwork, ...] = tuple(
 )
 
 
-class BlockedAddressError(OSError):
+class BlockedAddressError(ProxyException, OSError):
     """Every address of the host is in a denied range (the message names the host, not why)."""
 
 
