@@ -15,7 +15,6 @@ import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from kubernetes.aio import client
 from pydantic import JsonValue
 
 from gatehouse_operator.api import meta as api_meta
@@ -24,6 +23,7 @@ from gatehouse_operator.api.meta import ConditionStatus, Kind, Status
 from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.api.stored import StoredCondition
 from gatehouse_operator.kube import Kube
+from gatehouse_operator.kube.errors import ApiError
 
 log = logging.getLogger("gatehouse.operator")
 
@@ -190,7 +190,7 @@ class StatusWriter:
                 verdict.reason,
                 verdict.message,
             )
-        except client.ApiException as error:
+        except ApiError as error:
             # The status still says it: an Event is a notification, not the record.
             log.warning(
                 "cannot post the %s Event on %s (HTTP %s)",

@@ -17,6 +17,7 @@ from gatehouse_operator.api.apps import DATA_APP
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.controllers import external_connections, linked_apps
 from gatehouse_operator.kube import credential_owner
+from gatehouse_operator.kube.errors import translated
 from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
@@ -38,7 +39,7 @@ class SecretsApi:
         self, namespace: str, name: str
     ) -> tuple[dict[str, bytes] | None, bool]:
         if self.status:
-            raise client.ApiException(status=self.status, reason="Forbidden")
+            raise translated(client.ApiException(status=self.status, reason="Forbidden"))
         return self.data, self.watched
 
     async def patch_status(
@@ -103,7 +104,7 @@ def test_housekeeping_outlives_an_api_server_it_cannot_reach() -> None:
         raise aiohttp.ClientConnectionError("refused")
 
     async def http_error() -> None:
-        raise client.ApiException(status=503)
+        raise translated(client.ApiException(status=503))
 
     async def turns() -> None:
         await housekeeping.Duty("list", 1.0, unreachable).turn()
@@ -115,7 +116,7 @@ def test_housekeeping_outlives_an_api_server_it_cannot_reach() -> None:
 def test_an_app_credential_the_operator_may_not_write_is_a_condition() -> None:
     class Forbidden(SecretsApi):
         async def app_token(self, namespace: str, name: str, owner: dict[str, Any]) -> str:
-            raise client.ApiException(status=403, reason="Forbidden")
+            raise translated(client.ApiException(status=403, reason="Forbidden"))
 
     api = Forbidden(None, False)
     runtime = assemble(OperatorSettings(), kube_of(api), StaticKeyring())

@@ -8,12 +8,14 @@ import pytest
 from kubernetes.aio import client
 
 from gatehouse_operator.kube import calls as kube_calls
+from gatehouse_operator.kube import errors as kube_errors
 
 
-def _refusal(status: int) -> client.ApiException:
+def _refusal(status: int) -> kube_errors.ApiError:
+    """The client's error as a call through ``KubeCalls`` raises it."""
     error = client.ApiException(status=status, reason="storage is (re)initializing")
     error.headers = {"Retry-After": "0"}
-    return error
+    return kube_errors.translated(error)
 
 
 def test_a_read_refused_while_storage_initializes_is_asked_again() -> None:
@@ -36,10 +38,10 @@ def test_reads_give_up_after_their_attempts_and_other_errors_pass_at_once() -> N
         calls += 1
         raise _refusal(status)
 
-    with pytest.raises(client.ApiException):
+    with pytest.raises(kube_errors.ApiError):
         asyncio.run(kube_calls.read(lambda: refused(429)))
     assert calls == kube_calls.READ_ATTEMPTS
     calls = 0
-    with pytest.raises(client.ApiException):
+    with pytest.raises(kube_errors.ApiError):
         asyncio.run(kube_calls.read(lambda: refused(403)))
     assert calls == 1

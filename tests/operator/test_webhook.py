@@ -30,6 +30,7 @@ from gatehouse_operator.access.webhook_server import WebhookServer
 from gatehouse_operator.connections import runs
 from gatehouse_operator.controllers import admission
 from gatehouse_operator.controllers import webhook_configuration as webhooks
+from gatehouse_operator.kube.errors import translated
 from tests.operator.kube_fakes import kube_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +103,7 @@ def test_a_check_the_api_server_cannot_answer_refuses_with_the_cause_alone() -> 
     refused.headers = {"Audit-Id": "abc"}
     body = {"metadata": {"name": "project", "namespace": "shop"}, "spec": {"spotlight": {}}}
     for error, words in (
-        (refused, "HTTP 403 Forbidden: the webhook's ServiceAccount lacks a right"),
+        (translated(refused), "HTTP 403 Forbidden: the webhook's ServiceAccount lacks a right"),
         (aiohttp.ClientConnectionError("refused"), "cannot reach the API server"),
     ):
         memo = SimpleNamespace(kube=kube_of(Unanswered(error)))

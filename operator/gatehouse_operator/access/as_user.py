@@ -1,7 +1,8 @@
 """The Kubernetes API as the signed-in user: the page's changes are theirs, not the operator's.
 
 A client with the operator's API server address and CA, and only the user's bearer token (never
-the operator's certificate or token), so RBAC and the admission webhooks see the user.
+the operator's certificate or token), so RBAC and the admission webhooks see the user. Its calls
+raise ``kube.errors``' typed errors, as the operator's own do.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ from pydantic import Field, JsonValue
 
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 from gatehouse_operator.api.stored import Stored
+from gatehouse_operator.kube.errors import ApiError, translate
+
+# The operator's own client: a user's borrows its API server's address and CA.
+OperatorClient = client.ApiClient
 
 # A dry run goes through authentication, RBAC, the schema's rules and the admission webhooks,
 # and stores nothing.
@@ -55,8 +60,8 @@ class UserObject(Stored):
 
 class AsUser:
     def __init__(self, api: client.ApiClient) -> None:
-        self.custom = client.CustomObjectsApi(api)
-        self.core = client.CoreV1Api(api)
+        self.custom = translate(client.CustomObjectsApi(api))
+        self.core = translate(client.CoreV1Api(api))
 
     async def get_custom(self, kind: Kind, namespace: str, name: str) -> UserObject:
         found = await self.custom.get_namespaced_custom_object(
@@ -99,7 +104,13 @@ class AsUser:
             body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
         )
 
-    async def create_secret(self, namespace: str, body: client.V1Secret) -> None:
+    async def create_secret(
+        self, namespace: str, name: str, labels: dict[str, str], data: dict[str, bytes | str]
+    ) -> None:
+        """An Opaque Secret of ``data`` (values base64-encoded)."""
+        body = client.V1Secret(
+            metadata=client.V1ObjectMeta(name=name, labels=labels), type="Opaque", data=data
+        )
         await self.core.create_namespaced_secret(namespace, body)
 
     async def own_secret(self, namespace: str, name: str, owner: UserObject) -> None:
@@ -123,7 +134,7 @@ class AsUser:
         )
 
 
-def refusal(error: client.ApiException) -> str:
+def refusal(error: ApiError) -> str:
     """The API server's message for a refused change: it names the field and rule, or the
     webhook's reason. Only for the caller's own requests, whose content it may quote."""
     try:
@@ -133,7 +144,7 @@ def refusal(error: client.ApiException) -> str:
 
 
 @asynccontextmanager
-async def as_user(operator: client.ApiClient, token: str) -> AsyncIterator[AsUser]:
+async def as_user(operator: OperatorClient, token: str) -> AsyncIterator[AsUser]:
     own = operator.configuration
     configuration = client.Configuration(host=own.host)
     configuration.ssl_ca_cert = own.ssl_ca_cert

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from gatehouse_operator.api.meta import GROUP
 from gatehouse_operator.api.stored import Stored
+from gatehouse_operator.kube.errors import translate
 
 # A token's review is reused this long: a revoked token keeps working at most this much longer.
 TOKEN_CACHE_SECONDS = 10.0
@@ -51,8 +52,9 @@ class User:
 
 class Access:
     def __init__(self, api: client.ApiClient) -> None:
-        self.authentication = client.AuthenticationV1Api(api)
-        self.authorization = client.AuthorizationV1Api(api)
+        # Their refusals raise kube.errors' typed errors, which the service API answers.
+        self.authentication = translate(client.AuthenticationV1Api(api))
+        self.authorization = translate(client.AuthorizationV1Api(api))
         self._tokens: OrderedDict[str, tuple[float, User | None]] = OrderedDict()
 
     async def authenticate(self, token: str) -> User | None:

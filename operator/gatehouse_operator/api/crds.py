@@ -21,6 +21,7 @@ from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, PrinterColumn
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
+from gatehouse_operator.errors import GatehouseError
 
 KINDS = (
     EXTERNAL_CONNECTION,
@@ -52,7 +53,7 @@ _KEPT = {
 }
 
 
-class SchemaError(ValueError):
+class SchemaError(GatehouseError, ValueError):
     """A model uses a construct a structural schema cannot express."""
 
 

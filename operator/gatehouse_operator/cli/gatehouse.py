@@ -22,7 +22,6 @@ import time
 from typing import cast
 
 import yaml
-from kubernetes import client
 from pydantic import JsonValue
 
 from gatehouse_contract.observability import version
@@ -38,6 +37,7 @@ from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.cli import completion, kubeconfig, requests_cli, seal_cli, service_cli
 from gatehouse_operator.connections import runs
 from gatehouse_operator.connections.models import ConnectionTestOutcome, SampleSaveOutcome
+from gatehouse_operator.kube.errors import ApiError
 
 PASSED, FAILED, NOT_RUN = 0, 1, 2
 
@@ -164,7 +164,7 @@ def _report(status: JsonValue, done: ConnectionTestOutcome, output: str) -> int:
 
 
 def _read_test(
-    api: client.CustomObjectsApi, namespace: str, name: str
+    api: kubeconfig.CustomObjects, namespace: str, name: str
 ) -> tuple[StoredConnectionTest, JsonValue]:
     """The test as stored, and its status as read: ``-o json`` and ``-o yaml`` show it as is."""
     found = api.get_namespaced_custom_object(
@@ -198,7 +198,7 @@ def save_sample(args: argparse.Namespace) -> int:
         )
         return NOT_RUN
     namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
-    api = client.CustomObjectsApi()
+    api = kubeconfig.custom_objects()
     try:
         with kubeconfig.reaching_the_cluster():
             found, _ = _read_test(api, namespace, args.test)
@@ -220,7 +220,7 @@ def save_sample(args: argparse.Namespace) -> int:
                 answer = runs.saved(_read_test(api, namespace, args.test)[0])
                 if answer is not None:
                     return _saved_report(answer, args.output)
-    except client.ApiException as error:
+    except ApiError as error:
         print(f"gatehouse: {kubeconfig.refusal(error)}", file=sys.stderr)
         return NOT_RUN
     late = f"ConnectionTest {namespace}/{args.test} was not saved in time"
@@ -235,7 +235,7 @@ def test(args: argparse.Namespace) -> int:
         print(f"gatehouse: --data is not JSON: {error}", file=sys.stderr)
         return NOT_RUN
     namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
-    api = client.CustomObjectsApi()
+    api = kubeconfig.custom_objects()
     name = body["metadata"]["name"]
     try:
         with kubeconfig.reaching_the_cluster():
@@ -254,7 +254,7 @@ def test(args: argparse.Namespace) -> int:
                 if done is not None:
                     return _report(status, done, args.output)
                 time.sleep(0.3)
-    except client.ApiException as error:
+    except ApiError as error:
         print(f"gatehouse: {kubeconfig.refusal(error)}", file=sys.stderr)
         return NOT_RUN
     print(f"gatehouse: ConnectionTest {namespace}/{name} did not finish in time", file=sys.stderr)

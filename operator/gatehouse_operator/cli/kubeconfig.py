@@ -1,5 +1,9 @@
 """What the command-line tools share: loading the kubeconfig, its namespace, a bounded wait for
-the API server, and readable errors, so a CLI says in one line why it could not run."""
+the API server, and readable errors, so a CLI says in one line why it could not run.
+
+The CLI's one door to the Kubernetes client (its sync one, configured from the kubeconfig, which
+the operator's ``kube`` does not load): the tools get their API handles here, and each handle's
+calls raise ``kube.errors``' typed errors."""
 
 from __future__ import annotations
 
@@ -12,13 +16,42 @@ from pathlib import Path
 import urllib3
 from kubernetes import client, config
 
+from gatehouse_operator.errors import GatehouseError
+from gatehouse_operator.kube.errors import ApiError, translate
+
 # (connect, read) seconds for each API call: without them a server that never answers (a
 # firewall dropping packets) holds the command for ever.
 REQUEST_TIMEOUT = (10, 60)
 
 
-class ClusterError(Exception):
+class ClusterError(GatehouseError):
     """The cluster cannot be used: no kubeconfig, an unknown context, no answer."""
+
+
+# The handles' types, for the tools' signatures.
+CustomObjects = client.CustomObjectsApi
+ApiClient = client.ApiClient
+
+
+def custom_objects() -> client.CustomObjectsApi:
+    """The custom resources' API, as the loaded kubeconfig reaches it."""
+    return translate(client.CustomObjectsApi())
+
+
+def core() -> client.CoreV1Api:
+    """The core API (Secrets, ConfigMaps), as the loaded kubeconfig reaches it."""
+    return translate(client.CoreV1Api())
+
+
+def api_client() -> client.ApiClient:
+    """The client itself, for a request its generated APIs do not make."""
+    return translate(client.ApiClient())
+
+
+def bearer_token() -> str:
+    """The loaded kubeconfig's bearer token; empty when it authenticates otherwise."""
+    found: str = client.Configuration.get_default_copy().api_key.get("authorization", "")
+    return found.partition(" ")[2] if found.lower().startswith("bearer ") else ""
 
 
 # Where a Pod finds its ServiceAccount's namespace (the token and CA are beside it).
@@ -72,7 +105,7 @@ def reaching_the_cluster() -> Iterator[None]:
         ) from None
 
 
-def refusal(error: client.ApiException) -> str:
+def refusal(error: ApiError) -> str:
     """The API server's own message (it names the field and the rule), or its status."""
     try:
         return str(json.loads(error.body or "").get("message"))

@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 from urllib.parse import quote, urlencode
 
 import urllib3
-from kubernetes import client
 from pydantic import ValidationError
 
 from gatehouse_contract.activity import MAX_RECENT
@@ -33,13 +32,14 @@ from gatehouse_operator.connections.models import (
     RecentRequests,
     RecentRequestView,
 )
+from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.service_api.models import ErrorBody
 
 DONE, NOT_RUN = 0, 2
 APP_KINDS = {kind.kind: kind.plural for kind in (DATA_APP, CHART_TYPE)}
 
 
-class Refusal(Exception):
+class Refusal(GatehouseError):
     """The service API said no, or could not be reached; the message says why."""
 
 
@@ -80,8 +80,7 @@ def _path(args: argparse.Namespace, namespace: str) -> str:
 def _token(args: argparse.Namespace) -> str:
     token = args.token or os.environ.get("GATEHOUSE_TOKEN", "")
     if not token:
-        found = client.Configuration.get_default_copy().api_key.get("authorization", "")
-        token = found.partition(" ")[2] if found.lower().startswith("bearer ") else ""
+        token = kubeconfig.bearer_token()
     if not token:
         raise Refusal("no token: give --token, set $GATEHOUSE_TOKEN, or use a token kubeconfig")
     return token

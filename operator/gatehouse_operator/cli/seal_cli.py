@@ -27,7 +27,6 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
-from kubernetes import client
 from ruamel.yaml import YAML
 
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
@@ -35,6 +34,7 @@ from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.cli import kubeconfig
 from gatehouse_operator.cli.service_cli import cluster_options
 from gatehouse_operator.connections.origin import OriginError, normalise_origin, normalise_token_url
+from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.keys.sealed_values import (
     SEALING_KEYS_FILE,
     PublicSealingKeys,
@@ -44,6 +44,7 @@ from gatehouse_operator.keys.sealed_values import (
     SealingKeys,
     SealingKeysError,
 )
+from gatehouse_operator.kube.errors import ApiError, NotFound
 
 DONE, NOT_DONE, NOT_RUN = 0, 1, 2
 # The chart's defaults: release "gatehouse" in namespace gatehouse-system.
@@ -54,7 +55,7 @@ SEALING_KEYS_SECRET = "gatehouse-sealing-keys"  # noqa: S105 (a Secret's name)
 MAX_SECRET_BYTES = 64 * 1024
 
 
-class SealError(Exception):
+class SealError(GatehouseError):
     """Why nothing was sealed, in one line that names the option or the field."""
 
 
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace, prog: str) -> int:
     except (SealError, kubeconfig.ClusterError) as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return NOT_RUN
-    except client.ApiException as error:
+    except ApiError as error:
         print(f"{prog}: {kubeconfig.refusal(error)}", file=sys.stderr)
         return NOT_RUN
 
@@ -180,14 +181,12 @@ def _public_keys(args: argparse.Namespace) -> PublicSealingKeys:
     where = f"{args.controller_namespace}/{args.controller_name}"
     try:
         with kubeconfig.reaching_the_cluster():
-            found = client.CoreV1Api().read_namespaced_config_map(
+            found = kubeconfig.core().read_namespaced_config_map(
                 args.controller_name,
                 args.controller_namespace,
                 _request_timeout=kubeconfig.REQUEST_TIMEOUT,
             )
-    except client.ApiException as error:
-        if error.status != 404:
-            raise
+    except NotFound:
         raise SealError(
             f"no ConfigMap {where}: is Gatehouse installed there (--controller-namespace, "
             "--controller-name)? Or seal offline with --cert"
@@ -347,7 +346,7 @@ def _scope(
 def reseal(args: argparse.Namespace) -> int:
     documents = _documents(args.filename)
     default_namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
-    api = client.CustomObjectsApi()
+    api = kubeconfig.custom_objects()
     keys: PublicSealingKeys | None = None
     left = 0
     for doc in documents:
@@ -435,7 +434,7 @@ def change_keys(args: argparse.Namespace) -> int:
     if not (namespace and name):
         raise SealError(f"--secret must be namespace/name, not {args.secret!r}")
     kubeconfig.load(args.context, args.namespace, args.kubeconfig)
-    api = client.CoreV1Api()
+    api = kubeconfig.core()
     with kubeconfig.reaching_the_cluster():
         secret = api.read_namespaced_secret(
             name, namespace, _request_timeout=kubeconfig.REQUEST_TIMEOUT

@@ -32,12 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from kubernetes import client
 from pydantic import JsonValue, ValidationError
 
 from gatehouse_operator.api.meta import API_VERSION, GROUP, VERSION, Model
 from gatehouse_operator.api.project_config import PREVIEW_LABEL, PROJECT_CONFIG
 from gatehouse_operator.cli import kubeconfig
+from gatehouse_operator.errors import GatehouseError
+from gatehouse_operator.kube.errors import ApiError
 from gatehouse_operator.project_config import catalog, dbt_project, model_checks, yaml_source
 from gatehouse_operator.project_config.compiler import Compiled, compile_config
 from gatehouse_operator.project_config.dbt_project import DBT_PROJECT, DbtProject
@@ -53,11 +54,11 @@ OK, INVALID, NOT_RUN = 0, 1, 2
 MAX_SHOWN = 100  # errors, then warnings, printed; the rest are counted
 
 
-class Failure(Exception):
+class Failure(GatehouseError):
     """The command cannot run; the message says why."""
 
 
-class Invalid(Exception):
+class Invalid(GatehouseError):
     """The file cannot be read as a service.config.yml; the message says where and why."""
 
 
@@ -167,7 +168,7 @@ def apply(
     args: argparse.Namespace, found: MappingDocument, models: dict[str, JsonValue], preview: bool
 ) -> str:
     namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
-    api = client.ApiClient()
+    api = kubeconfig.api_client()
     applies = documents(found, args.name, preview, models)
     if args.dry_run:
         # Nothing persists between dry runs, so the server checks the whole file at once.
@@ -177,7 +178,7 @@ def apply(
         try:
             with kubeconfig.reaching_the_cluster():
                 _server_side_apply(api, namespace, args.name, document, manager, args.dry_run)
-        except client.ApiException as error:
+        except ApiError as error:
             target = f"{PROJECT_CONFIG.kind} {namespace}/{args.name}"
             raise Failure(f"applying {target}: {kubeconfig.refusal(error)}") from None
     synced = "synced" if "table_groups" in found.data else "left as deployed (no table_groups key)"
@@ -189,7 +190,7 @@ def apply(
 
 
 def _server_side_apply(
-    api: client.ApiClient,
+    api: kubeconfig.ApiClient,
     namespace: str,
     name: str,
     document: ProjectConfigApply,

@@ -13,8 +13,6 @@ from collections import Counter
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
-from kubernetes.aio import client
-
 from gatehouse_operator.access.as_user import UserObject, as_user, refusal
 from gatehouse_operator.access.reviews import Access, User
 from gatehouse_operator.api import link_policy
@@ -40,6 +38,7 @@ from gatehouse_operator.connections.models import (
     Paused,
     SampleSaveOutcome,
 )
+from gatehouse_operator.kube.errors import Invalid
 from gatehouse_operator.runtime import Runtime
 
 APPS = {DATA_APP.plural: DATA_APP, CHART_TYPE.plural: CHART_TYPE}
@@ -297,11 +296,9 @@ class Connections:
                 await kube.resources.custom.create_namespaced_custom_object(
                     GROUP, VERSION, namespace, CONNECTION_TEST.plural, test.body()
                 )
-            except client.ApiException as error:
-                if error.status in (400, 422):
-                    # The admission webhook's or the schema's refusal, which names the field.
-                    raise Refused(422, "invalid_request", refusal(error)) from None
-                raise
+            except Invalid as error:
+                # The admission webhook's or the schema's refusal, which names the field.
+                raise Refused(422, "invalid_request", refusal(error)) from None
             return await runs.wait_for_outcome(name, self._test_reader(namespace, name))
 
     async def may_draft(self, user: User, namespace: str) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import secrets
 
-from kubernetes.aio import client
 from pydantic import JsonValue, ValidationError
 
 from gatehouse_contract.connection_tests import ReplicaTestRequest
@@ -36,7 +35,9 @@ from gatehouse_operator.connections.testing import (
     result,
     secret_texts,
 )
+from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.keys.credentials import CredentialProblem, Found, encrypt_credential
+from gatehouse_operator.kube.errors import ApiError
 from gatehouse_operator.kube.manifests import Manifest, Metadata
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.table import budget
@@ -46,7 +47,7 @@ from gatehouse_operator.table.connection_route import route_for
 DRAFT_NAME = "~draft"
 
 
-class DraftRefused(Exception):
+class DraftRefused(GatehouseError):
     """The API server refused the draft as the caller; its status and message travel on."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -92,7 +93,7 @@ async def checked_spec(
             version = current.metadata.resource_version
         wanted = manifest(draft.name, draft.spec, version)
         stored = await apply(kube, namespace, wanted, replaces=draft.replaces, dry_run=True)
-    except client.ApiException as error:
+    except ApiError as error:
         raise DraftRefused(error.status, refusal(error)) from None
     try:
         return ExternalConnectionSpec.model_validate(stored.spec)

@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from pydantic import ValidationError
 
 from gatehouse_operator.api.meta import DNS_SUBDOMAIN, first_problem
+from gatehouse_operator.errors import GatehouseError
 
 
-class Refused(Exception):
+class Refused(GatehouseError):
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
         self.status = status

@@ -14,6 +14,7 @@ import re
 from urllib.parse import urlsplit
 
 from gatehouse_operator.api.connection import Auth
+from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.keys.sealed_values import Scope
 
 _NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+))*$")
@@ -21,7 +22,7 @@ _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 _DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
-class OriginError(ValueError):
+class OriginError(GatehouseError, ValueError):
     """baseURL is not a usable origin; the message says which rule it breaks."""
 
 

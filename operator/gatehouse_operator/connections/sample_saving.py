@@ -11,10 +11,11 @@ import weakref
 from gatehouse_operator.api.conditions import Reason
 from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
 from gatehouse_operator.connections.samples import MAX_SAMPLES_PER_CONNECTION
+from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.kube import Samples
 
 
-class SampleRefused(Exception):
+class SampleRefused(GatehouseError):
     """The sample cannot be saved: ``reason`` is the SampleSaved condition's."""
 
     def __init__(self, reason: str, message: str) -> None:

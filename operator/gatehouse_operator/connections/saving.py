@@ -16,9 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from secrets import token_hex
 
-import aiohttp
-from kubernetes.aio import client
-
 from gatehouse_operator.access.as_user import AsUser, UserObject, refusal
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_document import ConnectionSpecDocument, SecretRefDocument
@@ -27,7 +24,8 @@ from gatehouse_operator.api.stored import StoredConnection
 from gatehouse_operator.connections import runs
 from gatehouse_operator.connections.drafts import apply, manifest
 from gatehouse_operator.connections.models import TrialRequest
-from gatehouse_operator.kube import WATCHED_LABEL, Kube
+from gatehouse_operator.kube import API_ERRORS, WATCHED_LABEL, Kube
+from gatehouse_operator.kube.errors import ApiError, Conflict, NotFound
 
 # The Secret the wizard writes the credential to, labelled so that deleting the connection from
 # the page deletes it too (and owned by the connection, for the cluster's garbage collector).
@@ -69,24 +67,17 @@ class Saved:
     errors: list[str] = field(default_factory=list)
 
 
-def _secret(ref: SecretRefDocument, connection: str, value: str) -> client.V1Secret:
+async def _write_secret(
+    kube: AsUser, namespace: str, ref: SecretRefDocument, connection: str, value: str
+) -> None:
     """The Secret a credential entered in the wizard is kept in, labelled as the wizard's and
     for the operator's watch."""
-    return client.V1Secret(
-        metadata=client.V1ObjectMeta(
-            name=ref["name"],
-            labels={
-                CREATED_BY_LABEL: CREATED_BY,
-                CONNECTION_LABEL: connection,
-                WATCHED_LABEL: "true",
-            },
-        ),
-        type="Opaque",
-        data={ref["key"]: base64.b64encode(value.strip().encode()).decode()},
-    )
+    labels = {CREATED_BY_LABEL: CREATED_BY, CONNECTION_LABEL: connection, WATCHED_LABEL: "true"}
+    data: dict[str, bytes | str] = {ref["key"]: base64.b64encode(value.strip().encode()).decode()}
+    await kube.create_secret(namespace, ref["name"], labels, data)
 
 
-def _http(error: client.ApiException) -> str:
+def _http(error: ApiError) -> str:
     """A refused Secret write by its status alone: the API server's words (or an admission
     policy's) could quote the Secret's data."""
     return f"HTTP {error.status} {error.reason}"
@@ -111,7 +102,7 @@ class Saving:
         try:
             # Checked before any Secret is read or written: a refusal changes nothing.
             await self.dry_run(kube, namespace, name, spec, save.resource_version)
-        except client.ApiException as error:
+        except ApiError as error:
             return Saved(errors=[refusal(error)])
         if save.missing_secret:
             return Saved(errors=[save.missing_secret])
@@ -123,26 +114,26 @@ class Saving:
                 ref = {"name": f"{name}{SECRET_SUFFIX}-{token_hex(3)}", "key": ref["key"]}
                 spec = save.respec(ref)
             try:
-                await kube.create_secret(namespace, _secret(ref, name, secret))
-            except client.ApiException as error:
+                await _write_secret(kube, namespace, ref, name, secret)
+            except ApiError as error:
                 # Only what the visitor's own create was told: a name taken is a 409 to
                 # those who may create Secrets, and a 403 tells nothing of existence.
                 return Saved(
                     errors=[
                         f"Secret: a Secret named {ref['name']} exists already in {namespace}; "
                         "choose another connection name"
-                        if error.status == 409
+                        if isinstance(error, Conflict)
                         else f"Secret: {ref['name']} was not written ({_http(error)})"
                     ]
                 )
         wanted = manifest(name, spec, save.resource_version)
         try:
             saved = await apply(kube, namespace, wanted, replaces=save.editing)
-        except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
+        except API_ERRORS as error:
             errors = []
             if ref is not None and secret is not None:
                 errors += await self._undo_secret(kube, namespace, name, ref)
-            if not isinstance(error, client.ApiException):
+            if not isinstance(error, ApiError):
                 raise
             return Saved(errors=[refusal(error), *errors])
         notice = f"{'Saved' if save.editing else 'Created'} connection {name}."
@@ -173,7 +164,7 @@ class Saving:
         test = runs.new_test(save.name, spec, requested_by=save.requested_by)
         try:
             await kube.create_custom(CONNECTION_TEST, save.namespace, test.body())
-        except client.ApiException as error:
+        except ApiError as error:
             return f" Its sample was not asked for: {refusal(error)}"
         name = test.metadata.name
         called = f" {save.sample_label!r}" if save.sample_label else ""
@@ -195,8 +186,8 @@ class Saving:
             if found is None or in_use:
                 return []
             await kube.delete_secret(namespace, found)
-        except (client.ApiException, aiohttp.ClientError, TimeoutError) as error:
-            why = _http(error) if isinstance(error, client.ApiException) else "no answer"
+        except API_ERRORS as error:
+            why = _http(error) if isinstance(error, ApiError) else "no answer"
             return [f"Secret {ref['name']} was written and could not be removed ({why}): delete it"]
         return []
 
@@ -206,7 +197,7 @@ class Saving:
         """Makes the new Secret the connection's, so the cluster deletes it with the connection."""
         try:
             await kube.own_secret(namespace, secret_name, connection)
-        except client.ApiException as error:
+        except ApiError as error:
             return f" Its Secret {secret_name} is not owned by it ({_http(error)})."
         return ""
 
@@ -222,7 +213,7 @@ class Saving:
             return ""
         try:
             await kube.delete_secret(namespace, found)
-        except client.ApiException as error:
-            if error.status != 404:  # already collected with its owner
+        except ApiError as error:
+            if not isinstance(error, NotFound):  # already collected with its owner
                 return f" Its Secret {secret_name} was left ({_http(error)})."
         return f" Its Secret {secret_name} was deleted too."

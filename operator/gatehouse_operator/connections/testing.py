@@ -37,6 +37,7 @@ from gatehouse_operator.connections.origin import (
     sealed_scope,
     token_url_of,
 )
+from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.keys.credentials import CredentialProblem, Found, sealed_in, secret_in
 from gatehouse_operator.project_config.schema import shortened
 from gatehouse_operator.runtime import Runtime
@@ -44,7 +45,7 @@ from gatehouse_operator.status import Verdict
 from gatehouse_operator.table.channel import NoReplica, OutcomeUnknown, StreamClosed
 
 
-class Finished(Exception):
+class Finished(GatehouseError):
     """The test is over without an answer from upstream; the verdict says why."""
 
     def __init__(self, verdict: Verdict) -> None:
@@ -52,7 +53,7 @@ class Finished(Exception):
         self.verdict = verdict
 
 
-class Waiting(Exception):
+class Waiting(GatehouseError):
     """The test cannot run yet: no replica could take it now."""
 
     def __init__(self, reason: Reason, message: str, delay: float = 2.0) -> None:

@@ -24,7 +24,6 @@ from typing import Any
 
 import aiohttp
 import kopf
-from kubernetes.aio import client
 
 from gatehouse_contract.redaction import REDACTED
 from gatehouse_operator.access import secret_use
@@ -47,6 +46,7 @@ from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections.exfiltration import connection_warning
 from gatehouse_operator.connections.samples import typed_credentials
 from gatehouse_operator.kube import Kube, failure
+from gatehouse_operator.kube.errors import ApiError
 from gatehouse_operator.project_config.schema import spec_problems
 
 REGISTRY = kopf.OperatorRegistry()
@@ -57,13 +57,13 @@ Check = Callable[..., Awaitable[None]]
 def _refused_if_unanswered(check: Check) -> Check:
     """A check whose question to the API server fails refuses the change with the cause (the
     status, or that the API server could not be reached), never kopf's rendering of the error
-    (an ApiException prints the response's headers and body)."""
+    (the client's prints the response's headers and body)."""
 
     @functools.wraps(check)
     async def checked(**kwargs: Any) -> None:
         try:
             await check(**kwargs)
-        except client.ApiException as error:
+        except ApiError as error:
             cause = failure(error)
             if error.status == 403:
                 cause += ": the webhook's ServiceAccount lacks a right its checks need"

@@ -17,7 +17,6 @@ import time
 from typing import Any, cast
 
 import kopf
-from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_contract.connection_tests import ConnectionTestAnswer, ReplicaTestRequest
@@ -37,6 +36,7 @@ from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.connections import sample_saving, samples
 from gatehouse_operator.connections.testing import Finished, Waiting, ask, result, stored_secrets
+from gatehouse_operator.kube.errors import ApiError
 from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime, forget_resource, kind_key
 from gatehouse_operator.status import Verdict, now
@@ -170,7 +170,7 @@ async def _save_sample(
         )
     except sample_saving.SampleRefused as error:
         return Verdict(ConditionType.SAMPLE_SAVED, "False", error.reason, str(error))
-    except client.ApiException as error:
+    except ApiError as error:
         # The test's own verdict stands; saving again is asking again.
         message = f"the sample was not saved (HTTP {error.status}): ask again"
         return Verdict(ConditionType.SAMPLE_SAVED, "False", Reason.SAVE_ERROR, message)
@@ -243,9 +243,9 @@ async def _saved(
             status.sample_body,
             secrets,
         )
-    except (client.ApiException, ValidationError) as error:
+    except (ApiError, ValidationError) as error:
         # An event handler is not retried: the answer says so, and asking again retries.
-        reason = f"HTTP {error.status}" if isinstance(error, client.ApiException) else "its spec"
+        reason = f"HTTP {error.status}" if isinstance(error, ApiError) else "its spec"
         return Verdict(
             ConditionType.SAMPLE_SAVED,
             "False",

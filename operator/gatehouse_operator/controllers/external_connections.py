@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import kopf
-from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_contract.routes import Credential, EntryKind
@@ -46,6 +45,7 @@ from gatehouse_operator.keys.credentials import (
 )
 from gatehouse_operator.keys.sealed_values import FIELD
 from gatehouse_operator.kube import WATCHED_SELECTOR
+from gatehouse_operator.kube.errors import Forbidden
 from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime, forget_resource
 from gatehouse_operator.status import Verdict, ready
@@ -191,9 +191,7 @@ async def read_credential(
     elif secret_data is _UNSET:
         try:
             secret_data, watched = await runtime.kube.secrets.watched_secret(namespace, ref.name)
-        except client.ApiException as error:
-            if error.status != 403:
-                raise  # retried: the API server may be away for a moment
+        except Forbidden:  # anything else is retried: the API server may be away for a moment
             secret_data = None
             problem = CredentialProblem(
                 Reason.SECRET_FORBIDDEN,

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
-from kubernetes.aio import client
 from pydantic import ValidationError
 
 from gatehouse_contract.routes import AppRoute, EntryKind, token_sha256
@@ -27,6 +26,7 @@ from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, spec_error
 from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.kube import CREDENTIAL_LABEL, SECRET_TAKEN_RETRY_SECONDS, SecretTaken
+from gatehouse_operator.kube.errors import Forbidden
 from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime, forget_resource, kind_key
 from gatehouse_operator.status import Verdict, ready
@@ -118,9 +118,7 @@ async def reconcile(runtime: Runtime, kind: Kind, app: Resource) -> None:
         )
         # Nothing the operator watches changes when that Secret goes: asked again.
         raise kopf.TemporaryError(str(taken), delay=SECRET_TAKEN_RETRY_SECONDS) from None
-    except client.ApiException as error:
-        if error.status != 403:
-            raise  # retried: the API server may be away for a moment
+    except Forbidden:  # anything else is retried: the API server may be away for a moment
         # A right the chart grants is missing (RBAC edited, or watchNamespaces without this
         # namespace): said on the app, since the log is not where its owner looks.
         verdict = Verdict(

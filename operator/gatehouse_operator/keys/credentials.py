@@ -22,6 +22,7 @@ from gatehouse_contract.keyring import Keyring, KeyringSource
 from gatehouse_contract.routes import Credential, TokenRequest
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import Auth
+from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.keys.sealed_values import FIELD, Scope, SealedValueProblem, SealingKeys
 from gatehouse_operator.status import Verdict
 
@@ -34,7 +35,7 @@ MAX_SECRET_BYTES = 4096
 MAX_KEY_FILE_BYTES = 16 * 1024
 
 
-class CredentialProblem(Exception):
+class CredentialProblem(GatehouseError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason

@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 from gatehouse_operator.api.conditions import Reason
+from gatehouse_operator.errors import GatehouseError
 
 log = logging.getLogger("gatehouse.operator")
 
@@ -56,7 +57,7 @@ SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.AES_256_GCM)
 _FINGERPRINT_HEX = 16
 
 
-class SealedValueProblem(Exception):
+class SealedValueProblem(GatehouseError):
     """Why a sealed value cannot be used, as a condition reason and a message naming the field."""
 
     def __init__(self, reason: str, message: str) -> None:
@@ -65,7 +66,7 @@ class SealedValueProblem(Exception):
         self.message = message
 
 
-class SealingKeysError(ValueError):
+class SealingKeysError(GatehouseError, ValueError):
     """The sealing keys' document is malformed; messages never include key material."""
 
 

@@ -1,8 +1,10 @@
 """The few Kubernetes API calls the operator makes itself (kopf does the watching), one module a
-job over one shared client (``calls``): Secrets and ConfigMaps (``secrets``), apps' proxy
-credentials (``tokens``), the gatehouse.dev resources, their status and Events (``resources``),
-and saved samples (``samples``). ``Kube`` holds one of each, built once in wiring, so a call says
-which job it is: ``kube.secrets.secret_data(...)``, ``kube.samples.saved(...)``."""
+job over one shared client (``calls``), whose calls raise the typed errors of ``errors`` (the
+client's ApiException never leaves this package): Secrets and ConfigMaps (``secrets``), apps'
+proxy credentials (``tokens``), the gatehouse.dev resources, their status and Events
+(``resources``), and saved samples (``samples``). ``Kube`` holds one of each, built once in
+wiring, so a call says which job it is: ``kube.secrets.secret_data(...)``,
+``kube.samples.saved(...)``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """What every Kubernetes API call of the operator shares: the client, the API groups' handles,
-a read asked again while the API server is briefly busy, and a failed call in words."""
+a read asked again while the API server is briefly busy, and a failed call in words. Every
+call goes through a handle that raises the typed errors of ``kube.errors``, never the client's
+ApiException."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import aiohttp
 from kubernetes.aio import client, config
 
 from gatehouse_operator.api.meta import GROUP, VERSION
+from gatehouse_operator.kube.errors import ApiError, translate
 
 T = TypeVar("T")
 # A read the API server turns away for a moment is asked again: at most this many times, waiting
@@ -21,7 +24,7 @@ RETRY_AFTER_CAP_SECONDS = 2.0
 
 # What a call to the API server raises when it fails: an HTTP error, a refused or broken
 # connection, or a call bounded in time that ran out of it.
-API_ERRORS = (client.ApiException, aiohttp.ClientError, TimeoutError)
+API_ERRORS = (ApiError, aiohttp.ClientError, TimeoutError)
 
 
 def owner_reference(owner: dict[str, Any]) -> client.V1OwnerReference:
@@ -38,9 +41,9 @@ def owner_reference(owner: dict[str, Any]) -> client.V1OwnerReference:
 
 def failure(error: Exception) -> str:
     """A failed API call in words for a log or a message: the status, or the kind of error.
-    Never an ApiException's own rendering, which carries the response's headers and body."""
-    if isinstance(error, client.ApiException):
-        return f"HTTP {error.status} {error.reason}"
+    Never the response's headers and body."""
+    if isinstance(error, ApiError):
+        return str(error)
     return type(error).__name__
 
 
@@ -62,11 +65,11 @@ async def read(call: Callable[[], Awaitable[T]]) -> T:
     for _ in range(READ_ATTEMPTS - 1):
         try:
             return await call()
-        except client.ApiException as error:
+        except ApiError as error:
             if error.status not in (429, 503):
                 raise
             try:
-                delay = float((error.headers or {}).get("Retry-After", 1))
+                delay = float(error.retry_after or 1)
             except ValueError:
                 delay = 1.0
             await asyncio.sleep(min(max(delay, 0.1), RETRY_AFTER_CAP_SECONDS))
@@ -81,6 +84,6 @@ class KubeCalls:
         """``namespaces``: the ones the operator watches, if not all (operator.watchNamespaces:
         its rights are then Roles in those namespaces, and a cluster-wide list is refused)."""
         self.namespaces = namespaces
-        self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
-        self.admission = client.AdmissionregistrationV1Api(api)
+        self.core = translate(client.CoreV1Api(api))
+        self.custom = translate(client.CustomObjectsApi(api))
+        self.admission = translate(client.AdmissionregistrationV1Api(api))

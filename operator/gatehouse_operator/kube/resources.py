@@ -4,6 +4,7 @@ operator reads and writes them itself (kopf does the watching)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import os
 import time
@@ -13,6 +14,7 @@ from kubernetes.aio import client
 
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 from gatehouse_operator.kube.calls import KubeCalls, read
+from gatehouse_operator.kube.errors import NotFound, Unavailable
 
 
 class Resources:
@@ -68,7 +70,7 @@ class Resources:
         self, kind: Kind, namespace: str, name: str, key: str, value: str | None
     ) -> None:
         """Sets one annotation, or removes it (None); an object deleted meanwhile is left be."""
-        try:
+        with contextlib.suppress(NotFound):
             await self.custom.patch_namespaced_custom_object(
                 GROUP,
                 VERSION,
@@ -78,9 +80,6 @@ class Resources:
                 {"metadata": {"annotations": {key: value}}},
                 _content_type="application/merge-patch+json",
             )
-        except client.ApiException as error:
-            if error.status != 404:
-                raise
 
     async def get_custom(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -89,10 +88,8 @@ class Resources:
                     GROUP, VERSION, namespace, kind.plural, name
                 )
             )
-        except client.ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
         return cast(dict[str, Any], found)
 
     async def list_custom(self, kind: Kind, namespace: str) -> list[dict[str, Any]]:
@@ -108,13 +105,10 @@ class Resources:
         return items
 
     async def delete_custom(self, kind: Kind, namespace: str, name: str) -> None:
-        try:
+        with contextlib.suppress(NotFound):
             await self.custom.delete_namespaced_custom_object(
                 GROUP, VERSION, namespace, kind.plural, name
             )
-        except client.ApiException as error:
-            if error.status != 404:
-                raise
 
     async def set_webhook_ca(self, configuration: str, ca_bundle: str) -> None:
         """Writes ``ca_bundle`` into every webhook of the ValidatingWebhookConfiguration.
@@ -136,13 +130,10 @@ class Resources:
     async def patch_status(
         self, kind: Kind, namespace: str, name: str, status: dict[str, Any]
     ) -> None:
-        try:
+        with contextlib.suppress(NotFound):  # deleted meanwhile: nothing left to report on
             await self.custom.patch_namespaced_custom_object_status(
                 GROUP, VERSION, namespace, kind.plural, name, {"status": status}
             )
-        except client.ApiException as error:
-            if error.status != 404:  # deleted meanwhile: nothing left to report on
-                raise
 
     async def existing(self, kind: Kind, patience: float = 30.0) -> list[dict[str, Any]]:
         """Every object of ``kind`` in the watched namespaces, as plain dicts.
@@ -168,7 +159,7 @@ class Resources:
                     for listing in cast(list[dict[str, Any]], listings)
                     for item in listing.get("items", [])
                 ]
-            except client.ApiException as error:
+            except Unavailable as error:
                 if error.status not in (429, 500, 503) or time.monotonic() > deadline:
                     raise
             await asyncio.sleep(0.5)

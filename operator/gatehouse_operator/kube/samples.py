@@ -10,6 +10,7 @@ from kubernetes.aio import client
 from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.kube.calls import KubeCalls, owner_reference
+from gatehouse_operator.kube.errors import Conflict, NotFound
 from gatehouse_operator.kube.resources import Resources
 
 
@@ -51,9 +52,7 @@ class Samples:
             await self.custom.create_namespaced_custom_object(
                 GROUP, VERSION, namespace, CONNECTION_SAMPLE.plural, body
             )
-        except client.ApiException as error:
-            if error.status != 409:
-                raise
+        except Conflict:
             return False
         return True
 
@@ -74,8 +73,6 @@ class Samples:
                     preconditions=client.V1Preconditions(uid=found["metadata"]["uid"])
                 ),
             )
-        except client.ApiException as error:
-            if error.status not in (404, 409):
-                raise
+        except (NotFound, Conflict):
             return False
         return True

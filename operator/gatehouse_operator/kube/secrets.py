@@ -8,6 +8,7 @@ import base64
 from kubernetes.aio import client
 
 from gatehouse_operator.kube.calls import KubeCalls
+from gatehouse_operator.kube.errors import Conflict, NotFound
 
 # The operator watches only Secrets labelled so (a server-side selector): every other Secret in
 # the cluster, Helm's release manifests included, never crosses its watch.
@@ -34,10 +35,8 @@ class Secrets:
     async def secret(self, namespace: str, name: str) -> client.V1Secret | None:
         try:
             found: client.V1Secret = await self.core.read_namespaced_secret(name, namespace)
-        except client.ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
         return found
 
     async def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None:
@@ -76,19 +75,15 @@ class Secrets:
         )
         try:
             await self.core.create_namespaced_secret(namespace, body)
-        except client.ApiException as error:
-            if error.status != 409:
-                raise
+        except Conflict:
             return False
         return True
 
     async def config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
         try:
             found = await self.core.read_namespaced_config_map(name, namespace)
-        except client.ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
         return dict(found.data or {})
 
     async def publish_config_map(self, namespace: str, name: str, data: dict[str, str]) -> bool:

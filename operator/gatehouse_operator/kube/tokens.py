@@ -3,13 +3,16 @@ whose it is."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from typing import Any, Literal
 
 from kubernetes.aio import client
 
 from gatehouse_operator.api.meta import GROUP
+from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.kube.calls import KubeCalls, owner_reference
+from gatehouse_operator.kube.errors import Conflict, NotFound
 from gatehouse_operator.kube.secrets import WATCHED_LABEL, Secrets, decoded, watched
 
 CREDENTIAL_LABEL = "gatehouse.dev/credential-for"
@@ -20,7 +23,7 @@ TOKEN_KEY = "token"  # noqa: S105 (the key name within the Secret)
 SECRET_TAKEN_RETRY_SECONDS = 30
 
 
-class SecretTaken(Exception):
+class SecretTaken(GatehouseError):
     """An app's credential Secret name is held by a Secret the operator did not make for it."""
 
 
@@ -100,8 +103,5 @@ class AppTokens:
         options = client.V1DeleteOptions(
             preconditions=client.V1Preconditions(uid=found.metadata.uid)
         )
-        try:
+        with contextlib.suppress(NotFound, Conflict):
             await self.core.delete_namespaced_secret(secret_name, namespace, body=options)
-        except client.ApiException as error:
-            if error.status not in (404, 409):
-                raise

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from kubernetes.aio import client
 
 from gatehouse_operator.kube import API_ERRORS, failure
+from gatehouse_operator.kube.errors import Conflict, NotFound, translate
 
 log = logging.getLogger("gatehouse.leadership")
 # The longest a label call may take.
@@ -52,7 +53,7 @@ class Leadership:
         identity: str,
         timings: Timings = Timings(),
     ) -> None:
-        self.coordination = coordination
+        self.coordination = translate(coordination)  # its refusals: kube.errors'
         self.namespace, self.name, self.identity = namespace, name, identity
         self.timings = timings
         self.renewed_at = 0.0  # monotonic; 0: never held
@@ -138,7 +139,7 @@ class Leadership:
                 self._try_take(), within or self.timings.retry_seconds * 2
             )
         except API_ERRORS as error:
-            if not isinstance(error, client.ApiException) or error.status != 409:
+            if not isinstance(error, Conflict):
                 log.warning("cannot read or write the Lease %s (%s)", self.ref, failure(error))
             return False  # 409: another replica wrote it first
 
@@ -147,9 +148,7 @@ class Leadership:
         started, now = time.monotonic(), _now()
         try:
             lease = await self.coordination.read_namespaced_lease(self.name, self.namespace)
-        except client.ApiException as error:
-            if error.status != 404:
-                raise
+        except NotFound:
             spec = client.V1LeaseSpec(
                 holder_identity=self.identity,
                 lease_duration_seconds=int(self.timings.lease_seconds),
@@ -210,7 +209,7 @@ class LeaderLabel:
     KEY = "gatehouse.dev/leader"
 
     def __init__(self, core: client.CoreV1Api, namespace: str, lease: str, pod: str) -> None:
-        self.core, self.namespace, self.lease, self.pod = core, namespace, lease, pod
+        self.core, self.namespace, self.lease, self.pod = translate(core), namespace, lease, pod
 
     async def clear_own(self) -> None:
         """Takes the label off this Pod: a restarted container of a leader starts as a standby.

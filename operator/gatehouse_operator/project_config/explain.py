@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from pydantic import JsonValue, ValidationError
 
+from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.project_config import (
     case_sensitivity,
     catalog,
@@ -32,7 +33,7 @@ from gatehouse_operator.project_config.model_checks import model_parameters, sco
 from gatehouse_operator.project_config.schema import Parameter, ServiceConfig
 
 
-class NotFound(LookupError):
+class NotFound(GatehouseError, LookupError):
     """The model or dimension asked for is not in the project; the message says what is."""
 
 

@@ -21,6 +21,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
+from gatehouse_operator.errors import GatehouseError
+
 ParameterType = Literal["string", "number", "date"]
 Value = str | int | float | bool
 RESERVED = ("date_zoom",)
@@ -29,7 +31,7 @@ REFERENCE = re.compile(
 )
 
 
-class ParameterError(ValueError):
+class ParameterError(GatehouseError, ValueError):
     """A parameter reference that cannot be substituted safely; the message names it."""
 
 

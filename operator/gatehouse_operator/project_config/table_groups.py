@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.project_config.schema import TableGroup
 
 MAX_DEPTH = 5
 
 
-class NestingError(ValueError):
+class NestingError(GatehouseError, ValueError):
     pass
 
 

@@ -34,6 +34,8 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.scanner import RoundTripScanner, ScannerError
 
+from gatehouse_operator.errors import GatehouseError
+
 MAX_VALUES = 100_000
 MAX_DEPTH = 64
 
@@ -52,7 +54,7 @@ Location = tuple[str, ...]
 Data = TypeVar("Data", bound=JsonValue, covariant=True)
 
 
-class YamlProblem(ValueError):
+class YamlProblem(GatehouseError, ValueError):
     """Why a file cannot be read, as ``file:line: message``."""
 
     def __init__(self, path: str, line: int, message: str) -> None:

@@ -11,7 +11,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from kubernetes.aio import client
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -29,6 +28,7 @@ from gatehouse_operator.connections.actions import APPS, Connections
 from gatehouse_operator.connections.activity import Activity, limit_of, since_of, window_of
 from gatehouse_operator.connections.errors import Refused, check_names, validation_message
 from gatehouse_operator.connections.models import ConnectionTestRequest, DraftTestRequest
+from gatehouse_operator.kube.errors import ApiError
 from gatehouse_operator.project_config.compiler import effective_defaults
 from gatehouse_operator.service_api import openapi
 from gatehouse_operator.service_api.models import (
@@ -124,7 +124,7 @@ class ServiceApi:
                 return await endpoint(request, user)
             except Refused as refused:
                 return _refusal_response(refused)
-            except client.ApiException as error:
+            except ApiError as error:
                 # The Kubernetes API's own refusal; its body may quote the request, so only
                 # the status travels on.
                 answer = f"the API server answered {error.status}"

@@ -63,6 +63,7 @@ from gatehouse_contract.frames import (
     read_replica_message,
 )
 from gatehouse_contract.keyring import KeyringSource
+from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replica, Replicas
 from gatehouse_operator.table.store import RouteStore
@@ -85,15 +86,15 @@ REPLICA_MESSAGE_TYPES = frozenset(
 MAX_REPLICA_MESSAGE_BYTES = 1024 * 1024
 
 
-class NoReplica(Exception):
+class NoReplica(GatehouseError):
     """No connected replica holds the table a connection test needs (yet)."""
 
 
-class StreamClosed(ConnectionError):
+class StreamClosed(GatehouseError, ConnectionError):
     """The replica's stream closed before a frame was written to it: a test was not sent."""
 
 
-class OutcomeUnknown(Exception):
+class OutcomeUnknown(GatehouseError):
     """A replica was sent a test and did not report it: it went away, or stayed silent past the
     deadline. It may have sent the request upstream."""
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from gatehouse_contract.activity import RecentRequest, RequestsQuery
 from gatehouse_contract.frames import Gather, Gathered
+from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.table.channel import TableChannel
 
 GATHER_SECONDS = 2.0
@@ -33,7 +34,7 @@ TOTAL = 8
 USAGE_SECONDS = 10.0
 
 
-class Busy(Exception):
+class Busy(GatehouseError):
     """Too many gathers in flight: of this namespace, or of all."""
 
 

@@ -16,13 +16,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from kubernetes.aio import client
-
 from gatehouse_contract.routes import EntryKind
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.meta import Kind, Status
 from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.kube import failure
+from gatehouse_operator.kube.errors import Forbidden
 from gatehouse_operator.status import Verdict
 from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replicas
@@ -176,8 +175,8 @@ class Rollout:
 
 
 def _cause(error: Exception) -> str:
-    """Why a status write failed, in words for an operator's log: never an ApiException's own
-    rendering, which carries the response's headers and body."""
-    if isinstance(error, client.ApiException) and error.status == 403:
+    """Why a status write failed, in words for an operator's log: never the response's
+    headers and body."""
+    if isinstance(error, Forbidden):
         return "HTTP 403: the operator's ServiceAccount lacks patch on the kind's /status"
     return failure(error)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kubernetes.aio import client
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -34,6 +33,7 @@ from gatehouse_operator.connections.exfiltration import link_warning, write_meth
 from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest, TrialRequest
 from gatehouse_operator.connections.saving import Save, Saving
 from gatehouse_operator.keys.sealed_values import SealedValue, SealedValueProblem
+from gatehouse_operator.kube.errors import ApiError, Conflict, Forbidden, NotFound
 from gatehouse_operator.web.guards import READ_ONLY, Visitor, fields_of, page_refusal
 from gatehouse_operator.web.pages import Pages, trial
 from gatehouse_operator.web.wizard import (
@@ -114,10 +114,8 @@ class ConnectionForms:
         async with as_user(self.pages.operator, visitor.credentials.token) as kube:
             try:
                 await kube.delete_custom(EXTERNAL_CONNECTION, namespace, name, managed.uid)
-            except client.ApiException as error:
-                if error.status in (403, 404, 409):
-                    raise page_refusal(error.status, f"not deleted: {refusal(error)}") from None
-                raise
+            except (Forbidden, NotFound, Conflict) as error:
+                raise page_refusal(error.status, f"not deleted: {refusal(error)}") from None
             secret = managed.connection.spec.secret_ref_name
             if secret:
                 notice += await self.saving.delete_made_secret(kube, namespace, name, secret)
@@ -248,7 +246,7 @@ class ConnectionForms:
                 await self.saving.dry_run(
                     kube, namespace, form.name, form.spec(), form.resource_version
                 )
-            except client.ApiException as error:
+            except ApiError as error:
                 wizard.errors.append(refusal(error))
                 return
         wizard.check = "The Kubernetes API server accepts this connection (a dry run as you)."

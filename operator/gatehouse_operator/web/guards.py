@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
-from kubernetes.aio import client
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -20,6 +19,7 @@ from gatehouse_contract.numerals import whole_number
 from gatehouse_operator.access.reviews import Access, User
 from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.errors import check_names
+from gatehouse_operator.kube.errors import ApiError
 from gatehouse_operator.web.rendering import Renderer
 from gatehouse_operator.web.session import Credentials, Sessions, same_origin
 
@@ -129,7 +129,7 @@ class Guards:
             return await handler(request)
         except errors.Refused as error:
             return self.renderer.refused(error.status, error.message)
-        except client.ApiException as error:
+        except ApiError as error:
             # The API server's own words may quote the request; only refusals of the visitor's
             # own changes are shown (see link), others by status alone.
             return self.renderer.refused(502, f"the Kubernetes API answered {error.status}")

@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 from urllib.parse import quote, urlencode
 
-from kubernetes.aio import client
 from markupsafe import Markup
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from gatehouse_operator.access.as_user import as_user, refusal
+from gatehouse_operator.access.as_user import OperatorClient, as_user, refusal
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.connection_test import (
@@ -46,6 +45,7 @@ from gatehouse_operator.connections.models import (
     TrialRequest,
 )
 from gatehouse_operator.connections.samples import typed
+from gatehouse_operator.kube.errors import Conflict, Forbidden, Invalid, NotFound
 from gatehouse_operator.web.charts import Chart, bar_chart
 from gatehouse_operator.web.guards import Guards, Handler, Visitor, fields_of, page_refusal
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS
@@ -80,7 +80,7 @@ class Pages:
         self,
         actions: Connections,
         guards: Guards,
-        operator: client.ApiClient,
+        operator: OperatorClient,
     ) -> None:
         self.actions = actions
         self.guards = guards
@@ -317,10 +317,8 @@ class Pages:
                 await kube.replace_custom(
                     kind, namespace, app.model_copy(update={"spec": spec}).manifest()
                 )
-            except client.ApiException as error:
-                if error.status in (400, 403, 404, 409, 422):
-                    raise page_refusal(error.status, f"not linked: {refusal(error)}") from None
-                raise
+            except (Invalid, Forbidden, NotFound, Conflict) as error:
+                raise page_refusal(error.status, f"not linked: {refusal(error)}") from None
         notice = f"Linked {connection} to {kind.kind} {app_name} as “{alias}”."
         try:
             # The link stood the admission webhook, so the visitor may see the connection.

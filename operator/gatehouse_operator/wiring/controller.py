@@ -16,7 +16,6 @@ from typing import Any
 
 import kopf
 from aiohttp import web
-from kubernetes.aio import client
 
 from gatehouse_contract.keyring import KeyringError, KeyringFile, KeyringSource
 from gatehouse_operator.access.reviews import Access
@@ -30,6 +29,7 @@ from gatehouse_operator.keys.sealed_values import (
 )
 from gatehouse_operator.keys.sealing_secret import SealingKeysSecret
 from gatehouse_operator.kube import WATCHED_SELECTOR, Kube, api_client
+from gatehouse_operator.kube.errors import ApiError
 from gatehouse_operator.leadership.lease import Leadership
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.settings import OperatorSettings
@@ -165,7 +165,7 @@ async def _keyring(options: OperatorSettings, kube: Kube) -> KeyringSource:
         await keyring.load(kube)
     except KeyringError as error:
         raise kopf.PermanentError(str(error)) from None
-    except client.ApiException as error:
+    except ApiError as error:
         # Retried by kopf: the API server may be busy, or RBAC not yet in effect.
         raise kopf.TemporaryError(
             f"cannot read the keyring Secret {keyring.ref} (HTTP {error.status} {error.reason})",

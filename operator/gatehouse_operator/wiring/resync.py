@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import logging
 
-from kubernetes.aio import client
-
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.controllers import external_connections, linked_apps
 from gatehouse_operator.kube import API_ERRORS, failure
+from gatehouse_operator.kube.errors import ApiError
 from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime, kind_key
 
@@ -74,7 +73,7 @@ async def reconcile_connections(runtime: Runtime, keys: list[str]) -> None:
             continue
         try:
             await external_connections.reconcile(runtime, connection)
-        except client.ApiException as error:
+        except ApiError as error:
             log.warning("cannot reconcile connection %s now (%s)", key, failure(error))
             runtime.unread.add(key)
         except API_ERRORS as error:

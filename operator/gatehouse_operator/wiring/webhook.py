@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import kopf
-from kubernetes.aio import client
 
 from gatehouse_operator.access.reviews import Access
 from gatehouse_operator.access.webhook_clients import (
@@ -33,6 +32,7 @@ from gatehouse_operator.access.webhook_server import (
 )
 from gatehouse_operator.controllers.admission import REGISTRY
 from gatehouse_operator.kube import API_ERRORS, Kube, api_client, failure
+from gatehouse_operator.kube.errors import ApiError
 from gatehouse_operator.settings import WebhookSettings
 
 log = logging.getLogger("gatehouse.webhook")
@@ -67,7 +67,7 @@ async def start(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
                 WebhookServer.hostnames(options.service),
                 options.configuration,
             )
-        except client.ApiException as error:
+        except ApiError as error:
             raise kopf.TemporaryError(
                 f"cannot read or make the webhook certificate Secret {options.tls_secret} "
                 f"({failure(error)})",
@@ -117,7 +117,7 @@ async def _client_ca_of_secret(kube: Kube, ref: str) -> Path:
     in a file for the server's TLS context."""
     try:
         ca = await client_certificate_authority(kube, ref)
-    except client.ApiException as error:
+    except ApiError as error:
         raise kopf.TemporaryError(
             f"cannot read or make the Secret {ref} of the API server's client certificate "
             f"({failure(error)})",
