@@ -15,6 +15,7 @@ from pydantic.fields import FieldInfo
 
 from gatehouse_operator.api import apps, connection, connection_document, connection_test, stored
 from gatehouse_operator.api.meta import Condition, Status
+from gatehouse_operator.web.field_problems import annotated_type
 
 # Each stored shape and the strict model it reads leniently. Complete: every field of the strict
 # model is read (an edit starts from the stored spec, so a field missing there would be lost).
@@ -93,7 +94,7 @@ def _strict_default(field: FieldInfo) -> object:
     if isinstance(extra, dict) and "default" in extra:
         return extra["default"]
     value = field.get_default(call_default_factory=True)
-    return TypeAdapter(field.annotation).dump_python(value, mode="json", by_alias=True)
+    return TypeAdapter(annotated_type(field)).dump_python(value, mode="json", by_alias=True)
 
 
 def _empty(value: object) -> bool:
@@ -104,11 +105,8 @@ def _empty(value: object) -> bool:
 
 
 def _admitted(field: FieldInfo, value: object) -> bool:
-    annotation = (
-        Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
-    )
     try:
-        TypeAdapter(annotation).validate_python(value)
+        TypeAdapter(annotated_type(field)).validate_python(value)
     except ValidationError:
         return False
     return True
@@ -151,7 +149,7 @@ def stored_drift(lenient: type[BaseModel], strict: type[BaseModel], complete: bo
             # Unset in the strict model: read as empty (a nested part with nothing set).
             same = _empty(default) and wanted in (None, {})
         else:
-            same = TypeAdapter(field.annotation).dump_python(default, mode="json") == wanted
+            same = TypeAdapter(annotated_type(field)).dump_python(default, mode="json") == wanted
         if not same:
             found.append(f"{where}: defaults to {default!r}, {strict.__name__} to {wanted!r}")
     if complete:
