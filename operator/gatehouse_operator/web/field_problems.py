@@ -86,10 +86,10 @@ def choices_of(info: FieldInfo | None) -> tuple[str, ...]:
 def range_of(info: FieldInfo | None) -> str:
     """A whole number field's range in words, from its bounds."""
     metadata = info.metadata if info else []
-    low = next((item.ge for item in metadata if isinstance(item, Ge)), None)
-    high = next((item.le for item in metadata if isinstance(item, Le)), None)
-    words = f"a whole number from {low:,} to {high:,}"
-    return words + (", or empty for none" if info and info.default is None else "")
+    low = next((f" from {item.ge:,}" for item in metadata if isinstance(item, Ge)), "")
+    high = next((f" to {item.le:,}" for item in metadata if isinstance(item, Le)), "")
+    optional = ", or empty for none" if info and info.default is None else ""
+    return f"a whole number{low}{high}{optional}"
 
 
 class FieldProblems:
