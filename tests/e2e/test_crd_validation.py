@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from gatehouse_dev.cluster import Cluster
+from gatehouse_operator.api.url_fields import BASE_URL, TOKEN_URL
 
 pytestmark = pytest.mark.e2e
 
@@ -339,3 +340,49 @@ def test_duplicate_aliases_are_rejected(
     code, err = _apply(cluster, namespace, app)
     assert code != 0
     assert "spec.connections[0].alias" in err
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "api.example.com",
+        "ftp://api.example.com",
+        "HTTPS://api.example.com",
+        "https://",
+        "https://user:pw@api.example.com",
+        "https://api.example.com/v1",
+        "https://api.example.com?x=1",
+        "https://api.example.com#top",
+        "https://api.example.com/token?x=1",
+        "https://api.example.com",
+        "http://127.0.0.1:8080",
+        "https://login.example.com/oauth2/token",
+    ],
+)
+def test_the_models_url_rules_are_the_api_servers(
+    cluster: Cluster, crds_installed: None, namespace: str, url: str
+) -> None:
+    """baseURL's and tokenURL's rules are declared once (api.url_fields): the API server's CEL
+    and the operator's model refuse the same URLs, rule by rule, in the same words."""
+    resource = _with(
+        "auth",
+        {
+            "type": "oauth2ClientCredentials",
+            "oauth2ClientCredentials": {"tokenURL": url, "clientId": "c"},
+            "secretRef": {"name": "s", "key": "k"},
+        },
+    )
+    resource["spec"]["baseURL"] = url
+    done = cluster.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", "-",
+        stdin=yaml.safe_dump(resource), check=False,
+    )  # fmt: skip
+    for field in (BASE_URL, TOKEN_URL):
+        for rule in field.rules():
+            if rule.pattern:  # isURL is the API server's alone
+                assert (field.message(rule) in done.stderr) == (not rule.holds(url)), (
+                    field.message(rule),
+                    done.stderr,
+                )
+    refused = bool(BASE_URL.problem(url) or TOKEN_URL.problem(url))
+    assert (done.returncode != 0) == refused, done.stderr

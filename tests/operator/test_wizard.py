@@ -26,10 +26,12 @@ from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections.exfiltration import link_warning
 from gatehouse_operator.keys.sealed_values import Scope
 from gatehouse_operator.web import session
+from gatehouse_operator.web.field_problems import field_at
 from gatehouse_operator.web.session import Credentials, Sessions
 from gatehouse_operator.web.wizard import (
     AUTH_TYPE_TITLES,
     CLIENT_AUTHENTICATION_TITLES,
+    FIELDS,
     KEY_PLACEMENT_TITLES,
     LIMIT_TITLES,
     LINK_POLICY_TITLES,
@@ -625,3 +627,29 @@ def test_a_quota_in_other_digits_is_named_not_an_error(typed: str) -> None:
     form = posted({**BASE, "auth_type": "none", "requestsPerDay": typed})
     title, most = SHOWN_LIMITS["requestsPerDay"]
     assert f"{title}: a whole number from 1 to {most:,}, or empty for none" in form.problems()
+
+
+def test_the_page_names_a_bad_url_or_path_at_its_field_before_the_dry_run() -> None:
+    """The model's rules, in its words under the page's titles (issue 48 item 5; before, only
+    the API server's dry run at Review named them)."""
+    assert posted({**BASE, "base_url": "https://user:pw@api.example.com"}).problems() == [
+        "Base URL: baseURL must not contain credentials; reference a Secret in auth.secretRef"
+    ]
+    assert posted(
+        {**BASE, **OAUTH2_FIELDS, "token_url": "ftp://login.example.com/token"}
+    ).problems() == [
+        "Token URL: auth.oauth2ClientCredentials.tokenURL must be an https URL (http only where "
+        "the installation allows it)"
+    ]
+    assert posted({**BASE, "allowed_paths": "/v1\nv2"}).problems() == [
+        "Allowed paths: 'v2' is not a path prefix such as /v1/users (one a line)"
+    ]
+    keyed = posted({**BASE, "auth_type": "apiKey", "api_key_name": "Host"})
+    assert [line[:51] for line in keyed.problems()] == [
+        "Parameter name: auth.apiKey.name must not be a head"
+    ]
+
+
+def test_each_title_is_a_field_of_the_model_or_the_pages_own() -> None:
+    own = {row.path for row in FIELDS if field_at(ExternalConnectionSpec, row.path) is None}
+    assert own == {"sampleLabel", "storage", "secret"}

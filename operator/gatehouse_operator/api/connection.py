@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from gatehouse_contract.header_names import (
     API_KEY_HEADER_RESERVED_RE2,
@@ -34,6 +34,7 @@ from gatehouse_operator.api.meta import (
     Status,
     ready_columns,
 )
+from gatehouse_operator.api.url_fields import BASE_URL, TOKEN_URL, UrlField
 from gatehouse_operator.cel import cel, validations
 
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -68,7 +69,6 @@ NO_METHODS_ONLY_FOR_IMAGES = (
 )
 # A sealed service-account key file (the largest credential, 16 KiB at most) stays below this.
 MAX_SEALED_CHARS = 32_768
-_SCHEME = "^[A-Za-z][A-Za-z0-9+.-]*://"
 _HEADER_TOKEN = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"  # noqa: S105 (RFC 9110 token, not a secret)
 
 
@@ -168,6 +168,16 @@ def _canonical_cel(expression: str) -> str:
     return expression
 
 
+# The URL fields: their rules once (api.url_fields), the UrlField kept for the page to read.
+BaseUrl = Annotated[str, AfterValidator(BASE_URL.checked), BASE_URL]
+TokenUrl = Annotated[str, AfterValidator(TOKEN_URL.checked), TOKEN_URL]
+
+
+def url_field_of(metadata: Sequence[object]) -> UrlField | None:
+    """The URL field a model field is, from its annotations; None for any other field."""
+    return next((item for item in metadata if isinstance(item, UrlField)), None)
+
+
 Scope = Annotated[str, Field(max_length=512, pattern=r"^(https://\S+|openid|email|profile)$")]
 
 
@@ -249,29 +259,7 @@ class OAuth2ClientCredentialsAuth(Model):
         )
     }
 
-    token_url: str = Field(
-        alias="tokenURL",
-        max_length=2048,
-        description="The authorization server's token endpoint: https (http only where the "
-        "installation allows it for baseURL), no credentials, query or fragment. Redirects "
-        "are refused.",
-        json_schema_extra=validations(
-            cel(
-                "self.startsWith('https://') || self.startsWith('http://')",
-                "auth.oauth2ClientCredentials.tokenURL must be an https URL (http only where the "
-                "installation allows it)",
-            ),
-            cel(
-                "!self.matches('^https?://[^/?#]*@')",
-                "auth.oauth2ClientCredentials.tokenURL must not contain credentials",
-            ),
-            cel(
-                "!self.contains('?') && !self.contains('#')",
-                "auth.oauth2ClientCredentials.tokenURL must not have a query or fragment",
-            ),
-            cel("isURL(self)", "auth.oauth2ClientCredentials.tokenURL is not a valid URL"),
-        ),
-    )
+    token_url: TokenUrl = TOKEN_URL.field(alias="tokenURL")
     client_id: str = Field(
         alias="clientId",
         min_length=1,
@@ -482,40 +470,7 @@ class ExternalConnectionSpec(Model):
     display_name: str = Field(
         min_length=1, max_length=128, description="The human-readable name apps see."
     )
-    base_url: str = Field(
-        alias="baseURL",
-        max_length=2048,
-        description="The origin every request is pinned to: scheme, host and optional port.",
-        json_schema_extra=validations(
-            cel(
-                f"self.matches('{_SCHEME}')",
-                "baseURL must be an absolute URL such as https://api.example.com",
-            ),
-            cel(
-                f"!self.matches('{_SCHEME}') || self.startsWith('https://') "
-                "|| self.startsWith('http://')",
-                "baseURL must use https (http only where the installation allows it)",
-            ),
-            cel(
-                f"!self.matches('{_SCHEME}') || self.matches('{_SCHEME}[^/?#@]+')",
-                "baseURL must include a host",
-            ),
-            cel(
-                f"!self.matches('{_SCHEME}[^/?#]*@')",
-                "baseURL must not contain credentials; reference a Secret in auth.secretRef",
-            ),
-            cel(
-                f"!self.matches('{_SCHEME}[^/?#]*/[^?#]')",
-                "baseURL must be an origin without a path; restrict paths with allowedPaths",
-            ),
-            cel("!self.contains('?')", "baseURL must not have a query string"),
-            cel("!self.contains('#')", "baseURL must not have a fragment"),
-            cel(
-                f"!self.matches('{_SCHEME}[^/?#@]+') || isURL(self)",
-                "baseURL is not a valid URL",
-            ),
-        ),
-    )
+    base_url: BaseUrl = BASE_URL.field(alias="baseURL")
     allowed_methods: list[HttpMethod] = Field(
         default=list(DEFAULT_METHODS),
         max_length=len(HTTP_METHODS),

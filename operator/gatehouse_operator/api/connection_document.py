@@ -1,10 +1,10 @@
 """An ExternalConnection spec as the page's wizard writes it, before the API server has judged it.
 
-The wizard sends what the visitor entered to the API server (a dry run, then the apply), whose
-schema rules and admission webhook answer with the messages the page shows; checking it against
-the strict ``ExternalConnectionSpec`` first would answer in other words, and refuse drafts the
-visitor is still writing. So this is the spec's shape on the wire, field names as Kubernetes
-spells them, keys in the order the YAML shows them, values as entered: no defaults, no rules.
+The wizard keeps what the visitor entered, wrong or not, to show it back, to build the strict
+``ExternalConnectionSpec`` of it (whose refusals the page names under its fields' titles) and to
+send it to the API server (a dry run, then the apply). So this is the spec's shape on the wire,
+field names as Kubernetes spells them, keys in the order the YAML shows them, values as entered:
+no defaults, no rules. tests/operator/test_one_declaration.py holds it to the strict model.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ through but the operator does not accept; the controller marks such a resource I
 the rest of the operator can see that reason. These models take any stored object: unknown
 fields are ignored, a missing or null field takes the schema's default (from
 ``api.connection``), and the values are the stored ones, unchecked beyond their JSON type.
+tests/operator/test_one_declaration.py holds each shape here to its strict model: the same
+fields, aliases and defaults.
 """
 
 from __future__ import annotations

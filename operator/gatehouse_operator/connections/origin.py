@@ -26,27 +26,29 @@ class OriginError(GatehouseError, ValueError):
     """baseURL is not a usable origin; the message says which rule it breaks."""
 
 
-def normalise_origin(base_url: str, *, allow_http: bool) -> str:
+def normalise_origin(base_url: str, *, allow_http: bool, name: str = "baseURL") -> str:
+    """``base_url``'s canonical origin; ``name`` is the field messages name (tokenURL's
+    origin is read by the same rules)."""
     parts = urlsplit(base_url.strip())
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
-        raise OriginError("baseURL must use https")
+        raise OriginError(f"{name} must use https")
     if scheme == "http" and not allow_http:
-        raise OriginError("baseURL uses http, which this installation does not allow")
+        raise OriginError(f"{name} uses http, which this installation does not allow")
     if parts.username is not None or parts.password is not None:
-        raise OriginError("baseURL must not contain credentials")
+        raise OriginError(f"{name} must not contain credentials")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise OriginError("baseURL must be an origin: no path, query or fragment")
+        raise OriginError(f"{name} must be an origin: no path, query or fragment")
     try:
         port = parts.port
     except ValueError:
-        raise OriginError("baseURL has an invalid port") from None
+        raise OriginError(f"{name} has an invalid port") from None
     if port == 0:
-        raise OriginError("baseURL has port 0, which no upstream listens on")
+        raise OriginError(f"{name} has port 0, which no upstream listens on")
     host = (parts.hostname or "").rstrip(".")
     if not host:
-        raise OriginError("baseURL must include a host")
-    host = _canonical_host(host)
+        raise OriginError(f"{name} must include a host")
+    host = _canonical_host(host, name)
     shown = f"[{host}]" if ":" in host else host
     suffix = f":{port}" if port is not None and port != _DEFAULT_PORTS[scheme] else ""
     return f"{scheme}://{shown}{suffix}"
@@ -74,14 +76,13 @@ def normalise_token_url(token_url: str, *, allow_http: bool) -> str:
         raise OriginError("tokenURL must not have a query or fragment")
     if any(char.isspace() or ord(char) < 0x20 for char in parts.path):
         raise OriginError("tokenURL has whitespace or control characters in its path")
-    try:
-        origin = normalise_origin(f"{parts.scheme}://{parts.netloc}", allow_http=allow_http)
-    except OriginError as error:
-        raise OriginError(str(error).replace("baseURL", "tokenURL")) from None
+    origin = normalise_origin(
+        f"{parts.scheme}://{parts.netloc}", allow_http=allow_http, name="tokenURL"
+    )
     return origin + (parts.path or "/")
 
 
-def _canonical_host(host: str) -> str:
+def _canonical_host(host: str, name: str) -> str:
     try:
         return str(ipaddress.ip_address(host))
     except ValueError:
@@ -90,12 +91,12 @@ def _canonical_host(host: str) -> str:
     try:
         ascii_host = host.encode("idna").decode("ascii").lower()
     except UnicodeError:
-        raise OriginError(f"baseURL host {host!r} is not a valid host name") from None
+        raise OriginError(f"{name} host {host!r} is not a valid host name") from None
     if _NUMERIC_HOST.match(ascii_host):
         raise OriginError(
-            f"baseURL host {host!r} looks like a numeric address in a non-standard form; "
+            f"{name} host {host!r} looks like a numeric address in a non-standard form; "
             "write the IP address in ASCII dotted-decimal form or use a host name"
         )
     if not all(_LABEL.match(label) for label in ascii_host.split(".")):
-        raise OriginError(f"baseURL host {host!r} is not a valid host name")
+        raise OriginError(f"{name} host {host!r} is not a valid host name")
     return ascii_host

@@ -20,31 +20,28 @@ from itertools import zip_longest
 from typing import Literal, TypeVar
 
 import yaml
-from pydantic import JsonValue, TypeAdapter, ValidationError
+from pydantic import JsonValue, ValidationError
 from starlette.datastructures import FormData
 
 from gatehouse_contract.numerals import whole_number
 from gatehouse_operator.api.connection import (
     AUTH_TYPES,
-    CLIENT_AUTHENTICATIONS,
     DEFAULT_AUTH_TYPE,
     DEFAULT_CLIENT_AUTHENTICATION,
     DEFAULT_METHODS,
     FIRST_KEY_PLACEMENT,
     HTTP_METHODS,
     KEY_PLACEMENTS,
-    LINK_POLICIES,
     MAX_CONNECTION_REQUESTS_PER_MINUTE,
-    MAX_HEADERS,
-    MAX_INSTRUCTIONS,
     MAX_REQUESTS_PER_DAY,
+    NO_METHODS_ONLY_FOR_IMAGES,
     PUBLIC_IMAGES_NEED_NO_AUTH,
     AuthType,
     ClientAuthentication,
+    ExternalConnectionSpec,
     HeaderSetting,
     KeyPlacement,
     LinkPolicy,
-    MediaRange,
     header_clashes,
     image_rule_problem,
 )
@@ -67,6 +64,7 @@ from gatehouse_operator.connections.origin import OriginError, normalise_origin,
 from gatehouse_operator.connections.saving import SECRET_SUFFIX
 from gatehouse_operator.keys.sealed_values import Scope
 from gatehouse_operator.kube import WATCHED_SELECTOR
+from gatehouse_operator.web.field_problems import FieldProblems, FieldTitle, field_at, range_of
 
 STEPS = ("api", "auth", "access", "test", "review")
 STEP_TITLES = {
@@ -113,6 +111,56 @@ SHOWN_LIMITS = {
         MAX_CONNECTION_REQUESTS_PER_MINUTE,
     ),
     "requestsPerDay": (LIMIT_TITLES["requestsPerDay"], MAX_REQUESTS_PER_DAY),
+}
+# The page's fields by the spec's paths (and its own, for what the spec has not), titled as the
+# page shows them, in the order their problems are listed: the one table from the model's and
+# the API server's field names to the page's.
+FIELDS = (
+    FieldTitle("displayName", "Display name"),
+    FieldTitle("baseURL", "Base URL"),
+    FieldTitle(
+        "allowedMethods",
+        "Allowed methods",
+        reworded={
+            NO_METHODS_ONLY_FOR_IMAGES: f"at least one of {', '.join(HTTP_METHODS)}, or none for "
+            "an image-only connection (Allow public images, with auth type none)"
+        },
+    ),
+    FieldTitle("allowPublicImages", "Allow public images"),
+    FieldTitle("allowedPaths", "Allowed paths", lines=True, what="a path prefix such as /v1/users"),
+    FieldTitle("headers", "Headers", rows=True),
+    FieldTitle(
+        "allowedContentTypes",
+        "Allowed content types",
+        lines=True,
+        what="a media type such as application/json or text/*",
+    ),
+    FieldTitle("sampleLabel", "Sample label"),
+    FieldTitle("instructions", "Instructions"),
+    *(FieldTitle(f"limits.{key}", title) for key, (title, _) in SHOWN_LIMITS.items()),
+    FieldTitle("auth.type", "Auth type", offered=tuple(AUTH_TYPE_TITLES)),
+    FieldTitle("storage", "Keep the secret"),
+    FieldTitle("auth.apiKey.in", "API key: sent in", offered=tuple(KEY_PLACEMENT_TITLES)),
+    FieldTitle(
+        "auth.oauth2ClientCredentials.clientAuthentication",
+        "OAuth 2.0: client authentication",
+        offered=tuple(CLIENT_AUTHENTICATION_TITLES),
+    ),
+    FieldTitle("linkPolicy", "Who can link it", offered=tuple(LINK_POLICY_TITLES)),
+    FieldTitle("auth.apiKey.name", "Parameter name"),
+    FieldTitle("auth.apiKey", "Parameter name"),
+    FieldTitle("auth.googleServiceAccount.scopes", "Scopes", lines=True),
+    FieldTitle("auth.oauth2ClientCredentials.tokenURL", "Token URL"),
+    FieldTitle("auth.oauth2ClientCredentials.clientId", "Client id"),
+    FieldTitle("auth.oauth2ClientCredentials.scopes", "Scopes"),
+    FieldTitle("auth.oauth2ClientCredentials.parameters", "Extra token parameters", lines=True),
+    FieldTitle("secret", "Secret"),
+)
+# What a section's fields are required for.
+AUTH_SECTIONS = {
+    "auth.apiKey": "an API key",
+    "auth.googleServiceAccount": "a Google service account",
+    "auth.oauth2ClientCredentials": "OAuth 2.0",
 }
 # Empty header rows offered beyond the filled ones (the page has no script to add rows).
 SPARE_HEADER_ROWS = 2
@@ -170,9 +218,6 @@ def _token_url(token_url: str) -> str:
 
 def _rule(error: ValidationError) -> str:
     return first_problem(error)[1].removeprefix("Value error, ")
-
-
-_MEDIA_RANGE: TypeAdapter[str] = TypeAdapter(MediaRange)
 
 
 def basic_secret(user: str, password: str) -> tuple[str | None, str]:
@@ -520,88 +565,60 @@ class WizardForm:
         return found
 
     def problems(self) -> list[str]:
-        """What the page can tell before the API server is asked, each naming its field."""
-        found = []
-        if not self.display_name:
-            found.append("Display name: required")
-        if not self.base_url:
-            found.append("Base URL: required, an origin such as https://api.example.com")
-        auth_type = self.known_auth_type
+        """What the page can tell before the API server is asked, each under its field's title:
+        the strict model's refusals of the spec these fields make, and what is the page's own
+        (its choice of storage, the lines it parses, the secret)."""
+        found = FieldProblems(ExternalConnectionSpec, FIELDS, AUTH_SECTIONS)
+        found.built(self.spec())
+        # The choices of the sections the spec holds only for their auth type, named whatever
+        # the type (a value the page does not offer is named where it was posted).
+        found.checked("auth.apiKey.in", self.api_key_in)
+        found.checked(
+            "auth.oauth2ClientCredentials.clientAuthentication", self.client_authentication
+        )
+        # The model's rules across fields, which it checks only once each field is valid.
         image_rule = image_rule_problem(
-            auth_type, self.allow_public_images, bool(self.allowed_methods)
+            self.known_auth_type, self.allow_public_images, bool(self.allowed_methods)
         )
-        if image_rule == PUBLIC_IMAGES_NEED_NO_AUTH:
-            found.append(f"Allow public images: {image_rule}")
-        elif image_rule:
-            found.append(
-                f"Allowed methods: at least one of {', '.join(HTTP_METHODS)}, or none for an "
-                "image-only connection (Allow public images, with auth type none)"
+        if image_rule:
+            found.add(
+                "allowPublicImages"
+                if image_rule == PUBLIC_IMAGES_NEED_NO_AUTH
+                else "allowedMethods",
+                image_rule,
             )
-        if len(self.headers) > MAX_HEADERS:
-            found.append(f"Headers: at most {MAX_HEADERS} ({len(self.headers)} given)")
         for index, message in sorted(self.header_problems().items()):
-            found.append(f"Header {index + 1} ({self.headers[index][0] or 'no name'}): {message}")
-        for line in _lines(self.allowed_content_types):
-            try:
-                _MEDIA_RANGE.validate_python(line)
-            except ValidationError:
-                found.append(
-                    f"Allowed content types: {line!r} is not a media type such as "
-                    "application/json or text/* (one a line)"
-                )
-        if len(self.sample_label) > SAMPLE_LABEL_CHARS:
-            found.append(f"Sample label: at most {SAMPLE_LABEL_CHARS} characters")
-        if len(self.instructions) > MAX_INSTRUCTIONS:
-            found.append(
-                f"Instructions: at most {MAX_INSTRUCTIONS:,} characters "
-                f"({len(self.instructions):,} given)"
+            found.add(
+                "headers", message, f"Header {index + 1} ({self.headers[index][0] or 'no name'})"
             )
+        if len(self.sample_label) > SAMPLE_LABEL_CHARS:
+            found.add("sampleLabel", f"at most {SAMPLE_LABEL_CHARS} characters")
         for key, value in self.limits:
-            title, most = SHOWN_LIMITS[key]
-            number = whole_number(value)
-            if value and not (number is not None and 1 <= number <= most):
-                found.append(f"{title}: a whole number from 1 to {most:,}, or empty for none")
-        # Each choice: what the posted value is (None: not allowed), and the allowed values in
-        # the order the page offers them.
-        choices: tuple[tuple[str, str | None, Collection[str]], ...] = (
-            ("Auth type", auth_type, AUTH_TYPE_TITLES),
-            ("Keep the secret", one_of(STORAGES, self.storage), STORAGES),
-            ("API key: sent in", self.known_key_placement, KEY_PLACEMENTS),
-            (
-                "OAuth 2.0: client authentication",
-                one_of(CLIENT_AUTHENTICATIONS, self.client_authentication),
-                CLIENT_AUTHENTICATION_TITLES,
-            ),
-            ("Who can link it", one_of(LINK_POLICIES, self.link_policy), LINK_POLICIES),
-        )
-        for title, chosen, offered in choices:
-            if chosen is None:
-                found.append(f"{title}: one of {', '.join(offered)}")
-        if auth_type == "apiKey" and not self.api_key_name:
-            found.append("Parameter name: required for an API key")
-        if auth_type == "googleServiceAccount" and not _lines(self.scopes):
-            found.append("Scopes: at least one for a Google service account")
-        if auth_type == "oauth2ClientCredentials":
-            if not self.token_url:
-                found.append(
-                    "Token URL: required for OAuth 2.0, such as https://login.example.com/oauth2/token"
+            if value and whole_number(value) is None:
+                found.add(
+                    f"limits.{key}", range_of(field_at(ExternalConnectionSpec, f"limits.{key}"))
                 )
-            if not self.client_id:
-                found.append("Client id: required for OAuth 2.0")
+        if one_of(STORAGES, self.storage) is None:
+            found.add("storage", f"one of {', '.join(STORAGES)}")
+        if self.known_auth_type == "oauth2ClientCredentials":
             for line in self.token_parameter_pairs()[1]:
-                found.append(f"Extra token parameters: {line!r} is not name=value (one a line)")
+                found.add(
+                    "auth.oauth2ClientCredentials.parameters",
+                    f"{line!r} is not name=value (one a line)",
+                )
         changed = self.changed_for_secret()
-        if auth_type != "none" and changed and not self.secret_entered:
-            found.append(
-                f"Secret: enter it again: the {' and the '.join(changed)} changed, and a stored "
+        if self.known_auth_type != "none" and changed and not self.secret_entered:
+            found.add(
+                "secret",
+                f"enter it again: the {' and the '.join(changed)} changed, and a stored "
                 "secret is kept only while the auth type, base URL, token URL and client id "
-                "stay as they were"
+                "stay as they were",
             )
         elif self.sealed and not (self.sealed_value or self.stored_sealed() or self.secret_entered):
-            # One entered is sealed once what it is sealed for is valid (the steps that check
-            # the base URL or token URL say what is not).
-            found.append("Secret: required, to be sealed into the connection")
-        return found
+            # One entered is sealed once what it is sealed for is valid (the base URL's or the
+            # token URL's own rule says what is not).
+            found.add("secret", "required, to be sealed into the connection")
+        return found.listed()
 
     def yaml(self, namespace: str) -> str:
         """What would be applied, for teams that commit it to Git; the secret is not in it."""
