@@ -22,6 +22,8 @@ from collections.abc import Callable
 from gatehouse_contract.activity import DURATION_BINS, UsageRow
 from gatehouse_operator.table.usage import MOST_PAIRS, UsageHistory
 from gatehouse_proxy.observation.activity import Activity
+from gatehouse_proxy.observation.fetch import Fetch
+from gatehouse_proxy.observation.observers import Audit, Inspector, Observer, Usage
 from gatehouse_proxy.observation.recent_requests import TOTAL
 from gatehouse_proxy.observation.usage_counts import MOST_ROWS
 
@@ -43,6 +45,24 @@ def _held(fill: Callable[[], object]) -> float:
     return peak / 2**20
 
 
+def _recorder(activity: Activity) -> Callable[[str, str, bytes], None]:
+    """Records a fetch of ``path`` as the door does: a finished Fetch given to the activity's
+    observers (the inspector's, the usage's, the audit's)."""
+    observers: tuple[Observer, ...] = (
+        Inspector(activity.recent),
+        Usage(activity.usage),
+        Audit(activity.audit),
+    )
+
+    def record(app: str, connection: str, path: bytes) -> None:
+        fetch = Fetch("GET", path, QUERY, None, 0.0, app=app, connection=connection)
+        fetch.status, fetch.sent, fetch.finished, fetch.ended_at = 200, 100, 0.01, time.time()
+        for observer in observers:
+            observer.observe(fetch)
+
+    return record
+
+
 def _connection(index: int) -> tuple[str, str]:
     namespace = f"ns-{index % NAMESPACES}"
     return f"{namespace}/DataApp/app-{index}", f"{namespace}/conn-{index}"
@@ -52,12 +72,13 @@ def inspector() -> float:
     def fill() -> object:
         activity = Activity("bench")
         activity.usage.most_rows = 0  # the inspector alone: usage is measured below
+        record = _recorder(activity)
         for turn in range(3 * TOTAL):
             app, connection = _connection(turn % CONNECTIONS)
-            activity.record(app, connection, "GET", PATH, QUERY, 200, "ok", 0.01, 0, 100, None)
+            record(app, connection, PATH)
         for _ in range(2 * TOTAL):  # one namespace floods
             app, connection = _connection(0)
-            activity.record(app, connection, "GET", PATH, QUERY, 200, "ok", 0.01, 0, 100, None)
+            record(app, connection, PATH)
         return activity
 
     return _held(fill)
@@ -101,15 +122,13 @@ def usage_history(pairs: int) -> float:
 
 
 def record_cost_us() -> float:
-    activity = Activity("bench")
+    record = _recorder(Activity("bench"))
     best = float("inf")
     for _ in range(3):
         started = time.perf_counter()
         for turn in range(RECORD_CALLS):
             app, connection = _connection(turn % CONNECTIONS)
-            activity.record(
-                app, connection, "GET", b"/v1/items", QUERY, 200, "ok", 0.01, 0, 100, None
-            )
+            record(app, connection, b"/v1/items")
         best = min(best, (time.perf_counter() - started) / RECORD_CALLS * 1e6)
     return best
 

@@ -23,7 +23,7 @@ import uvicorn
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.observability import version
 from gatehouse_contract.request_deadline import with_head_deadline
-from gatehouse_proxy.app import Proxy, create_admin_app, create_app
+from gatehouse_proxy.app import Proxy, admin_app, create_app
 from gatehouse_proxy.observation import logs
 from gatehouse_proxy.settings import ProxySettings
 from gatehouse_proxy.workers import (
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout_keep_alive=5,
         http=with_head_deadline(settings.request_read_timeout_seconds),
     )
-    admin_config = uvicorn.Config(create_admin_app(proxy), **admin_address, **admin)
+    admin_config = uvicorn.Config(admin_app(proxy), **admin_address, **admin)
     # What start-up made (modules, classes: most of the heap) lives as long as the process; frozen,
     # the collector stops scanning it, and its full collections under load shrink from tens of
     # milliseconds, when every tenant's requests wait, to a few.

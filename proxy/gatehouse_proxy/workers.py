@@ -170,7 +170,7 @@ def pod_readiness(answers: list[tuple[int, str]]) -> tuple[int, dict[str, object
         **summary,
         "tableAgeSeconds": age,
         "encryptedWith": encrypted,
-        # Deprecated alias of encryptedWith (see app.py); goes in 0.3.0.
+        # Deprecated alias of encryptedWith (see admin.py); goes in 0.3.0.
         "sealedWith": encrypted,
         "store": alone[0] if alone else stores[0] if stores else {},
         "workers": workers,

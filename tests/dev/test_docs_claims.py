@@ -224,6 +224,8 @@ QUESTIONS = {
     "How do the table keys rotate?",
     "How is the leader chosen?",
     "Where is an admission decision made?",
+    "Where is a request admitted?",
+    "Where is a fetch observed?",
 }
 
 

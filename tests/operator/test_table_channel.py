@@ -52,6 +52,7 @@ from gatehouse_proxy.table.feed import TableFeed, TableStore
 from gatehouse_proxy.table.routing_table import RoutingTable
 from tests.operator.test_table_budget import SPEC
 from tests.operator.test_throttles import Posted
+from tests.proxy.fetches import Recorder
 
 LIMITS = Limits(
     timeout_seconds=30, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1
@@ -440,13 +441,14 @@ def test_the_operator_gathers_recent_requests_and_usage_from_the_replicas_that_a
         async with serving(tmp_path) as channel:
             gatherer = Gatherer(channel.server)
             first, second = Activity("proxy-a"), Activity("proxy-b")
+            records = {activity: Recorder(activity).record for activity in (first, second)}
             for index, activity in enumerate((first, second, first)):
-                activity.record(
+                records[activity](
                     "shop/DataApp/a", "shop/c", "GET", f"/{index}".encode(), b"key=secret",
                     200, "ok", 0.02, 0, 10, None,
                 )  # fmt: skip
                 await asyncio.sleep(0.01)
-            second.record(
+            records[second](
                 "other/DataApp/b", "other/c", "GET", b"/x", b"", 200, "ok", 0.1, 0, 1, None
             )
             channel.start_replica("proxy-a", first)

@@ -29,8 +29,10 @@ from gatehouse_contract.routes import (
 )
 from gatehouse_dev.processes import free_port
 from gatehouse_dev.upstream import create_app as create_upstream
-from gatehouse_proxy.app import Proxy, create_admin_app, create_app
+from gatehouse_proxy.app import Proxy, admin_app, create_app
 from gatehouse_proxy.limits.tenancy import TenantLimits
+from gatehouse_proxy.observation.audit import AuditSettings
+from gatehouse_proxy.observation.tracing import Tracing
 from gatehouse_proxy.settings import ProxySettings
 from gatehouse_proxy.table.routing_table import RoutingTable
 
@@ -137,7 +139,12 @@ async def _serve(
 
 @contextlib.asynccontextmanager
 async def running_proxy(
-    tmp_path: Path, tenants: Sequence[Tenant], limits: TenantLimits | None = None
+    tmp_path: Path,
+    tenants: Sequence[Tenant],
+    limits: TenantLimits | None = None,
+    *,
+    tracing: Tracing | None = None,
+    audit: AuditSettings | None = None,
 ) -> AsyncIterator[Running]:
     keyring_file = tmp_path / "keyring.json"
     keyring_file.write_text(KEYRING.dump())
@@ -148,13 +155,14 @@ async def running_proxy(
         allow_http=True,
         allowed_private_networks=("127.0.0.0/8",),
         tenant_limits=limits or TenantLimits(),
+        audit=audit or AuditSettings(),
     )
-    proxy = Proxy(settings)
+    proxy = Proxy(settings, tracing)
     app = create_app(proxy)
     # The app port with the production protocol (request-head deadline and bounds).
     servers = [
         await _serve(app, free_port(), with_head_deadline(15.0)),
-        await _serve(create_admin_app(proxy), free_port()),
+        await _serve(admin_app(proxy), free_port()),
     ]
     proxy.store.install(table(tenants))
     try:

@@ -17,6 +17,7 @@ from gatehouse_proxy.observation.audit import AuditSettings
 from gatehouse_proxy.observation.recent_requests import RecentRequests, Record, scrubbed_path
 from gatehouse_proxy.observation.trace_ids import sent_trace_id, trace_id
 from gatehouse_proxy.observation.usage_counts import UsageCounts
+from tests.proxy.fetches import Recorder
 
 SECRET = "s3cr3t-value-never-kept"
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -99,8 +100,9 @@ def test_a_trace_id_is_the_apps_or_a_new_one() -> None:
 
 def test_the_operators_gather_is_answered_with_usage_parts_then_the_records() -> None:
     activity = Activity("replica-1")
+    record = Recorder(activity).record
     for path in (b"/a", b"/b"):
-        activity.record(
+        record(
             "ns/DataApp/a",
             "ns/c",
             "GET",
@@ -113,7 +115,7 @@ def test_the_operators_gather_is_answered_with_usage_parts_then_the_records() ->
             5,
             None,
         )
-    activity.record("ns/DataApp/a", "", "GET", b"/x", b"", 404, "unknown_alias", 0.001, 0, 50, None)
+    record("ns/DataApp/a", "", "GET", b"/x", b"", 404, "unknown_alias", 0.001, 0, 50, None)
     sent: list[str] = []
 
     async def send(text: str) -> None:
@@ -134,11 +136,13 @@ def test_the_audit_line_is_the_record_in_the_json_schema_and_opt_in(
 ) -> None:
     caplog.set_level(logging.INFO, logger="gatehouse.proxy.audit")
     quiet = Activity("replica-1")
-    quiet.record("ns/DataApp/a", "ns/c", "GET", b"/a", b"", 200, "ok", 0.01, 0, 1, TRACEPARENT)
+    Recorder(quiet).record(
+        "ns/DataApp/a", "ns/c", "GET", b"/a", b"", 200, "ok", 0.01, 0, 1, TRACEPARENT
+    )
     assert not [r for r in caplog.records if r.name == "gatehouse.proxy.audit"]
 
     audited = Activity("replica-1", AuditSettings(enabled=True, sample_rate=1.0))
-    audited.record(
+    Recorder(audited).record(
         "ns/DataApp/a", "ns/c", "POST", b"/a", b"key=" + SECRET.encode(), 502, "upstream_error",
         0.25, 10, 20, TRACEPARENT,
     )  # fmt: skip
@@ -162,5 +166,5 @@ def test_the_audit_line_is_the_record_in_the_json_schema_and_opt_in(
 
     caplog.clear()
     never = Activity("replica-1", AuditSettings(enabled=True, sample_rate=0.0))
-    never.record("ns/DataApp/a", "ns/c", "GET", b"/a", b"", 200, "ok", 0.01, 0, 1, None)
+    Recorder(never).record("ns/DataApp/a", "ns/c", "GET", b"/a", b"", 200, "ok", 0.01, 0, 1, None)
     assert not [r for r in caplog.records if r.name == "gatehouse.proxy.audit"]

@@ -19,7 +19,12 @@ from gatehouse_dev.processes import free_port
 from gatehouse_dev.raw_upstream import RawUpstream
 from gatehouse_dev.upstream import create_app
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.upstream.forwarder import Forwarder, new_session, tls_context
+from gatehouse_proxy.upstream.forwarder import (
+    Forwarder,
+    UpstreamRequest,
+    new_session,
+    tls_context,
+)
 from gatehouse_proxy.upstream.network_guard import NetworkPolicy
 
 
@@ -50,11 +55,13 @@ async def _send(
         forwarder = Forwarder(policy, allow_http=allow_http)
         upstream = await forwarder.send(
             session,
-            method="GET",
-            url=url.format(port=port),
-            headers=[],
-            timeout_seconds=timeout_seconds,
-            max_response_bytes=max_response_bytes,
+            UpstreamRequest(
+                method="GET",
+                url=url.format(port=port),
+                headers=[],
+                timeout_seconds=timeout_seconds,
+                max_response_bytes=max_response_bytes,
+            ),
         )
         chunks = [chunk async for chunk in upstream.body()]
         assert chunks
@@ -123,11 +130,13 @@ def test_the_upstream_ca_adds_to_the_system_trust_store(
             for port in ports:
                 upstream = await forwarder.send(
                     session,
-                    method="GET",
-                    url=f"https://127.0.0.1:{port}/echo/",
-                    headers=[],
-                    timeout_seconds=5,
-                    max_response_bytes=1_000_000,
+                    UpstreamRequest(
+                        method="GET",
+                        url=f"https://127.0.0.1:{port}/echo/",
+                        headers=[],
+                        timeout_seconds=5,
+                        max_response_bytes=1_000_000,
+                    ),
                 )
                 upstream.release()
                 statuses.append(upstream.status)
@@ -152,12 +161,14 @@ def test_a_test_gets_the_answer_as_it_is_read_up_to_the_limit() -> None:
                 for chunked in ("", "&chunked=1" if "?" in path else ""):
                     upstream = await forwarder.send(
                         session,
-                        method="GET",
-                        url=f"http://127.0.0.1:{port}{path}{chunked}",
-                        headers=[],
-                        timeout_seconds=5,
-                        max_response_bytes=100_000,
-                        as_answered=True,
+                        UpstreamRequest(
+                            method="GET",
+                            url=f"http://127.0.0.1:{port}{path}{chunked}",
+                            headers=[],
+                            timeout_seconds=5,
+                            max_response_bytes=100_000,
+                            as_answered=True,
+                        ),
                     )
                     assert upstream.status == status
                     read = b"".join([chunk async for chunk in upstream.body(stop_at_limit=True)])
@@ -184,12 +195,14 @@ def test_an_interim_final_status_is_refused_and_its_connection_closed() -> None:
                 with pytest.raises(ProxyError) as caught:
                     await Forwarder(policy, allow_http=True).send(
                         session,
-                        method="GET",
-                        url=f"{url}/switching",
-                        headers=[("X-Api-Key", "sk_live_0123456789")],
-                        timeout_seconds=5,
-                        max_response_bytes=1000,
-                        as_answered=as_answered,
+                        UpstreamRequest(
+                            method="GET",
+                            url=f"{url}/switching",
+                            headers=[("X-Api-Key", "sk_live_0123456789")],
+                            timeout_seconds=5,
+                            max_response_bytes=1000,
+                            as_answered=as_answered,
+                        ),
                     )
                 codes.append(caught.value.code)
                 assert "sk_live" not in caught.value.message
@@ -210,12 +223,14 @@ def test_a_body_compressed_in_a_way_the_proxy_cannot_read_is_refused() -> None:
             try:
                 upstream = await Forwarder(allowed, allow_http=True).send(
                     session,
-                    method="GET",
-                    url=f"http://127.0.0.1:{port}/compressed/{coding}",
-                    headers=[],
-                    timeout_seconds=5,
-                    max_response_bytes=100_000,
-                    decode=decode,
+                    UpstreamRequest(
+                        method="GET",
+                        url=f"http://127.0.0.1:{port}/compressed/{coding}",
+                        headers=[],
+                        timeout_seconds=5,
+                        max_response_bytes=100_000,
+                        decode=decode,
+                    ),
                 )
             except ProxyError as error:
                 return error.code, b""

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
 from gatehouse_contract.activity import RequestsQuery
 from gatehouse_contract.observability import JSONFormatter
-from gatehouse_proxy.observation.audit import AuditSettings, AuditTrail
+from gatehouse_proxy.observation.audit import AuditSettings
 from gatehouse_proxy.observation.tracing import TraceSettings, Tracing
 from tests.proxy.serving import Tenant, running_proxy, upstream
 
@@ -270,10 +270,9 @@ def test_without_a_traceparent_the_inspector_and_audit_carry_the_traces_id(
     async def scenario() -> None:
         async with upstream(_echoes_traceparent()) as origin:
             tenant = Tenant("one", origin)
-            async with running_proxy(tmp_path, [tenant]) as running:
-                tracing, exported = _on(ParentBased(TraceIdRatioBased(ratio)))
-                running.proxy.tracing = tracing
-                running.proxy.activity.audit = AuditTrail(AuditSettings(enabled=True), "r1")
+            tracing, exported = _on(ParentBased(TraceIdRatioBased(ratio)))
+            audit = AuditSettings(enabled=True)
+            async with running_proxy(tmp_path, [tenant], tracing=tracing, audit=audit) as running:
                 async with httpx.AsyncClient(timeout=10) as client:
                     answer = await client.get(
                         f"{running.url}/v1/fetch/api/items",

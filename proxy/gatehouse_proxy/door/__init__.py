@@ -1,3 +1,3 @@
-"""The app port: an app's request comes in (`entrance`, `incoming`) and its answer goes back
-(`relay`).
+"""The app port: an app's request comes in (`entrance`, `incoming`), becomes one fetch through
+the rules (`fetch_endpoint`), and its answer goes back (`relay`).
 """

@@ -33,11 +33,12 @@ def header(scope: Scope, name: bytes) -> str | None:
 
 
 class AppRequest:
-    __slots__ = ("receive", "received", "scope")
+    __slots__ = ("receive", "received", "scope", "timeout_seconds")
 
-    def __init__(self, scope: Scope, receive: Receive) -> None:
+    def __init__(self, scope: Scope, receive: Receive, timeout_seconds: float) -> None:
         self.scope = scope
         self.receive = receive
+        self.timeout_seconds = timeout_seconds  # for its body to arrive whole
         self.received = 0  # the body's bytes read so far
 
     @property
@@ -50,9 +51,7 @@ class AppRequest:
             for name, value in self.scope["headers"]
         ]
 
-    async def body(
-        self, limit: int, timeout_seconds: float, take: Callable[[int], None]
-    ) -> list[bytes]:
+    async def body(self, limit: int, take: Callable[[int], None]) -> list[bytes]:
         """The body in pieces, refused as soon as it is known to be too large or too slow;
         ``take`` reserves each chunk's bytes in the namespace's budget before it is kept."""
         declared = header(self.scope, b"content-length")
@@ -65,6 +64,7 @@ class AppRequest:
         if not reserved and header(self.scope, b"transfer-encoding") is None:
             return []  # no body (HTTP/1.1 has one only with a length or a transfer coding)
         take(reserved)
+        timeout_seconds = self.timeout_seconds
         pieces: list[bytes] = []
         small = bytearray()
         size = 0

@@ -1,3 +1,3 @@
-"""What is seen of a fetch: metrics, traces, the inspector's recent requests, usage counts, the
-audit log, log lines.
+"""What is seen of a fetch: the fetch itself, its observers in order (metrics, traces, the
+inspector's recent requests, usage counts, the audit log), log lines.
 """

@@ -33,11 +33,14 @@ class AuditTrail:
         if self.enabled:
             log.setLevel(logging.INFO)
 
-    def write(self, record: Record) -> None:
+    def chosen(self) -> bool:
+        """Whether this fetch is written: asked before its line is made, which costs."""
         if not self.enabled:
-            return
-        if self.sample_rate < 1 and random.random() >= self.sample_rate:  # noqa: S311
-            return
+            return False
+        return self.sample_rate >= 1 or random.random() < self.sample_rate  # noqa: S311
+
+    def write(self, record: Record) -> None:
+        """The line of a fetch that was :meth:`chosen`."""
         log.info(
             "%s %s %s -> %d %s in %.1f ms (%d B in, %d B out) app=%s replica=%s trace_id=%s",
             record.method,

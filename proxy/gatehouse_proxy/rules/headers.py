@@ -73,7 +73,7 @@ def upstream_request_headers(
     credentialed: bool = False,
     own: Iterable[tuple[str, str]] = (),
 ) -> list[tuple[str, str]]:
-    """The headers the upstream gets, but for those of the hop (see ``Proxy._send``) and the
+    """The headers the upstream gets, but for those of the hop (see ``passage.sending``) and the
     credential's: the app's that may go, then the connection's ``own`` in place of the app's of
     the same name. Names in ``injected`` are the credential's alone. The body rules read these,
     and the request is sent with them: what the rules read is what the upstream reads."""

@@ -98,6 +98,10 @@ class TableStore:
         if self.on_install is not None:
             self.on_install(table)
 
+    def age(self) -> float:
+        """Seconds since the current table was installed."""
+        return time.monotonic() - self.installed_at
+
 
 class FeedBroken(ProxyException):
     """The stream broke a rule of the channel; the feed opens it again."""

@@ -200,30 +200,36 @@ class Upstream:
         self.response.release()
 
 
+@dataclass(slots=True)
+class UpstreamRequest:
+    """One request to send upstream, its credential in: what :meth:`Forwarder.send` is given."""
+
+    method: str
+    url: str
+    headers: list[tuple[str, str]]
+    timeout_seconds: float
+    max_response_bytes: int
+    body: RequestBody = NO_BODY
+    # A connection test's: the answer as it is (a redirect, a body over the limit), not refused.
+    as_answered: bool = False
+    decode: bool = False  # identity was asked for: a compressed answer is decoded
+    pace: Callable[[], Awaitable[None]] | None = None
+
+
 class Forwarder:
     def __init__(self, policy: NetworkPolicy, allow_http: bool) -> None:
         self.policy = policy
         self.allow_http = allow_http
 
-    async def send(
-        self,
-        session: aiohttp.ClientSession,
-        *,
-        method: str,
-        url: str,
-        headers: list[tuple[str, str]],
-        timeout_seconds: float,
-        max_response_bytes: int,
-        body: RequestBody = NO_BODY,
-        as_answered: bool = False,
-        decode: bool = False,
-        pace: Callable[[], Awaitable[None]] | None = None,
-    ) -> Upstream:
+    async def send(self, session: aiohttp.ClientSession, request: UpstreamRequest) -> Upstream:
         """The upstream's answer. Interim statuses are refused, and so are redirects and bodies
         declared over ``max_response_bytes``, unless ``as_answered`` (a connection test, which
         shows what an app's fetch would be refused): then the answer is returned as it is, the
         redirect never followed. With ``decode`` (identity was asked for) a compressed body is
         decoded, or refused if it cannot be; ``pace`` is awaited before each step of that."""
+        method, url, headers, body = request.method, request.url, request.headers, request.body
+        timeout_seconds = request.timeout_seconds
+        max_response_bytes = request.max_response_bytes
         target = URL(url, encoded=True)
         size = body.size
         if size:
@@ -265,7 +271,7 @@ class Forwarder:
                 f"the upstream answered {response.status}, an interim status, as its final "
                 "answer: nothing was upgraded, and the answer is refused",
             )
-        if not as_answered:
+        if not request.as_answered:
             if is_redirect(response.status):
                 response.close()
                 raise ProxyError(
@@ -278,11 +284,11 @@ class Forwarder:
                     "response_too_large",
                     f"the upstream response exceeds {max_response_bytes} bytes",
                 )
-        applied = content_coding.codings(response.headers.items()) if decode else ()
+        applied = content_coding.codings(response.headers.items()) if request.decode else ()
         if applied and not _bodiless(method, response.status):
             try:
                 content_coding.check(applied)
             except ProxyError:
                 response.close()
                 raise
-        return Upstream(response, max_response_bytes, applied, pace)
+        return Upstream(response, max_response_bytes, applied, request.pace)

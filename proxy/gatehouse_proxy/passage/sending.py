@@ -1,0 +1,80 @@
+"""One upstream call: the request as the rules read it (``Outbound``), with the hop's own headers
+(the trace's, and the Accept-Encoding an answer to scrub needs), then the credential."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+from gatehouse_contract.header_names import canonical_name
+from gatehouse_contract.routes import ConnectionRoute, namespace_of
+from gatehouse_proxy.credentials.injectors import Injection
+from gatehouse_proxy.limits.tenancy import Turns
+from gatehouse_proxy.observation.tracing import Tracing
+from gatehouse_proxy.rules.matcher import UpstreamPath
+from gatehouse_proxy.rules.query import upstream_query
+from gatehouse_proxy.upstream.forwarder import (
+    Forwarder,
+    RequestBody,
+    Upstream,
+    UpstreamRequest,
+)
+from gatehouse_proxy.upstream.pools import TenantPools
+
+
+@dataclass(slots=True)
+class Outbound:
+    """A checked request, before its credential: what each attempt sends."""
+
+    connection: ConnectionRoute
+    method: str
+    path: UpstreamPath
+    query: bytes
+    headers: list[tuple[str, str]]  # what the rules read (``upstream_request_headers``)
+    body: RequestBody
+    # A connection test's: the answer uncompressed, and as it is (see UpstreamRequest).
+    readable: bool
+    # A minted token shared with the fleet (not a draft's, which stays with this worker).
+    shared: bool
+
+
+class Sender:
+    def __init__(
+        self, forwarder: Forwarder, pools: TenantPools, tracing: Tracing, turns: Turns
+    ) -> None:
+        self.forwarder = forwarder
+        self.pools = pools
+        self.tracing = tracing
+        self.turns = turns
+
+    async def send(self, outbound: Outbound, injection: Injection) -> Upstream:
+        connection = outbound.connection
+        url = (
+            connection.origin
+            + outbound.path.encoded
+            + upstream_query(outbound.query, injection.query)
+        )
+        outgoing = self.tracing.outgoing(outbound.headers)
+        identity = bool(injection.secrets) or outbound.readable
+        if identity:
+            # An uncompressed answer, so an echoed credential can be scrubbed from it (and
+            # a test result read); one compressed anyway is decoded (or refused).
+            outgoing = [
+                (name, value)
+                for name, value in outgoing
+                if canonical_name(name) != "accept-encoding"
+            ]
+            outgoing.append(("Accept-Encoding", "identity"))
+        namespace = namespace_of(connection.key)
+        request = UpstreamRequest(
+            outbound.method,
+            url,
+            [*outgoing, *injection.headers.items()],
+            connection.limits.timeout_seconds,
+            connection.limits.max_response_bytes,
+            outbound.body,
+            as_answered=outbound.readable,
+            decode=identity,
+            pace=partial(self.turns.take, namespace),
+        )
+        return await self.forwarder.send(self.pools.session(namespace), request)

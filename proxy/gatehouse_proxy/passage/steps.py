@@ -1,0 +1,184 @@
+"""Every rule of a connection, in order, then the upstream call with the credential: the one
+place a request's way is read, step by step (:meth:`Passage.through`).
+
+The order: admission (method, query, path, endpoint, the headers sent, the objects copy headers
+name), then the limits (the quota, a place under the tenant's caps), the body (read after the
+cheaper checks, only up to the connection's limit and within the namespace's byte budget), the
+credential, the upstream call; a 401 judged, and one retry with another token; the vendor's pause
+heeded; the answer's content type. An app's fetch and a connection test take the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple, Protocol
+
+from gatehouse_contract.routes import ConnectionRoute, namespace_of
+from gatehouse_proxy.credentials.injectors import Injection, Injector, injected_header_names
+from gatehouse_proxy.credentials.token_refusals import RETRIED
+from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.limits.quotas import Quotas, Standing
+from gatehouse_proxy.limits.tenancy import ConcurrencyLimits, Place, RequestBytes, Turns
+from gatehouse_proxy.observation.fetch import Fetch
+from gatehouse_proxy.observation.tracing import Tracing
+from gatehouse_proxy.passage.refused_tokens import RefusedTokens
+from gatehouse_proxy.passage.sending import Outbound, Sender
+from gatehouse_proxy.passage.vendor_pause import VendorPause
+from gatehouse_proxy.rules import body_rules
+from gatehouse_proxy.rules import headers as header_policy
+from gatehouse_proxy.rules.content_types import check_content_type
+from gatehouse_proxy.rules.copy_sources import check_copy_sources
+from gatehouse_proxy.rules.matcher import check_method, check_path, endpoint_of, normalise
+from gatehouse_proxy.upstream.forwarder import RequestBody, Upstream
+
+# Methods a request may be sent again with after a 401 (RFC 9110 9.2.2: idempotent).
+RETRIED_ON_401 = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
+
+class Request(Protocol):
+    """What the caller asks to send: an app's request as read at the door, or a test's."""
+
+    def headers(self) -> Iterable[tuple[str, str]]: ...
+
+    async def body(self, limit: int, take: Callable[[int], None]) -> list[bytes]:
+        """The body in pieces, refused over ``limit`` bytes; ``take`` reserves each piece's
+        bytes in the namespace's budget before it is kept."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Testing:
+    """A connection test's way: ``sending`` called just before its request goes upstream; a
+    ``draft``'s minted token stays with this worker, not the fleet."""
+
+    sending: Callable[[], None]
+    draft: bool = False
+
+
+class Passed(NamedTuple):
+    """The answer's head, and what the caller releases once the answer has been relayed (the
+    place under the tenant's caps)."""
+
+    upstream: Upstream
+    injection: Injection
+    place: Place
+    standing: Standing
+
+
+@dataclass(slots=True)
+class Passage:
+    """The parts a request's way runs through, made once per process."""
+
+    tracing: Tracing
+    quotas: Quotas
+    concurrency: ConcurrencyLimits
+    request_bytes: RequestBytes
+    turns: Turns
+    injector: Injector
+    sender: Sender
+    refused_tokens: RefusedTokens
+    vendor_pause: VendorPause
+
+    async def through(
+        self,
+        fetch: Fetch,
+        connection: ConnectionRoute,
+        request: Request,
+        testing: Testing | None = None,
+    ) -> Passed:
+        """Every step, in order; the first that fails raises its ProxyError. ``fetch`` is filled
+        in with what the steps learn (the endpoint)."""
+        namespace = namespace_of(connection.key)
+        tracing = self.tracing
+        method = fetch.method
+        with tracing.phase("admission"):
+            check_method(method, connection.allowed_methods)
+            body_rules.check_query(fetch.query, connection.allowed_methods)
+            path = normalise(fetch.path)
+            check_path(path, connection.allowed_paths)
+            fetch.endpoint = endpoint = endpoint_of(path, connection.allowed_paths)
+            # What the upstream will be sent, which is what the rules read: the connection's
+            # own Content-Type, say, in place of the app's.
+            outgoing = header_policy.upstream_request_headers(
+                request.headers(),
+                injected_header_names(connection),
+                credentialed=connection.credential.type != "none",
+                own=connection.headers,
+            )
+            check_copy_sources(outgoing, connection.origin, connection.allowed_paths)
+        with tracing.phase("limits"):
+            standing = await self.quotas.admit(connection, fetch.app_uid, endpoint)
+            try:
+                place = await self.concurrency.enter(namespace, fetch.app, connection.key)
+            except ProxyError:
+                # Waits that began together end together: their refusals are a burst to spread.
+                await self.turns.take(namespace)
+                raise
+        held = self.request_bytes.reservation(namespace)
+        try:
+            with tracing.phase("body"):
+                pieces = await request.body(connection.limits.max_request_bytes, held.take)
+                credential = connection.credential
+                in_query = credential.type == "apiKey" and credential.location == "query"
+                await body_rules.check_body(
+                    namespace,
+                    outgoing,
+                    pieces,
+                    connection.allowed_methods,
+                    credential.parameter if in_query else None,
+                )
+            outbound = Outbound(
+                connection,
+                method,
+                path,
+                fetch.query,
+                outgoing,
+                RequestBody(pieces, partial(self.turns.take, namespace)),
+                readable=testing is not None,
+                shared=testing is None or not testing.draft,
+            )
+            try:
+                sending = None if testing is None else testing.sending
+                injection, upstream = await self._attempt(outbound, sending)
+                judged = await self.refused_tokens.judge(
+                    fetch, connection, injection, upstream, shared=outbound.shared
+                )
+                if judged is not None and judged.verdict in RETRIED and method in RETRIED_ON_401:
+                    # The token was refused (revoked, expired early) or replaced already: one
+                    # retry with another, for a request that may be sent twice (its body is read
+                    # whole already). Its 401 is judged too (a second token refused there is the
+                    # endpoint's answer), and never retried.
+                    upstream.release()
+                    injection, upstream = await self._attempt(outbound, None, injection.token)
+                    await self.refused_tokens.judge(
+                        fetch, connection, injection, upstream, shared=outbound.shared
+                    )
+                await self.vendor_pause.heed(fetch, connection, path, upstream)
+                check_content_type(upstream, method, connection.content_types, injection.secrets)
+            except ProxyError:
+                await self.turns.take(namespace)
+                raise
+            # Answers to requests sent together (and their failures) arrive together.
+            await self.turns.take(namespace)
+        except BaseException:
+            place.release()
+            raise
+        finally:
+            # Sent (or never to be): the body's bytes are no longer held.
+            held.release()
+        return Passed(upstream, injection, place, standing)
+
+    async def _attempt(
+        self, outbound: Outbound, sending: Callable[[], None] | None, refused: str = ""
+    ) -> tuple[Injection, Upstream]:
+        """The credential, then the upstream call with it; ``refused``: the token a 401 refused."""
+        with self.tracing.phase("credential"):
+            injection = await self.injector.injection(
+                outbound.connection, shared=outbound.shared, refused=refused
+            )
+        if sending is not None:
+            sending()
+        with self.tracing.phase("upstream"):
+            return injection, await self.sender.send(outbound, injection)
