@@ -13,7 +13,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from gatehouse_contract.keyring import KeyringFile
-from gatehouse_contract.routes import ConnectionRoute
+from gatehouse_contract.routes import AuthType, ConnectionRoute
 from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
 from gatehouse_proxy.credentials.google_tokens import GoogleMinter
 from gatehouse_proxy.credentials.injecting import CredentialInjector, Injection, Sources
@@ -51,7 +51,7 @@ class Injector:
     ) -> None:
         self.tokens = tokens
         sources = Sources(keyring, tokens, google, token_client)
-        self._kinds: dict[str, CredentialInjector] = {
+        self._kinds: dict[AuthType, CredentialInjector] = {
             kind: make(sources) for kind, make in KINDS.items()
         }
 
