@@ -218,6 +218,7 @@ def test_every_module_inside_a_package_is_named_in_its_row(program: str) -> None
 
 QUESTIONS = {
     "Where is a credential injected?",
+    "Where does each auth kind inject?",
     "Where is a path normalised?",
     "What does the operator push, and when?",
     "How is a value sealed in Git opened?",

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from gatehouse_contract.errors import as_refusal_code
 from gatehouse_contract.keyring import Encrypted, KeyringError, KeyringFile
 from gatehouse_proxy.credentials.token_grants import MintedToken
-from gatehouse_proxy.credentials.token_refusals import Judged, Refusals
+from gatehouse_proxy.credentials.token_refusals import Judged, Refusal, Refusals
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.observation import metrics
 from gatehouse_proxy.store.shared_store import Script, SharedStore, StoreFull, StoreUnavailable
@@ -243,7 +243,7 @@ class FleetTokens:
         self.refusals = Refusals()
         # The 401s being judged (credential, token digest, endpoint): the same 401s of a storm
         # wait for that one judgement instead of making their own.
-        self._judging: dict[tuple[CredentialKey, bytes, str], asyncio.Future[Judged]] = {}
+        self._judging: dict[Refusal, asyncio.Future[Judged]] = {}
         # When this worker last minted alone, per credential (the store keeps the fleet's).
         self._last_mint: dict[CredentialKey, float] = {}
         # The credentials the routing table had last, by connection uid (None: no table yet),
@@ -305,17 +305,15 @@ class FleetTokens:
         judged = self.refusals.marked(key, endpoint)
         if judged is not None:
             return judged
-        which = (key, digest(token), endpoint)
+        which = Refusal(key, digest(token), endpoint)
         pending = self._judging.get(which)
         if pending is None:
-            pending = asyncio.ensure_future(self._judge(key, which[1], endpoint, shared))
+            pending = asyncio.ensure_future(self._judge(key, which, shared))
             self._judging[which] = pending
             pending.add_done_callback(lambda _: self._judging.pop(which, None))
         return await asyncio.shield(pending)
 
-    async def _judge(
-        self, key: CredentialKey, refused: bytes, endpoint: str, shared: bool
-    ) -> Judged:
+    async def _judge(self, key: CredentialKey, refusal: Refusal, shared: bool) -> Judged:
         if shared and self.store is not None and self.store.up:
             keys = [
                 key.store_key(""),
@@ -327,13 +325,7 @@ class FleetTokens:
             full = ""
             try:
                 judged = await self.refusals.judge_in_store(
-                    self.store,
-                    keys,
-                    self.shares.limits,
-                    key,
-                    refused,
-                    endpoint,
-                    STORE_DEADLINE_SECONDS,
+                    self.store, keys, self.shares.limits, refusal, STORE_DEADLINE_SECONDS
                 )
             except StoreFull:
                 full = "full"
@@ -347,17 +339,17 @@ class FleetTokens:
                 full = "share"
             if full:
                 self.shares.refused(key.namespace, "tokens", full)
-                judged = self._judge_alone(key, refused, endpoint)
+                judged = self._judge_alone(key, refusal)
                 if judged.verdict == "renewed":
                     # The store still holds the refused token: no worker is to read it again.
-                    await self._drop(key, refused)
+                    await self._drop(key, refusal.token)
                 return judged
-        return self._judge_alone(key, refused, endpoint)
+        return self._judge_alone(key, refusal)
 
-    def _judge_alone(self, key: CredentialKey, refused: bytes, endpoint: str) -> Judged:
+    def _judge_alone(self, key: CredentialKey, refusal: Refusal) -> Judged:
         held = self._held.get(key)
         current = digest(held.value) if held is not None else b""
-        return self.refusals.judge_alone(key, refused, endpoint, current)
+        return self.refusals.judge_alone(refusal, current)
 
     async def _drop(self, key: CredentialKey, refused: bytes) -> None:
         assert self.store is not None

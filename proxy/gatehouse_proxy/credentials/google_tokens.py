@@ -28,7 +28,7 @@ from gatehouse_contract import sent_forms
 from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
 from gatehouse_contract.redaction import Redactor
 from gatehouse_proxy.credentials.fleet_tokens import CredentialKey
-from gatehouse_proxy.credentials.token_grants import MintedToken, TokenClient
+from gatehouse_proxy.credentials.token_grants import GrantRequest, MintedToken, TokenClient
 from gatehouse_proxy.errors import ProxyError
 
 GOOGLE_TOKEN_URL = "https://oauth2.googleapis.com/token"  # noqa: S105 (a URL)
@@ -114,12 +114,14 @@ class GoogleMinter:
                 "credential_failed", "the service account key could not sign a token request"
             ) from None
         return await self.client.post(
-            self.token_url,
-            form={"grant_type": JWT_BEARER, "assertion": assertion.decode()},
-            headers={},
-            seconds=self.timeout,
-            code="credential_failed",
-            # The error code only: Google's descriptions may quote the assertion.
-            redact=Redactor(sent_forms.form_field(assertion.decode()).forms),
-            describe_errors=False,
+            GrantRequest(
+                self.token_url,
+                form={"grant_type": JWT_BEARER, "assertion": assertion.decode()},
+                headers={},
+                seconds=self.timeout,
+                code="credential_failed",
+                # The error code only: Google's descriptions may quote the assertion.
+                redact=Redactor(sent_forms.form_field(assertion.decode()).forms),
+                describe_errors=False,
+            )
         )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from gatehouse_contract import sent_forms
 from gatehouse_contract.redaction import Redactor
 from gatehouse_contract.routes import TokenRequest
-from gatehouse_proxy.credentials.token_grants import MintedToken, TokenClient
+from gatehouse_proxy.credentials.token_grants import GrantRequest, MintedToken, TokenClient
 
 CLIENT_CREDENTIALS = "client_credentials"
 TOKEN_TIMEOUT_SECONDS = 10.0
@@ -56,10 +56,12 @@ async def mint(
 ) -> MintedToken:
     sent = token_request_form(request, scopes, secret)
     return await client.post(
-        request.url,
-        form=sent.form,
-        headers=sent.headers,
-        seconds=seconds,
-        code="token_endpoint_failed",
-        redact=Redactor(sent.secret_forms),
+        GrantRequest(
+            request.url,
+            form=sent.form,
+            headers=sent.headers,
+            seconds=seconds,
+            code="token_endpoint_failed",
+            redact=Redactor(sent.secret_forms),
+        )
     )

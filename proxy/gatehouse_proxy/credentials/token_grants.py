@@ -54,6 +54,21 @@ class MintedToken:
 
 
 @dataclass(frozen=True)
+class GrantRequest:
+    """One token request: the form posted to ``url`` with ``headers``, within ``seconds``. A
+    failure is a ProxyError ``code`` with the provider's ``error`` and (``describe_errors``) its
+    ``error_description``, scrubbed by ``redact`` (an endpoint may echo what it was sent)."""
+
+    url: str
+    form: Mapping[str, str]
+    headers: Mapping[str, str]
+    seconds: float
+    code: RefusalCode
+    redact: Redactor
+    describe_errors: bool = True
+
+
+@dataclass(frozen=True)
 class TokenClient:
     """Token requests, behind the upstreams' guard: the session's resolver checks what a name
     resolves to; an address written in the URL is checked here, since aiohttp never resolves
@@ -64,34 +79,14 @@ class TokenClient:
     allow_http: bool = False
     max_token_chars: int = MAX_TOKEN_CHARS
 
-    async def post(
-        self,
-        url: str,
-        *,
-        form: Mapping[str, str],
-        headers: Mapping[str, str],
-        seconds: float,
-        code: RefusalCode,
-        redact: Redactor,
-        describe_errors: bool = True,
-    ) -> MintedToken:
-        """The access token the endpoint grants; raises ProxyError ``code`` saying why not,
-        with the provider's ``error`` and (``describe_errors``) its ``error_description``,
-        scrubbed by ``redact`` (an endpoint may echo what it was sent)."""
-        target = URL(url)
+    async def post(self, grant: GrantRequest) -> MintedToken:
+        """The access token the endpoint grants; raises ProxyError ``grant.code`` saying why
+        not."""
+        target = URL(grant.url)
         if target.scheme != "https" and not self.allow_http:
-            raise ProxyError(code, "the token endpoint must be https on this installation")
+            raise ProxyError(grant.code, "the token endpoint must be https on this installation")
         return await _post_for_token(
-            self.session,
-            self.policy,
-            target,
-            form=form,
-            headers=headers,
-            seconds=seconds,
-            code=code,
-            redact=redact,
-            describe_errors=describe_errors,
-            max_token_chars=self.max_token_chars,
+            self.session, self.policy, target, grant, max_token_chars=self.max_token_chars
         )
 
 
@@ -99,23 +94,19 @@ async def _post_for_token(
     session: aiohttp.ClientSession,
     policy: NetworkPolicy,
     url: URL,
+    grant: GrantRequest,
     *,
-    form: Mapping[str, str],
-    headers: Mapping[str, str],
-    seconds: float,
-    code: RefusalCode,
-    redact: Redactor,
-    describe_errors: bool,
     max_token_chars: int,
 ) -> MintedToken:
+    code, seconds = grant.code, grant.seconds
     try:
         policy.check_address(url.raw_host or "")
         async with asyncio.timeout(seconds):
             async with session.post(
                 url,
                 # Encoded as sent_forms says, so that what is scrubbed is what was sent.
-                data=sent_forms.form_body(form),
-                headers={**headers, "Content-Type": "application/x-www-form-urlencoded"},
+                data=sent_forms.form_body(grant.form),
+                headers={**grant.headers, "Content-Type": "application/x-www-form-urlencoded"},
                 allow_redirects=False,
             ) as reply:
                 status = reply.status
@@ -141,7 +132,7 @@ async def _post_for_token(
             code, f"the token endpoint answered with a redirect (HTTP {status}), which is refused"
         )
     if status != 200:
-        detail = _oauth_error(body, redact, describe=describe_errors)
+        detail = _oauth_error(body, grant.redact, describe=grant.describe_errors)
         raise ProxyError(code, f"the token endpoint refused the request (HTTP {status}{detail})")
     return _grant(body, code, max_token_chars)
 

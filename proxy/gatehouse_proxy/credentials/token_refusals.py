@@ -120,6 +120,17 @@ _NO_ROOM = 4
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """An upstream's 401 to a minted token: the token's credential (fleet_tokens'
+    CredentialKey), the token's digest (as a stored token holds it) and the endpoint that
+    answered. The same 401s of a storm are one refusal, judged once."""
+
+    credential: Hashable
+    token: bytes
+    endpoint: str
+
+
+@dataclass(frozen=True)
 class Judged:
     verdict: Verdict
     seconds: float = 0.0  # how long the endpoint's mark, or the bound, holds
@@ -157,20 +168,19 @@ class Refusals:
         store: SharedStore,
         keys: list[str],
         limits: list[int],
-        credential: Hashable,
-        refused: bytes,
-        endpoint: str,
+        refusal: Refusal,
         deadline: float,
     ) -> Judged | None:
         """The fleet's judgement (``keys``: the credential's token, renewals and endpoints, the
-        namespace's marker and ledger; ``limits``: the namespace's keys and bytes at most;
-        ``refused``: the token's digest); None when the namespace's share has no room for it
-        (then judge alone); raises StoreUnavailable."""
+        namespace's marker and ledger; ``limits``: the namespace's keys and bytes at most);
+        None when the namespace's share has no room for it (then judge alone); raises
+        StoreUnavailable."""
+        credential, endpoint = refusal.credential, refusal.endpoint
         index, ms = await store.run(
             _JUDGE,
             keys,
             [
-                refused,
+                refusal.token,
                 digest_field(endpoint),
                 MAX_RENEWALS,
                 RENEWAL_WINDOW_SECONDS * 1000,
@@ -190,11 +200,10 @@ class Refusals:
             self._remember(credential, endpoint, _Said(True, time.monotonic() + seconds))
         return Judged(verdict, seconds)
 
-    def judge_alone(
-        self, credential: Hashable, refused: bytes, endpoint: str, current: bytes
-    ) -> Judged:
+    def judge_alone(self, refusal: Refusal, current: bytes) -> Judged:
         """As the store's script, on this worker's own state (``current``: the digest of the
         token it holds, empty if none)."""
+        credential, refused, endpoint = refusal.credential, refusal.token, refusal.endpoint
         now = time.monotonic()
         said = self._endpoints.get(credential, {}).get(endpoint)
         if said is not None and said.ends > now:

@@ -1,0 +1,119 @@
+"""What an auth kind's injector is: the protocol every kind implements, the sources it is made
+with, and the :class:`Injection` it gives the request.
+
+As Envoy's credential injectors (generic, OAuth 2.0), each kind is one class behind one protocol:
+the names it sends the credential under (known before decrypting, so that the app's own headers
+are checked against them first), whether it mints tokens (and the key its token is kept under for
+the fleet), how it injects, and every form of the secret it sends (``Injection.secrets``, written
+by :mod:`gatehouse_contract.sent_forms`: the scrubber catches what was sent). The kinds are listed
+once, in :mod:`gatehouse_proxy.credentials.kinds`; the request path calls
+:mod:`gatehouse_proxy.credentials.injectors`, which dispatches to them.
+
+The encrypted credential is decrypted here (:func:`decrypt`), for the one request being made,
+and the plain value lives only in the returned :class:`Injection` until the request is sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+from gatehouse_contract.keyring import KeyringError, KeyringFile
+from gatehouse_contract.routes import ConnectionRoute, Credential
+from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
+from gatehouse_proxy.credentials.google_tokens import GoogleMinter
+from gatehouse_proxy.credentials.token_grants import TokenClient
+from gatehouse_proxy.errors import ProxyError
+
+AUTHORIZATION = frozenset({"Authorization"})
+NO_HEADERS: frozenset[str] = frozenset()
+
+
+@dataclass
+class Injection:
+    headers: dict[str, str] = field(default_factory=dict)
+    query: tuple[str, str] | None = None
+    # Every form the injected value is sent in (sent_forms), the value as read first: nothing the
+    # upstream echoes back may carry one.
+    secrets: tuple[str, ...] = ()
+    # A minted token's credential: a 401 is judged, and one retry may get another token.
+    minted: CredentialKey | None = None
+
+    @property
+    def token(self) -> str:
+        return self.secrets[0] if self.secrets else ""
+
+
+@dataclass(frozen=True)
+class Sources:
+    """What the injectors are made with, once per worker: the keyring the credentials are
+    decrypted with, the fleet's minted tokens, and the token endpoints' clients."""
+
+    keyring: KeyringFile
+    tokens: FleetTokens
+    google: GoogleMinter
+    token_client: TokenClient
+
+
+class CredentialInjector(Protocol):
+    """One auth kind's injector, made once per worker from the :class:`Sources`."""
+
+    # Whether its tokens are minted: kept once for the fleet, a 401 to one judged
+    # (gatehouse_proxy.credentials.token_refusals), and the request sent once more with another.
+    mints: ClassVar[bool]
+
+    def __init__(self, sources: Sources) -> None: ...
+
+    @staticmethod
+    def header_names(credential: Credential) -> frozenset[str]:
+        """The names :meth:`inject` sends the credential under, known before it is decrypted
+        or minted: the headers the upstream gets are settled (and checked) before then."""
+        ...
+
+    @staticmethod
+    def credential_key(connection: ConnectionRoute) -> CredentialKey:
+        """What its token is kept under: a changed secret, scope or token request is another
+        token, so that a token never outlives what it was issued for."""
+        ...
+
+    async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
+        """The credential as the upstream gets it, with every form it is sent in.
+        ``shared=False``: a minted token stays with this worker (a draft's test). ``refused``: a
+        minted token the upstream refused this request: another is injected."""
+        ...
+
+    def forget(self, keep: set[CredentialKey]) -> None:
+        """The routing table now routes the minted credentials ``keep``: what the kind holds of
+        others (beyond the fleet's tokens) is dropped."""
+        ...
+
+    def discard(self, connection: ConnectionRoute) -> None:
+        """Drops what is held for one connection at once (a draft's, after its test)."""
+        ...
+
+
+def decrypt(keyring: KeyringFile, connection: ConnectionRoute) -> bytes:
+    """The connection's credential in the clear, for the one request being made."""
+    credential = connection.credential
+    if credential.encrypted is None:
+        raise ProxyError("connection_unavailable", "the connection has no credential")
+    try:
+        current = keyring.current()
+        if credential.encrypted.key_id not in current.key_ids:
+            # Encrypted with a key added since the keyring was last looked at.
+            current = keyring.current(fresh=True)
+        return current.decrypt(
+            credential.encrypted, credential.context(connection.uid, connection.origin)
+        )
+    except KeyringError:
+        raise ProxyError(
+            "connection_unavailable", "the connection's credential cannot be decrypted here"
+        ) from None
+
+
+def credential_key(connection: ConnectionRoute, *depends_on: str) -> CredentialKey:
+    """A token's key: the credential's kind, its encrypted value's fingerprint (a new secret is
+    re-encrypted), its scopes, and whatever else the kind's token ``depends_on``."""
+    credential = connection.credential
+    parts = [credential.type, credential.fingerprint, *sorted(credential.scopes), *depends_on]
+    return CredentialKey.of(connection.key, connection.uid, parts)

@@ -1,0 +1,87 @@
+"""The generic kinds (Envoy's generic credential injector): a secret sent as it is stored, or
+none. Each is decrypted for the one request and sent in one place; every form it is sent in is
+on the injection, for the scrubber."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from gatehouse_contract import sent_forms
+from gatehouse_contract.routes import ConnectionRoute, Credential
+from gatehouse_proxy.credentials import injecting
+from gatehouse_proxy.credentials.fleet_tokens import CredentialKey
+from gatehouse_proxy.credentials.injecting import (
+    AUTHORIZATION,
+    NO_HEADERS,
+    Injection,
+    Sources,
+    decrypt,
+)
+
+
+class Generic:
+    """What the generic kinds share: nothing minted, nothing held between requests."""
+
+    mints: ClassVar[bool] = False
+
+    def __init__(self, sources: Sources) -> None:
+        self.keyring = sources.keyring
+
+    @staticmethod
+    def header_names(credential: Credential) -> frozenset[str]:
+        return AUTHORIZATION
+
+    @staticmethod
+    def credential_key(connection: ConnectionRoute) -> CredentialKey:
+        return injecting.credential_key(connection)
+
+    def forget(self, keep: set[CredentialKey]) -> None:
+        """Nothing is held."""
+
+    def discard(self, connection: ConnectionRoute) -> None:
+        """Nothing is held."""
+
+
+class NoCredential(Generic):
+    """``none``: the upstream is called as it is."""
+
+    @staticmethod
+    def header_names(credential: Credential) -> frozenset[str]:
+        return NO_HEADERS
+
+    async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
+        return Injection()
+
+
+class ApiKey(Generic):
+    """``apiKey``: the key in the header or the query parameter the connection names."""
+
+    @staticmethod
+    def header_names(credential: Credential) -> frozenset[str]:
+        return NO_HEADERS if credential.location == "query" else frozenset({credential.parameter})
+
+    async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
+        credential = connection.credential
+        secret = decrypt(self.keyring, connection).decode()
+        if credential.location == "query":
+            # Encoded where the query is put together (query.upstream_query).
+            forms = sent_forms.query_value(secret).forms
+            return Injection(query=(credential.parameter, secret), secrets=forms)
+        sent = sent_forms.header_value(secret)
+        return Injection(headers={credential.parameter: sent.value}, secrets=sent.forms)
+
+
+class Bearer(Generic):
+    """``bearer``: ``Authorization: Bearer`` and the stored token."""
+
+    async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
+        sent = sent_forms.bearer(decrypt(self.keyring, connection).decode())
+        return Injection(headers={"Authorization": sent.value}, secrets=sent.forms)
+
+
+class Basic(Generic):
+    """``basic``: ``Authorization: Basic`` and the stored ``user:password``."""
+
+    async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
+        sent = sent_forms.basic(decrypt(self.keyring, connection).decode())
+        return Injection(headers={"Authorization": sent.value}, secrets=sent.forms)
