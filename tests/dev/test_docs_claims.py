@@ -227,6 +227,7 @@ QUESTIONS = {
     "Where is an admission decision made?",
     "Where is a request admitted?",
     "Where is a fetch observed?",
+    "Where is the shared store touched?",
 }
 
 
