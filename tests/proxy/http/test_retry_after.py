@@ -1,6 +1,6 @@
 """An upstream's Retry-After, read by RFC 9110's grammar only (10.2.3, 5.6.7) and bounded where
-it is read (what the app gets for each, through a real proxy, is in tests/proxy/test_vendor_pause.py
-and tests/e2e/test_vendor_pause.py)."""
+it is read (what the app gets for each, through a real proxy, is in
+tests/proxy/passage/test_vendor_pause.py and tests/e2e/test_vendor_pause.py)."""
 
 from __future__ import annotations
 

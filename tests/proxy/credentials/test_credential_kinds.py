@@ -15,8 +15,8 @@ from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.routes import AuthType
 from gatehouse_proxy.credentials import injectors
 from gatehouse_proxy.credentials.kinds import KINDS
+from tests.proxy.credentials.test_injectors import injector_for
 from tests.proxy.serving import KEYRING, Tenant
-from tests.proxy.test_injectors import injector_for
 
 
 def test_every_auth_type_of_the_routing_table_has_one_injector() -> None:
