@@ -229,7 +229,7 @@ class ConnectionForms:
             return
         scope = form.seal_scope(namespace)
         if scope is None:
-            return  # the steps' to say (the dry run names baseURL's or tokenURL's rule)
+            return  # problems() names the field it cannot be sealed for (unsealable)
         if wizard.secret is not None:
             keys = self.pages.actions.runtime.sealing.sealing_keys()
             if keys is None:
