@@ -769,6 +769,65 @@ def test_the_wizard_names_each_problem_and_a_refused_connection_writes_no_secret
     assert get(cluster, namespace, "externalconnection/methodless") is None
 
 
+def test_the_api_servers_refusal_is_named_under_each_fields_title_and_a_typed_secret_is_sealed(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    """Rules only the API server checks (the schema's CEL the model does not mirror, a resource
+    name that is not one): its dry run's causes under the page's titles, nothing cut mid-word;
+    and a secret typed for a base URL the operator cannot seal for names that URL, not the rule
+    that an auth type needs a secretRef or a sealedSecret."""
+    members = project(cluster, stack, namespace)
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/new-connection")
+    page.fill("input[name=display_name]", "Dotted")
+    page.fill("input[name=base_url]", stack.upstream)
+    page.fill("textarea[name=allowed_paths]", "/v1\n/v1/../admin")
+    admin.submit("button.step[value='go:access']")
+    page.check("input[name=link_policy][value=AdminsOnly]")
+    admin.submit("button.step[value='go:review']")
+    errors = page.inner_text("#errors")
+    assert errors.splitlines() == [
+        'Allowed paths: Invalid value: "/v1/../admin": allowedPaths entries must not contain . '
+        "or .. segments"
+    ], errors
+    assert "accepts this connection" not in page.content()
+    # The same causes from Create: nothing written.
+    admin.submit("#save")
+    assert page.inner_text("#errors").splitlines() == errors.splitlines()
+    assert get(cluster, namespace, "externalconnection/dotted") is None
+    # A name the API server refuses, under the page's title for it (posted as typed: the
+    # browser's own check of the field would stop the form).
+    answer = admin.post(
+        f"/ui/namespaces/{namespace}/new-connection",
+        {
+            "action": "go:review",
+            "name": "Dotted_API",
+            "display_name": "Dotted",
+            "base_url": stack.upstream,
+            "allowed_methods": "GET",
+            "link_policy": "AdminsOnly",
+        },
+    )
+    assert answer.status == 422
+    assert "<p>Resource name: Invalid value: &#34;Dotted_API&#34;: a lowercase RFC 1123" in (
+        answer.text()
+    ), answer.text()
+    # Sealed, for a base URL the schema takes but the operator's origin rules do not.
+    admin.submit("button.step[value='go:api']")
+    page.fill("textarea[name=allowed_paths]", "/v1")
+    page.fill("input[name=base_url]", "https://exa_mple.com")
+    admin.submit("button.step[value='go:auth']")
+    assert page.is_checked("input[name=storage][value=sealed]")
+    page.select_option("select[name=auth_type]", "bearer")
+    page.fill("input[name=secret]", CANARY)
+    admin.submit("button.step[value='go:review']")
+    errors = page.inner_text("#errors")
+    assert errors.splitlines() == [
+        "Base URL: baseURL host 'exa_mple.com' is not a valid host name"
+    ], errors
+    assert "secretRef" not in errors
+
+
 def test_saving_tells_of_an_existing_secret_only_what_the_visitors_own_create_is_told(
     cluster: Cluster, stack: Stack, namespace: str, visit: Any
 ) -> None:

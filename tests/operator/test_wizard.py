@@ -622,6 +622,38 @@ def test_a_secret_entered_is_not_asked_for_again_while_its_base_url_is_wrong() -
     )
 
 
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        (
+            {"base_url": "https://exa_mple.com"},
+            "Base URL: baseURL host 'exa_mple.com' is not a valid host name",
+        ),
+        ({"base_url": "https://0x7f.1"}, "Base URL: baseURL host '0x7f.1' looks like a numeric"),
+        (
+            {**OAUTH2_FIELDS, "token_url": "https://log_in.example.com/token"},
+            "Token URL: tokenURL host 'log_in.example.com' is not a valid host name",
+        ),
+        ({"display_name": "数据"}, "Resource name: required, to seal the secret for it"),
+    ],
+)
+def test_a_secret_that_cannot_be_sealed_names_the_field_that_keeps_it_from_it(
+    fields: dict[str, str | list[str]], said: str
+) -> None:
+    # A URL the model and the schema take but the operator's origin rules do not: the secret
+    # cannot be sealed for it, so the page names that field, not the schema's rule that an auth
+    # type needs a secretRef or a sealedSecret (the dry run's words, though a secret was typed).
+    form = replace(
+        posted({**BASE, "auth_type": "bearer", **fields}),
+        storage="sealed",
+        draft_secret="carried",
+    )
+    assert form.seal_scope("sales") is None
+    assert [line[: len(said)] for line in form.problems()] == [said]
+    # Kept in a Secret, the secret is not sealed: the operator's Accepted condition names it.
+    assert replace(form, storage="secret").problems() == []
+
+
 @pytest.mark.parametrize("typed", ["²", "①", "٣", "+5"])
 def test_a_quota_in_other_digits_is_named_not_an_error(typed: str) -> None:
     form = posted({**BASE, "auth_type": "none", "requestsPerDay": typed})
@@ -652,4 +684,4 @@ def test_the_page_names_a_bad_url_or_path_at_its_field_before_the_dry_run() -> N
 
 def test_each_title_is_a_field_of_the_model_or_the_pages_own() -> None:
     own = {row.path for row in FIELDS if field_at(ExternalConnectionSpec, row.path) is None}
-    assert own == {"sampleLabel", "storage", "secret"}
+    assert own == {"sampleLabel", "storage", "secret", "metadata.name"}

@@ -134,11 +134,32 @@ class AsUser:
         )
 
 
+# The most of the API server's words shown for one refusal, or for one field's cause of it.
+MAX_REFUSAL_CHARS = 1024
+SHORTENED = " … (shortened)"
+
+
+def bounded(text: str, most: int = MAX_REFUSAL_CHARS) -> str:
+    """``text``, or as much of it as fits in ``most`` characters ending at a word, saying that it
+    was shortened (cut inside a word only when it has no space to end at)."""
+    if len(text) <= most:
+        return text
+    room = most - len(SHORTENED)
+    kept = text[:room]
+    if not text[room].isspace() and any(char.isspace() for char in kept):
+        kept = kept.rsplit(None, 1)[0]
+    return kept.rstrip() + SHORTENED
+
+
 def refusal(error: ApiError) -> str:
-    """The API server's message for a refused change: it names the field and rule, or the
-    webhook's reason. Only for the caller's own requests, whose content it may quote."""
+    """The API server's words for a refused change: each field cause as its field's path and
+    message (a schema's rules), else its whole message (a webhook's reason, which names no
+    field); bounded at a word. Only for the caller's own requests, whose content it may quote."""
+    causes = error.causes
+    if causes:
+        return bounded("; ".join(f"{c.field}: {c.rule}" if c.field else c.rule for c in causes))
     try:
-        return str(json.loads(error.body or "").get("message", ""))[:1024]
+        return bounded(str(json.loads(error.body or "").get("message", "")))
     except (ValueError, TypeError, AttributeError):
         return f"the API server refused the request ({error.status})"
 

@@ -317,7 +317,9 @@ class Connections:
                 try:
                     spec = await drafts.checked_spec(kube, namespace, draft)
                 except drafts.DraftRefused as refused:
-                    raise Refused(*_draft_refusal(refused.status), refused.message) from None
+                    raise Refused(
+                        *_draft_refusal(refused.status), refused.message, refused.causes
+                    ) from None
             if isinstance(spec, DraftTestOutcome):
                 return spec
             return await drafts.try_draft(self.runtime, namespace, draft, spec)

@@ -12,6 +12,7 @@ no ConnectionTest, no table entry, no cached access token.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 
 from pydantic import JsonValue, ValidationError
 
@@ -37,7 +38,7 @@ from gatehouse_operator.connections.testing import (
 )
 from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.keys.credentials import CredentialProblem, Found, encrypt_credential
-from gatehouse_operator.kube.errors import ApiError
+from gatehouse_operator.kube.errors import ApiError, Cause
 from gatehouse_operator.kube.manifests import Manifest, Metadata
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.table import budget
@@ -48,12 +49,14 @@ DRAFT_NAME = "~draft"
 
 
 class DraftRefused(GatehouseError):
-    """The API server refused the draft as the caller; its status and message travel on."""
+    """The API server refused the draft as the caller; its status, message and field causes
+    travel on."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, causes: Sequence[Cause] = ()) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.causes = causes
 
 
 def manifest(
@@ -94,7 +97,7 @@ async def checked_spec(
         wanted = manifest(draft.name, draft.spec, version)
         stored = await apply(kube, namespace, wanted, replaces=draft.replaces, dry_run=True)
     except ApiError as error:
-        raise DraftRefused(error.status, refusal(error)) from None
+        raise DraftRefused(error.status, refusal(error), error.causes) from None
     try:
         return ExternalConnectionSpec.model_validate(stored.spec)
     except ValidationError as error:

@@ -61,10 +61,12 @@ class Save:
 
 @dataclass
 class Saved:
-    """What a save did: a notice for the visitor, or the errors that stopped it."""
+    """What a save did: a notice for the visitor, or the errors that stopped it: the API
+    server's refusal of the connection (for the page to word by field), then the rest."""
 
     notice: str = ""
     errors: list[str] = field(default_factory=list)
+    refused: ApiError | None = None
 
 
 async def _write_secret(
@@ -103,7 +105,7 @@ class Saving:
             # Checked before any Secret is read or written: a refusal changes nothing.
             await self.dry_run(kube, namespace, name, spec, save.resource_version)
         except ApiError as error:
-            return Saved(errors=[refusal(error)])
+            return Saved(refused=error)
         if save.missing_secret:
             return Saved(errors=[save.missing_secret])
         if ref is not None and secret is not None:
@@ -135,7 +137,7 @@ class Saving:
                 errors += await self._undo_secret(kube, namespace, name, ref)
             if not isinstance(error, ApiError):
                 raise
-            return Saved(errors=[refusal(error), *errors])
+            return Saved(errors=errors, refused=error)
         notice = f"{'Saved' if save.editing else 'Created'} connection {name}."
         if save.sample is not None:
             notice += await self._sample(kube, save)

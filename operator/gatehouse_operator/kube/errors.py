@@ -13,6 +13,7 @@ import contextlib
 import functools
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -24,6 +25,10 @@ from gatehouse_operator.errors import GatehouseError
 
 T = TypeVar("T")
 _API_EXCEPTIONS = (client.ApiException, sync_client.ApiException)
+# A rule broken by an object or a list: the API server says "Invalid value: " and the rule
+# (older ones put the JSON type where a value would be: "object": ), no value to point at, so
+# left out; a value it quotes ("Invalid value: \"/a/../b\": ...") says which, so kept.
+_NO_VALUE = re.compile(r'^Invalid value: (?:"(?:object|array)": )?(?!")')
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,11 @@ class Cause:
     field: str
     message: str
     reason: str
+
+    @property
+    def rule(self) -> str:
+        """Its message, without "Invalid value: " where no value follows (an object's rule)."""
+        return _NO_VALUE.sub("", self.message)
 
 
 class ApiError(GatehouseError):

@@ -10,6 +10,7 @@ its YAML taken to Git.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from pydantic import ValidationError
@@ -18,7 +19,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gatehouse_operator.access.as_user import as_user, refusal
-from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, HTTP_METHODS, MAX_HEADERS
+from gatehouse_operator.api.connection import (
+    EXTERNAL_CONNECTION,
+    HTTP_METHODS,
+    MAX_HEADERS,
+    ExternalConnectionSpec,
+)
 from gatehouse_operator.api.connection_document import as_json
 from gatehouse_operator.api.connection_test import (
     DEFAULT_TEST_METHOD,
@@ -33,12 +39,15 @@ from gatehouse_operator.connections.exfiltration import link_warning, write_meth
 from gatehouse_operator.connections.models import DraftTestOutcome, DraftTestRequest, TrialRequest
 from gatehouse_operator.connections.saving import Save, Saving
 from gatehouse_operator.keys.sealed_values import SealedValue, SealedValueProblem
-from gatehouse_operator.kube.errors import ApiError, Conflict, Forbidden, NotFound
+from gatehouse_operator.kube.errors import ApiError, Cause, Conflict, Forbidden, NotFound
+from gatehouse_operator.web.field_problems import FieldProblems
 from gatehouse_operator.web.guards import READ_ONLY, Visitor, fields_of, page_refusal
 from gatehouse_operator.web.pages import Pages, trial
 from gatehouse_operator.web.wizard import (
+    AUTH_SECTIONS,
     AUTH_TYPE_TITLES,
     CLIENT_AUTHENTICATION_TITLES,
+    FIELDS,
     KEY_PLACEMENT_TITLES,
     LINK_POLICY_TITLES,
     SHOWN_LIMITS,
@@ -57,6 +66,15 @@ WIZARD_FORM_BYTES = 256 * 1024
 # The wizard has 31 fields, 5 method boxes and 20 header rows of two (76 in all).
 WIZARD_FIELDS = 96
 MAX_SECRET_CHARS = 64 * 1024
+
+
+def server_problems(causes: Sequence[Cause], message: str) -> list[str]:
+    """The API server's refusal of the connection as the page lists the model's: each field
+    cause under its field's title; ``message`` (the refusal's words) where it names no field, as
+    a webhook's reason does not."""
+    found = FieldProblems(ExternalConnectionSpec, FIELDS, AUTH_SECTIONS)
+    found.caused(causes)
+    return found.listed() or [message]
 
 
 class Wizard:
@@ -198,7 +216,7 @@ class ConnectionForms:
                 visitor.user, visitor.credentials.token, namespace, draft
             )
         except errors.Refused as refused:
-            wizard.errors.append(refused.message)
+            wizard.errors += server_problems(refused.causes, refused.message)
         except ValidationError as error:
             wizard.errors.append(validation_message(error))
 
@@ -211,7 +229,7 @@ class ConnectionForms:
             return
         scope = form.seal_scope(namespace)
         if scope is None:
-            return  # the steps' to say (the dry run names baseURL's or tokenURL's rule)
+            return  # problems() names the field it cannot be sealed for (unsealable)
         if wizard.secret is not None:
             keys = self.pages.actions.runtime.sealing.sealing_keys()
             if keys is None:
@@ -247,7 +265,7 @@ class ConnectionForms:
                     kube, namespace, form.name, form.spec(), form.resource_version
                 )
             except ApiError as error:
-                wizard.errors.append(refusal(error))
+                wizard.errors += server_problems(error.causes, refusal(error))
                 return
         wizard.check = "The Kubernetes API server accepts this connection (a dry run as you)."
 
@@ -298,7 +316,9 @@ class ConnectionForms:
         )
         async with as_user(self.pages.operator, visitor.credentials.token) as kube:
             saved = await self.saving.save(kube, save)
-        if saved.errors:
+        if saved.refused is not None:
+            wizard.errors += server_problems(saved.refused.causes, refusal(saved.refused))
+        if saved.errors or saved.refused is not None:
             wizard.errors += saved.errors
             return None
         return self.pages.back_to(visitor, namespace, form.name, saved.notice)

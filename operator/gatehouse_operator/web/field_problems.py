@@ -5,11 +5,14 @@ A field is found by its path as the model and the API server name it (``auth.api
 indexes left out); ``FieldTitle`` rows give each the page's title, in the order the page lists its
 problems. What a refusal says is the model's: its own message for a rule it words itself (a
 validator's, a CEL rule's twin), or the page's words for a constraint pydantic words for
-programmers (a minimum length of 1 reads "required").
+programmers (a minimum length of 1 reads "required"). The API server's refusals of a dry run or a
+save (the rules it alone holds: CEL the model leaves to it, the resource's name) are listed the
+same way, each cause under the title of the field its path names, in the cause's own words.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -19,7 +22,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
+from gatehouse_operator.access.as_user import bounded
 from gatehouse_operator.api.connection import url_field_of
+from gatehouse_operator.kube.errors import Cause
 from gatehouse_operator.project_config.schema import rule
 
 
@@ -40,6 +45,12 @@ class FieldTitle:
     rows: bool = False
     # The page's words for one of the model's messages that names other fields by their paths.
     reworded: Mapping[str, str] = field(default_factory=dict)
+
+
+# A cause's list index or map key (``allowedPaths[1]``, ``parameters[audience]``).
+_ITEM = re.compile(r"\[[^\]]*\]")
+# How many of a refusal's causes are listed.
+MAX_CAUSES = 16
 
 
 def path_of(location: Sequence[int | str]) -> str:
@@ -104,6 +115,8 @@ class FieldProblems:
         # Under a section, "required" says for what: "for an API key".
         self.sections = sections
         self.found: dict[str, list[str]] = {}
+        # The API server's causes on fields the page has no title for, in its own words.
+        self.elsewhere: list[str] = []
 
     def add(self, path: str, message: str, title: str = "") -> None:
         """A problem of the field at ``path``, under its title (or ``title``): a message of the
@@ -145,6 +158,24 @@ class FieldProblems:
                 continue
             self.add(path, self.words(row, error))
 
+    def caused(self, causes: Sequence[Cause]) -> None:
+        """The API server's causes of a refusal, each under the title of the field it names
+        (or of the nearest field holding it: a header's name under Headers), with its own
+        message; one on a field the page does not show, by the API's path for it."""
+        for cause in causes[:MAX_CAUSES]:
+            message = bounded(cause.rule)
+            path = _ITEM.sub("", cause.field).removeprefix("spec.")
+            while path and path not in self.titles:
+                path = path.rpartition(".")[0]
+            if path:
+                self.add(path, message)
+            elif (line := f"{cause.field}: {message}" if cause.field else message) not in (
+                self.elsewhere
+            ):
+                self.elsewhere.append(line)
+        if len(causes) > MAX_CAUSES:
+            self.elsewhere.append(f"{len(causes) - MAX_CAUSES:,} more (shortened)")
+
     def words(self, row: FieldTitle, error: ErrorDetails) -> str:
         kind, context = error["type"], error.get("ctx", {})
         info = field_at(self.model, row.path)
@@ -177,8 +208,9 @@ class FieldProblems:
         return error["msg"].removeprefix("Value error, ") if kind == "value_error" else rule(error)
 
     def listed(self) -> list[str]:
-        """Every problem found, field by field in the page's order."""
-        return [line for path in self.order for line in self.found.get(path, [])]
+        """Every problem found, field by field in the page's order, then the API server's
+        causes on fields it has no title for."""
+        return [line for path in self.order for line in self.found.get(path, [])] + self.elsewhere
 
 
 def annotated_type(info: FieldInfo) -> Any:

@@ -117,6 +117,8 @@ SHOWN_LIMITS = {
 # the API server's field names to the page's.
 FIELDS = (
     FieldTitle("displayName", "Display name"),
+    # The resource's name, which the API server alone checks.
+    FieldTitle("metadata.name", "Resource name"),
     FieldTitle("baseURL", "Base URL"),
     FieldTitle(
         "allowedMethods",
@@ -138,6 +140,8 @@ FIELDS = (
     FieldTitle("sampleLabel", "Sample label"),
     FieldTitle("instructions", "Instructions"),
     *(FieldTitle(f"limits.{key}", title) for key, (title, _) in SHOWN_LIMITS.items()),
+    # The schema's rules across the auth section's fields, which the API server alone checks.
+    FieldTitle("auth", STEP_TITLES["auth"]),
     FieldTitle("auth.type", "Auth type", offered=tuple(AUTH_TYPE_TITLES)),
     FieldTitle("storage", "Keep the secret"),
     FieldTitle("auth.apiKey.in", "API key: sent in", offered=tuple(KEY_PLACEMENT_TITLES)),
@@ -416,19 +420,33 @@ class WizardForm:
     def seal_scope(self, namespace: str) -> Scope | None:
         """What a secret sealed into this connection is bound to: its namespace, name and
         origin, and an OAuth 2.0 client secret's token URL and client id; None while one of
-        them is not valid yet (the steps that check them say so)."""
-        if not self.name:
+        them is not valid yet (unsealable says which)."""
+        if self.unsealable() is not None:
             return None
-        try:
-            origin = normalise_origin(self.base_url, allow_http=True)
-            if self.known_auth_type != "oauth2ClientCredentials":
-                return Scope(namespace, self.name, origin)
-            token_url = normalise_token_url(self.token_url, allow_http=True)
-        except OriginError:
-            return None
-        if not self.client_id:
-            return None
+        origin = normalise_origin(self.base_url, allow_http=True)
+        if self.known_auth_type != "oauth2ClientCredentials":
+            return Scope(namespace, self.name, origin)
+        token_url = normalise_token_url(self.token_url, allow_http=True)
         return Scope(namespace, self.name, origin, token_url, self.client_id)
+
+    def unsealable(self) -> tuple[str, str] | None:
+        """What keeps a secret from being sealed for this connection: the field (its path in
+        FIELDS) and its rule; the operator's origin rules are stricter than the schema's (a
+        host name's syntax, numeric hosts), so the dry run would name only the secret missing."""
+        if not self.name:
+            return "metadata.name", "required, to seal the secret for it"
+        try:
+            normalise_origin(self.base_url, allow_http=True)
+        except OriginError as error:
+            return "baseURL", str(error)
+        if self.known_auth_type != "oauth2ClientCredentials":
+            return None
+        oauth2 = "auth.oauth2ClientCredentials"
+        try:
+            normalise_token_url(self.token_url, allow_http=True)
+        except OriginError as error:
+            return f"{oauth2}.tokenURL", str(error)
+        return None if self.client_id else (f"{oauth2}.clientId", "required for OAuth 2.0")
 
     @property
     def stored_auth(self) -> StoredAuth:
@@ -618,6 +636,12 @@ class WizardForm:
             # One entered is sealed once what it is sealed for is valid (the base URL's or the
             # token URL's own rule says what is not).
             found.add("secret", "required, to be sealed into the connection")
+        elif self.sealed and self.secret_entered and not self.sealed_value:
+            # Entered, and not sealed: the field it cannot be sealed for says why, where the
+            # model's own rule for it has not.
+            unsealable = self.unsealable()
+            if unsealable is not None and unsealable[0] not in found.found:
+                found.add(*unsealable)
         return found.listed()
 
     def yaml(self, namespace: str) -> str:
