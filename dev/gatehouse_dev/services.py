@@ -186,6 +186,7 @@ class LocalGatehouse:
             "--http=httptools",
             "--no-access-log",
             "--no-server-header",
+            "--no-proxy-headers",
         ]
         env = {"GATEHOUSE_FLOOR_UPSTREAM": upstream_url}
         return self._start(f"floor-{port}", argv, env, f"http://127.0.0.1:{port}", "/")
