@@ -6,9 +6,12 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
 - apply-to-route: from creating a connection and an app through the API to the first 200
   through the proxy.
 - a fetch's cost: the same request to an nginx upstream, straight and through each target
-  (nginx's proxy_pass with one worker, a bare Starlette + aiohttp pass-through, Gatehouse's proxy),
-  measured by wrk (a Python load generator would be the bottleneck) with 1 and 32 connections,
-  with the ratios between them; then the proxy's profile under load (see bench_profile).
+  (nginx's proxy_pass with one worker; the stack's floor, a plain-ASGI pass-through on the
+  proxy's own server, loop and client that checks nothing, see floor_passthrough; Gatehouse's
+  proxy, and an earlier commit's proxy, BENCH_OLD_REF or the last release tag), measured by wrk
+  (a Python load generator would be the bottleneck) with 1 and 32 connections, with the ratios
+  between them; then the proxy's profile under load, its CPU per request per step of a fetch
+  (see bench_profile).
 - noisy neighbours: one tenant's latency while another attacks the same replica (see
   bench_neighbours).
 - unrelated Secrets: what 2,000 Secrets of 100 KiB the operator does not use cost it (see
@@ -71,16 +74,17 @@ from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
 from gatehouse_dev.otelcol import Collector
-from gatehouse_dev.processes import children, rss_mb
+from gatehouse_dev.processes import children, cpu_seconds, rss_mb
 from gatehouse_dev.services import Endpoint, LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 
 CONCURRENCY = 32
 DIRECT = "upstream (nginx), direct"
 NGINX = "nginx proxy_pass + a header (1 worker)"
-PASSTHROUGH = "bare Starlette + aiohttp pass-through"
+FLOOR = "the floor: plain-ASGI pass-through (uvicorn, uvloop, aiohttp)"
 GATEHOUSE = "Gatehouse proxy (API key injected)"
 TRACED = f"{GATEHOUSE}, traced, 1 % sampled"
+OLD = "Gatehouse proxy, an earlier commit"
 TRACED_SETTINGS = {
     "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
     "OTEL_TRACES_SAMPLER_ARG": "0.01",
@@ -159,9 +163,9 @@ def workers(workdir: Path) -> str:
         upstream = local.start_nginx("nginx-upstream", nginx.upstream_config).url
         local.start_operator()
         proxy = local.start_proxy(workers=2)
-        _, token = apply_to_route(cluster, upstream, proxy.url)
+        _, tokens = apply_to_route(cluster, upstream, proxy.url)
         fetch = f"{proxy.url}/v1/fetch/api/items"
-        return bench_workers.table(bench_workers.measure(fetch, proxy.admin_url, token, wrk))
+        return bench_workers.table(bench_workers.measure(fetch, proxy.admin_url, tokens[-1], wrk))
 
 
 @dataclass
@@ -171,8 +175,9 @@ class Targets:
     cluster: Cluster
     upstream: str
     nginx_proxy: str
-    passthrough: str
-    # Gatehouse's proxy as it ships (uvloop, one process), and as it runs otherwise.
+    floor: Endpoint
+    # Gatehouse's proxy as it ships (uvloop, one process), as it runs otherwise, and an earlier
+    # commit's (see old_source).
     proxies: dict[str, Endpoint]
 
 
@@ -184,8 +189,9 @@ def _targets(workdir: Path) -> Iterator[Targets]:
         reference = local.start_nginx(
             "nginx-proxy", partial(nginx.proxy_config, upstream_port=upstream_port)
         )
-        passthrough = local.start_reference_passthrough(f"{upstream}/")
+        floor = local.start_floor(upstream)
         local.start_operator()
+        old = old_source(workdir / "old")
         collector = Collector(workdir / "otelcol")
         collector.start()
         try:
@@ -198,9 +204,36 @@ def _targets(workdir: Path) -> Iterator[Targets]:
                     "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint
                 }),
             }  # fmt: skip
-            yield Targets(cluster, upstream, reference.url, passthrough.url, proxies)
+            if old is not None:
+                ref, source = old
+                proxies[f"{OLD} ({ref})"] = local.start_proxy(source=source)
+            yield Targets(cluster, upstream, reference.url, floor, proxies)
         finally:
             collector.stop()
+
+
+def old_source(folder: Path) -> tuple[str, Path] | None:
+    """An earlier commit's proxy and contract, ``git archive``d into ``folder`` for its proxy
+    process's import path: ``BENCH_OLD_REF``, else the last release tag; None (the row left out,
+    and said why) when there is neither. The operator is this commit's: the table channel's
+    frames must not have changed in between."""
+    ref = os.environ.get("BENCH_OLD_REF", "")
+    if not ref:
+        described = subprocess.run(
+            ["git", "describe", "--tags", "--abbrev=0"], capture_output=True, text=True
+        )
+        ref = described.stdout.strip()
+    if not ref:
+        print("no earlier commit to compare with: no release tag, and BENCH_OLD_REF is unset")
+        return None
+    folder.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", ref, "proxy", "contract"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return ref, folder
 
 
 def idle_rss_mb(pid: int) -> float:
@@ -208,12 +241,12 @@ def idle_rss_mb(pid: int) -> float:
     return sum(rss_mb(each) for each in (pid, *children(pid)))
 
 
-def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[float], str]:
-    """Seconds from create to first routed fetch, per pair; and the last app's token."""
+def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[float], list[str]]:
+    """Seconds from create to first routed fetch, per pair; and the apps' tokens."""
     namespace = f"bench-{uuid.uuid4().hex[:6]}"
     cluster.kubectl("create", "namespace", namespace)
     seconds = []
-    token = ""
+    tokens = []
     with (
         config.new_client_from_config(  # type: ignore[no-untyped-call]
             config_file=str(cluster.kubeconfig)
@@ -242,7 +275,8 @@ def apply_to_route(cluster: Cluster, upstream: str, proxy: str) -> tuple[list[fl
             )
             wait_for(partial(bench_scale.routed, http, proxy, token), timeout=30, interval=0.005)
             seconds.append(time.perf_counter() - started)
-    return seconds, token
+            tokens.append(token)
+    return seconds, tokens
 
 
 def wrk(
@@ -374,25 +408,30 @@ def latency() -> float:
     the proxy's requests per second at CONCURRENCY connections."""
     with tempfile.TemporaryDirectory() as folder, _targets(Path(folder)) as targets:
         proxy = targets.proxies[GATEHOUSE]
-        routes, token = apply_to_route(targets.cluster, targets.upstream, proxy.url)
-        auth = {"Authorization": f"Bearer {token}"}
+        routes, tokens = apply_to_route(targets.cluster, targets.upstream, proxy.url)
+        # The fetches take the apps in turn: one app's quota (at most 100,000 a minute) would
+        # refuse most of them, and a refusal is cheaper than a fetch.
+        auth = tuple(f"Bearer {token}" for token in tokens)
         with httpx.Client(timeout=5) as http:
             for other in targets.proxies.values():
-                wait_for(partial(bench_scale.routed, http, other.url, token), timeout=30)
+                wait_for(partial(bench_scale.routed, http, other.url, tokens[-1]), timeout=30)
         memory = {label: idle_rss_mb(each.server.pid) for label, each in targets.proxies.items()}
         rows = [
-            (DIRECT, f"{targets.upstream}/items", {}),
-            (NGINX, f"{targets.nginx_proxy}/items", {}),
-            (PASSTHROUGH, f"{targets.passthrough}/items", {}),
+            Row(DIRECT, f"{targets.upstream}/items"),
+            Row(NGINX, f"{targets.nginx_proxy}/items"),
+            Row(FLOOR, f"{targets.floor.url}/items", pid=targets.floor.server.pid),
             *(
-                (label, f"{each.url}/v1/fetch/api/items", auth)
+                Row(label, f"{each.url}/v1/fetch/api/items", auth, each.server.pid)
                 for label, each in targets.proxies.items()
             ),
         ]
         results = measure_rounds(rows)
         fetch = f"{proxy.url}/v1/fetch/api/items"
         where = bench_profile.profile(
-            proxy.server.pid, partial(wrk, fetch, CONCURRENCY, auth), WRK_SECONDS, PROFILE
+            proxy.server.pid,
+            partial(wrk, fetch, CONCURRENCY, {}, authorizations=auth),
+            WRK_SECONDS,
+            PROFILE,
         )
 
     print(
@@ -400,6 +439,8 @@ def latency() -> float:
         f"p50 {statistics.median(routes) * 1000:.0f} ms, max {max(routes) * 1000:.0f} ms\n"
     )
     print(latency_table(results))
+    print("\nThe proxy against the floor (req/s over the floor's, same run):\n")
+    print(floor_ratios(results))
     print("\nResident memory at idle, with the table (one route):\n")
     print("| proxy | RSS |\n|---|---|")
     print("\n".join(f"| {label} | {rss:.0f} MB |" for label, rss in memory.items()))
@@ -410,18 +451,43 @@ def latency() -> float:
     return results[(GATEHOUSE, CONCURRENCY)]["rps"]
 
 
-def measure_rounds(
-    rows: list[tuple[str, str, dict[str, str]]],
-) -> dict[tuple[str, int], dict[str, float]]:
+@dataclass(frozen=True)
+class Row:
+    """A target of the latency table: its URL, the Authorization values its fetches take in
+    turn, and the process whose CPU is counted (none for nginx)."""
+
+    label: str
+    url: str
+    authorizations: tuple[str, ...] = ()
+    pid: int = 0
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and its children (a supervisor's workers)."""
+    return sum(cpu_seconds(each) for each in (pid, *children(pid)))
+
+
+def measure_rounds(rows: list[Row]) -> dict[tuple[str, int], dict[str, float]]:
     """Each row at 1 and at 32 connections, ROUNDS times in turn, and each figure's median: on a
     shared 2-core machine one run of a few seconds can be off by a fifth, and taking the targets
-    in turn spreads whatever else the machine does over all of them."""
+    in turn spreads whatever else the machine does over all of them. A row with a process also
+    gets the CPU it used per request, which the rest of the machine bends far less."""
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
     for _ in range(ROUNDS):
         for connections in (1, CONCURRENCY):
-            for label, url, headers in rows:
-                measured = wrk(url, connections, headers, seconds=ROUND_SECONDS)
-                runs.setdefault((label, connections), []).append(measured)
+            for row in rows:
+                before = process_cpu_seconds(row.pid) if row.pid else 0.0
+                measured = wrk(
+                    row.url,
+                    connections,
+                    {},
+                    seconds=ROUND_SECONDS,
+                    authorizations=row.authorizations,
+                )
+                if row.pid:
+                    used = process_cpu_seconds(row.pid) - before
+                    measured["cpu_us"] = used / (measured["rps"] * ROUND_SECONDS) * 1e6
+                runs.setdefault((row.label, connections), []).append(measured)
     return {
         key: {figure: statistics.median(run[figure] for run in measured) for figure in measured[0]}
         for key, measured in runs.items()
@@ -430,22 +496,41 @@ def measure_rounds(
 
 def latency_table(results: dict[tuple[str, int], dict[str, float]]) -> str:
     """Each target's figures (medians of ROUNDS wrk runs of ROUND_SECONDS), with its req/s over
-    nginx's and over the pass-through's and its p50 over the direct call's (the latency it adds),
-    all from the same run."""
+    nginx's and over the floor's, its p50 over the direct call's (the latency it adds), and the
+    CPU its process used per request (robust to what else the machine runs), all from the same
+    run."""
     lines = [
         "| target | connections | req/s | p50 ms | p99 ms | req/s vs nginx "
-        "| req/s vs pass-through | p50 added ms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| req/s vs floor | p50 added ms | CPU µs per request | not 2xx |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (label, connections), result in results.items():
         nginx_rps = results[(NGINX, connections)]["rps"]
-        passthrough_rps = results[(PASSTHROUGH, connections)]["rps"]
+        floor_rps = results[(FLOOR, connections)]["rps"]
         added = result["p50"] - results[(DIRECT, connections)]["p50"]
+        cpu = f"{result['cpu_us']:.0f}" if "cpu_us" in result else ""
         lines.append(
             f"| {label} | {connections} | {result['rps']:,.0f} | {result['p50']:.2f} "
             f"| {result['p99']:.2f} | 1/{nginx_rps / result['rps']:.1f} "
-            f"| {result['rps'] / passthrough_rps:.2f} | {added:.2f} |"
+            f"| {result['rps'] / floor_rps:.2f} | {added:.2f} | {cpu} | {result['non_2xx']:.0f} |"
         )
+    return "\n".join(lines)
+
+
+def floor_ratios(results: dict[tuple[str, int], dict[str, float]]) -> str:
+    """The proxy's and the earlier commit's req/s over the floor's, at 1 and CONCURRENCY
+    connections: the figure issue 48 holds the proxy to (at least 0.65 at both)."""
+    labels = [GATEHOUSE, *(label for label, _ in results if label.startswith(OLD))]
+    lines = [
+        f"| proxy | vs floor, 1 connection | vs floor, {CONCURRENCY} connections |",
+        "|---|---|---|",
+    ]
+    for label in dict.fromkeys(labels):
+        ratios = [
+            results[(label, connections)]["rps"] / results[(FLOOR, connections)]["rps"]
+            for connections in (1, CONCURRENCY)
+        ]
+        lines.append(f"| {label} | {ratios[0]:.2f} | {ratios[1]:.2f} |")
     return "\n".join(lines)
 
 

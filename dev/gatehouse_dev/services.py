@@ -8,6 +8,7 @@ log in the work folder. Tests, ``make up`` and the demo start them through :clas
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -169,20 +170,26 @@ class LocalGatehouse:
             argv += [f"--public-key={key_path}", f"--client-email={client_email}"]
         return self._start(f"token-endpoint-{port}", argv, {}, f"http://127.0.0.1:{port}", "/stats")
 
-    def start_reference_passthrough(self, upstream_url: str) -> Endpoint:
-        """The benchmark's yardstick (see gatehouse_dev.reference_passthrough)."""
+    def start_floor(self, upstream_url: str) -> Endpoint:
+        """The benchmark's floor (see gatehouse_dev.floor_passthrough), on the proxy's server,
+        loop and HTTP parser."""
         port = free_port()
         argv = [
             sys.executable,
             "-m",
             "uvicorn",
-            "gatehouse_dev.reference_passthrough:app",
+            "gatehouse_dev.floor_passthrough:app",
             "--host=127.0.0.1",
             f"--port={port}",
             "--log-level=warning",
+            "--loop=uvloop",
+            "--http=httptools",
+            "--no-access-log",
+            "--no-server-header",
+            "--no-proxy-headers",
         ]
-        env = {"GATEHOUSE_REFERENCE_UPSTREAM": upstream_url}
-        return self._start(f"reference-{port}", argv, env, f"http://127.0.0.1:{port}", "/")
+        env = {"GATEHOUSE_FLOOR_UPSTREAM": upstream_url}
+        return self._start(f"floor-{port}", argv, env, f"http://127.0.0.1:{port}", "/")
 
     def start_nginx(self, name: str, config: Callable[[Path, int], str]) -> Endpoint:
         """nginx, its ``config`` made for its folder and port (see gatehouse_dev.nginx)."""
@@ -337,9 +344,12 @@ class LocalGatehouse:
         store: RedisServer | bool | None = True,
         allowed_private_networks: str = "127.0.0.0/8,::1/128",
         settings: dict[str, str] | None = None,
+        source: Path | None = None,
     ) -> Endpoint:
         """A proxy replica; ``store``: the stack's shared store (True), none (False), or
-        another; ``settings``: more of its environment (GATEHOUSE_...)."""
+        another; ``settings``: more of its environment (GATEHOUSE_...); ``source``: a tree
+        whose ``proxy/`` and ``contract/`` it runs instead of the installed ones (an earlier
+        commit's, for before/after figures)."""
         started = {server.name for server in self.servers}
         port = self.proxy_port if f"proxy-{self.proxy_port}" not in started else free_port()
         metrics_port = free_port()
@@ -358,6 +368,11 @@ class LocalGatehouse:
             env["GATEHOUSE_STORE_PASSWORD"] = shared.password
         if read_timeout_seconds:
             env["GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS"] = str(read_timeout_seconds)
+        if source is not None:
+            # Ahead of the installed (editable) packages on the import path.
+            env["PYTHONPATH"] = os.pathsep.join(
+                str(source / part) for part in ("proxy", "contract")
+            )
         argv = [
             sys.executable,
             "-m",

@@ -84,6 +84,14 @@ def extract(values: Iterable[str]) -> MediaType | None:
     listed = list(values)
     if not listed:
         return None
+    if len(listed) == 1:
+        common = _COMMON.get(listed[0])
+        if common is not None:
+            return common
+    return _extracted(listed)
+
+
+def _extracted(listed: list[str]) -> MediaType | None:
     combined = ", ".join(listed)
     if len(combined) > MAX_CHARS:
         return None
@@ -191,3 +199,30 @@ def _quoted(text: str, at: int) -> tuple[str, int]:
         value.append(text[at])
         at += 1
     return "".join(value), at
+
+
+# Most answers carry one of a few Content-Type values, each read as above once, at import: what
+# the proxy reads for every answer costs a dictionary look-up for them (a table of constants,
+# not a cache: no value an upstream sent is kept).
+_COMMON: dict[str, MediaType] = {
+    value: found
+    for essence in (
+        "application/json",
+        "application/problem+json",
+        "application/xml",
+        "application/octet-stream",
+        "text/plain",
+        "text/html",
+        "text/csv",
+        "text/xml",
+    )
+    for value in (
+        essence,
+        f"{essence}; charset=utf-8",
+        f"{essence}; charset=UTF-8",
+        f"{essence};charset=utf-8",
+        f"{essence};charset=UTF-8",
+    )
+    for found in [_extracted([value])]
+    if found is not None
+}

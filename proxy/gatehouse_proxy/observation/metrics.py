@@ -276,8 +276,15 @@ def count_token_request(connection: str, outcome: str, *, shared: bool) -> None:
     TOKEN_REQUESTS.labels(namespace, name, outcome, "shared" if shared else "alone").inc()
 
 
+# As _SERIES: counted for every request while the store is away, looked up once per connection.
+_ALONE: dict[str, Counter] = {}
+
+
 def count_alone(connection: str) -> None:
-    COUNTED_ALONE.labels(*connection.split("/", 1)).inc()
+    series = _ALONE.get(connection)
+    if series is None:
+        series = _ALONE[connection] = COUNTED_ALONE.labels(*connection.split("/", 1))
+    series.inc()
 
 
 def count_store_refusal(namespace: str, what: str, reason: str) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gatehouse_proxy.http.media_types import MAX_CHARS, extract, parse
+from gatehouse_proxy.http import media_types
+from gatehouse_proxy.http.media_types import MAX_CHARS, MediaType, extract, parse
 
 # (input, its serialisation once parsed; None: not a media type). From web-platform-tests'
 # mimesniff/mime-types/resources/mime-types.json.
@@ -125,3 +126,11 @@ def test_the_essence_and_parameters_are_read_off_the_parsed_type() -> None:
     assert found.essence == "text/html"
     assert found.parameter("charset") == "UTF-8"
     assert found.parameter("boundary") is None
+
+
+def test_the_common_types_read_as_the_whole_reading_reads_them() -> None:
+    # The table of common values (a look-up) stands in for the reading: it must never differ.
+    for value, found in media_types._COMMON.items():
+        assert found == media_types._extracted([value])
+        assert media_types.extract([value]) is found
+    assert media_types.extract(["application/json", "text/html"]) == MediaType("text", "html")
