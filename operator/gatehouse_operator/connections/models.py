@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field, JsonValue, TypeAdapter, ValidationInfo, 
 # Pydantic reads typing.TypedDict only from Python 3.12.
 from typing_extensions import TypedDict
 
+from gatehouse_operator.api.auth_kinds import described_sections
 from gatehouse_operator.api.connection import HttpMethod, LinkPolicy
 from gatehouse_operator.api.connection_test import (
     DEFAULT_TEST_METHOD,
@@ -104,9 +105,8 @@ class ConnectionDetail(Model):
     connection: LinkableConnection
     # Echoed as stored, for the page to show (and the service API to answer) as the spec has it.
     auth: dict[str, JsonValue] = Field(
-        description="The auth settings as in the spec: type, apiKey, googleServiceAccount, "
-        "oauth2ClientCredentials (tokenURL, clientId, scopes, clientAuthentication, "
-        "parameters), and the secretRef's name and key or the sealed value (never the secret)."
+        description=f"The auth settings as in the spec: type, {described_sections()}, and the "
+        "secretRef's name and key or the sealed value (never the secret)."
     )
     headers: list[ConnectionHeader] = Field(
         default_factory=list, description="The headers sent on every request (spec.headers)."
