@@ -3,12 +3,14 @@ row's facts true of the model it names."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, cast, get_args
 
 import pytest
 
 from gatehouse_contract.routes import AuthType
-from gatehouse_operator.api.auth_kinds import AUTH_KINDS, ENDPOINT_FIELDS, AuthKind
+from gatehouse_operator import web
+from gatehouse_operator.api.auth_kinds import AUTH_KINDS, ENDPOINT_FIELDS, FORM_SECTIONS, AuthKind
 from gatehouse_operator.api.connection import Auth
 
 
@@ -39,3 +41,11 @@ def test_a_section_places_the_credential(kind: AuthKind) -> None:
 def test_a_token_endpoint_section_names_its_endpoint_and_client(kind: AuthKind) -> None:
     fields = _section_model(kind).model_fields
     assert {fields["token_url"].alias, fields["client_id"].alias} == set(ENDPOINT_FIELDS)
+
+
+def test_each_form_section_is_one_partial_of_the_wizard() -> None:
+    """Adding a kind's fields to the page is adding its partial (and its row in FORM_SECTIONS);
+    no partial is left out of the page."""
+    partials = Path(web.__file__).parent / "templates" / "auth"
+    assert sorted(path.stem for path in partials.glob("*.html")) == sorted(FORM_SECTIONS)
+    assert set(FORM_SECTIONS) <= set(AUTH_KINDS)

@@ -96,6 +96,15 @@ AUTH_KINDS: Mapping[AuthType, AuthKind] = {
     )
 }
 
+# The kinds with fields of their own on the wizard's page (web/templates/auth/<type>.html), in
+# the order it shows them.
+FORM_SECTIONS: tuple[AuthType, ...] = (
+    "apiKey",
+    "googleServiceAccount",
+    "oauth2ClientCredentials",
+    "basic",
+)
+
 # Each section's attribute on Auth, by its key in the spec.
 _ATTRIBUTES = {field.alias: name for name, field in Auth.model_fields.items() if field.alias}
 

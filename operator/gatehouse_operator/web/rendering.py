@@ -14,6 +14,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.responses import HTMLResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gatehouse_operator.api.auth_kinds import FORM_SECTIONS
+
 # No script at all: the page works with forms alone. Styles and images from this origin only.
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -40,6 +42,8 @@ def templates() -> Environment:
         loader=PackageLoader("gatehouse_operator.web", "templates"),
         autoescape=select_autoescape(default=True),
     )
+    # The wizard's form section of each auth kind that has one (templates/auth/).
+    env.globals["auth_form_sections"] = FORM_SECTIONS
     env.filters["markdown"] = markdown
     env.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
     env.filters["clock"] = lambda seconds: datetime.fromtimestamp(seconds, UTC).strftime(
