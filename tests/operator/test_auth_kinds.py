@@ -49,3 +49,10 @@ def test_each_form_section_is_one_partial_of_the_wizard() -> None:
     partials = Path(web.__file__).parent / "templates" / "auth"
     assert sorted(path.stem for path in partials.glob("*.html")) == sorted(FORM_SECTIONS)
     assert set(FORM_SECTIONS) <= set(AUTH_KINDS)
+
+
+def test_every_kind_that_takes_a_secret_says_what_it_is() -> None:
+    """The page's Secret field and the service API name each kind's secret from its row."""
+    for kind in AUTH_KINDS.values():
+        assert bool(kind.named and kind.named_in_api) == (kind.shape != "none"), kind.type
+        assert bool(kind.described) == bool(kind.section), kind.type

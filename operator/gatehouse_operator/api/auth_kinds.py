@@ -60,6 +60,9 @@ class AuthKind:
     token_endpoint: bool = False
     # The section in the service API's description of auth.
     described: str = ""
+    # What the secret is, in words: on the wizard's page, and in the service API's description.
+    named: str = ""
+    named_in_api: str = ""
 
     def section_of(self, auth: Auth) -> Section | None:
         if not self.section:
@@ -73,9 +76,29 @@ AUTH_KINDS: Mapping[AuthType, AuthKind] = {
     kind.type: kind
     for kind in (
         AuthKind("none", "None (a public API)", shape="none"),
-        AuthKind("apiKey", "API key", shape="text", section="apiKey", described="apiKey"),
-        AuthKind("bearer", "Bearer token", shape="text"),
-        AuthKind("basic", "Basic (user name and password)", shape="userPassword"),
+        AuthKind(
+            "apiKey",
+            "API key",
+            shape="text",
+            section="apiKey",
+            described="apiKey",
+            named="the API key",
+            named_in_api="the API key",
+        ),
+        AuthKind(
+            "bearer",
+            "Bearer token",
+            shape="text",
+            named="bearer token",
+            named_in_api="bearer token",
+        ),
+        AuthKind(
+            "basic",
+            "Basic (user name and password)",
+            shape="userPassword",
+            named="basic auth's password",
+            named_in_api="user:password (basic)",
+        ),
         AuthKind(
             "oauth2ClientCredentials",
             "OAuth 2.0 client credentials",
@@ -84,6 +107,8 @@ AUTH_KINDS: Mapping[AuthType, AuthKind] = {
             token_endpoint=True,
             described="oauth2ClientCredentials (tokenURL, clientId, scopes, "
             "clientAuthentication, parameters)",
+            named="the OAuth 2.0 client secret",
+            named_in_api="OAuth 2.0 client secret",
         ),
         AuthKind(
             "googleServiceAccount",
@@ -92,6 +117,8 @@ AUTH_KINDS: Mapping[AuthType, AuthKind] = {
             section="googleServiceAccount",
             stored_as="key.json",
             described="googleServiceAccount",
+            named="the service account's JSON key file",
+            named_in_api="service account key file",
         ),
     )
 }
@@ -133,3 +160,19 @@ def described_sections() -> str:
     order = list(_ATTRIBUTES)
     kinds = [kind for kind in AUTH_KINDS.values() if kind.section]
     return ", ".join(kind.described for kind in sorted(kinds, key=lambda k: order.index(k.section)))
+
+
+def secrets_shown() -> str:
+    """What the secret may be, as the wizard's Secret field says it."""
+    return _listed([kind.named for kind in AUTH_KINDS.values() if kind.shape != "none"], ", or ")
+
+
+def secrets_described() -> str:
+    """What the secret may be, as the service API describes it."""
+    return _listed(
+        [kind.named_in_api for kind in AUTH_KINDS.values() if kind.shape != "none"], " or "
+    )
+
+
+def _listed(words: list[str], last: str) -> str:
+    return ", ".join(words[:-1]) + last + words[-1]
