@@ -6,14 +6,24 @@ wrote (an API key in the query percent-encoded; an OAuth 2.0 client secret form-
 HTTP Basic's base64). The senders send ``value`` and scrub exactly ``forms``, and the scrubber
 (:class:`~gatehouse_contract.redaction.Redactor`) reads one encoding more of each, so a form the
 proxy sends a secret in cannot be missing from what it scrubs.
+
+Which way each auth kind sends its stored secret is said here too, once (:func:`secret_sent`):
+the proxy's injectors and token requests send what it gives, and the operator scrubs a connection
+test's answer of :func:`forms_of`, so that a new kind's forms are declared in one place for both
+programs.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import assert_never
 from urllib.parse import quote, quote_plus
+
+from gatehouse_contract.routes import Credential, TokenRequest
 
 
 @dataclass(frozen=True)
@@ -69,3 +79,52 @@ def client_basic(client_id: str, secret: str) -> Sent:
     field = form_field(secret)
     encoded = base64.b64encode(f"{quote_plus(client_id)}:{field.value}".encode()).decode()
     return _sent(f"Basic {encoded}", *field.forms, encoded)
+
+
+def client_secret(request: TokenRequest, secret: str) -> Sent:
+    """An OAuth 2.0 client secret as its token request sends it: in HTTP Basic, or as a field of
+    the form body (RFC 6749 2.3.1), as the request's client authentication says."""
+    if request.client_authentication == "basic":
+        return client_basic(request.client_id, secret)
+    return form_field(secret)
+
+
+NOT_SENT = Sent("", ())
+
+
+def secret_sent(credential: Credential, secret: str) -> Sent:
+    """How the credential's kind sends its stored secret; :data:`NOT_SENT` where it sends none
+    of it: no credential, or a service account's key, which signs a token request and is not
+    sent. Every kind is named (mypy holds the match to every ``AuthType``)."""
+    match credential.type:
+        case "none" | "googleServiceAccount":
+            return NOT_SENT
+        case "apiKey":
+            return query_value(secret) if credential.location == "query" else header_value(secret)
+        case "bearer":
+            return bearer(secret)
+        case "basic":
+            return basic(secret)
+        case "oauth2ClientCredentials":
+            request = credential.token_request
+            return client_secret(request, secret) if request is not None else NOT_SENT
+        case unknown:
+            assert_never(unknown)
+
+
+def _held_parts(credential: Credential, secret: str) -> tuple[str, ...]:
+    """Parts of a stored secret that are secret on their own though never sent: a service
+    account key file's private key."""
+    if credential.type != "googleServiceAccount":
+        return ()
+    with contextlib.suppress(ValueError, AttributeError):
+        return (str(json.loads(secret).get("private_key", "")),)
+    return ()
+
+
+def forms_of(credential: Credential, secret: str) -> tuple[str, ...]:
+    """Every form of a connection's stored secret to scrub from what comes back: the secret as
+    stored, every form its kind sends it in (:func:`secret_sent`), and its parts secret on their
+    own."""
+    forms = (secret, *secret_sent(credential, secret).forms, *_held_parts(credential, secret))
+    return tuple(dict.fromkeys(form for form in forms if form))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pydantic import JsonValue
 
+from gatehouse_operator.api.auth_kinds import AUTH_KINDS, ENDPOINT_FIELDS
 from gatehouse_operator.api.stored import StoredConnectionSpec
 
 READ_VERB = "get"
@@ -40,16 +41,22 @@ def secret_to_read(
         return name, "spec.auth.secretRef"
     if old_spec.base_url != new_spec.base_url:
         return name, "spec.baseURL"
-    # An OAuth 2.0 client secret goes to the token URL, on behalf of the client id.
-    old_client, new_client = _oauth2(old_spec), _oauth2(new_spec)
-    for field in ("tokenURL", "clientId"):
-        if old_client.get(field) != new_client.get(field):
-            return name, f"spec.auth.oauth2ClientCredentials.{field}"
+    # An OAuth 2.0 client secret goes to the token URL, on behalf of the client id: so does the
+    # secret of every kind with an endpoint of its own.
+    for section in ENDPOINT_SECTIONS:
+        old_client, new_client = _section(old_spec, section), _section(new_spec, section)
+        for field in ENDPOINT_FIELDS:
+            if old_client.get(field) != new_client.get(field):
+                return name, f"spec.auth.{section}.{field}"
     return None
 
 
-def _oauth2(spec: StoredConnectionSpec) -> dict[str, JsonValue]:
-    client = spec.auth.get("oauth2ClientCredentials")
+# The sections of the kinds whose secret goes to an endpoint of their own.
+ENDPOINT_SECTIONS = tuple(kind.section for kind in AUTH_KINDS.values() if kind.token_endpoint)
+
+
+def _section(spec: StoredConnectionSpec, section: str) -> dict[str, JsonValue]:
+    client = spec.auth.get(section)
     return client if isinstance(client, dict) else {}
 
 

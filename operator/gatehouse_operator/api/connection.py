@@ -25,7 +25,7 @@ from gatehouse_contract.header_names import (
 # models use them as they are.
 from gatehouse_contract.routes import AuthType as AuthType
 from gatehouse_contract.routes import ClientAuthentication as ClientAuthentication
-from gatehouse_contract.routes import PausingStatus
+from gatehouse_contract.routes import Credential, PausingStatus, TokenRequest
 from gatehouse_operator.api.meta import (
     DNS_SUBDOMAIN,
     Kind,
@@ -119,6 +119,9 @@ class ApiKeyAuth(Model):
             raise ValueError(_RESERVED_KEY_HEADER)
         return self
 
+    def placed(self, credential: Credential, token_url: str) -> Credential:
+        return credential.model_copy(update={"parameter": self.name, "location": self.in_})
+
 
 _RESERVED_HEADER = (
     "headers[].name must not be a header the proxy or HTTP itself controls: read as servers "
@@ -208,6 +211,9 @@ class GoogleServiceAccountAuth(Model):
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
 
+    def placed(self, credential: Credential, token_url: str) -> Credential:
+        return credential.model_copy(update={"scopes": tuple(self.scopes)})
+
 
 # RFC 6749 3.3: a scope token is printable ASCII but space, '"' and '\\'.
 OAuthScope = Annotated[
@@ -287,6 +293,18 @@ class OAuth2ClientCredentialsAuth(Model):
         "resource; at most 8, names of letters, digits, _ . and -, values at most 1,024 "
         "printable characters.",
     )
+
+    def placed(self, credential: Credential, token_url: str) -> Credential:
+        """``token_url``: this section's ``tokenURL``, normalised (connections.origin)."""
+        request = TokenRequest(
+            url=token_url,
+            client_id=self.client_id,
+            client_authentication=self.client_authentication,
+            parameters=tuple(self.parameters.items()),
+        )
+        return credential.model_copy(
+            update={"scopes": tuple(self.scopes), "token_request": request}
+        )
 
 
 class Auth(Model):

@@ -29,6 +29,7 @@ from typing import Any, cast
 
 from ruamel.yaml import YAML
 
+from gatehouse_operator.api.auth_kinds import AUTH_KINDS, ENDPOINT_FIELDS
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.cli import kubeconfig
@@ -266,9 +267,9 @@ def seal(args: argparse.Namespace) -> int:
             )
         name = str(connection.get("metadata", {}).get("name", ""))
         base_url = str((connection.get("spec") or {}).get("baseURL", ""))
-        token_url, client_id = _token_binding(connection)
+        token_url, client_id, token_field = _token_binding(connection)
         namespace = _namespace(args, connection.get("metadata"))
-        where = ("spec.baseURL", "spec.auth.oauth2ClientCredentials.tokenURL")
+        where = ("spec.baseURL", token_field)
     else:
         if not (args.name and args.base_url):
             raise SealError("give -f CONNECTION.yaml, or --name and --base-url")
@@ -303,20 +304,22 @@ def seal(args: argparse.Namespace) -> int:
     return DONE
 
 
-def _token_binding(doc: Any) -> tuple[str, str]:
-    """An OAuth 2.0 connection's tokenURL and clientId, which its client secret is sealed for
-    too; ("", "") for other auth types."""
+def _token_binding(doc: Any) -> tuple[str, str, str]:
+    """The tokenURL and clientId of a connection whose kind sends its secret to an endpoint of
+    its own (OAuth 2.0 client credentials), which its secret is sealed for too, and the tokenURL's
+    field; ("", "", "") for other auth types."""
     auth = (doc.get("spec") or {}).get("auth") or {}
-    if auth.get("type") != "oauth2ClientCredentials":
-        return "", ""
-    oauth2 = auth.get("oauth2ClientCredentials") or {}
-    token_url, client_id = oauth2.get("tokenURL"), oauth2.get("clientId")
+    kind = next((kind for kind in AUTH_KINDS.values() if kind.type == auth.get("type")), None)
+    if kind is None or not kind.token_endpoint:
+        return "", "", ""
+    section = auth.get(kind.section) or {}
+    token_url, client_id = (section.get(field) for field in ENDPOINT_FIELDS)
     if not (isinstance(token_url, str) and token_url and isinstance(client_id, str) and client_id):
         raise SealError(
-            "spec.auth.oauth2ClientCredentials: tokenURL and clientId are required (a client "
+            f"spec.auth.{kind.section}: tokenURL and clientId are required (a client "
             "secret is sealed for both)"
         )
-    return token_url, client_id
+    return token_url, client_id, f"spec.auth.{kind.section}.tokenURL"
 
 
 def _scope(
@@ -399,11 +402,11 @@ def _file_scope(doc: Any, default_namespace: str) -> Scope:
         raise SealError("an ExternalConnection in the file has no metadata.name")
     base_url = str((doc.get("spec") or {}).get("baseURL", ""))
     try:
-        token_url, client_id = _token_binding(doc)
+        token_url, client_id, token_field = _token_binding(doc)
     except SealError as error:
         raise SealError(f"{name}: {error}") from None
     namespace = str(metadata.get("namespace") or default_namespace)
-    where = (f"{name}: spec.baseURL", f"{name}: spec.auth.oauth2ClientCredentials.tokenURL")
+    where = (f"{name}: spec.baseURL", f"{name}: {token_field}")
     return _scope(namespace, name, base_url, token_url, client_id, where)
 
 

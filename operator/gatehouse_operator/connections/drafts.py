@@ -18,6 +18,7 @@ from pydantic import JsonValue, ValidationError
 
 from gatehouse_contract.connection_tests import ReplicaTestRequest
 from gatehouse_operator.access.as_user import AsUser, UserObject, refusal
+from gatehouse_operator.api.auth_kinds import kind_of
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION, ExternalConnectionSpec
 from gatehouse_operator.api.connection_document import ConnectionSpecDocument
@@ -125,7 +126,7 @@ async def try_draft(
     try:
         token_url = token_url_of(spec.auth, allow_http=runtime.settings.allow_http)
     except OriginError as error:
-        return _failed(Reason.INVALID_TOKEN_URL, f"auth.oauth2ClientCredentials.{error}")
+        return _failed(Reason.INVALID_TOKEN_URL, f"auth.{kind_of(spec.auth).section}.{error}")
     if draft.secret is not None and spec.auth.type == "none":
         return _failed(Reason.SECRET_NOT_USED, "secret: auth.type none takes no secret")
     uid = f"draft-{secrets.token_hex(8)}"

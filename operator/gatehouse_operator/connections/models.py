@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field, JsonValue, TypeAdapter, ValidationInfo, 
 # Pydantic reads typing.TypedDict only from Python 3.12.
 from typing_extensions import TypedDict
 
+from gatehouse_operator.api.auth_kinds import described_sections, secrets_described
 from gatehouse_operator.api.connection import HttpMethod, LinkPolicy
 from gatehouse_operator.api.connection_test import (
     DEFAULT_TEST_METHOD,
@@ -104,9 +105,8 @@ class ConnectionDetail(Model):
     connection: LinkableConnection
     # Echoed as stored, for the page to show (and the service API to answer) as the spec has it.
     auth: dict[str, JsonValue] = Field(
-        description="The auth settings as in the spec: type, apiKey, googleServiceAccount, "
-        "oauth2ClientCredentials (tokenURL, clientId, scopes, clientAuthentication, "
-        "parameters), and the secretRef's name and key or the sealed value (never the secret)."
+        description=f"The auth settings as in the spec: type, {described_sections()}, and the "
+        "secretRef's name and key or the sealed value (never the secret)."
     )
     headers: list[ConnectionHeader] = Field(
         default_factory=list, description="The headers sent on every request (spec.headers)."
@@ -230,9 +230,8 @@ class DraftTestRequest(Model):
     secret: str | None = Field(
         default=None,
         max_length=65_536,
-        description="The credential, written only: the API key, bearer token, user:password "
-        "(basic), OAuth 2.0 client secret or service account key file. Without it the Secret "
-        "that spec.auth.secretRef names is used, or the sealed value.",
+        description=f"The credential, written only: {secrets_described()}. Without it the "
+        "Secret that spec.auth.secretRef names is used, or the sealed value.",
     )
     replaces: bool = Field(
         default=False, description="True to try an edit of the existing connection of this name."

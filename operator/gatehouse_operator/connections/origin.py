@@ -13,6 +13,7 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
+from gatehouse_operator.api.auth_kinds import token_endpoint_of
 from gatehouse_operator.api.connection import Auth
 from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.keys.sealed_values import Scope
@@ -55,17 +56,20 @@ def normalise_origin(base_url: str, *, allow_http: bool, name: str = "baseURL") 
 
 
 def sealed_scope(namespace: str, name: str, origin: str, auth: Auth, token_url: str) -> Scope:
-    """What the connection's sealed value must be sealed for (origin and token URL normalised)."""
-    oauth2 = auth.oauth2_client_credentials
-    if oauth2 is None:
+    """What the connection's sealed value must be sealed for (origin and token URL normalised):
+    where its secret goes, and for a kind that sends it to an endpoint of its own, that endpoint
+    and its client."""
+    endpoint = token_endpoint_of(auth)
+    if endpoint is None:
         return Scope(namespace, name, origin)
-    return Scope(namespace, name, origin, token_url, oauth2.client_id)
+    return Scope(namespace, name, origin, token_url, endpoint.client_id)
 
 
 def token_url_of(auth: Auth, *, allow_http: bool) -> str:
-    """The normalised tokenURL of an OAuth 2.0 connection; empty for other auth types."""
-    oauth2 = auth.oauth2_client_credentials
-    return normalise_token_url(oauth2.token_url, allow_http=allow_http) if oauth2 else ""
+    """The normalised tokenURL of a kind that sends its secret to an endpoint of its own (OAuth
+    2.0 client credentials); empty for other auth types."""
+    endpoint = token_endpoint_of(auth)
+    return normalise_token_url(endpoint.token_url, allow_http=allow_http) if endpoint else ""
 
 
 def normalise_token_url(token_url: str, *, allow_http: bool) -> str:

@@ -8,8 +8,6 @@ path: host pinning, method and path rules, credential injection, limits.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +36,13 @@ from gatehouse_operator.connections.origin import (
     token_url_of,
 )
 from gatehouse_operator.errors import GatehouseError
-from gatehouse_operator.keys.credentials import CredentialProblem, Found, sealed_in, secret_in
+from gatehouse_operator.keys.credentials import (
+    CredentialProblem,
+    Found,
+    placement,
+    sealed_in,
+    secret_in,
+)
 from gatehouse_operator.project_config.schema import shortened
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.status import Verdict
@@ -180,26 +184,11 @@ def _failed(code: RefusalCode, message: str) -> Verdict:
 
 def secret_texts(spec: ExternalConnectionSpec, value: bytes | None) -> list[str]:
     """A connection's secret as it could appear in an answer, to scrub from anything kept: every
-    form the proxy sends it in (sent_forms, as the proxy's injector and token request use it)."""
+    form the proxy sends it in (sent_forms.forms_of, as the proxy's injectors and token requests
+    send it)."""
     if value is None:
         return []
-    text = value.decode(errors="replace").strip()
-    auth = spec.auth
-    found = [text]
-    if auth.type == "basic":
-        found += sent_forms.basic(text).forms
-    if auth.type == "apiKey" and auth.api_key is not None and auth.api_key.in_ == "query":
-        found += sent_forms.query_value(text).forms
-    oauth2 = auth.oauth2_client_credentials
-    if auth.type == "oauth2ClientCredentials" and oauth2 is not None:
-        if oauth2.client_authentication == "basic":
-            found += sent_forms.client_basic(oauth2.client_id, text).forms
-        else:
-            found += sent_forms.form_field(text).forms
-    if auth.type == "googleServiceAccount":
-        with contextlib.suppress(ValueError, AttributeError):
-            found.append(str(json.loads(text).get("private_key", "")))
-    return list(dict.fromkeys(secret for secret in found if secret))
+    return list(sent_forms.forms_of(placement(spec.auth), value.decode(errors="replace").strip()))
 
 
 async def connection_secret(

@@ -21,6 +21,7 @@ import kopf
 from pydantic import ValidationError
 
 from gatehouse_contract.routes import Credential, EntryKind
+from gatehouse_operator.api.auth_kinds import kind_of
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import (
     EXTERNAL_CONNECTION,
@@ -140,7 +141,7 @@ def accepted(runtime: Runtime, spec: ExternalConnectionSpec) -> tuple[list[Verdi
                 ConditionType.ACCEPTED,
                 "False",
                 Reason.INVALID_TOKEN_URL,
-                f"auth.oauth2ClientCredentials.{error}",
+                f"auth.{kind_of(spec.auth).section}.{error}",
             )
     return verdicts, origin, token_url
 

@@ -19,7 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import padding
 
 from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
 from gatehouse_contract.keyring import Keyring, KeyringSource
-from gatehouse_contract.routes import Credential, TokenRequest
+from gatehouse_contract.routes import Credential
+from gatehouse_operator.api.auth_kinds import SecretShape, kind_of, section_of
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import Auth
 from gatehouse_operator.errors import GatehouseError
@@ -157,30 +158,26 @@ def sealed_in(auth: Auth, keys: SealingKeys | None, scope: Scope) -> Found | Non
 
 
 def placement(auth: Auth, token_url: str = "") -> Credential:
-    """Where and how the credential goes, without the secret. ``token_url``: the normalised
-    ``auth.oauth2ClientCredentials.tokenURL`` (see origin.normalise_token_url)."""
-    oauth2 = auth.oauth2_client_credentials
-    scopes = (
-        auth.google_service_account.scopes
-        if auth.google_service_account
-        else oauth2.scopes
-        if oauth2
-        else []
-    )
-    return Credential(
-        type=auth.type,
-        parameter=auth.api_key.name if auth.api_key else "",
-        location=auth.api_key.in_ if auth.api_key else "",
-        scopes=tuple(scopes),
-        token_request=TokenRequest(
-            url=token_url,
-            client_id=oauth2.client_id,
-            client_authentication=oauth2.client_authentication,
-            parameters=tuple(oauth2.parameters.items()),
+    """Where and how the credential goes, without the secret: as its kind's section places it
+    (api.auth_kinds). ``token_url``: the normalised endpoint of a kind that sends its secret to
+    one of its own (see origin.token_url_of)."""
+    credential = Credential(type=auth.type)
+    section = section_of(auth)
+    return section.placed(credential, token_url) if section is not None else credential
+
+
+def _checked(shape: SecretShape, found: Found) -> bytes:
+    """The secret, once it passes the checks of what its kind's secret is."""
+    if shape == "serviceAccountKey":
+        return validate_service_account_key(found.value, found.where)
+    plain = _text_secret(found.value, found.where).encode()
+    if shape == "userPassword" and b":" not in plain:
+        raise CredentialProblem(
+            Reason.INVALID_SECRET_VALUE,
+            f"{found.where} must be user:password for basic auth (RFC 7617: the user name "
+            "has no colon)",
         )
-        if oauth2
-        else None,
-    )
+    return plain
 
 
 def encrypt_credential(
@@ -197,16 +194,7 @@ def encrypt_credential(
     where_it_goes = placement(auth, token_url)
     if found is None:
         return where_it_goes
-    if auth.type == "googleServiceAccount":
-        plain = validate_service_account_key(found.value, found.where)
-    else:
-        plain = _text_secret(found.value, found.where).encode()
-    if auth.type == "basic" and b":" not in plain:
-        raise CredentialProblem(
-            Reason.INVALID_SECRET_VALUE,
-            f"{found.where} must be user:password for basic auth (RFC 7617: the user name "
-            "has no colon)",
-        )
+    plain = _checked(kind_of(auth).shape, found)
     encrypted = keyring.encrypt(plain, where_it_goes.context(connection_uid, origin))
     return where_it_goes.model_copy(update={"encrypted": encrypted})
 

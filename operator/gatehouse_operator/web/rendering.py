@@ -14,6 +14,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.responses import HTMLResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gatehouse_operator.api.auth_kinds import FORM_SECTIONS, secrets_shown
+
 # No script at all: the page works with forms alone. Styles and images from this origin only.
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -40,6 +42,10 @@ def templates() -> Environment:
         loader=PackageLoader("gatehouse_operator.web", "templates"),
         autoescape=select_autoescape(default=True),
     )
+    # The wizard's form section of each auth kind that has one (templates/auth/), and what the
+    # secret may be, in words.
+    env.globals["auth_form_sections"] = FORM_SECTIONS
+    env.globals["auth_secrets_shown"] = Markup(secrets_shown())  # noqa: S704 (the registry's own words, no input)
     env.filters["markdown"] = markdown
     env.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
     env.filters["clock"] = lambda seconds: datetime.fromtimestamp(seconds, UTC).strftime(

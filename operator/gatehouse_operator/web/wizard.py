@@ -24,6 +24,7 @@ from pydantic import JsonValue, ValidationError
 from starlette.datastructures import FormData
 
 from gatehouse_contract.numerals import whole_number
+from gatehouse_operator.api.auth_kinds import AUTH_KINDS, AuthKind
 from gatehouse_operator.api.connection import (
     AUTH_TYPES,
     DEFAULT_AUTH_TYPE,
@@ -74,16 +75,9 @@ STEP_TITLES = {
     "test": "Test",
     "review": "Review",
 }
-# The choices in words, in the order the page offers them; keyed by the api's types, so mypy
-# checks each key (and test_wizard that every allowed value has one).
-AUTH_TYPE_TITLES: dict[AuthType, str] = {
-    "none": "None (a public API)",
-    "apiKey": "API key",
-    "bearer": "Bearer token",
-    "basic": "Basic (user name and password)",
-    "oauth2ClientCredentials": "OAuth 2.0 client credentials",
-    "googleServiceAccount": "Google service account",
-}
+# The choices in words, in the order the page offers them (api.auth_kinds; test_wizard checks
+# that every allowed value has one).
+AUTH_TYPE_TITLES: dict[AuthType, str] = {kind.type: kind.title for kind in AUTH_KINDS.values()}
 CLIENT_AUTHENTICATION_TITLES: dict[ClientAuthentication, str] = {
     "basic": "HTTP Basic (every server accepts it)",
     "body": "In the form body (client_id and client_secret)",
@@ -373,6 +367,17 @@ class WizardForm:
         return one_of(AUTH_TYPES, self.auth_type)
 
     @property
+    def kind(self) -> AuthKind | None:
+        """The auth type's facts, if it is one the schema knows."""
+        auth_type = self.known_auth_type
+        return AUTH_KINDS[auth_type] if auth_type is not None else None
+
+    @property
+    def sends_to_token_endpoint(self) -> bool:
+        """Whether the secret goes to the token URL, for the client id, rather than baseURL."""
+        return self.kind is not None and self.kind.token_endpoint
+
+    @property
     def known_key_placement(self) -> KeyPlacement | None:
         return one_of(KEY_PLACEMENTS, self.api_key_in)
 
@@ -403,7 +408,7 @@ class WizardForm:
             changed.append("auth type")
         if origin_of(self.stored.base_url) != origin_of(self.base_url):
             changed.append("base URL")
-        if self.known_auth_type == "oauth2ClientCredentials":
+        if self.sends_to_token_endpoint:
             oauth2 = auth.oauth2_client_credentials
             if _token_url(oauth2.token_url) != _token_url(self.token_url):
                 changed.append("token URL")
@@ -424,7 +429,7 @@ class WizardForm:
         if self.unsealable() is not None:
             return None
         origin = normalise_origin(self.base_url, allow_http=True)
-        if self.known_auth_type != "oauth2ClientCredentials":
+        if not self.sends_to_token_endpoint:
             return Scope(namespace, self.name, origin)
         token_url = normalise_token_url(self.token_url, allow_http=True)
         return Scope(namespace, self.name, origin, token_url, self.client_id)
@@ -439,7 +444,7 @@ class WizardForm:
             normalise_origin(self.base_url, allow_http=True)
         except OriginError as error:
             return "baseURL", str(error)
-        if self.known_auth_type != "oauth2ClientCredentials":
+        if not self.sends_to_token_endpoint:
             return None
         oauth2 = "auth.oauth2ClientCredentials"
         try:
@@ -461,11 +466,11 @@ class WizardForm:
     def secret_ref(self) -> SecretRefDocument | None:
         """Where the credential is: the stored spec's Secret, else one named after the
         connection; None for auth type none, or when it is sealed into the connection."""
-        auth_type = self.known_auth_type
-        if auth_type == "none" or self.sealed:
+        kind = self.kind
+        if (kind is not None and kind.shape == "none") or self.sealed:
             return None
         stored = self.stored_secret_ref()
-        key = "key.json" if auth_type == "googleServiceAccount" else "token"
+        key = kind.stored_as if kind is not None else "token"
         if stored and stored["key"] == key:
             return stored
         return {"name": f"{self.name}{SECRET_SUFFIX}", "key": key}
@@ -651,7 +656,7 @@ class WizardForm:
         text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
         if self.sealed:
             bound = "namespace, name and baseURL"
-            if self.known_auth_type == "oauth2ClientCredentials":
+            if self.sends_to_token_endpoint:
                 bound = "namespace, name, baseURL,\n# token URL and client id"
             return (
                 f"{text}# auth.sealedSecret opens in the operator only, and only for this "

@@ -36,12 +36,11 @@ def token_request_form(
         form["scope"] = " ".join(scopes)
     form.update(request.parameters)
     headers = {"Accept": "application/json"}
+    sent = sent_forms.client_secret(request, secret)
     if request.client_authentication == "basic":
-        sent = sent_forms.client_basic(request.client_id, secret)
         headers["Authorization"] = sent.value
     else:
         # The body is encoded as sent_forms.form_body writes it (TokenClient.post).
-        sent = sent_forms.form_field(secret)
         form["client_id"] = request.client_id
         form["client_secret"] = secret
     return TokenRequestSent(form, headers, sent.forms)

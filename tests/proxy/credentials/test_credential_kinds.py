@@ -5,6 +5,7 @@ before decrypting it."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import get_args
 
@@ -13,8 +14,15 @@ import pytest
 
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.routes import AuthType
+from gatehouse_dev.service_accounts import service_account_key
+from gatehouse_operator.api.connection import ExternalConnectionSpec
+from gatehouse_operator.connections.origin import token_url_of
+from gatehouse_operator.connections.testing import secret_texts
+from gatehouse_operator.keys.credentials import encrypt_credential, secret_in
 from gatehouse_proxy.credentials import injectors
+from gatehouse_proxy.credentials.injecting import decrypt
 from gatehouse_proxy.credentials.kinds import KINDS
+from gatehouse_proxy.credentials.oauth2_tokens import token_request_form
 from tests.proxy.credentials.test_injectors import injector_for
 from tests.proxy.serving import KEYRING, Tenant
 
@@ -57,3 +65,79 @@ def test_a_kind_sends_its_credential_under_the_names_it_says_before_decrypting(
 
     assert asyncio.run(scenario()) == set(injectors.injected_header_names(route))
     assert not injectors.mints_tokens(route)
+
+
+def _client(authentication: str) -> dict[str, object]:
+    client = {
+        "tokenURL": "https://auth.example.com/token",
+        "clientId": "gh client",
+        "clientAuthentication": authentication,
+    }
+    return {"type": "oauth2ClientCredentials", "oauth2ClientCredentials": client}
+
+
+# One auth section per way a kind sends its stored secret: each AuthType at least once.
+SENT_SECRETS: list[tuple[dict[str, object], str]] = [
+    ({"type": "none"}, ""),
+    ({"type": "bearer"}, "s3 cr+t/"),
+    ({"type": "basic"}, "ana:p4ss w+rd/"),
+    ({"type": "apiKey", "apiKey": {"name": "X-Key", "in": "header"}}, "k3y+/ =&"),
+    ({"type": "apiKey", "apiKey": {"name": "key", "in": "query"}}, "k3y+/ =&"),
+    *[(_client(authentication), "cl1ent s+cr/t") for authentication in ("basic", "body")],
+    (
+        {"type": "googleServiceAccount", "googleServiceAccount": {"scopes": ["email"]}},
+        service_account_key()[0].decode(),
+    ),
+]
+
+
+def test_every_auth_type_has_a_case_of_its_sent_forms() -> None:
+    assert {auth["type"] for auth, _ in SENT_SECRETS} == set(get_args(AuthType))
+
+
+@pytest.mark.parametrize(("auth", "secret"), SENT_SECRETS, ids=lambda value: str(value)[:40])
+def test_the_operator_scrubs_every_form_the_proxy_sends_a_secret_in(
+    tmp_path: Path, auth: dict[str, object], secret: str
+) -> None:
+    """Both programs read one declaration of a kind's forms (sent_forms.secret_sent): the
+    credential the operator encrypts, sent by the proxy's own injector or token request, goes
+    in exactly the forms the operator scrubs from a connection test's answer, besides the
+    secret as stored and its parts secret on their own (a key file's private key)."""
+    spec = ExternalConnectionSpec.model_validate(
+        {
+            "displayName": "Example",
+            "baseURL": "https://api.example.com",
+            "auth": {**auth, "secretRef": {"name": "s", "key": "k"}},
+            "linkPolicy": "AdminsOnly",
+        }
+    )
+    found = secret_in(spec.auth, {"k": secret.encode()})
+    token_url = token_url_of(spec.auth, allow_http=False)
+    credential = encrypt_credential(
+        spec.auth,
+        found,
+        keyring=KEYRING,
+        connection_uid="uid-one",
+        origin="https://api.example.com",
+        token_url=token_url,
+    )
+    route = Tenant("one", "https://api.example.com").connection()
+    route = route.model_copy(update={"credential": credential})
+    path = tmp_path / "keyring.json"
+    path.write_text(KEYRING.dump())
+
+    async def proxy_sends() -> tuple[str, ...]:
+        if credential.token_request is not None:
+            plain = decrypt(KeyringFile(path), route).decode()
+            request = credential.token_request
+            return token_request_form(request, credential.scopes, plain).secret_forms
+        if credential.type == "googleServiceAccount":
+            return ()  # the key signs the token request; it is not sent
+        async with aiohttp.ClientSession() as session:
+            return (await injector_for(KeyringFile(path), session).injection(route)).secrets
+
+    sent = asyncio.run(proxy_sends())
+    scrubbed = secret_texts(spec, found.value if found else None)
+    held = {json.loads(secret)["private_key"]} if auth["type"] == "googleServiceAccount" else set()
+    assert set(sent) <= set(scrubbed)
+    assert set(scrubbed) == ({secret} if secret else set()) | set(sent) | held

@@ -53,7 +53,21 @@ class NoCredential(Generic):
         return Injection()
 
 
-class ApiKey(Generic):
+class SentAsStored(Generic):
+    """A kind whose stored secret is sent as it is, in the form the contract says
+    (:func:`gatehouse_contract.sent_forms.secret_sent`), in ``Authorization`` unless a subclass
+    says otherwise."""
+
+    def sent(self, connection: ConnectionRoute) -> tuple[str, sent_forms.Sent]:
+        secret = decrypt(self.keyring, connection).decode()
+        return secret, sent_forms.secret_sent(connection.credential, secret)
+
+    async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
+        _, sent = self.sent(connection)
+        return Injection(headers={"Authorization": sent.value}, secrets=sent.forms)
+
+
+class ApiKey(SentAsStored):
     """``apiKey``: the key in the header or the query parameter the connection names."""
 
     @staticmethod
@@ -62,26 +76,16 @@ class ApiKey(Generic):
 
     async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
         credential = connection.credential
-        secret = decrypt(self.keyring, connection).decode()
+        secret, sent = self.sent(connection)
         if credential.location == "query":
             # Encoded where the query is put together (query.upstream_query).
-            forms = sent_forms.query_value(secret).forms
-            return Injection(query=(credential.parameter, secret), secrets=forms)
-        sent = sent_forms.header_value(secret)
+            return Injection(query=(credential.parameter, secret), secrets=sent.forms)
         return Injection(headers={credential.parameter: sent.value}, secrets=sent.forms)
 
 
-class Bearer(Generic):
+class Bearer(SentAsStored):
     """``bearer``: ``Authorization: Bearer`` and the stored token."""
 
-    async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
-        sent = sent_forms.bearer(decrypt(self.keyring, connection).decode())
-        return Injection(headers={"Authorization": sent.value}, secrets=sent.forms)
 
-
-class Basic(Generic):
+class Basic(SentAsStored):
     """``basic``: ``Authorization: Basic`` and the stored ``user:password``."""
-
-    async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
-        sent = sent_forms.basic(decrypt(self.keyring, connection).decode())
-        return Injection(headers={"Authorization": sent.value}, secrets=sent.forms)
