@@ -117,3 +117,19 @@ def credential_key(connection: ConnectionRoute, *depends_on: str) -> CredentialK
     credential = connection.credential
     parts = [credential.type, credential.fingerprint, *sorted(credential.scopes), *depends_on]
     return CredentialKey.of(connection.key, connection.uid, parts)
+
+
+class Kind:
+    """What every kind starts from: the keyring its secret is opened with, the credential sent
+    in ``Authorization``, and a token key of the secret and its scopes."""
+
+    def __init__(self, sources: Sources) -> None:
+        self.keyring = sources.keyring
+
+    @staticmethod
+    def header_names(credential: Credential) -> frozenset[str]:
+        return AUTHORIZATION
+
+    @staticmethod
+    def credential_key(connection: ConnectionRoute) -> CredentialKey:
+        return credential_key(connection)

@@ -15,30 +15,21 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from gatehouse_contract import sent_forms
-from gatehouse_contract.routes import ConnectionRoute, Credential
-from gatehouse_proxy.credentials import injecting
+from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_proxy.credentials.fleet_tokens import CredentialKey
-from gatehouse_proxy.credentials.injecting import AUTHORIZATION, Injection, Sources
+from gatehouse_proxy.credentials.injecting import Injection, Kind, Sources
 from gatehouse_proxy.credentials.token_grants import MintedToken
 
 
-class MintedTokens(ABC):
+class MintedTokens(Kind, ABC):
     """An injector of a minted kind (a :class:`gatehouse_proxy.credentials.injecting.
     CredentialInjector`)."""
 
     mints: ClassVar[bool] = True
 
     def __init__(self, sources: Sources) -> None:
-        self.keyring = sources.keyring
+        super().__init__(sources)
         self.tokens = sources.tokens
-
-    @staticmethod
-    def header_names(credential: Credential) -> frozenset[str]:
-        return AUTHORIZATION
-
-    @staticmethod
-    def credential_key(connection: ConnectionRoute) -> CredentialKey:
-        return injecting.credential_key(connection)
 
     async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
         key = self.credential_key(connection)
@@ -58,7 +49,7 @@ class MintedTokens(ABC):
     async def mint(self, connection: ConnectionRoute, key: CredentialKey) -> MintedToken:
         """Asks for a new token (only when nobody in the fleet has a fresh one)."""
 
-    def forget(self, keep: set[CredentialKey]) -> None:  # noqa: B027 (most hold nothing more)
+    def forget(self, keep: set[CredentialKey]) -> None:
         """The fleet's tokens are forgotten once for every kind (Injector.forget)."""
 
     def discard(self, connection: ConnectionRoute) -> None:

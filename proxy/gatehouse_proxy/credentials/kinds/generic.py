@@ -8,32 +8,19 @@ from typing import ClassVar
 
 from gatehouse_contract import sent_forms
 from gatehouse_contract.routes import ConnectionRoute, Credential
-from gatehouse_proxy.credentials import injecting
 from gatehouse_proxy.credentials.fleet_tokens import CredentialKey
 from gatehouse_proxy.credentials.injecting import (
-    AUTHORIZATION,
     NO_HEADERS,
     Injection,
-    Sources,
+    Kind,
     decrypt,
 )
 
 
-class Generic:
+class Generic(Kind):
     """What the generic kinds share: nothing minted, nothing held between requests."""
 
     mints: ClassVar[bool] = False
-
-    def __init__(self, sources: Sources) -> None:
-        self.keyring = sources.keyring
-
-    @staticmethod
-    def header_names(credential: Credential) -> frozenset[str]:
-        return AUTHORIZATION
-
-    @staticmethod
-    def credential_key(connection: ConnectionRoute) -> CredentialKey:
-        return injecting.credential_key(connection)
 
     def forget(self, keep: set[CredentialKey]) -> None:
         """Nothing is held."""
