@@ -22,9 +22,11 @@ the burst waits for a few of them, not for all.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from gatehouse_proxy.errors import ProxyError
 
@@ -42,11 +44,19 @@ class TenantLimits:
 
 
 class _Gate:
-    __slots__ = ("semaphore", "users")
+    """One cap's places: a count while there is room, waiters in order once it is full."""
+
+    __slots__ = ("cap", "held", "waiters")
 
     def __init__(self, cap: int) -> None:
-        self.semaphore = asyncio.Semaphore(cap)
-        self.users = 0  # holders and waiters: an idle gate is dropped
+        self.cap = cap
+        self.held = 0
+        self.waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def users(self) -> int:
+        """Holders and waiters: an idle gate is dropped."""
+        return self.held + len(self.waiters)
 
 
 class Place:
@@ -61,10 +71,13 @@ class Place:
             release()
 
 
+_GateKey = tuple[str, str]
+
+
 class ConcurrencyLimits:
     def __init__(self, limits: TenantLimits) -> None:
         self.limits = limits
-        self._gates: dict[tuple[str, str], _Gate] = {}
+        self._gates: dict[_GateKey, _Gate] = {}
 
     def in_flight(self, kind: str, key: str) -> int:
         gate = self._gates.get((kind, key))
@@ -72,49 +85,73 @@ class ConcurrencyLimits:
 
     async def enter(self, namespace: str, app: str, connection: str) -> Place:
         """A place under the namespace's, the app's and the connection's caps, taken in that
-        order by every request (so no two requests can wait on each other)."""
+        order by every request (so no two requests can wait on each other). A cap with room and
+        nobody waiting is a count: only a full one is waited for."""
         limits = self.limits
-        caps = [
-            ("namespace", namespace, limits.concurrent_per_namespace),
-            ("app", app, limits.concurrent_per_app),
-            ("connection", connection, limits.concurrent_per_connection),
-        ]
+        caps = (
+            (("namespace", namespace), limits.concurrent_per_namespace),
+            (("app", app), limits.concurrent_per_app),
+            (("connection", connection), limits.concurrent_per_connection),
+        )
         deadline = asyncio.get_running_loop().time() + limits.wait_seconds
-        taken: list[tuple[tuple[str, str], _Gate]] = []
-
-        def release() -> None:
-            for key, gate in taken:
-                gate.semaphore.release()
-                self._leave(key, gate)
-
-        for kind, key, cap in caps:
-            gate_key = (kind, key)
-            gate = self._gates.get(gate_key) or self._gates.setdefault(gate_key, _Gate(cap))
-            gate.users += 1
-            try:
-                if gate.semaphore.locked():
-                    async with asyncio.timeout_at(deadline):
-                        await gate.semaphore.acquire()
-                else:
-                    # Free now, so taken without waiting: no timeout to set up and cancel.
-                    await gate.semaphore.acquire()
-            except BaseException as error:
-                self._leave(gate_key, gate)
-                release()
-                if isinstance(error, TimeoutError):
-                    raise ProxyError(
-                        "concurrency_limited",
-                        f"this {kind} already has {cap} requests in flight on this proxy "
-                        f"replica and none finished within {limits.wait_seconds:g}s",
-                        headers=RETRY_AFTER,
-                    ) from None
-                raise
+        taken: list[tuple[_GateKey, _Gate]] = []
+        gates = self._gates
+        for gate_key, cap in caps:
+            gate = gates.get(gate_key)
+            if gate is None:
+                gate = gates[gate_key] = _Gate(cap)
+            if gate.held < gate.cap and not gate.waiters:
+                gate.held += 1
+            else:
+                try:
+                    await self._wait(gate_key, gate, deadline)
+                except BaseException as error:
+                    self._release(taken)
+                    if isinstance(error, TimeoutError):
+                        raise ProxyError(
+                            "concurrency_limited",
+                            f"this {gate_key[0]} already has {cap} requests in flight on this "
+                            f"proxy replica and none finished within {limits.wait_seconds:g}s",
+                            headers=RETRY_AFTER,
+                        ) from None
+                    raise
             taken.append((gate_key, gate))
-        return Place(release)
+        return Place(partial(self._release, taken))
 
-    def _leave(self, key: tuple[str, str], gate: _Gate) -> None:
-        gate.users -= 1
-        if gate.users == 0 and self._gates.get(key) is gate:
+    async def _wait(self, key: _GateKey, gate: _Gate, deadline: float) -> None:
+        """A place handed on by a request that leaves (see ``_give_back``), by ``deadline``."""
+        waiter = asyncio.get_running_loop().create_future()
+        gate.waiters.append(waiter)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                # Handed on as the wait ended: passed on to the next, nobody waits for it.
+                self._give_back(key, gate)
+            else:
+                with contextlib.suppress(ValueError):
+                    gate.waiters.remove(waiter)
+                self._drop_if_idle(key, gate)
+            raise
+
+    def _release(self, taken: list[tuple[_GateKey, _Gate]]) -> None:
+        for key, gate in taken:
+            self._give_back(key, gate)
+
+    def _give_back(self, key: _GateKey, gate: _Gate) -> None:
+        """A place left: handed to the first who still waits, else counted free."""
+        waiters = gate.waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        gate.held -= 1
+        self._drop_if_idle(key, gate)
+
+    def _drop_if_idle(self, key: _GateKey, gate: _Gate) -> None:
+        if not gate.held and not gate.waiters and self._gates.get(key) is gate:
             del self._gates[key]
 
 
