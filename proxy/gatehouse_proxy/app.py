@@ -30,6 +30,7 @@ from gatehouse_proxy.limits.quotas import Quotas
 from gatehouse_proxy.limits.tenancy import (
     TURNS_ALONE,
     TURNS_PER_ROUND,
+    TURNS_WITHIN_SECONDS,
     ConcurrencyLimits,
     RequestBytes,
     Turns,
@@ -69,7 +70,7 @@ class Proxy:
         )
         self.concurrency = ConcurrencyLimits(settings.tenant_limits)
         self.request_bytes = RequestBytes(settings.tenant_limits)
-        self.turns = Turns(TURNS_PER_ROUND, TURNS_ALONE)
+        self.turns = Turns(TURNS_PER_ROUND, TURNS_ALONE, TURNS_WITHIN_SECONDS)
         self.tracing = tracing or Tracing.from_env(settings.traces)
         self.observers = observers.listed(self.tracing, self.activity)
         self.shares = Shares(settings.shares)

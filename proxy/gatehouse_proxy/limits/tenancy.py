@@ -16,13 +16,14 @@ A replica's one event loop runs whatever is ready first come, first served, and 
 requests tend to become ready together: a hundred slow answers arrive at once, a hundred waits
 time out in the same instant. :class:`Turns` spreads such a burst over the loop's iterations, a
 few of a tenant's requests per iteration, so another tenant's request that becomes ready behind
-the burst waits for a few of them (at most ``alone``), not for all.
+the burst waits for a few of them, not for all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,12 +32,14 @@ from functools import partial
 from gatehouse_proxy.errors import ProxyError
 
 RETRY_AFTER = {"Retry-After": "1"}
-# A replica's tenant turns per iteration of its loop (see Turns): two each while another tenant
-# waits for one, eight while none does. Measured (docs/development/performance.md): one tenant
-# at 32 connections spent 28 µs a request in waits for later iterations with two, about none
-# with eight.
+# A replica's tenant turns per iteration of its loop (see Turns): two each, and up to eight while
+# no other tenant waits and the iteration's turns began less than a millisecond ago (a few
+# fetches' stretches; one 64 KiB piece of a large body takes about as long). Measured
+# (docs/development/performance.md): one tenant at 32 connections spent 28 µs a request in
+# waits for later iterations with two turns, about none with eight.
 TURNS_PER_ROUND = 2
 TURNS_ALONE = 8
+TURNS_WITHIN_SECONDS = 0.001
 
 
 @dataclass(frozen=True)
@@ -221,23 +224,28 @@ class Reservation:
 
 
 class Turns:
-    """Each tenant's share of the event loop: ``per_round`` turns per iteration of the loop while
-    another tenant waits for one, ``alone`` while none does.
+    """Each tenant's share of the event loop: ``per_round`` turns per iteration of the loop, and
+    up to ``alone`` while no other tenant waits for one and the iteration's turns began less than
+    ``within`` seconds ago.
 
     A request takes a turn before each stretch of work it does without waiting (identifying it,
     sending it upstream, relaying the answer). A tenant whose turns in this iteration are used
-    up waits for a later one, in order; meanwhile other tenants' requests run. A tenant alone in
-    the queue takes more per iteration: each wait for a later iteration costs the burst's own
-    requests CPU, and another tenant's request that becomes ready behind it still waits for at
-    most ``alone`` of its stretches; once that one waits too, each gets ``per_round``.
+    up waits for a later one, in order; meanwhile other tenants' requests run. Each such wait
+    costs the burst's own requests CPU (an iteration more of the loop), so short stretches of a
+    tenant alone are not spread as finely as long ones: another tenant's request that becomes
+    ready behind a burst waits for ``per_round`` of its stretches, or for more only while they
+    have taken less than ``within`` in all (and never more than ``alone``).
     """
 
-    def __init__(self, per_round: int = 2, alone: int | None = None) -> None:
+    def __init__(self, per_round: int = 2, alone: int | None = None, within: float = 0.0) -> None:
         self.per_round = per_round
         self.alone = per_round if alone is None else alone
+        self.within = within
         self._taken: dict[str, int] = {}
         self._waiting: dict[str, deque[asyncio.Future[None]]] = {}
         self._round_due = False
+        self._began = 0.0  # when this iteration's turns began (perf_counter)
+        self._quick = False  # the last iteration's turns took less than ``within``
 
     def waiting(self, tenant: str) -> int:
         return len(self._waiting.get(tenant, ()))
@@ -245,9 +253,16 @@ class Turns:
     async def take(self, tenant: str) -> None:
         taken = self._taken.get(tenant, 0)
         waiting = self._waiting
-        if tenant not in waiting and taken < (self.per_round if waiting else self.alone):
-            self._taken[tenant] = taken + 1
+        if tenant not in waiting and (
+            taken < self.per_round
+            or (
+                taken < self.alone
+                and not waiting
+                and time.perf_counter() - self._began < self.within
+            )
+        ):
             self._next_round()
+            self._taken[tenant] = taken + 1
             return
         turn = asyncio.get_running_loop().create_future()
         waiting.setdefault(tenant, deque()).append(turn)
@@ -268,13 +283,18 @@ class Turns:
     def _next_round(self) -> None:
         if not self._round_due:
             self._round_due = True
+            if not self._taken:
+                self._began = time.perf_counter()  # the first turn since the loop was idle
             asyncio.get_running_loop().call_soon(self._round)
 
     def _round(self) -> None:
-        """A new iteration of the loop: each waiting tenant's next turns are granted."""
+        """A new iteration of the loop: each waiting tenant's next turns are granted, more to a
+        tenant alone in the queue while the last iteration's turns were quick."""
         self._round_due = False
+        now = time.perf_counter()
+        quick, self._began = now - self._began < self.within, now
         self._taken = {}
-        share = self.per_round if len(self._waiting) > 1 else self.alone
+        share = self.alone if quick and len(self._waiting) == 1 else self.per_round
         for tenant, queue in list(self._waiting.items()):
             granted = 0
             while queue and granted < share:
