@@ -470,23 +470,45 @@ class Redactor:
         self.unwrapped_forms = sorted(
             {*(value.lower() for value in plain), *encoded}, key=len, reverse=True
         )
-        # Escapes of either case of each character, since the value is looked for case-folded.
-        text = b"".join(read).decode()
-        chars = "".join(sorted({*text, *text.lower(), *text.upper()}))
-        self.escapes = {True: _escape_patterns(chars, True), False: _escape_patterns(chars, False)}
-        self.twice_percent = _twice_percent_escapes(chars)
-        # What of each value no encoder escapes: percent-encoded twice, a value keeps it as it
-        # is, so a text without any of these is not read twice (bodies full of "%25" stay
-        # fast). A value without a run long enough has none, and every such text is read.
-        runs = [max(_NEVER_ESCAPED.findall(value), key=len, default=b"") for value in self.values]
-        self.unescaped_runs = runs if all(len(run) >= _MIN_RUN for run in runs) else []
-        # The longest a form can be in the original bytes: each byte of a value escaped, or
-        # each character of its hex or base64, followed by a line break.
-        longest = max(map(len, plain), default=0) * (_LONGEST_ESCAPE + _LONGEST_BREAK)
-        self.longest_form = max(longest, max(map(len, encoded), default=0) * (1 + _LONGEST_BREAK))
+        self._read = read
+        self._encoded = encoded
+        self._plain = plain
         # Made when first needed: few bodies are UTF-16, and only headers are searched for pieces.
         self._utf16: dict[bytes, bytes] | None = None
         self._pieces_of: list[_Pieces] | None = None
+
+    # Made when first needed as well (each a few µs of a request's own redactor): escapes only
+    # for a text that holds an introducer, the runs only where "%25" is, the longest form only
+    # for a body that streams.
+
+    @functools.cached_property
+    def _chars(self) -> str:
+        """Escapes of either case of each character, since the value is looked for
+        case-folded."""
+        text = b"".join(self._read).decode()
+        return "".join(sorted({*text, *text.lower(), *text.upper()}))
+
+    def _escapes(self, final: bool) -> _EscapePatterns:
+        return _escape_patterns(self._chars, final)
+
+    @functools.cached_property
+    def twice_percent(self) -> re.Pattern[bytes]:
+        return _twice_percent_escapes(self._chars)
+
+    @functools.cached_property
+    def unescaped_runs(self) -> list[bytes]:
+        """What of each value no encoder escapes: percent-encoded twice, a value keeps it as it
+        is, so a text without any of these is not read twice (bodies full of "%25" stay fast).
+        A value without a run long enough has none, and every such text is read."""
+        runs = [max(_NEVER_ESCAPED.findall(value), key=len, default=b"") for value in self.values]
+        return runs if all(len(run) >= _MIN_RUN for run in runs) else []
+
+    @functools.cached_property
+    def longest_form(self) -> int:
+        """The longest a form can be in the original bytes: each byte of a value escaped, or
+        each character of its hex or base64, followed by a line break."""
+        longest = max(map(len, self._plain), default=0) * (_LONGEST_ESCAPE + _LONGEST_BREAK)
+        return max(longest, max(map(len, self._encoded), default=0) * (1 + _LONGEST_BREAK))
 
     @property
     def utf16(self) -> dict[bytes, bytes]:
@@ -501,7 +523,7 @@ class Redactor:
     def __call__(self, data: bytes, *, final: bool = True) -> bytes:
         """``data`` scrubbed. Not ``final``: more of the text follows (a body's chunk), so an
         escape that ends without a ";" at its very end is left for the next call to read."""
-        return self._scrubbed(data, self.escapes[final], pieces=False)
+        return self._scrubbed(data, final, pieces=False)
 
     def text(self, text: str) -> str:
         return self(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
@@ -514,15 +536,13 @@ class Redactor:
         by one)."""
         encoded = [value.encode("utf-8", "surrogateescape") for value in values]
         if len(encoded) < 2 or any(_HEADER_SEPARATOR in value for value in encoded):
-            scrubbed = [self._scrubbed(value, self.escapes[True], pieces=True) for value in encoded]
+            scrubbed = [self._scrubbed(value, True, pieces=True) for value in encoded]
         else:
-            joined = self._scrubbed(
-                _HEADER_SEPARATOR.join(encoded), self.escapes[True], pieces=True
-            )
+            joined = self._scrubbed(_HEADER_SEPARATOR.join(encoded), True, pieces=True)
             scrubbed = joined.split(_HEADER_SEPARATOR)
         return [value.decode("utf-8", "surrogateescape") for value in scrubbed]
 
-    def _scrubbed(self, data: bytes, escapes: _EscapePatterns, *, pieces: bool) -> bytes:
+    def _scrubbed(self, data: bytes, final: bool, *, pieces: bool) -> bytes:
         if not self.values:
             return data
         if b"&" in data:
@@ -530,7 +550,7 @@ class Redactor:
         if b"\0" in data:
             for form, replacement in self.utf16.items():
                 data = data.replace(form, replacement)
-        spans = self._spans(data, escapes, pieces=pieces)
+        spans = self._spans(data, final, pieces=pieces)
         return _replaced(data, spans) if spans else data
 
     def _pieces(self) -> list[_Pieces]:
@@ -548,9 +568,7 @@ class Redactor:
             for value in self._pieces():
                 yield from value.spans(folded)
 
-    def _spans(
-        self, data: bytes, escapes: _EscapePatterns, *, pieces: bool
-    ) -> list[tuple[int, int]]:
+    def _spans(self, data: bytes, final: bool, *, pieces: bool) -> list[tuple[int, int]]:
         """Where a form is (with ``pieces``, also a piece of a value), as spans of ``data``: any
         form in the unwrapped text and in the quoted-printable reading of ``data``, the value in
         the escape-decoded text and, where ``%25`` occurs, in the text percent-decoded twice."""
@@ -562,6 +580,9 @@ class Redactor:
         found = list(self._found(folded, self.unwrapped_forms, pieces=pieces))
         escaped = _View(unwrapped.text)
         quoted: _View | None = None
+        text = unwrapped.text
+        has_escapes = b"%" in text or b"\\" in text or b"&" in text or b"=" in text
+        escapes = self._escapes(final) if has_escapes else ()
         for introducer, pattern in escapes:
             if introducer not in unwrapped.text:
                 continue

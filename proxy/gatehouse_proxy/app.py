@@ -27,7 +27,14 @@ from gatehouse_proxy.credentials.token_grants import TokenClient
 from gatehouse_proxy.door.entrance import FirstTurn, Routes
 from gatehouse_proxy.door.fetch_endpoint import FetchEndpoint
 from gatehouse_proxy.limits.quotas import Quotas
-from gatehouse_proxy.limits.tenancy import ConcurrencyLimits, RequestBytes, Turns
+from gatehouse_proxy.limits.tenancy import (
+    TURNS_ALONE,
+    TURNS_PER_ROUND,
+    TURNS_WITHIN_SECONDS,
+    ConcurrencyLimits,
+    RequestBytes,
+    Turns,
+)
 from gatehouse_proxy.observation import metrics, observers
 from gatehouse_proxy.observation.activity import Activity
 from gatehouse_proxy.observation.tracing import Tracing
@@ -63,7 +70,7 @@ class Proxy:
         )
         self.concurrency = ConcurrencyLimits(settings.tenant_limits)
         self.request_bytes = RequestBytes(settings.tenant_limits)
-        self.turns = Turns()
+        self.turns = Turns(TURNS_PER_ROUND, TURNS_ALONE, TURNS_WITHIN_SECONDS)
         self.tracing = tracing or Tracing.from_env(settings.traces)
         self.observers = observers.listed(self.tracing, self.activity)
         self.shares = Shares(settings.shares)

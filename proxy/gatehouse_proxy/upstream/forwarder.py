@@ -10,6 +10,7 @@ identity was asked for is decoded on its way (see content_coding).
 
 from __future__ import annotations
 
+import functools
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,12 @@ def new_session(
         trust_env=False,
         headers={"User-Agent": USER_AGENT},
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout(seconds: float) -> aiohttp.ClientTimeout:
+    """One per connection's limit, made once rather than per request (frozen: safe to share)."""
+    return aiohttp.ClientTimeout(total=seconds)
 
 
 def is_redirect(status: int) -> bool:
@@ -246,7 +253,7 @@ class Forwarder:
                 headers=headers,
                 data=body.stream() if size else None,
                 allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=timeout_seconds),
+                timeout=_timeout(timeout_seconds),
             )
         except BlockedAddressError:
             raise ProxyError("blocked_address", "the upstream address is not allowed") from None

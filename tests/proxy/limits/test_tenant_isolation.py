@@ -239,6 +239,55 @@ def test_a_burst_of_one_tenant_is_spread_over_the_loop_so_another_waits_a_few_tu
     asyncio.run(scenario())
 
 
+def test_a_tenant_alone_takes_more_turns_per_iteration_until_another_waits() -> None:
+    async def scenario() -> None:
+        turns = Turns(per_round=2, alone=8, within=1.0)  # stretches far shorter than 1 s
+        order: list[tuple[str, int]] = []
+
+        async def request(tenant: str, number: int) -> None:
+            await turns.take(tenant)
+            order.append((tenant, number))
+
+        burst = [asyncio.create_task(request("noisy", number)) for number in range(50)]
+        await asyncio.sleep(0)  # alone: 8 turns taken, 42 waiting
+        assert turns.waiting("noisy") == 42
+        quiet = [asyncio.create_task(request("quiet", number)) for number in range(6)]
+        await asyncio.sleep(0)  # the burst waits: the quiet tenant takes two, like it
+        assert turns.waiting("quiet") == 4
+        await asyncio.gather(*burst, *quiet)
+        # Behind the burst, the quiet tenant's first request waited for 8 of it, not 50.
+        assert order.index(("quiet", 0)) <= 8
+        # Both waiting, two turns each per iteration: the quiet tenant's last is not left
+        # behind the rest of the burst.
+        assert order.index(("quiet", 5)) < order.index(("noisy", 30))
+        assert [number for tenant, number in order if tenant == "noisy"] == list(range(50))
+
+    asyncio.run(scenario())
+
+
+def test_a_tenant_alone_takes_more_turns_only_while_its_stretches_are_short() -> None:
+    async def scenario() -> None:
+        turns = Turns(per_round=2, alone=8, within=0.001)
+
+        async def request() -> None:
+            await turns.take("noisy")
+            _busy(0.0006)  # a stretch of work that does not wait
+
+        burst = [asyncio.create_task(request()) for _ in range(50)]
+        await asyncio.sleep(0)
+        # Two turns, then 1.2 ms taken: past ``within``, the rest wait as they did before.
+        assert turns.waiting("noisy") == 48
+        await asyncio.gather(*burst)
+
+    asyncio.run(scenario())
+
+
+def _busy(seconds: float) -> None:
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
 def test_a_burst_of_requests_is_spread_before_any_of_them_is_routed() -> None:
     noisy, quiet = Tenant("noisy", "http://127.0.0.1:9"), Tenant("quiet", "http://127.0.0.1:9")
     routes = table([noisy, quiet])
