@@ -61,6 +61,8 @@ class CredentialInjector(Protocol):
     # Whether its tokens are minted: kept once for the fleet, a 401 to one judged
     # (gatehouse_proxy.credentials.token_refusals), and the request sent once more with another.
     mints: ClassVar[bool]
+    # Whether it sends a credential at all: the app's own credential headers are dropped then.
+    sends: ClassVar[bool]
 
     def __init__(self, sources: Sources) -> None: ...
 
@@ -68,6 +70,12 @@ class CredentialInjector(Protocol):
     def header_names(credential: Credential) -> frozenset[str]:
         """The names :meth:`inject` sends the credential under, known before it is decrypted
         or minted: the headers the upstream gets are settled (and checked) before then."""
+        ...
+
+    @staticmethod
+    def query_parameter(credential: Credential) -> str | None:
+        """The query parameter :meth:`inject` sends the credential in, if it goes in the query:
+        the body's rules keep an app from sending that name itself."""
         ...
 
     @staticmethod
@@ -120,8 +128,10 @@ def credential_key(connection: ConnectionRoute, *depends_on: str) -> CredentialK
 
 
 class Kind:
-    """What every kind starts from: the keyring its secret is opened with, the credential sent
-    in ``Authorization``, and a token key of the secret and its scopes."""
+    """What every kind starts from: the keyring its secret is decrypted with, a credential sent in
+    ``Authorization`` (none in the query), and a token key of the secret and its scopes."""
+
+    sends: ClassVar[bool] = True
 
     def __init__(self, sources: Sources) -> None:
         self.keyring = sources.keyring
@@ -129,6 +139,10 @@ class Kind:
     @staticmethod
     def header_names(credential: Credential) -> frozenset[str]:
         return AUTHORIZATION
+
+    @staticmethod
+    def query_parameter(credential: Credential) -> str | None:
+        return None
 
     @staticmethod
     def credential_key(connection: ConnectionRoute) -> CredentialKey:

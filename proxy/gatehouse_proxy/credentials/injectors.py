@@ -21,7 +21,15 @@ from gatehouse_proxy.credentials.kinds import KINDS
 from gatehouse_proxy.credentials.token_grants import TokenClient
 from gatehouse_proxy.credentials.token_refusals import Judged
 
-__all__ = ["Injection", "Injector", "credential_key", "injected_header_names", "mints_tokens"]
+__all__ = [
+    "Injection",
+    "Injector",
+    "credential_key",
+    "injected_header_names",
+    "injected_query_parameter",
+    "mints_tokens",
+    "sends_credential",
+]
 
 
 def credential_key(connection: ConnectionRoute) -> CredentialKey:
@@ -32,6 +40,16 @@ def credential_key(connection: ConnectionRoute) -> CredentialKey:
 
 def mints_tokens(connection: ConnectionRoute) -> bool:
     return KINDS[connection.credential.type].mints
+
+
+def sends_credential(connection: ConnectionRoute) -> bool:
+    return KINDS[connection.credential.type].sends
+
+
+def injected_query_parameter(connection: ConnectionRoute) -> str | None:
+    """The query parameter :meth:`Injector.injection` sends the credential in, if any."""
+    credential = connection.credential
+    return KINDS[credential.type].query_parameter(credential)
 
 
 def injected_header_names(connection: ConnectionRoute) -> frozenset[str]:

@@ -16,7 +16,13 @@ from functools import partial
 from typing import NamedTuple, Protocol
 
 from gatehouse_contract.routes import ConnectionRoute, namespace_of
-from gatehouse_proxy.credentials.injectors import Injection, Injector, injected_header_names
+from gatehouse_proxy.credentials.injectors import (
+    Injection,
+    Injector,
+    injected_header_names,
+    injected_query_parameter,
+    sends_credential,
+)
 from gatehouse_proxy.credentials.token_refusals import RETRIED
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.limits.quotas import Quotas, Standing
@@ -104,7 +110,7 @@ class Passage:
             outgoing = header_policy.upstream_request_headers(
                 request.headers(),
                 injected_header_names(connection),
-                credentialed=connection.credential.type != "none",
+                credentialed=sends_credential(connection),
                 own=connection.headers,
             )
             check_copy_sources(outgoing, connection.origin, connection.allowed_paths)
@@ -120,14 +126,12 @@ class Passage:
         try:
             with tracing.phase("body"):
                 pieces = await request.body(connection.limits.max_request_bytes, held.take)
-                credential = connection.credential
-                in_query = credential.type == "apiKey" and credential.location == "query"
                 await body_rules.check_body(
                     namespace,
                     outgoing,
                     pieces,
                     connection.allowed_methods,
-                    credential.parameter if in_query else None,
+                    injected_query_parameter(connection),
                 )
             outbound = Outbound(
                 connection,

@@ -1,6 +1,7 @@
 """The auth kinds' contract: every ``credential.type`` the routing table may carry has one
-injector in the registry, each injector sends the credential under the header names it says
-before decrypting it."""
+injector in the registry, each injector sends the credential under the header names (or in the
+query parameter) it says before decrypting it, and the request path asks the injector rather
+than reading the kind."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import aiohttp
 import pytest
 
 from gatehouse_contract.keyring import KeyringFile
-from gatehouse_contract.routes import AuthType
+from gatehouse_contract.routes import AuthType, ConnectionRoute
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.connections.origin import token_url_of
@@ -65,6 +66,28 @@ def test_a_kind_sends_its_credential_under_the_names_it_says_before_decrypting(
 
     assert asyncio.run(scenario()) == set(injectors.injected_header_names(route))
     assert not injectors.mints_tokens(route)
+    sent_in_query = asyncio.run(query_of(path, route))
+    assert injectors.injected_query_parameter(route) == sent_in_query
+    assert injectors.sends_credential(route) == (auth != "none")
+
+
+async def query_of(keyring: Path, route: ConnectionRoute) -> str | None:
+    async with aiohttp.ClientSession() as session:
+        injection = await injector_for(KeyringFile(keyring), session).injection(route)
+    return None if injection.query is None else injection.query[0]
+
+
+def test_the_request_path_reads_no_auth_kind() -> None:
+    """Whatever depends on the kind is asked of its injector: the request's way through the rules
+    (passage/), the door, the connection tests and the rules read no ``credential.type``."""
+    proxy = Path(injectors.__file__).parents[1]
+    reading = [
+        str(path.relative_to(proxy))
+        for room in ("passage", "door", "connection_tests", "rules")
+        for path in sorted((proxy / room).rglob("*.py"))
+        if "credential.type" in path.read_text()
+    ]
+    assert reading == []
 
 
 def _client(authentication: str) -> dict[str, object]:

@@ -32,6 +32,8 @@ class Generic(Kind):
 class NoCredential(Generic):
     """``none``: the upstream is called as it is."""
 
+    sends: ClassVar[bool] = False
+
     @staticmethod
     def header_names(credential: Credential) -> frozenset[str]:
         return NO_HEADERS
@@ -60,6 +62,10 @@ class ApiKey(SentAsStored):
     @staticmethod
     def header_names(credential: Credential) -> frozenset[str]:
         return NO_HEADERS if credential.location == "query" else frozenset({credential.parameter})
+
+    @staticmethod
+    def query_parameter(credential: Credential) -> str | None:
+        return credential.parameter if credential.location == "query" else None
 
     async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
         credential = connection.credential
