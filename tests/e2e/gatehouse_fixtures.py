@@ -64,6 +64,22 @@ def wait_condition(
     return wait_for(met, timeout=20, interval=0.2, what=f"{resource} Ready={status} {reason or ''}")
 
 
+def wait_settled(cluster: Cluster, namespace: str, resource: str) -> dict[str, Any]:
+    """Ready=True for the spec as it is now (the condition's observedGeneration is the object's
+    generation): after a change, Ready may still be True from the one before while the status of
+    this one is yet to be written, and a page that reads the object before that write saves
+    with a resourceVersion the write makes stale (409)."""
+
+    def met() -> dict[str, Any] | None:
+        body = get(cluster, namespace, resource) or {}
+        found = condition(cluster, namespace, resource)
+        generation = body.get("metadata", {}).get("generation")
+        settled = found.get("observedGeneration") == generation
+        return found if found.get("status") == "True" and settled else None
+
+    return wait_for(met, timeout=20, interval=0.2, what=f"{resource} Ready=True, settled")
+
+
 def connection_test(name: str, target: str, **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "gatehouse.dev/v1alpha1",

@@ -49,6 +49,7 @@ from tests.e2e.gatehouse_fixtures import (
     register_client,
     secret,
     wait_condition,
+    wait_settled,
 )
 
 pytestmark = pytest.mark.e2e
@@ -430,7 +431,7 @@ def test_an_admin_creates_a_connection_through_the_wizard_tests_it_edits_and_del
     new_secret = rotated["secretRef"]["name"]
     assert new_secret.startswith("payments-api-credential-"), rotated
     assert get(cluster, namespace, "secret/payments-api-credential") is None
-    wait_condition(cluster, namespace, "externalconnection/payments-api", "True")
+    wait_settled(cluster, namespace, "externalconnection/payments-api")
 
     # Sealed into the connection from now on: the Secret the wizard made goes, and no other.
     admin.submit("#edit")
