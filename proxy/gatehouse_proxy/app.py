@@ -125,7 +125,7 @@ class Proxy:
                 self.request_bytes,
                 self.turns,
                 self.injector,
-                Sender(forwarder, self.pools, self.tracing, self.turns),
+                Sender(forwarder, self.pools, self.tracing),
                 RefusedTokens(self.injector, self.feed),
                 VendorPause(self.quotas, self.feed),
             )

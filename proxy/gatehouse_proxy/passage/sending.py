@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 from gatehouse_contract.header_names import canonical_name
 from gatehouse_contract.routes import ConnectionRoute, namespace_of
 from gatehouse_proxy.credentials.injectors import Injection
-from gatehouse_proxy.limits.tenancy import Turns
 from gatehouse_proxy.observation.tracing import Tracing
 from gatehouse_proxy.rules.matcher import UpstreamPath
 from gatehouse_proxy.rules.query import upstream_query
@@ -39,13 +37,10 @@ class Outbound:
 
 
 class Sender:
-    def __init__(
-        self, forwarder: Forwarder, pools: TenantPools, tracing: Tracing, turns: Turns
-    ) -> None:
+    def __init__(self, forwarder: Forwarder, pools: TenantPools, tracing: Tracing) -> None:
         self.forwarder = forwarder
         self.pools = pools
         self.tracing = tracing
-        self.turns = turns
 
     async def send(self, outbound: Outbound, injection: Injection) -> Upstream:
         connection = outbound.connection
@@ -75,6 +70,7 @@ class Sender:
             outbound.body,
             as_answered=outbound.readable,
             decode=identity,
-            pace=partial(self.turns.take, namespace),
+            # The tenant's turn the body is paced by already (one per request).
+            pace=outbound.body.pace,
         )
         return await self.forwarder.send(self.pools.session(namespace), request)
