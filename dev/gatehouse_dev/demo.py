@@ -13,13 +13,21 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo" / "vendor-ap
 NAMESPACE = "demo"
 
 
+def manifest(upstream_port: int = stack.DEMO_UPSTREAM_PORT) -> str:
+    """The example as applied: its connection's baseURL on the port the stack started the example
+    upstream on (GATEHOUSE_DEMO_UPSTREAM_PORT; the file names the default, 18080)."""
+    return EXAMPLE.read_text().replace(
+        "baseURL: http://127.0.0.1:18080", f"baseURL: http://127.0.0.1:{upstream_port}"
+    )
+
+
 def run(paths: stack.StackPaths) -> None:
     running = stack.up(paths)
     cluster = running.cluster
     if cluster.kubectl("get", "namespace", NAMESPACE, check=False).returncode != 0:
         cluster.kubectl("create", "namespace", NAMESPACE)
     print(f"$ kubectl apply -n {NAMESPACE} -f examples/demo/vendor-api.yaml")
-    print(cluster.kubectl("apply", "-n", NAMESPACE, "-f", str(EXAMPLE)).stdout)
+    print(cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", stdin=manifest()).stdout)
     cluster.kubectl(
         "wait",
         "-n",

@@ -14,7 +14,7 @@ import pytest
 from gatehouse_contract import channel
 from gatehouse_contract.frames import OperatorFrame, ReplicaMessage
 from gatehouse_operator import table as operator_table
-from gatehouse_operator.api.connection import Auth, AuthType
+from gatehouse_operator.api.connection import Auth, AuthType, ExternalConnectionSpec
 from gatehouse_operator.table import channel as operator_channel
 from gatehouse_operator.table import journal
 
@@ -69,6 +69,13 @@ def test_the_docs_name_every_source_of_a_secret_and_every_auth_type() -> None:
     assert listed == sources
     types_in_table = {row[0].strip("`") for row in _table_rows(section)}
     assert types_in_table == set(typing.get_args(AuthType))
+
+
+def test_the_auth_fields_description_names_every_source_of_its_secret() -> None:
+    """The generated reference and ``kubectl explain`` describe spec.auth from this description:
+    a secret may be sealed into the connection, not only kept in a Secret."""
+    description = ExternalConnectionSpec.model_fields["auth"].description or ""
+    assert sorted(source for source in _secret_sources() if source not in description) == []
 
 
 # --- The table channel --------------------------------------------------------------------------

@@ -503,7 +503,8 @@ class ExternalConnectionSpec(Model):
         "segments (/v1/users allows /v1/users/7, not /v1/users-admin). Empty allows all.",
     )
     auth: Auth = Field(
-        description="How the proxy authenticates to the API; the secret stays in a Secret."
+        description="How calls to the API authenticate, and where the secret is: sealedSecret "
+        "(sealed into this resource, safe to commit) or secretRef (a key of a Secret)."
     )
     link_policy: LinkPolicy = Field(
         description="Who may link the connection: AdminsOnly, or Builders (data app and "

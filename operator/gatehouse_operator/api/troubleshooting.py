@@ -83,8 +83,10 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
     ),
     Reason.INVALID_SECRET_VALUE: Troubleshooting(
         "ExternalConnection",
-        "The secret is empty, not UTF-8, or has characters a header cannot carry (a trailing "
-        "newline is the usual one). Write the value again without them.",
+        "The secret is empty, not UTF-8, or has line breaks or control characters inside it, "
+        "which a header cannot carry (surrounding whitespace, such as a file's last newline, is "
+        "trimmed); or, for basic auth, it is not user:password. The message says which. Write "
+        "the value again.",
     ),
     Reason.INVALID_SERVICE_ACCOUNT_KEY: Troubleshooting(
         "ExternalConnection",
