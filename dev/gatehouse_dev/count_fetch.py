@@ -40,29 +40,34 @@ def _without(steps: set[str]) -> None:
     if "scrubber" in steps:
         from gatehouse_proxy.door import fetch_endpoint
 
-        fetch_endpoint.Redactor = lambda secrets: None  # type: ignore[assignment,misc]
+        vars(fetch_endpoint)["Redactor"] = lambda secrets: None
     if "observers" in steps:
         from gatehouse_proxy.observation import observers
 
         observers.listed = lambda tracing, activity: ()
     if "quota" in steps:
-        from gatehouse_proxy.limits.quotas import NO_LIMIT, Quotas
+        from gatehouse_contract.routes import ConnectionRoute
+        from gatehouse_proxy.limits.quotas import NO_LIMIT, Quotas, Standing
 
-        async def admit(self: Any, *args: Any) -> Any:
+        async def admit(
+            self: Quotas, connection: ConnectionRoute, app_uid: str, endpoint: str = ""
+        ) -> Standing:
             return NO_LIMIT
 
         Quotas.admit = admit  # type: ignore[method-assign]
     if "turns" in steps:
         from gatehouse_proxy.limits.tenancy import Turns
 
-        async def take(self: Any, tenant: str) -> None:
+        async def take(self: Turns, tenant: str) -> None:
             return None
 
         Turns.take = take  # type: ignore[method-assign]
     if "caps" in steps:
         from gatehouse_proxy.limits.tenancy import ConcurrencyLimits, Place
 
-        async def enter(self: Any, *args: Any) -> Place:
+        async def enter(
+            self: ConcurrencyLimits, namespace: str, app: str, connection: str
+        ) -> Place:
             return Place(lambda: None)
 
         ConcurrencyLimits.enter = enter  # type: ignore[method-assign]
@@ -70,7 +75,7 @@ def _without(steps: set[str]) -> None:
         from tests.proxy import serving
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-        serving.with_head_deadline = lambda seconds: HttpToolsProtocol  # type: ignore[assignment]
+        vars(serving)["with_head_deadline"] = lambda seconds: HttpToolsProtocol
 
 
 async def _serve(target: str, upstream: str) -> None:
