@@ -3,9 +3,12 @@ and a bound on requests queued behind one another.
 
 uvicorn waits for a request head without any limit, and any byte received cancels its keep-alive
 timer, so a client that sends one header byte every few seconds holds a connection (and a file
-descriptor) for as long as it likes. This protocol arms a timer whenever it waits for a head and
-closes the connection if the whole head has not arrived when it fires. Bodies have their own
-deadline in the app (answered 408), where a response can still be sent.
+descriptor) for as long as it likes. This protocol sets a deadline whenever it waits for a head
+and closes the connection if the whole head has not arrived by then. Bodies have their own
+deadline in the app (answered 408), where a response can still be sent. A connection's one timer
+is armed once and moved on when it fires early (the deadline has moved since): arming and
+cancelling a timer for each request of a kept-alive connection cost more than the rest of this
+protocol.
 
 It is uvicorn's httptools protocol (llhttp, in C): parsing a request costs a fraction of what
 h11's pure-Python parser does, and a burst of a hundred requests is parsed in one iteration of the
@@ -33,7 +36,10 @@ class HeadTooLarge(Exception):
 
 class HeadDeadlineProtocol(HttpToolsProtocol):
     head_timeout_seconds: float = 15.0
-    _head_deadline: asyncio.TimerHandle | None = None
+    # When the head awaited is due (the loop's clock), None while none is awaited; and the
+    # connection's timer, which fires at that time or before it.
+    _head_due: float | None = None
+    _head_timer: asyncio.TimerHandle | None = None
     # A head is awaited while every head received has been answered (pipelined heads count).
     _heads = 0
     _answers = 0
@@ -91,6 +97,9 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
         super().connection_lost(exc)
 
     def _count(self, size: int) -> None:
@@ -102,17 +111,24 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
         return self._heads == self._answers and not self.transport.is_closing()
 
     def _await_head(self) -> None:
-        if self._head_deadline is None and self._awaiting_head():
-            self._head_deadline = self.loop.call_later(self.head_timeout_seconds, self._expired)
+        if self._head_due is None and self._awaiting_head():
+            self._head_due = self.loop.time() + self.head_timeout_seconds
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_at(self._head_due, self._expired)
 
     def _stop_waiting(self) -> None:
-        if self._head_deadline is not None:
-            self._head_deadline.cancel()
-            self._head_deadline = None
+        self._head_due = None
 
     def _expired(self) -> None:
-        self._head_deadline = None
-        if self._awaiting_head():
+        self._head_timer = None
+        due = self._head_due
+        if due is None:
+            return  # no head awaited: armed again when one is
+        if self.loop.time() < due:
+            # A later head's deadline: the timer moves on to it.
+            self._head_timer = self.loop.call_at(due, self._expired)
+        elif self._awaiting_head():
+            self._head_due = None
             self.transport.close()
 
 

@@ -7,7 +7,8 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   through the proxy.
 - a fetch's cost: the same request to an nginx upstream, straight and through each target
   (nginx's proxy_pass with one worker; the stack's floor, a plain-ASGI pass-through on the
-  proxy's own server, loop and client that checks nothing, see floor_passthrough; Gatehouse's
+  proxy's own server, loop and client that checks nothing, see floor_passthrough; the floor with
+  a minimal llhttp client in aiohttp's place, a prototype, see floor_raw_client; Gatehouse's
   proxy, and an earlier commit's proxy, BENCH_OLD_REF or the last release tag), measured by wrk
   (a Python load generator would be the bottleneck) with 1 and 32 connections, with the ratios
   between them; then the proxy's profile under load, its CPU per request per step of a fetch
@@ -82,6 +83,7 @@ CONCURRENCY = 32
 DIRECT = "upstream (nginx), direct"
 NGINX = "nginx proxy_pass + a header (1 worker)"
 FLOOR = "the floor: plain-ASGI pass-through (uvicorn, uvloop, aiohttp)"
+RAW_FLOOR = "the floor with a minimal llhttp client for aiohttp's (a prototype)"
 GATEHOUSE = "Gatehouse proxy (API key injected)"
 TRACED = f"{GATEHOUSE}, traced, 1 % sampled"
 OLD = "Gatehouse proxy, an earlier commit"
@@ -176,6 +178,9 @@ class Targets:
     upstream: str
     nginx_proxy: str
     floor: Endpoint
+    # The floor with its upstream client replaced (see floor_raw_client): what a lighter client
+    # than aiohttp would buy.
+    raw_floor: Endpoint
     # Gatehouse's proxy as it ships (uvloop, one process), as it runs otherwise, and an earlier
     # commit's (see old_source).
     proxies: dict[str, Endpoint]
@@ -190,6 +195,7 @@ def _targets(workdir: Path) -> Iterator[Targets]:
             "nginx-proxy", partial(nginx.proxy_config, upstream_port=upstream_port)
         )
         floor = local.start_floor(upstream)
+        raw_floor = local.start_floor(upstream, "floor_raw_client")
         local.start_operator()
         old = old_source(workdir / "old")
         collector = Collector(workdir / "otelcol")
@@ -207,7 +213,7 @@ def _targets(workdir: Path) -> Iterator[Targets]:
             if old is not None:
                 ref, source = old
                 proxies[f"{OLD} ({ref})"] = local.start_proxy(source=source)
-            yield Targets(cluster, upstream, reference.url, floor, proxies)
+            yield Targets(cluster, upstream, reference.url, floor, raw_floor, proxies)
         finally:
             collector.stop()
 
@@ -420,6 +426,7 @@ def latency() -> float:
             Row(DIRECT, f"{targets.upstream}/items"),
             Row(NGINX, f"{targets.nginx_proxy}/items"),
             Row(FLOOR, f"{targets.floor.url}/items", pid=targets.floor.server.pid),
+            Row(RAW_FLOOR, f"{targets.raw_floor.url}/items", pid=targets.raw_floor.server.pid),
             *(
                 Row(label, f"{each.url}/v1/fetch/api/items", auth, each.server.pid)
                 for label, each in targets.proxies.items()

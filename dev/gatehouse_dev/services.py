@@ -170,15 +170,16 @@ class LocalGatehouse:
             argv += [f"--public-key={key_path}", f"--client-email={client_email}"]
         return self._start(f"token-endpoint-{port}", argv, {}, f"http://127.0.0.1:{port}", "/stats")
 
-    def start_floor(self, upstream_url: str) -> Endpoint:
+    def start_floor(self, upstream_url: str, module: str = "floor_passthrough") -> Endpoint:
         """The benchmark's floor (see gatehouse_dev.floor_passthrough), on the proxy's server,
-        loop and HTTP parser."""
+        loop and HTTP parser; ``module``: another of gatehouse_dev's floors (floor_raw_client,
+        the prototype with another upstream client)."""
         port = free_port()
         argv = [
             sys.executable,
             "-m",
             "uvicorn",
-            "gatehouse_dev.floor_passthrough:app",
+            f"gatehouse_dev.{module}:app",
             "--host=127.0.0.1",
             f"--port={port}",
             "--log-level=warning",

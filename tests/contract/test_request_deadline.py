@@ -109,6 +109,27 @@ def test_an_idle_keep_alive_connection_gets_the_deadline_again() -> None:
     assert closed
 
 
+def test_each_head_has_its_whole_deadline_from_when_it_is_awaited() -> None:
+    """A kept-alive connection's later head is cut at its own deadline, counted from the answer
+    before it, not at the first head's (the connection's one timer moves on)."""
+
+    async def scenario() -> tuple[bool, bool]:
+        async with serving() as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            await asyncio.sleep(DEADLINE * 0.6)
+            writer.write(REQUEST)
+            await read_answers(reader, 1)
+            writer.write(b"GET / HT")  # awaited since the answer: due DEADLINE after it
+            early = await closed_by_server(reader, within=DEADLINE * 0.7)
+            closed = await closed_by_server(reader, within=DEADLINE * 4)
+            writer.close()
+            return early, closed
+
+    early, closed = asyncio.run(scenario())
+    assert not early
+    assert closed
+
+
 def test_whole_requests_keep_alive_and_pipelining_are_served() -> None:
     async def scenario() -> list[bytes]:
         async with serving() as port:

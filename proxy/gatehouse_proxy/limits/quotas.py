@@ -155,17 +155,27 @@ class Alone:
         endpoint: str = "",
     ) -> tuple[int, int, int, int, int]:
         """As the script answers, for this worker's share."""
-        now = time.time()
         left, which = self.pause_left(connection.uid, endpoint)
         if left > 0:
             return 0, 0, 0, math.ceil(left * 1000), which
+        return self.count(connection, app_uid, limits, fleet)
+
+    def count(
+        self, connection: ConnectionRoute, app_uid: str, limits: tuple[int, int, int], fleet: int
+    ) -> tuple[int, int, int, int, int]:
+        """:meth:`admit` for a request whose pauses were looked up already, in the same step of
+        the loop (nothing can have paused the connection since)."""
+        now = time.time()
         tightest = (0, 2**31, 0, 0)
         counted: list[_Minute] = []
+        minutes = self.minutes
         for which, (scope, limit) in enumerate(((app_uid, limits[0]), ("", limits[1])), 1):
             if not limit:
                 continue
             share = max(1, limit // fleet)
-            minute = self.minutes.setdefault((connection.uid, scope), _Minute())
+            minute = minutes.get((connection.uid, scope))
+            if minute is None:
+                minute = minutes[connection.uid, scope] = _Minute()
             used = minute.used(now)
             if used + 1 > share:
                 return 0, share, 0, 1, which
@@ -292,7 +302,9 @@ class Quotas:
         if paused > 0:
             raise _refusal(0, math.ceil(paused * 1000), "endpoint", endpoint)
         if self.store is None or not self.store.up:
-            return _standing(self._alone(connection, app_uid, quota, endpoint), endpoint)
+            # Its pauses were looked up just above, in this step of the loop.
+            counted = self._alone(connection, app_uid, quota, endpoint, looked_up=True)
+            return _standing(counted, endpoint)
         key = (connection.uid, app_uid)
         known = self._known(key)
         if known is not None:
@@ -404,9 +416,15 @@ class Quotas:
         app_uid: str,
         quota: tuple[int, int, int],
         endpoint: str,
+        *,
+        looked_up: bool = False,
     ) -> tuple[int, ...]:
+        """This worker's own count; ``looked_up``: the pauses were looked up already."""
         metrics.count_alone(connection.key)
-        return self.alone.admit(connection, app_uid, quota, max(self.fleet(), 1), endpoint)
+        fleet = max(self.fleet(), 1)
+        if looked_up:
+            return self.alone.count(connection, app_uid, quota, fleet)
+        return self.alone.admit(connection, app_uid, quota, fleet, endpoint)
 
     async def _counted(self, keys: list[str], args: list[Arg]) -> _Counted:
         """One script's answer, sent with the others of this turn of the loop in one pipeline
