@@ -3,9 +3,10 @@
     gatehouse requests CONNECTION [-n NS] [-f] [--limit N] [-o text|json]
     gatehouse requests --app DataApp/NAME [-n NS] [-f]
 
-It asks the operator's service API (``--server``, else $GATEHOUSE_SERVER), with ``--token``,
-else $GATEHOUSE_TOKEN, else the kubeconfig's bearer token: the API decides with the caller's
-RBAC, as for the page. ``-f`` follows, like ``kubectl logs -f``: it asks every ``--interval``
+It asks the operator's service API (``--server``, else $GATEHOUSE_API_URL, which ``make up``'s env
+file sets; $GATEHOUSE_SERVER is read too), with ``--token``, else $GATEHOUSE_TOKEN, else the
+kubeconfig's bearer token (``endpoints``): the API decides with the caller's RBAC, as for the
+page. ``-f`` follows, like ``kubectl logs -f``: it asks every ``--interval``
 seconds for what ended since the newest it printed, until interrupted. Exit codes: 0 done, 2 the
 command could not run (refused, no server, bad arguments).
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from gatehouse_contract.activity import MAX_RECENT
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
-from gatehouse_operator.cli import kubeconfig
+from gatehouse_operator.cli import endpoints, kubeconfig
 from gatehouse_operator.cli.service_cli import cluster_options
 from gatehouse_operator.connections.models import (
     HiddenRequestView,
@@ -60,8 +60,8 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--limit", type=int, default=100, help=f"how many to start with (1-{MAX_RECENT})"
     )
     shown.add_argument("--interval", type=float, default=1.0, help="seconds between asks (-f)")
-    shown.add_argument("--server", help="the service API's URL; default: $GATEHOUSE_SERVER")
-    shown.add_argument("--token", help="default: $GATEHOUSE_TOKEN, else the kubeconfig's")
+    shown.add_argument("--server", help=f"the service API's URL; default: ${endpoints.API_URL}")
+    shown.add_argument("--token", help=f"default: ${endpoints.TOKEN}, else the kubeconfig's")
     shown.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
 
@@ -78,11 +78,9 @@ def _path(args: argparse.Namespace, namespace: str) -> str:
 
 
 def _token(args: argparse.Namespace) -> str:
-    token = args.token or os.environ.get("GATEHOUSE_TOKEN", "")
+    token = endpoints.token(args.token) or kubeconfig.bearer_token()
     if not token:
-        token = kubeconfig.bearer_token()
-    if not token:
-        raise Refusal("no token: give --token, set $GATEHOUSE_TOKEN, or use a token kubeconfig")
+        raise Refusal(endpoints.NO_TOKEN)
     return token
 
 
@@ -136,9 +134,9 @@ class Asker:
 def run(args: argparse.Namespace, prog: str) -> int:
     try:
         namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
-        server = args.server or os.environ.get("GATEHOUSE_SERVER", "")
+        server = endpoints.api_url(args.server)
         if not server:
-            raise Refusal("no server: give --server URL or set $GATEHOUSE_SERVER")
+            raise Refusal(endpoints.NO_SERVER)
         if not 1 <= args.limit <= MAX_RECENT:
             raise Refusal(f"--limit: 1 to {MAX_RECENT}")
         asker = Asker(server, _path(args, namespace), _token(args))
