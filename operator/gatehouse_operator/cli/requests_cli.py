@@ -6,8 +6,11 @@
 It asks the operator's service API (``--server``, else $GATEHOUSE_API_URL, which ``make up``'s env
 file sets; $GATEHOUSE_SERVER is read too), with ``--token``, else $GATEHOUSE_TOKEN, else the
 kubeconfig's bearer token (``endpoints``): the API decides with the caller's RBAC, as for the
-page. ``-f`` follows, like ``kubectl logs -f``: it asks every ``--interval``
-seconds for what ended since the newest it printed, until interrupted. Exit codes: 0 done, 2 the
+page. ``-f`` follows, like ``kubectl logs -f``: after the newest ``--limit``, it asks every
+``--interval`` seconds for what ended since, with the cursor the last answer gave, so that no
+request is printed twice or left out however many end between two asks (``--limit`` bounds the
+first page only); when more ended than the replicas keep (200 per connection and per app), it
+says how many it could not print. Exit codes: 0 done, 2 the
 command could not run (refused, no server, bad arguments).
 """
 
@@ -57,7 +60,10 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     shown.add_argument("--app", help="an app instead, as DataApp/NAME or ChartType/NAME")
     shown.add_argument("-f", "--follow", action="store_true", help="keep printing new ones")
     shown.add_argument(
-        "--limit", type=int, default=100, help=f"how many to start with (1-{MAX_RECENT})"
+        "--limit",
+        type=int,
+        default=100,
+        help=f"how many to start with (1-{MAX_RECENT}); -f then prints every new one",
     )
     shown.add_argument("--interval", type=float, default=1.0, help="seconds between asks (-f)")
     shown.add_argument("--server", help=f"the service API's URL; default: ${endpoints.API_URL}")
@@ -111,8 +117,8 @@ class Asker:
         self.headers = {"Authorization": f"Bearer {token}"}
         self.http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=10, read=30), retries=False)
 
-    def ask(self, since: float, limit: int) -> RecentRequests:
-        query = urlencode({"since": repr(since), "limit": limit})
+    def ask(self, limit: int, after: str = "") -> RecentRequests:
+        query = urlencode({"limit": limit, **({"after": after} if after else {})})
         try:
             answer = self.http.request("GET", f"{self.url}?{query}", headers=self.headers)
         except urllib3.exceptions.HTTPError as error:
@@ -140,27 +146,28 @@ def run(args: argparse.Namespace, prog: str) -> int:
         if not 1 <= args.limit <= MAX_RECENT:
             raise Refusal(f"--limit: 1 to {MAX_RECENT}")
         asker = Asker(server, _path(args, namespace), _token(args))
-        since = 0.0
-        seen: set[tuple[str, float]] = set()
+        found = asker.ask(args.limit)
         told = ""
         while True:
-            found = asker.ask(since, args.limit)
             if found.hidden_reason and found.hidden_reason != told:
                 told = found.hidden_reason
                 print(f"{prog} requests: details hidden: {told}", file=sys.stderr, flush=True)
+            if found.lost:
+                print(
+                    f"{prog} requests: {found.lost} more ended since the last ask than the proxy "
+                    "replicas keep (their last 200 per connection and per app): not shown; a "
+                    "shorter --interval keeps up",
+                    file=sys.stderr,
+                    flush=True,
+                )
             for item in reversed(found.items):  # oldest first, as logs print
-                key = (item.replica, item.time)
-                if key in seen:
-                    continue
-                seen.add(key)
-                since = max(since, item.time)
                 print(as_json(item) if args.output == "json" else line(item), flush=True)
             if not args.follow:
                 return DONE
-            # Requests ending within the same instant on two replicas: both are printed, once.
-            seen = {key for key in seen if key[1] >= since}
-            since = max(0.0, since - 0.001)
             time.sleep(args.interval)
+            # Every request that ended since the last answer, each once: the cursor holds where
+            # each replica's records were left.
+            found = asker.ask(MAX_RECENT, found.cursor)
     except (Refusal, kubeconfig.ClusterError) as error:
         print(f"{prog} requests: {error}", file=sys.stderr)
         return NOT_RUN
