@@ -154,9 +154,9 @@ def run(args: argparse.Namespace, prog: str) -> int:
                 print(f"{prog} requests: details hidden: {told}", file=sys.stderr, flush=True)
             if found.lost:
                 print(
-                    f"{prog} requests: {found.lost} more ended since the last ask than the proxy "
-                    "replicas keep (their last 200 per connection and per app): not shown; a "
-                    "shorter --interval keeps up",
+                    f"{prog} requests: {found.lost} not shown: they ended since the last ask, "
+                    "and the proxy replicas keep only their last 200 per connection and per "
+                    "app; a shorter --interval keeps up",
                     file=sys.stderr,
                     flush=True,
                 )
