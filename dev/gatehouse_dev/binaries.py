@@ -11,8 +11,8 @@ rebuilds nothing.
 
 A cold build is CPU-bound (about 10 minutes of two cores, mostly compiling kube-apiserver's
 packages; docs/development/local-control-plane.md, "Cold start", has the figures), so it is cut
-where it can be: the control plane is built without cgo, as Kubernetes releases it (no C compiler
-run, no cgo variants of net and os/user), and the binaries of one module and flags are built by
+where it can be: the Kubernetes binaries are built without cgo, as Kubernetes releases all but the
+kubelet (no C compiler run, no cgo variants of net and os/user), and the binaries of one module and flags are built by
 one ``go build``, the modules' builds side by side, so that one binary's link overlaps the
 others' compiling and the module downloads of one overlap the other's compiling.
 """
@@ -412,8 +412,17 @@ def ensure_node_binaries() -> NodeBinaries:
 
     def targets(directory: Path) -> list[_Target]:
         return [
+            # No cgo, as the control plane: their only cgo is the standard library's (net,
+            # os/user), which has pure-Go twins, and one compile of the module's packages then
+            # serves both sets (Kubernetes links its released kubelet to libc; this one is not).
             *(
-                _GoTarget(directory / name, f"{K8S}/cmd/{name}", KUBERNETES_MODULE_DIR, kubernetes)
+                _GoTarget(
+                    directory / name,
+                    f"{K8S}/cmd/{name}",
+                    KUBERNETES_MODULE_DIR,
+                    kubernetes,
+                    cgo=False,
+                )
                 for name in ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager")
             ),
             # Static (no cgo): it runs alone in a one-file image.
