@@ -11,10 +11,11 @@ rebuilds nothing.
 
 A cold build is CPU-bound (about 10 minutes of two cores, mostly compiling kube-apiserver's
 packages; docs/development/local-control-plane.md, "Cold start", has the figures), so it is cut
-where it can be: the Kubernetes binaries are built without cgo, as Kubernetes releases all but the
-kubelet (no C compiler run, no cgo variants of net and os/user), and the binaries of one module and flags are built by
-one ``go build``, the modules' builds side by side, so that one binary's link overlaps the
-others' compiling and the module downloads of one overlap the other's compiling.
+where it can be: the Kubernetes binaries are built without cgo, as Kubernetes releases all but
+the kubelet (no C compiler run, no cgo variants of net and os/user), and the binaries of one
+module and flags are built by one ``go build``, the modules' builds side by side, so that one
+binary's link overlaps the others' compiling and the module downloads of one overlap the other's
+compiling.
 """
 
 from __future__ import annotations
