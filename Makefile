@@ -103,9 +103,11 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# --durations: where the suite's time goes, in every CI log (docs/development/local-control-plane.md,
+# "Cold start").
 test: lint build promtool otelcol node-packages browser-packages store-packages
 	$(DEV) build-node
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=30 $(PYTEST_ARGS)
 
 faults: install build node-packages
 	$(DEV) build-node
