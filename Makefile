@@ -105,8 +105,8 @@ lint: install
 
 # --durations: where the suite's time goes, in every CI log (docs/development/local-control-plane.md,
 # "Cold start").
-test: lint build promtool otelcol node-packages browser-packages store-packages
-	$(DEV) build-node
+test: lint node-packages browser-packages store-packages
+	$(DEV) build-all
 	$(BIN)/pytest --durations=30 $(PYTEST_ARGS)
 
 faults: install build node-packages
