@@ -3,7 +3,10 @@
 The clone (of this checkout's HEAD: commit what you want timed) gets a HOME, Go build cache, Go
 module cache, pip cache and Gatehouse binary cache of its own in a temporary folder, so nothing
 the machine has built or downloaded helps it, and nothing of the machine's is wiped. It then runs
-the steps asked, each timed, and prints a table with the builds each step reported:
+the steps asked, each timed, and prints a table with the builds each step reported. Beside the
+wall-clock seconds it gives the CPU seconds the step's processes used and the load average it ran
+under: on a machine others share, the wall clock says more about them than about the build, and
+the CPU seconds divided by the cores say what an idle machine would take.
 
 - ``demo``: ``make demo`` (then ``make down``); the target is 6 minutes;
 - ``ci``: ``.ci/run``'s steps, ``make test`` then ``make test-lowest``; the target is 60 minutes.
@@ -11,7 +14,8 @@ the steps asked, each timed, and prints a table with the builds each step report
     python -m gatehouse_dev.cold_start [demo] [ci] [--keep]
 
 ``--keep`` leaves the temporary folder (its ``home/.cache/gatehouse/bin`` holds the binaries it
-built). A cold build takes the machine's every core for minutes: run one at a time.
+built). A cold build takes the machine's every core for minutes: run one at a time, with no other
+local stack up (the demo's example calls the upstream on 127.0.0.1:18080).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -41,6 +46,8 @@ BUILT = re.compile(r"gatehouse: built (.+?) binaries in (\d+)s \((.*)\)")
 class Timed:
     command: str
     seconds: float
+    cpu_seconds: float  # of the step's processes, user and system
+    load: float  # the machine's 1-minute load average when the step ended
     returncode: int
     builds: tuple[str, ...]  # "control-plane 412s (kube-apiserver+kubectl+etcd 380s, ...)"
 
@@ -59,8 +66,6 @@ def fresh_environment(scratch: Path) -> dict[str, str]:
             "GOMODCACHE": str(scratch / "go-mod"),
             "GOPATH": str(scratch / "go"),
             "PIP_CACHE_DIR": str(scratch / "pip"),
-            # The stack's fixed ports are the machine's stack's: the clone's demo takes others.
-            "GATEHOUSE_DEMO_UPSTREAM_PORT": os.environ.get("GATEHOUSE_DEMO_UPSTREAM_PORT", "18090"),
         }
     )
     env.pop("GATEHOUSE_CACHE_DIR", None)
@@ -69,34 +74,42 @@ def fresh_environment(scratch: Path) -> dict[str, str]:
 
 def run(command: tuple[str, ...], cwd: Path, env: dict[str, str], log: Path) -> Timed:
     started = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with log.open("a") as out:
         out.write(f"$ {' '.join(command)}\n")
         out.flush()
         done = subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=out, check=False)
     seconds = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     builds = tuple(
         f"{match[1]} {match[2]}s ({match[3]})" for match in BUILT.finditer(log.read_text())
     )
-    return Timed(" ".join(command), seconds, done.returncode, builds)
+    return Timed(" ".join(command), seconds, cpu, os.getloadavg()[0], done.returncode, builds)
 
 
 def table(rows: list[Timed], totals: dict[str, float]) -> str:
-    lines = [f"{'step':<20} {'seconds':>8}  result", f"{'-' * 20} {'-' * 8}  {'-' * 6}"]
+    lines = [
+        f"{'step':<20} {'seconds':>8} {'CPU s':>8} {'load':>5}  result",
+        f"{'-' * 20} {'-' * 8} {'-' * 8} {'-' * 5}  {'-' * 6}",
+    ]
     seen: set[str] = set()
     for row in rows:
         lines.append(
-            f"{row.command:<20} {row.seconds:>8.0f}  "
+            f"{row.command:<20} {row.seconds:>8.0f} {row.cpu_seconds:>8.0f} {row.load:>5.1f}  "
             + ("ok" if row.returncode == 0 else f"exit {row.returncode}")
         )
         for build in row.builds:
             if build not in seen:  # the log is cumulative: each build once, under its step
                 seen.add(build)
-                lines.append(f"{'':<20} {'':>8}  built {build}")
+                lines.append(f"{'':<20} {'':>8} {'':>8} {'':>5}  built {build}")
     for name, seconds in totals.items():
         verdict = "within" if seconds <= TARGETS[name] else "over"
         lines.append(
-            f"{name + ' in all':<20} {seconds:>8.0f}  {verdict} the target of {TARGETS[name]} s"
+            f"{name + ' in all':<20} {seconds:>8.0f} {'':>8} {'':>5}  "
+            f"{verdict} the target of {TARGETS[name]} s"
         )
+    lines.append(f"({os.cpu_count()} cores)")
     return "\n".join(lines)
 
 
