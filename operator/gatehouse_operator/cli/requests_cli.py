@@ -10,8 +10,8 @@ page. ``-f`` follows, like ``kubectl logs -f``: after the newest ``--limit``, it
 ``--interval`` seconds for what ended since, with the cursor the last answer gave, so that no
 request is printed twice or left out however many end between two asks (``--limit`` bounds the
 first page only); when more ended than the replicas keep (200 per connection and per app), it
-says how many it could not print. Exit codes: 0 done, 2 the
-command could not run (refused, no server, bad arguments).
+says how many it could not print. Exit codes: 0 done, 2 the command could not run (refused, no
+server, bad arguments).
 """
 
 from __future__ import annotations
