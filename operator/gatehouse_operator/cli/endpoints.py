@@ -13,7 +13,7 @@ import os
 
 API_URL = "GATEHOUSE_API_URL"
 TOKEN = "GATEHOUSE_TOKEN"  # noqa: S105 (a variable's name)
-# Read after the current name: what the first release of `gatehouse requests` documented.
+# Read after the current name: the name `gatehouse requests` read first.
 API_URL_ALIASES = ("GATEHOUSE_SERVER",)
 
 NO_SERVER = f"no server: give --server URL or set ${API_URL} (`source .gatehouse/dev/env` sets it)"
