@@ -41,11 +41,13 @@ def _binaries_from(source: str, tmp_path: Path, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
-    module.GO_MODULES_DIR = binaries.GO_MODULES_DIR
-    module.KUBERNETES_MODULE_DIR = binaries.KUBERNETES_MODULE_DIR
-    module.HELM_MODULE_DIR = binaries.HELM_MODULE_DIR
-    module.COREDNS_MODULE_DIR = binaries.COREDNS_MODULE_DIR
-    module._ensure = lambda directory, what, targets: None
+    vars(module).update(
+        GO_MODULES_DIR=binaries.GO_MODULES_DIR,
+        KUBERNETES_MODULE_DIR=binaries.KUBERNETES_MODULE_DIR,
+        HELM_MODULE_DIR=binaries.HELM_MODULE_DIR,
+        COREDNS_MODULE_DIR=binaries.COREDNS_MODULE_DIR,
+        _ensure=lambda directory, what, targets: None,
+    )
     return module
 
 
