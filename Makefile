@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 
 .PHONY: help install build promtool otelcol crds up down demo lint test test-lowest bench clean \
   cluster-up cluster-down node-packages browser-packages store-packages screenshots faults lock \
-  image chart release docs docs-pages docs-check
+  image chart release docs docs-pages docs-check cold-start
 
 help:
 	@echo "make demo   start the local stack and show it working"
@@ -26,6 +26,8 @@ help:
 	@echo "make docs          serve the documentation site on 127.0.0.1:8000 (docs/, mkdocs.yml)"
 	@echo "make docs-pages    regenerate its reference pages (docs/reference/) from the code"
 	@echo "make docs-check    build it strictly (part of make test): a broken link fails"
+	@echo "make cold-start    time make demo (COLD_STEPS=\"demo ci\" adds .ci/run's steps) on a fresh"
+	@echo "                   clone with empty caches, and print a table"
 
 $(INSTALLED): pyproject.toml dev/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -101,9 +103,11 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint build promtool otelcol node-packages browser-packages store-packages
-	$(DEV) build-node
-	$(BIN)/pytest $(PYTEST_ARGS)
+# --durations: where the suite's time goes, in every CI log (docs/development/local-control-plane.md,
+# "Cold start").
+test: lint node-packages browser-packages store-packages
+	$(DEV) build-all
+	$(BIN)/pytest --durations=30 $(PYTEST_ARGS)
 
 faults: install build node-packages
 	$(DEV) build-node
@@ -154,6 +158,12 @@ bench: install build otelcol store-packages
 	  || [ "$$(id -u)" != 0 ] || { echo "installing wrk and nginx-light"; apt-get update -qq \
 	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx-light >/dev/null; }
 	$(BIN)/python -m gatehouse_dev.bench
+
+# A fresh machine's first run, timed: a clone with caches of its own (gatehouse_dev.cold_start).
+# Only the standard library: it needs no virtualenv of this checkout.
+COLD_STEPS ?= demo
+cold-start:
+	PYTHONPATH=dev $(PYTHON) -m gatehouse_dev.cold_start $(COLD_STEPS)
 
 clean: down
 	rm -rf $(VENV) $(LOWEST) .gatehouse dist .mypy_cache .ruff_cache .pytest_cache

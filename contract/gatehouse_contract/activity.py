@@ -50,14 +50,37 @@ class RecentRequest(Wire):
     trace_id: str = Field(max_length=32)
 
 
+class Position(Wire):
+    """Where a follower stands in one replica's records of one connection or app: the replica's
+    process (``instance``, new at each start, so a restarted replica's count is not mistaken for
+    the one before), the last record it was given (``seq``, the replica's own count) and that
+    record's ``number`` among the connection's (or app's) records the replica ever kept, which
+    tells how many it no longer holds were never given."""
+
+    instance: str = Field(max_length=32)
+    seq: Count
+    number: Count
+
+
+# Where a follower that was given nothing of a replica stands: before its first record.
+START = Position(instance="", seq=0, number=0)
+
+
 class RequestsQuery(Wire):
     """Which records to send: one connection's or one app's (routing keys), ended after
-    ``since``, at most ``limit`` of the newest."""
+    ``since``, at most ``limit`` of the newest.
+
+    ``cursor`` (asked of a replica that named CURSOR_FEATURE, never of another): the answer
+    says where the records stand (``Gathered.position``); with ``after``, it holds the records
+    after that position instead, oldest first, at most ``limit``, and how many past it the
+    replica no longer holds (``Gathered.lost``)."""
 
     connection: str = Field(default="", max_length=_KEY)
     app: str = Field(default="", max_length=_KEY)
     since: float = 0.0
     limit: int = Field(default=100, ge=1, le=MAX_RECENT)
+    cursor: bool = False
+    after: Position | None = None
 
 
 class UsageRow(Wire):

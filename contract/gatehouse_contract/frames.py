@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from gatehouse_contract.activity import (
     MAX_RECENT,
     MAX_USAGE_ROWS,
+    Position,
     RecentRequest,
     RequestsQuery,
     UsageRow,
@@ -95,6 +96,10 @@ FLEET_FEATURE = "fleet"
 # a replica answers with UsageReport and Gathered only what it was asked, so neither side of an
 # earlier release ever sees them.
 ACTIVITY_FEATURE = "activity"
+# The replica reads a RequestsQuery's ``cursor`` and ``after`` and answers them with a Gathered's
+# ``position`` and ``lost`` (``gatehouse requests -f``): the operator sends those fields to no
+# other replica, and asks no other for a follower's next page.
+CURSOR_FEATURE = "cursor"
 
 
 class ConnectionTestFrame(Wire):
@@ -215,12 +220,23 @@ class UsageReport(Wire):
 
 
 class Gathered(Wire):
-    """A Gather's end: the recent requests it asked for, newest first (its UsageReport parts
-    came before it, on the same stream)."""
+    """A Gather's end: the recent requests it asked for, newest first, or oldest first when it
+    asked for those ``after`` a position (its UsageReport parts came before it, on the same
+    stream). Asked with ``cursor``: where the records stand after these (``position``), and
+    how many records past ``after`` the replica no longer holds (``lost``); left out
+    otherwise."""
 
     type: Literal["gathered"] = "gathered"
     id: str = Field(max_length=100)
     requests: tuple[RecentRequest, ...] = Field(default=(), max_length=MAX_RECENT)
+    position: Position | None = None
+    lost: Count = 0
+
+
+# What a replica of an earlier release does not read, left out of what it is sent.
+CURSOR_FIELDS: dict[str, set[str]] = {"requests": {"cursor", "after"}}
+# What an operator of an earlier release does not read, left out of what it is answered.
+POSITION_FIELDS = {"position", "lost"}
 
 
 ReplicaMessage = (

@@ -4,8 +4,18 @@ Two sets, cached apart so that tools which need only the first never build the s
 plane (kube-apiserver, etcd, kubectl, helm) and the node (kubelet, kube-proxy, kube-scheduler,
 kube-controller-manager, CoreDNS, and the pause binary compiled from the Kubernetes module's C
 source). The versions live in one place, the go.mod files under ``dev/go/``; this module reads them
-from there. Built binaries are cached in folders keyed by those versions, the go.sum contents and
-the Go toolchain, so only the first run on a machine pays for the build.
+from there. Built binaries are cached in folders keyed by those versions, the go.sum contents, the
+Go toolchain and the recipe (what is built, and the code that decides how: not this file's other
+lines), so only the first run on a machine pays for the build, and an unrelated edit here
+rebuilds nothing.
+
+A cold build is CPU-bound (about 10 minutes of two cores, mostly compiling kube-apiserver's
+packages; docs/development/local-control-plane.md, "Cold start", has the figures), so it is cut
+where it can be: the Kubernetes binaries are built without cgo, as Kubernetes releases all but
+the kubelet (no C compiler run, no cgo variants of net and os/user), and the binaries of one
+module and flags are built by one ``go build``, the modules' builds side by side, so that one
+binary's link overlaps the others' compiling and the module downloads of one overlap the other's
+compiling.
 """
 
 from __future__ import annotations
@@ -14,13 +24,16 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import inspect
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,14 +124,28 @@ def _go(*args: str, cwd: Path, cgo: bool = True) -> str:
     return done.stdout
 
 
-def _cache_key(prefix: str, module_dirs: tuple[Path, ...]) -> str:
+def _cache_key(prefix: str, module_dirs: tuple[Path, ...], recipe: str) -> str:
+    """The cache folder's name: ``prefix`` (the versions), then a digest of the modules' go.mod
+    and go.sum, the Go toolchain and ``recipe`` (what is built and how)."""
     digest = hashlib.sha256()
     for module_dir in module_dirs:
         for name in ("go.mod", "go.sum"):
             digest.update((module_dir / name).read_bytes())
     digest.update(_go("env", "GOVERSION", cwd=KUBERNETES_MODULE_DIR).encode())
-    digest.update(Path(__file__).read_bytes())  # ldflags below are part of what is built
+    digest.update(recipe.encode())
     return f"{prefix}-{digest.hexdigest()[:12]}"
+
+
+def recipe(targets: Sequence[_Target], *how: Callable[..., object]) -> str:
+    """What ``targets`` are (name, package, cgo) and the source of the code that decides how they
+    are built (``how``: their ldflags, their build methods): a change to either is a new cache
+    folder; a change to anything else is not."""
+    shapes = [
+        f"{target.output.name} {target.package} cgo={getattr(target, 'cgo', True)}"
+        for target in targets
+    ]
+    code = {inspect.getsource(function) for function in (*how, *_BUILDERS)}
+    return "\n".join([*shapes, *sorted(code)])
 
 
 def _kubernetes_ldflags(version: str) -> str:
@@ -205,31 +232,100 @@ class _PauseTarget:
 _Target = _GoTarget | _PauseTarget
 
 
-def _build(target: _Target) -> float:
+def _go_binary_name(package: str) -> str:
+    """The file ``go build -o DIR/`` writes a main package to: its last path element, or the one
+    before a major-version suffix (go.etcd.io/etcd/server/v3 is ``server``)."""
+    elements = package.rstrip("/").split("/")
+    last = elements[-1]
+    if len(elements) > 1 and re.fullmatch(r"v[0-9]+", last):
+        return elements[-2]
+    return last
+
+
+def _build_together(targets: Sequence[_GoTarget]) -> None:
+    """Several main packages of one module with the same flags, in one ``go build``: while one
+    links (one core), the next compiles on the other."""
+    first = targets[0]
+    partial = first.output.parent / f".partial-{first.output.name}"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        _go(
+            "build",
+            "-trimpath",
+            "-ldflags",
+            first.ldflags(),
+            "-o",
+            f"{partial}/",
+            *(target.package for target in targets),
+            cwd=first.module_dir,
+            cgo=first.cgo,
+        )
+        for target in targets:
+            (partial / _go_binary_name(target.package)).rename(target.output)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+# The code every cached folder's recipe holds: how a target is built.
+_BUILDERS: tuple[Callable[..., object], ...] = (
+    _go,
+    _GoTarget.build,
+    _PauseTarget.build,
+    _build_together,
+    _go_binary_name,
+)
+
+
+def _build(targets: Sequence[_Target]) -> float:
+    """Builds ``targets`` (one, or several of one module and flags); the seconds it took."""
     started = time.monotonic()
-    partial = target.output.with_name(target.output.name + ".partial")
-    name = target.output.name
-    print(f"gatehouse: building {name} from {target.package} ...", file=sys.stderr, flush=True)
-    target.build(partial)
-    partial.rename(target.output)
+    names = "+".join(target.output.name for target in targets)
+    print(f"gatehouse: building {names} ...", file=sys.stderr, flush=True)
+    if len(targets) > 1:
+        _build_together(targets)  # type: ignore[arg-type]  # grouped by _batches
+    else:
+        [target] = targets
+        partial = target.output.with_name(target.output.name + ".partial")
+        target.build(partial)
+        partial.rename(target.output)
     return time.monotonic() - started
 
 
+def _batches(targets: Sequence[_Target]) -> list[list[_Target]]:
+    """``targets`` grouped into builds: plain Go targets of one module, flags and cgo together;
+    any other (the C pause binary, a Go target with tags) alone."""
+    batches: dict[object, list[_Target]] = {}
+    for target in targets:
+        key: object = target
+        if type(target) is _GoTarget:
+            key = (target.module_dir, target.ldflags(), target.cgo)
+        batches.setdefault(key, []).append(target)
+    return list(batches.values())
+
+
 def _ensure(directory: Path, what: str, targets: list[_Target]) -> None:
-    """Builds whichever of ``targets`` are missing, one builder at a time per cache folder."""
+    """Builds whichever of ``targets`` are missing, one builder at a time per cache folder; the
+    builds of different modules side by side."""
     if all(target.output.exists() for target in targets):
         return
+    started = time.monotonic()
     with _exclusive(directory.with_name(directory.name + ".lock")):
         directory.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()  # the wait for another builder is not the build's
+        # Another process may have built some while we waited.
+        missing = [target for target in targets if not target.output.exists()]
+        batches = _batches(missing)
+        with ThreadPoolExecutor(max_workers=len(batches)) as builders:
+            seconds = list(builders.map(_build, batches))
         took = {
-            target.output.name: _build(target)
-            for target in targets
-            if not target.output.exists()  # another process may have built it while we waited
+            "+".join(target.output.name for target in batch): spent
+            for batch, spent in zip(batches, seconds, strict=True)
         }
     if took:
         detail = ", ".join(f"{name} {seconds:.0f}s" for name, seconds in took.items())
         print(
-            f"gatehouse: built {what} binaries in {sum(took.values()):.0f}s "
+            f"gatehouse: built {what} binaries in {time.monotonic() - started:.0f}s "
             f"({detail}); cached in {directory}",
             file=sys.stderr,
             flush=True,
@@ -247,12 +343,55 @@ def _helm_ldflags(version: str) -> str:
 def ensure_binaries() -> Binaries:
     """Returns the cached control-plane binaries, building whichever are missing."""
     versions = Versions.pinned()
+    kubernetes = functools.partial(_kubernetes_ldflags, versions.kubernetes)
+
+    def targets(directory: Path) -> list[_Target]:
+        # No cgo, as Kubernetes releases them: the local control plane needs none of it.
+        return [
+            _GoTarget(
+                directory / "kube-apiserver",
+                f"{K8S}/cmd/kube-apiserver",
+                KUBERNETES_MODULE_DIR,
+                kubernetes,
+                cgo=False,
+            ),
+            _GoTarget(
+                directory / "kubectl",
+                f"{K8S}/cmd/kubectl",
+                KUBERNETES_MODULE_DIR,
+                kubernetes,
+                cgo=False,
+            ),
+            _GoTarget(
+                directory / "etcd",
+                "go.etcd.io/etcd/server/v3",
+                KUBERNETES_MODULE_DIR,
+                kubernetes,
+                cgo=False,
+            ),
+            _GoTarget(
+                directory / "helm",
+                "helm.sh/helm/v4/cmd/helm",
+                HELM_MODULE_DIR,
+                functools.partial(_helm_ldflags, versions.helm),
+                cgo=False,
+            ),
+            _GoTarget(
+                directory / "registry",
+                "gatehouse.dev/dev/helm/registry",
+                HELM_MODULE_DIR,
+                _stripped,
+                cgo=False,
+            ),
+        ]
+
     directory = (
         cache_root()
         / "bin"
         / _cache_key(
             f"k8s-{versions.kubernetes}-etcd-{versions.etcd}-helm-{versions.helm}",
             (KUBERNETES_MODULE_DIR, HELM_MODULE_DIR),
+            recipe(targets(Path()), _kubernetes_ldflags, _helm_ldflags, _stripped),
         )
     )
     binaries = Binaries(
@@ -263,48 +402,48 @@ def ensure_binaries() -> Binaries:
         helm=directory / "helm",
         registry=directory / "registry",
     )
-    kubernetes = functools.partial(_kubernetes_ldflags, versions.kubernetes)
-    _ensure(
-        directory,
-        "control-plane",
-        [
-            _GoTarget(
-                binaries.kube_apiserver,
-                f"{K8S}/cmd/kube-apiserver",
-                KUBERNETES_MODULE_DIR,
-                kubernetes,
-            ),
-            _GoTarget(binaries.kubectl, f"{K8S}/cmd/kubectl", KUBERNETES_MODULE_DIR, kubernetes),
-            _GoTarget(
-                binaries.etcd, "go.etcd.io/etcd/server/v3", KUBERNETES_MODULE_DIR, kubernetes
-            ),
-            _GoTarget(
-                binaries.helm,
-                "helm.sh/helm/v4/cmd/helm",
-                HELM_MODULE_DIR,
-                functools.partial(_helm_ldflags, versions.helm),
-            ),
-            _GoTarget(
-                binaries.registry,
-                "gatehouse.dev/dev/helm/registry",
-                HELM_MODULE_DIR,
-                _stripped,
-                cgo=False,
-            ),
-        ],
-    )
+    _ensure(directory, "control-plane", targets(directory))
     return binaries
 
 
 def ensure_node_binaries() -> NodeBinaries:
     """Returns the cached binaries of a node that runs Pods, building whichever are missing."""
     versions = Versions.pinned()
+    kubernetes = functools.partial(_kubernetes_ldflags, versions.kubernetes)
+
+    def targets(directory: Path) -> list[_Target]:
+        return [
+            # No cgo, as the control plane: their only cgo is the standard library's (net,
+            # os/user), which has pure-Go twins, and one compile of the module's packages then
+            # serves both sets (Kubernetes links its released kubelet to libc; this one is not).
+            *(
+                _GoTarget(
+                    directory / name,
+                    f"{K8S}/cmd/{name}",
+                    KUBERNETES_MODULE_DIR,
+                    kubernetes,
+                    cgo=False,
+                )
+                for name in ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager")
+            ),
+            # Static (no cgo): it runs alone in a one-file image.
+            _GoTarget(
+                directory / "coredns",
+                "github.com/coredns/coredns",
+                COREDNS_MODULE_DIR,
+                _stripped,
+                cgo=False,
+            ),
+            _PauseTarget(directory / "pause"),
+        ]
+
     directory = (
         cache_root()
         / "bin"
         / _cache_key(
             f"node-k8s-{versions.kubernetes}-coredns-{versions.coredns}",
             (KUBERNETES_MODULE_DIR, COREDNS_MODULE_DIR),
+            recipe(targets(Path()), _kubernetes_ldflags, _stripped),
         )
     )
     node = NodeBinaries(
@@ -315,29 +454,5 @@ def ensure_node_binaries() -> NodeBinaries:
         coredns=directory / "coredns",
         pause=directory / "pause",
     )
-    kubernetes = functools.partial(_kubernetes_ldflags, versions.kubernetes)
-    _ensure(
-        directory,
-        "node",
-        [
-            *(
-                _GoTarget(path, f"{K8S}/cmd/{path.name}", KUBERNETES_MODULE_DIR, kubernetes)
-                for path in (
-                    node.kubelet,
-                    node.kube_proxy,
-                    node.kube_scheduler,
-                    node.kube_controller_manager,
-                )
-            ),
-            # Static (no cgo): it runs alone in a one-file image.
-            _GoTarget(
-                node.coredns,
-                "github.com/coredns/coredns",
-                COREDNS_MODULE_DIR,
-                lambda: "-s -w",
-                cgo=False,
-            ),
-            _PauseTarget(node.pause),
-        ],
-    )
+    _ensure(directory, "node", targets(directory))
     return node

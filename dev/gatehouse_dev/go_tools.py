@@ -2,9 +2,8 @@
 OpenTelemetry Collector, kube-router), each cached like the control plane's binaries in a folder
 keyed by its version, its module's go.sum and the Go toolchain.
 
-Apart from ``binaries`` because that file's own bytes key every cached control-plane folder: a
-tool added or changed here rebuilds nothing else. What a build does is not in a tool's key, so a
-change to the flags below changes the tool's name prefix too.
+A tool's key holds its recipe (``binaries.recipe``: its package, tags and the code that builds
+it), so a tool added or changed here rebuilds nothing else.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from gatehouse_dev.binaries import (
     _required_version,
     _stripped,
     cache_root,
+    recipe,
 )
 
 
@@ -50,12 +50,14 @@ def ensure_go_tool(
     when missing; its version is the one ``module_dir``'s go.mod requires of ``versioned_by``."""
     version = _required_version((module_dir / "go.mod").read_text(), versioned_by)
     prefix = f"{name}-{version}" + (f"-{tags}" if tags else "")
-    directory = cache_root() / "bin" / _cache_key(prefix, (module_dir,))
-    binary = directory / name
-    target = (
-        _TaggedGoTarget(binary, package, module_dir, _stripped, False, tags)
-        if tags
-        else _GoTarget(binary, package, module_dir, _stripped, cgo=False)
-    )
-    _ensure(directory, what, [target])
-    return binary
+
+    def target(directory: Path) -> _GoTarget:
+        binary = directory / name
+        if tags:
+            return _TaggedGoTarget(binary, package, module_dir, _stripped, False, tags)
+        return _GoTarget(binary, package, module_dir, _stripped, cgo=False)
+
+    how = recipe([target(Path())], _stripped, _TaggedGoTarget.build) + f"\ntags={tags}"
+    directory = cache_root() / "bin" / _cache_key(prefix, (module_dir,), how)
+    _ensure(directory, what, [target(directory)])
+    return directory / name

@@ -14,9 +14,14 @@ import pytest
 from pydantic import BaseModel
 from pydantic.types import AllowInfNan
 
+from gatehouse_contract.activity import START, RequestsQuery
 from gatehouse_contract.connection_tests import MAX_PROBLEM_MESSAGE_CHARS, Problem
 from gatehouse_contract.frames import (
+    CURSOR_FIELDS,
     MAX_PAUSE_SECONDS,
+    POSITION_FIELDS,
+    Gather,
+    Gathered,
     ReplicaMessage,
     Throttled,
     Unreadable,
@@ -170,3 +175,18 @@ def test_a_replica_cuts_a_problems_message_to_what_the_frame_carries() -> None:
     assert len(long.message) == MAX_PROBLEM_MESSAGE_CHARS
     assert long.message.endswith("…")
     assert Problem.of("internal", "short").message == "short"
+
+
+def test_a_replica_or_operator_of_the_release_before_is_sent_no_cursor_field() -> None:
+    """Issue 50's cursor is optional on the wire: the operator leaves a query's ``cursor`` and
+    ``after`` out for a replica that did not name CURSOR_FEATURE, and a replica leaves its
+    answer's ``position`` and ``lost`` out for an operator that did not ask; each side's models
+    forbid fields they do not know, so either would refuse the frame otherwise."""
+    query = RequestsQuery(app="ns/DataApp/a", cursor=True, after=START)
+    sent = json.loads(Gather(id="g", requests=query).model_dump_json(exclude=CURSOR_FIELDS))
+    assert set(sent["requests"]) == {"connection", "app", "since", "limit"}
+    answer = Gathered(id="g", position=START, lost=2)
+    assert set(json.loads(answer.model_dump_json(exclude=POSITION_FIELDS))) == {
+        "type", "id", "requests",
+    }  # fmt: skip
+    assert read_replica_message(answer.model_dump_json().encode()) == answer

@@ -22,7 +22,9 @@ def test_the_env_file_puts_every_command_on_path(cluster: Cluster, tmp_path: Pat
         "for c in kubectl helm gatehouse gatehouse-service; do command -v $c >/dev/null "
         "|| { echo missing $c; exit 1; }; done && "
         "gatehouse-service validate --help >/dev/null && "
-        'kubectl get namespace default -o name && echo "$GATEHOUSE_PROXY_URL $GATEHOUSE_API_URL"'
+        'kubectl get namespace default -o name && echo "$GATEHOUSE_PROXY_URL $GATEHOUSE_API_URL" '
+        # The CLIs read the names the file exports (issue 50: "no server" with it sourced).
+        "&& { gatehouse requests vendor 2>&1 | grep 'no server' || true; }"
     )
     done = subprocess.run(
         ["bash", "-c", script],

@@ -210,6 +210,41 @@ def test_an_apps_requests_through_a_connection_hidden_from_the_caller_show_no_de
     )
 
 
+class Follower:
+    """``gatehouse requests -f`` running, its lines read as they come."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.shown: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def printed(self, fragment: str, count: int = 1) -> bool:
+        while not self.lines.empty():
+            self.shown.append(self.lines.get())
+        return sum(fragment in line for line in self.shown) >= count
+
+    def stop(self) -> str:
+        """Ends it; what it said on stderr."""
+        self.process.terminate()
+        self.process.wait(timeout=10)
+        self.reader.join(timeout=5)
+        assert self.process.stderr is not None
+        said = self.process.stderr.read()
+        self.process.stderr.close()
+        if self.process.stdout:
+            self.process.stdout.close()
+        return said
+
+
 def test_gatehouse_requests_follows_fetches_as_they_happen_and_is_refused_without_rights(
     cluster: Cluster, stack: Stack, namespace: str
 ) -> None:
@@ -228,40 +263,93 @@ def test_gatehouse_requests_follows_fetches_as_they_happen_and_is_refused_withou
     assert "403" in refused.stderr
     assert members["nobody"].token not in refused.stderr + refused.stdout
 
-    follow = subprocess.Popen(
-        [*command, "-f", "--token", members["admin"].token],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
-    lines: queue.Queue[str] = queue.Queue()
-
-    def read() -> None:
-        assert follow.stdout is not None
-        for line in follow.stdout:
-            lines.put(line)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    follow = Follower([*command, "-f", "--token", members["admin"].token], env)
     try:
-        shown: list[str] = []
-
-        def printed(fragment: str) -> bool:
-            while not lines.empty():
-                shown.append(lines.get())
-            return any(fragment in line for line in shown)
-
         for index in range(3):
             marker = f"/echo/follow-{index}"
             started = time.monotonic()
             assert fetch(stack.proxy, tokens["board"], "api", f"{marker}?q=1").status_code == 200
-            wait_for(partial(printed, f"{marker}?q=*"), timeout=15, interval=0.1, what=marker)
+            wait_for(
+                partial(follow.printed, f"{marker}?q=*"), timeout=15, interval=0.1, what=marker
+            )
             assert time.monotonic() - started < 15
-        assert sum("/echo/follow-0" in line for line in shown) == 1  # printed once
-        assert all("DataApp/board" in line for line in shown if "/echo/follow" in line)
+        assert sum("/echo/follow-0" in line for line in follow.shown) == 1  # printed once
+        assert all("DataApp/board" in line for line in follow.shown if "/echo/follow" in line)
     finally:
-        follow.terminate()
-        follow.wait(timeout=10)
-        reader.join(timeout=5)
-        assert follow.stderr is not None
-        follow.stderr.close()
-        if follow.stdout:
-            follow.stdout.close()
+        follow.stop()
+
+
+def test_gatehouse_requests_follows_a_burst_larger_than_its_page_each_line_once(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """Issue 50: ``-f --limit 3`` printed 6 of a burst of 10 (and once old lines twice). It
+    follows with the cursor each answer gives, over every replica and worker the operator
+    asks (the two stack replicas and one of two workers here), with the names ``source
+    .gatehouse/dev/env`` exports: every fetch once, whatever the page; and when more end
+    between two asks than a worker keeps (200 per connection), it says how many it lost."""
+    tokens = _project(cluster, stack, namespace)
+    members = project_members(cluster, namespace)
+    workers = stack.local.start_proxy(workers=2)
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "GATEHOUSE_API_URL": stack.local.api_url,
+        "GATEHOUSE_TOKEN": members["admin"].token,
+    }
+    command = [
+        sys.executable, "-m", "gatehouse_operator.cli.gatehouse", "requests", "vendor",
+        "-n", namespace, "-f", "--limit", "3",
+    ]  # fmt: skip
+    try:
+
+        def both_workers_serve() -> bool:  # each connection goes to either worker
+            warm = (fetch(workers.url, tokens["board"], "api", "/echo/warm") for _ in range(8))
+            return all(reply.status_code == 200 for reply in warm)
+
+        wait_for(both_workers_serve, timeout=60, interval=0.5, what="the two workers' table")
+        for index in range(5):  # older than the follow: at most 3 of them shown
+            assert (
+                fetch(stack.proxy, tokens["board"], "api", f"/echo/old-{index}").status_code == 200
+            )
+        follow = Follower([*command, "--interval", "1"], env)
+        try:
+            wait_for(partial(follow.printed, "/echo/old-4"), timeout=15, what="the first page")
+            urls = [proxy.url for proxy in stack.proxies] + [workers.url]
+            for index in range(12):  # a burst of 12, over 2 replicas and 2 workers
+                path = f"/echo/burst-{index:02d}"
+                reply = fetch(urls[index % len(urls)], tokens["board"], "api", path)
+                assert reply.status_code == 200
+            wait_for(partial(follow.printed, "/echo/burst-", 12), timeout=20, what="the burst")
+            time.sleep(2.5)  # two more asks: nothing printed again
+            follow.printed("")
+        finally:
+            said = follow.stop()
+        burst = [line for line in follow.shown if "/echo/burst-" in line]
+        assert sorted(line.split()[5] for line in burst) == [
+            f"/echo/burst-{index:02d}" for index in range(12)
+        ]
+        assert sum("/echo/old-" in line for line in follow.shown) == 3  # --limit: first page only
+        assert "not shown" not in said, said
+
+        # More than a replica keeps (200 per connection) between two asks: said, and counted.
+        follow = Follower([*command, "--interval", "25"], env)
+        try:
+            wait_for(partial(follow.printed, "/echo/burst-11"), timeout=15, what="the first page")
+            started = time.monotonic()
+            with httpx.Client(timeout=10) as client:
+                for index in range(230):  # past the connection's quota too: refusals are kept
+                    answer = client.get(
+                        f"{stack.proxy}/v1/fetch/api/echo/flood-{index}",
+                        headers={"Authorization": f"Bearer {tokens['board']}"},
+                    )
+                    assert answer.status_code in (200, 429), answer.text
+            assert time.monotonic() - started < 20, "the flood outlasted the ask's interval"
+            wait_for(partial(follow.printed, "/echo/flood-229"), timeout=40, what="the flood")
+        finally:
+            said = follow.stop()
+        flood = [line for line in follow.shown if "/echo/flood-" in line]
+        assert len(flood) == len({line.split()[5] for line in flood}) == 200
+        assert "requests: 30 not shown: they ended since the last ask" in said, said
+    finally:
+        workers.server.stop()
+        stack.local.servers.remove(workers.server)

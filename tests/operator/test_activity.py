@@ -6,16 +6,19 @@ real RBAC; here the rule alone, with the API server and the replicas stood in fo
 from __future__ import annotations
 
 import asyncio
+import base64
+from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 
-from gatehouse_contract.activity import RecentRequest, RequestsQuery
+from gatehouse_contract.activity import Position, RecentRequest, RequestsQuery
 from gatehouse_operator.access.reviews import Access, User
 from gatehouse_operator.api.apps import DATA_APP
 from gatehouse_operator.api.meta import Kind
 from gatehouse_operator.cli.requests_cli import line
+from gatehouse_operator.connections import request_cursor
 from gatehouse_operator.connections.actions import Connections
 from gatehouse_operator.connections.activity import Activity, limit_of
 from gatehouse_operator.connections.errors import Refused
@@ -80,7 +83,9 @@ class Cluster:
     async def list_custom(self, kind: Kind, namespace: str) -> list[dict[str, Any]]:
         return list(self.connections)
 
-    async def recent(self, namespace: str, query: RequestsQuery) -> Gathering:
+    async def recent(
+        self, namespace: str, query: RequestsQuery, after: Mapping[str, Position] | None = None
+    ) -> Gathering:
         found = [("proxy-a", record) for record in self.records if record.app == query.app]
         return Gathering(requests=found[::-1], asked=1, answered=1, unable=0)
 
@@ -131,3 +136,39 @@ def test_a_limit_that_is_no_whole_number_in_range_is_a_400(raw: str) -> None:
     with pytest.raises(Refused) as refused:
         limit_of(raw)
     assert refused.value.status == 400
+
+
+def test_a_cursor_holds_every_replicas_position_and_keeps_those_not_heard_from() -> None:
+    before = {"proxy-a": Position(instance="a1", seq=5, number=5)}
+    now = {"proxy-b": Position(instance="b1", seq=9, number=2)}
+    cursor = request_cursor.written(before, now)
+    assert request_cursor.read(cursor) == {**before, **now}
+    moved = {"proxy-a": Position(instance="a1", seq=7, number=7)}
+    assert request_cursor.read(request_cursor.written(request_cursor.read(cursor), moved)) == {
+        **now,
+        **moved,
+    }
+    assert request_cursor.read(None) is None
+    assert request_cursor.read("") is None
+    many = {f"proxy-{i}": Position(instance="x", seq=i, number=i) for i in range(100)}
+    kept = request_cursor.read(request_cursor.written(None, many))
+    assert kept is not None
+    assert len(kept) == request_cursor.MAX_REPLICAS
+    assert "proxy-99" in kept  # the latest heard from are kept
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "not a cursor!",
+        base64.urlsafe_b64encode(b'{"proxy-a": ["x", -1, 0]}').decode(),
+        base64.urlsafe_b64encode(b'{"proxy-a": ["' + b"x" * 40 + b'", 1, 0]}').decode(),
+        base64.urlsafe_b64encode(b"[1, 2]").decode(),
+        "e" * (request_cursor.MAX_CHARS + 1),
+    ],
+)
+def test_an_after_that_is_no_cursor_an_answer_gave_is_a_400_naming_it(raw: str) -> None:
+    with pytest.raises(Refused) as refused:
+        request_cursor.read(raw)
+    assert refused.value.status == 400
+    assert "after" in str(refused.value)

@@ -131,3 +131,45 @@ def test_without_a_kubeconfig_in_a_pod_the_service_account_is_used(
             kubeconfig.load(None, None, str(tmp_path / "absent"))
     finally:
         client.Configuration.set_default(None)
+
+
+def _token_kubeconfig(path: Path, token: str) -> Path:
+    """A kubeconfig whose user is a bearer token, as a ServiceAccount's or an exec plugin's."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": token}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return path
+
+
+@pytest.mark.parametrize("name", ["GATEHOUSE_API_URL", "GATEHOUSE_SERVER"])
+def test_requests_finds_the_service_api_and_token_the_env_file_and_kubeconfig_give(
+    tmp_path: Path, name: str
+) -> None:
+    """What ``source .gatehouse/dev/env`` exports (GATEHOUSE_API_URL; the older GATEHOUSE_SERVER
+    is still read) and the kubeconfig's token are enough: the command goes as far as calling
+    the service API (nothing listens on port 1 here), with no "no server" nor "no token"."""
+    kubeconfig_file = _token_kubeconfig(tmp_path / "kubeconfig", "kubeconfig-token-1")
+    env = {"PATH": os.environ["PATH"], "KUBECONFIG": str(kubeconfig_file), "HOME": str(tmp_path)}
+    done = gatehouse("requests", "vendor", env={**env, name: "http://127.0.0.1:1"})
+    assert done.returncode == 2
+    assert "cannot reach http://127.0.0.1:1/api/v1/namespaces/default/" in done.stderr
+    assert "kubeconfig-token-1" not in done.stderr
+    missing = gatehouse("requests", "vendor", env=env)
+    assert "no server: give --server URL or set $GATEHOUSE_API_URL" in missing.stderr
+
+
+def test_the_kubeconfigs_bearer_token_is_read_whatever_its_source(tmp_path: Path) -> None:
+    try:
+        kubeconfig.load(None, None, str(_token_kubeconfig(tmp_path / "k", "the-users-token")))
+        assert kubeconfig.bearer_token() == "the-users-token"
+    finally:
+        client.Configuration.set_default(None)

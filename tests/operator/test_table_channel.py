@@ -592,3 +592,56 @@ def test_a_handler_failing_on_one_frame_drops_that_frame_only(
 def _line_of(text: str) -> int:
     lines = Path(__file__).read_text().splitlines()
     return next(number for number, line in enumerate(lines, 1) if text in line and "raise" in line)
+
+
+def test_a_follower_is_given_every_replicas_records_once_past_its_page(tmp_path: Path) -> None:
+    """``gatehouse requests -f`` through the operator: a first page of ``limit``, then each
+    replica's records after the cursor's position of it, however many, each once; a replica
+    that comes in while following is asked from its first record."""
+
+    async def scenario() -> None:
+        async with serving(tmp_path) as channel:
+            gatherer = Gatherer(channel.server)
+            first, second, third = Activity("proxy-a"), Activity("proxy-b"), Activity("proxy-c")
+            records = {activity: Recorder(activity).record for activity in (first, second, third)}
+
+            def burst(activity: Activity, count: int, tag: str) -> None:
+                for index in range(count):
+                    records[activity](
+                        "shop/DataApp/a", "shop/c", "GET", f"/{tag}{index}".encode(), b"",
+                        200, "ok", 0.01, 0, 1, None,
+                    )  # fmt: skip
+
+            burst(first, 2, "old-a")
+            burst(second, 2, "old-b")
+            channel.start_replica("proxy-a", first)
+            channel.start_replica("proxy-b", second)
+            channel.start_replica("proxy-old")  # an earlier release: never asked
+            channel.server.flush()
+            await eventually(lambda: len(channel.server.sessions) == 3, "three replicas")
+            query = RequestsQuery(connection="shop/c", limit=3)
+
+            page = await gatherer.recent("shop", query)
+            assert len(page.requests) == 3
+            assert set(page.positions) == {"proxy-a", "proxy-b"}
+            burst(first, 6, "new-a")  # a burst larger than the page, on both replicas
+            burst(second, 5, "new-b")
+            paths: list[str] = []
+            while True:  # pages of at most 3 of each replica's, each after the last
+                page = await gatherer.recent("shop", query, page.positions)
+                assert page.lost == 0
+                paths += [record.path for _, record in page.requests]
+                if not page.requests:
+                    break
+            expected = [f"/new-a{i}" for i in range(6)] + [f"/new-b{i}" for i in range(5)]
+            assert sorted(paths) == sorted(expected)  # each once
+            held = page.positions
+
+            burst(third, 1, "c")
+            channel.start_replica("proxy-c", third)
+            channel.server.flush()
+            await eventually(lambda: len(channel.server.sessions) == 4, "the new replica")
+            page = await gatherer.recent("shop", query, held)
+            assert [(name, record.path) for name, record in page.requests] == [("proxy-c", "/c0")]
+
+    asyncio.run(scenario())

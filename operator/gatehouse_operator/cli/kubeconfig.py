@@ -49,8 +49,12 @@ def api_client() -> client.ApiClient:
 
 
 def bearer_token() -> str:
-    """The loaded kubeconfig's bearer token; empty when it authenticates otherwise."""
-    found: str = client.Configuration.get_default_copy().api_key.get("authorization", "")
+    """The loaded kubeconfig's bearer token (a token user's, an exec plugin's, the Pod's
+    ServiceAccount's); empty when it authenticates otherwise (a client certificate)."""
+    # The client keeps it under "BearerToken", with its "Bearer " prefix, whatever its source;
+    # asking through get_api_key_with_prefix runs the refresh hook of a token that expires.
+    configured = client.Configuration.get_default_copy()
+    found: str = configured.get_api_key_with_prefix("BearerToken") or ""
     return found.partition(" ")[2] if found.lower().startswith("bearer ") else ""
 
 

@@ -3,18 +3,21 @@
     gatehouse requests CONNECTION [-n NS] [-f] [--limit N] [-o text|json]
     gatehouse requests --app DataApp/NAME [-n NS] [-f]
 
-It asks the operator's service API (``--server``, else $GATEHOUSE_SERVER), with ``--token``,
-else $GATEHOUSE_TOKEN, else the kubeconfig's bearer token: the API decides with the caller's
-RBAC, as for the page. ``-f`` follows, like ``kubectl logs -f``: it asks every ``--interval``
-seconds for what ended since the newest it printed, until interrupted. Exit codes: 0 done, 2 the
-command could not run (refused, no server, bad arguments).
+It asks the operator's service API (``--server``, else $GATEHOUSE_API_URL, which ``make up``'s env
+file sets; $GATEHOUSE_SERVER is read too), with ``--token``, else $GATEHOUSE_TOKEN, else the
+kubeconfig's bearer token (``endpoints``): the API decides with the caller's RBAC, as for the
+page. ``-f`` follows, like ``kubectl logs -f``: after the newest ``--limit``, it asks every
+``--interval`` seconds for what ended since, with the cursor the last answer gave, so that no
+request is printed twice or left out however many end between two asks (``--limit`` bounds the
+first page only); when more ended than the replicas keep (200 per connection and per app), it
+says how many it could not print. Exit codes: 0 done, 2 the command could not run (refused, no
+server, bad arguments).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -25,7 +28,7 @@ from pydantic import ValidationError
 
 from gatehouse_contract.activity import MAX_RECENT
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
-from gatehouse_operator.cli import kubeconfig
+from gatehouse_operator.cli import endpoints, kubeconfig
 from gatehouse_operator.cli.service_cli import cluster_options
 from gatehouse_operator.connections.models import (
     HiddenRequestView,
@@ -57,11 +60,14 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     shown.add_argument("--app", help="an app instead, as DataApp/NAME or ChartType/NAME")
     shown.add_argument("-f", "--follow", action="store_true", help="keep printing new ones")
     shown.add_argument(
-        "--limit", type=int, default=100, help=f"how many to start with (1-{MAX_RECENT})"
+        "--limit",
+        type=int,
+        default=100,
+        help=f"how many to start with (1-{MAX_RECENT}); -f then prints every new one",
     )
     shown.add_argument("--interval", type=float, default=1.0, help="seconds between asks (-f)")
-    shown.add_argument("--server", help="the service API's URL; default: $GATEHOUSE_SERVER")
-    shown.add_argument("--token", help="default: $GATEHOUSE_TOKEN, else the kubeconfig's")
+    shown.add_argument("--server", help=f"the service API's URL; default: ${endpoints.API_URL}")
+    shown.add_argument("--token", help=f"default: ${endpoints.TOKEN}, else the kubeconfig's")
     shown.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
 
@@ -78,11 +84,9 @@ def _path(args: argparse.Namespace, namespace: str) -> str:
 
 
 def _token(args: argparse.Namespace) -> str:
-    token = args.token or os.environ.get("GATEHOUSE_TOKEN", "")
+    token = endpoints.token(args.token) or kubeconfig.bearer_token()
     if not token:
-        token = kubeconfig.bearer_token()
-    if not token:
-        raise Refusal("no token: give --token, set $GATEHOUSE_TOKEN, or use a token kubeconfig")
+        raise Refusal(endpoints.NO_TOKEN)
     return token
 
 
@@ -113,8 +117,8 @@ class Asker:
         self.headers = {"Authorization": f"Bearer {token}"}
         self.http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=10, read=30), retries=False)
 
-    def ask(self, since: float, limit: int) -> RecentRequests:
-        query = urlencode({"since": repr(since), "limit": limit})
+    def ask(self, limit: int, after: str = "") -> RecentRequests:
+        query = urlencode({"limit": limit, **({"after": after} if after else {})})
         try:
             answer = self.http.request("GET", f"{self.url}?{query}", headers=self.headers)
         except urllib3.exceptions.HTTPError as error:
@@ -136,33 +140,34 @@ class Asker:
 def run(args: argparse.Namespace, prog: str) -> int:
     try:
         namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
-        server = args.server or os.environ.get("GATEHOUSE_SERVER", "")
+        server = endpoints.api_url(args.server)
         if not server:
-            raise Refusal("no server: give --server URL or set $GATEHOUSE_SERVER")
+            raise Refusal(endpoints.NO_SERVER)
         if not 1 <= args.limit <= MAX_RECENT:
             raise Refusal(f"--limit: 1 to {MAX_RECENT}")
         asker = Asker(server, _path(args, namespace), _token(args))
-        since = 0.0
-        seen: set[tuple[str, float]] = set()
+        found = asker.ask(args.limit)
         told = ""
         while True:
-            found = asker.ask(since, args.limit)
             if found.hidden_reason and found.hidden_reason != told:
                 told = found.hidden_reason
                 print(f"{prog} requests: details hidden: {told}", file=sys.stderr, flush=True)
+            if found.lost:
+                print(
+                    f"{prog} requests: {found.lost} not shown: they ended since the last ask, "
+                    "and the proxy replicas keep only their last 200 per connection and per "
+                    "app; a shorter --interval keeps up",
+                    file=sys.stderr,
+                    flush=True,
+                )
             for item in reversed(found.items):  # oldest first, as logs print
-                key = (item.replica, item.time)
-                if key in seen:
-                    continue
-                seen.add(key)
-                since = max(since, item.time)
                 print(as_json(item) if args.output == "json" else line(item), flush=True)
             if not args.follow:
                 return DONE
-            # Requests ending within the same instant on two replicas: both are printed, once.
-            seen = {key for key in seen if key[1] >= since}
-            since = max(0.0, since - 0.001)
             time.sleep(args.interval)
+            # Every request that ended since the last answer, each once: the cursor holds where
+            # each replica's records were left.
+            found = asker.ask(MAX_RECENT, found.cursor)
     except (Refusal, kubeconfig.ClusterError) as error:
         print(f"{prog} requests: {error}", file=sys.stderr)
         return NOT_RUN

@@ -14,12 +14,13 @@ this module answers.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
-from gatehouse_contract.activity import MAX_RECENT, RecentRequest, RequestsQuery
+from gatehouse_contract.activity import MAX_RECENT, Position, RecentRequest, RequestsQuery
 from gatehouse_contract.numerals import whole_number
 from gatehouse_operator.access.reviews import User
 from gatehouse_operator.api.meta import Kind
+from gatehouse_operator.connections import request_cursor
 from gatehouse_operator.connections.actions import Connections
 from gatehouse_operator.connections.errors import Refused
 from gatehouse_operator.connections.models import (
@@ -40,11 +41,18 @@ class Activity:
         self.gatherer = connections.runtime.gatherer
 
     async def connection_requests(
-        self, user: User, namespace: str, name: str, since: float = 0.0, limit: int = 100
+        self,
+        user: User,
+        namespace: str,
+        name: str,
+        since: float = 0.0,
+        limit: int = 100,
+        after: Mapping[str, Position] | None = None,
     ) -> RecentRequests:
+        """The connection's newest requests; ``after`` a follower's cursor, the next ones."""
         await self.connections.visible(user, namespace, name)
         query = RequestsQuery(connection=f"{namespace}/{name}", since=since, limit=limit)
-        return _requests(await self._recent(namespace, query))
+        return _requests(await self._recent(namespace, query, after), after)
 
     async def app_requests(
         self,
@@ -54,17 +62,18 @@ class Activity:
         name: str,
         since: float = 0.0,
         limit: int = 100,
+        after: Mapping[str, Position] | None = None,
     ) -> RecentRequests:
         await self.connections.require(user, "update", kind, namespace, name)
         if await self.connections.runtime.kube.resources.get_custom(kind, namespace, name) is None:
             raise Refused(404, "not_found", f"no {kind.kind} {name!r} in namespace {namespace}")
         query = RequestsQuery(app=f"{namespace}/{kind.kind}/{name}", since=since, limit=limit)
-        found = await self._recent(namespace, query)
+        found = await self._recent(namespace, query, after)
         # An app's records may be of any connection it ever called: each is shown as far as the
         # caller may see that connection, by the rule build-spec follows.
         through = {connection_name(record) for _, record in found.requests} - {""}
         seen = await self.connections.seen(user, namespace, through)
-        return _requests(found, hidden=through - seen.keys())
+        return _requests(found, after, hidden=through - seen.keys())
 
     async def connection_usage(
         self, user: User, namespace: str, name: str, window: Window
@@ -97,9 +106,11 @@ class Activity:
         ]
         return ConnectionUsage(window=window, apps=apps)
 
-    async def _recent(self, namespace: str, query: RequestsQuery) -> Gathering:
+    async def _recent(
+        self, namespace: str, query: RequestsQuery, after: Mapping[str, Position] | None
+    ) -> Gathering:
         try:
-            return await self.gatherer.recent(namespace, query)
+            return await self.gatherer.recent(namespace, query, after)
         except Busy as busy:
             raise Refused(429, "too_many_requests", f"{busy}: try again in a second") from None
 
@@ -185,9 +196,11 @@ def _view(
     )
 
 
-def _requests(found: Gathering, hidden: Collection[str] = ()) -> RecentRequests:
+def _requests(
+    found: Gathering, after: Mapping[str, Position] | None, hidden: Collection[str] = ()
+) -> RecentRequests:
     """The records as shown; those through a connection in ``hidden`` (connections some of
-    them went through) without their details."""
+    them went through) without their details; the cursor to follow them with."""
     return RecentRequests(
         items=[
             _view(replica, record, connection_name(record) in hidden)
@@ -196,4 +209,6 @@ def _requests(found: Gathering, hidden: Collection[str] = ()) -> RecentRequests:
         replicas_asked=found.asked,
         replicas_answered=found.answered,
         hidden_reason=hidden_reason(hidden),
+        cursor=request_cursor.written(after, found.positions),
+        lost=found.lost,
     )

@@ -323,7 +323,10 @@ class HiddenRequestView(Model):
 
 
 class RecentRequests(Model):
-    items: list[RecentRequestView | HiddenRequestView] = Field(description="Newest first.")
+    items: list[RecentRequestView | HiddenRequestView] = Field(
+        description="Newest first: at most limit of them, or, asked after a cursor, every "
+        "replica's next ones (at most limit of each)."
+    )
     replicas_asked: int
     replicas_answered: int = Field(
         description="Fewer than asked: a replica did not answer within 2 s, so some may be missing."
@@ -332,6 +335,16 @@ class RecentRequests(Model):
         default="",
         description="Why some items have detailsHidden: true, and who may see them whole; "
         "empty when none has.",
+    )
+    cursor: str = Field(
+        default="",
+        description="Where these leave a follower: send it back as after= for the requests "
+        "that end next, none given twice or left out.",
+    )
+    lost: int = Field(
+        default=0,
+        description="Requests that ended after the cursor sent but that the replicas no "
+        "longer held (each keeps its last 200 per connection and per app): never shown.",
     )
 
 

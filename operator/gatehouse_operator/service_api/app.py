@@ -24,6 +24,7 @@ from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, Model
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
 from gatehouse_operator.api.stored import StoredProjectConfig
+from gatehouse_operator.connections import request_cursor
 from gatehouse_operator.connections.actions import APPS, Connections
 from gatehouse_operator.connections.activity import Activity, limit_of, since_of, window_of
 from gatehouse_operator.connections.errors import Refused, check_names, validation_message
@@ -156,6 +157,7 @@ class ServiceApi:
             params["name"],
             since_of(query.get("since")),
             limit_of(query.get("limit")),
+            request_cursor.read(query.get("after")),
         )
         return _json(found)
 
@@ -177,6 +179,7 @@ class ServiceApi:
                 params["name"],
                 since_of(query.get("since")),
                 limit_of(query.get("limit")),
+                request_cursor.read(query.get("after")),
             )
             return _json(found)
 

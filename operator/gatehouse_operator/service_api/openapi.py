@@ -102,6 +102,12 @@ SINCE = _query(
     "since", "Only requests that ended after this (seconds since the epoch).", {"type": "number"}
 )
 LIMIT = _query("limit", "At most this many, the newest (1 to 500; 100).", {"type": "integer"})
+AFTER = _query(
+    "after",
+    "A cursor an earlier answer gave (its cursor): the requests that ended since it was given, "
+    "each once (at most limit of each replica's); lost counts those the replicas no longer held.",
+    {"type": "string"},
+)
 REQUESTS = (
     "Each proxy replica's recent requests (its last 200 per connection and per app), gathered "
     "now over the table channel, newest first: time, app, connection, method, path with query "
@@ -182,7 +188,13 @@ def document() -> dict[str, JsonValue]:
             "get": {
                 "summary": "The connection's recent requests, of every app linking it",
                 "description": REQUESTS + "Visible as the connection is (404 and 403 alike).",
-                "parameters": [NAMESPACE, _name("name", "The ExternalConnection."), SINCE, LIMIT],
+                "parameters": [
+                    NAMESPACE,
+                    _name("name", "The ExternalConnection."),
+                    SINCE,
+                    LIMIT,
+                    AFTER,
+                ],
                 "responses": {
                     "200": _json(RecentRequests, "The requests."),
                     **_errors(400, 401, 403, 404, 429, 502),
@@ -260,7 +272,7 @@ def document() -> dict[str, JsonValue]:
                 "fetch through a connection the caller may not see (as build-spec's "
                 "detailsHidden) has only time, app, connection, status, code, replica and trace "
                 "id, and detailsHidden: true; hiddenReason says why.",
-                "parameters": [NAMESPACE, _name("name", f"The {kind}."), SINCE, LIMIT],
+                "parameters": [NAMESPACE, _name("name", f"The {kind}."), SINCE, LIMIT, AFTER],
                 "responses": {
                     "200": _json(RecentRequests, "The requests."),
                     **_errors(400, 401, 403, 404, 429, 502),

@@ -45,6 +45,8 @@ from gatehouse_contract.connection_tests import (
 from gatehouse_contract.errors import error_body
 from gatehouse_contract.frames import (
     ACTIVITY_FEATURE,
+    CURSOR_FEATURE,
+    CURSOR_FIELDS,
     FEATURES_HEADER,
     FLEET_FEATURE,
     Ack,
@@ -251,6 +253,9 @@ class _Session:
         self.fleet = FLEET_FEATURE in features
         # It answers Gather frames; a replica of an earlier release is never sent one.
         self.activity = ACTIVITY_FEATURE in features
+        # It reads a query's cursor and answers a follower's page; one that does not is sent
+        # neither field, and is not asked for a follower's page.
+        self.cursor = CURSOR_FEATURE in features
         self.seq = 0
         self.sent = 0  # the version this replica was last sent
         self.needs_snapshot = True
@@ -486,7 +491,8 @@ class _Session:
         future: asyncio.Future[Gathered] = asyncio.get_running_loop().create_future()
         self._gathers[frame.id] = future
         try:
-            await self.send(frame.model_dump_json().encode())
+            unread = None if self.cursor else CURSOR_FIELDS
+            await self.send(frame.model_dump_json(exclude=unread).encode())
             return await future
         finally:
             self._gathers.pop(frame.id, None)

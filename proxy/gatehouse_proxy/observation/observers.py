@@ -84,13 +84,11 @@ def record_of(fetch: Fetch, seq: int) -> Record:
 class Inspector:
     def __init__(self, recent: RecentRequests) -> None:
         self.recent = recent
-        self._seq = 0
 
     def observe(self, fetch: Fetch) -> None:
         if not fetch.app:
             return
-        self._seq += 1
-        self.recent.add(record_of(fetch, self._seq), namespace_of(fetch.app))
+        self.recent.add(record_of(fetch, self.recent.next_seq()), namespace_of(fetch.app))
 
 
 class Usage:

@@ -17,20 +17,37 @@ when that queue holds a quarter more than ``total`` it is rebuilt without them. 
 ``1.25 * total`` records are held whatever the number of connections, and one tenant's traffic
 never takes another's place under ``total`` (docs/operating/inspector-and-audit.md, "The
 inspector, usage and the audit trail", has the bytes measured at 10,000 connections).
+
+A follower (``gatehouse requests -f``) is given the records after where it stands
+(:class:`~gatehouse_contract.activity.Position`), oldest first: a record's ``seq`` (the replica's
+count, kept in the order records are added) says which it was given, and each connection's and
+app's count of the records it ever kept (``Route.dropped`` plus those held) says how many past
+its position were taken by the bounds before it asked (``lost``). A route whose every record was
+taken is forgotten, its count kept among the last ``EMPTIED`` such routes', so its numbers go on
+when it is used again.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
+from bisect import bisect_right
 from collections import deque
 from typing import NamedTuple
 
-from gatehouse_contract.activity import MAX_PATH_CHARS, SCRUBBED_VALUE, RequestsQuery
+from gatehouse_contract.activity import (
+    MAX_PATH_CHARS,
+    SCRUBBED_VALUE,
+    START,
+    Position,
+    RequestsQuery,
+)
 from gatehouse_contract.routes import namespace_of
 
 PER_ROUTE = 200
 PER_NAMESPACE = 5_000
 TOTAL = 20_000
+EMPTIED = 10_000  # routes whose count is kept after their last record was taken
 
 # Bytes a path may keep as they came: printable ASCII without a space.
 _PRINTABLE = bytes(range(0x21, 0x7F))
@@ -83,6 +100,25 @@ def scrubbed_path(raw_path: bytes, query: bytes) -> str:
     return path
 
 
+class Route:
+    """One connection's or app's records, oldest first, and how many it held were taken."""
+
+    __slots__ = ("dropped", "records")
+
+    def __init__(self, dropped: int) -> None:
+        self.records: list[Record] = []
+        self.dropped = dropped
+
+
+class Page(NamedTuple):
+    """A follower's next records (oldest first), where it then stands, and how many records past
+    where it stood the replica no longer held."""
+
+    records: list[Record]
+    position: Position
+    lost: int
+
+
 def _printable(raw: bytes) -> str:
     if not raw.translate(None, _PRINTABLE):
         return raw.decode("ascii")
@@ -99,9 +135,18 @@ class RecentRequests:
         # Oldest first, everywhere.
         self._all: deque[Record] = deque()
         self._namespaces: dict[str, deque[Record]] = {}
-        self._connections: dict[str, list[Record]] = {}
-        self._apps: dict[str, list[Record]] = {}
+        self._connections: dict[str, Route] = {}
+        self._apps: dict[str, Route] = {}
         self._taken: set[int] = set()  # seqs of records in ``_all`` a namespace's bound took
+        self._emptied: dict[str, int] = {}  # a forgotten route's ``dropped``, oldest first
+        # This process's records: a restarted replica counts from 1 again under a new one.
+        self.instance = secrets.token_hex(8)
+        self._seq = 0
+
+    def next_seq(self) -> int:
+        """The next record's ``seq``: records are added in the order of their seqs."""
+        self._seq += 1
+        return self._seq
 
     def __len__(self) -> int:
         """Records in the namespaces' queues: what counts against ``total``."""
@@ -119,11 +164,11 @@ class RecentRequests:
                 continue
             found = lists.get(key)
             if found is None:
-                lists[key] = [record]
-            else:
-                found.append(record)
-                if len(found) > self.per_route:
-                    del found[0]
+                found = lists[key] = Route(self._emptied.pop(key, 0))
+            found.records.append(record)
+            if len(found.records) > self.per_route:
+                del found.records[0]
+                found.dropped += 1
         if len(kept) > self.per_namespace:
             taken = kept.popleft()
             self._unlist(taken)
@@ -149,17 +194,54 @@ class RecentRequests:
         unless their own bound took it already."""
         for lists, key in ((self._connections, record.connection), (self._apps, record.app)):
             found = lists.get(key)
-            if found and found[0] is record:
-                del found[0]
-                if not found:
+            if found and found.records[0] is record:
+                del found.records[0]
+                found.dropped += 1
+                if not found.records:
                     del lists[key]
+                    self._emptied[key] = found.dropped
+                    if len(self._emptied) > EMPTIED:
+                        del self._emptied[next(iter(self._emptied))]
+
+    def _route(self, query: RequestsQuery) -> tuple[list[Record], int]:
+        """The records of the connection or app ``query`` asks about, and how many it dropped."""
+        key = query.connection or query.app
+        found = (self._connections if query.connection else self._apps).get(key)
+        if found is None:
+            return [], self._emptied.get(key, 0)
+        return found.records, found.dropped
+
+    def position(self, query: RequestsQuery) -> Position:
+        """Where a follower given every record of ``query``'s route stands."""
+        records, dropped = self._route(query)
+        return Position(
+            instance=self.instance,
+            seq=records[-1].seq if records else 0,
+            number=dropped + len(records),
+        )
+
+    def after(self, query: RequestsQuery, after: Position) -> Page:
+        """The records of ``query``'s route after ``after``, oldest first, at most
+        ``query.limit``; where the follower then stands; how many past ``after`` were taken.
+        ``after`` of another process (or START): every record this one holds is new."""
+        if after.instance != self.instance:
+            after = START
+        records, dropped = self._route(query)
+        first = bisect_right(records, after.seq, key=lambda record: record.seq)
+        chosen = records[first : first + query.limit]
+        lost = max(0, dropped + first - after.number)
+        newest = Position(
+            instance=self.instance,
+            seq=chosen[-1].seq if chosen else after.seq,
+            number=dropped + first + len(chosen),
+        )
+        if query.connection and query.app:  # both named: the connection's records of the app
+            chosen = [record for record in chosen if record.app == query.app]
+        return Page(chosen, newest, lost)
 
     def recent(self, query: RequestsQuery) -> list[Record]:
         """The newest records the query asks for, newest first."""
-        if query.connection:
-            found = self._connections.get(query.connection, [])
-        else:
-            found = self._apps.get(query.app, [])
+        found, _ = self._route(query)
         chosen: list[Record] = []
         for record in reversed(found):
             if record.time <= query.since:

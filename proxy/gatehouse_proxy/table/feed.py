@@ -47,6 +47,7 @@ from gatehouse_contract.connection_tests import (
 )
 from gatehouse_contract.frames import (
     ACTIVITY_FEATURE,
+    CURSOR_FEATURE,
     FEATURES_HEADER,
     FLEET_FEATURE,
     Ack,
@@ -227,7 +228,8 @@ class _Stream:
     async def follow(self) -> None:
         feed = self.feed
         keyring = feed.keyring.current()
-        features = [FLEET_FEATURE, *([ACTIVITY_FEATURE] if feed.activity is not None else [])]
+        answers = [ACTIVITY_FEATURE, CURSOR_FEATURE] if feed.activity is not None else []
+        features = [FLEET_FEATURE, *answers]
         try:
             async with self.session.ws_connect(
                 feed.url,

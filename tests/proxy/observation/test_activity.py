@@ -168,3 +168,48 @@ def test_the_audit_line_is_the_record_in_the_json_schema_and_opt_in(
     never = Activity("replica-1", AuditSettings(enabled=True, sample_rate=0.0))
     Recorder(never).record("ns/DataApp/a", "ns/c", "GET", b"/a", b"", 200, "ok", 0.01, 0, 1, None)
     assert not [r for r in caplog.records if r.name == "gatehouse.proxy.audit"]
+
+
+def test_a_follower_is_given_each_record_once_and_told_how_many_the_bounds_took() -> None:
+    """``gatehouse requests -f``: the records after a position, oldest first, at most a page;
+    the position after them; and, when the route's bound took records past the position before
+    the follower asked, how many."""
+    recent = RecentRequests(per_route=3, per_namespace=100, total=100)
+    query = RequestsQuery(connection="ns/c0", limit=2)
+    start = recent.position(query)
+    assert (start.seq, start.number) == (0, 0)
+    for seq in range(1, 4):
+        recent.add(_record(seq, connection="ns/c0"), "ns")
+    recent.add(_record(4, connection="ns/c1"), "ns")  # another route's: never given here
+    page = recent.after(query, start)
+    assert ([r.seq for r in page.records], page.lost) == ([1, 2], 0)  # a page: at most limit
+    page = recent.after(query, page.position)
+    assert ([r.seq for r in page.records], page.lost) == ([3], 0)
+    assert recent.after(query, page.position).records == []  # nothing new: nothing again
+    held = page.position
+    for seq in range(5, 10):  # 5 more on a route that keeps 3: 2 taken before the next ask
+        recent.add(_record(seq, connection="ns/c0"), "ns")
+    page = recent.after(RequestsQuery(connection="ns/c0", limit=10), held)
+    assert ([r.seq for r in page.records], page.lost) == ([7, 8, 9], 2)
+    assert page.position.number == 8  # the route's eight records, counted
+
+    # A position of another process (a restarted replica): all it holds is new, and what its
+    # bound took of them is counted.
+    other = page.position.model_copy(update={"instance": "0" * 16})
+    page = recent.after(RequestsQuery(connection="ns/c0", limit=10), other)
+    assert ([r.seq for r in page.records], page.lost) == ([7, 8, 9], 5)
+
+
+def test_a_route_taken_whole_by_the_namespaces_bound_keeps_its_count() -> None:
+    recent = RecentRequests(per_route=10, per_namespace=2, total=100)
+    query = RequestsQuery(app="ns/DataApp/a", limit=10)
+    recent.add(_record(1), "ns")
+    held = recent.position(query)
+    for seq in range(2, 5):  # 3 more of a namespace that keeps 2: 1 taken
+        recent.add(_record(seq), "ns")
+    for seq in range(5, 7):  # another app of the namespace takes the rest: the route is empty
+        recent.add(_record(seq, app="ns/DataApp/b"), "ns")
+    assert recent.recent(query) == []
+    recent.add(_record(7), "ns")
+    page = recent.after(query, held)
+    assert ([r.seq for r in page.records], page.lost) == ([7], 3)
