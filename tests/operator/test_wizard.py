@@ -205,15 +205,19 @@ def test_a_value_the_page_does_not_offer_is_named_and_kept_as_sent() -> None:
             "auth_type": "apikey",
             "api_key_in": "body",
             "client_authentication": "post",
+            "code_client_authentication": "jwt",
+            "credential_scope": "everyone",
             "storage": "vault",
         }
     )
     assert form.problems() == [
         "Auth type: one of none, apiKey, bearer, basic, oauth2ClientCredentials, "
-        "googleServiceAccount",
+        "oauth2AuthorizationCode, googleServiceAccount",
         "Keep the secret: one of sealed, secret",
         "API key: sent in: one of header, query",
         "OAuth 2.0: client authentication: one of basic, body",
+        "OAuth 2.0 authorization code: client authentication: one of basic, body",
+        "Whose account: one of viewer, shared",
     ]
     assert form.spec()["auth"] == {
         "type": "apikey",
