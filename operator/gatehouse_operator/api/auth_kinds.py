@@ -138,6 +138,9 @@ AUTH_KINDS: Mapping[AuthType, AuthKind] = {
     )
 }
 
+# The sections of the kinds whose secret goes to an endpoint of their own (tokenURL, clientId).
+ENDPOINT_SECTIONS = tuple(kind.section for kind in AUTH_KINDS.values() if kind.token_endpoint)
+
 # The kinds with fields of their own on the wizard's page (web/templates/auth/<type>.html), in
 # the order it shows them.
 FORM_SECTIONS: tuple[AuthType, ...] = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from gatehouse_contract.header_names import (
     API_KEY_HEADER_RESERVED_RE2,
@@ -409,14 +409,12 @@ class OAuth2AuthorizationCodeAuth(Model):
         "(an admin connects one account, which every viewer of every linked app then uses).",
     )
 
-    @model_validator(mode="after")
-    def _parameters_not_reserved(self) -> OAuth2AuthorizationCodeAuth:
-        if any(
-            name.lower() in RESERVED_AUTHORIZATION_PARAMETERS
-            for name in self.authorization_parameters
-        ):
+    @field_validator("authorization_parameters")
+    @classmethod
+    def _parameters_not_reserved(cls, parameters: dict[str, str]) -> dict[str, str]:
+        if any(name.lower() in RESERVED_AUTHORIZATION_PARAMETERS for name in parameters):
             raise ValueError(_RESERVED_AUTHORIZATION_PARAMETER)
-        return self
+        return parameters
 
     def placed(self, credential: Credential, token_url: str) -> Credential:
         """``token_url``: this section's ``tokenURL``, normalised (connections.origin); the
