@@ -454,7 +454,7 @@ def test_the_examples_show_the_sealed_way_first_and_it_seals_as_shown(
     assert cli.main(["seal", "-f", str(example), "-n", "shop", "--cert", str(cert)]) == 0
     sealed = yaml.safe_load(capsys.readouterr().out)
     # A client secret is sealed for the section's tokenURL and clientId too.
-    endpoint = next((auth[s] for s in ENDPOINT_SECTIONS if s in auth), {})
+    endpoint: dict[str, str] = next((auth[s] for s in ENDPOINT_SECTIONS if s in auth), {})
     scope = Scope(
         "shop",
         sealed["metadata"]["name"],
