@@ -655,6 +655,11 @@ def test_an_admin_declares_a_per_viewer_oauth2_api_with_a_sealed_client_secret(
     page.fill("input[name=code_revocation_url]", f"{stack.token_endpoint}/revoke")
     admin.submit("#next")
     page.check("input[name=link_policy][value=AdminsOnly]")
+    admin.submit("#next")
+    # A draft test is refused before any proxy is asked: no replica serves the kind yet.
+    admin.submit("#try-draft")
+    verdict = page.inner_text("#verdict")
+    assert "auth.type oauth2AuthorizationCode is not routed by this version" in verdict, verdict
     admin.submit("button.step[value='go:review']")
     assert page.query_selector("#errors") is None, page.inner_text("#errors")
     assert "accepts this connection" in page.inner_text("#dry-run")
