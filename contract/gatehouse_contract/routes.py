@@ -9,7 +9,8 @@ holds no secret in the clear: credentials are encrypted with the table keys (see
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from collections.abc import Mapping
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, ConfigDict, Field
 
@@ -17,9 +18,27 @@ from gatehouse_contract.keyring import Encrypted
 from gatehouse_contract.wire import Frozen
 
 AuthType = Literal[
-    "none", "apiKey", "bearer", "basic", "googleServiceAccount", "oauth2ClientCredentials"
+    "none",
+    "apiKey",
+    "bearer",
+    "basic",
+    "googleServiceAccount",
+    "oauth2ClientCredentials",
+    "oauth2AuthorizationCode",
 ]
 ClientAuthentication = Literal["basic", "body"]
+# Whose account an authorization-code grant is: each viewer's own, or one an admin connects for
+# everyone.
+CredentialScope = Literal["viewer", "shared"]
+
+# The kinds the operator declares and checks but this version's proxies do not serve yet, and
+# why: the operator keeps their connections out of the table (Accepted says this), so that no
+# replica reads a kind it has no injector for. A kind leaves this list with its injector
+# (tests/proxy/credentials/test_credential_kinds.py holds the two together).
+NOT_SERVED: Mapping[AuthType, str] = {
+    "oauth2AuthorizationCode": "the proxies do not inject viewers' grants yet (the connect "
+    "flow and the grant store come with issue 49); the declaration is checked and kept",
+}
 EntryKind = Literal["connection", "app"]
 
 
@@ -62,6 +81,30 @@ class TokenRequest(Frozen):
     parameters: tuple[tuple[str, str], ...] = ()
 
 
+# An authorization-code section's bounds, as the operator's schema holds them: a table entry that
+# breaks them is refused where it is read.
+MAX_URL_CHARS = 2048
+MAX_AUTHORIZATION_PARAMETERS = 8
+_ParameterName = Annotated[str, Field(min_length=1, max_length=64)]
+_ParameterValue = Annotated[str, Field(max_length=1024)]
+
+
+class Authorization(Frozen):
+    """Where a person is sent to grant access for an authorization-code credential (RFC 6749
+    4.1, always with PKCE S256, RFC 7636); the token URL, the client and its authentication are
+    the credential's ``token_request``, its scopes the credential's."""
+
+    url: str = Field(min_length=1, max_length=MAX_URL_CHARS)
+    # Extra query parameters of the authorization request (access_type, prompt...), in the
+    # order given; never one that PKCE or OAuth itself sets.
+    parameters: tuple[tuple[_ParameterName, _ParameterValue], ...] = Field(
+        default=(), max_length=MAX_AUTHORIZATION_PARAMETERS
+    )
+    credential_scope: CredentialScope = "viewer"
+    # RFC 7009's endpoint, called when a grant is dropped; empty: the provider has none.
+    revocation_url: str = Field(default="", max_length=MAX_URL_CHARS)
+
+
 class Credential(Frozen):
     model_config = ConfigDict(frozen=True, extra="forbid", serialize_by_alias=True)
 
@@ -70,6 +113,7 @@ class Credential(Frozen):
     location: Literal["header", "query", ""] = ""
     scopes: tuple[str, ...] = ()
     token_request: TokenRequest | None = None
+    authorization: Authorization | None = None
     # "sealed" on the wire, as proxies of earlier versions read it (they refuse unknown fields).
     encrypted: Encrypted | None = Field(
         default=None,
@@ -83,6 +127,18 @@ class Credential(Frozen):
         if self.encrypted is None:
             return ""
         return hashlib.sha256(self.encrypted.ciphertext.encode()).hexdigest()[:16]
+
+    @property
+    def grant_identity(self) -> str:
+        """What a person's grant was given for: the token URL, the client id and the scopes
+        (in any order). A grant kept under another identity is not this credential's and is
+        dropped; a new client secret, authorization URL or extra parameter keeps the grants.
+        Empty for a credential that takes no grant."""
+        if self.authorization is None or self.token_request is None:
+            return ""
+        request = self.token_request
+        given = "\n".join([request.url, request.client_id, *sorted(set(self.scopes))])
+        return hashlib.sha256(given.encode()).hexdigest()[:16]
 
     def context(self, connection_uid: str, origin: str) -> str:
         """What an encrypted value is bound to: decrypting it for another host or placement fails. A

@@ -105,7 +105,9 @@ def secret_sent(credential: Credential, secret: str) -> Sent:
             return bearer(secret)
         case "basic":
             return basic(secret)
-        case "oauth2ClientCredentials":
+        # An authorization code's client secret goes to the token endpoint as a client
+        # credentials one does (exchanging the code, refreshing a grant).
+        case "oauth2ClientCredentials" | "oauth2AuthorizationCode":
             request = credential.token_request
             return client_secret(request, secret) if request is not None else NOT_SENT
         case unknown:

@@ -618,6 +618,89 @@ def test_an_admin_registers_an_oauth2_api_with_headers_quotas_and_a_sealed_clien
     assert saved["spec"]["auth"]["sealedSecret"] == stored["spec"]["auth"]["sealedSecret"]
 
 
+def test_an_admin_declares_a_per_viewer_oauth2_api_with_a_sealed_client_secret(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    """OAuth 2.0 authorization code through the wizard, as a BI team declares each analyst's own
+    Google Sheets: the endpoints, scopes, extra authorization parameters, whose account it is and
+    the warning of a shared one; the client secret sealed for the token URL and client id. Saved,
+    the connection is checked and kept, and says the proxies do not serve the kind yet; its page
+    shows the kind's settings and no secret."""
+    members = project(cluster, stack, namespace)
+    token_url = f"{stack.token_endpoint}/token"
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/new-connection")
+    page.fill("input[name=display_name]", "Sheets")
+    page.fill("input[name=base_url]", stack.upstream)
+    admin.submit("#next")
+    assert "A shared account is one person's login used for every viewer" in page.inner_text(
+        "#credential-scope-warning"
+    )
+    page.select_option("select[name=auth_type]", "oauth2AuthorizationCode")
+    page.fill("input[name=code_authorization_url]", f"{stack.token_endpoint}/authorize")
+    page.fill("input[name=code_token_url]", token_url)
+    page.fill("input[name=code_client_id]", "sheets")
+    page.fill("textarea[name=code_scopes]", "sheets.read")
+    # A parameter PKCE sets itself is named under its field's title.
+    page.fill("textarea[name=code_parameters]", "code_challenge_method=plain")
+    page.fill("input[name=secret]", f"{CANARY}-code")
+    page.check("input[name=storage][value=sealed]")
+    admin.submit("button.step[value='go:review']")
+    assert (
+        "Extra authorization parameters: auth.oauth2AuthorizationCode.authorizationParameters "
+        "must not set a parameter OAuth 2.0 or PKCE sets itself"
+    ) in page.inner_text("#errors")
+    admin.submit("button.step[value='go:auth']")
+    page.fill("textarea[name=code_parameters]", "access_type=offline")
+    page.fill("input[name=code_revocation_url]", f"{stack.token_endpoint}/revoke")
+    admin.submit("#next")
+    page.check("input[name=link_policy][value=AdminsOnly]")
+    admin.submit("#next")
+    # A draft test is refused before any proxy is asked: no replica serves the kind yet.
+    admin.submit("#try-draft")
+    verdict = page.inner_text("#verdict")
+    assert "auth.type oauth2AuthorizationCode is not routed by this version" in verdict, verdict
+    admin.submit("button.step[value='go:review']")
+    assert page.query_selector("#errors") is None, page.inner_text("#errors")
+    assert "accepts this connection" in page.inner_text("#dry-run")
+    spec = yaml.safe_load(page.inner_text("#yaml"))["spec"]
+    assert spec["auth"]["oauth2AuthorizationCode"] == {
+        "authorizationURL": f"{stack.token_endpoint}/authorize",
+        "tokenURL": token_url,
+        "clientId": "sheets",
+        "scopes": ["sheets.read"],
+        "authorizationParameters": {"access_type": "offline"},
+        "clientAuthentication": "basic",
+        "revocationURL": f"{stack.token_endpoint}/revoke",
+        "credentialScope": "viewer",
+    }
+    scope = SealedValue.parse(spec["auth"]["sealedSecret"]).scope
+    assert (scope.token_url, scope.client_id) == (token_url, "sheets")
+    admin.submit("#save")
+    assert page.inner_text(".notice") == "Created connection sheets."
+    # Checked and kept, the secret opened; not routed while the proxies do not serve the kind.
+    wait_condition(cluster, namespace, "externalconnection/sheets", "False", "AuthTypeNotServed")
+    conditions = {
+        c["type"]: c
+        for c in (get(cluster, namespace, "externalconnection/sheets") or {})["status"][
+            "conditions"
+        ]
+    }
+    assert conditions["CredentialReady"]["status"] == "True", conditions
+    assert conditions["Accepted"]["message"].startswith(
+        "auth.type oauth2AuthorizationCode is not routed by this version"
+    )
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/sheets")
+    shown = page.inner_text("#auth")
+    for expected in (
+        "OAuth 2.0 authorization code", "each viewer's own", f"{stack.token_endpoint}/authorize",
+        token_url, "sheets.read", "access_type=offline", f"{stack.token_endpoint}/revoke",
+        "PKCE (S256) always",
+    ):  # fmt: skip
+        assert expected in shown, (expected, shown)
+    assert "exchanges and refreshes viewers' grants" in page.inner_text("#secret")
+
+
 def test_basic_auth_through_the_wizard_stores_the_pair_and_asks_again_for_another_auth_type(
     cluster: Cluster, stack: Stack, namespace: str, visit: Any
 ) -> None:
@@ -753,7 +836,7 @@ def test_the_wizard_names_each_problem_and_a_refused_connection_writes_no_secret
     assert answer.status == 422
     assert (
         "Auth type: one of none, apiKey, bearer, basic, oauth2ClientCredentials, "
-        "googleServiceAccount"
+        "oauth2AuthorizationCode, googleServiceAccount"
     ) in answer.text()
     # Every method unchecked is named, never taken as GET.
     answer = admin.post(

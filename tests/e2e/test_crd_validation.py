@@ -10,7 +10,13 @@ import pytest
 import yaml
 
 from gatehouse_dev.cluster import Cluster
-from gatehouse_operator.api.url_fields import BASE_URL, TOKEN_URL
+from gatehouse_operator.api.url_fields import (
+    AUTHORIZATION_URL,
+    BASE_URL,
+    CODE_TOKEN_URL,
+    REVOCATION_URL,
+    TOKEN_URL,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -67,6 +73,21 @@ def _with(path: str, value: Any) -> dict[str, Any]:
 
 
 _DELETE = object()
+_CODE: dict[str, Any] = {
+    "authorizationURL": "https://auth.example.com/authorize",
+    "tokenURL": "https://auth.example.com/token",
+    "clientId": "c",
+}
+
+
+def _code(**section: Any) -> dict[str, Any]:
+    return {
+        "type": "oauth2AuthorizationCode",
+        "oauth2AuthorizationCode": {**_CODE, **section},
+        "secretRef": {"name": "s", "key": "k"},
+    }
+
+
 _RESERVED_HEADER = "headers[].name must not be a header the proxy or HTTP itself controls"
 
 
@@ -215,6 +236,66 @@ def test_a_valid_connection_is_accepted_with_defaults(
             },
             'Unsupported value: "jwt"',
         ),
+        # OAuth 2.0 authorization code.
+        (
+            "auth",
+            {"type": "oauth2AuthorizationCode", "secretRef": {"name": "s", "key": "k"}},
+            "auth.oauth2AuthorizationCode (authorizationURL, tokenURL, clientId) is required",
+        ),
+        (
+            "auth",
+            {
+                "type": "bearer",
+                "oauth2AuthorizationCode": _CODE,
+                "secretRef": {"name": "s", "key": "k"},
+            },
+            "auth.oauth2AuthorizationCode (authorizationURL, tokenURL, clientId) is required",
+        ),
+        (
+            "auth",
+            {"type": "oauth2AuthorizationCode", "oauth2AuthorizationCode": _CODE},
+            "exactly one of auth.secretRef and auth.sealedSecret is required",
+        ),
+        *[
+            (
+                "auth",
+                _code(**{field: url}),
+                f"auth.oauth2AuthorizationCode.{field} {rule}",
+            )
+            for field in ("authorizationURL", "tokenURL", "revocationURL")
+            for url, rule in (
+                ("ftp://auth.example.com/x", "must be an https URL"),
+                ("https://auth.example.com/x?prompt=consent", "must not have a query or fragment"),
+                ("https://u:p@auth.example.com/x", "must not contain credentials"),
+            )
+        ],
+        *[
+            (
+                "auth",
+                _code(authorizationParameters={name: "x"}),
+                "auth.oauth2AuthorizationCode.authorizationParameters must not set a parameter "
+                "OAuth 2.0 or PKCE sets itself",
+            )
+            for name in ("redirect_uri", "State", "code_challenge_method", "scope")
+        ],
+        (
+            "auth",
+            _code(authorizationParameters={"bad name": "x"}),
+            "auth.oauth2AuthorizationCode.authorizationParameters names are letters, digits",
+        ),
+        (
+            "auth",
+            _code(authorizationParameters={f"p{i}": "x" for i in range(9)}),
+            "spec.auth.oauth2AuthorizationCode.authorizationParameters",
+        ),
+        (
+            "auth",
+            _code(authorizationParameters={"prompt": "a\nb"}),
+            "spec.auth.oauth2AuthorizationCode.authorizationParameters.prompt",
+        ),
+        ("auth", _code(credentialScope="everyone"), 'Unsupported value: "everyone"'),
+        ("auth", _code(clientAuthentication="jwt"), 'Unsupported value: "jwt"'),
+        ("auth", _code(pkce=False), 'unknown field "spec.auth.oauth2AuthorizationCode.pkce"'),
     ],
 )
 def test_bad_connection_is_rejected_naming_the_field(
@@ -264,6 +345,24 @@ def test_what_apis_ask_for_today_is_accepted(
     }
     code, err = _apply(cluster, namespace, resource)
     assert code == 0, err
+    # Each viewer's own Google account, offline access asked for; the section's defaults filled.
+    sheets = _with(
+        "auth",
+        _code(
+            authorizationURL="https://accounts.google.com/o/oauth2/v2/auth",
+            tokenURL="https://oauth2.googleapis.com/token",
+            scopes=["https://www.googleapis.com/auth/spreadsheets.readonly"],
+            authorizationParameters={"access_type": "offline", "prompt": "consent"},
+            revocationURL="https://oauth2.googleapis.com/revoke",
+        ),
+    )
+    sheets["metadata"]["name"] = "sheets"
+    code, err = _apply(cluster, namespace, sheets)
+    assert code == 0, err
+    stored = yaml.safe_load(
+        cluster.kubectl("get", "externalconnection", "sheets", "-n", namespace, "-o", "yaml").stdout
+    )["spec"]["auth"]["oauth2AuthorizationCode"]
+    assert (stored["credentialScope"], stored["clientAuthentication"]) == ("viewer", "basic")
     basic = _with("auth", {"type": "basic", "secretRef": {"name": "b", "key": "pair"}})
     basic["metadata"]["name"] = "basic"
     code, err = _apply(cluster, namespace, basic)
@@ -385,4 +484,39 @@ def test_the_models_url_rules_are_the_api_servers(
                     done.stderr,
                 )
     refused = bool(BASE_URL.problem(url) or TOKEN_URL.problem(url))
+    assert (done.returncode != 0) == refused, done.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "login.example.com/authorize",
+        "ftp://login.example.com/authorize",
+        "https://",
+        "https://user:pw@login.example.com/authorize",
+        "https://login.example.com/authorize?prompt=consent",
+        "https://login.example.com/authorize#top",
+        "http://127.0.0.1:8080/authorize",
+        "https://login.example.com/oauth2/authorize",
+    ],
+)
+def test_the_authorization_codes_url_rules_are_the_api_servers(
+    cluster: Cluster, crds_installed: None, namespace: str, url: str
+) -> None:
+    """authorizationURL, tokenURL and revocationURL keep the token URL's rules, declared once:
+    the API server and the model refuse the same URLs, each message naming its field."""
+    fields = (AUTHORIZATION_URL, CODE_TOKEN_URL, REVOCATION_URL)
+    resource = _with("auth", _code(**{field.name.rpartition(".")[2]: url for field in fields}))
+    done = cluster.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", "-",
+        stdin=yaml.safe_dump(resource), check=False,
+    )  # fmt: skip
+    for field in fields:
+        for rule in field.rules():
+            if rule.pattern:  # isURL is the API server's alone
+                assert (field.message(rule) in done.stderr) == (not rule.holds(url)), (
+                    field.message(rule),
+                    done.stderr,
+                )
+    refused = any(field.problem(url) for field in fields)
     assert (done.returncode != 0) == refused, done.stderr

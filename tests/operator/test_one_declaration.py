@@ -26,6 +26,7 @@ STORED: tuple[tuple[type[BaseModel], type[BaseModel], bool], ...] = (
     (stored.StoredApiKey, connection.ApiKeyAuth, True),
     (stored.StoredGoogleServiceAccount, connection.GoogleServiceAccountAuth, True),
     (stored.StoredOAuth2, connection.OAuth2ClientCredentialsAuth, True),
+    (stored.StoredOAuth2Code, connection.OAuth2AuthorizationCodeAuth, True),
     (stored.StoredSecretRef, connection.SecretKeyRef, True),
     (stored.StoredCondition, Condition, False),
     (stored.StoredStatus, Status, False),
@@ -43,6 +44,7 @@ DOCUMENTS: tuple[tuple[type, type[BaseModel]], ...] = (
     (connection_document.ApiKeyDocument, connection.ApiKeyAuth),
     (connection_document.GoogleServiceAccountDocument, connection.GoogleServiceAccountAuth),
     (connection_document.OAuth2Document, connection.OAuth2ClientCredentialsAuth),
+    (connection_document.OAuth2CodeDocument, connection.OAuth2AuthorizationCodeAuth),
     (connection_document.SecretRefDocument, connection.SecretKeyRef),
 )
 
@@ -218,8 +220,12 @@ def test_every_stored_and_document_shape_is_held() -> None:
         for value in vars(connection_document).values()
         if isinstance(value, type) and hasattr(value, "__required_keys__")
     }
-    # The optional halves of two documents, held as part of the whole.
-    halves = {connection_document.ConnectionSpecOptions, connection_document.OAuth2Options}
+    # The optional halves of three documents, held as part of the whole.
+    halves = {
+        connection_document.ConnectionSpecOptions,
+        connection_document.OAuth2Options,
+        connection_document.OAuth2CodeOptions,
+    }
     assert documents - halves == {document for document, _ in DOCUMENTS}
 
 

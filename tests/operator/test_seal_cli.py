@@ -14,6 +14,7 @@ import pytest
 import yaml
 from kubernetes.client import V1ConfigMap
 
+from gatehouse_operator.api.auth_kinds import ENDPOINT_SECTIONS
 from gatehouse_operator.cli import gatehouse as cli
 from gatehouse_operator.cli import kubeconfig
 from gatehouse_operator.keys.sealed_values import (
@@ -288,6 +289,54 @@ def test_a_client_secret_is_sealed_for_the_files_token_url_and_client_id(
         assert refused.value.reason == "SealedForAnotherConnection"
 
 
+CODE_CONNECTION = """\
+apiVersion: gatehouse.dev/v1alpha1
+kind: ExternalConnection
+metadata:
+  name: crm
+  namespace: shop
+spec:
+  displayName: CRM, each viewer's own
+  baseURL: https://api.crm.example
+  auth:
+    type: oauth2AuthorizationCode
+    oauth2AuthorizationCode:
+      authorizationURL: https://login.crm.example/oauth2/authorize
+      tokenURL: https://LOGIN.crm.example:443/oauth2/token  # as written
+      clientId: reports
+    secretRef: {name: crm, key: secret}
+  linkPolicy: AdminsOnly
+"""
+
+
+def test_an_authorization_code_client_secret_is_sealed_for_its_token_url_and_client_id(
+    tmp_path: Path,
+    keys: tuple[SealingKeys, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    private, cert = keys
+    source = tmp_path / "crm.yaml"
+    source.write_text(CODE_CONNECTION)
+    stdin(monkeypatch, SECRET)
+    assert cli.main(["seal", "-f", str(source), "--cert", str(cert)]) == 0
+    out, err = capsys.readouterr()
+    assert "# as written" in out
+    auth = yaml.safe_load(out)["spec"]["auth"]
+    assert "secretRef" not in auth
+    assert SealedValue.parse(auth["sealedSecret"]).scope == CRM
+    assert private.open(auth["sealedSecret"], CRM) == SECRET
+    assert "(token URL https://login.crm.example/oauth2/token, client reports)" in err
+    with pytest.raises(SealedValueProblem):
+        private.open(auth["sealedSecret"], Scope("shop", "crm", CRM.origin))
+    (tmp_path / "missing.yaml").write_text(CODE_CONNECTION.replace("      clientId: reports\n", ""))
+    stdin(monkeypatch, SECRET)
+    assert cli.main(["seal", "-f", str(tmp_path / "missing.yaml"), "--cert", str(cert)]) == 2
+    assert "spec.auth.oauth2AuthorizationCode: tokenURL and clientId are required" in (
+        capsys.readouterr().err
+    )
+
+
 def test_a_client_secret_is_sealed_with_flags_for_both_or_neither(
     tmp_path: Path,
     keys: tuple[SealingKeys, Path],
@@ -404,5 +453,13 @@ def test_the_examples_show_the_sealed_way_first_and_it_seals_as_shown(
     stdin(monkeypatch, SECRET)
     assert cli.main(["seal", "-f", str(example), "-n", "shop", "--cert", str(cert)]) == 0
     sealed = yaml.safe_load(capsys.readouterr().out)
-    scope = Scope("shop", sealed["metadata"]["name"], sealed["spec"]["baseURL"])
+    # A client secret is sealed for the section's tokenURL and clientId too.
+    endpoint: dict[str, str] = next((auth[s] for s in ENDPOINT_SECTIONS if s in auth), {})
+    scope = Scope(
+        "shop",
+        sealed["metadata"]["name"],
+        sealed["spec"]["baseURL"],
+        endpoint.get("tokenURL", ""),
+        endpoint.get("clientId", ""),
+    )
     assert private.open(sealed["spec"]["auth"]["sealedSecret"], scope) == SECRET

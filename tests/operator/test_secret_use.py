@@ -54,3 +54,45 @@ def test_the_refusal_names_the_field_the_secret_and_the_rule() -> None:
     message = secret_use.secret_refusal("ana", "shop", "db-password", "spec.baseURL")
     assert message.startswith("spec.baseURL: ana may not get Secret 'db-password'")
     assert "namespace shop" in message
+
+
+CODE = {
+    "authorizationURL": "https://login.vendor.test/authorize",
+    "tokenURL": "https://login.vendor.test/token",
+    "clientId": "reports",
+}
+CODE_SPEC = _with(
+    auth={"type": "oauth2AuthorizationCode", "oauth2AuthorizationCode": CODE, "secretRef": REF}
+)
+
+
+def _code(**changes: Any) -> dict[str, Any]:
+    return _with(
+        auth={
+            "type": "oauth2AuthorizationCode",
+            "oauth2AuthorizationCode": {**CODE, **changes},
+            "secretRef": REF,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("new", "needed"),
+    [
+        (_code(tokenURL="https://attacker.test/token"), "tokenURL"),
+        (_code(clientId="attackers-client"), "clientId"),
+        # Where a person is sent, and what they are asked for, send no secret.
+        (_code(authorizationURL="https://login.vendor.test/authorize2"), None),
+        (_code(scopes=["repo"], credentialScope="shared"), None),
+    ],
+)
+def test_an_authorization_codes_client_secret_goes_to_its_token_url_for_its_client(
+    new: dict[str, Any], needed: str | None
+) -> None:
+    """The webhook's rule for client credentials holds for the authorization code's section:
+    its client secret goes to tokenURL, on behalf of clientId."""
+    before = StoredConnectionSpec.model_validate(CODE_SPEC)
+    found = secret_use.secret_to_read(before, StoredConnectionSpec.model_validate(new))
+    assert found == (
+        None if needed is None else ("vendor", f"spec.auth.oauth2AuthorizationCode.{needed}")
+    )

@@ -205,15 +205,19 @@ def test_a_value_the_page_does_not_offer_is_named_and_kept_as_sent() -> None:
             "auth_type": "apikey",
             "api_key_in": "body",
             "client_authentication": "post",
+            "code_client_authentication": "jwt",
+            "credential_scope": "everyone",
             "storage": "vault",
         }
     )
     assert form.problems() == [
         "Auth type: one of none, apiKey, bearer, basic, oauth2ClientCredentials, "
-        "googleServiceAccount",
+        "oauth2AuthorizationCode, googleServiceAccount",
         "Keep the secret: one of sealed, secret",
         "API key: sent in: one of header, query",
         "OAuth 2.0: client authentication: one of basic, body",
+        "OAuth 2.0 authorization code: client authentication: one of basic, body",
+        "Whose account: one of viewer, shared",
     ]
     assert form.spec()["auth"] == {
         "type": "apikey",
@@ -685,3 +689,127 @@ def test_the_page_names_a_bad_url_or_path_at_its_field_before_the_dry_run() -> N
 def test_each_title_is_a_field_of_the_model_or_the_pages_own() -> None:
     own = {row.path for row in FIELDS if field_at(ExternalConnectionSpec, row.path) is None}
     assert own == {"sampleLabel", "storage", "secret", "metadata.name"}
+
+
+CODE_FIELDS: dict[str, str | list[str]] = {
+    "auth_type": "oauth2AuthorizationCode",
+    "code_authorization_url": "https://accounts.google.com/o/oauth2/v2/auth",
+    "code_token_url": "https://OAuth2.googleapis.com:443/token",
+    "code_client_id": "sheets-app",
+    "code_scopes": "https://www.googleapis.com/auth/spreadsheets.readonly\nopenid",
+    "code_parameters": "access_type=offline\n\nprompt = consent",
+    "code_client_authentication": "body",
+    "code_revocation_url": "https://oauth2.googleapis.com/revoke",
+    "credential_scope": "shared",
+}
+
+
+def test_the_authorization_code_section_makes_a_valid_spec_and_an_edit_shows_it() -> None:
+    spec = posted({**BASE, **CODE_FIELDS}).spec()
+    assert spec["auth"] == {
+        "type": "oauth2AuthorizationCode",
+        "oauth2AuthorizationCode": {
+            "authorizationURL": "https://accounts.google.com/o/oauth2/v2/auth",
+            "tokenURL": "https://OAuth2.googleapis.com:443/token",
+            "clientId": "sheets-app",
+            "scopes": ["https://www.googleapis.com/auth/spreadsheets.readonly", "openid"],
+            "authorizationParameters": {"access_type": "offline", "prompt": "consent"},
+            "clientAuthentication": "body",
+            "revocationURL": "https://oauth2.googleapis.com/revoke",
+            "credentialScope": "shared",
+        },
+        "secretRef": {"name": "payments-api-eu-credential", "key": "token"},
+    }
+    ExternalConnectionSpec.model_validate(spec)
+    form = stored_form({"metadata": {"name": "sheets", "resourceVersion": "3"}, "spec": spec})
+    assert (form.code_token_url, form.code_client_id, form.credential_scope) == (
+        "https://OAuth2.googleapis.com:443/token",
+        "sheets-app",
+        "shared",
+    )
+    assert form.spec()["auth"] == spec["auth"]
+    # Each viewer's own account unless the page is told otherwise; no revocation URL: none.
+    plain = posted({**BASE, **CODE_FIELDS, "credential_scope": "", "code_revocation_url": ""})
+    section = plain.spec()["auth"]["oauth2AuthorizationCode"]
+    assert "revocationURL" not in section
+    assert posted({**BASE, "auth_type": "oauth2AuthorizationCode"}).credential_scope == "viewer"
+
+
+def test_authorization_code_problems_name_their_field() -> None:
+    form = posted({**BASE, "auth_type": "oauth2AuthorizationCode", "code_parameters": "prompt"})
+    assert form.problems() == [
+        "Authorization URL: required for OAuth 2.0 authorization code, such as "
+        "https://login.example.com/oauth2/authorize",
+        "Token URL: required for OAuth 2.0 authorization code, such as "
+        "https://login.example.com/oauth2/token",
+        "Client id: required for OAuth 2.0 authorization code",
+        "Extra authorization parameters: 'prompt' is not name=value (one a line)",
+    ]
+    reserved = posted({**BASE, **CODE_FIELDS, "code_parameters": "redirect_uri=https://x"})
+    assert [line[:80] for line in reserved.problems()] == [
+        "Extra authorization parameters: auth.oauth2AuthorizationCode.authorizationParame"
+    ]
+    assert "must not set a parameter OAuth 2.0 or PKCE sets itself" in reserved.problems()[0]
+    http = posted({**BASE, **CODE_FIELDS, "code_authorization_url": "ftp://a.example/auth"})
+    assert http.problems() == [
+        "Authorization URL: auth.oauth2AuthorizationCode.authorizationURL must be an https URL "
+        "(http only where the installation allows it)"
+    ]
+
+
+CODE_EDIT = {**EDIT, **CODE_FIELDS, "code_token_url": "https://login.example.com/token"}
+STORED_CODE = {
+    **STORED_OAUTH2,
+    "auth": {
+        "type": "oauth2AuthorizationCode",
+        "oauth2AuthorizationCode": {
+            "authorizationURL": "https://accounts.google.com/o/oauth2/v2/auth",
+            "tokenURL": "https://login.example.com/token",
+            "clientId": "sheets-app",
+        },
+        "secretRef": {"name": "crm-credential", "key": "token"},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"code_token_url": "https://login.attacker.example/token"}, "token URL"),
+        ({"code_client_id": "someone-else"}, "client id"),
+    ],
+)
+def test_an_authorization_code_edit_keeps_the_client_secret_only_for_its_token_url_and_client(
+    change: dict[str, str], named: str
+) -> None:
+    same = posted(CODE_EDIT, STORED_CODE)
+    assert same.changed_for_secret() == []
+    assert same.keeps_stored_secret()
+    form = posted({**CODE_EDIT, **change}, STORED_CODE)
+    assert form.changed_for_secret() == [named]
+    assert not form.keeps_stored_secret()
+    # The client credentials section's fields are another kind's: they change nothing here.
+    assert posted(
+        {**CODE_EDIT, "token_url": "https://x.example/t"}, STORED_CODE
+    ).keeps_stored_secret()
+
+
+def test_an_authorization_code_client_secret_is_sealed_for_its_token_url_and_client_id() -> None:
+    form = posted({**BASE, **CODE_FIELDS, "storage": "sealed"})
+    assert form.seal_scope("sales") == Scope(
+        "sales",
+        "payments-api-eu",
+        "https://api.example.com",
+        "https://oauth2.googleapis.com/token",
+        "sheets-app",
+    )
+    unsealable = replace(
+        posted({**BASE, **CODE_FIELDS, "code_client_id": ""}),
+        storage="sealed",
+        draft_secret="carried",
+    )
+    assert unsealable.seal_scope("sales") is None
+    assert unsealable.unsealable() == (
+        "auth.oauth2AuthorizationCode.clientId",
+        "required for OAuth 2.0",
+    )

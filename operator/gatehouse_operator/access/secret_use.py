@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pydantic import JsonValue
 
-from gatehouse_operator.api.auth_kinds import AUTH_KINDS, ENDPOINT_FIELDS
+from gatehouse_operator.api.auth_kinds import ENDPOINT_FIELDS, ENDPOINT_SECTIONS
 from gatehouse_operator.api.stored import StoredConnectionSpec
 
 READ_VERB = "get"
@@ -49,10 +49,6 @@ def secret_to_read(
             if old_client.get(field) != new_client.get(field):
                 return name, f"spec.auth.{section}.{field}"
     return None
-
-
-# The sections of the kinds whose secret goes to an endpoint of their own.
-ENDPOINT_SECTIONS = tuple(kind.section for kind in AUTH_KINDS.values() if kind.token_endpoint)
 
 
 def _section(spec: StoredConnectionSpec, section: str) -> dict[str, JsonValue]:

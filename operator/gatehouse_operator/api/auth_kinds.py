@@ -58,6 +58,9 @@ class AuthKind:
     # Whether the secret goes to the section's tokenURL, on behalf of its clientId, rather than
     # to baseURL (ENDPOINT_FIELDS).
     token_endpoint: bool = False
+    # The section's other endpoints, as the spec spells them: held to tokenURL's rules and the
+    # installation's scheme rule (connections.origin), though the secret is not sent to them.
+    endpoints: tuple[str, ...] = ()
     # The section in the service API's description of auth.
     described: str = ""
     # What the secret is, in words: on the wizard's page, and in the service API's description.
@@ -111,6 +114,18 @@ AUTH_KINDS: Mapping[AuthType, AuthKind] = {
             named_in_api="OAuth 2.0 client secret",
         ),
         AuthKind(
+            "oauth2AuthorizationCode",
+            "OAuth 2.0 authorization code (each viewer's own account)",
+            shape="text",
+            section="oauth2AuthorizationCode",
+            token_endpoint=True,
+            endpoints=("authorizationURL", "revocationURL"),
+            described="oauth2AuthorizationCode (authorizationURL, tokenURL, clientId, scopes, "
+            "authorizationParameters, clientAuthentication, revocationURL, credentialScope)",
+            named="the OAuth 2.0 client secret",
+            named_in_api="OAuth 2.0 client secret",
+        ),
+        AuthKind(
             "googleServiceAccount",
             "Google service account",
             shape="serviceAccountKey",
@@ -123,12 +138,16 @@ AUTH_KINDS: Mapping[AuthType, AuthKind] = {
     )
 }
 
+# The sections of the kinds whose secret goes to an endpoint of their own (tokenURL, clientId).
+ENDPOINT_SECTIONS = tuple(kind.section for kind in AUTH_KINDS.values() if kind.token_endpoint)
+
 # The kinds with fields of their own on the wizard's page (web/templates/auth/<type>.html), in
 # the order it shows them.
 FORM_SECTIONS: tuple[AuthType, ...] = (
     "apiKey",
     "googleServiceAccount",
     "oauth2ClientCredentials",
+    "oauth2AuthorizationCode",
     "basic",
 )
 
@@ -175,4 +194,5 @@ def secrets_described() -> str:
 
 
 def _listed(words: list[str], last: str) -> str:
+    words = list(dict.fromkeys(words))  # two kinds may take the same secret (a client secret)
     return ", ".join(words[:-1]) + last + words[-1]

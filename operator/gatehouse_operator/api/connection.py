@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from gatehouse_contract.header_names import (
     API_KEY_HEADER_RESERVED_RE2,
@@ -20,12 +20,19 @@ from gatehouse_contract.header_names import (
     reserved_for_api_key,
     reserved_for_connection_header,
 )
+from gatehouse_contract.routes import (
+    MAX_AUTHORIZATION_PARAMETERS,
+    Authorization,
+    Credential,
+    PausingStatus,
+    TokenRequest,
+)
 
 # The proxy's lists of auth types and client authentications are the one lists; the operator's
 # models use them as they are.
 from gatehouse_contract.routes import AuthType as AuthType
 from gatehouse_contract.routes import ClientAuthentication as ClientAuthentication
-from gatehouse_contract.routes import Credential, PausingStatus, TokenRequest
+from gatehouse_contract.routes import CredentialScope as CredentialScope
 from gatehouse_operator.api.meta import (
     DNS_SUBDOMAIN,
     Kind,
@@ -34,7 +41,14 @@ from gatehouse_operator.api.meta import (
     Status,
     ready_columns,
 )
-from gatehouse_operator.api.url_fields import BASE_URL, TOKEN_URL, UrlField
+from gatehouse_operator.api.url_fields import (
+    AUTHORIZATION_URL,
+    BASE_URL,
+    CODE_TOKEN_URL,
+    REVOCATION_URL,
+    TOKEN_URL,
+    UrlField,
+)
 from gatehouse_operator.cel import cel, validations
 
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -44,6 +58,9 @@ AUTH_TYPES: tuple[AuthType, ...] = get_args(AuthType)
 DEFAULT_AUTH_TYPE: AuthType = "none"
 CLIENT_AUTHENTICATIONS: tuple[ClientAuthentication, ...] = get_args(ClientAuthentication)
 DEFAULT_CLIENT_AUTHENTICATION: ClientAuthentication = "basic"
+CREDENTIAL_SCOPES: tuple[CredentialScope, ...] = get_args(CredentialScope)
+# Each viewer connects their own account unless the connection says it shares one.
+DEFAULT_CREDENTIAL_SCOPE: CredentialScope = "viewer"
 # Where an API key is sent.
 KeyPlacement = Literal["header", "query"]
 KEY_PLACEMENTS: tuple[KeyPlacement, ...] = get_args(KeyPlacement)
@@ -174,6 +191,9 @@ def _canonical_cel(expression: str) -> str:
 # The URL fields: their rules once (api.url_fields), the UrlField kept for the page to read.
 BaseUrl = Annotated[str, AfterValidator(BASE_URL.checked), BASE_URL]
 TokenUrl = Annotated[str, AfterValidator(TOKEN_URL.checked), TOKEN_URL]
+CodeTokenUrl = Annotated[str, AfterValidator(CODE_TOKEN_URL.checked), CODE_TOKEN_URL]
+AuthorizationUrl = Annotated[str, AfterValidator(AUTHORIZATION_URL.checked), AUTHORIZATION_URL]
+RevocationUrl = Annotated[str, AfterValidator(REVOCATION_URL.checked), REVOCATION_URL]
 
 
 def url_field_of(metadata: Sequence[object]) -> UrlField | None:
@@ -307,6 +327,118 @@ class OAuth2ClientCredentialsAuth(Model):
         )
 
 
+# Query parameters of the authorization request that OAuth 2.0 (RFC 6749 4.1.1) and PKCE (RFC
+# 7636 4.3) set themselves: a connection's extra parameters may not override them.
+RESERVED_AUTHORIZATION_PARAMETERS = (
+    "response_type",
+    "client_id",
+    "redirect_uri",
+    "state",
+    "code_challenge",
+    "code_challenge_method",
+    "scope",
+)
+_CODE = "auth.oauth2AuthorizationCode"
+_AUTHORIZATION_PARAMETER_NAMES = (
+    f"{_CODE}.authorizationParameters names are letters, digits, _ . and -, at most 64"
+)
+_RESERVED_AUTHORIZATION_PARAMETER = (
+    f"{_CODE}.authorizationParameters must not set a parameter OAuth 2.0 or PKCE sets itself ("
+    + ", ".join(RESERVED_AUTHORIZATION_PARAMETERS)
+    + ")"
+)
+
+
+class OAuth2AuthorizationCodeAuth(Model):
+    """OAuth 2.0 authorization code (RFC 6749 4.1) with PKCE S256 (RFC 7636), always: a person
+    grants access at ``authorizationURL``, the grant's tokens come from ``tokenURL`` with the
+    client's id and secret, and the access token is sent as ``Authorization: Bearer``. Each
+    viewer connects their own account, unless ``credentialScope`` is shared."""
+
+    model_config = Model.model_config | {
+        "json_schema_extra": validations(
+            cel(
+                "!has(self.authorizationParameters) || self.authorizationParameters.all(k, "
+                f"k.matches('{_TOKEN_PARAMETER_NAME}'))",
+                _AUTHORIZATION_PARAMETER_NAMES,
+            ),
+            cel(
+                "!has(self.authorizationParameters) || self.authorizationParameters.all(k, "
+                f"!(k.lowerAscii() in {list(RESERVED_AUTHORIZATION_PARAMETERS)}))",
+                _RESERVED_AUTHORIZATION_PARAMETER,
+            ),
+        )
+    }
+
+    authorization_url: AuthorizationUrl = AUTHORIZATION_URL.field(alias="authorizationURL")
+    token_url: CodeTokenUrl = CODE_TOKEN_URL.field(alias="tokenURL")
+    client_id: str = Field(
+        alias="clientId",
+        min_length=1,
+        max_length=512,
+        pattern=r"^[\x20-\x7e]+$",
+        description="The client's id (not secret), as the provider registered it; the secret is "
+        "auth.secretRef or auth.sealedSecret. Changing it drops every grant.",
+    )
+    scopes: list[OAuthScope] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Scopes a person is asked to grant (none: the client's default). Changing "
+        "them drops every grant.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+    authorization_parameters: dict[TokenParameterName, TokenParameterValue] = Field(
+        default_factory=dict,
+        max_length=MAX_AUTHORIZATION_PARAMETERS,
+        description="Extra query parameters of the authorization request some providers ask "
+        "for (access_type: offline, prompt: consent); at most 8, names of letters, digits, _ . "
+        "and -, values at most 1,024 printable characters, and none that OAuth 2.0 or PKCE sets "
+        "(" + ", ".join(RESERVED_AUTHORIZATION_PARAMETERS) + ").",
+    )
+    client_authentication: ClientAuthentication = Field(
+        default=DEFAULT_CLIENT_AUTHENTICATION,
+        description="How the client authenticates to the token endpoint (RFC 6749 2.3.1): "
+        "basic (HTTP Basic, which every server accepts) or body (client_id and client_secret "
+        "in the form).",
+    )
+    revocation_url: RevocationUrl | None = REVOCATION_URL.field(alias="revocationURL", default=None)
+    credential_scope: CredentialScope = Field(
+        default=DEFAULT_CREDENTIAL_SCOPE,
+        description="Whose account the proxy calls the API as: viewer (the default: each "
+        "viewer connects their own account, and a viewer who has not is asked to) or shared "
+        "(an admin connects one account, which every viewer of every linked app then uses).",
+    )
+
+    @field_validator("authorization_parameters")
+    @classmethod
+    def _parameters_not_reserved(cls, parameters: dict[str, str]) -> dict[str, str]:
+        if any(name.lower() in RESERVED_AUTHORIZATION_PARAMETERS for name in parameters):
+            raise ValueError(_RESERVED_AUTHORIZATION_PARAMETER)
+        return parameters
+
+    def placed(self, credential: Credential, token_url: str) -> Credential:
+        """``token_url``: this section's ``tokenURL``, normalised (connections.origin); the
+        other endpoints were checked by the same rules there."""
+        request = TokenRequest(
+            url=token_url,
+            client_id=self.client_id,
+            client_authentication=self.client_authentication,
+        )
+        authorization = Authorization(
+            url=self.authorization_url.strip(),
+            parameters=tuple(self.authorization_parameters.items()),
+            credential_scope=self.credential_scope,
+            revocation_url=(self.revocation_url or "").strip(),
+        )
+        return credential.model_copy(
+            update={
+                "scopes": tuple(self.scopes),
+                "token_request": request,
+                "authorization": authorization,
+            }
+        )
+
+
 class Auth(Model):
     model_config = Model.model_config | {
         "json_schema_extra": validations(
@@ -327,6 +459,12 @@ class Auth(Model):
                 "oauth2ClientCredentials, and only then",
             ),
             cel(
+                "self.type == 'oauth2AuthorizationCode'"
+                " ? has(self.oauth2AuthorizationCode) : !has(self.oauth2AuthorizationCode)",
+                "auth.oauth2AuthorizationCode (authorizationURL, tokenURL, clientId) is required "
+                "when auth.type is oauth2AuthorizationCode, and only then",
+            ),
+            cel(
                 "self.type == 'none' ? !has(self.secretRef) && !has(self.sealedSecret)"
                 " : has(self.secretRef) != has(self.sealedSecret)",
                 "exactly one of auth.secretRef and auth.sealedSecret is required for every auth "
@@ -345,11 +483,14 @@ class Auth(Model):
     oauth2_client_credentials: OAuth2ClientCredentialsAuth | None = Field(
         default=None, description="For type oauth2ClientCredentials."
     )
+    oauth2_authorization_code: OAuth2AuthorizationCodeAuth | None = Field(
+        default=None, description="For type oauth2AuthorizationCode."
+    )
     secret_ref: SecretKeyRef | None = Field(
         default=None,
         description="Where the secret is: the API key, the bearer token, user:password for "
-        "basic, the OAuth 2.0 client secret, or the service account's JSON key file. Never "
-        "copied into this resource.",
+        "basic, the OAuth 2.0 client secret (client credentials or authorization code), or the "
+        "service account's JSON key file. Never copied into this resource.",
     )
     sealed_secret: str | None = Field(
         default=None,

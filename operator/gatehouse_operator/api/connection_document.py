@@ -38,6 +38,20 @@ class OAuth2Document(OAuth2Options):
     clientId: str
 
 
+class OAuth2CodeOptions(TypedDict, total=False):
+    scopes: list[str]
+    authorizationParameters: dict[str, str]
+    clientAuthentication: str
+    revocationURL: str
+    credentialScope: str
+
+
+class OAuth2CodeDocument(OAuth2CodeOptions):
+    authorizationURL: str
+    tokenURL: str
+    clientId: str
+
+
 class SecretRefDocument(TypedDict):
     name: str
     key: str
@@ -48,6 +62,7 @@ class AuthDocument(TypedDict, total=False):
     apiKey: ApiKeyDocument
     googleServiceAccount: GoogleServiceAccountDocument
     oauth2ClientCredentials: OAuth2Document
+    oauth2AuthorizationCode: OAuth2CodeDocument
     secretRef: SecretRefDocument
     sealedSecret: str
 

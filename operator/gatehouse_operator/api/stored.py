@@ -22,6 +22,7 @@ from gatehouse_operator.api.conditions import ConditionType
 from gatehouse_operator.api.connection import (
     DEFAULT_AUTH_TYPE,
     DEFAULT_CLIENT_AUTHENTICATION,
+    DEFAULT_CREDENTIAL_SCOPE,
     DEFAULT_LINK_POLICY,
     DEFAULT_METHODS,
     FIRST_KEY_PLACEMENT,
@@ -151,6 +152,17 @@ class StoredOAuth2(Stored):
     parameters: dict[str, str] = Field(default_factory=dict)
 
 
+class StoredOAuth2Code(Stored):
+    authorization_url: str = Field(default="", alias="authorizationURL")
+    token_url: str = Field(default="", alias="tokenURL")
+    client_id: str = ""
+    scopes: list[str] = Field(default_factory=list)
+    authorization_parameters: dict[str, str] = Field(default_factory=dict)
+    client_authentication: str = DEFAULT_CLIENT_AUTHENTICATION
+    revocation_url: str = Field(default="", alias="revocationURL")
+    credential_scope: str = DEFAULT_CREDENTIAL_SCOPE
+
+
 class StoredSecretRef(Stored):
     name: str = ""
     key: str = ""
@@ -166,6 +178,7 @@ class StoredAuth(Stored):
         default_factory=StoredGoogleServiceAccount
     )
     oauth2_client_credentials: StoredOAuth2 = Field(default_factory=StoredOAuth2)
+    oauth2_authorization_code: StoredOAuth2Code = Field(default_factory=StoredOAuth2Code)
     secret_ref: StoredSecretRef | None = None
     sealed_secret: str = ""
 

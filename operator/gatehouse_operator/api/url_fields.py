@@ -133,3 +133,27 @@ TOKEN_URL = UrlField(
     "installation allows it for baseURL), no credentials, query or fragment. Redirects are "
     "refused.",
 )
+# An authorization-code connection's endpoints: the token URL's rules, each field named.
+_CODE = "auth.oauth2AuthorizationCode"
+CODE_TOKEN_URL = UrlField(
+    name=f"{_CODE}.tokenURL",
+    example="https://login.example.com/oauth2/token",
+    origin=False,
+    description=TOKEN_URL.description,
+)
+AUTHORIZATION_URL = UrlField(
+    name=f"{_CODE}.authorizationURL",
+    example="https://login.example.com/oauth2/authorize",
+    origin=False,
+    description="The authorization server's authorization endpoint, where a person is sent to "
+    "grant access: https (http only where the installation allows it for baseURL), no "
+    "credentials, query or fragment (extra query parameters go in authorizationParameters).",
+)
+REVOCATION_URL = UrlField(
+    name=f"{_CODE}.revocationURL",
+    example="https://login.example.com/oauth2/revoke",
+    origin=False,
+    description="The provider's token revocation endpoint (RFC 7009), called when a grant is "
+    "dropped; the token URL's rules. Unset: the provider has none, and a dropped grant is only "
+    "forgotten.",
+)

@@ -29,7 +29,7 @@ from typing import Any, cast
 
 from ruamel.yaml import YAML
 
-from gatehouse_operator.api.auth_kinds import AUTH_KINDS, ENDPOINT_FIELDS
+from gatehouse_operator.api.auth_kinds import AUTH_KINDS, ENDPOINT_FIELDS, ENDPOINT_SECTIONS
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.cli import kubeconfig
@@ -88,7 +88,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     seal.add_argument(
         "--token-url",
         help="an OAuth 2.0 connection's tokenURL, with --client-id: its client secret is sealed "
-        "for both (without -f; a file's are read from spec.auth.oauth2ClientCredentials)",
+        f"for both (without -f; a file's are read from spec.auth.{' or '.join(ENDPOINT_SECTIONS)})",
     )
     seal.add_argument("--client-id", help="an OAuth 2.0 connection's clientId (without -f)")
     seal.add_argument("--from-file", help="read the secret from this file, not stdin")
@@ -263,7 +263,7 @@ def seal(args: argparse.Namespace) -> int:
         if args.token_url or args.client_id:
             raise SealError(
                 "--token-url and --client-id are for sealing without -f: a file's are read from "
-                "spec.auth.oauth2ClientCredentials"
+                f"its spec.auth section ({', '.join(ENDPOINT_SECTIONS)})"
             )
         name = str(connection.get("metadata", {}).get("name", ""))
         base_url = str((connection.get("spec") or {}).get("baseURL", ""))
@@ -306,8 +306,8 @@ def seal(args: argparse.Namespace) -> int:
 
 def _token_binding(doc: Any) -> tuple[str, str, str]:
     """The tokenURL and clientId of a connection whose kind sends its secret to an endpoint of
-    its own (OAuth 2.0 client credentials), which its secret is sealed for too, and the tokenURL's
-    field; ("", "", "") for other auth types."""
+    its own (OAuth 2.0 client credentials or authorization code), which its secret is sealed for
+    too, and the tokenURL's field; ("", "", "") for other auth types."""
     auth = (doc.get("spec") or {}).get("auth") or {}
     kind = next((kind for kind in AUTH_KINDS.values() if kind.type == auth.get("type")), None)
     if kind is None or not kind.token_endpoint:

@@ -13,7 +13,9 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
-from gatehouse_operator.api.auth_kinds import token_endpoint_of
+from pydantic import BaseModel
+
+from gatehouse_operator.api.auth_kinds import kind_of, token_endpoint_of
 from gatehouse_operator.api.connection import Auth
 from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.keys.sealed_values import Scope
@@ -67,22 +69,29 @@ def sealed_scope(namespace: str, name: str, origin: str, auth: Auth, token_url: 
 
 def token_url_of(auth: Auth, *, allow_http: bool) -> str:
     """The normalised tokenURL of a kind that sends its secret to an endpoint of its own (OAuth
-    2.0 client credentials); empty for other auth types."""
+    2.0 client credentials, authorization code); empty for other auth types. The section's other
+    endpoints (an authorization URL) are held to the same rules: raises OriginError naming the
+    first that breaks one."""
     endpoint = token_endpoint_of(auth)
-    return normalise_token_url(endpoint.token_url, allow_http=allow_http) if endpoint else ""
+    if endpoint is None:
+        return ""
+    section = endpoint.model_dump(by_alias=True) if isinstance(endpoint, BaseModel) else {}
+    for name in kind_of(auth).endpoints:
+        if section.get(name):
+            normalise_token_url(str(section[name]), allow_http=allow_http, name=name)
+    return normalise_token_url(endpoint.token_url, allow_http=allow_http)
 
 
-def normalise_token_url(token_url: str, *, allow_http: bool) -> str:
+def normalise_token_url(token_url: str, *, allow_http: bool, name: str = "tokenURL") -> str:
     """An OAuth 2.0 token endpoint as the proxies will call it: the origin's rules (scheme,
-    host, port), and a path, percent-encoded as written; no credentials, query or fragment."""
+    host, port), and a path, percent-encoded as written; no credentials, query or fragment.
+    ``name``: the field messages name (an authorization URL is read by the same rules)."""
     parts = urlsplit(token_url.strip())
     if parts.query or parts.fragment:
-        raise OriginError("tokenURL must not have a query or fragment")
+        raise OriginError(f"{name} must not have a query or fragment")
     if any(char.isspace() or ord(char) < 0x20 for char in parts.path):
-        raise OriginError("tokenURL has whitespace or control characters in its path")
-    origin = normalise_origin(
-        f"{parts.scheme}://{parts.netloc}", allow_http=allow_http, name="tokenURL"
-    )
+        raise OriginError(f"{name} has whitespace or control characters in its path")
+    origin = normalise_origin(f"{parts.scheme}://{parts.netloc}", allow_http=allow_http, name=name)
     return origin + (parts.path or "/")
 
 

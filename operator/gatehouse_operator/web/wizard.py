@@ -29,6 +29,7 @@ from gatehouse_operator.api.connection import (
     AUTH_TYPES,
     DEFAULT_AUTH_TYPE,
     DEFAULT_CLIENT_AUTHENTICATION,
+    DEFAULT_CREDENTIAL_SCOPE,
     DEFAULT_METHODS,
     FIRST_KEY_PLACEMENT,
     HTTP_METHODS,
@@ -39,6 +40,7 @@ from gatehouse_operator.api.connection import (
     PUBLIC_IMAGES_NEED_NO_AUTH,
     AuthType,
     ClientAuthentication,
+    CredentialScope,
     ExternalConnectionSpec,
     HeaderSetting,
     KeyPlacement,
@@ -50,6 +52,7 @@ from gatehouse_operator.api.connection_document import (
     AuthDocument,
     ConnectionSpecDocument,
     ConnectionSpecOptions,
+    OAuth2CodeDocument,
     OAuth2Document,
     SecretRefDocument,
 )
@@ -82,6 +85,10 @@ CLIENT_AUTHENTICATION_TITLES: dict[ClientAuthentication, str] = {
     "basic": "HTTP Basic (every server accepts it)",
     "body": "In the form body (client_id and client_secret)",
 }
+CREDENTIAL_SCOPE_TITLES: dict[CredentialScope, str] = {
+    "viewer": "Each viewer connects their own account",
+    "shared": "One account an admin connects, used for every viewer",
+}
 KEY_PLACEMENT_TITLES: dict[KeyPlacement, str] = {"header": "a header", "query": "the query"}
 LINK_POLICY_TITLES: dict[LinkPolicy, str] = {
     "AdminsOnly": "Admins only",
@@ -106,6 +113,7 @@ SHOWN_LIMITS = {
     ),
     "requestsPerDay": (LIMIT_TITLES["requestsPerDay"], MAX_REQUESTS_PER_DAY),
 }
+_CODE = "auth.oauth2AuthorizationCode"
 # The page's fields by the spec's paths (and its own, for what the spec has not), titled as the
 # page shows them, in the order their problems are listed: the one table from the model's and
 # the API server's field names to the page's.
@@ -144,6 +152,12 @@ FIELDS = (
         "OAuth 2.0: client authentication",
         offered=tuple(CLIENT_AUTHENTICATION_TITLES),
     ),
+    FieldTitle(
+        f"{_CODE}.clientAuthentication",
+        "OAuth 2.0 authorization code: client authentication",
+        offered=tuple(CLIENT_AUTHENTICATION_TITLES),
+    ),
+    FieldTitle(f"{_CODE}.credentialScope", "Whose account", offered=tuple(CREDENTIAL_SCOPE_TITLES)),
     FieldTitle("linkPolicy", "Who can link it", offered=tuple(LINK_POLICY_TITLES)),
     FieldTitle("auth.apiKey.name", "Parameter name"),
     FieldTitle("auth.apiKey", "Parameter name"),
@@ -152,6 +166,12 @@ FIELDS = (
     FieldTitle("auth.oauth2ClientCredentials.clientId", "Client id"),
     FieldTitle("auth.oauth2ClientCredentials.scopes", "Scopes"),
     FieldTitle("auth.oauth2ClientCredentials.parameters", "Extra token parameters", lines=True),
+    FieldTitle(f"{_CODE}.authorizationURL", "Authorization URL"),
+    FieldTitle(f"{_CODE}.tokenURL", "Token URL"),
+    FieldTitle(f"{_CODE}.clientId", "Client id"),
+    FieldTitle(f"{_CODE}.scopes", "Scopes"),
+    FieldTitle(f"{_CODE}.authorizationParameters", "Extra authorization parameters", lines=True),
+    FieldTitle(f"{_CODE}.revocationURL", "Revocation URL"),
     FieldTitle("secret", "Secret"),
 )
 # What a section's fields are required for.
@@ -159,6 +179,7 @@ AUTH_SECTIONS = {
     "auth.apiKey": "an API key",
     "auth.googleServiceAccount": "a Google service account",
     "auth.oauth2ClientCredentials": "OAuth 2.0",
+    _CODE: "OAuth 2.0 authorization code",
 }
 # Empty header rows offered beyond the filled ones (the page has no script to add rows).
 SPARE_HEADER_ROWS = 2
@@ -218,6 +239,19 @@ def _rule(error: ValidationError) -> str:
     return first_problem(error)[1].removeprefix("Value error, ")
 
 
+def _pairs(text: str) -> tuple[dict[str, str], list[str]]:
+    """name=value lines, and the lines that are not name=value."""
+    found: dict[str, str] = {}
+    bad = []
+    for line in _lines(text):
+        key, equals, value = line.partition("=")
+        if not equals or not key.strip():
+            bad.append(line)
+        else:
+            found[key.strip()] = value.strip()
+    return found, bad
+
+
 def basic_secret(user: str, password: str) -> tuple[str | None, str]:
     """Basic auth's secret as the Secret holds it, user:password, from the two fields; or None
     and what is wrong. Neither given: nothing entered ("", no problem)."""
@@ -255,6 +289,16 @@ class WizardForm:
     client_authentication: str = DEFAULT_CLIENT_AUTHENTICATION
     # One name=value a line.
     token_parameters: str = ""
+    # The authorization-code section's own (two OAuth sections on one page, apart).
+    code_authorization_url: str = ""
+    code_token_url: str = ""
+    code_client_id: str = ""
+    code_scopes: str = ""
+    code_client_authentication: str = DEFAULT_CLIENT_AUTHENTICATION
+    # One name=value a line.
+    code_parameters: str = ""
+    code_revocation_url: str = ""
+    credential_scope: str = DEFAULT_CREDENTIAL_SCOPE
     # No preselected value, as the reference has none: who may link is the admin's choice.
     link_policy: str = ""
     allow_public_images: bool = False
@@ -303,6 +347,16 @@ class WizardForm:
             oauth_scopes=text("oauth_scopes"),
             client_authentication=text("client_authentication", DEFAULT_CLIENT_AUTHENTICATION),
             token_parameters=text("token_parameters"),
+            code_authorization_url=text("code_authorization_url").strip(),
+            code_token_url=text("code_token_url").strip(),
+            code_client_id=text("code_client_id").strip(),
+            code_scopes=text("code_scopes"),
+            code_client_authentication=text(
+                "code_client_authentication", DEFAULT_CLIENT_AUTHENTICATION
+            ),
+            code_parameters=text("code_parameters"),
+            code_revocation_url=text("code_revocation_url").strip(),
+            credential_scope=text("credential_scope", DEFAULT_CREDENTIAL_SCOPE),
             link_policy=text("link_policy"),
             allow_public_images=fields.get("allow_public_images") == "on",
             instructions=text("instructions").replace("\r\n", "\n"),
@@ -325,6 +379,7 @@ class WizardForm:
         spec = connection.spec
         auth = StoredAuth.of(spec)
         oauth2 = auth.oauth2_client_credentials
+        code = auth.oauth2_authorization_code
         limits = spec.limits
         return cls(
             name=connection.name,
@@ -345,6 +400,16 @@ class WizardForm:
             token_parameters="\n".join(
                 f"{key}={value}" for key, value in oauth2.parameters.items()
             ),
+            code_authorization_url=code.authorization_url,
+            code_token_url=code.token_url,
+            code_client_id=code.client_id,
+            code_scopes="\n".join(code.scopes),
+            code_client_authentication=code.client_authentication,
+            code_parameters="\n".join(
+                f"{key}={value}" for key, value in code.authorization_parameters.items()
+            ),
+            code_revocation_url=code.revocation_url,
+            credential_scope=code.credential_scope,
             link_policy=spec.link_policy,
             allow_public_images=spec.allow_public_images,
             instructions=spec.instructions,
@@ -376,6 +441,22 @@ class WizardForm:
     def sends_to_token_endpoint(self) -> bool:
         """Whether the secret goes to the token URL, for the client id, rather than baseURL."""
         return self.kind is not None and self.kind.token_endpoint
+
+    def endpoint(self) -> tuple[str, str]:
+        """The token URL and client id the form gives its kind's section (a kind that sends
+        its secret to a token endpoint)."""
+        if self.known_auth_type == "oauth2AuthorizationCode":
+            return self.code_token_url, self.code_client_id
+        return self.token_url, self.client_id
+
+    def stored_endpoint(self) -> tuple[str, str]:
+        """The stored spec's token URL and client id, in the section of the form's kind."""
+        auth = self.stored_auth
+        if self.known_auth_type == "oauth2AuthorizationCode":
+            code = auth.oauth2_authorization_code
+            return code.token_url, code.client_id
+        oauth2 = auth.oauth2_client_credentials
+        return oauth2.token_url, oauth2.client_id
 
     @property
     def known_key_placement(self) -> KeyPlacement | None:
@@ -409,10 +490,13 @@ class WizardForm:
         if origin_of(self.stored.base_url) != origin_of(self.base_url):
             changed.append("base URL")
         if self.sends_to_token_endpoint:
-            oauth2 = auth.oauth2_client_credentials
-            if _token_url(oauth2.token_url) != _token_url(self.token_url):
+            (stored_url, stored_client), (token_url, client_id) = (
+                self.stored_endpoint(),
+                self.endpoint(),
+            )
+            if _token_url(stored_url) != _token_url(token_url):
                 changed.append("token URL")
-            if oauth2.client_id != self.client_id:
+            if stored_client != client_id:
                 changed.append("client id")
         return changed
 
@@ -431,8 +515,9 @@ class WizardForm:
         origin = normalise_origin(self.base_url, allow_http=True)
         if not self.sends_to_token_endpoint:
             return Scope(namespace, self.name, origin)
-        token_url = normalise_token_url(self.token_url, allow_http=True)
-        return Scope(namespace, self.name, origin, token_url, self.client_id)
+        token_url, client_id = self.endpoint()
+        normalised = normalise_token_url(token_url, allow_http=True)
+        return Scope(namespace, self.name, origin, normalised, client_id)
 
     def unsealable(self) -> tuple[str, str] | None:
         """What keeps a secret from being sealed for this connection: the field (its path in
@@ -444,14 +529,15 @@ class WizardForm:
             normalise_origin(self.base_url, allow_http=True)
         except OriginError as error:
             return "baseURL", str(error)
-        if not self.sends_to_token_endpoint:
+        if self.kind is None or not self.kind.token_endpoint:
             return None
-        oauth2 = "auth.oauth2ClientCredentials"
+        oauth2 = f"auth.{self.kind.section}"
+        token_url, client_id = self.endpoint()
         try:
-            normalise_token_url(self.token_url, allow_http=True)
+            normalise_token_url(token_url, allow_http=True)
         except OriginError as error:
             return f"{oauth2}.tokenURL", str(error)
-        return None if self.client_id else (f"{oauth2}.clientId", "required for OAuth 2.0")
+        return None if client_id else (f"{oauth2}.clientId", "required for OAuth 2.0")
 
     @property
     def stored_auth(self) -> StoredAuth:
@@ -495,15 +581,7 @@ class WizardForm:
 
     def token_parameter_pairs(self) -> tuple[dict[str, str], list[str]]:
         """The extra token parameters, and the lines that are not name=value."""
-        found: dict[str, str] = {}
-        bad = []
-        for line in _lines(self.token_parameters):
-            key, equals, value = line.partition("=")
-            if not equals or not key.strip():
-                bad.append(line)
-            else:
-                found[key.strip()] = value.strip()
-        return found, bad
+        return _pairs(self.token_parameters)
 
     def limit(self, key: str) -> str:
         return dict(self.limits).get(key, "")
@@ -524,12 +602,31 @@ class WizardForm:
             if parameters:
                 oauth2["parameters"] = parameters
             auth["oauth2ClientCredentials"] = oauth2
+        if auth_type == "oauth2AuthorizationCode":
+            auth["oauth2AuthorizationCode"] = self._code()
         ref = self.secret_ref()
         if ref is not None:
             auth["secretRef"] = ref
         if self.sealed and (self.sealed_value or self.stored_sealed()):
             auth["sealedSecret"] = self.sealed_value or self.stored_sealed()
         return auth
+
+    def _code(self) -> OAuth2CodeDocument:
+        code: OAuth2CodeDocument = {
+            "authorizationURL": self.code_authorization_url,
+            "tokenURL": self.code_token_url,
+            "clientId": self.code_client_id,
+        }
+        if _words(self.code_scopes):
+            code["scopes"] = _words(self.code_scopes)
+        parameters, _ = _pairs(self.code_parameters)
+        if parameters:
+            code["authorizationParameters"] = parameters
+        code["clientAuthentication"] = self.code_client_authentication
+        if self.code_revocation_url:
+            code["revocationURL"] = self.code_revocation_url
+        code["credentialScope"] = self.credential_scope
+        return code
 
     def _limits(self) -> dict[str, JsonValue]:
         """The stored limits, with the shown ones as given (empty: none)."""
@@ -599,6 +696,8 @@ class WizardForm:
         found.checked(
             "auth.oauth2ClientCredentials.clientAuthentication", self.client_authentication
         )
+        found.checked(f"{_CODE}.clientAuthentication", self.code_client_authentication)
+        found.checked(f"{_CODE}.credentialScope", self.credential_scope)
         # The model's rules across fields, which it checks only once each field is valid.
         image_rule = image_rule_problem(
             self.known_auth_type, self.allow_public_images, bool(self.allowed_methods)
@@ -628,6 +727,11 @@ class WizardForm:
                 found.add(
                     "auth.oauth2ClientCredentials.parameters",
                     f"{line!r} is not name=value (one a line)",
+                )
+        if self.known_auth_type == "oauth2AuthorizationCode":
+            for line in _pairs(self.code_parameters)[1]:
+                found.add(
+                    f"{_CODE}.authorizationParameters", f"{line!r} is not name=value (one a line)"
                 )
         changed = self.changed_for_secret()
         if self.known_auth_type != "none" and changed and not self.secret_entered:

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from gatehouse_contract.keyring import KeyringFile
-from gatehouse_contract.routes import AuthType, ConnectionRoute
+from gatehouse_contract.routes import NOT_SERVED, AuthType, ConnectionRoute
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.connections.origin import token_url_of
@@ -29,7 +29,11 @@ from tests.proxy.serving import KEYRING, Tenant
 
 
 def test_every_auth_type_of_the_routing_table_has_one_injector() -> None:
-    assert sorted(KINDS) == sorted(get_args(AuthType))
+    """Every type the table may carry, but those the contract says the proxies do not serve yet
+    (NOT_SERVED, each with why: the operator keeps their connections out of the table)."""
+    assert sorted(KINDS) == sorted(set(get_args(AuthType)) - set(NOT_SERVED))
+    assert set(NOT_SERVED) <= set(get_args(AuthType))
+    assert all(NOT_SERVED.values())
 
 
 def test_only_the_minted_kinds_mint() -> None:
@@ -99,6 +103,16 @@ def _client(authentication: str) -> dict[str, object]:
     return {"type": "oauth2ClientCredentials", "oauth2ClientCredentials": client}
 
 
+def _code(authentication: str) -> dict[str, object]:
+    code = {
+        "authorizationURL": "https://auth.example.com/authorize",
+        "tokenURL": "https://auth.example.com/token",
+        "clientId": "gh client",
+        "clientAuthentication": authentication,
+    }
+    return {"type": "oauth2AuthorizationCode", "oauth2AuthorizationCode": code}
+
+
 # One auth section per way a kind sends its stored secret: each AuthType at least once.
 SENT_SECRETS: list[tuple[dict[str, object], str]] = [
     ({"type": "none"}, ""),
@@ -111,6 +125,7 @@ SENT_SECRETS: list[tuple[dict[str, object], str]] = [
         {"type": "googleServiceAccount", "googleServiceAccount": {"scopes": ["email"]}},
         service_account_key()[0].decode(),
     ),
+    *[(_code(authentication), "cl1ent s+cr/t") for authentication in ("basic", "body")],
 ]
 
 
