@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gatehouse_contract.routes import NOT_SERVED
 from gatehouse_operator.api.auth_kinds import AUTH_KINDS
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from tests.dev import doc_blocks
@@ -37,14 +38,15 @@ def test_every_block_of_a_run_page_is_marked(page: Path) -> None:
 
 
 def test_every_auth_kind_has_a_page_the_suite_runs() -> None:
-    """A kind's page is one whose files (the YAML it applies) hold a connection of that kind."""
+    """A kind's page is one whose files (the YAML it applies) hold a connection of that kind. A
+    kind the proxies do not serve yet (``NOT_SERVED``) has no fetch a page could run."""
     shown: dict[str, list[str]] = {}
     for page in doc_blocks.run_pages():
         for block in doc_blocks.blocks(page):
             if block.role == "file" and block.language == "yaml":
                 for kind in _auth_types(list(yaml.safe_load_all(block.text))):
                     shown.setdefault(kind, []).append(page.name)
-    assert sorted(set(AUTH_KINDS) - set(shown)) == []
+    assert sorted(set(AUTH_KINDS) - set(NOT_SERVED) - set(shown)) == []
 
 
 def test_examples_hold_one_valid_connection_per_auth_kind() -> None:
