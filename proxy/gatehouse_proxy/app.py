@@ -74,7 +74,7 @@ class Proxy:
         self.request_bytes = RequestBytes(settings.tenant_limits)
         self.turns = Turns(TURNS_PER_ROUND, TURNS_ALONE, TURNS_WITHIN_SECONDS)
         self.tracing = tracing or Tracing.from_env(settings.traces)
-        self.observers = observers.listed(self.tracing, self.activity)
+        self.observers = observers.listed(self.tracing, self.activity, settings.viewers.record_ids)
         self.shares = Shares(settings.shares)
         self.shared_store: SharedStore | None = None  # opened with the lifespan
         metrics.FEED.track(

@@ -32,6 +32,7 @@ from tests.e2e.gatehouse_fixtures import (
     connection,
     data_app,
     fetch,
+    project_members,
     received,
     secret,
     wait_condition,
@@ -117,6 +118,15 @@ def test_a_connection_forwarding_the_viewer_sends_who_asks_and_never_the_asserti
     headers = received(stack.upstream, answer)["headers"]
     assert headers["x-gatehouse-viewer-id"] == "u-7"
     assert "x-gatehouse-viewer-email" not in headers
+    # The inspector shows whom each request was for (the id, not the e-mail).
+    admin = project_members(cluster, namespace)["admin"].token
+    found = httpx.get(
+        f"{stack.local.api_url}/api/v1/namespaces/{namespace}/connections/echo/requests",
+        headers={"Authorization": f"Bearer {admin}"},
+        timeout=10,
+    ).json()
+    assert [item["viewer"] for item in found["items"]] == ["u-7", "u-42", "u-42"]
+    assert "ada@example.com" not in json.dumps(found)
 
 
 def test_a_connection_that_needs_no_viewer_strips_the_assertion_and_sends_no_identity(

@@ -88,8 +88,8 @@ _RESERVED_KEY_HEADER = (
     "character other than a letter or digit as '-' (as CGI, PHP, WSGI and Rack servers read it), "
     "it must not be hop-by-hop or frame the body (Connection, Transfer-Encoding, Content-Length, "
     "Content-Type, Expect...), be a header the proxy drops from apps or keeps for itself "
-    "(Cookie, Proxy-*, X-Gatehouse-*: the viewer's identity it forwards...), or name a host, URL, scheme, port, method or client address "
-    "(X-Forwarded-Host, X-Original-URL...)"
+    "(Cookie, Proxy-*, X-Gatehouse-*: the viewer's identity it forwards...), or name a host, "
+    "URL, scheme, port, method or client address (X-Forwarded-Host, X-Original-URL...)"
 )
 
 

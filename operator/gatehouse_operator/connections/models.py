@@ -297,6 +297,12 @@ class RecentRequestView(Model):
     response_bytes: int
     replica: str = Field(description="The proxy replica that served it.")
     trace_id: str = Field(description="The W3C trace id the app sent, or one the proxy made.")
+    viewer: str = Field(
+        default="",
+        description="The verified viewer the app asked for (the assertion's sub), on a "
+        "connection that needs one; empty otherwise, or when the installation keeps none "
+        "(viewers.recordViewerIds).",
+    )
     details_hidden: Literal[False] = Field(
         default=False, description="False: the caller may see the connection, so all is here."
     )
