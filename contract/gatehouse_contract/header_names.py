@@ -119,6 +119,13 @@ VIEWER_ID_HEADER = "X-Gatehouse-Viewer-Id"  # the assertion's sub
 VIEWER_EMAIL_HEADER = "X-Gatehouse-Viewer-Email"  # its email, when it has one
 PROJECT_ID_HEADER = "X-Gatehouse-Project-Id"  # the project: the namespace
 VIEWER_IDENTITY_HEADERS = (APP_ID_HEADER, VIEWER_ID_HEADER, VIEWER_EMAIL_HEADER, PROJECT_ID_HEADER)
+# What each discloses to the API, as the page and the wizard say it.
+VIEWER_IDENTITY_DISCLOSED = (
+    (APP_ID_HEADER, "the app's key, namespace/Kind/name"),
+    (VIEWER_ID_HEADER, "the viewer's id (the assertion's sub)"),
+    (VIEWER_EMAIL_HEADER, "the viewer's e-mail, when the assertion has one"),
+    (PROJECT_ID_HEADER, "the project: this namespace"),
+)
 # What frames a request's body: an API key sent as one would garble the request.
 _FRAMING = frozenset({"content-type"})
 # Names an API key may be sent as although apps may not send them. The app's Authorization is its

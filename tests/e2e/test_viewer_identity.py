@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -88,6 +89,20 @@ def _linked(cluster: Cluster, stack: Stack, namespace: str, **spec: Any) -> str:
     return app_token(cluster, namespace, "dataapp-sales-gatehouse")
 
 
+def _page(stack: Stack, token: str, path: str) -> str:
+    """A page as a visitor signed in with ``token`` sees it (the session cookie, no browser)."""
+    signed = httpx.post(
+        f"{stack.local.api_url}/ui/sign-in",
+        data={"token": token},
+        headers={"Sec-Fetch-Site": "same-origin"},
+        timeout=10,
+    )
+    cookie = signed.headers["set-cookie"].split(";", 1)[0]
+    page = httpx.get(f"{stack.local.api_url}{path}", headers={"Cookie": cookie}, timeout=10)
+    assert page.status_code == 200, page.text
+    return page.text
+
+
 def _arrived(stack: Stack, path: str) -> int:
     arrivals = httpx.get(f"{stack.upstream}/_arrivals", timeout=5).json()
     return sum(
@@ -127,6 +142,20 @@ def test_a_connection_forwarding_the_viewer_sends_who_asks_and_never_the_asserti
     ).json()
     assert [item["viewer"] for item in found["items"]] == ["u-7", "u-42", "u-42"]
     assert "ada@example.com" not in json.dumps(found)
+    # The page shows the switch and exactly what it discloses; the wizard, the switch on.
+    connections = f"/ui/namespaces/{namespace}/connections/echo"
+    shown = _page(stack, admin, connections).split('id="viewer-identity"')[1].split("</dd>")[0]
+    assert re.findall(r"<code>(X-Gatehouse-[\w-]+)</code>", shown) == [
+        "X-Gatehouse-App-Id",
+        "X-Gatehouse-Viewer-Id",
+        "X-Gatehouse-Viewer-Email",
+        "X-Gatehouse-Project-Id",
+    ]
+    wizard = _page(stack, admin, f"{connections}/edit")
+    assert 'name="forward_viewer_identity" checked' in wizard
+    assert "The API is told who asks" in wizard
+    requests_tab = _page(stack, admin, f"{connections}/requests")
+    assert "for u-42" in requests_tab
 
 
 def test_a_connection_that_needs_no_viewer_strips_the_assertion_and_sends_no_identity(
@@ -139,6 +168,9 @@ def test_a_connection_that_needs_no_viewer_strips_the_assertion_and_sends_no_ide
         seen = received(stack.upstream, fetch(proxy, token, "api", "/echo/plain", headers=sent))
         assert not [name for name in seen["headers"] if "gatehouse" in name], seen["headers"]
         assert assertion not in json.dumps(seen)
+    admin = project_members(cluster, namespace)["admin"].token
+    page = _page(stack, admin, f"/ui/namespaces/{namespace}/connections/echo")
+    assert "off: the API sees every request as the connection's one account" in page
 
 
 def _forged(claims: dict[str, Any]) -> str:

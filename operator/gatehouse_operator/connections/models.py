@@ -34,6 +34,11 @@ class LinkableConnection(Model):
     has_secret: bool = Field(description="Whether a credential is set; never the credential.")
     link_policy: LinkPolicy
     allow_public_images: bool
+    forward_viewer_identity: bool = Field(
+        default=False,
+        description="Whether the API is told who asks (X-Gatehouse-* headers); each request "
+        "then needs the viewer's assertion.",
+    )
     instructions: str
     ready: bool = Field(description="Whether the proxy routes the connection now.")
     ready_reason: str = Field(default="", description="The Ready condition's reason.")
