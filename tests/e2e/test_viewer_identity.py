@@ -31,8 +31,10 @@ from tests.e2e.gatehouse_fixtures import (
     app_token,
     apply,
     connection,
+    connection_test,
     data_app,
     fetch,
+    finished,
     project_members,
     received,
     secret,
@@ -277,3 +279,16 @@ def test_the_operator_refuses_gatehouse_names_as_a_connections_own_headers(
     )
     assert done.returncode != 0
     assert "auth.apiKey.name must not be a header" in done.stderr
+
+
+def test_a_connection_test_calls_as_no_viewer_and_sends_no_identity(
+    cluster: Cluster, stack: Stack, namespace: str, viewers: tuple[Issuer, str]
+) -> None:
+    """An admin's test has no viewer to name: it needs no assertion, and tells the API nobody."""
+    _linked(cluster, stack, namespace, forwardViewerIdentity=True)
+    apply(cluster, namespace, connection_test("as-nobody", "echo", path="/echo/tested"))
+    body = finished(cluster, namespace, "as-nobody")
+    passed = next(c for c in body["status"]["conditions"] if c["type"] == "Passed")
+    assert (passed["status"], passed["reason"]) == ("True", "Passed"), passed
+    echoed = json.loads(body["status"]["response"]["body"])
+    assert not [name for name in echoed["headers"] if "gatehouse" in name]

@@ -80,6 +80,10 @@ def viewer_assertions(app_headers: Iterable[tuple[str, str]]) -> list[str]:
     ``X-Gatehouse-*`` header, the proxy's own, refuses the request."""
     found = []
     for header, value in app_headers:
+        # Every spelling of either name holds the word: most requests' names are passed over
+        # without being made canonical.
+        if "gatehouse" not in header.lower():
+            continue
         name = canonical_name(header)
         if name == _ASSERTION:
             found.append(value)

@@ -183,12 +183,12 @@ class Verifier:
             raise _refused("format", "it is not a compact JWS (three base64url parts)")
         header = _json_object(parts[0], "header")
         alg = header.get("alg")
-        algorithm = ALGORITHMS.get(alg) if isinstance(alg, str) else None
-        if algorithm is None:
+        if not isinstance(alg, str) or alg not in ALGORITHMS:
             raise _refused(
                 "signature",
                 f"the algorithm must be one of {', '.join(ALGORITHMS)} (never none or HS*)",
             )
+        algorithm = ALGORITHMS[alg]
         if "crit" in header:
             raise _refused("format", "it names critical extensions (crit), which are not read")
         kid = header.get("kid", "")
