@@ -24,7 +24,6 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
@@ -79,7 +78,7 @@ def _refused(rule: str, detail: str) -> ProxyError:
     return ProxyError("viewer_assertion_invalid", f"viewer assertion refused: {rule}: {detail}")
 
 
-def _json_object(segment: str, part: str) -> dict[str, Any]:
+def _json_object(segment: str, part: str) -> dict[str, object]:
     try:
         value = json.loads(b64url(segment))
     except (ValueError, RecursionError):
@@ -89,7 +88,7 @@ def _json_object(segment: str, part: str) -> dict[str, Any]:
     return value
 
 
-def _instant(claims: Mapping[str, Any], name: str) -> float | None:
+def _instant(claims: Mapping[str, object], name: str) -> float | None:
     value = claims.get(name)
     if value is None:
         return None
@@ -98,7 +97,7 @@ def _instant(claims: Mapping[str, Any], name: str) -> float | None:
     return float(value)
 
 
-def _text(claims: Mapping[str, Any], name: str, most: int, *, required: bool) -> str:
+def _text(claims: Mapping[str, object], name: str, most: int, *, required: bool) -> str:
     value = claims.get(name)
     if value is None and not required:
         return ""
@@ -220,7 +219,7 @@ class Verifier:
             issuer.issuer,
         )
 
-    def _check_claims(self, claims: Mapping[str, Any], issuer: TrustedIssuer, app: str) -> None:
+    def _check_claims(self, claims: Mapping[str, object], issuer: TrustedIssuer, app: str) -> None:
         audience = claims.get("aud")
         audiences = audience if isinstance(audience, list) else [audience]
         if issuer.audience not in audiences:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
@@ -37,7 +37,7 @@ class Key:
     key: PublicKey
 
 
-def b64url(text: str) -> bytes:
+def b64url(text: object) -> bytes:
     """Base64url without padding (RFC 7515 2), refusing any other character."""
     if not isinstance(text, str) or not text.isascii():
         raise ValueError("not base64url")
@@ -49,11 +49,11 @@ def b64url(text: str) -> bytes:
         raise ValueError("not base64url") from None
 
 
-def _number(jwk: dict[str, Any], member: str) -> int:
+def _number(jwk: Mapping[str, object], member: str) -> int:
     return int.from_bytes(b64url(jwk[member]), "big")
 
 
-def _public_key(jwk: dict[str, Any]) -> PublicKey | None:
+def _public_key(jwk: Mapping[str, object]) -> PublicKey | None:
     """The key a JWK holds, or None for a kind assertions are not signed with."""
     if jwk.get("kty") == "RSA":
         key = rsa.RSAPublicNumbers(_number(jwk, "e"), _number(jwk, "n")).public_key()
@@ -61,7 +61,8 @@ def _public_key(jwk: dict[str, Any]) -> PublicKey | None:
             raise ValueError(f"an RSA key of {key.key_size} bits (2048 to 8192 are used)")
         return key
     if jwk.get("kty") == "EC":
-        curve = _CURVES.get(jwk.get("crv", ""))
+        crv = jwk.get("crv")
+        curve = _CURVES.get(crv) if isinstance(crv, str) else None
         if curve is None:
             return None
         numbers = ec.EllipticCurvePublicNumbers(_number(jwk, "x"), _number(jwk, "y"), curve)
