@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from gatehouse_proxy.errors import ProxyException
+
 MAX_KEYS = 32
 MAX_JWKS_BYTES = 64 * 1024
 _RSA_BITS = (2048, 8192)
@@ -26,8 +28,9 @@ MAX_KID_CHARS = 256
 PublicKey = rsa.RSAPublicKey | ec.EllipticCurvePublicKey
 
 
-class KeysUnreadable(Exception):
-    """A key set that cannot be used; the message says why (never a key's bytes)."""
+class KeysUnreadable(ProxyException):
+    """A key set that cannot be used; the message says why (never a key's bytes). It ends in
+    ``issuer_keys``, which answers viewer_keys_unavailable while no keys are held."""
 
 
 @dataclass(frozen=True, slots=True)
