@@ -31,6 +31,8 @@ MAX_RECENT = 500
 # The most usage rows one UsageReport carries (a replica sends as many parts as it needs).
 MAX_USAGE_ROWS = 1000
 _KEY = 600  # a route's key: namespace/name, namespace/Kind/name
+# A viewer's id as the proxy takes it from an assertion (its sub).
+MAX_VIEWER_CHARS = 256
 
 
 class RecentRequest(Wire):
@@ -48,6 +50,9 @@ class RecentRequest(Wire):
     request_bytes: Count
     response_bytes: Count
     trace_id: str = Field(max_length=32)
+    # The verified viewer's id, where the installation records it (viewers.recordViewerIds).
+    # Left out when empty: an operator of the release before reads records without it.
+    viewer: str = Field(default="", max_length=MAX_VIEWER_CHARS, exclude_if=lambda value: not value)
 
 
 class Position(Wire):

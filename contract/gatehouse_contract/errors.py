@@ -41,6 +41,11 @@ RefusalCode = Literal[
     "connection_unavailable",
     "not_ready",
     "upstream_timeout",
+    # The viewer's identity (a connection that needs a viewer; an app's reserved headers).
+    "reserved_header",
+    "viewer_assertion_missing",
+    "viewer_assertion_invalid",
+    "viewer_keys_unavailable",
     # Connection tests only: never an app's answer.
     "tests_busy",
     "test_not_started",
@@ -85,6 +90,10 @@ class RefusalReason(StrEnum):
     CONNECTION_UNAVAILABLE = "ConnectionUnavailable"
     NOT_READY = "NotReady"
     UPSTREAM_TIMEOUT = "UpstreamTimeout"
+    RESERVED_HEADER = "ReservedHeader"
+    VIEWER_ASSERTION_MISSING = "ViewerAssertionMissing"
+    VIEWER_ASSERTION_INVALID = "ViewerAssertionInvalid"
+    VIEWER_KEYS_UNAVAILABLE = "ViewerKeysUnavailable"
     TESTS_BUSY = "TestsBusy"
     TEST_NOT_STARTED = "TestNotStarted"
     TEST_TIMED_OUT = "TestTimedOut"

@@ -15,6 +15,11 @@ is one of those or frames the body (:func:`reserved_for_api_key`, and
 a connection's own header (``spec.headers``) likewise, Authorization too
 (:func:`reserved_for_connection_header`, :data:`CONNECTION_HEADER_RESERVED_RE2`). The rule lives
 here once, for both.
+
+The viewer's identity has names of its own: an app sends its viewer's assertion in
+:data:`VIEWER_ASSERTION_HEADER`, which the proxy takes out of every request, and the proxy sends
+the identity upstream in the ``X-Gatehouse-*`` headers (:data:`VIEWER_IDENTITY_HEADERS`), which an
+app may never send (:func:`reserved_for_proxy`: refused, not merely dropped).
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ DROPPED_FROM_APPS = frozenset(
         "x-accel-mapping",
         "content-length",  # recomputed from the body actually sent
         "expect",
+        # The viewer's assertion is for the proxy alone: never sent on to an API.
+        "gatehouse-viewer-assertion",
     }
 )
 # Tokens of the names that frameworks and proxies read a request's host, URL, scheme, port,
@@ -102,6 +109,23 @@ DROPPED_PREFIXES = (
     "x-azure-",
     "x-fd-",
 )
+# Where an app passes its viewer's assertion (a signed JWT), beside its own credential.
+VIEWER_ASSERTION_HEADER = "Gatehouse-Viewer-Assertion"
+# The proxy's own names: what it sends upstream for a connection with forwardViewerIdentity. An
+# app sending any name of the prefix is refused (a vendor must be able to trust them).
+PROXY_PREFIX = "x-gatehouse-"
+APP_ID_HEADER = "X-Gatehouse-App-Id"  # the app's key, namespace/Kind/name
+VIEWER_ID_HEADER = "X-Gatehouse-Viewer-Id"  # the assertion's sub
+VIEWER_EMAIL_HEADER = "X-Gatehouse-Viewer-Email"  # its email, when it has one
+PROJECT_ID_HEADER = "X-Gatehouse-Project-Id"  # the project: the namespace
+VIEWER_IDENTITY_HEADERS = (APP_ID_HEADER, VIEWER_ID_HEADER, VIEWER_EMAIL_HEADER, PROJECT_ID_HEADER)
+# What each discloses to the API, as the page and the wizard say it.
+VIEWER_IDENTITY_DISCLOSED = (
+    (APP_ID_HEADER, "the app's key, namespace/Kind/name"),
+    (VIEWER_ID_HEADER, "the viewer's id (the assertion's sub)"),
+    (VIEWER_EMAIL_HEADER, "the viewer's e-mail, when the assertion has one"),
+    (PROJECT_ID_HEADER, "the project: this namespace"),
+)
 # What frames a request's body: an API key sent as one would garble the request.
 _FRAMING = frozenset({"content-type"})
 # Names an API key may be sent as although apps may not send them. The app's Authorization is its
@@ -127,6 +151,12 @@ def app_may_not_send(canonical: str) -> bool:
         or canonical.startswith(DROPPED_PREFIXES)
         or not ROUTING_TOKENS.isdisjoint(canonical.split("-"))
     )
+
+
+def reserved_for_proxy(canonical: str) -> bool:
+    """Whether a header of this canonical name is one of the proxy's own (``X-Gatehouse-*``),
+    which an app's request may not carry at all."""
+    return canonical.startswith(PROXY_PREFIX)
 
 
 def reserved_for_api_key(name: str) -> bool:

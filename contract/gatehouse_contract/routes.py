@@ -165,6 +165,15 @@ class ConnectionRoute(Frozen):
     # Set when the operator cannot provide a working credential (missing Secret, bad key file):
     # the proxy answers 503 instead of calling upstream with stale or no credentials.
     unavailable: str = ""
+    # The proxy sends the app's, the verified viewer's and the project's ids upstream in the
+    # X-Gatehouse-* headers (gatehouse_contract.viewer_headers).
+    forward_viewer_identity: bool = False
+
+    @property
+    def needs_viewer(self) -> bool:
+        """Whether a request must carry a verified viewer assertion: a connection that sends
+        the viewer's identity (and, as kinds are added, one whose credential is the viewer's)."""
+        return self.forward_viewer_identity
 
 
 class AppRoute(Frozen):

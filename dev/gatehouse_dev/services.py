@@ -170,6 +170,13 @@ class LocalGatehouse:
             argv += [f"--public-key={key_path}", f"--client-email={client_email}"]
         return self._start(f"token-endpoint-{port}", argv, {}, f"http://127.0.0.1:{port}", "/stats")
 
+    def start_viewer_issuer(self) -> Endpoint:
+        """The dev viewer-assertion issuer (gatehouse_dev.viewer_issuer): its URL is its
+        ``iss``, its keys at ``/jwks``."""
+        port = free_port()
+        argv = [sys.executable, "-m", "gatehouse_dev.viewer_issuer", f"--port={port}"]
+        return self._start(f"viewer-issuer-{port}", argv, {}, f"http://127.0.0.1:{port}", "/stats")
+
     def start_floor(self, upstream_url: str, module: str = "floor_passthrough") -> Endpoint:
         """The benchmark's floor (see gatehouse_dev.floor_passthrough), on the proxy's server,
         loop and HTTP parser; ``module``: another of gatehouse_dev's floors (floor_raw_client,

@@ -50,6 +50,8 @@ from gatehouse_proxy.table.routing_table import RoutingTable
 from gatehouse_proxy.upstream.forwarder import Forwarder, new_session, tls_context
 from gatehouse_proxy.upstream.network_guard import NetworkPolicy
 from gatehouse_proxy.upstream.pools import TenantPools
+from gatehouse_proxy.viewers.assertions import Verifier
+from gatehouse_proxy.viewers.jwks_http import JwksClient, issuer_loader
 
 
 class Proxy:
@@ -72,7 +74,7 @@ class Proxy:
         self.request_bytes = RequestBytes(settings.tenant_limits)
         self.turns = Turns(TURNS_PER_ROUND, TURNS_ALONE, TURNS_WITHIN_SECONDS)
         self.tracing = tracing or Tracing.from_env(settings.traces)
-        self.observers = observers.listed(self.tracing, self.activity)
+        self.observers = observers.listed(self.tracing, self.activity, settings.viewers.record_ids)
         self.shares = Shares(settings.shares)
         self.shared_store: SharedStore | None = None  # opened with the lifespan
         metrics.FEED.track(
@@ -98,6 +100,7 @@ class Proxy:
         # The injector's own view of the keyring, looked at once a second rather than per
         # request; the feed's sees every change at once.
         keyring = KeyringFile(settings.keyring_file, recheck_seconds=1.0)
+        jwks = JwksClient(tls)
         async with opened(settings.store) as store:
             self.shared_store = store
             self.quotas = Quotas(
@@ -128,6 +131,7 @@ class Proxy:
                 Sender(forwarder, self.pools, self.tracing),
                 RefusedTokens(self.injector, self.feed),
                 VendorPause(self.quotas, self.feed),
+                Verifier(settings.viewers, issuer_loader(jwks)),
             )
             self.door = FetchEndpoint(
                 self.store, passage, self.observers, settings.request_read_timeout_seconds
@@ -146,6 +150,7 @@ class Proxy:
                 await fleet_tokens.close()
                 await self.pools.close()
                 await token_session.close()
+                await jwks.close()
                 await asyncio.to_thread(self.tracing.close)
 
     async def fetch(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -41,6 +41,14 @@ STATUS_BY_CODE: Mapping[RefusalCode, int] = {
     "connection_unavailable": 503,
     "not_ready": 503,
     "upstream_timeout": 504,
+    # An X-Gatehouse-* header from the app: the proxy's names, never taken from apps.
+    "reserved_header": 400,
+    # A connection that needs a viewer: no assertion, or one that does not hold.
+    "viewer_assertion_missing": 401,
+    "viewer_assertion_invalid": 401,
+    # The issuer's keys could not be read: not the app's fault, and another assertion will not
+    # help.
+    "viewer_keys_unavailable": 503,
     # Connection tests only (gatehouse_proxy.table.test_slots): never an app's answer.
     "tests_busy": 503,
     "test_not_started": 503,

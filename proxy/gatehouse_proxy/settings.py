@@ -19,6 +19,7 @@ from gatehouse_proxy.observation.audit import AuditSettings
 from gatehouse_proxy.observation.tracing import TraceSettings
 from gatehouse_proxy.store.shared_store import StoreSettings
 from gatehouse_proxy.store.shares import ShareSettings
+from gatehouse_proxy.viewers.trust import MAX_ASSERTION_SECONDS, ViewerSettings, issuers_from_json
 
 
 def _tenant_limits() -> TenantLimits:
@@ -87,6 +88,20 @@ def _shares() -> ShareSettings:
     )
 
 
+def _viewers(allow_http: bool) -> ViewerSettings:
+    return ViewerSettings(
+        issuers=issuers_from_json(
+            os.environ.get("GATEHOUSE_VIEWER_ISSUERS", ""), allow_http=allow_http
+        ),
+        max_assertion_seconds=env_seconds(
+            "GATEHOUSE_VIEWER_MAX_ASSERTION_SECONDS", MAX_ASSERTION_SECONDS
+        ),
+        # On unless set off.
+        record_ids=not os.environ.get("GATEHOUSE_VIEWER_RECORD_IDS", "").strip()
+        or env_flag("GATEHOUSE_VIEWER_RECORD_IDS"),
+    )
+
+
 # Past this, leases would let the fleet admit noticeably less than a limit.
 MAX_QUOTA_LEASE_SHARE = 0.02
 # Past this, tokens would have hardly any of the store.
@@ -119,6 +134,8 @@ class ProxySettings:
     audit: AuditSettings = field(default_factory=AuditSettings)
     # What an app's trace context may decide (when tracing is on; see tracing).
     traces: TraceSettings = field(default_factory=TraceSettings)
+    # The issuers of viewer assertions the installation trusts (see viewers).
+    viewers: ViewerSettings = field(default_factory=ViewerSettings)
 
     @classmethod
     def from_env(cls) -> ProxySettings:
@@ -136,10 +153,11 @@ class ProxySettings:
                 f"not {operator_url!r}"
             )
         ca_file = os.environ.get("GATEHOUSE_UPSTREAM_CA_FILE")
+        allow_http = env_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS")
         return cls(
             keyring_file=Path(os.environ["GATEHOUSE_KEYRING_FILE"]),
             operator_url=operator_url,
-            allow_http=env_flag("GATEHOUSE_ALLOW_HTTP_UPSTREAMS"),
+            allow_http=allow_http,
             allowed_private_networks=_list("GATEHOUSE_ALLOWED_PRIVATE_NETWORKS"),
             google_token_url=os.environ.get("GATEHOUSE_GOOGLE_TOKEN_URL", GOOGLE_TOKEN_URL),
             upstream_ca_file=Path(ca_file) if ca_file else None,
@@ -163,4 +181,5 @@ class ProxySettings:
                 follow_app_sampling=env_flag("GATEHOUSE_TRACES_FOLLOW_APP_SAMPLING"),
                 keep_app_tracestate=env_flag("GATEHOUSE_TRACES_KEEP_APP_TRACESTATE"),
             ),
+            viewers=_viewers(allow_http),
         )

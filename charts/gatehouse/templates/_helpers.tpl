@@ -317,3 +317,41 @@ password Secret, which the operator makes and the store and the proxies mount. *
 {{- end -}}
 {{- with $items }}{{ toYaml . }}{{ end -}}
 {{- end -}}
+
+{{/*
+The trusted issuers of viewer assertions as the proxy reads them (GATEHOUSE_VIEWER_ISSUERS): a
+keysSecret becomes the file it is mounted as (gatehouse.viewerKeys).
+*/}}
+{{- define "gatehouse.viewerIssuers" -}}
+{{- $issuers := list -}}
+{{- range $index, $issuer := .Values.viewers.issuers -}}
+{{- $entry := dict "issuer" $issuer.issuer "audience" $issuer.audience -}}
+{{- if $issuer.keysSecret -}}
+{{- $_ := set $entry "keysFile" (printf "/etc/gatehouse/viewer-keys/%d/%s" $index $issuer.keysSecret.key) -}}
+{{- else -}}
+{{- $_ := set $entry "jwksURL" $issuer.jwksURL -}}
+{{- end -}}
+{{- $issuers = append $issuers $entry -}}
+{{- end -}}
+{{- toJson $issuers -}}
+{{- end -}}
+
+{{/*
+The issuers' key Secrets, mounted one folder each: "mounts" or "volumes".
+*/}}
+{{- define "gatehouse.viewerKeys" -}}
+{{- $root := index . 0 -}}
+{{- $part := index . 1 -}}
+{{- range $index, $issuer := $root.Values.viewers.issuers -}}
+{{- if $issuer.keysSecret }}
+{{- if eq $part "mounts" }}
+- {name: viewer-keys-{{ $index }}, mountPath: /etc/gatehouse/viewer-keys/{{ $index }}, readOnly: true}
+{{- else }}
+- name: viewer-keys-{{ $index }}
+  secret:
+    secretName: {{ $issuer.keysSecret.name }}
+    items: [{key: {{ $issuer.keysSecret.key | quote }}, path: {{ $issuer.keysSecret.key | quote }}}]
+{{- end }}
+{{- end }}
+{{- end -}}
+{{- end -}}

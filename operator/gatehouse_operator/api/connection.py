@@ -104,9 +104,9 @@ _RESERVED_KEY_HEADER = (
     "auth.apiKey.name must not be a header the proxy or HTTP itself controls: read with every "
     "character other than a letter or digit as '-' (as CGI, PHP, WSGI and Rack servers read it), "
     "it must not be hop-by-hop or frame the body (Connection, Transfer-Encoding, Content-Length, "
-    "Content-Type, Expect...), be a header the proxy drops from apps (Cookie, Proxy-*, "
-    "X-Gatehouse-*...), or name a host, URL, scheme, port, method or client address "
-    "(X-Forwarded-Host, X-Original-URL...)"
+    "Content-Type, Expect...), be a header the proxy drops from apps or keeps for itself "
+    "(Cookie, Proxy-*, X-Gatehouse-*: the viewer's identity it forwards...), or name a host, "
+    "URL, scheme, port, method or client address (X-Forwarded-Host, X-Original-URL...)"
 )
 
 
@@ -143,8 +143,9 @@ class ApiKeyAuth(Model):
 _RESERVED_HEADER = (
     "headers[].name must not be a header the proxy or HTTP itself controls: read as servers "
     "read names, not hop-by-hop or Content-Length, not a header the proxy drops from apps "
-    "(Authorization: credentials belong in auth, sealed; Cookie, Proxy-*...), and not one that "
-    "names a host, URL, scheme, port, method or client address (X-Forwarded-Host...)"
+    "(Authorization: credentials belong in auth, sealed; Cookie, Proxy-*...), not the proxy's "
+    "own (X-Gatehouse-*: the viewer's identity it forwards; Gatehouse-Viewer-Assertion), and "
+    "not one that names a host, URL, scheme, port, method or client address (X-Forwarded-Host...)"
 )
 MAX_HEADERS = 20
 
@@ -680,6 +681,15 @@ class ExternalConnectionSpec(Model):
         "browser can read, is refused (502 content_type_not_allowed) and a test shows the type "
         "it got. Empty allows any.",
         json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    forward_viewer_identity: bool = Field(
+        default=False,
+        description="Send the API who is asking: the app's id (namespace/Kind/name), the "
+        "viewer's id and e-mail, and the project's id (the namespace), in X-Gatehouse-App-Id, "
+        "X-Gatehouse-Viewer-Id, X-Gatehouse-Viewer-Email (when the viewer has one) and "
+        "X-Gatehouse-Project-Id. Every request must then carry the viewer's assertion "
+        "(Gatehouse-Viewer-Assertion), signed by an issuer the installation trusts "
+        "(viewers.issuers) for the app that sends it, or is refused (401). Off by default.",
     )
     # The empty default lets the API server fill in each limit's default, so the stored
     # object shows the limits in force.

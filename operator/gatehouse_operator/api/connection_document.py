@@ -74,6 +74,7 @@ class ConnectionSpecOptions(TypedDict, total=False):
     headers: list[HeaderDocument]
     allowedContentTypes: list[str]
     allowPublicImages: bool
+    forwardViewerIdentity: bool
     instructions: str
     # The ones the wizard shows as entered, the others as stored (an edit keeps them).
     limits: dict[str, JsonValue]

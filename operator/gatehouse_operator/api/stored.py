@@ -83,6 +83,7 @@ class StoredConnectionSpec(Stored):
     auth: dict[str, JsonValue] = Field(default_factory=dict)
     link_policy: str = DEFAULT_LINK_POLICY
     allow_public_images: bool = False
+    forward_viewer_identity: bool = False
     instructions: str = ""
     headers: list[StoredHeader] = Field(default_factory=list)
     allowed_content_types: list[str] = Field(default_factory=list)

@@ -442,4 +442,23 @@ REFUSAL_TROUBLESHOOTING: dict[RefusalReason, str] = {
         "The API took longer than the connection's `limits.timeoutSeconds` to answer. Check the "
         "API, or raise the limit."
     ),
+    RefusalReason.RESERVED_HEADER: (
+        "The request carried an `X-Gatehouse-*` header: those names are the proxy's own (the "
+        f"viewer's identity it forwards), never taken from an app. {_NOT_A_TEST}"
+    ),
+    RefusalReason.VIEWER_ASSERTION_MISSING: (
+        "The connection needs the viewer's identity (`forwardViewerIdentity`) and the request "
+        "carried no `Gatehouse-Viewer-Assertion`. A test calls as no viewer and never gets it: "
+        f"{_NOT_A_TEST}"
+    ),
+    RefusalReason.VIEWER_ASSERTION_INVALID: (
+        "The viewer's assertion did not hold; the message names the rule (format, signature, "
+        "issuer, audience, expired, lifetime, app, claims). Mint a new one for this app from an "
+        f"issuer in `viewers.issuers`. {_NOT_A_TEST}"
+    ),
+    RefusalReason.VIEWER_KEYS_UNAVAILABLE: (
+        "The proxy could not read the keys of the assertion's issuer (its `jwksURL` or "
+        "`keysSecret`); the message says why, and the proxy logs it. Check the URL or the "
+        f"Secret; requests are taken again after `Retry-After`. {_NOT_A_TEST}"
+    ),
 }

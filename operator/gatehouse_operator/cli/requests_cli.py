@@ -100,7 +100,8 @@ def line(item: RecentRequestView | HiddenRequestView) -> str:
             f"{item.status} {item.code} {item.replica}"
         )
     return (
-        f"{when} {item.app} -> {item.connection or '-'} {item.method} {item.path} "
+        f"{when} {item.app}{f' for {item.viewer}' if item.viewer else ''} -> "
+        f"{item.connection or '-'} {item.method} {item.path} "
         f"{item.status} {item.code} {item.duration_ms:.1f}ms "
         f"in={item.request_bytes} out={item.response_bytes} {item.replica}"
     )

@@ -397,6 +397,7 @@ def linkable(connection: StoredConnection, linked_by: dict[str, list[str]]) -> L
             "has_secret": connection.status.has_secret,
             "link_policy": spec.link_policy,
             "allow_public_images": spec.allow_public_images,
+            "forward_viewer_identity": spec.forward_viewer_identity,
             "instructions": spec.instructions,
             "ready": ready.status == "True",
             "ready_reason": ready.reason,

@@ -193,6 +193,7 @@ def _view(
         response_bytes=record.response_bytes,
         replica=replica,
         trace_id=record.trace_id,
+        viewer=record.viewer,
     )
 
 

@@ -34,6 +34,11 @@ class LinkableConnection(Model):
     has_secret: bool = Field(description="Whether a credential is set; never the credential.")
     link_policy: LinkPolicy
     allow_public_images: bool
+    forward_viewer_identity: bool = Field(
+        default=False,
+        description="Whether the API is told who asks (X-Gatehouse-* headers); each request "
+        "then needs the viewer's assertion.",
+    )
     instructions: str
     ready: bool = Field(description="Whether the proxy routes the connection now.")
     ready_reason: str = Field(default="", description="The Ready condition's reason.")
@@ -297,6 +302,12 @@ class RecentRequestView(Model):
     response_bytes: int
     replica: str = Field(description="The proxy replica that served it.")
     trace_id: str = Field(description="The W3C trace id the app sent, or one the proxy made.")
+    viewer: str = Field(
+        default="",
+        description="The verified viewer the app asked for (the assertion's sub), on a "
+        "connection that needs one; empty otherwise, or when the installation keeps none "
+        "(viewers.recordViewerIds).",
+    )
     details_hidden: Literal[False] = Field(
         default=False, description="False: the caller may see the connection, so all is here."
     )

@@ -45,6 +45,7 @@ def route_for(
         headers=tuple((header.name, header.value) for header in spec.headers),
         content_types=tuple(sorted({media.lower() for media in spec.allowed_content_types})),
         unavailable=unavailable,
+        forward_viewer_identity=spec.forward_viewer_identity,
     )
 
 

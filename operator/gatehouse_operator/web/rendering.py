@@ -14,6 +14,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.responses import HTMLResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gatehouse_contract.header_names import VIEWER_IDENTITY_DISCLOSED
 from gatehouse_operator.api.auth_kinds import FORM_SECTIONS, secrets_shown
 
 # No script at all: the page works with forms alone. Styles and images from this origin only.
@@ -45,6 +46,7 @@ def templates() -> Environment:
     # The wizard's form section of each auth kind that has one (templates/auth/), and what the
     # secret may be, in words.
     env.globals["auth_form_sections"] = FORM_SECTIONS
+    env.globals["viewer_identity_disclosed"] = VIEWER_IDENTITY_DISCLOSED
     env.globals["auth_secrets_shown"] = Markup(secrets_shown())  # noqa: S704 (the registry's own words, no input)
     env.filters["markdown"] = markdown
     env.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)

@@ -131,6 +131,7 @@ FIELDS = (
         },
     ),
     FieldTitle("allowPublicImages", "Allow public images"),
+    FieldTitle("forwardViewerIdentity", "Send the viewer's identity"),
     FieldTitle("allowedPaths", "Allowed paths", lines=True, what="a path prefix such as /v1/users"),
     FieldTitle("headers", "Headers", rows=True),
     FieldTitle(
@@ -302,6 +303,7 @@ class WizardForm:
     # No preselected value, as the reference has none: who may link is the admin's choice.
     link_policy: str = ""
     allow_public_images: bool = False
+    forward_viewer_identity: bool = False
     instructions: str = ""
     # As typed: a whole number, or empty for none.
     limits: tuple[tuple[str, str], ...] = ()
@@ -359,6 +361,7 @@ class WizardForm:
             credential_scope=text("credential_scope", DEFAULT_CREDENTIAL_SCOPE),
             link_policy=text("link_policy"),
             allow_public_images=fields.get("allow_public_images") == "on",
+            forward_viewer_identity=fields.get("forward_viewer_identity") == "on",
             instructions=text("instructions").replace("\r\n", "\n"),
             limits=tuple((key, text(key).strip()) for key in SHOWN_LIMITS),
             draft_secret=text("draft_secret"),
@@ -412,6 +415,7 @@ class WizardForm:
             credential_scope=code.credential_scope,
             link_policy=spec.link_policy,
             allow_public_images=spec.allow_public_images,
+            forward_viewer_identity=spec.forward_viewer_identity,
             instructions=spec.instructions,
             limits=tuple(
                 (key, str(limits[key]) if limits.get(key) is not None else "")
@@ -650,6 +654,8 @@ class WizardForm:
         rest: ConnectionSpecOptions = {}
         if self.allow_public_images:
             rest["allowPublicImages"] = True
+        if self.forward_viewer_identity:
+            rest["forwardViewerIdentity"] = True
         if self.instructions.strip():
             rest["instructions"] = self.instructions
         limits = self._limits()

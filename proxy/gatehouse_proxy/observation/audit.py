@@ -4,8 +4,9 @@ Off unless ``GATEHOUSE_AUDIT_LOG=on`` (the chart's ``proxy.auditLog.enabled``), 
 for a share of requests (``GATEHOUSE_AUDIT_SAMPLE``, 0 to 1, default 1: every one). A line is the
 inspector's record (``recent_requests.Record``) and this replica's name, in the programs' one log
 schema: with ``--log-format json``, ``trace_id`` and ``request`` beside ``time``, ``level``,
-``logger`` (``gatehouse.proxy.audit``) and ``message``. It holds what the record holds, never a
-header value, a body or a query value; it is written whatever the log level (it is opted into).
+``logger`` (``gatehouse.proxy.audit``) and ``message``. It holds what the record holds (the
+viewer's id too, unless ``viewers.recordViewerIds`` is off), never a header value, a body or a
+query value; it is written whatever the log level (it is opted into).
 """
 
 from __future__ import annotations
@@ -41,8 +42,23 @@ class AuditTrail:
 
     def write(self, record: Record) -> None:
         """The line of a fetch that was :meth:`chosen`."""
+        request = {
+            "app": record.app,
+            "connection": record.connection,
+            "method": record.method,
+            "path": record.path,
+            "status": record.status,
+            "code": record.code,
+            "duration_ms": round(record.duration_ms, 3),
+            "request_bytes": record.request_bytes,
+            "response_bytes": record.response_bytes,
+            "replica": self.replica,
+        }
+        if record.viewer:
+            request["viewer"] = record.viewer
         log.info(
-            "%s %s %s -> %d %s in %.1f ms (%d B in, %d B out) app=%s replica=%s trace_id=%s",
+            "%s %s %s -> %d %s in %.1f ms (%d B in, %d B out) app=%s viewer=%s replica=%s "
+            "trace_id=%s",
             record.method,
             record.connection or "-",
             record.path,
@@ -52,21 +68,8 @@ class AuditTrail:
             record.request_bytes,
             record.response_bytes,
             record.app,
+            record.viewer or "-",
             self.replica,
             record.trace_id,
-            extra={
-                "trace_id": record.trace_id,
-                "request": {
-                    "app": record.app,
-                    "connection": record.connection,
-                    "method": record.method,
-                    "path": record.path,
-                    "status": record.status,
-                    "code": record.code,
-                    "duration_ms": round(record.duration_ms, 3),
-                    "request_bytes": record.request_bytes,
-                    "response_bytes": record.response_bytes,
-                    "replica": self.replica,
-                },
-            },
+            extra={"trace_id": record.trace_id, "request": request},
         )

@@ -2,9 +2,9 @@
 
 Made once per request at the door (the app's method, the path under the alias, the query, the
 ``traceparent`` it sent, when it arrived), filled in as the request is identified and checked
-(the app, the connection, the endpoint), and finished at the door when its answer has ended (the
-outcome, the bytes each way, the trace id). The observers (``observers``) then take it as it is.
-Slotted, and allocated once a request: it is on every request's path.
+(the app, the connection, the endpoint, the viewer), and finished at the door when its answer
+has ended (the outcome, the bytes each way, the trace id). The observers (``observers``) then
+take it as it is. Slotted, and allocated once a request: it is on every request's path.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gatehouse_proxy.observation.trace_ids import trace_id
+from gatehouse_proxy.viewers.assertions import Viewer
 
 
 @dataclass(slots=True)
@@ -25,6 +26,7 @@ class Fetch:
     app_uid: str = ""  # what the app's quotas are counted by
     connection: str = ""  # the connection's routing key, namespace/name; "" if none was found
     endpoint: str = ""  # the allowed path it matched (what a quota or a pause covers)
+    viewer: Viewer | None = None  # the verified viewer, for a connection that needs one
     # The phases' ends (time.perf_counter()): the answer's head ready to relay (or the refusal
     # made), and the answer relayed; ``ended_at`` is the latter in seconds since the epoch.
     answered: float = 0.0

@@ -32,14 +32,17 @@ class Observer(Protocol):
     def observe(self, fetch: Fetch) -> None: ...
 
 
-def listed(tracing: Tracing, activity: Activity) -> tuple[Observer, ...]:
-    """Every observer of a fetch, in order."""
+def listed(
+    tracing: Tracing, activity: Activity, record_viewers: bool = True
+) -> tuple[Observer, ...]:
+    """Every observer of a fetch, in order; ``record_viewers``: whether the inspector and the
+    audit line show the viewer's id (no metric ever does)."""
     return (
         Metrics(),
         Traces(tracing),
-        Inspector(activity.recent),
+        Inspector(activity.recent, record_viewers),
         Usage(activity.usage),
-        Audit(activity.audit),
+        Audit(activity.audit, record_viewers),
     )
 
 
@@ -59,8 +62,10 @@ class Traces:
         self.tracing.answered(fetch.app, fetch.connection, fetch.status, fetch.code)
 
 
-def record_of(fetch: Fetch, seq: int) -> Record:
-    """The inspector's record of a fetch (the audit line's too)."""
+def record_of(fetch: Fetch, seq: int, record_viewer: bool = True) -> Record:
+    """The inspector's record of a fetch (the audit line's too), with its viewer's id if
+    ``record_viewer``."""
+    viewer = fetch.viewer
     # tuple.__new__: half of what Record(...) costs, with the same names.
     return tuple.__new__(
         Record,
@@ -77,18 +82,22 @@ def record_of(fetch: Fetch, seq: int) -> Record:
             fetch.received,
             fetch.sent,
             fetch.traced(),
+            viewer.id if viewer is not None and record_viewer else "",
         ),
     )
 
 
 class Inspector:
-    def __init__(self, recent: RecentRequests) -> None:
+    def __init__(self, recent: RecentRequests, record_viewers: bool = True) -> None:
         self.recent = recent
+        self.record_viewers = record_viewers
 
     def observe(self, fetch: Fetch) -> None:
         if not fetch.app:
             return
-        self.recent.add(record_of(fetch, self.recent.next_seq()), namespace_of(fetch.app))
+        self.recent.add(
+            record_of(fetch, self.recent.next_seq(), self.record_viewers), namespace_of(fetch.app)
+        )
 
 
 class Usage:
@@ -109,9 +118,10 @@ class Usage:
 
 
 class Audit:
-    def __init__(self, trail: AuditTrail) -> None:
+    def __init__(self, trail: AuditTrail, record_viewers: bool = True) -> None:
         self.trail = trail
+        self.record_viewers = record_viewers
 
     def observe(self, fetch: Fetch) -> None:
         if fetch.app and self.trail.chosen():
-            self.trail.write(record_of(fetch, 0))
+            self.trail.write(record_of(fetch, 0, self.record_viewers))

@@ -78,6 +78,7 @@ class Record(NamedTuple):
     request_bytes: int
     response_bytes: int
     trace_id: str
+    viewer: str = ""  # the verified viewer's id; "" when none, or when the installation keeps none
 
 
 def scrubbed_path(raw_path: bytes, query: bytes) -> str:

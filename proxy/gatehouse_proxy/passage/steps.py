@@ -1,11 +1,12 @@
 """Every rule of a connection, in order, then the upstream call with the credential: the one
 place a request's way is read, step by step (:meth:`Passage.through`).
 
-The order: admission (method, query, path, endpoint, the headers sent, the objects copy headers
-name), then the limits (the quota, a place under the tenant's caps), the body (read after the
-cheaper checks, only up to the connection's limit and within the namespace's byte budget), the
-credential, the upstream call; a 401 judged, and one retry with another token; the vendor's pause
-heeded; the answer's content type. An app's fetch and a connection test take the same way.
+The order: admission (method, query, path, endpoint, the headers sent, the viewer where the
+connection needs one, the objects copy headers name), then the limits (the quota, a place under
+the tenant's caps), the body (read after the cheaper checks, only up to the connection's limit
+and within the namespace's byte budget), the credential, the upstream call; a 401 judged, and
+one retry with another token; the vendor's pause heeded; the answer's content type. An app's
+fetch and a connection test take the same way.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from gatehouse_proxy.rules.content_types import check_content_type
 from gatehouse_proxy.rules.copy_sources import check_copy_sources
 from gatehouse_proxy.rules.matcher import check_method, check_path, endpoint_of, normalise
 from gatehouse_proxy.upstream.forwarder import RequestBody, Upstream
+from gatehouse_proxy.viewers.assertions import Verifier
+from gatehouse_proxy.viewers.identity import identity_headers
 
 # Methods a request may be sent again with after a 401 (RFC 9110 9.2.2: idempotent).
 RETRIED_ON_401 = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
@@ -86,6 +89,7 @@ class Passage:
     sender: Sender
     refused_tokens: RefusedTokens
     vendor_pause: VendorPause
+    viewers: Verifier
 
     async def through(
         self,
@@ -95,7 +99,7 @@ class Passage:
         testing: Testing | None = None,
     ) -> Passed:
         """Every step, in order; the first that fails raises its ProxyError. ``fetch`` is filled
-        in with what the steps learn (the endpoint)."""
+        in with what the steps learn (the endpoint, the viewer)."""
         namespace = namespace_of(connection.key)
         tracing = self.tracing
         method = fetch.method
@@ -105,14 +109,21 @@ class Passage:
             path = normalise(fetch.path)
             check_path(path, connection.allowed_paths)
             fetch.endpoint = endpoint = endpoint_of(path, connection.allowed_paths)
+            sent = request.headers()
+            assertions = header_policy.viewer_assertions(sent)
+            # A test calls as nobody: it has no viewer to name, and sends no viewer's identity.
+            if connection.needs_viewer and testing is None:
+                fetch.viewer = await self.viewers.viewer(assertions, fetch.app)
             # What the upstream will be sent, which is what the rules read: the connection's
             # own Content-Type, say, in place of the app's.
             outgoing = header_policy.upstream_request_headers(
-                request.headers(),
+                sent,
                 injected_header_names(connection),
                 credentialed=sends_credential(connection),
                 own=connection.headers,
             )
+            if connection.forward_viewer_identity and fetch.viewer is not None:
+                outgoing += identity_headers(fetch.app, fetch.viewer)
             check_copy_sources(outgoing, connection.origin, connection.allowed_paths)
         with tracing.phase("limits"):
             standing = await self.quotas.admit(connection, fetch.app_uid, endpoint)

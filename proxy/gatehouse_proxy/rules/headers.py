@@ -22,8 +22,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from gatehouse_contract.header_names import app_may_not_send, canonical_name
+from gatehouse_contract.header_names import (
+    VIEWER_ASSERTION_HEADER,
+    app_may_not_send,
+    canonical_name,
+    reserved_for_proxy,
+)
 from gatehouse_contract.redaction import Redactor
+from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.http.media_types import MediaType, as_read, as_sent
 
 _PARTIAL_READS = frozenset({"range", "if-range"})
@@ -64,6 +70,30 @@ def _connection_named(headers: Iterable[tuple[str, str]]) -> set[str]:
                 canonical_name(token.strip()) for token in value.split(",") if token.strip()
             )
     return named
+
+
+_ASSERTION = canonical_name(VIEWER_ASSERTION_HEADER)
+
+
+def viewer_assertions(app_headers: Iterable[tuple[str, str]]) -> list[str]:
+    """The viewer assertions an app's request carries (never sent on: see header_names); an
+    ``X-Gatehouse-*`` header, the proxy's own, refuses the request."""
+    found = []
+    for header, value in app_headers:
+        # Every spelling of either name holds the word: most requests' names are passed over
+        # without being made canonical.
+        if "gatehouse" not in header.lower():
+            continue
+        name = canonical_name(header)
+        if name == _ASSERTION:
+            found.append(value)
+        elif reserved_for_proxy(name):
+            raise ProxyError(
+                "reserved_header",
+                f"the header {header[:64]!r} is the proxy's own (X-Gatehouse-*): apps may not "
+                "send it",
+            )
+    return found
 
 
 def upstream_request_headers(
