@@ -6,8 +6,7 @@ its ``refresh_token`` and ``scope`` too (:meth:`TokenClient.post_for_grant`). Th
 reached through the same guarded session as upstreams (addresses checked after DNS, redirects
 refused, never followed: a redirect would carry the client's credentials elsewhere), and its answer
 is bounded in size, time and lifetime: an endpoint that answers megabytes, trickles past its
-deadline or says a token lives
-ten years costs the fleet no more than one that behaves.
+deadline or says a token lives ten years costs the fleet no more than one that behaves.
 """
 
 from __future__ import annotations
