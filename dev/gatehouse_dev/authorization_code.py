@@ -49,7 +49,7 @@ _CHALLENGE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 class Registered(Protocol):
     """What the authorization code grant reads of a registered client."""
 
-    lifetime: int
+    lifetime: float
     redirect_uris: tuple[str, ...]
     refresh_reuse_seconds: float
     refresh_delay_seconds: float
@@ -98,7 +98,7 @@ class AuthorizationCodes:
 
     def __init__(
         self,
-        issue: Callable[[str, str, str, str, int], str],
+        issue: Callable[[str, str, str, str, float], str],
         revoke_tokens: Callable[[str], int],
     ) -> None:
         self._issue = issue

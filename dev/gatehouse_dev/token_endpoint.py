@@ -62,7 +62,7 @@ def _b64url(part: str) -> bytes:
 class Client:
     secret: str
     method: str  # "basic" or "body": the one way this client may authenticate
-    lifetime: int
+    lifetime: float  # seconds; under one for the grants' expiry cycles
     requests: int = 0
     revoked_at: float = 0.0
     revoke_on_mint: bool = False
@@ -118,14 +118,14 @@ class TokenEndpoint:
             raise _oauth_error(400, "invalid_grant", str(problems))
         return claims
 
-    def _issue(self, scope: str, lifetime: int, client: str) -> web.Response:
+    def _issue(self, scope: str, lifetime: float, client: str) -> web.Response:
         value = self._issue_for_grant("", client, "", scope, lifetime)
         return web.json_response(
             {"access_token": value, "expires_in": lifetime, "token_type": "Bearer"}
         )
 
     def _issue_for_grant(
-        self, grant: str, client: str, user: str, scope: str, lifetime: int
+        self, grant: str, client: str, user: str, scope: str, lifetime: float
     ) -> str:
         value = "ya29.test-" + secrets.token_urlsafe(24)
         self.issued[value] = {
@@ -191,7 +191,7 @@ class TokenEndpoint:
         self.clients[body["id"]] = Client(
             body["secret"],
             body.get("method", "basic"),
-            int(body.get("lifetime", self.lifetime)),
+            _seconds(body.get("lifetime", self.lifetime)),
             revoke_on_mint=bool(body.get("revokeOnMint", False)),
             redirect_uris=tuple(body.get("redirectUris", ())),
             refresh_reuse_seconds=float(body.get("refreshReuseSeconds", 0)),
@@ -264,6 +264,12 @@ class TokenEndpoint:
                 **self.codes.stats(),
             }
         )
+
+
+def _seconds(value: Any) -> float:
+    """A lifetime as registered: a whole number stays one (``expires_in: 3600``)."""
+    seconds = float(value)
+    return int(seconds) if seconds.is_integer() else seconds
 
 
 def _credentials(request: web.Request, form: Mapping[str, Any]) -> tuple[str, str, str]:
