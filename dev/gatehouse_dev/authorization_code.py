@@ -21,7 +21,8 @@ rotating refresh tokens, served by :mod:`gatehouse_dev.token_endpoint`'s app.
 - ``POST /revoke`` with a form (RFC 7009: ``token``, ``token_type_hint``, the client
   authenticated) revokes the grant the token belongs to; always 200, as the RFC says.
 - ``/stats``' ``grants``: per grant its client, user, refreshes and whether it is revoked; and
-  ``reuseDetections``, ``revokedGrants``, ``refreshes``, ``authorizations``.
+  ``reuseDetections``, ``reuseIntervalAnswers`` (a retired refresh token answered within the
+  interval), ``revokedGrants``, ``refreshes``, ``authorizations``.
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ class AuthorizationCodes:
         self.refresh_tokens: dict[str, str] = {}  # every refresh token ever issued: its grant
         self.authorizations = 0
         self.reuse_detections = 0
+        self.reuse_interval_answers = 0
 
     # The authorization endpoint.
 
@@ -222,6 +224,7 @@ class AuthorizationCodes:
             and time.time() - grant.rotated_at <= client.refresh_reuse_seconds
         ):
             answer = grant.last_answer  # the reuse interval: the same pair again
+            self.reuse_interval_answers += 1
         else:
             self.reuse_detections += 1
             self.revoke_grant(grant_id)
@@ -259,6 +262,7 @@ class AuthorizationCodes:
             "authorizations": self.authorizations,
             "refreshes": sum(grant.refreshes for grant in self.grants.values()),
             "reuseDetections": self.reuse_detections,
+            "reuseIntervalAnswers": self.reuse_interval_answers,
             "revokedGrants": sum(grant.revoked for grant in self.grants.values()),
             "grants": {
                 grant_id: {
