@@ -84,6 +84,7 @@ class TokenEndpoint:
         self.audience = audience
         self.lifetime = lifetime
         self.exchanges = 0
+        self.token_requests = 0  # every request to /token, refused ones too
         self.clients: dict[str, Client] = {}
         self.issued: dict[str, dict[str, Any]] = {}
         self.api_calls = 0
@@ -157,6 +158,7 @@ class TokenEndpoint:
         return client_id, client
 
     async def token(self, request: web.Request) -> web.Response:
+        self.token_requests += 1
         form = await request.post()
         grant = form.get("grant_type")
         if grant == JWT_BEARER:
@@ -258,6 +260,7 @@ class TokenEndpoint:
         return web.json_response(
             {
                 "exchanges": self.exchanges,
+                "tokenRequests": self.token_requests,
                 "clients": {name: client.requests for name, client in self.clients.items()},
                 "apiCalls": self.api_calls,
                 "apiRefusals": self.api_refusals,

@@ -6,7 +6,7 @@ or :data:`SHARED` (the connection's one account). Providers rotate refresh token
 answers a new one and retires the one used, and a retired one used again revokes the whole grant
 (reuse detection). N replicas x M workers refreshing for themselves spend it twice; so:
 
-- the grant lives only in the shared store (:mod:`gatehouse_proxy.store.grant_store`), sealed
+- the grant lives only in the shared store (:mod:`gatehouse_proxy.store.grant_store`), encrypted
   (AES-256-GCM under a key derived from the keyring's, the connection and owner as associated
   data), never readable back through any API;
 - **one refresh in flight per grant** across the fleet: the worker that takes the grant's lock
@@ -23,14 +23,16 @@ answers a new one and retires the one used, and a retired one used again revokes
   store still holds the refresh token the provider retired: the next refresh sends it again, and
   a provider with a reuse interval (Auth0's, Okta's grace period) answers the same new pair, which
   is then written. Without one the provider revokes the grant and the person connects again
-  (docs/security/credentials.md, "Viewers' grants");
+  (docs/security/credentials.md, "Viewers' grants: kept encrypted, refreshed once");
 - a worker keeps an access token in memory at most ``HOLD_SECONDS`` (a disconnect, or a grant
   connected again, is seen within that) and never past its refresh time.
 
 The provider's answers are read bounded and scrubbed as the client-credentials grant's are
 (:mod:`gatehouse_proxy.credentials.token_grants`): the refresh token and the client secret, in
 every form sent, are scrubbed from an error an endpoint echoes them in. ``invalid_grant`` to a
-refresh drops the grant (the provider no longer accepts it): 401 ``viewer_authorization_required``.
+refresh drops the grant (the provider no longer accepts it): 401 ``viewer_authorization_required``;
+any other failure keeps it, and is answered again by the worker for ``FAILED_SECONDS`` rather
+than asked again at every request.
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ log = logging.getLogger("gatehouse.proxy.grants")
 
 SHARED = "shared"
 HOLD_SECONDS = 5.0
+# A refresh that failed (the endpoint down, or refusing with another error than invalid_grant)
+# is answered again, not asked again, for this long by the worker that asked.
+FAILED_SECONDS = 2.0
 # A token this close to its expiry is not used: it would expire on its way (a second, or half
 # its refresh margin for a token of a few seconds).
 EXPIRY_FLOOR_SECONDS = 1.0
@@ -144,7 +149,7 @@ class _Held:
 
 @dataclass(frozen=True)
 class GrantOwner:
-    """Whose grant, of which connection: what names its keys and seals it."""
+    """Whose grant, of which connection: what names its keys and binds its encryption."""
 
     connection: str  # namespace/name
     connection_uid: str
@@ -168,6 +173,7 @@ class FleetGrants:
         self._held: dict[GrantOwner, _Held] = {}
         self._locks: dict[GrantOwner, asyncio.Lock] = {}
         self._refreshing: dict[GrantOwner, asyncio.Task[str | None]] = {}
+        self._failed: dict[GrantOwner, tuple[float, ProxyError]] = {}
 
     # The API.
 
@@ -183,7 +189,7 @@ class FleetGrants:
         if self.grant_store is None:
             raise GrantNotKept("this installation has no shared store")
         try:
-            kept = await self.grant_store.keep(who.keys, client.binding, self._seal(who, grant))
+            kept = await self.grant_store.keep(who.keys, client.binding, self._encrypt(who, grant))
         except StoreUnavailable as error:
             raise GrantNotKept(f"the shared store did not keep it ({error})") from None
         if isinstance(kept, str):
@@ -260,6 +266,8 @@ class FleetGrants:
         kept = set(keep)
         for who in [w for w in self._held if w.connection_uid not in kept]:
             del self._held[who]
+        for who in [w for w in self._failed if w.connection_uid not in kept]:
+            del self._failed[who]
         for who in [w for w, lock in self._locks.items() if not lock.locked()]:
             if who.connection_uid not in kept:
                 del self._locks[who]
@@ -285,6 +293,11 @@ class FleetGrants:
                     return grant.access_token
                 left = grant.used_until - now
                 refreshing = self._refreshing.get(who)
+                failed = self._failed.get(who)
+                if refreshing is None and failed is not None and failed[0] > time.monotonic():
+                    if left > 0:
+                        return grant.access_token
+                    raise failed[1].again()
                 if refreshing is None:
                     refreshing = asyncio.ensure_future(
                         self._refresh(who, client, stored, grant, within)
@@ -304,9 +317,12 @@ class FleetGrants:
 
     def _refreshed(self, who: GrantOwner, task: asyncio.Task[str | None]) -> None:
         self._refreshing.pop(who, None)
-        # A refresh in the background that failed is the next request's to tell.
-        if not task.cancelled():
-            task.exception()
+        # A refresh in the background that failed is the next requests' to tell, for a while.
+        error = None if task.cancelled() else task.exception()
+        if isinstance(error, ProxyError) and not isinstance(error, AuthorizationRequired):
+            self._failed[who] = (time.monotonic() + FAILED_SECONDS, error)
+        else:
+            self._failed.pop(who, None)
 
     async def _read(self, who: GrantOwner, client: GrantClient) -> tuple[StoredGrant, _Grant]:
         if self.grant_store is None:
@@ -321,7 +337,7 @@ class FleetGrants:
                     who, "was connected for another client id, token URL or scopes, and dropped"
                 )
             )
-        return stored, self._open(who, stored.sealed)
+        return stored, self._decrypt(who, stored.encrypted)
 
     async def _refresh(
         self,
@@ -354,7 +370,7 @@ class FleetGrants:
         refreshed = _Grant.granted(tokens, grant.refresh_token, grant.scopes)
         try:
             written = await self.grant_store.rotate(
-                who.keys, stored.generation, self._seal(who, refreshed), token
+                who.keys, stored.generation, self._encrypt(who, refreshed), token
             )
         except StoreUnavailable:
             # The provider has rotated: this worker uses the new pair; the store's refresh token
@@ -414,9 +430,9 @@ class FleetGrants:
     def _hold(self, who: GrantOwner, access_token: str, seconds: float) -> None:
         self._held[who] = _Held(access_token, time.monotonic() + max(seconds, 0))
 
-    # Sealing: AES-256-GCM under a key derived from the keyring's active key, for grants only.
+    # Encrypting: AES-256-GCM under a key derived from the keyring's active key, for grants only.
 
-    def _seal(self, who: GrantOwner, grant: _Grant) -> bytes:
+    def _encrypt(self, who: GrantOwner, grant: _Grant) -> bytes:
         keyring = self.keyring.current()
         key_id = keyring.active.encode()
         nonce = os.urandom(_NONCE_BYTES)
@@ -432,22 +448,22 @@ class FleetGrants:
         cipher = AESGCM(keyring.derived(keyring.active, _PURPOSE))
         return bytes([len(key_id)]) + key_id + nonce + cipher.encrypt(nonce, plain, who.context)
 
-    def _open(self, who: GrantOwner, sealed: bytes) -> _Grant:
+    def _decrypt(self, who: GrantOwner, encrypted: bytes) -> _Grant:
         try:
-            key_id = sealed[1 : 1 + sealed[0]].decode()
-            nonce = sealed[1 + sealed[0] : 1 + sealed[0] + _NONCE_BYTES]
+            key_id = encrypted[1 : 1 + encrypted[0]].decode()
+            nonce = encrypted[1 + encrypted[0] : 1 + encrypted[0] + _NONCE_BYTES]
             keyring = self.keyring.current()
             if key_id not in keyring.key_ids:
                 keyring = self.keyring.current(fresh=True)
             cipher = AESGCM(keyring.derived(key_id, _PURPOSE))
-            plain = cipher.decrypt(nonce, sealed[1 + sealed[0] + _NONCE_BYTES :], who.context)
-            opened = json.loads(plain)
+            plain = cipher.decrypt(nonce, encrypted[1 + encrypted[0] + _NONCE_BYTES :], who.context)
+            fields = json.loads(plain)
             return _Grant(
-                str(opened["a"]),
-                float(opened["e"]),
-                float(opened["d"]),
-                str(opened["r"]),
-                tuple(str(scope) for scope in opened["s"]),
+                str(fields["a"]),
+                float(fields["e"]),
+                float(fields["d"]),
+                str(fields["r"]),
+                tuple(str(scope) for scope in fields["s"]),
             )
         except (KeyringError, InvalidTag, ValueError, KeyError, IndexError, OSError):
             raise ProxyError(

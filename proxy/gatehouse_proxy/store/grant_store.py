@@ -3,14 +3,14 @@ per grant, a generation that every write is compared against, and a lock so that
 time is in flight per grant, whatever the replica or worker.
 
 The store sees only what it needs: the grant's generation (a counter), the digest of what it was
-granted to (token URL, client, scopes: a changed client reads as no grant), and the grant sealed by
-the caller (:mod:`gatehouse_proxy.credentials.fleet_grants`); keys name the namespace, the
+granted to (token URL, client, scopes: a changed client reads as no grant), and the grant as the
+caller encrypted it (:mod:`gatehouse_proxy.credentials.fleet_grants`); keys name the namespace, the
 connection's uid and a digest of the owner, never the owner itself. Every key is counted to the
 namespace (:mod:`gatehouse_proxy.store.shares`): a new grant is refused past the namespace's share
 (or into the store's reserve); a refreshed one is written whatever the share says, since the
 provider has retired the refresh token it replaces, and losing the new one would lose the grant.
 
-- ``read``: the generation, the binding, the sealed grant, and how long the refresh lock has left.
+- ``read``: the generation, the binding, the encrypted grant, and the refresh lock's time left.
 - ``keep``: a new grant (a connect), generation one past the last.
 - ``lock``: ``SET NX PX`` of a random token, in the script that counts it; ``rotate`` writes the
   refreshed grant only if the generation is still the one refreshed (compare-and-set) and gives
@@ -37,7 +37,7 @@ _READ = Script(
     "if not v[1] then return {} end "
     "return {v[1], v[2], v[3], redis.call('PTTL', KEYS[2])}"
 )
-# KEYS: grant, lock, ledger's. ARGV: binding, sealed, idle ms, the namespace's keys and bytes at
+# KEYS: grant, lock, ledger's. ARGV: binding, encrypted, idle ms, the namespace's keys and bytes at
 # most, the reserve. Answers the generation written, or 'share' / 'reserve' (nothing kept).
 _KEEP = Script(
     LEDGER + "local g = (tonumber(redis.call('HGET', KEYS[1], 'g')) or 0) + 1 "
@@ -68,7 +68,7 @@ _UNLOCK = Script(
     LEDGER + "if redis.call('GET', KEYS[1]) == ARGV[1] then ledger_drop(KEYS[1]) return 1 end "
     "return 0"
 )
-# KEYS: grant, lock, ledger's. ARGV: the generation refreshed, the sealed grant, idle ms, the
+# KEYS: grant, lock, ledger's. ARGV: the generation refreshed, the encrypted grant, idle ms, the
 # lock's token. Answers 1 (written) or 0 (the generation moved on, or the grant was dropped).
 _ROTATE = Script(
     LEDGER + "if redis.call('GET', KEYS[2]) == ARGV[4] then ledger_drop(KEYS[2]) end "
@@ -103,7 +103,7 @@ _DROP_ALL = Script(
 class StoredGrant:
     generation: int
     binding: bytes
-    sealed: bytes
+    encrypted: bytes
     lock_ms: int  # how long another's refresh lock has left (<= 0: none)
 
 
@@ -133,17 +133,17 @@ class GrantStore:
         answer = await self.store.run(_READ, self._keys(keys)[:2], [], deadline=DEADLINE_SECONDS)
         if not answer:
             return None
-        generation, binding, sealed, lock_ms = answer
-        return StoredGrant(int(generation), bytes(binding), bytes(sealed), int(lock_ms))
+        generation, binding, encrypted, lock_ms = answer
+        return StoredGrant(int(generation), bytes(binding), bytes(encrypted), int(lock_ms))
 
-    async def keep(self, keys: GrantKeys, binding: bytes, sealed: bytes) -> int | str:
+    async def keep(self, keys: GrantKeys, binding: bytes, encrypted: bytes) -> int | str:
         """The generation kept, or why not ('share', 'reserve')."""
         answer = await self.store.run(
             _KEEP,
             self._keys(keys),
             [
                 binding,
-                sealed,
+                encrypted,
                 IDLE_SECONDS * 1000,
                 *self.shares.limits,
                 self.shares.settings.reserve,
@@ -170,11 +170,11 @@ class GrantStore:
             _UNLOCK, [all_keys[1], *all_keys[2:]], [token], deadline=DEADLINE_SECONDS
         )
 
-    async def rotate(self, keys: GrantKeys, generation: int, sealed: bytes, token: str) -> bool:
+    async def rotate(self, keys: GrantKeys, generation: int, encrypted: bytes, token: str) -> bool:
         written = await self.store.run(
             _ROTATE,
             self._keys(keys),
-            [generation, sealed, IDLE_SECONDS * 1000, token],
+            [generation, encrypted, IDLE_SECONDS * 1000, token],
             deadline=DEADLINE_SECONDS,
         )
         return int(written) == 1

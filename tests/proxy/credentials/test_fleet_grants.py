@@ -36,7 +36,7 @@ from gatehouse_proxy.credentials.fleet_grants import (
     GrantNotKept,
     GrantOwner,
 )
-from gatehouse_proxy.credentials.token_grants import TokenClient
+from gatehouse_proxy.credentials.token_grants import GrantedTokens, MintedToken, TokenClient
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.store.grant_store import GrantKeys, GrantStore
 from gatehouse_proxy.store.shared_store import SharedStore
@@ -241,7 +241,7 @@ def test_a_grant_is_sealed_in_the_store_and_bound_to_its_owner(
             assert len(keys) == 2
             for secret in (token, grant.refresh_token, "issuer|ada", "ada"):
                 assert not leaks(dumped + b"".join(keys), secret)
-            # Bob's sealed grant copied under Ada's key does not open as hers.
+            # Bob's encrypted grant copied under Ada's key does not decrypt as hers.
             ada, bob = (
                 _keys(fleet, owner).grant("gatehouse:{team}:")
                 for owner in ("issuer|ada", "issuer|bob")
@@ -385,3 +385,49 @@ def test_grants_are_counted_in_the_namespaces_share_and_dropped(
             assert int(client.get("gatehouse:{team}:held") or 0) == 0
 
     _run(redis_server, keyring, scenario, shares=ShareSettings(namespace_bytes=2000))
+
+
+def test_a_grant_takes_about_a_kibibyte_of_the_namespaces_share(
+    redis_server: RedisServer, keyring: KeyringFile
+) -> None:
+    """The store's bytes per grant (docs/development/performance.md): Google's sizes (a 200-
+    character access token, a 100-character refresh token, one scope), a hundred viewers."""
+
+    async def scenario(fleet: Fleet) -> None:
+        tokens = GrantedTokens(MintedToken("a" * 200, 3600), "r" * 100, ("read",))
+        for viewer in range(100):
+            owner = f"https://bi.example.com|user-{viewer:06d}"
+            await fleet.workers[0].store(CONNECTION, owner, fleet.client, tokens)
+        with redis_server.client() as client:
+            keys = client.keys("*:grant:*")
+            used = sum(client.memory_usage(key) or 0 for key in keys) / len(keys)
+            charged = int(client.get("gatehouse:{team}:held") or 0) / len(keys)
+        print(f"a grant takes {used:.0f} bytes of the store, charged {charged:.0f}")
+        assert len(keys) == 100
+        assert used < 1000
+        assert charged < 1200
+
+    _run(redis_server, keyring, scenario, workers=1)
+
+
+def test_a_failing_refresh_keeps_the_grant_and_is_not_asked_again_at_every_request(
+    redis_server: RedisServer, keyring: KeyringFile
+) -> None:
+    async def scenario(fleet: Fleet) -> None:
+        fleet.register(lifetime=1)
+        await fleet.connect("ada")
+        await asyncio.sleep(1.05)
+        client = fleet.endpoint.clients["crm"]
+        client.secret = "rotated-at-the-provider"
+        asked = fleet.endpoint.token_requests
+        for _ in range(20):
+            with pytest.raises(ProxyError) as failed:
+                await _token(fleet, "ada")
+            assert failed.value.code == "token_endpoint_failed"
+            assert "invalid_client" in failed.value.message
+        assert fleet.endpoint.token_requests == asked + 1
+        client.secret = SECRET
+        await asyncio.sleep(2.05)
+        assert fleet.user_of(await _token(fleet, "ada")) == "ada"
+
+    _run(redis_server, keyring, scenario, workers=1)
