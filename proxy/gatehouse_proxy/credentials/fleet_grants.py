@@ -32,7 +32,13 @@ The provider's answers are read bounded and scrubbed as the client-credentials g
 every form sent, are scrubbed from an error an endpoint echoes them in. ``invalid_grant`` to a
 refresh drops the grant (the provider no longer accepts it): 401 ``viewer_authorization_required``;
 any other failure keeps it, and is answered again by the worker for ``FAILED_SECONDS`` rather
-than asked again at every request.
+than asked again at every request. A disconnect (:meth:`FleetGrants.drop`) revokes the refresh
+tokens it drops at the provider's revocation endpoint (RFC 7009), where there is one.
+
+The API the rest of the proxy calls: :meth:`FleetGrants.exchange` and :meth:`FleetGrants.store`
+(the connect flow's callback), :meth:`FleetGrants.access_token` (the injector), and
+:meth:`FleetGrants.drop` (a disconnect, one owner or all), each given the connection's route, the
+owner, and a :class:`GrantClient` (its ``TokenRequest``, the client secret decrypted, the scopes).
 """
 
 from __future__ import annotations
@@ -162,7 +168,13 @@ class GrantOwner:
 
     @property
     def context(self) -> bytes:
-        return f"grant|{self.connection_uid}|{self.owner}".encode()
+        return _context(self.connection_uid, self.keys.owner_digest)
+
+
+def _context(connection_uid: str, owner_digest: str) -> bytes:
+    """What a grant's encryption is bound to: its connection and owner (by the digest its key
+    is named by, so that a disconnect of all can decrypt each grant to revoke it)."""
+    return f"grant|{connection_uid}|{owner_digest}".encode()
 
 
 class FleetGrants:
@@ -189,7 +201,9 @@ class FleetGrants:
         if self.grant_store is None:
             raise GrantNotKept("this installation has no shared store")
         try:
-            kept = await self.grant_store.keep(who.keys, client.binding, self._encrypt(who, grant))
+            kept = await self.grant_store.keep(
+                who.keys, client.binding, self._encrypt(who.context, grant)
+            )
         except StoreUnavailable as error:
             raise GrantNotKept(f"the shared store did not keep it ({error})") from None
         if isinstance(kept, str):
@@ -246,9 +260,19 @@ class FleetGrants:
             connection.key, client, grant, (code, verifier), TOKEN_TIMEOUT_SECONDS
         )
 
-    async def drop(self, connection: ConnectionRoute, owner: str | None) -> int:
+    async def drop(
+        self,
+        connection: ConnectionRoute,
+        owner: str | None,
+        *,
+        revoke_at: str = "",
+        client: GrantClient | None = None,
+    ) -> int:
         """Drops the owner's grant (None: every grant of the connection): disconnected. Other
-        workers stop using its access token within HOLD_SECONDS. Answers how many went."""
+        workers stop using its access token within HOLD_SECONDS. With ``revoke_at`` (the
+        provider's revocation endpoint, RFC 7009) and the ``client``, each refresh token dropped
+        is revoked there too, best effort: a failure is logged (never the token) and the grant
+        is gone here anyway. Answers how many went."""
         for who in [w for w in self._held if w.connection_uid == connection.uid]:
             if owner is None or who.owner == owner:
                 del self._held[who]
@@ -256,9 +280,45 @@ class FleetGrants:
             return 0
         namespace = connection.key.partition("/")[0]
         if owner is None:
-            return await self.grant_store.drop_all(namespace, connection.uid)
-        who = GrantOwner(connection.key, connection.uid, owner)
-        return int(await self.grant_store.drop(who.keys))
+            dropped = await self.grant_store.drop_all(namespace, connection.uid)
+        else:
+            keys = GrantOwner(connection.key, connection.uid, owner).keys
+            encrypted = await self.grant_store.drop(keys)
+            dropped = [] if encrypted is None else [(keys.owner_digest, encrypted)]
+        if revoke_at and client is not None:
+            tokens = []
+            for owner_digest, encrypted in dropped:
+                with contextlib.suppress(ProxyError):
+                    context = _context(connection.uid, owner_digest)
+                    tokens.append(self._decrypt(context, encrypted).refresh_token)
+            await asyncio.gather(
+                *(self._revoke(connection.key, client, revoke_at, token) for token in tokens)
+            )
+        return len(dropped)
+
+    async def _revoke(
+        self, connection: str, client: GrantClient, url: str, refresh_token: str
+    ) -> None:
+        form = {"token": refresh_token, "token_type_hint": "refresh_token"}
+        sent = client_form(client.token_request, client.secret, form)
+        forms = sent_forms.form_field(refresh_token).forms
+        try:
+            await self.client.revoke(
+                GrantRequest(
+                    url,
+                    form=sent.form,
+                    headers=sent.headers,
+                    seconds=TOKEN_TIMEOUT_SECONDS,
+                    code="token_endpoint_failed",
+                    redact=Redactor((*sent.secret_forms, *forms)),
+                )
+            )
+        except ProxyError as error:
+            log.warning(
+                "a grant of connection %s was dropped, not revoked at the provider: %s",
+                connection,
+                error.message,
+            )
 
     def forget(self, keep: Iterable[str]) -> None:
         """The routing table routes the connections of these uids: what this worker holds of
@@ -337,7 +397,7 @@ class FleetGrants:
                     who, "was connected for another client id, token URL or scopes, and dropped"
                 )
             )
-        return stored, self._decrypt(who, stored.encrypted)
+        return stored, self._decrypt(who.context, stored.encrypted)
 
     async def _refresh(
         self,
@@ -370,7 +430,7 @@ class FleetGrants:
         refreshed = _Grant.granted(tokens, grant.refresh_token, grant.scopes)
         try:
             written = await self.grant_store.rotate(
-                who.keys, stored.generation, self._encrypt(who, refreshed), token
+                who.keys, stored.generation, self._encrypt(who.context, refreshed), token
             )
         except StoreUnavailable:
             # The provider has rotated: this worker uses the new pair; the store's refresh token
@@ -432,7 +492,7 @@ class FleetGrants:
 
     # Encrypting: AES-256-GCM under a key derived from the keyring's active key, for grants only.
 
-    def _encrypt(self, who: GrantOwner, grant: _Grant) -> bytes:
+    def _encrypt(self, context: bytes, grant: _Grant) -> bytes:
         keyring = self.keyring.current()
         key_id = keyring.active.encode()
         nonce = os.urandom(_NONCE_BYTES)
@@ -446,9 +506,9 @@ class FleetGrants:
             }
         ).encode()
         cipher = AESGCM(keyring.derived(keyring.active, _PURPOSE))
-        return bytes([len(key_id)]) + key_id + nonce + cipher.encrypt(nonce, plain, who.context)
+        return bytes([len(key_id)]) + key_id + nonce + cipher.encrypt(nonce, plain, context)
 
-    def _decrypt(self, who: GrantOwner, encrypted: bytes) -> _Grant:
+    def _decrypt(self, context: bytes, encrypted: bytes) -> _Grant:
         try:
             key_id = encrypted[1 : 1 + encrypted[0]].decode()
             nonce = encrypted[1 + encrypted[0] : 1 + encrypted[0] + _NONCE_BYTES]
@@ -456,7 +516,7 @@ class FleetGrants:
             if key_id not in keyring.key_ids:
                 keyring = self.keyring.current(fresh=True)
             cipher = AESGCM(keyring.derived(key_id, _PURPOSE))
-            plain = cipher.decrypt(nonce, encrypted[1 + encrypted[0] + _NONCE_BYTES :], who.context)
+            plain = cipher.decrypt(nonce, encrypted[1 + encrypted[0] + _NONCE_BYTES :], context)
             fields = json.loads(plain)
             return _Grant(
                 str(fields["a"]),

@@ -124,7 +124,22 @@ class TokenClient:
         scopes = tuple(scope.split()) if isinstance(scope, str) else None
         return GrantedTokens(access, refresh, scopes)
 
+    async def revoke(self, grant: GrantRequest) -> None:
+        """A revocation (RFC 7009): the endpoint's 200, whatever its body; raises ProxyError
+        ``grant.code`` saying why not, within the same bounds as a token request."""
+        await self._posted(grant)
+
     async def _answer(self, grant: GrantRequest) -> dict[str, object]:
+        body = await self._posted(grant)
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            raise ProxyError(grant.code, "the token endpoint's answer is not JSON") from None
+        if not isinstance(answer, dict):
+            raise ProxyError(grant.code, "the token endpoint's answer is not a JSON object")
+        return answer
+
+    async def _posted(self, grant: GrantRequest) -> bytes:
         target = URL(grant.url)
         if target.scheme != "https" and not self.allow_http:
             raise ProxyError(grant.code, "the token endpoint must be https on this installation")
@@ -133,7 +148,8 @@ class TokenClient:
 
 async def _post_for_token(
     session: aiohttp.ClientSession, policy: NetworkPolicy, url: URL, grant: GrantRequest
-) -> dict[str, object]:
+) -> bytes:
+    """The body of the endpoint's 200, read within bounds; a ProxyError saying why not."""
     code, seconds = grant.code, grant.seconds
     try:
         policy.check_address(url.raw_host or "")
@@ -171,13 +187,7 @@ async def _post_for_token(
         said, detail = _oauth_error(body, grant.redact, describe=grant.describe_errors)
         message = f"the token endpoint refused the request (HTTP {status}{detail})"
         raise TokenRefused(code, message, said) if said else ProxyError(code, message)
-    try:
-        answer = json.loads(body)
-    except ValueError:
-        raise ProxyError(code, "the token endpoint's answer is not JSON") from None
-    if not isinstance(answer, dict):
-        raise ProxyError(code, "the token endpoint's answer is not a JSON object")
-    return answer
+    return body
 
 
 async def _read_bounded(content: aiohttp.StreamReader, code: RefusalCode) -> bytes:

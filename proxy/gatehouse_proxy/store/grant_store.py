@@ -16,7 +16,8 @@ provider has retired the refresh token it replaces, and losing the new one would
   refreshed grant only if the generation is still the one refreshed (compare-and-set) and gives
   the lock back if it is still this worker's (compare-and-delete); ``unlock`` gives it back alone.
 - ``drop``: one grant (if still the generation given), or every grant of a connection (the
-  namespace's ledger lists them: no SCAN).
+  namespace's ledger lists them: no SCAN), answering what was dropped, encrypted (the caller
+  revokes its refresh token at the provider).
 """
 
 from __future__ import annotations
@@ -79,20 +80,28 @@ _ROTATE = Script(
     "  ledger_now() + math.ceil(ARGV[3] / 1000)) "
     "return 1"
 )
-# KEYS: grant, lock, ledger's. ARGV: the generation to drop ('' any). Answers 1 if dropped.
+# KEYS: grant, lock, ledger's. ARGV: the generation to drop ('' any). Answers the encrypted
+# grant dropped (a revocation at the provider needs its refresh token), or false.
 _DROP = Script(
-    LEDGER + "local g = redis.call('HGET', KEYS[1], 'g') "
-    "if not g or (ARGV[1] ~= '' and g ~= ARGV[1]) then return 0 end "
+    LEDGER + "local v = redis.call('HMGET', KEYS[1], 'g', 'v') "
+    "if not v[1] or (ARGV[1] ~= '' and v[1] ~= ARGV[1]) then return false end "
     "ledger_drop(KEYS[1]) ledger_drop(KEYS[2]) "
-    "return 1"
+    "return v[2]"
 )
-# KEYS: ledger's. ARGV: the members' beginning (``<uid>:grant:``). Answers how many grants went.
+# KEYS: ledger's. ARGV: the members' beginning (``<uid>:grant:``). Answers each grant dropped,
+# as its owner's digest and its encrypted grant, flat.
 _DROP_ALL = Script(
-    LEDGER + "local dropped = 0 "
+    LEDGER + "local dropped = {} "
     "for _, member in ipairs(redis.call('ZRANGE', ledger_key, 0, -1)) do "
     "  if string.sub(member, 1, #ARGV[1]) == ARGV[1] then "
+    "    if string.sub(member, -5) ~= ':lock' then "
+    "      local v = redis.call('HGET', ledger_prefix .. member, 'v') "
+    "      if v then "
+    "        table.insert(dropped, string.sub(member, #ARGV[1] + 1)) "
+    "        table.insert(dropped, v) "
+    "      end "
+    "    end "
     "    ledger_drop(ledger_prefix .. member) "
-    "    if string.sub(member, -5) ~= ':lock' then dropped = dropped + 1 end "
     "  end "
     "end "
     "return dropped"
@@ -179,21 +188,22 @@ class GrantStore:
         )
         return int(written) == 1
 
-    async def drop(self, keys: GrantKeys, generation: int | None = None) -> bool:
+    async def drop(self, keys: GrantKeys, generation: int | None = None) -> bytes | None:
+        """The encrypted grant dropped (if it was that generation), or None."""
         dropped = await self.store.run(
             _DROP,
             self._keys(keys),
             ["" if generation is None else generation],
             deadline=DEADLINE_SECONDS,
         )
-        return int(dropped) == 1
+        return bytes(dropped) if dropped else None
 
-    async def drop_all(self, namespace: str, connection_uid: str) -> int:
-        return int(
-            await self.store.run(
-                _DROP_ALL,
-                self.shares.keys(namespace),
-                [f"{connection_uid}:grant:"],
-                deadline=DEADLINE_SECONDS,
-            )
+    async def drop_all(self, namespace: str, connection_uid: str) -> list[tuple[str, bytes]]:
+        """Each grant of the connection dropped: its owner's digest and the encrypted grant."""
+        flat = await self.store.run(
+            _DROP_ALL,
+            self.shares.keys(namespace),
+            [f"{connection_uid}:grant:"],
+            deadline=DEADLINE_SECONDS,
         )
+        return [(bytes(flat[i]).decode(), bytes(flat[i + 1])) for i in range(0, len(flat), 2)]

@@ -431,3 +431,36 @@ def test_a_failing_refresh_keeps_the_grant_and_is_not_asked_again_at_every_reque
         assert fleet.user_of(await _token(fleet, "ada")) == "ada"
 
     _run(redis_server, keyring, scenario, workers=1)
+
+
+def test_a_disconnect_revokes_the_refresh_tokens_at_the_provider(
+    redis_server: RedisServer, keyring: KeyringFile
+) -> None:
+    async def scenario(fleet: Fleet) -> None:
+        fleet.register()
+        for owner in ("ada", "bob", "cyd"):
+            await fleet.connect(owner)
+        tokens = {owner: await _token(fleet, owner) for owner in ("ada", "bob", "cyd")}
+        revoke_at = fleet.url + "/revoke"
+        dropped = await fleet.workers[1].drop(
+            CONNECTION, "ada", revoke_at=revoke_at, client=fleet.client
+        )
+        assert dropped == 1
+        assert fleet.stats()["revokedGrants"] == 1
+        assert tokens["ada"] not in fleet.endpoint.issued
+        assert tokens["bob"] in fleet.endpoint.issued
+        dropped = await fleet.workers[2].drop(
+            CONNECTION, None, revoke_at=revoke_at, client=fleet.client
+        )
+        assert dropped == 2
+        assert fleet.stats()["revokedGrants"] == 3
+        # A revocation endpoint that fails: the grant is gone here all the same.
+        await fleet.connect("dee")
+        dropped = await fleet.workers[3].drop(
+            CONNECTION, "dee", revoke_at=fleet.url + "/hostile/echo", client=fleet.client
+        )
+        assert dropped == 1
+        with pytest.raises(AuthorizationRequired):
+            await _token(fleet, "dee", 3)
+
+    _run(redis_server, keyring, scenario)
