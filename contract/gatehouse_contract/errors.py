@@ -20,6 +20,7 @@ RefusalCode = Literal[
     "invalid_body",
     "path_traversal",
     "unauthenticated",
+    "viewer_authorization_required",
     "path_not_allowed",
     "unknown_alias",
     "method_not_allowed",
@@ -69,6 +70,7 @@ class RefusalReason(StrEnum):
     INVALID_BODY = "InvalidBody"
     PATH_TRAVERSAL = "PathTraversal"
     UNAUTHENTICATED = "Unauthenticated"
+    VIEWER_AUTHORIZATION_REQUIRED = "ViewerAuthorizationRequired"
     PATH_NOT_ALLOWED = "PathNotAllowed"
     UNKNOWN_ALIAS = "UnknownAlias"
     METHOD_NOT_ALLOWED = "MethodNotAllowed"

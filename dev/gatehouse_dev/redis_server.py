@@ -1,9 +1,10 @@
 """A real shared store on 127.0.0.1: Debian's ``redis-server``, configured as the chart's.
 
 For the dev stack, the tests and the benchmarks: a password (the chart's store requires one), no
-snapshots to disk, a memory bound with ``noeviction`` (a live counter is never evicted: a full
-store refuses writes, which the proxies read as the store being unavailable) and, like every
-server here, a log file and a bounded start.
+snapshots to disk (``persistent``: an append-only file, each write synced, as a store that keeps
+grants across a restart needs), a memory bound with ``noeviction`` (a live counter is never
+evicted: a full store refuses writes, which the proxies read as the store being unavailable)
+and, like every server here, a log file and a bounded start.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class RedisServer:
     password: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     port: int = 0
     max_memory: str = "64mb"
+    persistent: bool = False
     server: Server | None = None
 
     @property
@@ -71,7 +73,8 @@ class RedisServer:
                     f"port {self.port}",
                     f"dir {self.workdir}",
                     'save ""',
-                    "appendonly no",
+                    f"appendonly {'yes' if self.persistent else 'no'}",
+                    "appendfsync always",
                     f"maxmemory {self.max_memory}",
                     "maxmemory-policy noeviction",
                     f"requirepass {self.password}",

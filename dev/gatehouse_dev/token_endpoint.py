@@ -1,17 +1,23 @@
 """A real OAuth 2.0 authorization server on 127.0.0.1, and an API that only its tokens open.
 
-Two grants:
+Three grants:
 
 - JWT bearer, as Google's works: each assertion's RS256 signature is verified with the service
   account's public key and its claims (issuer, audience, scope, expiry) checked;
 - client credentials (RFC 6749 4.4): clients are registered at run time (``POST /clients`` with
   id, secret, the one authentication method each accepts, ``basic`` or ``body``, the lifetime
   of its tokens, and ``revokeOnMint``: each new token revokes the client's others, as some
-  providers do), and a request authenticated any other way is ``invalid_client``.
+  providers do), and a request authenticated any other way is ``invalid_client``;
+- authorization code with PKCE and rotating refresh tokens (:mod:`gatehouse_dev.
+  authorization_code`: ``/authorize``, scripted or clicked consent, reuse detection): a client
+  registered with ``redirectUris``, and optionally ``refreshReuseSeconds`` (the reuse interval)
+  and ``refreshDelaySeconds`` (a slow refresh answer).
 
-``/stats`` counts token requests (per client too) and the API's answers; ``POST /revoke`` revokes
-a client's tokens, as providers that revoke on demand do; ``/tokeninfo`` tells whether a token is
-live. ``/api/...`` is the protected API: a live bearer token gets an echo, anything else a 401; and
+``/stats`` counts token requests (per client too), the API's answers, and the grants' refreshes,
+reuses and revocations; ``POST /revoke`` revokes a client's tokens (JSON ``{"client": ID}``), as
+providers that revoke on demand do, or a grant (a form, RFC 7009); ``/tokeninfo`` tells whether a
+token is live. ``/api/...`` is the protected API: a live bearer token gets an echo (with the user
+of a grant's token), anything else a 401; and
 ``/api/refused/...`` an endpoint no token opens (outside every scope): a 401 whatever is sent.
 ``/hostile/...`` are token endpoints that misbehave: a redirect, 10 MiB, an answer that trickles
 past any deadline, a chosen ``expires_in``, an error that echoes the client secret (in its
@@ -42,6 +48,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from gatehouse_dev.authorization_code import AuthorizationCodes
+from gatehouse_dev.authorization_code import oauth_error as _oauth_error
+
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 
@@ -53,10 +62,13 @@ def _b64url(part: str) -> bytes:
 class Client:
     secret: str
     method: str  # "basic" or "body": the one way this client may authenticate
-    lifetime: int
+    lifetime: float  # seconds; under one for the grants' expiry cycles
     requests: int = 0
     revoked_at: float = 0.0
     revoke_on_mint: bool = False
+    redirect_uris: tuple[str, ...] = ()
+    refresh_reuse_seconds: float = 0.0
+    refresh_delay_seconds: float = 0.0
 
 
 class TokenEndpoint:
@@ -72,10 +84,12 @@ class TokenEndpoint:
         self.audience = audience
         self.lifetime = lifetime
         self.exchanges = 0
+        self.token_requests = 0  # every request to /token, refused ones too
         self.clients: dict[str, Client] = {}
         self.issued: dict[str, dict[str, Any]] = {}
         self.api_calls = 0
         self.api_refusals = 0
+        self.codes = AuthorizationCodes(self._issue_for_grant, self._revoke_grant_tokens)
 
     def verify(self, assertion: str) -> dict[str, Any]:
         if self.public_key is None:
@@ -105,7 +119,15 @@ class TokenEndpoint:
             raise _oauth_error(400, "invalid_grant", str(problems))
         return claims
 
-    def _issue(self, scope: str, lifetime: int, client: str) -> web.Response:
+    def _issue(self, scope: str, lifetime: float, client: str) -> web.Response:
+        value = self._issue_for_grant("", client, "", scope, lifetime)
+        return web.json_response(
+            {"access_token": value, "expires_in": lifetime, "token_type": "Bearer"}
+        )
+
+    def _issue_for_grant(
+        self, grant: str, client: str, user: str, scope: str, lifetime: float
+    ) -> str:
         value = "ya29.test-" + secrets.token_urlsafe(24)
         self.issued[value] = {
             "scope": scope,
@@ -113,9 +135,15 @@ class TokenEndpoint:
             "issued": time.time(),
             "exp": time.time() + lifetime,
         }
-        return web.json_response(
-            {"access_token": value, "expires_in": lifetime, "token_type": "Bearer"}
-        )
+        if grant:
+            self.issued[value] |= {"grant": grant, "user": user}
+        return value
+
+    def _revoke_grant_tokens(self, grant: str) -> int:
+        revoked = [token for token, info in self.issued.items() if info.get("grant") == grant]
+        for token in revoked:
+            del self.issued[token]
+        return len(revoked)
 
     def _client(self, request: web.Request, form: Mapping[str, Any]) -> tuple[str, Client]:
         """The authenticated client, by the one method it is registered for."""
@@ -130,6 +158,7 @@ class TokenEndpoint:
         return client_id, client
 
     async def token(self, request: web.Request) -> web.Response:
+        self.token_requests += 1
         form = await request.post()
         grant = form.get("grant_type")
         if grant == JWT_BEARER:
@@ -143,22 +172,49 @@ class TokenEndpoint:
             if client.revoke_on_mint:
                 self._revoke(client_id)
             return self._issue(str(form.get("scope", "")), client.lifetime, client_id)
+        if grant in ("authorization_code", "refresh_token"):
+            client_id, client = self._client(request, form)
+            client.requests += 1
+            fields = {name: str(value) for name, value in form.items()}
+            if grant == "authorization_code":
+                return web.json_response(self.codes.exchange(fields, client_id, client))
+            return web.json_response(await self.codes.refresh(fields, client_id, client))
         return web.json_response({"error": "unsupported_grant_type"}, status=400)
+
+    async def authorize(self, request: web.Request) -> web.Response:
+        return self.codes.authorize(request.query, self.clients)
+
+    async def consent(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        return self.codes.decide({name: str(value) for name, value in form.items()})
 
     async def register(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.clients[body["id"]] = Client(
             body["secret"],
             body.get("method", "basic"),
-            int(body.get("lifetime", self.lifetime)),
+            _seconds(body.get("lifetime", self.lifetime)),
             revoke_on_mint=bool(body.get("revokeOnMint", False)),
+            redirect_uris=tuple(body.get("redirectUris", ())),
+            refresh_reuse_seconds=float(body.get("refreshReuseSeconds", 0)),
+            refresh_delay_seconds=float(body.get("refreshDelaySeconds", 0)),
         )
         return web.json_response({"registered": body["id"]})
 
     async def revoke(self, request: web.Request) -> web.Response:
         """Revokes every live token of a client (``{"client": ID}``), as a provider that revokes
-        on demand, or on each new mint, does."""
-        return web.json_response({"revoked": self._revoke((await request.json())["client"])})
+        on demand, or on each new mint, does; or, asked with a form (RFC 7009: ``token``, any
+        ``token_type_hint``, the client authenticated), the grant that token belongs to."""
+        if request.content_type != "application/x-www-form-urlencoded":
+            return web.json_response({"revoked": self._revoke((await request.json())["client"])})
+        form = await request.post()
+        client_id, _ = self._client(request, form)
+        token = str(form.get("token", ""))
+        info = self.issued.get(token, {})
+        grant = self.codes.grant_of(token) or info.get("grant", "")
+        if grant and self.codes.grants[grant].client_id == client_id:
+            self.codes.revoke_grant(grant)
+        return web.Response(status=200)
 
     def _revoke(self, client: str) -> int:
         revoked = [token for token, info in self.issued.items() if info["client"] == client]
@@ -193,6 +249,7 @@ class TokenEndpoint:
                 "method": request.method,
                 "path": request.path,
                 "client": info["client"],
+                "user": info.get("user", ""),
                 "scope": info["scope"],
                 "headers": {name.lower(): value for name, value in request.headers.items()},
                 "body": body.decode("utf-8", "replace"),
@@ -203,11 +260,19 @@ class TokenEndpoint:
         return web.json_response(
             {
                 "exchanges": self.exchanges,
+                "tokenRequests": self.token_requests,
                 "clients": {name: client.requests for name, client in self.clients.items()},
                 "apiCalls": self.api_calls,
                 "apiRefusals": self.api_refusals,
+                **self.codes.stats(),
             }
         )
+
+
+def _seconds(value: Any) -> float:
+    """A lifetime as registered: a whole number stays one (``expires_in: 3600``)."""
+    seconds = float(value)
+    return int(seconds) if seconds.is_integer() else seconds
 
 
 def _credentials(request: web.Request, form: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -251,8 +316,10 @@ async def hostile(request: web.Request) -> web.StreamResponse:
         value = ("b-" + secrets.token_urlsafe(size))[:size]
         return web.json_response({"access_token": value, "expires_in": 86400})
     if mode == "echo" or mode.startswith("echo-in-error="):
-        # What the client sent, in the description: a careless provider's error.
+        # What the client sent, in the description: a careless provider's error (a grant's
+        # refresh token or code too).
         sent = request.headers.get("Authorization", "") + " " + str(form.get("client_secret", ""))
+        sent += "".join(f" {form.get(name, '')}" for name in ("refresh_token", "code"))
         if sent.strip().startswith("Basic "):
             sent += " " + base64.b64decode(sent.split()[1]).decode("utf-8", "replace")
         error = "invalid_client"
@@ -275,19 +342,13 @@ _SECRET_FORMS: dict[str, Callable[[str], str]] = {
 }
 
 
-def _oauth_error(status: int, error: str, description: str) -> web.HTTPException:
-    kind = web.HTTPUnauthorized if status == 401 else web.HTTPBadRequest
-    return kind(
-        text=json.dumps({"error": error, "error_description": description}),
-        content_type="application/json",
-    )
-
-
 def create_app(endpoint: TokenEndpoint) -> web.Application:
     app = web.Application(client_max_size=64 * 1024)
     app.router.add_post("/token", endpoint.token)
     app.router.add_post("/clients", endpoint.register)
     app.router.add_post("/revoke", endpoint.revoke)
+    app.router.add_get("/authorize", endpoint.authorize)
+    app.router.add_post("/authorize", endpoint.consent)
     app.router.add_get("/tokeninfo", endpoint.tokeninfo)
     app.router.add_get("/stats", endpoint.stats)
     app.router.add_route("*", "/api/{tail:.*}", endpoint.api)

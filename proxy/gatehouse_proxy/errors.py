@@ -18,6 +18,9 @@ STATUS_BY_CODE: Mapping[RefusalCode, int] = {
     "invalid_body": 400,
     "path_traversal": 400,
     "unauthenticated": 401,
+    # The connection's OAuth 2.0 grant (a viewer's own, or its shared one) is not connected, or
+    # the provider no longer accepts it: the person connects (again).
+    "viewer_authorization_required": 401,
     "path_not_allowed": 403,
     "unknown_alias": 404,
     "method_not_allowed": 405,

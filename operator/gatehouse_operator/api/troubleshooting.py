@@ -415,6 +415,13 @@ REFUSAL_TROUBLESHOOTING: dict[RefusalReason, str] = {
     RefusalReason.UNAUTHENTICATED: (
         f"The request had no app credential, or an unknown one. {_NOT_A_TEST}"
     ),
+    RefusalReason.VIEWER_AUTHORIZATION_REQUIRED: (
+        "The connection's OAuth 2.0 grant (the viewer's own, or the connection's shared one) is "
+        "not connected, was disconnected, or the provider no longer accepts its refresh token "
+        "(revoked, expired, or the client id, token URL or scopes changed since it was "
+        "connected): the person connects the account again. A test gets it for a connection "
+        "whose shared account is not connected."
+    ),
     RefusalReason.UNKNOWN_ALIAS: (
         "The replica routes no such connection: it was deleted while the test was on its way "
         "(for an app's fetch: the app links no connection under that alias). Check the name."

@@ -34,7 +34,13 @@ def token_request_form(
     form = {"grant_type": CLIENT_CREDENTIALS}
     if scopes:
         form["scope"] = " ".join(scopes)
-    form.update(request.parameters)
+    return client_form(request, secret, form)
+
+
+def client_form(request: TokenRequest, secret: str, grant: dict[str, str]) -> TokenRequestSent:
+    """A grant's form (``grant``), with the request's extra parameters and the client
+    authenticated as the request says: the form and headers of one token request."""
+    form = {**grant, **dict(request.parameters)}
     headers = {"Accept": "application/json"}
     sent = sent_forms.client_secret(request, secret)
     if request.client_authentication == "basic":

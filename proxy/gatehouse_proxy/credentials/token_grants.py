@@ -1,11 +1,12 @@
 """Asking an OAuth 2.0 token endpoint for an access token, within bounds, and reading its answer.
 
-Both grants the proxy makes (client credentials, RFC 6749 4.4; Google's JWT bearer, RFC 7523) post
-a form and read ``{"access_token", "expires_in"}``. The endpoint is reached through the same
-guarded session as upstreams (addresses checked after DNS, redirects refused, never followed: a
-redirect would carry the client's credentials elsewhere), and its answer is bounded in size, time
-and lifetime: an endpoint that answers megabytes, trickles past its deadline or says a token lives
-ten years costs the fleet no more than one that behaves.
+Every grant the proxy makes (client credentials, RFC 6749 4.4; Google's JWT bearer, RFC 7523; a
+viewer's refresh token, 6) posts a form and reads ``{"access_token", "expires_in"}``, and a refresh
+its ``refresh_token`` and ``scope`` too (:meth:`TokenClient.post_for_grant`). The endpoint is
+reached through the same guarded session as upstreams (addresses checked after DNS, redirects
+refused, never followed: a redirect would carry the client's credentials elsewhere), and its answer
+is bounded in size, time and lifetime: an endpoint that answers megabytes, trickles past its
+deadline or says a token lives ten years costs the fleet no more than one that behaves.
 """
 
 from __future__ import annotations
@@ -54,6 +55,26 @@ class MintedToken:
 
 
 @dataclass(frozen=True)
+class GrantedTokens:
+    """A refresh's (or a code exchange's) answer: the access token, the refresh token to use next
+    ("" when the endpoint rotated none: the one sent stays), and the scopes granted (None when the
+    answer names none: those asked for)."""
+
+    access: MintedToken
+    refresh_token: str
+    scopes: tuple[str, ...] | None
+
+
+class TokenRefused(ProxyError):
+    """The endpoint answered an OAuth 2.0 error: ``error`` is its code (``invalid_grant``: the
+    refresh token, or the code, is no longer good, RFC 6749 5.2)."""
+
+    def __init__(self, code: RefusalCode, message: str, error: str) -> None:
+        super().__init__(code, message)
+        self.error = error
+
+
+@dataclass(frozen=True)
 class GrantRequest:
     """One token request: the form posted to ``url`` with ``headers``, within ``seconds``. A
     failure is a ProxyError ``code`` with the provider's ``error`` and (``describe_errors``) its
@@ -82,22 +103,53 @@ class TokenClient:
     async def post(self, grant: GrantRequest) -> MintedToken:
         """The access token the endpoint grants; raises ProxyError ``grant.code`` saying why
         not."""
+        return _grant(await self._answer(grant), grant.code, self.max_token_chars)
+
+    async def post_for_grant(self, grant: GrantRequest) -> GrantedTokens:
+        """The access token and the (rotated) refresh token the endpoint grants, each bounded
+        as an access token is; raises ProxyError ``grant.code`` saying why not, a
+        :class:`TokenRefused` when the endpoint said so."""
+        answer = await self._answer(grant)
+        access = _grant(answer, grant.code, self.max_token_chars)
+        refresh = answer.get("refresh_token", "")
+        if not isinstance(refresh, str):
+            raise ProxyError(grant.code, "the token endpoint's refresh_token is not a string")
+        if len(refresh) > self.max_token_chars or (refresh and not _HEADER_SAFE.match(refresh)):
+            raise ProxyError(
+                grant.code,
+                f"the token endpoint's refresh_token is over {self.max_token_chars:,} characters "
+                "or has characters a form cannot carry as they are",
+            )
+        scope = answer.get("scope")
+        scopes = tuple(scope.split()) if isinstance(scope, str) else None
+        return GrantedTokens(access, refresh, scopes)
+
+    async def revoke(self, grant: GrantRequest) -> None:
+        """A revocation (RFC 7009): the endpoint's 200, whatever its body; raises ProxyError
+        ``grant.code`` saying why not, within the same bounds as a token request."""
+        await self._posted(grant)
+
+    async def _answer(self, grant: GrantRequest) -> dict[str, object]:
+        body = await self._posted(grant)
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            raise ProxyError(grant.code, "the token endpoint's answer is not JSON") from None
+        if not isinstance(answer, dict):
+            raise ProxyError(grant.code, "the token endpoint's answer is not a JSON object")
+        return answer
+
+    async def _posted(self, grant: GrantRequest) -> bytes:
         target = URL(grant.url)
         if target.scheme != "https" and not self.allow_http:
             raise ProxyError(grant.code, "the token endpoint must be https on this installation")
-        return await _post_for_token(
-            self.session, self.policy, target, grant, max_token_chars=self.max_token_chars
-        )
+        return await _post_for_token(self.session, self.policy, target, grant)
 
 
 async def _post_for_token(
-    session: aiohttp.ClientSession,
-    policy: NetworkPolicy,
-    url: URL,
-    grant: GrantRequest,
-    *,
-    max_token_chars: int,
-) -> MintedToken:
+    session: aiohttp.ClientSession, policy: NetworkPolicy, url: URL, grant: GrantRequest
+) -> bytes:
+    """The body of the endpoint's 200, read within bounds; a ProxyError saying why not."""
     code, seconds = grant.code, grant.seconds
     try:
         policy.check_address(url.raw_host or "")
@@ -132,9 +184,10 @@ async def _post_for_token(
             code, f"the token endpoint answered with a redirect (HTTP {status}), which is refused"
         )
     if status != 200:
-        detail = _oauth_error(body, grant.redact, describe=grant.describe_errors)
-        raise ProxyError(code, f"the token endpoint refused the request (HTTP {status}{detail})")
-    return _grant(body, code, max_token_chars)
+        said, detail = _oauth_error(body, grant.redact, describe=grant.describe_errors)
+        message = f"the token endpoint refused the request (HTTP {status}{detail})"
+        raise TokenRefused(code, message, said) if said else ProxyError(code, message)
+    return body
 
 
 async def _read_bounded(content: aiohttp.StreamReader, code: RefusalCode) -> bytes:
@@ -150,13 +203,7 @@ async def _read_bounded(content: aiohttp.StreamReader, code: RefusalCode) -> byt
     return b"".join(chunks)
 
 
-def _grant(body: bytes, code: RefusalCode, max_token_chars: int) -> MintedToken:
-    try:
-        grant = json.loads(body)
-    except ValueError:
-        raise ProxyError(code, "the token endpoint's answer is not JSON") from None
-    if not isinstance(grant, dict):
-        raise ProxyError(code, "the token endpoint's answer is not a JSON object")
+def _grant(grant: dict[str, object], code: RefusalCode, max_token_chars: int) -> MintedToken:
     value = grant.get("access_token")
     if not isinstance(value, str) or not value:
         raise ProxyError(code, "the token endpoint answered without an access_token")
@@ -195,27 +242,28 @@ def _lifetime(expires_in: object, code: RefusalCode) -> float:
     return min(seconds, MAX_LIFETIME_SECONDS)
 
 
-def _oauth_error(body: bytes, redact: Redactor, *, describe: bool) -> str:
-    """``: error (description)``, as far as the answer says, printable and scrubbed. Both are
+def _oauth_error(body: bytes, redact: Redactor, *, describe: bool) -> tuple[str, str]:
+    """The error's code, and ``: error (description)``, as far as the answer says, printable and
+    scrubbed ("" if it says none). Both are
     shown (to the app, in tests, the store and logs), and an endpoint may echo what it was sent
     in either: the code too (its grammar allows a secret's hex or base64url), and a piece of a
     secret in each (scrubbed as header values are)."""
     try:
         answer = json.loads(body)
     except ValueError:
-        return ""
+        return "", ""
     if not isinstance(answer, dict):
-        return ""
+        return "", ""
     error = answer.get("error")
     if not isinstance(error, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", error):
-        return ""
+        return "", ""
     description = answer.get("error_description") if describe else None
     if not isinstance(description, str):
         description = ""
     error, description = redact.headers([error, description])
     if not description.strip():
-        return f": {error}"
+        return error, f": {error}"
     text = _PRINTABLE.sub(" ", description).strip()
     if len(text) > MAX_DESCRIPTION_CHARS:
         text = text[: MAX_DESCRIPTION_CHARS - 3] + "..."
-    return f": {error}: {text}"
+    return error, f": {error}: {text}"
