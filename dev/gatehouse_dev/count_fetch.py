@@ -44,7 +44,7 @@ def _without(steps: set[str]) -> None:
     if "observers" in steps:
         from gatehouse_proxy.observation import observers
 
-        observers.listed = lambda tracing, activity: ()
+        vars(observers)["listed"] = lambda *parts: ()
     if "quota" in steps:
         from gatehouse_contract.routes import ConnectionRoute
         from gatehouse_proxy.limits.quotas import NO_LIMIT, Quotas, Standing
