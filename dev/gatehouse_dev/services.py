@@ -209,6 +209,8 @@ class LocalGatehouse:
             "GATEHOUSE_ALLOW_HTTP_UPSTREAMS": "true",
             "GATEHOUSE_API_HOST": "127.0.0.1",
             "GATEHOUSE_API_PORT": str(self.api_port),
+            # What `gatehouse open` opens, told in each SignInRequest's answer.
+            "GATEHOUSE_PAGE_URL": self.api_url,
             "GATEHOUSE_METRICS_HOST": "127.0.0.1",
             "GATEHOUSE_METRICS_PORT": str(self.operator_metrics_port),
             # A proxy process on this machine that stops is gone (no network partitions here):

@@ -57,6 +57,9 @@ class OperatorSettings:
     # connections and apps are applied from Git: list, detail, tests and samples stay, and the
     # wizard drafts YAML without saving.
     web_read_only: bool = False
+    # The page's URL as browsers reach it, told to `gatehouse open` in each SignInRequest's
+    # status; empty: the command must be given it.
+    page_url: str = ""
     # How long a fresh operator waits to see every existing resource before it publishes a table,
     # so that proxies never receive a partial one after a restart.
     initial_sync_seconds: float = 30.0
@@ -100,6 +103,7 @@ class OperatorSettings:
             api_host=os.environ.get("GATEHOUSE_API_HOST", cls.api_host),
             api_port=env_port("GATEHOUSE_API_PORT", cls.api_port),
             web_read_only=env_flag("GATEHOUSE_WEB_READ_ONLY"),
+            page_url=os.environ.get("GATEHOUSE_PAGE_URL", "").strip().rstrip("/"),
             leader_lease=_object_ref("GATEHOUSE_LEADER_LEASE"),
             sealing_keys_secret=_object_ref("GATEHOUSE_SEALING_KEYS_SECRET"),
             sealing_keys_create=env_flag("GATEHOUSE_SEALING_KEYS_CREATE"),
