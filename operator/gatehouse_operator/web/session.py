@@ -40,6 +40,11 @@ _NOTICE_PURPOSE = b"gatehouse/web-notice"
 MAX_COOKIE_VALUE = 3900
 # A wizard left open longer asks for its secret again.
 DRAFT_SECRET_SECONDS = 3600
+# An OpenID Connect sign-in under way: its state, nonce and PKCE verifier, until the identity
+# provider sends the visitor back.
+FLOW_COOKIE = "__Host-gatehouse-oidc"
+FLOW_SECONDS = 600
+_FLOW_CONTEXT = "gatehouse/web-oidc-flow"
 
 
 def _b64(data: bytes) -> str:
@@ -113,6 +118,26 @@ class Sessions:
             samesite="strict",
         )
         return True
+
+    def start_flow(self, response: Response, content: dict[str, str]) -> None:
+        """Keeps a sign-in's state, nonce and verifier, encrypted, for the provider's redirect
+        back: SameSite=Lax, since that redirect is a cross-site top-level GET."""
+        response.set_cookie(
+            FLOW_COOKIE,
+            self._encrypt(content, FLOW_SECONDS, _FLOW_CONTEXT),
+            max_age=FLOW_SECONDS,
+            path="/",
+            secure=True,
+            httponly=True,
+            samesite="lax",
+        )
+
+    def flow(self, request: Request) -> dict[str, object]:
+        """The sign-in under way ({} for none, a tampered or an expired one)."""
+        return self._decrypt(request.cookies.get(FLOW_COOKIE, ""), _FLOW_CONTEXT)
+
+    def end_flow(self, response: Response) -> None:
+        response.delete_cookie(FLOW_COOKIE, path="/", secure=True, httponly=True, samesite="lax")
 
     def end(self, response: Response) -> None:
         response.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")
