@@ -264,3 +264,19 @@ def test_who_may_not_use_the_page_gets_no_code_and_nobody_piles_requests_up(
     assert over.returncode == 2
     assert f"has {MAX_PENDING_PER_USER} sign-in requests waiting" in over.stderr
     assert len(requests_in(cluster, namespace)) == MAX_PENDING_PER_USER
+
+
+def test_a_client_certificate_kubeconfig_signs_in_too(
+    cluster: Cluster, stack: Stack, namespace: str
+) -> None:
+    """The suite's own kubeconfig authenticates with a client certificate (the cluster's
+    administrator, in system:masters): the command, the webhook and the page take it alike."""
+    project(cluster, stack, namespace)
+    who = json.loads(cluster.kubectl("auth", "whoami", "-o", "json").stdout)["status"]["userInfo"]
+    session = session_of(
+        exchange(stack, code_of(link_of(gatehouse_open(cluster.kubeconfig, namespace))))
+    )
+    listed = as_session(stack, session, f"/ui/namespaces/{namespace}/connections")
+    assert listed.status_code == 200
+    assert who["username"] in listed.text
+    assert "vendor" in listed.text

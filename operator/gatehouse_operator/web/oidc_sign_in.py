@@ -91,6 +91,9 @@ class OidcSignIn:
         found = await self._document(f"{self.oidc.issuer}/.well-known/openid-configuration")
         if found.get("issuer") != self.oidc.issuer:
             raise ProviderUnreadable("its discovery document names another issuer")
+        for endpoint in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
+            if not str(found.get(endpoint, "")).startswith(("https://", "http://")):
+                raise ProviderUnreadable(f"its discovery document has no {endpoint}")
         return found
 
     async def start(self, request: Request) -> Response:
@@ -178,18 +181,19 @@ class OidcSignIn:
             "code": code,
             "redirect_uri": self.redirect_uri,
             "client_id": self.oidc.client_id,
-            "client_secret": self.oidc.client_secret,
             "code_verifier": verifier,
         }
+        if self.oidc.client_secret:  # else a public client: PKCE alone
+            form["client_secret"] = self.oidc.client_secret
         try:
             async with (
                 aiohttp.ClientSession(timeout=TIMEOUT) as session,
                 session.post(
-                    str(provider["token_endpoint"]), data=form, allow_redirects=False
+                    provider["token_endpoint"], data=form, allow_redirects=False
                 ) as response,
             ):
                 answer = await _json(response)
-        except (aiohttp.ClientError, TimeoutError, KeyError) as error:
+        except (aiohttp.ClientError, TimeoutError) as error:
             raise ProviderUnreadable(type(error).__name__) from None
         if response.status != 200 or not isinstance(answer, dict):
             said = answer.get("error", "") if isinstance(answer, dict) else ""
