@@ -15,7 +15,6 @@ import binascii
 import hmac
 import json
 import time
-from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
@@ -42,7 +41,7 @@ def _int(text: str) -> int:
     return int.from_bytes(_unb64url(text), "big")
 
 
-def _verify_signature(alg: str, key: dict[str, Any], signed: bytes, signature: bytes) -> None:
+def _verify_signature(alg: str, key: dict[str, str], signed: bytes, signature: bytes) -> None:
     if alg == "RS256" and key.get("kty") == "RSA":
         public_rsa = rsa.RSAPublicNumbers(_int(key["e"]), _int(key["n"])).public_key()
         public_rsa.verify(signature, signed, padding.PKCS1v15(), hashes.SHA256())
@@ -61,8 +60,8 @@ def _verify_signature(alg: str, key: dict[str, Any], signed: bytes, signature: b
 
 
 def verified_claims(
-    token: str, jwks: dict[str, Any], mapping: OidcSettings, nonce: str, now: float | None = None
-) -> dict[str, Any]:
+    token: str, jwks: object, mapping: OidcSettings, nonce: str, now: float | None = None
+) -> dict[str, object]:
     """The token's claims, once signature, issuer, audience, expiry and nonce hold."""
     parts = token.split(".")
     if len(token) > MAX_TOKEN_CHARS or len(parts) != 3:
@@ -75,9 +74,10 @@ def verified_claims(
         raise IdTokenRefused("the ID token cannot be read") from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
         raise IdTokenRefused("the ID token cannot be read")
+    published = jwks.get("keys") if isinstance(jwks, dict) else None
     keys = [
-        key
-        for key in jwks.get("keys", [])
+        {str(name): str(value) for name, value in key.items()}
+        for key in (published if isinstance(published, list) else [])
         if isinstance(key, dict) and key.get("kid") == header.get("kid")
     ]
     if not keys:
@@ -92,7 +92,7 @@ def verified_claims(
     return claims
 
 
-def _check_claims(claims: dict[str, Any], mapping: OidcSettings, nonce: str, now: float) -> None:
+def _check_claims(claims: dict[str, object], mapping: OidcSettings, nonce: str, now: float) -> None:
     if claims.get("iss") != mapping.issuer:
         raise IdTokenRefused("iss: the ID token is not the configured issuer's")
     audience = claims.get("aud")
@@ -109,7 +109,7 @@ def _check_claims(claims: dict[str, Any], mapping: OidcSettings, nonce: str, now
         raise IdTokenRefused("nonce: the ID token is not the answer to this sign-in")
 
 
-def user_of(claims: dict[str, Any], mapping: OidcSettings) -> User:
+def user_of(claims: dict[str, object], mapping: OidcSettings) -> User:
     """The user the API server would see for these claims."""
     name = claims.get(mapping.username_claim)
     if not isinstance(name, str) or not name:

@@ -16,6 +16,7 @@ from typing import Annotated
 from pydantic import Field
 
 from gatehouse_operator.api.meta import Kind, Model, PrinterColumn, Status
+from gatehouse_operator.api.stored import Stored
 from gatehouse_operator.cel import cel, validations
 
 # How long a code may be exchanged after the operator issued it.
@@ -90,6 +91,24 @@ class SignInRequestStatus(Status):
         max_length=2048,
         description="The page's URL, when the installation names it.",
     )
+
+
+class SignInRequestMetadata(Stored):
+    name: str
+    namespace: str
+    uid: str = ""
+    resource_version: str = ""
+    creation_timestamp: str = ""
+
+
+class StoredSignInRequest(Stored):
+    """A SignInRequest as the API server stored it, its spec and status read with the strict
+    models (the schema checked them when they were written): a ValidationError for one that
+    does not parse, which nobody can sign in with."""
+
+    metadata: SignInRequestMetadata
+    spec: SignInRequestSpec
+    status: SignInRequestStatus = Field(default_factory=SignInRequestStatus)
 
 
 SIGN_IN_REQUEST = Kind(

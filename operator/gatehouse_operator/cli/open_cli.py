@@ -16,8 +16,9 @@ import os
 import sys
 import time
 import webbrowser
-from typing import Any, cast
 from urllib.parse import quote
+
+from pydantic import JsonValue
 
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.api.sign_in_request import (
@@ -25,6 +26,7 @@ from gatehouse_operator.api.sign_in_request import (
     SIGN_IN_REQUEST,
     Requester,
     SignInRequestStatus,
+    StoredSignInRequest,
 )
 from gatehouse_operator.cli import kubeconfig
 from gatehouse_operator.cli.service_cli import cluster_options
@@ -72,7 +74,7 @@ def _requester() -> Requester:
     return Requester.model_validate({key: value for key, value in info.items() if value})
 
 
-def _create(api: kubeconfig.CustomObjects, namespace: str, body: dict[str, Any]) -> str:
+def _create(api: kubeconfig.CustomObjects, namespace: str, body: dict[str, JsonValue]) -> str:
     try:
         created = api.create_namespaced_custom_object(
             GROUP,
@@ -95,7 +97,7 @@ def _create(api: kubeconfig.CustomObjects, namespace: str, body: dict[str, Any])
                 "gatehouse-interactive-viewer); or pick a namespace where you hold one with -n"
             ) from None
         raise NotOpened(kubeconfig.refusal(error)) from None
-    return str(cast(dict[str, Any], created)["metadata"]["name"])
+    return StoredSignInRequest.model_validate(created).metadata.name
 
 
 def _answer(
@@ -104,8 +106,7 @@ def _answer(
     """The operator's answer (the status with the code) and the request's uid."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = cast(
-            dict[str, Any],
+        found = StoredSignInRequest.model_validate(
             api.get_namespaced_custom_object(
                 GROUP,
                 VERSION,
@@ -113,11 +114,10 @@ def _answer(
                 SIGN_IN_REQUEST.plural,
                 name,
                 _request_timeout=kubeconfig.REQUEST_TIMEOUT,
-            ),
+            )
         )
-        status = SignInRequestStatus.model_validate(found.get("status") or {})
-        if status.sealed_code:
-            return status, str(found["metadata"]["uid"])
+        if found.status.sealed_code:
+            return found.status, found.metadata.uid
         time.sleep(0.3)
     raise NotOpened(
         f"the Gatehouse operator did not answer SignInRequest {namespace}/{name} within "
@@ -138,7 +138,7 @@ def open_page(args: argparse.Namespace) -> str:
                 "the API server does not answer SelfSubjectReview (`kubectl auth whoami`): "
                 "Kubernetes 1.28 or newer is needed"
             ) from None
-        body = {
+        body: dict[str, JsonValue] = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": SIGN_IN_REQUEST.kind,
             "metadata": {"generateName": "gatehouse-open-"},

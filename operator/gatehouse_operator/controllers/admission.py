@@ -291,7 +291,11 @@ async def check_sign_in_request(
         raise kopf.AdmissionError(problem, code=403)
     kube: Kube = memo.kube
     waiting = await kube.resources.list_custom(SIGN_IN_REQUEST, body["metadata"]["namespace"])
-    if sign_in_codes.pending_of(user, waiting) >= MAX_PENDING_PER_USER:
+    requesters = [
+        str(((request.get("spec") or {}).get("requester") or {}).get("username", ""))
+        for request in waiting
+    ]
+    if sign_in_codes.pending_of(user, requesters) >= MAX_PENDING_PER_USER:
         raise kopf.AdmissionError(
             f"{user.username} has {MAX_PENDING_PER_USER} sign-in requests waiting in this "
             "namespace already: use one of their links, or wait a minute for them to expire",

@@ -20,8 +20,8 @@ from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.api.sign_in_request import (
     CODE_SECONDS,
     SIGN_IN_REQUEST,
-    SignInRequestSpec,
     SignInRequestStatus,
+    StoredSignInRequest,
 )
 from gatehouse_operator.keys import sign_in_codes
 from gatehouse_operator.runtime import Runtime
@@ -36,29 +36,22 @@ def _stamp(moment: datetime.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def late(body: dict[str, Any], now: datetime.datetime) -> bool:
-    """Whether a stored request's code can no longer be used (or it was never answered)."""
-    status = SignInRequestStatus.model_validate(body.get("status") or {})
-    if status.expires_at:
-        return now >= datetime.datetime.fromisoformat(status.expires_at)
-    created = datetime.datetime.fromisoformat(body["metadata"]["creationTimestamp"])
+def late(request: StoredSignInRequest, now: datetime.datetime) -> bool:
+    """Whether a request's code can no longer be used (or it was never answered)."""
+    if request.status.expires_at:
+        return now >= datetime.datetime.fromisoformat(request.status.expires_at)
+    created = datetime.datetime.fromisoformat(request.metadata.creation_timestamp)
     return now >= created + datetime.timedelta(seconds=UNANSWERED_SECONDS)
 
 
-async def answer(runtime: Runtime, body: dict[str, Any]) -> None:
+async def answer(runtime: Runtime, request: StoredSignInRequest) -> None:
     """Writes the sealed code into a new request's status; a request answered already, or late,
     is left alone (the sweep deletes it)."""
-    meta = body["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
+    meta = request.metadata
     now = datetime.datetime.now(datetime.UTC)
-    if (body.get("status") or {}).get("codeDigest") or late(body, now):
+    if request.status.code_digest or late(request, now):
         return
-    try:
-        spec = SignInRequestSpec.model_validate(body.get("spec") or {})
-    except ValidationError:
-        await runtime.kube.resources.delete_custom(SIGN_IN_REQUEST, namespace, name)
-        return
-    issued = sign_in_codes.issue(spec.public_key, namespace, name, meta["uid"])
+    issued = sign_in_codes.issue(request.spec.public_key, meta.namespace, meta.name, meta.uid)
     status = SignInRequestStatus(
         sealed_code=issued.sealed,
         code_digest=issued.code_digest,
@@ -67,24 +60,41 @@ async def answer(runtime: Runtime, body: dict[str, Any]) -> None:
     )
     await runtime.kube.resources.patch_status(
         SIGN_IN_REQUEST,
-        namespace,
-        name,
+        meta.namespace,
+        meta.name,
         status.model_dump(by_alias=True, exclude_defaults=True, mode="json"),
     )
-    log.info("sign-in request %s/%s of %s answered", namespace, name, spec.requester.username)
+    log.info(
+        "sign-in request %s/%s of %s answered",
+        meta.namespace,
+        meta.name,
+        request.spec.requester.username,
+    )
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 async def request_created(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await answer(memo.runtime, dict(body))
+    try:
+        request = StoredSignInRequest.model_validate(dict(body))
+    except ValidationError:  # written before a schema change: nobody signs in with it
+        meta = body["metadata"]
+        await memo.runtime.kube.resources.delete_custom(
+            SIGN_IN_REQUEST, meta["namespace"], meta["name"]
+        )
+        return
+    await answer(memo.runtime, request)
 
 
 async def expire_late(runtime: Runtime) -> None:
-    """Deletes the requests whose code is late (run by housekeeping)."""
+    """Deletes the requests whose code is late, or that do not parse (run by housekeeping)."""
     now = datetime.datetime.now(datetime.UTC)
     for body in await runtime.kube.resources.existing(SIGN_IN_REQUEST):
-        if late(body, now):
+        try:
+            gone = late(StoredSignInRequest.model_validate(body), now)
+        except ValidationError:
+            gone = True
+        if gone:
             meta = body["metadata"]
             await runtime.kube.resources.delete_custom(
                 SIGN_IN_REQUEST, meta["namespace"], meta["name"]

@@ -70,17 +70,19 @@ def issue(public_key: str, namespace: str, name: str, uid: str) -> Issued:
     secret = _b64url(secrets.token_bytes(32))
     code = _SEPARATOR.join((namespace, name, secret))
     public = X25519PublicKey.from_public_bytes(_unb64url(public_key))
-    sealed = SUITE.encrypt(code.encode(), public, info=_info(namespace, name, uid))
-    return Issued(_b64url(sealed), digest(secret), code)
+    payload = SUITE.encrypt(code.encode(), public, info=_info(namespace, name, uid))
+    return Issued(_b64url(payload), digest(secret), code)
 
 
 class CodeUnreadable(GatehouseError, ValueError):
     """The sealed code does not open with this key (another key's, or another request's)."""
 
 
-def open_code(private: X25519PrivateKey, sealed: str, namespace: str, name: str, uid: str) -> str:
+def open_code(private: X25519PrivateKey, answer: str, namespace: str, name: str, uid: str) -> str:
+    """The code in ``answer`` (a request's status.sealedCode), opened with the command's key."""
     try:
-        return SUITE.decrypt(_unb64url(sealed), private, info=_info(namespace, name, uid)).decode()
+        payload = _unb64url(answer)
+        return SUITE.decrypt(payload, private, info=_info(namespace, name, uid)).decode()
     except (InvalidTag, ValueError, binascii.Error) as error:
         raise CodeUnreadable("the code is not sealed to this command's key") from error
 
@@ -152,12 +154,6 @@ def forged(stated: object, user: Requester) -> str:
     )
 
 
-def pending_of(user: Requester, requests: list[dict[str, object]]) -> int:
-    """How many of ``requests`` (stored SignInRequests) ``user`` made."""
-    count = 0
-    for request in requests:
-        spec = request.get("spec")
-        requester = spec.get("requester") if isinstance(spec, dict) else None
-        if isinstance(requester, dict) and requester.get("username") == user.username:
-            count += 1
-    return count
+def pending_of(user: Requester, requesters: list[str]) -> int:
+    """How many of the stored requests (their requesters' names) ``user`` made."""
+    return sum(1 for name in requesters if name == user.username)

@@ -21,11 +21,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from gatehouse_operator.access.reviews import UserInfo
-from gatehouse_operator.api.sign_in_request import (
-    SIGN_IN_REQUEST,
-    SignInRequestSpec,
-    SignInRequestStatus,
-)
+from gatehouse_operator.api.sign_in_request import SIGN_IN_REQUEST, StoredSignInRequest
 from gatehouse_operator.keys import sign_in_codes
 from gatehouse_operator.kube.resources import Resources
 from gatehouse_operator.web.guards import Guards, fields_of
@@ -68,10 +64,9 @@ class CodeSignIn:
         if found is None:
             return self._refused(sign_in_codes.USED_OR_UNKNOWN)
         try:
-            spec = SignInRequestSpec.model_validate(found.get("spec") or {})
-            status = SignInRequestStatus.model_validate(found.get("status") or {})
+            stored = StoredSignInRequest.model_validate(found)
             requester = sign_in_codes.requester_of(
-                parts, spec, status, datetime.datetime.now(datetime.UTC)
+                parts, stored.spec, stored.status, datetime.datetime.now(datetime.UTC)
             )
         except ValidationError:
             return self._refused(sign_in_codes.NOT_THIS)

@@ -19,10 +19,11 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated
 from urllib.parse import urlencode
 
 import aiohttp
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -41,6 +42,20 @@ TIMEOUT = aiohttp.ClientTimeout(total=10)
 MAX_ERROR_CHARS = 200
 
 
+Endpoint = Annotated[str, Field(pattern=r"^https?://", max_length=2048)]
+
+
+class Provider(BaseModel):
+    """What the page reads of the issuer's discovery document."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    issuer: str
+    authorization_endpoint: Endpoint
+    token_endpoint: Endpoint
+    jwks_uri: Endpoint
+
+
 class ProviderUnreadable(GatehouseError):
     """The identity provider could not be asked, or answered what is not its document."""
 
@@ -49,7 +64,7 @@ def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-async def _json(response: aiohttp.ClientResponse) -> Any:
+async def _json(response: aiohttp.ClientResponse) -> object:
     body = await response.content.read(MAX_DOCUMENT_BYTES + 1)
     if len(body) > MAX_DOCUMENT_BYTES:
         raise ProviderUnreadable("an answer over 256 KiB")
@@ -64,13 +79,13 @@ class OidcSignIn:
         self.guards = guards
         self.oidc = settings.oidc
         self.redirect_uri = f"{settings.page_url}{CALLBACK}"
-        self._documents: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._documents: dict[str, tuple[float, dict[str, object]]] = {}
 
     @property
     def enabled(self) -> bool:
         return bool(self.oidc.issuer)
 
-    async def _document(self, url: str, fresh_for: float = DOCUMENT_SECONDS) -> dict[str, Any]:
+    async def _document(self, url: str, fresh_for: float = DOCUMENT_SECONDS) -> dict[str, object]:
         kept = self._documents.get(url)
         if kept is not None and time.monotonic() - kept[0] < fresh_for:
             return kept[1]
@@ -87,14 +102,16 @@ class OidcSignIn:
         self._documents[url] = (time.monotonic(), found)
         return found
 
-    async def _provider(self) -> dict[str, Any]:
+    async def _provider(self) -> Provider:
         found = await self._document(f"{self.oidc.issuer}/.well-known/openid-configuration")
-        if found.get("issuer") != self.oidc.issuer:
+        try:
+            provider = Provider.model_validate(found)
+        except ValidationError as error:
+            where = ".".join(str(part) for part in error.errors()[0]["loc"])
+            raise ProviderUnreadable(f"its discovery document's {where} is wrong") from None
+        if provider.issuer != self.oidc.issuer:
             raise ProviderUnreadable("its discovery document names another issuer")
-        for endpoint in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
-            if not str(found.get(endpoint, "")).startswith(("https://", "http://")):
-                raise ProviderUnreadable(f"its discovery document has no {endpoint}")
-        return found
+        return provider
 
     async def start(self, request: Request) -> Response:
         async def begin(request: Request) -> Response:
@@ -113,7 +130,7 @@ class OidcSignIn:
                 "code_challenge_method": "S256",
             }
             response = RedirectResponse(
-                f"{provider['authorization_endpoint']}?{urlencode(query)}", status_code=303
+                f"{provider.authorization_endpoint}?{urlencode(query)}", status_code=303
             )
             self.guards.sessions.start_flow(
                 response, {"state": state, "nonce": nonce, "verifier": verifier}
@@ -157,7 +174,7 @@ class OidcSignIn:
             )
         provider = await self._provider()
         id_token = await self._redeem(provider, query.get("code", ""), verifier)
-        jwks_url = str(provider.get("jwks_uri", ""))
+        jwks_url = provider.jwks_uri
         try:
             claims = verified_claims(id_token, await self._document(jwks_url), self.oidc, nonce)
         except IdTokenRefused:
@@ -175,7 +192,7 @@ class OidcSignIn:
         log.info("%s signed in through %s", user.name, self.oidc.issuer)
         return response
 
-    async def _redeem(self, provider: dict[str, Any], code: str, verifier: str) -> str:
+    async def _redeem(self, provider: Provider, code: str, verifier: str) -> str:
         form = {
             "grant_type": "authorization_code",
             "code": code,
@@ -188,9 +205,7 @@ class OidcSignIn:
         try:
             async with (
                 aiohttp.ClientSession(timeout=TIMEOUT) as session,
-                session.post(
-                    provider["token_endpoint"], data=form, allow_redirects=False
-                ) as response,
+                session.post(provider.token_endpoint, data=form, allow_redirects=False) as response,
             ):
                 answer = await _json(response)
         except (aiohttp.ClientError, TimeoutError) as error:
