@@ -2,7 +2,7 @@
 whose operator already runs, with settings of its own (the browser tests' read-only page).
 
 ``python -m gatehouse_dev.page_server --port PORT [--read-only]``, with KUBECONFIG and
-GATEHOUSE_KEYRING_FILE set as for the operator.
+GATEHOUSE_KEYRING_FILE set as for the operator (and GATEHOUSE_PAGE_URL, GATEHOUSE_OIDC_*, if any).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from kubernetes.aio import config
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_operator.access.reviews import Access
 from gatehouse_operator.kube import Kube
-from gatehouse_operator.settings import OperatorSettings
+from gatehouse_operator.settings import OidcSettings, OperatorSettings
 from gatehouse_operator.wiring import front_end
 from gatehouse_operator.wiring.controller import assemble
 
@@ -26,7 +26,12 @@ from gatehouse_operator.wiring.controller import assemble
 async def serve(port: int, read_only: bool) -> None:
     keyring_file = Path(os.environ["GATEHOUSE_KEYRING_FILE"])
     api = await config.new_client_from_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
-    settings = OperatorSettings(keyring_file=keyring_file, web_read_only=read_only)
+    settings = OperatorSettings(
+        keyring_file=keyring_file,
+        web_read_only=read_only,
+        page_url=os.environ.get("GATEHOUSE_PAGE_URL", ""),
+        oidc=OidcSettings.from_env(),
+    )
     runtime = assemble(settings, Kube.of(api), KeyringFile(keyring_file))
     server = uvicorn.Server(
         front_end.config(front_end.app(runtime, Access(api)), "127.0.0.1", port)

@@ -217,6 +217,8 @@ class LocalGatehouse:
             "GATEHOUSE_ALLOW_HTTP_UPSTREAMS": "true",
             "GATEHOUSE_API_HOST": "127.0.0.1",
             "GATEHOUSE_API_PORT": str(self.api_port),
+            # What `gatehouse open` opens, told in each SignInRequest's answer.
+            "GATEHOUSE_PAGE_URL": self.api_url,
             "GATEHOUSE_METRICS_HOST": "127.0.0.1",
             "GATEHOUSE_METRICS_PORT": str(self.operator_metrics_port),
             # A proxy process on this machine that stops is gone (no network partitions here):
@@ -332,14 +334,35 @@ class LocalGatehouse:
             return self._start(name, argv, env, self.operator_url, "/healthz", ready=liveness)
         return self._start("operator", argv, env, self.operator_url, "/healthz")
 
-    def start_page_server(self, *, read_only: bool) -> Endpoint:
-        """The service API and connections page alone (see page_server), beside the operator."""
+    def start_page_server(
+        self, *, read_only: bool, settings: dict[str, str] | None = None
+    ) -> Endpoint:
+        """The service API and connections page alone (see page_server), beside the operator;
+        ``settings``: more of the operator's environment (an OIDC issuer's)."""
         port = free_port()
         argv = [sys.executable, "-m", "gatehouse_dev.page_server", f"--port={port}"]
         if read_only:
             argv.append("--read-only")
-        env = {"GATEHOUSE_KEYRING_FILE": str(self.keyring_file)}
-        return self._start(f"page-{port}", argv, env, f"http://127.0.0.1:{port}", "/healthz")
+        url = f"http://127.0.0.1:{port}"
+        env = {
+            "GATEHOUSE_KEYRING_FILE": str(self.keyring_file),
+            "GATEHOUSE_PAGE_URL": url,
+            **(settings or {}),
+        }
+        return self._start(f"page-{port}", argv, env, url, "/healthz")
+
+    def start_oidc_issuer(self, client_id: str, client_secret: str) -> Endpoint:
+        """The dev OpenID Connect issuer (see oidc_issuer) on a free loopback port."""
+        port = free_port()
+        argv = [
+            sys.executable,
+            "-m",
+            "gatehouse_dev.oidc_issuer",
+            f"--port={port}",
+            f"--client-id={client_id}",
+            f"--client-secret={client_secret}",
+        ]
+        return self._start(f"oidc-{port}", argv, {}, f"http://127.0.0.1:{port}", "/healthz")
 
     def start_proxy(
         self,

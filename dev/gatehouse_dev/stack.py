@@ -21,6 +21,7 @@ from pathlib import Path
 from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
+from gatehouse_dev.newcomer import NEWCOMER, NEWCOMER_CONTEXT, add_newcomer
 from gatehouse_dev.processes import alive, terminate_pid
 from gatehouse_dev.services import LocalGatehouse, remove_webhooks
 
@@ -75,6 +76,7 @@ def up(paths: StackPaths) -> RunningStack:
         state = json.loads(paths.state_file.read_text())
         if state["pids"] and all(alive(pid) for pid in state["pids"]):
             _log(f"the local stack is already up (pids {state['pids']})")
+            _log(open_hint(state["local"]))
             found = state.get("webhook_client_ca")
             cluster = Cluster(
                 Path(state["kubeconfig"]),
@@ -89,6 +91,7 @@ def up(paths: StackPaths) -> RunningStack:
     paths.root.mkdir(parents=True, exist_ok=True)
     pids: list[int] = []
     existing = _user_kubeconfig(paths)
+    controlplane = None
     if existing is not None:
         _log(f"using the cluster of KUBECONFIG={existing}; no local control plane is started")
         cluster = Cluster(existing, binaries, local=False)
@@ -102,6 +105,8 @@ def up(paths: StackPaths) -> RunningStack:
     gatehouse = LocalGatehouse(cluster, paths.root / "gatehouse", detached=True)
     try:
         gatehouse.install_crds()
+        if controlplane is not None:
+            add_newcomer(cluster, controlplane.ca)
         gatehouse.write_keyring()
         gatehouse.write_sealing_keys()
         gatehouse.start_store()
@@ -131,7 +136,19 @@ def up(paths: StackPaths) -> RunningStack:
     _log(f"proxy at {proxy.url}, service API at {gatehouse.api_url}")
     _log(f"logs in {gatehouse.workdir / 'logs'}")
     _log(f"`source {paths.env_file}` to use the stack, `make down` to stop it")
+    _log(open_hint(cluster.local))
     return running
+
+
+def open_hint(local: bool) -> str:
+    """How to open the page, as `make up` prints it."""
+    if local:
+        return (
+            f"the page: `gatehouse open --context {NEWCOMER_CONTEXT}` (after sourcing the env) "
+            f"opens it signed in as {NEWCOMER}, a gatehouse-admin; plain `gatehouse open` as "
+            "the cluster's administrator"
+        )
+    return "the page: `gatehouse open` (after sourcing the env) opens it as your kubeconfig's user"
 
 
 def write_env(paths: StackPaths, running: RunningStack) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gatehouse_contract.env import env_flag, env_port, env_seconds
@@ -35,6 +35,41 @@ def _object_ref(name: str) -> str:
 
 
 @dataclass(frozen=True)
+class OidcSettings:
+    """The page's "Sign in with ...": the OpenID Connect issuer the API server trusts, the page's
+    client there, and the claims mapped as kube-apiserver's --oidc-* flags map them. No issuer:
+    no such button."""
+
+    issuer: str = ""
+    client_id: str = ""
+    client_secret: str = ""
+    # The button's words: "Sign in with <name>".
+    name: str = ""
+    username_claim: str = "sub"
+    # None: the API server's default (the issuer and "#" unless the claim is email); "-": none.
+    username_prefix: str | None = None
+    groups_claim: str = ""
+    groups_prefix: str = ""
+
+    @classmethod
+    def from_env(cls) -> OidcSettings:
+        issuer = os.environ.get("GATEHOUSE_OIDC_ISSUER", "").strip()
+        found = cls(
+            issuer=issuer,
+            client_id=os.environ.get("GATEHOUSE_OIDC_CLIENT_ID", "").strip(),
+            client_secret=os.environ.get("GATEHOUSE_OIDC_CLIENT_SECRET", "").strip(),
+            name=os.environ.get("GATEHOUSE_OIDC_NAME", "").strip() or issuer,
+            username_claim=os.environ.get("GATEHOUSE_OIDC_USERNAME_CLAIM", "").strip() or "sub",
+            username_prefix=os.environ.get("GATEHOUSE_OIDC_USERNAME_PREFIX"),
+            groups_claim=os.environ.get("GATEHOUSE_OIDC_GROUPS_CLAIM", "").strip(),
+            groups_prefix=os.environ.get("GATEHOUSE_OIDC_GROUPS_PREFIX", ""),
+        )
+        if issuer and not found.client_id:
+            raise ValueError("GATEHOUSE_OIDC_ISSUER is set: set GATEHOUSE_OIDC_CLIENT_ID too")
+        return found
+
+
+@dataclass(frozen=True)
 class OperatorSettings:
     # The keyring: a file (a mounted Secret; the dev stack), or a Secret the operator reads
     # through the API and makes when absent and allowed (the chart: see keyring_secret).
@@ -57,6 +92,10 @@ class OperatorSettings:
     # connections and apps are applied from Git: list, detail, tests and samples stay, and the
     # wizard drafts YAML without saving.
     web_read_only: bool = False
+    # The page's URL as browsers reach it, told to `gatehouse open` in each SignInRequest's
+    # status; empty: the command must be given it.
+    page_url: str = ""
+    oidc: OidcSettings = field(default_factory=OidcSettings)
     # How long a fresh operator waits to see every existing resource before it publishes a table,
     # so that proxies never receive a partial one after a restart.
     initial_sync_seconds: float = 30.0
@@ -100,6 +139,8 @@ class OperatorSettings:
             api_host=os.environ.get("GATEHOUSE_API_HOST", cls.api_host),
             api_port=env_port("GATEHOUSE_API_PORT", cls.api_port),
             web_read_only=env_flag("GATEHOUSE_WEB_READ_ONLY"),
+            page_url=os.environ.get("GATEHOUSE_PAGE_URL", "").strip().rstrip("/"),
+            oidc=OidcSettings.from_env(),
             leader_lease=_object_ref("GATEHOUSE_LEADER_LEASE"),
             sealing_keys_secret=_object_ref("GATEHOUSE_SEALING_KEYS_SECRET"),
             sealing_keys_create=env_flag("GATEHOUSE_SEALING_KEYS_CREATE"),

@@ -71,6 +71,7 @@ def test_bash_completes_commands_nested_commands_and_options(tmp_path: Path) -> 
         "reseal",
         "sealing-key",
         "requests",
+        "open",
         "version",
         "completion",
     ]

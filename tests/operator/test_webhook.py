@@ -49,6 +49,7 @@ def test_every_validating_handler_has_a_webhook_that_fails_closed() -> None:
         "link-policy.gatehouse.dev",
         "project-config.gatehouse.dev",
         "secret-use.gatehouse.dev",
+        "sign-in-request.gatehouse.dev",
     }
     for webhook in by_name.values():
         assert webhook["failurePolicy"] == "Fail"

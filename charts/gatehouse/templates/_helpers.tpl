@@ -162,6 +162,13 @@ namespace, else in a Role in each of operator.watchNamespaces. */ -}}
 - apiGroups: [gatehouse.dev]
   resources: [connectiontests]
   verbs: [create, delete]
+# Sign-in requests: the operator answers each in status and deletes it once used or late.
+- apiGroups: [gatehouse.dev]
+  resources: [signinrequests]
+  verbs: [get, list, watch, patch, update, delete]
+- apiGroups: [gatehouse.dev]
+  resources: [signinrequests/status]
+  verbs: [get, patch, update]
 # Saved samples, written once each and deleted when the service API is asked to. Samples are
 # a kind of their own so that no rule here reaches ConfigMaps (kube-system's included).
 - apiGroups: [gatehouse.dev]
@@ -185,6 +192,10 @@ namespace, else in a Role in each of operator.watchNamespaces. */ -}}
   verbs: [get]
 - apiGroups: [gatehouse.dev]
   resources: [projectconfigs]
+  verbs: [list]
+# A user's waiting sign-in requests are counted, so no one piles them up.
+- apiGroups: [gatehouse.dev]
+  resources: [signinrequests]
   verbs: [list]
 {{- end -}}
 

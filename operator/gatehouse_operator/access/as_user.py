@@ -1,19 +1,26 @@
 """The Kubernetes API as the signed-in user: the page's changes are theirs, not the operator's.
 
 A client with the operator's API server address and CA, and only the user's bearer token (never
-the operator's certificate or token), so RBAC and the admission webhooks see the user. Its calls
-raise ``kube.errors``' typed errors, as the operator's own do.
+the operator's certificate or token), so RBAC and the admission webhooks see the user. A user
+signed in with a one-time code (``gatehouse open``) has no token the page holds: the operator's
+own client then impersonates them (``Impersonate-User``, ``-Group``, ``-Uid``, ``-Extra-*``), and
+the API server decides each call as that user. Its calls raise ``kube.errors``' typed errors, as
+the operator's own do.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from urllib.parse import quote
 
 from kubernetes.aio import client
+from multidict import CIMultiDict
 from pydantic import Field, JsonValue
 
+from gatehouse_operator.access.reviews import User
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 from gatehouse_operator.api.stored import Stored
 from gatehouse_operator.kube.errors import ApiError, translate
@@ -164,15 +171,43 @@ def refusal(error: ApiError) -> str:
         return f"the API server refused the request ({error.status})"
 
 
-@asynccontextmanager
-async def as_user(operator: OperatorClient, token: str) -> AsyncIterator[AsUser]:
-    own = operator.configuration
+def impersonation(user: User) -> CIMultiDict[str]:
+    """The headers that make the operator's request the user's (one per group and value)."""
+    headers: CIMultiDict[str] = CIMultiDict([("Impersonate-User", user.name)])
+    for group in user.groups:
+        headers.add("Impersonate-Group", group)
+    if user.uid:
+        headers.add("Impersonate-Uid", user.uid)
+    for key, values in user.extra.items():
+        for value in values:
+            # Header names are case-insensitive: the API server wants the key percent-encoded.
+            headers.add(f"Impersonate-Extra-{quote(key, safe='')}", value)
+    return headers
+
+
+def _configuration(
+    own: client.Configuration, token: str, user: User | None
+) -> client.Configuration:
+    if user is not None:
+        # The operator's own credentials, every request sent as the user. The session's
+        # default headers carry them: the client's own keep one value per name.
+        impersonating = copy.deepcopy(own)
+        impersonating.client_session_kwargs = {"headers": impersonation(user)}
+        return impersonating
     configuration = client.Configuration(host=own.host)
     configuration.ssl_ca_cert = own.ssl_ca_cert
     configuration.verify_ssl = own.verify_ssl
     configuration.api_key = {"authorization": token}
     configuration.api_key_prefix = {"authorization": "Bearer"}
-    api = client.ApiClient(configuration)
+    return configuration
+
+
+@asynccontextmanager
+async def as_user(
+    operator: OperatorClient, token: str, impersonated: User | None = None
+) -> AsyncIterator[AsUser]:
+    """The API as the user of ``token``, or, given ``impersonated``, as that user."""
+    api = client.ApiClient(_configuration(operator.configuration, token, impersonated))
     try:
         yield AsUser(api)
     finally:

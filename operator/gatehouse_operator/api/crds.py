@@ -21,6 +21,7 @@ from gatehouse_operator.api.connection_sample import CONNECTION_SAMPLE
 from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind, PrinterColumn
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
+from gatehouse_operator.api.sign_in_request import SIGN_IN_REQUEST
 from gatehouse_operator.errors import GatehouseError
 
 KINDS = (
@@ -30,6 +31,7 @@ KINDS = (
     CONNECTION_TEST,
     CONNECTION_SAMPLE,
     PROJECT_CONFIG,
+    SIGN_IN_REQUEST,
 )
 
 # Keywords a structural schema may carry over from JSON Schema as they are.

@@ -34,6 +34,7 @@ from gatehouse_operator.api.connection_test import CONNECTION_TEST
 from gatehouse_operator.api.link_policy import LINK_VERB
 from gatehouse_operator.api.meta import GROUP, Model
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
+from gatehouse_operator.api.sign_in_request import SIGN_IN_REQUEST
 
 READ = ["get", "list", "watch"]
 WRITE = ["create", "update", "patch", "delete", "deletecollection"]
@@ -68,6 +69,13 @@ class ClusterRole(Model):
 
 def _rule(resources: list[str], verbs: list[str]) -> PolicyRule:
     return PolicyRule(resources=resources, verbs=verbs)
+
+
+# `gatehouse open`: ask for a one-time code to open the page as oneself (get reads the answer).
+# The roles of the page's users: not the viewer's, which aggregates into Kubernetes' read-only
+# view (which grants no create; the page shows a viewer no connection), nor the developer's,
+# which deploys the project file and nothing else.
+SIGN_IN = PolicyRule(resources=[SIGN_IN_REQUEST.plural], verbs=["create", "get"])
 
 
 def _role(
@@ -105,6 +113,7 @@ def roles() -> list[ClusterRole]:
                 _rule(APPS, [*READ, *WRITE]),
                 _rule([PROJECT_CONFIG.plural], [*READ, *WRITE]),
                 _rule([f"{PROJECT_CONFIG.plural}/status"], ["get"]),
+                SIGN_IN,
             ],
         ),
         _role(
@@ -116,6 +125,7 @@ def roles() -> list[ClusterRole]:
                 _rule([f"{plural}/status" for plural in APPS], ["get"]),
                 _rule([EXTERNAL_CONNECTION.plural], [LINK_VERB]),
                 _rule([PROJECT_CONFIG.plural], READ),
+                SIGN_IN,
             ],
         ),
         _role(
@@ -136,6 +146,7 @@ def roles() -> list[ClusterRole]:
                 _rule(APPS, READ),
                 _rule([EXTERNAL_CONNECTION.plural], [LINK_VERB]),
                 _rule([PROJECT_CONFIG.plural], READ),
+                SIGN_IN,
             ],
         ),
         _role(

@@ -5,7 +5,8 @@ decides, as with kubectl), waits for it to finish and prints the outcome. ``gate
 TEST --label LABEL`` keeps a finished, passing test as a sample. ``gatehouse service ...`` is
 ``gatehouse-service`` (validate, explain, deploy, preview). ``gatehouse seal``, ``reseal`` and
 ``sealing-key`` make credentials that can live in Git (``seal_cli``). ``gatehouse requests``
-shows a connection's or an app's recent fetches (``requests_cli``). ``gatehouse version`` and
+shows a connection's or an app's recent fetches (``requests_cli``). ``gatehouse open`` opens the
+page signed in as the kubeconfig's user (``open_cli``). ``gatehouse version`` and
 ``gatehouse completion SHELL`` need no cluster. Installed as ``kubectl-gatehouse`` too, it is
 the kubectl plugin ``kubectl gatehouse``. Exit codes: 0 passed (saved, done), 1 the test ran and
 failed (was not saved; the file is invalid; a value was left as it was), 2 the command could not
@@ -34,7 +35,14 @@ from gatehouse_operator.api.connection_test import (
 )
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.api.stored import StoredConnectionTest
-from gatehouse_operator.cli import completion, kubeconfig, requests_cli, seal_cli, service_cli
+from gatehouse_operator.cli import (
+    completion,
+    kubeconfig,
+    open_cli,
+    requests_cli,
+    seal_cli,
+    service_cli,
+)
 from gatehouse_operator.connections import runs
 from gatehouse_operator.connections.models import ConnectionTestOutcome, SampleSaveOutcome
 from gatehouse_operator.kube.errors import ApiError
@@ -50,8 +58,8 @@ COMMANDS = ["gatehouse", "kubectl-gatehouse"]
 def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Gatehouse from the command line: test connections, keep samples, seal "
-        "credentials, apply service.config.yml.",
+        description="Gatehouse from the command line: open the page, test connections, keep "
+        "samples, seal credentials, apply service.config.yml.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cluster = service_cli.cluster_options()
@@ -102,6 +110,7 @@ def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
     service_cli.add_commands(service.add_subparsers(dest="service", required=True))
     seal_cli.add_commands(commands)
     requests_cli.add_command(commands)
+    open_cli.add_command(commands)
     shown = commands.add_parser(
         "version", help="print the version", description="The CLI's version; no cluster needed."
     )
@@ -273,6 +282,8 @@ def main(argv: list[str] | None = None, prog: str = "gatehouse") -> int:
         return service_cli.run(args, prog)
     if args.command == "requests":
         return requests_cli.run(args, prog)
+    if args.command == "open":
+        return open_cli.run(args, prog)
     if args.command in ("seal", "reseal", "sealing-key"):
         return seal_cli.run(args, prog)
     try:

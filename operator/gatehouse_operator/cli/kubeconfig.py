@@ -48,6 +48,17 @@ def api_client() -> client.ApiClient:
     return translate(client.ApiClient())
 
 
+def who_am_i() -> dict[str, object]:
+    """The caller as the API server authenticates them (a SelfSubjectReview, as ``kubectl auth
+    whoami``): its userInfo (username, uid, groups, extra), whatever the kubeconfig uses."""
+    review = translate(client.AuthenticationV1Api()).create_self_subject_review(
+        client.V1SelfSubjectReview(), _request_timeout=REQUEST_TIMEOUT
+    )
+    info = review.status.user_info if review.status else None
+    found: dict[str, object] = info.to_dict() if info else {}
+    return found
+
+
 def bearer_token() -> str:
     """The loaded kubeconfig's bearer token (a token user's, an exec plugin's, the Pod's
     ServiceAccount's); empty when it authenticates otherwise (a client certificate)."""

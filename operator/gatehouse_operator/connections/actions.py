@@ -313,7 +313,8 @@ class Connections:
         draft name a Secret, or move a stored one to another baseURL, only for those who may
         read that Secret (see gatehouse_operator.access.secret_use)."""
         with self.drafts.slot(user):
-            async with as_user(self.runtime.kube.api, token) as kube:
+            # No token: a session signed in with a one-time code, which acts as the user.
+            async with as_user(self.runtime.kube.api, token, None if token else user) as kube:
                 try:
                     spec = await drafts.checked_spec(kube, namespace, draft)
                 except drafts.DraftRefused as refused:

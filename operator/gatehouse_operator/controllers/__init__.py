@@ -7,6 +7,7 @@ from gatehouse_operator.controllers import (
     linked_apps,
     project_configs,
     secrets,
+    sign_in_requests,
 )
 
 __all__ = [
@@ -16,4 +17,5 @@ __all__ = [
     "linked_apps",
     "project_configs",
     "secrets",
+    "sign_in_requests",
 ]

@@ -4,7 +4,8 @@ gatehouse_operator.access.secret_use); ConnectionTests of a connection the reque
 with a method the connection refuses, or whose path gives a credential-like key a value (see
 gatehouse_operator.connections.samples.typed); and ProjectConfigs: a valid file (unknown keys
 refused whatever the client asked for, as the CRD keeps them), and one project file (ProjectConfig
-that is not a preview) per namespace.
+that is not a preview) per namespace; SignInRequests that state a requester other than the user
+creating them, or of a user who has ``MAX_PENDING_PER_USER`` waiting already.
 
 Validating webhooks with failure policy Fail, decided with the requesting user's identity (the
 AdmissionReview's userInfo) through SubjectAccessReviews. The configurations stay registered
@@ -24,10 +25,11 @@ from typing import Any
 
 import aiohttp
 import kopf
+from pydantic import ValidationError
 
 from gatehouse_contract.redaction import REDACTED
 from gatehouse_operator.access import secret_use
-from gatehouse_operator.access.reviews import Access, User
+from gatehouse_operator.access.reviews import Access, User, UserInfo
 from gatehouse_operator.api import link_policy
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
@@ -36,15 +38,21 @@ from gatehouse_operator.api.connection_test import (
     DEFAULT_TEST_METHOD,
     body_problem,
 )
-from gatehouse_operator.api.meta import GROUP, VERSION
+from gatehouse_operator.api.meta import GROUP, VERSION, first_problem
 from gatehouse_operator.api.project_config import (
     PROJECT_CONFIG,
     becomes_the_project,
     second_project,
 )
+from gatehouse_operator.api.sign_in_request import (
+    MAX_PENDING_PER_USER,
+    SIGN_IN_REQUEST,
+    Requester,
+)
 from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections.exfiltration import connection_warning
 from gatehouse_operator.connections.samples import typed_credentials
+from gatehouse_operator.keys import sign_in_codes
 from gatehouse_operator.kube import Kube, failure
 from gatehouse_operator.kube.errors import ApiError
 from gatehouse_operator.project_config.schema import spec_problems
@@ -249,3 +257,47 @@ async def check_project_config(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) 
     problem = second_project(body["metadata"], others)
     if problem:
         raise kopf.AdmissionError(problem, code=409)
+
+
+@kopf.on.validate(
+    GROUP,
+    VERSION,
+    SIGN_IN_REQUEST.plural,
+    id="sign-in-request",
+    operations=["CREATE"],
+    persistent=True,
+    registry=REGISTRY,
+)
+@_refused_if_unanswered
+async def check_sign_in_request(
+    body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **_: Any
+) -> None:
+    """The requester a SignInRequest records is its creator: the operator answers it with a
+    code that signs in as that requester, so a request stating anyone else is refused. The spec
+    is immutable (its schema's rule), so what is admitted here stays."""
+    info = UserInfo.model_validate(dict(userinfo))
+    try:
+        user = Requester(username=info.username, uid=info.uid, groups=info.groups, extra=info.extra)
+    except ValidationError as error:
+        where, rule = first_problem(error)
+        raise kopf.AdmissionError(
+            f"your identity cannot be recorded in a SignInRequest (spec.requester.{where}: "
+            f"{rule}); "
+            "sign in to the page another way",
+            code=422,
+        ) from None
+    problem = sign_in_codes.forged((body.get("spec") or {}).get("requester"), user)
+    if problem:
+        raise kopf.AdmissionError(problem, code=403)
+    kube: Kube = memo.kube
+    waiting = await kube.resources.list_custom(SIGN_IN_REQUEST, body["metadata"]["namespace"])
+    requesters = [
+        str(((request.get("spec") or {}).get("requester") or {}).get("username", ""))
+        for request in waiting
+    ]
+    if sign_in_codes.pending_of(user, requesters) >= MAX_PENDING_PER_USER:
+        raise kopf.AdmissionError(
+            f"{user.username} has {MAX_PENDING_PER_USER} sign-in requests waiting in this "
+            "namespace already: use one of their links, or wait a minute for them to expire",
+            code=429,
+        )

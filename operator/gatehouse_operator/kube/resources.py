@@ -14,7 +14,7 @@ from kubernetes.aio import client
 
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 from gatehouse_operator.kube.calls import KubeCalls, read
-from gatehouse_operator.kube.errors import NotFound, Unavailable
+from gatehouse_operator.kube.errors import Conflict, NotFound, Unavailable
 
 
 class Resources:
@@ -109,6 +109,26 @@ class Resources:
             await self.custom.delete_namespaced_custom_object(
                 GROUP, VERSION, namespace, kind.plural, name
             )
+
+    async def delete_as_read(self, kind: Kind, body: dict[str, Any]) -> bool:
+        """Deletes the object as read (its uid and resourceVersion as preconditions): False when
+        it is gone or changed since, so of two callers that read it only one deletes it."""
+        meta = body["metadata"]
+        preconditions = client.V1Preconditions(
+            uid=meta["uid"], resource_version=meta["resourceVersion"]
+        )
+        try:
+            await self.custom.delete_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                meta["namespace"],
+                kind.plural,
+                meta["name"],
+                body=client.V1DeleteOptions(preconditions=preconditions),
+            )
+        except (NotFound, Conflict):
+            return False
+        return True
 
     async def set_webhook_ca(self, configuration: str, ca_bundle: str) -> None:
         """Writes ``ca_bundle`` into every webhook of the ValidatingWebhookConfiguration.

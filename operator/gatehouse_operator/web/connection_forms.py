@@ -130,7 +130,9 @@ class ConnectionForms:
         if str(fields.get("confirm", "")).strip() != name:
             raise page_refusal(422, f"confirm: type the connection's name, {name}, to delete it")
         notice = f"Deleted connection {name}."
-        async with as_user(self.pages.operator, visitor.credentials.token) as kube:
+        async with as_user(
+            self.pages.operator, visitor.credentials.token, visitor.credentials.impersonated
+        ) as kube:
             try:
                 await kube.delete_custom(EXTERNAL_CONNECTION, namespace, name, managed.uid)
             except (Forbidden, NotFound, Conflict) as error:
@@ -259,7 +261,9 @@ class ConnectionForms:
         wizard.errors += wizard.form.problems()
         if wizard.errors:
             return
-        async with as_user(self.pages.operator, visitor.credentials.token) as kube:
+        async with as_user(
+            self.pages.operator, visitor.credentials.token, visitor.credentials.impersonated
+        ) as kube:
             try:
                 form = wizard.form
                 await self.saving.dry_run(
@@ -315,7 +319,9 @@ class ConnectionForms:
             sample_label=form.sample_label,
             requested_by=visitor.user.name,
         )
-        async with as_user(self.pages.operator, visitor.credentials.token) as kube:
+        async with as_user(
+            self.pages.operator, visitor.credentials.token, visitor.credentials.impersonated
+        ) as kube:
             saved = await self.saving.save(kube, save)
         if saved.refused is not None:
             wizard.errors += server_problems(saved.refused.causes, refusal(saved.refused))

@@ -72,7 +72,8 @@ class Guards:
         credentials = self.sessions.credentials(request)
         if credentials is None:
             return None
-        user = await self.access.authenticate(credentials.token)
+        # A code's session: the requester the API server authenticated when they asked for it.
+        user = credentials.impersonated or await self.access.authenticate(credentials.token)
         if user is None:
             return None
         return Visitor(user, credentials, self.sessions.csrf_token(credentials))

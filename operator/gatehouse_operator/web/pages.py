@@ -300,7 +300,9 @@ class Pages:
             raise page_refusal(422, "app: choose a DataApp or ChartType")
         if not connection:
             raise page_refusal(422, "connection: required")
-        async with as_user(self.operator, visitor.credentials.token) as kube:
+        async with as_user(
+            self.operator, visitor.credentials.token, visitor.credentials.impersonated
+        ) as kube:
             try:
                 app = await kube.get_custom(kind, namespace, app_name)
                 stored_links = StoredAppSpec.model_validate(app.spec).connections

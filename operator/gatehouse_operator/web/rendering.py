@@ -80,7 +80,8 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
                 for name, value in SECURITY_HEADERS.items():
-                    headers[name] = value
+                    # A page that needs more (the sign-in link's script) sets its own policy.
+                    headers.setdefault(name, value)
             await send(message)
 
         await self.app(scope, receive, with_headers)

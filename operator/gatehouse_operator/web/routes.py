@@ -12,12 +12,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from gatehouse_operator.connections.actions import Connections
+from gatehouse_operator.web.code_sign_in import CodeSignIn
 from gatehouse_operator.web.connection_forms import (
     WIZARD_FIELDS,
     WIZARD_FORM_BYTES,
     ConnectionForms,
 )
 from gatehouse_operator.web.guards import Guards, Handler
+from gatehouse_operator.web.oidc_sign_in import OidcSignIn
 from gatehouse_operator.web.pages import Pages
 from gatehouse_operator.web.rendering import Renderer, SecurityHeaders
 from gatehouse_operator.web.session import Sessions
@@ -29,6 +31,10 @@ def mount(connections: Connections) -> Mount:
     guards = Guards(connections.access, Sessions(runtime.keyring), renderer, renderer.read_only)
     pages = Pages(connections, guards, runtime.kube.api)
     forms = ConnectionForms(pages)
+    codes = CodeSignIn(guards, runtime.kube.resources)
+    oidc = OidcSignIn(guards, runtime.settings)
+    # The sign-in form's "Sign in with ...", where the installation names an issuer.
+    renderer.env.globals["oidc_name"] = runtime.settings.oidc.name if oidc.enabled else ""
 
     def wizard(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         return guards.form(handler, max_bytes=WIZARD_FORM_BYTES, max_fields=WIZARD_FIELDS)
@@ -41,6 +47,11 @@ def mount(connections: Connections) -> Mount:
             Route("/sign-in", pages.sign_in_form, methods=["GET"]),
             Route("/sign-in", pages.sign_in, methods=["POST"]),
             Route("/sign-out", pages.sign_out, methods=["POST"]),
+            # gatehouse open: the link's page, and the code it posts.
+            Route("/sign-in/link", codes.link, methods=["GET"]),
+            Route("/sign-in/code", codes.exchange, methods=["POST"]),
+            Route("/sign-in/oidc", oidc.start, methods=["GET"]),
+            Route("/sign-in/oidc/callback", oidc.callback, methods=["GET"]),
             Route(f"{namespace}/connections", guards.page(pages.connections)),
             # Not under connections/: "new" is a name a connection may have.
             Route(f"{namespace}/new-connection", guards.page(forms.new), methods=["GET"]),

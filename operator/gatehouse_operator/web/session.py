@@ -1,13 +1,16 @@
 """Who is signed in to the page, and proof that a form was posted by the page itself.
 
 Behind an authenticating proxy the ``Authorization: Bearer`` it passes is the Kubernetes token.
-Otherwise the sign-in form's token is kept only in the session cookie: encrypted with the operator's
-keyring (AES-GCM, its own context), ``HttpOnly``, ``Secure``, ``SameSite=Strict``, ``__Host-``.
-Nothing is kept on the server, so any operator replica serves any session.
+Otherwise the session cookie keeps either the sign-in form's token, or the identity a one-time
+code from ``gatehouse open`` signed in (a SignInRequest's requester, which the page impersonates),
+with a random session id: encrypted with the operator's keyring (AES-GCM, its own context),
+``HttpOnly``, ``Secure``, ``SameSite=Strict``, ``__Host-``. Nothing is kept on the server, so any
+operator replica serves any session.
 
 Every state-changing form carries a CSRF token: an HMAC, under a key derived from the keyring, of
-the digest of the caller's Kubernetes token. It proves the form came from a page rendered for that
-token; a cross-site post carries no session cookie (SameSite) and could not know the token.
+the digest of the caller's Kubernetes token (or session id). It proves the form came from a page
+rendered for that session; a cross-site post carries no session cookie (SameSite) and could not
+know the token.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import base64
 import hashlib
 import hmac
 import json
+import secrets
 import time
 from dataclasses import dataclass
 
@@ -23,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gatehouse_contract.keyring import Encrypted, KeyringError, KeyringSource
+from gatehouse_operator.access.reviews import User, UserInfo
 
 COOKIE = "__Host-gatehouse-session"
 SESSION_SECONDS = 8 * 3600
@@ -35,6 +40,11 @@ _NOTICE_PURPOSE = b"gatehouse/web-notice"
 MAX_COOKIE_VALUE = 3900
 # A wizard left open longer asks for its secret again.
 DRAFT_SECRET_SECONDS = 3600
+# An OpenID Connect sign-in under way: its state, nonce and PKCE verifier, until the identity
+# provider sends the visitor back.
+FLOW_COOKIE = "__Host-gatehouse-oidc"
+FLOW_SECONDS = 600
+_FLOW_CONTEXT = "gatehouse/web-oidc-flow"
 
 
 def _b64(data: bytes) -> str:
@@ -47,12 +57,20 @@ def _unb64(text: str) -> bytes:
 
 @dataclass(frozen=True)
 class Credentials:
-    token: str
+    token: str  # "" for a session of an impersonated user
     from_proxy: bool  # an authenticating proxy's header, not the session cookie
+    # Signed in with a one-time code: the user the page impersonates, and the session's id.
+    impersonated: User | None = None
+    session_id: str = ""
+
+    @property
+    def proof(self) -> str:
+        """What the session's CSRF token and draft secrets are bound to."""
+        return self.token or f"session:{self.session_id}"
 
 
 def _draft_context(credentials: Credentials) -> str:
-    return f"gatehouse/web-draft-secret|{hashlib.sha256(credentials.token.encode()).hexdigest()}"
+    return f"gatehouse/web-draft-secret|{hashlib.sha256(credentials.proof.encode()).hexdigest()}"
 
 
 class Sessions:
@@ -63,12 +81,31 @@ class Sessions:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and token.strip():
             return Credentials(token.strip(), from_proxy=True)
-        token = self._decrypt_session(request.cookies.get(COOKIE, ""))
-        return Credentials(token, from_proxy=False) if token else None
+        content = self._decrypt(request.cookies.get(COOKIE, ""), _SESSION_CONTEXT)
+        kept, user, session_id = content.get("token"), content.get("user"), content.get("sid")
+        if isinstance(kept, str) and kept:
+            return Credentials(kept, from_proxy=False)
+        if isinstance(user, str) and isinstance(session_id, str) and session_id:
+            try:
+                info = UserInfo.model_validate_json(user)
+            except ValueError:
+                return None
+            impersonated = User.from_user_info(info.model_dump())
+            return Credentials("", False, impersonated, session_id) if impersonated.name else None
+        return None
 
     def start(self, response: Response, token: str) -> bool:
         """Sets the session cookie; False when the encrypted token would not fit in one."""
-        value = self._encrypt({"token": token}, SESSION_SECONDS, _SESSION_CONTEXT)
+        return self._set(response, {"token": token})
+
+    def start_as(self, response: Response, user: UserInfo) -> bool:
+        """A session that acts as ``user`` (impersonated); False when it would not fit in a
+        cookie (a user of very many groups)."""
+        content = {"user": user.model_dump_json(), "sid": secrets.token_urlsafe(24)}
+        return self._set(response, content)
+
+    def _set(self, response: Response, content: dict[str, str]) -> bool:
+        value = self._encrypt(content, SESSION_SECONDS, _SESSION_CONTEXT)
         if len(value) > MAX_COOKIE_VALUE:
             return False
         response.set_cookie(
@@ -82,13 +119,28 @@ class Sessions:
         )
         return True
 
+    def start_flow(self, response: Response, content: dict[str, str]) -> None:
+        """Keeps a sign-in's state, nonce and verifier, encrypted, for the provider's redirect
+        back: SameSite=Lax, since that redirect is a cross-site top-level GET."""
+        response.set_cookie(
+            FLOW_COOKIE,
+            self._encrypt(content, FLOW_SECONDS, _FLOW_CONTEXT),
+            max_age=FLOW_SECONDS,
+            path="/",
+            secure=True,
+            httponly=True,
+            samesite="lax",
+        )
+
+    def flow(self, request: Request) -> dict[str, object]:
+        """The sign-in under way ({} for none, a tampered or an expired one)."""
+        return self._decrypt(request.cookies.get(FLOW_COOKIE, ""), _FLOW_CONTEXT)
+
+    def end_flow(self, response: Response) -> None:
+        response.delete_cookie(FLOW_COOKIE, path="/", secure=True, httponly=True, samesite="lax")
+
     def end(self, response: Response) -> None:
         response.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")
-
-    def _decrypt_session(self, value: str) -> str:
-        """The cookie's token, or '' for no, a tampered, a foreign or an expired cookie."""
-        token = self._decrypt(value, _SESSION_CONTEXT).get("token")
-        return token if isinstance(token, str) else ""
 
     def encrypt_draft_secret(self, credentials: Credentials, secret: str) -> str:
         """A wizard's secret as the page carries it between steps: encrypted for this visitor's
@@ -134,7 +186,7 @@ class Sessions:
     def _mac(self, credentials: Credentials, purpose: bytes, text: str) -> str:
         keyring = self.keyring.current()
         key = keyring.derived(keyring.active, purpose)
-        digest = hashlib.sha256(credentials.token.encode()).digest()
+        digest = hashlib.sha256(credentials.proof.encode()).digest()
         return hmac.new(key, digest + text.encode(), hashlib.sha256).hexdigest()
 
     def csrf_token(self, credentials: Credentials) -> str:

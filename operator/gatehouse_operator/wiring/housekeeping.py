@@ -25,7 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from gatehouse_operator.controllers import connection_tests
+from gatehouse_operator.controllers import connection_tests, sign_in_requests
 from gatehouse_operator.keys.keyring_secret import KeyringSecret
 from gatehouse_operator.keys.sealing_secret import SealingKeysSecret
 from gatehouse_operator.keys.store_secret import StoreSecret
@@ -85,6 +85,9 @@ def duties(runtime: Runtime) -> list[Duty]:
     async def sweep_tests() -> None:
         await connection_tests.expire_finished(runtime)
 
+    async def sweep_sign_ins() -> None:
+        await sign_in_requests.expire_late(runtime)
+
     async def read_unread() -> None:
         await reconcile_connections(runtime, unread_connections(runtime))
 
@@ -101,6 +104,7 @@ def duties(runtime: Runtime) -> list[Duty]:
         # At once: a user may seal right after installing.
         Duty("publish the sealing keys", PUBLISH_SECONDS, sealing.publish, at_start=True),
         Duty("sweep expired ConnectionTests", TEST_SWEEP_SECONDS, sweep_tests),
+        Duty("sweep late SignInRequests", TEST_SWEEP_SECONDS, sweep_sign_ins),
         Duty("read Secrets again", TEST_SWEEP_SECONDS, read_unread),
         Duty("find missed deletions", RESYNC_SECONDS, find_deletions),
         Duty("read unwatched Secrets", RESYNC_SECONDS, read_unwatched),

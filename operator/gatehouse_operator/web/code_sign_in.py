@@ -1,0 +1,96 @@
+"""Signing in with a one-time code from ``gatehouse open``: the link's page, and the exchange.
+
+The command opens ``/ui/sign-in/link#code=...``. The code travels in the fragment, which a browser
+never sends to a server, so no access log, proxy or Referer keeps it; the link's page (its one
+script, from this origin) takes it out of the address bar and posts it, same-origin, to
+``/ui/sign-in/code``. Without script the page shows the form to paste the code into.
+
+The exchange reads the SignInRequest the code names, checks the code against its digest and its
+expiry (keys.sign_in_codes), deletes the request as read (only one exchange can), and starts a
+session that impersonates the requester the admission webhook recorded. What that session may do
+is what RBAC lets the requester do: a code grants nothing more.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from gatehouse_operator.access.reviews import UserInfo
+from gatehouse_operator.api.sign_in_request import SIGN_IN_REQUEST, StoredSignInRequest
+from gatehouse_operator.keys import sign_in_codes
+from gatehouse_operator.kube.resources import Resources
+from gatehouse_operator.web.guards import Guards, fields_of
+from gatehouse_operator.web.rendering import CONTENT_SECURITY_POLICY
+
+log = logging.getLogger("gatehouse.operator.page")
+# The link's page alone runs a script: its own, which posts the fragment's code.
+LINK_CONTENT_SECURITY_POLICY = CONTENT_SECURITY_POLICY.replace(
+    "default-src 'none';", "default-src 'none'; script-src 'self';"
+)
+TEMPLATE = "sign_in_link.html"
+
+
+class CodeSignIn:
+    def __init__(self, guards: Guards, resources: Resources) -> None:
+        self.guards = guards
+        self.resources = resources
+
+    async def link(self, request: Request) -> Response:
+        async def page(request: Request) -> Response:
+            response = self.guards.renderer.render(TEMPLATE, visitor=None, error="")
+            response.headers["Content-Security-Policy"] = LINK_CONTENT_SECURITY_POLICY
+            return response
+
+        return await self.guards.answer(request, page)
+
+    async def exchange(self, request: Request) -> Response:
+        return await self.guards.answer(request, self._exchange)
+
+    def _refused(self, message: str) -> Response:
+        response = self.guards.renderer.render(TEMPLATE, 401, visitor=None, error=message)
+        response.headers["Content-Security-Policy"] = LINK_CONTENT_SECURITY_POLICY
+        return response
+
+    async def _exchange(self, request: Request) -> Response:
+        parts = sign_in_codes.parse(str((await fields_of(request)).get("code", "")))
+        if parts is None:
+            return self._refused("code: not a sign-in code; run `gatehouse open` for a link")
+        found = await self.resources.get_custom(SIGN_IN_REQUEST, parts.namespace, parts.name)
+        if found is None:
+            return self._refused(sign_in_codes.USED_OR_UNKNOWN)
+        try:
+            stored = StoredSignInRequest.model_validate(found)
+            requester = sign_in_codes.requester_of(
+                parts, stored.spec, stored.status, datetime.datetime.now(datetime.UTC)
+            )
+        except ValidationError:
+            return self._refused(sign_in_codes.NOT_THIS)
+        except sign_in_codes.Refusal as refusal:
+            return self._refused(str(refusal))
+        # Used once: of two exchanges of one code, only one deletes the request it read.
+        if not await self.resources.delete_as_read(SIGN_IN_REQUEST, found):
+            return self._refused(sign_in_codes.USED_OR_UNKNOWN)
+        response = RedirectResponse("/ui/", status_code=303)
+        user = UserInfo(
+            username=requester.username,
+            uid=requester.uid,
+            groups=requester.groups,
+            extra=requester.extra,
+        )
+        if not self.guards.sessions.start_as(response, user):
+            return self._refused(
+                f"{requester.username} belongs to too many groups to keep in a session cookie; "
+                "sign in through your identity proxy"
+            )
+        log.info(
+            "%s signed in with a one-time code (SignInRequest %s/%s)",
+            requester.username,
+            parts.namespace,
+            parts.name,
+        )
+        return response
