@@ -15,6 +15,9 @@ from gatehouse_operator.api.roles import ADMIN_ROLE
 
 NEWCOMER = "newcomer@gatehouse.dev"
 NEWCOMER_CONTEXT = "newcomer"
+NEWCOMER_ACCOUNT = "gatehouse-newcomer"
+# As long as a working day's stack; `make up` again after it gives a new one.
+TOKEN_HOURS = 24
 
 
 def add_newcomer(cluster: Cluster, ca: pki.CertificateAuthority) -> None:
@@ -46,3 +49,22 @@ def add_newcomer(cluster: Cluster, ca: pki.CertificateAuthority) -> None:
         f"--user={NEWCOMER_CONTEXT}",
         "--namespace=default",
     )
+
+
+def newcomer_token(cluster: Cluster) -> str:
+    """A token of the ServiceAccount ``gatehouse-newcomer``, bound to gatehouse-admin in every
+    namespace: what the service API's CLIs send."""
+    found = cluster.kubectl("get", "serviceaccount", NEWCOMER_ACCOUNT, "-n", "default", check=False)
+    if found.returncode != 0:
+        cluster.kubectl("create", "serviceaccount", NEWCOMER_ACCOUNT, "-n", "default")
+        cluster.kubectl(
+            "create",
+            "clusterrolebinding",
+            f"{NEWCOMER_ACCOUNT}-account",  # beside the certificate user's gatehouse-newcomer
+            f"--clusterrole={ADMIN_ROLE}",
+            f"--serviceaccount=default:{NEWCOMER_ACCOUNT}",
+        )
+    made = cluster.kubectl(
+        "create", "token", NEWCOMER_ACCOUNT, "-n", "default", f"--duration={TOKEN_HOURS}h"
+    )
+    return made.stdout.strip()

@@ -21,7 +21,7 @@ from pathlib import Path
 from gatehouse_dev.binaries import ensure_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import ControlPlane
-from gatehouse_dev.newcomer import NEWCOMER, NEWCOMER_CONTEXT, add_newcomer
+from gatehouse_dev.newcomer import NEWCOMER, NEWCOMER_CONTEXT, add_newcomer, newcomer_token
 from gatehouse_dev.processes import alive, terminate_pid
 from gatehouse_dev.services import LocalGatehouse, remove_webhooks
 
@@ -58,6 +58,7 @@ class RunningStack:
     cluster: Cluster
     proxy_url: str
     api_url: str = ""
+    token: str = ""  # the newcomer's, for the service API's CLIs ($GATEHOUSE_TOKEN)
 
 
 def _user_kubeconfig(paths: StackPaths) -> Path | None:
@@ -105,8 +106,10 @@ def up(paths: StackPaths) -> RunningStack:
     gatehouse = LocalGatehouse(cluster, paths.root / "gatehouse", detached=True)
     try:
         gatehouse.install_crds()
+        token = ""
         if controlplane is not None:
             add_newcomer(cluster, controlplane.ca)
+            token = newcomer_token(cluster)
         gatehouse.write_keyring()
         gatehouse.write_sealing_keys()
         gatehouse.start_store()
@@ -131,7 +134,7 @@ def up(paths: StackPaths) -> RunningStack:
             }
         )
     )
-    running = RunningStack(cluster, proxy.url, gatehouse.api_url)
+    running = RunningStack(cluster, proxy.url, gatehouse.api_url, token)
     write_env(paths, running)
     _log(f"proxy at {proxy.url}, service API at {gatehouse.api_url}")
     _log(f"logs in {gatehouse.workdir / 'logs'}")
@@ -161,6 +164,11 @@ def write_env(paths: StackPaths, running: RunningStack) -> None:
         f"export GATEHOUSE_PROXY_URL={shlex.quote(running.proxy_url)}",
         f"export GATEHOUSE_API_URL={shlex.quote(running.api_url)}",
     ]
+    if running.token:
+        lines.append(f"export GATEHOUSE_TOKEN={shlex.quote(running.token)}")
+    # It may hold a token: the user's alone to read.
+    paths.env_file.touch(mode=0o600)
+    paths.env_file.chmod(0o600)
     paths.env_file.write_text("\n".join(lines) + "\n")
 
 
