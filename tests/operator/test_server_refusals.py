@@ -12,6 +12,7 @@ from kubernetes.aio import client
 from gatehouse_operator.access.as_user import MAX_REFUSAL_CHARS, refusal
 from gatehouse_operator.kube.errors import ApiError, translated
 from gatehouse_operator.web.connection_forms import server_refusal
+from gatehouse_operator.web.wizard import step_of
 
 NAME_RULE = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
@@ -106,3 +107,25 @@ def test_a_long_refusal_is_cut_at_a_word_and_says_so() -> None:
     assert line.startswith("Allowed paths: word0 word1 ")
     assert line.endswith(" … (shortened)")
     assert len(line) <= len("Allowed paths: ") + MAX_REFUSAL_CHARS
+
+
+def test_each_cause_is_the_problem_of_the_field_it_names_on_that_fields_step() -> None:
+    """The page shows each of the API server's causes next to its field, on the step that
+    shows it (issue 50 item 3); one on no field of the page is listed, on no step."""
+    error = answered(422, 'ExternalConnection.gatehouse.dev "Pay API" is invalid: [...]', CAUSES)
+    found = server_refusal(error.causes, refusal(error))
+    assert {path: step_of(path) for path in found.found} == {
+        "allowedPaths": "api",
+        "metadata.name": "api",
+        "auth": "auth",
+        "headers": "api",
+    }
+    assert found.found["metadata.name"] == [f'Resource name: Invalid value: "Pay API": {NAME_RULE}']
+    assert found.elsewhere == ["spec.limits.x: Required value"]
+    # A step's own: the API step's causes only, in the page's order.
+    assert found.only(lambda path: step_of(path) == "api").listed() == [
+        f'Resource name: Invalid value: "Pay API": {NAME_RULE}',
+        'Allowed paths: Invalid value: "/v1/../a": allowedPaths entries must not contain . or '
+        ".. segments",
+        "Headers: headers[].name must not be Host",
+    ]

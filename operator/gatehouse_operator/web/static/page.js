@@ -66,15 +66,16 @@ function replaceWith(element, html) {
   element.replaceChildren(...template.content.childNodes);
 }
 
-// A connection's fields and status, after a change, until the operator has seen it.
+// A connection's fields and status, until it is Ready for the spec as it is now (after a
+// change, or while it waits for its Secret).
 function liveFields() {
   const live = document.getElementById("live-fields");
   if (!live) return;
-  const settled = () => live.querySelector("#fields").dataset.settled === "true";
-  if (settled()) return;
+  const final = () => live.querySelector("#fields").dataset.final === "true";
+  if (final()) return;
   poll(live.dataset.live, 15000, (html) => {
     replaceWith(live, html);
-    return settled() ? "done" : "again";
+    return final() ? "done" : "again";
   });
 }
 
