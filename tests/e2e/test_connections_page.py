@@ -326,9 +326,10 @@ def test_an_admin_creates_a_connection_through_the_wizard_tests_it_edits_and_del
     # 2. Authentication: the secret is write-only, and only ever travels sealed after this.
     # Sealed into the connection is the default where the installation can seal; this admin
     # keeps it in a Secret, the second way.
+    # (Auth type none asks for no secret: its storage shows once a kind that has one is chosen.)
+    page.select_option("select[name=auth_type]", "apiKey")
     assert page.is_checked("input[name=storage][value=sealed]")
     page.check("input[name=storage][value=secret]")
-    page.select_option("select[name=auth_type]", "apiKey")
     page.fill("input[name=api_key_name]", "X-API-Key")
     page.fill("input[name=secret]", CANARY)
     admin.submit("#next")
@@ -569,7 +570,7 @@ def test_an_admin_registers_an_oauth2_api_with_headers_quotas_and_a_sealed_clien
     assert page.inner_text("#content-types") == "application/json"
     limits = page.inner_text("#limits")
     assert "Requests per minute, all apps together 600" in limits
-    assert "Requests per UTC day, all apps together 10000" in limits
+    assert "Requests per UTC day, all apps together 10,000" in limits
     assert "sealed into the connection" in page.inner_text("#secret")
     # Linking it: the warning on the form, and again once linked.
     assert page.inner_text("#link-warning") == warning
@@ -1210,7 +1211,12 @@ def test_the_page_sends_a_strict_content_security_policy(
     answer = admin.page.request.get(f"{admin.base}/ui/namespaces/{namespace}/connections")
     policy = answer.headers["content-security-policy"]
     assert "default-src 'none'" in policy
-    assert "script-src" not in policy
+    # The page's one script is its own file: no inline script, no eval, nothing from elsewhere.
+    [scripts] = [part.strip() for part in policy.split(";") if "script-src" in part]
+    assert scripts == "script-src 'self'"
+    html = admin.page.request.get(f"{admin.base}/ui/namespaces/{namespace}/connections").text()
+    assert html.count("<script") == 1
+    assert '<script src="/ui/static/page.js" defer></script>' in html
     assert answer.headers["cache-control"] == "no-store"
     [cookie] = admin.context.cookies()
     assert cookie["name"] == "__Host-gatehouse-session"
@@ -1595,3 +1601,47 @@ def test_a_refused_test_or_link_keeps_what_was_typed_and_says_why_on_the_same_pa
     assert page.query_selector("#connections") is not None
     links = (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"]
     assert links == [{"alias": "vendor", "connection": "other"}]
+
+
+def test_an_edit_saved_after_the_operator_wrote_the_status_is_no_conflict(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    """The operator writes a connection's status after every change: an admin who opened Edit
+    before that write saves without a 409 (the spec's generation is the one read); a change of
+    the spec made meanwhile is still refused, not lost."""
+    members = project(cluster, stack, namespace)
+    apply(cluster, namespace, connection("plain", stack.upstream, {"type": "none"}))
+    wait_settled(cluster, namespace, "externalconnection/plain")
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/plain/edit")
+    page.fill("input[name=display_name]", "Plain, edited")
+    before = get(cluster, namespace, "externalconnection/plain") or {}
+    has_secret = before["status"].get("hasSecret", False)
+    patch = json.dumps({"status": {"hasSecret": not has_secret}})
+    cluster.kubectl(
+        "patch", "externalconnection/plain", "-n", namespace, "--subresource=status",
+        "--type=merge", "-p", patch,
+    )  # fmt: skip
+    after = get(cluster, namespace, "externalconnection/plain") or {}
+    assert after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    admin.submit("button.step[value='go:review']")
+    admin.submit("#save")
+    assert page.query_selector("#errors") is None, page.inner_text("#errors")
+    assert page.inner_text(".notice") == "Saved connection plain."
+    saved = get(cluster, namespace, "externalconnection/plain") or {}
+    assert saved["spec"]["displayName"] == "Plain, edited"
+
+    # Someone else's change of the spec, meanwhile: refused, and theirs kept.
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/plain/edit")
+    page.fill("input[name=display_name]", "Mine")
+    cluster.kubectl(
+        "patch", "externalconnection/plain", "-n", namespace, "--type=merge",
+        "-p", json.dumps({"spec": {"displayName": "Theirs"}}),
+    )  # fmt: skip
+    admin.submit("button.step[value='go:review']")
+    admin.submit("#save")
+    assert page.query_selector(".notice") is None
+    assert page.inner_text("#errors")
+    stored = get(cluster, namespace, "externalconnection/plain") or {}
+    assert stored["spec"]["displayName"] == "Theirs"

@@ -191,7 +191,7 @@ AUTH_SECTIONS = {
     "auth.googleServiceAccount": "a Google service account",
     "auth.oauth2ClientCredentials": "OAuth 2.0",
 }
-# Empty header rows offered beyond the filled ones (the page has no script to add rows).
+# Empty header rows offered beyond the filled ones (the page needs no script to add rows).
 SPARE_HEADER_ROWS = 2
 # Where the credential is kept: a Secret the wizard writes, or sealed to the operator in the
 # connection itself (what a GitOps team commits; the default in read-only mode).
