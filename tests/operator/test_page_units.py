@@ -56,7 +56,7 @@ def seen(app: str, status: int, path: str) -> RecentRequestView:
 
 
 def test_the_requests_filters_keep_an_apps_a_status_class_and_a_path() -> None:
-    items = [
+    items: list[RecentRequestView | HiddenRequestView] = [
         seen("DataApp/board", 200, "/echo/orders"),
         seen("DataApp/board", 404, "/echo/missing"),
         seen("DataApp/rival", 502, "/echo/orders"),
@@ -65,10 +65,11 @@ def test_the_requests_filters_keep_an_apps_a_status_class_and_a_path() -> None:
         time=1.0, app="DataApp/board", connection="locked", status=200, code="ok",
         replica="r1", trace_id="0af7651916cd43dd8448eb211c80319c",
     )  # fmt: skip
+    items.append(hidden)
 
     def kept(query: str) -> list[tuple[str, int]]:
         chosen = asked(query)
-        return [(item.app, item.status) for item in [*items, hidden] if chosen.keeps(item)]
+        return [(item.app, item.status) for item in items if chosen.keeps(item)]
 
     assert len(kept("")) == 4
     assert kept("app=DataApp/rival") == [("DataApp/rival", 502)]

@@ -220,7 +220,7 @@ class ConnectionForms:
             if saved is not None:
                 return saved
             wizard.step = "review"
-        if wizard.step == "review" and not wizard.errors:
+        if wizard.step == "review" and action != "save":
             await self._check(wizard, visitor, namespace)
         return self._render(visitor, namespace, wizard)
 
@@ -319,15 +319,26 @@ class ConnectionForms:
         return None
 
     async def _check(self, wizard: Wizard, visitor: Visitor, namespace: str) -> None:
-        """The review step's word from the API server: would it take this connection?"""
-        wizard.add(wizard.form.field_problems())
-        if wizard.errors:
-            return
+        """The review step's word from the API server, would it take this connection, with
+        every problem the page found itself: the server's causes on the fields the page named
+        no problem of (the resource's name, the schema's rules the model leaves to it), but not
+        its rule that the auth needs a secretRef or a sealedSecret when a secret was typed (Save
+        writes or seals it; a field that keeps it from being sealed is named)."""
+        found = wizard.form.field_problems()
+        wizard.add(found)
+        if not wizard.form.name:
+            return  # named by the display name's problem
         refused = await self._dry_run(wizard, visitor, namespace)
         if refused is not None:
-            wizard.add(refused)
-            return
-        wizard.check = "The Kubernetes API server accepts this connection (a dry run as you)."
+            typed = wizard.secret is not None
+            wizard.add(
+                refused.only(
+                    lambda path: path not in found.found and not (typed and path == "auth"),
+                    elsewhere=not found.listed(),
+                )
+            )
+        elif not wizard.errors:
+            wizard.check = "The Kubernetes API server accepts this connection (a dry run as you)."
 
     async def _save(self, wizard: Wizard, visitor: Visitor, namespace: str) -> Response | None:
         """Creates or replaces the connection, and writes a newly entered secret; a redirect to

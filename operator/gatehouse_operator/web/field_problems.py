@@ -207,11 +207,12 @@ class FieldProblems:
             return f"{error['input']!r} is not {row.what}" + (" (one a line)" if row.lines else "")
         return error["msg"].removeprefix("Value error, ") if kind == "value_error" else rule(error)
 
-    def only(self, keep: Callable[[str], bool]) -> FieldProblems:
-        """The problems of the fields whose paths ``keep`` keeps; none of the API server's
-        causes on fields the page has no title for."""
+    def only(self, keep: Callable[[str], bool], *, elsewhere: bool = False) -> FieldProblems:
+        """The problems of the fields whose paths ``keep`` keeps, and the API server's causes on
+        fields the page has no title for if ``elsewhere``."""
         kept = FieldProblems(self.model, list(self.titles.values()), self.sections)
         kept.found = {path: lines for path, lines in self.found.items() if keep(path)}
+        kept.elsewhere = list(self.elsewhere) if elsewhere else []
         return kept
 
     def listed(self) -> list[str]:
