@@ -1334,15 +1334,23 @@ def test_the_wizard_names_a_wrong_field_on_its_own_step_and_asks_only_the_kinds_
     # 1. The API: Next checks it with the model's rules, and names the field on this step.
     page.fill("input[name=display_name]", "Payments")
     page.fill("input[name=base_url]", "https://user:pw@example.com")
+    page.fill("input[name=name]", "payments_api")
     admin.submit("#next")
     assert step_shown(page).startswith("1. API")
     assert page.inner_text("#step-api .field-error[data-field=baseURL]") == (
         "Base URL: baseURL must not contain credentials; reference a Secret in auth.secretRef"
     )
     assert page.input_value("input[name=display_name]") == "Payments"
+    # Review lists every problem at once: the model's and the API server's (the name).
+    admin.submit("button.step[value='go:review']")
+    errors = page.inner_text("#errors")
+    for named in ("Base URL: baseURL must not", "Resource name: Invalid value", "Who can link"):
+        assert named in errors, errors
+    assert "secretRef" not in errors.replace("reference a Secret in auth.secretRef", "")
+    assert "(to fix)" in page.inner_text("button.step[value='go:api']")
+    admin.submit("button.step[value='go:api']")
     # The resource's name, which the API server alone checks (its dry run, as the admin).
     page.fill("input[name=base_url]", stack.upstream)
-    page.fill("input[name=name]", "payments_api")
     admin.submit("#next")
     assert step_shown(page).startswith("1. API")
     said = page.inner_text("#step-api .field-error[data-field='metadata.name']")
