@@ -326,9 +326,10 @@ def test_an_admin_creates_a_connection_through_the_wizard_tests_it_edits_and_del
     # 2. Authentication: the secret is write-only, and only ever travels sealed after this.
     # Sealed into the connection is the default where the installation can seal; this admin
     # keeps it in a Secret, the second way.
+    # (Auth type none asks for no secret: its storage shows once a kind that has one is chosen.)
+    page.select_option("select[name=auth_type]", "apiKey")
     assert page.is_checked("input[name=storage][value=sealed]")
     page.check("input[name=storage][value=secret]")
-    page.select_option("select[name=auth_type]", "apiKey")
     page.fill("input[name=api_key_name]", "X-API-Key")
     page.fill("input[name=secret]", CANARY)
     admin.submit("#next")
@@ -569,7 +570,7 @@ def test_an_admin_registers_an_oauth2_api_with_headers_quotas_and_a_sealed_clien
     assert page.inner_text("#content-types") == "application/json"
     limits = page.inner_text("#limits")
     assert "Requests per minute, all apps together 600" in limits
-    assert "Requests per UTC day, all apps together 10000" in limits
+    assert "Requests per UTC day, all apps together 10,000" in limits
     assert "sealed into the connection" in page.inner_text("#secret")
     # Linking it: the warning on the form, and again once linked.
     assert page.inner_text("#link-warning") == warning
@@ -1293,7 +1294,12 @@ def test_the_page_sends_a_strict_content_security_policy(
     answer = admin.page.request.get(f"{admin.base}/ui/namespaces/{namespace}/connections")
     policy = answer.headers["content-security-policy"]
     assert "default-src 'none'" in policy
-    assert "script-src" not in policy
+    # The page's one script is its own file: no inline script, no eval, nothing from elsewhere.
+    [scripts] = [part.strip() for part in policy.split(";") if "script-src" in part]
+    assert scripts == "script-src 'self'"
+    html = admin.page.request.get(f"{admin.base}/ui/namespaces/{namespace}/connections").text()
+    assert html.count("<script") == 1
+    assert '<script src="/ui/static/page.js" defer></script>' in html
     assert answer.headers["cache-control"] == "no-store"
     [cookie] = admin.context.cookies()
     assert cookie["name"] == "__Host-gatehouse-session"
@@ -1385,3 +1391,348 @@ def test_an_admin_sees_the_usage_charts_move_after_a_burst_of_fetches(
     page = admin.open(f"/ui/namespaces/{namespace}/connections/open?window=day")
     assert total("Requests") == before + 25
     page.screenshot(path=str(SCREENSHOTS / "connection-usage.png"), full_page=True)
+
+
+# A newcomer's and a daily admin's page (issue 50 items 3 and 4): the wizard asks only what the
+# chosen auth kind needs and checks each step as it is left, the connection's status turns Ready
+# with no reload, the Requests tab filters and follows with trace ids, the Linked by tabs work by
+# keyboard, and a refused form keeps what was typed.
+
+
+def step_shown(page: Page) -> str:
+    return page.inner_text("button.step[aria-current]")
+
+
+def visible(page: Page, selector: str) -> bool:
+    return page.is_visible(selector)
+
+
+def test_the_wizard_names_a_wrong_field_on_its_own_step_and_asks_only_the_kinds_fields(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    may_write_secrets(cluster, namespace, "admin")
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/new-connection")
+    # 1. The API: Next checks it with the model's rules, and names the field on this step.
+    page.fill("input[name=display_name]", "Payments")
+    page.fill("input[name=base_url]", "https://user:pw@example.com")
+    page.fill("input[name=name]", "payments_api")
+    admin.submit("#next")
+    assert step_shown(page).startswith("1. API")
+    assert page.inner_text("#step-api .field-error[data-field=baseURL]") == (
+        "Base URL: baseURL must not contain credentials; reference a Secret in auth.secretRef"
+    )
+    assert page.input_value("input[name=display_name]") == "Payments"
+    # Review lists every problem at once: the model's and the API server's (the name).
+    admin.submit("button.step[value='go:review']")
+    errors = page.inner_text("#errors")
+    for named in ("Base URL: baseURL must not", "Resource name: Invalid value", "Who can link"):
+        assert named in errors, errors
+    assert "secretRef" not in errors.replace("reference a Secret in auth.secretRef", "")
+    assert "(to fix)" in page.inner_text("button.step[value='go:api']")
+    admin.submit("button.step[value='go:api']")
+    # The resource's name, which the API server alone checks (its dry run, as the admin).
+    page.fill("input[name=base_url]", stack.upstream)
+    admin.submit("#next")
+    assert step_shown(page).startswith("1. API")
+    said = page.inner_text("#step-api .field-error[data-field='metadata.name']")
+    assert said.startswith('Resource name: Invalid value: "payments_api": a lowercase RFC 1123'), (
+        said
+    )
+    assert said.endswith("[a-z0-9])?)*')"), said  # whole, not cut mid-word
+    assert page.query_selector("#step-api .field-error[data-field=baseURL]") is None
+    page.fill("input[name=name]", "payments")
+    admin.submit("#next")
+    # 2. Authentication: only the chosen kind's fields; no word on a secret not yet typed.
+    assert step_shown(page).startswith("2. Authentication")
+    assert "No secret entered" not in page.content()
+    assert not visible(page, "#show-kind")  # the no-script button
+    page.select_option("select[name=auth_type]", "oauth2ClientCredentials")
+    assert visible(page, "input[name=token_url]")
+    assert not visible(page, "input[name=api_key_name]")
+    assert not visible(page, "input[name=basic_user]")
+    page.select_option("select[name=auth_type]", "none")
+    assert not visible(page, "input[name=secret]")
+    assert not visible(page, "input[name=token_url]")
+    page.select_option("select[name=auth_type]", "apiKey")
+    assert visible(page, "input[name=api_key_name]")
+    assert visible(page, "input[name=secret]")
+    page.check("input[name=storage][value=secret]")
+    page.fill("input[name=secret]", CANARY)
+    admin.submit("#next")
+    # The kind's own field, named beside the kind's fields; the secret typed is kept.
+    assert step_shown(page).startswith("2. Authentication")
+    assert page.inner_text(".auth-kind[data-kind=apiKey] .field-error") == (
+        "Parameter name: required for an API key"
+    )
+    assert "A secret is entered" in page.inner_text("#secret-state")
+    assert not visible(page, "input[name=token_url]")
+    page.fill("input[name=api_key_name]", "X-API-Key")
+    admin.submit("#next")
+    # 3. Access: who may link it has no preselected value.
+    assert step_shown(page).startswith("3. Access")
+    admin.submit("#next")
+    assert step_shown(page).startswith("3. Access")
+    assert page.inner_text("#step-access .field-error[data-field=linkPolicy]") == (
+        "Who can link it: one of AdminsOnly, Builders"
+    )
+    page.check("input[name=link_policy][value=AdminsOnly]")
+    admin.submit("#next")
+    assert step_shown(page).startswith("4. Test")
+    admin.submit("#next")
+    assert "accepts this connection" in page.inner_text("#dry-run")
+    assert get(cluster, namespace, "externalconnection/payments") is None
+
+
+def test_without_script_the_wizard_shows_a_chosen_kinds_fields_on_request(
+    cluster: Cluster, stack: Stack, namespace: str, browser: Browser
+) -> None:
+    members = project(cluster, stack, namespace)
+    context = browser.new_context(java_script_enabled=False)
+    context.set_default_timeout(15_000)
+    try:
+        admin = Visit(context, stack.local.api_url, [CANARY, members["admin"].token])
+        page = admin.open("/ui/sign-in")
+        page.fill("textarea[name=token]", members["admin"].token)
+        admin.submit("button[type=submit]")
+        page = admin.open(f"/ui/namespaces/{namespace}/new-connection")
+        admin.submit("button.step[value='go:auth']")
+        shown = page.eval_on_selector_all(
+            ".auth-kind:not([hidden])", "kinds => kinds.map(k => k.dataset.kind)"
+        )
+        chosen = page.input_value("select[name=auth_type]")
+        assert shown == ([chosen] if chosen in ("apiKey", "basic") else [])
+        page.select_option("select[name=auth_type]", "oauth2ClientCredentials")
+        admin.submit("#show-kind")
+        assert page.input_value("select[name=auth_type]") == "oauth2ClientCredentials"
+        assert visible(page, "input[name=token_url]")
+        assert not visible(page, "input[name=api_key_name]")
+    finally:
+        context.close()
+
+
+def test_the_status_turns_ready_with_no_reload(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    # Created before its Secret: not ready, and the page says so until the Secret comes.
+    apply(
+        cluster,
+        namespace,
+        connection(
+            "later",
+            stack.upstream,
+            {
+                "type": "apiKey",
+                "apiKey": {"name": "X-API-Key", "in": "header"},
+                "secretRef": {"name": "later-credential", "key": "api-key"},
+            },
+        ),
+    )
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/later")
+    page.evaluate("() => { window.loadedOnce = true; }")
+    assert not page.inner_text("#ready").startswith("Ready")
+    apply(cluster, namespace, secret("later-credential", **{"api-key": CANARY}))
+    wait_settled(cluster, namespace, "externalconnection/later")
+    page.wait_for_function(
+        "() => document.querySelector('#ready').textContent.startsWith('Ready')", timeout=30_000
+    )
+    assert page.inner_text("#secret").startswith("stored")
+    assert page.evaluate("() => window.loadedOnce") is True  # the same page: no reload
+    admin.check()
+
+    # Right after Create, through the wizard: never "Secret: none" while it is being bound.
+    may_write_secrets(cluster, namespace, "admin")
+    page = admin.open(f"/ui/namespaces/{namespace}/new-connection")
+    page.fill("input[name=display_name]", "Fresh")
+    page.fill("input[name=base_url]", stack.upstream)
+    admin.submit("#next")
+    page.select_option("select[name=auth_type]", "bearer")
+    page.check("input[name=storage][value=secret]")
+    page.fill("input[name=secret]", CANARY)
+    admin.submit("#next")
+    page.check("input[name=link_policy][value=AdminsOnly]")
+    admin.submit("button.step[value='go:review']")
+    admin.submit("#save")
+    assert page.url.split("?")[0].endswith("/connections/fresh"), page.url
+    page.evaluate("() => { window.loadedOnce = true; }")
+    assert not page.inner_text("#secret").startswith("none")
+    page.wait_for_function(
+        "() => document.querySelector('#ready').textContent.startsWith('Ready')", timeout=30_000
+    )
+    assert page.inner_text("#secret").startswith("stored")
+    assert page.evaluate("() => window.loadedOnce") is True
+
+
+def test_the_requests_tab_filters_shows_trace_ids_and_follows(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    tokens = linked_apps(cluster, stack, namespace)
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    parent = f"00-{trace}-00f067aa0ba902b7-01"
+    answer = fetch(
+        stack.proxy, tokens["board"], "vendor", "/echo/a", headers={"traceparent": parent}
+    )
+    assert answer.status_code == 200
+    assert fetch(stack.proxy, tokens["rival"], "vendor", "/echo/b").status_code == 200
+    assert fetch(stack.proxy, tokens["board"], "vendor", "/elsewhere").status_code == 403
+    admin = visit(members["admin"])
+    admin.secrets += list(tokens.values())
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/open/requests")
+
+    def shown() -> list[tuple[str, str]]:
+        return [
+            (row.get_attribute("data-app") or "", row.inner_text())
+            for row in page.query_selector_all("#requests tbody tr[data-app]")
+        ]
+
+    assert len(shown()) == 3
+    assert page.inner_text(f"#requests tr[data-trace='{trace}'] td.trace") == trace
+    # Filters: a form, so the filtered view is a link to share.
+    page.select_option("#filters select[name=app]", "DataApp/rival")
+    admin.submit("#filters button[type=submit]")
+    assert [app for app, _ in shown()] == ["DataApp/rival"]
+    assert "app=DataApp%2Frival" in page.url
+    page.select_option("#filters select[name=app]", "")
+    page.select_option("#filters select[name=status]", "4xx")
+    admin.submit("#filters button[type=submit]")
+    assert [(app, "/elsewhere" in text) for app, text in shown()] == [("DataApp/board", True)]
+    page.select_option("#filters select[name=status]", "")
+    page.fill("#filters input[name=path]", "/echo/")
+    admin.submit("#filters button[type=submit]")
+    assert sorted(app for app, _ in shown()) == ["DataApp/board", "DataApp/rival"]
+    # Follow: a new request shows with no reload, within the filters.
+    page.evaluate("() => { window.loadedOnce = true; }")
+    page.check("#follow")
+    assert fetch(stack.proxy, tokens["board"], "vendor", "/echo/followed").status_code == 200
+    assert fetch(stack.proxy, tokens["board"], "vendor", "/not-echo").status_code == 403
+    page.wait_for_function(
+        "() => document.querySelector('#requests tbody').textContent.includes('/echo/followed')",
+        timeout=20_000,
+    )
+    assert "/not-echo" not in page.inner_text("#requests tbody")
+    assert page.evaluate("() => window.loadedOnce") is True
+    admin.check()
+
+
+def test_the_linked_by_tabs_are_tabs_by_keyboard(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    builder = visit(members["builder"])
+    page = builder.open(f"/ui/namespaces/{namespace}/connections/open")
+    tabs = "#linked-by [role=tablist] [role=tab]"
+    assert page.eval_on_selector_all(tabs, "t => t.map(x => x.getAttribute('aria-selected'))") == [
+        "true",
+        "false",
+    ]
+    assert visible(page, "#linked-DataApp")
+    assert not visible(page, "#linked-ChartType")
+    page.focus("#tab-DataApp")
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("() => document.activeElement.id") == "tab-ChartType"
+    assert page.get_attribute("#tab-ChartType", "aria-selected") == "true"
+    assert visible(page, "#linked-ChartType")
+    assert not visible(page, "#linked-DataApp")
+    page.keyboard.press("Home")
+    assert page.evaluate("() => document.activeElement.id") == "tab-DataApp"
+    assert visible(page, "#linked-DataApp")
+    page.keyboard.press("End")
+    assert page.get_attribute("#tab-ChartType", "aria-selected") == "true"
+    # Only the selected tab is in the Tab order (roving tabindex).
+    assert page.get_attribute("#tab-DataApp", "tabindex") == "-1"
+
+
+def test_a_refused_test_or_link_keeps_what_was_typed_and_says_why_on_the_same_page(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    apply(cluster, namespace, connection("other", stack.upstream, {"type": "none"}))
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/open")
+    page.select_option("#test select[name=method]", "POST")
+    page.fill("#test input[name=path]", "/echo/typed")
+    page.fill("#test textarea[name=body]", '{"a": 1,}')
+    admin.submit("#test button[type=submit]")
+    assert page.inner_text("#refusal").startswith("body: not JSON")
+    assert page.input_value("#test select[name=method]") == "POST"
+    assert page.input_value("#test input[name=path]") == "/echo/typed"
+    assert page.input_value("#test textarea[name=body]") == '{"a": 1,}'
+    assert page.inner_text("h1").startswith("Open vendor API")  # the connection's own page
+    # A clashing alias: the app's "vendor" is another connection's; the alias typed stays.
+    apply(
+        cluster,
+        namespace,
+        {
+            "apiVersion": "gatehouse.dev/v1alpha1",
+            "kind": "DataApp",
+            "metadata": {"name": "board"},
+            "spec": {"connections": [{"alias": "vendor", "connection": "other"}]},
+        },
+    )
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/open")
+    page.select_option("#link-form select[name=app]", "DataApp/board")
+    page.fill("#link-form input[name=alias]", "vendor")
+    admin.submit("#link-form button[type=submit]")
+    assert "alias: 'vendor' is held by connection 'other'" in page.inner_text("#refusal")
+    assert page.input_value("#link-form input[name=alias]") == "vendor"
+    assert page.input_value("#link-form select[name=app]") == "DataApp/board"
+    assert page.inner_text("h1").startswith("Open vendor API")
+    # From the list, the connection typed stays too.
+    page = admin.open(f"/ui/namespaces/{namespace}/connections")
+    page.select_option("#link-form select[name=app]", "DataApp/board")
+    page.fill("#link-form input[name=alias]", "vendor")
+    page.fill("#link-form input[name=connection]", "open")
+    admin.submit("#link-form button[type=submit]")
+    assert "alias: 'vendor' is held by connection 'other'" in page.inner_text("#refusal")
+    assert page.input_value("#link-form input[name=connection]") == "open"
+    assert page.query_selector("#connections") is not None
+    links = (get(cluster, namespace, "dataapp/board") or {})["spec"]["connections"]
+    assert links == [{"alias": "vendor", "connection": "other"}]
+
+
+def test_an_edit_saved_after_the_operator_wrote_the_status_is_no_conflict(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    """The operator writes a connection's status after every change: an admin who opened Edit
+    before that write saves without a 409 (the spec's generation is the one read); a change of
+    the spec made meanwhile is still refused, not lost."""
+    members = project(cluster, stack, namespace)
+    apply(cluster, namespace, connection("plain", stack.upstream, {"type": "none"}))
+    wait_settled(cluster, namespace, "externalconnection/plain")
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/plain/edit")
+    page.fill("input[name=display_name]", "Plain, edited")
+    before = get(cluster, namespace, "externalconnection/plain") or {}
+    has_secret = before["status"].get("hasSecret", False)
+    patch = json.dumps({"status": {"hasSecret": not has_secret}})
+    cluster.kubectl(
+        "patch", "externalconnection/plain", "-n", namespace, "--subresource=status",
+        "--type=merge", "-p", patch,
+    )  # fmt: skip
+    after = get(cluster, namespace, "externalconnection/plain") or {}
+    assert after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    admin.submit("button.step[value='go:review']")
+    admin.submit("#save")
+    assert page.query_selector("#errors") is None, page.inner_text("#errors")
+    assert page.inner_text(".notice") == "Saved connection plain."
+    saved = get(cluster, namespace, "externalconnection/plain") or {}
+    assert saved["spec"]["displayName"] == "Plain, edited"
+
+    # Someone else's change of the spec, meanwhile: refused, and theirs kept.
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/plain/edit")
+    page.fill("input[name=display_name]", "Mine")
+    cluster.kubectl(
+        "patch", "externalconnection/plain", "-n", namespace, "--type=merge",
+        "-p", json.dumps({"spec": {"displayName": "Theirs"}}),
+    )  # fmt: skip
+    admin.submit("button.step[value='go:review']")
+    admin.submit("#save")
+    assert page.query_selector(".notice") is None
+    assert page.inner_text("#errors")
+    stored = get(cluster, namespace, "externalconnection/plain") or {}
+    assert stored["spec"]["displayName"] == "Theirs"

@@ -11,7 +11,8 @@ from kubernetes.aio import client
 
 from gatehouse_operator.access.as_user import MAX_REFUSAL_CHARS, refusal
 from gatehouse_operator.kube.errors import ApiError, translated
-from gatehouse_operator.web.connection_forms import server_problems
+from gatehouse_operator.web.connection_forms import server_refusal
+from gatehouse_operator.web.wizard import step_of
 
 NAME_RULE = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
@@ -56,7 +57,7 @@ def answered(status: int, message: str, causes: list[dict[str, str]] | None = No
 
 def test_the_page_names_each_cause_by_its_fields_title_in_the_pages_order() -> None:
     error = answered(422, 'ExternalConnection.gatehouse.dev "Pay API" is invalid: [...]', CAUSES)
-    assert server_problems(error.causes, refusal(error)) == [
+    assert server_refusal(error.causes, refusal(error)).listed() == [
         f'Resource name: Invalid value: "Pay API": {NAME_RULE}',
         'Allowed paths: Invalid value: "/v1/../a": allowedPaths entries must not contain . or '
         ".. segments",
@@ -74,7 +75,7 @@ def test_a_refusal_without_causes_is_shown_whole() -> None:
     )
     error = answered(403, said)
     assert refusal(error) == said
-    assert server_problems(error.causes, refusal(error)) == [said]
+    assert server_refusal(error.causes, refusal(error)).listed() == [said]
     assert refusal(answered(500, "")) == ""
     unreadable = client.ApiException(status=502, reason="Bad Gateway")
     unreadable.body = "<html>"
@@ -102,7 +103,29 @@ def test_a_long_refusal_is_cut_at_a_word_and_says_so() -> None:
     # A cause's message is bounded alike, each under its title.
     long = [{**CAUSES[0], "message": f"Invalid value: {words}"}]
     error = answered(422, "is invalid", long)
-    (line,) = server_problems(error.causes, refusal(error))
+    (line,) = server_refusal(error.causes, refusal(error)).listed()
     assert line.startswith("Allowed paths: word0 word1 ")
     assert line.endswith(" … (shortened)")
     assert len(line) <= len("Allowed paths: ") + MAX_REFUSAL_CHARS
+
+
+def test_each_cause_is_the_problem_of_the_field_it_names_on_that_fields_step() -> None:
+    """The page shows each of the API server's causes next to its field, on the step that
+    shows it (issue 50 item 3); one on no field of the page is listed, on no step."""
+    error = answered(422, 'ExternalConnection.gatehouse.dev "Pay API" is invalid: [...]', CAUSES)
+    found = server_refusal(error.causes, refusal(error))
+    assert {path: step_of(path) for path in found.found} == {
+        "allowedPaths": "api",
+        "metadata.name": "api",
+        "auth": "auth",
+        "headers": "api",
+    }
+    assert found.found["metadata.name"] == [f'Resource name: Invalid value: "Pay API": {NAME_RULE}']
+    assert found.elsewhere == ["spec.limits.x: Required value"]
+    # A step's own: the API step's causes only, in the page's order.
+    assert found.only(lambda path: step_of(path) == "api").listed() == [
+        f'Resource name: Invalid value: "Pay API": {NAME_RULE}',
+        'Allowed paths: Invalid value: "/v1/../a": allowedPaths entries must not contain . or '
+        ".. segments",
+        "Headers: headers[].name must not be Host",
+    ]

@@ -40,6 +40,7 @@ from gatehouse_operator.web.wizard import (
     basic_secret,
     first_storage,
     name_from,
+    step_of,
 )
 
 
@@ -813,3 +814,39 @@ def test_an_authorization_code_client_secret_is_sealed_for_its_token_url_and_cli
         "auth.oauth2AuthorizationCode.clientId",
         "required for OAuth 2.0",
     )
+
+
+def test_every_field_is_shown_on_a_step_that_checks_it_when_left() -> None:
+    """Next checks the step's own fields (issue 50 item 3): each of the page's fields has one."""
+    assert {row.path: step_of(row.path) for row in FIELDS if step_of(row.path) == "review"} == {}
+    assert step_of("auth.oauth2ClientCredentials.tokenURL") == "auth"
+    assert step_of("limits.requestsPerDay") == "access"
+
+
+def test_a_steps_problems_are_its_own_fields_by_the_models_rules() -> None:
+    form = posted(
+        {
+            **BASE,
+            "base_url": "https://user:pw@api.example.com",
+            "auth_type": "apiKey",
+            "link_policy": "",
+            "requestsPerDay": "many",
+        }
+    )
+    found = form.field_problems()
+
+    def of(step: str) -> list[str]:
+        return found.only(lambda path: step_of(path) == step).listed()
+
+    assert of("api") == [
+        "Base URL: baseURL must not contain credentials; reference a Secret in auth.secretRef"
+    ]
+    assert of("auth") == ["Parameter name: required for an API key"]
+    title, most = SHOWN_LIMITS["requestsPerDay"]
+    assert of("access") == [
+        f"{title}: a whole number from 1 to {most:,}, or empty for none",
+        "Who can link it: one of AdminsOnly, Builders",
+    ]
+    assert of("test") == []
+    # Every problem is some step's.
+    assert sorted(of("api") + of("auth") + of("access")) == sorted(found.listed())

@@ -72,6 +72,8 @@ class StoredCondition(Stored):
     reason: str = ""
     message: str = ""
     last_transition_time: str = ""
+    # The generation of the spec the condition is about (0: not said).
+    observed_generation: int = 0
 
 
 class StoredConnectionSpec(Stored):
@@ -117,13 +119,25 @@ class StoredConnection(Stored):
     """An ExternalConnection as stored, valid or not."""
 
     name: str
+    # metadata.generation: the spec's, which a status write leaves as it is.
+    generation: int = 0
     spec: StoredConnectionSpec = Field(default_factory=StoredConnectionSpec)
     status: StoredConnectionStatus = Field(default_factory=StoredConnectionStatus)
 
     @classmethod
     def of(cls, body: Mapping[str, object]) -> StoredConnection:
         """From the object the Kubernetes client returned."""
-        return cls.model_validate({**body, "name": _metadata(body).get("name")})
+        metadata = _metadata(body)
+        return cls.model_validate(
+            {**body, "name": metadata.get("name"), "generation": metadata.get("generation")}
+        )
+
+    @property
+    def settled(self) -> bool:
+        """Whether the status is the operator's word on the spec as it is now: its Ready
+        condition is of this generation (until then it is of the spec before, or none yet)."""
+        ready = self.status.condition(ConditionType.READY)
+        return ready.observed_generation == self.generation and ready.status != "Unknown"
 
     @property
     def origin(self) -> str:

@@ -403,6 +403,7 @@ def linkable(connection: StoredConnection, linked_by: dict[str, list[str]]) -> L
             "ready": ready.status == "True",
             "ready_reason": ready.reason,
             "ready_message": ready.message,
+            "settled": connection.settled,
             "linked_by": linked_by.get(connection.name, []),
             "link_warning": connection_warning(connection),
         }

@@ -43,6 +43,11 @@ class LinkableConnection(Model):
     ready: bool = Field(description="Whether the proxy routes the connection now.")
     ready_reason: str = Field(default="", description="The Ready condition's reason.")
     ready_message: str = Field(default="", description="The Ready condition's message.")
+    settled: bool = Field(
+        default=True,
+        description="Whether ready and hasSecret are the operator's word on the spec as it is "
+        "now; false for a moment after a change, until the operator has seen it.",
+    )
     linked_by: list[str] = Field(
         default_factory=list, description="The apps linking it, as Kind/name, sorted."
     )

@@ -1,5 +1,6 @@
-"""Usage charts as inline SVG, drawn on the server: the page runs no script, and its Content
-Security Policy allows no inline style, so a chart is elements and presentation attributes only.
+"""Usage charts as inline SVG, drawn on the server: the page needs no script to show them, and
+its Content Security Policy allows no inline style, so a chart is elements and presentation
+attributes only.
 
 A chart holds numbers, times and the app's name it is captioned with (escaped): never a path or
 anything an app sent.

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gatehouse_operator.access.as_user import as_user, refusal
+from gatehouse_operator.api.auth_kinds import AUTH_KINDS
 from gatehouse_operator.api.connection import (
     EXTERNAL_CONNECTION,
     HTTP_METHODS,
@@ -31,7 +32,7 @@ from gatehouse_operator.api.connection_test import (
     DEFAULT_TEST_PATH,
     MAX_TEST_PATH_CHARS,
 )
-from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
+from gatehouse_operator.api.stored import StoredConnectionSpec
 from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.actions import Managed
 from gatehouse_operator.connections.errors import validation_message
@@ -60,6 +61,7 @@ from gatehouse_operator.web.wizard import (
     basic_secret,
     first_storage,
     origin_of,
+    step_of,
 )
 
 # Instructions of 10,000 characters, URL-encoded, and a service account's key file fit.
@@ -69,13 +71,15 @@ WIZARD_FIELDS = 96
 MAX_SECRET_CHARS = 64 * 1024
 
 
-def server_problems(causes: Sequence[Cause], message: str) -> list[str]:
-    """The API server's refusal of the connection as the page lists the model's: each field
+def server_refusal(causes: Sequence[Cause], message: str) -> FieldProblems:
+    """The API server's refusal of the connection as the page finds the model's: each field
     cause under its field's title; ``message`` (the refusal's words) where it names no field, as
     a webhook's reason does not."""
     found = FieldProblems(ExternalConnectionSpec, FIELDS, AUTH_SECTIONS)
     found.caused(causes)
-    return found.listed() or [message]
+    if not found.listed():
+        found.elsewhere.append(message)
+    return found
 
 
 class Wizard:
@@ -86,8 +90,31 @@ class Wizard:
         self.secret = secret  # decrypted from the draft's field; None when none was entered
         self.step = step
         self.errors: list[str] = []
+        # The problems by the path of the field they are shown next to (wizard.FIELDS).
+        self.at: dict[str, list[str]] = {}
         self.outcome: DraftTestOutcome | None = None
         self.check = ""
+
+    def add(self, found: FieldProblems) -> None:
+        """Problems to list, and to show next to their fields."""
+        self.errors += found.listed()
+        for path, lines in found.found.items():
+            self.at.setdefault(path, []).extend(lines)
+
+    def note(self, path: str, line: str) -> None:
+        """One problem of the page's own, of the field at ``path``."""
+        self.errors.append(line)
+        self.at.setdefault(path, []).append(line)
+
+    def problems_at(self, *prefixes: str) -> list[str]:
+        """The problems of the fields at ``prefixes`` and under them, for the page to show
+        there."""
+        return [
+            line
+            for path, lines in self.at.items()
+            if any(path == prefix or path.startswith(f"{prefix}.") for prefix in prefixes)
+            for line in lines
+        ]
 
 
 class ConnectionForms:
@@ -120,7 +147,7 @@ class ConnectionForms:
     async def edit_posted(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
         managed = await self._managed(visitor, namespace, name)
-        return await self._posted(request, visitor, namespace, managed.connection)
+        return await self._posted(request, visitor, namespace, managed)
 
     async def delete(self, request: Request, visitor: Visitor) -> Response:
         """Deletes the connection as the visitor, and the Secret the wizard made for it."""
@@ -149,13 +176,18 @@ class ConnectionForms:
         request: Request,
         visitor: Visitor,
         namespace: str,
-        stored: StoredConnection | None,
+        managed: Managed | None,
     ) -> Response:
         fields = await fields_of(request, WIZARD_FORM_BYTES, WIZARD_FIELDS)  # as the route read it
+        stored = managed.connection if managed is not None else None
         form = WizardForm.posted(fields, stored.spec if stored else StoredConnectionSpec())
-        if stored is not None:
-            # The name is the resource's; the version is the one the visitor started from.
+        if managed is not None and stored is not None:
+            # The name is the resource's; the version is the one the visitor started from,
+            # unless only the status changed since (the spec's generation is the same): the
+            # operator's status write is not a change the visitor's save would undo.
             form = replace(form, name=stored.name)
+            if form.editing and form.generation == str(stored.generation):
+                form = replace(form, resource_version=managed.resource_version)
         form = form.named()
         sessions, credentials = self.pages.sessions, visitor.credentials
         entered = str(fields.get("secret", ""))
@@ -173,12 +205,14 @@ class ConnectionForms:
         wizard = Wizard(form, secret, step if step in STEPS else STEPS[0])
         if form.draft_secret and secret is None:
             wizard.form = replace(form, draft_secret="")
-            wizard.errors.append("Secret: the one entered expired after an hour: enter it again")
+            wizard.note("secret", "Secret: the one entered expired after an hour: enter it again")
         if problem:
-            wizard.errors.append(problem)
+            wizard.note("secret", problem)
         self._seal(wizard, namespace)
         if action.startswith("go:") and action[3:] in STEPS:
             wizard.step = action[3:]
+        elif action == "next" and wizard.step != STEPS[-1]:
+            await self._leave(wizard, visitor, namespace)
         elif action == "test":
             wizard.step = "test"
             await self._try(wizard, visitor, namespace, fields)
@@ -189,7 +223,7 @@ class ConnectionForms:
             if saved is not None:
                 return saved
             wizard.step = "review"
-        if wizard.step == "review" and not wizard.errors:
+        if wizard.step == "review" and action != "save":
             await self._check(wizard, visitor, namespace)
         return self._render(visitor, namespace, wizard)
 
@@ -198,7 +232,7 @@ class ConnectionForms:
     ) -> None:
         """Test this draft: through the service API's draft test, as the visitor."""
         form = wizard.form
-        wizard.errors += form.problems()
+        wizard.add(form.field_problems())
         if wizard.errors:
             return
         try:
@@ -219,7 +253,7 @@ class ConnectionForms:
                 visitor.user, visitor.credentials.token, namespace, draft
             )
         except errors.Refused as refused:
-            wizard.errors += server_problems(refused.causes, refused.message)
+            wizard.add(server_refusal(refused.causes, refused.message))
         except ValidationError as error:
             wizard.errors.append(validation_message(error))
 
@@ -236,8 +270,8 @@ class ConnectionForms:
         if wizard.secret is not None:
             keys = self.pages.actions.runtime.sealing.sealing_keys()
             if keys is None:
-                wizard.errors.append(
-                    "Secret: this installation has no sealing keys; keep it in a Secret"
+                wizard.note(
+                    "secret", "Secret: this installation has no sealing keys; keep it in a Secret"
                 )
                 return
             sealed = keys.public().seal(wizard.secret.strip().encode(), scope)
@@ -251,33 +285,70 @@ class ConnectionForms:
         except SealedValueProblem:
             return  # the connection's CredentialReady says so
         if sealed_for != scope:
-            wizard.errors.append(
+            wizard.note(
+                "secret",
                 f"Secret: the stored one is sealed for {sealed_for}; enter it again to seal it "
-                f"for {scope}"
+                f"for {scope}",
             )
 
-    async def _check(self, wizard: Wizard, visitor: Visitor, namespace: str) -> None:
-        """The review step's word from the API server: would it take this connection?"""
-        wizard.errors += wizard.form.problems()
-        if wizard.errors:
-            return
+    async def _leave(self, wizard: Wizard, visitor: Visitor, namespace: str) -> None:
+        """Next: the step's own fields checked by the model's rules (and, leaving the API step,
+        by the API server's dry run as the visitor, which alone checks the resource's name and
+        the schema's rules the model leaves to it); on to the next step when none has a
+        problem, else the step again with each problem next to its field."""
+        step = wizard.step
+        found = wizard.form.field_problems().only(lambda path: step_of(path) == step)
+        if not found.listed() and step == "api" and wizard.form.name:
+            refused = await self._dry_run(wizard, visitor, namespace)
+            if refused is not None:
+                found = refused.only(lambda path: step_of(path) == step)
+        wizard.add(found)
+        if not any(step_of(path) == step for path in wizard.at):
+            wizard.step = STEPS[STEPS.index(step) + 1]
+
+    async def _dry_run(
+        self, wizard: Wizard, visitor: Visitor, namespace: str
+    ) -> FieldProblems | None:
+        """The API server's refusal of the connection as it stands, as the visitor; None when
+        it would take it."""
+        form = wizard.form
         async with as_user(
             self.pages.operator, visitor.credentials.token, visitor.credentials.impersonated
         ) as kube:
             try:
-                form = wizard.form
                 await self.saving.dry_run(
                     kube, namespace, form.name, form.spec(), form.resource_version
                 )
             except ApiError as error:
-                wizard.errors += server_problems(error.causes, refusal(error))
-                return
-        wizard.check = "The Kubernetes API server accepts this connection (a dry run as you)."
+                return server_refusal(error.causes, refusal(error))
+        return None
+
+    async def _check(self, wizard: Wizard, visitor: Visitor, namespace: str) -> None:
+        """The review step's word from the API server, would it take this connection, with
+        every problem the page found itself: the server's causes on the fields the page named
+        no problem of (the resource's name, the schema's rules the model leaves to it), but not
+        its rule that the auth needs a secretRef or a sealedSecret when a secret was typed (Save
+        writes or seals it; a field that keeps it from being sealed is named)."""
+        found = wizard.form.field_problems()
+        wizard.add(found)
+        if not wizard.form.name:
+            return  # named by the display name's problem
+        refused = await self._dry_run(wizard, visitor, namespace)
+        if refused is not None:
+            typed = wizard.secret is not None
+            wizard.add(
+                refused.only(
+                    lambda path: path not in found.found and not (typed and path == "auth"),
+                    elsewhere=not found.listed(),
+                )
+            )
+        elif not wizard.errors:
+            wizard.check = "The Kubernetes API server accepts this connection (a dry run as you)."
 
     async def _save(self, wizard: Wizard, visitor: Visitor, namespace: str) -> Response | None:
         """Creates or replaces the connection, and writes a newly entered secret; a redirect to
         the connection, or None with wizard.errors saying why not."""
-        wizard.errors += wizard.form.problems()
+        wizard.add(wizard.form.field_problems())
         if wizard.errors:
             return None
         form, secret = wizard.form, wizard.secret
@@ -324,9 +395,10 @@ class ConnectionForms:
         ) as kube:
             saved = await self.saving.save(kube, save)
         if saved.refused is not None:
-            wizard.errors += server_problems(saved.refused.causes, refusal(saved.refused))
+            wizard.add(server_refusal(saved.refused.causes, refusal(saved.refused)))
         if saved.errors or saved.refused is not None:
-            wizard.errors += saved.errors
+            for line in saved.errors:  # each of the Secret the connection's secret goes to
+                wizard.note("secret", line)
             return None
         return self.pages.back_to(visitor, namespace, form.name, saved.notice)
 
@@ -389,6 +461,9 @@ class ConnectionForms:
             warning=link_warning(origin, form.allowed_methods),
             writes=write_methods(form.allowed_methods),
             yaml_text=form.yaml(namespace),
+            auth_kinds=AUTH_KINDS,
+            # The steps with a problem, marked in the list of steps.
+            steps_with_problems={step_of(path) for path in wizard.at},
             action=(
                 f"/ui/namespaces/{namespace}/connections/{form.name}/edit"
                 if form.editing

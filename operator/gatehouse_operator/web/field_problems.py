@@ -13,7 +13,7 @@ same way, each cause under the title of the field its path names, in the cause's
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -206,6 +206,14 @@ class FieldProblems:
         if kind == "string_pattern_mismatch" and row.what:
             return f"{error['input']!r} is not {row.what}" + (" (one a line)" if row.lines else "")
         return error["msg"].removeprefix("Value error, ") if kind == "value_error" else rule(error)
+
+    def only(self, keep: Callable[[str], bool], *, elsewhere: bool = False) -> FieldProblems:
+        """The problems of the fields whose paths ``keep`` keeps, and the API server's causes on
+        fields the page has no title for if ``elsewhere``."""
+        kept = FieldProblems(self.model, list(self.titles.values()), self.sections)
+        kept.found = {path: lines for path, lines in self.found.items() if keep(path)}
+        kept.elsewhere = list(self.elsewhere) if elsewhere else []
+        return kept
 
     def listed(self) -> list[str]:
         """Every problem found, field by field in the page's order, then the API server's

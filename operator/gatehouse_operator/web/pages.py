@@ -8,11 +8,14 @@ this origin with the caller's CSRF token. How a page looks is rendering.py's.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
 from markupsafe import Markup
 from pydantic import ValidationError
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -41,7 +44,9 @@ from gatehouse_operator.connections.linking import link_change, linked_by
 from gatehouse_operator.connections.models import (
     ConnectionTestRequest,
     ConnectionUsage,
+    HiddenRequestView,
     RecentRequests,
+    RecentRequestView,
     TrialRequest,
 )
 from gatehouse_operator.connections.samples import typed
@@ -52,6 +57,55 @@ from gatehouse_operator.web.session import MAX_TOKEN_CHARS
 from gatehouse_operator.web.wizard import AUTH_TYPE_TITLES, LIMIT_TITLES
 
 APP_KINDS = {DATA_APP.kind: DATA_APP, CHART_TYPE.kind: CHART_TYPE}
+
+
+@dataclass(frozen=True)
+class Typed:
+    """A form the page would not act on, shown again on the page it was sent from: what was
+    typed, and why not, beside it."""
+
+    fields: dict[str, str]
+    refusal: str = ""
+
+
+# The Requests tab's status filter: its choices, in words.
+STATUS_FILTERS = {"": "any status", "ok": "2xx and 3xx", "4xx": "4xx", "5xx": "5xx"}
+
+
+@dataclass(frozen=True)
+class RequestFilter:
+    """What the Requests tab shows of the fetches the replicas remember: an app's, a status
+    class's, those whose path holds some text (the page's own choice among what the inspector
+    answered, newest first)."""
+
+    app: str = ""
+    status: str = ""
+    path: str = ""
+
+    @classmethod
+    def of(cls, request: Request) -> RequestFilter:
+        query = request.query_params
+        status = query.get("status", "")
+        return cls(
+            app=query.get("app", "").strip()[:300],
+            status=status if status in STATUS_FILTERS else "",
+            path=query.get("path", "").strip()[:MAX_TEST_PATH_CHARS],
+        )
+
+    def keeps(self, item: RecentRequestView | HiddenRequestView) -> bool:
+        if self.app and item.app != self.app:
+            return False
+        if self.status and _status_class(item.status) != self.status:
+            return False
+        return not (self.path and (item.details_hidden or self.path not in item.path))
+
+    def query(self) -> str:
+        """As the page's URLs carry it."""
+        return urlencode({key: value for key, value in vars(self).items() if value})
+
+
+def _status_class(status: int) -> str:
+    return "5xx" if status >= 500 else "4xx" if status >= 400 else "ok"
 
 
 def trial(method: str, path: str, raw_body: str) -> TrialRequest:
@@ -153,7 +207,16 @@ class Pages:
         return sorted(found)
 
     async def connections(self, request: Request, visitor: Visitor) -> Response:
-        namespace = request.path_params["namespace"]
+        return await self._list(request, visitor, request.path_params["namespace"])
+
+    async def _list(
+        self,
+        request: Request,
+        visitor: Visitor,
+        namespace: str,
+        status: int = 200,
+        link: Typed | None = None,
+    ) -> Response:
         apps = AppLists(self.actions.runtime, namespace)
         listing = await self.actions.visible_connections(visitor.user, namespace, apps)
         return self.renderer.render(
@@ -165,10 +228,34 @@ class Pages:
             apps=await self._linkable_apps(visitor, apps),
             link_warning=ANY_CONNECTION,
             notice=self._notice(request, visitor),
+            status=status,
+            link=link or Typed({}),
         )
 
     async def connection(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
+        if request.query_params.get("part") == "fields":
+            # The fields and status alone, for page.js to update the page with.
+            detail = await self.actions.connection_detail(visitor.user, namespace, name)
+            return self.renderer.render(
+                "_fields.html",
+                namespace=namespace,
+                detail=detail,
+                auth_types=AUTH_TYPE_TITLES,
+                limit_titles=LIMIT_TITLES,
+            )
+        return await self._detail(request, visitor, namespace, name)
+
+    async def _detail(
+        self,
+        request: Request,
+        visitor: Visitor,
+        namespace: str,
+        name: str,
+        status: int = 200,
+        tested: Typed | None = None,
+        link: Typed | None = None,
+    ) -> Response:
         listed = AppLists(self.actions.runtime, namespace)
         detail = await self.actions.connection_detail(visitor.user, namespace, name, listed)
         apps = await self._linkable_apps(visitor, listed)
@@ -200,12 +287,15 @@ class Pages:
             apps=apps,
             linked_tabs=tabs,
             notice=self._notice(request, visitor),
+            status=status,
+            tested=tested or Typed({}),
+            link=link or Typed({}),
         )
 
     async def connection_requests(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
         found = await self.activity.connection_requests(visitor.user, namespace, name)
-        return self._requests_page(visitor, namespace, found, connection=name)
+        return self._requests_page(request, visitor, namespace, found, connection=name)
 
     def app_requests_pages(self) -> list[tuple[Kind, Handler]]:
         """Each app kind's Requests page (a handler per kind: a kind is no Kubernetes name)."""
@@ -214,7 +304,8 @@ class Pages:
             async def handler(request: Request, visitor: Visitor) -> Response:
                 namespace, name = request.path_params["namespace"], request.path_params["name"]
                 found = await self.activity.app_requests(visitor.user, namespace, kind, name)
-                return self._requests_page(visitor, namespace, found, app=f"{kind.kind}/{name}")
+                app = f"{kind.kind}/{name}"
+                return self._requests_page(request, visitor, namespace, found, app=app)
 
             return handler
 
@@ -222,6 +313,7 @@ class Pages:
 
     def _requests_page(
         self,
+        request: Request,
         visitor: Visitor,
         namespace: str,
         found: RecentRequests,
@@ -229,11 +321,17 @@ class Pages:
         connection: str = "",
         app: str = "",
     ) -> Response:
+        """The Requests tab, filtered; its rows alone (?part=rows) for page.js to follow."""
+        chosen = RequestFilter.of(request)
         return self.renderer.render(
-            "requests.html",
+            "_request_rows.html" if request.query_params.get("part") == "rows" else "requests.html",
             visitor=visitor,
             namespace=namespace,
             found=found,
+            shown=[item for item in found.items if chosen.keeps(item)],
+            apps=sorted({item.app for item in found.items} | ({chosen.app} - {""})),
+            chosen=chosen,
+            status_filters=STATUS_FILTERS,
             connection=connection,
             app=app,
         )
@@ -246,10 +344,18 @@ class Pages:
         body = await self.actions.may_test(visitor.user, namespace, name)
         item = linkable(body, {})
         method = str(fields.get("method", DEFAULT_TEST_METHOD))
-        if method not in item.allowed_methods:
-            allowed = ", ".join(item.allowed_methods)
-            raise page_refusal(422, f"method: must be one of the connection's methods ({allowed})")
-        wanted = trial(method, str(fields.get("path", "")), str(fields.get("body", "")))
+        sent = {key: str(fields.get(key, "")) for key in ("method", "path", "body")}
+        try:
+            if method not in item.allowed_methods:
+                allowed = ", ".join(item.allowed_methods)
+                raise page_refusal(
+                    422, f"method: must be one of the connection's methods ({allowed})"
+                )
+            wanted = trial(method, sent["path"], sent["body"])
+        except errors.Refused as refused:
+            # The connection's page again, with what was typed and why not.
+            tested = Typed(sent, refused.message)
+            return await self._detail(request, visitor, namespace, name, refused.status, tested)
         test = ConnectionTestRequest.model_validate(wanted.model_dump())
         outcome = await self.actions.run_test(visitor.user, namespace, name, test)
         return self.renderer.render(
@@ -292,6 +398,22 @@ class Pages:
         and the webhook's message is shown as it is."""
         namespace = request.path_params["namespace"]
         fields = await fields_of(request)
+        typed = {key: str(fields.get(key, "")) for key in ("app", "alias", "connection", "back")}
+        try:
+            return await self._link(visitor, namespace, fields)
+        except errors.Refused as refused:
+            # The page the form was on again, with what was typed and why not.
+            link = Typed(typed, refused.message)
+            back = typed["connection"].strip() if typed["back"] == "detail" else ""
+            if back:
+                with contextlib.suppress(errors.Refused):
+                    check_names({"connection": back})
+                    return await self._detail(
+                        request, visitor, namespace, back, refused.status, link=link
+                    )
+            return await self._list(request, visitor, namespace, refused.status, link)
+
+    async def _link(self, visitor: Visitor, namespace: str, fields: FormData) -> Response:
         kind_name, _, app_name = str(fields.get("app", "")).partition("/")
         kind = APP_KINDS.get(kind_name)
         alias = str(fields.get("alias", "")).strip()

@@ -17,10 +17,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gatehouse_contract.header_names import VIEWER_IDENTITY_DISCLOSED
 from gatehouse_operator.api.auth_kinds import FORM_SECTIONS, secrets_shown
 
-# No script at all: the page works with forms alone. Styles and images from this origin only.
+# The page works with forms alone; its one script (static/page.js, from this origin, never
+# inline) only shows sooner what a form would: a status as it settles, the chosen auth kind's
+# fields, tabs, requests as they come. No inline script, no eval; what it fetches, from this
+# origin only. Styles and images from this origin only.
 CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "
+    "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
@@ -38,6 +41,26 @@ def markdown(text: str) -> Markup:
     return Markup(_MARKDOWN.render(text))  # noqa: S704 (escaped by markdown-it: html is off)
 
 
+def size(count: int) -> str:
+    """A number of bytes in binary units, as a person reads it: 1 MiB, 64 KiB, 1.5 KiB."""
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= factor:
+            return f"{count / factor:,.1f}".removesuffix(".0") + f" {unit}"
+    return f"{count:,} bytes"
+
+
+def limit(value: object, key: str) -> str:
+    """A limit's value in its unit, by its key's (``maxResponseBytes``, ``timeoutSeconds``);
+    a count as a number."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return str(value)
+    if key.endswith("Bytes"):
+        return size(value)
+    if key.endswith("Seconds"):
+        return f"{value:,} s"
+    return f"{value:,}"
+
+
 def templates() -> Environment:
     env = Environment(
         loader=PackageLoader("gatehouse_operator.web", "templates"),
@@ -49,6 +72,8 @@ def templates() -> Environment:
     env.globals["viewer_identity_disclosed"] = VIEWER_IDENTITY_DISCLOSED
     env.globals["auth_secrets_shown"] = Markup(secrets_shown())  # noqa: S704 (the registry's own words, no input)
     env.filters["markdown"] = markdown
+    env.filters["size"] = size
+    env.filters["limit"] = limit
     env.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
     env.filters["clock"] = lambda seconds: datetime.fromtimestamp(seconds, UTC).strftime(
         "%Y-%m-%d %H:%M:%S.%f"

@@ -94,11 +94,11 @@ LINK_POLICY_TITLES: dict[LinkPolicy, str] = {
     "AdminsOnly": "Admins only",
     "Builders": "Data app and chart type builders",
 }
-# The limits in words, for the page.
+# The limits in words, for the page (their values are shown in their units: rendering.limit).
 LIMIT_TITLES = {
-    "timeoutSeconds": "Timeout, seconds",
-    "maxRequestBytes": "Largest request body, bytes",
-    "maxResponseBytes": "Largest answer, bytes",
+    "timeoutSeconds": "Timeout",
+    "maxRequestBytes": "Largest request body",
+    "maxResponseBytes": "Largest answer",
     "requestsPerMinute": "Requests per minute, per app",
     "connectionRequestsPerMinute": "Requests per minute, all apps together",
     "requestsPerDay": "Requests per UTC day, all apps together",
@@ -175,6 +175,37 @@ FIELDS = (
     FieldTitle(f"{_CODE}.revocationURL", "Revocation URL"),
     FieldTitle("secret", "Secret"),
 )
+# The step that shows each of FIELDS (by its path, or the path of a section holding it): a step
+# left with Next is checked for its own fields' problems, named there next to each field.
+STEP_FIELDS = {
+    "api": (
+        "displayName",
+        "metadata.name",
+        "baseURL",
+        "allowedMethods",
+        "allowedPaths",
+        "headers",
+        "allowedContentTypes",
+    ),
+    "auth": ("auth", "storage", "secret"),
+    "access": ("linkPolicy", "allowPublicImages", "instructions", "limits"),
+    "test": ("sampleLabel",),
+}
+
+
+def step_of(path: str) -> str:
+    """The step that shows the field at ``path`` (one of FIELDS); review for any other."""
+    return next(
+        (
+            step
+            for step, paths in STEP_FIELDS.items()
+            for shown in paths
+            if path == shown or path.startswith(f"{shown}.")
+        ),
+        "review",
+    )
+
+
 # What a section's fields are required for.
 AUTH_SECTIONS = {
     "auth.apiKey": "an API key",
@@ -182,7 +213,7 @@ AUTH_SECTIONS = {
     "auth.oauth2ClientCredentials": "OAuth 2.0",
     _CODE: "OAuth 2.0 authorization code",
 }
-# Empty header rows offered beyond the filled ones (the page has no script to add rows).
+# Empty header rows offered beyond the filled ones (the page needs no script to add rows).
 SPARE_HEADER_ROWS = 2
 # Where the credential is kept: a Secret the wizard writes, or sealed to the operator in the
 # connection itself (what a GitOps team commits; the default in read-only mode).
@@ -315,6 +346,9 @@ class WizardForm:
     # An edit's starting point: the spec as stored (limits, the Secret it names) and its version.
     stored: StoredConnectionSpec = field(default_factory=StoredConnectionSpec)
     resource_version: str = ""
+    # The spec's generation the edit started from: a version that differs by the status only
+    # (the operator's write) is no change of anyone else's to the spec.
+    generation: str = ""
     test_method: str = DEFAULT_TEST_METHOD
     test_path: str = DEFAULT_TEST_PATH
     test_body: str = ""
@@ -368,6 +402,7 @@ class WizardForm:
             storage=text("storage", "secret"),
             stored=stored,
             resource_version=text("resource_version"),
+            generation=text("generation"),
             test_method=text("test_method", DEFAULT_TEST_METHOD),
             test_path=text("test_path", DEFAULT_TEST_PATH).strip() or DEFAULT_TEST_PATH,
             test_body=text("test_body"),
@@ -424,6 +459,7 @@ class WizardForm:
             storage="sealed" if auth.sealed_secret else "secret",
             stored=spec,
             resource_version=resource_version,
+            generation=str(connection.generation),
         )
 
     @property
@@ -691,9 +727,13 @@ class WizardForm:
         return found
 
     def problems(self) -> list[str]:
-        """What the page can tell before the API server is asked, each under its field's title:
-        the strict model's refusals of the spec these fields make, and what is the page's own
-        (its choice of storage, the lines it parses, the secret)."""
+        """What the page can tell before the API server is asked, each under its field's title
+        (field_problems says how they are found)."""
+        return self.field_problems().listed()
+
+    def field_problems(self) -> FieldProblems:
+        """The strict model's refusals of the spec these fields make, and what is the page's
+        own (its choice of storage, the lines it parses, the secret), by field."""
         found = FieldProblems(ExternalConnectionSpec, FIELDS, AUTH_SECTIONS)
         found.built(self.spec())
         # The choices of the sections the spec holds only for their auth type, named whatever
@@ -757,7 +797,7 @@ class WizardForm:
             unsealable = self.unsealable()
             if unsealable is not None and unsealable[0] not in found.found:
                 found.add(*unsealable)
-        return found.listed()
+        return found
 
     def yaml(self, namespace: str) -> str:
         """What would be applied, for teams that commit it to Git; the secret is not in it."""
