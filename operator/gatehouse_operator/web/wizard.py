@@ -188,7 +188,13 @@ STEP_FIELDS = {
         "allowedContentTypes",
     ),
     "auth": ("auth", "storage", "secret"),
-    "access": ("linkPolicy", "allowPublicImages", "instructions", "limits"),
+    "access": (
+        "linkPolicy",
+        "allowPublicImages",
+        "forwardViewerIdentity",
+        "instructions",
+        "limits",
+    ),
     "test": ("sampleLabel",),
 }
 
