@@ -20,6 +20,7 @@ from gatehouse_operator.api.meta import first_problem
 from gatehouse_operator.api.url_fields import AUTHORIZATION_URL, CODE_TOKEN_URL, REVOCATION_URL
 from gatehouse_operator.connections.origin import OriginError, token_url_of
 from gatehouse_operator.keys.credentials import Found, encrypt_credential, placement
+from tests.proxy.stores import quota_route
 
 CODE = "auth.oauth2AuthorizationCode"
 SECTION: dict[str, Any] = {
@@ -221,3 +222,11 @@ def test_the_tables_authorization_is_bounded_where_it_is_read() -> None:
     ):
         with pytest.raises(ValidationError):
             Credential.model_validate({**placed, "authorization": authorization})
+
+
+@pytest.mark.parametrize(("scope", "needs"), [("viewer", True), ("shared", False)])
+def test_a_connection_whose_grants_are_each_viewers_needs_a_verified_viewer(
+    scope: str, needs: bool
+) -> None:
+    route = quota_route().model_copy(update={"credential": credential(credentialScope=scope)})
+    assert route.needs_viewer is needs
