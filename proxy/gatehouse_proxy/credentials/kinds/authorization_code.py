@@ -5,7 +5,13 @@ rotated refresh token kept before the new access token is used).
 The owner is the verified viewer the request is made for (``credentialScope: viewer``; the
 connection needs one, ``ConnectionRoute.needs_viewer``) or the connection's one shared account
 (``shared``). A 401 to the token is judged as every minted token's, under a key that names the
-owner: the retry asks the grants for another token of the same owner, never anyone else's.
+owner: the retry asks the grants for another token of the same owner, never anyone else's. (The
+fleet's judgement reads the connection's minted token, which a grant's connection has none of: its
+verdict is "replaced", so each refused request refreshes the owner's grant once for the fleet.)
+
+No grant: :class:`AuthorizationRequired` (401 ``viewer_authorization_required``) from the grants,
+telling the person to connect. The connect link the app shows them (minted from the verified
+assertion, by the connect flow still to come) joins that refusal where it is raised.
 """
 
 from __future__ import annotations
