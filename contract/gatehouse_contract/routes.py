@@ -9,7 +9,6 @@ holds no secret in the clear: credentials are encrypted with the table keys (see
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import AliasChoices, ConfigDict, Field
@@ -31,14 +30,6 @@ ClientAuthentication = Literal["basic", "body"]
 # everyone.
 CredentialScope = Literal["viewer", "shared"]
 
-# The kinds the operator declares and checks but this version's proxies do not serve yet, and
-# why: the operator keeps their connections out of the table (Accepted says this), so that no
-# replica reads a kind it has no injector for. A kind leaves this list with its injector
-# (tests/proxy/credentials/test_credential_kinds.py holds the two together).
-NOT_SERVED: Mapping[AuthType, str] = {
-    "oauth2AuthorizationCode": "the proxies do not inject viewers' grants yet (the connect "
-    "flow and the grant store come with issue 49); the declaration is checked and kept",
-}
 EntryKind = Literal["connection", "app"]
 
 
@@ -172,8 +163,11 @@ class ConnectionRoute(Frozen):
     @property
     def needs_viewer(self) -> bool:
         """Whether a request must carry a verified viewer assertion: a connection that sends
-        the viewer's identity (and, as kinds are added, one whose credential is the viewer's)."""
-        return self.forward_viewer_identity
+        the viewer's identity, or one whose credential is each viewer's own."""
+        authorization = self.credential.authorization
+        return self.forward_viewer_identity or (
+            authorization is not None and authorization.credential_scope == "viewer"
+        )
 
 
 class AppRoute(Frozen):

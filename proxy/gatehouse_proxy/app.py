@@ -20,8 +20,10 @@ from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.routes import namespace_of
 from gatehouse_proxy import admin
 from gatehouse_proxy.connection_tests.runs import ConnectionTests
+from gatehouse_proxy.credentials.fleet_grants import FleetGrants
 from gatehouse_proxy.credentials.fleet_tokens import FleetTokens
 from gatehouse_proxy.credentials.google_tokens import GoogleMinter
+from gatehouse_proxy.credentials.grant_changes import GrantChanges
 from gatehouse_proxy.credentials.injectors import Injector, credential_key, mints_tokens
 from gatehouse_proxy.credentials.token_grants import TokenClient
 from gatehouse_proxy.door.entrance import FirstTurn, Routes
@@ -43,6 +45,7 @@ from gatehouse_proxy.passage.sending import Sender
 from gatehouse_proxy.passage.steps import Passage
 from gatehouse_proxy.passage.vendor_pause import VendorPause
 from gatehouse_proxy.settings import ProxySettings
+from gatehouse_proxy.store.grant_store import GrantStore
 from gatehouse_proxy.store.shared_store import SharedStore, opened
 from gatehouse_proxy.store.shares import Shares
 from gatehouse_proxy.table.feed import TableFeed, TableStore
@@ -118,8 +121,16 @@ class Proxy:
                 token_session, policy, settings.allow_http, settings.max_token_chars
             )
             fleet_tokens = FleetTokens(store, keyring, self.shares)
+            grants = FleetGrants(
+                None if store is None else GrantStore(store, self.shares), keyring, tokens
+            )
+            self.grant_changes = GrantChanges(grants, keyring)
             self.injector = Injector(
-                keyring, fleet_tokens, GoogleMinter(tokens, settings.google_token_url), tokens
+                keyring,
+                fleet_tokens,
+                GoogleMinter(tokens, settings.google_token_url),
+                tokens,
+                grants,
             )
             passage = Passage(
                 self.tracing,
@@ -148,6 +159,8 @@ class Proxy:
                     task.cancel()
                 await asyncio.gather(*running, return_exceptions=True)
                 await fleet_tokens.close()
+                await self.grant_changes.close()
+                await grants.close()
                 await self.pools.close()
                 await token_session.close()
                 await jwks.close()
@@ -165,13 +178,15 @@ class Proxy:
         return admin.describe_store(self.shared_store, self.shares)
 
     def _prune(self, table: RoutingTable) -> None:
-        """Drops pools, token caches and rate buckets of what is no longer routed."""
+        """Drops pools, token caches and rate buckets of what is no longer routed, and the
+        grants of connections whose grants' identity changed or that left the table."""
         self.pools.keep({namespace_of(key) for key in table.connections})
         self.quotas.forget({route.uid for route in table.connections.values()})
         # Tables arrive only through the feed, which starts after the lifespan made these.
         self.injector.forget(
             {credential_key(route) for route in table.connections.values() if mints_tokens(route)}
         )
+        self.grant_changes.follow(table.connections.values())
 
     def _routed_namespaces(self) -> set[str]:
         table = self.store.current

@@ -657,10 +657,10 @@ def test_an_admin_declares_a_per_viewer_oauth2_api_with_a_sealed_client_secret(
     admin.submit("#next")
     page.check("input[name=link_policy][value=AdminsOnly]")
     admin.submit("#next")
-    # A draft test is refused before any proxy is asked: no replica serves the kind yet.
+    # A draft test calls as nobody: no viewer, so no viewer's grant to send.
     admin.submit("#try-draft")
     verdict = page.inner_text("#verdict")
-    assert "auth.type oauth2AuthorizationCode is not routed by this version" in verdict, verdict
+    assert "this request names no viewer" in verdict, verdict
     admin.submit("button.step[value='go:review']")
     assert page.query_selector("#errors") is None, page.inner_text("#errors")
     assert "accepts this connection" in page.inner_text("#dry-run")
@@ -679,8 +679,8 @@ def test_an_admin_declares_a_per_viewer_oauth2_api_with_a_sealed_client_secret(
     assert (scope.token_url, scope.client_id) == (token_url, "sheets")
     admin.submit("#save")
     assert page.inner_text(".notice") == "Created connection sheets."
-    # Checked and kept, the secret opened; not routed while the proxies do not serve the kind.
-    wait_condition(cluster, namespace, "externalconnection/sheets", "False", "AuthTypeNotServed")
+    # Checked and kept, the secret opened, and routed.
+    wait_condition(cluster, namespace, "externalconnection/sheets", "True", "Routed")
     conditions = {
         c["type"]: c
         for c in (get(cluster, namespace, "externalconnection/sheets") or {})["status"][
@@ -688,9 +688,6 @@ def test_an_admin_declares_a_per_viewer_oauth2_api_with_a_sealed_client_secret(
         ]
     }
     assert conditions["CredentialReady"]["status"] == "True", conditions
-    assert conditions["Accepted"]["message"].startswith(
-        "auth.type oauth2AuthorizationCode is not routed by this version"
-    )
     page = admin.open(f"/ui/namespaces/{namespace}/connections/sheets")
     shown = page.inner_text("#auth")
     for expected in (

@@ -11,8 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from gatehouse_contract.keyring import Keyring
-from gatehouse_contract.routes import NOT_SERVED, Credential
-from gatehouse_operator.api.conditions import ConditionType, Reason
+from gatehouse_contract.routes import Credential
 from gatehouse_operator.api.connection import (
     RESERVED_AUTHORIZATION_PARAMETERS,
     ExternalConnectionSpec,
@@ -21,7 +20,7 @@ from gatehouse_operator.api.meta import first_problem
 from gatehouse_operator.api.url_fields import AUTHORIZATION_URL, CODE_TOKEN_URL, REVOCATION_URL
 from gatehouse_operator.connections.origin import OriginError, token_url_of
 from gatehouse_operator.keys.credentials import Found, encrypt_credential, placement
-from gatehouse_operator.table.connection_route import not_served
+from tests.proxy.stores import quota_route
 
 CODE = "auth.oauth2AuthorizationCode"
 SECTION: dict[str, Any] = {
@@ -225,14 +224,9 @@ def test_the_tables_authorization_is_bounded_where_it_is_read() -> None:
             Credential.model_validate({**placed, "authorization": authorization})
 
 
-def test_a_kind_the_proxies_do_not_serve_is_kept_out_of_the_table_saying_why() -> None:
-    verdict = not_served("oauth2AuthorizationCode", ConditionType.ACCEPTED)
-    assert verdict is not None
-    assert (verdict.type, verdict.status, verdict.reason) == (
-        ConditionType.ACCEPTED,
-        "False",
-        Reason.AUTH_TYPE_NOT_SERVED,
-    )
-    assert verdict.message.startswith("auth.type oauth2AuthorizationCode is not routed")
-    assert NOT_SERVED["oauth2AuthorizationCode"] in verdict.message
-    assert not_served("oauth2ClientCredentials", ConditionType.ACCEPTED) is None
+@pytest.mark.parametrize(("scope", "needs"), [("viewer", True), ("shared", False)])
+def test_a_connection_whose_grants_are_each_viewers_needs_a_verified_viewer(
+    scope: str, needs: bool
+) -> None:
+    route = quota_route().model_copy(update={"credential": credential(credentialScope=scope)})
+    assert route.needs_viewer is needs

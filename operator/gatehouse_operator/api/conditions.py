@@ -37,7 +37,6 @@ class Reason(StrEnum):
 
     ALL_LINKS_READY = "AllLinksReady"
     ALREADY_SAVED = "AlreadySaved"
-    AUTH_TYPE_NOT_SERVED = "AuthTypeNotServed"
     COMPILED = "Compiled"
     CONNECTION_NOT_FOUND = "ConnectionNotFound"
     CONNECTION_NOT_READY = "ConnectionNotReady"

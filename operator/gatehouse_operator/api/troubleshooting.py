@@ -38,13 +38,6 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
         "The test was saved as a sample already, under the name the message shows. Nothing "
         "more is saved; run a new test to save another answer.",
     ),
-    Reason.AUTH_TYPE_NOT_SERVED: Troubleshooting(
-        "ExternalConnection (Accepted), ConnectionTest",
-        "The connection's `auth.type` is checked and kept, but this version's proxies do not "
-        "serve it yet (`oauth2AuthorizationCode`: viewers' grants come with the connect flow), "
-        "so the connection is left out of the routing table and its apps report the link "
-        "broken. Nothing in the connection is wrong; use a version that serves the kind.",
-    ),
     Reason.COMPILED: Troubleshooting(
         "ProjectConfig (Compiled)",
         "`service.config.yml` compiled; the message sums up what it declares. Nothing to do.",

@@ -43,7 +43,7 @@ from gatehouse_operator.kube.errors import ApiError, Cause
 from gatehouse_operator.kube.manifests import Manifest, Metadata
 from gatehouse_operator.runtime import Runtime
 from gatehouse_operator.table import budget
-from gatehouse_operator.table.connection_route import not_served, route_for
+from gatehouse_operator.table.connection_route import route_for
 
 # Not a Kubernetes name, so a draft's routing key can never be a saved connection's.
 DRAFT_NAME = "~draft"
@@ -148,9 +148,7 @@ async def try_draft(
         return _failed(problem.reason, problem.message)
     route = route_for(f"{namespace}/{DRAFT_NAME}", uid, spec, origin, credential, "")
     size = budget.entry_size(route)
-    too_large = not_served(spec.auth.type, ConditionType.PASSED) or budget.check(
-        route, size, size, ConditionType.PASSED
-    )
+    too_large = budget.check(route, size, size, ConditionType.PASSED)
     if too_large is not None:
         return _failed(too_large.reason, too_large.message)
     request = ReplicaTestRequest(

@@ -51,7 +51,7 @@ from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime, forget_resource
 from gatehouse_operator.status import Verdict, ready
 from gatehouse_operator.table import budget
-from gatehouse_operator.table.connection_route import not_served, route_for
+from gatehouse_operator.table.connection_route import route_for
 from gatehouse_operator.table.rollout import Routed
 
 PLURAL = EXTERNAL_CONNECTION.plural
@@ -253,9 +253,7 @@ async def publish_route(
     route = route_for(key, connection.uid, spec, origin, credential, unavailable)
     size = budget.entry_size(route)
     total = runtime.routes.budget.total_with("connection", key, size)
-    refusal = not_served(spec.auth.type, ConditionType.ACCEPTED) or budget.check(
-        route, size, total, ConditionType.ACCEPTED
-    )
+    refusal = budget.check(route, size, total, ConditionType.ACCEPTED)
     fields = ExternalConnectionStatus(
         origin=origin, has_secret=credential.encrypted is not None, resealed_secret=resealed
     )

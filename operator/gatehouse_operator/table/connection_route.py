@@ -3,18 +3,9 @@ and what a draft test sends with its request."""
 
 from __future__ import annotations
 
-from gatehouse_contract.routes import (
-    NOT_SERVED,
-    AuthType,
-    ConnectionRoute,
-    Credential,
-    CredentialLimit,
-    Limits,
-)
+from gatehouse_contract.routes import ConnectionRoute, Credential, CredentialLimit, Limits
 from gatehouse_operator.api import connection
-from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import ExternalConnectionSpec
-from gatehouse_operator.status import Verdict
 
 
 def route_for(
@@ -60,18 +51,4 @@ def credential_limit(limit: connection.CredentialLimit | None) -> CredentialLimi
         path_prefixes=tuple(limit.path_prefixes),
         header=header.name.lower() if header else "",
         header_value=header.value.strip().lower() if header else "",
-    )
-
-
-def not_served(auth_type: AuthType, condition: ConditionType) -> Verdict | None:
-    """A refusal when the proxies do not serve ``auth_type`` yet: its connection stays out of
-    the table (no replica reads a kind it has no injector for), and ``condition`` says why."""
-    why = NOT_SERVED.get(auth_type)
-    if why is None:
-        return None
-    return Verdict(
-        condition,
-        "False",
-        Reason.AUTH_TYPE_NOT_SERVED,
-        f"auth.type {auth_type} is not routed by this version: {why}",
     )

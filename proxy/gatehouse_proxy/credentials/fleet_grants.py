@@ -52,7 +52,7 @@ import os
 import secrets
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -212,18 +212,26 @@ class FleetGrants:
         self._held.pop(who, None)
 
     async def access_token(
-        self, connection: ConnectionRoute, owner: str, client: GrantClient, *, within: float
+        self,
+        connection: ConnectionRoute,
+        owner: str,
+        client: GrantClient,
+        *,
+        within: float,
+        refused: str = "",
     ) -> str:
         """The owner's access token, refreshed once for the fleet when due; raises
         AuthorizationRequired, or a ProxyError (the refresh failed, or did not end within
-        ``within`` seconds; the store is away)."""
+        ``within`` seconds; the store is away). ``refused``: the owner's token the upstream
+        refused this request, never given again: the grant is refreshed now (once for the
+        fleet) unless another worker did already."""
         who = GrantOwner(connection.key, connection.uid, owner)
         held = self._held.get(who)
-        if held is not None and held.until > time.monotonic():
+        if held is not None and held.until > time.monotonic() and held.access_token != refused:
             return held.access_token
         try:
             async with asyncio.timeout(within):
-                return await self._access_token(who, client, within)
+                return await self._access_token(who, client, within, refused)
         except TimeoutError:
             raise ProxyError(
                 "token_endpoint_failed",
@@ -338,16 +346,24 @@ class FleetGrants:
 
     # The way to a token.
 
-    async def _access_token(self, who: GrantOwner, client: GrantClient, within: float) -> str:
+    async def _access_token(
+        self, who: GrantOwner, client: GrantClient, within: float, refused: str
+    ) -> str:
         pause = _POLL_FIRST
         while True:
             lock = self._locks.setdefault(who, asyncio.Lock())
             async with lock:
                 held = self._held.get(who)
                 if held is not None and held.until > time.monotonic():
-                    return held.access_token
+                    if held.access_token != refused:
+                        return held.access_token
+                    del self._held[who]
                 stored, grant = await self._read(who, client)
                 now = time.time()
+                if refused and grant.access_token == refused:
+                    # Refused before its time (revoked at the provider, say): due now, and
+                    # waited for, since the upstream no longer takes it.
+                    grant = replace(grant, refresh_at=now, expires_at=now)
                 if now < grant.refresh_at:
                     self._hold(who, grant.access_token, min(HOLD_SECONDS, grant.refresh_at - now))
                     return grant.access_token

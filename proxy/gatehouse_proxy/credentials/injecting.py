@@ -20,6 +20,7 @@ from typing import ClassVar, Protocol
 
 from gatehouse_contract.keyring import KeyringError, KeyringFile
 from gatehouse_contract.routes import ConnectionRoute, Credential
+from gatehouse_proxy.credentials.fleet_grants import FleetGrants
 from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
 from gatehouse_proxy.credentials.google_tokens import GoogleMinter
 from gatehouse_proxy.credentials.token_grants import TokenClient
@@ -47,12 +48,14 @@ class Injection:
 @dataclass(frozen=True)
 class Sources:
     """What the injectors are made with, once per worker: the keyring the credentials are
-    decrypted with, the fleet's minted tokens, and the token endpoints' clients."""
+    decrypted with, the fleet's minted tokens, the token endpoints' clients, and the fleet's
+    grants (the owners' own tokens, authorization code)."""
 
     keyring: KeyringFile
     tokens: FleetTokens
     google: GoogleMinter
     token_client: TokenClient
+    grants: FleetGrants
 
 
 class CredentialInjector(Protocol):
@@ -84,10 +87,14 @@ class CredentialInjector(Protocol):
         token, so that a token never outlives what it was issued for."""
         ...
 
-    async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
+    async def inject(
+        self, connection: ConnectionRoute, *, shared: bool, refused: str, viewer: str
+    ) -> Injection:
         """The credential as the upstream gets it, with every form it is sent in.
         ``shared=False``: a minted token stays with this worker (a draft's test). ``refused``: a
-        minted token the upstream refused this request: another is injected."""
+        minted token the upstream refused this request: another is injected. ``viewer``: the
+        verified viewer the request is made for (their grants' owner), "" when none was asked
+        for (a connection that does not need one, or a connection test)."""
         ...
 
     def forget(self, keep: set[CredentialKey]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.routes import AuthType, ConnectionRoute
+from gatehouse_proxy.credentials.fleet_grants import FleetGrants
 from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
 from gatehouse_proxy.credentials.google_tokens import GoogleMinter
 from gatehouse_proxy.credentials.injecting import CredentialInjector, Injection, Sources
@@ -66,21 +67,28 @@ class Injector:
         tokens: FleetTokens,
         google: GoogleMinter,
         token_client: TokenClient,
+        grants: FleetGrants,
     ) -> None:
         self.tokens = tokens
-        sources = Sources(keyring, tokens, google, token_client)
+        sources = Sources(keyring, tokens, google, token_client, grants)
         self._kinds: dict[AuthType, CredentialInjector] = {
             kind: make(sources) for kind, make in KINDS.items()
         }
 
     def injection(
-        self, connection: ConnectionRoute, *, shared: bool = True, refused: str = ""
+        self,
+        connection: ConnectionRoute,
+        *,
+        shared: bool = True,
+        refused: str = "",
+        viewer: str = "",
     ) -> Coroutine[Any, Any, Injection]:
         """``shared=False``: a minted token stays with this worker (a draft's test).
         ``refused``: a minted token the upstream refused this request: another is injected.
+        ``viewer``: the verified viewer's owner name (``Viewer.owner``), "" when none.
         (The kind's own coroutine, awaited by the caller: no frame of its own per request.)"""
         injector = self._kinds[connection.credential.type]
-        return injector.inject(connection, shared=shared, refused=refused)
+        return injector.inject(connection, shared=shared, refused=refused, viewer=viewer)
 
     async def refused(
         self, injection: Injection, endpoint: str, *, shared: bool = True

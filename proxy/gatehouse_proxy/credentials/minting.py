@@ -31,7 +31,9 @@ class MintedTokens(Kind, ABC):
         super().__init__(sources)
         self.tokens = sources.tokens
 
-    async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
+    async def inject(
+        self, connection: ConnectionRoute, *, shared: bool, refused: str, viewer: str
+    ) -> Injection:
         key = self.credential_key(connection)
         token = await self.tokens.token(
             key,

@@ -34,6 +34,9 @@ class Outbound:
     readable: bool
     # A minted token shared with the fleet (not a draft's, which stays with this worker).
     shared: bool
+    # The verified viewer's owner name (Viewer.owner), for a credential that is theirs; "" when
+    # the connection needs no viewer.
+    viewer: str = ""
 
 
 class Sender:

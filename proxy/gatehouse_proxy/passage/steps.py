@@ -153,6 +153,7 @@ class Passage:
                 RequestBody(pieces, partial(self.turns.take, namespace)),
                 readable=testing is not None,
                 shared=testing is None or not testing.draft,
+                viewer="" if fetch.viewer is None else fetch.viewer.owner,
             )
             try:
                 sending = None if testing is None else testing.sending
@@ -191,7 +192,10 @@ class Passage:
         """The credential, then the upstream call with it; ``refused``: the token a 401 refused."""
         with self.tracing.phase("credential"):
             injection = await self.injector.injection(
-                outbound.connection, shared=outbound.shared, refused=refused
+                outbound.connection,
+                shared=outbound.shared,
+                refused=refused,
+                viewer=outbound.viewer,
             )
         if sending is not None:
             sending()

@@ -54,6 +54,13 @@ class Viewer:
     email: str  # its email; "" when it has none
     issuer: str  # its iss
 
+    @property
+    def owner(self) -> str:
+        """Whose grants are this person's (gatehouse_proxy.credentials.fleet_grants): the issuer
+        and the subject, so that two issuers' subjects of one name are two people; never the
+        shared account's name."""
+        return json.dumps([self.issuer, self.id])
+
 
 @dataclass(frozen=True, slots=True)
 class _Algorithm:

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from gatehouse_contract.keyring import KeyringFile
-from gatehouse_contract.routes import NOT_SERVED, AuthType, ConnectionRoute
+from gatehouse_contract.routes import AuthType, ConnectionRoute
 from gatehouse_dev.service_accounts import service_account_key
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.connections.origin import token_url_of
@@ -29,16 +29,12 @@ from tests.proxy.serving import KEYRING, Tenant
 
 
 def test_every_auth_type_of_the_routing_table_has_one_injector() -> None:
-    """Every type the table may carry, but those the contract says the proxies do not serve yet
-    (NOT_SERVED, each with why: the operator keeps their connections out of the table)."""
-    assert sorted(KINDS) == sorted(set(get_args(AuthType)) - set(NOT_SERVED))
-    assert set(NOT_SERVED) <= set(get_args(AuthType))
-    assert all(NOT_SERVED.values())
+    assert sorted(KINDS) == sorted(get_args(AuthType))
 
 
 def test_only_the_minted_kinds_mint() -> None:
     minted = {kind for kind, injector in KINDS.items() if injector.mints}
-    assert minted == {"oauth2ClientCredentials", "googleServiceAccount"}
+    assert minted == {"oauth2ClientCredentials", "googleServiceAccount", "oauth2AuthorizationCode"}
 
 
 @pytest.mark.parametrize(

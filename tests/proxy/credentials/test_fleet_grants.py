@@ -464,3 +464,31 @@ def test_a_disconnect_revokes_the_refresh_tokens_at_the_provider(
             await _token(fleet, "dee", 3)
 
     _run(redis_server, keyring, scenario)
+
+
+def test_a_token_the_upstream_refused_is_refreshed_once_for_its_owner_only(
+    redis_server: RedisServer, keyring: KeyringFile
+) -> None:
+    """The retry after a 401 (refused=...): the owner's grant refreshed at once, once for the
+    fleet, never another owner's token; a token not refused is served as it was."""
+
+    async def scenario(fleet: Fleet) -> None:
+        fleet.register()
+        await fleet.connect("ada")
+        await fleet.connect("bob")
+        ada, bob = await _token(fleet, "ada"), await _token(fleet, "bob")
+        renewed = await asyncio.gather(
+            *(
+                fleet.workers[i % 4].access_token(
+                    CONNECTION, "ada", fleet.client, within=5, refused=ada
+                )
+                for i in range(40)
+            )
+        )
+        assert len(set(renewed)) == 1
+        assert renewed[0] != ada
+        assert fleet.user_of(renewed[0]) == "ada"
+        assert fleet.stats()["refreshes"] == 1
+        assert await _token(fleet, "bob", 3) == bob
+
+    _run(redis_server, keyring, scenario)

@@ -13,7 +13,12 @@ from collections.abc import Mapping
 
 from gatehouse_contract.routes import AuthType
 from gatehouse_proxy.credentials.injecting import CredentialInjector
-from gatehouse_proxy.credentials.kinds import client_credentials, generic, service_account
+from gatehouse_proxy.credentials.kinds import (
+    authorization_code,
+    client_credentials,
+    generic,
+    service_account,
+)
 
 KINDS: Mapping[AuthType, type[CredentialInjector]] = {
     "none": generic.NoCredential,
@@ -22,4 +27,5 @@ KINDS: Mapping[AuthType, type[CredentialInjector]] = {
     "basic": generic.Basic,
     "oauth2ClientCredentials": client_credentials.ClientCredentials,
     "googleServiceAccount": service_account.ServiceAccount,
+    "oauth2AuthorizationCode": authorization_code.AuthorizationCode,
 }

@@ -38,7 +38,9 @@ class NoCredential(Generic):
     def header_names(credential: Credential) -> frozenset[str]:
         return NO_HEADERS
 
-    async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
+    async def inject(
+        self, connection: ConnectionRoute, *, shared: bool, refused: str, viewer: str
+    ) -> Injection:
         return Injection()
 
 
@@ -51,7 +53,9 @@ class SentAsStored(Generic):
         secret = decrypt(self.keyring, connection).decode()
         return secret, sent_forms.secret_sent(connection.credential, secret)
 
-    async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
+    async def inject(
+        self, connection: ConnectionRoute, *, shared: bool, refused: str, viewer: str
+    ) -> Injection:
         _, sent = self.sent(connection)
         return Injection(headers={"Authorization": sent.value}, secrets=sent.forms)
 
@@ -67,7 +71,9 @@ class ApiKey(SentAsStored):
     def query_parameter(credential: Credential) -> str | None:
         return credential.parameter if credential.location == "query" else None
 
-    async def inject(self, connection: ConnectionRoute, *, shared: bool, refused: str) -> Injection:
+    async def inject(
+        self, connection: ConnectionRoute, *, shared: bool, refused: str, viewer: str
+    ) -> Injection:
         credential = connection.credential
         secret, sent = self.sent(connection)
         if credential.location == "query":

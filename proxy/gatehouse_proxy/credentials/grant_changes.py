@@ -1,0 +1,80 @@
+"""Grants dropped when the routing table says they are no longer their connection's: its client
+id, token URL or scopes changed (``Credential.grant_identity``), or the connection is no longer
+routed. Each worker compares each table with the one before; the first to drop a grant revokes
+its refresh token at the provider's revocation endpoint (RFC 7009) where there is one, and the
+others find nothing left to drop.
+
+(A grant read under another identity is dropped where it is read too, by
+:mod:`gatehouse_proxy.credentials.fleet_grants`: this drops, and revokes, the grants nobody asks
+for again.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+
+from gatehouse_contract.keyring import KeyringFile
+from gatehouse_contract.routes import ConnectionRoute
+from gatehouse_proxy.credentials.fleet_grants import FleetGrants, GrantClient
+from gatehouse_proxy.credentials.injecting import decrypt
+from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.store.shared_store import StoreUnavailable
+
+log = logging.getLogger("gatehouse.proxy.grants")
+
+
+def grant_client(keyring: KeyringFile, connection: ConnectionRoute) -> GrantClient:
+    """The connection's OAuth 2.0 client, its secret decrypted for this one call."""
+    credential = connection.credential
+    if credential.token_request is None:
+        raise ProxyError("connection_unavailable", "the connection has no token request")
+    secret = decrypt(keyring, connection).decode()
+    return GrantClient(credential.token_request, secret, credential.scopes)
+
+
+class GrantChanges:
+    def __init__(self, grants: FleetGrants, keyring: KeyringFile) -> None:
+        self.grants = grants
+        self.keyring = keyring
+        # The connections taking grants in the last table, by uid.
+        self._granted: dict[str, ConnectionRoute] = {}
+        self._dropping: set[asyncio.Task[None]] = set()
+
+    def follow(self, routes: Iterable[ConnectionRoute]) -> None:
+        """A new table's connections: the grants of those whose grants' identity changed, or
+        that left the table, are dropped (in the background)."""
+        granted = {route.uid: route for route in routes if route.credential.grant_identity}
+        for uid, before in self._granted.items():
+            after = granted.get(uid)
+            if after is None or after.credential.grant_identity != before.credential.grant_identity:
+                task = asyncio.ensure_future(self._drop(before))
+                self._dropping.add(task)
+                task.add_done_callback(self._dropping.discard)
+        self._granted = granted
+
+    async def _drop(self, connection: ConnectionRoute) -> None:
+        authorization = connection.credential.authorization
+        revoke_at = "" if authorization is None else authorization.revocation_url
+        client = None
+        if revoke_at:
+            try:
+                client = grant_client(self.keyring, connection)
+            except ProxyError as error:
+                log.warning(
+                    "the grants of connection %s are dropped, not revoked: %s",
+                    connection.key,
+                    error.message,
+                )
+        try:
+            await self.grants.drop(connection, None, revoke_at=revoke_at, client=client)
+        except StoreUnavailable:
+            # Each grant left is dropped where it is next read, its identity no longer the
+            # connection's (or never read again, its connection gone).
+            log.warning("the grants of connection %s could not be dropped", connection.key)
+
+    async def close(self) -> None:
+        """Waits for the drops under way (each bounded by the store's and the revocation's
+        deadlines)."""
+        await asyncio.gather(*self._dropping, return_exceptions=True)
