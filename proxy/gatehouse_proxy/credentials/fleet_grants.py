@@ -53,6 +53,7 @@ import secrets
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -307,6 +308,15 @@ class FleetGrants:
     async def _revoke(
         self, connection: str, client: GrantClient, url: str, refresh_token: str
     ) -> None:
+        if _origin(url) != _origin(client.token_request.url):
+            # The client secret goes where the token URL is, which only those who may use the
+            # Secret can set (the revocation URL is not guarded so): never elsewhere.
+            log.warning(
+                "a grant of connection %s was dropped, not revoked at the provider: its "
+                "revocation URL is not on its token URL's origin",
+                connection,
+            )
+            return
         form = {"token": refresh_token, "token_type_hint": "refresh_token"}
         sent = client_form(client.token_request, client.secret, form)
         forms = sent_forms.form_field(refresh_token).forms
@@ -562,3 +572,14 @@ _NOT_KEPT = {
     "share": "the namespace's share of the shared store is full",
     "reserve": "the shared store's used memory has reached its reserve",
 }
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """Scheme, host and port, the default port made explicit."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return ("", url, None)
+    scheme = parts.scheme.lower()
+    return (scheme, (parts.hostname or "").lower(), port or {"https": 443, "http": 80}.get(scheme))

@@ -466,6 +466,28 @@ def test_a_disconnect_revokes_the_refresh_tokens_at_the_provider(
     _run(redis_server, keyring, scenario)
 
 
+def test_a_revocation_url_off_the_token_urls_origin_is_never_sent_the_client_secret(
+    redis_server: RedisServer, keyring: KeyringFile
+) -> None:
+    """The revocation URL is not guarded as the token URL is (changing it needs no right to
+    use the Secret): a drop revokes only on the token URL's origin, so an editor cannot have the
+    client secret and every viewer's refresh token posted to a host of theirs."""
+
+    async def scenario(fleet: Fleet) -> None:
+        fleet.register()
+        await fleet.connect("ada")
+        # The same server under another origin's name: a revocation sent there would count.
+        elsewhere = fleet.url.replace("127.0.0.1", "localhost") + "/revoke"
+        assert elsewhere != fleet.url + "/revoke"
+        dropped = await fleet.workers[0].drop(
+            CONNECTION, "ada", revoke_at=elsewhere, client=fleet.client
+        )
+        assert dropped == 1
+        assert fleet.stats()["revokedGrants"] == 0
+
+    _run(redis_server, keyring, scenario, workers=1)
+
+
 def test_a_token_the_upstream_refused_is_refreshed_once_for_its_owner_only(
     redis_server: RedisServer, keyring: KeyringFile
 ) -> None:
