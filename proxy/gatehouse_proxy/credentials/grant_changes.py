@@ -44,10 +44,18 @@ class GrantChanges:
 
     def follow(self, routes: Iterable[ConnectionRoute]) -> None:
         """A new table's connections: the grants of those whose grants' identity changed, or
-        that left the table, are dropped (in the background)."""
-        granted = {route.uid: route for route in routes if route.credential.grant_identity}
+        that left the table, are dropped (in the background); a connection routed as
+        unavailable keeps them."""
+        present = {route.uid: route for route in routes}
+        granted = {uid: route for uid, route in present.items() if route.credential.grant_identity}
         for uid, before in self._granted.items():
-            after = granted.get(uid)
+            after = present.get(uid)
+            if after is not None and after.unavailable and not after.credential.grant_identity:
+                # Routed without its credential for now (its Secret missing, unreadable or being
+                # replaced): the grants stay, for the client they were made for, until the table
+                # says the client changed (each viewer would otherwise connect again).
+                granted[uid] = before
+                continue
             if after is None or after.credential.grant_identity != before.credential.grant_identity:
                 task = asyncio.ensure_future(self._drop(before))
                 self._dropping.add(task)
