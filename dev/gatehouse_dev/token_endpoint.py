@@ -20,9 +20,10 @@ token is live. ``/api/...`` is the protected API: a live bearer token gets an ec
 of a grant's token), anything else a 401; and
 ``/api/refused/...`` an endpoint no token opens (outside every scope): a 401 whatever is sent.
 ``/hostile/...`` are token endpoints that misbehave: a redirect, 10 MiB, an answer that trickles
-past any deadline, a chosen ``expires_in``, an error that echoes the client secret (in its
-description; with ``echo-in-error=FORM``, in its code too), and tokens of a chosen size that live a
-day (``size=N``: what one tenant would fill the fleet's store with).
+past any deadline, a chosen ``expires_in``, a grant's scope of a chosen size (``scope=N``), an
+error that echoes the client secret (in its description; with ``echo-in-error=FORM``, in its code
+too), and tokens of a chosen size that live a day (``size=N``: what one tenant would fill the
+fleet's store with).
 
 ``python -m gatehouse_dev.token_endpoint --port P [--public-key KEY.pem --client-email E]``; the
 node tests run this file in a Pod (``--host 0.0.0.0``), with the proxy image's aiohttp.
@@ -315,6 +316,13 @@ async def hostile(request: web.Request) -> web.StreamResponse:
         size = int(mode.partition("=")[2])
         value = ("b-" + secrets.token_urlsafe(size))[:size]
         return web.json_response({"access_token": value, "expires_in": 86400})
+    if mode.startswith("scope="):
+        # A grant whose scope, as the endpoint says it was granted, is N characters.
+        size = int(mode.partition("=")[2])
+        scope = " ".join(["s" * 99] * (size // 100 + 1))[:size]
+        return web.json_response(
+            {"access_token": "a-1", "refresh_token": "r-1", "expires_in": 3600, "scope": scope}
+        )
     if mode == "echo" or mode.startswith("echo-in-error="):
         # What the client sent, in the description: a careless provider's error (a grant's
         # refresh token or code too).

@@ -44,6 +44,9 @@ DEFAULT_LIFETIME_SECONDS = 3600.0
 # and a changed client secret is a changed cache key.
 MAX_LIFETIME_SECONDS = 24 * 3600.0
 MAX_DESCRIPTION_CHARS = 300
+# A grant's scope as the endpoint says it was granted: as many as a connection may ask for (32
+# of at most 512 characters each) and some more, since a provider may add its own (openid...).
+MAX_GRANTED_SCOPE_CHARS = 4 * 1024
 _HEADER_SAFE = re.compile(r"^[\x20-\x7e]+$")
 _PRINTABLE = re.compile(r"[^\x20-\x7e]+")
 
@@ -121,6 +124,15 @@ class TokenClient:
                 "or has characters a form cannot carry as they are",
             )
         scope = answer.get("scope")
+        if isinstance(scope, str) and (
+            len(scope) > MAX_GRANTED_SCOPE_CHARS or not _HEADER_SAFE.match(scope or " ")
+        ):
+            # Kept in every grant, in the namespace's share of the store.
+            raise ProxyError(
+                grant.code,
+                f"the token endpoint's scope is over {MAX_GRANTED_SCOPE_CHARS:,} characters "
+                "or not printable ASCII",
+            )
         scopes = tuple(scope.split()) if isinstance(scope, str) else None
         return GrantedTokens(access, refresh, scopes)
 

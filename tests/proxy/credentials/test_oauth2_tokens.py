@@ -15,11 +15,17 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from gatehouse_contract.redaction import Redactor
 from gatehouse_contract.routes import TokenRequest
 from gatehouse_dev.echoes import leaks
 from gatehouse_dev.token_endpoint import TokenEndpoint, create_app
 from gatehouse_proxy.credentials import oauth2_tokens
-from gatehouse_proxy.credentials.token_grants import MAX_LIFETIME_SECONDS, TokenClient
+from gatehouse_proxy.credentials.token_grants import (
+    MAX_GRANTED_SCOPE_CHARS,
+    MAX_LIFETIME_SECONDS,
+    GrantRequest,
+    TokenClient,
+)
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.upstream.forwarder import new_session, tls_context
 from gatehouse_proxy.upstream.network_guard import NetworkPolicy
@@ -241,3 +247,29 @@ def test_the_secret_is_in_the_header_or_the_body_never_both() -> None:
     assert basic["Authorization"] == "Basic Yzpz"
     assert body["client_secret"] == "s"
     assert "Authorization" not in body
+
+
+def test_a_grants_scope_over_its_bound_is_refused() -> None:
+    """The scope an endpoint says it granted is kept in every grant, in the namespace's share
+    of the store: bounded where it is read."""
+
+    async def scenario(url: str, endpoint: TokenEndpoint, client: TokenClient) -> None:
+        def grant(size: int) -> GrantRequest:
+            return GrantRequest(
+                f"{url}/hostile/scope={size}",
+                form={"grant_type": "refresh_token", "refresh_token": "r-0"},
+                headers={},
+                seconds=5,
+                code="token_endpoint_failed",
+                redact=Redactor(()),
+            )
+
+        largest = await client.post_for_grant(grant(MAX_GRANTED_SCOPE_CHARS))
+        assert largest.scopes is not None
+        assert len(" ".join(largest.scopes)) == MAX_GRANTED_SCOPE_CHARS
+        with pytest.raises(ProxyError) as refused:
+            await client.post_for_grant(grant(MAX_GRANTED_SCOPE_CHARS + 1))
+        assert refused.value.code == "token_endpoint_failed"
+        assert "scope is over 4,096 characters" in refused.value.message
+
+    _run(scenario)
