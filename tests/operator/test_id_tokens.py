@@ -103,3 +103,7 @@ def test_an_unverified_email_names_nobody() -> None:
     by_email = OidcSettings(issuer=ISSUER, client_id="gatehouse", username_claim="email")
     with pytest.raises(IdTokenRefused, match="email_verified"):
         user_of(claims(email_verified=False), by_email)
+    # The API server refuses a present claim that is not the boolean true: "false" too.
+    for unverified in ("false", "true", 0, None):
+        with pytest.raises(IdTokenRefused, match="email_verified"):
+            user_of(claims(email_verified=unverified), by_email)

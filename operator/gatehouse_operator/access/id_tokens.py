@@ -114,7 +114,8 @@ def user_of(claims: dict[str, object], mapping: OidcSettings) -> User:
     name = claims.get(mapping.username_claim)
     if not isinstance(name, str) or not name:
         raise IdTokenRefused(f"{mapping.username_claim}: the ID token names no user")
-    if mapping.username_claim == "email" and claims.get("email_verified") is False:
+    # As the API server reads it: when present it must be true, a boolean (not "false").
+    if mapping.username_claim == "email" and claims.get("email_verified", True) is not True:
         raise IdTokenRefused("email_verified: the ID token's email is not verified")
     prefix = mapping.username_prefix
     if prefix is None:

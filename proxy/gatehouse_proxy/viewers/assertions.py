@@ -99,9 +99,17 @@ def _instant(claims: Mapping[str, object], name: str) -> float | None:
     value = claims.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise _refused("claims", f"{name} must be a number of seconds since the epoch")
-    return float(value)
+    refused = _refused("claims", f"{name} must be a number of seconds since the epoch")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise refused
+    try:
+        # An integer past a float's range (10**400) overflows here, not silently later.
+        instant = float(value)
+    except OverflowError:
+        raise refused from None
+    if not math.isfinite(instant):
+        raise refused
+    return instant
 
 
 def _text(claims: Mapping[str, object], name: str, most: int, *, required: bool) -> str:

@@ -146,6 +146,11 @@ def test_an_expired_assertion_is_refused() -> None:
     _expect(lambda i: i.assertion(i.claims(APP, "u-1", lifetime=60, issued_ago=120)), "expired")
 
 
+def test_an_instant_past_a_floats_range_is_refused_not_a_crash() -> None:
+    # A trusted issuer's signature over exp = 10**400: refused as a claim, not a 500.
+    _expect(lambda i: i.assertion({**i.claims(APP, "u-1"), "exp": 10**400}), "claims")
+
+
 def test_an_assertion_issued_in_the_future_is_refused() -> None:
     _expect(
         lambda i: i.assertion(i.claims(APP, "u-1", lifetime=60, issued_ago=-600)),
