@@ -154,6 +154,7 @@ REVOCATION_URL = UrlField(
     example="https://login.example.com/oauth2/revoke",
     origin=False,
     description="The provider's token revocation endpoint (RFC 7009), called when a grant is "
-    "dropped; the token URL's rules. Unset: the provider has none, and a dropped grant is only "
-    "forgotten.",
+    "dropped; the token URL's rules. Called only on the token URL's origin (scheme, host, "
+    "port), since the client secret goes with it; elsewhere a dropped grant is only forgotten. "
+    "Unset: the provider has none, and a dropped grant is only forgotten.",
 )
