@@ -70,8 +70,14 @@ def code_of(link: str) -> str:
     return unquote(link.partition("#code=")[2])
 
 
-def exchange(stack: Stack, code: str) -> httpx.Response:
-    return httpx.post(f"{stack.local.api_url}/ui/sign-in/code", data={"code": code}, timeout=10)
+def exchange(stack: Stack, code: str, confirm: str = "yes") -> httpx.Response:
+    """The code posted as the link page's confirmation does (``confirm="yes"``: the click on
+    "Sign in as ..."); without it, the page that names whose link it is."""
+    return httpx.post(
+        f"{stack.local.api_url}/ui/sign-in/code",
+        data={"code": code, "confirm": confirm},
+        timeout=10,
+    )
 
 
 def session_of(answer: httpx.Response) -> str:
@@ -109,6 +115,13 @@ def test_gatehouse_open_signs_in_as_the_kubeconfigs_user_once_and_acts_as_them(
     admin = members["admin"]
     link = link_of(gatehouse_open(kubeconfig_of(cluster, admin, tmp_path), namespace))
     assert link.startswith(f"{stack.local.api_url}/ui/sign-in/link#code=")
+    # The link's code first names whose link it is (someone else's would sign in as them) and
+    # signs nobody in: the code is spent only by the click on "Sign in as ...".
+    shown = exchange(stack, code_of(link), confirm="")
+    assert shown.status_code == 200
+    assert f"signs you in as <strong>{admin.persona.name}</strong>" in shown.text
+    assert "set-cookie" not in shown.headers
+    assert len(requests_in(cluster, namespace)) == 1
     first = exchange(stack, code_of(link))
     session = session_of(first)
     assert first.headers["location"] == "/ui/"

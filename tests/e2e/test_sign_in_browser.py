@@ -30,6 +30,10 @@ def test_the_clis_one_time_link_opens_the_page_signed_in_once(
     try:
         page = context.new_page()
         page.goto(link)
+        # Whose link it is, named before anything is spent: the click signs in.
+        page.wait_for_selector("#requester", state="visible")
+        assert admin.persona.name in page.inner_text("#requester")
+        page.click("#confirm")
         page.wait_for_url("**/ui/")
         assert admin.persona.name in page.inner_text(".who")
         page.goto(f"{stack.local.api_url}/ui/namespaces/{namespace}/connections")

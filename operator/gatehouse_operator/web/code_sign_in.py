@@ -18,7 +18,7 @@ import logging
 
 from pydantic import ValidationError
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from gatehouse_operator.access.reviews import UserInfo
 from gatehouse_operator.api.sign_in_request import SIGN_IN_REQUEST, StoredSignInRequest
@@ -28,6 +28,7 @@ from gatehouse_operator.web.guards import Guards, fields_of
 
 log = logging.getLogger("gatehouse.operator.page")
 TEMPLATE = "sign_in_link.html"
+NO_STORE = {"Cache-Control": "no-store"}
 
 
 class CodeSignIn:
@@ -37,7 +38,9 @@ class CodeSignIn:
 
     async def link(self, request: Request) -> Response:
         async def page(request: Request) -> Response:
-            return self.guards.renderer.render(TEMPLATE, visitor=None, error="")
+            return self.guards.renderer.render(
+                TEMPLATE, visitor=None, error="", code="", requester=""
+            )
 
         return await self.guards.answer(request, page)
 
@@ -45,10 +48,14 @@ class CodeSignIn:
         return await self.guards.answer(request, self._exchange)
 
     def _refused(self, message: str) -> Response:
-        return self.guards.renderer.render(TEMPLATE, 401, visitor=None, error=message)
+        return self.guards.renderer.render(
+            TEMPLATE, 401, visitor=None, error=message, code="", requester=""
+        )
 
     async def _exchange(self, request: Request) -> Response:
-        parts = sign_in_codes.parse(str((await fields_of(request)).get("code", "")))
+        fields = await fields_of(request)
+        code = str(fields.get("code", ""))
+        parts = sign_in_codes.parse(code)
         if parts is None:
             return self._refused("code: not a sign-in code; run `gatehouse open` for a link")
         found = await self.resources.get_custom(SIGN_IN_REQUEST, parts.namespace, parts.name)
@@ -63,6 +70,15 @@ class CodeSignIn:
             return self._refused(sign_in_codes.NOT_THIS)
         except sign_in_codes.Refusal as refusal:
             return self._refused(str(refusal))
+        if fields.get("confirm") != "yes":
+            # A link another person made signs in as them (login CSRF): the page names whose it
+            # is and waits for a click before the code is spent (the link page's script asks
+            # for the name alone).
+            if fields.get("preview") == "json":
+                return JSONResponse({"requester": requester.username}, headers=NO_STORE)
+            return self.guards.renderer.render(
+                TEMPLATE, visitor=None, error="", code=code, requester=requester.username
+            )
         # Used once: of two exchanges of one code, only one deletes the request it read.
         if not await self.resources.delete_as_read(SIGN_IN_REQUEST, found):
             return self._refused(sign_in_codes.USED_OR_UNKNOWN)
