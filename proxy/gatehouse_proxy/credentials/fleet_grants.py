@@ -82,6 +82,12 @@ HOLD_SECONDS = 5.0
 # A refresh that failed (the endpoint down, or refusing with another error than invalid_grant)
 # is answered again, not asked again, for this long by the worker that asked.
 FAILED_SECONDS = 2.0
+# After a refresh a 401 forced, a 401 to the new token within this long is the endpoint's
+# answer (a scope the person never granted, say), not the token's: no refresh per request, each
+# rotating the refresh token at the provider (and counting against its rate limits). Each worker
+# forces at most one refresh per grant in this window.
+FORCED_REFRESH_SECONDS = 30.0
+_MOST_FORCED = 4096  # forced refreshes remembered per worker before the old ones are let go
 # A token this close to its expiry is not used: it would expire on its way (a second, or half
 # its refresh margin for a token of a few seconds).
 EXPIRY_FLOOR_SECONDS = 1.0
@@ -187,6 +193,9 @@ class FleetGrants:
         self._locks: dict[GrantOwner, asyncio.Lock] = {}
         self._refreshing: dict[GrantOwner, asyncio.Task[str | None]] = {}
         self._failed: dict[GrantOwner, tuple[float, ProxyError]] = {}
+        # When a 401 last forced a refresh of the owner's grant, and the digest of the token
+        # it replaces.
+        self._forced: dict[GrantOwner, tuple[float, bytes]] = {}
 
     # The API.
 
@@ -344,6 +353,8 @@ class FleetGrants:
         kept = set(keep)
         for who in [w for w in self._held if w.connection_uid not in kept]:
             del self._held[who]
+        for who in [w for w in self._forced if w.connection_uid not in kept]:
+            del self._forced[who]
         for who in [w for w in self._failed if w.connection_uid not in kept]:
             del self._failed[who]
         for who in [w for w, lock in self._locks.items() if not lock.locked()]:
@@ -370,7 +381,7 @@ class FleetGrants:
                     del self._held[who]
                 stored, grant = await self._read(who, client)
                 now = time.time()
-                if refused and grant.access_token == refused:
+                if refused and grant.access_token == refused and self._force(who, refused):
                     # Refused before its time (revoked at the provider, say): due now, and
                     # waited for, since the upstream no longer takes it.
                     grant = replace(grant, refresh_at=now, expires_at=now)
@@ -400,6 +411,24 @@ class FleetGrants:
             # Another worker is refreshing: its grant is read again after a short pause.
             await asyncio.sleep(pause)
             pause = min(pause * 2, _POLL_MAX)
+
+    def _force(self, who: GrantOwner, refused: str) -> bool:
+        """Whether a 401 to the owner's token ``refused`` forces a refresh: yes for the token a
+        forced refresh is replacing (the requests that met it join that refresh), not for
+        another within FORCED_REFRESH_SECONDS of the last this worker forced."""
+        now = time.monotonic()
+        digest = hashlib.sha256(refused.encode()).digest()[:16]
+        at, replacing = self._forced.get(who, (-FORCED_REFRESH_SECONDS, b""))
+        if digest == replacing:
+            return True
+        if now - at < FORCED_REFRESH_SECONDS:
+            return False
+        if len(self._forced) >= _MOST_FORCED:
+            self._forced = {
+                w: f for w, f in self._forced.items() if now - f[0] < FORCED_REFRESH_SECONDS
+            }
+        self._forced[who] = (now, digest)
+        return True
 
     def _refreshed(self, who: GrantOwner, task: asyncio.Task[str | None]) -> None:
         self._refreshing.pop(who, None)

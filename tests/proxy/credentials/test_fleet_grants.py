@@ -512,5 +512,13 @@ def test_a_token_the_upstream_refused_is_refreshed_once_for_its_owner_only(
         assert fleet.user_of(renewed[0]) == "ada"
         assert fleet.stats()["refreshes"] == 1
         assert await _token(fleet, "bob", 3) == bob
+        # The new token refused too, at once: the endpoint's answer (a scope never granted),
+        # not the token's: no refresh per request, each rotating the refresh token.
+        for _ in range(5):
+            again = await fleet.workers[0].access_token(
+                CONNECTION, "ada", fleet.client, within=5, refused=renewed[0]
+            )
+            assert again == renewed[0]
+        assert fleet.stats()["refreshes"] == 1
 
     _run(redis_server, keyring, scenario)

@@ -7,7 +7,9 @@ connection needs one, ``ConnectionRoute.needs_viewer``) or the connection's one 
 (``shared``). A 401 to the token is judged as every minted token's, under a key that names the
 owner: the retry asks the grants for another token of the same owner, never anyone else's. (The
 fleet's judgement reads the connection's minted token, which a grant's connection has none of: its
-verdict is "replaced", so each refused request refreshes the owner's grant once for the fleet.)
+verdict is "replaced". The grants force a refresh for a refused token, once for the fleet, and for
+the token that refresh gave only after ``FORCED_REFRESH_SECONDS``: an endpoint that refuses every
+token gets its 401 back, not a refresh per request.)
 
 No grant: :class:`AuthorizationRequired` (401 ``viewer_authorization_required``) from the grants,
 telling the person to connect. The connect link the app shows them (minted from the verified
