@@ -88,6 +88,7 @@ FAILED_SECONDS = 2.0
 # forces at most one refresh per grant in this window.
 FORCED_REFRESH_SECONDS = 30.0
 _MOST_FORCED = 4096  # forced refreshes remembered per worker before the old ones are let go
+_MOST_HELD = 4096  # owners held per worker before those past their time are let go
 # A token this close to its expiry is not used: it would expire on its way (a second, or half
 # its refresh margin for a token of a few seconds).
 EXPIRY_FLOOR_SECONDS = 1.0
@@ -543,7 +544,18 @@ class FleetGrants:
             await self.grant_store.unlock(who.keys, token)
 
     def _hold(self, who: GrantOwner, access_token: str, seconds: float) -> None:
-        self._held[who] = _Held(access_token, time.monotonic() + max(seconds, 0))
+        now = time.monotonic()
+        if len(self._held) >= _MOST_HELD:
+            # A connection with many viewers: the held tokens past their time are let go (an
+            # access token is kept in memory only while it is used).
+            self._held = {w: held for w, held in self._held.items() if held.until > now}
+            self._failed = {w: f for w, f in self._failed.items() if f[0] > now}
+            self._locks = {
+                w: lock
+                for w, lock in self._locks.items()
+                if lock.locked() or w in self._held or w in self._refreshing
+            }
+        self._held[who] = _Held(access_token, now + max(seconds, 0))
 
     # Encrypting: AES-256-GCM under a key derived from the keyring's active key, for grants only.
 

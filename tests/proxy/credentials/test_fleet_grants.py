@@ -28,6 +28,7 @@ from gatehouse_contract.routes import TokenRequest
 from gatehouse_dev.echoes import leaks
 from gatehouse_dev.redis_server import RedisServer
 from gatehouse_dev.token_endpoint import Client, TokenEndpoint, create_app
+from gatehouse_proxy.credentials import fleet_grants
 from gatehouse_proxy.credentials.fleet_grants import (
     SHARED,
     AuthorizationRequired,
@@ -522,3 +523,18 @@ def test_a_token_the_upstream_refused_is_refreshed_once_for_its_owner_only(
         assert fleet.stats()["refreshes"] == 1
 
     _run(redis_server, keyring, scenario)
+
+
+def test_a_workers_held_tokens_past_their_time_are_let_go_as_viewers_come(
+    keyring: KeyringFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection with many viewers: each worker holds an access token only while it is used,
+    so what it holds stays bounded (not one token per viewer ever seen)."""
+    monkeypatch.setattr(fleet_grants, "_MOST_HELD", 3)
+    grants = FleetGrants(None, keyring, None)  # type: ignore[arg-type]
+    for viewer in range(10):
+        grants._hold(GrantOwner(CONNECTION.key, CONNECTION.uid, f"v{viewer}"), "t", 0)
+    assert len(grants._held) <= 3
+    grants._hold(GrantOwner(CONNECTION.key, CONNECTION.uid, "live"), "t", 60)
+    grants._hold(GrantOwner(CONNECTION.key, CONNECTION.uid, "another"), "t", 0)
+    assert GrantOwner(CONNECTION.key, CONNECTION.uid, "live") in grants._held
