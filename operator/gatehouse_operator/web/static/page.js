@@ -28,14 +28,16 @@ function authKinds() {
 function poll(url, most, apply) {
   let wait = 1000;
   let timer = null;
+  let asking = false; // an answer awaited: the tab shown again then starts no second loop
   let stopped = false;
   const next = () => {
-    if (stopped || document.hidden) return;
+    if (stopped || document.hidden || asking || timer !== null) return;
     timer = setTimeout(ask, wait);
     wait = Math.min(wait * 2, most);
   };
   const ask = async () => {
     timer = null;
+    asking = true;
     try {
       const answer = await fetch(url, { credentials: "same-origin", cache: "no-store" });
       if (answer.ok && !answer.redirected) {
@@ -44,10 +46,11 @@ function poll(url, most, apply) {
     } catch (error) {
       // Offline or the operator restarting: asked again later.
     }
+    asking = false;
     next();
   };
   document.addEventListener("visibilitychange", () => {
-    if (!document.hidden && !stopped && timer === null) {
+    if (!document.hidden && !stopped && timer === null && !asking) {
       wait = 1000;
       next();
     }
