@@ -26,7 +26,9 @@ too), and tokens of a chosen size that live a day (``size=N``: what one tenant w
 fleet's store with).
 
 ``python -m gatehouse_dev.token_endpoint --port P [--public-key KEY.pem --client-email E]``; the
-node tests run this file in a Pod (``--host 0.0.0.0``), with the proxy image's aiohttp.
+node tests run this module and ``authorization_code`` in a Pod, as a package of their own
+(``--host 0.0.0.0``, tests/node/pods.py), with the proxy image's aiohttp: neither may import
+another of gatehouse_dev's modules.
 """
 
 from __future__ import annotations

@@ -17,7 +17,10 @@ from gatehouse_dev.waiting import wait_for
 
 # The proxy's image: the smaller one, and its Python runs the scripts.
 IMAGE = chart_image_references()["proxy"]
-TOKEN_ENDPOINT = Path(__file__).resolve().parents[2] / "dev" / "gatehouse_dev" / "token_endpoint.py"
+DEV_PACKAGE = Path(__file__).resolve().parents[2] / "dev" / "gatehouse_dev"
+# The dev authorization server's modules, run in a Pod as the package gatehouse_dev (its
+# __init__ empty: the proxy image holds none of the rest).
+TOKEN_ENDPOINT_MODULES = ("token_endpoint.py", "authorization_code.py")
 
 UPSTREAM_SCRIPT = """
 import http.server, json
@@ -209,7 +212,10 @@ def token_endpoint(namespace: str, cluster_ip: str) -> list[dict[str, Any]]:
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": "authz", "namespace": namespace},
-            "data": {"token_endpoint.py": TOKEN_ENDPOINT.read_text()},
+            "data": {
+                "__init__.py": "",
+                **{name: (DEV_PACKAGE / name).read_text() for name in TOKEN_ENDPOINT_MODULES},
+            },
         },
         {
             "apiVersion": "apps/v1",
@@ -228,16 +234,29 @@ def token_endpoint(namespace: str, cluster_ip: str) -> list[dict[str, Any]]:
                                 "imagePullPolicy": "Never",
                                 "args": [
                                     "python",
-                                    "/script/token_endpoint.py",
+                                    "-m",
+                                    "gatehouse_dev.token_endpoint",
                                     "--host=0.0.0.0",
                                     "--port=8080",
                                 ],
+                                "workingDir": "/script",
                                 "ports": [{"containerPort": 8080}],
                                 "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
                                 "volumeMounts": [{"name": "script", "mountPath": "/script"}],
                             }
                         ],
-                        "volumes": [_script_volume("authz")],
+                        "volumes": [
+                            {
+                                "name": "script",
+                                "configMap": {
+                                    "name": "authz",
+                                    "items": [
+                                        {"key": name, "path": f"gatehouse_dev/{name}"}
+                                        for name in ("__init__.py", *TOKEN_ENDPOINT_MODULES)
+                                    ],
+                                },
+                            }
+                        ],
                     },
                 },
             },
