@@ -4,12 +4,14 @@ refresh tokens with reuse detection and the reuse interval, RFC 7009 revocation.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import base64
 import hashlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -17,6 +19,7 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 
 from gatehouse_dev.token_endpoint import TokenEndpoint, create_app
+from tests.node.pods import DEV_PACKAGE, TOKEN_ENDPOINT_MODULES
 
 REDIRECT = "http://127.0.0.1:9/callback"
 SECRET = "cs_" + "s" * 24
@@ -280,3 +283,17 @@ def test_rfc_7009_revocation_revokes_the_grant_of_the_token() -> None:
         assert (await server.stats())["revokedGrants"] == 1
 
     _run(scenario)
+
+
+def test_the_pods_modules_import_no_other_dev_module() -> None:
+    """The node tests run token_endpoint and authorization_code in a Pod as a package of their
+    own (tests/node/pods.py): an import of another gatehouse_dev module would fail there."""
+    shipped = {f"gatehouse_dev.{name.removesuffix('.py')}" for name in TOKEN_ENDPOINT_MODULES}
+    for name in TOKEN_ENDPOINT_MODULES:
+        tree = ast.parse(Path(DEV_PACKAGE / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gatehouse"):
+                assert node.module in shipped, (name, node.module)
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert not alias.name.startswith("gatehouse"), (name, alias.name)
