@@ -40,8 +40,10 @@ CYCLES = int(os.environ.get("GRANTS_CYCLES", "200"))
 # Each refresh's answer is held this long after the rotation (the window a kill lands in).
 REFRESH_DELAY_SECONDS = 0.05
 # The provider's reuse interval: a worker killed between the rotation and the store's write is
-# recovered by the next refresh within it (the lock lapses after the token request's deadline).
-REUSE_SECONDS = 10
+# recovered by the next refresh within it. That refresh waits for the killed worker's lock to
+# lapse (the token request's deadline and a second), and at the end for the store's restart too:
+# 10 s lost the grant when the last kill landed there (the docs ask a provider for 15 s or more).
+REUSE_SECONDS = 20
 
 
 @dataclass
