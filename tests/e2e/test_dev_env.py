@@ -17,6 +17,18 @@ from gatehouse_operator.api.roles import ADMIN_ROLE
 pytestmark = pytest.mark.e2e
 
 
+def _in_a_bare_shell(script: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """``script`` in bash with nothing of this process's environment but a minimal PATH."""
+    return subprocess.run(
+        ["bash", "-c", script],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def test_the_env_file_puts_every_command_on_path(cluster: Cluster, tmp_path: Path) -> None:
     paths = StackPaths(tmp_path)
     write_env(paths, RunningStack(cluster, "http://127.0.0.1:1", "http://127.0.0.1:2"))
@@ -29,14 +41,7 @@ def test_the_env_file_puts_every_command_on_path(cluster: Cluster, tmp_path: Pat
         # The CLIs read the names the file exports (issue 50: "no server" with it sourced).
         "&& { gatehouse requests vendor 2>&1 | grep 'no server' || true; }"
     )
-    done = subprocess.run(
-        ["bash", "-c", script],
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _in_a_bare_shell(script, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines() == [
         "namespace/default",
@@ -65,14 +70,7 @@ def test_the_env_files_token_is_a_gatehouse_admins_for_the_service_apis_clis(
         # Past "no server" and "no token": it calls the (absent) service API with the token.
         "gatehouse requests vendor 2>&1 | grep -c 'no token\\|no server' || true"
     )
-    done = subprocess.run(
-        ["bash", "-c", script],
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _in_a_bare_shell(script, tmp_path)
     account = "system:serviceaccount:default:gatehouse-newcomer"
     assert done.stdout.splitlines() == [account, "0"], done.stdout + done.stderr
     binding = cluster.kubectl(
