@@ -11,7 +11,7 @@ fetch and a connection test take the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple, Protocol
@@ -49,7 +49,8 @@ RETRIED_ON_401 = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 class Request(Protocol):
     """What the caller asks to send: an app's request as read at the door, or a test's."""
 
-    def headers(self) -> Iterable[tuple[str, str]]: ...
+    # A sequence, not an iterator: the steps read the headers more than once.
+    def headers(self) -> Sequence[tuple[str, str]]: ...
 
     async def body(self, limit: int, take: Callable[[int], None]) -> list[bytes]:
         """The body in pieces, refused over ``limit`` bytes; ``take`` reserves each piece's
