@@ -14,7 +14,7 @@ send it; a sealed value is bound to the origin, token URL and client id as well.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 from typing import Literal, TypeVar
@@ -290,6 +290,11 @@ def _pairs(text: str) -> tuple[dict[str, str], list[str]]:
     return found, bad
 
 
+def _pair_lines(pairs: Mapping[str, str]) -> str:
+    """name=value lines, as _pairs reads them."""
+    return "\n".join(f"{key}={value}" for key, value in pairs.items())
+
+
 def basic_secret(user: str, password: str) -> tuple[str | None, str]:
     """Basic auth's secret as the Secret holds it, user:password, from the two fields; or None
     and what is wrong. Neither given: nothing entered ("", no problem)."""
@@ -441,17 +446,13 @@ class WizardForm:
             client_id=oauth2.client_id,
             oauth_scopes="\n".join(oauth2.scopes),
             client_authentication=oauth2.client_authentication,
-            token_parameters="\n".join(
-                f"{key}={value}" for key, value in oauth2.parameters.items()
-            ),
+            token_parameters=_pair_lines(oauth2.parameters),
             code_authorization_url=code.authorization_url,
             code_token_url=code.token_url,
             code_client_id=code.client_id,
             code_scopes="\n".join(code.scopes),
             code_client_authentication=code.client_authentication,
-            code_parameters="\n".join(
-                f"{key}={value}" for key, value in code.authorization_parameters.items()
-            ),
+            code_parameters=_pair_lines(code.authorization_parameters),
             code_revocation_url=code.revocation_url,
             credential_scope=code.credential_scope,
             link_policy=spec.link_policy,
@@ -774,17 +775,18 @@ class WizardForm:
                 )
         if one_of(STORAGES, self.storage) is None:
             found.add("storage", f"one of {', '.join(STORAGES)}")
-        if self.known_auth_type == "oauth2ClientCredentials":
-            for line in self.token_parameter_pairs()[1]:
-                found.add(
-                    "auth.oauth2ClientCredentials.parameters",
-                    f"{line!r} is not name=value (one a line)",
-                )
-        if self.known_auth_type == "oauth2AuthorizationCode":
-            for line in _pairs(self.code_parameters)[1]:
-                found.add(
-                    f"{_CODE}.authorizationParameters", f"{line!r} is not name=value (one a line)"
-                )
+        # The chosen kind's name=value lines (the others' fields are not its own).
+        pair_fields = {
+            "oauth2ClientCredentials": (
+                "auth.oauth2ClientCredentials.parameters",
+                self.token_parameters,
+            ),
+            "oauth2AuthorizationCode": (f"{_CODE}.authorizationParameters", self.code_parameters),
+        }
+        if self.known_auth_type in pair_fields:
+            path, text = pair_fields[self.known_auth_type]
+            for line in _pairs(text)[1]:
+                found.add(path, f"{line!r} is not name=value (one a line)")
         changed = self.changed_for_secret()
         if self.known_auth_type != "none" and changed and not self.secret_entered:
             found.add(
