@@ -122,5 +122,8 @@ def unknown_refusal_reason(code: str) -> str:
     return _camel(code)
 
 
-def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
-    return {"error": {"code": code, "message": message}}
+def error_body(
+    code: str, message: str, details: Mapping[str, str] | None = None
+) -> dict[str, dict[str, str]]:
+    """``details``: more for the caller beside the code and message (a 401's ``connectUrl``)."""
+    return {"error": {**(details or {}), "code": code, "message": message}}

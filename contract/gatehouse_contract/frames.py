@@ -1,12 +1,14 @@
 """What travels on the table channel, typed in both directions.
 
 From the operator: the routing table as a ``Snapshot`` (in parts) and then a ``Delta`` per change,
-a ``Heartbeat`` when nothing else moved, ``ConnectionTestFrame`` for each test it runs and
-``Gather`` when it asks what apps did (recent requests, usage counts). From a replica: ``Ack``
+a ``Heartbeat`` when nothing else moved, ``ConnectionTestFrame`` for each test it runs,
+``Gather`` when it asks what apps did (recent requests, usage counts) and ``GrantsAsked`` for a
+person's account being connected. From a replica: ``Ack``
 (the version it holds), ``Nack`` (a table it refused, and why), ``Resync`` (send a snapshot),
 ``ConnectionTestResult``, ``Throttled`` (a vendor paused a connection), ``RenewalsBounded``
 (401s renewed a credential's token as often as it may), ``UsageReport`` and
-``Gathered`` (a Gather's answer) and ``Goodbye``. How frames are signed and streams opened is
+``Gathered`` (a Gather's answer), ``GrantsAnswered`` (a ``GrantsAsked``'s, see
+:mod:`gatehouse_contract.connecting`) and ``Goodbye``. How frames are signed and streams opened is
 :mod:`gatehouse_contract.channel`.
 
 The operator serialises each route once, when it changes, and builds snapshot and delta bytes
@@ -27,6 +29,7 @@ from gatehouse_contract.activity import (
     RequestsQuery,
     UsageRow,
 )
+from gatehouse_contract.connecting import GrantsAnswered, GrantsAsked
 from gatehouse_contract.connection_tests import ReplicaTestOutcome, ReplicaTestRequest
 from gatehouse_contract.routes import AppRoute, ConnectionRoute
 from gatehouse_contract.wire import Count, Wire
@@ -100,6 +103,9 @@ ACTIVITY_FEATURE = "activity"
 # ``position`` and ``lost`` (``gatehouse requests -f``): the operator sends those fields to no
 # other replica, and asks no other for a follower's next page.
 CURSOR_FEATURE = "cursor"
+# The replica answers GrantsAsked frames (connecting accounts, gatehouse_contract.connecting): an
+# operator asks no other replica.
+GRANTS_FEATURE = "grants"
 
 
 class ConnectionTestFrame(Wire):
@@ -123,7 +129,7 @@ class Gather(Wire):
     usage_namespace: str = Field(default="", max_length=253)
 
 
-OperatorFrame = Snapshot | Delta | Heartbeat | ConnectionTestFrame | Gather
+OperatorFrame = Snapshot | Delta | Heartbeat | ConnectionTestFrame | Gather | GrantsAsked
 
 # --- From a replica -----------------------------------------------------------------------------
 
@@ -249,6 +255,7 @@ ReplicaMessage = (
     | RenewalsBounded
     | UsageReport
     | Gathered
+    | GrantsAnswered
 )
 
 # --- Reading ------------------------------------------------------------------------------------

@@ -15,11 +15,13 @@ from collections.abc import AsyncIterator, Callable
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gatehouse_contract.connecting import GrantsAnswered, GrantsAsked
 from gatehouse_contract.connection_tests import ReplicaTestOutcome, ReplicaTestRequest
 from gatehouse_contract.keyring import KeyringFile
-from gatehouse_contract.routes import namespace_of
+from gatehouse_contract.routes import ConnectionRoute, namespace_of
 from gatehouse_proxy import admin
 from gatehouse_proxy.connection_tests.runs import ConnectionTests
+from gatehouse_proxy.credentials.connecting import Connecting
 from gatehouse_proxy.credentials.fleet_grants import FleetGrants
 from gatehouse_proxy.credentials.fleet_tokens import FleetTokens
 from gatehouse_proxy.credentials.google_tokens import GoogleMinter
@@ -45,6 +47,7 @@ from gatehouse_proxy.passage.sending import Sender
 from gatehouse_proxy.passage.steps import Passage
 from gatehouse_proxy.passage.vendor_pause import VendorPause
 from gatehouse_proxy.settings import ProxySettings
+from gatehouse_proxy.store.connect_store import ConnectStore
 from gatehouse_proxy.store.grant_store import GrantStore
 from gatehouse_proxy.store.shared_store import SharedStore, opened
 from gatehouse_proxy.store.shares import Shares
@@ -72,6 +75,7 @@ class Proxy:
             settings.replica,
             self.run_test,
             self.activity,
+            self.answer_grants,
         )
         self.concurrency = ConcurrencyLimits(settings.tenant_limits)
         self.request_bytes = RequestBytes(settings.tenant_limits)
@@ -125,6 +129,14 @@ class Proxy:
                 None if store is None else GrantStore(store, self.shares), keyring, tokens
             )
             self.grant_changes = GrantChanges(grants, keyring)
+            self.connecting = Connecting(
+                grants,
+                None if store is None else ConnectStore(store, self.shares),
+                keyring,
+                settings.page_url,
+                self._routed,
+                settings.viewers.record_ids,
+            )
             self.injector = Injector(
                 keyring,
                 fleet_tokens,
@@ -143,6 +155,7 @@ class Proxy:
                 RefusedTokens(self.injector, self.feed),
                 VendorPause(self.quotas, self.feed),
                 Verifier(settings.viewers, issuer_loader(jwks)),
+                self.connecting,
             )
             self.door = FetchEndpoint(
                 self.store, passage, self.observers, settings.request_read_timeout_seconds
@@ -173,6 +186,13 @@ class Proxy:
         self, test: ReplicaTestRequest, sending: Callable[[], None]
     ) -> ReplicaTestOutcome:
         return await self.connection_tests.run(test, sending)
+
+    async def answer_grants(self, asked: GrantsAsked) -> GrantsAnswered:
+        return await self.connecting.answer(asked)
+
+    def _routed(self, key: str) -> ConnectionRoute | None:
+        table = self.store.current
+        return None if table is None else table.connections.get(key)
 
     def describe_store(self) -> dict[str, object]:
         return admin.describe_store(self.shared_store, self.shares)

@@ -70,7 +70,12 @@ class ProxyError(ProxyException):
     """A refusal: the rule that refused, its status, and a message that holds no secret."""
 
     def __init__(
-        self, code: RefusalCode, message: str, *, headers: Mapping[str, str] | None = None
+        self,
+        code: RefusalCode,
+        message: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        details: Mapping[str, str] | None = None,
     ) -> None:
         if code not in STATUS_BY_CODE:
             raise ValueError(f"unknown proxy error code {code!r}")
@@ -78,6 +83,9 @@ class ProxyError(ProxyException):
         self.code = code
         self.message = message
         self.headers = dict(headers or {})
+        # More for the app than code and message, beside them in the error body (a 401's
+        # ``connectUrl``).
+        self.details = dict(details or {})
 
     @property
     def status(self) -> int:
@@ -87,12 +95,12 @@ class ProxyError(ProxyException):
         """The same refusal as a new exception, for an answer kept and given again: raising one
         object again and again would chain every raise's traceback onto it, and with them the
         frames of every request it refused."""
-        return ProxyError(self.code, self.message, headers=self.headers)
+        return ProxyError(self.code, self.message, headers=self.headers, details=self.details)
 
 
 def error_response(error: ProxyError) -> JSONResponse:
     return JSONResponse(
-        error_body(error.code, error.message),
+        error_body(error.code, error.message, error.details),
         status_code=error.status,
         headers={**error.headers, "Cache-Control": "no-store"},
     )

@@ -102,6 +102,13 @@ def _viewers(allow_http: bool) -> ViewerSettings:
     )
 
 
+def _page_url() -> str:
+    url = os.environ.get("GATEHOUSE_PAGE_URL", "").strip().rstrip("/")
+    if url and not url.startswith(("https://", "http://")):
+        raise ValueError(f"GATEHOUSE_PAGE_URL must be an http(s):// URL, not {url!r}")
+    return url
+
+
 # Past this, leases would let the fleet admit noticeably less than a limit.
 MAX_QUOTA_LEASE_SHARE = 0.02
 # Past this, tokens would have hardly any of the store.
@@ -136,6 +143,9 @@ class ProxySettings:
     traces: TraceSettings = field(default_factory=TraceSettings)
     # The issuers of viewer assertions the installation trusts (see viewers).
     viewers: ViewerSettings = field(default_factory=ViewerSettings)
+    # The operator's page as browsers reach it (operator.page.url): where a viewer's connect
+    # link points. "": no link is made.
+    page_url: str = ""
 
     @classmethod
     def from_env(cls) -> ProxySettings:
@@ -182,4 +192,5 @@ class ProxySettings:
                 keep_app_tracestate=env_flag("GATEHOUSE_TRACES_KEEP_APP_TRACESTATE"),
             ),
             viewers=_viewers(allow_http),
+            page_url=_page_url(),
         )

@@ -42,6 +42,7 @@ from gatehouse_contract.connection_tests import (
     ReplicaTestOutcome,
     ReplicaTestRequest,
 )
+from gatehouse_contract.connecting import GrantsAnswered, GrantsAsked
 from gatehouse_contract.errors import error_body
 from gatehouse_contract.frames import (
     ACTIVITY_FEATURE,
@@ -49,6 +50,7 @@ from gatehouse_contract.frames import (
     CURSOR_FIELDS,
     FEATURES_HEADER,
     FLEET_FEATURE,
+    GRANTS_FEATURE,
     Ack,
     ConnectionTestFrame,
     Gather,
@@ -168,6 +170,28 @@ class TableChannel:
             )
         return await secrets.choice(holders).run_test(request, within)
 
+    # --- Connecting accounts -------------------------------------------------------------------
+
+    async def ask_grants(self, asked: GrantsAsked, within: float) -> GrantsAnswered:
+        """A connect flow's step (gatehouse_contract.connecting), answered by one replica that
+        takes them: any, since what a step needs is in the shared store. Raises NoReplica, or
+        OutcomeUnknown when the replica went away or did not answer within ``within``."""
+        takers = [session for session in self.sessions.values() if session.grants]
+        if not takers:
+            raise NoReplica(
+                "no proxy replica that connects accounts is connected to the operator"
+                if self.sessions
+                else "no proxy replica is connected to the operator"
+            )
+        session = secrets.choice(takers)
+        try:
+            async with asyncio.timeout(within):
+                return await session.ask_grants(asked)
+        except (TimeoutError, ConnectionError):
+            raise OutcomeUnknown(
+                f"proxy replica {session.replica.name} did not answer within {within:g}s"
+            ) from None
+
     # --- The server ---------------------------------------------------------------------------
 
     def _authenticate(self, request: web.Request) -> tuple[str, str]:
@@ -256,6 +280,8 @@ class _Session:
         # It reads a query's cursor and answers a follower's page; one that does not is sent
         # neither field, and is not asked for a follower's page.
         self.cursor = CURSOR_FEATURE in features
+        # It answers GrantsAsked frames (the connect flow's steps).
+        self.grants = GRANTS_FEATURE in features
         self.seq = 0
         self.sent = 0  # the version this replica was last sent
         self.needs_snapshot = True
@@ -265,6 +291,7 @@ class _Session:
         self._send_lock = asyncio.Lock()
         self._tests: dict[str, asyncio.Future[ReplicaTestOutcome]] = {}
         self._gathers: dict[str, asyncio.Future[Gathered]] = {}
+        self._grants: dict[str, asyncio.Future[GrantsAnswered]] = {}
 
     async def run(self) -> bool:
         """Serves the replica until the stream ends; True if the replica said goodbye.
@@ -399,8 +426,9 @@ class _Session:
         log.warning(
             "proxy replica %s sent an unreadable message (%s)", self.replica.name, unreadable
         )
-        if unreadable.kind == "gathered":
-            waiting = self._gathers.pop(unreadable.test_id, None)
+        if unreadable.kind in ("gathered", "grantsAnswer"):
+            pending = self._gathers if unreadable.kind == "gathered" else self._grants
+            waiting: asyncio.Future[Any] | None = pending.pop(unreadable.test_id, None)
             if waiting is not None and not waiting.done():
                 waiting.set_exception(ConnectionError("its answer could not be read"))
         elif unreadable.test_id:
@@ -452,6 +480,10 @@ class _Session:
             waiting = self._gathers.pop(said.id, None)
             if waiting is not None and not waiting.done():
                 waiting.set_result(said)
+        elif isinstance(said, GrantsAnswered):
+            asked = self._grants.pop(said.id, None)
+            if asked is not None and not asked.done():
+                asked.set_result(said)
         else:
             self._finish_test(said.id, said.result)
 
@@ -498,6 +530,18 @@ class _Session:
             self._gathers.pop(frame.id, None)
             _seen(future)
 
+    async def ask_grants(self, asked: GrantsAsked) -> GrantsAnswered:
+        """The replica's answer to a connect flow's step; the caller bounds the wait. Raises
+        ConnectionError when the stream closed."""
+        future: asyncio.Future[GrantsAnswered] = asyncio.get_running_loop().create_future()
+        self._grants[asked.id] = future
+        try:
+            await self.send(asked.model_dump_json().encode())
+            return await future
+        finally:
+            self._grants.pop(asked.id, None)
+            _seen(future)
+
     def fail_tests(self) -> None:
         """The stream is gone: the replica had the tests (and gathers) still waiting for its
         report."""
@@ -506,7 +550,8 @@ class _Session:
                 future.set_exception(
                     OutcomeUnknown(f"proxy replica {self.replica.name} went away during the test")
                 )
-        for gathering in self._gathers.values():
+        pending: list[asyncio.Future[Any]] = [*self._gathers.values(), *self._grants.values()]
+        for gathering in pending:
             if not gathering.done():
                 gathering.set_exception(ConnectionError(f"{self.replica.name} went away"))
 

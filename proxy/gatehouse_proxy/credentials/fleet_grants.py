@@ -59,9 +59,15 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from gatehouse_contract import sent_forms
+from gatehouse_contract.connecting import (
+    MAX_LABEL_CHARS,
+    MAX_LISTED,
+    ConnectedOwner,
+    GrantsSummary,
+)
 from gatehouse_contract.keyring import KeyringError, KeyringFile
 from gatehouse_contract.redaction import Redactor
-from gatehouse_contract.routes import ConnectionRoute, TokenRequest
+from gatehouse_contract.routes import ConnectionRoute, TokenRequest, namespace_of
 from gatehouse_proxy.credentials.fleet_tokens import refresh_margin
 from gatehouse_proxy.credentials.oauth2_tokens import TOKEN_TIMEOUT_SECONDS, client_form
 from gatehouse_proxy.credentials.token_grants import (
@@ -135,6 +141,11 @@ class _Grant:
     refresh_at: float  # time.time(): when a refresh starts
     refresh_token: str
     scopes: tuple[str, ...]
+    # What the page shows of it: whose ("" where viewers' ids are not recorded), when it was
+    # connected and last refreshed (time.time(); 0: not yet).
+    label: str = ""
+    connected_at: float = 0.0
+    refreshed_at: float = 0.0
 
     @property
     def used_until(self) -> float:
@@ -143,15 +154,32 @@ class _Grant:
         return self.expires_at - floor
 
     @classmethod
-    def granted(cls, tokens: GrantedTokens, refresh_token: str, scopes: tuple[str, ...]) -> _Grant:
+    def granted(cls, tokens: GrantedTokens, label: str, scopes: tuple[str, ...]) -> _Grant:
+        """A grant just connected."""
         lifetime = tokens.access.lifetime
         now = time.time()
         return cls(
             tokens.access.value,
             now + lifetime,
             now + lifetime - refresh_margin(lifetime),
-            tokens.refresh_token or refresh_token,
+            tokens.refresh_token,
             tokens.scopes if tokens.scopes is not None else scopes,
+            label,
+            now,
+        )
+
+    def refreshed(self, tokens: GrantedTokens) -> _Grant:
+        """This grant, refreshed: the refresh token rotated, or the one sent kept."""
+        lifetime = tokens.access.lifetime
+        now = time.time()
+        return replace(
+            self,
+            access_token=tokens.access.value,
+            expires_at=now + lifetime,
+            refresh_at=now + lifetime - refresh_margin(lifetime),
+            refresh_token=tokens.refresh_token or self.refresh_token,
+            scopes=tokens.scopes if tokens.scopes is not None else self.scopes,
+            refreshed_at=now,
         )
 
 
@@ -171,12 +199,18 @@ class GrantOwner:
 
     @property
     def keys(self) -> GrantKeys:
-        owner = hashlib.sha256(self.owner.encode()).hexdigest()[:32]
-        return GrantKeys(self.connection.partition("/")[0], self.connection_uid, owner)
+        return GrantKeys(
+            namespace_of(self.connection), self.connection_uid, owner_digest(self.owner)
+        )
 
     @property
     def context(self) -> bytes:
         return _context(self.connection_uid, self.keys.owner_digest)
+
+
+def owner_digest(owner: str) -> str:
+    """What names an owner's grant in the store and on the page: never the owner itself."""
+    return hashlib.sha256(owner.encode()).hexdigest()[:32]
 
 
 def _context(connection_uid: str, owner_digest: str) -> bytes:
@@ -201,14 +235,19 @@ class FleetGrants:
     # The API.
 
     async def store(
-        self, connection: ConnectionRoute, owner: str, client: GrantClient, tokens: GrantedTokens
+        self,
+        connection: ConnectionRoute,
+        owner: str,
+        client: GrantClient,
+        tokens: GrantedTokens,
+        label: str = "",
     ) -> None:
         """Keeps a new grant (a code exchanged: the connect flow), in place of any before;
-        raises GrantNotKept."""
+        raises GrantNotKept. ``label``: whose, as the page shows it."""
         if not tokens.refresh_token:
             raise GrantNotKept("the provider granted no refresh_token")
         who = GrantOwner(connection.key, connection.uid, owner)
-        grant = _Grant.granted(tokens, "", client.scopes)
+        grant = _Grant.granted(tokens, label, client.scopes)
         if self.grant_store is None:
             raise GrantNotKept("this installation has no shared store")
         try:
@@ -286,34 +325,64 @@ class FleetGrants:
         *,
         revoke_at: str = "",
         client: GrantClient | None = None,
+        by_digest: bool = False,
     ) -> int:
         """Drops the owner's grant (None: every grant of the connection): disconnected. Other
         workers stop using its access token within HOLD_SECONDS. With ``revoke_at`` (the
         provider's revocation endpoint, RFC 7009) and the ``client``, each refresh token dropped
         is revoked there too, best effort: a failure is logged (never the token) and the grant
-        is gone here anyway. Answers how many went."""
+        is gone here anyway. Answers how many went. ``owner`` may be given by its digest alone
+        (:func:`owner_digest`, as the page names it) with ``by_digest``."""
+        digest = None if owner is None else owner if by_digest else owner_digest(owner)
         for who in [w for w in self._held if w.connection_uid == connection.uid]:
-            if owner is None or who.owner == owner:
+            if digest is None or who.keys.owner_digest == digest:
                 del self._held[who]
         if self.grant_store is None:
             return 0
-        namespace = connection.key.partition("/")[0]
-        if owner is None:
+        namespace = namespace_of(connection.key)
+        if digest is None:
             dropped = await self.grant_store.drop_all(namespace, connection.uid)
         else:
-            keys = GrantOwner(connection.key, connection.uid, owner).keys
+            keys = GrantKeys(namespace, connection.uid, digest)
             encrypted = await self.grant_store.drop(keys)
-            dropped = [] if encrypted is None else [(keys.owner_digest, encrypted)]
+            dropped = [] if encrypted is None else [(digest, encrypted)]
         if revoke_at and client is not None:
             tokens = []
-            for owner_digest, encrypted in dropped:
+            for dropped_owner, encrypted in dropped:
                 with contextlib.suppress(ProxyError):
-                    context = _context(connection.uid, owner_digest)
+                    context = _context(connection.uid, dropped_owner)
                     tokens.append(self._decrypt(context, encrypted).refresh_token)
             await asyncio.gather(
                 *(self._revoke(connection.key, client, revoke_at, token) for token in tokens)
             )
         return len(dropped)
+
+    async def summary(self, connection: ConnectionRoute) -> GrantsSummary:
+        """What the connection's page shows of its grants: how many, whose and when (the most
+        recently refreshed first), and the refreshes that failed; never a token."""
+        if self.grant_store is None:
+            raise StoreUnavailable("this installation has no shared store")
+        listing = await self.grant_store.listed(namespace_of(connection.key), connection.uid)
+        listed = []
+        for listed_owner, encrypted in listing.grants:
+            with contextlib.suppress(ProxyError):  # a key this replica lacks: counted, not listed
+                grant = self._decrypt(_context(connection.uid, listed_owner), encrypted)
+                listed.append(
+                    ConnectedOwner(
+                        owner=listed_owner,
+                        label=grant.label[:MAX_LABEL_CHARS],
+                        connected_at=grant.connected_at,
+                        refreshed_at=grant.refreshed_at,
+                    )
+                )
+        listed.sort(key=lambda grant: max(grant.refreshed_at, grant.connected_at), reverse=True)
+        return GrantsSummary(
+            connected=listing.count,
+            listed=tuple(listed[:MAX_LISTED]),
+            refreshed_at=max((grant.refreshed_at for grant in listed), default=0.0),
+            failures=listing.failures,
+            last_failure=listing.last_failure[:1000],
+        )
 
     async def _revoke(
         self, connection: str, client: GrantClient, url: str, refresh_token: str
@@ -474,16 +543,21 @@ class FleetGrants:
             tokens = await self._ask(who, client, grant.refresh_token, seconds)
         except TokenRefused as refused:
             await self._unlock(who, token)
+            await self._count_failure(who, refused.message)
             if refused.error != "invalid_grant":
                 raise
             await self.grant_store.drop(who.keys, stored.generation)
             raise AuthorizationRequired(
                 _connect(who, "is no longer accepted by the provider (invalid_grant)")
             ) from None
+        except ProxyError as error:
+            await self._unlock(who, token)
+            await self._count_failure(who, error.message)
+            raise
         except BaseException:
             await self._unlock(who, token)
             raise
-        refreshed = _Grant.granted(tokens, grant.refresh_token, grant.scopes)
+        refreshed = grant.refreshed(tokens)
         try:
             written = await self.grant_store.rotate(
                 who.keys, stored.generation, self._encrypt(who.context, refreshed), token
@@ -538,6 +612,12 @@ class FleetGrants:
         metrics.count_token_request(connection, "issued", shared=True)
         return tokens
 
+    async def _count_failure(self, who: GrantOwner, message: str) -> None:
+        """For the connection's page: how many refreshes failed, and the last one's words."""
+        assert self.grant_store is not None
+        with contextlib.suppress(StoreUnavailable):
+            await self.grant_store.failed(who.keys.namespace, who.connection_uid, message)
+
     async def _unlock(self, who: GrantOwner, token: str) -> None:
         assert self.grant_store is not None
         with contextlib.suppress(StoreUnavailable):
@@ -570,6 +650,9 @@ class FleetGrants:
                 "d": grant.refresh_at,
                 "r": grant.refresh_token,
                 "s": list(grant.scopes),
+                "o": grant.label,
+                "c": grant.connected_at,
+                "f": grant.refreshed_at,
             }
         ).encode()
         cipher = AESGCM(keyring.derived(keyring.active, _PURPOSE))
@@ -591,6 +674,9 @@ class FleetGrants:
                 float(fields["d"]),
                 str(fields["r"]),
                 tuple(str(scope) for scope in fields["s"]),
+                str(fields.get("o", "")),
+                float(fields.get("c", 0.0)),
+                float(fields.get("f", 0.0)),
             )
         except (KeyringError, InvalidTag, ValueError, KeyError, IndexError, OSError):
             raise ProxyError(

@@ -17,6 +17,8 @@ from functools import partial
 from typing import NamedTuple, Protocol
 
 from gatehouse_contract.routes import ConnectionRoute, namespace_of
+from gatehouse_proxy.credentials.connecting import Connecting
+from gatehouse_proxy.credentials.fleet_grants import AuthorizationRequired
 from gatehouse_proxy.credentials.injectors import (
     Injection,
     Injector,
@@ -91,6 +93,7 @@ class Passage:
     refused_tokens: RefusedTokens
     vendor_pause: VendorPause
     viewers: Verifier
+    connecting: Connecting
 
     async def through(
         self,
@@ -174,8 +177,13 @@ class Passage:
                     )
                 await self.vendor_pause.heed(fetch, connection, path, upstream)
                 check_content_type(upstream, method, connection.content_types, injection.secrets)
-            except ProxyError:
+            except ProxyError as error:
                 await self.turns.take(namespace)
+                if isinstance(error, AuthorizationRequired) and fetch.viewer is not None:
+                    # The viewer connects through the link the app shows them.
+                    raise await self.connecting.required(
+                        error, connection, fetch.app, fetch.viewer
+                    ) from None
                 raise
             # Answers to requests sent together (and their failures) arrive together.
             await self.turns.take(namespace)

@@ -18,6 +18,9 @@ provider has retired the refresh token it replaces, and losing the new one would
 - ``drop``: one grant (if still the generation given), or every grant of a connection (the
   namespace's ledger lists them: no SCAN), answering what was dropped, encrypted (the caller
   revokes its refresh token at the provider).
+- ``listed``: a connection's grants as the page shows them (how many, and the first
+  :data:`MOST_LISTED` encrypted, for the caller to read whose and when), with the refreshes that
+  failed (``failed`` counts them in the connection's ``stats`` entry, among its grants' keys).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from gatehouse_proxy.store.shares import LEDGER, Shares, prefix
 # A grant not refreshed (nor connected again) for this long is forgotten: its provider's refresh
 # token has most likely lapsed too (Google's lapse after six months unused, many sooner).
 IDLE_SECONDS = 90 * 24 * 3600
+# Grants a listing reads (and decrypts) at most; the count is of all.
+MOST_LISTED = 1000
 # How long a store call on a grant's way may take (a loaded worker's event loop is part of it).
 DEADLINE_SECONDS = 1.0
 
@@ -106,6 +111,46 @@ _DROP_ALL = Script(
     "end "
     "return dropped"
 )
+# KEYS: ledger's. ARGV: the members' beginning (``<uid>:grant:``), at most how many. Answers the
+# count, the stats' failures and last failure, then each grant listed as its owner's digest and
+# its encrypted grant, flat.
+_LIST = Script(
+    LEDGER + "local listed, count = {}, 0 "
+    "for _, member in ipairs(redis.call('ZRANGE', ledger_key, 0, -1)) do "
+    "  if string.sub(member, 1, #ARGV[1]) == ARGV[1] and #member == #ARGV[1] + 32 then "
+    "    count = count + 1 "
+    "    if count <= tonumber(ARGV[2]) then "
+    "      local v = redis.call('HGET', ledger_prefix .. member, 'v') "
+    "      if v then "
+    "        table.insert(listed, string.sub(member, #ARGV[1] + 1)) "
+    "        table.insert(listed, v) "
+    "      end "
+    "    end "
+    "  end "
+    "end "
+    "local stats = redis.call('HMGET', ledger_prefix .. ARGV[1] .. 'stats', 'f', 'm') "
+    "return {count, tonumber(stats[1]) or 0, stats[2] or '', listed}"
+)
+# KEYS: stats, ledger's. ARGV: the failure's words, idle ms.
+_FAILED = Script(
+    LEDGER + "redis.call('HINCRBY', KEYS[1], 'f', 1) "
+    "redis.call('HSET', KEYS[1], 'm', ARGV[1]) "
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2]) "
+    "ledger_count(KEYS[1], ledger_usage(KEYS[1], ARGV[1]), "
+    "  ledger_now() + math.ceil(ARGV[2] / 1000)) "
+    "return 1"
+)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A connection's grants: how many, up to MOST_LISTED of them (each owner's digest and the
+    encrypted grant), and its refreshes that failed."""
+
+    count: int
+    grants: list[tuple[str, bytes]]
+    failures: int
+    last_failure: str
 
 
 @dataclass(frozen=True)
@@ -207,3 +252,23 @@ class GrantStore:
             deadline=DEADLINE_SECONDS,
         )
         return [(bytes(flat[i]).decode(), bytes(flat[i + 1])) for i in range(0, len(flat), 2)]
+
+    async def listed(self, namespace: str, connection_uid: str) -> Listing:
+        count, failures, last, flat = await self.store.run(
+            _LIST,
+            self.shares.keys(namespace),
+            [f"{connection_uid}:grant:", MOST_LISTED],
+            deadline=DEADLINE_SECONDS,
+        )
+        grants = [(bytes(flat[i]).decode(), bytes(flat[i + 1])) for i in range(0, len(flat), 2)]
+        return Listing(int(count), grants, int(failures), bytes(last).decode(errors="replace"))
+
+    async def failed(self, namespace: str, connection_uid: str, message: str) -> None:
+        """Counts a refresh of the connection's grants that failed, and keeps its words."""
+        stats = f"{prefix(namespace)}{connection_uid}:grant:stats"
+        await self.store.run(
+            _FAILED,
+            [stats, *self.shares.keys(namespace)],
+            [message[:1000], IDLE_SECONDS * 1000],
+            deadline=DEADLINE_SECONDS,
+        )

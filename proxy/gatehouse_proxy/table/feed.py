@@ -36,6 +36,7 @@ from gatehouse_contract.channel import (
     verify_frame,
 )
 from gatehouse_contract.channel_tls import client_context
+from gatehouse_contract.connecting import GrantsAnswered, GrantsAsked
 from gatehouse_contract.connection_tests import (
     START_MARGIN_SECONDS,
     TEST_NOT_STARTED,
@@ -50,6 +51,7 @@ from gatehouse_contract.frames import (
     CURSOR_FEATURE,
     FEATURES_HEADER,
     FLEET_FEATURE,
+    GRANTS_FEATURE,
     Ack,
     ConnectionTestFrame,
     ConnectionTestResult,
@@ -79,6 +81,8 @@ RECONNECT_CAP_SECONDS = 2.0
 
 # Runs a test, calling the second argument just before its request goes upstream.
 TestRunner = Callable[[ReplicaTestRequest, Callable[[], None]], Awaitable[ReplicaTestOutcome]]
+# Answers a step of the connect flow (gatehouse_proxy.credentials.connecting).
+GrantsAnswerer = Callable[[GrantsAsked], Awaitable[GrantsAnswered]]
 
 
 class TableStore:
@@ -151,6 +155,7 @@ class TableFeed:
         replica: str,
         run_test: TestRunner,
         activity: Activity | None = None,
+        grants: GrantsAnswerer | None = None,
     ) -> None:
         self.store = store
         self.url = operator_url + CHANNEL_PATH
@@ -159,6 +164,9 @@ class TableFeed:
         self.run_test = run_test
         # What apps did, for the operator's Gather frames; without it, none is asked for.
         self.activity = activity
+        # The connect flow's steps, for the operator's GrantsAsked frames; without it, none is
+        # asked for.
+        self.grants = grants
         # Shared by the feed's streams: a reconnect cancels its tests, and their places with them.
         self.test_slots = ConnectionTestSlots()
         self.state = FeedState()
@@ -229,7 +237,7 @@ class _Stream:
         feed = self.feed
         keyring = feed.keyring.current()
         answers = [ACTIVITY_FEATURE, CURSOR_FEATURE] if feed.activity is not None else []
-        features = [FLEET_FEATURE, *answers]
+        features = [FLEET_FEATURE, *answers, *([GRANTS_FEATURE] if feed.grants else [])]
         try:
             async with self.session.ws_connect(
                 feed.url,
@@ -307,6 +315,8 @@ class _Stream:
                 await self._install(ws, frame, key_id)
         elif isinstance(frame, Gather):
             self._gather(ws, frame)
+        elif isinstance(frame, GrantsAsked):
+            self._grants(ws, frame)
         else:
             self._test(ws, frame)
 
@@ -425,6 +435,26 @@ class _Stream:
                 log.exception("answering the operator's gather failed")
 
         task = asyncio.create_task(answer(), name="gather")
+        self.gathers.add(task)
+        task.add_done_callback(self.gathers.discard)
+
+    def _grants(self, ws: aiohttp.ClientWebSocketResponse, asked: GrantsAsked) -> None:
+        grants = self.feed.grants
+        if grants is None:  # it said it does not answer: an operator that asked anyway
+            return
+
+        async def answer() -> None:
+            try:
+                answered = await grants(asked)
+            except Exception:  # said to the operator, whose page then says it failed
+                log.exception("answering the operator's grants frame failed")
+                problem = Problem(code="internal", message="the proxy failed")
+                answered = GrantsAnswered(id=asked.id, problem=problem)
+            # The stream may close meanwhile: the operator's page then says so.
+            with contextlib.suppress(ConnectionError):
+                await ws.send_str(answered.model_dump_json())
+
+        task = asyncio.create_task(answer(), name="grants")
         self.gathers.add(task)
         task.add_done_callback(self.gathers.discard)
 
