@@ -33,8 +33,9 @@ from gatehouse_contract.connection_tests import Problem
 from gatehouse_contract.wire import Count, Wire
 
 # Where the page takes links and the vendor's redirect back: the redirect URI a vendor's client
-# registers is the page's URL and CALLBACK_PATH.
-CONNECT_PATH = "/ui/connect/"
+# registers is the page's URL and CALLBACK_PATH. A link is the page's CONNECT_PATH with the link's
+# id in the fragment, which browsers never send: no access log, proxy or Referer keeps it.
+CONNECT_PATH = "/ui/connect"
 CALLBACK_PATH = "/ui/connect/callback"
 # How long a connect link may wait for its click, and a begun connect for its callback.
 LINK_SECONDS = 600
@@ -106,8 +107,9 @@ class GrantsAnswered(Wire):
     type: Literal["grantsAnswer"] = "grantsAnswer"
     id: str = Field(max_length=100)
     problem: Problem | None = None
-    # link: the link's id; begin: the vendor's authorization URL to send the browser to.
-    link: str = Field(default="", pattern=FLOW_ID.pattern + "|^$")
+    # link: the link's id; begin: the state, for the browser's cookie.
+    flow: str = Field(default="", pattern=FLOW_ID.pattern + "|^$")
+    # begin: the vendor's authorization URL to send the browser to.
     authorization_url: str = Field(default="", max_length=MAX_URL_CHARS)
     # begin, finish: what is being connected, to say so on the page.
     connection: str = Field(default="", max_length=600)

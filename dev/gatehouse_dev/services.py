@@ -389,6 +389,8 @@ class LocalGatehouse:
             "GATEHOUSE_OPERATOR_URL": operator_url or self.operator_url,
             "GATEHOUSE_ALLOW_HTTP_UPSTREAMS": "true",
             "GATEHOUSE_ALLOWED_PRIVATE_NETWORKS": allowed_private_networks,
+            # Where a viewer's connect link points: the operator's page.
+            "GATEHOUSE_PAGE_URL": self.api_url,
         }
         if token_url:
             env["GATEHOUSE_GOOGLE_TOKEN_URL"] = token_url

@@ -28,6 +28,7 @@ from gatehouse_proxy.credentials.google_tokens import GoogleMinter
 from gatehouse_proxy.credentials.grant_changes import GrantChanges
 from gatehouse_proxy.credentials.injectors import Injector, credential_key, mints_tokens
 from gatehouse_proxy.credentials.token_grants import TokenClient
+from gatehouse_proxy.door.disconnect_endpoint import DisconnectEndpoint
 from gatehouse_proxy.door.entrance import FirstTurn, Routes
 from gatehouse_proxy.door.fetch_endpoint import FetchEndpoint
 from gatehouse_proxy.limits.quotas import Quotas
@@ -161,6 +162,9 @@ class Proxy:
                 self.store, passage, self.observers, settings.request_read_timeout_seconds
             )
             self.connection_tests = ConnectionTests(self.store, passage)
+            self.disconnect = DisconnectEndpoint(
+                self.store, passage.viewers, self.connecting, settings.request_read_timeout_seconds
+            )
             running = [asyncio.create_task(self.feed.run(), name="table-feed")]
             if store is not None:
                 watch = self.shares.watch(store, self._routed_namespaces)
@@ -181,6 +185,9 @@ class Proxy:
 
     async def fetch(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.door(scope, receive, send)
+
+    async def disconnect_viewer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.disconnect(scope, receive, send)
 
     async def run_test(
         self, test: ReplicaTestRequest, sending: Callable[[], None]
@@ -214,8 +221,13 @@ class Proxy:
 
 
 def create_app(proxy: Proxy) -> ASGIApp:
-    """The app-facing server: the fetch endpoint, and a liveness answer that says nothing."""
-    return FirstTurn(Routes(proxy.fetch, proxy.lifespan), proxy.turns, lambda: proxy.store.current)
+    """The app-facing server: the fetch endpoint, a viewer's disconnect, and a liveness answer
+    that says nothing."""
+    return FirstTurn(
+        Routes(proxy.fetch, proxy.disconnect_viewer, proxy.lifespan),
+        proxy.turns,
+        lambda: proxy.store.current,
+    )
 
 
 def admin_app(proxy: Proxy) -> Starlette:

@@ -35,6 +35,7 @@ from gatehouse_contract.channel import (
     verify_request,
 )
 from gatehouse_contract.channel_tls import ServerContext
+from gatehouse_contract.connecting import GrantsAnswered, GrantsAsked
 from gatehouse_contract.connection_tests import (
     ANSWER_GRACE_SECONDS,
     Failed,
@@ -42,7 +43,6 @@ from gatehouse_contract.connection_tests import (
     ReplicaTestOutcome,
     ReplicaTestRequest,
 )
-from gatehouse_contract.connecting import GrantsAnswered, GrantsAsked
 from gatehouse_contract.errors import error_body
 from gatehouse_contract.frames import (
     ACTIVITY_FEATURE,

@@ -40,6 +40,7 @@ from gatehouse_operator.connections.exfiltration import (
     connection_warning,
     write_methods,
 )
+from gatehouse_operator.connections.grants import Grants
 from gatehouse_operator.connections.linking import link_change, linked_by
 from gatehouse_operator.connections.models import (
     ConnectionTestRequest,
@@ -52,6 +53,7 @@ from gatehouse_operator.connections.models import (
 from gatehouse_operator.connections.samples import typed
 from gatehouse_operator.kube.errors import Conflict, Forbidden, Invalid, NotFound
 from gatehouse_operator.web.charts import Chart, bar_chart
+from gatehouse_operator.web.grants_section import GrantsSection
 from gatehouse_operator.web.guards import Guards, Handler, Visitor, fields_of, page_refusal
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS
 from gatehouse_operator.web.wizard import AUTH_TYPE_TITLES, LIMIT_TITLES
@@ -143,6 +145,7 @@ class Pages:
         self.operator = operator
         self.read_only = guards.read_only
         self.activity = Activity(actions)
+        self.grants = GrantsSection(Grants(actions), self.back_to)
 
     # Sign-in and out.
 
@@ -290,6 +293,7 @@ class Pages:
             status=status,
             tested=tested or Typed({}),
             link=link or Typed({}),
+            grants=await self.grants.view(visitor, namespace, name, detail.auth, detail.can_manage),
         )
 
     async def connection_requests(self, request: Request, visitor: Visitor) -> Response:

@@ -13,6 +13,7 @@ from starlette.staticfiles import StaticFiles
 
 from gatehouse_operator.connections.actions import Connections
 from gatehouse_operator.web.code_sign_in import CodeSignIn
+from gatehouse_operator.web.connect_flow import ConnectFlow
 from gatehouse_operator.web.connection_forms import (
     WIZARD_FIELDS,
     WIZARD_FORM_BYTES,
@@ -30,6 +31,7 @@ def mount(connections: Connections) -> Mount:
     renderer = Renderer(runtime.settings.web_read_only)
     guards = Guards(connections.access, Sessions(runtime.keyring), renderer, renderer.read_only)
     pages = Pages(connections, guards, runtime.kube.api)
+    connect = ConnectFlow(guards, pages.grants.grants)
     forms = ConnectionForms(pages)
     codes = CodeSignIn(guards, runtime.kube.resources)
     oidc = OidcSignIn(guards, runtime.settings)
@@ -52,6 +54,11 @@ def mount(connections: Connections) -> Mount:
             Route("/sign-in/code", codes.exchange, methods=["POST"]),
             Route("/sign-in/oidc", oidc.start, methods=["GET"]),
             Route("/sign-in/oidc/callback", oidc.callback, methods=["GET"]),
+            # A viewer's connect link, and the vendor's redirect back (no sign-in: the link and
+            # the browser's cookie bind them).
+            Route("/connect", connect.landing, methods=["GET"]),
+            Route("/connect", connect.begin, methods=["POST"]),
+            Route("/connect/callback", connect.callback, methods=["GET"]),
             Route(f"{namespace}/connections", guards.page(pages.connections)),
             # Not under connections/: "new" is a name a connection may have.
             Route(f"{namespace}/new-connection", guards.page(forms.new), methods=["GET"]),
@@ -78,6 +85,16 @@ def mount(connections: Connections) -> Mount:
                 methods=["POST"],
             ),
             Route(f"{connection}/test", guards.form(pages.test), methods=["POST"]),
+            Route(
+                f"{connection}/grants/revoke",
+                guards.form(pages.grants.revoke),
+                methods=["POST"],
+            ),
+            Route(
+                f"{connection}/grants/connect",
+                guards.form(pages.grants.connect_shared),
+                methods=["POST"],
+            ),
             Route(
                 f"{connection}/samples/{{sample}}/delete",
                 guards.form(pages.delete_sample),

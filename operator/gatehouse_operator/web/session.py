@@ -119,12 +119,15 @@ class Sessions:
         )
         return True
 
-    def start_flow(self, response: Response, content: dict[str, str]) -> None:
-        """Keeps a sign-in's state, nonce and verifier, encrypted, for the provider's redirect
-        back: SameSite=Lax, since that redirect is a cross-site top-level GET."""
+    def start_flow(
+        self, response: Response, content: dict[str, str], cookie: str = FLOW_COOKIE
+    ) -> None:
+        """Keeps a sign-in's state, nonce and verifier (or a connect's state, in a cookie of its
+        own), encrypted, for the provider's redirect back: SameSite=Lax, since that redirect is
+        a cross-site top-level GET."""
         response.set_cookie(
-            FLOW_COOKIE,
-            self._encrypt(content, FLOW_SECONDS, _FLOW_CONTEXT),
+            cookie,
+            self._encrypt(content, FLOW_SECONDS, f"{_FLOW_CONTEXT}|{cookie}"),
             max_age=FLOW_SECONDS,
             path="/",
             secure=True,
@@ -132,12 +135,12 @@ class Sessions:
             samesite="lax",
         )
 
-    def flow(self, request: Request) -> dict[str, object]:
-        """The sign-in under way ({} for none, a tampered or an expired one)."""
-        return self._decrypt(request.cookies.get(FLOW_COOKIE, ""), _FLOW_CONTEXT)
+    def flow(self, request: Request, cookie: str = FLOW_COOKIE) -> dict[str, object]:
+        """The sign-in (or connect) under way ({} for none, a tampered or an expired one)."""
+        return self._decrypt(request.cookies.get(cookie, ""), f"{_FLOW_CONTEXT}|{cookie}")
 
-    def end_flow(self, response: Response) -> None:
-        response.delete_cookie(FLOW_COOKIE, path="/", secure=True, httponly=True, samesite="lax")
+    def end_flow(self, response: Response, cookie: str = FLOW_COOKIE) -> None:
+        response.delete_cookie(cookie, path="/", secure=True, httponly=True, samesite="lax")
 
     def end(self, response: Response) -> None:
         response.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")

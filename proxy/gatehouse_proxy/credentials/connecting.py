@@ -3,7 +3,7 @@ PKCE S256, RFC 7636), the proxy's part: the operator's page is what the browser 
 asks a replica on the table channel (:mod:`gatehouse_contract.connecting`) for each step.
 
 1. **The link.** An app's request for a viewer without a grant is answered 401
-   ``viewer_authorization_required`` with ``connectUrl``: the page's ``/ui/connect/<id>``. The
+   ``viewer_authorization_required`` with ``connectUrl``: the page's ``/ui/connect#<id>``. The
    link is minted from the verified assertion and bound to the connection (by uid: a connection
    made again under the name is another), the app and the viewer; it is single-use and lives
    :data:`LINK_SECONDS`. A worker gives the same link for the same viewer and connection while it
@@ -194,7 +194,7 @@ class Connecting:
             url = await self._link(
                 _Binding(connection.key, connection.uid, "", SHARED, "the shared account")
             )
-            return GrantsAnswered(id=asked.id, link=url.rsplit("/", 1)[1])
+            return GrantsAnswered(id=asked.id, flow=url.rpartition("#")[2])
         if asked.action == "drop":
             return GrantsAnswered(
                 id=asked.id, dropped=await self.disconnect(connection, asked.owner or None)
@@ -249,6 +249,7 @@ class Connecting:
             raise ConnectRefused("connect_failed", "the authorization URL would be too long")
         return GrantsAnswered(
             id=asked.id,
+            flow=state,
             authorization_url=url,
             connection=binding.connection,
             app=binding.app,
@@ -302,7 +303,7 @@ class Connecting:
     async def _link(self, binding: _Binding) -> str:
         flow = f"{namespace_of(binding.connection)}.{secrets.token_urlsafe(32)}"
         await self._put("link", flow, binding, LINK_SECONDS)
-        return f"{self.page_url}{CONNECT_PATH}{flow}"
+        return f"{self.page_url}{CONNECT_PATH}#{flow}"
 
     async def _put(self, record: Record, flow: str, binding: _Binding, seconds: int) -> None:
         if self.store is None:

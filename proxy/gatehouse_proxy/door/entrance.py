@@ -1,4 +1,5 @@
-"""The app port's ASGI application: fetches, the liveness answer, and nothing else.
+"""The app port's ASGI application: fetches, a viewer's disconnect, the liveness answer, and
+nothing else.
 
 Three paths need no framework: Starlette's router, middleware stack, ``Request`` and streaming
 response cost more per request than every check the proxy makes (docs/development/performance.md,
@@ -22,6 +23,8 @@ from gatehouse_proxy.limits.tenancy import Turns
 from gatehouse_proxy.table.routing_table import RoutingTable
 
 FETCH_PATH = "/v1/fetch/"
+# DELETE /v1/grants/{alias}: the viewer disconnects their account (door.disconnect_endpoint).
+GRANTS_PATH = "/v1/grants/"
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 _HEALTH_METHODS = ("GET", "HEAD")
 
@@ -84,8 +87,9 @@ Lifespan = Callable[[], AbstractAsyncContextManager[None]]
 class Routes:
     """Which of the app port's answers a request gets, and the process's lifespan."""
 
-    def __init__(self, fetch: ASGIApp, lifespan: Lifespan) -> None:
+    def __init__(self, fetch: ASGIApp, disconnect: ASGIApp, lifespan: Lifespan) -> None:
         self.fetch = fetch
+        self.disconnect = disconnect
         self.lifespan = lifespan
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -103,6 +107,11 @@ class Routes:
             allowed: tuple[str, ...] = METHODS
             if method in allowed:
                 await self.fetch(scope, receive, send)
+                return
+        elif path.startswith(GRANTS_PATH) and "/" not in path[len(GRANTS_PATH) :]:
+            allowed = ("DELETE",)
+            if method in allowed:
+                await self.disconnect(scope, receive, send)
                 return
         elif path == "/healthz":
             allowed = _HEALTH_METHODS

@@ -94,9 +94,9 @@ class FetchEndpoint:
         """The table, the app, the connection (each filled in on ``fetch`` as it is known), then
         the request's way through the rules to the vendor; the answer to relay."""
         active = current_table(self.table)
-        app = _app(active, request)
+        app = app_of(identified_app(request.scope, active))
         fetch.app, fetch.app_uid = app.key, app.uid or app.key
-        connection = _connection(active, app, alias)
+        connection = connection_of(active, app, alias)
         fetch.connection = connection.key
         upstream, injection, place, standing = await self.passage.through(
             fetch, connection, request
@@ -128,14 +128,14 @@ class FetchEndpoint:
             raise
 
 
-def _app(active: RoutingTable, request: AppRequest) -> AppRoute:
-    app = identified_app(request.scope, active)
+def app_of(app: AppRoute | None) -> AppRoute:
+    """The app a request's token identified, or the refusal of a request that names none."""
     if app is None:
         raise ProxyError("unauthenticated", "send the app's credential as Authorization: Bearer")
     return app
 
 
-def _connection(active: RoutingTable, app: AppRoute, alias: str) -> ConnectionRoute:
+def connection_of(active: RoutingTable, app: AppRoute, alias: str) -> ConnectionRoute:
     key = app.links.get(alias)
     connection = active.connections.get(key) if key else None
     if connection is None:

@@ -1,0 +1,84 @@
+"""The connect flow's pages: where a viewer's connect link lands, and the vendor's redirect back
+(gatehouse_contract.connecting says what each step does; connections.grants asks a replica).
+
+- ``GET /ui/connect#<link>``: a page that takes the link's id out of the address bar; nothing is
+  spent until the click, so a link unfurled by a chat client's preview is still good.
+- ``POST /ui/connect``: the link is spent and the browser sent (303) to the vendor's
+  authorization URL; the state comes back only with the cookie set here (SameSite=Lax, for the
+  vendor's cross-site redirect back), so a callback is finished only in the browser that began
+  it: an authorization URL sent to someone else connects nothing.
+- ``GET /ui/connect/callback``: the state must be the cookie's; the replica spends it, exchanges
+  the code and keeps the grant.
+
+No sign-in: the person is the app's viewer, who may have no Kubernetes identity. What binds them
+is the link (minted from their verified assertion, single-use, ten minutes) and the cookie.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from gatehouse_contract.connecting import FLOW_ID, MAX_CODE_CHARS
+from gatehouse_operator.connections.grants import Grants
+from gatehouse_operator.web.guards import Guards, fields_of, page_refusal
+
+log = logging.getLogger("gatehouse.operator.page")
+TEMPLATE = "connect.html"
+FLOW_COOKIE = "__Host-gatehouse-connect"
+MAX_ERROR_CHARS = 200
+
+
+class ConnectFlow:
+    def __init__(self, guards: Guards, grants: Grants) -> None:
+        self.guards = guards
+        self.grants = grants
+
+    async def landing(self, request: Request) -> Response:
+        async def page(request: Request) -> Response:
+            return self.guards.renderer.render(TEMPLATE, visitor=None, error="", connected=None)
+
+        return await self.guards.answer(request, page)
+
+    async def begin(self, request: Request) -> Response:
+        async def begin(request: Request) -> Response:
+            flow = str((await fields_of(request)).get("flow", "")).strip()
+            if not FLOW_ID.match(flow):
+                raise page_refusal(400, "flow: not a connect link id; open the app's link again")
+            begun = await self.grants.begin(flow)
+            response = RedirectResponse(begun.authorization_url, status_code=303)
+            self.guards.sessions.start_flow(response, {"state": begun.flow}, FLOW_COOKIE)
+            return response
+
+        return await self.guards.answer(request, begin)
+
+    async def callback(self, request: Request) -> Response:
+        async def finish(request: Request) -> Response:
+            query = request.query_params
+            if "error" in query:
+                said = query["error"][:MAX_ERROR_CHARS]
+                raise page_refusal(
+                    403, f"the provider did not connect your account: {said}; start again"
+                )
+            state = str(self.guards.sessions.flow(request, FLOW_COOKIE).get("state", ""))
+            if not state or not hmac.compare_digest(state, query.get("state", "")):
+                raise page_refusal(
+                    400,
+                    "this connect was not begun in this browser, or took over ten minutes: "
+                    "open the app's link again",
+                )
+            code = query.get("code", "")
+            if not code or len(code) > MAX_CODE_CHARS:
+                raise page_refusal(400, "code: the provider sent no authorization code")
+            finished = await self.grants.finish(state, code)
+            response = self.guards.renderer.render(
+                TEMPLATE, visitor=None, error="", connected=finished
+            )
+            self.guards.sessions.end_flow(response, FLOW_COOKIE)
+            log.info("an account was connected to connection %s", finished.connection)
+            return response
+
+        return await self.guards.answer(request, finish)
