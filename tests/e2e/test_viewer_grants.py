@@ -3,9 +3,10 @@ kubectl-applied connections, two proxy replicas of two workers trusting the dev 
 sharing the store, and the dev authorization server on 127.0.0.1, whose /api answers only a live
 token and names the user it was granted by.
 
-The grants are connected as the connect flow will connect them (it comes next): /authorize with
-scripted consent and PKCE, the code exchanged and the grant kept by the proxy's own
-:class:`FleetGrants`, under the owner the proxy names a verified viewer by (``Viewer.owner``).
+The grants are seeded as the connect flow connects them (test_connect_flow goes through its
+pages): /authorize with scripted consent and PKCE, the code exchanged and the grant kept by the
+proxy's own :class:`FleetGrants`, under the owner the proxy names a verified viewer by
+(``Viewer.owner``).
 Every count of API calls and revocations is what the authorization server saw.
 """
 
@@ -99,7 +100,17 @@ class Connected:
     scope: str
 
 
-def _connected(cluster: Cluster, stack: Stack, namespace: str, credential_scope: str) -> Connected:
+def _connected(
+    cluster: Cluster,
+    stack: Stack,
+    namespace: str,
+    credential_scope: str,
+    *,
+    redirect: str = REDIRECT,
+    endpoint_path: str = "/token",
+) -> Connected:
+    """``redirect``: the redirect URI the client registers; ``endpoint_path``: the token URL's
+    path at the dev authorization server (a /hostile/ one misbehaves)."""
     client_id = f"sheets-{secrets.token_hex(4)}"
     client_secret = "cs_" + secrets.token_urlsafe(24)
     client = {
@@ -107,20 +118,24 @@ def _connected(cluster: Cluster, stack: Stack, namespace: str, credential_scope:
         "secret": client_secret,
         "method": "basic",
         "lifetime": 3600,
-        "redirectUris": [REDIRECT],
+        "redirectUris": [redirect],
     }
     httpx.post(f"{stack.token_endpoint}/clients", json=client, timeout=5).raise_for_status()
     apply(cluster, namespace, secret("sheets-client", secret=client_secret))
     apply(
         cluster,
         namespace,
-        connection("sheets", stack.token_endpoint, _auth(stack, client_id, credential_scope)),
+        connection(
+            "sheets",
+            stack.token_endpoint,
+            _auth(stack, client_id, credential_scope, endpoint_path=endpoint_path),
+        ),
         data_app("sales", {"sheets": "sheets"}),
     )
     wait_condition(cluster, namespace, "externalconnection/sheets", "True", "Routed")
     wait_condition(cluster, namespace, "dataapp/sales", "True", "Routed")
     found = get(cluster, namespace, "externalconnection/sheets") or {}
-    request = TokenRequest(url=f"{stack.token_endpoint}/token", client_id=client_id)
+    request = TokenRequest(url=f"{stack.token_endpoint}{endpoint_path}", client_id=client_id)
     return Connected(
         namespace,
         found["metadata"]["uid"],
@@ -130,12 +145,18 @@ def _connected(cluster: Cluster, stack: Stack, namespace: str, credential_scope:
     )
 
 
-def _auth(stack: Stack, client_id: str, credential_scope: str, *scopes: str) -> dict[str, Any]:
+def _auth(
+    stack: Stack,
+    client_id: str,
+    credential_scope: str,
+    *scopes: str,
+    endpoint_path: str = "/token",
+) -> dict[str, Any]:
     return {
         "type": "oauth2AuthorizationCode",
         "oauth2AuthorizationCode": {
             "authorizationURL": f"{stack.token_endpoint}/authorize",
-            "tokenURL": f"{stack.token_endpoint}/token",
+            "tokenURL": f"{stack.token_endpoint}{endpoint_path}",
             "clientId": client_id,
             "scopes": list(scopes or ("sheets.read",)),
             "revocationURL": f"{stack.token_endpoint}/revoke",
@@ -168,7 +189,7 @@ async def _with_grants(stack: Stack, work: Any) -> Any:
 
 def _seed(stack: Stack, connected: Connected, owners: dict[str, str]) -> list[str]:
     """Connects each owner (the grants' owner name: the user who consents), as the connect flow
-    will: scripted consent, PKCE, the code exchanged and the grant kept. Answers every token
+    does: scripted consent, PKCE, the code exchanged and the grant kept. Answers every token
     granted (access and refresh), which no answer may carry."""
     route = quota_route(f"{connected.namespace}/sheets", connected.uid)
 

@@ -1,0 +1,237 @@
+"""The connect flow end to end, without a browser (test_connect_browser drives Chromium): an app's
+401 with the viewer's connect link, the operator's page spending it and sending the browser to
+the dev authorization server, scripted consent, the callback bound to the browser's cookie, and
+the app's retry answered with the viewer's own token; then the hostile ways in: a link used twice
+or late, a state replayed or finished in another browser, a code replayed, a token endpoint that
+echoes what it was sent, and a disconnect through the app.
+
+Two proxy replicas of two workers (test_viewer_grants' fleet) answer the page's steps on the
+table channel: a link minted by one is spent through another, as it would be in a fleet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+import redis
+
+from gatehouse_contract.connecting import CALLBACK_PATH
+from gatehouse_dev.cluster import Cluster
+from tests.e2e.conftest import Stack
+from tests.e2e.gatehouse_fixtures import fetch
+from tests.e2e.test_viewer_grants import ASSERTION, Connected, Fleet, _connected, _stats
+from tests.e2e.test_viewer_grants import fleet as fleet
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass
+class Browser:
+    """One browser's cookie for the connect flow (httpx keeps no Secure cookie over http)."""
+
+    page: str
+    cookie: str = ""
+
+    def begin(self, link: str) -> httpx.Response:
+        """The click on the link's page: the link's id posted from the page's own origin."""
+        assert link.startswith(f"{self.page}/ui/connect#"), link
+        landing = httpx.get(link.partition("#")[0], timeout=10)
+        assert landing.status_code == 200, landing.text
+        begun = httpx.post(
+            f"{self.page}/ui/connect",
+            data={"flow": link.partition("#")[2]},
+            headers={"Origin": self.page},
+            timeout=30,
+        )
+        if begun.status_code == 303:
+            self.cookie = begun.headers["set-cookie"].partition(";")[0]
+        return begun
+
+    def consent(self, authorization_url: str, user: str) -> str:
+        """The person signs in at the provider as ``user`` and approves: the callback's URL."""
+        back = httpx.get(f"{authorization_url}&consent=approve&user={user}", timeout=10)
+        assert back.status_code in (302, 303), back.text
+        callback: str = back.headers["location"]
+        assert callback.startswith(f"{self.page}{CALLBACK_PATH}?"), callback
+        return callback
+
+    def callback(self, url: str) -> httpx.Response:
+        return httpx.get(url, headers={"Cookie": self.cookie} if self.cookie else {}, timeout=30)
+
+    def connect(self, link: str, user: str) -> httpx.Response:
+        begun = self.begin(link)
+        assert begun.status_code == 303, begun.text
+        return self.callback(self.consent(begun.headers["location"], user))
+
+
+def _asked_to_connect(fleet: Fleet, connected: Connected, sub: str, replica: int = 0) -> str:
+    app = f"{connected.namespace}/DataApp/sales"
+    sent = {ASSERTION: fleet.assertion(app, sub)}
+    answer = fetch(
+        fleet.replicas[replica].url, connected.token, "sheets", "/api/rows", headers=sent
+    )
+    assert answer.status_code == 401, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "viewer_authorization_required", error
+    link: str = error["connectUrl"]
+    return link
+
+
+def _fetched_as(fleet: Fleet, connected: Connected, sub: str, replica: int = 1) -> httpx.Response:
+    app = f"{connected.namespace}/DataApp/sales"
+    sent = {ASSERTION: fleet.assertion(app, sub)}
+    return fetch(fleet.replicas[replica].url, connected.token, "sheets", "/api/rows", headers=sent)
+
+
+def _callback_uri(stack: Stack) -> str:
+    return f"{stack.local.api_url}{CALLBACK_PATH}"
+
+
+def test_a_viewer_connects_through_the_apps_link_and_the_retry_carries_their_own_token(
+    cluster: Cluster, stack: Stack, namespace: str, fleet: Fleet
+) -> None:
+    connected = _connected(cluster, stack, namespace, "viewer", redirect=_callback_uri(stack))
+    link = _asked_to_connect(fleet, connected, "ada")
+    # The same viewer asking again is given the link their worker minted: an app retrying in a
+    # loop fills nothing (at most one link per worker: two replicas of two).
+    links = {_asked_to_connect(fleet, connected, "ada", replica=n % 2) for n in range(12)}
+    assert len(links) <= 4, links
+    browser = Browser(stack.local.api_url)
+    begun = browser.begin(link)
+    assert begun.status_code == 303, begun.text
+    authorization = urlsplit(begun.headers["location"])
+    query = parse_qs(authorization.query)
+    assert query["code_challenge_method"] == ["S256"]
+    assert query["redirect_uri"] == [_callback_uri(stack)]
+    assert query["client_id"] == [connected.client.token_request.client_id]
+    done = browser.callback(browser.consent(begun.headers["location"], "ada"))
+    assert done.status_code == 200, done.text
+    assert "Connected" in done.text
+    assert f"{namespace}/sheets" in done.text
+    # The app's retry, on the other replica: the viewer's own account.
+    answer = _fetched_as(fleet, connected, "ada")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["user"] == "ada"
+    # Another viewer has no grant of ada's: asked to connect their own.
+    assert _asked_to_connect(fleet, connected, "bob", replica=1) != link
+
+    # The link again: spent.
+    again = Browser(stack.local.api_url).begin(link)
+    assert again.status_code == 410, again.text
+    assert "used already" in again.text
+
+
+def test_a_state_replayed_or_finished_in_another_browser_connects_nothing(
+    cluster: Cluster, stack: Stack, namespace: str, fleet: Fleet
+) -> None:
+    connected = _connected(cluster, stack, namespace, "viewer", redirect=_callback_uri(stack))
+    # Mallory begins a connect with her own link and sends her authorization URL to ada: ada's
+    # browser lacks the cookie, so ada's consent connects nothing to mallory.
+    mallory = Browser(stack.local.api_url)
+    begun = mallory.begin(_asked_to_connect(fleet, connected, "mallory"))
+    assert begun.status_code == 303, begun.text
+    lured = mallory.consent(begun.headers["location"], "ada")
+    ada = Browser(stack.local.api_url)
+    ada.begin(_asked_to_connect(fleet, connected, "ada"))  # her own flow's cookie
+    refused = ada.callback(lured)
+    assert refused.status_code == 400, refused.text
+    assert "not begun in this browser" in refused.text
+    assert _fetched_as(fleet, connected, "mallory").status_code == 401
+    # No cookie at all: the same.
+    assert Browser(stack.local.api_url).callback(lured).status_code == 400
+
+    # The rightful callback works once; replayed (the same state, code and cookie), it is spent.
+    finished = mallory.callback(lured)
+    assert finished.status_code == 200, finished.text
+    replayed = mallory.callback(lured)
+    assert replayed.status_code == 410, replayed.text
+    assert "finished already" in replayed.text
+
+    # A code replayed under a fresh state: the provider refuses it (codes are single-use), and
+    # the grant kept stays mallory's first.
+    fresh = Browser(stack.local.api_url)
+    second = fresh.begin(_asked_to_connect(fleet, connected, "eve"))
+    assert second.status_code == 303, second.text
+    state = parse_qs(urlsplit(second.headers["location"]).query)["state"][0]
+    code = parse_qs(urlsplit(lured).query)["code"][0]
+    reused = fresh.callback(f"{_callback_uri(stack)}?code={code}&state={state}")
+    assert reused.status_code == 502, reused.text
+    assert code not in reused.text
+    assert _fetched_as(fleet, connected, "eve").status_code == 401
+
+
+def test_a_link_past_its_time_is_refused(
+    cluster: Cluster, stack: Stack, namespace: str, fleet: Fleet
+) -> None:
+    connected = _connected(cluster, stack, namespace, "viewer", redirect=_callback_uri(stack))
+    link = _asked_to_connect(fleet, connected, "ada")
+    # Its ten minutes, passed: the store's own expiry, brought forward.
+    assert stack.local.store is not None
+    client = redis.Redis.from_url(stack.local.store.url, password=stack.local.store.password)
+    digest = hashlib.sha256(link.partition("#")[2].partition(".")[2].encode()).hexdigest()
+    key = f"gatehouse:{{{namespace}}}:connect:link:{digest}"
+    assert client.pexpire(key, 1)
+    client.close()
+    late = Browser(stack.local.api_url).begin(link)
+    assert late.status_code == 410, late.text
+    assert "over ten minutes old" in late.text
+
+
+def test_a_token_endpoint_echoing_the_code_and_secret_shows_neither(
+    cluster: Cluster, stack: Stack, namespace: str, fleet: Fleet
+) -> None:
+    connected = _connected(
+        cluster,
+        stack,
+        namespace,
+        "viewer",
+        redirect=_callback_uri(stack),
+        endpoint_path="/hostile/echo",
+    )
+    browser = Browser(stack.local.api_url)
+    begun = browser.begin(_asked_to_connect(fleet, connected, "ada"))
+    assert begun.status_code == 303, begun.text
+    callback = browser.consent(begun.headers["location"], "ada")
+    code = parse_qs(urlsplit(callback).query)["code"][0]
+    answer = browser.callback(callback)
+    assert answer.status_code == 502, answer.text
+    assert "invalid_client" in answer.text
+    assert code not in answer.text
+    assert connected.client.secret not in answer.text
+    for log in (stack.local.workdir / "logs").glob("*.log"):
+        text = log.read_text(errors="replace")
+        assert code not in text, log.name
+        assert connected.client.secret not in text, log.name
+
+
+def test_a_viewer_disconnects_through_the_app_and_the_refresh_token_is_revoked(
+    cluster: Cluster, stack: Stack, namespace: str, fleet: Fleet
+) -> None:
+    connected = _connected(cluster, stack, namespace, "viewer", redirect=_callback_uri(stack))
+    for sub in ("ada", "bob"):
+        done = Browser(stack.local.api_url).connect(_asked_to_connect(fleet, connected, sub), sub)
+        assert done.status_code == 200, done.text
+    app = f"{namespace}/DataApp/sales"
+    url = f"{fleet.replicas[0].url}/v1/grants/sheets"
+    headers = {"Authorization": f"Bearer {connected.token}"}
+    # Without the viewer's assertion: whose grant is not known, and nothing is dropped.
+    refused = httpx.delete(url, headers=headers, timeout=10)
+    assert refused.status_code == 401, refused.text
+    assert refused.json()["error"]["code"] == "viewer_assertion_missing"
+    revoked_before = _stats(stack)["revokedGrants"]
+    as_ada = {**headers, ASSERTION: fleet.assertion(app, "ada")}
+    gone = httpx.delete(url, headers=as_ada, timeout=10)
+    assert gone.status_code == 200, gone.text
+    assert gone.json() == {"disconnected": True}
+    assert _stats(stack)["revokedGrants"] == revoked_before + 1
+    # Ada is asked to connect again; bob is still served as himself.
+    assert _asked_to_connect(fleet, connected, "ada", replica=1).startswith(stack.local.api_url)
+    served = _fetched_as(fleet, connected, "bob", replica=0)
+    assert served.status_code == 200, served.text
+    assert served.json()["user"] == "bob"
+    again = httpx.delete(url, headers=as_ada, timeout=10)
+    assert again.json() == {"disconnected": False}
