@@ -44,6 +44,8 @@ FLOW_SECONDS = 600
 _RANDOM_PART = r"[A-Za-z0-9_-]{43}"
 _NAMESPACE = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 FLOW_ID = re.compile(rf"^{_NAMESPACE}\.{_RANDOM_PART}$")
+# An owner as the page names it: a digest of whose (never who).
+OWNER_DIGEST = re.compile(r"^[0-9a-f]{32}$")
 # Well over what providers issue (Google's codes are ~75 characters, Microsoft's ~1,000).
 MAX_CODE_CHARS = 4096
 MAX_URL_CHARS = 8192

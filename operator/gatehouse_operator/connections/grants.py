@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import Mapping
 
 from gatehouse_contract.connecting import (
     CALLBACK_PATH,
@@ -40,6 +41,13 @@ _STATUS = {
     "token_endpoint_failed": 502,
     "connection_unavailable": 503,
 }
+
+
+def credential_scope(auth: Mapping[str, object]) -> str:
+    """Whose account a connection's spec.auth calls the API as (viewer, the default, or shared)."""
+    section = auth.get(AUTHORIZATION_CODE)
+    scope = section.get("credentialScope") if isinstance(section, Mapping) else None
+    return scope if isinstance(scope, str) else "viewer"
 
 
 class Grants:
@@ -94,7 +102,7 @@ class Grants:
             raise Refused(
                 409, "invalid_request", f"connection {name} does not use {AUTHORIZATION_CODE}"
             )
-        if shared and auth.get("credentialScope", "viewer") != "shared":
+        if shared and credential_scope(auth) != "shared":
             raise Refused(
                 409,
                 "invalid_request",

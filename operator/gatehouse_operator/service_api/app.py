@@ -17,17 +17,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
+from gatehouse_contract.connecting import LINK_SECONDS, OWNER_DIGEST
 from gatehouse_contract.errors import error_body
 from gatehouse_contract.numerals import whole_number
 from gatehouse_operator.access.reviews import User
 from gatehouse_operator.api.connection_test import SampleRequest
-from gatehouse_operator.api.meta import GROUP, VERSION, Kind, Model
+from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
 from gatehouse_operator.api.stored import StoredProjectConfig
 from gatehouse_operator.connections import request_cursor
 from gatehouse_operator.connections.actions import APPS, Connections
 from gatehouse_operator.connections.activity import Activity, limit_of, since_of, window_of
 from gatehouse_operator.connections.errors import Refused, check_names, validation_message
+from gatehouse_operator.connections.grants import Grants
 from gatehouse_operator.connections.models import ConnectionTestRequest, DraftTestRequest
 from gatehouse_operator.kube.errors import ApiError
 from gatehouse_operator.project_config.compiler import effective_defaults
@@ -35,8 +37,10 @@ from gatehouse_operator.service_api import openapi
 from gatehouse_operator.service_api.models import (
     BODY_SECONDS,
     MAX_BODY_BYTES,
+    ConnectLink,
     DefaultsResult,
     DefaultsUpdate,
+    Revoked,
 )
 
 DEFAULTS_MANAGER = "gatehouse-defaults-api"
@@ -94,7 +98,7 @@ async def _parsed(request: Request, model: type[Body], if_empty: bytes = b"") ->
         raise Refused(400, "invalid_request", validation_message(error)) from None
 
 
-def _json(model: Model, status: int = 200) -> JSONResponse:
+def _json(model: BaseModel, status: int = 200) -> JSONResponse:
     return JSONResponse(
         model.model_dump(by_alias=True, mode="json"),
         status_code=status,
@@ -111,6 +115,7 @@ class ServiceApi:
         self.runtime = connections.runtime
         self.access = connections.access
         self.activity = Activity(connections)
+        self.grants = Grants(connections)
 
     def authenticated(self, endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
@@ -141,6 +146,24 @@ class ServiceApi:
         params = request.path_params
         detail = await self.connections.connection_detail(user, params["namespace"], params["name"])
         return _json(detail)
+
+    async def shared_connect_link(self, request: Request, user: User) -> Response:
+        """``gatehouse connect``: a link for the shared account, for its admin to open."""
+        params = request.path_params
+        link = await self.grants.shared_link(user, params["namespace"], params["name"])
+        return _json(ConnectLink(connect_url=link, expires_in_seconds=LINK_SECONDS), status=201)
+
+    async def connection_grants(self, request: Request, user: User) -> Response:
+        """The connection's connected accounts (GET), or revoked (DELETE; ``?owner=`` one)."""
+        params = request.path_params
+        namespace, name = params["namespace"], params["name"]
+        if request.method == "DELETE":
+            owner = request.query_params.get("owner", "")
+            if owner and not OWNER_DIGEST.match(owner):
+                raise Refused(400, "invalid_request", "owner: an owner's digest, as listed")
+            dropped = await self.grants.revoke(user, namespace, name, owner)
+            return _json(Revoked(revoked=dropped))
+        return _json(await self.grants.summary(user, namespace, name))
 
     async def delete_sample(self, request: Request, user: User) -> Response:
         params = request.path_params
@@ -296,6 +319,16 @@ def create_app(connections: Connections, page: Mount | None = None) -> Starlette
                 api.authenticated(api.connection_requests),
             ),
             Route(f"{prefix}/connections/{{name}}/usage", api.authenticated(api.connection_usage)),
+            Route(
+                f"{prefix}/connections/{{name}}/connect",
+                api.authenticated(api.shared_connect_link),
+                methods=["POST"],
+            ),
+            Route(
+                f"{prefix}/connections/{{name}}/grants",
+                api.authenticated(api.connection_grants),
+                methods=["GET", "DELETE"],
+            ),
             Route(
                 f"{prefix}/connections/{{name}}/samples/{{sample}}",
                 api.authenticated(api.delete_sample),

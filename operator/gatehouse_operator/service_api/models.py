@@ -39,3 +39,18 @@ class DefaultsResult(StrictModel):
     results: dict[str, JsonValue] = Field(
         description="The project's defaults as now stored, booleans with their effective value."
     )
+
+
+class ConnectLink(Model):
+    connect_url: str = Field(
+        description="The page's connect link for the connection's shared account: open it, sign "
+        "in at the provider as the account every viewer will use, and consent. Single-use."
+    )
+    expires_in_seconds: int = Field(description="How long the link waits for its click.")
+
+
+class Revoked(Model):
+    revoked: int = Field(
+        description="How many connected accounts were dropped (and revoked "
+        "at the provider, where the connection names a revocation URL)."
+    )

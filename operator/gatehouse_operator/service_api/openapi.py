@@ -7,6 +7,7 @@ from functools import cache
 from pydantic import JsonValue
 from pydantic.json_schema import models_json_schema
 
+from gatehouse_contract.connecting import LINK_SECONDS, GrantsSummary
 from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.connections.models import (
     BuildSpec,
@@ -23,9 +24,11 @@ from gatehouse_operator.connections.models import (
 from gatehouse_operator.service_api.models import (
     BODY_SECONDS,
     MAX_BODY_BYTES,
+    ConnectLink,
     DefaultsResult,
     DefaultsUpdate,
     ErrorBody,
+    Revoked,
 )
 
 _MODELS = (
@@ -43,6 +46,9 @@ _MODELS = (
     ErrorBody,
     RecentRequests,
     SampleSaveOutcome,
+    ConnectLink,
+    GrantsSummary,
+    Revoked,
 )
 _REF = "#/components/schemas/{model}"
 
@@ -69,7 +75,9 @@ def _errors(*statuses: int) -> dict[str, JsonValue]:
         422: "Admission refused the request; the message names the field and the rule.",
         429: "The caller has as many tests or draft tests running as one caller may (or, for "
         "requests, the namespace as many gathers as it may have at once).",
+        410: "The connect link was used already or is past its time.",
         502: "The Kubernetes API server failed.",
+        503: "No proxy replica could answer (or the installation names no page URL).",
         504: "The test did not finish (or was not saved) in time.",
     }
     return {str(status): _json(ErrorBody, meaning[status]) for status in statuses}
@@ -216,6 +224,48 @@ def document() -> dict[str, JsonValue]:
                     **_errors(400, 401, 403, 404, 502),
                 },
             }
+        },
+        "/api/v1/namespaces/{namespace}/connections/{name}/connect": {
+            "post": {
+                "summary": "A connect link for the connection's shared account",
+                "description": "For an oauth2AuthorizationCode connection with credentialScope "
+                "shared; needs update on the ExternalConnection. The link is single-use and "
+                f"waits {LINK_SECONDS // 60} minutes for its click (`gatehouse connect`).",
+                "parameters": [NAMESPACE, _name("name", "The ExternalConnection.")],
+                "responses": {
+                    "201": _json(ConnectLink, "The link."),
+                    **_errors(401, 403, 404, 409, 502, 503),
+                },
+            }
+        },
+        "/api/v1/namespaces/{namespace}/connections/{name}/grants": {
+            "get": {
+                "summary": "The connection's connected accounts",
+                "description": "How many accounts are connected, the last refresh, the refreshes "
+                "that failed, and the most recently used (whose, where the installation records "
+                "viewers' ids; an owner's digest otherwise). Never a token. Needs update on the "
+                "ExternalConnection.",
+                "parameters": [NAMESPACE, _name("name", "The ExternalConnection.")],
+                "responses": {
+                    "200": _json(GrantsSummary, "The connected accounts."),
+                    **_errors(401, 403, 404, 409, 502, 503),
+                },
+            },
+            "delete": {
+                "summary": "Revoke connected accounts",
+                "description": "Every account, or the one ?owner= names (its digest, as listed); "
+                "each refresh token is revoked at the provider where the connection names a "
+                "revocation URL. Needs update on the ExternalConnection.",
+                "parameters": [
+                    NAMESPACE,
+                    _name("name", "The ExternalConnection."),
+                    _query("owner", "One account's digest, as listed.", {"type": "string"}),
+                ],
+                "responses": {
+                    "200": _json(Revoked, "Revoked."),
+                    **_errors(400, 401, 403, 404, 409, 502, 503),
+                },
+            },
         },
         "/api/v1/namespaces/{namespace}/connections/{name}/samples/{sample}": {
             "delete": {

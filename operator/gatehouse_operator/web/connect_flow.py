@@ -3,10 +3,10 @@
 
 - ``GET /ui/connect#<link>``: a page that takes the link's id out of the address bar; nothing is
   spent until the click, so a link unfurled by a chat client's preview is still good.
-- ``POST /ui/connect``: the link is spent and the browser sent (303) to the vendor's
-  authorization URL; the state comes back only with the cookie set here (SameSite=Lax, for the
-  vendor's cross-site redirect back), so a callback is finished only in the browser that began
-  it: an authorization URL sent to someone else connects nothing.
+- ``POST /ui/connect``: the link is spent and the browser sent on (the page's refresh) to the
+  vendor's authorization URL; the state comes back only with the cookie set here (SameSite=Lax,
+  for the vendor's cross-site redirect back), so a callback is finished only in the browser that
+  began it: an authorization URL sent to someone else connects nothing.
 - ``GET /ui/connect/callback``: the state must be the cookie's; the replica spends it, exchanges
   the code and keeps the grant.
 
@@ -20,7 +20,7 @@ import hmac
 import logging
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
 from gatehouse_contract.connecting import FLOW_ID, MAX_CODE_CHARS
 from gatehouse_operator.connections.grants import Grants
@@ -49,7 +49,16 @@ class ConnectFlow:
             if not FLOW_ID.match(flow):
                 raise page_refusal(400, "flow: not a connect link id; open the app's link again")
             begun = await self.grants.begin(flow)
-            response = RedirectResponse(begun.authorization_url, status_code=303)
+            # On to the provider by the page's own refresh: a redirect of the form's post would
+            # be held to the page's form-action 'self', and the provider is another origin.
+            response = self.guards.renderer.render(
+                TEMPLATE,
+                visitor=None,
+                error="",
+                connected=None,
+                provider=begun.authorization_url,
+            )
+            response.headers["Cache-Control"] = "no-store"
             self.guards.sessions.start_flow(response, {"state": begun.flow}, FLOW_COOKIE)
             return response
 

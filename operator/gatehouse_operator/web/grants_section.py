@@ -15,7 +15,7 @@ from starlette.responses import RedirectResponse, Response
 
 from gatehouse_contract.connecting import ConnectedOwner, GrantsSummary
 from gatehouse_operator.connections import errors
-from gatehouse_operator.connections.grants import AUTHORIZATION_CODE, Grants
+from gatehouse_operator.connections.grants import AUTHORIZATION_CODE, Grants, credential_scope
 from gatehouse_operator.web.guards import Visitor, fields_of, page_refusal
 
 BackTo = Callable[[Visitor, str, str, str], Response]
@@ -66,7 +66,7 @@ class GrantsSection:
         """The section, for a connection of the kind and a visitor who may manage it."""
         if auth.get("type") != AUTHORIZATION_CODE or not manages:
             return None
-        shared = auth.get("credentialScope", "viewer") == "shared"
+        shared = credential_scope(auth) == "shared"
         try:
             summary = await self.grants.summary(visitor.user, namespace, name)
         except errors.Refused as refused:
