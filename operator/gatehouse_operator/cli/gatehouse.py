@@ -6,7 +6,9 @@ TEST --label LABEL`` keeps a finished, passing test as a sample. ``gatehouse ser
 ``gatehouse-service`` (validate, explain, deploy, preview). ``gatehouse seal``, ``reseal`` and
 ``sealing-key`` make credentials that can live in Git (``seal_cli``). ``gatehouse requests``
 shows a connection's or an app's recent fetches (``requests_cli``). ``gatehouse open`` opens the
-page signed in as the kubeconfig's user (``open_cli``). ``gatehouse version`` and
+page signed in as the kubeconfig's user (``open_cli``). ``gatehouse connect`` connects a
+connection's shared account, or shows and revokes its connected accounts (``connect_cli``).
+``gatehouse version`` and
 ``gatehouse completion SHELL`` need no cluster. Installed as ``kubectl-gatehouse`` too, it is
 the kubectl plugin ``kubectl gatehouse``. Exit codes: 0 passed (saved, done), 1 the test ran and
 failed (was not saved; the file is invalid; a value was left as it was), 2 the command could not
@@ -37,6 +39,7 @@ from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.cli import (
     completion,
+    connect_cli,
     kubeconfig,
     open_cli,
     requests_cli,
@@ -111,6 +114,7 @@ def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
     seal_cli.add_commands(commands)
     requests_cli.add_command(commands)
     open_cli.add_command(commands)
+    connect_cli.add_command(commands)
     shown = commands.add_parser(
         "version", help="print the version", description="The CLI's version; no cluster needed."
     )
@@ -284,6 +288,8 @@ def main(argv: list[str] | None = None, prog: str = "gatehouse") -> int:
         return requests_cli.run(args, prog)
     if args.command == "open":
         return open_cli.run(args, prog)
+    if args.command == "connect":
+        return connect_cli.run(args, prog)
     if args.command in ("seal", "reseal", "sealing-key"):
         return seal_cli.run(args, prog)
     try:
