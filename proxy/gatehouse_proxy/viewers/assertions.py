@@ -52,7 +52,8 @@ MAX_EMAIL_CHARS = 320
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]*")
 # Assertions verified, remembered per worker: a verification was a fifth of a per-viewer fetch's
-# CPU at 32 connections (docs/development/performance.md, "A viewer's own grant").
+# CPU at 32 connections (docs/development/performance.md, "A viewer's own grant against client
+# credentials").
 MOST_REMEMBERED = 4096
 
 
