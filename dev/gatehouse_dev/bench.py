@@ -23,6 +23,9 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   this process, no stack).
 - workers: how a 2-worker Pod spreads connections over its workers (see bench_workers).
 - auth kinds: an OAuth 2.0 connection's fetches against a bearer one's (see bench_auth).
+- viewers: a per-viewer connection's fetches (each viewer's assertion verified, their own grant's
+  token sent) against a client-credentials one's at 32 connections, and the shared store's bytes
+  per grant (see bench_viewers).
 - the shared store: quotas counted in it against counted alone, and how exact the counts are
   (see bench_store).
 - activity: what the inspector and the usage counters hold at 10,000 connections, per replica
@@ -33,7 +36,7 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   tracing hooks cost a fetch, off and on (see bench_tracing; in this process, with a collector).
 
 BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber, bodies,
-workers, auth, store, activity, tracing) runs some of them.
+workers, auth, viewers, store, activity, tracing) runs some of them.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ from gatehouse_dev import (
     bench_secrets,
     bench_store,
     bench_tracing,
+    bench_viewers,
     bench_workers,
     nginx,
     resources,
@@ -140,6 +144,13 @@ def auth_kinds(workdir: Path) -> str:
     """An OAuth 2.0 connection against a bearer one (see bench_auth), on a stack of its own."""
     with _gatehouse(workdir) as (cluster, local, _, _):
         return bench_auth.table(bench_auth.measure(cluster, local, wrk))
+
+
+def viewers(workdir: Path) -> str:
+    """A per-viewer connection against a client-credentials one, and the store's bytes per grant
+    (see bench_viewers), on a stack of its own."""
+    with _gatehouse(workdir) as (cluster, local, _, _):
+        return bench_viewers.table(bench_viewers.measure(cluster, local, wrk))
 
 
 def shared_store(workdir: Path) -> str:
@@ -292,24 +303,30 @@ def wrk(
     pause_ms: int = 0,
     seconds: int = WRK_SECONDS,
     authorizations: tuple[str, ...] = (),
+    turns: tuple[dict[str, str], ...] = (),
 ) -> dict[str, float]:
     """Requests per second and latency percentiles (ms) from a wrk run; with ``pause_ms``, each
     connection waits that long between an answer and its next request (not counted); with
-    ``authorizations``, the requests take these Authorization values in turn (several apps)."""
+    ``authorizations``, the requests take these Authorization values in turn (several apps);
+    with ``turns``, these sets of headers in turn (an app's token and a viewer's assertion)."""
     argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", url]
     for name, value in headers.items():
         argv[1:1] = ["-H", f"{name}: {value}"]
+    turns = turns or tuple({"Authorization": value} for value in authorizations)
     with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
         if pause_ms:
             script.write(f"function delay()\n  return {pause_ms}\nend\n")
-        if authorizations:
-            quoted = ", ".join(f'"{value}"' for value in authorizations)
-            script.write(
-                f"local values = {{{quoted}}}\nlocal turn = 0\n"
-                "function request()\n  turn = turn % #values + 1\n"
-                '  return wrk.format(nil, nil, {["Authorization"] = values[turn]})\nend\n'
+        if turns:
+            quoted = ", ".join(
+                "{" + ", ".join(f'["{name}"] = "{value}"' for name, value in turn.items()) + "}"
+                for turn in turns
             )
-        if pause_ms or authorizations:
+            script.write(
+                f"local turns = {{{quoted}}}\nlocal turn = 0\n"
+                "function request()\n  turn = turn % #turns + 1\n"
+                "  return wrk.format(nil, nil, turns[turn])\nend\n"
+            )
+        if pause_ms or turns:
             script.flush()
             argv[1:1] = ["-s", script.name]
         output = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
@@ -331,16 +348,17 @@ def main() -> int:
     def run(section: str) -> bool:
         return not only or section in only
 
-    needs_wrk = ("latency", "neighbours", "workers", "auth", "store")
+    needs_wrk = ("latency", "neighbours", "workers", "auth", "viewers", "store")
     if any(run(section) for section in needs_wrk) and shutil.which("wrk") is None:
         print("make bench needs wrk (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
-    needs_nginx = ("latency", "workers", "auth", "store")
+    needs_nginx = ("latency", "workers", "auth", "viewers", "store")
     if any(run(section) for section in needs_nginx) and nginx.binary() is None:
         print("make bench needs nginx (Debian: apt-get install nginx-light)", file=sys.stderr)
         return 2
 
     at_scale = isolation = secrets = scrubbing = bodies = spread = kinds = store = activity = ""
+    per_viewer = ""
     if run("scrubber"):
         scrubbing = bench_scrubber.table()
     if run("activity"):
@@ -362,6 +380,9 @@ def main() -> int:
     if run("auth"):
         with tempfile.TemporaryDirectory() as folder:
             kinds = auth_kinds(Path(folder))
+    if run("viewers"):
+        with tempfile.TemporaryDirectory() as folder:
+            per_viewer = viewers(Path(folder))
     if run("store"):
         with tempfile.TemporaryDirectory() as folder:
             store = shared_store(Path(folder))
@@ -381,6 +402,12 @@ def main() -> int:
     if kinds:
         print("\nWhat an auth kind costs a fetch (one proxy with the shared store, wrk):\n")
         print(kinds)
+    if per_viewer:
+        print(
+            "\nA viewer's own grant: a per-viewer connection against a client-credentials one "
+            f"(wrk, {bench_viewers.CONNECTIONS} connections, the same requests), and the store:\n"
+        )
+        print(per_viewer)
     if isolation:
         print(
             "\nNoisy neighbours: tenant B's latency through one replica while tenant A attacks it "

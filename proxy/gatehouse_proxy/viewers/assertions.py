@@ -13,11 +13,18 @@ rule it breaks is the refusal's message, naming the rule: ``signature``, ``issue
 ``audience``, ``expired``, ``lifetime``, ``app``...; never the assertion itself.
 
 A verification is one RSA or ECDSA check, some tens of microseconds (docs/security/viewers.md
-has the figures): done on the event loop, as a thread hop would cost more.
+has the figures): done on the event loop, as a thread hop would cost more. An app sends its
+viewer's assertion with every request, so a worker remembers the assertions it verified (by
+their SHA-256 digest, never the assertion itself; at most :data:`MOST_REMEMBERED`): one sent
+again is answered from memory while a full verification would answer the same, that is until its
+``exp`` (with the leeway) and while the issuer's keys it verified with are held fresh (a set read
+again, or due to be, verifies it again); only through the app it names. Refusals are never
+remembered.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -44,6 +51,10 @@ MAX_EMAIL_CHARS = 320
 # What a header value may hold: printable ASCII, spaces only between words.
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]*")
+# Assertions verified, remembered per worker: a verification was a fifth of a per-viewer fetch's
+# CPU at 32 connections (docs/development/performance.md, "A viewer's own grant against client
+# credentials").
+MOST_REMEMBERED = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +167,18 @@ def _fits(algorithm: _Algorithm, alg: str, key: Key) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Remembered:
+    """An assertion verified: for which app, whom it names, until when (its ``exp``), and the
+    issuer's keys it verified with, as read when (``IssuerKeys.fresh_since``)."""
+
+    app: str
+    viewer: Viewer
+    expires: float
+    keys: IssuerKeys
+    keys_read_at: float
+
+
 class Verifier:
     """Every trusted issuer's keys, and the rules an assertion is held to."""
 
@@ -171,6 +194,7 @@ class Verifier:
             issuer.issuer: (issuer, IssuerKeys(issuer.issuer, loader(issuer)))
             for issuer in settings.issuers
         }
+        self._remembered: dict[bytes, _Remembered] = {}
 
     def keys(self, issuer: str) -> IssuerKeys:
         return self._issuers[issuer][1]
@@ -192,6 +216,10 @@ class Verifier:
         viewer_assertion_invalid (or viewer_keys_unavailable) naming the rule it breaks."""
         if len(assertion) > MAX_ASSERTION_CHARS:
             raise _refused("format", f"it is over {MAX_ASSERTION_CHARS} characters")
+        digest = hashlib.sha256(assertion.encode("utf-8", "surrogatepass")).digest()
+        remembered = self._remembered.get(digest)
+        if remembered is not None and self._holds(remembered, app):
+            return remembered.viewer
         parts = assertion.split(".")
         if len(parts) != 3 or not all(_SEGMENT.fullmatch(part) for part in parts):
             raise _refused("format", "it is not a compact JWS (three base64url parts)")
@@ -227,14 +255,44 @@ class Verifier:
         signed = f"{parts[0]}.{parts[1]}".encode("ascii")
         if not _verifies(algorithm, candidates[0], signed, signature):
             raise _refused("signature", "it does not verify with the issuer's key")
-        self._check_claims(claims, issuer, app)
-        return Viewer(
+        expires = self._check_claims(claims, issuer, app)
+        viewer = Viewer(
             _text(claims, "sub", MAX_SUBJECT_CHARS, required=True),
             _text(claims, "email", MAX_EMAIL_CHARS, required=False),
             issuer.issuer,
         )
+        read_at = keys.fresh_since()
+        if read_at is not None:
+            self._remember(digest, _Remembered(app, viewer, expires, keys, read_at))
+        return viewer
 
-    def _check_claims(self, claims: Mapping[str, object], issuer: TrustedIssuer, app: str) -> None:
+    def _holds(self, remembered: _Remembered, app: str) -> bool:
+        """Whether a full verification would answer as ``remembered`` did, now, for ``app``:
+        the same app, ``exp`` not passed, the same keys held fresh (the other rules of time
+        only get easier as it passes)."""
+        return (
+            remembered.app == app
+            and self._clock() <= remembered.expires + LEEWAY_SECONDS
+            and remembered.keys.fresh_since() == remembered.keys_read_at
+        )
+
+    def _remember(self, digest: bytes, remembered: _Remembered) -> None:
+        if len(self._remembered) >= MOST_REMEMBERED:
+            now = self._clock()
+            live = [
+                (key, each)
+                for key, each in self._remembered.items()
+                if now <= each.expires + LEEWAY_SECONDS
+            ]
+            # Still half full of live ones (that many viewers at once): the older half is let
+            # go, so that a full memory is not scanned again at every request.
+            if len(live) >= MOST_REMEMBERED // 2:
+                live = live[len(live) // 2 :]
+            self._remembered = dict(live)
+        self._remembered[digest] = remembered
+
+    def _check_claims(self, claims: Mapping[str, object], issuer: TrustedIssuer, app: str) -> float:
+        """The assertion's ``exp``, once its claims hold for ``app``."""
         audience = claims.get("aud")
         audiences = audience if isinstance(audience, list) else [audience]
         if issuer.audience not in audiences:
@@ -255,3 +313,4 @@ class Verifier:
             raise _refused("lifetime", f"it lives longer than the installation's {most:g} seconds")
         if claims.get(APP_CLAIM) != app:
             raise _refused("app", f"its {APP_CLAIM} is not the app whose token was sent")
+        return expires

@@ -65,6 +65,13 @@ class IssuerKeys:
             )
         return found
 
+    def fresh_since(self) -> float | None:
+        """When the keys held were read, while :meth:`find` would use them without reading the
+        set again; None once they are due (or none are held)."""
+        if not self._keys or self._clock() - self._read_at >= self.fresh_seconds:
+            return None
+        return self._read_at
+
     @property
     def _retry_after(self) -> float:
         """How soon after a read another may be begun: at once when the last one worked and the

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from gatehouse_dev.viewer_issuer import ViewerIssuer, create_app, jwk, sign
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.upstream.forwarder import tls_context
+from gatehouse_proxy.viewers import assertions
 from gatehouse_proxy.viewers.assertions import Verifier, Viewer
 from gatehouse_proxy.viewers.jwks_http import JwksClient, issuer_loader
 from gatehouse_proxy.viewers.keys import KeysUnreadable, parse_jwks
@@ -44,7 +45,9 @@ async def issuer_served() -> AsyncIterator[ViewerIssuer]:
 Scenario = Callable[[ViewerIssuer, Verifier], Awaitable[None]]
 
 
-def _run(scenario: Scenario, max_seconds: float = 300) -> None:
+def _run(
+    scenario: Scenario, max_seconds: float = 300, clock: Callable[[], float] = time.time
+) -> None:
     async def main() -> None:
         async with issuer_served() as issuer:
             trusted = TrustedIssuer(
@@ -53,7 +56,7 @@ def _run(scenario: Scenario, max_seconds: float = 300) -> None:
             jwks = JwksClient(tls_context())
             try:
                 settings = ViewerSettings(issuers=(trusted,), max_assertion_seconds=max_seconds)
-                await scenario(issuer, Verifier(settings, issuer_loader(jwks)))
+                await scenario(issuer, Verifier(settings, issuer_loader(jwks), clock))
             finally:
                 await jwks.close()
 
@@ -224,6 +227,99 @@ def test_a_rotated_key_is_found_by_reading_the_set_again() -> None:
     _run(scenario)
 
 
+@pytest.fixture
+def signature_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many signatures the verifier checks (the real check, counted)."""
+    checks = [0]
+    check = assertions._verifies
+
+    def counted(*args: Any) -> bool:
+        checks[0] += 1
+        return check(*args)
+
+    monkeypatch.setattr(assertions, "_verifies", counted)
+    return checks
+
+
+def test_an_assertion_sent_again_is_answered_without_checking_its_signature_again(
+    signature_checks: list[int],
+) -> None:
+    async def scenario(issuer: ViewerIssuer, verifier: Verifier) -> None:
+        assertion = issuer.assertion(issuer.claims(APP, "u-1", "ada@example.com"))
+        for _ in range(100):
+            viewer = await verifier.verified(assertion, APP)
+            assert viewer == Viewer("u-1", "ada@example.com", issuer.issuer)
+        assert signature_checks[0] == 1
+        # Through another app's token it is refused, remembered or not.
+        refused = await _refusal(verifier, assertion, "team-a/DataApp/other")
+        assert refused.message.startswith("viewer assertion refused: app:"), refused.message
+        # A refusal is never remembered: a forged one is checked each time it is sent.
+        forger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        forged = sign(issuer.claims(APP, "u-1"), forger, "rsa-1")
+        checked = signature_checks[0]
+        for _ in range(3):
+            assert "signature" in (await _refusal(verifier, forged)).message
+        assert signature_checks[0] == checked + 3
+
+    _run(scenario)
+
+
+def test_a_remembered_assertion_is_refused_once_it_expires() -> None:
+    now = [time.time()]
+
+    async def scenario(issuer: ViewerIssuer, verifier: Verifier) -> None:
+        claims = issuer.claims(APP, "u-1", lifetime=60)
+        assertion = issuer.assertion(claims)
+        assert (await verifier.verified(assertion, APP)).id == "u-1"
+        now[0] = claims["exp"] + 30  # its exp and the leeway: still good
+        assert (await verifier.verified(assertion, APP)).id == "u-1"
+        now[0] += 1
+        refused = await _refusal(verifier, assertion)
+        assert refused.message.startswith("viewer assertion refused: expired:"), refused.message
+
+    _run(scenario, clock=lambda: now[0])
+
+
+def test_a_remembered_assertion_is_verified_again_when_the_keys_are_read_again(
+    signature_checks: list[int],
+) -> None:
+    async def scenario(issuer: ViewerIssuer, verifier: Verifier) -> None:
+        assertion = issuer.assertion(issuer.claims(APP, "u-1"))
+        await verifier.verified(assertion, APP)
+        # The issuer withdraws its RSA key; the set is due to be read again.
+        issuer_jwks = issuer.jwks
+        issuer.jwks = lambda: {"keys": [jwk(issuer.ec_key, "ec-1")]}  # type: ignore[method-assign]
+        verifier.keys(issuer.issuer).fresh_seconds = 0.0
+        refused = await _refusal(verifier, assertion)
+        assert refused.message.startswith("viewer assertion refused: signature:"), refused.message
+        assert issuer.jwks_reads == 2
+        # Back, and read again: verified again (its signature checked), then remembered.
+        issuer.jwks = issuer_jwks  # type: ignore[method-assign]
+        verifier.keys(issuer.issuer).fresh_seconds = 300.0
+        verifier.keys(issuer.issuer).refetch_seconds = 0.0
+        checked = signature_checks[0]
+        fresh = issuer.assertion(issuer.claims(APP, "u-2"))
+        for _ in range(3):
+            assert (await verifier.verified(fresh, APP)).id == "u-2"
+        assert signature_checks[0] == checked + 1
+
+    _run(scenario)
+
+
+def test_the_assertions_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(assertions, "MOST_REMEMBERED", 8)
+
+    async def scenario(issuer: ViewerIssuer, verifier: Verifier) -> None:
+        for sub in range(40):
+            assertion = issuer.assertion(issuer.claims(APP, f"u-{sub}"), "ES256")
+            assert (await verifier.verified(assertion, APP)).id == f"u-{sub}"
+            assert len(verifier._remembered) <= 8
+        # The latest is remembered, the first long let go.
+        assert len(verifier._remembered) >= 1
+
+    _run(scenario)
+
+
 def test_an_oversized_jwks_is_not_read_and_says_so() -> None:
     async def scenario(issuer: ViewerIssuer, verifier: Verifier) -> None:
         issuer.oversized = True
@@ -296,11 +392,12 @@ def test_the_issuers_setting_names_the_entry_and_the_rule() -> None:
 def test_verifying_an_rs256_assertion_takes_well_under_a_millisecond() -> None:
     async def scenario(issuer: ViewerIssuer, verifier: Verifier) -> None:
         for alg in ("RS256", "ES256"):
-            assertion = issuer.assertion(issuer.claims(APP, "u-1"), alg)
-            await verifier.verified(assertion, APP)
+            await verifier.verified(issuer.assertion(issuer.claims(APP, "u-1"), alg), APP)
             rounds = 200
+            # Each a new assertion: one sent again is remembered, not verified again.
+            sent = [issuer.assertion(issuer.claims(APP, f"u-{n}"), alg) for n in range(rounds)]
             started = time.perf_counter()
-            for _ in range(rounds):
+            for assertion in sent:
                 await verifier.verified(assertion, APP)
             each = (time.perf_counter() - started) / rounds
             print(f"{alg}: {each * 1e6:.0f} µs per verification")
