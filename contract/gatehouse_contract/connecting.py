@@ -30,7 +30,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from gatehouse_contract.connection_tests import Problem
-from gatehouse_contract.wire import Count, Wire
+from gatehouse_contract.wire import Count, Instant, Wire
 
 # Where the page takes links and the vendor's redirect back: the redirect URI a vendor's client
 # registers is the page's URL and CALLBACK_PATH. A link is the page's CONNECT_PATH with the link's
@@ -43,6 +43,7 @@ FLOW_SECONDS = 600
 # A link's or a state's random part: 32 bytes, base64url.
 _RANDOM_PART = r"[A-Za-z0-9_-]{43}"
 _NAMESPACE = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+MAX_FLOW_CHARS = 63 + 1 + 43
 FLOW_ID = re.compile(rf"^{_NAMESPACE}\.{_RANDOM_PART}$")
 # An owner as the page names it: a digest of whose (never who).
 OWNER_DIGEST = re.compile(r"^[0-9a-f]{32}$")
@@ -70,12 +71,12 @@ class GrantsAsked(Wire):
     id: str = Field(max_length=100)
     action: Action
     # begin: the link's id; finish: the state the vendor sent back.
-    flow: str = Field(default="", pattern=FLOW_ID.pattern + "|^$")
+    flow: str = Field(default="", pattern=FLOW_ID.pattern + "|^$", max_length=MAX_FLOW_CHARS)
     code: str = Field(default="", max_length=MAX_CODE_CHARS)
     redirect_uri: str = Field(default="", max_length=2048)
     connection: str = Field(default="", max_length=600)  # namespace/name
     # drop: the owner's digest (as describe lists it); "" drops every grant of the connection.
-    owner: str = Field(default="", pattern=r"^([0-9a-f]{32})?$")
+    owner: str = Field(default="", pattern=r"^([0-9a-f]{32})?$", max_length=32)
 
     @model_validator(mode="after")
     def _has_what_its_action_needs(self) -> GrantsAsked:
@@ -90,16 +91,16 @@ class ConnectedOwner(Wire):
     gave it; "" where the installation does not record viewers' ids), when connected and last
     refreshed (Unix seconds)."""
 
-    owner: str = Field(pattern=r"^[0-9a-f]{32}$")
+    owner: str = Field(pattern=OWNER_DIGEST.pattern, max_length=32)
     label: str = Field(default="", max_length=MAX_LABEL_CHARS)
-    connected_at: float = Field(ge=0, allow_inf_nan=False)
-    refreshed_at: float = Field(default=0, ge=0, allow_inf_nan=False)
+    connected_at: Instant
+    refreshed_at: Instant = 0
 
 
 class GrantsSummary(Wire):
     connected: Count = 0
     listed: tuple[ConnectedOwner, ...] = Field(default=(), max_length=MAX_LISTED)
-    refreshed_at: float = Field(default=0, ge=0, allow_inf_nan=False)
+    refreshed_at: Instant = 0
     # Refreshes the provider refused or that failed, since the counts began (the store's).
     failures: Count = 0
     last_failure: str = Field(default="", max_length=1000)
@@ -110,7 +111,7 @@ class GrantsAnswered(Wire):
     id: str = Field(max_length=100)
     problem: Problem | None = None
     # link: the link's id; begin: the state, for the browser's cookie.
-    flow: str = Field(default="", pattern=FLOW_ID.pattern + "|^$")
+    flow: str = Field(default="", pattern=FLOW_ID.pattern + "|^$", max_length=MAX_FLOW_CHARS)
     # begin: the vendor's authorization URL to send the browser to.
     authorization_url: str = Field(default="", max_length=MAX_URL_CHARS)
     # begin, finish: what is being connected, to say so on the page.

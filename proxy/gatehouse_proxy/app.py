@@ -52,7 +52,7 @@ from gatehouse_proxy.store.connect_store import ConnectStore
 from gatehouse_proxy.store.grant_store import GrantStore
 from gatehouse_proxy.store.shared_store import SharedStore, opened
 from gatehouse_proxy.store.shares import Shares
-from gatehouse_proxy.table.feed import TableFeed, TableStore
+from gatehouse_proxy.table.feed import Answers, TableFeed, TableStore
 from gatehouse_proxy.table.routing_table import RoutingTable
 from gatehouse_proxy.upstream.forwarder import Forwarder, new_session, tls_context
 from gatehouse_proxy.upstream.network_guard import NetworkPolicy
@@ -74,9 +74,7 @@ class Proxy:
             settings.operator_url,
             self.keyring,
             settings.replica,
-            self.run_test,
-            self.activity,
-            self.answer_grants,
+            Answers(self.run_test, self.activity, self.answer_grants),
         )
         self.concurrency = ConcurrencyLimits(settings.tenant_limits)
         self.request_bytes = RequestBytes(settings.tenant_limits)

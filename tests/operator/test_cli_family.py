@@ -72,6 +72,7 @@ def test_bash_completes_commands_nested_commands_and_options(tmp_path: Path) -> 
         "sealing-key",
         "requests",
         "open",
+        "connect",
         "version",
         "completion",
     ]

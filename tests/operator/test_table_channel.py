@@ -23,6 +23,7 @@ from prometheus_client.exposition import generate_latest
 from gatehouse_contract.activity import RequestsQuery
 from gatehouse_contract.channel import CHANNEL_PATH, new_nonce, sign_request
 from gatehouse_contract.channel_tls import client_context
+from gatehouse_contract.connecting import GrantsAnswered, GrantsAsked
 from gatehouse_contract.connection_tests import (
     Answered,
     ConnectionTestAnswer,
@@ -40,7 +41,7 @@ from gatehouse_operator.status import StatusWriter
 from gatehouse_operator.table import channel as table_channel
 from gatehouse_operator.table import journal as table_journal
 from gatehouse_operator.table import metrics
-from gatehouse_operator.table.channel import OutcomeUnknown, TableChannel
+from gatehouse_operator.table.channel import NoReplica, OutcomeUnknown, TableChannel
 from gatehouse_operator.table.gather import Busy, Gatherer
 from gatehouse_operator.table.journal import Journal
 from gatehouse_operator.table.replicas import Replicas
@@ -48,7 +49,7 @@ from gatehouse_operator.table.rollout import Rollout
 from gatehouse_operator.table.store import RouteStore
 from gatehouse_operator.table.throttles import Throttles
 from gatehouse_proxy.observation.activity import Activity
-from gatehouse_proxy.table.feed import TableFeed, TableStore
+from gatehouse_proxy.table.feed import Answers, GrantsAnswerer, TableFeed, TableStore
 from gatehouse_proxy.table.routing_table import RoutingTable
 from tests.operator.test_table_budget import SPEC
 from tests.operator.test_throttles import Posted
@@ -181,11 +182,12 @@ class Channel:
         """The fleet size the replica was told (what its quota leases are sized by)."""
         return self.feeds[name][0].state.fleet
 
-    def start_replica(self, name: str, activity: Activity | None = None) -> TableStore:
+    def start_replica(
+        self, name: str, activity: Activity | None = None, grants: GrantsAnswerer | None = None
+    ) -> TableStore:
         store = TableStore()
-        feed = TableFeed(
-            store, self.url, KeyringFile(self.keyring_path), name, self.run_test, activity
-        )
+        answers = Answers(self.run_test, activity, grants)
+        feed = TableFeed(store, self.url, KeyringFile(self.keyring_path), name, answers)
         self.feeds[name] = (feed, asyncio.create_task(feed.run()))
         return store
 
@@ -643,5 +645,41 @@ def test_a_follower_is_given_every_replicas_records_once_past_its_page(tmp_path:
             await eventually(lambda: len(channel.server.sessions) == 4, "the new replica")
             page = await gatherer.recent("shop", query, held)
             assert [(name, record.path) for name, record in page.requests] == [("proxy-c", "/c0")]
+
+    asyncio.run(scenario())
+
+
+def test_a_connect_step_is_asked_only_of_a_replica_that_answers_them(tmp_path: Path) -> None:
+    """Any replica that says it answers the connect flow's steps may take one (what a step needs
+    is in the shared store); one of an earlier release is never asked, and none answering is
+    NoReplica, said at once."""
+
+    async def scenario() -> None:
+        asked: list[GrantsAsked] = []
+
+        async def answer(step: GrantsAsked) -> GrantsAnswered:
+            asked.append(step)
+            if step.action == "describe":
+                raise RuntimeError("a bug in the replica")
+            return GrantsAnswered(id=step.id, dropped=3)
+
+        async with serving(tmp_path) as channel:
+            channel.start_replica("proxy-old")
+            channel.server.flush()
+            await eventually(lambda: len(channel.server.sessions) == 1, "one replica")
+            drop = GrantsAsked(id="d1", action="drop", connection="shop/sheets")
+            with pytest.raises(NoReplica, match="connects accounts"):
+                await channel.server.ask_grants(drop, within=5)
+            channel.start_replica("proxy-new", grants=answer)
+            await eventually(lambda: len(channel.server.sessions) == 2, "two replicas")
+            for _ in range(4):
+                answered = await channel.server.ask_grants(drop, within=5)
+                assert answered.dropped == 3
+            assert len(asked) == 4
+            # A replica failing on a step answers that it failed: the page says so at once.
+            describe = GrantsAsked(id="s1", action="describe", connection="shop/sheets")
+            failed = await channel.server.ask_grants(describe, within=5)
+            assert failed.problem is not None
+            assert failed.problem.code == "internal"
 
     asyncio.run(scenario())

@@ -191,6 +191,15 @@ class Connecting:
             return await self._finish(asked)
         connection = self._granting(asked.connection, "")
         if asked.action == "link":
+            authorization = connection.credential.authorization
+            if authorization is None or authorization.credential_scope != "shared":
+                # Only an admin's link for the one shared account: a viewer's is minted from
+                # their verified assertion, never on the page's asking.
+                raise ConnectRefused(
+                    "connect_failed",
+                    f"connection {connection.key} uses each viewer's own account: each viewer "
+                    "connects through the app's link",
+                )
             url = await self._link(
                 _Binding(connection.key, connection.uid, "", SHARED, "the shared account")
             )

@@ -85,6 +85,17 @@ TestRunner = Callable[[ReplicaTestRequest, Callable[[], None]], Awaitable[Replic
 GrantsAnswerer = Callable[[GrantsAsked], Awaitable[GrantsAnswered]]
 
 
+@dataclass(frozen=True)
+class Answers:
+    """What a replica answers the operator besides tables: its connection tests; what apps did,
+    for Gather frames, and the connect flow's steps, for GrantsAsked frames (without either,
+    the replica says it does not answer them, and is not asked)."""
+
+    run_test: TestRunner
+    activity: Activity | None = None
+    grants: GrantsAnswerer | None = None
+
+
 class TableStore:
     def __init__(self, on_install: Callable[[RoutingTable], None] | None = None) -> None:
         self.current: RoutingTable | None = None
@@ -153,20 +164,15 @@ class TableFeed:
         operator_url: str,
         keyring: KeyringFile,
         replica: str,
-        run_test: TestRunner,
-        activity: Activity | None = None,
-        grants: GrantsAnswerer | None = None,
+        answers: Answers,
     ) -> None:
         self.store = store
         self.url = operator_url + CHANNEL_PATH
         self.keyring = keyring
         self.replica = replica
-        self.run_test = run_test
-        # What apps did, for the operator's Gather frames; without it, none is asked for.
-        self.activity = activity
-        # The connect flow's steps, for the operator's GrantsAsked frames; without it, none is
-        # asked for.
-        self.grants = grants
+        self.run_test = answers.run_test
+        self.activity = answers.activity
+        self.grants = answers.grants
         # Shared by the feed's streams: a reconnect cancels its tests, and their places with them.
         self.test_slots = ConnectionTestSlots()
         self.state = FeedState()

@@ -28,7 +28,7 @@ from gatehouse_contract.connection_tests import (
 from gatehouse_contract.frames import read_replica_message
 from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_contract.routes import ConnectionRoute, Credential, Limits, entry_digest
-from gatehouse_proxy.table.feed import TableFeed, TableStore
+from gatehouse_proxy.table.feed import Answers, TableFeed, TableStore
 
 LIMITS = Limits(
     timeout_seconds=30, max_request_bytes=1, max_response_bytes=1, requests_per_minute=1
@@ -159,7 +159,9 @@ async def follow(
     (tmp_path / "keyring.json").write_text(keyring.dump())
     store = TableStore()
     async with operator(keyring, script) as url:
-        feed = TableFeed(store, url, KeyringFile(tmp_path / "keyring.json"), "replica-1", no_tests)
+        feed = TableFeed(
+            store, url, KeyringFile(tmp_path / "keyring.json"), "replica-1", Answers(no_tests)
+        )
         task = asyncio.create_task(feed.run())
         try:
             async with asyncio.timeout(20):
