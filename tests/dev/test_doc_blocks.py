@@ -36,23 +36,15 @@ def test_every_block_of_a_run_page_is_marked(page: Path) -> None:
             list(yaml.safe_load_all(block.text))  # a YAML file that is not YAML fails here
 
 
-# Kinds served but with no fetch a page can run on the local stack yet, and why.
-NOT_RUNNABLE_YET = {
-    "oauth2AuthorizationCode": "a fetch needs a grant, and a page has no way to connect one "
-    "until the connect flow (the app's 401 link) comes",
-}
-
-
 def test_every_auth_kind_has_a_page_the_suite_runs() -> None:
-    """A kind's page is one whose files (the YAML it applies) hold a connection of that kind,
-    but for the kinds of ``NOT_RUNNABLE_YET``."""
+    """A kind's page is one whose files (the YAML it applies) hold a connection of that kind."""
     shown: dict[str, list[str]] = {}
     for page in doc_blocks.run_pages():
         for block in doc_blocks.blocks(page):
             if block.role == "file" and block.language == "yaml":
                 for kind in _auth_types(list(yaml.safe_load_all(block.text))):
                     shown.setdefault(kind, []).append(page.name)
-    assert sorted(set(AUTH_KINDS) - set(NOT_RUNNABLE_YET) - set(shown)) == []
+    assert sorted(set(AUTH_KINDS) - set(shown)) == []
 
 
 def test_examples_hold_one_valid_connection_per_auth_kind() -> None:

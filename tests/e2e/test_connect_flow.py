@@ -12,9 +12,6 @@ table channel: a link minted by one is spent through another, as it would be in 
 from __future__ import annotations
 
 import hashlib
-import html
-import re
-from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -23,60 +20,13 @@ import redis
 
 from gatehouse_contract.connecting import CALLBACK_PATH
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.consent import Browser
 from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import fetch
 from tests.e2e.test_viewer_grants import ASSERTION, Connected, Fleet, _connected, _stats
 from tests.e2e.test_viewer_grants import fleet as fleet
 
 pytestmark = pytest.mark.e2e
-
-
-@dataclass
-class Browser:
-    """One browser's cookie for the connect flow (httpx keeps no Secure cookie over http)."""
-
-    page: str
-    cookie: str = ""
-
-    def begin(self, link: str) -> httpx.Response:
-        """The click on the link's page: the link's id posted from the page's own origin."""
-        assert link.startswith(f"{self.page}/ui/connect#"), link
-        landing = httpx.get(link.partition("#")[0], timeout=10)
-        assert landing.status_code == 200, landing.text
-        begun = httpx.post(
-            f"{self.page}/ui/connect",
-            data={"flow": link.partition("#")[2]},
-            headers={"Origin": self.page},
-            timeout=30,
-        )
-        if begun.status_code == 200:
-            self.cookie = begun.headers["set-cookie"].partition(";")[0]
-        return begun
-
-    @staticmethod
-    def provider(begun: httpx.Response) -> str:
-        """Where the page sends the browser on: its refresh's URL (and its link's)."""
-        found = re.search(r'id="provider" href="([^"]+)"', begun.text) or re.search(
-            r'<a href="([^"]+)" id="provider"', begun.text
-        )
-        assert found, begun.text
-        return html.unescape(found.group(1))
-
-    def consent(self, authorization_url: str, user: str) -> str:
-        """The person signs in at the provider as ``user`` and approves: the callback's URL."""
-        back = httpx.get(f"{authorization_url}&consent=approve&user={user}", timeout=10)
-        assert back.status_code in (302, 303), back.text
-        callback: str = back.headers["location"]
-        assert callback.startswith(f"{self.page}{CALLBACK_PATH}?"), callback
-        return callback
-
-    def callback(self, url: str) -> httpx.Response:
-        return httpx.get(url, headers={"Cookie": self.cookie} if self.cookie else {}, timeout=30)
-
-    def connect(self, link: str, user: str) -> httpx.Response:
-        begun = self.begin(link)
-        assert begun.status_code == 200, begun.text
-        return self.callback(self.consent(self.provider(begun), user))
 
 
 def _asked_to_connect(fleet: Fleet, connected: Connected, sub: str, replica: int = 0) -> str:

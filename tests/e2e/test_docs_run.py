@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from gatehouse_dev.cluster import Cluster
+from gatehouse_dev.newcomer import newcomer_token
 from gatehouse_dev.stack import RunningStack, StackPaths, write_env
 from tests.dev import doc_blocks
 from tests.e2e.conftest import Stack
@@ -44,7 +45,9 @@ def test_the_page_runs_as_written(
     }
     paths = StackPaths(tmp_path / "stack")
     paths.root.mkdir()
-    write_env(paths, RunningStack(cluster, stack.proxy, stack.local.api_url))
+    # As `make up` writes it: the newcomer's token is what `gatehouse connect` sends.
+    running = RunningStack(cluster, stack.proxy, stack.local.api_url, newcomer_token(cluster))
+    write_env(paths, running)
     work = tmp_path / "work"
     work.mkdir()
     (work / SERVICE_ACCOUNT_KEY_FILE).write_bytes(stack.service_account_key)
