@@ -10,16 +10,19 @@ secrets are the proxies'. So the page asks a replica (:class:`GrantsAsked`) and 
   for a viewer without a grant;
 - ``begin``: a link is spent (once: a second use, or one past its ten minutes, is refused) for
   the vendor's authorization URL, with a fresh state and PKCE verifier kept in the store for the
-  callback;
+  callback; the page shows whose account it connects before the browser goes on;
 - ``finish``: the callback's state is spent (once), the redirect URI must be the one it began
   with, the code is exchanged and the grant kept;
 - ``drop``: one owner's grant or every grant of a connection, revoked at the provider where the
   connection names a revocation endpoint;
 - ``describe``: what the page shows of a connection's grants, never a token.
 
-A link and a state are ``<namespace>.<random>``: the namespace names whose share of the store
-holds them (every namespace's keys are counted to it), the rest is 256 random bits the store
-keeps only a digest of.
+A link is ``<namespace>.<sealed>``: what it binds (the connection, the app, the owner) and its
+expiry, sealed with a key derived from the keyring, so that nothing is stored until it is
+clicked (an app asking again and again for a viewer who never connects fills nothing); spent, a
+marker of its digest is kept in the namespace's share until it would have expired. A state is
+``<namespace>.<random>``: 256 random bits the store keeps only a digest of. The namespace names
+whose share of the store holds them (every namespace's keys are counted to it).
 """
 
 from __future__ import annotations
@@ -43,8 +46,11 @@ FLOW_SECONDS = 600
 # A link's or a state's random part: 32 bytes, base64url.
 _RANDOM_PART = r"[A-Za-z0-9_-]{43}"
 _NAMESPACE = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
-MAX_FLOW_CHARS = 63 + 1 + 43
 FLOW_ID = re.compile(rf"^{_NAMESPACE}\.{_RANDOM_PART}$")
+# A link's sealed part: its binding (bounded: labels, keys and names), a nonce and a tag.
+MAX_SEALED_CHARS = 2000
+LINK_ID = re.compile(rf"^{_NAMESPACE}\.[A-Za-z0-9_-]{{43,{MAX_SEALED_CHARS}}}$")
+MAX_FLOW_CHARS = 63 + 1 + MAX_SEALED_CHARS
 # An owner as the page names it: a digest of whose (never who).
 OWNER_DIGEST = re.compile(r"^[0-9a-f]{32}$")
 # Well over what providers issue (Google's codes are ~75 characters, Microsoft's ~1,000).
@@ -71,7 +77,7 @@ class GrantsAsked(Wire):
     id: str = Field(max_length=100)
     action: Action
     # begin: the link's id; finish: the state the vendor sent back.
-    flow: str = Field(default="", pattern=FLOW_ID.pattern + "|^$", max_length=MAX_FLOW_CHARS)
+    flow: str = Field(default="", pattern=LINK_ID.pattern + "|^$", max_length=MAX_FLOW_CHARS)
     code: str = Field(default="", max_length=MAX_CODE_CHARS)
     redirect_uri: str = Field(default="", max_length=2048)
     connection: str = Field(default="", max_length=600)  # namespace/name
@@ -111,7 +117,7 @@ class GrantsAnswered(Wire):
     id: str = Field(max_length=100)
     problem: Problem | None = None
     # link: the link's id; begin: the state, for the browser's cookie.
-    flow: str = Field(default="", pattern=FLOW_ID.pattern + "|^$", max_length=MAX_FLOW_CHARS)
+    flow: str = Field(default="", pattern=LINK_ID.pattern + "|^$", max_length=MAX_FLOW_CHARS)
     # begin: the vendor's authorization URL to send the browser to.
     authorization_url: str = Field(default="", max_length=MAX_URL_CHARS)
     # begin, finish: what is being connected, to say so on the page.

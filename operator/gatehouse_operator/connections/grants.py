@@ -7,14 +7,16 @@ holds the grants, the shared store and the client secrets; this module says who 
 - The shared account's link, the list of who connected and a revocation are for those who may
   manage the connection (update on it): what a viewer of the page may not do.
 
-A bounded number of steps are in flight at once: the connect pages need no sign-in, and a flood
-of them must not queue every other use of the channel behind it.
+A bounded number of steps are in flight at once, per namespace and in all: the connect pages need
+no sign-in, and one tenant's flood (or its provider's slow token endpoint, which a callback
+waits on) must not hold every other tenant's connects or pages. A step over either bound is
+refused at once (503), never queued.
 """
 
 from __future__ import annotations
 
-import asyncio
 import secrets
+from collections import Counter
 from collections.abc import Mapping
 
 from gatehouse_contract.connecting import (
@@ -24,6 +26,7 @@ from gatehouse_contract.connecting import (
     GrantsAnswered,
     GrantsAsked,
     GrantsSummary,
+    namespace_of_flow,
 )
 from gatehouse_operator.access.reviews import User
 from gatehouse_operator.connections.actions import Connections
@@ -31,9 +34,12 @@ from gatehouse_operator.connections.errors import Refused
 from gatehouse_operator.table.channel import NoReplica, OutcomeUnknown
 
 AUTHORIZATION_CODE = "oauth2AuthorizationCode"
-# How long a step may take: a code exchange is the provider's token request (10 s) and the store.
+# How long a step may take: a code exchange is the provider's token request (10 s) and the store;
+# a description is the store's alone, and a page waits for it.
 STEP_SECONDS = 20.0
-MOST_IN_FLIGHT = 32
+DESCRIBE_SECONDS = 5.0
+MOST_IN_FLIGHT = 64
+MOST_IN_FLIGHT_PER_NAMESPACE = 8
 # A replica's refusal, by its code: the page's status.
 _STATUS = {
     "connect_unknown": 410,
@@ -54,7 +60,7 @@ class Grants:
     def __init__(self, connections: Connections) -> None:
         self.connections = connections
         self.runtime = connections.runtime
-        self._in_flight = asyncio.Semaphore(MOST_IN_FLIGHT)
+        self._in_flight: Counter[str] = Counter()
 
     @property
     def redirect_uri(self) -> str:
@@ -63,27 +69,37 @@ class Grants:
 
     async def begin(self, flow: str) -> GrantsAnswered:
         """Spends a connect link: the vendor's authorization URL and the state to keep."""
-        return await self._ask("begin", flow=flow, redirect_uri=self.redirect_uri)
+        return await self._ask(
+            namespace_of_flow(flow), "begin", flow=flow, redirect_uri=self.redirect_uri
+        )
 
     async def finish(self, state: str, code: str) -> GrantsAnswered:
-        return await self._ask("finish", flow=state, code=code, redirect_uri=self.redirect_uri)
+        return await self._ask(
+            namespace_of_flow(state),
+            "finish",
+            flow=state,
+            code=code,
+            redirect_uri=self.redirect_uri,
+        )
 
     async def shared_link(self, user: User, namespace: str, name: str) -> str:
         """A link to connect the connection's shared account, for one who may manage it."""
         await self._may_manage(user, namespace, name, shared=True)
-        answered = await self._ask("link", connection=f"{namespace}/{name}")
+        answered = await self._ask(namespace, "link", connection=f"{namespace}/{name}")
         return f"{self.runtime.settings.page_url}{CONNECT_PATH}#{answered.flow}"
 
     async def summary(self, user: User, namespace: str, name: str) -> GrantsSummary:
         await self._may_manage(user, namespace, name)
-        answered = await self._ask("describe", connection=f"{namespace}/{name}")
+        answered = await self._ask(
+            namespace, "describe", DESCRIBE_SECONDS, connection=f"{namespace}/{name}"
+        )
         return answered.summary or GrantsSummary()
 
     async def revoke(self, user: User, namespace: str, name: str, owner: str = "") -> int:
         """Drops one person's grant (``owner``: its digest, as the summary lists it) or every
         grant of the connection; answers how many went."""
         await self._may_manage(user, namespace, name)
-        answered = await self._ask("drop", connection=f"{namespace}/{name}", owner=owner)
+        answered = await self._ask(namespace, "drop", connection=f"{namespace}/{name}", owner=owner)
         return answered.dropped
 
     async def _may_manage(
@@ -110,7 +126,9 @@ class Grants:
                 "each viewer connects through the app's link",
             )
 
-    async def _ask(self, action: Action, **fields: str) -> GrantsAnswered:
+    async def _ask(
+        self, namespace: str, action: Action, within: float = STEP_SECONDS, **fields: str
+    ) -> GrantsAnswered:
         if not self.runtime.settings.page_url:
             raise Refused(
                 503,
@@ -118,14 +136,22 @@ class Grants:
                 "this installation names no page URL (operator.page.url): connecting accounts "
                 "needs the redirect URI made of it",
             )
-        if self._in_flight.locked():
+        in_flight = self._in_flight
+        if (
+            in_flight.total() >= MOST_IN_FLIGHT
+            or in_flight[namespace] >= MOST_IN_FLIGHT_PER_NAMESPACE
+        ):
             raise Refused(503, "busy", "too many accounts are being connected at once: try again")
         asked = GrantsAsked.model_validate({"id": secrets.token_hex(8), "action": action, **fields})
-        async with self._in_flight:
-            try:
-                answered = await self.runtime.channel.ask_grants(asked, STEP_SECONDS)
-            except (NoReplica, OutcomeUnknown) as error:
-                raise Refused(503, "proxy_unavailable", f"{error}: try again") from None
+        in_flight[namespace] += 1
+        try:
+            answered = await self.runtime.channel.ask_grants(asked, within)
+        except (NoReplica, OutcomeUnknown) as error:
+            raise Refused(503, "proxy_unavailable", f"{error}: try again") from None
+        finally:
+            in_flight[namespace] -= 1
+            if not in_flight[namespace]:
+                del in_flight[namespace]
         if answered.problem is not None:
             problem = answered.problem
             raise Refused(_STATUS.get(problem.code, 502), problem.code, problem.message)

@@ -2,24 +2,28 @@
 PKCE S256, RFC 7636), the proxy's part: the operator's page is what the browser reaches, and it
 asks a replica on the table channel (:mod:`gatehouse_contract.connecting`) for each step.
 
-1. **The link.** An app's request for a viewer without a grant is answered 401
-   ``viewer_authorization_required`` with ``connectUrl``: the page's ``/ui/connect#<id>``. The
-   link is minted from the verified assertion and bound to the connection (by uid: a connection
-   made again under the name is another), the app and the viewer; it is single-use and lives
-   :data:`LINK_SECONDS`. A worker gives the same link for the same viewer and connection while it
-   has most of its life left, so that an app retrying in a loop fills nothing. An admin's link
-   for the shared account is minted on the page's asking (``link``).
-2. **Begin.** The link is spent (taken from the store: a second click finds nothing), and the
-   browser is sent to the vendor's authorization URL with a fresh ``state`` and PKCE challenge.
-   The state's record (the link's binding, the verifier and the page's redirect URI) is kept
-   :data:`FLOW_SECONDS`, single-use too; the page keeps the state in the browser's cookie, so a
-   callback is finished only in the browser that began it.
+1. **The link.** An app's request for a viewer without a grant, on a connection of each viewer's
+   own account (``credentialScope: viewer``), is answered 401 ``viewer_authorization_required``
+   with ``connectUrl``: the page's ``/ui/connect#<id>``. The link is minted from the verified
+   assertion and bound to the connection (by uid: a connection made again under the name is
+   another), the app and the viewer; it lives :data:`LINK_SECONDS` and works once. It is sealed,
+   not stored (AES-256-GCM under a key derived from the keyring, the namespace as associated
+   data): an app asking again and again for a viewer who never connects writes nothing, and each
+   401 carries a fresh link. An admin's link for the shared account is minted on the page's
+   asking (``link``).
+2. **Begin.** The link is opened and spent (its digest marked in the store until it would have
+   expired: a second click finds the mark), and the page is given the vendor's authorization URL
+   with a fresh ``state`` and PKCE challenge, and whose account it connects (the page says so
+   before the browser goes on: a link someone forwarded would connect the clicker's account to
+   them). The state's record (the link's binding, the verifier and the page's redirect URI) is
+   kept :data:`FLOW_SECONDS`, single-use too; the page keeps the state in the browser's cookie,
+   so a callback is finished only in the browser that began it.
 3. **Finish.** The state is spent; the redirect URI must be the one begun with; the connection
    must still be the one linked; the code is exchanged (with the verifier, the client's
    secret) and the grant kept (:meth:`FleetGrants.store`), in place of the owner's before.
 
-What the store keeps of a link or a state is encrypted with the keyring (its key and record kind
-as associated data) under the digest of its random part: the store holds no usable link.
+What the store keeps of a state is encrypted with the keyring (its digest as associated data)
+under the digest of its random part; of a link, only the digest, once spent.
 """
 
 from __future__ import annotations
@@ -28,11 +32,15 @@ import base64
 import hashlib
 import json
 import logging
+import os
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlencode, urlsplit
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from gatehouse_contract.connecting import (
     CONNECT_PATH,
@@ -56,15 +64,14 @@ from gatehouse_proxy.credentials.fleet_grants import (
 )
 from gatehouse_proxy.credentials.grant_changes import grant_client
 from gatehouse_proxy.errors import ProxyError, ProxyException
-from gatehouse_proxy.store.connect_store import ConnectStore, Record
+from gatehouse_proxy.store.connect_store import ConnectStore
 from gatehouse_proxy.store.shared_store import StoreUnavailable
 from gatehouse_proxy.viewers.assertions import Viewer
 
 log = logging.getLogger("gatehouse.proxy.connecting")
 
-# A worker gives the link it minted again while this much of its life is left.
-REUSED_WHILE_SECONDS = LINK_SECONDS / 2
-_MOST_REUSED = 4096
+_LINK_PURPOSE = b"gatehouse/connect-links"
+_NONCE_BYTES = 12
 
 
 class ConnectRefused(ProxyException):
@@ -87,6 +94,7 @@ class _Binding:
     label: str  # whose, as the page says it
     verifier: str = ""
     redirect_uri: str = ""
+    expires_at: float = 0.0  # a link's: time.time()
 
     def dumped(self) -> bytes:
         return json.dumps(
@@ -98,15 +106,26 @@ class _Binding:
                 self.label,
                 self.verifier,
                 self.redirect_uri,
+                self.expires_at,
             ]
         ).encode()
 
     @classmethod
     def loaded(cls, data: bytes) -> _Binding:
         fields = json.loads(data)
-        if not isinstance(fields, list) or len(fields) != 7:
+        if not isinstance(fields, list) or len(fields) != 8:
             raise ValueError("not a connect record")
-        return cls(*(str(field) for field in fields))
+        connection, uid, app, owner, label, verifier, redirect_uri, expires_at = fields
+        return cls(
+            str(connection),
+            str(uid),
+            str(app),
+            str(owner),
+            str(label),
+            str(verifier),
+            str(redirect_uri),
+            float(expires_at),
+        )
 
 
 def _b64url(data: bytes) -> str:
@@ -115,6 +134,10 @@ def _b64url(data: bytes) -> str:
 
 def _digest(flow: str) -> str:
     return hashlib.sha256(flow.partition(".")[2].encode()).hexdigest()
+
+
+def _unb64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 class Connecting:
@@ -135,38 +158,31 @@ class Connecting:
         self.keyring = keyring
         self.page_url = page_url.rstrip("/")
         self.routes = routes
-        self._minted: dict[tuple[str, str], tuple[float, str]] = {}
 
     # The link, in a viewer's 401.
 
-    async def required(
+    def required(
         self, required: AuthorizationRequired, connection: ConnectionRoute, app: str, viewer: Viewer
     ) -> ProxyError:
         """The 401 for a viewer without a grant, with the link to connect in ``connectUrl``; the
-        refusal as it was when no link can be made (no page URL, the store away or full)."""
-        owner = viewer.owner
-        # Whose grant, as the connection's page lists it; nothing where the installation does
-        # not record viewers' ids.
-        label = (viewer.email or viewer.id)[:MAX_LABEL_CHARS] if self.record_ids else ""
+        refusal as it was on a connection of a shared account (an admin connects it), and with
+        why when no link can be made (no page URL)."""
+        authorization = connection.credential.authorization
+        if authorization is None or authorization.credential_scope != "viewer":
+            return required
         if not self.page_url:
             return ProxyError(
                 required.code,
                 f"{required.message} (this installation names no page URL, operator.page.url, "
                 "so no connect link can be made)",
             )
-        key = (connection.uid, owner)
-        now = time.monotonic()
-        minted = self._minted.get(key)
-        if minted is not None and minted[0] > now:
-            return _with_link(required, minted[1])
-        try:
-            url = await self._link(_Binding(connection.key, connection.uid, app, owner, label))
-        except ConnectRefused as refused:
-            return ProxyError(required.code, f"{required.message} ({refused.message})")
-        if len(self._minted) >= _MOST_REUSED:
-            self._minted = {k: v for k, v in self._minted.items() if v[0] > now}
-        self._minted[key] = (now + REUSED_WHILE_SECONDS, url)
-        return _with_link(required, url)
+        # Whose grant, as the connection's page lists it; nothing where the installation does
+        # not record viewers' ids.
+        label = (viewer.email or viewer.id)[:MAX_LABEL_CHARS] if self.record_ids else ""
+        binding = _Binding(connection.key, connection.uid, app, viewer.owner, label)
+        return ProxyError(
+            required.code, required.message, details={"connectUrl": self._link(binding)}
+        )
 
     # The page's asking.
 
@@ -200,7 +216,7 @@ class Connecting:
                     f"connection {connection.key} uses each viewer's own account: each viewer "
                     "connects through the app's link",
                 )
-            url = await self._link(
+            url = self._link(
                 _Binding(connection.key, connection.uid, "", SHARED, "the shared account")
             )
             return GrantsAnswered(id=asked.id, flow=url.rpartition("#")[2])
@@ -211,16 +227,27 @@ class Connecting:
         return GrantsAnswered(id=asked.id, summary=await self.grants.summary(connection))
 
     async def disconnect(self, connection: ConnectionRoute, digest: str | None) -> int:
-        """Drops one owner's grant (by its digest) or all, revoked where the connection says."""
+        """Drops one owner's grant (by its digest) or all, revoked where the connection says and
+        its client can be had (a connection routed unavailable may have lost its secret: its
+        grants are dropped all the same)."""
         authorization = connection.credential.authorization
         revoke_at = authorization.revocation_url if authorization is not None else ""
-        client = grant_client(self.keyring, connection) if revoke_at else None
+        client = None
+        if revoke_at:
+            try:
+                client = grant_client(self.keyring, connection)
+            except ProxyError as error:
+                log.warning(
+                    "grants of connection %s are dropped, not revoked: %s",
+                    connection.key,
+                    error.message,
+                )
         return await self.grants.drop(
             connection, digest, revoke_at=revoke_at, client=client, by_digest=True
         )
 
     async def _begin(self, asked: GrantsAsked) -> GrantsAnswered:
-        binding = await self._take("link", asked.flow)
+        binding = await self._spend(asked.flow)
         connection = self._granting(binding.connection, binding.connection_uid)
         authorization = connection.credential.authorization
         request = connection.credential.token_request
@@ -238,7 +265,7 @@ class Connecting:
             verifier,
             asked.redirect_uri,
         )
-        await self._put("state", state, flow, FLOW_SECONDS)
+        await self._keep(state, flow)
         query = {
             # The connection's own parameters first: the flow's are the last word (and the
             # operator refuses a connection that names one of them).
@@ -266,7 +293,7 @@ class Connecting:
         )
 
     async def _finish(self, asked: GrantsAsked) -> GrantsAnswered:
-        flow = await self._take("state", asked.flow)
+        flow = await self._take(asked.flow)
         if flow.redirect_uri != asked.redirect_uri:
             raise ConnectRefused(
                 "connect_failed", "the callback came to another redirect URI than it began with"
@@ -280,7 +307,6 @@ class Connecting:
             await self.grants.store(connection, flow.owner, client, tokens, flow.label)
         except GrantNotKept as not_kept:
             raise ConnectRefused("connect_failed", f"the grant was not kept: {not_kept}") from None
-        self._minted.pop((connection.uid, flow.owner), None)
         log.info("an account was connected to connection %s", connection.key)
         return GrantsAnswered(
             id=asked.id, connection=flow.connection, app=flow.app, owner_label=flow.label
@@ -309,55 +335,99 @@ class Connecting:
             )
         return connection
 
-    async def _link(self, binding: _Binding) -> str:
-        flow = f"{namespace_of(binding.connection)}.{secrets.token_urlsafe(32)}"
-        await self._put("link", flow, binding, LINK_SECONDS)
-        return f"{self.page_url}{CONNECT_PATH}#{flow}"
+    def _link(self, binding: _Binding) -> str:
+        """A link: the binding and its expiry, sealed under the keyring's active key."""
+        namespace = namespace_of(binding.connection)
+        keyring = self.keyring.current()
+        key_id = keyring.active.encode()
+        nonce = os.urandom(_NONCE_BYTES)
+        sealed = replace(binding, expires_at=time.time() + LINK_SECONDS).dumped()
+        cipher = AESGCM(keyring.derived(keyring.active, _LINK_PURPOSE))
+        token = (
+            bytes([len(key_id)])
+            + key_id
+            + nonce
+            + cipher.encrypt(nonce, sealed, f"connect-link|{namespace}".encode())
+        )
+        return f"{self.page_url}{CONNECT_PATH}#{namespace}.{_b64url(token)}"
 
-    async def _put(self, record: Record, flow: str, binding: _Binding, seconds: int) -> None:
-        if self.store is None:
-            raise ConnectRefused("connect_failed", "this installation has no shared store")
-        digest = _digest(flow)
-        encrypted = self.keyring.current().encrypt(binding.dumped(), f"connect|{record}|{digest}")
-        namespace = namespace_of_flow(flow)
-        refused = await self.store.put(
-            namespace, record, digest, encrypted.model_dump_json().encode(), seconds
+    def _opened(self, flow: str) -> _Binding:
+        """The binding a link seals, if this installation sealed it and it is not past its
+        time."""
+        namespace, _, sealed = flow.partition(".")
+        try:
+            token = _unb64url(sealed)
+            key_id = token[1 : 1 + token[0]].decode()
+            nonce = token[1 + token[0] : 1 + token[0] + _NONCE_BYTES]
+            keyring = self.keyring.current()
+            if key_id not in keyring.key_ids:
+                keyring = self.keyring.current(fresh=True)
+            cipher = AESGCM(keyring.derived(key_id, _LINK_PURPOSE))
+            plain = cipher.decrypt(
+                nonce,
+                token[1 + token[0] + _NONCE_BYTES :],
+                f"connect-link|{namespace}".encode(),
+            )
+            binding = _Binding.loaded(plain)
+        except (KeyringError, InvalidTag, ValueError, IndexError, OSError):
+            raise ConnectRefused("connect_unknown", _UNKNOWN["link"]) from None
+        if binding.expires_at < time.time():
+            raise ConnectRefused("connect_unknown", _UNKNOWN["link"])
+        return binding
+
+    async def _spend(self, flow: str) -> _Binding:
+        """The link's binding, once: its digest is marked spent until it would have expired."""
+        binding = self._opened(flow)
+        store = self._store()
+        marked = await store.mark(
+            namespace_of_flow(flow), _digest(flow), binding.expires_at - time.time()
+        )
+        if marked is False:
+            raise ConnectRefused("connect_unknown", _UNKNOWN["link"])
+        if isinstance(marked, str):
+            raise ConnectRefused("connect_failed", _NOT_KEPT[marked])
+        return binding
+
+    async def _keep(self, state: str, binding: _Binding) -> None:
+        store = self._store()
+        digest = _digest(state)
+        encrypted = self.keyring.current().encrypt(binding.dumped(), f"connect|state|{digest}")
+        refused = await store.put(
+            namespace_of_flow(state), digest, encrypted.model_dump_json().encode(), FLOW_SECONDS
         )
         if refused:
-            raise ConnectRefused(
-                "connect_failed",
-                f"the shared store did not keep the connect {record} (the namespace's share is "
-                "full)"
-                if refused == "share"
-                else f"the shared store did not keep the connect {record} (it is nearly full)",
-            )
+            raise ConnectRefused("connect_failed", _NOT_KEPT[refused])
 
-    async def _take(self, record: Record, flow: str) -> _Binding:
-        if self.store is None:
-            raise ConnectRefused("connect_failed", "this installation has no shared store")
-        if not FLOW_ID.match(flow):
-            raise ConnectRefused("connect_unknown", _UNKNOWN[record])
-        digest = _digest(flow)
-        taken = await self.store.take(namespace_of_flow(flow), record, digest)
+    async def _take(self, state: str) -> _Binding:
+        store = self._store()
+        if not FLOW_ID.match(state):
+            raise ConnectRefused("connect_unknown", _UNKNOWN["state"])
+        digest = _digest(state)
+        taken = await store.take(namespace_of_flow(state), digest)
         if taken is None:
-            raise ConnectRefused("connect_unknown", _UNKNOWN[record])
+            raise ConnectRefused("connect_unknown", _UNKNOWN["state"])
         try:
             encrypted = Encrypted.model_validate_json(taken)
             keyring = self.keyring.current()
             if encrypted.key_id not in keyring.key_ids:
                 keyring = self.keyring.current(fresh=True)
-            return _Binding.loaded(keyring.decrypt(encrypted, f"connect|{record}|{digest}"))
+            return _Binding.loaded(keyring.decrypt(encrypted, f"connect|state|{digest}"))
         except (KeyringError, ValueError):
-            raise ConnectRefused("connect_unknown", _UNKNOWN[record]) from None
+            raise ConnectRefused("connect_unknown", _UNKNOWN["state"]) from None
+
+    def _store(self) -> ConnectStore:
+        if self.store is None:
+            raise ConnectRefused("connect_failed", "this installation has no shared store")
+        return self.store
 
 
-_UNKNOWN: dict[Record, str] = {
+_NOT_KEPT = {
+    "share": "the shared store did not keep the connect (the namespace's share is full)",
+    "reserve": "the shared store did not keep the connect (it is nearly full)",
+}
+_UNKNOWN = {
     "link": "this connect link was used already, is over ten minutes old, or was never made: "
     "ask the app for a new one",
     "state": "this connect was finished already, took over ten minutes, or was not begun here: "
     "start again from the app's link",
 }
-
-
-def _with_link(required: AuthorizationRequired, url: str) -> ProxyError:
-    return ProxyError(required.code, required.message, details={"connectUrl": url})

@@ -70,8 +70,8 @@ class FirstTurn:
         self.table = table
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # Only fetches: the liveness answer must not queue behind anyone's burst.
-        if scope["type"] == "http" and scope["path"].startswith(FETCH_PATH):
+        # Only fetches and disconnects: the liveness answer must not queue behind anyone's burst.
+        if scope["type"] == "http" and scope["path"].startswith((FETCH_PATH, GRANTS_PATH)):
             await self.turns.take(self._tenant(scope))
         await self.app(scope, receive, send)
 

@@ -135,9 +135,14 @@ def app_of(app: AppRoute | None) -> AppRoute:
     return app
 
 
-def connection_of(active: RoutingTable, app: AppRoute, alias: str) -> ConnectionRoute:
+def linked_connection(active: RoutingTable, app: AppRoute, alias: str) -> ConnectionRoute:
+    """The connection the app links under ``alias``, available or not."""
     key = app.links.get(alias)
     connection = active.connections.get(key) if key else None
     if connection is None:
         raise ProxyError("unknown_alias", f"no connection is linked under the alias {alias!r}")
-    return available(connection)
+    return connection
+
+
+def connection_of(active: RoutingTable, app: AppRoute, alias: str) -> ConnectionRoute:
+    return available(linked_connection(active, app, alias))

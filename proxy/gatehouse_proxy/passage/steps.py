@@ -181,7 +181,7 @@ class Passage:
                 await self.turns.take(namespace)
                 if isinstance(error, AuthorizationRequired) and fetch.viewer is not None:
                     # The viewer connects through the link the app shows them.
-                    raise await self.connecting.required(
+                    raise self.connecting.required(
                         error, connection, fetch.app, fetch.viewer
                     ) from None
                 raise

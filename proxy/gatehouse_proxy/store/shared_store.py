@@ -250,6 +250,11 @@ class SharedStore:
     async def _probe_while_down(self) -> None:
         while True:
             if not self.up:
+                # The pooled connections of a store that restarted were closed by it: each would
+                # fail a call in turn (taking the store down again) once it is back. Dropped
+                # while it is down, the calls after it answers use new ones.
+                await self.client.connection_pool.disconnect(inuse_connections=False)
+                await self._batches.disconnect()
                 try:
                     async with asyncio.timeout(max(self.settings.deadline_seconds * 4, 0.2)):
                         await self.client.ping()

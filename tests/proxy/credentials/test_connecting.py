@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from gatehouse_contract.connecting import GrantsAsked
+from gatehouse_contract.connecting import LINK_SECONDS, GrantsAsked
 from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_contract.routes import Authorization, ConnectionRoute, CredentialScope, TokenRequest
 from gatehouse_dev.redis_server import RedisServer
@@ -90,10 +91,10 @@ def _refused() -> AuthorizationRequired:
     return AuthorizationRequired("the viewer's account is not connected")
 
 
-async def _link(flow: Flow, route: ConnectionRoute) -> str:
-    error = await flow.connecting.required(_refused(), route, "team/DataApp/sales", ADA)
+def _link(flow: Flow, route: ConnectionRoute, viewer: Viewer = ADA) -> str:
+    error = flow.connecting.required(_refused(), route, "team/DataApp/sales", viewer)
     assert error.code == "viewer_authorization_required"
-    url = error.details["connectUrl"]
+    url = str(error.details["connectUrl"])
     assert url.startswith(f"{PAGE}/ui/connect#team.")
     return url.partition("#")[2]
 
@@ -111,7 +112,7 @@ def test_a_link_begins_once_at_the_connections_authorization_url_with_pkce(
         async with steps_on(redis_server, tmp_path) as flow:
             route = _route()
             flow.routes[route.key] = route
-            link = await _link(flow, route)
+            link = _link(flow, route)
             begun = await _ask(flow, action="begin", flow=link, redirectUri=REDIRECT)
             assert begun["problem"] is None
             url = urlsplit(str(begun["authorizationUrl"]))
@@ -149,9 +150,7 @@ def test_a_state_finishes_once_and_only_at_the_redirect_uri_it_began_with(
         async with steps_on(redis_server, tmp_path) as flow:
             route = _route()
             flow.routes[route.key] = route
-            begun = await _ask(
-                flow, action="begin", flow=await _link(flow, route), redirectUri=REDIRECT
-            )
+            begun = await _ask(flow, action="begin", flow=_link(flow, route), redirectUri=REDIRECT)
             state = str(begun["flow"])
             elsewhere = await _ask(
                 flow, action="finish", flow=state, code="c", redirectUri="https://evil.example/cb"
@@ -174,7 +173,7 @@ def test_a_connection_made_again_under_the_name_does_not_take_the_old_link(
         async with steps_on(redis_server, tmp_path) as flow:
             route = _route()
             flow.routes[route.key] = route
-            link = await _link(flow, route)
+            link = _link(flow, route)
             flow.routes[route.key] = _route(uid="uid-sheets-2")
             begun = await _ask(flow, action="begin", flow=link, redirectUri=REDIRECT)
             assert begun["problem"]["code"] == "connect_failed"  # type: ignore[index]
@@ -183,56 +182,88 @@ def test_a_connection_made_again_under_the_name_does_not_take_the_old_link(
     asyncio.run(scenario())
 
 
-def test_a_made_up_or_forged_link_is_unknown(redis_server: RedisServer, tmp_path: Path) -> None:
+def test_a_made_up_forged_moved_or_late_link_is_unknown(
+    redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     async def scenario() -> None:
         async with steps_on(redis_server, tmp_path) as flow:
             route = _route()
             flow.routes[route.key] = route
-            for forged in ("team." + "A" * 43, "other." + "B" * 43):
+            sealed = _link(flow, route).partition(".")[2]
+            tampered = sealed[:-2] + ("AA" if sealed[-2:] != "AA" else "BB")
+            # Made up; tampered with; moved to another namespace (whose share would count it).
+            for forged in ("team." + "A" * 43, f"team.{tampered}", f"other.{sealed}"):
                 begun = await _ask(flow, action="begin", flow=forged, redirectUri=REDIRECT)
                 assert begun["problem"]["code"] == "connect_unknown"  # type: ignore[index]
+            # Past its ten minutes.
+            late = _link(flow, route)
+            now = time.time()
+            monkeypatch.setattr(time, "time", lambda: now + LINK_SECONDS + 1)
+            begun = await _ask(flow, action="begin", flow=late, redirectUri=REDIRECT)
+            assert begun["problem"]["code"] == "connect_unknown"  # type: ignore[index]
+            monkeypatch.undo()
+            begun = await _ask(flow, action="begin", flow=late, redirectUri=REDIRECT)
+            assert begun["problem"] is None
 
     asyncio.run(scenario())
 
 
-def test_an_app_asking_again_is_given_the_same_link_and_fills_nothing(
+def test_an_app_asking_again_and_again_fills_nothing(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Each 401 carries a fresh link, sealed, not stored: nothing is written until one is
+    clicked."""
+
+    async def scenario() -> None:
+        async with steps_on(redis_server, tmp_path) as flow:
+            route = _route()
+            flow.routes[route.key] = route
+            links = {_link(flow, route) for _ in range(50)}
+            assert len(links) == 50
+            await flow.shares.read(flow.store, ["team"])
+            assert "team" not in flow.shares.usage
+
+    asyncio.run(scenario())
+
+
+def test_connects_past_the_namespaces_share_are_refused_and_say_so(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
     async def scenario() -> None:
         async with steps_on(redis_server, tmp_path) as flow:
             route = _route()
             flow.routes[route.key] = route
-            links = {await _link(flow, route) for _ in range(50)}
-            assert len(links) == 1
-            await flow.shares.read(flow.store, ["team"])
-            assert flow.shares.usage["team"][0] == 1
+            # 16 keys a namespace: each begun connect holds two (its link's mark, its state).
+            answers = []
+            for n in range(9):
+                link = _link(flow, route, Viewer(f"v{n}", "", ADA.issuer))
+                answers.append(await _ask(flow, action="begin", flow=link, redirectUri=REDIRECT))
+            assert [answer["problem"] for answer in answers[:8]] == [None] * 8
+            assert answers[8]["problem"] == {
+                "code": "connect_failed",
+                "message": "the shared store did not keep the connect (the namespace's share is "
+                "full)",
+            }
+            # Another namespace's connects are its own share's.
+            other = quota_route("other/sheets", "uid-other")
+            other = other.model_copy(update={"credential": _route().credential})
+            flow.routes[other.key] = other
+            error = flow.connecting.required(_refused(), other, "other/DataApp/x", ADA)
+            link = str(error.details["connectUrl"]).partition("#")[2]
+            begun = await _ask(flow, action="begin", flow=link, redirectUri=REDIRECT)
+            assert begun["problem"] is None
 
     asyncio.run(scenario())
 
 
-def test_links_past_the_namespaces_share_are_refused_and_the_401_says_so(
+def test_a_viewer_of_a_shared_account_is_given_no_link_of_their_own(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
     async def scenario() -> None:
         async with steps_on(redis_server, tmp_path) as flow:
-            # 16 keys a namespace: links of 16 viewers fill it, the 17th is not kept.
-            said = []
-            for n in range(17):
-                route = _route()
-                flow.routes[route.key] = route
-                viewer = Viewer(f"v{n}", "", ADA.issuer)
-                error = await flow.connecting.required(
-                    _refused(), route, "team/DataApp/sales", viewer
-                )
-                said.append(error)
-            assert all("connectUrl" in error.details for error in said[:16])
-            assert "connectUrl" not in said[16].details
-            assert "share is full" in said[16].message
-            # Another namespace's links are its own share's.
-            other = quota_route("other/sheets", "uid-other")
-            other = other.model_copy(update={"credential": _route().credential})
-            error = await flow.connecting.required(_refused(), other, "other/DataApp/x", ADA)
-            assert "connectUrl" in error.details
+            error = flow.connecting.required(_refused(), _route("shared"), "team/DataApp/s", ADA)
+            assert error.details == {}
+            assert error.message == _refused().message
 
     asyncio.run(scenario())
 
@@ -264,7 +295,7 @@ def test_without_a_page_url_the_401_has_no_link_and_says_why(
         async with steps_on(redis_server, tmp_path) as flow:
             route = _route()
             flow.connecting.page_url = ""
-            error = await flow.connecting.required(_refused(), route, "team/DataApp/sales", ADA)
+            error = flow.connecting.required(_refused(), route, "team/DataApp/sales", ADA)
             assert error.details == {}
             assert "operator.page.url" in error.message
 
