@@ -344,12 +344,13 @@ def test_a_grant_is_kept_across_the_store_pod_being_deleted(release: Release) ->
 
     def served_again() -> dict[str, Any] | None:
         fetched.append(_fetched_as_shared(cluster, f"sheets-after-{len(fetched)}"))
+        refusals = [json.loads(body)["error"] for body in fetched[-1]["refused"]]
+        # A lost grant (the store emptied) is 401 viewer_authorization_required: fail at once.
+        assert all(error["code"] == "connection_unavailable" for error in refusals), refusals
         return fetched[-1] if fetched[-1]["statuses"] == {"200": 3} else None
 
     after = wait_for(served_again, timeout=60, interval=0, what="the app served again")
     assert after["last"]["user"] == SHARED_ACCOUNT, after
-    refusals = [json.loads(body)["error"] for each in fetched for body in each["refused"]]
-    assert all(error["code"] == "connection_unavailable" for error in refusals), refusals
     print(f"the store's Pod replaced in {back_in:.1f}s; then {len(fetched)} rounds of 3 fetches")
     # Kept, not made again: no new consent, no new code or refresh at the provider.
     again = store_checks.authz_stats(cluster, "upstream")
