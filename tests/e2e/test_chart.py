@@ -88,7 +88,11 @@ def _resource_versions(
     for document in documents:
         kind, name = document["kind"], document["metadata"]["name"]
         live = json.loads(cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout)
-        versions[f"{kind}/{name}"] = live["metadata"]["resourceVersion"]
+        versions[f"{kind}/{name}"] = live["metadata"].pop("resourceVersion")
+        if kind == "PersistentVolumeClaim":
+            # The API server writes a claim again at every apply, unchanged but for its
+            # resourceVersion (kube-apiserver 1.36): what it holds must not change.
+            versions[f"{kind}/{name}"] = json.dumps(live, sort_keys=True)
     return versions
 
 
@@ -934,9 +938,10 @@ def test_the_bundled_store_is_hardened_and_admits_only_the_proxies(
     cluster: Cluster, namespace: str
 ) -> None:
     """One Pod of the image named, as the other Pods run (non-root, read-only, no capabilities),
-    its password in no argument and no environment variable, its data in an emptyDir; a
-    NetworkPolicy, rendered although networkPolicy.enabled is off, admits the release's proxies
-    to its port and nothing else, and lets it reach nothing. The API server accepts all of it."""
+    its password in no argument and no environment variable, its data on a claim (an emptyDir
+    with persistence off); a NetworkPolicy, rendered although networkPolicy.enabled is off,
+    admits the release's proxies to its port and nothing else, and lets it reach nothing. The
+    API server accepts all of it."""
     documents = _render(cluster, "-n", namespace)
     store = _named(documents, "Deployment", "gh-gatehouse-store")
     pod = store["spec"]["template"]["spec"]
@@ -954,9 +959,18 @@ def test_the_bundled_store_is_hardened_and_admits_only_the_proxies(
     volumes = {volume["name"]: volume for volume in pod["volumes"]}
     assert volumes["password"]["secret"]["secretName"] == "gh-gatehouse-store"
     assert volumes["auth"]["emptyDir"]["medium"] == "Memory"
-    assert volumes["data"] == {"name": "data", "emptyDir": {}}
+    # As it ships: an append-only file on a claim, its files the server's group's.
+    assert volumes["data"] == {
+        "name": "data",
+        "persistentVolumeClaim": {"claimName": "gh-gatehouse-store"},
+    }
+    assert pod["securityContext"]["fsGroup"] == 65532
+    assert store["spec"]["strategy"] == {"type": "Recreate"}  # one Pod on the RWO volume
+    claim = _named(documents, "PersistentVolumeClaim", "gh-gatehouse-store")
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert "storageClassName" not in claim["spec"]  # the cluster's default
     config = _named(documents, "ConfigMap", "gh-gatehouse-store")["data"]["store.conf"]
-    for line in ('save ""', "appendonly no", "maxmemory 64mb", "maxmemory-policy noeviction"):
+    for line in ('save ""', "appendonly yes", "maxmemory 64mb", "maxmemory-policy noeviction"):
         assert line in config.splitlines(), line
     assert "include /run/gatehouse-store/auth.conf" in config
     policy = _named(documents, "NetworkPolicy", "gh-gatehouse-store")["spec"]
@@ -983,18 +997,15 @@ def test_the_bundled_store_is_hardened_and_admits_only_the_proxies(
         ],
         "ports": [{"port": 6379}],
     } in egress
-    kept = _render(cluster, "-n", namespace, "--set", "store.persistence.enabled=true")
-    kept_pod = _named(kept, "Deployment", "gh-gatehouse-store")["spec"]["template"]["spec"]
-    assert kept_pod["securityContext"]["fsGroup"] == 65532
-    assert {"name": "data", "persistentVolumeClaim": {"claimName": "gh-gatehouse-store"}} in (
-        kept_pod["volumes"]
-    )
-    assert "appendonly yes" in _named(kept, "ConfigMap", "gh-gatehouse-store")["data"]["store.conf"]
-    claim = _named(kept, "PersistentVolumeClaim", "gh-gatehouse-store")
-    objects = [
-        *(doc for doc in documents if "store" in doc["metadata"]["name"]),
-        claim,
-    ]
+    # Persistence off: nothing on disk, no claim.
+    emptied = _render(cluster, "-n", namespace, "--set", "store.persistence.enabled=false")
+    emptied_pod = _named(emptied, "Deployment", "gh-gatehouse-store")["spec"]["template"]["spec"]
+    assert {"name": "data", "emptyDir": {}} in emptied_pod["volumes"]
+    assert "fsGroup" not in emptied_pod["securityContext"]
+    emptied_config = _named(emptied, "ConfigMap", "gh-gatehouse-store")["data"]["store.conf"]
+    assert "appendonly no" in emptied_config.splitlines()
+    assert not [doc for doc in emptied if doc["kind"] == "PersistentVolumeClaim"]
+    objects = [doc for doc in documents if "store" in doc["metadata"]["name"]]
     cluster.kubectl(
         "apply", "--dry-run=server", "-n", namespace, "-f", "-",
         stdin=yaml.safe_dump_all(objects),

@@ -110,11 +110,13 @@ except Exception as error:
 """
 
 # Sends COUNT requests one after the other, each on a new connection (so each is balanced anew
-# over the proxy Pods), and prints how many got each status, and the last answer that passed.
+# over the proxy Pods), and prints how many got each status, the last answer that passed and the
+# first refusals' bodies.
 COUNTING_SCRIPT = """
 import json, os, urllib.error, urllib.request
 
 url, token, statuses, last = os.environ["URL"], os.environ["TOKEN"], {}, None
+refused = []
 for _ in range(int(os.environ["COUNT"])):
     request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
     try:
@@ -122,10 +124,12 @@ for _ in range(int(os.environ["COUNT"])):
             status, last = reply.status, json.loads(reply.read())
     except urllib.error.HTTPError as error:
         status = error.code
+        refused.append(error.read().decode(errors="replace")[:500])
     except Exception as error:
         status = repr(error)
     statuses[str(status)] = statuses.get(str(status), 0) + 1
-print(json.dumps({"ok": True, "statuses": statuses, "last": last}), flush=True)
+print(json.dumps({"ok": True, "statuses": statuses, "last": last, "refused": refused[:3]}),
+      flush=True)
 """
 
 # Opens a TCP connection to HOST:PORT and says PING, as any Pod could; prints whether it
@@ -141,6 +145,52 @@ try:
 except OSError as error:
     answer = {"connected": False, "error": repr(error)}
 print(json.dumps({"ok": True, **answer}), flush=True)
+"""
+
+# An admin connecting a connection's shared account, as `gatehouse connect` and a browser do:
+# the service API's link (with the Pod's ServiceAccount token), the link's page, the click (the
+# link's id posted from the page's origin: the page's cookie and the provider's URL), the
+# provider's scripted consent as ACCOUNT, and the callback with the cookie. Redirects are not
+# followed: each step is checked. Prints the step that failed, or the page's last answer.
+CONNECT_SCRIPT = """
+import html, json, os, re, urllib.error, urllib.parse, urllib.request
+
+class Stay(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args):
+        return None
+
+opener = urllib.request.build_opener(Stay)
+page, account = os.environ["PAGE"], os.environ["ACCOUNT"]
+
+def call(step, url, want, data=None, headers=None):
+    request = urllib.request.Request(url, data=data, headers=headers or {})
+    try:
+        reply = opener.open(request, timeout=30)
+    except urllib.error.HTTPError as error:
+        reply = error
+    body = reply.read().decode(errors="replace")
+    if reply.status not in want:
+        print(json.dumps({"ok": False, "step": step, "status": reply.status, "body": body[:2000]}))
+        raise SystemExit(0)
+    return reply, body
+
+token = open("/var/run/secrets/kubernetes.io/serviceaccount/token").read().strip()
+_, body = call("link", page + os.environ["CONNECT_PATH"], (201,), data=b"",
+               headers={"Authorization": "Bearer " + token})
+link = json.loads(body)["connectUrl"]
+call("landing", link.partition("#")[0], (200,))
+form = urllib.parse.urlencode({"flow": link.partition("#")[2]}).encode()
+begun, body = call("begin", page + "/ui/connect", (200,), data=form,
+                   headers={"Origin": page, "Content-Type": "application/x-www-form-urlencoded"})
+cookie = begun.headers["Set-Cookie"].partition(";")[0]
+found = (re.search(r'id="provider" href="([^"]+)"', body)
+         or re.search(r'<a href="([^"]+)" id="provider"', body))
+provider = html.unescape(found.group(1))
+consented, _ = call("consent", provider + "&consent=approve&user=" + account, (302, 303))
+callback = consented.headers["Location"]
+_, body = call("callback", callback, (200,), headers={"Cookie": cookie})
+print(json.dumps({"ok": True, "callback": callback.partition("?")[0],
+                  "connected": "Connected" in body}), flush=True)
 """
 
 SECURITY = {
@@ -353,6 +403,22 @@ def forged_review(
     """A Pod that posts ``review`` to the webhook at ``url`` and prints what came back."""
     env = [{"name": "URL", "value": url}, {"name": "REVIEW", "value": json.dumps(review)}]
     return _script_pod(namespace, name, FORGED_REVIEW_SCRIPT, env)
+
+
+def shared_connect(
+    namespace: str, name: str, *, page: str, connection: str, user: str, service_account: str
+) -> list[dict[str, Any]]:
+    """A Pod, as ``service_account`` (which may update ``connection``), that connects the
+    connection's shared account as ``user`` through the page at ``page``."""
+    path = f"/api/v1/namespaces/{namespace}/connections/{connection}/connect"
+    env = [
+        {"name": "PAGE", "value": page},
+        {"name": "CONNECT_PATH", "value": path},
+        {"name": "ACCOUNT", "value": user},
+    ]
+    objects = _script_pod(namespace, name, CONNECT_SCRIPT, env)
+    objects[1]["spec"]["serviceAccountName"] = service_account
+    return objects
 
 
 def apply(cluster: Cluster, objects: list[dict[str, Any]]) -> None:

@@ -26,6 +26,9 @@ TEST_UPSTREAM_VALUES = (
     f"installation.allowedPrivateNetworks={{{UPSTREAM_IP}/32,{AUTHZ_IP}/32}}",
 )
 PROXY_URL = f"http://{RELEASE}-proxy.{SYSTEM}.svc/v1/fetch/vendor/v1/orders"
+# The page as the tests' Pods reach it (operator.page.url): connect links and the redirect URI
+# are made of it.
+PAGE_URL = f"http://{RELEASE}-operator.{SYSTEM}.svc:8082"
 
 
 def helm(cluster: Cluster, *args: str, timeout: float = 360) -> str:

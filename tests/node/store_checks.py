@@ -71,11 +71,16 @@ def _service_path(namespace: str, path: str) -> str:
     return f"/api/v1/namespaces/{namespace}/services/authz:http/proxy/{path}"
 
 
-def register_client(cluster: Cluster, authz_namespace: str) -> tuple[str, str]:
-    """A client of the authorization server (basic authentication, hour-long tokens)."""
+def register_client(
+    cluster: Cluster, authz_namespace: str, redirect_uri: str = ""
+) -> tuple[str, str]:
+    """A client of the authorization server (basic authentication, hour-long tokens; with
+    ``redirect_uri``, for the authorization code too)."""
     client_id = f"node-{secrets.token_hex(4)}"
     secret = "cs_" + secrets.token_urlsafe(24)
-    body = {"id": client_id, "secret": secret, "method": "basic", "lifetime": 3600}
+    body: dict[str, Any] = {"id": client_id, "secret": secret, "method": "basic", "lifetime": 3600}
+    if redirect_uri:
+        body["redirectUris"] = [redirect_uri]
     cluster.kubectl(
         "create", "--raw", _service_path(authz_namespace, "clients"), "-f", "-",
         stdin=json.dumps(body),
@@ -83,11 +88,17 @@ def register_client(cluster: Cluster, authz_namespace: str) -> tuple[str, str]:
     return client_id, secret
 
 
-def token_requests(cluster: Cluster, authz_namespace: str, client_id: str) -> int:
-    stats = json.loads(
+def authz_stats(cluster: Cluster, authz_namespace: str) -> dict[str, Any]:
+    """What the authorization server counted: token requests (per client too), authorizations
+    and its grants."""
+    stats: dict[str, Any] = json.loads(
         cluster.kubectl("get", "--raw", _service_path(authz_namespace, "stats")).stdout
     )
-    return int(stats["clients"].get(client_id, 0))
+    return stats
+
+
+def token_requests(cluster: Cluster, authz_namespace: str, client_id: str) -> int:
+    return int(authz_stats(cluster, authz_namespace)["clients"].get(client_id, 0))
 
 
 def oauth2_connection(client_id: str, secret: str, authz_namespace: str) -> str:

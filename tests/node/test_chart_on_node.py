@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gatehouse_contract.connecting import CALLBACK_PATH
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import Server, free_port
 from gatehouse_dev.waiting import wait_for
@@ -35,6 +36,7 @@ from tests.node.release import (
     AUTHZ_IP,
     CHART,
     CONNECTION,
+    PAGE_URL,
     PROJECT,
     PROXY_URL,
     RELEASE,
@@ -110,6 +112,9 @@ def test_helm_install_makes_the_operator_and_every_proxy_replica_ready(release: 
         "--wait",
         "--timeout=5m",
         *TEST_UPSTREAM_VALUES,
+        # Where the tests' Pods reach the page: the connect flow's links and redirect URI.
+        "--set",
+        f"operator.page.url={PAGE_URL}",
     )
     present_webhook_client(cluster)
     for component in ("operator", "webhook", "proxy", "store"):
@@ -172,6 +177,188 @@ def test_both_proxies_count_in_the_bundled_store_and_oauth2_fetches(release: Rel
     )["items"]
     assert len(store) == 1
     assert f"{RELEASE}-store" in secrets_used(store[0]["spec"])
+
+
+SHARED_ACCOUNT = "ops"
+
+
+def _shared_grant_connection(client_id: str, secret: str) -> list[dict[str, Any]]:
+    """A connection to the authorization server's API whose one account, connected by an admin,
+    serves every app (``credentialScope: shared``); an app linking it; and the admin, a
+    ServiceAccount that may update the connection."""
+    authz = "http://authz.upstream.svc.cluster.local"
+    meta = {"namespace": PROJECT}
+    rules = [
+        {
+            "apiGroups": ["gatehouse.dev"],
+            "resources": ["externalconnections"],
+            "verbs": ["get", "list", "update"],
+        }
+    ]
+    subjects = [{"kind": "ServiceAccount", "name": "sheets-admin", "namespace": PROJECT}]
+    role = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "sheets-admin"}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "sheets-admin", **meta},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "sheets-admin", **meta},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "sheets-admin", **meta},
+            "roleRef": role,
+            "subjects": subjects,
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": "sheets-client",
+                "labels": {"gatehouse.dev/credential": "true"},
+                **meta,
+            },
+            "stringData": {"secret": secret},
+        },
+        {
+            "apiVersion": "gatehouse.dev/v1alpha1",
+            "kind": "ExternalConnection",
+            "metadata": {"name": "sheets", **meta},
+            "spec": {
+                "displayName": "Sheets",
+                "baseURL": authz,
+                "allowedPaths": ["/api"],
+                "linkPolicy": "Builders",
+                "auth": {
+                    "type": "oauth2AuthorizationCode",
+                    "oauth2AuthorizationCode": {
+                        "authorizationURL": f"{authz}/authorize",
+                        "tokenURL": f"{authz}/token",
+                        "clientId": client_id,
+                        "scopes": ["sheets.read"],
+                        "credentialScope": "shared",
+                    },
+                    "secretRef": {"name": "sheets-client", "key": "secret"},
+                },
+            },
+        },
+        {
+            "apiVersion": "gatehouse.dev/v1alpha1",
+            "kind": "DataApp",
+            "metadata": {"name": "sheets-reader", **meta},
+            "spec": {"connections": [{"alias": "sheets", "connection": "sheets"}]},
+        },
+    ]
+
+
+def _fetched_as_shared(cluster: Cluster, name: str) -> dict[str, Any]:
+    """Three fetches of the app's through the proxy Service: their statuses and the last answer."""
+    url = f"http://{RELEASE}-proxy.{SYSTEM}.svc/v1/fetch/sheets/api/rows"
+    pods.apply(
+        cluster,
+        pods.counting_client(
+            PROJECT, name, url=url, token_secret="dataapp-sheets-reader-gatehouse", count=3
+        ),
+    )
+    return pods.summary(cluster, PROJECT, name, timeout=90)
+
+
+def _store_pod(cluster: Cluster) -> tuple[str, bool]:
+    """The store's Pod that is not being deleted, and whether it is Ready."""
+    listed = json.loads(
+        cluster.kubectl(
+            "get", "pods", "-n", SYSTEM, "-l", "app.kubernetes.io/component=store", "-o", "json"
+        ).stdout
+    )["items"]
+    for pod in listed:
+        if "deletionTimestamp" not in pod["metadata"]:
+            conditions = pod["status"].get("conditions", [])
+            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+            return pod["metadata"]["name"], ready
+    return "", False
+
+
+def test_a_grant_is_kept_across_the_store_pod_being_deleted(release: Release) -> None:
+    """Issue 49, keeping grants, with the chart as it ships: the bundled store keeps an
+    append-only file on its claim (bound to one of the node's local volumes). A shared account
+    connected the real way (the service API's link, the page, the authorization server's
+    consent, the callback) serves the app; the store's Pod is deleted; once a new one is Ready
+    and both proxies count with it again, the app is still served as that account, with no new
+    authorization and no new token request. Between the two, for as long as a worker takes to
+    notice that its pooled connections were closed (one probe, 0.5 s), a fetch may be 503
+    ``connection_unavailable``: never 401, since the grant is not gone."""
+    cluster = release.cluster
+    claim = json.loads(
+        cluster.kubectl("get", "pvc", f"{RELEASE}-store", "-n", SYSTEM, "-o", "json").stdout
+    )
+    assert claim["status"]["phase"] == "Bound", claim["status"]
+    client_id, secret = store_checks.register_client(
+        cluster, "upstream", redirect_uri=f"{PAGE_URL}{CALLBACK_PATH}"
+    )
+    pods.apply(cluster, _shared_grant_connection(client_id, secret))
+    for resource in ("externalconnection/sheets", "dataapp/sheets-reader"):
+        cluster.kubectl(
+            "wait", "-n", PROJECT, resource, "--for=condition=Ready", "--timeout=90s", timeout=100
+        )
+    pods.apply(
+        cluster,
+        pods.shared_connect(
+            PROJECT, "sheets-connect", page=PAGE_URL, connection="sheets", user=SHARED_ACCOUNT,
+            service_account="sheets-admin",
+        ),
+    )  # fmt: skip
+    connected = pods.summary(cluster, PROJECT, "sheets-connect", timeout=90)
+    assert connected.get("ok") is True, connected
+    assert connected["connected"] is True, connected
+    assert connected["callback"] == f"{PAGE_URL}{CALLBACK_PATH}", connected
+    before = _fetched_as_shared(cluster, "sheets-before")
+    assert before["statuses"] == {"200": 3}, before
+    assert before["last"]["user"] == SHARED_ACCOUNT, before
+    stats = store_checks.authz_stats(cluster, "upstream")
+    assert stats["authorizations"] >= 1, stats
+    tokens = store_checks.token_requests(cluster, "upstream", client_id)
+    assert tokens == 1, stats  # the code's exchange
+
+    deleted, ready = _store_pod(cluster)
+    assert ready, deleted
+    started = time.monotonic()
+    cluster.kubectl("delete", "pod", deleted, "-n", SYSTEM, "--timeout=60s", timeout=70)
+
+    def replaced() -> bool:
+        name, ready = _store_pod(cluster)
+        return ready and name != deleted
+
+    wait_for(replaced, timeout=120, interval=1, what="a new store Pod Ready")
+    store_checks.wait_counting_shared(cluster, SYSTEM)
+    back_in = time.monotonic() - started
+    # A worker's first call on a connection the old store closed takes the store down for it
+    # until its probe hears the new one (0.5 s): a fetch then is 503, the grant unreadable for
+    # the moment, never 401 (the grant is not gone). Fetched again until served, bounded.
+    fetched: list[dict[str, Any]] = []
+
+    def served_again() -> dict[str, Any] | None:
+        fetched.append(_fetched_as_shared(cluster, f"sheets-after-{len(fetched)}"))
+        refusals = [json.loads(body)["error"] for body in fetched[-1]["refused"]]
+        # A lost grant (the store emptied) is 401 viewer_authorization_required: fail at once.
+        assert all(error["code"] == "connection_unavailable" for error in refusals), refusals
+        return fetched[-1] if fetched[-1]["statuses"] == {"200": 3} else None
+
+    after = wait_for(served_again, timeout=60, interval=0, what="the app served again")
+    assert after["last"]["user"] == SHARED_ACCOUNT, after
+    print(f"the store's Pod replaced in {back_in:.1f}s; then {len(fetched)} rounds of 3 fetches")
+    # Kept, not made again: no new consent, no new code or refresh at the provider.
+    again = store_checks.authz_stats(cluster, "upstream")
+    assert again["authorizations"] == stats["authorizations"], again
+    assert store_checks.token_requests(cluster, "upstream", client_id) == tokens, again
+    names = ["sheets-connect", "sheets-before", *(f"sheets-after-{n}" for n in range(len(fetched)))]
+    for name in names:
+        cluster.kubectl("delete", "pod,configmap", name, "-n", PROJECT, "--wait=false")
 
 
 def _knock(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
@@ -435,7 +622,7 @@ def test_helm_uninstall_leaves_nothing_and_project_namespaces_delete(release: Re
     # API server's client certificate the webhook made (the control plane's copy of it must
     # hold for a reinstall). Nothing else of the release.
     left = cluster.kubectl(
-        "get", "all,secrets,configmaps,serviceaccounts,roles,rolebindings", "-n", SYSTEM,
+        "get", "all,secrets,configmaps,serviceaccounts,roles,rolebindings,pvc", "-n", SYSTEM,
         "-o", "name",
     ).stdout.split()  # fmt: skip
     assert [name for name in left if "gatehouse" in name] == [

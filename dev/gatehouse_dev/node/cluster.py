@@ -25,7 +25,7 @@ from gatehouse_dev import controlplane, pki
 from gatehouse_dev.binaries import Binaries, NodeBinaries, ensure_binaries, ensure_node_binaries
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import kubeconfig, webhook_client_ca
-from gatehouse_dev.node import coredns, images, layout, policy
+from gatehouse_dev.node import coredns, images, layout, policy, storage
 from gatehouse_dev.node.layout import NodeFiles
 from gatehouse_dev.processes import Server, StartupError, alive, children, log_tail
 from gatehouse_dev.waiting import wait_for
@@ -106,6 +106,10 @@ class DevNode:
             cluster = self._cluster(port, binaries)
             wait_for(self._node_ready(cluster), timeout=120, interval=1, what="a Ready node")
             cluster.kubectl("apply", "--server-side", "-f", "-", stdin=coredns.manifests())
+            # What a cluster gives a chart: the bundled store's claim binds to one of these.
+            cluster.kubectl(
+                "apply", "--server-side", "-f", "-", stdin=storage.manifests(self.files)
+            )
             cluster.kubectl(
                 "rollout",
                 "status",

@@ -61,6 +61,11 @@ class NodeFiles:
         return self.root / "containerd"
 
     @property
+    def volumes(self) -> Path:
+        """The local PersistentVolumes' folders (:mod:`gatehouse_dev.node.storage`)."""
+        return self.root / "volumes"
+
+    @property
     def ready_marker(self) -> Path:
         return self.root / "ready"
 
