@@ -38,6 +38,10 @@ def test_a_viewer_connects_in_the_browser_and_the_admin_sees_and_revokes_it(
         # The link's id left the address bar before anything was spent.
         assert "#" not in page.url
         page.click("#continue")
+        # Whose account this connects, before anything goes to the provider.
+        page.wait_for_selector("#whose")
+        assert "for ada" in page.inner_text("#whose")
+        page.click("#provider")
         page.wait_for_url(f"{stack.token_endpoint}/authorize?**")
         page.fill("input[name=user]", "ada")
         page.click("button[value=approve]")
@@ -87,6 +91,8 @@ def test_an_admin_connects_the_shared_account_from_the_connections_page(
     page.click("#connect-shared")
     page.wait_for_selector("#continue")
     page.click("#continue")
+    assert "the shared account" in page.inner_text("#whose")
+    page.click("#provider")
     page.wait_for_url(f"{stack.token_endpoint}/authorize?**")
     page.fill("input[name=user]", "team-sheets")
     page.click("button[value=approve]")
