@@ -17,8 +17,8 @@ secrets are the proxies'. So the page asks a replica (:class:`GrantsAsked`) and 
   connection names a revocation endpoint;
 - ``describe``: what the page shows of a connection's grants, never a token.
 
-A link is ``<namespace>.<sealed>``: what it binds (the connection, the app, the owner) and its
-expiry, sealed with a key derived from the keyring, so that nothing is stored until it is
+A link is ``<namespace>.<encrypted>``: what it binds (the connection, the app, the owner) and its
+expiry, encrypted with a key derived from the keyring, so that nothing is stored until it is
 clicked (an app asking again and again for a viewer who never connects fills nothing); spent, a
 marker of its digest is kept in the namespace's share until it would have expired. A state is
 ``<namespace>.<random>``: 256 random bits the store keeps only a digest of. The namespace names
@@ -47,10 +47,10 @@ FLOW_SECONDS = 600
 _RANDOM_PART = r"[A-Za-z0-9_-]{43}"
 _NAMESPACE = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 FLOW_ID = re.compile(rf"^{_NAMESPACE}\.{_RANDOM_PART}$")
-# A link's sealed part: its binding (bounded: labels, keys and names), a nonce and a tag.
-MAX_SEALED_CHARS = 2000
-LINK_ID = re.compile(rf"^{_NAMESPACE}\.[A-Za-z0-9_-]{{43,{MAX_SEALED_CHARS}}}$")
-MAX_FLOW_CHARS = 63 + 1 + MAX_SEALED_CHARS
+# A link's encrypted part: its binding (bounded: labels, keys and names), a nonce and a tag.
+MAX_ENCRYPTED_CHARS = 2000
+LINK_ID = re.compile(rf"^{_NAMESPACE}\.[A-Za-z0-9_-]{{43,{MAX_ENCRYPTED_CHARS}}}$")
+MAX_FLOW_CHARS = 63 + 1 + MAX_ENCRYPTED_CHARS
 # An owner as the page names it: a digest of whose (never who).
 OWNER_DIGEST = re.compile(r"^[0-9a-f]{32}$")
 # Well over what providers issue (Google's codes are ~75 characters, Microsoft's ~1,000).

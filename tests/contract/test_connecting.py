@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from gatehouse_contract.connecting import (
     MAX_LISTED,
-    MAX_SEALED_CHARS,
+    MAX_ENCRYPTED_CHARS,
     ConnectedOwner,
     GrantsAnswered,
     GrantsAsked,
@@ -42,7 +42,7 @@ def test_a_step_without_what_it_needs_is_unreadable(fields: dict[str, str], miss
 
 
 def test_a_flow_id_is_a_namespace_and_at_least_256_bits_bounded() -> None:
-    too_long = "team." + "a" * (MAX_SEALED_CHARS + 1)
+    too_long = "team." + "a" * (MAX_ENCRYPTED_CHARS + 1)
     for flow in ("team." + "a" * 42, "Team." + "a" * 43, "team/" + "a" * 43, too_long):
         with pytest.raises(ValidationError):
             GrantsAsked(id="x", action="begin", flow=flow, redirect_uri="https://p/cb")

@@ -6,7 +6,7 @@ asks a replica on the table channel (:mod:`gatehouse_contract.connecting`) for e
    own account (``credentialScope: viewer``), is answered 401 ``viewer_authorization_required``
    with ``connectUrl``: the page's ``/ui/connect#<id>``. The link is minted from the verified
    assertion and bound to the connection (by uid: a connection made again under the name is
-   another), the app and the viewer; it lives :data:`LINK_SECONDS` and works once. It is sealed,
+   another), the app and the viewer; it lives :data:`LINK_SECONDS` and works once. It is encrypted,
    not stored (AES-256-GCM under a key derived from the keyring, the namespace as associated
    data): an app asking again and again for a viewer who never connects writes nothing, and each
    401 carries a fresh link. An admin's link for the shared account is minted on the page's
@@ -336,27 +336,27 @@ class Connecting:
         return connection
 
     def _link(self, binding: _Binding) -> str:
-        """A link: the binding and its expiry, sealed under the keyring's active key."""
+        """A link: the binding and its expiry, encrypted under the keyring's active key."""
         namespace = namespace_of(binding.connection)
         keyring = self.keyring.current()
         key_id = keyring.active.encode()
         nonce = os.urandom(_NONCE_BYTES)
-        sealed = replace(binding, expires_at=time.time() + LINK_SECONDS).dumped()
+        plain = replace(binding, expires_at=time.time() + LINK_SECONDS).dumped()
         cipher = AESGCM(keyring.derived(keyring.active, _LINK_PURPOSE))
         token = (
             bytes([len(key_id)])
             + key_id
             + nonce
-            + cipher.encrypt(nonce, sealed, f"connect-link|{namespace}".encode())
+            + cipher.encrypt(nonce, plain, f"connect-link|{namespace}".encode())
         )
         return f"{self.page_url}{CONNECT_PATH}#{namespace}.{_b64url(token)}"
 
     def _opened(self, flow: str) -> _Binding:
-        """The binding a link seals, if this installation sealed it and it is not past its
+        """The binding a link carries, if this installation encrypted it and it is not past its
         time."""
-        namespace, _, sealed = flow.partition(".")
+        namespace, _, encrypted = flow.partition(".")
         try:
-            token = _unb64url(sealed)
+            token = _unb64url(encrypted)
             key_id = token[1 : 1 + token[0]].decode()
             nonce = token[1 + token[0] : 1 + token[0] + _NONCE_BYTES]
             keyring = self.keyring.current()

@@ -189,10 +189,10 @@ def test_a_made_up_forged_moved_or_late_link_is_unknown(
         async with steps_on(redis_server, tmp_path) as flow:
             route = _route()
             flow.routes[route.key] = route
-            sealed = _link(flow, route).partition(".")[2]
-            tampered = sealed[:-2] + ("AA" if sealed[-2:] != "AA" else "BB")
+            encrypted = _link(flow, route).partition(".")[2]
+            tampered = encrypted[:-2] + ("AA" if encrypted[-2:] != "AA" else "BB")
             # Made up; tampered with; moved to another namespace (whose share would count it).
-            for forged in ("team." + "A" * 43, f"team.{tampered}", f"other.{sealed}"):
+            for forged in ("team." + "A" * 43, f"team.{tampered}", f"other.{encrypted}"):
                 begun = await _ask(flow, action="begin", flow=forged, redirectUri=REDIRECT)
                 assert begun["problem"]["code"] == "connect_unknown"  # type: ignore[index]
             # Past its ten minutes.
@@ -211,7 +211,7 @@ def test_a_made_up_forged_moved_or_late_link_is_unknown(
 def test_an_app_asking_again_and_again_fills_nothing(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    """Each 401 carries a fresh link, sealed, not stored: nothing is written until one is
+    """Each 401 carries a fresh link, encrypted, not stored: nothing is written until one is
     clicked."""
 
     async def scenario() -> None:
