@@ -129,9 +129,13 @@ def decrypt(keyring: KeyringFile, connection: ConnectionRoute) -> bytes:
 def credential_key(connection: ConnectionRoute, *depends_on: str) -> CredentialKey:
     """A token's key: the credential's kind, its encrypted value's fingerprint (a new secret is
     re-encrypted), its scopes, and whatever else the kind's token ``depends_on``."""
+    return CredentialKey.of(connection.key, connection.uid, key_parts(connection, *depends_on))
+
+
+def key_parts(connection: ConnectionRoute, *depends_on: str) -> list[str]:
+    """What :func:`credential_key` is made of (for a kind that adds to it per request)."""
     credential = connection.credential
-    parts = [credential.type, credential.fingerprint, *sorted(credential.scopes), *depends_on]
-    return CredentialKey.of(connection.key, connection.uid, parts)
+    return [credential.type, credential.fingerprint, *sorted(credential.scopes), *depends_on]
 
 
 class Kind:

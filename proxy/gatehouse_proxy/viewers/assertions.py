@@ -30,7 +30,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
@@ -64,13 +64,13 @@ class Viewer:
     id: str  # the assertion's sub
     email: str  # its email; "" when it has none
     issuer: str  # its iss
+    # Whose grants are this person's (gatehouse_proxy.credentials.fleet_grants): the issuer and
+    # the subject, so that two issuers' subjects of one name are two people; never the shared
+    # account's name. Made once (a remembered assertion's viewer serves many requests).
+    owner: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def owner(self) -> str:
-        """Whose grants are this person's (gatehouse_proxy.credentials.fleet_grants): the issuer
-        and the subject, so that two issuers' subjects of one name are two people; never the
-        shared account's name."""
-        return json.dumps([self.issuer, self.id])
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "owner", json.dumps([self.issuer, self.id]))
 
 
 @dataclass(frozen=True, slots=True)
