@@ -17,24 +17,15 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
-from typing import TypeVar
 from urllib.parse import quote, urlencode
-
-import urllib3
-from pydantic import BaseModel, ValidationError
 
 from gatehouse_contract.connecting import GrantsSummary
 from gatehouse_operator.cli import endpoints, kubeconfig
+from gatehouse_operator.cli.service_calls import Refusal, ServiceCalls
 from gatehouse_operator.cli.service_cli import cluster_options
-from gatehouse_operator.errors import GatehouseError
-from gatehouse_operator.service_api.models import ConnectLink, ErrorBody, Revoked
+from gatehouse_operator.service_api.models import ConnectLink, Revoked
 
 DONE, NOT_RUN = 0, 2
-Answer = TypeVar("Answer", bound=BaseModel)
-
-
-class Refusal(GatehouseError):
-    """The service API said no, or could not be reached; the message says why."""
 
 
 def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,40 +73,10 @@ def shown(summary: GrantsSummary) -> str:
     return "\n".join(lines)
 
 
-class _Api:
-    def __init__(self, server: str, token: str) -> None:
-        self.server = server.rstrip("/")
-        self.headers = {"Authorization": f"Bearer {token}"}
-        self.http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=10, read=30), retries=False)
-
-    def call(self, method: str, path: str, answer: type[Answer]) -> Answer:
-        url = self.server + path
-        try:
-            reply = self.http.request(method, url, headers=self.headers)
-        except urllib3.exceptions.HTTPError as error:
-            raise Refusal(f"cannot reach {url}: {error}") from None
-        if reply.status >= 300:
-            try:
-                message = ErrorBody.model_validate_json(reply.data, extra="ignore").error.message
-            except ValidationError:
-                message = ""
-            raise Refusal(f"{reply.status}: {message or 'the service API refused'}")
-        try:
-            return answer.model_validate_json(reply.data, extra="ignore")
-        except ValidationError:
-            raise Refusal(f"{url} answered what this CLI cannot read") from None
-
-
 def run(args: argparse.Namespace, prog: str) -> int:
     try:
         namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
-        server = endpoints.api_url(args.server)
-        if not server:
-            raise Refusal(endpoints.NO_SERVER)
-        token = endpoints.token(args.token) or kubeconfig.bearer_token()
-        if not token:
-            raise Refusal(endpoints.NO_TOKEN)
-        api = _Api(server, token)
+        api = ServiceCalls.of(args)
         base = (
             f"/api/v1/namespaces/{quote(namespace, safe='')}/connections/"
             f"{quote(args.connection, safe='')}"

@@ -23,27 +23,19 @@ import time
 from datetime import UTC, datetime
 from urllib.parse import quote, urlencode
 
-import urllib3
-from pydantic import ValidationError
-
 from gatehouse_contract.activity import MAX_RECENT
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.cli import endpoints, kubeconfig
+from gatehouse_operator.cli.service_calls import Refusal, ServiceCalls
 from gatehouse_operator.cli.service_cli import cluster_options
 from gatehouse_operator.connections.models import (
     HiddenRequestView,
     RecentRequests,
     RecentRequestView,
 )
-from gatehouse_operator.errors import GatehouseError
-from gatehouse_operator.service_api.models import ErrorBody
 
 DONE, NOT_RUN = 0, 2
 APP_KINDS = {kind.kind: kind.plural for kind in (DATA_APP, CHART_TYPE)}
-
-
-class Refusal(GatehouseError):
-    """The service API said no, or could not be reached; the message says why."""
 
 
 def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -83,13 +75,6 @@ def _path(args: argparse.Namespace, namespace: str) -> str:
     return f"{base}/connections/{quote(args.connection, safe='')}/requests"
 
 
-def _token(args: argparse.Namespace) -> str:
-    token = endpoints.token(args.token) or kubeconfig.bearer_token()
-    if not token:
-        raise Refusal(endpoints.NO_TOKEN)
-    return token
-
-
 def line(item: RecentRequestView | HiddenRequestView) -> str:
     """One request as a line of text; one through a connection the caller may not see, as the
     service API shows it (no method, path, duration or sizes)."""
@@ -113,40 +98,22 @@ def as_json(item: RecentRequestView | HiddenRequestView) -> str:
 
 
 class Asker:
-    def __init__(self, server: str, path: str, token: str) -> None:
-        self.url = server.rstrip("/") + path
-        self.headers = {"Authorization": f"Bearer {token}"}
-        self.http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=10, read=30), retries=False)
+    def __init__(self, calls: ServiceCalls, path: str) -> None:
+        self.calls = calls
+        self.path = path
 
     def ask(self, limit: int, after: str = "") -> RecentRequests:
         query = urlencode({"limit": limit, **({"after": after} if after else {})})
-        try:
-            answer = self.http.request("GET", f"{self.url}?{query}", headers=self.headers)
-        except urllib3.exceptions.HTTPError as error:
-            raise Refusal(f"cannot reach {self.url}: {error}") from None
-        # The service API's own models, read leniently: a newer operator's added fields are
-        # not this CLI's concern.
-        if answer.status != 200:
-            try:
-                message = ErrorBody.model_validate_json(answer.data, extra="ignore").error.message
-            except ValidationError:
-                message = ""
-            raise Refusal(f"{answer.status}: {message or 'the service API refused'}")
-        try:
-            return RecentRequests.model_validate_json(answer.data, extra="ignore")
-        except ValidationError:
-            raise Refusal(f"{self.url} did not answer with requests") from None
+        return self.calls.call("GET", f"{self.path}?{query}", RecentRequests)
 
 
 def run(args: argparse.Namespace, prog: str) -> int:
     try:
         namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
-        server = endpoints.api_url(args.server)
-        if not server:
-            raise Refusal(endpoints.NO_SERVER)
+        calls = ServiceCalls.of(args)
         if not 1 <= args.limit <= MAX_RECENT:
             raise Refusal(f"--limit: 1 to {MAX_RECENT}")
-        asker = Asker(server, _path(args, namespace), _token(args))
+        asker = Asker(calls, _path(args, namespace))
         found = asker.ask(args.limit)
         told = ""
         while True:

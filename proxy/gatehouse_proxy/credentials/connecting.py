@@ -62,7 +62,7 @@ from gatehouse_proxy.credentials.fleet_grants import (
     FleetGrants,
     GrantNotKept,
 )
-from gatehouse_proxy.credentials.grant_changes import grant_client
+from gatehouse_proxy.credentials.grant_changes import grant_client, revoking
 from gatehouse_proxy.errors import ProxyError, ProxyException
 from gatehouse_proxy.store.connect_store import ConnectStore
 from gatehouse_proxy.store.shared_store import StoreUnavailable
@@ -230,18 +230,7 @@ class Connecting:
         """Drops one owner's grant (by its digest) or all, revoked where the connection says and
         its client can be had (a connection routed unavailable may have lost its secret: its
         grants are dropped all the same)."""
-        authorization = connection.credential.authorization
-        revoke_at = authorization.revocation_url if authorization is not None else ""
-        client = None
-        if revoke_at:
-            try:
-                client = grant_client(self.keyring, connection)
-            except ProxyError as error:
-                log.warning(
-                    "grants of connection %s are dropped, not revoked: %s",
-                    connection.key,
-                    error.message,
-                )
+        revoke_at, client = revoking(self.keyring, connection)
         return await self.grants.drop(
             connection, digest, revoke_at=revoke_at, client=client, by_digest=True
         )

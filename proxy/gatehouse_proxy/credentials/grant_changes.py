@@ -34,6 +34,25 @@ def grant_client(keyring: KeyringFile, connection: ConnectionRoute) -> GrantClie
     return GrantClient(credential.token_request, secret, credential.scopes)
 
 
+def revoking(keyring: KeyringFile, connection: ConnectionRoute) -> tuple[str, GrantClient | None]:
+    """Where the connection's dropped grants are revoked (RFC 7009), and the client that revokes
+    them: none where it names no revocation URL, or its client cannot be had (a connection
+    routed unavailable may have lost its secret); its grants are dropped all the same."""
+    authorization = connection.credential.authorization
+    revoke_at = "" if authorization is None else authorization.revocation_url
+    if not revoke_at:
+        return "", None
+    try:
+        return revoke_at, grant_client(keyring, connection)
+    except ProxyError as error:
+        log.warning(
+            "the grants of connection %s are dropped, not revoked: %s",
+            connection.key,
+            error.message,
+        )
+        return "", None
+
+
 class GrantChanges:
     def __init__(self, grants: FleetGrants, keyring: KeyringFile) -> None:
         self.grants = grants
@@ -63,18 +82,7 @@ class GrantChanges:
         self._granted = granted
 
     async def _drop(self, connection: ConnectionRoute) -> None:
-        authorization = connection.credential.authorization
-        revoke_at = "" if authorization is None else authorization.revocation_url
-        client = None
-        if revoke_at:
-            try:
-                client = grant_client(self.keyring, connection)
-            except ProxyError as error:
-                log.warning(
-                    "the grants of connection %s are dropped, not revoked: %s",
-                    connection.key,
-                    error.message,
-                )
+        revoke_at, client = revoking(self.keyring, connection)
         try:
             await self.grants.drop(connection, None, revoke_at=revoke_at, client=client)
         except StoreUnavailable:
