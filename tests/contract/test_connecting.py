@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from gatehouse_contract.connecting import (
-    MAX_LISTED,
     MAX_ENCRYPTED_CHARS,
+    MAX_LISTED,
     ConnectedOwner,
     GrantsAnswered,
     GrantsAsked,

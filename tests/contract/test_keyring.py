@@ -80,3 +80,21 @@ def test_an_encrypted_credential_travels_as_sealed_for_proxies_of_earlier_versio
     assert "sealed" in wire
     assert "encrypted" not in wire
     assert Credential.model_validate(wire) == credential
+
+
+def test_a_compact_value_decrypts_only_for_its_purpose_context_and_a_key_held() -> None:
+    keyring = Keyring.generate("k1")
+    value = keyring.encrypt_compact(b"gatehouse/grants", b"plain", b"grant|uid|owner")
+    assert keyring.decrypt_compact(b"gatehouse/grants", value, b"grant|uid|owner") == b"plain"
+    for purpose, context in (
+        (b"gatehouse/connect-links", b"grant|uid|owner"),
+        (b"gatehouse/grants", b"grant|uid|other"),
+    ):
+        with pytest.raises(KeyringError):
+            keyring.decrypt_compact(purpose, value, context)
+    rotated = Keyring.generate("k2")
+    with pytest.raises(KeyringError, match="no key 'k1'"):
+        rotated.decrypt_compact(b"gatehouse/grants", value, b"grant|uid|owner")
+    for broken in (b"", b"\x05k1", value[:-1], bytes([200]) + value[1:]):
+        with pytest.raises(KeyringError):
+            keyring.decrypt_compact(b"gatehouse/grants", broken, b"grant|uid|owner")

@@ -32,15 +32,11 @@ import base64
 import hashlib
 import json
 import logging
-import os
 import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from urllib.parse import urlencode, urlsplit
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from gatehouse_contract.connecting import (
     CONNECT_PATH,
@@ -71,7 +67,6 @@ from gatehouse_proxy.viewers.assertions import Viewer
 log = logging.getLogger("gatehouse.proxy.connecting")
 
 _LINK_PURPOSE = b"gatehouse/connect-links"
-_NONCE_BYTES = 12
 
 
 class ConnectRefused(ProxyException):
@@ -138,6 +133,11 @@ def _digest(flow: str) -> str:
 
 def _unb64url(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _link_context(namespace: str) -> bytes:
+    """What a link is bound to: its namespace (whose share counts it once clicked)."""
+    return f"connect-link|{namespace}".encode()
 
 
 class Connecting:
@@ -327,16 +327,9 @@ class Connecting:
     def _link(self, binding: _Binding) -> str:
         """A link: the binding and its expiry, encrypted under the keyring's active key."""
         namespace = namespace_of(binding.connection)
-        keyring = self.keyring.current()
-        key_id = keyring.active.encode()
-        nonce = os.urandom(_NONCE_BYTES)
         plain = replace(binding, expires_at=time.time() + LINK_SECONDS).dumped()
-        cipher = AESGCM(keyring.derived(keyring.active, _LINK_PURPOSE))
-        token = (
-            bytes([len(key_id)])
-            + key_id
-            + nonce
-            + cipher.encrypt(nonce, plain, f"connect-link|{namespace}".encode())
+        token = self.keyring.current().encrypt_compact(
+            _LINK_PURPOSE, plain, _link_context(namespace)
         )
         return f"{self.page_url}{CONNECT_PATH}#{namespace}.{_b64url(token)}"
 
@@ -345,20 +338,11 @@ class Connecting:
         time."""
         namespace, _, encrypted = flow.partition(".")
         try:
-            token = _unb64url(encrypted)
-            key_id = token[1 : 1 + token[0]].decode()
-            nonce = token[1 + token[0] : 1 + token[0] + _NONCE_BYTES]
-            keyring = self.keyring.current()
-            if key_id not in keyring.key_ids:
-                keyring = self.keyring.current(fresh=True)
-            cipher = AESGCM(keyring.derived(key_id, _LINK_PURPOSE))
-            plain = cipher.decrypt(
-                nonce,
-                token[1 + token[0] + _NONCE_BYTES :],
-                f"connect-link|{namespace}".encode(),
+            plain = self.keyring.decrypt_compact(
+                _LINK_PURPOSE, _unb64url(encrypted), _link_context(namespace)
             )
             binding = _Binding.loaded(plain)
-        except (KeyringError, InvalidTag, ValueError, IndexError, OSError):
+        except (KeyringError, ValueError, OSError):
             raise ConnectRefused("connect_unknown", _UNKNOWN["link"]) from None
         if binding.expires_at < time.time():
             raise ConnectRefused("connect_unknown", _UNKNOWN["link"])

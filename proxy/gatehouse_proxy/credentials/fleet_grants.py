@@ -48,15 +48,11 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import secrets
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from gatehouse_contract import sent_forms
 from gatehouse_contract.connecting import (
@@ -100,7 +96,6 @@ _MOST_HELD = 4096  # owners held per worker before those past their time are let
 EXPIRY_FLOOR_SECONDS = 1.0
 _POLL_FIRST, _POLL_MAX = 0.01, 0.1
 _PURPOSE = b"gatehouse/grants"
-_NONCE_BYTES = 12
 
 
 class AuthorizationRequired(ProxyError):
@@ -640,9 +635,6 @@ class FleetGrants:
     # Encrypting: AES-256-GCM under a key derived from the keyring's active key, for grants only.
 
     def _encrypt(self, context: bytes, grant: _Grant) -> bytes:
-        keyring = self.keyring.current()
-        key_id = keyring.active.encode()
-        nonce = os.urandom(_NONCE_BYTES)
         plain = json.dumps(
             {
                 "a": grant.access_token,
@@ -655,19 +647,11 @@ class FleetGrants:
                 "f": grant.refreshed_at,
             }
         ).encode()
-        cipher = AESGCM(keyring.derived(keyring.active, _PURPOSE))
-        return bytes([len(key_id)]) + key_id + nonce + cipher.encrypt(nonce, plain, context)
+        return self.keyring.current().encrypt_compact(_PURPOSE, plain, context)
 
     def _decrypt(self, context: bytes, encrypted: bytes) -> _Grant:
         try:
-            key_id = encrypted[1 : 1 + encrypted[0]].decode()
-            nonce = encrypted[1 + encrypted[0] : 1 + encrypted[0] + _NONCE_BYTES]
-            keyring = self.keyring.current()
-            if key_id not in keyring.key_ids:
-                keyring = self.keyring.current(fresh=True)
-            cipher = AESGCM(keyring.derived(key_id, _PURPOSE))
-            plain = cipher.decrypt(nonce, encrypted[1 + encrypted[0] + _NONCE_BYTES :], context)
-            fields = json.loads(plain)
+            fields = json.loads(self.keyring.decrypt_compact(_PURPOSE, encrypted, context))
             return _Grant(
                 str(fields["a"]),
                 float(fields["e"]),
@@ -678,7 +662,7 @@ class FleetGrants:
                 float(fields.get("c", 0.0)),
                 float(fields.get("f", 0.0)),
             )
-        except (KeyringError, InvalidTag, ValueError, KeyError, IndexError, OSError):
+        except (KeyringError, ValueError, KeyError, TypeError, OSError):
             raise ProxyError(
                 "connection_unavailable",
                 "a grant of this connection cannot be decrypted here (a keyring key this "
