@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from gatehouse_contract.connecting import ConnectedOwner, GrantsSummary
+from gatehouse_contract.connecting import OWNER_DIGEST, ConnectedOwner, GrantsSummary
 from gatehouse_operator.connections import errors
 from gatehouse_operator.connections.grants import AUTHORIZATION_CODE, Grants, credential_scope
 from gatehouse_operator.web.guards import Visitor, fields_of, page_refusal
@@ -77,7 +77,7 @@ class GrantsSection:
     async def revoke(self, request: Request, visitor: Visitor) -> Response:
         namespace, name = request.path_params["namespace"], request.path_params["name"]
         owner = str((await fields_of(request)).get("owner", ""))
-        if owner and (len(owner) != 32 or not all(c in "0123456789abcdef" for c in owner)):
+        if owner and not OWNER_DIGEST.match(owner):
             raise page_refusal(400, "owner: not a connected account of this connection")
         dropped = await self.grants.revoke(visitor.user, namespace, name, owner)
         notice = (

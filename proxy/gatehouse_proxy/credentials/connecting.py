@@ -63,6 +63,7 @@ from gatehouse_proxy.errors import ProxyError, ProxyException
 from gatehouse_proxy.store.connect_store import ConnectStore
 from gatehouse_proxy.store.shared_store import StoreUnavailable
 from gatehouse_proxy.viewers.assertions import Viewer
+from gatehouse_proxy.viewers.keys import b64url
 
 log = logging.getLogger("gatehouse.proxy.connecting")
 
@@ -129,10 +130,6 @@ def _b64url(data: bytes) -> str:
 
 def _digest(flow: str) -> str:
     return hashlib.sha256(flow.partition(".")[2].encode()).hexdigest()
-
-
-def _unb64url(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def _link_context(namespace: str) -> bytes:
@@ -245,16 +242,9 @@ class Connecting:
         namespace = namespace_of(connection.key)
         state = f"{namespace}.{secrets.token_urlsafe(32)}"
         verifier = secrets.token_urlsafe(48)
-        flow = _Binding(
-            binding.connection,
-            binding.connection_uid,
-            binding.app,
-            binding.owner,
-            binding.label,
-            verifier,
-            asked.redirect_uri,
+        await self._keep(
+            state, replace(binding, verifier=verifier, redirect_uri=asked.redirect_uri)
         )
-        await self._keep(state, flow)
         query = {
             # The connection's own parameters first: the flow's are the last word (and the
             # operator refuses a connection that names one of them).
@@ -339,7 +329,7 @@ class Connecting:
         namespace, _, encrypted = flow.partition(".")
         try:
             plain = self.keyring.decrypt_compact(
-                _LINK_PURPOSE, _unb64url(encrypted), _link_context(namespace)
+                _LINK_PURPOSE, b64url(encrypted), _link_context(namespace)
             )
             binding = _Binding.loaded(plain)
         except (KeyringError, ValueError, OSError):
