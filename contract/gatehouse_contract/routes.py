@@ -60,6 +60,31 @@ class Limits(Frozen):
     credential_limit: CredentialLimit | None = None
 
 
+# Whose answers a cached entry serves: the app's alone (the default), or every app linked to the
+# connection. An answer made with a viewer's own credential is that viewer's alone, either way.
+CacheScope = Literal["app", "connection"]
+# The bounds of a connection's cache, here as on the resource (every hop checks them).
+MAX_CACHE_SECONDS = 7 * 86_400
+MAX_CACHE_BODY_BYTES = 4 * 1024 * 1024
+
+
+class CachePolicy(Frozen):
+    """A connection's response cache (GET and HEAD only): how long an answer stays fresh where the
+    vendor's Cache-Control names no max-age (``ttl_seconds``), the most it stays fresh whatever
+    the vendor says (``max_ttl_seconds``), the largest body kept, whose answers an entry serves,
+    and how long past fresh an entry may still answer while one request revalidates it, or when
+    the vendor fails. ``epoch`` changes when an admin purges the connection's entries: the old
+    ones are never read again."""
+
+    ttl_seconds: int = Field(ge=1, le=MAX_CACHE_SECONDS)
+    max_ttl_seconds: int = Field(ge=1, le=MAX_CACHE_SECONDS)
+    max_body_bytes: int = Field(ge=1, le=MAX_CACHE_BODY_BYTES)
+    scope: CacheScope = "app"
+    stale_while_revalidate_seconds: int = Field(default=0, ge=0, le=MAX_CACHE_SECONDS)
+    stale_if_error_seconds: int = Field(default=0, ge=0, le=MAX_CACHE_SECONDS)
+    epoch: str = Field(default="", max_length=64)
+
+
 class TokenRequest(Frozen):
     """How an OAuth 2.0 client-credentials token is asked for (RFC 6749 4.4); the client secret
     is the credential's encrypted value."""
@@ -159,6 +184,8 @@ class ConnectionRoute(Frozen):
     # The proxy sends the app's, the verified viewer's and the project's ids upstream in the
     # X-Gatehouse-* headers (gatehouse_contract.viewer_headers).
     forward_viewer_identity: bool = False
+    # None: nothing is cached (the default).
+    cache: CachePolicy | None = None
 
     @property
     def needs_viewer(self) -> bool:
