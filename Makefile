@@ -6,7 +6,7 @@ INSTALLED := $(VENV)/.installed
 DEV := $(BIN)/python -m gatehouse_dev
 PYTEST_ARGS ?=
 
-.PHONY: help install build promtool otelcol crds up down demo lint test test-lowest bench clean \
+.PHONY: help install build control-plane promtool otelcol crds up down demo lint test test-lowest bench clean \
   cluster-up cluster-down node-packages browser-packages store-packages screenshots faults lock \
   image chart release docs docs-pages docs-check cold-start
 
@@ -52,8 +52,15 @@ crds: install
 	$(BIN)/python -m gatehouse_operator.api.crds
 	$(BIN)/python -m gatehouse_operator.api.roles
 	$(BIN)/python -m gatehouse_operator.controllers.webhook_configuration
+	$(BIN)/python -m gatehouse_dev.stack_rbac
 
-up: install store-packages
+# The control plane's build needs only the standard library: on a fresh machine it compiles
+# while the virtualenv and the store's package install beside it (make -j3, below).
+control-plane:
+	PYTHONPATH=dev $(PYTHON) -m gatehouse_dev.binaries $(CONTROL_PLANE_FLAGS)
+
+up:
+	@$(MAKE) --no-print-directory -j3 install store-packages control-plane
 	$(DEV) up
 
 down:
@@ -94,7 +101,8 @@ cluster-up: install node-packages
 cluster-down:
 	@if [ -x $(BIN)/python ]; then $(DEV) cluster-down; fi
 
-demo: install store-packages
+demo:
+	@$(MAKE) --no-print-directory -j3 install store-packages control-plane CONTROL_PLANE_FLAGS=--no-helm
 	$(DEV) demo
 
 lint: install

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gatehouse_dev import demo, docs, stack, typing_counts
-from gatehouse_dev.binaries import BuildError, ensure_binaries
+from gatehouse_dev.binaries import BuildError, ensure_binaries, ensure_registry
 from gatehouse_dev.cluster import KubectlError
 from gatehouse_dev.node import cluster as node_cluster
 from gatehouse_dev.otelcol import ensure_otelcol
@@ -25,6 +25,7 @@ def build_all() -> None:
     core; run together, one's wait is another's work."""
     builds: list[Callable[[], object]] = [
         ensure_binaries,
+        ensure_registry,
         ensure_promtool,
         ensure_otelcol,
         node_cluster.build,

@@ -75,7 +75,6 @@ class Binaries:
     etcd: Path
     kubectl: Path
     helm: Path
-    registry: Path
 
     @property
     def directory(self) -> Path:
@@ -340,8 +339,10 @@ def _helm_ldflags(version: str) -> str:
     return f"-s -w -X helm.sh/helm/v4/internal/version.version={version}"
 
 
-def ensure_binaries() -> Binaries:
-    """Returns the cached control-plane binaries, building whichever are missing."""
+def ensure_binaries(*, helm: bool = True) -> Binaries:
+    """Returns the cached control-plane binaries, building whichever are missing; without
+    ``helm``, helm is left unbuilt if it is (``make demo`` needs none, and it is a tenth of a
+    fresh machine's first minutes)."""
     versions = Versions.pinned()
     kubernetes = functools.partial(_kubernetes_ldflags, versions.kubernetes)
 
@@ -376,13 +377,6 @@ def ensure_binaries() -> Binaries:
                 functools.partial(_helm_ldflags, versions.helm),
                 cgo=False,
             ),
-            _GoTarget(
-                directory / "registry",
-                "gatehouse.dev/dev/helm/registry",
-                HELM_MODULE_DIR,
-                _stripped,
-                cgo=False,
-            ),
         ]
 
     directory = (
@@ -400,10 +394,35 @@ def ensure_binaries() -> Binaries:
         etcd=directory / "etcd",
         kubectl=directory / "kubectl",
         helm=directory / "helm",
-        registry=directory / "registry",
     )
-    _ensure(directory, "control-plane", targets(directory))
+    needed = [target for target in targets(directory) if helm or target.output != binaries.helm]
+    _ensure(directory, "control-plane", needed)
     return binaries
+
+
+def ensure_registry() -> Path:
+    """The cached OCI registry (CNCF distribution's) the node tests push the chart to, built
+    apart from the control plane: the local stack and the demo never need it."""
+
+    def targets(directory: Path) -> list[_Target]:
+        return [
+            _GoTarget(
+                directory / "registry",
+                "gatehouse.dev/dev/helm/registry",
+                HELM_MODULE_DIR,
+                _stripped,
+                cgo=False,
+            )
+        ]
+
+    directory = (
+        cache_root()
+        / "bin"
+        / _cache_key("registry", (HELM_MODULE_DIR,), recipe(targets(Path()), _stripped))
+    )
+    [registry] = targets(directory)
+    _ensure(directory, "registry", [registry])
+    return registry.output
 
 
 def ensure_node_binaries() -> NodeBinaries:
@@ -456,3 +475,9 @@ def ensure_node_binaries() -> NodeBinaries:
     )
     _ensure(directory, "node", targets(directory))
     return node
+
+
+if __name__ == "__main__":
+    # `make demo` and `make up` build the control plane with the standard library alone, while
+    # the virtualenv installs beside it; `--no-helm` for the demo.
+    print(ensure_binaries(helm="--no-helm" not in sys.argv).directory)

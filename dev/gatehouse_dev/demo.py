@@ -22,7 +22,7 @@ def manifest(upstream_port: int = stack.DEMO_UPSTREAM_PORT) -> str:
 
 
 def run(paths: stack.StackPaths) -> None:
-    running = stack.up(paths)
+    running = stack.up(paths, helm=False)
     cluster = running.cluster
     if cluster.kubectl("get", "namespace", NAMESPACE, check=False).returncode != 0:
         cluster.kubectl("create", "namespace", NAMESPACE)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gatehouse_contract.keyring import Keyring
-from gatehouse_dev import nginx
+from gatehouse_dev import nginx, stack_rbac
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.controlplane import WEBHOOK_CLIENT_NAME
 from gatehouse_dev.processes import Server, free_port
@@ -33,11 +32,10 @@ from gatehouse_operator.keys.sealed_values import SEALING_KEYS_FILE, SealingKeys
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"
-CHART = ROOT / "charts" / "gatehouse"
 # The release the local stack stands for: the operator runs as that release's ServiceAccount,
 # bound to the chart's own rendered ClusterRole, never as the API server's admin, so a verb the
 # chart forgets fails here as it would in every installation.
-RELEASE = NAMESPACE = "gatehouse-dev"
+RELEASE = NAMESPACE = stack_rbac.RELEASE
 # The chart's name for its webhook configuration (gatehouse.webhookConfiguration), the one name
 # its ClusterRole lets the operator patch.
 WEBHOOK_CONFIGURATION = f"{RELEASE}-{NAMESPACE}"
@@ -251,32 +249,7 @@ class LocalGatehouse:
         the chart's rendered RBAC for it applied (and, for the operator, the sealing keys'
         ConfigMap it fills in, and the admission policy that holds its Secret writes to its
         own): exactly the rights an installation gives."""
-        rendered = subprocess.run(
-            [
-                str(self.cluster.binaries.helm),
-                "template",
-                RELEASE,
-                str(CHART),
-                "-n",
-                NAMESPACE,
-                "--show-only",
-                f"templates/{component}-rbac.yaml",
-                # The ConfigMap the operator publishes its public sealing keys in.
-                *(
-                    [
-                        "--show-only",
-                        "templates/sealing-keys.yaml",
-                        "--show-only",
-                        "templates/operator-secret-policy.yaml",
-                    ]
-                    if component == "operator"
-                    else []
-                ),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        rendered = stack_rbac.rendered(component)
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         self.cluster.kubectl("apply", "-f", "-", stdin=json.dumps(namespace))
         self.cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", stdin=rendered)

@@ -70,9 +70,10 @@ def _user_kubeconfig(paths: StackPaths) -> Path | None:
     return None if path.is_relative_to(paths.root) else path
 
 
-def up(paths: StackPaths) -> RunningStack:
-    """Starts the stack unless it is already running."""
-    binaries = ensure_binaries()
+def up(paths: StackPaths, *, helm: bool = True) -> RunningStack:
+    """Starts the stack unless it is already running; ``helm=False`` leaves helm unbuilt if it
+    is (the demo uses none; the env file's PATH has it once ``make up`` has built it)."""
+    binaries = ensure_binaries(helm=helm)
     if paths.state_file.exists():
         state = json.loads(paths.state_file.read_text())
         if state["pids"] and all(alive(pid) for pid in state["pids"]):

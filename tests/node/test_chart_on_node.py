@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -22,15 +23,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
+from playwright.sync_api import Browser
 
 from gatehouse_contract.connecting import CALLBACK_PATH
+from gatehouse_dev.binaries import ensure_registry
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.processes import Server, free_port
 from gatehouse_dev.waiting import wait_for
 from gatehouse_operator.api.crds import KINDS
-from tests.node import pods, store_checks
+from gatehouse_operator.keys import sign_in_codes
+from tests.e2e.gatehouse_fixtures import project_members
+from tests.e2e.test_connections_page import browser as browser
+from tests.e2e.test_connections_page import playwright as playwright
+from tests.e2e.test_sign_in import code_of
+from tests.node import page, pods, store_checks
 from tests.node.release import (
     API_KEY,
     AUTHZ_IP,
@@ -514,6 +523,94 @@ def test_the_operator_pod_serves_the_connections_page(release: Release) -> None:
     assert "--accent" in style[1]
 
 
+def test_gatehouse_open_signs_a_browser_in_through_the_port_forward_the_notes_name(
+    release: Release, browser: Browser, tmp_path: Path
+) -> None:
+    """Issue 50, signing in with the chart as it ships, the way its NOTES say: the operator's
+    Service port-forwarded, ``gatehouse open --server`` as a project member's kubeconfig (a
+    SignInRequest admitted by the webhook Pod, which the API server calls with its client
+    certificate; the code sealed to the command's key), and the link opened in Chromium: signed
+    in as that member, once. A code read by another member, spliced onto another member's
+    request, reused or late signs nobody in."""
+    cluster = release.cluster
+    notes = helm(cluster, "status", RELEASE, "-n", SYSTEM)
+    assert f"kubectl -n {SYSTEM} port-forward {page.OPERATOR_SERVICE} 8082" in notes, notes
+    assert "gatehouse open -n <project namespace> --server http://localhost:8082" in notes, notes
+    members = project_members(cluster, PROJECT)
+    admin, builder = members["admin"], members["builder"]
+
+    def kubeconfig(member: str) -> Path:
+        return cluster.token_kubeconfig(
+            member, members[member].token, tmp_path / f"{member}.kubeconfig"
+        )
+
+    with page.forwarded(cluster, tmp_path) as url:
+        link = page.gatehouse_open(kubeconfig("admin"), PROJECT, url)
+        context = browser.new_context()
+        context.set_default_timeout(15_000)
+        try:
+            tab = context.new_page()
+            tab.goto(link)
+            tab.wait_for_selector("#requester", state="visible")
+            assert admin.persona.name in tab.inner_text("#requester")
+            tab.click("#confirm")
+            tab.wait_for_url("**/ui/")
+            assert admin.persona.name in tab.inner_text(".who")
+            tab.goto(f"{url}/ui/namespaces/{PROJECT}/connections")
+            assert "vendor-api" in tab.inner_text("#connections")
+            again = context.new_page()
+            again.goto(link)
+            again.wait_for_selector(".error")
+            assert "used already" in again.inner_text(".error")
+        finally:
+            context.close()
+
+        def refused(code: str) -> str:
+            answer = httpx.post(
+                f"{url}/ui/sign-in/code", data={"code": code, "confirm": "yes"}, timeout=10
+            )
+            assert answer.status_code == 401, answer.text
+            assert "set-cookie" not in answer.headers
+            said = re.search(r'class="error" role="alert">([^<]+)<', answer.text)
+            assert said is not None, answer.text
+            return said.group(1)
+
+        # The builder may read the admin's SignInRequest: its sealed code is no code.
+        admins = code_of(page.gatehouse_open(kubeconfig("admin"), PROJECT, url))
+        name = admins.split(":")[1]
+        seen = json.loads(
+            cluster.kubectl(
+                "get", "signinrequest", name, "-n", PROJECT, "-o", "json", as_user=builder.persona
+            ).stdout
+        )
+        assert refused(f"{PROJECT}:{name}:{seen['status']['sealedCode']}")
+        # The builder's own secret on the admin's request: to become the admin.
+        builders = code_of(page.gatehouse_open(kubeconfig("builder"), PROJECT, url))
+        assert "does not match" in refused(f"{PROJECT}:{name}:{builders.rsplit(':', 1)[1]}")
+        # Late: as if its minute had passed.
+        cluster.kubectl(
+            "patch", "signinrequest", name, "-n", PROJECT, "--subresource=status",
+            "--type=merge", "-p", json.dumps({"status": {"expiresAt": "2020-01-01T00:00:00Z"}}),
+        )  # fmt: skip
+        assert refused(admins) in (sign_in_codes.LATE, sign_in_codes.USED_OR_UNKNOWN)
+        # Each code that is its own still signs in as its own requester, once.
+        signed_in = httpx.post(
+            f"{url}/ui/sign-in/code", data={"code": builders, "confirm": "yes"}, timeout=10
+        )
+        assert signed_in.status_code == 303, signed_in.text
+        assert "used already" in refused(builders)
+    # No log of the operator or webhook Pods holds a code's secret.
+    logs = "".join(
+        cluster.kubectl(
+            "logs", "-n", SYSTEM, "-l", f"app.kubernetes.io/component={component}",
+            "--all-containers", "--tail=-1",
+        ).stdout
+        for component in ("operator", "webhook")
+    )  # fmt: skip
+    for code in (code_of(link), admins, builders):
+        assert code.rsplit(":", 1)[1] not in logs
+
+
 def test_a_killed_proxy_pod_leaves_the_service_answering(release: Release) -> None:
     cluster = release.cluster
     pods.apply(
@@ -643,7 +740,7 @@ def chart_registry(tmp_path: Path, release: Release) -> Iterator[str]:
     cluster = release.cluster
     server = Server(
         "registry",
-        [str(cluster.binaries.registry), f"127.0.0.1:{free_port()}", str(tmp_path / "blobs")],
+        [str(ensure_registry()), f"127.0.0.1:{free_port()}", str(tmp_path / "blobs")],
         tmp_path / "registry.log",
     )
     address = server.argv[1]
