@@ -53,6 +53,9 @@ class RecentRequest(Wire):
     # The verified viewer's id, where the installation records it (viewers.recordViewerIds).
     # Left out when empty: an operator of the release before reads records without it.
     viewer: str = Field(default="", max_length=MAX_VIEWER_CHARS, exclude_if=lambda value: not value)
+    # What the connection's cache did (hit, collapsed, revalidated, stale, miss, bypass). Left out
+    # when empty, as the viewer is.
+    cache: str = Field(default="", max_length=16, exclude_if=lambda value: not value)
 
 
 class Position(Wire):

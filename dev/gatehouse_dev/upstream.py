@@ -139,6 +139,30 @@ async def status(request: web.Request) -> web.Response:
     return web.json_response({}, status=int(request.match_info["code"]), headers=headers)
 
 
+async def cacheable(request: web.Request) -> web.Response:
+    """An answer for a cache: held ``?delay=`` seconds, with every ``?header=Name:value`` asked
+    for (Cache-Control, Vary, Set-Cookie...), an ETag of ``?version=`` that an If-None-Match
+    naming it is answered 304 to, ``?size=`` bytes of padding, the key the proxy injected (the
+    proxy scrubs it from what the app gets, and from what it keeps) and an id of its own, so
+    that a test tells one call's answer from another's."""
+    await asyncio.sleep(float(request.query.get("delay", "0")))
+    headers = CIMultiDict(
+        header.partition(":")[::2] for header in request.query.getall("header", []) if header
+    )
+    etag = f'"{request.query.get("version", "v1")}"'
+    headers["ETag"] = etag
+    if request.headers.get("If-None-Match") == etag:
+        return web.Response(status=304, headers=headers)
+    body = {
+        "id": uuid.uuid4().hex,
+        "path": request.path,
+        "key": injected(request.headers),
+        "language": request.headers.get("Accept-Language", ""),
+        "pad": "x" * int(request.query.get("size", "0")),
+    }
+    return web.json_response(body, headers=headers)
+
+
 async def echo_as(request: web.Request) -> web.Response:
     form = FORMS.get(request.match_info["form"])
     if form is None:
@@ -211,6 +235,7 @@ def create_app() -> web.Application:
     app.router.add_get("/status/{code}", status)
     app.router.add_get("/broken", broken)
     app.router.add_get("/echo-as/{form}", echo_as)
+    app.router.add_route("*", "/cacheable{tail:.*}", cacheable)
     app.router.add_route("*", "/compressed/{coding}", compressed)
     app.router.add_get("/split-link", split_link)
     return app

@@ -20,6 +20,7 @@ from gatehouse_contract.connection_tests import ReplicaTestOutcome, ReplicaTestR
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.routes import ConnectionRoute, namespace_of
 from gatehouse_proxy import admin
+from gatehouse_proxy.caching.response_cache import ResponseCache
 from gatehouse_proxy.connection_tests.runs import ConnectionTests
 from gatehouse_proxy.credentials.connecting import Connecting
 from gatehouse_proxy.credentials.fleet_grants import FleetGrants
@@ -48,6 +49,7 @@ from gatehouse_proxy.passage.sending import Sender
 from gatehouse_proxy.passage.steps import Passage
 from gatehouse_proxy.passage.vendor_pause import VendorPause
 from gatehouse_proxy.settings import ProxySettings
+from gatehouse_proxy.store.answer_store import AnswerStore
 from gatehouse_proxy.store.connect_store import ConnectStore
 from gatehouse_proxy.store.grant_store import GrantStore
 from gatehouse_proxy.store.shared_store import SharedStore, opened
@@ -155,6 +157,7 @@ class Proxy:
                 VendorPause(self.quotas, self.feed),
                 Verifier(settings.viewers, issuer_loader(jwks)),
                 self.connecting,
+                ResponseCache(None if store is None else AnswerStore(store, self.shares), keyring),
             )
             self.door = FetchEndpoint(
                 self.store, passage, self.observers, settings.request_read_timeout_seconds

@@ -21,6 +21,7 @@ from gatehouse_contract.keyring import Keyring
 from gatehouse_contract.request_deadline import with_head_deadline
 from gatehouse_contract.routes import (
     AppRoute,
+    CachePolicy,
     ConnectionRoute,
     Credential,
     Limits,
@@ -28,12 +29,14 @@ from gatehouse_contract.routes import (
     token_sha256,
 )
 from gatehouse_dev.processes import free_port
+from gatehouse_dev.redis_server import RedisServer
 from gatehouse_dev.upstream import create_app as create_upstream
 from gatehouse_proxy.app import Proxy, admin_app, create_app
 from gatehouse_proxy.limits.tenancy import TenantLimits
 from gatehouse_proxy.observation.audit import AuditSettings
 from gatehouse_proxy.observation.tracing import Tracing
 from gatehouse_proxy.settings import ProxySettings
+from gatehouse_proxy.store.shared_store import StoreSettings
 from gatehouse_proxy.table.routing_table import RoutingTable
 
 KEYRING = Keyring.generate("k1")
@@ -60,6 +63,7 @@ class Tenant:
     # The connection's own headers (spec.headers) and allowed answer types.
     headers: tuple[tuple[str, str], ...] = ()
     content_types: tuple[str, ...] = ()
+    cache: CachePolicy | None = None
 
     @property
     def token(self) -> str:
@@ -91,6 +95,7 @@ class Tenant:
             limits=self.limits,
             headers=self.headers,
             content_types=self.content_types,
+            cache=self.cache,
         )
 
     def app(self) -> AppRoute:
@@ -145,6 +150,7 @@ async def running_proxy(
     *,
     tracing: Tracing | None = None,
     audit: AuditSettings | None = None,
+    store: RedisServer | None = None,
 ) -> AsyncIterator[Running]:
     keyring_file = tmp_path / "keyring.json"
     keyring_file.write_text(KEYRING.dump())
@@ -156,6 +162,7 @@ async def running_proxy(
         allowed_private_networks=("127.0.0.0/8",),
         tenant_limits=limits or TenantLimits(),
         audit=audit or AuditSettings(),
+        store=None if store is None else StoreSettings(store.url, password=store.password),
     )
     proxy = Proxy(settings, tracing)
     app = create_app(proxy)

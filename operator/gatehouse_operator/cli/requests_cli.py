@@ -88,7 +88,8 @@ def line(item: RecentRequestView | HiddenRequestView) -> str:
         f"{when} {item.app}{f' for {item.viewer}' if item.viewer else ''} -> "
         f"{item.connection or '-'} {item.method} {item.path} "
         f"{item.status} {item.code} {item.duration_ms:.1f}ms "
-        f"in={item.request_bytes} out={item.response_bytes} {item.replica}"
+        f"in={item.request_bytes} out={item.response_bytes}"
+        f"{f' cache={item.cache}' if item.cache else ''} {item.replica}"
     )
 
 

@@ -194,6 +194,7 @@ def _view(
         replica=replica,
         trace_id=record.trace_id,
         viewer=record.viewer,
+        cache=record.cache,
     )
 
 

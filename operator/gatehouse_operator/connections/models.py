@@ -313,6 +313,13 @@ class RecentRequestView(Model):
         "connection that needs one; empty otherwise, or when the installation keeps none "
         "(viewers.recordViewerIds).",
     )
+    cache: str = Field(
+        default="",
+        description="What the connection's cache did: hit or collapsed (answered from the "
+        "cache, the vendor not called), revalidated (the vendor confirmed a stale answer), stale "
+        "(a stale answer stood in for a failed call), miss (the vendor called), bypass (not the "
+        "cache's); empty when the connection has no cache.",
+    )
     details_hidden: Literal[False] = Field(
         default=False, description="False: the caller may see the connection, so all is here."
     )

@@ -34,7 +34,7 @@ from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.http.media_types import as_read
 from gatehouse_proxy.observation.fetch import Fetch
 from gatehouse_proxy.passage.routing import available, current_table
-from gatehouse_proxy.passage.steps import Passage, Testing
+from gatehouse_proxy.passage.steps import Passage, Passed, Testing
 from gatehouse_proxy.table.feed import TableStore
 from gatehouse_proxy.upstream.forwarder import is_redirect
 
@@ -81,9 +81,10 @@ class ConnectionTests:
         fetch = Fetch(test.method, path.encode(), query.encode(), None, time.perf_counter())
         fetch.app = fetch.app_uid = CONNECTION_TEST_CALLER
         fetch.connection = connection.key
-        upstream, injection, place, _ = await self.passage.through(
-            fetch, connection, TestRequest(test), testing
-        )
+        passed = await self.passage.through(fetch, connection, TestRequest(test), testing)
+        # A test always reaches the vendor: it is never answered from the cache.
+        assert isinstance(passed, Passed)
+        upstream, injection, place, _ = passed
         namespace = namespace_of(connection.key)
         redact = Redactor(injection.secrets)
         try:

@@ -21,6 +21,8 @@ from starlette.types import Receive, Scope, Send
 
 from gatehouse_contract.redaction import Redactor
 from gatehouse_contract.routes import AppRoute, ConnectionRoute
+from gatehouse_proxy.caching.response_cache import Served
+from gatehouse_proxy.door.cached_answer import CachedResponse
 from gatehouse_proxy.door.entrance import FETCH_PATH, identified_app
 from gatehouse_proxy.door.incoming import AppRequest, AppWentAway, header
 from gatehouse_proxy.door.relay import RelayedResponse
@@ -65,7 +67,7 @@ class FetchEndpoint:
                 time.perf_counter(),
             )
             request = AppRequest(scope, receive, self.read_timeout_seconds)
-            response: RelayedResponse | JSONResponse
+            response: RelayedResponse | CachedResponse | JSONResponse
             try:
                 response = await self._forward(fetch, request, unquote(alias.decode("latin-1")))
             except ProxyError as error:
@@ -79,7 +81,7 @@ class FetchEndpoint:
                 with tracing.phase("scrub"):
                     await response(scope, receive, send)
             finally:
-                if isinstance(response, RelayedResponse):
+                if isinstance(response, RelayedResponse | CachedResponse):
                     fetch.cut, fetch.sent = response.cut_code, response.sent_bytes
                 else:
                     fetch.sent = len(response.body)
@@ -90,17 +92,21 @@ class FetchEndpoint:
                 for observer in self.observers:
                     observer.observe(fetch)
 
-    async def _forward(self, fetch: Fetch, request: AppRequest, alias: str) -> RelayedResponse:
+    async def _forward(
+        self, fetch: Fetch, request: AppRequest, alias: str
+    ) -> RelayedResponse | CachedResponse:
         """The table, the app, the connection (each filled in on ``fetch`` as it is known), then
-        the request's way through the rules to the vendor; the answer to relay."""
+        the request's way through the rules to the vendor (or the cache); the answer to relay."""
         active = current_table(self.table)
         app = app_of(identified_app(request.scope, active))
         fetch.app, fetch.app_uid = app.key, app.uid or app.key
         connection = connection_of(active, app, alias)
         fetch.connection = connection.key
-        upstream, injection, place, standing = await self.passage.through(
-            fetch, connection, request
-        )
+        passed = await self.passage.through(fetch, connection, request)
+        if isinstance(passed, Served):
+            fetch.status = passed.answer.status
+            return CachedResponse(passed, self.passage.cache.clock())
+        upstream, injection, place, standing = passed
         fetch.status = upstream.status
 
         def cut(error: ProxyError) -> None:

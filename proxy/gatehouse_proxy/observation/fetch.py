@@ -38,6 +38,10 @@ class Fetch:
     code: str = "ok"  # the refusal's code (what the metrics and the trace count)
     cut: str = ""  # the code of a cut that ended the answer half-way
     trace_id: str = ""  # the trace id tracing gave it, when tracing is on
+    # What the connection's cache did: hit, collapsed (an identical request's answer, waited
+    # for), revalidated, stale, miss (fetched, for the fleet where it could be kept), bypass
+    # (not the cache's: another method, the app's own conditions, the store away); "" none.
+    cache: str = ""
 
     @property
     def outcome(self) -> str:

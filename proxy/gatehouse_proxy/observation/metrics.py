@@ -87,6 +87,35 @@ RENEWALS = Counter(
     [*_ROUTE, "decision"],
     registry=REGISTRY,
 )
+CACHE = Counter(
+    "gatehouse_proxy_cache_requests",
+    "Requests to connections with a cache, by what the cache did: hit (a fresh answer, no call "
+    "to the vendor), collapsed (an identical request's answer, waited for: no call either), "
+    "revalidated (the vendor confirmed a stale answer, 304), stale (a stale answer stood in for "
+    "a failed call), miss (the vendor called), bypass (not the cache's: another method, the "
+    "app's own conditions, the shared store away).",
+    ["namespace", "connection", "outcome"],
+    registry=REGISTRY,
+)
+CACHE_BYTES = Counter(
+    "gatehouse_proxy_cache_served_bytes",
+    "Body bytes served from the cache (hits and collapsed waits): what the vendor did not send.",
+    ["namespace", "connection"],
+    registry=REGISTRY,
+)
+CACHE_WRITES = Counter(
+    "gatehouse_proxy_cache_writes",
+    "Answers offered to the shared store, by outcome: kept, share (the namespace's cache share "
+    "is full even after evicting its own entries nearest their end: not kept) or reserve (the "
+    "store's memory is within the reserve counters keep: not kept).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+CACHE_EVICTIONS = Counter(
+    "gatehouse_proxy_cache_evictions",
+    "Cached answers a namespace's own new answers evicted to stay within its cache share.",
+    registry=REGISTRY,
+)
 
 
 class Feed(Collector):
@@ -285,6 +314,19 @@ def count_alone(connection: str) -> None:
     if series is None:
         series = _ALONE[connection] = COUNTED_ALONE.labels(*connection.split("/", 1))
     series.inc()
+
+
+def count_cache(connection: str, outcome: str, served_bytes: int) -> None:
+    namespace, _, name = connection.partition("/")
+    CACHE.labels(namespace, name, outcome).inc()
+    if served_bytes:
+        CACHE_BYTES.labels(namespace, name).inc(served_bytes)
+
+
+def count_cache_kept(outcome: str, evicted: int) -> None:
+    CACHE_WRITES.labels(outcome).inc()
+    if evicted:
+        CACHE_EVICTIONS.inc(evicted)
 
 
 def count_store_refusal(namespace: str, what: str, reason: str) -> None:

@@ -52,6 +52,9 @@ class Metrics:
         # cannot grow the metric's cardinality. The duration is to the answer's head.
         labels = metrics.Labels(fetch.app, fetch.connection, fetch.code)
         metrics.observe(labels, fetch.method, fetch.status, fetch.answered - fetch.started)
+        if fetch.cache:
+            served = fetch.sent if fetch.cache in ("hit", "collapsed") else 0
+            metrics.count_cache(fetch.connection, fetch.cache, served)
 
 
 class Traces:
@@ -83,6 +86,7 @@ def record_of(fetch: Fetch, seq: int, record_viewer: bool = True) -> Record:
             fetch.sent,
             fetch.traced(),
             viewer.id if viewer is not None and record_viewer else "",
+            fetch.cache,
         ),
     )
 

@@ -79,6 +79,7 @@ class Record(NamedTuple):
     response_bytes: int
     trace_id: str
     viewer: str = ""  # the verified viewer's id; "" when none, or when the installation keeps none
+    cache: str = ""  # what the connection's cache did (Fetch.cache); "" none
 
 
 def scrubbed_path(raw_path: bytes, query: bytes) -> str:

@@ -2,7 +2,9 @@
 place a request's way is read, step by step (:meth:`Passage.through`).
 
 The order: admission (method, query, path, endpoint, the headers sent, the viewer where the
-connection needs one, the objects copy headers name), then the limits (the quota, a place under
+connection needs one, the objects copy headers name), then the cache where the connection has one
+(a hit is answered there: it reaches neither the vendor nor the limits; a miss may wait for an
+identical request's answer, or fetch it for the fleet), then the limits (the quota, a place under
 the tenant's caps), the body (read after the cheaper checks, only up to the connection's limit
 and within the namespace's byte budget), the credential, the upstream call; a 401 judged, and
 one retry with another token; the vendor's pause heeded; the answer's content type. An app's
@@ -11,12 +13,14 @@ fetch and a connection test take the same way.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple, Protocol
 
 from gatehouse_contract.routes import ConnectionRoute, namespace_of
+from gatehouse_proxy.caching.response_cache import ResponseCache, Served, Turn
 from gatehouse_proxy.credentials.connecting import Connecting
 from gatehouse_proxy.credentials.fleet_grants import AuthorizationRequired
 from gatehouse_proxy.credentials.injectors import (
@@ -32,6 +36,7 @@ from gatehouse_proxy.limits.quotas import Quotas, Standing
 from gatehouse_proxy.limits.tenancy import ConcurrencyLimits, Place, RequestBytes, Turns
 from gatehouse_proxy.observation.fetch import Fetch
 from gatehouse_proxy.observation.tracing import Tracing
+from gatehouse_proxy.passage import cached
 from gatehouse_proxy.passage.refused_tokens import RefusedTokens
 from gatehouse_proxy.passage.sending import Outbound, Sender
 from gatehouse_proxy.passage.vendor_pause import VendorPause
@@ -39,7 +44,13 @@ from gatehouse_proxy.rules import body_rules
 from gatehouse_proxy.rules import headers as header_policy
 from gatehouse_proxy.rules.content_types import check_content_type
 from gatehouse_proxy.rules.copy_sources import check_copy_sources
-from gatehouse_proxy.rules.matcher import check_method, check_path, endpoint_of, normalise
+from gatehouse_proxy.rules.matcher import (
+    UpstreamPath,
+    check_method,
+    check_path,
+    endpoint_of,
+    normalise,
+)
 from gatehouse_proxy.upstream.forwarder import RequestBody, Upstream
 from gatehouse_proxy.viewers.assertions import Verifier
 from gatehouse_proxy.viewers.identity import identity_headers
@@ -80,6 +91,17 @@ class Passed(NamedTuple):
 
 
 @dataclass(slots=True)
+class Admitted:
+    """What admission found, for the steps after it: the path as sent upstream, the endpoint it
+    matched, the headers the vendor will be sent, and the cache's turn to fetch for the fleet."""
+
+    path: UpstreamPath
+    endpoint: str
+    outgoing: list[tuple[str, str]]
+    turn: Turn | None = None
+
+
+@dataclass(slots=True)
 class Passage:
     """The parts a request's way runs through, made once per process."""
 
@@ -94,6 +116,7 @@ class Passage:
     vendor_pause: VendorPause
     viewers: Verifier
     connecting: Connecting
+    cache: ResponseCache
 
     async def through(
         self,
@@ -101,10 +124,10 @@ class Passage:
         connection: ConnectionRoute,
         request: Request,
         testing: Testing | None = None,
-    ) -> Passed:
+    ) -> Passed | Served:
         """Every step, in order; the first that fails raises its ProxyError. ``fetch`` is filled
-        in with what the steps learn (the endpoint, the viewer)."""
-        namespace = namespace_of(connection.key)
+        in with what the steps learn (the endpoint, the viewer, the cache's outcome). A test is
+        never answered from the cache."""
         tracing = self.tracing
         method = fetch.method
         with tracing.phase("admission"):
@@ -129,8 +152,42 @@ class Passage:
             if connection.forward_viewer_identity and fetch.viewer is not None:
                 outgoing += identity_headers(fetch.app, fetch.viewer)
             check_copy_sources(outgoing, connection.origin, connection.allowed_paths)
+        admitted = Admitted(path, endpoint, outgoing)
+        if connection.cache is None or testing is not None:
+            return await self._onward(fetch, connection, request, admitted, testing)
+        with tracing.phase("cache"):
+            # An identical request's answer is waited for within the connection's timeout,
+            # counted from this request's arrival.
+            left = connection.limits.timeout_seconds - (time.perf_counter() - fetch.started)
+            looked = await cached.consult(
+                self.cache, fetch, connection, path, outgoing, time.monotonic() + left
+            )
+        if isinstance(looked, Served):
+            return looked
+        admitted.turn = looked
+        try:
+            return await self._onward(fetch, connection, request, admitted, testing)
+        finally:
+            if looked is not None:
+                # Refused before the vendor answered (or gone): a waiter takes the fetch over.
+                await looked.release()
+
+    async def _onward(
+        self,
+        fetch: Fetch,
+        connection: ConnectionRoute,
+        request: Request,
+        admitted: Admitted,
+        testing: Testing | None,
+    ) -> Passed | Served:
+        """The limits, the body, the credential and the vendor's answer (kept for the fleet by
+        the request whose turn it is to fetch it)."""
+        namespace = namespace_of(connection.key)
+        tracing = self.tracing
+        method = fetch.method
+        path, outgoing, turn = admitted.path, admitted.outgoing, admitted.turn
         with tracing.phase("limits"):
-            standing = await self.quotas.admit(connection, fetch.app_uid, endpoint)
+            standing = await self.quotas.admit(connection, fetch.app_uid, admitted.endpoint)
             try:
                 place = await self.concurrency.enter(namespace, fetch.app, connection.key)
             except ProxyError:
@@ -153,7 +210,8 @@ class Passage:
                 method,
                 path,
                 fetch.query,
-                outgoing,
+                # A stale answer's validators: the vendor may confirm it (304) rather than resend.
+                [*outgoing, *cached.conditions(turn)],
                 RequestBody(pieces, partial(self.turns.take, namespace)),
                 readable=testing is not None,
                 shared=testing is None or not testing.draft,
@@ -177,6 +235,12 @@ class Passage:
                     )
                 await self.vendor_pause.heed(fetch, connection, path, upstream)
                 check_content_type(upstream, method, connection.content_types, injection.secrets)
+                served: Served | None = None
+                if turn is not None:
+                    with tracing.phase("cache"):
+                        served = await cached.settle(
+                            turn, fetch, connection, upstream, injection.secrets, self.cache.clock()
+                        )
             except ProxyError as error:
                 await self.turns.take(namespace)
                 if isinstance(error, AuthorizationRequired) and fetch.viewer is not None:
@@ -184,7 +248,12 @@ class Passage:
                     raise self.connecting.required(
                         error, connection, fetch.app, fetch.viewer
                     ) from None
-                raise
+                stood_in = None
+                if turn is not None:
+                    stood_in = await cached.stand_in(turn, error, fetch, self.cache.clock())
+                if stood_in is None:
+                    raise
+                served = stood_in
             # Answers to requests sent together (and their failures) arrive together.
             await self.turns.take(namespace)
         except BaseException:
@@ -193,6 +262,9 @@ class Passage:
         finally:
             # Sent (or never to be): the body's bytes are no longer held.
             held.release()
+        if served is not None:
+            place.release()  # read whole: nothing is left to relay from the vendor
+            return served
         return Passed(upstream, injection, place, standing)
 
     async def _attempt(

@@ -216,6 +216,11 @@ class ShareSettings:
     namespace_bytes: int = 1024 * 1024
     namespace_keys: int = 2048
     reserve: float = 0.25
+    # Cached answers (gatehouse_proxy.store.answer_store) have a ledger and a share of their
+    # own, so that a full cache never refuses a namespace's tokens and counters; like tokens,
+    # they keep off the reserve.
+    cache_bytes: int = 4 * 1024 * 1024
+    cache_keys: int = 1024
 
 
 def prefix(namespace: str) -> str:
@@ -243,6 +248,10 @@ class Shares:
     def keys(self, namespace: str) -> list[str]:
         """The ledger's keys, passed last to every script that counts."""
         return [prefix(namespace) + "ledger", prefix(namespace) + "held"]
+
+    def cache_keys(self, namespace: str) -> list[str]:
+        """The cache's ledger's keys (its functions read the ledger's prefix off its name)."""
+        return [prefix(namespace) + "cache:ledger", prefix(namespace) + "cache:held"]
 
     @property
     def limits(self) -> list[int]:

@@ -1,0 +1,217 @@
+"""A fetch answered from the connection's cache, through a real proxy (uvicorn on 127.0.0.1) with
+a real redis-server and a real upstream: what is kept and what never is, what the app sees
+(Cache-Status, Age), a stale answer revalidated with a conditional request, and the credential
+scrubbed from what is kept.
+
+The fleet (two replicas of two workers, coalescing across them, a worker killed, the store
+stopped) is tests/e2e/test_response_cache.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Protocol
+
+import httpx
+import pytest
+from aiohttp import web
+
+from gatehouse_contract.routes import CachePolicy
+from gatehouse_dev.redis_server import RedisServer
+from gatehouse_dev.upstream import CALLS
+from tests.proxy.serving import Running, Tenant, running_proxy, upstream
+
+SECRET = "sk_live_cached_0123456789"
+
+
+class Fetcher(Protocol):
+    async def __call__(self, path: str, method: str = ...) -> httpx.Response: ...
+
+
+POLICY = CachePolicy(ttl_seconds=60, max_ttl_seconds=600, max_body_bytes=4096)
+
+
+@pytest.fixture(autouse=True)
+def _empty(empty_store: RedisServer) -> None:
+    CALLS.clear()
+
+
+@asynccontextmanager
+async def cached_proxy(
+    tmp_path: Path,
+    store: RedisServer,
+    policy: CachePolicy = POLICY,
+    app: web.Application | None = None,
+) -> AsyncIterator[tuple[Running, Fetcher]]:
+    async with upstream(app) as origin:
+        tenant = Tenant(
+            "team",
+            origin,
+            auth="apiKey",
+            secret=SECRET,
+            parameter="X-API-Key",
+            location="header",
+            methods=frozenset({"GET", "HEAD", "POST"}),
+            cache=policy,
+        )
+        async with running_proxy(tmp_path, [tenant], store=store) as running:
+            shared = running.proxy.shared_store
+            for _ in range(200):
+                if shared is not None and shared.up:
+                    break
+                await asyncio.sleep(0.01)
+            client = httpx.AsyncClient(timeout=10)
+
+            async def get(path: str, method: str = "GET") -> httpx.Response:
+                return await client.request(
+                    method,
+                    f"{running.url}/v1/fetch/api{path}",
+                    headers={"Authorization": f"Bearer {tenant.token}"},
+                )
+
+            try:
+                yield running, get
+            finally:
+                await client.aclose()
+
+
+def calls() -> int:
+    return CALLS["/cacheable"]
+
+
+def test_a_kept_answer_is_served_again_scrubbed_with_its_age_and_status(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    async def scenario() -> None:
+        async with cached_proxy(tmp_path, redis_server) as (_, get):
+            first = await get("/cacheable/orders")
+            assert first.status_code == 200
+            assert (
+                first.headers["cache-status"] == "gatehouse; fwd=uri-miss; fwd-status=200; stored"
+            )
+            assert first.json()["key"] == "[redacted]"
+            again = [await get("/cacheable/orders") for _ in range(3)]
+            assert calls() == 1
+            assert {reply.json()["id"] for reply in again} == {first.json()["id"]}
+            assert again[-1].headers["cache-status"].startswith("gatehouse; hit; ttl=")
+            assert int(again[-1].headers["age"]) >= 0
+            assert again[-1].headers["x-content-type-options"] == "nosniff"
+            assert SECRET not in again[-1].text
+            head = await get("/cacheable/orders", method="HEAD")
+            assert head.status_code == 200
+            assert head.content == b""
+            assert head.headers["cache-status"].startswith("gatehouse; hit")
+            assert calls() == 1
+            # What the store holds: nothing of the key, nothing readable.
+            with redis_server.client() as client:
+                values = [
+                    client.hget(key, "a")
+                    for key in client.keys("gatehouse:{team}:cache:*")
+                    if client.type(key) == b"hash"
+                ]
+            assert values
+            assert not [value for value in values if SECRET.encode() in value or b"orders" in value]
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["Cache-Control:no-store", "Cache-Control:private, max-age=60", "Set-Cookie:s=1", "Vary:*"],
+)
+def test_what_may_not_be_kept_is_fetched_every_time(
+    tmp_path: Path, redis_server: RedisServer, header: str
+) -> None:
+    async def scenario() -> None:
+        async with cached_proxy(tmp_path, redis_server) as (_, get):
+            ids = {(await get(f"/cacheable/never?header={header}")).json()["id"] for _ in range(3)}
+            assert len(ids) == 3
+            assert calls() == 3
+
+    asyncio.run(scenario())
+
+
+def test_a_post_and_an_answer_over_the_largest_body_are_not_kept(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    async def scenario() -> None:
+        async with cached_proxy(tmp_path, redis_server) as (_, get):
+            for _ in range(2):
+                posted = await get("/cacheable/posted", method="POST")
+                assert posted.status_code == 200
+                assert "cache-status" not in posted.headers
+            large = [await get("/cacheable/large?size=5000") for _ in range(2)]
+            assert len({reply.json()["id"] for reply in large}) == 2
+            assert large[0].headers.get("cache-status", "") == ""
+            assert calls() == 4
+
+    asyncio.run(scenario())
+
+
+def test_a_stale_answer_is_revalidated_with_its_etag_and_renewed_by_a_304(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    async def scenario() -> None:
+        async with cached_proxy(tmp_path, redis_server) as (_, get):
+            path = "/cacheable/short?header=Cache-Control:max-age%3D1"
+            first = await get(path)
+            await asyncio.sleep(1.2)
+            renewed = await get(path)
+            assert renewed.headers["cache-status"] == "gatehouse; fwd=stale; fwd-status=304; stored"
+            assert renewed.json()["id"] == first.json()["id"]
+            assert calls() == 2
+            hit = await get(path)
+            assert hit.headers["cache-status"].startswith("gatehouse; hit")
+            assert calls() == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_huge_max_age_is_capped_by_the_connections_longest(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    policy = CachePolicy(ttl_seconds=1, max_ttl_seconds=1, max_body_bytes=4096)
+
+    async def scenario() -> None:
+        async with cached_proxy(tmp_path, redis_server, policy) as (_, get):
+            path = "/cacheable/capped?version=a&header=Cache-Control:max-age%3D99999999999"
+            await get(path)
+            await get(path)
+            assert calls() == 1
+            await asyncio.sleep(1.2)
+            await get(path)
+            assert calls() == 2  # revalidated: 304
+
+    asyncio.run(scenario())
+
+
+def test_a_stale_answer_stands_in_for_a_failing_vendor_within_stale_if_error(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    policy = CachePolicy(
+        ttl_seconds=1, max_ttl_seconds=60, max_body_bytes=4096, stale_if_error_seconds=30
+    )
+    failing = {"now": False}
+
+    async def flaky(request: web.Request) -> web.Response:
+        if failing["now"]:
+            return web.json_response({"error": "down"}, status=503)
+        return web.json_response({"fine": True})
+
+    app = web.Application()
+    app.router.add_get("/flaky", flaky)
+
+    async def scenario() -> None:
+        async with cached_proxy(tmp_path, redis_server, policy, app) as (_, get):
+            assert (await get("/flaky")).json() == {"fine": True}
+            failing["now"] = True
+            await asyncio.sleep(1.2)
+            stood_in = await get("/flaky")
+            assert stood_in.status_code == 200
+            assert stood_in.json() == {"fine": True}
+            assert "detail=stale-if-error" in stood_in.headers["cache-status"]
+
+    asyncio.run(scenario())
