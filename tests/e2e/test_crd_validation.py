@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gatehouse_contract.routes import MAX_CACHE_BODY_BYTES, MAX_CACHE_SECONDS
 from gatehouse_dev.cluster import Cluster
 from gatehouse_operator.api.url_fields import (
     AUTHORIZATION_URL,
@@ -89,6 +90,8 @@ def _code(**section: Any) -> dict[str, Any]:
 
 
 _RESERVED_HEADER = "headers[].name must not be a header the proxy or HTTP itself controls"
+_TTL_OVER_MAX = "cache.ttlSeconds must be at most cache.maxTTLSeconds"
+_BODY_OVER_RESPONSE = "cache.maxBodyBytes must be at most limits.maxResponseBytes"
 
 
 def test_a_valid_connection_is_accepted_with_defaults(
@@ -172,6 +175,17 @@ def test_a_valid_connection_is_accepted_with_defaults(
             {"credentialLimit": {"header": {"name": "X Scope"}}},
             "spec.limits.credentialLimit.header.name",
         ),
+        # The response cache (issue 51): bounded as the contract's CachePolicy, each rule named.
+        ("cache", {"ttlSeconds": 120, "maxTTLSeconds": 60}, _TTL_OVER_MAX),
+        ("cache", {"maxTTLSeconds": 30}, _TTL_OVER_MAX),  # under the default ttlSeconds (60)
+        ("cache", {"ttlSeconds": 0}, "spec.cache.ttlSeconds"),
+        ("cache", {"maxTTLSeconds": MAX_CACHE_SECONDS + 1}, "spec.cache.maxTTLSeconds"),
+        ("cache", {"maxBodyBytes": MAX_CACHE_BODY_BYTES + 1}, "spec.cache.maxBodyBytes"),
+        ("cache", {"maxBodyBytes": 2_000_000}, _BODY_OVER_RESPONSE),  # maxResponseBytes: 1 MiB
+        ("cache", {"scope": "viewer"}, 'Unsupported value: "viewer"'),
+        ("cache", {"staleWhileRevalidateSeconds": -1}, "spec.cache.staleWhileRevalidateSeconds"),
+        ("cache", {"staleIfErrorSeconds": MAX_CACHE_SECONDS + 1}, "spec.cache.staleIfErrorSeconds"),
+        ("cache", {"ttl": 60}, 'unknown field "spec.cache.ttl"'),
         # A connection's own headers: tokens, not the proxy's, not the key's, not secret.
         ("headers", [{"name": "X-Forwarded-Host", "value": "a"}], _RESERVED_HEADER),
         ("headers", [{"name": "Authorization", "value": "Token a"}], _RESERVED_HEADER),
@@ -381,6 +395,31 @@ def test_an_image_only_connection_with_no_methods_is_accepted(
         cluster.kubectl("get", "externalconnection", "tiles", "-n", namespace, "-o", "yaml").stdout
     )["spec"]
     assert stored["allowedMethods"] == []
+
+
+def test_a_cache_is_accepted_with_its_defaults_and_only_with_get(
+    cluster: Cluster, crds_installed: None, namespace: str
+) -> None:
+    code, err = _apply(cluster, namespace, _with("cache", {}))
+    assert code == 0, err
+    stored = yaml.safe_load(
+        cluster.kubectl(
+            "get", "externalconnection", "example", "-n", namespace, "-o", "yaml"
+        ).stdout
+    )["spec"]
+    assert stored["cache"] == {
+        "ttlSeconds": 60,
+        "maxTTLSeconds": 3_600,
+        "maxBodyBytes": 262_144,
+        "scope": "app",
+        "staleWhileRevalidateSeconds": 0,
+        "staleIfErrorSeconds": 0,
+    }
+    writes = _with("cache", {})
+    writes["spec"]["allowedMethods"] = ["POST", "PUT"]
+    code, err = _apply(cluster, namespace, writes)
+    assert code != 0
+    assert "cache needs GET in allowedMethods: only GET and HEAD answers are cached" in err
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ class ConditionType(StrEnum):
     an advisory one says something worth acting on without making the resource unready."""
 
     ACCEPTED = "Accepted"
+    CACHE_PURGED = "CachePurged"
     COMPILED = "Compiled"
     CREDENTIAL_ISSUED = "CredentialIssued"
     CREDENTIAL_READY = "CredentialReady"
@@ -25,7 +26,7 @@ class ConditionType(StrEnum):
 
 
 # Conditions that say something worth acting on without making the resource unready.
-ADVISORY = frozenset({ConditionType.CREDENTIAL_WATCHED})
+ADVISORY = frozenset({ConditionType.CREDENTIAL_WATCHED, ConditionType.CACHE_PURGED})
 
 
 class Reason(StrEnum):
@@ -44,6 +45,7 @@ class Reason(StrEnum):
     INVALID_BASE_URL = "InvalidBaseURL"
     INVALID_CONFIG = "InvalidConfig"
     INVALID_LABEL = "InvalidLabel"
+    INVALID_PURGE_TIME = "InvalidPurgeTime"
     INVALID_SAMPLE = "InvalidSample"
     INVALID_SECRET_VALUE = "InvalidSecretValue"
     INVALID_SERVICE_ACCOUNT_KEY = "InvalidServiceAccountKey"
@@ -63,6 +65,7 @@ class Reason(StrEnum):
     PROXY_BUSY = "ProxyBusy"
     PROXY_ERROR = "ProxyError"
     PROXY_UNAVAILABLE = "ProxyUnavailable"
+    PURGED = "Purged"
     ROUTED = "Routed"
     RUNNING = "Running"
     SAMPLE_EXISTS = "SampleExists"

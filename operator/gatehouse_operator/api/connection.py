@@ -22,7 +22,10 @@ from gatehouse_contract.header_names import (
 )
 from gatehouse_contract.routes import (
     MAX_AUTHORIZATION_PARAMETERS,
+    MAX_CACHE_BODY_BYTES,
+    MAX_CACHE_SECONDS,
     Authorization,
+    CacheScope,
     Credential,
     PausingStatus,
     TokenRequest,
@@ -597,6 +600,78 @@ class Limits(Model):
     )
 
 
+# A cache's rules the schema's bounds cannot state, worded once for the CEL rule and the model.
+CACHE_TTL_OVER_MAX = "cache.ttlSeconds must be at most cache.maxTTLSeconds"
+CACHE_BODY_OVER_RESPONSE = (
+    "cache.maxBodyBytes must be at most limits.maxResponseBytes: a larger answer is refused, so "
+    "never cached"
+)
+CACHE_NEEDS_GET = (
+    "cache needs GET in allowedMethods: only GET and HEAD answers are cached, and this "
+    "connection allows neither"
+)
+
+
+class CacheSettings(Model):
+    """How long answers are kept, how large, and whose they are."""
+
+    model_config = Model.model_config | {
+        "json_schema_extra": validations(
+            cel("self.ttlSeconds <= self.maxTTLSeconds", CACHE_TTL_OVER_MAX)
+        )
+    }
+
+    ttl_seconds: int = Field(
+        default=60,
+        ge=1,
+        le=MAX_CACHE_SECONDS,
+        description="How many seconds an answer stays fresh when its Cache-Control names no "
+        "max-age or s-maxage (the API's own freshness, when it names one, up to maxTTLSeconds).",
+    )
+    max_ttl_seconds: int = Field(
+        default=3_600,
+        ge=1,
+        le=MAX_CACHE_SECONDS,
+        alias="maxTTLSeconds",
+        description="The most seconds any answer stays fresh, whatever its max-age or s-maxage "
+        "says: a larger one is cut to this.",
+    )
+    max_body_bytes: int = Field(
+        default=262_144,
+        ge=1,
+        le=MAX_CACHE_BODY_BYTES,
+        description="The largest body kept, in bytes (at most limits.maxResponseBytes); a larger "
+        "answer is passed on and not cached.",
+    )
+    scope: CacheScope = Field(
+        default="app",
+        description="Whose answers an entry serves: app (the default: each app's answers are "
+        "its own) or connection (shared between every app linked to the connection). An answer "
+        "made with a viewer's own credential (credentialScope viewer) is never shared between "
+        "viewers, either way.",
+    )
+    stale_while_revalidate_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_CACHE_SECONDS,
+        description="How many seconds past fresh an entry may still answer while one request "
+        "revalidates it (stale-while-revalidate, RFC 5861); 0: none.",
+    )
+    stale_if_error_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_CACHE_SECONDS,
+        description="How many seconds past fresh an entry may still answer when the API fails "
+        "(stale-if-error, RFC 5861); 0: none.",
+    )
+
+    @model_validator(mode="after")
+    def _ttl_within_max(self) -> CacheSettings:
+        if self.ttl_seconds > self.max_ttl_seconds:
+            raise ValueError(CACHE_TTL_OVER_MAX)
+        return self
+
+
 class ExternalConnectionSpec(Model):
     """The API, what apps may ask of it, how the proxy authenticates, and who may link it."""
 
@@ -624,6 +699,11 @@ class ExternalConnectionSpec(Model):
                 "|| (has(self.allowPublicImages) && self.allowPublicImages)",
                 NO_METHODS_ONLY_FOR_IMAGES,
             ),
+            cel(
+                "!has(self.cache) || self.cache.maxBodyBytes <= self.limits.maxResponseBytes",
+                CACHE_BODY_OVER_RESPONSE,
+            ),
+            cel("!has(self.cache) || 'GET' in self.allowedMethods", CACHE_NEEDS_GET),
         )
     }
 
@@ -698,6 +778,18 @@ class ExternalConnectionSpec(Model):
         json_schema_extra={"default": {}},
         description="Bounds on each request through the proxy: time, sizes and rate.",
     )
+    cache: CacheSettings | None = Field(
+        default=None,
+        description="A response cache for the connection's GET and HEAD answers, shared by "
+        "every proxy replica and worker: identical requests made while one is on its way wait "
+        "for its answer (one call to the API for the whole fleet), and later ones are answered "
+        "from the cache while it is fresh. Never cached: an answer marked no-store or private, "
+        "one that sets a cookie (Set-Cookie) or has Vary: *, one larger than maxBodyBytes, and "
+        "any answer to another method. A stale answer with an ETag or Last-Modified is "
+        "revalidated with a conditional request (a 304 refreshes it). A hit does not reach the "
+        "API and is not counted in the connection's quota. Purge with gatehouse cache purge "
+        "(it sets the annotation gatehouse.dev/cache-purged-at). Unset: nothing is cached.",
+    )
 
     @model_validator(mode="after")
     def _headers_apart(self) -> ExternalConnectionSpec:
@@ -706,6 +798,16 @@ class ExternalConnectionSpec(Model):
         clashes = header_clashes([header.name for header in self.headers], key_header)
         if clashes:
             raise ValueError(min(clashes.items())[1])
+        return self
+
+    @model_validator(mode="after")
+    def _cache_fits(self) -> ExternalConnectionSpec:
+        if self.cache is None:
+            return self
+        if self.cache.max_body_bytes > self.limits.max_response_bytes:
+            raise ValueError(CACHE_BODY_OVER_RESPONSE)
+        if "GET" not in self.allowed_methods:
+            raise ValueError(CACHE_NEEDS_GET)
         return self
 
     @model_validator(mode="after")

@@ -29,6 +29,9 @@ class Resource:
     # The status as stored, as JSON: the status writer compares what it would write with it
     # exactly (an unchanged status is not written again), which a parsed model would not allow.
     status: dict[str, JsonValue]
+    # A connection's annotation gatehouse.dev/cache-purged-at (api.cache_purge), as set, cut to
+    # one character past its bound (too long is still told); "" when unset.
+    cache_purged_at: str = ""
 
     @property
     def key(self) -> str:

@@ -76,6 +76,12 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
         "The label in the `gatehouse.dev/save-as-sample` annotation is empty or over 200 "
         "characters. Give a shorter, non-empty one.",
     ),
+    Reason.INVALID_PURGE_TIME: Troubleshooting(
+        "ExternalConnection (CachePurged, advisory)",
+        "The annotation `gatehouse.dev/cache-purged-at` is not an RFC 3339 time of at most 64 "
+        "characters, so the connection's cache is off (every request reaches the API) until it "
+        "is. Run `gatehouse cache purge NAME`, which sets it to now, or remove the annotation.",
+    ),
     Reason.INVALID_SAMPLE: Troubleshooting(
         _TEST_SAMPLE,
         "The sample made from the test's answer breaks a ConnectionSample rule; the message "
@@ -177,6 +183,12 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
         "ConnectionTest",
         "After a minute of waiting, no replica could take the test; the request was never "
         f"sent. {_SEE_PENDING}",
+    ),
+    Reason.PURGED: Troubleshooting(
+        "ExternalConnection (CachePurged, advisory)",
+        "The connection's cached answers from before the time in the message are never served "
+        "again (`gatehouse cache purge`). Nothing to do.",
+        working=True,
     ),
     Reason.ROUTED: Troubleshooting(
         f"ExternalConnection, {_APPS}",

@@ -10,6 +10,10 @@ credentials.
 watches only Secrets labelled ``gatehouse.dev/credential=true``. An unlabelled one is still read,
 and read again every minute, so it works, but a rotation takes up to that minute to arrive; the
 condition (and its Event) says how to label it. It does not feed Ready.
+
+``CachePurged`` (with the annotation ``gatehouse.dev/cache-purged-at`` only) says since when the
+cache's answers are served: the annotation's time is the cache's epoch on the route. One that is
+not a time turns the cache off (the connection works, uncached) until it is. Advisory too.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pydantic import ValidationError
 
 from gatehouse_contract.routes import Credential, EntryKind
 from gatehouse_operator.api.auth_kinds import kind_of
+from gatehouse_operator.api.cache_purge import purge_problem
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import (
     EXTERNAL_CONNECTION,
@@ -78,6 +83,20 @@ def watched_verdict(secret: str, found: bool, watched: bool) -> Verdict:
         f"Secret {secret!r} lacks the label {WATCHED_SELECTOR}: it is read every minute, so a "
         f"rotation takes up to a minute to reach the proxy; to see it at once: {fix}",
     )
+
+
+def cache_purge(connection: Resource) -> tuple[str | None, list[Verdict]]:
+    """The cache's epoch (the last purge's time, "" for none; None, the cache off, when the
+    annotation is not a time), and the advisory CachePurged verdict when it is set."""
+    purged_at = connection.cache_purged_at
+    if not purged_at:
+        return "", []
+    problem = purge_problem(purged_at)
+    if problem:
+        off = f"{problem}; the cache is off until it is: every request reaches the API"
+        return None, [Verdict(ConditionType.CACHE_PURGED, "False", Reason.INVALID_PURGE_TIME, off)]
+    purged = f"answers cached before {purged_at} are never served again"
+    return purged_at, [Verdict(ConditionType.CACHE_PURGED, "True", Reason.PURGED, purged)]
 
 
 async def reconcile(runtime: Runtime, connection: Resource, secret_data: Any = _UNSET) -> None:
@@ -245,12 +264,13 @@ async def publish_route(
 ) -> None:
     """Puts the connection's route in the table (or leaves it out when it does not fit the
     table's budget), and reports its status once the proxies route it."""
-    advisory, resealed = read.advisory, read.resealed
+    epoch, purged = cache_purge(connection)
+    advisory, resealed = [*read.advisory, *purged], read.resealed
     routed = f"the proxy routes requests to {origin}"
     summary = ready(verdicts, "Routed", routed)
     unavailable = "" if summary.ok else f"the connection is not ready: {summary.message}"
 
-    route = route_for(key, connection.uid, spec, origin, credential, unavailable)
+    route = route_for(key, connection.uid, spec, origin, credential, unavailable, epoch)
     size = budget.entry_size(route)
     total = runtime.routes.budget.total_with("connection", key, size)
     refusal = budget.check(route, size, total, ConditionType.ACCEPTED)

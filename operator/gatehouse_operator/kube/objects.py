@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gatehouse_operator.api.cache_purge import CACHE_PURGED_AT, MAX_PURGE_CHARS
 from gatehouse_operator.api.resource import Resource
 
 
@@ -20,4 +21,7 @@ def resource_of(body: Mapping[str, Any]) -> Resource:
         creation_timestamp=meta.get("creationTimestamp") or "",
         spec=body.get("spec") or {},
         status=body.get("status") or {},
+        cache_purged_at=(meta.get("annotations") or {}).get(CACHE_PURGED_AT, "")[
+            : MAX_PURGE_CHARS + 1
+        ],
     )

@@ -3,7 +3,13 @@ and what a draft test sends with its request."""
 
 from __future__ import annotations
 
-from gatehouse_contract.routes import ConnectionRoute, Credential, CredentialLimit, Limits
+from gatehouse_contract.routes import (
+    CachePolicy,
+    ConnectionRoute,
+    Credential,
+    CredentialLimit,
+    Limits,
+)
 from gatehouse_operator.api import connection
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 
@@ -15,8 +21,10 @@ def route_for(
     origin: str,
     credential: Credential,
     unavailable: str,
+    cache_epoch: str | None,
 ) -> ConnectionRoute:
-    """The proxy's route for a connection (a saved one, or a draft under test)."""
+    """The proxy's route for a connection (a saved one, or a draft under test). ``cache_epoch``:
+    the time of the connection's last purge ("" for none); None keeps its cache off."""
     return ConnectionRoute(
         key=key,
         uid=uid,
@@ -37,6 +45,21 @@ def route_for(
         content_types=tuple(sorted({media.lower() for media in spec.allowed_content_types})),
         unavailable=unavailable,
         forward_viewer_identity=spec.forward_viewer_identity,
+        cache=cache_policy(spec.cache, cache_epoch),
+    )
+
+
+def cache_policy(cache: connection.CacheSettings | None, epoch: str | None) -> CachePolicy | None:
+    if cache is None or epoch is None:
+        return None
+    return CachePolicy(
+        ttl_seconds=cache.ttl_seconds,
+        max_ttl_seconds=cache.max_ttl_seconds,
+        max_body_bytes=cache.max_body_bytes,
+        scope=cache.scope,
+        stale_while_revalidate_seconds=cache.stale_while_revalidate_seconds,
+        stale_if_error_seconds=cache.stale_if_error_seconds,
+        epoch=epoch,
     )
 
 
