@@ -85,6 +85,10 @@ def _shares() -> ShareSettings:
             "GATEHOUSE_STORE_NAMESPACE_KEYS", default.namespace_keys, least=16, most=1_000_000
         ),
         reserve=env_share("GATEHOUSE_STORE_RESERVE", default.reserve, MAX_STORE_RESERVE),
+        cache_bytes=env_count("GATEHOUSE_STORE_CACHE_BYTES", default.cache_bytes, least=64 * 1024),
+        cache_keys=env_count(
+            "GATEHOUSE_STORE_CACHE_KEYS", default.cache_keys, least=16, most=1_000_000
+        ),
     )
 
 

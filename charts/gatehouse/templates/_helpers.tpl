@@ -305,6 +305,8 @@ password Secret, which the operator makes and the store and the proxies mount. *
 {{- $items = append $items (dict "name" "GATEHOUSE_STORE_DEADLINE_SECONDS" "value" (toString $store.deadlineSeconds)) -}}
 {{- $items = append $items (dict "name" "GATEHOUSE_STORE_NAMESPACE_BYTES" "value" ($store.namespaceShare.bytes | int64 | toString)) -}}
 {{- $items = append $items (dict "name" "GATEHOUSE_STORE_NAMESPACE_KEYS" "value" ($store.namespaceShare.keys | int64 | toString)) -}}
+{{- $items = append $items (dict "name" "GATEHOUSE_STORE_CACHE_BYTES" "value" ($store.cacheShare.bytes | int64 | toString)) -}}
+{{- $items = append $items (dict "name" "GATEHOUSE_STORE_CACHE_KEYS" "value" ($store.cacheShare.keys | int64 | toString)) -}}
 {{- $items = append $items (dict "name" "GATEHOUSE_STORE_RESERVE" "value" (toString $store.reserve)) -}}
 {{- else if eq $what "mounts" -}}
 {{- if $password -}}
