@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -58,16 +59,20 @@ FAILED_PASS_MS = 1_000
 # the last, at most LAST_POLL.
 FIRST_POLL = 0.005
 LAST_POLL = 0.1
+# A request answered with an identical request's fetch (RFC 9211 2.8).
+COLLAPSED = "fwd=uri-miss; collapsed"
 # Requests of one worker waiting on one answer at most; past it they go to the vendor.
 MOST_WAITING = 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Served:
-    """An answer from the cache; ``status``: its Cache-Status (RFC 9211) parameters."""
+    """An answer from the cache; ``status``: its Cache-Status (RFC 9211) parameters;
+    ``outcome``: what the cache did, as the fetch records it (Fetch.cache)."""
 
     answer: CachedAnswer
     status: str
+    outcome: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +123,11 @@ class ResponseCache:
         self.clock = clock
         self.keys = AnswerKeys()
         # The first waiting request of this worker per answer: the others wait on its outcome.
-        self._flights: dict[str, asyncio.Future[CachedAnswer | None]] = {}
+        self._flights: dict[str, asyncio.Future[Served | None]] = {}
         self._waiting: dict[str, int] = {}
+        # The stale answers this worker's fetches are revalidating, for the stale-while-revalidate
+        # window: its other requests are answered with them meanwhile.
+        self._revalidating: dict[str, CachedAnswer] = {}
 
     async def look_up(
         self,
@@ -140,6 +148,11 @@ class ResponseCache:
         vary = _request_headers(headers)
         flight = self._flights.get(digest)
         if flight is not None:
+            stale = self._revalidating.get(digest)
+            if stale is not None and stale.matches(vary):
+                served = _while_revalidating(stale, self.clock())
+                if served is not None:
+                    return served
             return await self._follow(flight, digest, vary, deadline)
         flight = asyncio.get_running_loop().create_future()
         self._flights[digest] = flight
@@ -149,57 +162,34 @@ class ResponseCache:
         finally:
             # A turn's flight ends with its fetch (Turn.keep, pass_on, release); any other now.
             if not isinstance(outcome, Turn):
-                self._land(digest, outcome.answer if isinstance(outcome, Served) else None)
+                self._land(digest, outcome if isinstance(outcome, Served) else None)
         return outcome
-
-    async def peek(
-        self,
-        connection: ConnectionRoute,
-        whose: tuple[str, str],
-        request: tuple[str, bytes, Sequence[tuple[str, str]]],
-    ) -> Served | Bypass:
-        """A fresh answer for a HEAD request, else a bypass: a HEAD's answer has no body to
-        keep, so it neither fetches for the fleet nor waits."""
-        store = self.store
-        if store is None or not store.store.up:
-            return Bypass("store")
-        path, query, headers = request
-        namespace = namespace_of(connection.key)
-        digest = self.keys.digest(connection, whose[0], whose[1], path, query)
-        try:
-            stored = await store.read(namespace, digest)
-        except StoreUnavailable:
-            return Bypass("store")
-        answer = self._decrypted(namespace, digest, stored.ciphertext)
-        now = self.clock()
-        if answer is None or not answer.matches(_request_headers(headers)) or not answer.fresh(now):
-            return Bypass("head")
-        return Served(answer, f"hit; ttl={int(answer.fresh_until - now)}")
 
     async def _follow(
         self,
-        flight: asyncio.Future[CachedAnswer | None],
+        flight: asyncio.Future[Served | None],
         digest: str,
         vary: dict[str, str],
         deadline: float,
     ) -> Served | Bypass:
-        """This worker's request behind its first one: its answer, once that one has it."""
+        """This worker's request behind its first one: what that one was served (a hit is a
+        hit for both; a fetch's answer is this one's collapsed wait)."""
         waiting = self._waiting.get(digest, 0)
         if waiting >= MOST_WAITING:
             return Bypass("waiters")
         self._waiting[digest] = waiting + 1
         try:
             async with asyncio.timeout(max(deadline - time.monotonic(), 0)):
-                answer = await asyncio.shield(flight)
+                served = await asyncio.shield(flight)
         except TimeoutError:
             raise _waited_too_long() from None
         finally:
             self._waiting[digest] -= 1
             if not self._waiting[digest]:
                 del self._waiting[digest]
-        if answer is None or not answer.matches(vary):
+        if served is None or not served.answer.matches(vary):
             return Bypass("pass")
-        return Served(answer, "fwd=uri-miss; collapsed")
+        return served
 
     async def _lead(
         self, namespace: str, digest: str, vary: dict[str, str], deadline: float
@@ -216,12 +206,18 @@ class ResponseCache:
                 return Bypass("store")
             answer = self._decrypted(namespace, digest, stored.ciphertext)
             now = self.clock()
-            if answer is not None and answer.matches(vary) and answer.fresh(now):
+            selected = answer if answer is not None and answer.matches(vary) else None
+            if selected is not None and selected.fresh(now):
                 if waited:
-                    return Served(answer, "fwd=uri-miss; collapsed")
-                return Served(answer, f"hit; ttl={int(answer.fresh_until - now)}")
+                    return Served(selected, COLLAPSED, "collapsed")
+                return Served(selected, f"hit; ttl={int(selected.fresh_until - now)}", "hit")
             if stored.passing:
                 return Bypass("pass")
+            if selected is not None and stored.lock_ms > 0:
+                # Another worker revalidates it: within the window, the stale answer now.
+                served = _while_revalidating(selected, now)
+                if served is not None:
+                    return served
             if stored.lock_ms <= 0:
                 token = secrets.token_hex(16)
                 try:
@@ -229,9 +225,10 @@ class ResponseCache:
                 except StoreUnavailable:
                     return Bypass("store")
                 if taken == 0:
-                    stale = answer if answer is not None and answer.matches(vary) else None
-                    turn = Turn(self, namespace, digest, token, stale, vary)
+                    turn = Turn(self, namespace, digest, token, selected, vary)
                     turn.beat = asyncio.create_task(self._beat(turn), name="cache-lock-beat")
+                    if selected is not None:
+                        self._revalidating[digest] = selected
                     return turn
                 if taken == -2:
                     return Bypass("pass")
@@ -281,6 +278,8 @@ class ResponseCache:
         await self._end(turn, None, unlock=False)
 
     async def _end(self, turn: Turn, answer: CachedAnswer | None, *, unlock: bool) -> None:
+        """The fetch is over for the fleet; this worker's waiters get ``answer`` (None: go to
+        the vendor)."""
         if turn.done:
             return
         turn.done = True
@@ -289,14 +288,16 @@ class ResponseCache:
         if unlock and self.store is not None:
             with contextlib.suppress(StoreUnavailable):
                 await self.store.unlock(turn.namespace, turn.digest, turn.token)
-        self._land(turn.digest, answer)
+        collapsed = None if answer is None else Served(answer, COLLAPSED, "collapsed")
+        self._land(turn.digest, collapsed)
 
-    def _land(self, digest: str, answer: CachedAnswer | None) -> None:
-        """Ends this worker's flight for ``digest``: its waiters get ``answer`` (None: go to
-        the vendor)."""
+    def _land(self, digest: str, served: Served | None) -> None:
+        """Ends this worker's flight for ``digest``: its waiters are given ``served`` (None: go
+        to the vendor)."""
+        self._revalidating.pop(digest, None)
         flight = self._flights.pop(digest, None)
         if flight is not None and not flight.done():
-            flight.set_result(answer)
+            flight.set_result(served)
 
     def _decrypted(self, namespace: str, digest: str, ciphertext: bytes) -> CachedAnswer | None:
         if not ciphertext:
@@ -309,6 +310,18 @@ class ResponseCache:
             # A key rotated away, or another release's format: a miss, fetched and kept anew.
             log.debug("a cached answer could not be read: %s", type(error).__name__)
             return None
+
+
+def _while_revalidating(stale: CachedAnswer, now: float) -> Served | None:
+    """A stale answer served while one request revalidates it, within its window (RFC 5861 3);
+    a negative ttl says it is stale (RFC 9211 2.3)."""
+    if not stale.usable_while_revalidating(now):
+        return None
+    return Served(
+        stale,
+        f"hit; ttl={math.floor(stale.fresh_until - now)}; detail=stale-while-revalidate",
+        "stale",
+    )
 
 
 def _context(namespace: str, digest: str) -> bytes:

@@ -1,7 +1,8 @@
 """Which requests the cache answers, and which of the vendor's answers it keeps and how long.
 
-Only GET and HEAD, and not a request that asks for part of an answer or sets its own conditions
-(``Range``, ``If-*``): the app's own cache is then at work, and the vendor answers it. An app's
+Only GET (a connection allows no HEAD), and not a request that asks for part of an answer or
+sets its own conditions (``Range``, ``If-*``): the app's own cache is then at work, and the
+vendor answers it. An app's
 ``Cache-Control`` does not bypass the cache (nginx's and Varnish's default: the cache protects
 the vendor's quota, which any app could otherwise spend at will).
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from gatehouse_contract.routes import CachePolicy
 from gatehouse_proxy.http.cache_control import cache_control, vary
 
-CACHED_METHODS = frozenset({"GET", "HEAD"})
+CACHED_METHODS = frozenset({"GET"})
 # Heuristically cacheable (RFC 9110 15.1), the redirects less (never followed, never relayed).
 STORED_STATUSES = frozenset({200, 203, 204, 404, 405, 410, 414, 501})
 _OWN_CONDITIONS = frozenset(

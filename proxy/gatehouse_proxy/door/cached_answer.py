@@ -33,8 +33,8 @@ class CachedResponse:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = self.headers
-        body = b"" if scope["method"] == "HEAD" else self.body
-        if scope["method"] != "HEAD" and self.status_code not in _BODILESS:
+        body = self.body
+        if self.status_code not in _BODILESS:
             headers = [*headers, (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": self.status_code, "headers": headers})
         await send({"type": "http.response.body", "body": body})

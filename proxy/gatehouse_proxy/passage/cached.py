@@ -42,15 +42,12 @@ async def consult(
         return None
     whose = (fetch.app_uid, "" if fetch.viewer is None else fetch.viewer.owner)
     request = (path.encoded, fetch.query, outgoing)
-    if fetch.method == "HEAD":
-        looked: Served | Turn | Bypass = await cache.peek(connection, whose, request)
-    else:
-        looked = await cache.look_up(connection, whose, request, deadline)
+    looked = await cache.look_up(connection, whose, request, deadline)
     if isinstance(looked, Bypass):
         fetch.cache = "bypass" if looked.reason == "store" else "miss"
         return None
     if isinstance(looked, Served):
-        fetch.cache = "collapsed" if "collapsed" in looked.status else "hit"
+        fetch.cache = looked.outcome
         return looked
     fetch.cache = "miss"
     return looked
@@ -63,7 +60,6 @@ def conditions(turn: Turn | None) -> list[tuple[str, str]]:
 
 async def settle(
     turn: Turn,
-    fetch: Fetch,
     connection: ConnectionRoute,
     upstream: Upstream,
     secrets: Sequence[str],
@@ -78,17 +74,15 @@ async def settle(
     if status == 304 and stale is not None:
         upstream.release()
         renewed, kept_for = _renewed(policy, stale, upstream.headers(), now)
-        fetch.cache = "revalidated"
         if isinstance(kept_for, str):
             await turn.pass_on(failed=False)
-            return Served(renewed, "fwd=stale; fwd-status=304")
+            return Served(renewed, "fwd=stale; fwd-status=304", "revalidated")
         await turn.keep(renewed, kept_for)
-        return Served(renewed, "fwd=stale; fwd-status=304; stored")
+        return Served(renewed, "fwd=stale; fwd-status=304; stored", "revalidated")
     if status in _FAILURES and stale is not None and stale.usable_on_error(now):
         upstream.release()
         await turn.pass_on(failed=True)
-        fetch.cache = "stale"
-        return Served(stale, f"hit; fwd=stale; fwd-status={status}; detail=stale-if-error")
+        return Served(stale, f"hit; fwd=stale; fwd-status={status}; detail=stale-if-error", "stale")
     headers = upstream.headers()
     revalidatable = any(name.lower() in ("etag", "last-modified") for name, _ in headers)
     kept_for = lifetime(policy, status, headers, revalidatable)
@@ -96,7 +90,7 @@ async def settle(
     if isinstance(kept_for, str) or (declared is not None and declared > policy.max_body_bytes):
         await turn.pass_on(failed=status >= 500)
         return None
-    body = await _whole(upstream, fetch.method)
+    body = await _whole(upstream)
     redact = Redactor(secrets) if secrets else None
     answer = CachedAnswer(
         status=status,
@@ -115,20 +109,21 @@ async def settle(
     forwarded = "fwd=stale" if stale is not None else "fwd=uri-miss"
     if len(answer.body) > policy.max_body_bytes:
         await turn.pass_on(failed=False)
-        return Served(answer, f"{forwarded}; fwd-status={status}; detail=too-large")
+        return Served(answer, f"{forwarded}; fwd-status={status}; detail=too-large", "miss")
     await turn.keep(answer, kept_for)
-    return Served(answer, f"{forwarded}; fwd-status={status}; stored")
+    return Served(answer, f"{forwarded}; fwd-status={status}; stored", "miss")
 
 
-async def stand_in(turn: Turn, error: ProxyError, fetch: Fetch, now: float) -> Served | None:
+async def stand_in(turn: Turn, error: ProxyError, now: float) -> Served | None:
     """A stale answer in place of a failed call (within its stale-if-error window), else None;
     either way the fetch is over for the fleet."""
     stale = turn.stale
     await turn.pass_on(failed=True)
     if stale is None or not stale.usable_on_error(now):
         return None
-    fetch.cache = "stale"
-    return Served(stale, f"hit; fwd=stale; detail=stale-if-error; fwd-status={error.status}")
+    return Served(
+        stale, f"hit; fwd=stale; fwd-status={error.status}; detail=stale-if-error", "stale"
+    )
 
 
 def _renewed(
@@ -149,7 +144,7 @@ def _renewed(
     return renewed, kept_for
 
 
-async def _whole(upstream: Upstream, method: str) -> bytes:
+async def _whole(upstream: Upstream) -> bytes:
     """The answer's body read whole, within the connection's largest answer."""
     whole = upstream.whole_body()
     if whole is not None:

@@ -239,7 +239,7 @@ class Passage:
                 if turn is not None:
                     with tracing.phase("cache"):
                         served = await cached.settle(
-                            turn, fetch, connection, upstream, injection.secrets, self.cache.clock()
+                            turn, connection, upstream, injection.secrets, self.cache.clock()
                         )
             except ProxyError as error:
                 await self.turns.take(namespace)
@@ -250,7 +250,7 @@ class Passage:
                     ) from None
                 stood_in = None
                 if turn is not None:
-                    stood_in = await cached.stand_in(turn, error, fetch, self.cache.clock())
+                    stood_in = await cached.stand_in(turn, error, self.cache.clock())
                 if stood_in is None:
                     raise
                 served = stood_in
@@ -263,6 +263,7 @@ class Passage:
             # Sent (or never to be): the body's bytes are no longer held.
             held.release()
         if served is not None:
+            fetch.cache = served.outcome
             place.release()  # read whole: nothing is left to relay from the vendor
             return served
         return Passed(upstream, injection, place, standing)

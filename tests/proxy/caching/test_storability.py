@@ -20,7 +20,7 @@ POLICY = CachePolicy(
     ("method", "headers", "reason"),
     [
         ("GET", [("Accept", "application/json")], ""),
-        ("HEAD", [], ""),
+        ("HEAD", [], "method"),
         ("POST", [], "method"),
         ("GET", [("Range", "bytes=0-10")], "conditional"),
         ("GET", [("if-none-match", '"v1"')], "conditional"),
