@@ -292,3 +292,26 @@ def test_a_connection_test_calls_as_no_viewer_and_sends_no_identity(
     assert (passed["status"], passed["reason"]) == ("True", "Passed"), passed
     echoed = json.loads(body["status"]["response"]["body"])
     assert not [name for name in echoed["headers"] if "gatehouse" in name]
+
+
+def test_a_cached_answer_is_never_another_viewers_whatever_the_scope(
+    cluster: Cluster, stack: Stack, namespace: str, viewers: tuple[Issuer, str]
+) -> None:
+    """Issue 51: the connection's answers are shared between its apps (scope connection), but the
+    vendor is told who asks, so each viewer's answer is theirs alone."""
+    issuer, proxy = viewers
+    token = _linked(
+        cluster, stack, namespace, forwardViewerIdentity=True,
+        cache={"ttlSeconds": 60, "maxTTLSeconds": 600, "scope": "connection"},
+    )  # fmt: skip
+    app = f"{namespace}/DataApp/sales"
+    seen: dict[str, set[str]] = {}
+    for sub in ("ada", "bob", "ada", "bob"):
+        answer = fetch(
+            proxy, token, "api", "/cacheable/mine", headers={ASSERTION: issuer.mint(app, sub)}
+        )
+        assert answer.status_code == 200, answer.text
+        seen.setdefault(sub, set()).add(answer.json()["id"])
+    assert len(seen["ada"]) == len(seen["bob"]) == 1
+    assert seen["ada"] != seen["bob"]
+    assert _arrived(stack, "/cacheable/mine") == 2

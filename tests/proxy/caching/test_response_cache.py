@@ -248,6 +248,8 @@ def test_a_tenant_filling_its_cache_share_evicts_its_own_entries_only(
             await turn.keep(answer(b"x" * 8000), LIFETIME)
         held = int(await store.client.get("gatehouse:{noisy}:cache:held") or 0)
         assert 0 < held <= 64 * 1024
+        # Its share for quotas and tokens is not what the cache fills: nothing counted there.
+        assert await store.client.get("gatehouse:{noisy}:held") is None
         # The latest of the noisy tenant's are kept; its first were evicted.
         last = await cache.look_up(noisy, APP, ("/v1/page/39", b"", []), deadline())
         assert isinstance(last, Served)
