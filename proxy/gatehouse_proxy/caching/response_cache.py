@@ -245,11 +245,13 @@ class ResponseCache:
         """Keeps the fetcher's lock while its call runs."""
         store = self.store
         assert store is not None
-        with contextlib.suppress(StoreUnavailable):
-            while True:
-                await asyncio.sleep(BEAT_SECONDS)
+        while True:
+            await asyncio.sleep(BEAT_SECONDS)
+            try:
                 if not await store.beat(turn.namespace, turn.digest, turn.token, LOCK_MS):
-                    return
+                    return  # no longer this fetch's: it ended, or its lock lapsed
+            except StoreUnavailable:
+                continue  # one late beat: the lock outlives two of them
 
     async def _keep(self, turn: Turn, answer: CachedAnswer, lifetime: Lifetime) -> None:
         store = self.store
@@ -285,11 +287,12 @@ class ResponseCache:
         turn.done = True
         if turn.beat is not None:
             turn.beat.cancel()
+        # This worker's waiters first: nothing below may keep them waiting (a cancelled unlock).
+        collapsed = None if answer is None else Served(answer, COLLAPSED, "collapsed")
+        self._land(turn.digest, collapsed)
         if unlock and self.store is not None:
             with contextlib.suppress(StoreUnavailable):
                 await self.store.unlock(turn.namespace, turn.digest, turn.token)
-        collapsed = None if answer is None else Served(answer, COLLAPSED, "collapsed")
-        self._land(turn.digest, collapsed)
 
     def _land(self, digest: str, served: Served | None) -> None:
         """Ends this worker's flight for ``digest``: its waiters are given ``served`` (None: go
