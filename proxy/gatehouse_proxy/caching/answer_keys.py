@@ -18,10 +18,13 @@ import hashlib
 
 from gatehouse_contract.routes import ConnectionRoute
 
+# The routes' parts a worker keeps at most (a table's connections, with room for churn).
+MOST_ROUTES = 4096
+
 
 class AnswerKeys:
     """The digests, with each route's own part made once per route (not per request): one
-    entry per connection the worker has routed, replaced when its route changes."""
+    entry per connection the worker has routed lately, replaced when its route changes."""
 
     def __init__(self) -> None:
         self._routes: dict[str, tuple[ConnectionRoute, bytes]] = {}
@@ -31,6 +34,8 @@ class AnswerKeys:
     ) -> str:
         made = self._routes.get(connection.key)
         if made is None or made[0] is not connection:
+            if len(self._routes) >= MOST_ROUTES:
+                self._routes.clear()  # connections come and go: start again, made as asked
             made = (connection, _route_part(connection))
             self._routes[connection.key] = made
         policy = connection.cache

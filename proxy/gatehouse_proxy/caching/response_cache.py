@@ -43,7 +43,7 @@ from gatehouse_proxy.caching.answers import CachedAnswer, UnreadableAnswer
 from gatehouse_proxy.caching.storability import Lifetime
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.observation import metrics
-from gatehouse_proxy.store.answer_store import AnswerStore
+from gatehouse_proxy.store.answer_store import PASS_MS, AnswerStore
 from gatehouse_proxy.store.shared_store import StoreUnavailable
 
 log = logging.getLogger("gatehouse.proxy.cache")
@@ -51,9 +51,9 @@ log = logging.getLogger("gatehouse.proxy.cache")
 _PURPOSE = b"gatehouse/cached-answers"
 LOCK_MS = 3000
 BEAT_SECONDS = 1.0
-# How long identical requests go straight to the vendor: after an answer that may not be kept,
-# and (much shorter: only to let the waiters go) after a fetch that failed.
-PASS_MS = 30_000
+# How long identical requests go straight to the vendor after an answer that may not be kept
+# (answer_store.PASS_MS), and after a fetch that failed (much shorter: only to let the waiters
+# go, to a stale answer where one may stand in, else to the vendor).
 FAILED_PASS_MS = 1_000
 # The fleet's waiters read the store first after FIRST_POLL, each wait half again as long as
 # the last, at most LAST_POLL.
@@ -100,10 +100,12 @@ class Turn:
         """The fetched answer kept for the fleet; the lock given back."""
         await self.cache._keep(self, answer, lifetime)
 
-    async def pass_on(self, *, failed: bool) -> None:
-        """The answer is not kept: identical requests go to the vendor for a while (the stale
-        answer is dropped, unless the fetch merely failed)."""
-        await self.cache._pass_on(self, failed=failed)
+    async def pass_on(self, *, failed: bool, standing_in: Served | None = None) -> None:
+        """The answer is not kept: identical requests go to the vendor for a while. After an
+        answer that may not be kept, the one kept before is dropped; after a failed fetch
+        (``failed``) it is left to stand in within its stale-if-error window: this worker's
+        waiters are given ``standing_in``, the fleet's read it."""
+        await self.cache._pass_on(self, failed=failed, standing_in=standing_in)
 
     async def release(self) -> None:
         """The lock given back with nothing kept (the request was refused before the vendor):
@@ -211,7 +213,10 @@ class ResponseCache:
                 if waited:
                     return Served(selected, COLLAPSED, "collapsed")
                 return Served(selected, f"hit; ttl={int(selected.fresh_until - now)}", "hit")
-            if stored.passing:
+            failing = stored.marker == "failing"
+            if failing and selected is not None and selected.usable_on_error(now):
+                return stale_answer(selected, now, "stale-if-error")
+            if stored.marker:
                 return Bypass("pass")
             if selected is not None and stored.lock_ms > 0:
                 # Another worker revalidates it: within the window, the stale answer now.
@@ -269,27 +274,36 @@ class ResponseCache:
             await self._end(turn, answer, unlock=False)
             return
         metrics.count_cache_kept(kept.outcome, kept.evicted)
-        await self._end(turn, answer if kept.outcome == "kept" else None, unlock=False)
+        # Not kept for want of room, it is still this fetch's answer for its worker's waiters.
+        await self._end(turn, answer, unlock=False)
 
-    async def _pass_on(self, turn: Turn, *, failed: bool) -> None:
+    async def _pass_on(self, turn: Turn, *, failed: bool, standing_in: Served | None) -> None:
         store = self.store
         assert store is not None
         ms = FAILED_PASS_MS if failed else PASS_MS
         with contextlib.suppress(StoreUnavailable):
-            await store.pass_on(turn.namespace, turn.digest, turn.token, ms, drop=not failed)
-        await self._end(turn, None, unlock=False)
+            await store.pass_on(turn.namespace, turn.digest, turn.token, ms, failing=failed)
+        await self._end(turn, None, unlock=False, served=standing_in)
 
-    async def _end(self, turn: Turn, answer: CachedAnswer | None, *, unlock: bool) -> None:
-        """The fetch is over for the fleet; this worker's waiters get ``answer`` (None: go to
-        the vendor)."""
+    async def _end(
+        self,
+        turn: Turn,
+        answer: CachedAnswer | None,
+        *,
+        unlock: bool,
+        served: Served | None = None,
+    ) -> None:
+        """The fetch is over for the fleet; this worker's waiters are given ``answer`` as a
+        collapsed wait's, or ``served`` (neither: they go to the vendor)."""
         if turn.done:
             return
         turn.done = True
         if turn.beat is not None:
             turn.beat.cancel()
         # This worker's waiters first: nothing below may keep them waiting (a cancelled unlock).
-        collapsed = None if answer is None else Served(answer, COLLAPSED, "collapsed")
-        self._land(turn.digest, collapsed)
+        self._land(
+            turn.digest, served if answer is None else Served(answer, COLLAPSED, "collapsed")
+        )
         if unlock and self.store is not None:
             with contextlib.suppress(StoreUnavailable):
                 await self.store.unlock(turn.namespace, turn.digest, turn.token)
@@ -316,15 +330,16 @@ class ResponseCache:
 
 
 def _while_revalidating(stale: CachedAnswer, now: float) -> Served | None:
-    """A stale answer served while one request revalidates it, within its window (RFC 5861 3);
-    a negative ttl says it is stale (RFC 9211 2.3)."""
+    """A stale answer served while one request revalidates it, within its window (RFC 5861 3)."""
     if not stale.usable_while_revalidating(now):
         return None
-    return Served(
-        stale,
-        f"hit; ttl={math.floor(stale.fresh_until - now)}; detail=stale-while-revalidate",
-        "stale",
-    )
+    return stale_answer(stale, now, "stale-while-revalidate")
+
+
+def stale_answer(stale: CachedAnswer, now: float, why: str) -> Served:
+    """A stale answer served without going to the vendor; a negative ttl says it is stale
+    (RFC 9211 2.3)."""
+    return Served(stale, f"hit; ttl={math.floor(stale.fresh_until - now)}; detail={why}", "stale")
 
 
 def _context(namespace: str, digest: str) -> bytes:

@@ -11,7 +11,9 @@ An answer is kept when its status is one RFC 9110 (15.1) lets a cache reuse by d
 and it does not vary on everything (``Vary: *``). It stays fresh for the vendor's ``s-maxage``
 or ``max-age``, or the connection's ``ttlSeconds`` where it names neither, never longer than the
 connection's ``maxTTLSeconds``; ``no-cache`` keeps it only to revalidate it each time (and only
-with a validator to do so). ``must-revalidate`` takes away the stale windows.
+with a validator to do so); ``Expires`` stands in where neither max-age is given, and the
+vendor's ``Age`` counts against max-age. ``no-cache`` and ``must-revalidate`` take away the stale
+windows.
 
 Gatehouse's requests carry a credential, and RFC 9111 (3.5) keeps a shared cache from reusing
 answers to such requests unless they say it may: the connection's admin says so by turning the
@@ -21,11 +23,13 @@ unless the admin shares it between the connection's apps.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 
 from gatehouse_contract.routes import CachePolicy
-from gatehouse_proxy.http.cache_control import cache_control, vary
+from gatehouse_proxy.http.cache_control import MAX_SECONDS, cache_control, vary
 
 CACHED_METHODS = frozenset({"GET"})
 # Heuristically cacheable (RFC 9110 15.1), the redirects less (never followed, never relayed).
@@ -50,12 +54,15 @@ class Lifetime:
     stale_while_revalidate: int
     stale_if_error: int
     vary: tuple[str, ...]  # request header names, lower case
+    # How long past fresh an answer with a validator is kept to be revalidated: as long as it
+    # was fresh, or the connection's ttlSeconds for one never fresh (no-cache).
+    renewable: int = 0
 
     def kept_seconds(self, revalidatable: bool) -> int:
-        """How long the store keeps the answer: while it may be served, and as long again
-        where a conditional request can renew it."""
+        """How long the store keeps the answer: while it may be served, and longer where a
+        conditional request can renew it."""
         windows = max(self.stale_while_revalidate, self.stale_if_error)
-        return self.fresh + max(windows, self.fresh if revalidatable else 0, 1)
+        return self.fresh + max(windows, self.renewable if revalidatable else 0, 1)
 
 
 def lifetime(
@@ -80,15 +87,42 @@ def lifetime(
             return "no-cache"
         fresh = 0
     elif directives.max_age is not None:
-        fresh = min(directives.max_age, policy.max_ttl_seconds)
+        # What the vendor's own caches held it for already counts (RFC 9111 4.2.3).
+        fresh = min(max(directives.max_age - _age(lowered), 0), policy.max_ttl_seconds)
+    elif any(name == "expires" for name, _ in lowered):
+        fresh = min(_until_expires(lowered), policy.max_ttl_seconds)
     else:
         fresh = min(policy.ttl_seconds, policy.max_ttl_seconds)
     if fresh == 0 and not revalidatable:
         return "max-age"
-    stale = not directives.must_revalidate
+    # An answer to revalidate every time (no-cache), or that says so once stale
+    # (must-revalidate), is never served stale.
+    stale = not (directives.must_revalidate or directives.no_cache)
     return Lifetime(
         fresh=fresh,
         stale_while_revalidate=policy.stale_while_revalidate_seconds if stale else 0,
         stale_if_error=policy.stale_if_error_seconds if stale else 0,
         vary=varied,
+        renewable=fresh or policy.ttl_seconds,
     )
+
+
+def _age(headers: Sequence[tuple[str, str]]) -> int:
+    """The answer's ``Age`` (RFC 9111 5.1), 0 when absent or not delta-seconds."""
+    value = next((value.strip() for name, value in headers if name == "age"), "")
+    if not value.isascii() or not value.isdigit():
+        return 0
+    return int(value) if len(value) <= 10 else MAX_SECONDS
+
+
+def _until_expires(headers: Sequence[tuple[str, str]]) -> int:
+    """Seconds until the answer's ``Expires`` (RFC 9111 5.3); 0 for a date past, or one that
+    is none (``Expires: 0``), as the RFC asks."""
+    value = next(value for name, value in headers if name == "expires")
+    try:
+        expires = parsedate_to_datetime(value[:64])
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return 0
+    if expires.tzinfo is None:
+        return 0
+    return max(int(expires.timestamp() - time.time()), 0)

@@ -3,7 +3,8 @@ relayed with, its age (``Age``, RFC 9111 5.1) and what the cache did (``Cache-St
 this cache named ``gatehouse``), in two writes with its length, as a whole relayed answer goes.
 
 The body was scrubbed and the headers filtered before the answer was kept; the browser an app
-hands it to reads it as the type that was checked (``X-Content-Type-Options: nosniff``).
+hands it to reads it as the type that was checked (``X-Content-Type-Options: nosniff``). An
+answer the cache did not give (``relayed_status``) says how it went to the vendor instead.
 """
 
 from __future__ import annotations
@@ -14,6 +15,14 @@ from gatehouse_proxy.caching.response_cache import Served
 
 CACHE_NAME = "gatehouse"
 _BODILESS = frozenset({204, 304})
+# How a request the cache did not answer went to the vendor (RFC 9211 2.2), by Fetch.cache.
+_FORWARDED = {"bypass": "fwd=bypass", "miss": "fwd=uri-miss"}
+
+
+def relayed_status(outcome: str, status: int) -> tuple[bytes, bytes]:
+    """The Cache-Status of an answer relayed from the vendor on a connection with a cache."""
+    forwarded = _FORWARDED.get(outcome, "fwd=uri-miss")
+    return (b"cache-status", f"{CACHE_NAME}; {forwarded}; fwd-status={status}".encode())
 
 
 class CachedResponse:

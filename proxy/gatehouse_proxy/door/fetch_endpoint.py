@@ -22,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 from gatehouse_contract.redaction import Redactor
 from gatehouse_contract.routes import AppRoute, ConnectionRoute
 from gatehouse_proxy.caching.response_cache import Served
-from gatehouse_proxy.door.cached_answer import CachedResponse
+from gatehouse_proxy.door.cached_answer import CachedResponse, relayed_status
 from gatehouse_proxy.door.entrance import FETCH_PATH, identified_app
 from gatehouse_proxy.door.incoming import AppRequest, AppWentAway, header
 from gatehouse_proxy.door.relay import RelayedResponse
@@ -125,9 +125,11 @@ class FetchEndpoint:
             # One redactor for the answer's headers and body.
             redact = Redactor(injection.secrets) if injection.secrets else None
             whole = upstream.whole_body()
-            return RelayedResponse(
-                upstream, redact, whole, standing.headers(), on_cut=cut, on_end=place.release
-            )
+            own = standing.headers()
+            if fetch.cache:
+                # Past the cache: which way, and what the vendor answered (RFC 9211).
+                own = [*own, relayed_status(fetch.cache, upstream.status)]
+            return RelayedResponse(upstream, redact, whole, own, on_cut=cut, on_end=place.release)
         except BaseException:
             upstream.release()
             place.release()

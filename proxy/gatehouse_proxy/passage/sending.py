@@ -37,6 +37,9 @@ class Outbound:
     # The verified viewer's owner name (Viewer.owner), for a credential that is theirs; "" when
     # the connection needs no viewer.
     viewer: str = ""
+    # The upstream call's own timeout, where less than the connection's is left (0: the
+    # connection's): a waiter that took an identical request's fetch over has spent some.
+    timeout_seconds: float = 0.0
 
 
 class Sender:
@@ -68,7 +71,7 @@ class Sender:
             outbound.method,
             url,
             [*outgoing, *injection.headers.items()],
-            connection.limits.timeout_seconds,
+            outbound.timeout_seconds or connection.limits.timeout_seconds,
             connection.limits.max_response_bytes,
             outbound.body,
             as_answered=outbound.readable,

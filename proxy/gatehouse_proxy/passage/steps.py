@@ -155,12 +155,20 @@ class Passage:
         admitted = Admitted(path, endpoint, outgoing)
         if connection.cache is None or testing is not None:
             return await self._onward(fetch, connection, request, admitted, testing)
+        if header_policy.has_body(sent):
+            # A GET with a body (a search API's): what the body asks is no part of the key.
+            fetch.cache = "bypass"
+            return await self._onward(fetch, connection, request, admitted, testing)
         with tracing.phase("cache"):
             # An identical request's answer is waited for within the connection's timeout,
             # counted from this request's arrival.
-            left = connection.limits.timeout_seconds - (time.perf_counter() - fetch.started)
             looked = await cached.consult(
-                self.cache, fetch, connection, path, outgoing, time.monotonic() + left
+                self.cache,
+                fetch,
+                connection,
+                path,
+                outgoing,
+                time.monotonic() + _left(connection, fetch),
             )
         if isinstance(looked, Served):
             return looked
@@ -216,6 +224,7 @@ class Passage:
                 readable=testing is not None,
                 shared=testing is None or not testing.draft,
                 viewer="" if fetch.viewer is None else fetch.viewer.owner,
+                timeout_seconds=0.0 if turn is None else _left(connection, fetch),
             )
             try:
                 sending = None if testing is None else testing.sending
@@ -283,3 +292,10 @@ class Passage:
             sending()
         with self.tracing.phase("upstream"):
             return injection, await self.sender.send(outbound, injection)
+
+
+def _left(connection: ConnectionRoute, fetch: Fetch) -> float:
+    """What is left of the connection's timeout, counted from the request's arrival: a request
+    that waited for an identical one's answer never waits past it, nor does the call it makes
+    when it takes that fetch over (at least a millisecond, so the call's own deadline holds)."""
+    return max(connection.limits.timeout_seconds - (time.perf_counter() - fetch.started), 0.001)

@@ -96,6 +96,16 @@ def viewer_assertions(app_headers: Iterable[tuple[str, str]]) -> list[str]:
     return found
 
 
+def has_body(app_headers: Iterable[tuple[str, str]]) -> bool:
+    """Whether an app's request comes with a body (RFC 9112 6.3: a Transfer-Encoding, or a
+    Content-Length other than 0)."""
+    for header, value in app_headers:
+        name = header.lower()
+        if name == "transfer-encoding" or (name == "content-length" and value.strip() != "0"):
+            return True
+    return False
+
+
 def upstream_request_headers(
     app_headers: Iterable[tuple[str, str]],
     injected: Iterable[str],

@@ -222,6 +222,14 @@ class ShareSettings:
     cache_bytes: int = 4 * 1024 * 1024
     cache_keys: int = 1024
 
+    @property
+    def cache_ceiling(self) -> float:
+        """The share of the store's maxmemory kept free of cached answers: twice the tokens'
+        reserve (half the store by default), so that answers, however many namespaces fill
+        their cache share, never take the room tokens, grants and connect links are written
+        into."""
+        return min(2 * self.reserve, 0.9)
+
 
 def prefix(namespace: str) -> str:
     """Where a namespace's keys begin: its hash tag keeps them, and its ledger, in one slot."""

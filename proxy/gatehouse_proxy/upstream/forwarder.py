@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import aiohttp
@@ -113,6 +113,8 @@ class Upstream:
     pace: Callable[[], Awaitable[None]] | None = None
     # Set when body(stop_at_limit=True) stopped at max_bytes with more to come.
     over_limit: bool = False
+    # What read_up_to read of a body past its limit: body() sends it first.
+    pending: list[bytes] = field(default_factory=list)
 
     @property
     def status(self) -> int:
@@ -142,7 +144,7 @@ class Upstream:
         given, since nothing has been sent to the app yet.
         """
         content = self.response.content
-        if self.codings or not content.is_eof() or content.exception() is not None:
+        if self.codings or self.pending or not content.is_eof() or content.exception() is not None:
             return None
         body = content.read_nowait()
         self.release()
@@ -151,6 +153,35 @@ class Upstream:
                 "response_too_large", f"the upstream response exceeds {self.max_bytes} bytes"
             )
         return body
+
+    async def read_up_to(self, limit: int) -> bytes | None:
+        """The whole body if it is at most ``limit`` bytes, else None, with what was read kept
+        for :meth:`body` to send first (the cache keeps small answers and streams the others
+        as the relay would, holding no more than ``limit`` of them). A body being decoded is
+        not read ahead: None at once."""
+        if self.codings:
+            return None
+        whole = self.whole_body()
+        if whole is not None:
+            return whole
+        read: list[bytes] = []
+        size = 0
+        try:
+            while size <= limit:
+                chunk = await self.response.content.readany()
+                if not chunk:
+                    self.release()
+                    return b"".join(read)
+                read.append(chunk)
+                size += len(chunk)
+        except TimeoutError:
+            raise ProxyError(
+                "upstream_timeout", "the upstream did not finish its answer in time"
+            ) from None
+        except (aiohttp.ClientError, OSError):
+            raise ProxyError("upstream_failed", "the upstream broke off its answer") from None
+        self.pending = read
+        return None
 
     async def body(self, *, stop_at_limit: bool = False) -> AsyncIterator[bytes]:
         """The body in chunks, decoded.
@@ -186,6 +217,8 @@ class Upstream:
     async def _decoded(self) -> AsyncIterator[bytes]:
         chunks = self.response.content.iter_chunked(_CHUNK)
         if not self.codings:
+            for chunk in self.pending:
+                yield chunk
             async for chunk in chunks:
                 yield chunk
             return

@@ -28,7 +28,9 @@ SECRET = "sk_live_cached_0123456789"
 
 
 class Fetcher(Protocol):
-    async def __call__(self, path: str, method: str = ...) -> httpx.Response: ...
+    async def __call__(
+        self, path: str, method: str = ..., headers: dict[str, str] | None = ...
+    ) -> httpx.Response: ...
 
 
 POLICY = CachePolicy(ttl_seconds=60, max_ttl_seconds=600, max_body_bytes=4096)
@@ -64,11 +66,13 @@ async def cached_proxy(
                 await asyncio.sleep(0.01)
             client = httpx.AsyncClient(timeout=10)
 
-            async def get(path: str, method: str = "GET") -> httpx.Response:
+            async def get(
+                path: str, method: str = "GET", headers: dict[str, str] | None = None
+            ) -> httpx.Response:
                 return await client.request(
                     method,
                     f"{running.url}/v1/fetch/api{path}",
-                    headers={"Authorization": f"Bearer {tenant.token}"},
+                    headers={"Authorization": f"Bearer {tenant.token}", **(headers or {})},
                 )
 
             try:
@@ -136,10 +140,10 @@ def test_a_post_and_an_answer_over_the_largest_body_are_not_kept(
             for _ in range(2):
                 posted = await get("/cacheable/posted", method="POST")
                 assert posted.status_code == 200
-                assert "cache-status" not in posted.headers
+                assert posted.headers["cache-status"] == "gatehouse; fwd=bypass; fwd-status=200"
             large = [await get("/cacheable/large?size=5000") for _ in range(2)]
             assert len({reply.json()["id"] for reply in large}) == 2
-            assert large[0].headers.get("cache-status", "") == ""
+            assert large[0].headers["cache-status"] == "gatehouse; fwd=uri-miss; fwd-status=200"
             assert calls() == 4
 
     asyncio.run(scenario())
@@ -232,5 +236,79 @@ def test_a_stale_answer_is_served_while_one_request_revalidates_it(
             renewed = await revalidating
             assert renewed.headers["cache-status"] == "gatehouse; fwd=stale; fwd-status=304; stored"
             assert calls() == 2
+
+    asyncio.run(scenario())
+
+
+def test_apps_asking_other_encodings_share_the_answer_the_vendor_sent_as_identity(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A credentialed request is sent with Accept-Encoding: identity whatever the app asked, so
+    an answer that varies on it is compared on what the vendor received."""
+
+    async def scenario() -> None:
+        async with cached_proxy(tmp_path, redis_server) as (_, get):
+            path = "/cacheable/encoded?header=Vary:Accept-Encoding"
+            ids = set()
+            for encoding in ("gzip, deflate", "gzip, deflate, br", ""):
+                reply = await get(path, headers={"Accept-Encoding": encoding})
+                ids.add(reply.json()["id"])
+            assert len(ids) == 1
+            assert calls() == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_validator_that_echoes_the_credential_is_kept_and_sent_scrubbed(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    asked: list[str] = []
+
+    async def echoing(request: web.Request) -> web.Response:
+        asked.append(request.headers.get("If-None-Match", ""))
+        etag = f'"{request.headers.get("X-Api-Key", "")}"'
+        return web.json_response(
+            {"fine": True}, headers={"ETag": etag, "Cache-Control": "max-age=1"}
+        )
+
+    app = web.Application()
+    app.router.add_get("/echoing", echoing)
+
+    async def scenario() -> None:
+        async with cached_proxy(tmp_path, redis_server, app=app) as (_, get):
+            first = await get("/echoing")
+            assert SECRET not in first.headers["etag"]
+            await asyncio.sleep(1.2)
+            await get("/echoing")
+            assert len(asked) == 2
+            assert SECRET not in asked[1]
+
+    asyncio.run(scenario())
+
+
+def test_an_answer_of_unknown_length_past_the_largest_body_streams_whole_and_is_not_kept(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    body = b"".join(b"%05d," % n for n in range(2000))  # 12 kB, past maxBodyBytes (4 kB)
+
+    async def chunked(request: web.Request) -> web.StreamResponse:
+        answer = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await answer.prepare(request)
+        for start in range(0, len(body), 1000):
+            await answer.write(body[start : start + 1000])
+            await asyncio.sleep(0.001)
+        await answer.write_eof()
+        return answer
+
+    app = web.Application()
+    app.router.add_get("/chunked", chunked)
+
+    async def scenario() -> None:
+        async with cached_proxy(tmp_path, redis_server, app=app) as (_, get):
+            for _ in range(2):
+                reply = await get("/chunked")
+                assert reply.status_code == 200
+                assert reply.content == body
+                assert reply.headers["cache-status"] == "gatehouse; fwd=uri-miss; fwd-status=200"
 
     asyncio.run(scenario())

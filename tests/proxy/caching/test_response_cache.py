@@ -24,6 +24,7 @@ from gatehouse_proxy.caching.answers import CachedAnswer
 from gatehouse_proxy.caching.response_cache import Bypass, ResponseCache, Served, Turn
 from gatehouse_proxy.caching.storability import Lifetime
 from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.passage import cached
 from gatehouse_proxy.store.answer_store import AnswerStore
 from gatehouse_proxy.store.shared_store import SharedStore
 from gatehouse_proxy.store.shares import Shares, ShareSettings
@@ -281,6 +282,102 @@ def test_a_request_with_other_varied_headers_misses(
         other = await cache.look_up(route, APP, french, deadline())
         assert isinstance(other, Turn)
         await other.release()
+        await close(made)
+
+    asyncio.run(scenario())
+
+
+def _stale_answer(seconds_on_error: int) -> CachedAnswer:
+    now = time.time()
+    return replace(answer(now=now), fresh_until=now - 1, stale_if_error=seconds_on_error)
+
+
+def test_a_stale_answer_stands_in_for_the_fetcher_its_waiters_and_the_fleet_on_error(
+    redis_server: RedisServer, keyring_file: KeyringFile
+) -> None:
+    """Red team, issue 51: the fetcher's failure left its waiters, and every identical request
+    for a second, to the failing vendor."""
+
+    async def scenario() -> None:
+        made = await workers(redis_server, keyring_file, 2)
+        route = cached_route().model_copy(
+            update={
+                "cache": CachePolicy(
+                    ttl_seconds=1,
+                    max_ttl_seconds=60,
+                    max_body_bytes=1000,
+                    stale_if_error_seconds=300,
+                )
+            }
+        )
+        first = await made[0][0].look_up(route, APP, REQUEST, deadline())
+        assert isinstance(first, Turn)
+        await first.keep(_stale_answer(300), Lifetime(1, 0, 300, ()))
+        fetcher = await made[0][0].look_up(route, APP, REQUEST, deadline())
+        assert isinstance(fetcher, Turn)
+        assert fetcher.stale is not None
+        waiter = asyncio.ensure_future(made[0][0].look_up(route, APP, REQUEST, deadline()))
+        await asyncio.sleep(0.05)
+        mine = await cached.stand_in(fetcher, ProxyError("upstream_failed", "down"), time.time())
+        assert isinstance(mine, Served)
+        assert mine.status.startswith("fwd=stale; fwd-status=502")
+        for other in (await waiter, await made[1][0].look_up(route, APP, REQUEST, deadline())):
+            assert isinstance(other, Served), other
+            assert "detail=stale-if-error" in other.status
+        await close(made)
+
+    asyncio.run(scenario())
+
+
+def test_an_answer_larger_than_the_share_evicts_nothing_and_lets_the_fleet_go(
+    redis_server: RedisServer, keyring_file: KeyringFile
+) -> None:
+    settings = ShareSettings(cache_bytes=64 * 1024, cache_keys=1000)
+
+    async def scenario() -> None:
+        made = await workers(redis_server, keyring_file, 2, settings)
+        route = cached_route()
+        for page in range(20):
+            turn = await made[0][0].look_up(route, APP, (f"/v1/p/{page}", b"", []), deadline())
+            assert isinstance(turn, Turn)
+            await turn.keep(answer(b"x" * 1000), LIFETIME)
+        big = await made[0][0].look_up(route, APP, REQUEST, deadline())
+        assert isinstance(big, Turn)
+        fleet = asyncio.ensure_future(made[1][0].look_up(route, APP, REQUEST, deadline()))
+        await asyncio.sleep(0.05)
+        await big.keep(answer(b"y" * 70_000), LIFETIME)
+        assert await fleet == Bypass("pass")  # to the vendor, not in turn behind each other
+        for page in range(20):
+            kept = await made[0][0].look_up(route, APP, (f"/v1/p/{page}", b"", []), deadline())
+            assert isinstance(kept, Served), page
+        await close(made)
+
+    asyncio.run(scenario())
+
+
+def test_answers_keep_off_twice_the_reserve_so_tokens_always_have_room(
+    redis_server: RedisServer, keyring_file: KeyringFile
+) -> None:
+    """Red team, issue 51: a few namespaces' full caches, each within its share, took the store
+    to the tokens' reserve, and then no namespace could keep a token, a grant or a connect."""
+
+    async def scenario() -> None:
+        made = await workers(redis_server, keyring_file, 1)
+        cache, store = made[0]
+        await store.client.config_set("maxmemory", 16 * 1024 * 1024)
+        try:
+            for namespace in ("a", "b", "c", "d"):
+                route = cached_route(f"{namespace}/crm")
+                for page in range(8):
+                    turn = await cache.look_up(route, APP, (f"/v1/p/{page}", b"", []), deadline())
+                    assert isinstance(turn, Turn)
+                    await turn.keep(answer(b"z" * 470_000), LIFETIME)
+            used, most = await store.memory()
+            # Answers stop at half the store (twice the default reserve), well short of the
+            # three quarters past which tokens are refused.
+            assert used <= most * 0.55, (used, most)
+        finally:
+            await store.client.config_set("maxmemory", 0)
         await close(made)
 
     asyncio.run(scenario())
