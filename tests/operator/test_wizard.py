@@ -140,12 +140,14 @@ def test_an_edit_keeps_what_the_wizard_does_not_show() -> None:
             "auth": {"type": "bearer", "secretRef": {"name": "their-secret", "key": "token"}},
             "linkPolicy": "AdminsOnly",
             "limits": {"timeoutSeconds": 30},
+            "cache": {"ttlSeconds": 30, "scope": "connection"},
         },
     }
     form = stored_form(stored_body)
     assert form.editing
     spec = form.spec()
     assert spec["limits"] == {"timeoutSeconds": 30}
+    assert spec["cache"] == {"ttlSeconds": 30, "scope": "connection"}
     assert spec["auth"]["secretRef"] == {"name": "their-secret", "key": "token"}
     # A service account key is another kind of secret: a Secret of the wizard's own is named.
     switched = posted(

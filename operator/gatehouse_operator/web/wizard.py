@@ -685,7 +685,7 @@ class WizardForm:
 
     def spec(self) -> ConnectionSpecDocument:
         """The ExternalConnection spec these fields make; on an edit, fields the wizard does not
-        show (the other limits) stay as stored."""
+        show (the other limits, the cache) stay as stored."""
         # In the order the YAML shows the keys (the optional ones among the others).
         asked: ConnectionSpecOptions = {}
         if _lines(self.allowed_paths):
@@ -704,6 +704,8 @@ class WizardForm:
         limits = self._limits()
         if limits:
             rest["limits"] = limits
+        if self.stored.cache is not None:
+            rest["cache"] = self.stored.cache
         return {
             "displayName": self.display_name,
             "baseURL": self.base_url,
