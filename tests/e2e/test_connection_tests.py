@@ -586,6 +586,7 @@ def test_the_openapi_document_lists_every_endpoint(stack: Stack) -> None:
         "/api/v1/namespaces/{namespace}/connections/{name}/usage",
         "/api/v1/namespaces/{namespace}/connections/{name}/connect",
         "/api/v1/namespaces/{namespace}/connections/{name}/grants",
+        "/api/v1/namespaces/{namespace}/connections/{name}/cache/purge",
         "/api/v1/namespaces/{namespace}/dataapps/{name}/requests",
         "/api/v1/namespaces/{namespace}/charttypes/{name}/requests",
         "/api/v1/namespaces/{namespace}/connectiontests/{name}/sample",

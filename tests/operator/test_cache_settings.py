@@ -70,7 +70,7 @@ def _spec(cache: Any, **fields: Any) -> dict[str, Any]:
         (
             {},
             {"allowedMethods": ["POST"]},
-            "spec.: Value error, cache needs GET in allowedMethods: only GET and HEAD answers",
+            "spec.: Value error, cache needs GET in allowedMethods: only GET answers",
         ),
         (
             {"scope": "viewer"},

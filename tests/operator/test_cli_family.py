@@ -73,9 +73,12 @@ def test_bash_completes_commands_nested_commands_and_options(tmp_path: Path) -> 
         "requests",
         "open",
         "connect",
+        "cache",
         "version",
         "completion",
     ]
+    assert _offered(script, "gatehouse", "cache", "") == ["--help", "purge"]
+    assert _offered(script, "gatehouse", "cache", "purge", "--s") == ["--server"]
     assert _offered(script, "gatehouse", "s") == ["save-sample", "service", "seal", "sealing-key"]
     assert _offered(script, "gatehouse", "sealing-key", "") == [
         "--help",

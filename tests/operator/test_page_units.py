@@ -7,7 +7,7 @@ from starlette.requests import Request
 
 from gatehouse_operator.connections.models import HiddenRequestView, RecentRequestView
 from gatehouse_operator.web.pages import RequestFilter
-from gatehouse_operator.web.rendering import limit, size
+from gatehouse_operator.web.rendering import duration, limit, size
 
 
 @pytest.mark.parametrize(
@@ -25,6 +25,24 @@ from gatehouse_operator.web.rendering import limit, size
 )
 def test_a_size_reads_in_binary_units(count: int, shown: str) -> None:
     assert size(count) == shown
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (0, "0 s"),
+        (45, "45 s"),
+        (60, "1 min"),
+        (90, "1 min 30 s"),
+        (3_600, "1 h"),
+        (5_400, "1 h 30 min"),
+        (86_400, "1 day"),
+        (7 * 86_400, "7 days"),
+        (86_400 + 3_600 + 60, "1 day 1 h"),
+    ],
+)
+def test_a_duration_reads_in_its_two_largest_units(seconds: int, shown: str) -> None:
+    assert duration(seconds) == shown
 
 
 def test_a_limit_reads_in_its_keys_unit() -> None:

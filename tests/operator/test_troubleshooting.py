@@ -16,6 +16,7 @@ WORKING = {
     Reason.CREDENTIAL_ENCRYPTED,
     Reason.NO_CREDENTIAL_NEEDED,
     Reason.PASSED,
+    Reason.PURGED,
     Reason.ROUTED,
     Reason.SAVED,
     Reason.SECRET_CREATED,

@@ -140,12 +140,14 @@ def test_an_edit_keeps_what_the_wizard_does_not_show() -> None:
             "auth": {"type": "bearer", "secretRef": {"name": "their-secret", "key": "token"}},
             "linkPolicy": "AdminsOnly",
             "limits": {"timeoutSeconds": 30},
+            "cache": {"ttlSeconds": 30, "scope": "connection"},
         },
     }
     form = stored_form(stored_body)
     assert form.editing
     spec = form.spec()
     assert spec["limits"] == {"timeoutSeconds": 30}
+    assert spec["cache"] == {"ttlSeconds": 30, "scope": "connection"}
     assert spec["auth"]["secretRef"] == {"name": "their-secret", "key": "token"}
     # A service account key is another kind of secret: a Secret of the wizard's own is named.
     switched = posted(
@@ -850,3 +852,37 @@ def test_a_steps_problems_are_its_own_fields_by_the_models_rules() -> None:
     assert of("test") == []
     # Every problem is some step's.
     assert sorted(of("api") + of("auth") + of("access")) == sorted(found.listed())
+
+
+def test_cache_answers_is_checked_by_the_models_own_rules_and_an_edit_keeps_the_rest() -> None:
+    cached = posted({**BASE, "auth_type": "none", "cache": "on", "cache_ttl": "30"})
+    assert cached.spec()["cache"] == {"ttlSeconds": 30}
+    assert cached.problems() == []
+    assert ExternalConnectionSpec.model_validate(cached.spec()).cache is not None
+    assert "cache" not in posted({**BASE, "auth_type": "none", "cache_ttl": "30"}).spec()
+    assert posted({**BASE, "auth_type": "none", "cache": "on", "cache_ttl": "0"}).problems() == [
+        "Cache answers: fresh for (seconds): a whole number from 1 to 604,800"
+    ]
+    writes = posted(
+        {**BASE, "auth_type": "none", "allowed_methods": "POST", "cache": "on", "cache_ttl": "9999"}
+    )
+    assert writes.problems() == [
+        "Cache answers: cache.ttlSeconds must be at most cache.maxTTLSeconds",
+        "Cache answers: cache needs GET in allowedMethods: only GET answers are cached, "
+        "and this connection allows no GET",
+    ]
+    assert step_of("cache.ttlSeconds") == "access"
+    stored = {
+        "displayName": "Payments API (EU)",
+        "baseURL": "https://api.example.com",
+        "auth": {"type": "none"},
+        "linkPolicy": "AdminsOnly",
+        "cache": {"ttlSeconds": 60, "maxTTLSeconds": 600, "scope": "connection"},
+    }
+    edited = posted({**BASE, "auth_type": "none", "cache": "on", "cache_ttl": "120"}, stored)
+    assert edited.spec()["cache"] == {
+        "ttlSeconds": 120,
+        "maxTTLSeconds": 600,
+        "scope": "connection",
+    }
+    assert "cache" not in posted({**BASE, "auth_type": "none"}, stored).spec()  # unchecked: off

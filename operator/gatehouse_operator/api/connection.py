@@ -607,8 +607,8 @@ CACHE_BODY_OVER_RESPONSE = (
     "never cached"
 )
 CACHE_NEEDS_GET = (
-    "cache needs GET in allowedMethods: only GET and HEAD answers are cached, and this "
-    "connection allows neither"
+    "cache needs GET in allowedMethods: only GET answers are cached, and this "
+    "connection allows no GET"
 )
 
 
@@ -780,7 +780,7 @@ class ExternalConnectionSpec(Model):
     )
     cache: CacheSettings | None = Field(
         default=None,
-        description="A response cache for the connection's GET and HEAD answers, shared by "
+        description="A response cache for the connection's GET answers, shared by "
         "every proxy replica and worker: identical requests made while one is on its way wait "
         "for its answer (one call to the API for the whole fleet), and later ones are answered "
         "from the cache while it is fresh. Never cached: an answer marked no-store or private, "

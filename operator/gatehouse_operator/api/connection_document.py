@@ -78,6 +78,8 @@ class ConnectionSpecOptions(TypedDict, total=False):
     instructions: str
     # The ones the wizard shows as entered, the others as stored (an edit keeps them).
     limits: dict[str, JsonValue]
+    # As stored: the wizard does not show it, and an edit keeps it.
+    cache: dict[str, JsonValue]
 
 
 class ConnectionSpecDocument(ConnectionSpecOptions):

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic.alias_generators import to_camel
 
+from gatehouse_operator.api.cache_purge import CACHE_PURGED_AT
 from gatehouse_operator.api.conditions import ConditionType
 from gatehouse_operator.api.connection import (
     DEFAULT_AUTH_TYPE,
@@ -90,6 +91,7 @@ class StoredConnectionSpec(Stored):
     headers: list[StoredHeader] = Field(default_factory=list)
     allowed_content_types: list[str] = Field(default_factory=list)
     limits: dict[str, JsonValue] = Field(default_factory=dict)
+    cache: dict[str, JsonValue] | None = None
 
     @property
     def auth_type(self) -> str:
@@ -123,13 +125,21 @@ class StoredConnection(Stored):
     generation: int = 0
     spec: StoredConnectionSpec = Field(default_factory=StoredConnectionSpec)
     status: StoredConnectionStatus = Field(default_factory=StoredConnectionStatus)
+    # The annotation gatehouse.dev/cache-purged-at (api.cache_purge), as set; "" when unset.
+    cache_purged_at: str = ""
 
     @classmethod
     def of(cls, body: Mapping[str, object]) -> StoredConnection:
         """From the object the Kubernetes client returned."""
         metadata = _metadata(body)
+        purged_at = as_mapping(metadata.get("annotations")).get(CACHE_PURGED_AT)
         return cls.model_validate(
-            {**body, "name": metadata.get("name"), "generation": metadata.get("generation")}
+            {
+                **body,
+                "name": metadata.get("name"),
+                "generation": metadata.get("generation"),
+                "cache_purged_at": purged_at if isinstance(purged_at, str) else "",
+            }
         )
 
     @property

@@ -8,6 +8,7 @@ TEST --label LABEL`` keeps a finished, passing test as a sample. ``gatehouse ser
 shows a connection's or an app's recent fetches (``requests_cli``). ``gatehouse open`` opens the
 page signed in as the kubeconfig's user (``open_cli``). ``gatehouse connect`` connects a
 connection's shared account, or shows and revokes its connected accounts (``connect_cli``).
+``gatehouse cache purge`` purges a connection's cached answers (``cache_cli``).
 ``gatehouse version`` and
 ``gatehouse completion SHELL`` need no cluster. Installed as ``kubectl-gatehouse`` too, it is
 the kubectl plugin ``kubectl gatehouse``. Exit codes: 0 passed (saved, done), 1 the test ran and
@@ -38,6 +39,7 @@ from gatehouse_operator.api.connection_test import (
 from gatehouse_operator.api.meta import GROUP, VERSION
 from gatehouse_operator.api.stored import StoredConnectionTest
 from gatehouse_operator.cli import (
+    cache_cli,
     completion,
     connect_cli,
     kubeconfig,
@@ -115,6 +117,7 @@ def _parser(prog: str = "gatehouse") -> argparse.ArgumentParser:
     requests_cli.add_command(commands)
     open_cli.add_command(commands)
     connect_cli.add_command(commands)
+    cache_cli.add_command(commands)
     shown = commands.add_parser(
         "version", help="print the version", description="The CLI's version; no cluster needed."
     )
@@ -290,6 +293,8 @@ def main(argv: list[str] | None = None, prog: str = "gatehouse") -> int:
         return open_cli.run(args, prog)
     if args.command == "connect":
         return connect_cli.run(args, prog)
+    if args.command == "cache":
+        return cache_cli.run(args, prog)
     if args.command in ("seal", "reseal", "sealing-key"):
         return seal_cli.run(args, prog)
     try:

@@ -224,6 +224,8 @@ class Connections:
             ],
             samples=handoff.samples_from(await self.runtime.kube.samples.saved(namespace, name)),
             can_manage=can_manage,
+            cache=spec.cache,
+            cache_purged_at=connection.cache_purged_at,
         )
 
     # --- Samples -------------------------------------------------------------------------------

@@ -133,6 +133,21 @@ class ConnectionDetail(Model):
     )
     samples: list[Sample]
     can_manage: bool = Field(description="Whether the caller may edit and delete it.")
+    cache: dict[str, JsonValue] | None = Field(
+        default=None, description="The spec's response cache, as given; null: nothing is cached."
+    )
+    cache_purged_at: str = Field(
+        default="",
+        description="When its cached answers were last purged (the annotation "
+        "gatehouse.dev/cache-purged-at, RFC 3339); empty: never.",
+    )
+
+
+class CachePurged(Model):
+    purged_at: str = Field(
+        description="The purge's time (RFC 3339), now the cache's epoch: the answers cached "
+        "before it are never served again, in every proxy replica once it holds the new route."
+    )
 
 
 class SampleSaveOutcome(Model):

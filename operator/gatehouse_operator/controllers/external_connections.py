@@ -322,6 +322,15 @@ async def forget(runtime: Runtime, connection: Resource) -> None:
     await linked_apps.refresh_statuses(runtime, runtime.routes.indexes.apps_linking(key))
 
 
+async def purge_seen(runtime: Runtime, connection: Resource) -> None:
+    """Reconciles a routed connection whose purge annotation is not the one its route was made
+    with. kopf's update handlers never see it: kopf compares no annotation under its own
+    storage's prefix (gatehouse.dev/)."""
+    held = runtime.routes.connection_resource(connection.key)
+    if held is not None and held.cache_purged_at != connection.cache_purged_at:
+        await reconcile(runtime, connection)
+
+
 # Deletions are seen on the watch, not with an on.delete handler: that would need a finalizer on
 # every connection, and a namespace could not be deleted while the operator is not running.
 @kopf.on.event(GROUP, VERSION, PLURAL)
@@ -330,3 +339,5 @@ async def connection_event(
 ) -> None:
     if event.get("type") == "DELETED":
         await forget(memo.runtime, resource_of(body))
+    elif event.get("type") == "MODIFIED":
+        await purge_seen(memo.runtime, resource_of(body))

@@ -25,7 +25,7 @@ from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.api.meta import GROUP, VERSION, Kind
 from gatehouse_operator.api.project_config import PROJECT_CONFIG
 from gatehouse_operator.api.stored import StoredProjectConfig
-from gatehouse_operator.connections import request_cursor
+from gatehouse_operator.connections import cache_purging, request_cursor
 from gatehouse_operator.connections.actions import APPS, Connections
 from gatehouse_operator.connections.activity import Activity, limit_of, since_of, window_of
 from gatehouse_operator.connections.errors import Refused, check_names, validation_message
@@ -152,6 +152,15 @@ class ServiceApi:
         params = request.path_params
         link = await self.grants.shared_link(user, params["namespace"], params["name"])
         return _json(ConnectLink(connect_url=link, expires_in_seconds=LINK_SECONDS), status=201)
+
+    async def purge_cache(self, request: Request, user: User) -> Response:
+        """``gatehouse cache purge``: the connection's cached answers never served again."""
+        params = request.path_params
+        return _json(
+            await cache_purging.purge_cache(
+                self.connections, user, params["namespace"], params["name"]
+            )
+        )
 
     async def connection_grants(self, request: Request, user: User) -> Response:
         """The connection's connected accounts (GET), or revoked (DELETE; ``?owner=`` one)."""
@@ -322,6 +331,11 @@ def create_app(connections: Connections, page: Mount | None = None) -> Starlette
             Route(
                 f"{prefix}/connections/{{name}}/connect",
                 api.authenticated(api.shared_connect_link),
+                methods=["POST"],
+            ),
+            Route(
+                f"{prefix}/connections/{{name}}/cache/purge",
+                api.authenticated(api.purge_cache),
                 methods=["POST"],
             ),
             Route(

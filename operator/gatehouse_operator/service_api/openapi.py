@@ -11,6 +11,7 @@ from gatehouse_contract.connecting import LINK_SECONDS, GrantsSummary
 from gatehouse_operator.api.connection_test import SampleRequest
 from gatehouse_operator.connections.models import (
     BuildSpec,
+    CachePurged,
     ConnectionDetail,
     ConnectionList,
     ConnectionTestOutcome,
@@ -34,6 +35,7 @@ from gatehouse_operator.service_api.models import (
 _MODELS = (
     SampleRequest,
     BuildSpec,
+    CachePurged,
     ConnectionDetail,
     ConnectionList,
     ConnectionTestOutcome,
@@ -70,7 +72,8 @@ def _errors(*statuses: int) -> dict[str, JsonValue]:
         403: "RBAC does not allow the caller this action.",
         404: "No such resource.",
         408: f"The body did not arrive within {BODY_SECONDS:g} s.",
-        409: "A conflict: the test was not saved, or the connection exists already.",
+        409: "A conflict: the test was not saved, the connection exists already, or it does "
+        "not have what the action is for (a cache to purge, an authorization code to connect).",
         413: f"The body is over {MAX_BODY_BYTES:,} bytes; refused before it is read.",
         422: "Admission refused the request; the message names the field and the rule.",
         429: "The caller has as many tests or draft tests running as one caller may (or, for "
@@ -235,6 +238,20 @@ def document() -> dict[str, JsonValue]:
                 "responses": {
                     "201": _json(ConnectLink, "The link."),
                     **_errors(401, 403, 404, 409, 502, 503),
+                },
+            }
+        },
+        "/api/v1/namespaces/{namespace}/connections/{name}/cache/purge": {
+            "post": {
+                "summary": "Purge the connection's cached answers",
+                "description": "Sets the annotation gatehouse.dev/cache-purged-at to now: the "
+                "answers cached before it are never served again, by any proxy replica once it "
+                "holds the route (`gatehouse cache purge`). Needs update on the "
+                "ExternalConnection; 409 when it has no spec.cache.",
+                "parameters": [NAMESPACE, _name("name", "The ExternalConnection.")],
+                "responses": {
+                    "200": _json(CachePurged, "Purged: the new epoch."),
+                    **_errors(401, 403, 404, 409, 502),
                 },
             }
         },

@@ -52,6 +52,7 @@ from gatehouse_operator.connections.models import (
 )
 from gatehouse_operator.connections.samples import typed
 from gatehouse_operator.kube.errors import Conflict, Forbidden, Invalid, NotFound
+from gatehouse_operator.web.cache_section import CacheSection, cache_view
 from gatehouse_operator.web.charts import Chart, bar_chart
 from gatehouse_operator.web.grants_section import GrantsSection
 from gatehouse_operator.web.guards import Guards, Handler, Visitor, fields_of, page_refusal
@@ -146,6 +147,7 @@ class Pages:
         self.read_only = guards.read_only
         self.activity = Activity(actions)
         self.grants = GrantsSection(Grants(actions), self.back_to)
+        self.cache = CacheSection(actions, self.back_to)
 
     # Sign-in and out.
 
@@ -294,6 +296,7 @@ class Pages:
             tested=tested or Typed({}),
             link=link or Typed({}),
             grants=await self.grants.view(visitor, namespace, name, detail.auth, detail.can_manage),
+            cache=cache_view(detail),
         )
 
     async def connection_requests(self, request: Request, visitor: Visitor) -> Response:

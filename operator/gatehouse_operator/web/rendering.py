@@ -49,6 +49,17 @@ def size(count: int) -> str:
     return f"{count:,} bytes"
 
 
+def duration(seconds: int) -> str:
+    """A number of seconds as a person reads it, in its two largest units: 45 s, 1 min,
+    1 h 30 min, 7 days."""
+    parts = []
+    for unit, factor in (("day", 86_400), ("h", 3_600), ("min", 60), ("s", 1)):
+        count, seconds = divmod(seconds, factor)
+        if count:
+            parts.append(f"{count:,} {unit}{'s' if unit == 'day' and count != 1 else ''}")
+    return " ".join(parts[:2]) or "0 s"
+
+
 def limit(value: object, key: str) -> str:
     """A limit's value in its unit, by its key's (``maxResponseBytes``, ``timeoutSeconds``);
     a count as a number."""

@@ -96,6 +96,11 @@ def mount(connections: Connections) -> Mount:
                 methods=["POST"],
             ),
             Route(
+                f"{connection}/cache/purge",
+                guards.form(pages.cache.purge),
+                methods=["POST"],
+            ),
+            Route(
                 f"{connection}/samples/{{sample}}/delete",
                 guards.form(pages.delete_sample),
                 methods=["POST"],

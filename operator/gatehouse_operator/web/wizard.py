@@ -27,6 +27,7 @@ from gatehouse_contract.numerals import whole_number
 from gatehouse_operator.api.auth_kinds import AUTH_KINDS, AuthKind
 from gatehouse_operator.api.connection import (
     AUTH_TYPES,
+    CACHE_NEEDS_GET,
     DEFAULT_AUTH_TYPE,
     DEFAULT_CLIENT_AUTHENTICATION,
     DEFAULT_CREDENTIAL_SCOPE,
@@ -143,6 +144,8 @@ FIELDS = (
     FieldTitle("sampleLabel", "Sample label"),
     FieldTitle("instructions", "Instructions"),
     *(FieldTitle(f"limits.{key}", title) for key, (title, _) in SHOWN_LIMITS.items()),
+    FieldTitle("cache", "Cache answers"),
+    FieldTitle("cache.ttlSeconds", "Cache answers: fresh for (seconds)"),
     # The schema's rules across the auth section's fields, which the API server alone checks.
     FieldTitle("auth", STEP_TITLES["auth"]),
     FieldTitle("auth.type", "Auth type", offered=tuple(AUTH_TYPE_TITLES)),
@@ -194,6 +197,7 @@ STEP_FIELDS = {
         "forwardViewerIdentity",
         "instructions",
         "limits",
+        "cache",
     ),
     "test": ("sampleLabel",),
 }
@@ -349,6 +353,10 @@ class WizardForm:
     instructions: str = ""
     # As typed: a whole number, or empty for none.
     limits: tuple[tuple[str, str], ...] = ()
+    # spec.cache on or off, and its ttlSeconds as typed (empty: the default); its other fields
+    # stay as stored.
+    cache: bool = False
+    cache_ttl: str = ""
     draft_secret: str = ""
     storage: str = "secret"
     # The secret sealed to the operator for this connection (the page seals an entered one);
@@ -409,6 +417,8 @@ class WizardForm:
             forward_viewer_identity=fields.get("forward_viewer_identity") == "on",
             instructions=text("instructions").replace("\r\n", "\n"),
             limits=tuple((key, text(key).strip()) for key in SHOWN_LIMITS),
+            cache=fields.get("cache") == "on",
+            cache_ttl=text("cache_ttl").strip(),
             draft_secret=text("draft_secret"),
             storage=text("storage", "secret"),
             stored=stored,
@@ -463,6 +473,8 @@ class WizardForm:
                 (key, str(limits[key]) if limits.get(key) is not None else "")
                 for key in SHOWN_LIMITS
             ),
+            cache=spec.cache is not None,
+            cache_ttl=str((spec.cache or {}).get("ttlSeconds") or ""),
             storage="sealed" if auth.sealed_secret else "secret",
             stored=spec,
             resource_version=resource_version,
@@ -683,9 +695,16 @@ class WizardForm:
                 limits[key] = number
         return limits
 
+    def _cache(self) -> dict[str, JsonValue]:
+        """The stored cache, with ttlSeconds as given (empty: the default)."""
+        cache = {k: v for k, v in (self.stored.cache or {}).items() if k != "ttlSeconds"}
+        if (ttl := whole_number(self.cache_ttl)) is not None:
+            cache["ttlSeconds"] = ttl
+        return cache
+
     def spec(self) -> ConnectionSpecDocument:
         """The ExternalConnection spec these fields make; on an edit, fields the wizard does not
-        show (the other limits) stay as stored."""
+        show (the other limits, the cache's other fields) stay as stored."""
         # In the order the YAML shows the keys (the optional ones among the others).
         asked: ConnectionSpecOptions = {}
         if _lines(self.allowed_paths):
@@ -704,6 +723,8 @@ class WizardForm:
         limits = self._limits()
         if limits:
             rest["limits"] = limits
+        if self.cache:
+            rest["cache"] = self._cache()
         return {
             "displayName": self.display_name,
             "baseURL": self.base_url,
@@ -773,6 +794,12 @@ class WizardForm:
                 found.add(
                     f"limits.{key}", range_of(field_at(ExternalConnectionSpec, f"limits.{key}"))
                 )
+        if self.cache and self.cache_ttl and whole_number(self.cache_ttl) is None:
+            found.add(
+                "cache.ttlSeconds", range_of(field_at(ExternalConnectionSpec, "cache.ttlSeconds"))
+            )
+        if self.cache and "GET" not in self.allowed_methods:
+            found.add("cache", CACHE_NEEDS_GET)
         if one_of(STORAGES, self.storage) is None:
             found.add("storage", f"one of {', '.join(STORAGES)}")
         # The chosen kind's name=value lines (the others' fields are not its own).
