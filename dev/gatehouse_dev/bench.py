@@ -23,6 +23,9 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   this process, no stack).
 - workers: how a 2-worker Pod spreads connections over its workers (see bench_workers).
 - auth kinds: an OAuth 2.0 connection's fetches against a bearer one's (see bench_auth).
+- cache: a connection's cache hits against the same connection without a cache at 32
+  connections, and the shared store's bytes per cached answer (see bench_cache; the proxy holds
+  a table written by the bench, see proxy_with_table).
 - viewers: a per-viewer connection's fetches (each viewer's assertion verified, their own grant's
   token sent) against a client-credentials one's at 32 connections, and the shared store's bytes
   per grant (see bench_viewers).
@@ -36,7 +39,7 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   tracing hooks cost a fetch, off and on (see bench_tracing; in this process, with a collector).
 
 BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber, bodies,
-workers, auth, viewers, store, activity, tracing) runs some of them.
+workers, auth, viewers, cache, store, activity, tracing) runs some of them.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from gatehouse_dev import (
     bench_activity,
     bench_auth,
     bench_bodies,
+    bench_cache,
     bench_neighbours,
     bench_profile,
     bench_scale,
@@ -151,6 +155,13 @@ def viewers(workdir: Path) -> str:
     (see bench_viewers), on a stack of its own."""
     with _gatehouse(workdir) as (cluster, local, _, _):
         return bench_viewers.table(bench_viewers.measure(cluster, local, wrk))
+
+
+def response_cache(workdir: Path) -> str:
+    """Cache hits against the same connection without a cache, and the store's bytes per entry
+    (see bench_cache), on a stack of its own."""
+    with _gatehouse(workdir) as (_, local, _, _):
+        return bench_cache.table(bench_cache.measure(local, wrk))
 
 
 def shared_store(workdir: Path) -> str:
@@ -348,17 +359,17 @@ def main() -> int:
     def run(section: str) -> bool:
         return not only or section in only
 
-    needs_wrk = ("latency", "neighbours", "workers", "auth", "viewers", "store")
+    needs_wrk = ("latency", "neighbours", "workers", "auth", "viewers", "cache", "store")
     if any(run(section) for section in needs_wrk) and shutil.which("wrk") is None:
         print("make bench needs wrk (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
-    needs_nginx = ("latency", "workers", "auth", "viewers", "store")
+    needs_nginx = ("latency", "workers", "auth", "viewers", "cache", "store")
     if any(run(section) for section in needs_nginx) and nginx.binary() is None:
         print("make bench needs nginx (Debian: apt-get install nginx-light)", file=sys.stderr)
         return 2
 
     at_scale = isolation = secrets = scrubbing = bodies = spread = kinds = store = activity = ""
-    per_viewer = ""
+    per_viewer = cached = ""
     if run("scrubber"):
         scrubbing = bench_scrubber.table()
     if run("activity"):
@@ -383,6 +394,9 @@ def main() -> int:
     if run("viewers"):
         with tempfile.TemporaryDirectory() as folder:
             per_viewer = viewers(Path(folder))
+    if run("cache"):
+        with tempfile.TemporaryDirectory() as folder:
+            cached = response_cache(Path(folder))
     if run("store"):
         with tempfile.TemporaryDirectory() as folder:
             store = shared_store(Path(folder))
@@ -408,6 +422,12 @@ def main() -> int:
             f"(wrk, {bench_viewers.CONNECTIONS} connections, the same requests), and the store:\n"
         )
         print(per_viewer)
+    if cached:
+        print(
+            "\nThe response cache: hits against the same connection without a cache (one proxy "
+            f"with the shared store, wrk, {bench_cache.CONNECTIONS} connections), and the store:\n"
+        )
+        print(cached)
     if isolation:
         print(
             "\nNoisy neighbours: tenant B's latency through one replica while tenant A attacks it "

@@ -67,6 +67,17 @@ STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
+        "cache (the answer's key, looked up and read, kept, sent: the store's calls are the "
+        "limits', its decryption the credential's)",
+        (
+            "gatehouse_proxy/caching/",
+            "gatehouse_proxy/passage/cached.py",
+            "gatehouse_proxy/door/cached_answer.py",
+            "gatehouse_proxy/store/answer_store.py",
+            "gatehouse_proxy/http/cache_control.py",
+        ),
+    ),
+    (
         "rules (method, path, query, headers, body, answer type)",
         (
             "gatehouse_contract/header_names.py",

@@ -42,12 +42,13 @@ http {{
 """
 
 
-def upstream_config(folder: Path, port: int) -> str:
+def upstream_config(folder: Path, port: int, body: str = BODY) -> str:
+    """The upstream, answering ``body`` (JSON without a quote or a ``$``) to every request."""
     return _config(
         folder,
         f"""    listen 127.0.0.1:{port};
     default_type application/json;
-    location / {{ return 200 '{BODY}'; }}""",
+    location / {{ return 200 '{body}'; }}""",
     )
 
 

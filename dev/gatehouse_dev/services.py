@@ -349,11 +349,13 @@ class LocalGatehouse:
         allowed_private_networks: str = "127.0.0.0/8,::1/128",
         settings: dict[str, str] | None = None,
         source: Path | None = None,
+        module: str = "gatehouse_proxy",
     ) -> Endpoint:
         """A proxy replica; ``store``: the stack's shared store (True), none (False), or
         another; ``settings``: more of its environment (GATEHOUSE_...); ``source``: a tree
         whose ``proxy/`` and ``contract/`` it runs instead of the installed ones (an earlier
-        commit's, for before/after figures)."""
+        commit's, for before/after figures); ``module``: what runs it (gatehouse_dev's
+        proxy_with_table: with a table of the caller's, no operator's)."""
         started = {server.name for server in self.servers}
         port = self.proxy_port if f"proxy-{self.proxy_port}" not in started else free_port()
         metrics_port = free_port()
@@ -382,7 +384,7 @@ class LocalGatehouse:
         argv = [
             sys.executable,
             "-m",
-            "gatehouse_proxy",
+            module,
             "--host=127.0.0.1",
             f"--port={port}",
             f"--metrics-port={metrics_port}",

@@ -44,6 +44,10 @@ def test_each_sample_counts_for_the_step_of_a_fetch_its_module_serves() -> None:
             f"{LOOP};observe (gatehouse_proxy/observation/metrics.py:2);inc "
             "(prometheus_client/values.py:2) 5",
             f"{LOOP};through (gatehouse_proxy/passage/steps.py:340) 6",
+            # A cached answer read: the cache's; the store's call under it, the limits'.
+            f"{LOOP};look_up (gatehouse_proxy/caching/response_cache.py:9) 2",
+            f"{LOOP};look_up (gatehouse_proxy/caching/response_cache.py:9);read "
+            "(gatehouse_proxy/store/answer_store.py:1);run (redis/asyncio/client.py:1) 1",
             # The loop's own work, and the server's.
             f"{LOOP} 7",
             f"{LOOP};send (uvicorn/protocols/http/httptools_impl.py:524) 8",
@@ -51,7 +55,8 @@ def test_each_sample_counts_for_the_step_of_a_fetch_its_module_serves() -> None:
         ]
     )
     assert steps(raw) == {
-        step["limits"]: 4,
+        step["limits"]: 5,
+        step["cache"]: 2,
         step["upstream"]: 2,
         step["scrub"]: 4,
         step["observers"]: 5,

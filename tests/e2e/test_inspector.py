@@ -119,6 +119,8 @@ def test_requests_are_shown_scrubbed_to_who_may_see_them(
     by_app = {app["app"]: app["points"] for app in usage["apps"]}
     assert sum(point["requests"] for point in by_app["DataApp/board"]) == 2
     assert sum(point["requests"] for point in by_app["DataApp/other"]) == 1
+    # A connection without a cache: no calls saved, the points as before.
+    assert not [point for points in by_app.values() for point in points if "cached" in point]
 
     every = " ".join(
         _get(stack, path, members["admin"].token).text

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 from gatehouse_contract.activity import DURATION_BINS, UsageRow
+from gatehouse_operator.connections.models import AppUsage, ConnectionUsage, UsagePoint
 from gatehouse_operator.table.usage import UsageHistory
 from gatehouse_operator.web.charts import Chart, bar_chart
+from gatehouse_operator.web.pages import usage_charts
 
 NOW = 1_800_000_000.0  # a fixed clock, on a minute's start
 MINUTE = int(NOW // 60)
 
 
 def _row(minute: int, connection: str = "ns/c", app: str = "ns/DataApp/a", fast: int = 0,
-         slow: int = 0, errors: int = 0) -> UsageRow:  # fmt: skip
+         slow: int = 0, errors: int = 0, cached: int = 0) -> UsageRow:  # fmt: skip
     durations = [0] * DURATION_BINS
     durations[0], durations[-1] = fast, slow
     return UsageRow(
-        minute=minute, connection=connection, app=app, errors=errors, durations=tuple(durations)
+        minute=minute,
+        connection=connection,
+        app=app,
+        errors=errors,
+        durations=tuple(durations),
+        cached=cached,
     )
 
 
@@ -69,3 +76,37 @@ def test_a_chart_draws_numbers_and_escapes_its_title() -> None:
     assert "&lt;b&gt;" in svg
     assert svg.count('class="bar"') == 1
     assert 'data-total="2"' in svg
+
+
+def test_requests_served_from_the_cache_add_up_beside_the_requests() -> None:
+    history = UsageHistory(clock=lambda: NOW)
+    history.add([_row(MINUTE, fast=10, cached=7), _row(MINUTE, fast=5, cached=5)])
+    history.add([_row(MINUTE - 1, fast=3, slow=1, errors=1)])
+    (buckets,) = history.of_connection("ns/c", "hour").values()
+    assert [(b.requests, b.errors, b.cached) for b in buckets[-2:]] == [(4, 1, 0), (15, 0, 12)]
+    assert buckets[-1].p95_ms == 10.0  # the cached count is no latency bin
+    (hours,) = history.of_connection("ns/c", "day").values()
+    assert (sum(b.requests for b in hours), sum(b.cached for b in hours)) == (19, 12)
+
+
+def _usage(*cached: int) -> ConnectionUsage:
+    points = [
+        UsagePoint(start=NOW + 60 * index, requests=9, errors=1, p95_ms=10.0, cached=count)
+        for index, count in enumerate(cached)
+    ]
+    return ConnectionUsage(window="hour", apps=[AppUsage(app="DataApp/a", points=points)])
+
+
+def test_calls_saved_are_shown_only_where_the_cache_answered_some() -> None:
+    """A connection without a cache (or whose cache answered nothing in the window) looks as
+    before: three charts, and no ``cached`` in the service API's body."""
+    ((_, plain),) = usage_charts(_usage(0, 0))
+    assert [str(chart).count("Calls saved") for chart in plain] == [0, 0, 0]
+    assert "cached" not in _usage(0, 0).model_dump_json()
+    ((_, charts),) = usage_charts(_usage(0, 4))
+    assert len(charts) == 4
+    saved = str(charts[2])
+    assert 'aria-label="Calls saved (served from the cache)"' in saved
+    assert 'data-total="4"' in saved
+    body = _usage(0, 4).model_dump(by_alias=True, mode="json")
+    assert [point.get("cached") for point in body["apps"][0]["points"]] == [None, 4]

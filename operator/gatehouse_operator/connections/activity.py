@@ -98,6 +98,7 @@ class Activity:
                         requests=bucket.requests,
                         errors=bucket.errors,
                         p95_ms=bucket.p95_ms,
+                        cached=bucket.cached,
                     )
                     for bucket in buckets
                 ],

@@ -393,6 +393,13 @@ class UsagePoint(Model):
     p95_ms: float | None = Field(
         description="The 95th percentile's latency bin bound (None: no requests)."
     )
+    cached: int = Field(
+        default=0,
+        exclude_if=lambda value: not value,
+        description="Of the requests, those answered from the connection's cache (a hit, or an "
+        "identical request's answer waited for): calls saved, the vendor not called. Left out "
+        "when 0 (a connection without a cache).",
+    )
 
 
 class AppUsage(Model):

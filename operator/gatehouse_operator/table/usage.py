@@ -1,10 +1,12 @@
-"""Usage at a glance: requests, errors and latency per (connection, app), for the last hour by
-minute and the last day by hour, from the counts the proxy replicas report.
+"""Usage at a glance: requests, errors, latency and the requests the connection's cache answered
+per (connection, app), for the last hour by minute and the last day by hour, from the counts the
+proxy replicas report.
 
 Replicas count per (connection, app) and minute and forget what they reported (see
 ``gatehouse_proxy.observation.usage_counts``); the leader adds each reported row here once. A pair
-holds one fixed block of unsigned 32-bit counters (60 minutes and 24 hours, each: errors and
-requests per latency bin, ``gatehouse_contract.activity.DURATION_BOUNDS_MS``), about 3.4 KB whatever
+holds one fixed block of unsigned 32-bit counters (60 minutes and 24 hours, each: errors,
+requests per latency bin, ``gatehouse_contract.activity.DURATION_BOUNDS_MS``, and those answered
+from the cache), about 3.7 KB whatever
 its traffic; at most ``most_pairs`` (20,000) pairs are kept, the one reported least recently going
 first. The history lives in the leader's memory: a new leader starts empty.
 
@@ -27,8 +29,8 @@ from gatehouse_contract.activity import DURATION_BINS, DURATION_BOUNDS_MS, Usage
 MOST_PAIRS = 20_000
 MINUTES = 60
 HOURS = 24
-# A bucket's counters: errors, then requests per latency bin.
-_WIDTH = 1 + DURATION_BINS
+# A bucket's counters: errors, requests per latency bin, then those answered from the cache.
+_WIDTH = 2 + DURATION_BINS
 _HOURS_AT = MINUTES * _WIDTH
 _MOST = 2**32 - 1
 
@@ -43,6 +45,7 @@ class Bucket:
     requests: int
     errors: int
     durations: tuple[int, ...]  # requests per latency bin
+    cached: int  # of the requests, those answered from the cache: calls the vendor did not get
 
     @property
     def p95_ms(self) -> float | None:
@@ -86,7 +89,7 @@ class _Pair:
         self.last_hour = minute // 60
 
     def add(self, row: UsageRow) -> None:
-        values = (row.errors, *row.durations)
+        values = (row.errors, *row.durations, row.cached)
         self.last_minute = _put(self.counts, 0, MINUTES, self.last_minute, row.minute, values)
         hour = row.minute // 60
         self.last_hour = _put(self.counts, _HOURS_AT, HOURS, self.last_hour, hour, values)
@@ -170,7 +173,13 @@ class UsageHistory:
         for app in sorted(self._apps.get(connection, ())):
             counts = self._pairs[(connection, app)].buckets(window, now)
             series[app] = [
-                Bucket(first + index * length, sum(values[1:]), values[0], values[1:])
+                Bucket(
+                    first + index * length,
+                    sum(values[1:-1]),
+                    values[0],
+                    values[1:-1],
+                    values[-1],
+                )
                 for index, values in enumerate(counts)
             ]
         return series

@@ -478,7 +478,8 @@ class Pages:
 
 
 def usage_charts(usage: ConnectionUsage) -> list[tuple[str, list[Markup]]]:
-    """Per app, its requests, errors and p95 charts."""
+    """Per app, its requests, errors and p95 charts; beside them, where the connection's cache
+    answered any of its requests in the window, the calls it saved."""
     period = "minute" if usage.window == "hour" else "hour"
     charts = []
     for app in usage.apps:
@@ -488,6 +489,9 @@ def usage_charts(usage: ConnectionUsage) -> list[tuple[str, list[Markup]]]:
             ("Errors", "", "#a4262c", [float(point.errors) for point in app.points]),
             ("p95", " ms", "#17663a", [point.p95_ms for point in app.points]),
         ]
+        if any(point.cached for point in app.points):
+            saved: list[float | None] = [float(point.cached) for point in app.points]
+            shown.insert(2, ("Calls saved (served from the cache)", "", "#6b4fbb", saved))
         drawn = [
             bar_chart(Chart(title, unit, colour, values, starts, period))
             for title, unit, colour, values in shown

@@ -44,6 +44,12 @@ class Fetch:
     cache: str = ""
 
     @property
+    def served_from_cache(self) -> bool:
+        """Whether the cache answered it (a hit, or an identical request's answer waited for):
+        a call the vendor did not get."""
+        return self.cache in ("hit", "collapsed")
+
+    @property
     def outcome(self) -> str:
         """What the fetch came to for its record: a cut's code, else the refusal's (or "ok")."""
         return self.cut or self.code

@@ -4,7 +4,8 @@ addons): each takes the :class:`~gatehouse_proxy.observation.fetch.Fetch` as the
 - :class:`Metrics`: the request's count and duration (to its answer's head, the refusal's code);
 - :class:`Traces`: the fetch's span's attributes (resource keys, status, outcome code);
 - :class:`Inspector`: the replica's recent requests (``recent_requests``);
-- :class:`Usage`: the usage charts' count (``usage_counts``), when a connection was found;
+- :class:`Usage`: the usage charts' count (``usage_counts``), when a connection was found,
+  with whether the cache answered it;
 - :class:`Audit`: the audit line, when the installation asks (``audit``).
 
 A fetch no app's token identified is counted in the metrics and the trace only: made-up tokens and
@@ -53,7 +54,7 @@ class Metrics:
         labels = metrics.Labels(fetch.app, fetch.connection, fetch.code)
         metrics.observe(labels, fetch.method, fetch.status, fetch.answered - fetch.started)
         if fetch.cache:
-            served = fetch.sent if fetch.cache in ("hit", "collapsed") else 0
+            served = fetch.sent if fetch.served_from_cache else 0
             metrics.count_cache(fetch.connection, fetch.cache, served)
 
 
@@ -118,6 +119,7 @@ class Usage:
             fetch.app,
             is_error(fetch.status),
             duration_bin(fetch.milliseconds),
+            cached=fetch.served_from_cache,
         )
 
 

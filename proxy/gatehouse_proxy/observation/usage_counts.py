@@ -1,9 +1,9 @@
-"""The replica's usage counts: requests, errors and a latency histogram per (connection, app)
-and minute, kept until the operator takes them (a Gather with ``usage``; every 10 s, and when
-someone opens a connection's usage).
+"""The replica's usage counts: requests, errors, a latency histogram and the requests the
+connection's cache answered, per (connection, app) and minute, kept until the operator takes them
+(a Gather with ``usage``; every 10 s, and when someone opens a connection's usage).
 
 What the operator took is forgotten here: the operator keeps the hour and the day. So a replica
-holds only what was counted since it was last asked, at most ``most_rows`` rows (20,000; 7.3 MiB
+holds only what was counted since it was last asked, at most ``most_rows`` rows (20,000; 7.4 MiB
 measured, docs/operating/inspector-and-audit.md, "The inspector, usage and the audit trail"): past
 that, a new (connection, app, minute) is not counted, and ``dropped`` says how many requests were
 missed. That happens only while no operator asks (one of an earlier release, or none), or past
@@ -18,7 +18,7 @@ from gatehouse_contract.activity import DURATION_BINS, UsageRow
 
 MOST_ROWS = 20_000
 
-# A row's counts: errors, then requests per latency bin.
+# A row's counts: errors, requests per latency bin, then those answered from the cache.
 Counts = list[int]
 Key = tuple[int, str, str]  # minute, connection, app
 
@@ -31,7 +31,15 @@ class UsageCounts:
         self.dropped = 0
 
     def count(
-        self, namespace: str, minute: int, connection: str, app: str, error: bool, duration_bin: int
+        self,
+        namespace: str,
+        minute: int,
+        connection: str,
+        app: str,
+        error: bool,
+        duration_bin: int,
+        *,
+        cached: bool = False,
     ) -> None:
         rows = self._namespaces.get(namespace)
         if rows is None:
@@ -42,11 +50,13 @@ class UsageCounts:
             if self.rows >= self.most_rows:
                 self.dropped += 1
                 return
-            counts = rows[key] = [0] * (1 + DURATION_BINS)
+            counts = rows[key] = [0] * (2 + DURATION_BINS)
             self.rows += 1
         if error:
             counts[0] += 1
         counts[1 + duration_bin] += 1
+        if cached:
+            counts[-1] += 1
 
     def take(self, namespace: str = "") -> list[tuple[Key, Counts]]:
         """Everything counted (of ``namespace``, or every one), which is forgotten here."""
@@ -68,5 +78,6 @@ def usage_rows(taken: list[tuple[Key, Counts]]) -> Iterator[UsageRow]:
             connection=connection,
             app=app,
             errors=counts[0],
-            durations=tuple(counts[1:]),
+            durations=tuple(counts[1:-1]),
+            cached=counts[-1],
         )

@@ -83,7 +83,7 @@ def test_usage_counts_are_taken_once_and_bounded() -> None:
     usage.count("ns", 101, "ns/c", "ns/DataApp/a", False, 0)  # a third row: not counted
     assert usage.dropped == 1
     taken = usage.take("ns")
-    assert taken == [((100, "ns/c", "ns/DataApp/a"), [1, 1, 0, 0, 0, 0, 0, 0, 0, 1])]
+    assert taken == [((100, "ns/c", "ns/DataApp/a"), [1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0])]
     assert usage.take("ns") == []
     assert [key for key, _ in usage.take()] == [(100, "other/c", "other/DataApp/b")]
     assert usage.rows == 0
