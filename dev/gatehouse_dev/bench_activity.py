@@ -90,7 +90,7 @@ def usage_counts() -> float:
         for minute in range(MOST_ROWS // CONNECTIONS):
             for index in range(CONNECTIONS):
                 app, connection = _connection(index)
-                activity.usage.count(f"ns-{index % NAMESPACES}", minute, connection, app, False, 2)
+                activity.usage.count(minute, connection, app, False, 2)
         return activity.usage
 
     return _held(fill)

@@ -113,7 +113,6 @@ class Usage:
         if not fetch.app or not fetch.connection:
             return
         self.usage.count(
-            namespace_of(fetch.app),
             int(fetch.ended_at // 60),
             fetch.connection,
             fetch.app,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gatehouse_contract.activity import DURATION_BINS, UsageRow
+from gatehouse_contract.routes import namespace_of
 
 MOST_ROWS = 20_000
 
@@ -32,7 +33,6 @@ class UsageCounts:
 
     def count(
         self,
-        namespace: str,
         minute: int,
         connection: str,
         app: str,
@@ -41,6 +41,7 @@ class UsageCounts:
         *,
         cached: bool = False,
     ) -> None:
+        namespace = namespace_of(app)
         rows = self._namespaces.get(namespace)
         if rows is None:
             rows = self._namespaces[namespace] = {}

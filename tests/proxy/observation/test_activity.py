@@ -77,10 +77,10 @@ def test_recent_requests_keep_the_newest_within_every_bound() -> None:
 
 def test_usage_counts_are_taken_once_and_bounded() -> None:
     usage = UsageCounts(most_rows=2)
-    usage.count("ns", 100, "ns/c", "ns/DataApp/a", False, 0)
-    usage.count("ns", 100, "ns/c", "ns/DataApp/a", True, DURATION_BINS - 1)
-    usage.count("other", 100, "other/c", "other/DataApp/b", False, 1)
-    usage.count("ns", 101, "ns/c", "ns/DataApp/a", False, 0)  # a third row: not counted
+    usage.count(100, "ns/c", "ns/DataApp/a", False, 0)
+    usage.count(100, "ns/c", "ns/DataApp/a", True, DURATION_BINS - 1)
+    usage.count(100, "other/c", "other/DataApp/b", False, 1)
+    usage.count(101, "ns/c", "ns/DataApp/a", False, 0)  # a third row: not counted
     assert usage.dropped == 1
     taken = usage.take("ns")
     assert taken == [((100, "ns/c", "ns/DataApp/a"), [1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0])]
