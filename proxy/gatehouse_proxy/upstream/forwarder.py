@@ -10,9 +10,10 @@ identity was asked for is decoded on its way (see content_coding).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -71,6 +72,20 @@ def _timeout(seconds: float) -> aiohttp.ClientTimeout:
 def is_redirect(status: int) -> bool:
     """A redirect: never followed, refused for apps (a test shows it). 304 is not one."""
     return 300 <= status < 400 and status != 304
+
+
+@contextlib.contextmanager
+def _reading_the_answer() -> Iterator[None]:
+    """An answer's body being read: an upstream that runs out of time or breaks off half-way,
+    as the app is told it."""
+    try:
+        yield
+    except TimeoutError:
+        raise ProxyError(
+            "upstream_timeout", "the upstream did not finish its answer in time"
+        ) from None
+    except (aiohttp.ClientError, OSError):
+        raise ProxyError("upstream_failed", "the upstream broke off its answer") from None
 
 
 @dataclass(frozen=True)
@@ -166,7 +181,7 @@ class Upstream:
             return whole
         read: list[bytes] = []
         size = 0
-        try:
+        with _reading_the_answer():
             while size <= limit:
                 chunk = await self.response.content.readany()
                 if not chunk:
@@ -174,12 +189,6 @@ class Upstream:
                     return b"".join(read)
                 read.append(chunk)
                 size += len(chunk)
-        except TimeoutError:
-            raise ProxyError(
-                "upstream_timeout", "the upstream did not finish its answer in time"
-            ) from None
-        except (aiohttp.ClientError, OSError):
-            raise ProxyError("upstream_failed", "the upstream broke off its answer") from None
         self.pending = read
         return None
 
@@ -193,24 +202,19 @@ class Upstream:
         """
         received = 0
         try:
-            async for chunk in self._decoded():
-                received += len(chunk)
-                if received > self.max_bytes:
-                    if not stop_at_limit:
-                        raise ProxyError(
-                            "response_too_large",
-                            f"the upstream response exceeds {self.max_bytes} bytes",
-                        )
-                    self.over_limit = True
-                    yield chunk[: len(chunk) - (received - self.max_bytes)]
-                    return
-                yield chunk
-        except TimeoutError:
-            raise ProxyError(
-                "upstream_timeout", "the upstream did not finish its answer in time"
-            ) from None
-        except (aiohttp.ClientError, OSError):
-            raise ProxyError("upstream_failed", "the upstream broke off its answer") from None
+            with _reading_the_answer():
+                async for chunk in self._decoded():
+                    received += len(chunk)
+                    if received > self.max_bytes:
+                        if not stop_at_limit:
+                            raise ProxyError(
+                                "response_too_large",
+                                f"the upstream response exceeds {self.max_bytes} bytes",
+                            )
+                        self.over_limit = True
+                        yield chunk[: len(chunk) - (received - self.max_bytes)]
+                        return
+                    yield chunk
         finally:
             self.release()
 

@@ -86,6 +86,18 @@ async def close(made: list[tuple[ResponseCache, SharedStore]]) -> None:
         await store.close()
 
 
+def page_request(page: int) -> tuple[str, bytes, list[tuple[str, str]]]:
+    return (f"/v1/page/{page}", b"", [])
+
+
+async def fill(cache: ResponseCache, route: ConnectionRoute, pages: int, body: bytes) -> None:
+    """``pages`` answers of ``body`` kept for ``route``, each fetched by the one request."""
+    for page in range(pages):
+        turn = await cache.look_up(route, APP, page_request(page), deadline())
+        assert isinstance(turn, Turn)
+        await turn.keep(answer(body), LIFETIME)
+
+
 def deadline(seconds: float = 5.0) -> float:
     return time.monotonic() + seconds
 
@@ -242,19 +254,15 @@ def test_a_tenant_filling_its_cache_share_evicts_its_own_entries_only(
         assert isinstance(kept, Turn)
         await kept.keep(answer(b"quiet's"), LIFETIME)
         noisy = cached_route("noisy/crm")
-        for page in range(40):
-            request: tuple[str, bytes, list[tuple[str, str]]] = (f"/v1/page/{page}", b"", [])
-            turn = await cache.look_up(noisy, APP, request, deadline())
-            assert isinstance(turn, Turn)
-            await turn.keep(answer(b"x" * 8000), LIFETIME)
+        await fill(cache, noisy, 40, b"x" * 8000)
         held = int(await store.client.get("gatehouse:{noisy}:cache:held") or 0)
         assert 0 < held <= 64 * 1024
         # Its share for quotas and tokens is not what the cache fills: nothing counted there.
         assert await store.client.get("gatehouse:{noisy}:held") is None
         # The latest of the noisy tenant's are kept; its first were evicted.
-        last = await cache.look_up(noisy, APP, ("/v1/page/39", b"", []), deadline())
+        last = await cache.look_up(noisy, APP, page_request(39), deadline())
         assert isinstance(last, Served)
-        first = await cache.look_up(noisy, APP, ("/v1/page/0", b"", []), deadline())
+        first = await cache.look_up(noisy, APP, page_request(0), deadline())
         assert isinstance(first, Turn)
         await first.release()
         # The quiet tenant's answer is still served.
@@ -337,10 +345,7 @@ def test_an_answer_larger_than_the_share_evicts_nothing_and_lets_the_fleet_go(
     async def scenario() -> None:
         made = await workers(redis_server, keyring_file, 2, settings)
         route = cached_route()
-        for page in range(20):
-            turn = await made[0][0].look_up(route, APP, (f"/v1/p/{page}", b"", []), deadline())
-            assert isinstance(turn, Turn)
-            await turn.keep(answer(b"x" * 1000), LIFETIME)
+        await fill(made[0][0], route, 20, b"x" * 1000)
         big = await made[0][0].look_up(route, APP, REQUEST, deadline())
         assert isinstance(big, Turn)
         fleet = asyncio.ensure_future(made[1][0].look_up(route, APP, REQUEST, deadline()))
@@ -348,7 +353,7 @@ def test_an_answer_larger_than_the_share_evicts_nothing_and_lets_the_fleet_go(
         await big.keep(answer(b"y" * 70_000), LIFETIME)
         assert await fleet == Bypass("pass")  # to the vendor, not in turn behind each other
         for page in range(20):
-            kept = await made[0][0].look_up(route, APP, (f"/v1/p/{page}", b"", []), deadline())
+            kept = await made[0][0].look_up(route, APP, page_request(page), deadline())
             assert isinstance(kept, Served), page
         await close(made)
 
@@ -368,10 +373,7 @@ def test_answers_keep_off_twice_the_reserve_so_tokens_always_have_room(
         try:
             for namespace in ("a", "b", "c", "d"):
                 route = cached_route(f"{namespace}/crm")
-                for page in range(8):
-                    turn = await cache.look_up(route, APP, (f"/v1/p/{page}", b"", []), deadline())
-                    assert isinstance(turn, Turn)
-                    await turn.keep(answer(b"z" * 470_000), LIFETIME)
+                await fill(cache, route, 8, b"z" * 470_000)
             used, most = await store.memory()
             # Answers stop at half the store (twice the default reserve), well short of the
             # three quarters past which tokens are refused.
