@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser
+from playwright.sync_api import Browser, BrowserContext, Page
 
 from gatehouse_dev.cluster import Cluster
 from tests.e2e.conftest import Stack
@@ -16,6 +16,27 @@ from tests.e2e.test_connections_page import playwright as playwright
 from tests.e2e.test_sign_in import code_of, gatehouse_open, kubeconfig_of, link_of, project
 
 pytestmark = pytest.mark.e2e
+
+
+def signed_in(context: BrowserContext, link: str, who: str) -> Page:
+    """``gatehouse open``'s link in a new tab: whose link it is, named before anything is
+    spent, then the click that signs in as them."""
+    page = context.new_page()
+    page.goto(link)
+    page.wait_for_selector("#requester", state="visible")
+    assert who in page.inner_text("#requester")
+    page.click("#confirm")
+    page.wait_for_url("**/ui/")
+    assert who in page.inner_text(".who")
+    return page
+
+
+def refused_again(context: BrowserContext, link: str) -> None:
+    """The same link a second time: used, and said so on the page."""
+    again = context.new_page()
+    again.goto(link)
+    again.wait_for_selector(".error")
+    assert "used already" in again.inner_text(".error")
 
 
 def test_the_clis_one_time_link_opens_the_page_signed_in_once(
@@ -28,14 +49,7 @@ def test_the_clis_one_time_link_opens_the_page_signed_in_once(
     context = browser.new_context()
     context.set_default_timeout(15_000)
     try:
-        page = context.new_page()
-        page.goto(link)
-        # Whose link it is, named before anything is spent: the click signs in.
-        page.wait_for_selector("#requester", state="visible")
-        assert admin.persona.name in page.inner_text("#requester")
-        page.click("#confirm")
-        page.wait_for_url("**/ui/")
-        assert admin.persona.name in page.inner_text(".who")
+        page = signed_in(context, link, admin.persona.name)
         page.goto(f"{stack.local.api_url}/ui/namespaces/{namespace}/connections")
         assert "vendor" in page.inner_text("#connections")
         # The code went in the fragment and was posted: no address, history entry or cookie
@@ -46,11 +60,7 @@ def test_the_clis_one_time_link_opens_the_page_signed_in_once(
         assert not [url for url in visited if code in url or "#code=" in url], visited
         for cookie in context.cookies():
             assert code.rsplit(":", 1)[1] not in cookie["value"]
-        # The same link again: used, and said so on the page.
-        again = context.new_page()
-        again.goto(link)
-        again.wait_for_selector(".error")
-        assert "used already" in again.inner_text(".error")
+        refused_again(context, link)
     finally:
         context.close()
     secret = code.rsplit(":", 1)[1]

@@ -39,6 +39,7 @@ from tests.e2e.gatehouse_fixtures import project_members
 from tests.e2e.test_connections_page import browser as browser
 from tests.e2e.test_connections_page import playwright as playwright
 from tests.e2e.test_sign_in import code_of
+from tests.e2e.test_sign_in_browser import refused_again, signed_in
 from tests.node import page, pods, store_checks
 from tests.node.release import (
     API_KEY,
@@ -549,19 +550,10 @@ def test_gatehouse_open_signs_a_browser_in_through_the_port_forward_the_notes_na
         context = browser.new_context()
         context.set_default_timeout(15_000)
         try:
-            tab = context.new_page()
-            tab.goto(link)
-            tab.wait_for_selector("#requester", state="visible")
-            assert admin.persona.name in tab.inner_text("#requester")
-            tab.click("#confirm")
-            tab.wait_for_url("**/ui/")
-            assert admin.persona.name in tab.inner_text(".who")
+            tab = signed_in(context, link, admin.persona.name)
             tab.goto(f"{url}/ui/namespaces/{PROJECT}/connections")
             assert "vendor-api" in tab.inner_text("#connections")
-            again = context.new_page()
-            again.goto(link)
-            again.wait_for_selector(".error")
-            assert "used already" in again.inner_text(".error")
+            refused_again(context, link)
         finally:
             context.close()
 
@@ -594,10 +586,10 @@ def test_gatehouse_open_signs_a_browser_in_through_the_port_forward_the_notes_na
         )  # fmt: skip
         assert refused(admins) in (sign_in_codes.LATE, sign_in_codes.USED_OR_UNKNOWN)
         # Each code that is its own still signs in as its own requester, once.
-        signed_in = httpx.post(
+        own = httpx.post(
             f"{url}/ui/sign-in/code", data={"code": builders, "confirm": "yes"}, timeout=10
         )
-        assert signed_in.status_code == 303, signed_in.text
+        assert own.status_code == 303, own.text
         assert "used already" in refused(builders)
     # No log of the operator or webhook Pods holds a code's secret.
     logs = "".join(
