@@ -32,15 +32,14 @@ _DIGITS = re.compile(r"[0-9]+")
 @dataclass(frozen=True, slots=True)
 class CacheControl:
     """What one message's Cache-Control says, as far as a shared cache in front of a vendor
-    acts on it."""
+    acts on it (its stale windows are the connection's, set by its admin: a vendor's own
+    stale-while-revalidate and stale-if-error are not read)."""
 
     no_store: bool = False
     no_cache: bool = False
     private: bool = False
     # s-maxage where given (a shared cache's own), else max-age; None: neither.
     max_age: int | None = None
-    stale_while_revalidate: int | None = None
-    stale_if_error: int | None = None
     must_revalidate: bool = False
 
 
@@ -74,8 +73,6 @@ def cache_control(values: Iterable[str]) -> CacheControl:
         no_cache="no-cache" in found,
         private="private" in found,
         max_age=shared_age if shared_age is not None else _seconds(found.get("max-age")),
-        stale_while_revalidate=_seconds(found.get("stale-while-revalidate")),
-        stale_if_error=_seconds(found.get("stale-if-error")),
         must_revalidate="must-revalidate" in found or "proxy-revalidate" in found,
     )
 

@@ -37,9 +37,9 @@ def test_an_answer_without_the_field_says_nothing() -> None:
         (["max-age=" + "9" * 5000], CacheControl(no_store=True)),  # past the field's bound
         (
             ["must-revalidate, stale-if-error=30"],
-            CacheControl(must_revalidate=True, stale_if_error=30),
+            CacheControl(must_revalidate=True),
         ),
-        (["stale-while-revalidate=10"], CacheControl(stale_while_revalidate=10)),
+        (["stale-while-revalidate=10"], CacheControl()),
         (['ext="a, no-store", max-age=9'], CacheControl(max_age=9)),  # a comma inside quotes
         (["{}garbage, max-age=7"], CacheControl(max_age=7)),
     ],
