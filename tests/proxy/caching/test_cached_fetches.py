@@ -29,7 +29,11 @@ SECRET = "sk_live_cached_0123456789"
 
 class Fetcher(Protocol):
     async def __call__(
-        self, path: str, method: str = ..., headers: dict[str, str] | None = ...
+        self,
+        path: str,
+        method: str = ...,
+        headers: dict[str, str] | None = ...,
+        content: bytes | None = ...,
     ) -> httpx.Response: ...
 
 
@@ -67,12 +71,16 @@ async def cached_proxy(
             client = httpx.AsyncClient(timeout=10)
 
             async def get(
-                path: str, method: str = "GET", headers: dict[str, str] | None = None
+                path: str,
+                method: str = "GET",
+                headers: dict[str, str] | None = None,
+                content: bytes | None = None,
             ) -> httpx.Response:
                 return await client.request(
                     method,
                     f"{running.url}/v1/fetch/api{path}",
                     headers={"Authorization": f"Bearer {tenant.token}", **(headers or {})},
+                    content=content,
                 )
 
             try:
@@ -310,5 +318,24 @@ def test_an_answer_of_unknown_length_past_the_largest_body_streams_whole_and_is_
                 assert reply.status_code == 200
                 assert reply.content == body
                 assert reply.headers["cache-status"] == "gatehouse; fwd=uri-miss; fwd-status=200"
+
+    asyncio.run(scenario())
+
+
+def test_a_get_with_a_body_is_neither_answered_nor_kept(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Red team, issue 51: a search API's GET body was no part of the key, so two searches got
+    one answer."""
+
+    async def scenario() -> None:
+        async with cached_proxy(tmp_path, redis_server) as (_, get):
+            ids = set()
+            for query in (b'{"q": "a"}', b'{"q": "b"}', b'{"q": "a"}'):
+                reply = await get("/cacheable/search", content=query)
+                assert reply.headers["cache-status"] == "gatehouse; fwd=bypass; fwd-status=200"
+                ids.add(reply.json()["id"])
+            assert len(ids) == 3
+            assert calls() == 3
 
     asyncio.run(scenario())
