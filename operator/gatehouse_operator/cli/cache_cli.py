@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from urllib.parse import quote
 
 from gatehouse_operator.cli import endpoints, kubeconfig
-from gatehouse_operator.cli.service_calls import Refusal, ServiceCalls
+from gatehouse_operator.cli.service_calls import Refusal, ServiceCalls, connection_path
 from gatehouse_operator.cli.service_cli import cluster_options
 from gatehouse_operator.connections.models import CachePurged
 
@@ -44,11 +43,9 @@ def run(args: argparse.Namespace, prog: str) -> int:
     try:
         namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
         api = ServiceCalls.of(args)
-        path = (
-            f"/api/v1/namespaces/{quote(namespace, safe='')}/connections/"
-            f"{quote(args.connection, safe='')}/cache/purge"
+        purged = api.call(
+            "POST", f"{connection_path(namespace, args.connection)}/cache/purge", CachePurged
         )
-        purged = api.call("POST", path, CachePurged)
     except (Refusal, kubeconfig.ClusterError) as error:
         print(f"{prog} cache purge: {error}", file=sys.stderr)
         return NOT_RUN

@@ -17,11 +17,11 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from gatehouse_contract.connecting import GrantsSummary
 from gatehouse_operator.cli import endpoints, kubeconfig
-from gatehouse_operator.cli.service_calls import Refusal, ServiceCalls
+from gatehouse_operator.cli.service_calls import Refusal, ServiceCalls, connection_path
 from gatehouse_operator.cli.service_cli import cluster_options
 from gatehouse_operator.service_api.models import ConnectLink, Revoked
 
@@ -77,10 +77,7 @@ def run(args: argparse.Namespace, prog: str) -> int:
     try:
         namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
         api = ServiceCalls.of(args)
-        base = (
-            f"/api/v1/namespaces/{quote(namespace, safe='')}/connections/"
-            f"{quote(args.connection, safe='')}"
-        )
+        base = connection_path(namespace, args.connection)
         if args.show:
             summary = api.call("GET", f"{base}/grants", GrantsSummary)
             print(summary.model_dump_json() if args.output == "json" else shown(summary))

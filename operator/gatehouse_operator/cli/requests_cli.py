@@ -26,7 +26,7 @@ from urllib.parse import quote, urlencode
 from gatehouse_contract.activity import MAX_RECENT
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
 from gatehouse_operator.cli import endpoints, kubeconfig
-from gatehouse_operator.cli.service_calls import Refusal, ServiceCalls
+from gatehouse_operator.cli.service_calls import Refusal, ServiceCalls, connection_path
 from gatehouse_operator.cli.service_cli import cluster_options
 from gatehouse_operator.connections.models import (
     HiddenRequestView,
@@ -72,7 +72,7 @@ def _path(args: argparse.Namespace, namespace: str) -> str:
         return f"{base}/{APP_KINDS[kind]}/{quote(name, safe='')}/requests"
     if not args.connection:
         raise Refusal("give a connection's name, or --app KIND/NAME")
-    return f"{base}/connections/{quote(args.connection, safe='')}/requests"
+    return f"{connection_path(namespace, args.connection)}/requests"
 
 
 def line(item: RecentRequestView | HiddenRequestView) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from typing import TypeVar
+from urllib.parse import quote
 
 import urllib3
 from pydantic import BaseModel, ValidationError
@@ -15,6 +16,13 @@ from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.service_api.models import ErrorBody
 
 Answer = TypeVar("Answer", bound=BaseModel)
+
+
+def connection_path(namespace: str, connection: str) -> str:
+    """A connection's path in the service API, each name percent-encoded as one segment."""
+    return (
+        f"/api/v1/namespaces/{quote(namespace, safe='')}/connections/{quote(connection, safe='')}"
+    )
 
 
 class Refusal(GatehouseError):
