@@ -1,12 +1,15 @@
 """Fixtures of the proxy's unit tests: a real redis-server (Debian's), started once per module
-that asks for it, and emptied for each test that wants nothing stored."""
+that asks for it, and emptied for each test that wants nothing stored; a keyring file of one
+key."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_dev.redis_server import RedisServer
 
 
@@ -25,3 +28,10 @@ def empty_store(redis_server: RedisServer) -> RedisServer:
     with redis_server.client() as client:
         client.flushall()
     return redis_server
+
+
+@pytest.fixture
+def keyring_file(tmp_path: Path) -> KeyringFile:
+    path = tmp_path / "keyring.json"
+    path.write_text(Keyring.generate("k1").dump())
+    return KeyringFile(path)

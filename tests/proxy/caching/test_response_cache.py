@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-from gatehouse_contract.keyring import Keyring, KeyringFile
+from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.routes import CachePolicy, ConnectionRoute
 from gatehouse_dev.redis_server import RedisServer
 from gatehouse_proxy.caching import response_cache
@@ -38,13 +37,6 @@ LIFETIME = Lifetime(fresh=60, stale_while_revalidate=0, stale_if_error=0, vary=(
 @pytest.fixture(autouse=True)
 def _empty(empty_store: RedisServer) -> None:
     """Each test starts with nothing stored."""
-
-
-@pytest.fixture
-def keyring_file(tmp_path: Path) -> KeyringFile:
-    path = tmp_path / "keyring.json"
-    path.write_text(Keyring.generate("k1").dump())
-    return KeyringFile(path)
 
 
 def cached_route(key: str = "team/crm", scope: str = "app") -> ConnectionRoute:

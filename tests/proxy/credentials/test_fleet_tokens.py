@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gatehouse_contract.keyring import Keyring, KeyringFile
+from gatehouse_contract.keyring import KeyringFile
 from gatehouse_dev.redis_server import RedisServer
 from gatehouse_proxy.credentials import fleet_tokens
 from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
@@ -25,13 +25,6 @@ from gatehouse_proxy.store.shared_store import SharedStore, StoreSettings, Store
 from tests.proxy.stores import store_up
 
 KEY = CredentialKey.of("team/crm", "uid-crm", ["oauth2ClientCredentials", "f1", "scope"])
-
-
-@pytest.fixture
-def keyring_file(tmp_path: Path) -> KeyringFile:
-    path = tmp_path / "keyring.json"
-    path.write_text(Keyring.generate("k1").dump())
-    return KeyringFile(path)
 
 
 @pytest.fixture(autouse=True)

@@ -20,10 +20,8 @@ from gatehouse_dev.redis_server import RedisServer
 from gatehouse_proxy.credentials import fleet_tokens
 from gatehouse_proxy.credentials.fleet_tokens import FleetTokens
 from gatehouse_proxy.credentials.token_refusals import RETRIED, Verdict
-from tests.proxy.credentials.test_fleet_tokens import KEY, Minter, keyring_file
+from tests.proxy.credentials.test_fleet_tokens import KEY, Minter
 from tests.proxy.stores import store_up
-
-__all__ = ["keyring_file"]  # the fixture, shared
 
 
 @pytest.fixture(autouse=True)

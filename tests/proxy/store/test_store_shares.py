@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from pathlib import Path
 
 import pytest
 
-from gatehouse_contract.keyring import Keyring, KeyringFile
+from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.routes import ConnectionRoute
 from gatehouse_dev.redis_server import RedisServer
 from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
@@ -32,13 +31,6 @@ from tests.proxy.stores import quota_route, store_up
 @pytest.fixture(autouse=True)
 def _empty(empty_store: RedisServer) -> None:
     """Each test starts with nothing stored."""
-
-
-@pytest.fixture
-def keyring_file(tmp_path: Path) -> KeyringFile:
-    path = tmp_path / "keyring.json"
-    path.write_text(Keyring.generate("k1").dump())
-    return KeyringFile(path)
 
 
 class Minter:
