@@ -50,6 +50,8 @@ def route_for(
 
 
 def cache_policy(cache: connection.CacheSettings | None, epoch: str | None) -> CachePolicy | None:
+    """The proxy's form of ``spec.cache``; none without one, or without an ``epoch`` (a draft's
+    test, or a purge time that is no time: each request then reaches the API)."""
     if cache is None or epoch is None:
         return None
     return CachePolicy(
