@@ -24,6 +24,7 @@ AuthType = Literal[
     "googleServiceAccount",
     "oauth2ClientCredentials",
     "oauth2AuthorizationCode",
+    "awsSigV4",
 ]
 ClientAuthentication = Literal["basic", "body"]
 # Whose account an authorization-code grant is: each viewer's own, or one an admin connects for
@@ -121,6 +122,36 @@ class Authorization(Frozen):
     revocation_url: str = Field(default="", max_length=MAX_URL_CHARS)
 
 
+# An AWS region's or service's signing name (us-east-1, execute-api, s3): lower case letters,
+# digits and hyphens.
+AWS_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+# Whether a request's body is hashed into its signature, or ``UNSIGNED-PAYLOAD`` is signed in its
+# place (services that accept it: S3, for one).
+PayloadSigning = Literal["signed", "unsigned"]
+
+
+class WebIdentity(Frozen):
+    """Temporary AWS credentials for a role, asked of STS (AssumeRoleWithWebIdentity) with the
+    proxy's own web identity token (IRSA: the Pod's projected service account token), once for
+    the fleet and again before they expire. No secret is stored: the role trusts the proxy's
+    service account, and ``session_name`` names the connection in AWS's records."""
+
+    role_arn: str = Field(min_length=20, max_length=2048, pattern=r"^arn:[\x21-\x7e]+$")
+    sts_url: str = Field(min_length=1, max_length=MAX_URL_CHARS)
+    session_name: str = Field(min_length=2, max_length=64, pattern=r"^[\w+=,.@-]+$")
+    duration_seconds: int = Field(default=3600, ge=900, le=43_200)
+
+
+class AwsSigning(Frozen):
+    """AWS Signature Version 4: each request signed for ``region`` and ``service`` with the
+    credential's keys (the stored ones, or a role's by ``web_identity``)."""
+
+    region: str = Field(pattern=AWS_NAME_PATTERN)
+    service: str = Field(pattern=AWS_NAME_PATTERN)
+    payload: PayloadSigning = "signed"
+    web_identity: WebIdentity | None = None
+
+
 class Credential(Frozen):
     model_config = ConfigDict(frozen=True, extra="forbid", serialize_by_alias=True)
 
@@ -130,6 +161,7 @@ class Credential(Frozen):
     scopes: tuple[str, ...] = ()
     token_request: TokenRequest | None = None
     authorization: Authorization | None = None
+    aws: AwsSigning | None = None
     # "sealed" on the wire, as proxies of earlier versions read it (they refuse unknown fields).
     encrypted: Encrypted | None = Field(
         default=None,
@@ -165,6 +197,40 @@ class Credential(Frozen):
         return context
 
 
+# The largest CA bundle a connection may carry (PEM): a few dozen certificates.
+MAX_CA_BUNDLE_CHARS = 64 * 1024
+
+
+class UpstreamTls(Frozen):
+    """The TLS of calls to the vendor beyond the defaults: a client certificate (mTLS: its chain
+    and private key in PEM, encrypted as a credential is), and CAs the vendor's certificate may
+    chain to (PEM, not secret), beside the system's roots unless ``system_roots`` is False. Host
+    names are verified whatever is set here."""
+
+    client_certificate: Encrypted | None = None
+    ca_bundle: str = Field(default="", max_length=MAX_CA_BUNDLE_CHARS)
+    system_roots: bool = True
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies these settings (a rotated certificate is re-encrypted, so another
+        fingerprint) without revealing anything about the key."""
+        given = "\n".join(
+            [
+                "" if self.client_certificate is None else self.client_certificate.ciphertext,
+                self.ca_bundle,
+                str(self.system_roots),
+            ]
+        )
+        return hashlib.sha256(given.encode()).hexdigest()[:16]
+
+    @staticmethod
+    def context(connection_uid: str, origin: str) -> str:
+        """What the client certificate's encrypted value is bound to: this connection, and the
+        host it is presented to."""
+        return f"{connection_uid}|{origin}|tls-client-certificate"
+
+
 class ConnectionRoute(Frozen):
     key: str  # "namespace/name"
     uid: str
@@ -186,6 +252,8 @@ class ConnectionRoute(Frozen):
     forward_viewer_identity: bool = False
     # None: nothing is cached (the default).
     cache: CachePolicy | None = None
+    # None: the system's roots, no client certificate (the default).
+    tls: UpstreamTls | None = None
 
     @property
     def needs_viewer(self) -> bool:

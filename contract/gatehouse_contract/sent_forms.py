@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import assert_never
 from urllib.parse import quote, quote_plus
 
+from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
 from gatehouse_contract.routes import Credential, TokenRequest
 
 
@@ -92,6 +93,19 @@ def client_secret(request: TokenRequest, secret: str) -> Sent:
 NOT_SENT = Sent("", ())
 
 
+def aws_session_token(token: str) -> Sent:
+    """Temporary AWS keys' session token, in ``X-Amz-Security-Token``: as it is. (The secret
+    access key is never sent: it signs. A signature is scrubbed as each request's own.)"""
+    return _sent(token, token) if token else NOT_SENT
+
+
+def _aws_keys(secret: str) -> AwsKeys | None:
+    try:
+        return AwsKeys.parse(secret)
+    except AwsKeysError:
+        return None
+
+
 def secret_sent(credential: Credential, secret: str) -> Sent:
     """How the credential's kind sends its stored secret; :data:`NOT_SENT` where it sends none
     of it: no credential, or a service account's key, which signs a token request and is not
@@ -110,13 +124,19 @@ def secret_sent(credential: Credential, secret: str) -> Sent:
         case "oauth2ClientCredentials" | "oauth2AuthorizationCode":
             request = credential.token_request
             return client_secret(request, secret) if request is not None else NOT_SENT
+        case "awsSigV4":
+            keys = _aws_keys(secret)
+            return NOT_SENT if keys is None else aws_session_token(keys.session_token)
         case unknown:
             assert_never(unknown)
 
 
 def _held_parts(credential: Credential, secret: str) -> tuple[str, ...]:
     """Parts of a stored secret that are secret on their own though never sent: a service
-    account key file's private key."""
+    account key file's private key, AWS keys' secret access key."""
+    if credential.type == "awsSigV4":
+        keys = _aws_keys(secret)
+        return () if keys is None else (keys.secret_access_key,)
     if credential.type != "googleServiceAccount":
         return ()
     with contextlib.suppress(ValueError, AttributeError):
