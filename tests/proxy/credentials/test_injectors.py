@@ -15,6 +15,7 @@ import pytest
 from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_contract.redaction import Redactor
 from gatehouse_dev.echoes import leaks
+from gatehouse_proxy.credentials.aws_roles import RoleMinter
 from gatehouse_proxy.credentials.fleet_grants import FleetGrants
 from gatehouse_proxy.credentials.fleet_tokens import FleetTokens
 from gatehouse_proxy.credentials.google_tokens import GoogleMinter
@@ -34,6 +35,7 @@ def injector_for(keyring: KeyringFile, session: aiohttp.ClientSession) -> Inject
         GoogleMinter(client, "http://127.0.0.1:9/token"),
         client,
         FleetGrants(None, keyring, client),
+        RoleMinter(client, None),
     )
 
 
