@@ -44,7 +44,7 @@ def test_the_request_as_sent_is_signed_under_the_names_the_kind_says(tmp_path: P
     route = _route(KEYS.stored())
     injection = _inject(tmp_path, route)
     assert injection.headers == {}
-    assert injection.secrets == (KEYS.session_token,)
+    assert list(injection.secrets) == [KEYS.session_token]
     assert injection.signer is not None
     sending = Sending(
         "POST",
