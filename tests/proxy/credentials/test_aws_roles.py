@@ -19,9 +19,8 @@ from aiohttp import web
 from gatehouse_contract.aws_keys import AwsKeys
 from gatehouse_contract.routes import AwsSigning, WebIdentity
 from gatehouse_proxy.credentials.aws_roles import AwsSettings, RoleMinter, keys_of
-from gatehouse_proxy.credentials.token_grants import TokenClient
 from gatehouse_proxy.errors import ProxyError
-from gatehouse_proxy.upstream.network_guard import NetworkPolicy
+from tests.proxy.credentials.test_injectors import client_for
 
 SESSION = "FwoGZXIvYXdzE-session"
 IDENTITY = "eyJhbGciOiJSUzI1NiJ9.the-pods-token.signature"
@@ -81,8 +80,7 @@ async def sts(body: str = "", status: int = 200) -> AsyncIterator[tuple[str, lis
 @asynccontextmanager
 async def minter(url: str, token_file: Path | None) -> AsyncIterator[RoleMinter]:
     async with aiohttp.ClientSession() as session:
-        client = TokenClient(session, NetworkPolicy(["127.0.0.0/8"]), allow_http=True)
-        yield RoleMinter(client, token_file, url, timeout=5.0)
+        yield RoleMinter(client_for(session), token_file, url, timeout=5.0)
 
 
 @pytest.fixture
