@@ -81,14 +81,16 @@ class AwsRoles:
     """The AWS roles each namespace's connections may sign as with the proxies' web identity
     (the chart's installation.aws.webIdentity.roles): every project's connections share the
     proxies' identity, so AWS cannot tell them apart and the installation must. A role is listed
-    exactly, or by a prefix ending in ``*``."""
+    exactly, or by a prefix ending in ``*``; those listed under ``*`` are every namespace's (an
+    installation with one tenant)."""
 
     by_namespace: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def allows(self, namespace: str, role_arn: str) -> bool:
+        listed = (*self.by_namespace.get(namespace, ()), *self.by_namespace.get("*", ()))
         return any(
-            role_arn.startswith(listed[:-1]) if listed.endswith("*") else role_arn == listed
-            for listed in self.by_namespace.get(namespace, ())
+            role_arn.startswith(role[:-1]) if role.endswith("*") else role_arn == role
+            for role in listed
         )
 
     @classmethod

@@ -41,8 +41,10 @@ DEFAULT_STS_URL = "https://sts.{region}.amazonaws.com/"
 STS_VERSION = "2011-06-15"
 # A projected service account token is about 1 KiB; anything larger is not one.
 MAX_IDENTITY_TOKEN_BYTES = 16 * 1024
-# Renewed at least a minute before they expire (fleet_tokens); STS never grants under 15 minutes.
-LEAST_LIFETIME_SECONDS = 120.0
+# STS grants at least 15 minutes: keys that expire sooner than this (a signed request may arrive
+# after they do) say the proxy's clock is wrong. The fleet renews them a quarter of their life
+# (at most a minute) before they expire.
+LEAST_LIFETIME_SECONDS = 5.0
 _DOCUMENT_TYPE = re.compile(rb"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
 
 
