@@ -60,6 +60,13 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
         "Nothing to do. Until 0.2.0 this reason was `CredentialSealed`.",
         working=True,
     ),
+    Reason.INVALID_AWS_KEYS: Troubleshooting(
+        "ExternalConnection",
+        "The AWS keys are not the JSON `aws configure export-credentials --format process` "
+        "writes (`AccessKeyId`, `SecretAccessKey`, and `SessionToken` for temporary keys), or a "
+        "field breaks its rule (an access key id is 16 to 128 upper case letters and digits); "
+        "the message names the field, never its value. Export the keys again and store them.",
+    ),
     Reason.INVALID_BASE_URL: Troubleshooting(
         "ExternalConnection",
         "`baseURL` is not an `https://` origin (or is `http://` without "
