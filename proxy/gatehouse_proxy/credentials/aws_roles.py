@@ -27,7 +27,7 @@ from xml.etree import ElementTree
 from gatehouse_contract import sent_forms
 from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
 from gatehouse_contract.redaction import Redactor
-from gatehouse_contract.routes import AwsSigning, WebIdentity
+from gatehouse_contract.routes import AwsSigning, WebIdentity, role_session_name
 from gatehouse_proxy.credentials.token_grants import (
     GrantRequest,
     MintedToken,
@@ -145,7 +145,10 @@ class RoleMinter:
         self.sts_url = sts_url
         self.timeout = timeout
 
-    async def mint(self, aws: AwsSigning, role: WebIdentity, seconds: float) -> MintedToken:
+    async def mint(
+        self, connection_key: str, aws: AwsSigning, role: WebIdentity, seconds: float
+    ) -> MintedToken:
+        """The role's keys for the connection ``connection_key`` (its session's name)."""
         identity = await self._identity_token()
         said = sent_forms.form_field(identity)
         body = await self.client.posted(
@@ -155,7 +158,7 @@ class RoleMinter:
                     "Action": "AssumeRoleWithWebIdentity",
                     "Version": STS_VERSION,
                     "RoleArn": role.role_arn,
-                    "RoleSessionName": role.session_name,
+                    "RoleSessionName": role_session_name(connection_key),
                     "DurationSeconds": str(role.duration_seconds),
                     "WebIdentityToken": identity,
                 },

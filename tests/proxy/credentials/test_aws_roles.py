@@ -24,9 +24,8 @@ from tests.proxy.credentials.test_injectors import client_for
 
 SESSION = "FwoGZXIvYXdzE-session"
 IDENTITY = "eyJhbGciOiJSUzI1NiJ9.the-pods-token.signature"
-ROLE = WebIdentity(
-    role_arn="arn:aws:iam::111122223333:role/reports", session_name="gatehouse-shop-reports"
-)
+ROLE = WebIdentity(role_arn="arn:aws:iam::111122223333:role/reports")
+KEY = "shop/reports"
 AWS = AwsSigning(region="eu-west-1", service="execute-api", web_identity=ROLE)
 
 
@@ -93,7 +92,7 @@ def token_file(tmp_path: Path) -> Path:
 def test_a_roles_keys_are_asked_of_the_regions_sts_with_the_pods_token(token_file: Path) -> None:
     async def run() -> None:
         async with sts() as (url, asked), minter(url, token_file) as roles:
-            minted = await roles.mint(AWS, ROLE, 10.0)
+            minted = await roles.mint(KEY, AWS, ROLE, 10.0)
         keys = AwsKeys.parse(minted.value)
         assert keys.access_key_id == "ASIAEXAMPLE000000001"
         assert keys.session_token == SESSION
@@ -103,7 +102,7 @@ def test_a_roles_keys_are_asked_of_the_regions_sts_with_the_pods_token(token_fil
                 "Action": "AssumeRoleWithWebIdentity",
                 "Version": "2011-06-15",
                 "RoleArn": ROLE.role_arn,
-                "RoleSessionName": "gatehouse-shop-reports",
+                "RoleSessionName": "shop.reports",
                 "DurationSeconds": "3600",
                 "WebIdentityToken": IDENTITY,
                 "path": "/eu-west-1/",
@@ -118,10 +117,10 @@ def test_the_token_is_read_again_at_each_mint_since_the_kubelet_rotates_it(
 ) -> None:
     async def run() -> None:
         async with sts() as (url, asked), minter(url, token_file) as roles:
-            await roles.mint(AWS, ROLE, 10.0)
+            await roles.mint(KEY, AWS, ROLE, 10.0)
             await asyncio.to_thread(token_file.write_text, "rotated")
             with pytest.raises(ProxyError) as refused:
-                await roles.mint(AWS, ROLE, 10.0)
+                await roles.mint(KEY, AWS, ROLE, 10.0)
         assert [form["WebIdentityToken"] for form in asked] == [IDENTITY, "rotated"]
         assert "InvalidIdentityToken: Couldn't retrieve verification key" in refused.value.message
 
@@ -140,7 +139,7 @@ def test_sts_refusing_is_said_with_its_code_and_the_token_it_echoes_scrubbed(
     async def run() -> None:
         async with sts(echoed, status=403) as (url, _), minter(url, token_file) as roles:
             with pytest.raises(ProxyError) as refused:
-                await roles.mint(AWS, ROLE, 10.0)
+                await roles.mint(KEY, AWS, ROLE, 10.0)
         assert refused.value.code == "credential_failed"
         assert "(HTTP 403: AccessDenied: Not authorized" in refused.value.message
         assert IDENTITY not in refused.value.message
@@ -176,11 +175,11 @@ def test_a_proxy_without_a_web_identity_says_so(tmp_path: Path) -> None:
     async def run() -> None:
         async with minter("http://127.0.0.1:9/", None) as roles:
             with pytest.raises(ProxyError) as refused:
-                await roles.mint(AWS, ROLE, 10.0)
+                await roles.mint(KEY, AWS, ROLE, 10.0)
         assert "AWS_WEB_IDENTITY_TOKEN_FILE is not set" in refused.value.message
         async with minter("http://127.0.0.1:9/", tmp_path / "absent") as roles:
             with pytest.raises(ProxyError) as refused:
-                await roles.mint(AWS, ROLE, 10.0)
+                await roles.mint(KEY, AWS, ROLE, 10.0)
         assert "cannot be read" in refused.value.message
 
     asyncio.run(run())

@@ -114,13 +114,14 @@ class AwsSigV4(Kind):
 
     @staticmethod
     def credential_key(connection: ConnectionRoute) -> CredentialKey:
-        """A role's keys are another role's, session's, duration's or region's (its STS)."""
+        """A role's keys are another role's, duration's or region's (its STS); the session is
+        the connection's (its key is in every credential key)."""
         aws = connection.credential.aws
         if aws is None or aws.web_identity is None:
             return injecting.credential_key(connection)
         role = aws.web_identity
         return injecting.credential_key(
-            connection, role.role_arn, role.session_name, str(role.duration_seconds), aws.region
+            connection, role.role_arn, str(role.duration_seconds), aws.region
         )
 
     async def inject(
@@ -141,7 +142,7 @@ class AwsSigV4(Kind):
             seconds = connection.limits.timeout_seconds
             minted = await self.tokens.token(
                 key,
-                lambda: self.roles.mint(aws, role, seconds),
+                lambda: self.roles.mint(connection.key, aws, role, seconds),
                 shared=shared,
                 within=seconds + 1,
                 refused=refused,
