@@ -305,6 +305,9 @@ def verify(received: Received, account: Account, now: datetime) -> Verdict:
         return _verify(received, account, now)
     except _Refused as refused:
         return refused.verdict
+    except UnicodeEncodeError:
+        # A field's bytes that are not UTF-8 (the server kept them as lone surrogates).
+        return _incomplete("The request has a field that is not UTF-8.").verdict
 
 
 def _verify(received: Received, account: Account, now: datetime) -> Verdict:

@@ -191,6 +191,8 @@ def test_a_signature_that_leaves_out_host_or_date_or_a_part_is_incomplete() -> N
     assert (unsigned.status, unsigned.code) == (403, "MissingAuthenticationToken")
     undated = _verdict(given, _with_header(given.received, "x-amz-date", "2015-08-30"))
     assert undated.code == "IncompleteSignature"
+    not_utf8 = _with_header(given.received, "host", "example.amazonaws.com\udce9")
+    assert _verdict(given, not_utf8).message == "The request has a field that is not UTF-8."
 
 
 def test_unsigned_payload_verifies_only_where_the_service_accepts_it() -> None:
