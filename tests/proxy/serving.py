@@ -21,6 +21,7 @@ from gatehouse_contract.keyring import Keyring
 from gatehouse_contract.request_deadline import with_head_deadline
 from gatehouse_contract.routes import (
     AppRoute,
+    AwsSigning,
     CachePolicy,
     ConnectionRoute,
     Credential,
@@ -64,6 +65,7 @@ class Tenant:
     headers: tuple[tuple[str, str], ...] = ()
     content_types: tuple[str, ...] = ()
     cache: CachePolicy | None = None
+    aws: AwsSigning | None = None  # awsSigV4's region and service
 
     @property
     def token(self) -> str:
@@ -79,6 +81,7 @@ class Tenant:
             type=self.auth,  # type: ignore[arg-type]
             parameter=self.parameter,
             location=self.location,  # type: ignore[arg-type]
+            aws=self.aws,
         )
         if self.secret:
             context = credential.context(uid, self.origin)
