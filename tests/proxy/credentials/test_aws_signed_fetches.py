@@ -44,12 +44,12 @@ class AwsTenant(Tenant):
         return plain.model_copy(update={"credential": credential})
 
 
-def _account(keys: AwsKeys, *, unsigned: bool = False) -> Account:
+def _account(keys: AwsKeys, *, service: str = SERVICE, unsigned: bool = False) -> Account:
     return Account(
         keys.access_key_id,
         keys.secret_access_key,
         REGION,
-        SERVICE,
+        service,
         session_token=keys.session_token,
         allow_unsigned_payload=unsigned,
     )
@@ -69,7 +69,7 @@ async def _signing(
             auth="awsSigV4",
             secret=keys.stored(),
             methods=frozenset({"GET", "POST", "PUT"}),
-            aws=AwsSigning(region=REGION, service=SERVICE, payload=payload),
+            aws=AwsSigning(region=REGION, service=account.service, payload=payload),
         )
         async with (
             running_proxy(tmp_path, [signed]) as proxy,
@@ -148,12 +148,29 @@ def test_an_unsigned_payload_verifies_where_the_service_accepts_it(tmp_path: Pat
     body = b"x" * (100 * 1024)
 
     async def scenario() -> None:
-        account = _account(KEYS, unsigned=True)
+        account = _account(KEYS, service="s3", unsigned=True)
         async with _signing(tmp_path, account, payload="unsigned") as (_, client):
             answer = await client.put("/bucket/key", content=body)
             assert answer.status_code == 200, answer.text
             assert answer.json()["unsignedPayload"] is True
             assert answer.json()["bodyBytes"] == len(body)
+
+    asyncio.run(scenario())
+
+
+def test_s3s_object_keys_are_signed_as_s3_reads_them(tmp_path: Path) -> None:
+    """S3 signs a key encoded once (``:`` as ``%3A``, a space as ``%20``), where every other
+    service encodes the path as sent again (``%20`` as ``%2520``): the same path verifies at
+    both, each by its own rule."""
+    path = "/bucket/photos/a%20b/%7Ekey%3A1.jpg"
+
+    async def scenario() -> None:
+        for service in ("s3", SERVICE):
+            async with _signing(tmp_path, _account(KEYS, service=service)) as (verifier, client):
+                answer = await client.get(path)
+                assert answer.status_code == 200, (service, answer.text)
+                assert answer.json()["path"] == "/bucket/photos/a%20b/~key:1.jpg"
+                assert dict(verifier.answers) == {"OK": 1}
 
     asyncio.run(scenario())
 
