@@ -1,5 +1,6 @@
 """One upstream call: the request as the rules read it (``Outbound``), with the hop's own headers
-(the trace's, and the Accept-Encoding an answer to scrub needs), then the credential."""
+(the trace's, and the Accept-Encoding an answer to scrub needs), then the credential, over the
+connection's own TLS where it has one (a client certificate, its CAs)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from gatehouse_proxy.credentials.injectors import Injection
 from gatehouse_proxy.observation.tracing import Tracing
 from gatehouse_proxy.rules.matcher import UpstreamPath
 from gatehouse_proxy.rules.query import upstream_query
+from gatehouse_proxy.upstream.connection_tls import ConnectionContexts
 from gatehouse_proxy.upstream.forwarder import (
     Forwarder,
     RequestBody,
@@ -43,10 +45,17 @@ class Outbound:
 
 
 class Sender:
-    def __init__(self, forwarder: Forwarder, pools: TenantPools, tracing: Tracing) -> None:
+    def __init__(
+        self,
+        forwarder: Forwarder,
+        pools: TenantPools,
+        tracing: Tracing,
+        tls: ConnectionContexts,
+    ) -> None:
         self.forwarder = forwarder
         self.pools = pools
         self.tracing = tracing
+        self.tls = tls
 
     async def send(self, outbound: Outbound, injection: Injection) -> Upstream:
         connection = outbound.connection
@@ -78,5 +87,7 @@ class Sender:
             decode=identity,
             # The tenant's turn the body is paced by already (one per request).
             pace=outbound.body.pace,
+            # A draft's (a test of what is not routed yet) is made for its test alone.
+            tls=await self.tls.context(connection, keep=outbound.shared),
         )
         return await self.forwarder.send(self.pools.session(namespace), request)

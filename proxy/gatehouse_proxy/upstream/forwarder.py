@@ -43,6 +43,15 @@ def tls_context(ca_file: str | None = None) -> ssl.SSLContext:
     return tls
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionTls:
+    """A connection's own TLS settings (see connection_tls): its context, and whether it
+    presents a client certificate."""
+
+    context: ssl.SSLContext
+    client_certificate: bool
+
+
 def new_session(
     policy: NetworkPolicy, tls: ssl.SSLContext, pool_size: int = 100
 ) -> aiohttp.ClientSession:
@@ -258,6 +267,32 @@ class UpstreamRequest:
     as_answered: bool = False
     decode: bool = False  # identity was asked for: a compressed answer is decoded
     pace: Callable[[], Awaitable[None]] | None = None
+    # The connection's own TLS (a client certificate, its CAs); None: the session's.
+    tls: ConnectionTls | None = None
+
+
+def _untrusted(error: aiohttp.ClientConnectorCertificateError) -> ProxyError:
+    """The vendor's certificate did not verify: OpenSSL's reason says whether it is not trusted
+    or does not name the host (about the vendor's certificate: nothing secret)."""
+    certificate_error = error.certificate_error
+    reason = getattr(certificate_error, "verify_message", "") or "certificate verify failed"
+    return ProxyError(
+        "upstream_certificate_untrusted",
+        f"the upstream's TLS certificate is not trusted or does not name its host: {reason[:200]}",
+    )
+
+
+def _refused(tls: ConnectionTls) -> ProxyError:
+    """The vendor ended the TLS connection without answering, as a server refusing a client
+    certificate does (in TLS 1.3 after the handshake: aiohttp sees only the connection ending)."""
+    if tls.client_certificate:
+        why = "it does not accept the connection's client certificate"
+    else:
+        why = "it requires a client certificate, and the connection has none"
+    return ProxyError(
+        "client_certificate_refused",
+        f"the upstream ended the TLS connection without answering, as when {why}",
+    )
 
 
 class Forwarder:
@@ -291,16 +326,27 @@ class Forwarder:
                 data=body.stream() if size else None,
                 allow_redirects=False,
                 timeout=_timeout(timeout_seconds),
+                ssl=True if request.tls is None else request.tls.context,
             )
         except BlockedAddressError:
             raise ProxyError("blocked_address", "the upstream address is not allowed") from None
+        except aiohttp.ClientConnectorCertificateError as error:
+            raise _untrusted(error) from None
         except aiohttp.ClientConnectorError as error:
             if isinstance(error.os_error, BlockedAddressError):
                 raise ProxyError(
                     "blocked_address",
                     "the upstream host resolves to an address that is not allowed",
                 ) from None
+            if request.tls is not None and isinstance(
+                error.os_error, ssl.SSLError | ConnectionResetError
+            ):
+                raise _refused(request.tls) from None
             raise ProxyError("upstream_failed", "the upstream could not be reached") from None
+        except aiohttp.ServerDisconnectedError:
+            if request.tls is not None:
+                raise _refused(request.tls) from None
+            raise ProxyError("upstream_failed", "the upstream request failed") from None
         except TimeoutError:
             raise ProxyError(
                 "upstream_timeout", f"the upstream did not answer within {timeout_seconds:g}s"
