@@ -20,6 +20,7 @@ import pytest
 from aiohttp import web
 from cryptography import x509
 
+from gatehouse_contract.connection_tests import Answered, ProxyRefused, ReplicaTestRequest
 from gatehouse_contract.routes import ConnectionRoute, Credential, UpstreamTls
 from gatehouse_dev.pki import CertificateAuthority, KeyPair
 from gatehouse_proxy.errors import ProxyError
@@ -150,12 +151,34 @@ def test_the_vendor_is_called_with_the_connections_certificate_and_cas(
                 running_proxy(tmp_path, tenants) as running,
                 httpx.AsyncClient(timeout=30) as client,
             ):
-                return {t.namespace: await _fetch(client, running.url, t) for t in tenants}
+                said = {t.namespace: await _fetch(client, running.url, t) for t in tenants}
+                # A connection test takes the same way, and so does a draft's (not routed yet).
+                for name, draft in (("good", None), ("draft", tenants[0].connection())):
+                    tested = await running.proxy.run_test(
+                        ReplicaTestRequest(
+                            connection="good/api", method="GET", path="/who", draft=draft
+                        ),
+                        lambda: None,
+                    )
+                    assert isinstance(tested, Answered)
+                    said[f"test of {name}"] = (
+                        tested.answered.status_code,
+                        json.loads(tested.answered.body),
+                    )
+                refused = await running.proxy.run_test(
+                    ReplicaTestRequest(connection="foreign/api", method="GET", path="/who"),
+                    lambda: None,
+                )
+                assert isinstance(refused, ProxyRefused)
+                said["test of foreign"] = (502, {"code": refused.refused.code})
+                return said
 
     with caplog.at_level(logging.DEBUG):
         said = asyncio.run(scenario())
     assert said["good"] == (200, {"serial": _serial(good)})
     assert said["private-roots-only"] == (200, {"serial": _serial(good)})
+    assert said["test of good"] == said["test of draft"] == (200, {"serial": _serial(good)})
+    assert said["test of foreign"] == (502, {"code": "client_certificate_refused"})
     codes = {name: (status, answer.get("code")) for name, (status, answer) in said.items()}
     assert codes["no-certificate"] == (502, "client_certificate_refused")
     assert "requires a client certificate" in said["no-certificate"][1]["message"]
