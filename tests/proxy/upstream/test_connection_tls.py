@@ -8,10 +8,14 @@ an answer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import socket
 import ssl
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -191,6 +195,77 @@ def test_the_vendor_is_called_with_the_connections_certificate_and_cas(
     assert codes["mismatched"] == (503, "connection_unavailable")
     _no_key_material(pki, caplog.records, json.dumps(said))
     assert not [name for name in os.listdir("/dev/shm") if name.startswith("gatehouse-tls-")]
+
+
+@contextlib.contextmanager
+def _blocking_vendor(tls: ssl.SSLContext) -> Iterator[str]:
+    """A vendor on OpenSSL's blocking sockets, as most servers are (nginx, Go's, OpenSSL's own):
+    a handshake it refuses ends with an alert, which asyncio's servers never send. One request
+    per connection, answered 200."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stopped = threading.Event()
+
+    def serve() -> None:
+        while not stopped.is_set():
+            try:
+                accepted, _ = listener.accept()
+            except TimeoutError:
+                continue
+            accepted.settimeout(5)
+            try:
+                with tls.wrap_socket(accepted, server_side=True) as served:
+                    served.recv(65536)
+                    served.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 2\r\nConnection: close\r\n\r\n{}"
+                    )
+            except OSError:  # the handshake refused (ssl.SSLError), or the client gone
+                accepted.close()
+
+    thread = threading.Thread(target=serve, name="blocking-vendor")
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stopped.set()
+        thread.join()
+        listener.close()
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2])
+def test_a_vendors_alert_says_it_refused_the_client_certificate(
+    tmp_path: Path, pki: Pki, version: ssl.TLSVersion
+) -> None:
+    """In TLS 1.3 the vendor refuses a client certificate after the handshake (its alert is read
+    with the answer); in TLS 1.2, during it: the same refusal, naming the alert."""
+    vendor = pki.vendor_tls("127.0.0.1")
+    vendor.maximum_version = version
+    with_ca = UpstreamTls(ca_bundle=pki.bundle)
+    foreign = pki.client("foreign-client", pki.other_ca)
+
+    async def scenario(origin: str) -> dict[str, tuple[int, dict[str, str]]]:
+        tenants = [
+            Tenant("good", origin, tls=with_ca, client_certificate=pki.pem(pki.client("good"))),
+            Tenant("no-certificate", origin, tls=with_ca),
+            Tenant("foreign", origin, tls=with_ca, client_certificate=pki.pem(foreign)),
+        ]
+        async with (
+            running_proxy(tmp_path, tenants) as running,
+            httpx.AsyncClient(timeout=30) as client,
+        ):
+            return {t.namespace: await _fetch(client, running.url, t) for t in tenants}
+
+    with _blocking_vendor(vendor) as origin:
+        said = asyncio.run(scenario(origin))
+    assert said["good"] == (200, {})
+    for name, alert in (("no-certificate", "certificate required"), ("foreign", "unknown ca")):
+        status, error = said[name]
+        assert (status, error["code"]) == (502, "client_certificate_refused")
+        if version is ssl.TLSVersion.TLSv1_3:
+            assert alert in error["message"]
+        else:  # OpenSSL's TLS 1.2 server says "handshake failure" for a missing certificate
+            assert "alert" in error["message"]
 
 
 def test_a_certificate_rotated_under_load_fails_no_fetch(
