@@ -22,6 +22,7 @@ from gatehouse_contract.keyring import Keyring
 from gatehouse_contract.request_deadline import with_head_deadline
 from gatehouse_contract.routes import (
     AppRoute,
+    AwsSigning,
     CachePolicy,
     ConnectionRoute,
     Credential,
@@ -66,6 +67,7 @@ class Tenant:
     headers: tuple[tuple[str, str], ...] = ()
     content_types: tuple[str, ...] = ()
     cache: CachePolicy | None = None
+    aws: AwsSigning | None = None  # awsSigV4's region and service
     # The connection's own TLS, and its client certificate (chain and key in PEM), encrypted into
     # it as the operator does.
     tls: UpstreamTls | None = None
@@ -85,6 +87,7 @@ class Tenant:
             type=self.auth,  # type: ignore[arg-type]
             parameter=self.parameter,
             location=self.location,  # type: ignore[arg-type]
+            aws=self.aws,
         )
         if self.secret:
             context = credential.context(uid, self.origin)

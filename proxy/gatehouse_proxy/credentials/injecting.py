@@ -11,10 +11,15 @@ once, in :mod:`gatehouse_proxy.credentials.kinds`; the request path calls
 
 The encrypted credential is decrypted here (:func:`decrypt`), for the one request being made,
 and the plain value lives only in the returned :class:`Injection` until the request is sent.
+
+A kind that signs the request rather than sending a value (AWS Signature Version 4) gives the
+injection a :class:`Signer`: the request path calls it last, with the request as it will be sent
+(:class:`Sending`), so that the signature covers what the upstream receives.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
@@ -30,6 +35,25 @@ AUTHORIZATION = frozenset({"Authorization"})
 NO_HEADERS: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True, slots=True)
+class Sending:
+    """A request as it will be sent, the credential's headers in: what a :class:`Signer` signs."""
+
+    method: str
+    url: str  # as sent: encoded, the injected query in
+    # As sent, but for what aiohttp adds: Host (unless given), Content-Length, User-Agent.
+    headers: Sequence[tuple[str, str]]
+    body: Sequence[bytes]  # the pieces it is sent in
+
+
+class Signer(Protocol):
+    async def sign(self, sending: Sending) -> list[tuple[str, str]]:
+        """The headers that sign ``sending``, added to it as they are (Host among them, where
+        the signature covers it: the value sent is the one signed). Each request's signature
+        is added to the injection's secrets: an upstream that echoes it back is scrubbed."""
+        ...
+
+
 @dataclass
 class Injection:
     headers: dict[str, str] = field(default_factory=dict)
@@ -39,6 +63,8 @@ class Injection:
     secrets: tuple[str, ...] = ()
     # A minted token's credential: a 401 is judged, and one retry may get another token.
     minted: CredentialKey | None = None
+    # A signing kind's: called last, with the request as it will be sent.
+    signer: Signer | None = None
 
     @property
     def token(self) -> str:

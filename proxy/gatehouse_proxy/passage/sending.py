@@ -1,6 +1,7 @@
 """One upstream call: the request as the rules read it (``Outbound``), with the hop's own headers
-(the trace's, and the Accept-Encoding an answer to scrub needs), then the credential, over the
-connection's own TLS where it has one (a client certificate, its CAs)."""
+(the trace's, and the Accept-Encoding an answer to scrub needs), then the credential, and last a
+signing kind's signature of it all (the URL, every header and the body final by then), sent over
+the connection's own TLS where it has one (a client certificate, its CAs)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 
 from gatehouse_contract.header_names import canonical_name
 from gatehouse_contract.routes import ConnectionRoute, namespace_of
-from gatehouse_proxy.credentials.injectors import Injection
+from gatehouse_proxy.credentials.injectors import Injection, Sending
 from gatehouse_proxy.observation.tracing import Tracing
 from gatehouse_proxy.rules.matcher import UpstreamPath
 from gatehouse_proxy.rules.query import upstream_query
@@ -65,7 +66,8 @@ class Sender:
             + upstream_query(outbound.query, injection.query)
         )
         outgoing = self.tracing.outgoing(outbound.headers)
-        identity = bool(injection.secrets) or outbound.readable
+        # A signing kind's secrets are its signatures: none until it has signed.
+        identity = bool(injection.secrets) or injection.signer is not None or outbound.readable
         if identity:
             # An uncompressed answer, so an echoed credential can be scrubbed from it (and
             # a test result read); one compressed anyway is decoded (or refused).
@@ -76,10 +78,14 @@ class Sender:
             ]
             outgoing.append(("Accept-Encoding", "identity"))
         namespace = namespace_of(connection.key)
+        headers = [*outgoing, *injection.headers.items()]
+        if injection.signer is not None:
+            sending = Sending(outbound.method, url, headers, outbound.body.pieces)
+            headers = [*headers, *await injection.signer.sign(sending)]
         request = UpstreamRequest(
             outbound.method,
             url,
-            [*outgoing, *injection.headers.items()],
+            headers,
             outbound.timeout_seconds or connection.limits.timeout_seconds,
             connection.limits.max_response_bytes,
             outbound.body,
