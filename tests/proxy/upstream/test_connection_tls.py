@@ -213,15 +213,17 @@ def _blocking_vendor(tls: ssl.SSLContext) -> Iterator[str]:
             except TimeoutError:
                 continue
             accepted.settimeout(5)
+            served = tls.wrap_socket(accepted, server_side=True, do_handshake_on_connect=False)
             try:
-                with tls.wrap_socket(accepted, server_side=True) as served:
-                    served.recv(65536)
-                    served.sendall(
-                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                        b"Content-Length: 2\r\nConnection: close\r\n\r\n{}"
-                    )
+                served.do_handshake()
+                served.recv(65536)
+                served.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: 2\r\nConnection: close\r\n\r\n{}"
+                )
+                served.close()
             except OSError:  # the handshake refused (ssl.SSLError), or the client gone
-                accepted.close()
+                _linger(socket.socket(fileno=served.detach()))
 
     thread = threading.Thread(target=serve, name="blocking-vendor")
     thread.start()
@@ -231,6 +233,16 @@ def _blocking_vendor(tls: ssl.SSLContext) -> Iterator[str]:
         stopped.set()
         thread.join()
         listener.close()
+
+
+def _linger(refused: socket.socket) -> None:
+    """Closes as servers do (nginx's lingering close): the request the client sent meanwhile read
+    and dropped, so that the kernel does not reset the connection before the client reads the
+    alert."""
+    with contextlib.suppress(OSError), refused:
+        refused.shutdown(socket.SHUT_WR)
+        while refused.recv(65536):
+            pass
 
 
 @pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2])
