@@ -24,7 +24,8 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
 - workers: how a 2-worker Pod spreads connections over its workers (see bench_workers).
 - auth kinds: an OAuth 2.0 connection's fetches against a bearer one's (see bench_auth).
 - the kinds a header cannot carry: a client certificate (mTLS) against bearer over TLS and over
-  plain HTTP, in the same run (see bench_kinds; the proxy holds a table written by the bench).
+  plain HTTP, and AWS SigV4 (a small POST, its payload signed) against bearer with the same body,
+  in the same run (see bench_kinds; the proxy holds a table written by the bench).
 - cache: a connection's cache hits against the same connection without a cache at 32
   connections, and the shared store's bytes per cached answer (see bench_cache; the proxy holds
   a table written by the bench, see proxy_with_table).
@@ -154,7 +155,7 @@ def auth_kinds(workdir: Path) -> str:
 
 
 def unheadered_kinds(workdir: Path) -> str:
-    """mTLS against bearer (see bench_kinds), on a stack of its own."""
+    """mTLS and SigV4 against bearer (see bench_kinds), on a stack of its own."""
     with _gatehouse(workdir) as (_, local, _, _):
         return bench_kinds.table(bench_kinds.measure(local, wrk))
 
@@ -324,11 +325,13 @@ def wrk(
     seconds: int = WRK_SECONDS,
     authorizations: tuple[str, ...] = (),
     turns: tuple[dict[str, str], ...] = (),
+    body: str = "",
 ) -> dict[str, float]:
     """Requests per second and latency percentiles (ms) from a wrk run; with ``pause_ms``, each
     connection waits that long between an answer and its next request (not counted); with
     ``authorizations``, the requests take these Authorization values in turn (several apps);
-    with ``turns``, these sets of headers in turn (an app's token and a viewer's assertion)."""
+    with ``turns``, these sets of headers in turn (an app's token and a viewer's assertion);
+    with ``body``, POSTs of it."""
     argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", url]
     for name, value in headers.items():
         argv[1:1] = ["-H", f"{name}: {value}"]
@@ -346,7 +349,9 @@ def wrk(
                 "function request()\n  turn = turn % #turns + 1\n"
                 "  return wrk.format(nil, nil, turns[turn])\nend\n"
             )
-        if pause_ms or turns:
+        if body:
+            script.write(f'wrk.method = "POST"\nwrk.body = [[{body}]]\n')
+        if pause_ms or turns or body:
             script.flush()
             argv[1:1] = ["-s", script.name]
         output = subprocess.run(argv, capture_output=True, text=True, check=True).stdout

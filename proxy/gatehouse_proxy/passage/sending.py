@@ -78,6 +78,11 @@ class Sender:
             ]
             outgoing.append(("Accept-Encoding", "identity"))
         namespace = namespace_of(connection.key)
+        tls = None
+        if connection.tls is not None:
+            # Made before the request is signed, which is as late as can be. A draft's (a test
+            # of what is not routed yet) is made for its test alone.
+            tls = await self.tls.context(connection, keep=outbound.shared)
         headers = [*outgoing, *injection.headers.items()]
         if injection.signer is not None:
             sending = Sending(outbound.method, url, headers, outbound.body.pieces)
@@ -93,7 +98,6 @@ class Sender:
             decode=identity,
             # The tenant's turn the body is paced by already (one per request).
             pace=outbound.body.pace,
-            # A draft's (a test of what is not routed yet) is made for its test alone.
-            tls=await self.tls.context(connection, keep=outbound.shared),
+            tls=tls,
         )
         return await self.forwarder.send(self.pools.session(namespace), request)
