@@ -70,7 +70,7 @@ SIGV4 = Row(
 )
 ROWS = (BEARER, BEARER_TLS, MTLS, BEARER_POST, SIGV4)
 # Keys of AWS's documentation examples: nginx checks no signature.
-AWS_KEYS = AwsKeys("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+AWS_KEYS = AwsKeys("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
 
 Wrk = Callable[..., dict[str, float]]
 
