@@ -138,7 +138,7 @@ def decrypt(keyring: KeyringFile, connection: ConnectionRoute) -> bytes:
     credential = connection.credential
     if credential.encrypted is None:
         raise ProxyError("connection_unavailable", "the connection has no credential")
-    return _opened(
+    return _decrypted(
         keyring,
         credential.encrypted,
         credential.context(connection.uid, connection.origin),
@@ -152,7 +152,7 @@ def decrypt_client_certificate(keyring: KeyringFile, connection: ConnectionRoute
     tls = connection.tls
     if tls is None or tls.client_certificate is None:
         raise ProxyError("connection_unavailable", "the connection has no client certificate")
-    return _opened(
+    return _decrypted(
         keyring,
         tls.client_certificate,
         UpstreamTls.context(connection.uid, connection.origin),
@@ -160,7 +160,7 @@ def decrypt_client_certificate(keyring: KeyringFile, connection: ConnectionRoute
     )
 
 
-def _opened(keyring: KeyringFile, encrypted: Encrypted, context: str, refusal: str) -> bytes:
+def _decrypted(keyring: KeyringFile, encrypted: Encrypted, context: str, refusal: str) -> bytes:
     try:
         current = keyring.current()
         if encrypted.key_id not in current.key_ids:
