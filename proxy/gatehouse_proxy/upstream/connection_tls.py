@@ -87,15 +87,21 @@ def _load_client_certificate(context: ssl.SSLContext, pem: bytes) -> None:
             "the connection's client certificate has a private key that cannot be read "
             "(encrypted, or of a kind TLS does not use)",
         ) from None
-    with _private_file(b"\n".join([*chain, encrypted])) as path:
-        try:
+    try:
+        with _private_file(b"\n".join([*chain, encrypted])) as path:
             context.load_cert_chain(path, password=password)
-        except ssl.SSLError:
-            raise ProxyError(
-                "connection_unavailable",
-                "the connection's client certificate cannot be loaded (its key does not match "
-                "its certificate, or the certificate is not one TLS reads)",
-            ) from None
+    except ssl.SSLError:
+        raise ProxyError(
+            "connection_unavailable",
+            "the connection's client certificate cannot be loaded (its key does not match "
+            "its certificate, or the certificate is not one TLS reads)",
+        ) from None
+    except OSError:
+        raise ProxyError(
+            "connection_unavailable",
+            "the connection's client certificate cannot be loaded: the proxy has no writable "
+            "temporary directory (/dev/shm, or TMPDIR)",
+        ) from None
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import ssl
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from gatehouse_contract.routes import ConnectionRoute, Credential, UpstreamTls
 from gatehouse_dev.pki import CertificateAuthority, KeyPair
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.limits.tenancy import TenantLimits
+from gatehouse_proxy.upstream import connection_tls
 from gatehouse_proxy.upstream.connection_tls import ConnectionContexts
 from tests.proxy.serving import KEYRING, LIMITS, Tenant, running_proxy, table, upstream
 
@@ -384,3 +386,38 @@ def test_a_connections_context_is_made_once_for_its_requests_and_dropped_with_it
         assert len(revealed) == 5  # not kept: tried again
 
     asyncio.run(scenario())
+
+
+def test_the_key_is_written_only_encrypted_and_only_for_a_moment(
+    pki: Pki, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the file the chain is loaded from holds: the chain, and the key encrypted with a
+    password used once; the file is gone once the context is made. Without a place to write it,
+    the connection is unavailable, never a 500."""
+    pair = pki.client("written")
+    written: list[tuple[str, bytes]] = []
+    private_file = connection_tls._private_file
+
+    @contextlib.contextmanager
+    def recorded(content: bytes) -> Iterator[str]:
+        with private_file(content) as path:
+            written.append((path, Path(path).read_bytes()))
+            yield path
+
+    monkeypatch.setattr(connection_tls, "_private_file", recorded)
+    made = connection_tls.make(UpstreamTls(system_roots=False), pki.pem(pair), None)
+    assert made.client_certificate
+    [(path, content)] = written
+    assert not Path(path).exists()
+    assert b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in content
+    key_lines = [line for line in pair.key_path.read_bytes().splitlines() if b"-----" not in line]
+    assert not [line for line in key_lines if line in content]
+    assert pair.cert_path.read_bytes().strip() in content
+
+    monkeypatch.setattr(connection_tls, "_private_file", private_file)
+    monkeypatch.setattr(connection_tls, "_TMPFS", str(pki.directory / "absent"))
+    monkeypatch.setattr(tempfile, "tempdir", str(pki.directory / "absent"))
+    with pytest.raises(ProxyError) as refused:
+        connection_tls.make(UpstreamTls(system_roots=False), pki.pem(pair), None)
+    assert refused.value.code == "connection_unavailable"
+    assert "temporary directory" in refused.value.message
