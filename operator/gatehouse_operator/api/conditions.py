@@ -42,6 +42,7 @@ class Reason(StrEnum):
     CONNECTION_NOT_FOUND = "ConnectionNotFound"
     CONNECTION_NOT_READY = "ConnectionNotReady"
     CREDENTIAL_ENCRYPTED = "CredentialEncrypted"
+    INVALID_AWS_KEYS = "InvalidAwsKeys"
     INVALID_BASE_URL = "InvalidBaseURL"
     INVALID_CONFIG = "InvalidConfig"
     INVALID_LABEL = "InvalidLabel"
