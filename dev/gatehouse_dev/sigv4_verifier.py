@@ -49,9 +49,9 @@ class Account:
     session_token: str = ""
     # S3 accepts UNSIGNED-PAYLOAD in X-Amz-Content-Sha256; most services sign the body.
     allow_unsigned_payload: bool = False
-    # None: as the service does (S3 keeps its keys' dot segments and double slashes, others
-    # remove them); AWS's vectors say which they were signed with.
-    normalize_path: bool | None = None
+    # Services other than S3 resolve dot segments and drop empty ones (S3 never does: they are
+    # part of its keys); some of AWS's vectors are signed without.
+    normalize_path: bool = True
 
     @property
     def is_s3(self) -> bool:
@@ -154,7 +154,7 @@ def _trimmed(value: str) -> str:
     return _SPACES.sub(" ", value.strip(" \t"))
 
 
-def canonical_headers(headers: Sequence[tuple[str, str]], signed: Sequence[str]) -> str:
+def _canonical_headers(headers: Sequence[tuple[str, str]], signed: Sequence[str]) -> str:
     values: dict[str, list[str]] = {}
     for name, value in headers:
         values.setdefault(name.lower(), []).append(_trimmed(value))
@@ -321,14 +321,13 @@ def _verify(received: Received, account: Account, now: datetime) -> Verdict:
     _check_scope(auth, amz_date, account)
     payload_hash = _payload_hash(received, account)
     path, _, query = received.target.partition("?")
-    normalize = not account.is_s3 if account.normalize_path is None else account.normalize_path
     signed = tuple(sorted(auth.signed_headers))
     canonical_request = "\n".join(
         [
             received.method,
-            canonical_uri(path, normalize=normalize, s3=account.is_s3),
+            canonical_uri(path, normalize=account.normalize_path, s3=account.is_s3),
             canonical_query(query),
-            canonical_headers(received.headers, signed),
+            _canonical_headers(received.headers, signed),
             ";".join(signed),
             payload_hash,
         ]
