@@ -480,6 +480,18 @@ REFUSAL_TROUBLESHOOTING: dict[RefusalReason, str] = {
         "The API took longer than the connection's `limits.timeoutSeconds` to answer. Check the "
         "API, or raise the limit."
     ),
+    RefusalReason.UPSTREAM_CERTIFICATE_UNTRUSTED: (
+        "The API's TLS certificate is not trusted, or does not name the host of `baseURL` (the "
+        "message says which). Host names are always verified. For an API behind a private CA, "
+        "give the CA in `spec.tls` (`caBundle`); check `baseURL`'s host against the names in its "
+        "certificate."
+    ),
+    RefusalReason.CLIENT_CERTIFICATE_REFUSED: (
+        "The API ended the TLS connection before answering, as a server refusing a client "
+        "certificate does: the connection's client certificate (`spec.tls.clientCertificate`) is "
+        "not one the API accepts (another CA's, expired, not the one it expects), or the API "
+        "requires one and the connection has none. Check the certificate with the API's owner."
+    ),
     RefusalReason.RESERVED_HEADER: (
         "The request carried an `X-Gatehouse-*` header: those names are the proxy's own (the "
         f"viewer's identity it forwards), never taken from an app. {_NOT_A_TEST}"

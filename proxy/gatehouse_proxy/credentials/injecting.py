@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
-from gatehouse_contract.keyring import KeyringError, KeyringFile
-from gatehouse_contract.routes import ConnectionRoute, Credential
+from gatehouse_contract.keyring import Encrypted, KeyringError, KeyringFile
+from gatehouse_contract.routes import ConnectionRoute, Credential, UpstreamTls
 from gatehouse_proxy.credentials.aws_roles import RoleMinter
 from gatehouse_proxy.credentials.fleet_grants import FleetGrants
 from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
@@ -140,18 +140,37 @@ def decrypt(keyring: KeyringFile, connection: ConnectionRoute) -> bytes:
     credential = connection.credential
     if credential.encrypted is None:
         raise ProxyError("connection_unavailable", "the connection has no credential")
+    return _decrypted(
+        keyring,
+        credential.encrypted,
+        credential.context(connection.uid, connection.origin),
+        "the connection's credential cannot be decrypted here",
+    )
+
+
+def decrypt_client_certificate(keyring: KeyringFile, connection: ConnectionRoute) -> bytes:
+    """The connection's client certificate (its PEM chain, then its private key) in the clear,
+    for its TLS context to be made with (gatehouse_proxy.upstream.connection_tls)."""
+    tls = connection.tls
+    if tls is None or tls.client_certificate is None:
+        raise ProxyError("connection_unavailable", "the connection has no client certificate")
+    return _decrypted(
+        keyring,
+        tls.client_certificate,
+        UpstreamTls.context(connection.uid, connection.origin),
+        "the connection's client certificate cannot be decrypted here",
+    )
+
+
+def _decrypted(keyring: KeyringFile, encrypted: Encrypted, context: str, refusal: str) -> bytes:
     try:
         current = keyring.current()
-        if credential.encrypted.key_id not in current.key_ids:
+        if encrypted.key_id not in current.key_ids:
             # Encrypted with a key added since the keyring was last looked at.
             current = keyring.current(fresh=True)
-        return current.decrypt(
-            credential.encrypted, credential.context(connection.uid, connection.origin)
-        )
+        return current.decrypt(encrypted, context)
     except KeyringError:
-        raise ProxyError(
-            "connection_unavailable", "the connection's credential cannot be decrypted here"
-        ) from None
+        raise ProxyError("connection_unavailable", refusal) from None
 
 
 def credential_key(connection: ConnectionRoute, *depends_on: str) -> CredentialKey:

@@ -1,6 +1,7 @@
 """One upstream call: the request as the rules read it (``Outbound``), with the hop's own headers
 (the trace's, and the Accept-Encoding an answer to scrub needs), then the credential, and last a
-signing kind's signature of it all (the URL, every header and the body final by then)."""
+signing kind's signature of it all (the URL, every header and the body final by then), sent over
+the connection's own TLS where it has one (a client certificate, its CAs)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from gatehouse_proxy.credentials.injectors import Injection, Sending
 from gatehouse_proxy.observation.tracing import Tracing
 from gatehouse_proxy.rules.matcher import UpstreamPath
 from gatehouse_proxy.rules.query import upstream_query
+from gatehouse_proxy.upstream.connection_tls import ConnectionContexts
 from gatehouse_proxy.upstream.forwarder import (
     Forwarder,
     RequestBody,
@@ -44,10 +46,17 @@ class Outbound:
 
 
 class Sender:
-    def __init__(self, forwarder: Forwarder, pools: TenantPools, tracing: Tracing) -> None:
+    def __init__(
+        self,
+        forwarder: Forwarder,
+        pools: TenantPools,
+        tracing: Tracing,
+        tls: ConnectionContexts,
+    ) -> None:
         self.forwarder = forwarder
         self.pools = pools
         self.tracing = tracing
+        self.tls = tls
 
     async def send(self, outbound: Outbound, injection: Injection) -> Upstream:
         connection = outbound.connection
@@ -69,6 +78,11 @@ class Sender:
             ]
             outgoing.append(("Accept-Encoding", "identity"))
         namespace = namespace_of(connection.key)
+        tls = None
+        if connection.tls is not None:
+            # Made before the request is signed, which is as late as can be. A draft's (a test
+            # of what is not routed yet) is made for its test alone.
+            tls = await self.tls.context(connection, keep=outbound.shared)
         headers = [*outgoing, *injection.headers.items()]
         if injection.signer is not None:
             sending = Sending(outbound.method, url, headers, outbound.body.pieces)
@@ -84,5 +98,6 @@ class Sender:
             decode=identity,
             # The tenant's turn the body is paced by already (one per request).
             pace=outbound.body.pace,
+            tls=tls,
         )
         return await self.forwarder.send(self.pools.session(namespace), request)
