@@ -89,7 +89,7 @@ class Sts:
         self.lifetime = 0.0  # 0: as asked
         self.requests: Counter[str] = Counter()  # per role ARN, refused ones too
         self.issued: dict[str, Issued] = {}
-        self.api: Counter[str] = Counter()
+        self.answers: Counter[str] = Counter()  # the API's, by AWS's code ("OK" verified)
 
     def verified(self, token: str) -> dict[str, Any]:
         """The web identity token's claims, as STS checks an OIDC provider's token."""
@@ -163,20 +163,20 @@ class Sts:
         found = _CREDENTIAL.search(request.headers.get("Authorization", ""))
         issued = self.issued.get(found.group(1)) if found else None
         if issued is None:
-            self.api["InvalidClientTokenId"] += 1
+            self.answers["InvalidClientTokenId"] += 1
             return web.json_response(
                 {"__type": "InvalidClientTokenId", "message": "The security token is invalid"},
                 status=403,
             )
         if time.time() >= issued.expires:
-            self.api["ExpiredToken"] += 1
+            self.answers["ExpiredToken"] += 1
             return web.json_response(
                 {"__type": "ExpiredToken", "message": "The security token has expired"},
                 status=403,
             )
         received = Received(request.method, request.raw_path, list(request.headers.items()), body)
         verdict = verify(received, issued.keys, datetime.now(UTC))
-        self.api[verdict.code or "OK"] += 1
+        self.answers[verdict.code or "OK"] += 1
         if not verdict.verified:
             return web.json_response(
                 {"__type": verdict.code, "message": verdict.message}, status=verdict.status
@@ -188,7 +188,7 @@ class Sts:
         return web.json_response({"lifetime": self.lifetime})
 
     async def stats(self, request: web.Request) -> web.Response:
-        return web.json_response({"requests": dict(self.requests), "api": dict(self.api)})
+        return web.json_response({"requests": dict(self.requests), "api": dict(self.answers)})
 
 
 def create_app(sts: Sts) -> web.Application:

@@ -57,9 +57,8 @@ def test_the_proxies_get_a_token_for_sts_alone_and_the_operator_the_roles(
             }
         }
     ]
-    monkeypatch.setenv(
-        "GATEHOUSE_AWS_ROLES", _env(_deployment(documents, "-operator"))["GATEHOUSE_AWS_ROLES"]
-    )
+    operator = _env(_deployment(documents, "-operator"))
+    monkeypatch.setenv("GATEHOUSE_AWS_ROLES", str(operator["GATEHOUSE_AWS_ROLES"]))
     roles = AwsRoles.from_env()
     assert roles.allows("shop", "arn:aws:iam::111122223333:role/shop-reports")
     assert not roles.allows("shop", "arn:aws:iam::111122223333:role/admin")
