@@ -24,6 +24,7 @@ from gatehouse_operator.api.connection import (
     ExternalConnectionSpec,
     Limits,
 )
+from gatehouse_operator.api.connection_document import as_json
 from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections.exfiltration import link_warning
 from gatehouse_operator.keys.sealed_values import Scope
@@ -688,7 +689,7 @@ def test_an_edit_of_a_role_by_web_identity_keeps_it() -> None:
     # An edit posted back (the page's fields as rendered) keeps it too.
     again = posted(
         {**BASE, **ROLE_FIELDS, "name": "s3"},
-        stored=spec,
+        stored=as_json(spec),
     )
     assert again.spec()["auth"] == spec["auth"]
 

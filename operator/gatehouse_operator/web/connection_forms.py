@@ -69,7 +69,7 @@ from gatehouse_operator.web.wizard import (
 
 # Instructions of 10,000 characters, URL-encoded, and a service account's key file fit.
 WIZARD_FORM_BYTES = 256 * 1024
-# The wizard has 38 fields, 5 method boxes and 20 header rows of two (83 in all).
+# The wizard has 41 fields, 5 method boxes and 20 header rows of two (86 in all).
 WIZARD_FIELDS = 96
 MAX_SECRET_CHARS = 64 * 1024
 
