@@ -457,6 +457,8 @@ _AWS_NAME_CHARS = 63
 
 # An IAM role's ARN (any partition: aws, aws-cn, aws-us-gov...).
 ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@/_-]{1,512}$"
+# STS's own default for a role's session.
+DEFAULT_ROLE_SECONDS = 3600
 
 
 class AwsWebIdentity(Model):
@@ -473,7 +475,7 @@ class AwsWebIdentity(Model):
         "name, which is <namespace>.<connection name>.",
     )
     duration_seconds: int = Field(
-        default=3600,
+        default=DEFAULT_ROLE_SECONDS,
         alias="durationSeconds",
         ge=900,
         le=43_200,
