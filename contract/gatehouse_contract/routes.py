@@ -131,15 +131,32 @@ PayloadSigning = Literal["signed", "unsigned"]
 
 
 class WebIdentity(Frozen):
-    """Temporary AWS credentials for a role, asked of STS (AssumeRoleWithWebIdentity) with the
-    proxy's own web identity token (IRSA: the Pod's projected service account token), once for
-    the fleet and again before they expire. No secret is stored: the role trusts the proxy's
-    service account, and ``session_name`` names the connection in AWS's records. Where STS is
-    asked is the installation's setting, never a connection's: the token is the proxy's own."""
+    """Temporary AWS keys for a role, asked of STS (AssumeRoleWithWebIdentity) with the proxy's
+    own web identity token (IRSA: the Pod's projected service account token), once for the fleet
+    and again before they expire. No secret is stored: the role trusts the proxy's service
+    account, and the session is named by the connection (:func:`role_session_name`), never by
+    its spec, so that a role's trust policy can tell the projects apart. Where STS is asked is
+    the installation's setting, never a connection's: the token is the proxy's own."""
 
     role_arn: str = Field(min_length=20, max_length=2048, pattern=r"^arn:[\x21-\x7e]+$")
-    session_name: str = Field(min_length=2, max_length=64, pattern=r"^[\w+=,.@-]+$")
     duration_seconds: int = Field(default=3600, ge=900, le=43_200)
+
+
+# STS's bound on a RoleSessionName.
+MAX_ROLE_SESSION_CHARS = 64
+
+
+def role_session_name(connection_key: str) -> str:
+    """``<namespace>.<name>``: what a role's session is called in AWS's records (CloudTrail) and
+    what its trust policy may require (``sts:RoleSessionName``, ``shop.*``). Namespaces and names
+    are DNS labels and subdomains, which STS's grammar takes; a longer pair keeps its namespace
+    and ends with a digest of the whole."""
+    namespace, _, name = connection_key.partition("/")
+    whole = f"{namespace}.{name}"
+    if len(whole) <= MAX_ROLE_SESSION_CHARS:
+        return whole
+    digest = hashlib.sha256(connection_key.encode()).hexdigest()[:12]
+    return f"{whole[: MAX_ROLE_SESSION_CHARS - len(digest) - 1]}-{digest}"
 
 
 class AwsSigning(Frozen):

@@ -36,6 +36,8 @@ CRDS = ROOT / "crds"
 # bound to the chart's own rendered ClusterRole, never as the API server's admin, so a verb the
 # chart forgets fails here as it would in every installation.
 RELEASE = NAMESPACE = stack_rbac.RELEASE
+# The roles of the dev STS's account the local stack lets every namespace sign as.
+DEV_AWS_ROLES = "arn:aws:iam::111122223333:role/gatehouse-dev-*"
 # The chart's name for its webhook configuration (gatehouse.webhookConfiguration), the one name
 # its ClusterRole lets the operator patch.
 WEBHOOK_CONFIGURATION = f"{RELEASE}-{NAMESPACE}"
@@ -168,6 +170,22 @@ class LocalGatehouse:
             argv += [f"--public-key={key_path}", f"--client-email={client_email}"]
         return self._start(f"token-endpoint-{port}", argv, {}, f"http://127.0.0.1:{port}", "/stats")
 
+    def start_aws_sts(self, jwks: str, issuer: str) -> Endpoint:
+        """AWS STS as a web identity meets it (gatehouse_dev.aws_sts), trusting the OIDC
+        provider whose key set is ``jwks`` (the API server's own) and ``issuer``."""
+        port = free_port()
+        jwks_path = self.workdir / f"aws-sts-{port}-jwks.json"
+        jwks_path.write_text(jwks)
+        argv = [
+            sys.executable,
+            "-m",
+            "gatehouse_dev.aws_sts",
+            f"--port={port}",
+            f"--jwks={jwks_path}",
+            f"--issuer={issuer}",
+        ]
+        return self._start(f"aws-sts-{port}", argv, {}, f"http://127.0.0.1:{port}", "/stats")
+
     def start_viewer_issuer(self) -> Endpoint:
         """The dev viewer-assertion issuer (gatehouse_dev.viewer_issuer): its URL is its
         ``iss``, its keys at ``/jwks``."""
@@ -225,6 +243,9 @@ class LocalGatehouse:
             # Elected, as in the chart: a second operator started beside it stands by.
             "GATEHOUSE_LEADER_LEASE": f"{NAMESPACE}/{RELEASE}-operator",
             "GATEHOUSE_SEALING_KEYS_CONFIGMAP": f"{NAMESPACE}/{RELEASE}-sealing-keys",
+            # One tenant on this machine: every namespace may sign as the dev STS's roles
+            # (gatehouse_dev.aws_sts), and as no other.
+            "GATEHOUSE_AWS_ROLES": json.dumps({"*": [DEV_AWS_ROLES]}),
         }
 
     def install_webhooks(self) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,6 +72,47 @@ class OidcSettings:
         return found
 
 
+# What an AWS role's ARN is written with (as the connection's auth.awsSigV4.webIdentity.roleArn).
+_ROLE_ARN = re.compile(r"arn:[\x21-\x7e]+")
+
+
+@dataclass(frozen=True)
+class AwsRoles:
+    """The AWS roles each namespace's connections may sign as with the proxies' web identity
+    (the chart's installation.aws.webIdentity.roles): every project's connections share the
+    proxies' identity, so AWS cannot tell them apart and the installation must. A role is listed
+    exactly, or by a prefix ending in ``*``; those listed under ``*`` are every namespace's (an
+    installation with one tenant)."""
+
+    by_namespace: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def allows(self, namespace: str, role_arn: str) -> bool:
+        listed = (*self.by_namespace.get(namespace, ()), *self.by_namespace.get("*", ()))
+        return any(
+            role_arn.startswith(role[:-1]) if role.endswith("*") else role_arn == role
+            for role in listed
+        )
+
+    @classmethod
+    def from_env(cls) -> AwsRoles:
+        raw = os.environ.get("GATEHOUSE_AWS_ROLES", "").strip() or "{}"
+        rule = (
+            "GATEHOUSE_AWS_ROLES must be a JSON object of namespaces, each with a list of role "
+            "ARNs (arn:..., or a prefix ending in *)"
+        )
+        try:
+            given = json.loads(raw)
+        except ValueError:
+            raise ValueError(f"{rule}; it is not JSON") from None
+        if not isinstance(given, dict) or not all(
+            isinstance(roles, list)
+            and all(isinstance(role, str) and _ROLE_ARN.fullmatch(role) for role in roles)
+            for roles in given.values()
+        ):
+            raise ValueError(rule)
+        return cls({namespace: tuple(roles) for namespace, roles in given.items()})
+
+
 @dataclass(frozen=True)
 class OperatorSettings:
     # The keyring: a file (a mounted Secret; the dev stack), or a Secret the operator reads
@@ -115,6 +159,8 @@ class OperatorSettings:
     # The Secret ("namespace/name") holding the password of the chart's bundled store, made
     # when absent (see store_secret); empty: no bundled store, nothing to make.
     store_secret: str = ""
+    # The AWS roles each namespace may sign as with the proxies' web identity.
+    aws_roles: AwsRoles = field(default_factory=AwsRoles)
 
     @classmethod
     def from_env(cls) -> OperatorSettings:
@@ -146,6 +192,7 @@ class OperatorSettings:
             sealing_keys_create=env_flag("GATEHOUSE_SEALING_KEYS_CREATE"),
             sealing_keys_config_map=_object_ref("GATEHOUSE_SEALING_KEYS_CONFIGMAP"),
             store_secret=_object_ref("GATEHOUSE_STORE_SECRET"),
+            aws_roles=AwsRoles.from_env(),
         )
 
 

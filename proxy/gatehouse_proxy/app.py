@@ -23,6 +23,7 @@ from gatehouse_contract.routes import ConnectionRoute, namespace_of
 from gatehouse_proxy import admin
 from gatehouse_proxy.caching.response_cache import ResponseCache
 from gatehouse_proxy.connection_tests.runs import ConnectionTests
+from gatehouse_proxy.credentials.aws_roles import RoleMinter
 from gatehouse_proxy.credentials.connecting import Connecting
 from gatehouse_proxy.credentials.fleet_grants import FleetGrants
 from gatehouse_proxy.credentials.fleet_tokens import FleetTokens
@@ -151,6 +152,7 @@ class Proxy:
                 GoogleMinter(tokens, settings.google_token_url),
                 tokens,
                 grants,
+                RoleMinter(tokens, settings.aws.web_identity_token_file, settings.aws.sts_url),
             )
             passage = Passage(
                 self.tracing,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gatehouse_contract.env import env_count, env_flag, env_seconds, env_share
+from gatehouse_proxy.credentials.aws_roles import AwsSettings
 from gatehouse_proxy.credentials.google_tokens import GOOGLE_TOKEN_URL
 from gatehouse_proxy.credentials.token_grants import MAX_TOKEN_CHARS, MOST_TOKEN_CHARS
 from gatehouse_proxy.limits.tenancy import TenantLimits
@@ -129,6 +130,8 @@ class ProxySettings:
     allow_http: bool = False
     allowed_private_networks: tuple[str, ...] = ()
     google_token_url: str = GOOGLE_TOKEN_URL
+    # Where AWS STS is asked for a role's keys, and the proxy's web identity (see aws_roles).
+    aws: AwsSettings = field(default_factory=AwsSettings)
     upstream_ca_file: Path | None = None
     # The time a client has to send a request head, and again its body.
     request_read_timeout_seconds: float = 15.0
@@ -174,6 +177,7 @@ class ProxySettings:
             allow_http=allow_http,
             allowed_private_networks=_list("GATEHOUSE_ALLOWED_PRIVATE_NETWORKS"),
             google_token_url=os.environ.get("GATEHOUSE_GOOGLE_TOKEN_URL", GOOGLE_TOKEN_URL),
+            aws=AwsSettings.from_env(),
             upstream_ca_file=Path(ca_file) if ca_file else None,
             request_read_timeout_seconds=env_seconds(
                 "GATEHOUSE_REQUEST_READ_TIMEOUT_SECONDS", cls.request_read_timeout_seconds

@@ -824,6 +824,83 @@ def test_aws_keys_entered_in_parts_sign_the_draft_test_and_are_stored_as_their_j
     assert "each request signed for us-east-1, service execute-api" in page.inner_text("#auth")
 
 
+ROLE_ARN = "arn:aws:iam::123456789012:role/orders"
+
+
+def test_a_role_by_web_identity_asks_no_secret_and_an_edit_keeps_it(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    """AWS with a role's keys by web identity: the page hides the keys' fields and the secret,
+    a draft's test sends no secret (keys typed before the choice included), Save writes
+    webIdentity and no Secret, the page names the role and its session, and an edit keeps it."""
+    members = project(cluster, stack, namespace)
+    may_write_secrets(cluster, namespace, "admin")
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/new-connection")
+    page.fill("input[name=display_name]", "Orders")
+    page.fill("input[name=base_url]", stack.upstream)
+    admin.submit("#next")
+    page.select_option("select[name=auth_type]", "awsSigV4")
+    page.check("input[name=storage][value=secret]")
+    page.fill("input[name=aws_region]", "us-east-1")
+    page.fill("input[name=aws_service]", "execute-api")
+    page.fill("input[name=aws_access_key_id]", "AKIAIOSFODNN7EXAMPLE")
+    page.fill("input[name=secret]", CANARY)
+    assert not visible(page, "input[name=aws_role_arn]")
+    page.check("input[name=aws_keys_from][value=role]")
+    assert visible(page, "input[name=aws_role_arn]")
+    assert not visible(page, "input[name=aws_access_key_id]")
+    assert not visible(page, "input[name=secret]")
+    page.fill("input[name=aws_role_arn]", "arn:aws:iam::123:role/orders")
+    admin.submit("#next")
+    assert "AWS: role ARN: 'arn:aws:iam::123:role/orders' is not a role's ARN" in page.inner_text(
+        "#errors"
+    )
+    assert not visible(page, "input[name=secret]")
+    page.fill("input[name=aws_role_arn]", ROLE_ARN)
+    admin.submit("#next")
+    page.check("input[name=link_policy][value=AdminsOnly]")
+    admin.submit("button.step[value='go:test']")
+    page.fill("input[name=test_path]", "/echo/orders")
+    admin.submit("#try-draft")
+    # The installation of the suite lists no role for the namespace: refused for that, not for
+    # a secret it was sent.
+    shown = page.content()
+    assert "may not sign as this role" in shown
+    assert "takes no secret" not in shown
+    admin.submit("button.step[value='go:review']")
+    assert "kubectl create secret" not in page.inner_text("#yaml")
+    admin.submit("#save")
+    saved = get(cluster, namespace, "externalconnection/orders") or {}
+    assert saved["spec"]["auth"] == {
+        "type": "awsSigV4",
+        "awsSigV4": {
+            "region": "us-east-1",
+            "service": "execute-api",
+            "payloadSigning": "signed",
+            "webIdentity": {"roleArn": ROLE_ARN, "durationSeconds": 3600},
+        },
+    }
+    assert get(cluster, namespace, "secret/orders-credential") is None
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/orders")
+    role = page.inner_text("#aws-role")
+    assert ROLE_ARN in role
+    assert f"session {namespace}.orders" in role
+    assert "3600 s" in role
+    # An edit keeps it, untouched.
+    admin.submit("#edit")
+    page.fill("input[name=display_name]", "Orders (EU)")
+    admin.submit("button.step[value='go:auth']")
+    assert page.is_checked("input[name=aws_keys_from][value=role]")
+    assert page.input_value("input[name=aws_role_arn]") == ROLE_ARN
+    assert not visible(page, "input[name=secret]")
+    admin.submit("button.step[value='go:review']")
+    admin.submit("#save")
+    edited = get(cluster, namespace, "externalconnection/orders") or {}
+    assert edited["spec"]["displayName"] == "Orders (EU)"
+    assert edited["spec"]["auth"] == saved["spec"]["auth"]
+
+
 def test_the_wizard_names_each_problem_and_a_refused_connection_writes_no_secret(
     cluster: Cluster, stack: Stack, namespace: str, visit: Any
 ) -> None:

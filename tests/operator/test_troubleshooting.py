@@ -17,6 +17,7 @@ WORKING = {
     Reason.NO_CREDENTIAL_NEEDED,
     Reason.PASSED,
     Reason.PURGED,
+    Reason.ROLE_BY_WEB_IDENTITY,
     Reason.ROUTED,
     Reason.SAVED,
     Reason.SECRET_CREATED,

@@ -24,6 +24,7 @@ from gatehouse_operator.api.connection import (
     ExternalConnectionSpec,
     Limits,
 )
+from gatehouse_operator.api.connection_document import as_json
 from gatehouse_operator.api.stored import StoredConnection, StoredConnectionSpec
 from gatehouse_operator.connections.exfiltration import link_warning
 from gatehouse_operator.keys.sealed_values import Scope
@@ -628,6 +629,119 @@ def test_aws_keys_are_the_json_of_the_parts_entered() -> None:
         assert not any(part.strip() and part.strip() in problem for part in parts)
 
 
+ROLE_ARN = "arn:aws:iam::123456789012:role/payments"
+ROLE_FIELDS: dict[str, str | list[str]] = {
+    **AWS_FIELDS,
+    "aws_keys_from": "role",
+    "aws_role_arn": ROLE_ARN,
+    "aws_role_seconds": "900",
+}
+
+
+@pytest.mark.parametrize("storage", ["secret", "sealed"])
+def test_a_role_by_web_identity_is_written_and_no_secret_is_asked(storage: str) -> None:
+    """A role's keys by web identity: the document carries webIdentity and neither secretRef nor
+    sealedSecret (the schema's rule), whichever way a secret would have been kept, and the page
+    asks for none: on Save, in the YAML, or to seal."""
+    form = posted({**BASE, **ROLE_FIELDS, "storage": storage})
+    assert form.secretless
+    assert form.problems() == []
+    auth = form.spec()["auth"]
+    assert auth == {
+        "type": "awsSigV4",
+        "awsSigV4": {
+            "region": "us-east-1",
+            "service": "s3",
+            "payloadSigning": "unsigned",
+            "webIdentity": {"roleArn": ROLE_ARN, "durationSeconds": 900},
+        },
+    }
+    parsed = ExternalConnectionSpec.model_validate(form.spec()).auth.aws_sig_v4
+    assert parsed is not None
+    assert parsed.web_identity is not None
+    assert parsed.web_identity.role_arn == ROLE_ARN
+    assert form.secret_ref() is None
+    assert not form.sealed
+    text = form.yaml("sales")
+    assert "kubectl create secret" not in text
+    assert "sealed" not in text
+    # The duration left empty is the model's default (none written); stored keys are the
+    # default choice, as before.
+    assert (
+        "durationSeconds"
+        not in posted({**BASE, **ROLE_FIELDS, "aws_role_seconds": ""}).spec()["auth"]["awsSigV4"][
+            "webIdentity"
+        ]
+    )
+    assert "webIdentity" not in posted({**BASE, **AWS_FIELDS}).spec()["auth"]["awsSigV4"]
+
+
+def test_an_edit_of_a_role_by_web_identity_keeps_it() -> None:
+    spec = posted({**BASE, **ROLE_FIELDS}).spec()
+    edit = stored_form({"metadata": {"name": "s3", "resourceVersion": "3"}, "spec": spec})
+    assert (edit.aws_keys_from, edit.aws_role_arn, edit.aws_role_seconds) == (
+        "role",
+        ROLE_ARN,
+        "900",
+    )
+    assert edit.spec()["auth"] == spec["auth"]
+    assert edit.problems() == []
+    # An edit posted back (the page's fields as rendered) keeps it too.
+    again = posted(
+        {**BASE, **ROLE_FIELDS, "name": "s3"},
+        stored=as_json(spec),
+    )
+    assert again.spec()["auth"] == spec["auth"]
+
+
+def test_stored_keys_given_up_for_a_role_ask_for_no_secret() -> None:
+    """From stored keys to a role: the Secret is no longer named, and no secret is asked again
+    (changed_for_secret is about a secret the connection still stores)."""
+    keys = posted({**BASE, **AWS_FIELDS}).spec()
+    edit = replace(
+        stored_form({"metadata": {"name": "s3", "resourceVersion": "3"}, "spec": keys}),
+        aws_keys_from="role",
+        aws_role_arn=ROLE_ARN,
+    )
+    assert edit.problems() == []
+    assert "secretRef" not in edit.spec()["auth"]
+    assert not edit.keeps_stored_secret()
+    # And back: the keys are asked for, as for a new connection.
+    role = posted({**BASE, **ROLE_FIELDS}).spec()
+    back = replace(
+        stored_form({"metadata": {"name": "s3", "resourceVersion": "3"}, "spec": role}),
+        aws_keys_from="keys",
+    )
+    assert back.spec()["auth"]["secretRef"] == {"name": "s3-credential", "key": "aws-keys.json"}
+
+
+def test_a_role_by_web_identity_problems_name_their_field() -> None:
+    bad = posted(
+        {
+            **BASE,
+            **ROLE_FIELDS,
+            "aws_role_arn": "arn:aws:iam::123:role/payments",
+            "aws_role_seconds": "an hour",
+        }
+    )
+    assert bad.problems() == [
+        "AWS: role ARN: 'arn:aws:iam::123:role/payments' is not a role's ARN such as "
+        "arn:aws:iam::123456789012:role/payments",
+        "AWS: role's keys live (seconds): a whole number from 900 to 43,200",
+    ]
+    assert posted({**BASE, **ROLE_FIELDS, "aws_role_arn": ""}).problems() == [
+        "AWS: role ARN: required for a role by web identity"
+    ]
+    assert posted({**BASE, **ROLE_FIELDS, "aws_role_seconds": "60"}).problems() == [
+        "AWS: role's keys live (seconds): a whole number from 900 to 43,200"
+    ]
+    assert posted({**BASE, **AWS_FIELDS, "aws_keys_from": "env"}).problems() == [
+        "AWS: keys: one of keys, role"
+    ]
+    # The role's fields are not the stored keys' business.
+    assert posted({**BASE, **AWS_FIELDS, "aws_role_arn": "x"}).problems() == []
+
+
 def test_the_basic_yaml_says_how_the_secret_holds_the_pair() -> None:
     text = posted({**BASE, "auth_type": "basic"}).yaml("sales")
     assert "# as user:password (no colon in the user name)," in text
@@ -786,7 +900,7 @@ def test_the_page_names_a_bad_url_or_path_at_its_field_before_the_dry_run() -> N
 
 def test_each_title_is_a_field_of_the_model_or_the_pages_own() -> None:
     own = {row.path for row in FIELDS if field_at(ExternalConnectionSpec, row.path) is None}
-    assert own == {"sampleLabel", "storage", "secret", "metadata.name"}
+    assert own == {"sampleLabel", "storage", "awsKeysFrom", "secret", "metadata.name"}
 
 
 CODE_FIELDS: dict[str, str | list[str]] = {

@@ -57,6 +57,8 @@ class Reason(StrEnum):
     NO_CREDENTIAL_NEEDED = "NoCredentialNeeded"
     NO_PROXY_REPLICAS = "NoProxyReplicas"
     NO_SAMPLE_BODY = "NoSampleBody"
+    ROLE_BY_WEB_IDENTITY = "RoleByWebIdentity"
+    ROLE_NOT_ALLOWED = "RoleNotAllowed"
     NOT_FINISHED = "NotFinished"
     OUTCOME_UNKNOWN = "OutcomeUnknown"
     PASSED = "Passed"

@@ -31,6 +31,7 @@ from gatehouse_contract.routes import (
     Credential,
     PausingStatus,
     TokenRequest,
+    WebIdentity,
 )
 
 # The proxy's lists of auth types and client authentications are the one lists; the operator's
@@ -454,10 +455,40 @@ class OAuth2AuthorizationCodeAuth(Model):
 _AWS_NAME_CHARS = 63
 
 
+# An IAM role's ARN (any partition: aws, aws-cn, aws-us-gov...).
+ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@/_-]{1,512}$"
+# STS's own default for a role's session.
+DEFAULT_ROLE_SECONDS = 3600
+
+
+class AwsWebIdentity(Model):
+    """A role's keys, asked of AWS STS with the proxies' own web identity (IRSA): no secret is
+    stored. The installation says which roles each namespace may sign as
+    (installation.aws.webIdentity.roles)."""
+
+    role_arn: str = Field(
+        alias="roleArn",
+        max_length=600,
+        pattern=ROLE_ARN_PATTERN,
+        description="The IAM role the proxies assume (arn:aws:iam::<account>:role/<name>). Its "
+        "trust policy must trust the proxies' service account, and may require the session "
+        "name, which is <namespace>.<connection name>.",
+    )
+    duration_seconds: int = Field(
+        default=DEFAULT_ROLE_SECONDS,
+        alias="durationSeconds",
+        ge=900,
+        le=43_200,
+        description="How long each of the role's keys lives (900 to 43200 seconds, at most the "
+        "role's maximum session duration); the proxies renew them before they expire.",
+    )
+
+
 class AwsSigV4Auth(Model):
     """AWS Signature Version 4: the proxy signs each request as it sends it (method, path,
-    query, headers, the body's hash) for ``region`` and ``service`` with the stored keys; the
-    secret access key never leaves the proxy, only the signature does."""
+    query, headers, the body's hash) for ``region`` and ``service`` with the stored keys, or a
+    role's (``webIdentity``); the secret access key never leaves the proxy, only the signature
+    does."""
 
     region: str = Field(
         min_length=1,
@@ -479,9 +510,23 @@ class AwsSigV4Auth(Model):
         "(UNSIGNED-PAYLOAD is signed in its place, for services that accept it, such as S3: "
         "the body is not read twice).",
     )
+    web_identity: AwsWebIdentity | None = Field(
+        default=None,
+        alias="webIdentity",
+        description="Sign with a role's keys, asked of AWS STS with the proxies' web identity, "
+        "in place of stored keys (then neither auth.secretRef nor auth.sealedSecret).",
+    )
 
     def placed(self, credential: Credential, token_url: str) -> Credential:
-        signing = AwsSigning(region=self.region, service=self.service, payload=self.payload_signing)
+        role = self.web_identity
+        signing = AwsSigning(
+            region=self.region,
+            service=self.service,
+            payload=self.payload_signing,
+            web_identity=None
+            if role is None
+            else WebIdentity(role_arn=role.role_arn, duration_seconds=role.duration_seconds),
+        )
         return credential.model_copy(update={"aws": signing})
 
 
@@ -516,10 +561,12 @@ class Auth(Model):
                 "only then",
             ),
             cel(
-                "self.type == 'none' ? !has(self.secretRef) && !has(self.sealedSecret)"
+                "self.type == 'none' || (has(self.awsSigV4) && has(self.awsSigV4.webIdentity))"
+                " ? !has(self.secretRef) && !has(self.sealedSecret)"
                 " : has(self.secretRef) != has(self.sealedSecret)",
                 "exactly one of auth.secretRef and auth.sealedSecret is required for every auth "
-                "type except none, and neither is allowed with none",
+                "type except none and awsSigV4 with webIdentity (a role's keys, no stored "
+                "secret), and neither is allowed with those",
             ),
         )
     }

@@ -9,7 +9,7 @@ no defaults, no rules. tests/operator/test_one_declaration.py holds it to the st
 
 from __future__ import annotations
 
-from typing import Required, TypedDict
+from typing import NotRequired, Required, TypedDict
 
 from pydantic import JsonValue, TypeAdapter
 
@@ -52,10 +52,16 @@ class OAuth2CodeDocument(OAuth2CodeOptions):
     clientId: str
 
 
+class AwsWebIdentityDocument(TypedDict):
+    roleArn: str
+    durationSeconds: NotRequired[int]
+
+
 class AwsSigV4Document(TypedDict):
     region: str
     service: str
     payloadSigning: str
+    webIdentity: NotRequired[AwsWebIdentityDocument]
 
 
 class SecretRefDocument(TypedDict):

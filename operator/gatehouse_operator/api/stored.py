@@ -27,6 +27,7 @@ from gatehouse_operator.api.connection import (
     DEFAULT_LINK_POLICY,
     DEFAULT_METHODS,
     DEFAULT_PAYLOAD_SIGNING,
+    DEFAULT_ROLE_SECONDS,
     FIRST_KEY_PLACEMENT,
 )
 from gatehouse_operator.api.connection_document import SecretRefDocument
@@ -189,10 +190,17 @@ class StoredOAuth2Code(Stored):
     credential_scope: str = DEFAULT_CREDENTIAL_SCOPE
 
 
+class StoredAwsWebIdentity(Stored):
+    role_arn: str = ""
+    duration_seconds: int = DEFAULT_ROLE_SECONDS
+
+
 class StoredAwsSigV4(Stored):
     region: str = ""
     service: str = ""
     payload_signing: str = DEFAULT_PAYLOAD_SIGNING
+    # None: stored keys (the secret); a role's keys by web identity otherwise.
+    web_identity: StoredAwsWebIdentity | None = None
 
 
 class StoredSecretRef(Stored):

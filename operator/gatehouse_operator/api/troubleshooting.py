@@ -130,6 +130,24 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
         "may; the message names the field that makes this route large (instructions, paths, "
         "links). Shrink it, or remove routes the namespace no longer needs.",
     ),
+    Reason.ROLE_BY_WEB_IDENTITY: Troubleshooting(
+        "ExternalConnection (CredentialReady)",
+        "`auth.awsSigV4.webIdentity`: the proxies sign with the role's keys, asked of AWS STS "
+        "with their own web identity; nothing is stored. If fetches fail with "
+        "`credential_failed`, the message gives STS's code: `InvalidIdentityToken` (the proxies "
+        "have no web identity: `installation.aws.webIdentity.enabled`, or the cluster's OIDC "
+        "provider is not registered in IAM), `AccessDenied` (the role's trust policy does not "
+        "trust the proxies' service account, or requires another session name: it is "
+        "`<namespace>.<connection>`).",
+        working=True,
+    ),
+    Reason.ROLE_NOT_ALLOWED: Troubleshooting(
+        "ExternalConnection, draft test",
+        "`auth.awsSigV4.webIdentity.roleArn` names a role the installation does not let this "
+        "namespace sign as: every project's connections share the proxies' identity, so the "
+        "installation lists each namespace's roles (`installation.aws.webIdentity.roles`). Ask "
+        "the platform team to add it, or use stored keys.",
+    ),
     Reason.NO_CREDENTIAL_NEEDED: Troubleshooting(
         "ExternalConnection (CredentialReady)",
         "`auth.type` is `none`: the proxy adds no credential. Nothing to do.",
@@ -281,7 +299,8 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
     ),
     Reason.SECRET_NOT_USED: Troubleshooting(
         "draft test (the connections page, the service API)",
-        "`auth.type: none` takes no secret: leave it out.",
+        "`auth.type: none`, and `awsSigV4` with `webIdentity` (a role's keys), take no secret: "
+        "leave it out.",
     ),
     Reason.SECRET_TOO_LONG: Troubleshooting(
         "ExternalConnection",

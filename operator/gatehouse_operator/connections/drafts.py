@@ -38,7 +38,13 @@ from gatehouse_operator.connections.testing import (
     secret_texts,
 )
 from gatehouse_operator.errors import GatehouseError
-from gatehouse_operator.keys.credentials import CredentialProblem, Found, encrypt_credential
+from gatehouse_operator.keys.credentials import (
+    CredentialProblem,
+    Found,
+    check_role,
+    encrypt_credential,
+    web_identity_of,
+)
 from gatehouse_operator.kube.errors import ApiError, Cause
 from gatehouse_operator.kube.manifests import Manifest, Metadata
 from gatehouse_operator.runtime import Runtime
@@ -129,8 +135,14 @@ async def try_draft(
         return _failed(Reason.INVALID_TOKEN_URL, f"auth.{kind_of(spec.auth).section}.{error}")
     if draft.secret is not None and spec.auth.type == "none":
         return _failed(Reason.SECRET_NOT_USED, "secret: auth.type none takes no secret")
+    if draft.secret is not None and web_identity_of(spec.auth) is not None:
+        return _failed(
+            Reason.SECRET_NOT_USED,
+            "secret: awsSigV4 with webIdentity signs with the role's keys and takes no secret",
+        )
     uid = f"draft-{secrets.token_hex(8)}"
     try:
+        check_role(spec.auth, namespace, runtime.settings.aws_roles)
         found = (
             Found(draft.secret.encode(), "secret")
             if draft.secret is not None

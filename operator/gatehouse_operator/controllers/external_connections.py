@@ -45,6 +45,7 @@ from gatehouse_operator.controllers import linked_apps
 from gatehouse_operator.keys.credentials import (
     CredentialProblem,
     Found,
+    check_role,
     sealed_in,
     secret_in,
     verdict_for,
@@ -191,6 +192,10 @@ async def read_credential(
     advisory: list[Verdict] = []  # beside Ready, not part of it
     found: Found | None = None
     resealed = ""
+    try:
+        check_role(spec.auth, namespace, runtime.settings.aws_roles)
+    except CredentialProblem as caught:
+        problem = caught
     if spec.auth.sealed_secret is not None and not origin:
         problem = CredentialProblem(
             Reason.INVALID_BASE_URL, f"{FIELD} opens only for a valid baseURL (see Accepted)"

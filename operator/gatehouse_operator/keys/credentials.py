@@ -23,9 +23,10 @@ from gatehouse_contract.keyring import Keyring, KeyringSource
 from gatehouse_contract.routes import Credential
 from gatehouse_operator.api.auth_kinds import SecretShape, kind_of, section_of
 from gatehouse_operator.api.conditions import ConditionType, Reason
-from gatehouse_operator.api.connection import Auth
+from gatehouse_operator.api.connection import Auth, AwsWebIdentity
 from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.keys.sealed_values import FIELD, Scope, SealedValueProblem, SealingKeys
+from gatehouse_operator.settings import AwsRoles
 from gatehouse_operator.status import Verdict
 
 _HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -178,6 +179,26 @@ def sealed_in(auth: Auth, keys: SealingKeys | None, scope: Scope) -> Found | Non
         raise CredentialProblem(problem.reason, problem.message) from None
 
 
+def web_identity_of(auth: Auth) -> AwsWebIdentity | None:
+    """The role a connection signs as by web identity, if it does (then it stores no secret)."""
+    section = auth.aws_sig_v4 if auth.type == "awsSigV4" else None
+    return None if section is None else section.web_identity
+
+
+def check_role(auth: Auth, namespace: str, roles: AwsRoles) -> None:
+    """Raises CredentialProblem when the connection names a role by web identity that the
+    installation does not let ``namespace`` sign as: every namespace shares the proxies'
+    identity, so AWS itself cannot tell them apart."""
+    role = web_identity_of(auth)
+    if role is not None and not roles.allows(namespace, role.role_arn):
+        raise CredentialProblem(
+            Reason.ROLE_NOT_ALLOWED,
+            f"auth.awsSigV4.webIdentity.roleArn: namespace {namespace!r} may not sign as this "
+            "role: the installation lists the roles each namespace may assume "
+            "(installation.aws.webIdentity.roles)",
+        )
+
+
 def placement(auth: Auth, token_url: str = "") -> Credential:
     """Where and how the credential goes, without the secret: as its kind's section places it
     (api.auth_kinds). ``token_url``: the normalised endpoint of a kind that sends its secret to
@@ -228,6 +249,13 @@ def verdict_for(problem: CredentialProblem | None, auth: Auth) -> Verdict:
     if auth.type == "none":
         return Verdict(
             ConditionType.CREDENTIAL_READY, "True", Reason.NO_CREDENTIAL_NEEDED, "auth.type is none"
+        )
+    if web_identity_of(auth) is not None:
+        return Verdict(
+            ConditionType.CREDENTIAL_READY,
+            "True",
+            Reason.ROLE_BY_WEB_IDENTITY,
+            "the proxies sign with the role's keys, asked of AWS STS with their web identity",
         )
     return Verdict(
         ConditionType.CREDENTIAL_READY,

@@ -47,6 +47,7 @@ from gatehouse_operator.web.pages import Pages, trial
 from gatehouse_operator.web.wizard import (
     AUTH_SECTIONS,
     AUTH_TYPE_TITLES,
+    AWS_KEYS_FROM,
     CLIENT_AUTHENTICATION_TITLES,
     CREDENTIAL_SCOPE_TITLES,
     FIELDS,
@@ -68,7 +69,7 @@ from gatehouse_operator.web.wizard import (
 
 # Instructions of 10,000 characters, URL-encoded, and a service account's key file fit.
 WIZARD_FORM_BYTES = 256 * 1024
-# The wizard has 38 fields, 5 method boxes and 20 header rows of two (83 in all).
+# The wizard has 41 fields, 5 method boxes and 20 header rows of two (86 in all).
 WIZARD_FIELDS = 96
 MAX_SECRET_CHARS = 64 * 1024
 
@@ -194,7 +195,9 @@ class ConnectionForms:
         sessions, credentials = self.pages.sessions, visitor.credentials
         entered = str(fields.get("secret", ""))
         problem = ""
-        if form.known_auth_type == "basic":
+        if form.secretless:
+            entered = ""  # a hidden field's: the connection stores no secret
+        elif form.known_auth_type == "basic":
             pair, problem = basic_secret(str(fields.get("basic_user", "")), entered)
             entered = pair or ""
         elif form.known_auth_type == "awsSigV4":
@@ -253,7 +256,7 @@ class ConnectionForms:
             draft = DraftTestRequest(
                 name=form.name,
                 spec=as_json(form.spec()),
-                secret=wizard.secret if form.known_auth_type != "none" else None,
+                secret=None if form.secretless else wizard.secret,
                 replaces=form.editing,
                 request=request,
             )
@@ -448,6 +451,7 @@ class ConnectionForms:
             credential_scopes=CREDENTIAL_SCOPE_TITLES,
             key_placements=KEY_PLACEMENT_TITLES,
             payload_signings=PAYLOAD_SIGNING_TITLES,
+            aws_keys_from=AWS_KEYS_FROM,
             link_policies=LINK_POLICY_TITLES,
             test_path_chars=MAX_TEST_PATH_CHARS,
             storages=STORAGES,
@@ -462,7 +466,7 @@ class ConnectionForms:
                 "entered"
                 if wizard.secret is not None
                 else "changed"
-                if changed and form.known_auth_type != "none"
+                if changed and not form.secretless
                 else "stored"
                 if form.keeps_stored_secret() or (form.sealed and form.stored_sealed())
                 else "none"

@@ -15,6 +15,7 @@ from starlette.responses import HTMLResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gatehouse_contract.header_names import VIEWER_IDENTITY_DISCLOSED
+from gatehouse_contract.routes import role_session_name
 from gatehouse_operator.api.auth_kinds import FORM_SECTIONS, secrets_shown
 
 # The page works with forms alone; its one script (static/page.js, from this origin, never
@@ -82,6 +83,8 @@ def templates() -> Environment:
     env.globals["auth_form_sections"] = FORM_SECTIONS
     env.globals["viewer_identity_disclosed"] = VIEWER_IDENTITY_DISCLOSED
     env.globals["auth_secrets_shown"] = Markup(secrets_shown())  # noqa: S704 (the registry's own words, no input)
+    # What a role's session is called (AWS's records, the role's trust policy): the proxy's rule.
+    env.globals["role_session_name"] = role_session_name
     env.filters["markdown"] = markdown
     env.filters["size"] = size
     env.filters["limit"] = limit

@@ -34,6 +34,7 @@ from gatehouse_operator.api.connection import (
     DEFAULT_CREDENTIAL_SCOPE,
     DEFAULT_METHODS,
     DEFAULT_PAYLOAD_SIGNING,
+    DEFAULT_ROLE_SECONDS,
     FIRST_KEY_PLACEMENT,
     HTTP_METHODS,
     KEY_PLACEMENTS,
@@ -55,6 +56,7 @@ from gatehouse_operator.api.connection import (
 from gatehouse_operator.api.connection_document import (
     AuthDocument,
     AwsSigV4Document,
+    AwsWebIdentityDocument,
     ConnectionSpecDocument,
     ConnectionSpecOptions,
     OAuth2CodeDocument,
@@ -99,6 +101,13 @@ PAYLOAD_SIGNING_TITLES: dict[PayloadSigning, str] = {
     "signed": "Signed (the body's hash)",
     "unsigned": "Unsigned (UNSIGNED-PAYLOAD, for services that accept it, such as S3)",
 }
+# Whose keys sign an AWS connection's requests: stored ones (the secret), or a role's, asked of
+# AWS STS with the proxies' own web identity (auth.awsSigV4.webIdentity, no secret).
+AwsKeysFrom = Literal["keys", "role"]
+AWS_KEYS_FROM: dict[AwsKeysFrom, str] = {
+    "keys": "Stored keys (an access key id and its secret access key)",
+    "role": "A role (web identity): the proxies ask AWS STS for its keys, nothing is stored",
+}
 LINK_POLICY_TITLES: dict[LinkPolicy, str] = {
     "AdminsOnly": "Admins only",
     "Builders": "Data app and chart type builders",
@@ -124,6 +133,7 @@ SHOWN_LIMITS = {
 }
 _CODE = "auth.oauth2AuthorizationCode"
 _AWS = "auth.awsSigV4"
+_ROLE_ARN = "a role's ARN such as arn:aws:iam::123456789012:role/payments"
 # The page's fields by the spec's paths (and its own, for what the spec has not), titled as the
 # page shows them, in the order their problems are listed: the one table from the model's and
 # the API server's field names to the page's.
@@ -174,6 +184,7 @@ FIELDS = (
     FieldTitle(
         f"{_AWS}.payloadSigning", "AWS: payload signing", offered=tuple(PAYLOAD_SIGNING_TITLES)
     ),
+    FieldTitle("awsKeysFrom", "AWS: keys"),
     FieldTitle("linkPolicy", "Who can link it", offered=tuple(LINK_POLICY_TITLES)),
     FieldTitle("auth.apiKey.name", "Parameter name"),
     FieldTitle("auth.apiKey", "Parameter name"),
@@ -198,6 +209,14 @@ FIELDS = (
         "AWS: service",
         what="a signing name such as execute-api or s3 (lower case letters, digits and -)",
     ),
+    FieldTitle(
+        f"{_AWS}.webIdentity.roleArn",
+        "AWS: role ARN",
+        what=_ROLE_ARN,
+        # The pattern alone holds it (no minimum length): an empty one is a missing one.
+        reworded={f"'' is not {_ROLE_ARN}": "required for a role by web identity"},
+    ),
+    FieldTitle(f"{_AWS}.webIdentity.durationSeconds", "AWS: role's keys live (seconds)"),
     FieldTitle("secret", "Secret"),
 )
 # The step that shows each of FIELDS (by its path, or the path of a section holding it): a step
@@ -212,7 +231,7 @@ STEP_FIELDS = {
         "headers",
         "allowedContentTypes",
     ),
-    "auth": ("auth", "storage", "secret"),
+    "auth": ("auth", "awsKeysFrom", "storage", "secret"),
     "access": (
         "linkPolicy",
         "allowPublicImages",
@@ -404,6 +423,10 @@ class WizardForm:
     aws_region: str = ""
     aws_service: str = ""
     aws_payload_signing: str = DEFAULT_PAYLOAD_SIGNING
+    aws_keys_from: str = "keys"
+    aws_role_arn: str = ""
+    # As typed: a whole number, or empty for the model's default.
+    aws_role_seconds: str = str(DEFAULT_ROLE_SECONDS)
     # No preselected value, as the reference has none: who may link is the admin's choice.
     link_policy: str = ""
     allow_public_images: bool = False
@@ -473,6 +496,9 @@ class WizardForm:
             aws_region=text("aws_region").strip(),
             aws_service=text("aws_service").strip(),
             aws_payload_signing=text("aws_payload_signing", DEFAULT_PAYLOAD_SIGNING),
+            aws_keys_from=text("aws_keys_from", "keys"),
+            aws_role_arn=text("aws_role_arn").strip(),
+            aws_role_seconds=text("aws_role_seconds", str(DEFAULT_ROLE_SECONDS)).strip(),
             link_policy=text("link_policy"),
             allow_public_images=fields.get("allow_public_images") == "on",
             forward_viewer_identity=fields.get("forward_viewer_identity") == "on",
@@ -500,6 +526,7 @@ class WizardForm:
         auth = StoredAuth.of(spec)
         oauth2 = auth.oauth2_client_credentials
         code = auth.oauth2_authorization_code
+        role = auth.aws_sig_v4.web_identity
         limits = spec.limits
         return cls(
             name=connection.name,
@@ -529,6 +556,9 @@ class WizardForm:
             aws_region=auth.aws_sig_v4.region,
             aws_service=auth.aws_sig_v4.service,
             aws_payload_signing=auth.aws_sig_v4.payload_signing,
+            aws_keys_from="keys" if role is None else "role",
+            aws_role_arn="" if role is None else role.role_arn,
+            aws_role_seconds=str(DEFAULT_ROLE_SECONDS if role is None else role.duration_seconds),
             link_policy=spec.link_policy,
             allow_public_images=spec.allow_public_images,
             forward_viewer_identity=spec.forward_viewer_identity,
@@ -592,9 +622,19 @@ class WizardForm:
         return replace(self, name=name_from(self.display_name))
 
     @property
+    def signs_by_role(self) -> bool:
+        """Whether an AWS connection signs with a role's keys by web identity (no secret)."""
+        return self.known_auth_type == "awsSigV4" and self.aws_keys_from == "role"
+
+    @property
+    def secretless(self) -> bool:
+        """Whether the connection stores no secret: auth type none, or a role's keys."""
+        return self.known_auth_type == "none" or self.signs_by_role
+
+    @property
     def sealed(self) -> bool:
         """Whether the credential is sealed into the connection rather than kept in a Secret."""
-        return self.known_auth_type != "none" and one_of(STORAGES, self.storage) == "sealed"
+        return not self.secretless and one_of(STORAGES, self.storage) == "sealed"
 
     @property
     def secret_entered(self) -> bool:
@@ -674,10 +714,10 @@ class WizardForm:
 
     def secret_ref(self) -> SecretRefDocument | None:
         """Where the credential is: the stored spec's Secret, else one named after the
-        connection; None for auth type none, or when it is sealed into the connection."""
-        kind = self.kind
-        if (kind is not None and kind.shape == "none") or self.sealed:
+        connection; None when it stores none (secretless), or seals it into the connection."""
+        if self.secretless or self.sealed:
             return None
+        kind = self.kind
         stored = self.stored_secret_ref()
         key = kind.stored_as if kind is not None else "token"
         if stored and stored["key"] == key:
@@ -733,6 +773,8 @@ class WizardForm:
                 "service": self.aws_service,
                 "payloadSigning": self.aws_payload_signing,
             }
+            if self.signs_by_role:
+                aws["webIdentity"] = self._role()
             auth["awsSigV4"] = aws
         ref = self.secret_ref()
         if ref is not None:
@@ -740,6 +782,12 @@ class WizardForm:
         if self.sealed and (self.sealed_value or self.stored_sealed()):
             auth["sealedSecret"] = self.sealed_value or self.stored_sealed()
         return auth
+
+    def _role(self) -> AwsWebIdentityDocument:
+        role: AwsWebIdentityDocument = {"roleArn": self.aws_role_arn}
+        if (seconds := whole_number(self.aws_role_seconds)) is not None:
+            role["durationSeconds"] = seconds
+        return role
 
     def _code(self) -> OAuth2CodeDocument:
         code: OAuth2CodeDocument = {
@@ -844,6 +892,15 @@ class WizardForm:
         found.checked(f"{_CODE}.clientAuthentication", self.code_client_authentication)
         found.checked(f"{_CODE}.credentialScope", self.credential_scope)
         found.checked(f"{_AWS}.payloadSigning", self.aws_payload_signing)
+        if one_of(AWS_KEYS_FROM, self.aws_keys_from) is None:
+            found.add("awsKeysFrom", f"one of {', '.join(AWS_KEYS_FROM)}")
+        seconds = f"{_AWS}.webIdentity.durationSeconds"
+        if (
+            self.signs_by_role
+            and self.aws_role_seconds
+            and whole_number(self.aws_role_seconds) is None
+        ):
+            found.add(seconds, range_of(field_at(ExternalConnectionSpec, seconds)))
         # The model's rules across fields, which it checks only once each field is valid.
         image_rule = image_rule_problem(
             self.known_auth_type, self.allow_public_images, bool(self.allowed_methods)
@@ -887,7 +944,7 @@ class WizardForm:
             for line in _pairs(text)[1]:
                 found.add(path, f"{line!r} is not name=value (one a line)")
         changed = self.changed_for_secret()
-        if self.known_auth_type != "none" and changed and not self.secret_entered:
+        if not self.secretless and changed and not self.secret_entered:
             found.add(
                 "secret",
                 f"enter it again: the {' and the '.join(changed)} changed, and a stored "

@@ -25,6 +25,7 @@ from typing import ClassVar, Protocol
 
 from gatehouse_contract.keyring import Encrypted, KeyringError, KeyringFile
 from gatehouse_contract.routes import ConnectionRoute, Credential, UpstreamTls
+from gatehouse_proxy.credentials.aws_roles import RoleMinter
 from gatehouse_proxy.credentials.fleet_grants import FleetGrants
 from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
 from gatehouse_proxy.credentials.google_tokens import GoogleMinter
@@ -74,14 +75,15 @@ class Injection:
 @dataclass(frozen=True)
 class Sources:
     """What the injectors are made with, once per worker: the keyring the credentials are
-    decrypted with, the fleet's minted tokens, the token endpoints' clients, and the fleet's
-    grants (the owners' own tokens, authorization code)."""
+    decrypted with, the fleet's minted tokens, the token endpoints' clients, the fleet's
+    grants (the owners' own tokens, authorization code), and AWS STS (a role's keys)."""
 
     keyring: KeyringFile
     tokens: FleetTokens
     google: GoogleMinter
     token_client: TokenClient
     grants: FleetGrants
+    roles: RoleMinter
 
 
 class CredentialInjector(Protocol):

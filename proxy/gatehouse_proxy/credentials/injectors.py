@@ -14,6 +14,7 @@ from typing import Any
 
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.routes import AuthType, ConnectionRoute
+from gatehouse_proxy.credentials.aws_roles import RoleMinter
 from gatehouse_proxy.credentials.fleet_grants import FleetGrants
 from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
 from gatehouse_proxy.credentials.google_tokens import GoogleMinter
@@ -69,9 +70,10 @@ class Injector:
         google: GoogleMinter,
         token_client: TokenClient,
         grants: FleetGrants,
+        roles: RoleMinter,
     ) -> None:
         self.tokens = tokens
-        sources = Sources(keyring, tokens, google, token_client, grants)
+        sources = Sources(keyring, tokens, google, token_client, grants, roles)
         self._kinds: dict[AuthType, CredentialInjector] = {
             kind: make(sources) for kind, make in KINDS.items()
         }

@@ -15,7 +15,7 @@ import asyncio
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -77,11 +77,16 @@ class TokenRefused(ProxyError):
         self.error = error
 
 
+# What an endpoint's error answer says: its error code ("" if none), and ``: code (detail)``.
+ErrorReader = Callable[[bytes, Redactor, bool], tuple[str, str]]
+
+
 @dataclass(frozen=True)
 class GrantRequest:
     """One token request: the form posted to ``url`` with ``headers``, within ``seconds``. A
     failure is a ProxyError ``code`` with the provider's ``error`` and (``describe_errors``) its
-    ``error_description``, scrubbed by ``redact`` (an endpoint may echo what it was sent)."""
+    ``error_description``, scrubbed by ``redact`` (an endpoint may echo what it was sent), as
+    ``read_error`` reads them (OAuth 2.0's JSON unless the endpoint speaks another)."""
 
     url: str
     form: Mapping[str, str]
@@ -90,6 +95,7 @@ class GrantRequest:
     code: RefusalCode
     redact: Redactor
     describe_errors: bool = True
+    read_error: ErrorReader | None = None
 
 
 @dataclass(frozen=True)
@@ -139,10 +145,10 @@ class TokenClient:
     async def revoke(self, grant: GrantRequest) -> None:
         """A revocation (RFC 7009): the endpoint's 200, whatever its body; raises ProxyError
         ``grant.code`` saying why not, within the same bounds as a token request."""
-        await self._posted(grant)
+        await self.posted(grant)
 
     async def _answer(self, grant: GrantRequest) -> dict[str, object]:
-        body = await self._posted(grant)
+        body = await self.posted(grant)
         try:
             answer = json.loads(body)
         except ValueError:
@@ -151,7 +157,9 @@ class TokenClient:
             raise ProxyError(grant.code, "the token endpoint's answer is not a JSON object")
         return answer
 
-    async def _posted(self, grant: GrantRequest) -> bytes:
+    async def posted(self, grant: GrantRequest) -> bytes:
+        """The body of the endpoint's 200, read within bounds (an endpoint that answers other
+        than OAuth 2.0's JSON: AWS STS's XML); raises ProxyError ``grant.code`` saying why not."""
         target = URL(grant.url)
         if target.scheme != "https" and not self.allow_http:
             raise ProxyError(grant.code, "the token endpoint must be https on this installation")
@@ -196,7 +204,8 @@ async def _post_for_token(
             code, f"the token endpoint answered with a redirect (HTTP {status}), which is refused"
         )
     if status != 200:
-        said, detail = _oauth_error(body, grant.redact, describe=grant.describe_errors)
+        read_error = grant.read_error or _oauth_error
+        said, detail = read_error(body, grant.redact, grant.describe_errors)
         message = f"the token endpoint refused the request (HTTP {status}{detail})"
         raise TokenRefused(code, message, said) if said else ProxyError(code, message)
     return body
@@ -254,22 +263,26 @@ def _lifetime(expires_in: object, code: RefusalCode) -> float:
     return min(seconds, MAX_LIFETIME_SECONDS)
 
 
-def _oauth_error(body: bytes, redact: Redactor, *, describe: bool) -> tuple[str, str]:
-    """The error's code, and ``: error (description)``, as far as the answer says, printable and
-    scrubbed ("" if it says none). Both are
-    shown (to the app, in tests, the store and logs), and an endpoint may echo what it was sent
-    in either: the code too (its grammar allows a secret's hex or base64url), and a piece of a
-    secret in each (scrubbed as header values are)."""
+def _oauth_error(body: bytes, redact: Redactor, describe: bool) -> tuple[str, str]:
+    """OAuth 2.0's error answer (RFC 6749 5.2), as :func:`explained` says it."""
     try:
         answer = json.loads(body)
     except ValueError:
         return "", ""
     if not isinstance(answer, dict):
         return "", ""
-    error = answer.get("error")
+    description = answer.get("error_description") if describe else None
+    return explained(answer.get("error"), description, redact)
+
+
+def explained(error: object, description: object, redact: Redactor) -> tuple[str, str]:
+    """The error's code, and ``: error (description)``, as far as the answer says, printable and
+    scrubbed ("" if it says none). Both are
+    shown (to the app, in tests, the store and logs), and an endpoint may echo what it was sent
+    in either: the code too (its grammar allows a secret's hex or base64url), and a piece of a
+    secret in each (scrubbed as header values are)."""
     if not isinstance(error, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", error):
         return "", ""
-    description = answer.get("error_description") if describe else None
     if not isinstance(description, str):
         description = ""
     error, description = redact.headers([error, description])

@@ -12,11 +12,13 @@ import pytest
 from gatehouse_contract.aws_keys import AwsKeys
 from gatehouse_contract.keyring import KeyringFile
 from gatehouse_contract.redaction import Redactor
-from gatehouse_contract.routes import AwsSigning, ConnectionRoute, WebIdentity
+from gatehouse_contract.routes import AwsSigning, ConnectionRoute
 from gatehouse_proxy.credentials import injectors
+from gatehouse_proxy.credentials.aws_roles import RoleMinter
 from gatehouse_proxy.credentials.injectors import Injection, Sending
 from gatehouse_proxy.errors import ProxyError
-from tests.proxy.credentials.test_injectors import injector_for
+from tests.proxy.credentials.test_aws_roles import IDENTITY, ROLE, sts
+from tests.proxy.credentials.test_injectors import client_for, injector_for
 from tests.proxy.serving import KEYRING, Tenant
 
 KEYS = AwsKeys("ASIAEXAMPLEEXAMPLE00", "wJalr/K7+MDENG=bPx", "IQoJb3Jp+Z2lu/X2Vj==")
@@ -94,16 +96,34 @@ def test_keys_that_cannot_be_read_are_refused_without_their_value(
     assert stored not in refused.value.message
 
 
-def test_a_role_by_web_identity_is_refused_until_it_is_served(tmp_path: Path) -> None:
-    aws = AwsSigning(
-        region="eu-west-1",
-        service="execute-api",
-        web_identity=WebIdentity(
-            role_arn="arn:aws:iam::123456789012:role/reader",
-            sts_url="https://sts.eu-west-1.amazonaws.com",
-            session_name="gatehouse",
-        ),
-    )
-    with pytest.raises(ProxyError) as refused:
-        _inject(tmp_path, _route("", aws=aws))
-    assert refused.value.code == "connection_unavailable"
+def test_a_roles_keys_are_minted_once_and_sign_as_stored_keys_do(tmp_path: Path) -> None:
+    """Against an STS on 127.0.0.1 (test_aws_roles): the proxy's token for the role's keys, once
+    for the worker's requests (once for the fleet: tests/e2e/test_aws_web_identity.py)."""
+    token_file = tmp_path / "token"
+    token_file.write_text(IDENTITY)
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(KEYRING.dump())
+    aws = AwsSigning(region="eu-west-1", service="execute-api", web_identity=ROLE)
+    route = Tenant("one", "https://api.example.com", auth="awsSigV4", secret="", aws=aws)
+    connection = route.connection()
+
+    async def scenario() -> tuple[list[Injection], list[dict[str, str]]]:
+        async with sts() as (url, asked), aiohttp.ClientSession() as session:
+            injector = injector_for(
+                KeyringFile(keyring), session, RoleMinter(client_for(session), token_file, url)
+            )
+            made = [await injector.injection(connection) for _ in range(3)]
+            return made, asked
+
+    made, asked = asyncio.run(scenario())
+    assert len(asked) == 1
+    first = made[0]
+    keys = AwsKeys.parse(first.token)
+    assert keys.access_key_id == "ASIAEXAMPLE000000001"
+    assert first.minted == injectors.credential_key(connection)
+    assert {keys.session_token, keys.secret_access_key} <= set(first.secrets)
+    assert first.signer is not None
+    added = dict(asyncio.run(first.signer.sign(Sending("GET", "https://api.example.com/", [], []))))
+    assert added["X-Amz-Security-Token"] == keys.session_token
+    assert "Credential=ASIAEXAMPLE000000001/" in added["Authorization"]
+    assert [injection.token for injection in made] == [first.token] * 3

@@ -36,7 +36,13 @@ def test_every_auth_type_of_the_routing_table_has_one_injector() -> None:
 
 def test_only_the_minted_kinds_mint() -> None:
     minted = {kind for kind, injector in KINDS.items() if injector.mints}
-    assert minted == {"oauth2ClientCredentials", "googleServiceAccount", "oauth2AuthorizationCode"}
+    # awsSigV4's keys are minted when they are a role's (web identity).
+    assert minted == {
+        "oauth2ClientCredentials",
+        "googleServiceAccount",
+        "oauth2AuthorizationCode",
+        "awsSigV4",
+    }
 
 
 @pytest.mark.parametrize(

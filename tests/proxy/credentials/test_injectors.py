@@ -15,6 +15,7 @@ import pytest
 from gatehouse_contract.keyring import Keyring, KeyringFile
 from gatehouse_contract.redaction import Redactor
 from gatehouse_dev.echoes import leaks
+from gatehouse_proxy.credentials.aws_roles import RoleMinter
 from gatehouse_proxy.credentials.fleet_grants import FleetGrants
 from gatehouse_proxy.credentials.fleet_tokens import FleetTokens
 from gatehouse_proxy.credentials.google_tokens import GoogleMinter
@@ -25,15 +26,24 @@ from gatehouse_proxy.upstream.network_guard import NetworkPolicy
 from tests.proxy.serving import KEYRING, Tenant
 
 
-def injector_for(keyring: KeyringFile, session: aiohttp.ClientSession) -> Injector:
-    """An injector with no shared store: each worker mints for itself."""
-    client = TokenClient(session, NetworkPolicy(["127.0.0.0/8"]), allow_http=True)
+def client_for(session: aiohttp.ClientSession) -> TokenClient:
+    """Token requests to endpoints on 127.0.0.1, over http."""
+    return TokenClient(session, NetworkPolicy(["127.0.0.0/8"]), allow_http=True)
+
+
+def injector_for(
+    keyring: KeyringFile, session: aiohttp.ClientSession, roles: RoleMinter | None = None
+) -> Injector:
+    """An injector with no shared store: each worker mints for itself (a role's keys from
+    ``roles``; by default, a proxy without a web identity)."""
+    client = client_for(session)
     return Injector(
         keyring,
         FleetTokens(None, keyring),
         GoogleMinter(client, "http://127.0.0.1:9/token"),
         client,
         FleetGrants(None, keyring, client),
+        roles or RoleMinter(client, None),
     )
 
 

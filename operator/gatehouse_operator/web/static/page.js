@@ -7,20 +7,30 @@
 document.documentElement.classList.add("scripted");
 
 // The wizard's Authentication step: the chosen kind's fields only (the others stay in the form,
-// so a post loses nothing typed); the secret's for kinds that have one.
+// so a post loses nothing typed); within a kind, the fields of its chosen source of keys; the
+// secret's for kinds, and sources, that have one.
 function authKinds() {
   const chooser = document.getElementById("auth-type");
   if (!chooser) return;
   const show = () => {
     const kind = chooser.value;
+    let secretless = false;
     for (const section of document.querySelectorAll(".auth-kind")) {
       section.hidden = section.dataset.kind !== kind;
+      const from = section.querySelector("input[name$='_keys_from']:checked");
+      for (const part of section.querySelectorAll("[data-keys-from]")) {
+        part.hidden = from !== null && part.dataset.keysFrom !== from.value;
+      }
+      secretless ||= !section.hidden && from !== null && from.hasAttribute("data-secretless");
     }
     for (const secret of document.querySelectorAll(".auth-secret")) {
-      secret.hidden = secret.dataset.hiddenFor.split(" ").includes(kind);
+      secret.hidden = secretless || secret.dataset.hiddenFor.split(" ").includes(kind);
     }
   };
   chooser.addEventListener("change", show);
+  for (const from of document.querySelectorAll("input[name$='_keys_from']")) {
+    from.addEventListener("change", show);
+  }
 }
 
 // Asks a part of this page again, while the tab is shown: at once, then with backoff (1 s,

@@ -1,7 +1,9 @@
 """``awsSigV4``: each request signed with AWS Signature Version 4 (``credentials.aws_signing``)
-with the connection's stored keys, for its region and service. Nothing is minted: the keys are
-decrypted for the one request, and the request is signed last, as it will be sent (the path and
-query as forwarded, the Host header sent, the body's hash or ``UNSIGNED-PAYLOAD``).
+for the connection's region and service, with its stored keys (decrypted for the one request), or
+a role's keys by web identity (``credentials.aws_roles``: asked of STS once for the fleet and
+renewed before they expire, as every minted credential is). The request is signed last, as it
+will be sent (the path and query as forwarded, the Host header sent, the body's hash or
+``UNSIGNED-PAYLOAD``).
 
 Signed: Host, X-Amz-Date, X-Amz-Content-Sha256, X-Amz-Security-Token (temporary keys), and of
 the request's own headers Content-Type, Content-MD5 and every ``X-Amz-*`` one (an app's
@@ -16,6 +18,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import ClassVar
 
 from yarl import URL
 
@@ -23,6 +26,7 @@ from gatehouse_contract import sent_forms
 from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
 from gatehouse_contract.header_names import canonical_name
 from gatehouse_contract.routes import ConnectionRoute, Credential
+from gatehouse_proxy.credentials import injecting
 from gatehouse_proxy.credentials.aws_signing import (
     UNSIGNED_PAYLOAD,
     Scope,
@@ -30,8 +34,8 @@ from gatehouse_proxy.credentials.aws_signing import (
     payload_hash,
     sign,
 )
-from gatehouse_proxy.credentials.injecting import Injection, Sending, decrypt
-from gatehouse_proxy.credentials.kinds.generic import Generic
+from gatehouse_proxy.credentials.fleet_tokens import CredentialKey
+from gatehouse_proxy.credentials.injecting import Injection, Kind, Sending, Sources, decrypt
 from gatehouse_proxy.errors import ProxyError
 
 SIGNING_HEADERS = frozenset(
@@ -83,13 +87,42 @@ class _Signing:
         return [("Host", host), *signed.headers]
 
 
-class AwsSigV4(Generic):
-    """``awsSigV4`` with stored keys (``AwsKeys``: as ``aws configure export-credentials``
-    writes them)."""
+def _keys(text: str) -> AwsKeys:
+    try:
+        return AwsKeys.parse(text)
+    except AwsKeysError:
+        raise ProxyError(
+            "connection_unavailable", "the connection's AWS keys cannot be read"
+        ) from None
+
+
+class AwsSigV4(Kind):
+    """``awsSigV4``: stored keys (``AwsKeys``: as ``aws configure export-credentials`` writes
+    them), or a role's by web identity: those are minted (``mints``: the fleet keeps them, and
+    drops them with their route)."""
+
+    mints: ClassVar[bool] = True
+
+    def __init__(self, sources: Sources) -> None:
+        super().__init__(sources)
+        self.tokens = sources.tokens
+        self.roles = sources.roles
 
     @staticmethod
     def header_names(credential: Credential) -> frozenset[str]:
         return SIGNING_HEADERS
+
+    @staticmethod
+    def credential_key(connection: ConnectionRoute) -> CredentialKey:
+        """A role's keys are another role's, duration's or region's (its STS); the session is
+        the connection's (its key is in every credential key)."""
+        aws = connection.credential.aws
+        if aws is None or aws.web_identity is None:
+            return injecting.credential_key(connection)
+        role = aws.web_identity
+        return injecting.credential_key(
+            connection, role.role_arn, str(role.duration_seconds), aws.region
+        )
 
     async def inject(
         self, connection: ConnectionRoute, *, shared: bool, refused: str, viewer: str
@@ -98,20 +131,33 @@ class AwsSigV4(Generic):
         aws = credential.aws
         if aws is None:
             raise ProxyError("connection_unavailable", "the connection names no AWS region")
-        if aws.web_identity is not None:
-            raise ProxyError(
-                "connection_unavailable",
-                "AWS keys from a role by web identity are not served by this proxy yet",
+        role = aws.web_identity
+        if role is None:
+            secret = decrypt(self.keyring, connection).decode()
+            keys = _keys(secret)
+            injection = Injection(secrets=sent_forms.secret_sent(credential, secret).forms)
+        else:
+            key = self.credential_key(connection)
+            # A second past STS's own deadline, so that its reason is the one given.
+            seconds = connection.limits.timeout_seconds
+            minted = await self.tokens.token(
+                key,
+                lambda: self.roles.mint(connection.key, aws, role, seconds),
+                shared=shared,
+                within=seconds + 1,
+                refused=refused,
             )
-        secret = decrypt(self.keyring, connection).decode()
-        try:
-            keys = AwsKeys.parse(secret)
-        except AwsKeysError:
-            raise ProxyError(
-                "connection_unavailable", "the connection's AWS keys cannot be read"
-            ) from None
-        injection = Injection(secrets=sent_forms.secret_sent(credential, secret).forms)
+            keys = _keys(minted)
+            # The keys as kept first (the token a refusal names), then each form sent or held.
+            forms = (minted, *sent_forms.aws_session_token(keys.session_token).forms)
+            injection = Injection(secrets=(*forms, keys.secret_access_key), minted=key)
         injection.signer = _Signing(
             keys, Scope.for_service(aws.region, aws.service), aws.payload == "unsigned", injection
         )
         return injection
+
+    def forget(self, keep: set[CredentialKey]) -> None:
+        """The fleet's tokens are forgotten once for every kind (Injector.forget)."""
+
+    def discard(self, connection: ConnectionRoute) -> None:
+        self.tokens.discard(self.credential_key(connection))

@@ -1,0 +1,200 @@
+"""Temporary AWS keys for a role, asked of STS with the proxy's own web identity (IRSA).
+
+``AssumeRoleWithWebIdentity`` takes the Pod's projected service account token (the file the
+``AWS_WEB_IDENTITY_TOKEN_FILE`` setting names, which the kubelet rotates) and answers the role's
+keys for up to the connection's duration. They are minted once for the fleet and renewed before
+they expire as every minted credential is (:mod:`gatehouse_proxy.credentials.fleet_tokens`): the
+token kept is the keys' JSON (:meth:`gatehouse_contract.aws_keys.AwsKeys.stored`), encrypted in
+the store. Where STS is asked is the installation's (``GATEHOUSE_AWS_STS_URL``, the region's own
+endpoint by default), never a connection's: the token sent is the proxy's, not a tenant's.
+
+STS answers XML; an answer is read within the token requests' bounds (size, time), and one that
+declares a document type is refused before it is parsed (no entity is ever expanded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+from xml.etree import ElementTree
+
+from gatehouse_contract import sent_forms
+from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
+from gatehouse_contract.redaction import Redactor
+from gatehouse_contract.routes import AwsSigning, WebIdentity, role_session_name
+from gatehouse_proxy.credentials.token_grants import (
+    GrantRequest,
+    MintedToken,
+    TokenClient,
+    explained,
+)
+from gatehouse_proxy.errors import ProxyError
+
+# The region's own endpoint: the global one (us-east-1) is slower and AWS advises against it.
+DEFAULT_STS_URL = "https://sts.{region}.amazonaws.com/"
+STS_VERSION = "2011-06-15"
+# A projected service account token is about 1 KiB; anything larger is not one.
+MAX_IDENTITY_TOKEN_BYTES = 16 * 1024
+# STS grants at least 15 minutes: keys that expire sooner than this (a signed request may arrive
+# after they do) say the proxy's clock is wrong. The fleet renews them a quarter of their life
+# (at most a minute) before they expire.
+LEAST_LIFETIME_SECONDS = 5.0
+_DOCUMENT_TYPE = re.compile(rb"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class AwsSettings:
+    """The installation's AWS settings: where STS is asked (``{region}`` is the connection's),
+    and the file the Pod's web identity token is in (None: the proxy has none)."""
+
+    sts_url: str = DEFAULT_STS_URL
+    web_identity_token_file: Path | None = None
+
+    @classmethod
+    def from_env(cls) -> AwsSettings:
+        sts_url = os.environ.get("GATEHOUSE_AWS_STS_URL", DEFAULT_STS_URL)
+        try:
+            scheme = urlsplit(sts_url.format(region="us-east-1")).scheme
+        except (KeyError, IndexError, ValueError):
+            scheme = ""
+        if scheme not in ("https", "http"):
+            raise ValueError(
+                "GATEHOUSE_AWS_STS_URL must be an https:// URL, where {region} may stand for "
+                f"the connection's region, not {sts_url!r}"
+            )
+        token_file = os.environ.get("AWS_WEB_IDENTITY_TOKEN_FILE")
+        return cls(sts_url, Path(token_file) if token_file else None)
+
+
+def _local(tag: str) -> str:
+    return tag.rpartition("}")[2]
+
+
+def _fields(body: bytes) -> dict[str, str]:
+    """Each leaf element's text by its local name (STS's answers name each field once)."""
+    if _DOCUMENT_TYPE.search(body):
+        raise ValueError("a document type")
+    root = ElementTree.fromstring(body)  # noqa: S314 (bounded, no DTD: no entity is expanded)
+    return {_local(element.tag): (element.text or "").strip() for element in root.iter()}
+
+
+def _sts_error(body: bytes, redact: Redactor, describe: bool) -> tuple[str, str]:
+    """STS's error answer (``ErrorResponse/Error/Code`` and ``Message``), as OAuth's is said."""
+    try:
+        fields = _fields(body)
+    except (ValueError, ElementTree.ParseError):
+        return "", ""
+    return explained(fields.get("Code"), fields.get("Message") if describe else None, redact)
+
+
+def keys_of(body: bytes, now: float) -> MintedToken:
+    """The keys in an ``AssumeRoleWithWebIdentity`` answer, and how long they live from ``now``;
+    a ProxyError naming what is wrong (never a value)."""
+    try:
+        fields = _fields(body)
+    except (ValueError, ElementTree.ParseError):
+        raise ProxyError("credential_failed", "AWS STS's answer is not XML it can read") from None
+    try:
+        keys = AwsKeys(
+            fields.get("AccessKeyId", ""),
+            fields.get("SecretAccessKey", ""),
+            fields.get("SessionToken", ""),
+        )
+        # Held to what a stored key is held to: what the fleet keeps and signs with.
+        AwsKeys.parse(keys.stored())
+    except AwsKeysError as error:
+        raise ProxyError("credential_failed", f"AWS STS's credentials: {error}") from None
+    if not keys.session_token:
+        raise ProxyError("credential_failed", "AWS STS's credentials have no SessionToken")
+    try:
+        expiration = datetime.fromisoformat(fields["Expiration"])
+    except (KeyError, ValueError):
+        raise ProxyError(
+            "credential_failed", "AWS STS's credentials have no Expiration it can read"
+        ) from None
+    if expiration.tzinfo is None:
+        expiration = expiration.replace(tzinfo=UTC)  # STS writes UTC
+    lifetime = expiration.timestamp() - now
+    if lifetime < LEAST_LIFETIME_SECONDS:
+        raise ProxyError(
+            "credential_failed",
+            f"AWS STS's credentials expire in {lifetime:.0f}s: too soon to use (check the "
+            "proxy's clock)",
+        )
+    return MintedToken(keys.stored(), lifetime)
+
+
+class RoleMinter:
+    """Asks STS for a role's keys with the proxy's web identity token."""
+
+    def __init__(
+        self,
+        client: TokenClient,
+        token_file: Path | None,
+        sts_url: str = DEFAULT_STS_URL,
+        timeout: float = 10.0,
+    ) -> None:
+        self.client = client
+        self.token_file = token_file
+        self.sts_url = sts_url
+        self.timeout = timeout
+
+    async def mint(
+        self, connection_key: str, aws: AwsSigning, role: WebIdentity, seconds: float
+    ) -> MintedToken:
+        """The role's keys for the connection ``connection_key`` (its session's name)."""
+        identity = await self._identity_token()
+        said = sent_forms.form_field(identity)
+        body = await self.client.posted(
+            GrantRequest(
+                self.sts_url.format(region=aws.region),
+                form={
+                    "Action": "AssumeRoleWithWebIdentity",
+                    "Version": STS_VERSION,
+                    "RoleArn": role.role_arn,
+                    "RoleSessionName": role_session_name(connection_key),
+                    "DurationSeconds": str(role.duration_seconds),
+                    "WebIdentityToken": identity,
+                },
+                headers={},
+                seconds=min(self.timeout, seconds),
+                code="credential_failed",
+                redact=Redactor(said.forms),
+                read_error=_sts_error,
+            )
+        )
+        return keys_of(body, time.time())
+
+    async def _identity_token(self) -> str:
+        """The Pod's token as the kubelet last wrote it (read again at each mint: it rotates)."""
+        if self.token_file is None:
+            raise ProxyError(
+                "credential_failed",
+                "this proxy has no web identity (AWS_WEB_IDENTITY_TOKEN_FILE is not set: see "
+                "the chart's proxy.aws.webIdentity)",
+            )
+        try:
+            raw = await asyncio.to_thread(_read_bounded, self.token_file)
+        except OSError:
+            raise ProxyError(
+                "credential_failed", "the proxy's web identity token file cannot be read"
+            ) from None
+        token = raw.decode("ascii", "replace").strip()
+        if not token or len(raw) > MAX_IDENTITY_TOKEN_BYTES or not token.isprintable():
+            raise ProxyError(
+                "credential_failed",
+                "the proxy's web identity token file holds no token (empty, over 16 KiB, or "
+                "not printable)",
+            )
+        return token
+
+
+def _read_bounded(path: Path) -> bytes:
+    with path.open("rb") as file:
+        return file.read(MAX_IDENTITY_TOKEN_BYTES + 1)
