@@ -92,6 +92,7 @@ class StoredConnectionSpec(Stored):
     allowed_content_types: list[str] = Field(default_factory=list)
     limits: dict[str, JsonValue] = Field(default_factory=dict)
     cache: dict[str, JsonValue] | None = None
+    tls: dict[str, JsonValue] | None = None
 
     @property
     def auth_type(self) -> str:

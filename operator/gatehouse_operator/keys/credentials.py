@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
 from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
-from gatehouse_contract.keyring import Keyring, KeyringSource
-from gatehouse_contract.routes import Credential
+from gatehouse_contract.keyring import Encrypted, Keyring, KeyringSource
+from gatehouse_contract.routes import Credential, UpstreamTls
 from gatehouse_operator.api.auth_kinds import SecretShape, kind_of, section_of
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import Auth
@@ -227,6 +227,9 @@ class CredentialEncrypter:
         self.keyring = keyring
         # Per connection uid: the inputs a credential was encrypted from, and the result.
         self._encrypted: dict[str, tuple[tuple[str, ...], Credential]] = {}
+        # Likewise its client certificate (spec.tls): a new ciphertext would make the proxies
+        # build its TLS context again.
+        self._certificates: dict[str, tuple[tuple[str, ...], Encrypted]] = {}
 
     def encrypt(
         self,
@@ -261,5 +264,20 @@ class CredentialEncrypter:
         self._encrypted[connection_uid] = (inputs, credential)
         return credential
 
+    def encrypt_client_certificate(
+        self, pem: bytes, *, connection_uid: str, origin: str
+    ) -> Encrypted:
+        """A checked client certificate's chain and key, encrypted for the proxies under
+        UpstreamTls.context."""
+        keyring = self.keyring.current()
+        inputs = (origin, hashlib.sha256(pem).hexdigest(), keyring.active)
+        cached = self._certificates.get(connection_uid)
+        if cached is not None and cached[0] == inputs:
+            return cached[1]
+        encrypted = keyring.encrypt(pem, UpstreamTls.context(connection_uid, origin))
+        self._certificates[connection_uid] = (inputs, encrypted)
+        return encrypted
+
     def forget(self, connection_uid: str) -> None:
         self._encrypted.pop(connection_uid, None)
+        self._certificates.pop(connection_uid, None)
