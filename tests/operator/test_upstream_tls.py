@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
@@ -26,6 +27,7 @@ from gatehouse_operator.access.secret_use import tls_secrets_to_read
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.meta import Kind, spec_error
 from gatehouse_operator.api.stored import StoredConnectionSpec
+from gatehouse_operator.cli import gatehouse as cli
 from gatehouse_operator.controllers import external_connections
 from gatehouse_operator.keys.client_certificates import (
     check_ca_bundle,
@@ -37,6 +39,7 @@ from gatehouse_operator.keys.sealed_values import (
     SEALING_KEYS_FILE,
     TLS_CLIENT_CERTIFICATE,
     Scope,
+    SealedValueProblem,
     SealingKeys,
 )
 from gatehouse_operator.kube.objects import resource_of
@@ -391,11 +394,12 @@ def test_a_tls_secret_is_compiled_into_the_route_and_its_problems_into_condition
     assert found["UpstreamTLSReady"]["reason"] == "SealedForAnotherConnection"
     assert found["UpstreamTLSReady"]["message"].startswith("tls.clientCertificate.sealed is")
 
-    for tls, reason in [
+    failing: list[tuple[dict[str, Any], str]] = [
         ({"clientCertificate": {"secretRef": {"name": "missing"}}}, "SecretNotFound"),
         ({"clientCertificate": {"secretRef": {"name": "opaque"}}}, "SecretWrongType"),
         ({"caBundleRef": {"name": "ca", "key": "other"}}, "SecretKeyNotFound"),
-    ]:
+    ]
+    for tls, reason in failing:
         status, found = reconcile(tls)
         assert found["UpstreamTLSReady"]["reason"] == reason
         assert found["Ready"]["reason"] == reason
@@ -408,3 +412,44 @@ def test_a_tls_secret_is_compiled_into_the_route_and_its_problems_into_condition
     said = " ".join(str(s) for s in api.statuses) + " ".join(map(str, api.events))
     assert "PRIVATE KEY" not in said
     assert pem.decode().splitlines()[1] not in said
+
+
+def test_gatehouse_seal_seals_a_client_certificate_for_that_use_alone(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = SealingKeys.generate()
+    cert = tmp_path / "keys.json"
+    cert.write_text(keys.public().dump())
+    key = ec.generate_private_key(ec.SECP256R1())
+    chain, pem = issued(key), _pem_key(key)
+    (tmp_path / "client.pem").write_bytes(chain)
+    (tmp_path / "client.key").write_bytes(pem)
+    source = tmp_path / "vendor.yaml"
+    source.write_text(
+        "apiVersion: gatehouse.dev/v1alpha1\nkind: ExternalConnection\n"
+        "metadata: {name: vendor, namespace: shop}\n"
+        "spec:\n  displayName: Vendor  # kept\n  baseURL: https://API.example.com\n"
+        "  auth: {type: none}\n  linkPolicy: Builders\n"
+    )
+    tls = ["--tls-cert", str(tmp_path / "client.pem"), "--tls-key", str(tmp_path / "client.key")]
+    assert cli.main(["seal", "-f", str(source), "--cert", str(cert), *tls]) == 0
+    out, err = capsys.readouterr()
+    assert "# kept" in out
+    assert "PRIVATE" not in out + err
+    sealed = yaml.safe_load(out)["spec"]["tls"]["clientCertificate"]["sealed"]
+    scope = Scope("shop", "vendor", ORIGIN, use=TLS_CLIENT_CERTIFICATE)
+    assert split_sealed(keys.open(sealed, scope), "sealed") == (chain, pem)
+    with pytest.raises(SealedValueProblem):  # not an auth secret
+        keys.open(sealed, Scope("shop", "vendor", ORIGIN))
+    # A key of another certificate is refused before anything is sealed, naming the option.
+    (tmp_path / "other.key").write_bytes(_pem_key(ec.generate_private_key(ec.SECP256R1())))
+    wrong = [*tls[:3], str(tmp_path / "other.key")]
+    assert cli.main(["seal", "-f", str(source), "--cert", str(cert), *wrong]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.strip().endswith(
+        "the first certificate must be the client's own, its chain after it"
+    )
+    assert "--tls-key is not the private key of the first certificate of --tls-cert" in err
+    assert cli.main(["seal", "-f", str(source), "--cert", str(cert), *tls[:2]]) == 2
+    assert "give both --tls-cert and --tls-key" in capsys.readouterr().err

@@ -300,17 +300,16 @@ async def publish_route(
     # The certificate given (so written, null clearing it) only where one is named or was
     # shown: other connections' status stays as it was.
     named = spec.tls is not None and spec.tls.client_certificate is not None
-    certificate = (
-        {"client_certificate": certificate_summary(read.tls.certificate)}
-        if named or "clientCertificate" in connection.status
-        else {}
-    )
     fields = ExternalConnectionStatus(
-        origin=origin,
-        has_secret=credential.encrypted is not None,
-        resealed_secret=resealed,
-        **certificate,
+        origin=origin, has_secret=credential.encrypted is not None, resealed_secret=resealed
     )
+    if named or "clientCertificate" in connection.status:
+        fields = ExternalConnectionStatus(
+            origin=origin,
+            has_secret=credential.encrypted is not None,
+            resealed_secret=resealed,
+            client_certificate=certificate_summary(read.tls.certificate),
+        )
     if refusal is not None:
         # Left out of the table (its apps report the link broken); Accepted says what to shrink.
         runtime.routes.drop_connection(key)

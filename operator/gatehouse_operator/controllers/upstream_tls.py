@@ -153,10 +153,11 @@ async def _client_certificate(
                 f"certificate is read from a {TLS_SECRET_TYPE} Secret (kubectl create secret "
                 "tls, or cert-manager)",
             )
-        for key in (CERTIFICATE_KEY, PRIVATE_KEY_KEY):
-            if key not in data:
+        for needed in (CERTIFICATE_KEY, PRIVATE_KEY_KEY):
+            if needed not in data:
                 raise CredentialProblem(
-                    Reason.SECRET_KEY_NOT_FOUND, f"{field_name}: Secret {name!r} has no key {key!r}"
+                    Reason.SECRET_KEY_NOT_FOUND,
+                    f"{field_name}: Secret {name!r} has no key {needed!r}",
                 )
         checked = check_client_certificate(
             data[CERTIFICATE_KEY],
