@@ -453,3 +453,80 @@ def test_gatehouse_seal_seals_a_client_certificate_for_that_use_alone(
     assert "--tls-key is not the private key of the first certificate of --tls-cert" in err
     assert cli.main(["seal", "-f", str(source), "--cert", str(cert), *tls[:2]]) == 2
     assert "give both --tls-cert and --tls-key" in capsys.readouterr().err
+
+
+def test_the_wizards_tls_section_goes_into_the_spec_and_is_kept_on_an_edit() -> None:
+    from tests.operator.test_wizard import BASE, posted, stored_form
+
+    assert "tls" not in posted({**BASE, "auth_type": "none"}).spec()
+    bundle = issued(ec.generate_private_key(ec.SECP256R1())).decode()
+    given = {
+        **BASE,
+        "auth_type": "none",
+        "tls_secret": "vendor-client",
+        "tls_ca_bundle": bundle.replace("\n", "\r\n"),
+        "tls_only_bundle": "on",
+    }
+    spec = posted(given).spec()
+    assert spec["tls"] == {
+        "clientCertificate": {"secretRef": {"name": "vendor-client"}},
+        "caBundle": bundle,
+        "systemRoots": False,
+    }
+    assert ExternalConnectionSpec.model_validate(spec).tls is not None
+    # Without a bundle, only the bundle cannot be trusted: the rule, under its field's title.
+    refused = posted({**BASE, "auth_type": "none", "tls_only_bundle": "on"})
+    assert any(
+        "tls.systemRoots may be false only with tls.caBundle" in line for line in refused.problems()
+    ), refused.problems()
+    # An edit shows the Secret and the bundle; a sealed certificate stays as stored.
+    body = {
+        "metadata": {"name": "vendor", "resourceVersion": "7"},
+        "spec": {
+            "displayName": "Vendor",
+            "baseURL": ORIGIN,
+            "auth": {"type": "none"},
+            "linkPolicy": "AdminsOnly",
+            "tls": {"clientCertificate": {"sealed": "gh1.a.b"}, "caBundle": bundle},
+        },
+    }
+    form = stored_form(body)
+    assert (form.tls_secret, form.tls_ca_bundle, form.tls_only_bundle) == (
+        "",
+        bundle.strip(),
+        False,
+    )
+    assert form.spec()["tls"] == {"clientCertificate": {"sealed": "gh1.a.b"}, "caBundle": bundle}
+
+
+def test_the_page_says_the_certificates_subject_and_expiry_never_its_key() -> None:
+    from gatehouse_operator.connections.models import ConnectionDetail
+    from gatehouse_operator.web.tls_section import tls_view
+
+    def view(tls: Any, read: Any = None) -> Any:
+        detail = ConnectionDetail.model_construct(tls=tls, client_certificate=read)
+        return tls_view(detail)
+
+    assert view(None) is None
+    read = {"subject": "CN=shop-client", "issuer": "CN=test-ca", "notAfter": "2027-01-01T00:00:00Z"}
+    rows = dict(view({"clientCertificate": {"secretRef": {"name": "client"}}}, read))
+    assert rows == {
+        "Client certificate": "Secret client (kubernetes.io/tls)",
+        "Subject": "CN=shop-client",
+        "Issuer": "CN=test-ca",
+        "Expires": "2027-01-01T00:00:00Z",
+        "CA bundle": "none",
+        "System roots": "trusted too",
+    }
+    pem = "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n"
+    rows = dict(
+        view(
+            {"clientCertificate": {"sealed": "gh1.a.b"}, "caBundle": pem * 2, "systemRoots": False}
+        )
+    )
+    assert rows["Client certificate"] == "sealed (gatehouse seal --tls-cert --tls-key)"
+    assert rows["CA bundle"] == "2 certificates, in the spec"
+    assert rows["System roots"] == "not trusted: the CA bundle alone"
+    assert dict(view({"caBundleRef": {"name": "ca", "key": "ca.crt"}}))["CA bundle"] == (
+        "key ca.crt of Secret ca"
+    )

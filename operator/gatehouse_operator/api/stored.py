@@ -116,6 +116,7 @@ class StoredStatus(Stored):
 class StoredConnectionStatus(StoredStatus):
     origin: str = ""
     has_secret: bool = False
+    client_certificate: dict[str, JsonValue] | None = None
 
 
 class StoredConnection(Stored):
