@@ -530,3 +530,15 @@ def test_the_page_says_the_certificates_subject_and_expiry_never_its_key() -> No
     assert dict(view({"caBundleRef": {"name": "ca", "key": "ca.crt"}}))["CA bundle"] == (
         "key ca.crt of Secret ca"
     )
+
+
+def test_the_tls_example_is_a_connection_the_model_takes_with_a_ca_that_parses() -> None:
+    """examples/connections/tls/: the API server's dry run is tests/e2e/test_examples.py."""
+    from tests.dev.doc_blocks import ROOT
+
+    example = ROOT / "examples" / "connections" / "tls" / "vendor-mtls.yaml"
+    (document,) = yaml.safe_load_all(example.read_text())
+    spec = ExternalConnectionSpec.model_validate(document["spec"])
+    assert spec.tls is not None
+    assert spec.tls.ca_bundle is not None
+    assert check_ca_bundle(spec.tls.ca_bundle.encode(), "tls.caBundle")[1] == 1
