@@ -24,6 +24,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
+from gatehouse_contract.keyring import Encrypted
 from gatehouse_contract.routes import Credential, EntryKind
 from gatehouse_operator.api.auth_kinds import kind_of
 from gatehouse_operator.api.cache_purge import purge_problem
@@ -41,12 +42,13 @@ from gatehouse_operator.connections.origin import (
     sealed_scope,
     token_url_of,
 )
-from gatehouse_operator.controllers import linked_apps
-from gatehouse_operator.controllers.upstream_tls import (
+from gatehouse_operator.connections.upstream_tls import (
+    Compiled,
     TlsRead,
     certificate_summary,
     read_upstream_tls,
 )
+from gatehouse_operator.controllers import linked_apps
 from gatehouse_operator.keys.credentials import (
     CredentialProblem,
     Found,
@@ -115,6 +117,18 @@ def watched_of(read: CredentialRead) -> list[Verdict]:
     return [*others, *(unseen or watched)[:1]]
 
 
+def compiled(runtime: Runtime, connection: Resource, origin: str) -> Compiled:
+    """The connection as its spec.tls is compiled: an unchanged client certificate keeps its
+    ciphertext (runtime.encrypter), so the proxies keep the TLS context made for it."""
+
+    def encrypt(pem: bytes) -> Encrypted:
+        return runtime.encrypter.encrypt_client_certificate(
+            pem, connection_uid=connection.uid, origin=origin
+        )
+
+    return Compiled(connection.namespace, connection.name, connection.uid, origin, encrypt)
+
+
 async def reconcile(runtime: Runtime, connection: Resource, secret_data: Any = _UNSET) -> None:
     """Compiles the connection, publishes the table, writes status. Safe to repeat.
 
@@ -128,7 +142,7 @@ async def reconcile(runtime: Runtime, connection: Resource, secret_data: Any = _
     read = await read_credential(runtime, connection, spec, origin, token_url, secret_data)
     credential = encrypt_for_proxies(runtime, connection, spec, read, origin, token_url)
     verdicts.append(verdict_for(read.problem, spec.auth))
-    read.tls = await read_upstream_tls(runtime, connection, spec, origin)
+    read.tls = await read_upstream_tls(runtime, compiled(runtime, connection, origin), spec)
     verdicts += read.tls.verdicts
     await publish_route(runtime, connection, key, spec, origin, credential, verdicts, read)
 

@@ -2,7 +2,7 @@
 ``kubernetes.io/tls`` Secret, or sealed), checked and encrypted with the table keys, and its CA
 bundle read and checked; or the reason why not, in the ``UpstreamTLSReady`` condition (which feeds
 Ready: a connection whose certificate cannot be presented is answered 503, never called without
-it).
+it). The connection controller compiles a saved connection's; a draft's test, its draft's.
 
 The advisory ``ClientCertificateCurrent`` says when the certificate expires, and turns False (with
 a Warning Event) once a third of its lifetime is left, when cert-manager would renew it. A
@@ -13,13 +13,13 @@ it, and the proxies present the new certificate on their next connections.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gatehouse_contract.keyring import Encrypted
 from gatehouse_contract.routes import UpstreamTls
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import ExternalConnectionSpec
-from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.api.upstream_tls import ClientCertificateSummary, UpstreamTlsSettings
 from gatehouse_operator.keys.client_certificates import (
     CERTIFICATE_KEY,
@@ -53,10 +53,28 @@ class TlsRead:
     certificate: CheckedCertificate | None = None
 
 
+@dataclass(frozen=True)
+class Compiled:
+    """The connection whose spec.tls is compiled (a draft's uid is one-off), and how its client
+    certificate is encrypted (the connection controller's keeps an unchanged one's ciphertext)."""
+
+    namespace: str
+    name: str
+    uid: str
+    origin: str
+    encrypt: Callable[[bytes], Encrypted]
+
+
+def once(runtime: Runtime, uid: str, origin: str) -> Callable[[bytes], Encrypted]:
+    """Encrypts a client certificate for one use (a draft's test): nothing is kept."""
+    return lambda pem: runtime.keyring.current().encrypt(pem, UpstreamTls.context(uid, origin))
+
+
 async def read_upstream_tls(
-    runtime: Runtime, connection: Resource, spec: ExternalConnectionSpec, origin: str
+    runtime: Runtime, connection: Compiled, spec: ExternalConnectionSpec
 ) -> TlsRead:
     """``spec.tls`` compiled, its problem (if any) as a False UpstreamTLSReady."""
+    origin = connection.origin
     read = TlsRead()
     settings = spec.tls
     if settings is None:
@@ -72,7 +90,7 @@ async def read_upstream_tls(
         )
         return read
     try:
-        encrypted = await _client_certificate(runtime, connection, settings, origin, read)
+        encrypted = await _client_certificate(runtime, connection, settings, read)
         bundle, count = await _ca_bundle(runtime, connection, settings, read)
     except CredentialProblem as problem:
         read.verdicts.append(
@@ -110,7 +128,7 @@ def _configured(certificate: CheckedCertificate | None, cas: int, system_roots: 
 
 
 async def _secret(
-    runtime: Runtime, connection: Resource, name: str, read: TlsRead, field_name: str
+    runtime: Runtime, connection: Compiled, name: str, read: TlsRead, field_name: str
 ) -> tuple[dict[str, bytes], str]:
     """A Secret of the namespace, read, and its type; raises CredentialProblem when it is
     missing or not the operator's to read."""
@@ -132,11 +150,7 @@ async def _secret(
 
 
 async def _client_certificate(
-    runtime: Runtime,
-    connection: Resource,
-    settings: UpstreamTlsSettings,
-    origin: str,
-    read: TlsRead,
+    runtime: Runtime, connection: Compiled, settings: UpstreamTlsSettings, read: TlsRead
 ) -> Encrypted | None:
     given = settings.client_certificate
     if given is None:
@@ -167,19 +181,15 @@ async def _client_certificate(
             now,
         )
     else:
-        chain, key = _opened(runtime, connection, given.sealed or "", origin)
+        chain, key = _opened(runtime, connection, given.sealed or "")
         checked = check_client_certificate(
             chain, key, f"the chain of {SEALED_FIELD}", f"the key of {SEALED_FIELD}", now
         )
     read.certificate = checked
-    return runtime.encrypter.encrypt_client_certificate(
-        checked.pem, connection_uid=connection.uid, origin=origin
-    )
+    return connection.encrypt(checked.pem)
 
 
-def _opened(
-    runtime: Runtime, connection: Resource, sealed: str, origin: str
-) -> tuple[bytes, bytes]:
+def _opened(runtime: Runtime, connection: Compiled, sealed: str) -> tuple[bytes, bytes]:
     """The sealed chain and key, opened for this connection's client certificate alone."""
     keys = runtime.sealing.sealing_keys()
     if keys is None:
@@ -188,7 +198,9 @@ def _opened(
             f"{SEALED_FIELD}: this installation has no sealing keys (their Secret is missing or "
             "unreadable; the operator's log says which; see the docs, concepts/sealing.md)",
         )
-    scope = Scope(connection.namespace, connection.name, origin, use=TLS_CLIENT_CERTIFICATE)
+    scope = Scope(
+        connection.namespace, connection.name, connection.origin, use=TLS_CLIENT_CERTIFICATE
+    )
     try:
         plain = keys.open(sealed, scope, SEALED_FIELD)
     except SealedValueProblem as problem:
@@ -197,7 +209,7 @@ def _opened(
 
 
 async def _ca_bundle(
-    runtime: Runtime, connection: Resource, settings: UpstreamTlsSettings, read: TlsRead
+    runtime: Runtime, connection: Compiled, settings: UpstreamTlsSettings, read: TlsRead
 ) -> tuple[str, int]:
     """The CA bundle re-encoded and how many certificates it holds; ("", 0) without one."""
     if settings.ca_bundle is not None:
