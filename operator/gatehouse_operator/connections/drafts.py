@@ -151,9 +151,9 @@ async def try_draft(
     # test alone.
     draft_tls = Compiled(namespace, draft.name, uid, origin, once(runtime, uid, origin))
     tls = await read_upstream_tls(runtime, draft_tls, spec)
-    problem = next((verdict for verdict in tls.verdicts if not verdict.ok), None)
-    if problem is not None:
-        return _failed(problem.reason, problem.message)
+    refused = next((verdict for verdict in tls.verdicts if not verdict.ok), None)
+    if refused is not None:
+        return _failed(refused.reason, refused.message)
     # A draft's test asks the API itself: no cached answer stands in for it.
     route = route_for(f"{namespace}/{DRAFT_NAME}", uid, spec, origin, credential, "", None, tls.tls)
     size = budget.entry_size(route)
