@@ -15,6 +15,7 @@ import asyncio
 import datetime
 import ipaddress
 import json
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,8 @@ from tests.e2e.gatehouse_fixtures import (
     data_app,
     fetch,
     get,
+    grant,
+    project_members,
     started_fleet,
     wait_condition,
 )
@@ -354,3 +357,46 @@ def test_the_key_is_in_no_status_event_or_log(
         assert form not in status
         assert form not in events
         assert form not in logs
+
+
+def test_naming_a_tls_secret_needs_the_right_to_read_it(
+    cluster: Cluster, stack: Stack, vendor: Vendor, namespace: str
+) -> None:
+    """gatehouse-admin holds no Secret rights: the admission webhook asks for get on each Secret
+    spec.tls names, as for auth.secretRef."""
+    chain, key, _ = vendor.client_ca.issue("shop-client", ExtendedKeyUsageOID.CLIENT_AUTH)
+    apply(cluster, namespace, tls_secret("client", chain, key))
+    admin = project_members(cluster, namespace)["admin"]
+    document = connection("vendor", vendor.url, NONE, tls=mtls(vendor, "client"))
+
+    def as_admin(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return cluster.kubectl(
+            *args, "-n", namespace, as_user=admin.persona, stdin=stdin, check=False
+        )
+
+    refused = as_admin("apply", "-f", "-", stdin=yaml.safe_dump(document))
+    assert refused.returncode != 0
+    assert "spec.tls.clientCertificate.secretRef:" in refused.stderr
+    assert "may not get Secret 'client'" in refused.stderr
+    apply(cluster, namespace, document)  # as the cluster's administrator
+    moved = as_admin(
+        "patch", "externalconnection", "vendor", "--type=merge",
+        "-p", '{"spec":{"baseURL":"https://attacker.test"}}',
+    )  # fmt: skip
+    assert moved.returncode != 0
+    assert "spec.baseURL:" in moved.stderr
+    assert "may not get Secret 'client'" in moved.stderr
+    edited = as_admin(
+        "patch", "externalconnection", "vendor", "--type=merge",
+        "-p", '{"spec":{"instructions":"still mine"}}',
+    )  # fmt: skip
+    assert edited.returncode == 0, edited.stderr
+    grant(cluster, namespace, "admin", "get", "secrets", "client")
+    admitted = as_admin("apply", "-f", "-", stdin=yaml.safe_dump(renamed(document, "copy")))
+    assert admitted.returncode == 0, admitted.stderr
+
+
+def renamed(document: dict[str, Any], name: str) -> dict[str, Any]:
+    copy: dict[str, Any] = json.loads(json.dumps(document))
+    copy["metadata"]["name"] = name
+    return copy
