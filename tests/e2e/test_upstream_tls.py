@@ -37,8 +37,10 @@ from tests.e2e.gatehouse_fixtures import (
     apply,
     condition,
     connection,
+    connection_test,
     data_app,
     fetch,
+    finished,
     get,
     grant,
     project_members,
@@ -145,7 +147,11 @@ class Vendor:
 
     def received(self, reply: httpx.Response) -> dict[str, Any]:
         assert reply.status_code == 200, reply.text
-        record = httpx.get(f"{self.endpoint.url}/_received/{reply.json()['id']}", timeout=5)
+        return self.received_id(reply.json()["id"])
+
+    def received_id(self, request_id: str) -> dict[str, Any]:
+        """What the vendor received for the echo ``request_id``, asked of it directly."""
+        record = httpx.get(f"{self.endpoint.url}/_received/{request_id}", timeout=5)
         return dict(record.json())
 
 
@@ -246,10 +252,10 @@ def test_a_client_certificate_and_a_private_ca_reach_the_vendor(
 
     refused = fetch(stack.proxy, token, "bare", "/echo/without")
     assert refused.status_code == 502, refused.text
-    assert refused.json()["error"] == "client_certificate_refused", refused.text
+    assert refused.json()["error"]["code"] == "client_certificate_refused", refused.text
     misnamed_reply = fetch(stack.proxy, token, "misnamed", "/echo/misnamed")
     assert misnamed_reply.status_code == 502, misnamed_reply.text
-    assert misnamed_reply.json()["error"] == "upstream_certificate_untrusted"
+    assert misnamed_reply.json()["error"]["code"] == "upstream_certificate_untrusted"
 
     # Expired: not Ready, said so; the proxy answers 503 rather than present it.
     old_chain, old_key, _ = vendor.client_ca.issue(
@@ -278,9 +284,12 @@ def test_a_certificate_rotated_under_load_fails_no_fetch(
     first = vendor.client_ca.issue("shop-client", ExtendedKeyUsageOID.CLIENT_AUTH)
     second = vendor.client_ca.issue("shop-client", ExtendedKeyUsageOID.CLIENT_AUTH)
     apply(cluster, namespace, tls_secret("client", *first[:2]))
-    token = linked(
-        cluster, namespace, connection("vendor", vendor.url, NONE, tls=mtls(vendor, "client"))
+    # A quota that lets every fetch through: the load is the rotation's, not the limits'.
+    limits = {"requestsPerMinute": 100_000}
+    vendor_connection = connection(
+        "vendor", vendor.url, NONE, tls=mtls(vendor, "client"), limits=limits
     )
+    token = linked(cluster, namespace, vendor_connection)
     wait_condition(cluster, namespace, "externalconnection/vendor", "True", "Routed")
     count, concurrency = 300, 8
 
@@ -291,19 +300,26 @@ def test_a_certificate_rotated_under_load_fails_no_fetch(
             limits = httpx.Limits(max_connections=concurrency)
             async with httpx.AsyncClient(timeout=30, limits=limits) as client:
                 gate = asyncio.Semaphore(concurrency)
+                third = asyncio.Event()
+                finished = 0
 
                 async def one(index: int) -> tuple[int, str]:
+                    nonlocal finished
                     async with gate:
                         reply = await client.get(
                             f"{urls[index % 2]}/v1/fetch/vendor/echo/{index}",
                             headers={"Authorization": f"Bearer {token}"},
                         )
+                    finished += 1
+                    if finished == count // 3:
+                        third.set()
                     if reply.status_code != 200:
                         return reply.status_code, reply.text[:200]
                     return 200, reply.json()["id"]
 
                 async def rotate() -> None:
-                    await asyncio.sleep(0.5)
+                    # A third of the fetches done, the rest in flight or still to come.
+                    await third.wait()
                     await asyncio.to_thread(
                         apply, cluster, namespace, tls_secret("client", *second[:2])
                     )
@@ -316,6 +332,14 @@ def test_a_certificate_rotated_under_load_fails_no_fetch(
         results = asyncio.run(load())
         failed = [result for result in results if result[0] != 200]
         assert failed == [], failed[:5]
+        # Both certificates were presented during the run (one run: 186 the first, 114 the
+        # second): the rotation came while it ran.
+        serials = [
+            int(vendor.received_id(request_id)["clientCertificate"]["serial"], 16)
+            for _, request_id in results
+        ]
+        presented = set(serials)
+        assert presented == {first[2], second[2]}
 
         def presents_the_new_one() -> bool:
             serials = set()
@@ -400,3 +424,47 @@ def renamed(document: dict[str, Any], name: str) -> dict[str, Any]:
     copy: dict[str, Any] = json.loads(json.dumps(document))
     copy["metadata"]["name"] = name
     return copy
+
+
+def test_a_draft_and_a_connection_test_present_the_certificate(
+    cluster: Cluster, stack: Stack, vendor: Vendor, namespace: str
+) -> None:
+    """A draft's test compiles its spec.tls as a saved connection's (its certificate encrypted
+    for that test alone); a saved connection's ConnectionTest uses its route's."""
+    chain, key, serial = vendor.client_ca.issue("draft-client", ExtendedKeyUsageOID.CLIENT_AUTH)
+    apply(cluster, namespace, tls_secret("client", chain, key))
+    members = project_members(cluster, namespace)
+    grant(cluster, namespace, "admin", "get", "secrets", "client")
+    spec = connection("draft", vendor.url, NONE, tls=mtls(vendor, "client"))["spec"]
+    draft = {"name": "draft", "spec": spec, "request": {"method": "GET", "path": "/echo/draft"}}
+    answer = httpx.post(
+        f"{stack.local.api_url}/api/v1/namespaces/{namespace}/connection-drafts/tests",
+        json=draft,
+        headers=members["admin"].headers(),
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    outcome = answer.json()
+    assert outcome["passed"], outcome
+    echoed = json.loads(outcome["response"]["body"])
+    assert int(vendor.received_id(echoed["id"])["clientCertificate"]["serial"], 16) == serial
+    # An expired one is refused before anything is sent, with the operator's reason.
+    old_chain, old_key, _ = vendor.client_ca.issue(
+        "draft-client", ExtendedKeyUsageOID.CLIENT_AUTH, not_after=NOW - DAY / 2
+    )
+    apply(cluster, namespace, tls_secret("client", old_chain, old_key))
+    refused = httpx.post(
+        f"{stack.local.api_url}/api/v1/namespaces/{namespace}/connection-drafts/tests",
+        json=draft,
+        headers=members["admin"].headers(),
+        timeout=60,
+    ).json()
+    assert (refused["passed"], refused["reason"]) == (False, "ClientCertificateExpired"), refused
+
+    apply(cluster, namespace, tls_secret("client", chain, key))
+    apply(cluster, namespace, connection("saved", vendor.url, NONE, tls=mtls(vendor, "client")))
+    wait_condition(cluster, namespace, "externalconnection/saved", "True", "Routed")
+    apply(cluster, namespace, connection_test("try-saved", "saved", path="/echo/saved"))
+    test = finished(cluster, namespace, "try-saved")
+    passed = {c["type"]: c for c in test["status"]["conditions"]}["Passed"]
+    assert passed["status"] == "True", passed
