@@ -542,3 +542,17 @@ def test_the_tls_example_is_a_connection_the_model_takes_with_a_ca_that_parses()
     assert spec.tls is not None
     assert spec.tls.ca_bundle is not None
     assert check_ca_bundle(spec.tls.ca_bundle.encode(), "tls.caBundle")[1] == 1
+
+
+def test_a_sealed_client_certificate_is_reconciled_when_the_sealing_keys_change() -> None:
+    from gatehouse_operator.wiring.key_following import sealed_connections
+
+    bodies = {
+        "shop/tls": _connection({"clientCertificate": {"sealed": "gh1.a.b"}}),
+        "shop/plain": _connection({"caBundleRef": {"name": "ca"}}),
+    }
+    routes = SimpleNamespace(
+        connection_keys=lambda: sorted(bodies),
+        connection_resource=lambda key: resource_of(bodies[key]),
+    )
+    assert sealed_connections(SimpleNamespace(routes=routes)) == ["shop/tls"]  # type: ignore[arg-type]
