@@ -42,6 +42,9 @@ RefusalCode = Literal[
     "connection_unavailable",
     "not_ready",
     "upstream_timeout",
+    # The TLS to the vendor (a connection's client certificate and CAs): its certificate, or ours.
+    "upstream_certificate_untrusted",
+    "client_certificate_refused",
     # The viewer's identity (a connection that needs a viewer; an app's reserved headers).
     "reserved_header",
     "viewer_assertion_missing",
@@ -92,6 +95,8 @@ class RefusalReason(StrEnum):
     CONNECTION_UNAVAILABLE = "ConnectionUnavailable"
     NOT_READY = "NotReady"
     UPSTREAM_TIMEOUT = "UpstreamTimeout"
+    UPSTREAM_CERTIFICATE_UNTRUSTED = "UpstreamCertificateUntrusted"
+    CLIENT_CERTIFICATE_REFUSED = "ClientCertificateRefused"
     RESERVED_HEADER = "ReservedHeader"
     VIEWER_ASSERTION_MISSING = "ViewerAssertionMissing"
     VIEWER_ASSERTION_INVALID = "ViewerAssertionInvalid"

@@ -134,10 +134,10 @@ class WebIdentity(Frozen):
     """Temporary AWS credentials for a role, asked of STS (AssumeRoleWithWebIdentity) with the
     proxy's own web identity token (IRSA: the Pod's projected service account token), once for
     the fleet and again before they expire. No secret is stored: the role trusts the proxy's
-    service account, and ``session_name`` names the connection in AWS's records."""
+    service account, and ``session_name`` names the connection in AWS's records. Where STS is
+    asked is the installation's setting, never a connection's: the token is the proxy's own."""
 
     role_arn: str = Field(min_length=20, max_length=2048, pattern=r"^arn:[\x21-\x7e]+$")
-    sts_url: str = Field(min_length=1, max_length=MAX_URL_CHARS)
     session_name: str = Field(min_length=2, max_length=64, pattern=r"^[\w+=,.@-]+$")
     duration_seconds: int = Field(default=3600, ge=900, le=43_200)
 

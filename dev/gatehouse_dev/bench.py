@@ -23,6 +23,9 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   this process, no stack).
 - workers: how a 2-worker Pod spreads connections over its workers (see bench_workers).
 - auth kinds: an OAuth 2.0 connection's fetches against a bearer one's (see bench_auth).
+- the kinds a header cannot carry: a client certificate (mTLS) against bearer over TLS and over
+  plain HTTP, and AWS SigV4 (a small POST, its payload signed) against bearer with the same body,
+  in the same run (see bench_kinds; the proxy holds a table written by the bench).
 - cache: a connection's cache hits against the same connection without a cache at 32
   connections, and the shared store's bytes per cached answer (see bench_cache; the proxy holds
   a table written by the bench, see proxy_with_table).
@@ -39,7 +42,7 @@ upstream, and the load generator), so compare the ratios, not the absolute numbe
   tracing hooks cost a fetch, off and on (see bench_tracing; in this process, with a collector).
 
 BENCH_ONLY (a comma-separated list of scale, neighbours, secrets, latency, scrubber, bodies,
-workers, auth, viewers, cache, store, activity, tracing) runs some of them.
+workers, auth, kinds, viewers, cache, store, activity, tracing) runs some of them.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ from gatehouse_dev import (
     bench_auth,
     bench_bodies,
     bench_cache,
+    bench_kinds,
     bench_neighbours,
     bench_profile,
     bench_scale,
@@ -148,6 +152,12 @@ def auth_kinds(workdir: Path) -> str:
     """An OAuth 2.0 connection against a bearer one (see bench_auth), on a stack of its own."""
     with _gatehouse(workdir) as (cluster, local, _, _):
         return bench_auth.table(bench_auth.measure(cluster, local, wrk))
+
+
+def unheadered_kinds(workdir: Path) -> str:
+    """mTLS and SigV4 against bearer (see bench_kinds), on a stack of its own."""
+    with _gatehouse(workdir) as (_, local, _, _):
+        return bench_kinds.table(bench_kinds.measure(local, wrk))
 
 
 def viewers(workdir: Path) -> str:
@@ -315,11 +325,13 @@ def wrk(
     seconds: int = WRK_SECONDS,
     authorizations: tuple[str, ...] = (),
     turns: tuple[dict[str, str], ...] = (),
+    body: str = "",
 ) -> dict[str, float]:
     """Requests per second and latency percentiles (ms) from a wrk run; with ``pause_ms``, each
     connection waits that long between an answer and its next request (not counted); with
     ``authorizations``, the requests take these Authorization values in turn (several apps);
-    with ``turns``, these sets of headers in turn (an app's token and a viewer's assertion)."""
+    with ``turns``, these sets of headers in turn (an app's token and a viewer's assertion);
+    with ``body``, POSTs of it."""
     argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", url]
     for name, value in headers.items():
         argv[1:1] = ["-H", f"{name}: {value}"]
@@ -337,7 +349,9 @@ def wrk(
                 "function request()\n  turn = turn % #turns + 1\n"
                 "  return wrk.format(nil, nil, turns[turn])\nend\n"
             )
-        if pause_ms or turns:
+        if body:
+            script.write(f'wrk.method = "POST"\nwrk.body = [[{body}]]\n')
+        if pause_ms or turns or body:
             script.flush()
             argv[1:1] = ["-s", script.name]
         output = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
@@ -359,17 +373,17 @@ def main() -> int:
     def run(section: str) -> bool:
         return not only or section in only
 
-    needs_wrk = ("latency", "neighbours", "workers", "auth", "viewers", "cache", "store")
+    needs_wrk = ("latency", "neighbours", "workers", "auth", "kinds", "viewers", "cache", "store")
     if any(run(section) for section in needs_wrk) and shutil.which("wrk") is None:
         print("make bench needs wrk (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
-    needs_nginx = ("latency", "workers", "auth", "viewers", "cache", "store")
+    needs_nginx = ("latency", "workers", "auth", "kinds", "viewers", "cache", "store")
     if any(run(section) for section in needs_nginx) and nginx.binary() is None:
         print("make bench needs nginx (Debian: apt-get install nginx-light)", file=sys.stderr)
         return 2
 
     at_scale = isolation = secrets = scrubbing = bodies = spread = kinds = store = activity = ""
-    per_viewer = cached = ""
+    per_viewer = cached = unheadered = ""
     if run("scrubber"):
         scrubbing = bench_scrubber.table()
     if run("activity"):
@@ -391,6 +405,9 @@ def main() -> int:
     if run("auth"):
         with tempfile.TemporaryDirectory() as folder:
             kinds = auth_kinds(Path(folder))
+    if run("kinds"):
+        with tempfile.TemporaryDirectory() as folder:
+            unheadered = unheadered_kinds(Path(folder))
     if run("viewers"):
         with tempfile.TemporaryDirectory() as folder:
             per_viewer = viewers(Path(folder))
@@ -416,6 +433,12 @@ def main() -> int:
     if kinds:
         print("\nWhat an auth kind costs a fetch (one proxy with the shared store, wrk):\n")
         print(kinds)
+    if unheadered:
+        print(
+            "\nThe kinds a header cannot carry against bearer (one proxy with the shared store, "
+            "wrk, the same small answer from nginx):\n"
+        )
+        print(unheadered)
     if per_viewer:
         print(
             "\nA viewer's own grant: a per-viewer connection against a client-credentials one "

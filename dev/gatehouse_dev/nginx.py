@@ -52,6 +52,30 @@ def upstream_config(folder: Path, port: int, body: str = BODY) -> str:
     )
 
 
+def tls_upstream_config(
+    folder: Path,
+    port: int,
+    *,
+    tls_port: int,
+    certificate: Path,
+    key: Path,
+    client_ca: Path | None = None,
+) -> str:
+    """The upstream over TLS on ``tls_port`` (its certificate and key), requiring a client
+    certificate ``client_ca`` signed where given; plain HTTP on ``port`` too, for its readiness."""
+    verify = f"ssl_verify_client on;\n    ssl_client_certificate {client_ca};" if client_ca else ""
+    return _config(
+        folder,
+        f"""    listen 127.0.0.1:{port};
+    listen 127.0.0.1:{tls_port} ssl;
+    ssl_certificate {certificate};
+    ssl_certificate_key {key};
+    {verify}
+    default_type application/json;
+    location / {{ return 200 '{BODY}'; }}""",
+    )
+
+
 def proxy_config(folder: Path, port: int, upstream_port: int) -> str:
     name, value = HEADER
     return _config(

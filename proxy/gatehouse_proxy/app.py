@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
@@ -27,6 +28,7 @@ from gatehouse_proxy.credentials.fleet_grants import FleetGrants
 from gatehouse_proxy.credentials.fleet_tokens import FleetTokens
 from gatehouse_proxy.credentials.google_tokens import GoogleMinter
 from gatehouse_proxy.credentials.grant_changes import GrantChanges
+from gatehouse_proxy.credentials.injecting import decrypt_client_certificate
 from gatehouse_proxy.credentials.injectors import Injector, credential_key, mints_tokens
 from gatehouse_proxy.credentials.token_grants import TokenClient
 from gatehouse_proxy.door.disconnect_endpoint import DisconnectEndpoint
@@ -56,6 +58,7 @@ from gatehouse_proxy.store.shared_store import SharedStore, opened
 from gatehouse_proxy.store.shares import Shares
 from gatehouse_proxy.table.feed import Answers, TableFeed, TableStore
 from gatehouse_proxy.table.routing_table import RoutingTable
+from gatehouse_proxy.upstream.connection_tls import ConnectionContexts
 from gatehouse_proxy.upstream.forwarder import Forwarder, new_session, tls_context
 from gatehouse_proxy.upstream.network_guard import NetworkPolicy
 from gatehouse_proxy.upstream.pools import TenantPools
@@ -109,6 +112,10 @@ class Proxy:
         # request; the feed's sees every change at once.
         keyring = KeyringFile(settings.keyring_file, recheck_seconds=1.0)
         jwks = JwksClient(tls)
+        # Each connection's own TLS (spec.tls), its client certificate decrypted as credentials are.
+        self.connection_tls = ConnectionContexts(
+            functools.partial(decrypt_client_certificate, keyring), ca_file
+        )
         async with opened(settings.store) as store:
             self.shared_store = store
             self.quotas = Quotas(
@@ -152,7 +159,7 @@ class Proxy:
                 self.request_bytes,
                 self.turns,
                 self.injector,
-                Sender(forwarder, self.pools, self.tracing),
+                Sender(forwarder, self.pools, self.tracing, self.connection_tls),
                 RefusedTokens(self.injector, self.feed),
                 VendorPause(self.quotas, self.feed),
                 Verifier(settings.viewers, issuer_loader(jwks)),
@@ -206,9 +213,12 @@ class Proxy:
         return admin.describe_store(self.shared_store, self.shares)
 
     def _prune(self, table: RoutingTable) -> None:
-        """Drops pools, token caches and rate buckets of what is no longer routed, and the
-        grants of connections whose grants' identity changed or that left the table."""
+        """Drops pools, TLS contexts, token caches and rate buckets of what is no longer routed,
+        and the grants of connections whose grants' identity changed or that left the table."""
         self.pools.keep({namespace_of(key) for key in table.connections})
+        self.connection_tls.keep(
+            {route.uid: route.tls for route in table.connections.values() if route.tls is not None}
+        )
         self.quotas.forget({route.uid for route in table.connections.values()})
         # Tables arrive only through the feed, which starts after the lifespan made these.
         self.injector.forget(

@@ -44,6 +44,10 @@ STATUS_BY_CODE: Mapping[RefusalCode, int] = {
     "connection_unavailable": 503,
     "not_ready": 503,
     "upstream_timeout": 504,
+    # The TLS handshake with the vendor: its certificate not trusted (or not naming its host), or
+    # it ended the connection as a server refusing our client certificate (or requiring one) does.
+    "upstream_certificate_untrusted": 502,
+    "client_certificate_refused": 502,
     # An X-Gatehouse-* header from the app: the proxy's names, never taken from apps.
     "reserved_header": 400,
     # A connection that needs a viewer: no assertion, or one that does not hold.

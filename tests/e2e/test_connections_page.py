@@ -769,6 +769,61 @@ def test_basic_auth_through_the_wizard_stores_the_pair_and_asks_again_for_anothe
     assert kept["spec"]["auth"]["type"] == "basic"
 
 
+def test_aws_keys_entered_in_parts_sign_the_draft_test_and_are_stored_as_their_json(
+    cluster: Cluster, stack: Stack, namespace: str, visit: Any
+) -> None:
+    members = project(cluster, stack, namespace)
+    may_write_secrets(cluster, namespace, "admin")
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/new-connection")
+    page.fill("input[name=display_name]", "Orders")
+    page.fill("input[name=base_url]", stack.upstream)
+    admin.submit("#next")
+    page.select_option("select[name=auth_type]", "awsSigV4")
+    assert visible(page, "input[name=aws_access_key_id]")
+    assert not visible(page, "input[name=basic_user]")
+    page.check("input[name=storage][value=secret]")
+    page.fill("input[name=aws_region]", "us-east-1")
+    page.fill("input[name=aws_service]", "execute-api")
+    page.fill("input[name=aws_access_key_id]", "akia-not-an-id")
+    page.fill("input[name=secret]", CANARY)
+    admin.submit("#next")
+    errors = page.inner_text("#errors")
+    assert "Access key id must be 16 to 128 upper case letters and digits" in errors
+    assert "akia-not-an-id" not in errors
+    admin.submit("button.step[value='go:auth']")
+    assert page.input_value("input[name=aws_access_key_id]") == ""  # write-only, as the secret
+    assert page.input_value("input[name=aws_region]") == "us-east-1"
+    page.fill("input[name=aws_access_key_id]", "ASIAIOSFODNN7EXAMPLE")
+    page.fill("input[name=secret]", CANARY)
+    page.fill("input[name=aws_session_token]", f"session-{CANARY}")
+    admin.submit("#next")
+    page.check("input[name=link_policy][value=AdminsOnly]")
+    admin.submit("button.step[value='go:test']")
+    page.fill("input[name=test_path]", "/echo/orders")
+    admin.submit("#try-draft")
+    assert page.inner_text("#verdict").startswith("Passed"), page.inner_text("#verdict")
+    echoed = json.loads(page.inner_text("#response-body"))
+    received = httpx.get(f"{stack.upstream}/_received/{echoed['id']}", timeout=5).json()
+    signed = received["headers"]["authorization"]
+    assert signed.startswith("AWS4-HMAC-SHA256 Credential=ASIAIOSFODNN7EXAMPLE/")
+    assert "/us-east-1/execute-api/aws4_request" in signed
+    assert received["headers"]["x-amz-security-token"] == f"session-{CANARY}"
+    admin.submit("button.step[value='go:review']")
+    admin.submit("#save")
+    made = get(cluster, namespace, "secret/orders-credential") or {}
+    stored = json.loads(base64.b64decode(made["data"]["aws-keys.json"]))
+    assert stored == {
+        "Version": 1,
+        "AccessKeyId": "ASIAIOSFODNN7EXAMPLE",
+        "SecretAccessKey": CANARY,
+        "SessionToken": f"session-{CANARY}",
+    }
+    wait_condition(cluster, namespace, "externalconnection/orders", "True")
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/orders")
+    assert "each request signed for us-east-1, service execute-api" in page.inner_text("#auth")
+
+
 def test_the_wizard_names_each_problem_and_a_refused_connection_writes_no_secret(
     cluster: Cluster, stack: Stack, namespace: str, visit: Any
 ) -> None:

@@ -19,6 +19,7 @@ from tests.e2e.gatehouse_fixtures import (
     data_app,
     fetch,
     project_members,
+    received,
     secret,
     wait_condition,
 )
@@ -28,7 +29,30 @@ pytestmark = pytest.mark.e2e
 API_KEY = "leak-canary-api-key-4f1c"
 BEARER = "leak-canary-bearer-9e2d"
 BROKEN_KEY_FILE = '{"type": "service_account", "private_key": "leak-canary-private-7a3b"}'
-CANARIES = (API_KEY, BEARER, "leak-canary-private-7a3b")
+# Temporary AWS keys: the secret access key signs and is never sent, the session token is sent
+# in X-Amz-Security-Token (the access key id is sent in every signature: not secret).
+AWS_SECRET_ACCESS_KEY = "leak-canary-aws-secret/5d8e+Q"
+AWS_SESSION_TOKEN = "leak-canary-aws-session-3b6f"
+AWS_KEYS = json.dumps(
+    {
+        "AccessKeyId": "ASIAIOSFODNN7EXAMPLE",
+        "SecretAccessKey": AWS_SECRET_ACCESS_KEY,
+        "SessionToken": AWS_SESSION_TOKEN,
+    }
+)
+BROKEN_AWS_KEYS = (
+    '{"AccessKeyId": "leak-canary-aws-id-2c4a", "SecretAccessKey": "leak-canary-8d1e"}'
+)
+CANARIES = (
+    API_KEY,
+    BEARER,
+    "leak-canary-private-7a3b",
+    AWS_SECRET_ACCESS_KEY,
+    AWS_SESSION_TOKEN,
+    "leak-canary-aws-id-2c4a",
+    "leak-canary-8d1e",
+)
+_AWS_SECTION = {"region": "us-east-1", "service": "execute-api"}
 
 
 def test_nothing_readable_holds_a_secret(cluster: Cluster, stack: Stack, namespace: str) -> None:
@@ -40,6 +64,8 @@ def test_nothing_readable_holds_a_secret(cluster: Cluster, stack: Stack, namespa
         secret("vendor", **{"api-key": API_KEY}),
         secret("payments", token=BEARER),
         secret("google", **{"key.json": BROKEN_KEY_FILE}),
+        secret("aws", **{"aws-keys.json": AWS_KEYS}),
+        secret("awsbroken", **{"aws-keys.json": BROKEN_AWS_KEYS}),
     )
     apply(
         cluster,
@@ -59,10 +85,24 @@ def test_nothing_readable_holds_a_secret(cluster: Cluster, stack: Stack, namespa
                 "secretRef": {"name": "google", "key": "key.json"},
             },
         ),
-        data_app("sales", {"api": "vendor", "pay": "payments", "gcp": "google"}),
+        *(
+            connection(
+                name,
+                stack.upstream,
+                {
+                    "type": "awsSigV4",
+                    "awsSigV4": _AWS_SECTION,
+                    "secretRef": {"name": name, "key": "aws-keys.json"},
+                },
+            )
+            for name in ("aws", "awsbroken")
+        ),
+        data_app("sales", {"api": "vendor", "pay": "payments", "gcp": "google", "aws": "aws"}),
     )
     wait_condition(cluster, namespace, "externalconnection/google", "False")
+    wait_condition(cluster, namespace, "externalconnection/awsbroken", "False")
     wait_condition(cluster, namespace, "externalconnection/vendor", "True")
+    wait_condition(cluster, namespace, "externalconnection/aws", "True")
 
     # App traffic, as apps make it. The echo upstream sends the injected key back in every answer.
     token = app_token(cluster, namespace, "dataapp-sales-gatehouse")
@@ -73,6 +113,15 @@ def test_nothing_readable_holds_a_secret(cluster: Cluster, stack: Stack, namespa
     assert fetch(stack.proxy, token, "api", f"/echo/q?api_key={BEARER}").status_code == 200
     # ...or in a path segment's parameters (Java's ;jsessionid=): the name only, too.
     assert fetch(stack.proxy, token, "api", f"/echo/m;sid={BEARER};{BEARER}").status_code == 200
+    # A signed request: the upstream got the signature and the session token; the echo that
+    # came back through the proxy has neither, and nothing readable holds either.
+    signed = fetch(stack.proxy, token, "aws", "/echo/signed")
+    headers = received(stack.upstream, signed)["headers"]
+    signature = headers["authorization"].rpartition("Signature=")[2]
+    assert len(signature) == 64
+    assert headers["x-amz-security-token"] == AWS_SESSION_TOKEN
+    assert signature not in signed.text
+    assert AWS_SESSION_TOKEN not in signed.text
 
     api = f"{stack.local.api_url}/api/v1/namespaces/{namespace}"
     replies = [
@@ -103,14 +152,31 @@ def test_nothing_readable_holds_a_secret(cluster: Cluster, stack: Stack, namespa
         httpx.post(
             f"{api}/connections/vendor/tests", json={"method": "DELETE"}, headers=admin, timeout=10
         ),
+        httpx.post(
+            f"{api}/connections/aws/tests", json={"path": "/echo/w"}, headers=admin, timeout=60
+        ),
+        httpx.post(
+            f"{api}/connections/awsbroken/tests",
+            json={"path": "/echo/w"},
+            headers=admin,
+            timeout=60,
+        ),
     ]
     statuses = [reply.status_code for reply in replies]
-    assert statuses == [200, 200, 200, 200, 201, 201, 201, 400, 422], [r.text for r in replies]
+    assert statuses == [200, 200, 200, 200, 201, 201, 201, 400, 422, 201, 201], [
+        r.text for r in replies
+    ]
     assert "/echo/q?api_key=*" in replies[2].text
     assert "/echo/m;sid=*;*" in replies[2].text
     assert replies[4].json()["passed"] is True
     assert replies[4].json()["sample"]
     assert replies[6].json()["reason"] == "InvalidServiceAccountKey"
+    assert replies[9].json()["passed"] is True
+    assert replies[10].json()["reason"] == "InvalidAwsKeys"
+    # The signature of the test's own request, as the upstream received it.
+    echoed = json.loads(replies[9].json()["response"]["body"])
+    test_headers = httpx.get(f"{stack.upstream}/_received/{echoed['id']}", timeout=5).json()
+    test_signature = test_headers["headers"]["authorization"].rpartition("Signature=")[2]
 
     readable = [reply.text for reply in replies]
     for resources in (
@@ -122,8 +188,8 @@ def test_nothing_readable_holds_a_secret(cluster: Cluster, stack: Stack, namespa
     for log in sorted((stack.local.workdir / "logs").glob("*.log")):
         readable.append(log.read_text(errors="replace"))
     for text in readable:
-        for canary in CANARIES:
+        for canary in (*CANARIES, signature, test_signature):
             assert canary not in text
     # The sample was saved and is readable, only without the secret.
-    samples = json.loads(readable[10])["items"]
+    samples = json.loads(readable[len(replies) + 1])["items"]
     assert any(item["spec"]["connection"] == "vendor" for item in samples)

@@ -172,3 +172,78 @@ def test_an_api_key_longer_than_4_kib_is_refused() -> None:
     assert caught.value.message == (
         "key 'token' of Secret 'vendor' is 300,000 bytes; at most 4,096 are allowed"
     )
+
+
+AWS = _auth(
+    type="awsSigV4",
+    awsSigV4={"region": "eu-west-1", "service": "execute-api"},
+    secretRef={"name": "aws", "key": "aws-keys.json"},
+)
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # AWS's own example
+
+
+def _aws_keys(**changes: Any) -> bytes:
+    keys = {
+        "Version": 1,
+        "AccessKeyId": "ASIAIOSFODNN7EXAMPLE",
+        "SecretAccessKey": AWS_SECRET,
+        "SessionToken": "FwoGZXIvYXdzEXAMPLE+/=",
+        "Expiration": "2026-11-29T20:00:00+00:00",
+    }
+    keys.update(changes)
+    return json.dumps({k: v for k, v in keys.items() if v is not None}).encode()
+
+
+def test_aws_keys_are_checked_and_encrypted_as_the_proxy_reads_them() -> None:
+    keyring = Keyring.generate()
+    credential = encrypt(
+        AWS, {"aws-keys.json": _aws_keys()}, keyring=keyring, connection_uid="u", origin=ORIGIN
+    )
+    assert credential.aws is not None
+    assert (credential.aws.region, credential.aws.service, credential.aws.payload) == (
+        "eu-west-1",
+        "execute-api",
+        "signed",
+    )
+    assert credential.encrypted is not None
+    stored = keyring.decrypt(credential.encrypted, credential.context("u", ORIGIN)).decode()
+    # What AWS's tools add and no request needs (Expiration) is not kept.
+    assert json.loads(stored) == {
+        "Version": 1,
+        "AccessKeyId": "ASIAIOSFODNN7EXAMPLE",
+        "SecretAccessKey": AWS_SECRET,
+        "SessionToken": "FwoGZXIvYXdzEXAMPLE+/=",
+    }
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        (b"AKIAIOSFODNN7EXAMPLE:" + AWS_SECRET.encode(), ": is not JSON: AWS keys are stored as"),
+        (b'["AKIAIOSFODNN7EXAMPLE"]', "is not a JSON object with AccessKeyId and SecretAccessKey"),
+        (b"\xff" + _aws_keys(), "is not UTF-8 text"),
+        (_aws_keys(AccessKeyId=None), '"AccessKeyId" must be 16 to 128 upper case letters'),
+        (_aws_keys(AccessKeyId="asiaiosfodnn7example"), '"AccessKeyId" must be 16 to 128'),
+        (_aws_keys(AccessKeyId=12), '"AccessKeyId" must be a string'),
+        (_aws_keys(SecretAccessKey=None), '"SecretAccessKey" is missing'),
+        (_aws_keys(SecretAccessKey=AWS_SECRET + " x"), '"SecretAccessKey" must be at most 256'),
+        (_aws_keys(SecretAccessKey=AWS_SECRET * 7), '"SecretAccessKey" must be at most 256'),
+        (_aws_keys(SessionToken="FwoG\nZX"), '"SessionToken" must be at most 8,192 printable'),
+        (_aws_keys(SessionToken="F" * 8193), '"SessionToken" must be at most 8,192 printable'),
+        (_aws_keys(Padding="x" * 17_000), "AWS keys' JSON may have at most 16,384"),
+    ],
+)
+def test_bad_aws_keys_are_named_without_echoing(keys: bytes, message: str) -> None:
+    with pytest.raises(CredentialProblem) as caught:
+        encrypt(
+            AWS,
+            {"aws-keys.json": keys},
+            keyring=Keyring.generate(),
+            connection_uid="u",
+            origin=ORIGIN,
+        )
+    assert caught.value.reason == "InvalidAwsKeys"
+    assert caught.value.message.startswith("key 'aws-keys.json' of Secret 'aws'")
+    assert message in caught.value.message
+    for value in ("IOSFODNN7", "wJalrXUtnFEMI", "FwoG", "asiaiosfodnn"):
+        assert value not in caught.value.message

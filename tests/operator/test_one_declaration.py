@@ -27,6 +27,7 @@ STORED: tuple[tuple[type[BaseModel], type[BaseModel], bool], ...] = (
     (stored.StoredGoogleServiceAccount, connection.GoogleServiceAccountAuth, True),
     (stored.StoredOAuth2, connection.OAuth2ClientCredentialsAuth, True),
     (stored.StoredOAuth2Code, connection.OAuth2AuthorizationCodeAuth, True),
+    (stored.StoredAwsSigV4, connection.AwsSigV4Auth, True),
     (stored.StoredSecretRef, connection.SecretKeyRef, True),
     (stored.StoredCondition, Condition, False),
     (stored.StoredStatus, Status, False),
@@ -45,6 +46,7 @@ DOCUMENTS: tuple[tuple[type, type[BaseModel]], ...] = (
     (connection_document.GoogleServiceAccountDocument, connection.GoogleServiceAccountAuth),
     (connection_document.OAuth2Document, connection.OAuth2ClientCredentialsAuth),
     (connection_document.OAuth2CodeDocument, connection.OAuth2AuthorizationCodeAuth),
+    (connection_document.AwsSigV4Document, connection.AwsSigV4Auth),
     (connection_document.SecretRefDocument, connection.SecretKeyRef),
 )
 

@@ -14,9 +14,12 @@ import pytest
 import yaml
 from kubernetes.client import V1ConfigMap
 
+from gatehouse_contract.keyring import Keyring
 from gatehouse_operator.api.auth_kinds import ENDPOINT_SECTIONS
+from gatehouse_operator.api.connection import Auth
 from gatehouse_operator.cli import gatehouse as cli
 from gatehouse_operator.cli import kubeconfig
+from gatehouse_operator.keys.credentials import encrypt_credential, sealed_in
 from gatehouse_operator.keys.sealed_values import (
     SEALING_KEYS_FILE,
     PublicSealingKeys,
@@ -287,6 +290,61 @@ def test_a_client_secret_is_sealed_for_the_files_token_url_and_client_id(
         with pytest.raises(SealedValueProblem) as refused:
             private.open(value, other)
         assert refused.value.reason == "SealedForAnotherConnection"
+
+
+AWS_CONNECTION = """\
+apiVersion: gatehouse.dev/v1alpha1
+kind: ExternalConnection
+metadata:
+  name: orders
+  namespace: shop
+spec:
+  displayName: Orders
+  baseURL: https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com
+  auth:
+    type: awsSigV4
+    awsSigV4: {region: eu-west-1, service: execute-api}
+    secretRef: {name: orders, key: aws-keys.json}
+  linkPolicy: AdminsOnly
+"""
+
+
+def test_aws_keys_are_sealed_from_their_file_whole_and_the_operator_takes_them(
+    tmp_path: Path,
+    keys: tuple[SealingKeys, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The JSON aws configure export-credentials writes, sealed from its file for the
+    connection's namespace, name and origin, opens to what the operator checks and encrypts."""
+    private, cert = keys
+    source = tmp_path / "orders.yaml"
+    source.write_text(AWS_CONNECTION)
+    exported = tmp_path / "aws-keys.json"
+    exported.write_text(
+        '{\n  "Version": 1,\n  "AccessKeyId": "ASIAIOSFODNN7EXAMPLE",\n'
+        '  "SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",\n'
+        '  "SessionToken": "FwoGZXIvYXdzEXAMPLE",\n'
+        '  "Expiration": "2026-11-29T20:00:00+00:00"\n}\n'
+    )
+    args = ["seal", "-f", str(source), "--from-file", str(exported), "--cert", str(cert)]
+    assert cli.main(args) == 0
+    out, err = capsys.readouterr()
+    assert "wJalrXUtnFEMI" not in out + err
+    connection = yaml.safe_load(out)
+    auth = connection["spec"]["auth"]
+    scope = Scope("shop", "orders", "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com")
+    opened = private.open(auth["sealedSecret"], scope)
+    assert opened == exported.read_bytes()
+    credential = encrypt_credential(
+        Auth.model_validate(auth),
+        sealed_in(Auth.model_validate(auth), private, scope),
+        keyring=Keyring.generate(),
+        connection_uid="u",
+        origin=scope.origin,
+    )
+    assert credential.aws is not None
+    assert credential.aws.region == "eu-west-1"
 
 
 CODE_CONNECTION = """\

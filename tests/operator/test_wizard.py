@@ -12,6 +12,7 @@ import pytest
 import yaml
 from starlette.datastructures import FormData, UploadFile
 
+from gatehouse_contract.aws_keys import AwsKeys
 from gatehouse_contract.keyring import Keyring
 from gatehouse_operator.api.connection import (
     AUTH_TYPES,
@@ -19,6 +20,7 @@ from gatehouse_operator.api.connection import (
     KEY_PLACEMENTS,
     LINK_POLICIES,
     MAX_INSTRUCTIONS,
+    PAYLOAD_SIGNINGS,
     ExternalConnectionSpec,
     Limits,
 )
@@ -35,8 +37,10 @@ from gatehouse_operator.web.wizard import (
     KEY_PLACEMENT_TITLES,
     LIMIT_TITLES,
     LINK_POLICY_TITLES,
+    PAYLOAD_SIGNING_TITLES,
     SHOWN_LIMITS,
     WizardForm,
+    aws_secret,
     basic_secret,
     first_storage,
     name_from,
@@ -105,6 +109,18 @@ def test_a_name_is_made_from_the_display_name_unless_one_is_given() -> None:
                 "type": "googleServiceAccount",
                 "googleServiceAccount": {"scopes": ["https://a/x", "https://a/y"]},
                 "secretRef": {"name": "payments-api-eu-credential", "key": "key.json"},
+            },
+        ),
+        (
+            {"auth_type": "awsSigV4", "aws_region": " eu-west-1 ", "aws_service": "execute-api"},
+            {
+                "type": "awsSigV4",
+                "awsSigV4": {
+                    "region": "eu-west-1",
+                    "service": "execute-api",
+                    "payloadSigning": "signed",
+                },
+                "secretRef": {"name": "payments-api-eu-credential", "key": "aws-keys.json"},
             },
         ),
     ],
@@ -191,6 +207,7 @@ def test_the_page_offers_each_allowed_value_in_words_and_no_other() -> None:
     assert set(CLIENT_AUTHENTICATION_TITLES) == set(CLIENT_AUTHENTICATIONS)
     assert set(KEY_PLACEMENT_TITLES) == set(KEY_PLACEMENTS)
     assert set(LINK_POLICY_TITLES) == set(LINK_POLICIES)
+    assert set(PAYLOAD_SIGNING_TITLES) == set(PAYLOAD_SIGNINGS)
     assert list(LIMIT_TITLES) == [field.alias for field in Limits.model_fields.values()]
 
 
@@ -210,17 +227,19 @@ def test_a_value_the_page_does_not_offer_is_named_and_kept_as_sent() -> None:
             "client_authentication": "post",
             "code_client_authentication": "jwt",
             "credential_scope": "everyone",
+            "aws_payload_signing": "chunked",
             "storage": "vault",
         }
     )
     assert form.problems() == [
         "Auth type: one of none, apiKey, bearer, basic, oauth2ClientCredentials, "
-        "oauth2AuthorizationCode, googleServiceAccount",
+        "oauth2AuthorizationCode, googleServiceAccount, awsSigV4",
         "Keep the secret: one of sealed, secret",
         "API key: sent in: one of header, query",
         "OAuth 2.0: client authentication: one of basic, body",
         "OAuth 2.0 authorization code: client authentication: one of basic, body",
         "Whose account: one of viewer, shared",
+        "AWS: payload signing: one of signed, unsigned",
     ]
     assert form.spec()["auth"] == {
         "type": "apikey",
@@ -531,6 +550,82 @@ def test_a_client_secret_is_sealed_for_the_token_url_and_client_id() -> None:
     assert posted({**BASE, **OAUTH2_FIELDS, "token_url": "ftp://x"}).seal_scope("s") is None
     sealed = replace(form, sealed_value=SEALED)
     assert "token URL and client id: safe to commit" in sealed.yaml("sales")
+
+
+AWS_FIELDS: dict[str, str | list[str]] = {
+    "auth_type": "awsSigV4",
+    "aws_region": "us-east-1",
+    "aws_service": "s3",
+    "aws_payload_signing": "unsigned",
+}
+ACCESS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+SECRET_ACCESS_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # AWS's own example
+
+
+def test_aws_signing_makes_a_valid_spec_and_an_edit_shows_it() -> None:
+    form = posted({**BASE, **AWS_FIELDS})
+    assert form.problems() == []
+    spec = form.spec()
+    assert spec["auth"]["awsSigV4"] == {
+        "region": "us-east-1",
+        "service": "s3",
+        "payloadSigning": "unsigned",
+    }
+    parsed = ExternalConnectionSpec.model_validate(spec)
+    assert parsed.auth.aws_sig_v4 is not None
+    assert parsed.auth.aws_sig_v4.payload_signing == "unsigned"
+    edit = stored_form({"metadata": {"name": "s3", "resourceVersion": "3"}, "spec": spec})
+    assert (edit.aws_region, edit.aws_service, edit.aws_payload_signing) == (
+        "us-east-1",
+        "s3",
+        "unsigned",
+    )
+    assert edit.spec()["auth"] == spec["auth"]
+    assert "# as the JSON of aws configure export-credentials --format process," in form.yaml("s")
+
+
+def test_aws_signing_problems_name_their_field() -> None:
+    assert posted({**BASE, "auth_type": "awsSigV4"}).problems() == [
+        "AWS: region: required for AWS Signature Version 4",
+        "AWS: service: required for AWS Signature Version 4",
+    ]
+    odd = posted({**BASE, **AWS_FIELDS, "aws_region": "US East", "aws_service": "s3.amazonaws"})
+    assert odd.problems() == [
+        "AWS: region: 'US East' is not a region such as us-east-1 (lower case letters, digits "
+        "and -)",
+        "AWS: service: 's3.amazonaws' is not a signing name such as execute-api or s3 (lower "
+        "case letters, digits and -)",
+    ]
+
+
+def test_aws_keys_are_the_json_of_the_parts_entered() -> None:
+    """The access key id, secret access key and session token, entered apart, are stored as the
+    JSON the proxy reads; a part that breaks its rule is named by its field, never shown."""
+    stored, problem = aws_secret(f" {ACCESS_KEY_ID} ", SECRET_ACCESS_KEY, "")
+    assert problem == ""
+    assert stored is not None
+    assert AwsKeys.parse(stored) == AwsKeys(ACCESS_KEY_ID, SECRET_ACCESS_KEY)
+    stored, _ = aws_secret(ACCESS_KEY_ID.replace("AKIA", "ASIA"), SECRET_ACCESS_KEY, "FwoGZX+/=")
+    assert stored is not None
+    assert AwsKeys.parse(stored).session_token == "FwoGZX+/="
+    assert aws_secret("", "", "") == (None, "")
+    both = (
+        "Access key id and secret access key: enter both for AWS Signature Version 4 (the "
+        "session token too, for temporary keys)"
+    )
+    assert aws_secret(ACCESS_KEY_ID, "", "") == (None, both)
+    assert aws_secret("", SECRET_ACCESS_KEY, "FwoGZX") == (None, both)
+    refused = {
+        ("akia-lower-case-1", SECRET_ACCESS_KEY, ""): "Access key id must be 16 to 128",
+        (ACCESS_KEY_ID, "wJalrXUtnFEMI K7MDENG", ""): "Secret access key must be at most 256",
+        (ACCESS_KEY_ID, "x" * 257, ""): "Secret access key must be at most 256",
+        (ACCESS_KEY_ID, SECRET_ACCESS_KEY, "Fwo GZX"): "Session token must be at most 8,192",
+    }
+    for parts, start in refused.items():
+        stored, problem = aws_secret(*parts)
+        assert stored is None
+        assert problem.startswith(start), problem
+        assert not any(part.strip() and part.strip() in problem for part in parts)
 
 
 def test_the_basic_yaml_says_how_the_secret_holds_the_pair() -> None:

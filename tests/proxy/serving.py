@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,12 @@ from gatehouse_contract.keyring import Keyring
 from gatehouse_contract.request_deadline import with_head_deadline
 from gatehouse_contract.routes import (
     AppRoute,
+    AwsSigning,
     CachePolicy,
     ConnectionRoute,
     Credential,
     Limits,
+    UpstreamTls,
     entry_digest,
     token_sha256,
 )
@@ -64,6 +67,11 @@ class Tenant:
     headers: tuple[tuple[str, str], ...] = ()
     content_types: tuple[str, ...] = ()
     cache: CachePolicy | None = None
+    aws: AwsSigning | None = None  # awsSigV4's region and service
+    # The connection's own TLS, and its client certificate (chain and key in PEM), encrypted into
+    # it as the operator does.
+    tls: UpstreamTls | None = None
+    client_certificate: bytes = b""
 
     @property
     def token(self) -> str:
@@ -79,12 +87,19 @@ class Tenant:
             type=self.auth,  # type: ignore[arg-type]
             parameter=self.parameter,
             location=self.location,  # type: ignore[arg-type]
+            aws=self.aws,
         )
         if self.secret:
             context = credential.context(uid, self.origin)
             credential = credential.model_copy(
                 update={"encrypted": KEYRING.encrypt(self.secret.encode(), context)}
             )
+        tls = self.tls
+        if self.client_certificate:
+            encrypted = KEYRING.encrypt(
+                self.client_certificate, UpstreamTls.context(uid, self.origin)
+            )
+            tls = (tls or UpstreamTls()).model_copy(update={"client_certificate": encrypted})
         return ConnectionRoute(
             key=key,
             uid=uid,
@@ -96,6 +111,7 @@ class Tenant:
             headers=self.headers,
             content_types=self.content_types,
             cache=self.cache,
+            tls=tls,
         )
 
     def app(self) -> AppRoute:
@@ -185,13 +201,16 @@ async def running_proxy(
 
 
 @contextlib.asynccontextmanager
-async def upstream(app: web.Application | None = None) -> AsyncIterator[str]:
-    """A real upstream on 127.0.0.1 (the dev stand-in, unless the test brings its own)."""
+async def upstream(
+    app: web.Application | None = None, tls: ssl.SSLContext | None = None
+) -> AsyncIterator[str]:
+    """A real upstream on 127.0.0.1 (the dev stand-in, unless the test brings its own), over
+    ``tls`` if given."""
     runner = web.AppRunner(app or create_upstream())
     await runner.setup()
     port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=tls).start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"{'http' if tls is None else 'https'}://127.0.0.1:{port}"
     finally:
         await runner.cleanup()

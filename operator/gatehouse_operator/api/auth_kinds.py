@@ -20,8 +20,9 @@ from gatehouse_operator.api.connection import Auth, AuthType
 
 # What a kind's secret is, and so the checks it gets before it is encrypted
 # (keys.credentials.encrypt_credential): a line of text (a key, a token, a client secret),
-# ``user:password``, or a Google service account's JSON key file.
-SecretShape = Literal["none", "text", "userPassword", "serviceAccountKey"]
+# ``user:password``, a Google service account's JSON key file, or AWS keys' JSON
+# (gatehouse_contract.aws_keys).
+SecretShape = Literal["none", "text", "userPassword", "serviceAccountKey", "awsKeys"]
 
 # What a section whose secret goes to an endpoint of its own names it by, as the spec spells them.
 ENDPOINT_FIELDS = ("tokenURL", "clientId")
@@ -135,6 +136,18 @@ AUTH_KINDS: Mapping[AuthType, AuthKind] = {
             named="the service account's JSON key file",
             named_in_api="service account key file",
         ),
+        AuthKind(
+            "awsSigV4",
+            "AWS Signature Version 4",
+            shape="awsKeys",
+            section="awsSigV4",
+            stored_as="aws-keys.json",
+            described="awsSigV4 (region, service, payloadSigning)",
+            # The page takes the access key id and session token in fields of their own.
+            named="the AWS secret access key",
+            named_in_api="AWS keys JSON (AccessKeyId, SecretAccessKey, SessionToken, as aws "
+            "configure export-credentials --format process writes it)",
+        ),
     )
 }
 
@@ -149,6 +162,7 @@ FORM_SECTIONS: tuple[AuthType, ...] = (
     "oauth2ClientCredentials",
     "oauth2AuthorizationCode",
     "basic",
+    "awsSigV4",
 )
 
 # Each section's attribute on Auth, by its key in the spec.

@@ -54,6 +54,7 @@ class Reason(StrEnum):
     CONNECTION_NOT_FOUND = "ConnectionNotFound"
     CONNECTION_NOT_READY = "ConnectionNotReady"
     CREDENTIAL_ENCRYPTED = "CredentialEncrypted"
+    INVALID_AWS_KEYS = "InvalidAwsKeys"
     INVALID_BASE_URL = "InvalidBaseURL"
     INVALID_CA_BUNDLE = "InvalidCABundle"
     INVALID_CLIENT_CERTIFICATE = "InvalidClientCertificate"

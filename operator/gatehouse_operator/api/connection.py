@@ -21,10 +21,12 @@ from gatehouse_contract.header_names import (
     reserved_for_connection_header,
 )
 from gatehouse_contract.routes import (
+    AWS_NAME_PATTERN,
     MAX_AUTHORIZATION_PARAMETERS,
     MAX_CACHE_BODY_BYTES,
     MAX_CACHE_SECONDS,
     Authorization,
+    AwsSigning,
     CacheScope,
     Credential,
     PausingStatus,
@@ -36,6 +38,7 @@ from gatehouse_contract.routes import (
 from gatehouse_contract.routes import AuthType as AuthType
 from gatehouse_contract.routes import ClientAuthentication as ClientAuthentication
 from gatehouse_contract.routes import CredentialScope as CredentialScope
+from gatehouse_contract.routes import PayloadSigning as PayloadSigning
 from gatehouse_operator.api.meta import (
     DNS_SUBDOMAIN,
     Kind,
@@ -69,6 +72,9 @@ DEFAULT_CLIENT_AUTHENTICATION: ClientAuthentication = "basic"
 CREDENTIAL_SCOPES: tuple[CredentialScope, ...] = get_args(CredentialScope)
 # Each viewer connects their own account unless the connection says it shares one.
 DEFAULT_CREDENTIAL_SCOPE: CredentialScope = "viewer"
+PAYLOAD_SIGNINGS: tuple[PayloadSigning, ...] = get_args(PayloadSigning)
+# A request's body is hashed into its signature unless the connection says otherwise.
+DEFAULT_PAYLOAD_SIGNING: PayloadSigning = "signed"
 # Where an API key is sent.
 KeyPlacement = Literal["header", "query"]
 KEY_PLACEMENTS: tuple[KeyPlacement, ...] = get_args(KeyPlacement)
@@ -448,6 +454,42 @@ class OAuth2AuthorizationCodeAuth(Model):
         )
 
 
+# An AWS region or signing name is short (us-gov-west-1, execute-api): the pattern bounds it at
+# 63 characters, said again for the CEL cost estimate.
+_AWS_NAME_CHARS = 63
+
+
+class AwsSigV4Auth(Model):
+    """AWS Signature Version 4: the proxy signs each request as it sends it (method, path,
+    query, headers, the body's hash) for ``region`` and ``service`` with the stored keys; the
+    secret access key never leaves the proxy, only the signature does."""
+
+    region: str = Field(
+        min_length=1,
+        max_length=_AWS_NAME_CHARS,
+        pattern=AWS_NAME_PATTERN,
+        description="The AWS region requests are signed for, as in the credential scope "
+        "(us-east-1, eu-west-1).",
+    )
+    service: str = Field(
+        min_length=1,
+        max_length=_AWS_NAME_CHARS,
+        pattern=AWS_NAME_PATTERN,
+        description="The service's signing name, as in the credential scope: execute-api (API "
+        "Gateway), s3, es (OpenSearch), lambda... (not always the host's first label).",
+    )
+    payload_signing: PayloadSigning = Field(
+        default=DEFAULT_PAYLOAD_SIGNING,
+        description="signed (the default: the body's SHA-256 is signed) or unsigned "
+        "(UNSIGNED-PAYLOAD is signed in its place, for services that accept it, such as S3: "
+        "the body is not read twice).",
+    )
+
+    def placed(self, credential: Credential, token_url: str) -> Credential:
+        signing = AwsSigning(region=self.region, service=self.service, payload=self.payload_signing)
+        return credential.model_copy(update={"aws": signing})
+
+
 class Auth(Model):
     model_config = Model.model_config | {
         "json_schema_extra": validations(
@@ -474,6 +516,11 @@ class Auth(Model):
                 "when auth.type is oauth2AuthorizationCode, and only then",
             ),
             cel(
+                "self.type == 'awsSigV4' ? has(self.awsSigV4) : !has(self.awsSigV4)",
+                "auth.awsSigV4 (region, service) is required when auth.type is awsSigV4, and "
+                "only then",
+            ),
+            cel(
                 "self.type == 'none' ? !has(self.secretRef) && !has(self.sealedSecret)"
                 " : has(self.secretRef) != has(self.sealedSecret)",
                 "exactly one of auth.secretRef and auth.sealedSecret is required for every auth "
@@ -495,11 +542,14 @@ class Auth(Model):
     oauth2_authorization_code: OAuth2AuthorizationCodeAuth | None = Field(
         default=None, description="For type oauth2AuthorizationCode."
     )
+    aws_sig_v4: AwsSigV4Auth | None = Field(default=None, description="For type awsSigV4.")
     secret_ref: SecretKeyRef | None = Field(
         default=None,
         description="Where the secret is: the API key, the bearer token, user:password for "
-        "basic, the OAuth 2.0 client secret (client credentials or authorization code), or the "
-        "service account's JSON key file. Never copied into this resource.",
+        "basic, the OAuth 2.0 client secret (client credentials or authorization code), the "
+        "service account's JSON key file, or the AWS keys' JSON for awsSigV4 (AccessKeyId, "
+        "SecretAccessKey and, for temporary keys, SessionToken: what aws configure "
+        "export-credentials --format process writes). Never copied into this resource.",
     )
     sealed_secret: str | None = Field(
         default=None,

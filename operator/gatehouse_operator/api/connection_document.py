@@ -52,6 +52,12 @@ class OAuth2CodeDocument(OAuth2CodeOptions):
     clientId: str
 
 
+class AwsSigV4Document(TypedDict):
+    region: str
+    service: str
+    payloadSigning: str
+
+
 class SecretRefDocument(TypedDict):
     name: str
     key: str
@@ -63,6 +69,7 @@ class AuthDocument(TypedDict, total=False):
     googleServiceAccount: GoogleServiceAccountDocument
     oauth2ClientCredentials: OAuth2Document
     oauth2AuthorizationCode: OAuth2CodeDocument
+    awsSigV4: AwsSigV4Document
     secretRef: SecretRefDocument
     sealedSecret: str
 

@@ -26,6 +26,7 @@ from gatehouse_operator.api.connection import (
     DEFAULT_CREDENTIAL_SCOPE,
     DEFAULT_LINK_POLICY,
     DEFAULT_METHODS,
+    DEFAULT_PAYLOAD_SIGNING,
     FIRST_KEY_PLACEMENT,
 )
 from gatehouse_operator.api.connection_document import SecretRefDocument
@@ -190,6 +191,12 @@ class StoredOAuth2Code(Stored):
     credential_scope: str = DEFAULT_CREDENTIAL_SCOPE
 
 
+class StoredAwsSigV4(Stored):
+    region: str = ""
+    service: str = ""
+    payload_signing: str = DEFAULT_PAYLOAD_SIGNING
+
+
 class StoredSecretRef(Stored):
     name: str = ""
     key: str = ""
@@ -206,6 +213,7 @@ class StoredAuth(Stored):
     )
     oauth2_client_credentials: StoredOAuth2 = Field(default_factory=StoredOAuth2)
     oauth2_authorization_code: StoredOAuth2Code = Field(default_factory=StoredOAuth2Code)
+    aws_sig_v4: StoredAwsSigV4 = Field(default_factory=StoredAwsSigV4)
     secret_ref: StoredSecretRef | None = None
     sealed_secret: str = ""
 

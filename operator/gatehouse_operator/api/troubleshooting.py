@@ -61,6 +61,13 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
         "Nothing to do. Until 0.2.0 this reason was `CredentialSealed`.",
         working=True,
     ),
+    Reason.INVALID_AWS_KEYS: Troubleshooting(
+        "ExternalConnection",
+        "The AWS keys are not the JSON `aws configure export-credentials --format process` "
+        "writes (`AccessKeyId`, `SecretAccessKey`, and `SessionToken` for temporary keys), or a "
+        "field breaks its rule (an access key id is 16 to 128 upper case letters and digits); "
+        "the message names the field, never its value. Export the keys again and store them.",
+    ),
     Reason.INVALID_BASE_URL: Troubleshooting(
         "ExternalConnection",
         "`baseURL` is not an `https://` origin (or is `http://` without "
@@ -507,6 +514,18 @@ REFUSAL_TROUBLESHOOTING: dict[RefusalReason, str] = {
     RefusalReason.UPSTREAM_TIMEOUT: (
         "The API took longer than the connection's `limits.timeoutSeconds` to answer. Check the "
         "API, or raise the limit."
+    ),
+    RefusalReason.UPSTREAM_CERTIFICATE_UNTRUSTED: (
+        "The API's TLS certificate is not trusted, or does not name the host of `baseURL` (the "
+        "message says which). Host names are always verified. For an API behind a private CA, "
+        "give the CA in `spec.tls` (`caBundle`); check `baseURL`'s host against the names in its "
+        "certificate."
+    ),
+    RefusalReason.CLIENT_CERTIFICATE_REFUSED: (
+        "The API ended the TLS connection before answering, as a server refusing a client "
+        "certificate does: the connection's client certificate (`spec.tls.clientCertificate`) is "
+        "not one the API accepts (another CA's, expired, not the one it expects), or the API "
+        "requires one and the connection has none. Check the certificate with the API's owner."
     ),
     RefusalReason.RESERVED_HEADER: (
         "The request carried an `X-Gatehouse-*` header: those names are the proxy's own (the "

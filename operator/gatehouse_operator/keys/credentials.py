@@ -17,6 +17,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
+from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
 from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
 from gatehouse_contract.keyring import Encrypted, Keyring, KeyringSource
 from gatehouse_contract.routes import Credential, UpstreamTls
@@ -34,6 +35,8 @@ MAX_SECRET_BYTES = 4096
 # A service-account key file is about 2.3 KB; its RSA key may be at most this large. Larger keys
 # cost seconds of CPU per signature check (16,384 bits: 35 s) in a process every tenant shares.
 MAX_KEY_FILE_BYTES = 16 * 1024
+# AWS keys' JSON: a session token of 8,192 characters (the most aws_keys reads) and the rest fit.
+MAX_AWS_KEYS_BYTES = 16 * 1024
 
 
 class CredentialProblem(GatehouseError):
@@ -117,6 +120,24 @@ def validate_service_account_key(value: bytes, where: str) -> bytes:
     return value
 
 
+def validate_aws_keys(value: bytes, where: str) -> bytes:
+    """AWS keys as the proxy will read them (gatehouse_contract.aws_keys), in the JSON it
+    reads: what AWS's tools add (Version, Expiration) is not kept."""
+    if len(value) > MAX_AWS_KEYS_BYTES:
+        raise CredentialProblem(
+            Reason.INVALID_AWS_KEYS,
+            f"{where} is {len(value):,} bytes; AWS keys' JSON may have at most "
+            f"{MAX_AWS_KEYS_BYTES:,}",
+        )
+    try:
+        keys = AwsKeys.parse(value.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CredentialProblem(Reason.INVALID_AWS_KEYS, f"{where} is not UTF-8 text") from None
+    except AwsKeysError as error:
+        raise CredentialProblem(Reason.INVALID_AWS_KEYS, f"{where}: {error}") from None
+    return keys.stored().encode()
+
+
 @dataclass(frozen=True)
 class Found:
     """A connection's secret, and where it was found (for messages, never with the value)."""
@@ -170,6 +191,8 @@ def _checked(shape: SecretShape, found: Found) -> bytes:
     """The secret, once it passes the checks of what its kind's secret is."""
     if shape == "serviceAccountKey":
         return validate_service_account_key(found.value, found.where)
+    if shape == "awsKeys":
+        return validate_aws_keys(found.value, found.where)
     plain = _text_secret(found.value, found.where).encode()
     if shape == "userPassword" and b":" not in plain:
         raise CredentialProblem(

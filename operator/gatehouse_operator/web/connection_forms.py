@@ -52,12 +52,14 @@ from gatehouse_operator.web.wizard import (
     FIELDS,
     KEY_PLACEMENT_TITLES,
     LINK_POLICY_TITLES,
+    PAYLOAD_SIGNING_TITLES,
     SHOWN_LIMITS,
     SPARE_HEADER_ROWS,
     STEP_TITLES,
     STEPS,
     STORAGES,
     WizardForm,
+    aws_secret,
     basic_secret,
     first_storage,
     origin_of,
@@ -66,7 +68,7 @@ from gatehouse_operator.web.wizard import (
 
 # Instructions of 10,000 characters, URL-encoded, and a service account's key file fit.
 WIZARD_FORM_BYTES = 256 * 1024
-# The wizard has 33 fields, 5 method boxes and 20 header rows of two (78 in all).
+# The wizard has 38 fields, 5 method boxes and 20 header rows of two (83 in all).
 WIZARD_FIELDS = 96
 MAX_SECRET_CHARS = 64 * 1024
 
@@ -195,6 +197,13 @@ class ConnectionForms:
         if form.known_auth_type == "basic":
             pair, problem = basic_secret(str(fields.get("basic_user", "")), entered)
             entered = pair or ""
+        elif form.known_auth_type == "awsSigV4":
+            keys, problem = aws_secret(
+                str(fields.get("aws_access_key_id", "")),
+                entered,
+                str(fields.get("aws_session_token", "")),
+            )
+            entered = keys or ""
         if len(entered) > MAX_SECRET_CHARS:
             raise page_refusal(413, f"secret: at most {MAX_SECRET_CHARS:,} characters")
         if entered.strip():
@@ -438,6 +447,7 @@ class ConnectionForms:
             client_authentications=CLIENT_AUTHENTICATION_TITLES,
             credential_scopes=CREDENTIAL_SCOPE_TITLES,
             key_placements=KEY_PLACEMENT_TITLES,
+            payload_signings=PAYLOAD_SIGNING_TITLES,
             link_policies=LINK_POLICY_TITLES,
             test_path_chars=MAX_TEST_PATH_CHARS,
             storages=STORAGES,

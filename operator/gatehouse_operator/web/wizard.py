@@ -23,6 +23,7 @@ import yaml
 from pydantic import JsonValue, ValidationError
 from starlette.datastructures import FormData
 
+from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
 from gatehouse_contract.numerals import whole_number
 from gatehouse_operator.api.auth_kinds import AUTH_KINDS, AuthKind
 from gatehouse_operator.api.connection import (
@@ -32,6 +33,7 @@ from gatehouse_operator.api.connection import (
     DEFAULT_CLIENT_AUTHENTICATION,
     DEFAULT_CREDENTIAL_SCOPE,
     DEFAULT_METHODS,
+    DEFAULT_PAYLOAD_SIGNING,
     FIRST_KEY_PLACEMENT,
     HTTP_METHODS,
     KEY_PLACEMENTS,
@@ -46,11 +48,13 @@ from gatehouse_operator.api.connection import (
     HeaderSetting,
     KeyPlacement,
     LinkPolicy,
+    PayloadSigning,
     header_clashes,
     image_rule_problem,
 )
 from gatehouse_operator.api.connection_document import (
     AuthDocument,
+    AwsSigV4Document,
     ConnectionSpecDocument,
     ConnectionSpecOptions,
     OAuth2CodeDocument,
@@ -91,6 +95,10 @@ CREDENTIAL_SCOPE_TITLES: dict[CredentialScope, str] = {
     "shared": "One account an admin connects, used for every viewer",
 }
 KEY_PLACEMENT_TITLES: dict[KeyPlacement, str] = {"header": "a header", "query": "the query"}
+PAYLOAD_SIGNING_TITLES: dict[PayloadSigning, str] = {
+    "signed": "Signed (the body's hash)",
+    "unsigned": "Unsigned (UNSIGNED-PAYLOAD, for services that accept it, such as S3)",
+}
 LINK_POLICY_TITLES: dict[LinkPolicy, str] = {
     "AdminsOnly": "Admins only",
     "Builders": "Data app and chart type builders",
@@ -115,6 +123,7 @@ SHOWN_LIMITS = {
     "requestsPerDay": (LIMIT_TITLES["requestsPerDay"], MAX_REQUESTS_PER_DAY),
 }
 _CODE = "auth.oauth2AuthorizationCode"
+_AWS = "auth.awsSigV4"
 # The page's fields by the spec's paths (and its own, for what the spec has not), titled as the
 # page shows them, in the order their problems are listed: the one table from the model's and
 # the API server's field names to the page's.
@@ -166,6 +175,9 @@ FIELDS = (
         offered=tuple(CLIENT_AUTHENTICATION_TITLES),
     ),
     FieldTitle(f"{_CODE}.credentialScope", "Whose account", offered=tuple(CREDENTIAL_SCOPE_TITLES)),
+    FieldTitle(
+        f"{_AWS}.payloadSigning", "AWS: payload signing", offered=tuple(PAYLOAD_SIGNING_TITLES)
+    ),
     FieldTitle("linkPolicy", "Who can link it", offered=tuple(LINK_POLICY_TITLES)),
     FieldTitle("auth.apiKey.name", "Parameter name"),
     FieldTitle("auth.apiKey", "Parameter name"),
@@ -180,6 +192,16 @@ FIELDS = (
     FieldTitle(f"{_CODE}.scopes", "Scopes"),
     FieldTitle(f"{_CODE}.authorizationParameters", "Extra authorization parameters", lines=True),
     FieldTitle(f"{_CODE}.revocationURL", "Revocation URL"),
+    FieldTitle(
+        f"{_AWS}.region",
+        "AWS: region",
+        what="a region such as us-east-1 (lower case letters, digits and -)",
+    ),
+    FieldTitle(
+        f"{_AWS}.service",
+        "AWS: service",
+        what="a signing name such as execute-api or s3 (lower case letters, digits and -)",
+    ),
     FieldTitle("secret", "Secret"),
 )
 # The step that shows each of FIELDS (by its path, or the path of a section holding it): a step
@@ -227,6 +249,7 @@ AUTH_SECTIONS = {
     "auth.googleServiceAccount": "a Google service account",
     "auth.oauth2ClientCredentials": "OAuth 2.0",
     _CODE: "OAuth 2.0 authorization code",
+    _AWS: "AWS Signature Version 4",
 }
 # Empty header rows offered beyond the filled ones (the page needs no script to add rows).
 SPARE_HEADER_ROWS = 2
@@ -323,6 +346,38 @@ def basic_secret(user: str, password: str) -> tuple[str | None, str]:
     return f"{user.strip()}:{password}", ""
 
 
+# The page's titles of the fields AWS keys are entered in, by the JSON's names.
+_AWS_KEY_TITLES = {
+    "AccessKeyId": "Access key id",
+    "SecretAccessKey": "Secret access key",
+    "SessionToken": "Session token",
+}
+
+
+def aws_secret(
+    access_key_id: str, secret_access_key: str, session_token: str
+) -> tuple[str | None, str]:
+    """AWS keys as the Secret holds them (the JSON aws_keys reads) from the three fields; or
+    None and what is wrong, naming the field, never its value. None given: nothing entered."""
+    parts = (access_key_id.strip(), secret_access_key.strip(), session_token.strip())
+    if not any(parts):
+        return None, ""
+    if not (parts[0] and parts[1]):
+        return None, (
+            "Access key id and secret access key: enter both for AWS Signature Version 4 "
+            "(the session token too, for temporary keys)"
+        )
+    stored = AwsKeys(*parts).stored()
+    try:
+        AwsKeys.parse(stored)
+    except AwsKeysError as error:
+        problem = str(error)
+        for name, title in _AWS_KEY_TITLES.items():
+            problem = problem.replace(f'"{name}"', title)
+        return None, problem
+    return stored, ""
+
+
 def name_from(display_name: str) -> str:
     """A Kubernetes name for a display name: "Payments API (EU)" becomes payments-api-eu."""
     return _NAME_CHARS.sub("-", display_name.lower()).strip("-")[:63].rstrip("-")
@@ -358,6 +413,9 @@ class WizardForm:
     code_parameters: str = ""
     code_revocation_url: str = ""
     credential_scope: str = DEFAULT_CREDENTIAL_SCOPE
+    aws_region: str = ""
+    aws_service: str = ""
+    aws_payload_signing: str = DEFAULT_PAYLOAD_SIGNING
     # No preselected value, as the reference has none: who may link is the admin's choice.
     link_policy: str = ""
     allow_public_images: bool = False
@@ -430,6 +488,9 @@ class WizardForm:
             code_parameters=text("code_parameters"),
             code_revocation_url=text("code_revocation_url").strip(),
             credential_scope=text("credential_scope", DEFAULT_CREDENTIAL_SCOPE),
+            aws_region=text("aws_region").strip(),
+            aws_service=text("aws_service").strip(),
+            aws_payload_signing=text("aws_payload_signing", DEFAULT_PAYLOAD_SIGNING),
             link_policy=text("link_policy"),
             allow_public_images=fields.get("allow_public_images") == "on",
             forward_viewer_identity=fields.get("forward_viewer_identity") == "on",
@@ -486,6 +547,9 @@ class WizardForm:
             code_parameters=_pair_lines(code.authorization_parameters),
             code_revocation_url=code.revocation_url,
             credential_scope=code.credential_scope,
+            aws_region=auth.aws_sig_v4.region,
+            aws_service=auth.aws_sig_v4.service,
+            aws_payload_signing=auth.aws_sig_v4.payload_signing,
             link_policy=spec.link_policy,
             allow_public_images=spec.allow_public_images,
             forward_viewer_identity=spec.forward_viewer_identity,
@@ -687,6 +751,13 @@ class WizardForm:
             auth["oauth2ClientCredentials"] = oauth2
         if auth_type == "oauth2AuthorizationCode":
             auth["oauth2AuthorizationCode"] = self._code()
+        if auth_type == "awsSigV4":
+            aws: AwsSigV4Document = {
+                "region": self.aws_region,
+                "service": self.aws_service,
+                "payloadSigning": self.aws_payload_signing,
+            }
+            auth["awsSigV4"] = aws
         ref = self.secret_ref()
         if ref is not None:
             auth["secretRef"] = ref
@@ -815,6 +886,7 @@ class WizardForm:
         )
         found.checked(f"{_CODE}.clientAuthentication", self.code_client_authentication)
         found.checked(f"{_CODE}.credentialScope", self.credential_scope)
+        found.checked(f"{_AWS}.payloadSigning", self.aws_payload_signing)
         # The model's rules across fields, which it checks only once each field is valid.
         image_rule = image_rule_problem(
             self.known_auth_type, self.allow_public_images, bool(self.allowed_methods)
@@ -895,11 +967,10 @@ class WizardForm:
         ref = self.secret_ref()
         if ref is None:
             return text
-        pair = (
-            "# as user:password (no colon in the user name),\n"
-            if self.known_auth_type == "basic"
-            else ""
-        )
+        pair = {
+            "basic": "# as user:password (no colon in the user name),\n",
+            "awsSigV4": "# as the JSON of aws configure export-credentials --format process,\n",
+        }.get(self.known_auth_type or "", "")
         return (
             f"{text}---\n"
             f"# The credential is never shown. Keep it in Secret {ref['name']}, key {ref['key']},\n"

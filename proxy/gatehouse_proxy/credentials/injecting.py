@@ -11,15 +11,20 @@ once, in :mod:`gatehouse_proxy.credentials.kinds`; the request path calls
 
 The encrypted credential is decrypted here (:func:`decrypt`), for the one request being made,
 and the plain value lives only in the returned :class:`Injection` until the request is sent.
+
+A kind that signs the request rather than sending a value (AWS Signature Version 4) gives the
+injection a :class:`Signer`: the request path calls it last, with the request as it will be sent
+(:class:`Sending`), so that the signature covers what the upstream receives.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
-from gatehouse_contract.keyring import KeyringError, KeyringFile
-from gatehouse_contract.routes import ConnectionRoute, Credential
+from gatehouse_contract.keyring import Encrypted, KeyringError, KeyringFile
+from gatehouse_contract.routes import ConnectionRoute, Credential, UpstreamTls
 from gatehouse_proxy.credentials.fleet_grants import FleetGrants
 from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
 from gatehouse_proxy.credentials.google_tokens import GoogleMinter
@@ -28,6 +33,25 @@ from gatehouse_proxy.errors import ProxyError
 
 AUTHORIZATION = frozenset({"Authorization"})
 NO_HEADERS: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Sending:
+    """A request as it will be sent, the credential's headers in: what a :class:`Signer` signs."""
+
+    method: str
+    url: str  # as sent: encoded, the injected query in
+    # As sent, but for what aiohttp adds: Host (unless given), Content-Length, User-Agent.
+    headers: Sequence[tuple[str, str]]
+    body: Sequence[bytes]  # the pieces it is sent in
+
+
+class Signer(Protocol):
+    async def sign(self, sending: Sending) -> list[tuple[str, str]]:
+        """The headers that sign ``sending``, added to it as they are (Host among them, where
+        the signature covers it: the value sent is the one signed). Each request's signature
+        is added to the injection's secrets: an upstream that echoes it back is scrubbed."""
+        ...
 
 
 @dataclass
@@ -39,6 +63,8 @@ class Injection:
     secrets: tuple[str, ...] = ()
     # A minted token's credential: a 401 is judged, and one retry may get another token.
     minted: CredentialKey | None = None
+    # A signing kind's: called last, with the request as it will be sent.
+    signer: Signer | None = None
 
     @property
     def token(self) -> str:
@@ -112,18 +138,37 @@ def decrypt(keyring: KeyringFile, connection: ConnectionRoute) -> bytes:
     credential = connection.credential
     if credential.encrypted is None:
         raise ProxyError("connection_unavailable", "the connection has no credential")
+    return _decrypted(
+        keyring,
+        credential.encrypted,
+        credential.context(connection.uid, connection.origin),
+        "the connection's credential cannot be decrypted here",
+    )
+
+
+def decrypt_client_certificate(keyring: KeyringFile, connection: ConnectionRoute) -> bytes:
+    """The connection's client certificate (its PEM chain, then its private key) in the clear,
+    for its TLS context to be made with (gatehouse_proxy.upstream.connection_tls)."""
+    tls = connection.tls
+    if tls is None or tls.client_certificate is None:
+        raise ProxyError("connection_unavailable", "the connection has no client certificate")
+    return _decrypted(
+        keyring,
+        tls.client_certificate,
+        UpstreamTls.context(connection.uid, connection.origin),
+        "the connection's client certificate cannot be decrypted here",
+    )
+
+
+def _decrypted(keyring: KeyringFile, encrypted: Encrypted, context: str, refusal: str) -> bytes:
     try:
         current = keyring.current()
-        if credential.encrypted.key_id not in current.key_ids:
+        if encrypted.key_id not in current.key_ids:
             # Encrypted with a key added since the keyring was last looked at.
             current = keyring.current(fresh=True)
-        return current.decrypt(
-            credential.encrypted, credential.context(connection.uid, connection.origin)
-        )
+        return current.decrypt(encrypted, context)
     except KeyringError:
-        raise ProxyError(
-            "connection_unavailable", "the connection's credential cannot be decrypted here"
-        ) from None
+        raise ProxyError("connection_unavailable", refusal) from None
 
 
 def credential_key(connection: ConnectionRoute, *depends_on: str) -> CredentialKey:

@@ -17,7 +17,7 @@ from gatehouse_contract.routes import AuthType, ConnectionRoute
 from gatehouse_proxy.credentials.fleet_grants import FleetGrants
 from gatehouse_proxy.credentials.fleet_tokens import CredentialKey, FleetTokens
 from gatehouse_proxy.credentials.google_tokens import GoogleMinter
-from gatehouse_proxy.credentials.injecting import CredentialInjector, Injection, Sources
+from gatehouse_proxy.credentials.injecting import CredentialInjector, Injection, Sending, Sources
 from gatehouse_proxy.credentials.kinds import KINDS
 from gatehouse_proxy.credentials.token_grants import TokenClient
 from gatehouse_proxy.credentials.token_refusals import Judged
@@ -25,6 +25,7 @@ from gatehouse_proxy.credentials.token_refusals import Judged
 __all__ = [
     "Injection",
     "Injector",
+    "Sending",
     "credential_key",
     "injected_header_names",
     "injected_query_parameter",

@@ -1,5 +1,7 @@
 """One upstream call: the request as the rules read it (``Outbound``), with the hop's own headers
-(the trace's, and the Accept-Encoding an answer to scrub needs), then the credential."""
+(the trace's, and the Accept-Encoding an answer to scrub needs), then the credential, and last a
+signing kind's signature of it all (the URL, every header and the body final by then), sent over
+the connection's own TLS where it has one (a client certificate, its CAs)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,11 @@ from dataclasses import dataclass
 
 from gatehouse_contract.header_names import canonical_name
 from gatehouse_contract.routes import ConnectionRoute, namespace_of
-from gatehouse_proxy.credentials.injectors import Injection
+from gatehouse_proxy.credentials.injectors import Injection, Sending
 from gatehouse_proxy.observation.tracing import Tracing
 from gatehouse_proxy.rules.matcher import UpstreamPath
 from gatehouse_proxy.rules.query import upstream_query
+from gatehouse_proxy.upstream.connection_tls import ConnectionContexts
 from gatehouse_proxy.upstream.forwarder import (
     Forwarder,
     RequestBody,
@@ -43,10 +46,17 @@ class Outbound:
 
 
 class Sender:
-    def __init__(self, forwarder: Forwarder, pools: TenantPools, tracing: Tracing) -> None:
+    def __init__(
+        self,
+        forwarder: Forwarder,
+        pools: TenantPools,
+        tracing: Tracing,
+        tls: ConnectionContexts,
+    ) -> None:
         self.forwarder = forwarder
         self.pools = pools
         self.tracing = tracing
+        self.tls = tls
 
     async def send(self, outbound: Outbound, injection: Injection) -> Upstream:
         connection = outbound.connection
@@ -56,7 +66,8 @@ class Sender:
             + upstream_query(outbound.query, injection.query)
         )
         outgoing = self.tracing.outgoing(outbound.headers)
-        identity = bool(injection.secrets) or outbound.readable
+        # A signing kind's secrets are its signatures: none until it has signed.
+        identity = bool(injection.secrets) or injection.signer is not None or outbound.readable
         if identity:
             # An uncompressed answer, so an echoed credential can be scrubbed from it (and
             # a test result read); one compressed anyway is decoded (or refused).
@@ -67,10 +78,19 @@ class Sender:
             ]
             outgoing.append(("Accept-Encoding", "identity"))
         namespace = namespace_of(connection.key)
+        tls = None
+        if connection.tls is not None:
+            # Made before the request is signed, which is as late as can be. A draft's (a test
+            # of what is not routed yet) is made for its test alone.
+            tls = await self.tls.context(connection, keep=outbound.shared)
+        headers = [*outgoing, *injection.headers.items()]
+        if injection.signer is not None:
+            sending = Sending(outbound.method, url, headers, outbound.body.pieces)
+            headers = [*headers, *await injection.signer.sign(sending)]
         request = UpstreamRequest(
             outbound.method,
             url,
-            [*outgoing, *injection.headers.items()],
+            headers,
             outbound.timeout_seconds or connection.limits.timeout_seconds,
             connection.limits.max_response_bytes,
             outbound.body,
@@ -78,5 +98,6 @@ class Sender:
             decode=identity,
             # The tenant's turn the body is paced by already (one per request).
             pace=outbound.body.pace,
+            tls=tls,
         )
         return await self.forwarder.send(self.pools.session(namespace), request)

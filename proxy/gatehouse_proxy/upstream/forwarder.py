@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,15 @@ def tls_context(ca_file: str | None = None) -> ssl.SSLContext:
         # endpoint keep working beside the private ones the installation's CA signs.
         tls.load_verify_locations(cafile=ca_file)
     return tls
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionTls:
+    """A connection's own TLS settings (see connection_tls): its context, and whether it
+    presents a client certificate."""
+
+    context: ssl.SSLContext
+    client_certificate: bool
 
 
 def new_session(
@@ -258,6 +268,54 @@ class UpstreamRequest:
     as_answered: bool = False
     decode: bool = False  # identity was asked for: a compressed answer is decoded
     pace: Callable[[], Awaitable[None]] | None = None
+    # The connection's own TLS (a client certificate, its CAs); None: the session's.
+    tls: ConnectionTls | None = None
+
+
+def _untrusted(error: aiohttp.ClientConnectorCertificateError) -> ProxyError:
+    """The vendor's certificate did not verify: OpenSSL's reason says whether it is not trusted
+    or does not name the host (about the vendor's certificate: nothing secret)."""
+    certificate_error = error.certificate_error
+    reason = getattr(certificate_error, "verify_message", "") or "certificate verify failed"
+    return ProxyError(
+        "upstream_certificate_untrusted",
+        f"the upstream's TLS certificate is not trusted or does not name its host: {reason[:200]}",
+    )
+
+
+# How a server that sends no alert ends a handshake it refuses (Python's asyncio servers).
+_ENDED = (ssl.SSLError, ConnectionResetError)
+# The alerts a server refuses a client certificate with (or the lack of one: a TLS 1.2 server
+# says "handshake failure"), as OpenSSL names them in its message.
+_ALERT = re.compile(
+    r"\] ((?:sslv3|tlsv1|tlsv13) alert "
+    r"(?:[a-z ]{0,20}certificate[a-z ]{0,20}|unknown ca|access denied|handshake failure)) \("
+)
+
+
+def _vendor_alert(error: BaseException) -> str:
+    """The TLS alert the vendor sent to end the handshake ("tlsv13 alert certificate required",
+    "tlsv1 alert unknown ca"), read from OpenSSL's message, or "" if it sent none: in TLS 1.3 a
+    server refuses a client certificate after the handshake, so aiohttp raises it on reading."""
+    if isinstance(error, aiohttp.ClientConnectorError):
+        error = error.os_error
+    message = error.args[1] if len(error.args) > 1 and isinstance(error.args[1], str) else ""
+    found = _ALERT.search(message)
+    return found.group(1) if found else ""
+
+
+def _refused(tls: ConnectionTls | None, alert: str = "") -> ProxyError:
+    """The vendor ended the TLS connection without answering, as a server refusing a client
+    certificate does: with an alert, or (a server that sends none) by closing it."""
+    if tls is not None and tls.client_certificate:
+        why = "it does not accept the connection's client certificate"
+    else:
+        why = "it requires a client certificate, and the connection has none"
+    how = f"with the alert {alert!r}" if alert else "without answering"
+    return ProxyError(
+        "client_certificate_refused",
+        f"the upstream ended the TLS connection {how}, as when {why}",
+    )
 
 
 class Forwarder:
@@ -291,16 +349,31 @@ class Forwarder:
                 data=body.stream() if size else None,
                 allow_redirects=False,
                 timeout=_timeout(timeout_seconds),
+                ssl=True if request.tls is None else request.tls.context,
             )
         except BlockedAddressError:
             raise ProxyError("blocked_address", "the upstream address is not allowed") from None
+        except aiohttp.ClientConnectorCertificateError as error:
+            raise _untrusted(error) from None
         except aiohttp.ClientConnectorError as error:
             if isinstance(error.os_error, BlockedAddressError):
                 raise ProxyError(
                     "blocked_address",
                     "the upstream host resolves to an address that is not allowed",
                 ) from None
+            alert = _vendor_alert(error)
+            if alert or (request.tls is not None and isinstance(error.os_error, _ENDED)):
+                raise _refused(request.tls, alert) from None
             raise ProxyError("upstream_failed", "the upstream could not be reached") from None
+        except aiohttp.ServerDisconnectedError:
+            if request.tls is not None:
+                raise _refused(request.tls) from None
+            raise ProxyError("upstream_failed", "the upstream request failed") from None
+        except aiohttp.ClientOSError as error:
+            alert = _vendor_alert(error)
+            if alert:
+                raise _refused(request.tls, alert) from None
+            raise ProxyError("upstream_failed", "the upstream request failed") from None
         except TimeoutError:
             raise ProxyError(
                 "upstream_timeout", f"the upstream did not answer within {timeout_seconds:g}s"

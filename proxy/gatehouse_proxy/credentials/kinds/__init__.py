@@ -15,6 +15,7 @@ from gatehouse_contract.routes import AuthType
 from gatehouse_proxy.credentials.injecting import CredentialInjector
 from gatehouse_proxy.credentials.kinds import (
     authorization_code,
+    aws_sigv4,
     client_credentials,
     generic,
     service_account,
@@ -28,4 +29,5 @@ KINDS: Mapping[AuthType, type[CredentialInjector]] = {
     "oauth2ClientCredentials": client_credentials.ClientCredentials,
     "googleServiceAccount": service_account.ServiceAccount,
     "oauth2AuthorizationCode": authorization_code.AuthorizationCode,
+    "awsSigV4": aws_sigv4.AwsSigV4,
 }
