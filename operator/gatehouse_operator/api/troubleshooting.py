@@ -230,7 +230,9 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
         _SEALED,
         "`auth.sealedSecret` was sealed for another name, namespace or baseURL, or (an OAuth "
         "2.0 client secret) another `tokenURL` or `clientId`; the message says what it was "
-        "sealed for. Seal the value for this connection: `gatehouse seal -f FILE`.",
+        "sealed for. Seal the value for this connection: `gatehouse seal -f FILE`. In "
+        "`UpstreamTLSReady`, `tls.clientCertificate.sealed` likewise, or a value sealed as an "
+        "auth secret rather than with `gatehouse seal --tls-cert --tls-key`.",
     ),
     Reason.SEALED_KEY_UNKNOWN: Troubleshooting(
         _SEALED,
@@ -268,11 +270,14 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
     ),
     Reason.SECRET_KEY_NOT_FOUND: Troubleshooting(
         "ExternalConnection",
-        "`auth.secretRef` names a key the Secret does not have. Add the key, or fix the name.",
+        "`auth.secretRef` names a key the Secret does not have (or, in `UpstreamTLSReady`, "
+        "`tls.clientCertificate.secretRef`'s Secret lacks `tls.crt` or `tls.key`, or "
+        "`tls.caBundleRef` names a key it does not have). Add the key, or fix the name.",
     ),
     Reason.SECRET_NOT_FOUND: Troubleshooting(
         "ExternalConnection",
-        "`auth.secretRef` names a Secret that is not there. Create it in the connection's "
+        "`auth.secretRef` (or, in `UpstreamTLSReady`, `tls.clientCertificate.secretRef` or "
+        "`tls.caBundleRef`) names a Secret that is not there. Create it in the connection's "
         "namespace.",
     ),
     Reason.SECRET_NOT_LABELLED: Troubleshooting(
