@@ -27,6 +27,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from playwright.sync_api import Browser
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.services import Endpoint
@@ -47,6 +48,9 @@ from tests.e2e.gatehouse_fixtures import (
     started_fleet,
     wait_condition,
 )
+from tests.e2e.test_connections_page import browser as browser
+from tests.e2e.test_connections_page import playwright as playwright
+from tests.e2e.test_connections_page import visit as visit
 
 pytestmark = pytest.mark.e2e
 
@@ -468,3 +472,30 @@ def test_a_draft_and_a_connection_test_present_the_certificate(
     test = finished(cluster, namespace, "try-saved")
     passed = {c["type"]: c for c in test["status"]["conditions"]}["Passed"]
     assert passed["status"] == "True", passed
+
+
+def test_the_page_shows_the_certificate_never_its_key_and_the_wizard_edits_it(
+    browser: Browser,
+    visit: Any,
+    cluster: Cluster,
+    stack: Stack,
+    vendor: Vendor,
+    namespace: str,
+) -> None:
+    chain, key, _ = vendor.client_ca.issue("page-client", ExtendedKeyUsageOID.CLIENT_AUTH)
+    apply(cluster, namespace, tls_secret("client", chain, key))
+    members = project_members(cluster, namespace)
+    apply(cluster, namespace, connection("vendor", vendor.url, NONE, tls=mtls(vendor, "client")))
+    wait_condition(cluster, namespace, "externalconnection/vendor", "True", "Routed")
+    admin = visit(members["admin"])
+    page = admin.open(f"/ui/namespaces/{namespace}/connections/vendor")
+    settings = page.inner_text("#tls-settings")
+    for shown in ("Secret client (kubernetes.io/tls)", "CN=page-client", "CN=vendor client CA"):
+        assert shown in settings, settings
+    assert "1 certificate, in the spec" in settings
+    assert "not trusted: the CA bundle alone" in settings
+    assert "PRIVATE KEY" not in page.content()
+    edit = admin.open(f"/ui/namespaces/{namespace}/connections/vendor/edit")
+    assert edit.input_value("input[name=tls_secret]") == "client"
+    assert edit.is_checked("input[name=tls_only_bundle]")
+    assert "BEGIN CERTIFICATE" in edit.input_value("textarea[name=tls_ca_bundle]")
