@@ -382,6 +382,27 @@ def test_a_tls_secret_is_compiled_into_the_route_and_its_problems_into_condition
     assert after is not None
     assert after.tls is not None
     assert after.tls.fingerprint == first  # not encrypted again: the proxies keep their context
+    # Nor checked again (a signature, for RSA up to milliseconds, per reconcile and resync);
+    # the clock is still asked: an unchanged certificate that expired is refused.
+    from gatehouse_operator.connections import upstream_tls
+
+    def no_second_check(*_: Any) -> Any:
+        raise AssertionError("an unchanged pair was checked again")
+
+    monkeypatch.setattr(upstream_tls, "checked_pair", no_second_check)
+    both = {"clientCertificate": {"secretRef": {"name": "client"}}, "caBundleRef": {"name": "ca"}}
+    assert reconcile(both)[1]["UpstreamTLSReady"]["reason"] == "TLSConfigured"
+    later = datetime.datetime.now(datetime.UTC) + 100 * DAY
+
+    class Later(datetime.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return later
+
+    monkeypatch.setattr(datetime, "datetime", Later)
+    assert reconcile(both)[1]["UpstreamTLSReady"]["reason"] == "ClientCertificateExpired"
+    monkeypatch.undo()
+    monkeypatch.setattr(runtime.rollout, "report", waits_for_the_proxies)
 
     sealed = keys.public().seal(
         chain + pem, Scope("shop", "vendor", ORIGIN, use=TLS_CLIENT_CERTIFICATE)

@@ -27,7 +27,7 @@ from gatehouse_operator.keys.client_certificates import (
     TLS_SECRET_TYPE,
     CheckedCertificate,
     check_ca_bundle,
-    check_client_certificate,
+    checked_pair,
     split_sealed,
 )
 from gatehouse_operator.keys.credentials import CredentialProblem
@@ -53,21 +53,36 @@ class TlsRead:
     certificate: CheckedCertificate | None = None
 
 
+# A client certificate's chain and key, checked (raising CredentialProblem) and encrypted.
+Certify = Callable[
+    [bytes, bytes, Callable[[], CheckedCertificate]], tuple[CheckedCertificate, Encrypted]
+]
+
+
 @dataclass(frozen=True)
 class Compiled:
     """The connection whose spec.tls is compiled (a draft's uid is one-off), and how its client
-    certificate is encrypted (the connection controller's keeps an unchanged one's ciphertext)."""
+    certificate is checked and encrypted (the connection controller's keeps an unchanged one's,
+    neither checked nor encrypted again)."""
 
     namespace: str
     name: str
     uid: str
     origin: str
-    encrypt: Callable[[bytes], Encrypted]
+    certify: Certify
 
 
-def once(runtime: Runtime, uid: str, origin: str) -> Callable[[bytes], Encrypted]:
-    """Encrypts a client certificate for one use (a draft's test): nothing is kept."""
-    return lambda pem: runtime.keyring.current().encrypt(pem, UpstreamTls.context(uid, origin))
+def once(runtime: Runtime, uid: str, origin: str) -> Certify:
+    """Checks and encrypts a client certificate for one use (a draft's test): nothing is kept."""
+
+    def certify(
+        chain: bytes, key: bytes, check: Callable[[], CheckedCertificate]
+    ) -> tuple[CheckedCertificate, Encrypted]:
+        checked = check()
+        context = UpstreamTls.context(uid, origin)
+        return checked, runtime.keyring.current().encrypt(checked.pem, context)
+
+    return certify
 
 
 async def read_upstream_tls(
@@ -155,7 +170,6 @@ async def _client_certificate(
     given = settings.client_certificate
     if given is None:
         return None
-    now = datetime.datetime.now(datetime.UTC)
     if given.secret_ref is not None:
         name = given.secret_ref.name
         field_name = "tls.clientCertificate.secretRef"
@@ -173,20 +187,18 @@ async def _client_certificate(
                     Reason.SECRET_KEY_NOT_FOUND,
                     f"{field_name}: Secret {name!r} has no key {needed!r}",
                 )
-        checked = check_client_certificate(
-            data[CERTIFICATE_KEY],
-            data[PRIVATE_KEY_KEY],
-            f"key {CERTIFICATE_KEY!r} of Secret {name!r}",
-            f"key {PRIVATE_KEY_KEY!r} of Secret {name!r}",
-            now,
-        )
+        chain, key = data[CERTIFICATE_KEY], data[PRIVATE_KEY_KEY]
+        where = f"key {CERTIFICATE_KEY!r} of Secret {name!r}"
+        key_where = f"key {PRIVATE_KEY_KEY!r} of Secret {name!r}"
     else:
         chain, key = _opened(runtime, connection, given.sealed or "")
-        checked = check_client_certificate(
-            chain, key, f"the chain of {SEALED_FIELD}", f"the key of {SEALED_FIELD}", now
-        )
+        where, key_where = f"the chain of {SEALED_FIELD}", f"the key of {SEALED_FIELD}"
+    checked, encrypted = connection.certify(
+        chain, key, lambda: checked_pair(chain, key, where, key_where)
+    )
+    checked.current(where, datetime.datetime.now(datetime.UTC))
     read.certificate = checked
-    return connection.encrypt(checked.pem)
+    return encrypted
 
 
 def _opened(runtime: Runtime, connection: Compiled, sealed: str) -> tuple[bytes, bytes]:

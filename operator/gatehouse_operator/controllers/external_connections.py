@@ -18,6 +18,7 @@ not a time turns the cache off (the connection works, uncached) until it is. Adv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,7 @@ from gatehouse_operator.connections.upstream_tls import (
     read_upstream_tls,
 )
 from gatehouse_operator.controllers import linked_apps
+from gatehouse_operator.keys.client_certificates import CheckedCertificate
 from gatehouse_operator.keys.credentials import (
     CredentialProblem,
     Found,
@@ -118,15 +120,18 @@ def watched_of(read: CredentialRead) -> list[Verdict]:
 
 
 def compiled(runtime: Runtime, connection: Resource, origin: str) -> Compiled:
-    """The connection as its spec.tls is compiled: an unchanged client certificate keeps its
-    ciphertext (runtime.encrypter), so the proxies keep the TLS context made for it."""
+    """The connection as its spec.tls is compiled: an unchanged client certificate is neither
+    checked nor encrypted again (runtime.encrypter), so the proxies keep the TLS context made
+    for it."""
 
-    def encrypt(pem: bytes) -> Encrypted:
-        return runtime.encrypter.encrypt_client_certificate(
-            pem, connection_uid=connection.uid, origin=origin
+    def certify(
+        chain: bytes, key: bytes, check: Callable[[], CheckedCertificate]
+    ) -> tuple[CheckedCertificate, Encrypted]:
+        return runtime.encrypter.client_certificate(
+            chain, key, check, connection_uid=connection.uid, origin=origin
         )
 
-    return Compiled(connection.namespace, connection.name, connection.uid, origin, encrypt)
+    return Compiled(connection.namespace, connection.name, connection.uid, origin, certify)
 
 
 async def reconcile(runtime: Runtime, connection: Resource, secret_data: Any = _UNSET) -> None:

@@ -58,6 +58,22 @@ class CheckedCertificate:
     not_before: datetime.datetime
     not_after: datetime.datetime
 
+    def current(self, where: str, now: datetime.datetime) -> None:
+        """Raises CredentialProblem unless the certificate is valid at ``now``: judged again at
+        every reconcile, since it moves with the clock and not with the Secret."""
+        if self.not_after <= now:
+            raise CredentialProblem(
+                Reason.CLIENT_CERTIFICATE_EXPIRED,
+                f"the client certificate of {where} ({self.subject}) expired at "
+                f"{self.not_after:%Y-%m-%dT%H:%M:%SZ}: renew it",
+            )
+        if self.not_before > now:
+            raise CredentialProblem(
+                Reason.INVALID_CLIENT_CERTIFICATE,
+                f"the client certificate of {where} ({self.subject}) is not valid before "
+                f"{self.not_before:%Y-%m-%dT%H:%M:%SZ}",
+            )
+
     def expiry_verdict(self, now: datetime.datetime) -> Verdict:
         """The advisory ClientCertificateCurrent: False once a third of its lifetime is left
         (when cert-manager would renew it), with an Event saying so."""
@@ -187,8 +203,19 @@ def _matches(key: PrivateKey, leaf: x509.Certificate) -> bool:
 def check_client_certificate(
     chain_pem: bytes, key_pem: bytes, where: str, key_where: str, now: datetime.datetime
 ) -> CheckedCertificate:
-    """The chain and key, checked as a TLS client will present them; raises CredentialProblem
-    naming ``where`` (the chain's source) or ``key_where`` (the key's) and the rule."""
+    """The chain and key, checked as a TLS client will present them, current at ``now``; raises
+    CredentialProblem naming ``where`` (the chain's source) or ``key_where`` (the key's) and the
+    rule."""
+    checked = checked_pair(chain_pem, key_pem, where, key_where)
+    checked.current(where, now)
+    return checked
+
+
+def checked_pair(
+    chain_pem: bytes, key_pem: bytes, where: str, key_where: str
+) -> CheckedCertificate:
+    """The chain and key checked as check_client_certificate does, but not against the clock:
+    what an unchanged pair need not go through again (a signature, for RSA up to milliseconds)."""
     if len(chain_pem) > MAX_CHAIN_BYTES:
         raise CredentialProblem(
             Reason.INVALID_CLIENT_CERTIFICATE,
@@ -208,18 +235,6 @@ def check_client_certificate(
             "chain after it",
         )
     subject = leaf.subject.rfc4514_string() or "no subject"
-    if leaf.not_valid_after_utc <= now:
-        raise CredentialProblem(
-            Reason.CLIENT_CERTIFICATE_EXPIRED,
-            f"the client certificate of {where} ({subject}) expired at "
-            f"{leaf.not_valid_after_utc:%Y-%m-%dT%H:%M:%SZ}: renew it",
-        )
-    if leaf.not_valid_before_utc > now:
-        raise CredentialProblem(
-            Reason.INVALID_CLIENT_CERTIFICATE,
-            f"the client certificate of {where} ({subject}) is not valid before "
-            f"{leaf.not_valid_before_utc:%Y-%m-%dT%H:%M:%SZ}",
-        )
     pem = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in chain)
     pem += key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()

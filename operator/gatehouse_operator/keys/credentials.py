@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol, TypeVar, cast
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
@@ -37,6 +38,16 @@ MAX_SECRET_BYTES = 4096
 MAX_KEY_FILE_BYTES = 16 * 1024
 # AWS keys' JSON: a session token of 8,192 characters (the most aws_keys reads) and the rest fit.
 MAX_AWS_KEYS_BYTES = 16 * 1024
+
+
+class HasPem(Protocol):
+    """A checked client certificate: what is encrypted of it is its ``pem``."""
+
+    @property
+    def pem(self) -> bytes: ...
+
+
+Checked = TypeVar("Checked", bound=HasPem)
 
 
 class CredentialProblem(GatehouseError):
@@ -250,9 +261,9 @@ class CredentialEncrypter:
         self.keyring = keyring
         # Per connection uid: the inputs a credential was encrypted from, and the result.
         self._encrypted: dict[str, tuple[tuple[str, ...], Credential]] = {}
-        # Likewise its client certificate (spec.tls): a new ciphertext would make the proxies
-        # build its TLS context again.
-        self._certificates: dict[str, tuple[tuple[str, ...], Encrypted]] = {}
+        # Likewise its client certificate (spec.tls), checked and encrypted: a new ciphertext
+        # would make the proxies build its TLS context again.
+        self._certificates: dict[str, tuple[tuple[str, ...], tuple[HasPem, Encrypted]]] = {}
 
     def encrypt(
         self,
@@ -287,19 +298,28 @@ class CredentialEncrypter:
         self._encrypted[connection_uid] = (inputs, credential)
         return credential
 
-    def encrypt_client_certificate(
-        self, pem: bytes, *, connection_uid: str, origin: str
-    ) -> Encrypted:
-        """A checked client certificate's chain and key, encrypted for the proxies under
-        UpstreamTls.context."""
+    def client_certificate(
+        self,
+        chain: bytes,
+        key: bytes,
+        check: Callable[[], Checked],
+        *,
+        connection_uid: str,
+        origin: str,
+    ) -> tuple[Checked, Encrypted]:
+        """A client certificate's ``chain`` and ``key`` as ``check`` makes them (raising
+        CredentialProblem), and encrypted for the proxies under UpstreamTls.context; an
+        unchanged pair is neither checked nor encrypted again."""
         keyring = self.keyring.current()
-        inputs = (origin, hashlib.sha256(pem).hexdigest(), keyring.active)
+        digests = (hashlib.sha256(chain).hexdigest(), hashlib.sha256(key).hexdigest())
+        inputs = (origin, *digests, keyring.active)
         cached = self._certificates.get(connection_uid)
         if cached is not None and cached[0] == inputs:
-            return cached[1]
-        encrypted = keyring.encrypt(pem, UpstreamTls.context(connection_uid, origin))
-        self._certificates[connection_uid] = (inputs, encrypted)
-        return encrypted
+            return cast(tuple[Checked, Encrypted], cached[1])
+        checked = check()
+        encrypted = keyring.encrypt(checked.pem, UpstreamTls.context(connection_uid, origin))
+        self._certificates[connection_uid] = (inputs, (checked, encrypted))
+        return checked, encrypted
 
     def forget(self, connection_uid: str) -> None:
         self._encrypted.pop(connection_uid, None)
