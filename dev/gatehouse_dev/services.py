@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +49,8 @@ class Endpoint:
     url: str
     # The proxy's readiness and metrics listener (its own port, as in a Pod): /readyz, /metrics.
     admin_url: str = ""
+    # The dev upstream's mTLS listener, when it has one (start_upstream's tls).
+    tls_url: str = ""
 
 
 def _answers(url: str) -> bool:
@@ -148,10 +150,20 @@ class LocalGatehouse:
         self.servers.append(self.store.server)
         return self.store
 
-    def start_upstream(self, port: int = 0) -> Endpoint:
+    def start_upstream(self, port: int = 0, tls: Mapping[str, Path] | None = None) -> Endpoint:
+        """The dev upstream (gatehouse_dev.upstream); with ``tls`` (its cert, key and client_ca
+        files) also over mTLS on a port of its own, at the endpoint's ``tls_url``."""
         port = port or free_port()
         argv = [sys.executable, "-m", "gatehouse_dev.upstream", "--port", str(port)]
-        return self._start(f"upstream-{port}", argv, {}, f"http://127.0.0.1:{port}", "/echo/ready")
+        tls_port = free_port() if tls else 0
+        if tls:
+            argv += [f"--tls-port={tls_port}", f"--tls-cert={tls['cert']}"]
+            argv += [f"--tls-key={tls['key']}", f"--client-ca={tls['client_ca']}"]
+        endpoint = self._start(
+            f"upstream-{port}", argv, {}, f"http://127.0.0.1:{port}", "/echo/ready"
+        )
+        endpoint.tls_url = f"https://127.0.0.1:{tls_port}" if tls else ""
+        return endpoint
 
     def start_token_endpoint(
         self, public_key: rsa.RSAPublicKey | None = None, client_email: str = ""

@@ -11,7 +11,10 @@ the injected credential echoed in forms an app could undo (``/echo-as/{form}``, 
 a body compressed though identity was asked for (``/compressed/{coding}``), or cut in two over
 two Link headers (``/split-link``).
 
-``python -m gatehouse_dev.upstream --port 18080`` serves it; tests start it as a subprocess.
+``python -m gatehouse_dev.upstream --port 18080`` serves it; tests start it as a subprocess. With
+``--tls-port``, ``--tls-cert``, ``--tls-key`` and ``--client-ca`` it serves the same routes over TLS
+too, on that port, to clients whose certificate that CA issued (mTLS, as vendors that require one):
+an echo then records the certificate presented (``clientCertificate``: its subject and serial).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import asyncio
 import collections
 import json
+import ssl
 import time
 import uuid
 from collections import OrderedDict
@@ -55,6 +59,10 @@ async def echo(request: web.Request) -> web.Response:
         "headers": {name.lower(): value for name, value in request.headers.items()},
         "body": body.decode("utf-8", "replace"),
     }
+    peer = request.transport.get_extra_info("peercert") if request.transport else None
+    if peer:
+        subject = ",".join(f"{k}={v}" for rdn in peer.get("subject", ()) for k, v in rdn)
+        seen["clientCertificate"] = {"subject": subject, "serial": peer.get("serialNumber", "")}
     RECEIVED[request_id] = seen
     while len(RECEIVED) > KEEP_RECEIVED:
         RECEIVED.popitem(last=False)
@@ -241,12 +249,37 @@ def create_app() -> web.Application:
     return app
 
 
+def client_certificate_context(cert: str, key: str, client_ca: str) -> ssl.SSLContext:
+    """A server's TLS that requires a client certificate issued by ``client_ca``."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=client_ca)
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.load_cert_chain(cert, key)
+    return context
+
+
+async def serve(args: argparse.Namespace) -> None:
+    runner = web.AppRunner(create_app())
+    await runner.setup()
+    await web.TCPSite(runner, args.host, args.port).start()
+    if args.tls_port:
+        tls = client_certificate_context(args.tls_cert, args.tls_key, args.client_ca)
+        await web.TCPSite(runner, args.host, args.tls_port, ssl_context=tls).start()
+    await asyncio.Event().wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tls-port", type=int, default=0, help="serve over mTLS here too")
+    parser.add_argument("--tls-cert", help="the server's certificate chain (PEM)")
+    parser.add_argument("--tls-key", help="its key (PEM)")
+    parser.add_argument("--client-ca", help="the CA client certificates must chain to (PEM)")
     args = parser.parse_args()
-    web.run_app(create_app(), host=args.host, port=args.port, print=None)
+    if not args.tls_port:
+        web.run_app(create_app(), host=args.host, port=args.port, print=None)
+        return
+    asyncio.run(serve(args))
 
 
 if __name__ == "__main__":

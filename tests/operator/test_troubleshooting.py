@@ -12,6 +12,7 @@ REASONS = Path(__file__).resolve().parents[2] / "docs" / "reference" / "reasons.
 # The reasons of things that work: nothing to troubleshoot.
 WORKING = {
     Reason.ALL_LINKS_READY,
+    Reason.CLIENT_CERTIFICATE_CURRENT,
     Reason.COMPILED,
     Reason.CREDENTIAL_ENCRYPTED,
     Reason.NO_CREDENTIAL_NEEDED,
@@ -21,6 +22,7 @@ WORKING = {
     Reason.ROUTED,
     Reason.SAVED,
     Reason.SECRET_CREATED,
+    Reason.TLS_CONFIGURED,
     Reason.VALID,
     Reason.WATCHED,
 }

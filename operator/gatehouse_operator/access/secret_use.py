@@ -9,6 +9,9 @@ So a change that sets ``secretRef``, changes it, or moves a connection that has 
 client secret goes to the token endpoint) is admitted only for a requester who may ``get`` that
 Secret themselves.
 
+The Secrets ``spec.tls`` names (a client certificate's, a CA bundle's) are held to the same rule
+(``tls_secrets_to_read``): naming one, or changing baseURL while one is named.
+
 Changes that keep both (limits, paths, instructions, the link policy, the auth's own settings)
 need nothing more than RBAC already asks: the value still goes only where its reader sent it.
 """
@@ -49,6 +52,43 @@ def secret_to_read(
             if old_client.get(field) != new_client.get(field):
                 return name, f"spec.auth.{section}.{field}"
     return None
+
+
+def _tls_refs(spec: StoredConnectionSpec | None) -> dict[str, str]:
+    """The Secrets spec.tls names, by field: its client certificate's and its CA bundle's."""
+    tls = spec.tls if spec is not None and isinstance(spec.tls, dict) else {}
+    certificate = tls.get("clientCertificate")
+    refs = {
+        "spec.tls.clientCertificate.secretRef": (
+            certificate.get("secretRef") if isinstance(certificate, dict) else None
+        ),
+        "spec.tls.caBundleRef": tls.get("caBundleRef"),
+    }
+    return {
+        field: str(ref.get("name", ""))
+        for field, ref in refs.items()
+        if isinstance(ref, dict) and ref.get("name")
+    }
+
+
+def tls_secrets_to_read(
+    old_spec: StoredConnectionSpec | None, new_spec: StoredConnectionSpec
+) -> list[tuple[str, str]]:
+    """The Secrets of spec.tls the requester must be allowed to ``get`` for this change, each
+    with the field that makes it so: a client certificate's key signs for the connection at its
+    baseURL, and a CA bundle decides whom it trusts, so naming one, or moving the connection to
+    another baseURL while one is named, is admitted only for a requester who may read it."""
+    old_refs, moved = (
+        _tls_refs(old_spec),
+        (old_spec is not None and old_spec.base_url != new_spec.base_url),
+    )
+    needed = []
+    for field, name in _tls_refs(new_spec).items():
+        if old_spec is None or old_refs.get(field) != name:
+            needed.append((name, field))
+        elif moved:
+            needed.append((name, "spec.baseURL"))
+    return needed
 
 
 def _section(spec: StoredConnectionSpec, section: str) -> dict[str, JsonValue]:

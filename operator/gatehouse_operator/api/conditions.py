@@ -15,6 +15,7 @@ class ConditionType(StrEnum):
 
     ACCEPTED = "Accepted"
     CACHE_PURGED = "CachePurged"
+    CLIENT_CERTIFICATE_CURRENT = "ClientCertificateCurrent"
     COMPILED = "Compiled"
     CREDENTIAL_ISSUED = "CredentialIssued"
     CREDENTIAL_READY = "CredentialReady"
@@ -23,10 +24,17 @@ class ConditionType(StrEnum):
     PASSED = "Passed"
     READY = "Ready"
     SAMPLE_SAVED = "SampleSaved"
+    UPSTREAM_TLS_READY = "UpstreamTLSReady"
 
 
 # Conditions that say something worth acting on without making the resource unready.
-ADVISORY = frozenset({ConditionType.CREDENTIAL_WATCHED, ConditionType.CACHE_PURGED})
+ADVISORY = frozenset(
+    {
+        ConditionType.CREDENTIAL_WATCHED,
+        ConditionType.CACHE_PURGED,
+        ConditionType.CLIENT_CERTIFICATE_CURRENT,
+    }
+)
 
 
 class Reason(StrEnum):
@@ -38,12 +46,19 @@ class Reason(StrEnum):
 
     ALL_LINKS_READY = "AllLinksReady"
     ALREADY_SAVED = "AlreadySaved"
+    CLIENT_CERTIFICATE_CURRENT = "ClientCertificateCurrent"
+    CLIENT_CERTIFICATE_EXPIRED = "ClientCertificateExpired"
+    CLIENT_CERTIFICATE_EXPIRING = "ClientCertificateExpiringSoon"
+    CLIENT_KEY_MISMATCH = "ClientKeyMismatch"
     COMPILED = "Compiled"
     CONNECTION_NOT_FOUND = "ConnectionNotFound"
     CONNECTION_NOT_READY = "ConnectionNotReady"
     CREDENTIAL_ENCRYPTED = "CredentialEncrypted"
     INVALID_AWS_KEYS = "InvalidAwsKeys"
     INVALID_BASE_URL = "InvalidBaseURL"
+    INVALID_CA_BUNDLE = "InvalidCABundle"
+    INVALID_CLIENT_CERTIFICATE = "InvalidClientCertificate"
+    INVALID_CLIENT_KEY = "InvalidClientKey"
     INVALID_CONFIG = "InvalidConfig"
     INVALID_LABEL = "InvalidLabel"
     INVALID_PURGE_TIME = "InvalidPurgeTime"
@@ -87,8 +102,10 @@ class Reason(StrEnum):
     SECRET_NOT_LABELLED = "SecretNotLabelled"
     SECRET_NOT_USED = "SecretNotUsed"
     SECRET_TOO_LONG = "SecretTooLong"
+    SECRET_WRONG_TYPE = "SecretWrongType"
     TABLE_ENTRY_TOO_LARGE = "TableEntryTooLarge"
     TEST_FAILED = "TestFailed"
+    TLS_CONFIGURED = "TLSConfigured"
     UPSTREAM_STATUS = "UpstreamStatus"
     VALID = "Valid"
     WATCHED = "Watched"

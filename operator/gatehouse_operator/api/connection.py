@@ -48,6 +48,11 @@ from gatehouse_operator.api.meta import (
     Status,
     ready_columns,
 )
+from gatehouse_operator.api.upstream_tls import (
+    TLS_NEEDS_HTTPS,
+    ClientCertificateSummary,
+    UpstreamTlsSettings,
+)
 from gatehouse_operator.api.url_fields import (
     AUTHORIZATION_URL,
     BASE_URL,
@@ -801,6 +806,10 @@ class ExternalConnectionSpec(Model):
                 CACHE_BODY_OVER_RESPONSE,
             ),
             cel("!has(self.cache) || 'GET' in self.allowedMethods", CACHE_NEEDS_GET),
+            cel(
+                "!has(self.tls) || self.baseURL.lowerAscii().startsWith('https://')",
+                TLS_NEEDS_HTTPS,
+            ),
         )
     }
 
@@ -887,6 +896,14 @@ class ExternalConnectionSpec(Model):
         "API and is not counted in the connection's quota. Purge with gatehouse cache purge "
         "(it sets the annotation gatehouse.dev/cache-purged-at). Unset: nothing is cached.",
     )
+    tls: UpstreamTlsSettings | None = Field(
+        default=None,
+        description="TLS to the API beyond the defaults: a client certificate (mTLS) from a "
+        "kubernetes.io/tls Secret or sealed, beside any auth type; CAs of a private or "
+        "enterprise CA the API's certificate may chain to; whether the system's roots apply "
+        "too. Needs an https:// baseURL. Host names are always verified. Unset: the system's "
+        "roots, no client certificate.",
+    )
 
     @model_validator(mode="after")
     def _headers_apart(self) -> ExternalConnectionSpec:
@@ -905,6 +922,12 @@ class ExternalConnectionSpec(Model):
             raise ValueError(CACHE_BODY_OVER_RESPONSE)
         if "GET" not in self.allowed_methods:
             raise ValueError(CACHE_NEEDS_GET)
+        return self
+
+    @model_validator(mode="after")
+    def _tls_over_https(self) -> ExternalConnectionSpec:
+        if self.tls is not None and not self.base_url.strip().lower().startswith("https://"):
+            raise ValueError(TLS_NEEDS_HTTPS)
         return self
 
     @model_validator(mode="after")
@@ -961,6 +984,11 @@ class ExternalConnectionStatus(Status):
         description="spec.auth.sealedSecret sealed again with the installation's active sealing "
         "key, when it was sealed with an older one (gatehouse reseal writes it into your files); "
         "empty when it is current. The same value, for the same connection: never the secret.",
+    )
+    client_certificate: ClientCertificateSummary | None = Field(
+        default=None,
+        description="The client certificate the proxy presents (spec.tls.clientCertificate): "
+        "its subject, issuer and expiry; never its key.",
     )
 
 

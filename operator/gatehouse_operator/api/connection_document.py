@@ -93,6 +93,8 @@ class ConnectionSpecOptions(TypedDict, total=False):
     limits: dict[str, JsonValue]
     # As stored: the wizard does not show it, and an edit keeps it.
     cache: dict[str, JsonValue]
+    # The wizard's TLS section (client certificate Secret, CA bundle, system roots).
+    tls: dict[str, JsonValue]
 
 
 class ConnectionSpecDocument(ConnectionSpecOptions):

@@ -94,6 +94,7 @@ class StoredConnectionSpec(Stored):
     allowed_content_types: list[str] = Field(default_factory=list)
     limits: dict[str, JsonValue] = Field(default_factory=dict)
     cache: dict[str, JsonValue] | None = None
+    tls: dict[str, JsonValue] | None = None
 
     @property
     def auth_type(self) -> str:
@@ -117,6 +118,7 @@ class StoredStatus(Stored):
 class StoredConnectionStatus(StoredStatus):
     origin: str = ""
     has_secret: bool = False
+    client_certificate: dict[str, JsonValue] | None = None
 
 
 class StoredConnection(Stored):

@@ -16,6 +16,7 @@ _APPS = "DataApp, ChartType"
 _TEST_SAMPLE = "ConnectionTest (SampleSaved)"
 _SEE_PENDING = "Run the test again; if it lasts, see `PendingProxies`."
 _SEALED = "ExternalConnection (CredentialReady)"
+_TLS = "ExternalConnection (UpstreamTLSReady)"
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,9 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
         _SEALED,
         "`auth.sealedSecret` was sealed for another name, namespace or baseURL, or (an OAuth "
         "2.0 client secret) another `tokenURL` or `clientId`; the message says what it was "
-        "sealed for. Seal the value for this connection: `gatehouse seal -f FILE`.",
+        "sealed for. Seal the value for this connection: `gatehouse seal -f FILE`. In "
+        "`UpstreamTLSReady`, `tls.clientCertificate.sealed` likewise, or a value sealed as an "
+        "auth secret rather than with `gatehouse seal --tls-cert --tls-key`.",
     ),
     Reason.SEALED_KEY_UNKNOWN: Troubleshooting(
         _SEALED,
@@ -285,11 +288,14 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
     ),
     Reason.SECRET_KEY_NOT_FOUND: Troubleshooting(
         "ExternalConnection",
-        "`auth.secretRef` names a key the Secret does not have. Add the key, or fix the name.",
+        "`auth.secretRef` names a key the Secret does not have (or, in `UpstreamTLSReady`, "
+        "`tls.clientCertificate.secretRef`'s Secret lacks `tls.crt` or `tls.key`, or "
+        "`tls.caBundleRef` names a key it does not have). Add the key, or fix the name.",
     ),
     Reason.SECRET_NOT_FOUND: Troubleshooting(
         "ExternalConnection",
-        "`auth.secretRef` names a Secret that is not there. Create it in the connection's "
+        "`auth.secretRef` (or, in `UpstreamTLSReady`, `tls.clientCertificate.secretRef` or "
+        "`tls.caBundleRef`) names a Secret that is not there. Create it in the connection's "
         "namespace.",
     ),
     Reason.SECRET_NOT_LABELLED: Troubleshooting(
@@ -329,6 +335,59 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
     Reason.WATCHED: Troubleshooting(
         "ExternalConnection (CredentialWatched)",
         "The credential's Secret is labelled, so a rotation is seen at once. Nothing to do.",
+        working=True,
+    ),
+    Reason.CLIENT_CERTIFICATE_CURRENT: Troubleshooting(
+        "ExternalConnection (ClientCertificateCurrent, advisory)",
+        "The client certificate (spec.tls.clientCertificate) has more than a third of its "
+        "lifetime left; the message gives its subject and expiry. Nothing to do.",
+        working=True,
+    ),
+    Reason.CLIENT_CERTIFICATE_EXPIRED: Troubleshooting(
+        _TLS,
+        "The client certificate's notAfter has passed, so the API would refuse it: the "
+        "connection is not Ready and the proxy answers 503. Renew it: update its "
+        "kubernetes.io/tls Secret (cert-manager does when it renews), or seal the new one.",
+    ),
+    Reason.CLIENT_CERTIFICATE_EXPIRING: Troubleshooting(
+        "ExternalConnection (ClientCertificateCurrent, advisory)",
+        "Less than a third of the client certificate's lifetime is left (when cert-manager "
+        "renews); the message says when it expires. Renew it and update its Secret: the proxies "
+        "present the new one at once.",
+    ),
+    Reason.CLIENT_KEY_MISMATCH: Troubleshooting(
+        _TLS,
+        "tls.key (or the sealed private key) is not the key of the first certificate of "
+        "tls.crt. The first certificate must be the client's own, its chain after it; check the "
+        "pair came from the same issuance.",
+    ),
+    Reason.INVALID_CA_BUNDLE: Troubleshooting(
+        _TLS,
+        "tls.caBundle (or the Secret key tls.caBundleRef names) is not one or more PEM "
+        "certificates, or is over 64 KiB; the message says which. Put the CA certificates "
+        "alone, in PEM.",
+    ),
+    Reason.INVALID_CLIENT_CERTIFICATE: Troubleshooting(
+        _TLS,
+        "tls.crt (or the sealed chain) is not PEM certificates, holds more than 8, is over "
+        "32 KiB, or its first certificate is not valid yet; the message says which.",
+    ),
+    Reason.INVALID_CLIENT_KEY: Troubleshooting(
+        _TLS,
+        "tls.key (or the sealed key) is not one unencrypted PEM private key of an allowed kind: "
+        "RSA of 2,048 to 4,096 bits, EC on P-256 or P-384, or Ed25519; the message says which "
+        "rule it breaks, never the key.",
+    ),
+    Reason.SECRET_WRONG_TYPE: Troubleshooting(
+        _TLS,
+        "tls.clientCertificate.secretRef names a Secret that is not of type kubernetes.io/tls "
+        "(with tls.crt and tls.key). Create it with `kubectl create secret tls NAME --cert "
+        "--key`, or let cert-manager write it.",
+    ),
+    Reason.TLS_CONFIGURED: Troubleshooting(
+        _TLS,
+        "spec.tls is checked and encrypted for the proxies; the message names the client "
+        "certificate's subject and the CAs trusted. Nothing to do.",
         working=True,
     ),
 }

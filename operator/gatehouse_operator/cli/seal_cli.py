@@ -6,7 +6,8 @@ the operator, ready to commit (see ``gatehouse_operator.keys.sealed_values``).
   baseURL; an OAuth 2.0 client secret also for its tokenURL and clientId) with the operator's
   public key, fetched from the cluster or given with ``--cert`` for offline use, and prints the
   connection's YAML with ``spec.auth.sealedSecret`` in place of ``secretRef``, a merge patch, or
-  the bare value.
+  the bare value. With ``--tls-cert`` and ``--tls-key`` it seals a client certificate and its
+  key instead, for ``spec.tls.clientCertificate.sealed`` (a value that opens for that use alone).
 - ``reseal`` rewrites the sealed values of a file that were sealed with an older key: the
   operator offers each resealed in its connection's status (it alone can open them), and an
   offer is written only if it is sealed for the file's connection (namespace, name, origin, and
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import datetime
 import io
 import json
 import sys
@@ -36,8 +38,11 @@ from gatehouse_operator.cli import kubeconfig
 from gatehouse_operator.cli.service_cli import cluster_options
 from gatehouse_operator.connections.origin import OriginError, normalise_origin, normalise_token_url
 from gatehouse_operator.errors import GatehouseError
+from gatehouse_operator.keys.client_certificates import check_client_certificate
+from gatehouse_operator.keys.credentials import CredentialProblem
 from gatehouse_operator.keys.sealed_values import (
     SEALING_KEYS_FILE,
+    TLS_CLIENT_CERTIFICATE,
     PublicSealingKeys,
     Scope,
     SealedValue,
@@ -92,6 +97,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     seal.add_argument("--client-id", help="an OAuth 2.0 connection's clientId (without -f)")
     seal.add_argument("--from-file", help="read the secret from this file, not stdin")
+    seal.add_argument(
+        "--tls-cert",
+        help="a client certificate (PEM, its chain after it), with --tls-key: sealed for the "
+        "connection's spec.tls.clientCertificate.sealed, in place of the auth secret",
+    )
+    seal.add_argument("--tls-key", help="the client certificate's private key (PEM)")
     seal.add_argument("--cert", help="the public keys (gatehouse sealing-key public): offline")
     seal.add_argument(
         "-o",
@@ -258,7 +269,8 @@ def seal(args: argparse.Namespace) -> int:
                 "(--name chooses)"
             )
         connection = connections[0]
-        if ((connection.get("spec") or {}).get("auth") or {}).get("type", "none") == "none":
+        auth_type = ((connection.get("spec") or {}).get("auth") or {}).get("type", "none")
+        if auth_type == "none" and not args.tls_cert:
             raise SealError("spec.auth.type is none: the connection takes no secret")
         if args.token_url or args.client_id:
             raise SealError(
@@ -287,6 +299,8 @@ def seal(args: argparse.Namespace) -> int:
     output = args.output or ("yaml" if connection is not None else "value")
     if output == "yaml" and connection is None:
         raise SealError("-o yaml needs -f: the connection to write the value into")
+    if args.tls_cert or args.tls_key:
+        return _seal_client_certificate(args, documents, connection, namespace, name, base_url)
     scope = _scope(namespace, name, base_url, token_url, client_id, where)
     secret = _secret(args)
     keys = _public_keys(args)
@@ -299,6 +313,64 @@ def seal(args: argparse.Namespace) -> int:
         auth = connection.setdefault("spec", {}).setdefault("auth", {})
         auth.pop("secretRef", None)
         auth["sealedSecret"] = value
+        print(_dump(documents), end="")
+    print(f"sealed for {scope} with key {keys.active}", file=sys.stderr)
+    return DONE
+
+
+def _client_certificate(args: argparse.Namespace) -> bytes:
+    """The chain and key of --tls-cert and --tls-key, checked as the operator checks them (so a
+    wrong pair fails here, not in a condition later): the chain, then the key."""
+    if not (args.tls_cert and args.tls_key):
+        raise SealError("give both --tls-cert and --tls-key (a certificate is sealed with its key)")
+    if args.from_file or args.token_url or args.client_id:
+        raise SealError(
+            "--tls-cert and --tls-key seal a client certificate alone: no --from-file, "
+            "--token-url or --client-id with them"
+        )
+    read = []
+    for option, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
+        try:
+            read.append(Path(path).read_bytes())
+        except OSError as error:
+            raise SealError(f"{option}: {error.strerror}: {path}") from None
+    chain, key = read
+    try:
+        check_client_certificate(
+            chain, key, "--tls-cert", "--tls-key", datetime.datetime.now(datetime.UTC)
+        )
+    except CredentialProblem as problem:
+        raise SealError(problem.message) from None
+    return chain.rstrip(b"\n") + b"\n" + key
+
+
+def _seal_client_certificate(
+    args: argparse.Namespace,
+    documents: list[Any],
+    connection: Any,
+    namespace: str,
+    name: str,
+    base_url: str,
+) -> int:
+    """Seals --tls-cert and --tls-key for the connection's client certificate (a value that
+    opens for that use alone) and prints it as -o says."""
+    plain = _client_certificate(args)
+    try:
+        origin = normalise_origin(base_url, allow_http=False)
+    except OriginError as error:
+        raise SealError(f"spec.baseURL: {error} (a client certificate needs https)") from None
+    scope = Scope(namespace, name, origin, use=TLS_CLIENT_CERTIFICATE)
+    keys = _public_keys(args)
+    value = keys.seal(plain, scope)
+    output = args.output or ("yaml" if connection is not None else "value")
+    if output == "value":
+        print(value)
+    elif output == "patch":
+        patch = {"clientCertificate": {"sealed": value, "secretRef": None}}
+        print(json.dumps({"spec": {"tls": patch}}))
+    else:
+        tls = connection.setdefault("spec", {}).setdefault("tls", {})
+        tls["clientCertificate"] = {"sealed": value}
         print(_dump(documents), end="")
     print(f"sealed for {scope} with key {keys.active}", file=sys.stderr)
     return DONE

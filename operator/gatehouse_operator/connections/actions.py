@@ -226,6 +226,8 @@ class Connections:
             can_manage=can_manage,
             cache=spec.cache,
             cache_purged_at=connection.cache_purged_at,
+            tls=spec.tls,
+            client_certificate=connection.status.client_certificate,
         )
 
     # --- Samples -------------------------------------------------------------------------------

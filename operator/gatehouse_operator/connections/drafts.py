@@ -37,6 +37,7 @@ from gatehouse_operator.connections.testing import (
     result,
     secret_texts,
 )
+from gatehouse_operator.connections.upstream_tls import Compiled, once, read_upstream_tls
 from gatehouse_operator.errors import GatehouseError
 from gatehouse_operator.keys.credentials import (
     CredentialProblem,
@@ -158,8 +159,15 @@ async def try_draft(
         )
     except CredentialProblem as problem:
         return _failed(problem.reason, problem.message)
+    # Its TLS as a saved connection's is compiled, its client certificate encrypted for this
+    # test alone.
+    draft_tls = Compiled(namespace, draft.name, uid, origin, once(runtime, uid, origin))
+    tls = await read_upstream_tls(runtime, draft_tls, spec)
+    refused = next((verdict for verdict in tls.verdicts if not verdict.ok), None)
+    if refused is not None:
+        return _failed(refused.reason, refused.message)
     # A draft's test asks the API itself: no cached answer stands in for it.
-    route = route_for(f"{namespace}/{DRAFT_NAME}", uid, spec, origin, credential, "", None)
+    route = route_for(f"{namespace}/{DRAFT_NAME}", uid, spec, origin, credential, "", None, tls.tls)
     size = budget.entry_size(route)
     too_large = budget.check(route, size, size, ConditionType.PASSED)
     if too_large is not None:

@@ -141,6 +141,16 @@ class ConnectionDetail(Model):
         description="When its cached answers were last purged (the annotation "
         "gatehouse.dev/cache-purged-at, RFC 3339); empty: never.",
     )
+    tls: dict[str, JsonValue] | None = Field(
+        default=None,
+        description="The spec's TLS to the API (spec.tls), as given: the client certificate's "
+        "Secret name or sealed value, the CA bundle; null: the defaults.",
+    )
+    client_certificate: dict[str, JsonValue] | None = Field(
+        default=None,
+        description="The client certificate the proxies present, as the operator read it "
+        "(status.clientCertificate: subject, issuer, notAfter); never its key.",
+    )
 
 
 class CachePurged(Model):

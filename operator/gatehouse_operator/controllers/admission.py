@@ -155,20 +155,22 @@ async def check_secret_use(
     body: kopf.Body, userinfo: kopf.UserInfo, memo: kopf.Memo, **kwargs: Any
 ) -> None:
     old: kopf.Body | None = kwargs.get("old")  # kopf passes it, though WebhookFn omits it
-    needed = secret_use.secret_to_read(
-        StoredConnectionSpec.model_validate(old.get("spec") or {}) if old else None,
-        StoredConnectionSpec.model_validate(body.get("spec") or {}),
-    )
-    if needed is None:
-        return
-    secret, field = needed
+    old_spec = StoredConnectionSpec.model_validate(old.get("spec") or {}) if old else None
+    new_spec = StoredConnectionSpec.model_validate(body.get("spec") or {})
+    needed = secret_use.secret_to_read(old_spec, new_spec)
+    # spec.tls's Secrets: each held to the same rule.
+    all_needed = [needed] if needed is not None else []
+    all_needed += secret_use.tls_secrets_to_read(old_spec, new_spec)
     access: Access = memo.access
     namespace = body["metadata"]["namespace"]
     user = User.from_user_info(dict(userinfo))
-    if not await access.allowed(user, secret_use.READ_VERB, "secrets", namespace, secret, group=""):
-        raise kopf.AdmissionError(
-            secret_use.secret_refusal(user.name, namespace, secret, field), code=403
-        )
+    for secret, field in all_needed:
+        if not await access.allowed(
+            user, secret_use.READ_VERB, "secrets", namespace, secret, group=""
+        ):
+            raise kopf.AdmissionError(
+                secret_use.secret_refusal(user.name, namespace, secret, field), code=403
+            )
 
 
 @kopf.on.validate(

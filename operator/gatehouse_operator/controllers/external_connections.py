@@ -18,12 +18,14 @@ not a time turns the cache off (the connection works, uncached) until it is. Adv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 from pydantic import ValidationError
 
+from gatehouse_contract.keyring import Encrypted
 from gatehouse_contract.routes import Credential, EntryKind
 from gatehouse_operator.api.auth_kinds import kind_of
 from gatehouse_operator.api.cache_purge import purge_problem
@@ -41,7 +43,14 @@ from gatehouse_operator.connections.origin import (
     sealed_scope,
     token_url_of,
 )
+from gatehouse_operator.connections.upstream_tls import (
+    Compiled,
+    TlsRead,
+    certificate_summary,
+    read_upstream_tls,
+)
 from gatehouse_operator.controllers import linked_apps
+from gatehouse_operator.keys.client_certificates import CheckedCertificate
 from gatehouse_operator.keys.credentials import (
     CredentialProblem,
     Found,
@@ -100,6 +109,32 @@ def cache_purge(connection: Resource) -> tuple[str | None, list[Verdict]]:
     return purged_at, [Verdict(ConditionType.CACHE_PURGED, "True", Reason.PURGED, purged)]
 
 
+def watched_of(read: CredentialRead) -> list[Verdict]:
+    """The advisory verdicts of reading the credential, with one CredentialWatched for every
+    Secret the connection reads (its auth secret's, its TLS Secrets'): the first that the watch
+    does not see, else the auth secret's (or the first TLS Secret's) saying it sees them."""
+    watched = [v for v in read.advisory if v.type == ConditionType.CREDENTIAL_WATCHED]
+    watched += [watched_verdict(*seen) for seen in read.tls.secrets]
+    others = [v for v in read.advisory if v.type != ConditionType.CREDENTIAL_WATCHED]
+    unseen = [v for v in watched if not v.ok]
+    return [*others, *(unseen or watched)[:1]]
+
+
+def compiled(runtime: Runtime, connection: Resource, origin: str) -> Compiled:
+    """The connection as its spec.tls is compiled: an unchanged client certificate is neither
+    checked nor encrypted again (runtime.encrypter), so the proxies keep the TLS context made
+    for it."""
+
+    def certify(
+        chain: bytes, key: bytes, check: Callable[[], CheckedCertificate]
+    ) -> tuple[CheckedCertificate, Encrypted]:
+        return runtime.encrypter.client_certificate(
+            chain, key, check, connection_uid=connection.uid, origin=origin
+        )
+
+    return Compiled(connection.namespace, connection.name, connection.uid, origin, certify)
+
+
 async def reconcile(runtime: Runtime, connection: Resource, secret_data: Any = _UNSET) -> None:
     """Compiles the connection, publishes the table, writes status. Safe to repeat.
 
@@ -113,6 +148,8 @@ async def reconcile(runtime: Runtime, connection: Resource, secret_data: Any = _
     read = await read_credential(runtime, connection, spec, origin, token_url, secret_data)
     credential = encrypt_for_proxies(runtime, connection, spec, read, origin, token_url)
     verdicts.append(verdict_for(read.problem, spec.auth))
+    read.tls = await read_upstream_tls(runtime, compiled(runtime, connection, origin), spec)
+    verdicts += read.tls.verdicts
     await publish_route(runtime, connection, key, spec, origin, credential, verdicts, read)
 
 
@@ -175,6 +212,8 @@ class CredentialRead:
     found: Found | None
     resealed: str
     secret_data: Any
+    # spec.tls compiled (its client certificate and CAs).
+    tls: TlsRead = field(default_factory=TlsRead)
 
 
 async def read_credential(
@@ -270,18 +309,31 @@ async def publish_route(
     """Puts the connection's route in the table (or leaves it out when it does not fit the
     table's budget), and reports its status once the proxies route it."""
     epoch, purged = cache_purge(connection)
-    advisory, resealed = [*read.advisory, *purged], read.resealed
+    advisory = [*watched_of(read), *read.tls.advisory, *purged]
+    resealed = read.resealed
     routed = f"the proxy routes requests to {origin}"
     summary = ready(verdicts, "Routed", routed)
     unavailable = "" if summary.ok else f"the connection is not ready: {summary.message}"
 
-    route = route_for(key, connection.uid, spec, origin, credential, unavailable, epoch)
+    route = route_for(
+        key, connection.uid, spec, origin, credential, unavailable, epoch, read.tls.tls
+    )
     size = budget.entry_size(route)
     total = runtime.routes.budget.total_with("connection", key, size)
     refusal = budget.check(route, size, total, ConditionType.ACCEPTED)
+    # The certificate given (so written, null clearing it) only where one is named or was
+    # shown: other connections' status stays as it was.
+    named = spec.tls is not None and spec.tls.client_certificate is not None
     fields = ExternalConnectionStatus(
         origin=origin, has_secret=credential.encrypted is not None, resealed_secret=resealed
     )
+    if named or "clientCertificate" in connection.status:
+        fields = ExternalConnectionStatus(
+            origin=origin,
+            has_secret=credential.encrypted is not None,
+            resealed_secret=resealed,
+            client_certificate=certificate_summary(read.tls.certificate),
+        )
     if refusal is not None:
         # Left out of the table (its apps report the link broken); Accepted says what to shrink.
         runtime.routes.drop_connection(key)

@@ -2,8 +2,9 @@
 
 The API server sends the operator only Secrets labelled ``gatehouse.dev/credential=true`` (the
 selector is set at start-up); of those it acts on the ones a connection references (its
-credential) or that hold an app's proxy credential. A Secret that loses the label arrives as
-DELETED, so a deletion is confirmed by reading the Secret, never taken from the watch alone.
+credential, or its client certificate or CA bundle) or that hold an app's proxy credential. A
+Secret that loses the label arrives as DELETED, so a deletion is confirmed by reading the Secret,
+never taken from the watch alone.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import kopf
 
 from gatehouse_contract.routes import token_sha256
+from gatehouse_operator.api.stored import StoredConnectionSpec
 from gatehouse_operator.controllers import external_connections, linked_apps
 from gatehouse_operator.kube import API_ERRORS
 from gatehouse_operator.runtime import Runtime
@@ -29,6 +31,12 @@ def _relevant(name: str, namespace: str | None, labels: kopf.Labels, memo: Any, 
     )
 
 
+def _credential_secret(spec: Any) -> str:
+    """The Secret auth.secretRef names: the one whose data reconcile takes as delivered. A
+    connection's TLS Secrets (spec.tls) are read by reconcile itself."""
+    return StoredConnectionSpec.model_validate(spec or {}).secret_ref_name
+
+
 @kopf.on.event("", "v1", "secrets", when=_relevant)
 async def secret_event(
     event: kopf.RawEvent, body: kopf.Body, name: str, namespace: str | None, memo: Any, **_: Any
@@ -42,7 +50,7 @@ async def secret_event(
         connection = runtime.routes.connection_resource(key)
         if connection is None:
             continue  # dropped while an earlier one was reconciled
-        if not deleted:
+        if not deleted and _credential_secret(connection.spec) == name:
             await external_connections.reconcile(runtime, connection, secret_data=data)
             continue
         try:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol, TypeVar, cast
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
@@ -19,8 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import padding
 
 from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
 from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
-from gatehouse_contract.keyring import Keyring, KeyringSource
-from gatehouse_contract.routes import Credential
+from gatehouse_contract.keyring import Encrypted, Keyring, KeyringSource
+from gatehouse_contract.routes import Credential, UpstreamTls
 from gatehouse_operator.api.auth_kinds import SecretShape, kind_of, section_of
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import Auth, AwsWebIdentity
@@ -38,6 +39,16 @@ MAX_SECRET_BYTES = 4096
 MAX_KEY_FILE_BYTES = 16 * 1024
 # AWS keys' JSON: a session token of 8,192 characters (the most aws_keys reads) and the rest fit.
 MAX_AWS_KEYS_BYTES = 16 * 1024
+
+
+class HasPem(Protocol):
+    """A checked client certificate: what is encrypted of it is its ``pem``."""
+
+    @property
+    def pem(self) -> bytes: ...
+
+
+Checked = TypeVar("Checked", bound=HasPem)
 
 
 class CredentialProblem(GatehouseError):
@@ -278,6 +289,9 @@ class CredentialEncrypter:
         self.keyring = keyring
         # Per connection uid: the inputs a credential was encrypted from, and the result.
         self._encrypted: dict[str, tuple[tuple[str, ...], Credential]] = {}
+        # Likewise its client certificate (spec.tls), checked and encrypted: a new ciphertext
+        # would make the proxies build its TLS context again.
+        self._certificates: dict[str, tuple[tuple[str, ...], tuple[HasPem, Encrypted]]] = {}
 
     def encrypt(
         self,
@@ -312,5 +326,29 @@ class CredentialEncrypter:
         self._encrypted[connection_uid] = (inputs, credential)
         return credential
 
+    def client_certificate(
+        self,
+        chain: bytes,
+        key: bytes,
+        check: Callable[[], Checked],
+        *,
+        connection_uid: str,
+        origin: str,
+    ) -> tuple[Checked, Encrypted]:
+        """A client certificate's ``chain`` and ``key`` as ``check`` makes them (raising
+        CredentialProblem), and encrypted for the proxies under UpstreamTls.context; an
+        unchanged pair is neither checked nor encrypted again."""
+        keyring = self.keyring.current()
+        digests = (hashlib.sha256(chain).hexdigest(), hashlib.sha256(key).hexdigest())
+        inputs = (origin, *digests, keyring.active)
+        cached = self._certificates.get(connection_uid)
+        if cached is not None and cached[0] == inputs:
+            return cast(tuple[Checked, Encrypted], cached[1])
+        checked = check()
+        encrypted = keyring.encrypt(checked.pem, UpstreamTls.context(connection_uid, origin))
+        self._certificates[connection_uid] = (inputs, (checked, encrypted))
+        return checked, encrypted
+
     def forget(self, connection_uid: str) -> None:
         self._encrypted.pop(connection_uid, None)
+        self._certificates.pop(connection_uid, None)

@@ -44,6 +44,9 @@ log = logging.getLogger("gatehouse.operator")
 _HEADER_FIELDS = {"v", "key", "namespace", "name", "origin"}
 # A client secret's header binds these too.
 _TOKEN_FIELDS = {"tokenURL", "clientId"}
+# A value sealed for another use than the connection's auth secret (a TLS client certificate)
+# names it: it opens for that use alone.
+_USE_FIELD = "use"
 # A header holds a fingerprint, a namespace and name (at most 253 each) and an origin (at most
 # 2,048): more is not a header.
 _MAX_HEADER_CHARS = 4 * 1024
@@ -51,6 +54,8 @@ _MAX_HEADER_CHARS = 4 * 1024
 PREFIX = "gh1"
 VERSION = 1
 FIELD = "auth.sealedSecret"
+# The uses a value may be sealed for beside the auth secret ("" in a Scope).
+TLS_CLIENT_CERTIFICATE = "tlsClientCertificate"
 SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.AES_256_GCM)
 # Long enough to name a key among any number an installation keeps; not a security bound (the
 # AEAD is).
@@ -93,17 +98,23 @@ class Scope:
     origin: str
     token_url: str = ""
     client_id: str = ""
+    # "": the auth secret; else what else of the connection it is (TLS_CLIENT_CERTIFICATE).
+    use: str = ""
 
     def __str__(self) -> str:
         where = f"{self.namespace}/{self.name} at {self.origin}"
         if self.token_url:
             where += f" (token URL {self.token_url}, client {self.client_id})"
+        if self.use:
+            where += f" (as its {self.use})"
         return where
 
     def header_fields(self) -> dict[str, str]:
         fields = {"namespace": self.namespace, "name": self.name, "origin": self.origin}
         if self.token_url:
             fields |= {"tokenURL": self.token_url, "clientId": self.client_id}
+        if self.use:
+            fields[_USE_FIELD] = self.use
         return fields
 
 
@@ -115,10 +126,10 @@ class SealedValue:
     payload: bytes
 
     @classmethod
-    def parse(cls, text: str) -> SealedValue:
+    def parse(cls, text: str, field: str = FIELD) -> SealedValue:
         corrupt = SealedValueProblem(
             Reason.SEALED_VALUE_CORRUPT,
-            f"{FIELD} is not a sealed value (gh1.<header>.<payload>, as gatehouse seal writes "
+            f"{field} is not a sealed value (gh1.<header>.<payload>, as gatehouse seal writes "
             "it): it was cut or altered",
         )
         parts = text.strip().split(".")
@@ -131,12 +142,18 @@ class SealedValue:
         # RecursionError: JSON nested thousands deep (a short header can be).
         except (ValueError, binascii.Error, RecursionError):
             raise corrupt from None
-        if not isinstance(fields, dict) or set(fields) not in (
+        if not isinstance(fields, dict) or set(fields) - {_USE_FIELD} not in (
             _HEADER_FIELDS,
             _HEADER_FIELDS | _TOKEN_FIELDS,
         ):
             raise corrupt
-        names = ("namespace", "name", "origin", "key", *(_TOKEN_FIELDS & set(fields)))
+        names = (
+            "namespace",
+            "name",
+            "origin",
+            "key",
+            *((_TOKEN_FIELDS | {_USE_FIELD}) & set(fields)),
+        )
         if not all(isinstance(fields[name], str) for name in names):
             raise corrupt
         # Named in conditions and messages: a header must not make them large.
@@ -145,7 +162,7 @@ class SealedValue:
         if fields["v"] != VERSION:
             raise SealedValueProblem(
                 Reason.SEALED_VALUE_CORRUPT,
-                f"{FIELD} is sealed in format version {fields['v']}; this operator reads {VERSION}",
+                f"{field} is sealed in format version {fields['v']}; this operator reads {VERSION}",
             )
         scope = Scope(
             fields["namespace"],
@@ -153,6 +170,7 @@ class SealedValue:
             fields["origin"],
             fields.get("tokenURL", ""),
             fields.get("clientId", ""),
+            fields.get(_USE_FIELD, ""),
         )
         key = fields["key"]
         return cls(key, scope, header, payload)
@@ -272,23 +290,24 @@ class SealingKeys:
     def fingerprints(self) -> frozenset[str]:
         return frozenset(self._keys)
 
-    def open(self, text: str, scope: Scope) -> bytes:
-        """The plaintext of ``text`` for the connection ``scope``; raises SealedValueProblem."""
-        return self._open(SealedValue.parse(text), scope)
+    def open(self, text: str, scope: Scope, field: str = FIELD) -> bytes:
+        """The plaintext of ``text`` for the connection ``scope``; raises SealedValueProblem
+        naming ``field``."""
+        return self._open(SealedValue.parse(text, field), scope, field)
 
-    def _open(self, sealed: SealedValue, scope: Scope) -> bytes:
+    def _open(self, sealed: SealedValue, scope: Scope, field: str = FIELD) -> bytes:
         key = self._keys.get(sealed.key)
         if key is None:
             raise SealedValueProblem(
                 Reason.SEALED_KEY_UNKNOWN,
-                f"{FIELD} is sealed with key {sealed.key}, which this installation does not "
+                f"{field} is sealed with key {sealed.key}, which this installation does not "
                 f"hold (it holds {', '.join(sorted(self._keys))}): sealed for another cluster, "
                 "or with a key that was lost; seal the value again with gatehouse seal",
             )
         if sealed.scope != scope:
             raise SealedValueProblem(
                 Reason.SEALED_FOR_ANOTHER_CONNECTION,
-                f"{FIELD} is sealed for {sealed.scope}, and this connection is {scope}: a sealed "
+                f"{field} is sealed for {sealed.scope}, and this connection is {scope}: a sealed "
                 "value opens only for the connection, namespace and baseURL it was sealed for",
             )
         try:
@@ -296,7 +315,7 @@ class SealingKeys:
         except (InvalidTag, ValueError):  # ValueError: an encapsulated key off the curve
             raise SealedValueProblem(
                 Reason.SEALED_VALUE_CORRUPT,
-                f"{FIELD} does not open with key {sealed.key}: it was altered or cut",
+                f"{field} does not open with key {sealed.key}: it was altered or cut",
             ) from None
 
     def reseal(self, text: str, scope: Scope) -> str | None:

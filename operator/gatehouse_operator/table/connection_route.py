@@ -9,6 +9,7 @@ from gatehouse_contract.routes import (
     Credential,
     CredentialLimit,
     Limits,
+    UpstreamTls,
 )
 from gatehouse_operator.api import connection
 from gatehouse_operator.api.connection import ExternalConnectionSpec
@@ -22,9 +23,11 @@ def route_for(
     credential: Credential,
     unavailable: str,
     cache_epoch: str | None,
+    tls: UpstreamTls | None = None,
 ) -> ConnectionRoute:
     """The proxy's route for a connection (a saved one, or a draft under test). ``cache_epoch``:
-    the time of the connection's last purge ("" for none); None keeps its cache off."""
+    the time of the connection's last purge ("" for none); None keeps its cache off. ``tls``:
+    its spec.tls compiled (controllers.upstream_tls); a draft's test goes without."""
     return ConnectionRoute(
         key=key,
         uid=uid,
@@ -46,6 +49,7 @@ def route_for(
         unavailable=unavailable,
         forward_viewer_identity=spec.forward_viewer_identity,
         cache=cache_policy(spec.cache, cache_epoch),
+        tls=tls,
     )
 
 

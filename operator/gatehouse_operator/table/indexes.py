@@ -1,4 +1,5 @@
-"""Which connections use a Secret, and which apps link a connection.
+"""Which connections use a Secret (their credential's, or spec.tls's), and which apps link a
+connection.
 
 Kept as the routes change, so that a Secret's rotation or a connection's change finds what it
 affects at the same cost with 10 resources as with 10,000.
@@ -17,8 +18,8 @@ Entry = TypeVar("Entry")
 class Indexes:
     def __init__(self) -> None:
         self._secret_users: dict[tuple[str, str], set[str]] = {}
-        # Each indexed connection's Secret, so that dropping it needs nothing but its key.
-        self._secrets: dict[str, tuple[str, str]] = {}
+        # Each indexed connection's Secrets, so that dropping it needs nothing but its key.
+        self._secrets: dict[str, frozenset[tuple[str, str]]] = {}
         self._linkers: dict[str, set[str]] = {}
 
     def connections_using_secret(self, namespace: str, name: str) -> list[str]:
@@ -29,13 +30,13 @@ class Indexes:
 
     def add_connection(self, key: str, spec: ExternalConnectionSpec) -> None:
         self.remove_connection(key)
-        secret = _secret_of(key, spec)
-        self._secrets[key] = secret
-        self._secret_users.setdefault(secret, set()).add(key)
+        secrets = _secrets_of(key, spec)
+        self._secrets[key] = secrets
+        for secret in secrets:
+            self._secret_users.setdefault(secret, set()).add(key)
 
     def remove_connection(self, key: str) -> None:
-        secret = self._secrets.pop(key, None)
-        if secret is not None:
+        for secret in self._secrets.pop(key, frozenset()):
             _discard(self._secret_users, secret, key)
 
     def add_app(self, key: str, links: dict[str, str]) -> None:
@@ -54,7 +55,13 @@ def _discard(index: dict[Entry, set[str]], entry: Entry, key: str) -> None:
         index.pop(entry, None)
 
 
-def _secret_of(key: str, spec: ExternalConnectionSpec) -> tuple[str, str]:
-    """(namespace, Secret name) connection ``key`` takes its credential from; name "" for none."""
-    ref = spec.auth.secret_ref
-    return namespace_of(key), ref.name if ref is not None else ""
+def _secrets_of(key: str, spec: ExternalConnectionSpec) -> frozenset[tuple[str, str]]:
+    """(namespace, Secret name) of each Secret connection ``key`` reads: its credential's (name
+    "" for none), and its client certificate's and CA bundle's (spec.tls)."""
+    names = {spec.auth.secret_ref.name if spec.auth.secret_ref is not None else ""}
+    tls = spec.tls
+    if tls is not None and tls.client_certificate and tls.client_certificate.secret_ref:
+        names.add(tls.client_certificate.secret_ref.name)
+    if tls is not None and tls.ca_bundle_ref is not None:
+        names.add(tls.ca_bundle_ref.name)
+    return frozenset((namespace_of(key), name) for name in names)

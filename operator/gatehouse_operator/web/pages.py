@@ -57,6 +57,7 @@ from gatehouse_operator.web.charts import Chart, bar_chart
 from gatehouse_operator.web.grants_section import GrantsSection
 from gatehouse_operator.web.guards import Guards, Handler, Visitor, fields_of, page_refusal
 from gatehouse_operator.web.session import MAX_TOKEN_CHARS
+from gatehouse_operator.web.tls_section import tls_view
 from gatehouse_operator.web.wizard import AUTH_TYPE_TITLES, LIMIT_TITLES
 
 APP_KINDS = {DATA_APP.kind: DATA_APP, CHART_TYPE.kind: CHART_TYPE}
@@ -297,6 +298,7 @@ class Pages:
             link=link or Typed({}),
             grants=await self.grants.view(visitor, namespace, name, detail.auth, detail.can_manage),
             cache=cache_view(detail),
+            tls=tls_view(detail),
         )
 
     async def connection_requests(self, request: Request, visitor: Visitor) -> Response:

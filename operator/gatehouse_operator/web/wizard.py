@@ -160,6 +160,10 @@ FIELDS = (
         lines=True,
         what="a media type such as application/json or text/*",
     ),
+    FieldTitle("tls", "TLS to the API"),
+    FieldTitle("tls.clientCertificate", "Client certificate Secret"),
+    FieldTitle("tls.caBundle", "CA bundle"),
+    FieldTitle("tls.systemRoots", "Trust only the CA bundle"),
     FieldTitle("sampleLabel", "Sample label"),
     FieldTitle("instructions", "Instructions"),
     *(FieldTitle(f"limits.{key}", title) for key, (title, _) in SHOWN_LIMITS.items()),
@@ -230,6 +234,7 @@ STEP_FIELDS = {
         "allowedPaths",
         "headers",
         "allowedContentTypes",
+        "tls",
     ),
     "auth": ("auth", "awsKeysFrom", "storage", "secret"),
     "access": (
@@ -336,6 +341,13 @@ def _pairs(text: str) -> tuple[dict[str, str], list[str]]:
     return found, bad
 
 
+def _tls_secret_name(tls: dict[str, JsonValue]) -> str:
+    """The Secret spec.tls.clientCertificate.secretRef names; "" for none."""
+    certificate = tls.get("clientCertificate")
+    ref = certificate.get("secretRef") if isinstance(certificate, dict) else None
+    return str(ref.get("name") or "") if isinstance(ref, dict) else ""
+
+
 def _pair_lines(pairs: Mapping[str, str]) -> str:
     """name=value lines, as _pairs reads them."""
     return "\n".join(f"{key}={value}" for key, value in pairs.items())
@@ -438,6 +450,12 @@ class WizardForm:
     # stay as stored.
     cache: bool = False
     cache_ttl: str = ""
+    # spec.tls: the client certificate's kubernetes.io/tls Secret, a CA bundle (PEM), and
+    # whether the system's roots are left out; a sealed certificate or a caBundleRef stays as
+    # stored.
+    tls_secret: str = ""
+    tls_ca_bundle: str = ""
+    tls_only_bundle: bool = False
     draft_secret: str = ""
     storage: str = "secret"
     # The secret sealed to the operator for this connection (the page seals an entered one);
@@ -506,6 +524,9 @@ class WizardForm:
             limits=tuple((key, text(key).strip()) for key in SHOWN_LIMITS),
             cache=fields.get("cache") == "on",
             cache_ttl=text("cache_ttl").strip(),
+            tls_secret=text("tls_secret").strip(),
+            tls_ca_bundle=text("tls_ca_bundle").replace("\r\n", "\n").strip(),
+            tls_only_bundle=fields.get("tls_only_bundle") == "on",
             draft_secret=text("draft_secret"),
             storage=text("storage", "secret"),
             stored=stored,
@@ -569,6 +590,9 @@ class WizardForm:
             ),
             cache=spec.cache is not None,
             cache_ttl=str((spec.cache or {}).get("ttlSeconds") or ""),
+            tls_secret=_tls_secret_name(spec.tls or {}),
+            tls_ca_bundle=str((spec.tls or {}).get("caBundle") or "").strip(),
+            tls_only_bundle=(spec.tls or {}).get("systemRoots") is False,
             storage="sealed" if auth.sealed_secret else "secret",
             stored=spec,
             resource_version=resource_version,
@@ -821,6 +845,23 @@ class WizardForm:
             cache["ttlSeconds"] = ttl
         return cache
 
+    def _tls(self) -> dict[str, JsonValue]:
+        """spec.tls: the stored one's other fields (a sealed certificate, a caBundleRef), with
+        the Secret, the CA bundle and the system roots as given; empty: none."""
+        stored = dict(self.stored.tls or {})
+        tls = {k: v for k, v in stored.items() if k not in ("clientCertificate", "caBundle")}
+        tls.pop("systemRoots", None)
+        sealed = stored.get("clientCertificate")
+        if self.tls_secret:
+            tls = {"clientCertificate": {"secretRef": {"name": self.tls_secret}}, **tls}
+        elif isinstance(sealed, dict) and sealed.get("sealed"):
+            tls = {"clientCertificate": sealed, **tls}
+        if self.tls_ca_bundle:
+            tls["caBundle"] = self.tls_ca_bundle + "\n"
+        if self.tls_only_bundle:
+            tls["systemRoots"] = False
+        return tls
+
     def spec(self) -> ConnectionSpecDocument:
         """The ExternalConnection spec these fields make; on an edit, fields the wizard does not
         show (the other limits, the cache's other fields) stay as stored."""
@@ -844,6 +885,8 @@ class WizardForm:
             rest["limits"] = limits
         if self.cache:
             rest["cache"] = self._cache()
+        if tls := self._tls():
+            rest["tls"] = tls
         return {
             "displayName": self.display_name,
             "baseURL": self.base_url,

@@ -83,6 +83,11 @@ def sealed_connections(runtime: Runtime) -> list[str]:
 
 
 def _sealed(runtime: Runtime, key: str) -> bool:
+    """Whether the connection has a sealed value: its auth secret, or its client certificate."""
     connection = runtime.routes.connection_resource(key)
-    auth = connection.spec.get("auth") if connection is not None else None
-    return isinstance(auth, dict) and bool(auth.get("sealedSecret"))
+    spec = connection.spec if connection is not None else {}
+    auth, tls = spec.get("auth"), spec.get("tls")
+    certificate = tls.get("clientCertificate") if isinstance(tls, dict) else None
+    return (isinstance(auth, dict) and bool(auth.get("sealedSecret"))) or (
+        isinstance(certificate, dict) and bool(certificate.get("sealed"))
+    )

@@ -87,16 +87,23 @@ async def reconcile_connections(runtime: Runtime, keys: list[str]) -> None:
 
 
 def unwatched(runtime: Runtime) -> list[str]:
-    """Connections whose Secret the watch does not see, or the operator may not read: read
-    again every resync (a right granted later, or a rotation, shows within a minute)."""
+    """Connections whose Secret the watch does not see, or the operator may not read, and those
+    with a client certificate (its expiry): read again every resync (a right granted later, or a
+    rotation, shows within a minute)."""
     return [key for key in runtime.routes.connection_keys() if _read_again(runtime, key)]
 
 
 def _read_again(runtime: Runtime, key: str) -> bool:
     watched = runtime.status.condition(key, ConditionType.CREDENTIAL_WATCHED)
     credential = runtime.status.condition(key, ConditionType.CREDENTIAL_READY)
-    return (watched is not None and watched.status == "False") or (
-        credential is not None and credential.reason == Reason.SECRET_FORBIDDEN
+    tls = runtime.status.condition(key, ConditionType.UPSTREAM_TLS_READY)
+    # A client certificate's expiry moves with the clock, not with its Secret: judged again
+    # (ClientCertificateCurrent, then UpstreamTLSReady) every resync.
+    certificate = runtime.status.condition(key, ConditionType.CLIENT_CERTIFICATE_CURRENT)
+    return (
+        (watched is not None and watched.status == "False")
+        or any(c is not None and c.reason == Reason.SECRET_FORBIDDEN for c in (credential, tls))
+        or certificate is not None
     )
 
 
