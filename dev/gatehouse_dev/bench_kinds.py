@@ -2,7 +2,7 @@
 client certificate (mTLS) to an upstream that requires one, and AWS Signature Version 4.
 
 One proxy with the shared store, holding a table written here (gatehouse_dev.proxy_with_table:
-the operator does not compile ``spec.tls`` into the table on this branch yet), and three nginx
+the proxy's cost alone, no operator beside it on the two cores), and three nginx
 upstreams answering the same small JSON body: plain HTTP, TLS, and TLS requiring a client
 certificate from a CA made for the run (its own certificate signed by that private CA, given as
 the connections' ``caBundle``). Like is compared with like (each row's ``like``): mTLS against
