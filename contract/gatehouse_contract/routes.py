@@ -9,6 +9,7 @@ holds no secret in the clear: credentials are encrypted with the table keys (see
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Annotated, Literal
 
 from pydantic import AliasChoices, ConfigDict, Field
@@ -142,8 +143,9 @@ class WebIdentity(Frozen):
     duration_seconds: int = Field(default=3600, ge=900, le=43_200)
 
 
-# STS's bound on a RoleSessionName.
+# STS's bound on a RoleSessionName, and what its grammar lacks ([\w+=,.@-], \w in ASCII).
 MAX_ROLE_SESSION_CHARS = 64
+_OUTSIDE_SESSION_GRAMMAR = re.compile(r"[^A-Za-z0-9_+=,.@-]")
 
 
 def role_session_name(connection_key: str) -> str:
@@ -152,7 +154,9 @@ def role_session_name(connection_key: str) -> str:
     are DNS labels and subdomains, which STS's grammar takes; a longer pair keeps its namespace
     and ends with a digest of the whole."""
     namespace, _, name = connection_key.partition("/")
-    whole = f"{namespace}.{name}"
+    # A draft's name ("~draft") is no Kubernetes name: "-" in place of what STS's grammar lacks
+    # (a saved connection's name never starts with one).
+    whole = _OUTSIDE_SESSION_GRAMMAR.sub("-", f"{namespace}.{name}")
     if len(whole) <= MAX_ROLE_SESSION_CHARS:
         return whole
     digest = hashlib.sha256(connection_key.encode()).hexdigest()[:12]
