@@ -126,6 +126,10 @@ class Authorization(Frozen):
 # An AWS region's or service's signing name (us-east-1, execute-api, s3): lower case letters,
 # digits and hyphens.
 AWS_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+# What AWS's regions are called (us-east-1, us-gov-west-1, eusc-de-east-1): STS's URL names a
+# role's region (sts.{region}.amazonaws.com), so no other name may stand there, such as an S3
+# endpoint's (s3-us-west-2: sts.s3-us-west-2.amazonaws.com is a bucket's).
+AWS_REGION = re.compile(r"[a-z]{2,4}(?:-[a-z]+)+-[0-9]{1,2}")
 # Whether a request's body is hashed into its signature, or ``UNSIGNED-PAYLOAD`` is signed in its
 # place (services that accept it: S3, for one).
 PayloadSigning = Literal["signed", "unsigned"]

@@ -27,7 +27,7 @@ from xml.etree import ElementTree
 from gatehouse_contract import sent_forms
 from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
 from gatehouse_contract.redaction import Redactor
-from gatehouse_contract.routes import AwsSigning, WebIdentity, role_session_name
+from gatehouse_contract.routes import AWS_REGION, AwsSigning, WebIdentity, role_session_name
 from gatehouse_proxy.credentials.token_grants import (
     GrantRequest,
     MintedToken,
@@ -149,6 +149,13 @@ class RoleMinter:
         self, connection_key: str, aws: AwsSigning, role: WebIdentity, seconds: float
     ) -> MintedToken:
         """The role's keys for the connection ``connection_key`` (its session's name)."""
+        if not AWS_REGION.fullmatch(aws.region):
+            # The URL's {region} is the connection's: nothing but a region may make its host.
+            raise ProxyError(
+                "credential_failed",
+                "the connection's region is not an AWS region's name (us-east-1, "
+                "eu-west-1...): a role's keys are asked of that region's STS",
+            )
         identity = await self._identity_token()
         said = sent_forms.form_field(identity)
         body = await self.client.posted(

@@ -197,3 +197,23 @@ def test_the_sts_url_is_an_installations_url(monkeypatch: pytest.MonkeyPatch) ->
     assert AwsSettings.from_env() == AwsSettings(
         "https://sts.{region}.example/", Path("/var/run/token")
     )
+
+
+@pytest.mark.parametrize("region", ["s3", "s3-us-west-2", "s3-website-us-east-1", "s3-external-1"])
+def test_a_region_that_is_no_aws_regions_never_gets_the_pods_token(
+    token_file: Path, region: str
+) -> None:
+    # With the default URL (https://sts.{region}.amazonaws.com/) these name S3's endpoint of a
+    # bucket called "sts" (sts.s3.amazonaws.com), not STS: the proxy's token is every tenant's
+    # roles' key, and a connection's region must not send it anywhere but STS.
+    aws = AwsSigning(region=region, service="execute-api", web_identity=ROLE)
+
+    async def run() -> None:
+        async with sts() as (url, asked), minter(url, token_file) as roles:
+            with pytest.raises(ProxyError) as refused:
+                await roles.mint(KEY, aws, ROLE, 10.0)
+        assert asked == []
+        assert refused.value.code == "credential_failed"
+        assert "region" in refused.value.message
+
+    asyncio.run(run())
