@@ -9,14 +9,14 @@ the store. Where STS is asked is the installation's (``GATEHOUSE_AWS_STS_URL``, 
 endpoint by default), never a connection's: the token sent is the proxy's, not a tenant's.
 
 STS answers XML; an answer is read within the token requests' bounds (size, time), and one that
-declares a document type is refused before it is parsed (no entity is ever expanded).
+declares a document type is refused where the parser meets it, in any encoding (no entity is
+ever declared, let alone expanded).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,7 +45,6 @@ MAX_IDENTITY_TOKEN_BYTES = 16 * 1024
 # after they do) say the proxy's clock is wrong. The fleet renews them a quarter of their life
 # (at most a minute) before they expire.
 LEAST_LIFETIME_SECONDS = 5.0
-_DOCUMENT_TYPE = re.compile(rb"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -76,11 +75,20 @@ def _local(tag: str) -> str:
     return tag.rpartition("}")[2]
 
 
+class _NoDocumentType(ElementTree.TreeBuilder):
+    """Refuses a document type where the parser meets it, in whatever encoding the document
+    declares (UTF-16's "<!DOCTYPE" is no byte pattern of UTF-8's): before any entity is
+    declared, let alone expanded."""
+
+    def doctype(self, name: str, pubid: str | None, system: str | None) -> None:
+        raise ValueError("a document type")
+
+
 def _fields(body: bytes) -> dict[str, str]:
     """Each leaf element's text by its local name (STS's answers name each field once)."""
-    if _DOCUMENT_TYPE.search(body):
-        raise ValueError("a document type")
-    root = ElementTree.fromstring(body)  # noqa: S314 (bounded, no DTD: no entity is expanded)
+    parser = ElementTree.XMLParser(target=_NoDocumentType())  # noqa: S314 (bounded, no DTD)
+    parser.feed(body)
+    root = parser.close()
     return {_local(element.tag): (element.text or "").strip() for element in root.iter()}
 
 

@@ -217,3 +217,18 @@ def test_a_region_that_is_no_aws_regions_never_gets_the_pods_token(
         assert "region" in refused.value.message
 
     asyncio.run(run())
+
+
+def test_a_document_type_is_refused_in_any_encoding_the_parser_reads() -> None:
+    # The parser reads the encoding the document declares: "<!DOCTYPE" in UTF-16 is no byte
+    # pattern of UTF-8's, and its entities were expanded (up to expat's amplification limit).
+    expires = datetime.fromtimestamp(time.time() + 3600, UTC)
+    with_entity = answer(expires, "&token;").replace(
+        "<AssumeRoleWithWebIdentityResponse",
+        '<!DOCTYPE x [<!ENTITY token "FwoGZXIvYXdzE-entity">]><AssumeRoleWithWebIdentityResponse',
+        1,
+    )
+    body = ('<?xml version="1.0" encoding="UTF-16"?>' + with_entity).encode("utf-16")
+    with pytest.raises(ProxyError) as refused:
+        keys_of(body, time.time())
+    assert "not XML it can read" in refused.value.message
