@@ -167,6 +167,13 @@ def role_session_name(connection_key: str) -> str:
     return f"{whole[: MAX_ROLE_SESSION_CHARS - len(digest) - 1]}-{digest}"
 
 
+# The headers a request's AWS signature is sent in: the signer's alone (an app's are dropped,
+# and a connection may not name them among its own).
+AWS_SIGNING_HEADERS = frozenset(
+    {"Authorization", "X-Amz-Date", "X-Amz-Content-Sha256", "X-Amz-Security-Token"}
+)
+
+
 class AwsSigning(Frozen):
     """AWS Signature Version 4: each request signed for ``region`` and ``service`` with the
     credential's keys (the stored ones, or a role's by ``web_identity``)."""
