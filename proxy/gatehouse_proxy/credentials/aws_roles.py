@@ -29,6 +29,7 @@ from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
 from gatehouse_contract.redaction import Redactor
 from gatehouse_contract.routes import AWS_REGION, AwsSigning, WebIdentity, role_session_name
 from gatehouse_proxy.credentials.token_grants import (
+    MAX_LIFETIME_SECONDS,
     GrantRequest,
     MintedToken,
     TokenClient,
@@ -135,7 +136,8 @@ def keys_of(body: bytes, now: float) -> MintedToken:
             f"AWS STS's credentials expire in {lifetime:.0f}s: too soon to use (check the "
             "proxy's clock)",
         )
-    return MintedToken(keys.stored(), lifetime)
+    # STS grants at most 12 hours; a later Expiration is held to what any minted token may live.
+    return MintedToken(keys.stored(), min(lifetime, MAX_LIFETIME_SECONDS))
 
 
 class RoleMinter:

@@ -19,6 +19,7 @@ from aiohttp import web
 from gatehouse_contract.aws_keys import AwsKeys
 from gatehouse_contract.routes import AwsSigning, WebIdentity
 from gatehouse_proxy.credentials.aws_roles import AwsSettings, RoleMinter, keys_of
+from gatehouse_proxy.credentials.token_grants import MAX_LIFETIME_SECONDS
 from gatehouse_proxy.errors import ProxyError
 from tests.proxy.credentials.test_injectors import client_for
 
@@ -232,3 +233,10 @@ def test_a_document_type_is_refused_in_any_encoding_the_parser_reads() -> None:
     with pytest.raises(ProxyError) as refused:
         keys_of(body, time.time())
     assert "not XML it can read" in refused.value.message
+
+
+def test_keys_are_kept_no_longer_than_any_minted_token_whatever_sts_says() -> None:
+    # STS grants at most 12 hours: an Expiration years away is not believed (the fleet would
+    # keep the keys, and sign with them, until then).
+    far = datetime(2999, 1, 1, tzinfo=UTC)
+    assert keys_of(answer(far).encode(), time.time()).lifetime == MAX_LIFETIME_SECONDS
