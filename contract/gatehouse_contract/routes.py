@@ -9,6 +9,7 @@ holds no secret in the clear: credentials are encrypted with the table keys (see
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Annotated, Literal
 
 from pydantic import AliasChoices, ConfigDict, Field
@@ -125,6 +126,10 @@ class Authorization(Frozen):
 # An AWS region's or service's signing name (us-east-1, execute-api, s3): lower case letters,
 # digits and hyphens.
 AWS_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+# What AWS's regions are called (us-east-1, us-gov-west-1, eusc-de-east-1): STS's URL names a
+# role's region (sts.{region}.amazonaws.com), so no other name may stand there, such as an S3
+# endpoint's (s3-us-west-2: sts.s3-us-west-2.amazonaws.com is a bucket's).
+AWS_REGION = re.compile(r"[a-z]{2,4}(?:-[a-z]+)+-[0-9]{1,2}")
 # Whether a request's body is hashed into its signature, or ``UNSIGNED-PAYLOAD`` is signed in its
 # place (services that accept it: S3, for one).
 PayloadSigning = Literal["signed", "unsigned"]
@@ -142,8 +147,9 @@ class WebIdentity(Frozen):
     duration_seconds: int = Field(default=3600, ge=900, le=43_200)
 
 
-# STS's bound on a RoleSessionName.
+# STS's bound on a RoleSessionName, and what its grammar lacks ([\w+=,.@-], \w in ASCII).
 MAX_ROLE_SESSION_CHARS = 64
+_OUTSIDE_SESSION_GRAMMAR = re.compile(r"[^A-Za-z0-9_+=,.@-]")
 
 
 def role_session_name(connection_key: str) -> str:
@@ -152,11 +158,20 @@ def role_session_name(connection_key: str) -> str:
     are DNS labels and subdomains, which STS's grammar takes; a longer pair keeps its namespace
     and ends with a digest of the whole."""
     namespace, _, name = connection_key.partition("/")
-    whole = f"{namespace}.{name}"
+    # A draft's name ("~draft") is no Kubernetes name: "-" in place of what STS's grammar lacks
+    # (a saved connection's name never starts with one).
+    whole = _OUTSIDE_SESSION_GRAMMAR.sub("-", f"{namespace}.{name}")
     if len(whole) <= MAX_ROLE_SESSION_CHARS:
         return whole
     digest = hashlib.sha256(connection_key.encode()).hexdigest()[:12]
     return f"{whole[: MAX_ROLE_SESSION_CHARS - len(digest) - 1]}-{digest}"
+
+
+# The headers a request's AWS signature is sent in: the signer's alone (an app's are dropped,
+# and a connection may not name them among its own).
+AWS_SIGNING_HEADERS = frozenset(
+    {"Authorization", "X-Amz-Date", "X-Amz-Content-Sha256", "X-Amz-Security-Token"}
+)
 
 
 class AwsSigning(Frozen):

@@ -42,6 +42,8 @@ REGION = "us-east-1"
 SERVICE = "execute-api"
 _ROLE_ARN = re.compile(r"arn:aws:iam::\d{12}:role/[\w+=,.@/-]{1,64}")
 _CREDENTIAL = re.compile(r"Credential=([A-Z0-9]+)/")
+# STS's grammar for a RoleSessionName.
+_SESSION_NAME = re.compile(r"[\w+=,.@-]{2,64}", re.ASCII)
 
 
 def _b64url(part: str) -> bytes:
@@ -124,7 +126,9 @@ class Sts:
             "2011-06-15"
         ):
             return _error(400, "InvalidAction", "Could not find operation")
-        if not _ROLE_ARN.fullmatch(role) or not 2 <= len(form.get("RoleSessionName", "")) <= 64:
+        if not _ROLE_ARN.fullmatch(role) or not _SESSION_NAME.fullmatch(
+            form.get("RoleSessionName", "")
+        ):
             return _error(400, "ValidationError", "RoleArn or RoleSessionName is not valid")
         try:
             claims = self.verified(form.get("WebIdentityToken", ""))

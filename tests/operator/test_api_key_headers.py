@@ -44,3 +44,21 @@ def test_ordinary_names_and_authorization_are_accepted(name: str) -> None:
 
 def test_a_query_parameter_may_have_any_of_those_names() -> None:
     ExternalConnectionSpec.model_validate(_spec("X-Forwarded-Host", "query"))
+
+
+@pytest.mark.parametrize("name", ["X-Amz-Date", "x_amz_security_token", "X-Amz-Content-Sha256"])
+def test_an_aws_connections_own_header_is_never_one_its_signature_sends(name: str) -> None:
+    # The proxy sends its own beside the connection's (the app's alone are dropped): two
+    # X-Amz-Date headers, both signed, and AWS refuses every fetch.
+    spec = {
+        **_spec("X-Api-Key"),
+        "auth": {
+            "type": "awsSigV4",
+            "awsSigV4": {"region": "eu-west-1", "service": "execute-api"},
+            "secretRef": {"name": "vendor", "key": "aws-keys.json"},
+        },
+        "headers": [{"name": name, "value": "x"}],
+    }
+    with pytest.raises(ValidationError) as refused:
+        ExternalConnectionSpec.model_validate(spec)
+    assert "headers[].name must not be one the AWS signature sends" in spec_error(refused.value)

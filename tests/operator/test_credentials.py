@@ -13,8 +13,15 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from gatehouse_contract.keyring import Keyring
 from gatehouse_contract.routes import Credential
 from gatehouse_dev.service_accounts import service_account_key
+from gatehouse_operator.api.conditions import Reason
 from gatehouse_operator.api.connection import Auth
-from gatehouse_operator.keys.credentials import CredentialProblem, encrypt_credential, secret_in
+from gatehouse_operator.keys.credentials import (
+    CredentialProblem,
+    check_role,
+    encrypt_credential,
+    secret_in,
+)
+from gatehouse_operator.settings import AwsRoles
 
 ORIGIN = "https://api.example.com"
 
@@ -247,3 +254,18 @@ def test_bad_aws_keys_are_named_without_echoing(keys: bytes, message: str) -> No
     assert message in caught.value.message
     for value in ("IOSFODNN7", "wJalrXUtnFEMI", "FwoG", "asiaiosfodnn"):
         assert value not in caught.value.message
+
+
+def test_a_role_by_web_identity_needs_a_regions_name_where_sts_is_asked() -> None:
+    # STS's URL names the connection's region (sts.{region}.amazonaws.com): "s3-us-west-2" would
+    # name a bucket's endpoint, and the proxies' token would go there.
+    role = "arn:aws:iam::111122223333:role/reports"
+    roles = AwsRoles({"shop": (role,)})
+    section = {"service": "execute-api", "webIdentity": {"roleArn": role}}
+    check_role(_auth(type="awsSigV4", awsSigV4={"region": "eu-west-1", **section}), "shop", roles)
+    with pytest.raises(CredentialProblem) as refused:
+        check_role(
+            _auth(type="awsSigV4", awsSigV4={"region": "s3-us-west-2", **section}), "shop", roles
+        )
+    assert refused.value.reason == Reason.INVALID_SPEC
+    assert refused.value.message.startswith("auth.awsSigV4.region: ")

@@ -22,6 +22,7 @@ from gatehouse_contract.header_names import (
 )
 from gatehouse_contract.routes import (
     AWS_NAME_PATTERN,
+    AWS_SIGNING_HEADERS,
     MAX_AUTHORIZATION_PARAMETERS,
     MAX_CACHE_BODY_BYTES,
     MAX_CACHE_SECONDS,
@@ -909,7 +910,11 @@ class ExternalConnectionSpec(Model):
     def _headers_apart(self) -> ExternalConnectionSpec:
         api_key = self.auth.api_key
         key_header = api_key.name if api_key and api_key.in_ == "header" else ""
-        clashes = header_clashes([header.name for header in self.headers], key_header)
+        clashes = header_clashes(
+            [header.name for header in self.headers],
+            key_header,
+            aws_signed=self.auth.type == "awsSigV4",
+        )
         if clashes:
             raise ValueError(min(clashes.items())[1])
         return self
@@ -949,10 +954,16 @@ def image_rule_problem(auth_type: AuthType | None, public_images: bool, has_meth
     return ""
 
 
-def header_clashes(names: Sequence[str], api_key_header: str = "") -> dict[int, str]:
+_AWS_SIGNED = frozenset(canonical_name(name) for name in AWS_SIGNING_HEADERS)
+
+
+def header_clashes(
+    names: Sequence[str], api_key_header: str = "", *, aws_signed: bool = False
+) -> dict[int, str]:
     """The headers, by index, that another before them names already or that are the API key's
-    own header, read as servers read names: the rule of ExternalConnectionSpec, per header (the
-    wizard shows each next to its row)."""
+    own header (or, ``aws_signed``, one the AWS signature is sent in: the proxy would send both),
+    read as servers read names: the rule of ExternalConnectionSpec, per header (the wizard shows
+    each next to its row)."""
     key = canonical_name(api_key_header) if api_key_header else None
     seen: set[str] = set()
     found = {}
@@ -964,6 +975,11 @@ def header_clashes(names: Sequence[str], api_key_header: str = "") -> dict[int, 
             )
         elif canonical == key:
             found[index] = "headers[].name must not be the API key's own header (auth.apiKey.name)"
+        elif aws_signed and canonical in _AWS_SIGNED:
+            found[index] = (
+                "headers[].name must not be one the AWS signature sends (X-Amz-Date, "
+                "X-Amz-Content-Sha256, X-Amz-Security-Token): the proxy signs each request"
+            )
         seen.add(canonical)
     return found
 

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import padding
 from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
 from gatehouse_contract.google_keys import MAX_RSA_BITS, load_rsa_key
 from gatehouse_contract.keyring import Encrypted, Keyring, KeyringSource
-from gatehouse_contract.routes import Credential, UpstreamTls
+from gatehouse_contract.routes import AWS_REGION, Credential, UpstreamTls
 from gatehouse_operator.api.auth_kinds import SecretShape, kind_of, section_of
 from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import Auth, AwsWebIdentity
@@ -201,6 +201,14 @@ def check_role(auth: Auth, namespace: str, roles: AwsRoles) -> None:
     installation does not let ``namespace`` sign as: every namespace shares the proxies'
     identity, so AWS itself cannot tell them apart."""
     role = web_identity_of(auth)
+    section = auth.aws_sig_v4
+    if role is not None and section is not None and not AWS_REGION.fullmatch(section.region):
+        # STS's URL names the region: nothing else may stand there (the proxies refuse it too).
+        raise CredentialProblem(
+            Reason.INVALID_SPEC,
+            "auth.awsSigV4.region: with webIdentity it must be an AWS region's name "
+            "(us-east-1, eu-west-1...): the role's keys are asked of that region's STS",
+        )
     if role is not None and not roles.allows(namespace, role.role_arn):
         raise CredentialProblem(
             Reason.ROLE_NOT_ALLOWED,

@@ -9,14 +9,14 @@ the store. Where STS is asked is the installation's (``GATEHOUSE_AWS_STS_URL``, 
 endpoint by default), never a connection's: the token sent is the proxy's, not a tenant's.
 
 STS answers XML; an answer is read within the token requests' bounds (size, time), and one that
-declares a document type is refused before it is parsed (no entity is ever expanded).
+declares a document type is refused where the parser meets it, in any encoding (no entity is
+ever declared, let alone expanded).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,8 +27,9 @@ from xml.etree import ElementTree
 from gatehouse_contract import sent_forms
 from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
 from gatehouse_contract.redaction import Redactor
-from gatehouse_contract.routes import AwsSigning, WebIdentity, role_session_name
+from gatehouse_contract.routes import AWS_REGION, AwsSigning, WebIdentity, role_session_name
 from gatehouse_proxy.credentials.token_grants import (
+    MAX_LIFETIME_SECONDS,
     GrantRequest,
     MintedToken,
     TokenClient,
@@ -45,7 +46,6 @@ MAX_IDENTITY_TOKEN_BYTES = 16 * 1024
 # after they do) say the proxy's clock is wrong. The fleet renews them a quarter of their life
 # (at most a minute) before they expire.
 LEAST_LIFETIME_SECONDS = 5.0
-_DOCUMENT_TYPE = re.compile(rb"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -76,11 +76,20 @@ def _local(tag: str) -> str:
     return tag.rpartition("}")[2]
 
 
+class _NoDocumentType(ElementTree.TreeBuilder):
+    """Refuses a document type where the parser meets it, in whatever encoding the document
+    declares (UTF-16's "<!DOCTYPE" is no byte pattern of UTF-8's): before any entity is
+    declared, let alone expanded."""
+
+    def doctype(self, name: str, pubid: str | None, system: str | None) -> None:
+        raise ValueError("a document type")
+
+
 def _fields(body: bytes) -> dict[str, str]:
     """Each leaf element's text by its local name (STS's answers name each field once)."""
-    if _DOCUMENT_TYPE.search(body):
-        raise ValueError("a document type")
-    root = ElementTree.fromstring(body)  # noqa: S314 (bounded, no DTD: no entity is expanded)
+    parser = ElementTree.XMLParser(target=_NoDocumentType())  # noqa: S314 (bounded, no DTD)
+    parser.feed(body)
+    root = parser.close()
     return {_local(element.tag): (element.text or "").strip() for element in root.iter()}
 
 
@@ -127,7 +136,8 @@ def keys_of(body: bytes, now: float) -> MintedToken:
             f"AWS STS's credentials expire in {lifetime:.0f}s: too soon to use (check the "
             "proxy's clock)",
         )
-    return MintedToken(keys.stored(), lifetime)
+    # STS grants at most 12 hours; a later Expiration is held to what any minted token may live.
+    return MintedToken(keys.stored(), min(lifetime, MAX_LIFETIME_SECONDS))
 
 
 class RoleMinter:
@@ -149,6 +159,13 @@ class RoleMinter:
         self, connection_key: str, aws: AwsSigning, role: WebIdentity, seconds: float
     ) -> MintedToken:
         """The role's keys for the connection ``connection_key`` (its session's name)."""
+        if not AWS_REGION.fullmatch(aws.region):
+            # The URL's {region} is the connection's: nothing but a region may make its host.
+            raise ProxyError(
+                "credential_failed",
+                "the connection's region is not an AWS region's name (us-east-1, "
+                "eu-west-1...): a role's keys are asked of that region's STS",
+            )
         identity = await self._identity_token()
         said = sent_forms.form_field(identity)
         body = await self.client.posted(

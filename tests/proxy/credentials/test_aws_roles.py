@@ -19,6 +19,7 @@ from aiohttp import web
 from gatehouse_contract.aws_keys import AwsKeys
 from gatehouse_contract.routes import AwsSigning, WebIdentity
 from gatehouse_proxy.credentials.aws_roles import AwsSettings, RoleMinter, keys_of
+from gatehouse_proxy.credentials.token_grants import MAX_LIFETIME_SECONDS
 from gatehouse_proxy.errors import ProxyError
 from tests.proxy.credentials.test_injectors import client_for
 
@@ -197,3 +198,45 @@ def test_the_sts_url_is_an_installations_url(monkeypatch: pytest.MonkeyPatch) ->
     assert AwsSettings.from_env() == AwsSettings(
         "https://sts.{region}.example/", Path("/var/run/token")
     )
+
+
+@pytest.mark.parametrize("region", ["s3", "s3-us-west-2", "s3-website-us-east-1", "s3-external-1"])
+def test_a_region_that_is_no_aws_regions_never_gets_the_pods_token(
+    token_file: Path, region: str
+) -> None:
+    # With the default URL (https://sts.{region}.amazonaws.com/) these name S3's endpoint of a
+    # bucket called "sts" (sts.s3.amazonaws.com), not STS: the proxy's token is every tenant's
+    # roles' key, and a connection's region must not send it anywhere but STS.
+    aws = AwsSigning(region=region, service="execute-api", web_identity=ROLE)
+
+    async def run() -> None:
+        async with sts() as (url, asked), minter(url, token_file) as roles:
+            with pytest.raises(ProxyError) as refused:
+                await roles.mint(KEY, aws, ROLE, 10.0)
+        assert asked == []
+        assert refused.value.code == "credential_failed"
+        assert "region" in refused.value.message
+
+    asyncio.run(run())
+
+
+def test_a_document_type_is_refused_in_any_encoding_the_parser_reads() -> None:
+    # The parser reads the encoding the document declares: "<!DOCTYPE" in UTF-16 is no byte
+    # pattern of UTF-8's, and its entities were expanded (up to expat's amplification limit).
+    expires = datetime.fromtimestamp(time.time() + 3600, UTC)
+    with_entity = answer(expires, "&token;").replace(
+        "<AssumeRoleWithWebIdentityResponse",
+        '<!DOCTYPE x [<!ENTITY token "FwoGZXIvYXdzE-entity">]><AssumeRoleWithWebIdentityResponse',
+        1,
+    )
+    body = ('<?xml version="1.0" encoding="UTF-16"?>' + with_entity).encode("utf-16")
+    with pytest.raises(ProxyError) as refused:
+        keys_of(body, time.time())
+    assert "not XML it can read" in refused.value.message
+
+
+def test_keys_are_kept_no_longer_than_any_minted_token_whatever_sts_says() -> None:
+    # STS grants at most 12 hours: an Expiration years away is not believed (the fleet would
+    # keep the keys, and sign with them, until then).
+    far = datetime(2999, 1, 1, tzinfo=UTC)
+    assert keys_of(answer(far).encode(), time.time()).lifetime == MAX_LIFETIME_SECONDS

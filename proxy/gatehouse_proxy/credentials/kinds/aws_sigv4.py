@@ -25,7 +25,7 @@ from yarl import URL
 from gatehouse_contract import sent_forms
 from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
 from gatehouse_contract.header_names import canonical_name
-from gatehouse_contract.routes import ConnectionRoute, Credential
+from gatehouse_contract.routes import AWS_SIGNING_HEADERS, ConnectionRoute, Credential
 from gatehouse_proxy.credentials import injecting
 from gatehouse_proxy.credentials.aws_signing import (
     UNSIGNED_PAYLOAD,
@@ -38,9 +38,7 @@ from gatehouse_proxy.credentials.fleet_tokens import CredentialKey
 from gatehouse_proxy.credentials.injecting import Injection, Kind, Sending, Sources, decrypt
 from gatehouse_proxy.errors import ProxyError
 
-SIGNING_HEADERS = frozenset(
-    {"Authorization", "X-Amz-Date", "X-Amz-Content-Sha256", "X-Amz-Security-Token"}
-)
+SIGNING_HEADERS = AWS_SIGNING_HEADERS
 # The request's own headers a signature covers, besides every x-amz-* one.
 _SIGNED = frozenset({"content-type", "content-md5"})
 # A body larger than this is hashed off the event loop (hashlib lets go of the GIL for it):
