@@ -327,11 +327,39 @@ def test_a_valid_connection_is_accepted_with_defaults(
         ("auth", _aws(service="execute api"), "spec.auth.awsSigV4.service"),
         ("auth", _aws(region="a" * 64), "spec.auth.awsSigV4.region"),
         ("auth", _aws(payloadSigning="chunked"), 'Unsupported value: "chunked"'),
-        # A role by web identity is not taken yet: the proxy has no STS of its own to ask.
+        # A role by web identity: an IAM role's ARN, a duration STS grants, and no stored
+        # secret beside it.
+        (
+            "auth",
+            _aws(webIdentity={"roleArn": "arn:aws:iam::123456789012:role/reader"}),
+            "exactly one of auth.secretRef and auth.sealedSecret is required for every auth "
+            "type except none and awsSigV4 with webIdentity",
+        ),
+        (
+            "auth",
+            {
+                **_aws(webIdentity={"roleArn": "arn:aws:iam::123456789012:user/me"}),
+                "secretRef": None,
+            },
+            "spec.auth.awsSigV4.webIdentity.roleArn",
+        ),
+        (
+            "auth",
+            {
+                **_aws(
+                    webIdentity={
+                        "roleArn": "arn:aws:iam::123456789012:role/reader",
+                        "durationSeconds": 60,
+                    }
+                ),
+                "secretRef": None,
+            },
+            "spec.auth.awsSigV4.webIdentity.durationSeconds",
+        ),
         (
             "auth",
             _aws(webIdentity={"roleARN": "arn:aws:iam::123456789012:role/reader"}),
-            'unknown field "spec.auth.awsSigV4.webIdentity"',
+            'unknown field "spec.auth.awsSigV4.webIdentity.roleARN"',
         ),
     ],
 )
