@@ -32,20 +32,17 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from gatehouse_contract.frames import AppEntry, ConnectionEntry, Snapshot
+from gatehouse_contract.frames import Snapshot
 from gatehouse_contract.keyring import Keyring
 from gatehouse_contract.routes import (
-    AppRoute,
     CachePolicy,
     ConnectionRoute,
     Credential,
     Limits,
-    entry_digest,
-    token_sha256,
 )
 from gatehouse_dev import bench_profile, nginx
 from gatehouse_dev.processes import cpu_seconds
-from gatehouse_dev.proxy_with_table import TABLE
+from gatehouse_dev.proxy_with_table import TABLE, snapshot_of
 from gatehouse_dev.redis_server import RedisServer
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
@@ -123,21 +120,7 @@ def snapshot(keyring: Keyring, origin: str) -> Snapshot:
                 cache=cache,
             )
         )
-    app = AppRoute(
-        key=f"{NAMESPACE}/DataApp/bench",
-        token_sha256=token_sha256(APP_TOKEN),
-        uid="uid-bench",
-        links={route.key.partition("/")[2]: route.key for route in routes},
-    )
-    digest = entry_digest("app", app.key, 1)
-    for route in routes:
-        digest ^= entry_digest("connection", route.key, 1)
-    return Snapshot(
-        version=1,
-        digest=f"{digest:x}",
-        connections=tuple(ConnectionEntry(rev=1, route=route) for route in routes),
-        apps=(AppEntry(rev=1, route=app),),
-    )
+    return snapshot_of(routes, APP_TOKEN)
 
 
 def measure(local: LocalGatehouse, wrk: Wrk) -> Measured:

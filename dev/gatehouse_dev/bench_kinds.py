@@ -25,22 +25,19 @@ from functools import partial
 import httpx
 
 from gatehouse_contract.aws_keys import AwsKeys
-from gatehouse_contract.frames import AppEntry, ConnectionEntry, Snapshot
+from gatehouse_contract.frames import Snapshot
 from gatehouse_contract.keyring import Keyring
 from gatehouse_contract.routes import (
-    AppRoute,
     AwsSigning,
     ConnectionRoute,
     Credential,
     Limits,
     UpstreamTls,
-    entry_digest,
-    token_sha256,
 )
 from gatehouse_dev import nginx
 from gatehouse_dev.pki import CertificateAuthority
 from gatehouse_dev.processes import cpu_seconds, free_port
-from gatehouse_dev.proxy_with_table import TABLE
+from gatehouse_dev.proxy_with_table import TABLE, snapshot_of
 from gatehouse_dev.services import LocalGatehouse
 from gatehouse_dev.waiting import wait_for
 
@@ -128,21 +125,7 @@ def snapshot(
                 tls=tls,
             )
         )
-    app = AppRoute(
-        key=f"{NAMESPACE}/DataApp/bench",
-        token_sha256=token_sha256(APP_TOKEN),
-        uid="uid-bench",
-        links={route.key.partition("/")[2]: route.key for route in routes},
-    )
-    digest = entry_digest("app", app.key, 1)
-    for route in routes:
-        digest ^= entry_digest("connection", route.key, 1)
-    return Snapshot(
-        version=1,
-        digest=f"{digest:x}",
-        connections=tuple(ConnectionEntry(rev=1, route=route) for route in routes),
-        apps=(AppEntry(rev=1, route=app),),
-    )
+    return snapshot_of(routes, APP_TOKEN)
 
 
 def measure(local: LocalGatehouse, wrk: Wrk) -> dict[tuple[str, int], dict[str, float]]:

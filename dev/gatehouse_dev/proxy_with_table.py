@@ -4,11 +4,12 @@ the caller wrote rather than one from an operator: a snapshot's JSON in the file
 ``GATEHOUSE_DEV_TABLE`` names, installed once the proxy's lifespan has made its parts, as
 tests/proxy/serving.py installs one in-process.
 
-For ``make bench``'s rows of what the operator does not compile into the table yet on this
-branch (a connection's cache, see bench_cache). The feed still runs: with no operator at
-``GATEHOUSE_OPERATOR_URL`` it retries in the background, and the table stays. The proxy is told
-it is the whole fleet (one process), as the operator's heartbeat would tell a single replica, so
-that its quotas lease permits as shipped.
+For ``make bench``'s rows that measure the proxy alone, with no operator beside it on the
+machine's cores (a connection's cache, bench_cache; the kinds a header cannot carry,
+bench_kinds), each writing its table with :func:`snapshot_of`. The feed still runs: with no
+operator at ``GATEHOUSE_OPERATOR_URL`` it retries in the background, and the table stays. The
+proxy is told it is the whole fleet (one process), as the operator's heartbeat would tell a single
+replica, so that its quotas lease permits as shipped.
 """
 
 from __future__ import annotations
@@ -16,17 +17,39 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import gatehouse_proxy.__main__ as proxy_main
-from gatehouse_contract.frames import Snapshot
+from gatehouse_contract.frames import AppEntry, ConnectionEntry, Snapshot
+from gatehouse_contract.routes import AppRoute, ConnectionRoute, entry_digest, token_sha256
 from gatehouse_proxy.app import Proxy
 from gatehouse_proxy.observation.tracing import Tracing
 from gatehouse_proxy.settings import ProxySettings
 from gatehouse_proxy.table.routing_table import RoutingTable
 
 TABLE = "GATEHOUSE_DEV_TABLE"
+
+
+def snapshot_of(routes: Sequence[ConnectionRoute], app_token: str) -> Snapshot:
+    """A first table of ``routes`` (of one namespace) and a data app, ``bench``, linking each
+    under its name, called with ``app_token``."""
+    namespace = routes[0].key.partition("/")[0]
+    app = AppRoute(
+        key=f"{namespace}/DataApp/bench",
+        token_sha256=token_sha256(app_token),
+        uid="uid-bench",
+        links={route.key.partition("/")[2]: route.key for route in routes},
+    )
+    digest = entry_digest("app", app.key, 1)
+    for route in routes:
+        digest ^= entry_digest("connection", route.key, 1)
+    return Snapshot(
+        version=1,
+        digest=f"{digest:x}",
+        connections=tuple(ConnectionEntry(rev=1, route=route) for route in routes),
+        apps=(AppEntry(rev=1, route=app),),
+    )
 
 
 class ProxyWithTable(Proxy):
