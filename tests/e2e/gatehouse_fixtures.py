@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -295,3 +296,24 @@ def started_fleet(
             replica.server.stop()
             local.servers.remove(replica.server)
         store.stop()
+
+
+async def burst(
+    urls: list[str], token: str, path: Callable[[int], str], count: int, concurrency: int
+) -> list[int]:
+    """The statuses of ``count`` GETs of ``path(index)`` (``/v1/fetch/...``), ``concurrency``
+    at a time over fresh connections, spread over the replicas ``urls`` (and, by the kernel,
+    over their workers)."""
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=0)
+    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(index: int) -> int:
+            async with gate:
+                reply = await client.get(
+                    f"{urls[index % len(urls)]}{path(index)}",
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+                return reply.status_code
+
+        return list(await asyncio.gather(*(one(index) for index in range(count))))

@@ -30,6 +30,7 @@ from tests.e2e.gatehouse_fixtures import (
     Fleet,
     app_token,
     apply,
+    burst,
     condition,
     connection,
     data_app,
@@ -131,21 +132,10 @@ def _lifetime(sts: Endpoint, seconds: float) -> None:
 
 
 async def _burst(urls: list[str], token: str, count: int, concurrency: int) -> list[int]:
-    """``count`` fetches, ``concurrency`` at a time over fresh connections, spread over the
-    replicas (and, by the kernel, over their workers)."""
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=0)
-    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
-        gate = asyncio.Semaphore(concurrency)
-
-        async def one(index: int) -> int:
-            async with gate:
-                reply = await client.get(
-                    f"{urls[index % len(urls)]}/v1/fetch/aws/api/reports/{index}",
-                    headers={"Authorization": f"Bearer {token}"},
-                )
-                return reply.status_code
-
-        return list(await asyncio.gather(*(one(index) for index in range(count))))
+    """``count`` fetches of a report each (see burst)."""
+    return await burst(
+        urls, token, lambda index: f"/v1/fetch/aws/api/reports/{index}", count, concurrency
+    )
 
 
 def test_500_concurrent_fetches_on_a_cold_connection_ask_sts_once(

@@ -29,6 +29,7 @@ from tests.e2e.conftest import Stack
 from tests.e2e.gatehouse_fixtures import (
     app_token,
     apply,
+    burst,
     condition,
     connection,
     connection_test,
@@ -124,21 +125,8 @@ def _oauth2(
 
 
 async def _burst(urls: list[str], token: str, count: int, concurrency: int) -> list[int]:
-    """``count`` fetches of /api/orders, ``concurrency`` at a time over many connections,
-    spread over the replicas (and, by the kernel, over their workers)."""
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=0)
-    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
-        gate = asyncio.Semaphore(concurrency)
-
-        async def one(index: int) -> int:
-            async with gate:
-                reply = await client.get(
-                    f"{urls[index % len(urls)]}/v1/fetch/crm/api/orders",
-                    headers={"Authorization": f"Bearer {token}"},
-                )
-                return reply.status_code
-
-        return list(await asyncio.gather(*(one(index) for index in range(count))))
+    """``count`` fetches of /api/orders (see burst)."""
+    return await burst(urls, token, lambda _: "/v1/fetch/crm/api/orders", count, concurrency)
 
 
 @pytest.mark.parametrize("method", ["basic", "body"])
