@@ -577,3 +577,20 @@ def test_a_sealed_client_certificate_is_reconciled_when_the_sealing_keys_change(
         connection_resource=lambda key: resource_of(bodies[key]),
     )
     assert sealed_connections(SimpleNamespace(routes=routes)) == ["shop/tls"]  # type: ignore[arg-type]
+
+
+def test_moving_a_ca_bundle_ref_to_another_key_of_its_secret_needs_the_right_to_read_it() -> None:
+    """A cert-manager Secret holds ca.crt beside tls.crt and tls.key: whoever points caBundleRef
+    at another of its keys chooses, from a Secret they may not read, whom the connection trusts
+    (and learns from the condition whether that key holds certificates), as auth.secretRef's
+    key is held to the rule."""
+
+    def spec(key: str) -> StoredConnectionSpec:
+        return StoredConnectionSpec.model_validate(
+            _spec({"caBundleRef": {"name": "issuer", "key": key}})
+        )
+
+    assert tls_secrets_to_read(spec("ca.crt"), spec("tls.crt")) == [
+        ("issuer", "spec.tls.caBundleRef")
+    ]
+    assert tls_secrets_to_read(spec("ca.crt"), spec("ca.crt")) == []
