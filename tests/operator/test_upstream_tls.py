@@ -594,3 +594,25 @@ def test_moving_a_ca_bundle_ref_to_another_key_of_its_secret_needs_the_right_to_
         ("issuer", "spec.tls.caBundleRef")
     ]
     assert tls_secrets_to_read(spec("ca.crt"), spec("ca.crt")) == []
+
+
+def test_a_certificate_not_valid_yet_is_judged_again_by_the_clock() -> None:
+    """A rotated certificate whose notBefore is still ahead of the operator's clock (the issuer's
+    clock a little ahead, a certificate put in place before it starts) is refused for now; the
+    clock alone makes it valid, with no change of its Secret to bring it back: the resync judges
+    it again, as it judges a valid certificate's expiry."""
+    from gatehouse_operator.wiring import resync
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    ahead = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=30)
+    chain = issued(key, not_before=ahead)
+    api = TlsSecretsApi(
+        {"client": ("kubernetes.io/tls", {"tls.crt": chain, "tls.key": _pem_key(key)})}
+    )
+    runtime = assemble(OperatorSettings(), kube_of(api), StaticKeyring())
+    tls = {"clientCertificate": {"secretRef": {"name": "client"}}}
+    asyncio.run(external_connections.reconcile(runtime, resource_of(_connection(tls))))
+    found = {c["type"]: c for c in api.statuses[-1]["conditions"]}
+    assert found["UpstreamTLSReady"]["reason"] == "InvalidClientCertificate"
+    assert "is not valid before" in found["UpstreamTLSReady"]["message"]
+    assert resync.unwatched(runtime) == ["shop/vendor"]

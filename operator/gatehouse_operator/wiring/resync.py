@@ -98,12 +98,15 @@ def _read_again(runtime: Runtime, key: str) -> bool:
     credential = runtime.status.condition(key, ConditionType.CREDENTIAL_READY)
     tls = runtime.status.condition(key, ConditionType.UPSTREAM_TLS_READY)
     # A client certificate's expiry moves with the clock, not with its Secret: judged again
-    # (ClientCertificateCurrent, then UpstreamTLSReady) every resync.
+    # (ClientCertificateCurrent, then UpstreamTLSReady) every resync. So does the start of one
+    # refused as not valid yet (an issuer's clock a little ahead of ours): no event of its
+    # Secret would bring it back. That reason also covers a malformed one, read again alike.
     certificate = runtime.status.condition(key, ConditionType.CLIENT_CERTIFICATE_CURRENT)
     return (
         (watched is not None and watched.status == "False")
         or any(c is not None and c.reason == Reason.SECRET_FORBIDDEN for c in (credential, tls))
         or certificate is not None
+        or (tls is not None and tls.reason == Reason.INVALID_CLIENT_CERTIFICATE)
     )
 
 
