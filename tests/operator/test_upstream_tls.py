@@ -658,3 +658,38 @@ def test_a_watched_certificate_is_read_again_only_when_the_clock_moves_its_verdi
 
     monkeypatch.setattr(datetime, "datetime", Later)
     assert resync.unwatched(runtime) == ["shop/vendor"]
+
+
+def test_a_certificate_with_a_huge_subject_is_named_within_the_conditions_bounds() -> None:
+    """Whoever writes the Secret chooses the certificate's names: a subject and issuer of
+    thousands of characters (escaped, RFC 4514 doubles them) within the 32 KiB chain made the
+    UpstreamTLSReady message longer than the CRD takes, and the status write raised (no status,
+    a traceback, retried for ever). Names are cut where they are told."""
+    from cryptography.x509.oid import ObjectIdentifier
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    oid = "1.3.6.1.4.1.99999."
+    name = x509.Name(
+        [x509.NameAttribute(ObjectIdentifier(f"{oid}{index}"), "," * 1000) for index in range(10)]
+    )
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(NOW - DAY)
+        .not_valid_after(NOW + 90 * DAY)
+        .sign(key, hashes.SHA256())
+    )
+    chain = certificate.public_bytes(serialization.Encoding.PEM)
+    assert len(chain) < 32 * 1024
+    api = TlsSecretsApi(
+        {"client": ("kubernetes.io/tls", {"tls.crt": chain, "tls.key": _pem_key(key)})}
+    )
+    runtime = assemble(OperatorSettings(), kube_of(api), StaticKeyring())
+    tls = {"clientCertificate": {"secretRef": {"name": "client"}}}
+    asyncio.run(external_connections.reconcile(runtime, resource_of(_connection(tls))))
+    found = {c["type"]: c for c in api.statuses[-1]["conditions"]}
+    assert len(found["UpstreamTLSReady"]["message"]) < 4096
+    assert all(len(message) < 4096 for _, _, message in api.events)

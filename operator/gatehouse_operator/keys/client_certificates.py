@@ -38,6 +38,10 @@ MIN_RSA_BITS = 2048
 CURVES = (ec.SECP256R1, ec.SECP384R1)
 # As cert-manager renews by default: with a third of its lifetime left.
 RENEW_FRACTION = 3
+# A subject or issuer as messages and the status name it (ClientCertificateSummary's bound):
+# whoever writes the certificate chooses its names, up to the chain's 32 KiB, which RFC 4514's
+# escapes may double, and a condition's message takes at most 32 KiB.
+MAX_NAME_CHARS = 1024
 
 _KEY_BLOCK = re.compile(
     rb"-----BEGIN ([A-Z ]*)PRIVATE KEY-----.*?-----END \1PRIVATE KEY-----\s*", re.S
@@ -234,7 +238,7 @@ def checked_pair(
             "certificate presented): the first certificate must be the client's own, its "
             "chain after it",
         )
-    subject = leaf.subject.rfc4514_string() or "no subject"
+    subject = _named(leaf.subject) or "no subject"
     pem = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in chain)
     pem += key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -242,10 +246,16 @@ def checked_pair(
     return CheckedCertificate(
         pem,
         subject,
-        leaf.issuer.rfc4514_string(),
+        _named(leaf.issuer),
         leaf.not_valid_before_utc,
         leaf.not_valid_after_utc,
     )
+
+
+def _named(name: x509.Name) -> str:
+    """``name`` in RFC 4514, cut to MAX_NAME_CHARS (an ellipsis saying so)."""
+    text = name.rfc4514_string()
+    return text if len(text) <= MAX_NAME_CHARS else text[: MAX_NAME_CHARS - 1] + "…"
 
 
 def check_ca_bundle(pem: bytes, where: str) -> tuple[str, int]:
