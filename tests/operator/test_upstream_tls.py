@@ -39,6 +39,7 @@ from gatehouse_operator.keys.sealed_values import (
     SEALING_KEYS_FILE,
     TLS_CLIENT_CERTIFICATE,
     Scope,
+    SealedValue,
     SealedValueProblem,
     SealingKeys,
 )
@@ -693,3 +694,47 @@ def test_a_certificate_with_a_huge_subject_is_named_within_the_conditions_bounds
     found = {c["type"]: c for c in api.statuses[-1]["conditions"]}
     assert len(found["UpstreamTLSReady"]["message"]) < 4096
     assert all(len(message) < 4096 for _, _, message in api.events)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review h52: a client certificate sealed with an older sealing key is not offered "
+    "resealed (status.resealedSecret is the auth secret's alone, gatehouse reseal rewrites only "
+    "auth.sealedSecret), so `gatehouse sealing-key retire` leaves it unopenable "
+    "(SealedKeyUnknown), though docs/concepts/sealing.md promises every sealed connection an "
+    "offer",
+)
+def test_a_client_certificate_sealed_with_an_older_key_is_offered_resealed(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    keys_file = tmp_path / SEALING_KEYS_FILE
+    keys = SealingKeys.generate()
+    keys_file.write_text(keys.dump())
+    scope = Scope("shop", "vendor", ORIGIN, use=TLS_CLIENT_CERTIFICATE)
+    sealed = keys.public().seal(issued(key) + _pem_key(key), scope)
+    api = TlsSecretsApi({})
+    settings = OperatorSettings(keyring_file=tmp_path / "keyring.json")
+    runtime = assemble(settings, kube_of(api), StaticKeyring())
+    routed: list[Routed] = []
+
+    async def waits_for_the_proxies(entry: Routed) -> None:
+        routed.append(entry)
+
+    monkeypatch.setattr(runtime.rollout, "report", waits_for_the_proxies)
+    rotated = keys.rotated()
+    keys_file.write_text(rotated.dump())
+    tls = {"clientCertificate": {"sealed": sealed}}
+    asyncio.run(external_connections.reconcile(runtime, resource_of(_connection(tls))))
+    ready = {verdict.type: verdict for verdict in routed[-1].verdicts}["UpstreamTLSReady"]
+    assert ready.reason == "TLSConfigured"  # the older key still opens it
+    status = routed[-1].extra.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    offers = [
+        value
+        for value in status.values()
+        if isinstance(value, str)
+        and value.startswith("gh1.")
+        and SealedValue.parse(value).key == rotated.active
+    ]
+    assert offers
+    assert rotated.open(offers[0], scope, "tls.clientCertificate.sealed").startswith(b"-----")
