@@ -738,3 +738,29 @@ def test_a_client_certificate_sealed_with_an_older_key_is_offered_resealed(
     ]
     assert offers
     assert rotated.open(offers[0], scope, "tls.clientCertificate.sealed").startswith(b"-----")
+
+
+def _altered(chain: bytes, find: bytes, put: bytes) -> bytes:
+    """The chain's first certificate with ``find`` replaced by ``put`` in its DER (its signature
+    no longer verifies: nothing here checks it, as the vendor will)."""
+    der = x509.load_pem_x509_certificate(chain).public_bytes(serialization.Encoding.DER)
+    assert find in der
+    encoded = base64.encodebytes(der.replace(find, put, 1))
+    return b"-----BEGIN CERTIFICATE-----\n" + encoded + b"-----END CERTIFICATE-----\n"
+
+
+def test_a_certificate_whose_key_or_names_cannot_be_read_is_a_typed_reason() -> None:
+    """cryptography reads a certificate's public key and names only when asked: a key of an
+    unknown algorithm (UnsupportedAlgorithm) or a name that is not well-formed (ValueError) went
+    out of the check as a traceback (no status, retried for ever; gatehouse seal's too)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    chain = issued(key)
+    id_ec_public_key = bytes.fromhex("06072a8648ce3d0201")
+    for altered in (
+        _altered(chain, id_ec_public_key, bytes.fromhex("06072a8648ce3d0209")),
+        _altered(chain, b"shop-client", b"shop-clien\xff"),
+    ):
+        with pytest.raises(CredentialProblem) as refused:
+            _check(altered, _pem_key(key))
+        assert refused.value.reason == "InvalidClientCertificate"
+        assert "tls.crt" in refused.value.message
