@@ -726,7 +726,7 @@ def test_a_client_certificate_sealed_with_an_older_key_is_offered_resealed(
     keys_file.write_text(rotated.dump())
     tls = {"clientCertificate": {"sealed": sealed}}
     asyncio.run(external_connections.reconcile(runtime, resource_of(_connection(tls))))
-    ready = {verdict.type: verdict for verdict in routed[-1].verdicts}["UpstreamTLSReady"]
+    ready = next(v for v in routed[-1].verdicts if v.type == "UpstreamTLSReady")
     assert ready.reason == "TLSConfigured"  # the older key still opens it
     status = routed[-1].extra.model_dump(by_alias=True, exclude_unset=True, mode="json")
     offers = [
