@@ -419,6 +419,18 @@ def test_naming_a_tls_secret_needs_the_right_to_read_it(
         "-p", '{"spec":{"instructions":"still mine"}}',
     )  # fmt: skip
     assert edited.returncode == 0, edited.stderr
+    # A CA bundle's key moved to another key of its Secret (cert-manager's holds tls.key beside
+    # ca.crt) is another value of a Secret the requester may not read.
+    apply(cluster, namespace, tls_secret("issuer", chain, key))
+    trusting = connection("trusting", vendor.url, NONE, tls={"caBundleRef": {"name": "issuer"}})
+    apply(cluster, namespace, trusting)
+    rekeyed = as_admin(
+        "patch", "externalconnection", "trusting", "--type=merge",
+        "-p", '{"spec":{"tls":{"caBundleRef":{"name":"issuer","key":"tls.key"}}}}',
+    )  # fmt: skip
+    assert rekeyed.returncode != 0
+    assert "spec.tls.caBundleRef:" in rekeyed.stderr
+    assert "may not get Secret 'issuer'" in rekeyed.stderr
     grant(cluster, namespace, "admin", "get", "secrets", "client")
     admitted = as_admin("apply", "-f", "-", stdin=yaml.safe_dump(renamed(document, "copy")))
     assert admitted.returncode == 0, admitted.stderr

@@ -7,7 +7,7 @@ tests/e2e/test_table_delivery.py; here: which field is named, and the namespace'
 from __future__ import annotations
 
 from gatehouse_contract.keyring import Encrypted
-from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits
+from gatehouse_contract.routes import AppRoute, ConnectionRoute, Credential, Limits, UpstreamTls
 from gatehouse_operator.api.conditions import ConditionType
 from gatehouse_operator.api.connection import ExternalConnectionSpec
 from gatehouse_operator.api.resource import Resource
@@ -92,3 +92,17 @@ def test_the_world_keeps_each_namespaces_total() -> None:
     )
     routes.drop_connection("shop/b")
     assert routes.budget.total_with("connection", "shop/new", 0) == budget.entry_size(first)
+
+
+def test_a_connection_over_its_bound_by_its_tls_names_the_tls_field() -> None:
+    """A CA bundle the CRD takes (up to 64 KiB) or a client certificate's chain can make the
+    route too large: the refusal names that field, not one the connection barely uses."""
+    bundle = connection("bundle").model_copy(
+        update={"tls": UpstreamTls(ca_bundle="-----BEGIN CERTIFICATE-----\n" + "A" * 40_000)}
+    )
+    assert "spec.tls.caBundle makes" in refusal(bundle)
+    certificate = Encrypted(key_id="k1", nonce="n", ciphertext="c" * 40_000)
+    client = connection("client").model_copy(
+        update={"tls": UpstreamTls(client_certificate=certificate)}
+    )
+    assert "spec.tls.clientCertificate makes" in refusal(client)

@@ -22,6 +22,7 @@ from pydantic import JsonValue
 
 from gatehouse_operator.api.auth_kinds import ENDPOINT_FIELDS, ENDPOINT_SECTIONS
 from gatehouse_operator.api.stored import StoredConnectionSpec
+from gatehouse_operator.api.upstream_tls import DEFAULT_CA_KEY
 
 READ_VERB = "get"
 
@@ -54,8 +55,10 @@ def secret_to_read(
     return None
 
 
-def _tls_refs(spec: StoredConnectionSpec | None) -> dict[str, str]:
-    """The Secrets spec.tls names, by field: its client certificate's and its CA bundle's."""
+def _tls_refs(spec: StoredConnectionSpec | None) -> dict[str, tuple[str, str]]:
+    """The Secrets spec.tls names, by field: its client certificate's and its CA bundle's, each
+    with the key read of it (another key of the same Secret is another value, as for
+    auth.secretRef: a cert-manager Secret holds tls.key beside ca.crt)."""
     tls = spec.tls if spec is not None and isinstance(spec.tls, dict) else {}
     certificate = tls.get("clientCertificate")
     refs = {
@@ -65,7 +68,7 @@ def _tls_refs(spec: StoredConnectionSpec | None) -> dict[str, str]:
         "spec.tls.caBundleRef": tls.get("caBundleRef"),
     }
     return {
-        field: str(ref.get("name", ""))
+        field: (str(ref.get("name", "")), str(ref.get("key") or DEFAULT_CA_KEY))
         for field, ref in refs.items()
         if isinstance(ref, dict) and ref.get("name")
     }
@@ -83,8 +86,8 @@ def tls_secrets_to_read(
         (old_spec is not None and old_spec.base_url != new_spec.base_url),
     )
     needed = []
-    for field, name in _tls_refs(new_spec).items():
-        if old_spec is None or old_refs.get(field) != name:
+    for field, (name, key) in _tls_refs(new_spec).items():
+        if old_spec is None or old_refs.get(field) != (name, key):
             needed.append((name, field))
         elif moved:
             needed.append((name, "spec.baseURL"))

@@ -370,7 +370,8 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
     Reason.INVALID_CLIENT_CERTIFICATE: Troubleshooting(
         _TLS,
         "tls.crt (or the sealed chain) is not PEM certificates, holds more than 8, is over "
-        "32 KiB, or its first certificate is not valid yet; the message says which.",
+        "32 KiB, or its first certificate is not valid yet (judged again every minute, so it "
+        "is used once it starts); the message says which.",
     ),
     Reason.INVALID_CLIENT_KEY: Troubleshooting(
         _TLS,

@@ -18,6 +18,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
 
 from gatehouse_contract.google_keys import MAX_RSA_BITS
 from gatehouse_contract.routes import MAX_CA_BUNDLE_CHARS
@@ -38,6 +39,10 @@ MIN_RSA_BITS = 2048
 CURVES = (ec.SECP256R1, ec.SECP384R1)
 # As cert-manager renews by default: with a third of its lifetime left.
 RENEW_FRACTION = 3
+# A subject or issuer as messages and the status name it (ClientCertificateSummary's bound):
+# whoever writes the certificate chooses its names, up to the chain's 32 KiB, which RFC 4514's
+# escapes may double, and a condition's message takes at most 32 KiB.
+MAX_NAME_CHARS = 1024
 
 _KEY_BLOCK = re.compile(
     rb"-----BEGIN ([A-Z ]*)PRIVATE KEY-----.*?-----END \1PRIVATE KEY-----\s*", re.S
@@ -176,10 +181,9 @@ def _private_key(pem: bytes, where: str) -> PrivateKey:
     )
 
 
-def _matches(key: PrivateKey, leaf: x509.Certificate) -> bool:
+def _matches(key: PrivateKey, public: CertificatePublicKeyTypes) -> bool:
     """Whether ``key`` signs what the leaf's public key verifies (which also proves an RSA key
     loaded without OpenSSL's check is consistent)."""
-    public = leaf.public_key()
     try:
         if isinstance(key, rsa.RSAPrivateKey) and isinstance(public, rsa.RSAPublicKey):
             signature = key.sign(_PROBE, padding.PKCS1v15(), hashes.SHA256())
@@ -227,14 +231,24 @@ def checked_pair(
     )
     leaf = chain[0]
     key = _private_key(key_pem, key_where)
-    if not _matches(key, leaf):
+    try:
+        # Read only when asked for, so checked here: a key of an unknown algorithm, or a name
+        # that is not well-formed, is refused, not raised.
+        public = leaf.public_key()
+        subject, issuer = _named(leaf.subject) or "no subject", _named(leaf.issuer)
+    except (ValueError, UnsupportedAlgorithm):
+        raise CredentialProblem(
+            Reason.INVALID_CLIENT_CERTIFICATE,
+            f"the first certificate of {where} cannot be read: its public key is of an unknown "
+            "algorithm, or its subject or issuer is not well-formed",
+        ) from None
+    if not _matches(key, public):
         raise CredentialProblem(
             Reason.CLIENT_KEY_MISMATCH,
             f"{key_where} is not the private key of the first certificate of {where} (the "
             "certificate presented): the first certificate must be the client's own, its "
             "chain after it",
         )
-    subject = leaf.subject.rfc4514_string() or "no subject"
     pem = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in chain)
     pem += key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -242,10 +256,16 @@ def checked_pair(
     return CheckedCertificate(
         pem,
         subject,
-        leaf.issuer.rfc4514_string(),
+        issuer,
         leaf.not_valid_before_utc,
         leaf.not_valid_after_utc,
     )
+
+
+def _named(name: x509.Name) -> str:
+    """``name`` in RFC 4514, cut to MAX_NAME_CHARS (an ellipsis saying so)."""
+    text = name.rfc4514_string()
+    return text if len(text) <= MAX_NAME_CHARS else text[: MAX_NAME_CHARS - 1] + "…"
 
 
 def check_ca_bundle(pem: bytes, where: str) -> tuple[str, int]:

@@ -357,6 +357,12 @@ class CredentialEncrypter:
         self._certificates[connection_uid] = (inputs, (checked, encrypted))
         return checked, encrypted
 
+    def checked_certificate(self, connection_uid: str) -> HasPem | None:
+        """The client certificate last checked for the connection, if any (what the resync
+        judges against the clock without reading its Secret again)."""
+        cached = self._certificates.get(connection_uid)
+        return None if cached is None else cached[1][0]
+
     def forget(self, connection_uid: str) -> None:
         self._encrypted.pop(connection_uid, None)
         self._certificates.pop(connection_uid, None)

@@ -51,10 +51,14 @@ def _largest_part(route: ConnectionRoute | AppRoute) -> tuple[str, int]:
     if isinstance(route, AppRoute):
         return "spec.connections", sum(len(a) + len(c) + 6 for a, c in route.links.items())
     encrypted = route.credential.encrypted
+    tls = route.tls
+    certificate = tls.client_certificate if tls is not None else None
     parts = {
         "spec.allowedPaths": sum(len(path) + 3 for path in route.allowed_paths),
         "spec.auth.googleServiceAccount.scopes": sum(len(s) + 3 for s in route.credential.scopes),
         "the Secret's value (spec.auth.secretRef)": len(encrypted.ciphertext) if encrypted else 0,
+        "spec.tls.caBundle": len(tls.ca_bundle) if tls is not None else 0,
+        "spec.tls.clientCertificate": len(certificate.ciphertext) if certificate else 0,
     }
     field = max(parts, key=lambda name: parts[name])
     return field, parts[field]

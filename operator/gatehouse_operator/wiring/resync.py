@@ -5,6 +5,7 @@ not see. The housekeeping runs them on its periods; the controller lists what ex
 
 from __future__ import annotations
 
+import datetime
 import logging
 
 from gatehouse_operator.api.apps import CHART_TYPE, DATA_APP
@@ -12,10 +13,12 @@ from gatehouse_operator.api.conditions import ConditionType, Reason
 from gatehouse_operator.api.connection import EXTERNAL_CONNECTION
 from gatehouse_operator.api.resource import Resource
 from gatehouse_operator.controllers import external_connections, linked_apps
+from gatehouse_operator.keys.client_certificates import CheckedCertificate
 from gatehouse_operator.kube import API_ERRORS, failure
 from gatehouse_operator.kube.errors import ApiError
 from gatehouse_operator.kube.objects import resource_of
 from gatehouse_operator.runtime import Runtime, kind_key
+from gatehouse_operator.status import Condition
 
 log = logging.getLogger("gatehouse.operator")
 
@@ -98,13 +101,29 @@ def _read_again(runtime: Runtime, key: str) -> bool:
     credential = runtime.status.condition(key, ConditionType.CREDENTIAL_READY)
     tls = runtime.status.condition(key, ConditionType.UPSTREAM_TLS_READY)
     # A client certificate's expiry moves with the clock, not with its Secret: judged again
-    # (ClientCertificateCurrent, then UpstreamTLSReady) every resync.
+    # (ClientCertificateCurrent, then UpstreamTLSReady) once the clock moves its verdict. So
+    # does the start of one refused as not valid yet (an issuer's clock a little ahead of ours):
+    # no event of its Secret would bring it back. That reason also covers a malformed one, read
+    # again alike.
     certificate = runtime.status.condition(key, ConditionType.CLIENT_CERTIFICATE_CURRENT)
     return (
         (watched is not None and watched.status == "False")
         or any(c is not None and c.reason == Reason.SECRET_FORBIDDEN for c in (credential, tls))
-        or certificate is not None
+        or (certificate is not None and _clock_moved(runtime, key, certificate))
+        or (tls is not None and tls.reason == Reason.INVALID_CLIENT_CERTIFICATE)
     )
+
+
+def _clock_moved(runtime: Runtime, key: str, written: Condition) -> bool:
+    """Whether the clock has moved the connection's client certificate's verdict from the one
+    written (its renewal due, or it expired): the certificate itself comes by its Secret's
+    event (an unwatched one's is read every resync anyway), so only then is it read again."""
+    connection = runtime.routes.connection_resource(key)
+    checked = runtime.encrypter.checked_certificate(connection.uid) if connection else None
+    if not isinstance(checked, CheckedCertificate):
+        return True  # not checked by this process: read it
+    now = datetime.datetime.now(datetime.UTC)
+    return checked.not_after <= now or checked.expiry_verdict(now).reason != written.reason
 
 
 def unread_connections(runtime: Runtime) -> list[str]:

@@ -4,9 +4,10 @@ certificate may chain to, and the client certificate the proxy presents, as one
 
 A context costs tens of milliseconds of CPU (the system's trust store), so it is made off the
 event loop, once for all the requests of a connection's settings (the first requests wait for one
-making), and dropped when the table no longer routes them. aiohttp keys its pooled connections by
-the context: a rotated certificate's new context opens new connections, while requests in flight
-finish on the old ones.
+making), and dropped when the table no longer routes them, or when its namespace's connections
+hold more than their share (MAX_CONTEXTS_PER_NAMESPACE, the least recently used first). aiohttp
+keys its pooled connections by the context: a rotated certificate's new context opens new
+connections, while requests in flight finish on the old ones.
 
 The client certificate's private key is never written to disk in the clear: the standard library
 loads a certificate chain only from a file, so the key is re-encrypted in memory with a one-time
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives import serialization
 
-from gatehouse_contract.routes import ConnectionRoute, UpstreamTls
+from gatehouse_contract.routes import ConnectionRoute, UpstreamTls, namespace_of
 from gatehouse_proxy.errors import ProxyError
 from gatehouse_proxy.upstream.forwarder import ConnectionTls, tls_context
 
@@ -41,6 +42,11 @@ Reveal = Callable[[ConnectionRoute], bytes]
 # directory, but mkstemp makes a new file of a random name only its owner reads.
 _TMPFS = "/dev/shm"  # noqa: S108
 _PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----\r?\n.*?-----END \1-----", re.DOTALL)
+# The contexts one namespace's connections keep in a worker, the most recently used: each holds
+# its own trust store (about 0.9 MB with the system's roots), so a namespace's thousands of
+# connections with spec.tls would otherwise take gigabytes of every tenant's worker. One dropped
+# is made again when next used (tens of milliseconds, in a thread).
+MAX_CONTEXTS_PER_NAMESPACE = 64
 
 
 def make(tls: UpstreamTls, certificate: bytes | None, ca_file: str | None) -> ConnectionTls:
@@ -124,6 +130,7 @@ class _Made:
     fingerprint: str
     tls: UpstreamTls  # the table's object last seen: the same one needs no new fingerprint
     making: asyncio.Task[ConnectionTls]
+    namespace: str
 
 
 class ConnectionContexts:
@@ -134,6 +141,8 @@ class ConnectionContexts:
         self._reveal = reveal
         self._ca_file = ca_file
         self._made: dict[str, _Made] = {}
+        # Per namespace, the uids of its contexts, the least recently used first.
+        self._recent: dict[str, dict[str, None]] = {}
 
     async def context(
         self, connection: ConnectionRoute, *, keep: bool = True
@@ -148,10 +157,12 @@ class ConnectionContexts:
         uid = connection.uid
         made = self._made.get(uid)
         if made is None or (made.tls is not tls and made.fingerprint != tls.fingerprint):
-            made = _Made(tls.fingerprint, tls, asyncio.ensure_future(self._making(connection, tls)))
+            making = asyncio.ensure_future(self._making(connection, tls))
+            made = _Made(tls.fingerprint, tls, making, namespace_of(connection.key))
             made.making.add_done_callback(functools.partial(self._made_one, uid, made))
             self._made[uid] = made
         made.tls = tls
+        self._used(uid, made.namespace)
         # Shielded: a request that goes away leaves the making to the others.
         return await asyncio.shield(made.making)
 
@@ -169,17 +180,35 @@ class ConnectionContexts:
         a making is not kept. Any other failure is the settings' own, kept till they change."""
         failure = None if making.cancelled() else making.exception()
         if (making.cancelled() or isinstance(failure, _Unrevealed)) and self._made.get(uid) is made:
-            del self._made[uid]
+            self._drop(uid)
+
+    def _used(self, uid: str, namespace: str) -> None:
+        """``uid``'s context is its namespace's most recently used; the least recently used
+        beyond the namespace's share is dropped (requests that hold it finish with it)."""
+        recent = self._recent.setdefault(namespace, {})
+        recent.pop(uid, None)
+        recent[uid] = None
+        while len(recent) > MAX_CONTEXTS_PER_NAMESPACE:
+            oldest = next(iter(recent))
+            del recent[oldest]
+            self._made.pop(oldest, None)
+
+    def _drop(self, uid: str) -> None:
+        made = self._made.pop(uid, None)
+        recent = self._recent.get(made.namespace, {}) if made is not None else {}
+        recent.pop(uid, None)
+        if made is not None and not recent:
+            self._recent.pop(made.namespace, None)
 
     def keep(self, routed: Mapping[str, UpstreamTls]) -> None:
         """The table now routes these connections' settings (by uid): the others' contexts are
         dropped (their pooled connections close with their pools, or time out)."""
         for uid in [uid for uid, made in self._made.items() if uid not in routed]:
-            del self._made[uid]
+            self._drop(uid)
         for uid, tls in routed.items():
             made = self._made.get(uid)
             if made is not None and made.fingerprint != tls.fingerprint:
-                del self._made[uid]
+                self._drop(uid)
 
 
 class _Unrevealed(ProxyError):

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -421,3 +422,45 @@ def test_the_key_is_written_only_encrypted_and_only_for_a_moment(
         connection_tls.make(UpstreamTls(system_roots=False), pki.pem(pair), None)
     assert refused.value.code == "connection_unavailable"
     assert "temporary directory" in refused.value.message
+
+
+def test_one_namespaces_connections_hold_a_bounded_number_of_contexts(pki: Pki) -> None:
+    """A context holds its own copy of the trust store (about 0.9 MB with the system's roots), in
+    every worker, for as long as the table routes its connection: a namespace's thousands of
+    connections with spec.tls (each one fetched once) would otherwise take gigabytes from every
+    tenant's worker. Each namespace keeps its most recently used few; another's are untouched."""
+    limit = connection_tls.MAX_CONTEXTS_PER_NAMESPACE
+    made: list[str] = []
+
+    def route(namespace: str, index: int) -> ConnectionRoute:
+        return ConnectionRoute(
+            key=f"{namespace}/api-{index}",
+            uid=f"{namespace}-{index}",
+            origin="https://vendor.test",
+            allowed_methods=frozenset({"GET"}),
+            allowed_paths=("/",),
+            credential=Credential(type="none"),
+            limits=LIMITS,
+            tls=UpstreamTls(ca_bundle=pki.bundle, system_roots=False),
+        )
+
+    def counted(tls: UpstreamTls, certificate: bytes | None, ca_file: str | None) -> Any:
+        made.append("one")
+        return object()
+
+    async def scenario() -> None:
+        contexts = ConnectionContexts(lambda _: b"", None)
+        other = await contexts.context(route("other", 0))
+        first = await contexts.context(route("busy", 0))
+        for index in range(1, limit + 5):
+            await contexts.context(route("busy", index))
+        assert len(made) == limit + 6
+        assert await contexts.context(route("other", 0)) is other  # untouched
+        assert await contexts.context(route("busy", limit + 4)) is not None
+        assert len(made) == limit + 6  # a recent one is kept
+        assert await contexts.context(route("busy", 0)) is not first  # the oldest was dropped
+        assert len(made) == limit + 7
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(connection_tls, "make", counted)
+        asyncio.run(scenario())
