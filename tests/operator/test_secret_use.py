@@ -41,6 +41,16 @@ def _with(**changes: Any) -> dict[str, Any]:
         (SPEC, _with(baseURL="https://attacker.test"), ("vendor", "spec.baseURL")),
         (_with(auth={"type": "none"}), SPEC, ("vendor", "spec.auth.secretRef")),
         (SPEC, _with(baseURL="https://attacker.test", auth={"type": "none"}), None),
+        # Whom the vendor's certificate may chain to is who receives the value.
+        (SPEC, _with(tls={"caBundle": "-----BEGIN CERTIFICATE-----"}), ("vendor", "spec.tls")),
+        (
+            _with(tls={"caBundle": "a"}),
+            _with(tls={"caBundle": "a", "systemRoots": False}),
+            ("vendor", "spec.tls"),
+        ),
+        (SPEC, _with(tls={"caBundleRef": {"name": "ca"}}), ("vendor", "spec.tls")),
+        (_with(tls={"caBundle": "a"}), _with(tls={"caBundle": "a"}), None),
+        (SPEC, _with(tls={"systemRoots": True}), None),
     ],
 )
 def test_what_a_change_needs_to_read(

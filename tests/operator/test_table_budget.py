@@ -94,15 +94,19 @@ def test_the_world_keeps_each_namespaces_total() -> None:
     assert routes.budget.total_with("connection", "shop/new", 0) == budget.entry_size(first)
 
 
-def test_a_connection_over_its_bound_by_its_tls_names_the_tls_field() -> None:
-    """A CA bundle the CRD takes (up to 64 KiB) or a client certificate's chain can make the
-    route too large: the refusal names that field, not one the connection barely uses."""
-    bundle = connection("bundle").model_copy(
-        update={"tls": UpstreamTls(ca_bundle="-----BEGIN CERTIFICATE-----\n" + "A" * 40_000)}
+def test_a_connections_own_tls_is_bounded_by_its_own_rules_and_counted_to_its_namespace() -> None:
+    """A CA bundle (up to 64 KiB, as the CRD takes) and a client certificate's chain and key
+    would not fit beside the rest of an entry's 32 KiB: they are bounded by their own rules, and
+    the namespace's bound counts them. A route over its bound by the rest names the rest."""
+    certificate = Encrypted(key_id="k1", nonce="n", ciphertext="c" * 60_000)
+    tls = UpstreamTls(
+        ca_bundle="-----BEGIN CERTIFICATE-----\n" + "A" * 60_000, client_certificate=certificate
     )
-    assert "spec.tls.caBundle makes" in refusal(bundle)
-    certificate = Encrypted(key_id="k1", nonce="n", ciphertext="c" * 40_000)
-    client = connection("client").model_copy(
-        update={"tls": UpstreamTls(client_certificate=certificate)}
-    )
-    assert "spec.tls.clientCertificate makes" in refusal(client)
+    both = connection("both").model_copy(update={"tls": tls})
+    size = budget.entry_size(both)
+    assert size > budget.MAX_CONNECTION_BYTES
+    assert budget.check(both, size, size, ConditionType.ACCEPTED) is None
+    crowded = connection("crowded", paths=40).model_copy(update={"tls": tls})
+    said = refusal(crowded)
+    assert "(its spec.tls aside)" in said
+    assert "spec.allowedPaths makes" in said

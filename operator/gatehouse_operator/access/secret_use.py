@@ -6,8 +6,9 @@ own rights, so without a check here ``update`` on connections would be ``get`` o
 the namespace: point ``secretRef`` at any Secret and ``baseURL`` at your own host, then test.
 So a change that sets ``secretRef``, changes it, or moves a connection that has one to another
 ``baseURL`` (or, for OAuth 2.0 client credentials, another ``tokenURL`` or ``clientId``: the
-client secret goes to the token endpoint) is admitted only for a requester who may ``get`` that
-Secret themselves.
+client secret goes to the token endpoint), or trusts other CAs for its vendor (``spec.tls``: a CA
+of one's own is a host of one's own on the vendor's name) is admitted only for a requester who
+may ``get`` that Secret themselves.
 
 The Secrets ``spec.tls`` names (a client certificate's, a CA bundle's) are held to the same rule
 (``tls_secrets_to_read``): naming one, or changing baseURL while one is named.
@@ -45,6 +46,10 @@ def secret_to_read(
         return name, "spec.auth.secretRef"
     if old_spec.base_url != new_spec.base_url:
         return name, "spec.baseURL"
+    # Whom the proxy takes for the vendor is who receives the value: a CA of one's own (and the
+    # system's roots turned off) is a host of one's own on the vendor's name.
+    if _trust(old_spec) != _trust(new_spec):
+        return name, "spec.tls"
     # An OAuth 2.0 client secret goes to the token URL, on behalf of the client id: so does the
     # secret of every kind with an endpoint of its own.
     for section in ENDPOINT_SECTIONS:
@@ -53,6 +58,12 @@ def secret_to_read(
             if old_client.get(field) != new_client.get(field):
                 return name, f"spec.auth.{section}.{field}"
     return None
+
+
+def _trust(spec: StoredConnectionSpec) -> tuple[JsonValue, ...]:
+    """What spec.tls says the vendor's certificate may chain to."""
+    tls = spec.tls if isinstance(spec.tls, dict) else {}
+    return (tls.get("caBundle"), tls.get("caBundleRef"), tls.get("systemRoots", True))
 
 
 def _tls_refs(spec: StoredConnectionSpec | None) -> dict[str, tuple[str, str]]:

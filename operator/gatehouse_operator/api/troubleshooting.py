@@ -315,8 +315,9 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
     ),
     Reason.TABLE_ENTRY_TOO_LARGE: Troubleshooting(
         f"ExternalConnection, {_APPS}",
-        "The route would take more of the routing table than one route may; the message names "
-        "the field that makes it large (instructions, paths, links). Shrink it.",
+        "The route would take more of the routing table than one route may (32 KiB; a "
+        "connection's `spec.tls` aside, bounded by its own rules); the message names the field "
+        "that makes it large (instructions, paths, links). Shrink it.",
     ),
     Reason.TEST_FAILED: Troubleshooting(
         _TEST_SAMPLE,

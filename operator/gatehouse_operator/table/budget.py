@@ -47,17 +47,27 @@ class NamespaceBudget:
             self._namespace_sizes.pop(namespace, None)
 
 
-def _largest_part(route: ConnectionRoute | AppRoute) -> tuple[str, int]:
+def tls_size(route: ConnectionRoute | AppRoute) -> int:
+    """The bytes a connection's own TLS takes (its CA bundle, its client certificate): bounded
+    by their own rules (the CRD's), and not by the entry's, which they would not fit beside the
+    rest; the namespace's bound counts them."""
+    tls = route.tls if isinstance(route, ConnectionRoute) else None
+    return 0 if tls is None else len(tls.model_dump_json())
+
+
+def _largest_part(route: ConnectionRoute | AppRoute, *, tls: bool = True) -> tuple[str, int]:
+    """The field that makes most of ``route``'s bytes (``tls=False``: of those its entry's bound
+    counts)."""
     if isinstance(route, AppRoute):
         return "spec.connections", sum(len(a) + len(c) + 6 for a, c in route.links.items())
     encrypted = route.credential.encrypted
-    tls = route.tls
-    certificate = tls.client_certificate if tls is not None else None
+    own = route.tls if tls else None
+    certificate = own.client_certificate if own is not None else None
     parts = {
         "spec.allowedPaths": sum(len(path) + 3 for path in route.allowed_paths),
         "spec.auth.googleServiceAccount.scopes": sum(len(s) + 3 for s in route.credential.scopes),
         "the Secret's value (spec.auth.secretRef)": len(encrypted.ciphertext) if encrypted else 0,
-        "spec.tls.caBundle": len(tls.ca_bundle) if tls is not None else 0,
+        "spec.tls.caBundle": len(own.ca_bundle) if own is not None else 0,
         "spec.tls.clientCertificate": len(certificate.ciphertext) if certificate else 0,
     }
     field = max(parts, key=lambda name: parts[name])
@@ -69,18 +79,21 @@ def check(
 ) -> Verdict | None:
     """A refusal when ``route`` (``size`` bytes) is over its bound, or would make its
     namespace's total (``namespace_total`` bytes with it) go over the namespace's."""
-    field, part = _largest_part(route)
     limit = MAX_APP_BYTES if isinstance(route, AppRoute) else MAX_CONNECTION_BYTES
-    if size > limit:
+    own_tls = tls_size(route)
+    if size - own_tls > limit:
+        field, part = _largest_part(route, tls=False)
+        aside = " (its spec.tls aside)" if own_tls else ""
         return Verdict(
             reason_kind,
             "False",
             Reason.TABLE_ENTRY_TOO_LARGE,
             f"this {'app' if isinstance(route, AppRoute) else 'connection'} would take "
-            f"{size:,} bytes of the routing table, over the {limit:,} allowed; {field} makes "
-            f"{part:,} of them",
+            f"{size - own_tls:,} bytes of the routing table{aside}, over the {limit:,} allowed; "
+            f"{field} makes {part:,} of them",
         )
     if namespace_total > MAX_NAMESPACE_BYTES:
+        field, part = _largest_part(route)
         return Verdict(
             reason_kind,
             "False",
