@@ -702,7 +702,7 @@ def test_a_certificate_with_a_huge_subject_is_named_within_the_conditions_bounds
     # Routed (its spec.tls is bounded by its own rules, not the entry's): the status the
     # proxies' acknowledgement writes.
     (entry,) = routed
-    found = {verdict.type: verdict for verdict in entry.verdicts}
+    found = {str(verdict.type): verdict for verdict in entry.verdicts}
     assert found["UpstreamTLSReady"].status == "True"
     assert len(found["UpstreamTLSReady"].message) < 4096
     assert all(len(message) < 4096 for _, _, message in api.events)
