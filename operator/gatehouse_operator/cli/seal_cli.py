@@ -445,7 +445,7 @@ def reseal(args: argparse.Namespace) -> int:
     for doc in documents:
         if not _is_connection(doc):
             continue
-        held = [value for value in _RESEALABLE if _section(doc, value[0]).get(value[1])]
+        held = [each for each in _RESEALABLE if _section(doc, each[0]).get(each[1])]
         if not held:
             continue
         scope = _file_scope(doc, default_namespace)
