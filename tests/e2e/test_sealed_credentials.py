@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from gatehouse_dev.cluster import Cluster
 from gatehouse_dev.services import NAMESPACE, RELEASE
@@ -37,6 +38,8 @@ from tests.e2e.gatehouse_fixtures import (
     register_client,
     wait_condition,
 )
+from tests.e2e.test_upstream_tls import Vendor, mtls
+from tests.e2e.test_upstream_tls import vendor as vendor
 
 pytestmark = pytest.mark.e2e
 
@@ -246,6 +249,75 @@ def test_after_a_rotation_old_values_open_and_reseal_moves_them(
         refused.stderr
     )
     assert path.read_text() == before
+
+
+def test_a_sealed_client_certificate_is_resealed_and_still_presented_once_the_old_key_retires(
+    cluster: Cluster, stack: Stack, vendor: Vendor, namespace: str, tmp_path: Path
+) -> None:
+    """A client certificate sealed by the CLI is offered resealed after a rotation
+    (status.resealedClientCertificate); gatehouse reseal writes it into the file, and once the
+    old key is retired the vendor still receives the certificate, while the value sealed with
+    the old key (from Git history) no longer opens."""
+    chain, key, serial = vendor.client_ca.issue("shop-client", ExtendedKeyUsageOID.CLIENT_AUTH)
+    (tmp_path / "client.crt").write_bytes(chain)
+    (tmp_path / "client.key").write_bytes(key)
+    document = connection("vendor", vendor.url, {"type": "none"}, tls=mtls(vendor, None))
+    document["metadata"]["namespace"] = namespace
+    path = tmp_path / "vendor.yaml"
+    path.write_text(yaml.safe_dump(document))
+    certificate = (
+        "--tls-cert",
+        str(tmp_path / "client.crt"),
+        "--tls-key",
+        str(tmp_path / "client.key"),
+    )
+    done = gatehouse(cluster.kubeconfig, "seal", "-f", str(path), *certificate, *PUBLIC)
+    assert done.returncode == 0, done.stderr
+    path.write_text(done.stdout)
+    sealed: dict[str, Any] = yaml.safe_load(done.stdout)
+    old_key = SealedValue.parse(sealed["spec"]["tls"]["clientCertificate"]["sealed"]).key
+    token = linked(cluster, namespace, sealed)
+
+    def presented() -> int:
+        seen = vendor.received(fetch(stack.proxy, token, "vendor", "/echo/sealed"))
+        return int(seen["clientCertificate"]["serial"], 16)
+
+    assert presented() == serial
+    secret_line = key.decode().splitlines()[1]  # of the private key's base64
+    assert secret_line not in json.dumps(get(cluster, namespace, "externalconnection/vendor"))
+    rotated = stack.local.write_sealing_keys(
+        SealingKeys.parse(stack.local.sealing_keys_file.read_bytes()).rotated()
+    )
+
+    def offered() -> str:
+        body = get(cluster, namespace, "externalconnection/vendor") or {}
+        return str(body.get("status", {}).get("resealedClientCertificate", ""))
+
+    wait_for(offered, timeout=15, interval=0.2, what="status.resealedClientCertificate")
+    done = gatehouse(cluster.kubeconfig, "reseal", "-f", str(path), "-w", *PUBLIC)
+    assert done.returncode == 0, done.stderr
+    assert f"{namespace}/vendor: spec.tls.clientCertificate.sealed resealed" in done.stderr
+    resealed = yaml.safe_load(path.read_text())
+    value = resealed["spec"]["tls"]["clientCertificate"]["sealed"]
+    assert SealedValue.parse(value).key == rotated.active != old_key
+    apply(cluster, namespace, resealed)
+    wait_for(lambda: offered() == "", timeout=15, interval=0.2, what="the offer taken in")
+    assert secret_line not in json.dumps(get(cluster, namespace, "externalconnection/vendor"))
+
+    stack.local.write_sealing_keys(rotated.without(old_key))
+    wait_for(
+        lambda: old_key not in str(get(cluster, NAMESPACE, f"configmap/{RELEASE}-sealing-keys")),
+        timeout=15,
+        interval=0.2,
+        what="the old key retired",
+    )
+    wait_condition(cluster, namespace, "externalconnection/vendor", "True", "Routed")
+    assert presented() == serial
+    apply(cluster, namespace, sealed)  # the value of Git history, sealed with the retired key
+    wait_condition(cluster, namespace, "externalconnection/vendor", "False", "SealedKeyUnknown")
+    unknown = condition(cluster, namespace, "externalconnection/vendor", "UpstreamTLSReady")
+    assert unknown["reason"] == "SealedKeyUnknown"
+    assert old_key in unknown["message"]
 
 
 def test_a_sealed_client_secret_mints_tokens_and_opens_for_its_token_url_only(

@@ -22,6 +22,7 @@ from gatehouse_operator.cli import kubeconfig
 from gatehouse_operator.keys.credentials import encrypt_credential, sealed_in
 from gatehouse_operator.keys.sealed_values import (
     SEALING_KEYS_FILE,
+    TLS_CLIENT_CERTIFICATE,
     PublicSealingKeys,
     Scope,
     SealedValue,
@@ -239,6 +240,115 @@ def test_reseal_refuses_an_offer_for_another_connection_or_key(
     assert len(err.strip().splitlines()) == 1, err
     assert "shop/stripe: status.resealedSecret " in err
     assert message in err
+
+
+TLS_OWN = Scope(OWN.namespace, OWN.name, OWN.origin, use=TLS_CLIENT_CERTIFICATE)
+
+
+def _reseal_both(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    offered: Callable[[SealingKeys], str],
+    *,
+    applied: bool = True,
+) -> tuple[int, dict[str, Any], dict[str, Any], SealingKeys]:
+    """Reseals CONNECTION with its bearer secret and its client certificate sealed with an old
+    key, whose status offers the secret resealed and ``offered(keys)`` for the certificate (the
+    cluster's certificate another value unless ``applied``): the exit code, the file's spec
+    before and after, and the rotated keys."""
+    old = SealingKeys.generate()
+    keys = SealingKeys.parse(old.rotated().dump())
+    document = yaml.safe_load(CONNECTION.split("---")[0])
+    document["spec"]["auth"] = {"type": "bearer", "sealedSecret": old.public().seal(b"k", OWN)}
+    certificate = {"sealed": old.public().seal(b"chain and key", TLS_OWN)}
+    document["spec"]["tls"] = {"clientCertificate": certificate}
+    source = tmp_path / "stripe.yaml"
+    source.write_text(yaml.safe_dump(document))
+    live = yaml.safe_load(source.read_text())
+    if not applied:
+        live["spec"]["tls"]["clientCertificate"]["sealed"] = old.public().seal(b"new", TLS_OWN)
+    offers = {"resealedSecret": keys.public().seal(b"k", OWN)}
+    live["status"] = offers | {"resealedClientCertificate": offered(keys)}
+    cluster = _Cluster(live, keys.public())
+    monkeypatch.setattr(kubeconfig, "load", lambda *_: "default")
+    monkeypatch.setattr(kubernetes.client, "CustomObjectsApi", lambda: cluster)
+    monkeypatch.setattr(kubernetes.client, "CoreV1Api", lambda: cluster)
+    code = cli.main(["reseal", "-f", str(source), "-w"])
+    return code, document["spec"], yaml.safe_load(source.read_text())["spec"], keys
+
+
+def test_reseal_writes_a_client_certificates_offer_sealed_for_its_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sealed client certificate is offered resealed in status.resealedClientCertificate, and
+    written in its own field beside the auth secret's."""
+    code, before, after, keys = _reseal_both(
+        tmp_path, monkeypatch, lambda keys: keys.public().seal(b"chain and key", TLS_OWN)
+    )
+    err = capsys.readouterr().err
+    assert code == 0, err
+    written = after["tls"]["clientCertificate"]["sealed"]
+    assert written != before["tls"]["clientCertificate"]["sealed"]
+    assert SealedValue.parse(written).scope == TLS_OWN
+    assert keys.open(written, TLS_OWN) == b"chain and key"
+    assert SealedValue.parse(after["auth"]["sealedSecret"]).key == keys.active
+    assert "shop/stripe: resealed" in err
+    assert "shop/stripe: spec.tls.clientCertificate.sealed resealed" in err
+
+
+@pytest.mark.parametrize(
+    ("offer", "message"),
+    [
+        (
+            # The auth secret's use: a status must not turn the certificate into it.
+            lambda keys: keys.public().seal(b"k", OWN),
+            "is sealed for shop/stripe at https://api.stripe.com, not for the file's connection "
+            "(shop/stripe at https://api.stripe.com (as its tlsClientCertificate))",
+        ),
+        (
+            lambda keys: keys.public().seal(
+                b"k", Scope("shop", "paypal", OWN.origin, use=TLS_CLIENT_CERTIFICATE)
+            ),
+            "is sealed for shop/paypal",
+        ),
+        (
+            lambda keys: SealingKeys.generate().public().seal(b"k", TLS_OWN),
+            "is sealed with key",
+        ),
+    ],
+    ids=["use", "name", "key"],
+)
+def test_reseal_refuses_a_client_certificate_offer_for_another_use_connection_or_key(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    offer: Callable[[SealingKeys], str],
+    message: str,
+) -> None:
+    code, before, after, _ = _reseal_both(tmp_path, monkeypatch, offer)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert after == before  # nothing written, the auth secret's offer neither
+    refusal = err.strip().splitlines()[-1]  # after the auth secret's line
+    assert "shop/stripe: status.resealedClientCertificate " in refusal
+    assert message in refusal
+
+
+def test_reseal_leaves_a_client_certificate_the_cluster_holds_another_of(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The offer is for the cluster's value: over a file that holds another it would undo it."""
+    code, before, after, _ = _reseal_both(
+        tmp_path,
+        monkeypatch,
+        lambda keys: keys.public().seal(b"new", TLS_OWN),
+        applied=False,
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert after["tls"] == before["tls"]
+    assert after["auth"] != before["auth"]  # the auth secret, the same in both, is resealed
+    assert "the cluster's tls.clientCertificate.sealed differs from the file's" in err
 
 
 OAUTH2_CONNECTION = """\

@@ -702,20 +702,12 @@ def test_a_certificate_with_a_huge_subject_is_named_within_the_conditions_bounds
     # Routed (its spec.tls is bounded by its own rules, not the entry's): the status the
     # proxies' acknowledgement writes.
     (entry,) = routed
-    found = {verdict.type: verdict for verdict in entry.verdicts}
+    found = {str(verdict.type): verdict for verdict in entry.verdicts}
     assert found["UpstreamTLSReady"].status == "True"
     assert len(found["UpstreamTLSReady"].message) < 4096
     assert all(len(message) < 4096 for _, _, message in api.events)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review h52: a client certificate sealed with an older sealing key is not offered "
-    "resealed (status.resealedSecret is the auth secret's alone, gatehouse reseal rewrites only "
-    "auth.sealedSecret), so `gatehouse sealing-key retire` leaves it unopenable "
-    "(SealedKeyUnknown), though docs/concepts/sealing.md promises every sealed connection an "
-    "offer",
-)
 def test_a_client_certificate_sealed_with_an_older_key_is_offered_resealed(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -750,6 +742,55 @@ def test_a_client_certificate_sealed_with_an_older_key_is_offered_resealed(
     ]
     assert offers
     assert rotated.open(offers[0], scope, "tls.clientCertificate.sealed").startswith(b"-----")
+
+
+def test_a_connections_secret_and_certificate_are_each_offered_once_for_their_own_use(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside a sealed auth secret, the certificate's offer is its own (bound to its use), made
+    once per value and active key; an offer taken in is no longer offered, and an invalid spec
+    withdraws it (it would be for a value the file may no longer hold)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    keys_file = tmp_path / SEALING_KEYS_FILE
+    keys = SealingKeys.generate()
+    keys_file.write_text(keys.dump())
+    secret_scope = Scope("shop", "vendor", ORIGIN)
+    scope = Scope("shop", "vendor", ORIGIN, use=TLS_CLIENT_CERTIFICATE)
+    api = TlsSecretsApi({})
+    settings = OperatorSettings(keyring_file=tmp_path / "keyring.json")
+    runtime = assemble(settings, kube_of(api), StaticKeyring())
+    routed: list[Routed] = []
+
+    async def waits_for_the_proxies(entry: Routed) -> None:
+        routed.append(entry)
+
+    monkeypatch.setattr(runtime.rollout, "report", waits_for_the_proxies)
+
+    def offered(secret: str, certificate: str, status: Any = None) -> dict[str, Any]:
+        body = _connection({"clientCertificate": {"sealed": certificate}})
+        body["spec"]["auth"] = {"type": "bearer", "sealedSecret": secret}
+        body["status"] = status or {}
+        asyncio.run(external_connections.reconcile(runtime, resource_of(body)))
+        return routed[-1].extra.model_dump(by_alias=True, exclude_unset=True, mode="json")
+
+    secret = keys.public().seal(b"token", secret_scope)
+    certificate = keys.public().seal(issued(key) + _pem_key(key), scope)
+    rotated = keys.rotated()
+    keys_file.write_text(rotated.dump())
+    status = offered(secret, certificate)
+    resealed = status["resealedClientCertificate"]
+    assert SealedValue.parse(resealed).scope == scope
+    assert SealedValue.parse(resealed).key == rotated.active
+    assert rotated.open(status["resealedSecret"], secret_scope) == b"token"
+    assert offered(secret, certificate) == status  # the same offers, not new ciphertexts
+    taken = offered(status["resealedSecret"], resealed, status)
+    assert (taken["resealedSecret"], taken["resealedClientCertificate"]) == ("", "")
+
+    body = _connection({"clientCertificate": {"sealed": certificate}})
+    body["spec"]["linkPolicy"] = "Everyone?"
+    body["status"] = status
+    asyncio.run(external_connections.reconcile(runtime, resource_of(body)))
+    assert api.statuses[-1]["resealedClientCertificate"] == ""
 
 
 def _altered(chain: bytes, find: bytes, put: bytes) -> bytes:

@@ -50,6 +50,7 @@ from gatehouse_operator.api.meta import (
     ready_columns,
 )
 from gatehouse_operator.api.upstream_tls import (
+    MAX_SEALED_CERTIFICATE_CHARS,
     TLS_NEEDS_HTTPS,
     ClientCertificateSummary,
     UpstreamTlsSettings,
@@ -1005,6 +1006,14 @@ class ExternalConnectionStatus(Status):
         default=None,
         description="The client certificate the proxy presents (spec.tls.clientCertificate): "
         "its subject, issuer and expiry; never its key.",
+    )
+    resealed_client_certificate: str = Field(
+        default="",
+        max_length=MAX_SEALED_CERTIFICATE_CHARS,
+        description="spec.tls.clientCertificate.sealed sealed again with the installation's "
+        "active sealing key, when it was sealed with an older one (gatehouse reseal writes it "
+        "into your files); empty when it is current. The same certificate and key, for the same "
+        "connection and use: never the key itself.",
     )
 
 

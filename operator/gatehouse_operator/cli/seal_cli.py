@@ -8,11 +8,12 @@ the operator, ready to commit (see ``gatehouse_operator.keys.sealed_values``).
   connection's YAML with ``spec.auth.sealedSecret`` in place of ``secretRef``, a merge patch, or
   the bare value. With ``--tls-cert`` and ``--tls-key`` it seals a client certificate and its
   key instead, for ``spec.tls.clientCertificate.sealed`` (a value that opens for that use alone).
-- ``reseal`` rewrites the sealed values of a file that were sealed with an older key: the
-  operator offers each resealed in its connection's status (it alone can open them), and an
-  offer is written only if it is sealed for the file's connection (namespace, name, origin, and
-  an OAuth 2.0 connection's token URL and client id) with the cluster's active public key:
-  whoever may write a status must not choose what Git holds.
+- ``reseal`` rewrites the sealed values of a file that were sealed with an older key (auth
+  secrets and client certificates): the operator offers each resealed in its connection's status
+  (it alone can open them), and an offer is written only if it is sealed for the file's
+  connection (namespace, name, origin, and an OAuth 2.0 connection's token URL and client id, or
+  a client certificate's use) with the cluster's active public key: whoever may write a status
+  must not choose what Git holds.
 - ``sealing-key public`` prints the public keys (for ``--cert``); ``sealing-key rotate`` makes a
   new active key in the sealing keys' Secret (the first one in a Secret brought without them),
   and ``sealing-key retire`` drops an old one, for whoever may update that Secret.
@@ -114,9 +115,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "reseal",
         parents=[cluster, keys],
         help="rewrite a file's sealed values under the current sealing key",
-        description="Replaces each sealedSecret sealed with an older key by the value the "
-        "operator offers in the connection's status.resealedSecret, if it is sealed for the "
-        "file's connection with the cluster's active public key.",
+        description="Replaces each auth.sealedSecret and tls.clientCertificate.sealed sealed "
+        "with an older key by the value the operator offers in the connection's "
+        "status.resealedSecret or status.resealedClientCertificate, if it is sealed for the "
+        "file's connection (and the same use) with the cluster's active public key.",
     )
     reseal.add_argument("-f", "--filename", required=True, help="a YAML file of connections")
     reseal.add_argument("-w", "--write", action="store_true", help="rewrite the file in place")
@@ -418,6 +420,22 @@ def _scope(
     return Scope(namespace, name, origin, normalised, client_id)
 
 
+# The sealed values a connection's file may hold, each offered resealed in a status field of its
+# own: where it is under spec, its field, the status field, and what it is sealed for (Scope.use).
+_RESEALABLE = (
+    (("auth",), "sealedSecret", "resealedSecret", ""),
+    (("tls", "clientCertificate"), "sealed", "resealedClientCertificate", TLS_CLIENT_CERTIFICATE),
+)
+
+
+def _section(doc: Any, path: tuple[str, ...]) -> Any:
+    """The mapping at ``spec.<path>`` of a connection, {} where there is none."""
+    section = doc
+    for name in ("spec", *path):
+        section = section.get(name) if isinstance(section, dict) else None
+    return section if isinstance(section, dict) else {}
+
+
 def reseal(args: argparse.Namespace) -> int:
     documents = _documents(args.filename)
     default_namespace = kubeconfig.load(args.context, args.namespace, args.kubeconfig)
@@ -427,9 +445,8 @@ def reseal(args: argparse.Namespace) -> int:
     for doc in documents:
         if not _is_connection(doc):
             continue
-        auth = (doc.get("spec") or {}).get("auth") or {}
-        text = auth.get("sealedSecret")
-        if not text:
+        held = [each for each in _RESEALABLE if _section(doc, each[0]).get(each[1])]
+        if not held:
             continue
         scope = _file_scope(doc, default_namespace)
         where = f"{scope.namespace}/{scope.name}"
@@ -445,19 +462,25 @@ def reseal(args: argparse.Namespace) -> int:
                     _request_timeout=kubeconfig.REQUEST_TIMEOUT,
                 ),
             )
-        live_value = ((live.get("spec") or {}).get("auth") or {}).get("sealedSecret")
-        offered = (live.get("status") or {}).get("resealedSecret", "")
-        if live_value != text:
-            print(f"{where}: the cluster's sealedSecret differs from the file's: apply the "
-                  "file first, then reseal", file=sys.stderr)  # fmt: skip
-            left += 1
-        elif offered:
-            keys = keys or _public_keys(args)
-            _check_offer(str(offered), scope, keys)
-            auth["sealedSecret"] = offered
-            print(f"{where}: resealed", file=sys.stderr)
-        else:
-            print(f"{where}: current", file=sys.stderr)
+        for path, name, offer_field, use in held:
+            section = _section(doc, path)
+            # The auth secret's lines name no field, as they did before client certificates.
+            said = f" {'.'.join(('spec', *path, name))}" if use else ""
+            offered = (live.get("status") or {}).get(offer_field, "")
+            if _section(live, path).get(name) != section[name]:
+                print(f"{where}: the cluster's {'.'.join((*path, name))} differs from the "
+                      "file's: apply the file first, then reseal", file=sys.stderr)  # fmt: skip
+                left += 1
+            elif offered:
+                keys = keys or _public_keys(args)
+                # Bound as the operator binds it: a client certificate to the connection and
+                # its origin alone, for its use.
+                bound = Scope(scope.namespace, scope.name, scope.origin, use=use) if use else scope
+                _check_offer(str(offered), bound, keys, offer_field)
+                section[name] = offered
+                print(f"{where}:{said} resealed", file=sys.stderr)
+            else:
+                print(f"{where}:{said} current", file=sys.stderr)
     rendered = _dump(documents)
     if args.write:
         Path(args.filename).write_text(rendered)
@@ -482,10 +505,10 @@ def _file_scope(doc: Any, default_namespace: str) -> Scope:
     return _scope(namespace, name, base_url, token_url, client_id, where)
 
 
-def _check_offer(offered: str, scope: Scope, keys: PublicSealingKeys) -> None:
+def _check_offer(offered: str, scope: Scope, keys: PublicSealingKeys, offer_field: str) -> None:
     """Refuses a resealed value that is not for ``scope`` or not sealed with the cluster's
     active key (whoever may write the connection's status chose it, not the operator)."""
-    field = f"{scope.namespace}/{scope.name}: status.resealedSecret"
+    field = f"{scope.namespace}/{scope.name}: status.{offer_field}"
     try:
         sealed = SealedValue.parse(offered)
     except SealedValueProblem:

@@ -31,7 +31,12 @@ from gatehouse_operator.keys.client_certificates import (
     split_sealed,
 )
 from gatehouse_operator.keys.credentials import CredentialProblem
-from gatehouse_operator.keys.sealed_values import TLS_CLIENT_CERTIFICATE, Scope, SealedValueProblem
+from gatehouse_operator.keys.sealed_values import (
+    TLS_CLIENT_CERTIFICATE,
+    Scope,
+    SealedValueProblem,
+    SealingKeys,
+)
 from gatehouse_operator.kube.errors import Forbidden
 from gatehouse_operator.kube.secrets import decoded, watched
 from gatehouse_operator.runtime import Runtime
@@ -51,25 +56,32 @@ class TlsRead:
     advisory: list[Verdict] = field(default_factory=list)
     secrets: list[tuple[str, bool, bool]] = field(default_factory=list)
     certificate: CheckedCertificate | None = None
+    # A sealed client certificate sealed again with the active sealing key, when it was sealed
+    # with an older one (the status's resealedClientCertificate); "" when it is current.
+    resealed: str = ""
 
 
 # A client certificate's chain and key, checked (raising CredentialProblem) and encrypted.
 Certify = Callable[
     [bytes, bytes, Callable[[], CheckedCertificate]], tuple[CheckedCertificate, Encrypted]
 ]
+# A sealed client certificate that opened, sealed again with the active key ("" when it is).
+Reseal = Callable[[SealingKeys, str, Scope], str]
 
 
 @dataclass(frozen=True)
 class Compiled:
     """The connection whose spec.tls is compiled (a draft's uid is one-off), and how its client
     certificate is checked and encrypted (the connection controller's keeps an unchanged one's,
-    neither checked nor encrypted again)."""
+    neither checked nor encrypted again), and how a sealed one is offered resealed (a draft's is
+    not: only a saved connection's status offers it)."""
 
     namespace: str
     name: str
     uid: str
     origin: str
     certify: Certify
+    reseal: Reseal | None = None
 
 
 def once(runtime: Runtime, uid: str, origin: str) -> Certify:
@@ -191,7 +203,7 @@ async def _client_certificate(
         where = f"key {CERTIFICATE_KEY!r} of Secret {name!r}"
         key_where = f"key {PRIVATE_KEY_KEY!r} of Secret {name!r}"
     else:
-        chain, key = _opened(runtime, connection, given.sealed or "")
+        chain, key = _opened(runtime, connection, given.sealed or "", read)
         where, key_where = f"the chain of {SEALED_FIELD}", f"the key of {SEALED_FIELD}"
     checked, encrypted = connection.certify(
         chain, key, lambda: checked_pair(chain, key, where, key_where)
@@ -201,8 +213,11 @@ async def _client_certificate(
     return encrypted
 
 
-def _opened(runtime: Runtime, connection: Compiled, sealed: str) -> tuple[bytes, bytes]:
-    """The sealed chain and key, opened for this connection's client certificate alone."""
+def _opened(
+    runtime: Runtime, connection: Compiled, sealed: str, read: TlsRead
+) -> tuple[bytes, bytes]:
+    """The sealed chain and key, opened for this connection's client certificate alone (and
+    offered resealed when an older key opened them)."""
     keys = runtime.sealing.sealing_keys()
     if keys is None:
         raise CredentialProblem(
@@ -215,6 +230,8 @@ def _opened(runtime: Runtime, connection: Compiled, sealed: str) -> tuple[bytes,
     )
     try:
         plain = keys.open(sealed, scope, SEALED_FIELD)
+        if connection.reseal is not None:
+            read.resealed = connection.reseal(keys, sealed, scope)
     except SealedValueProblem as problem:
         raise CredentialProblem(problem.reason, problem.message) from None
     return split_sealed(plain, SEALED_FIELD)

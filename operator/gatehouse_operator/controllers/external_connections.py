@@ -44,6 +44,7 @@ from gatehouse_operator.connections.origin import (
     token_url_of,
 )
 from gatehouse_operator.connections.upstream_tls import (
+    SEALED_FIELD,
     Compiled,
     TlsRead,
     certificate_summary,
@@ -59,7 +60,7 @@ from gatehouse_operator.keys.credentials import (
     secret_in,
     verdict_for,
 )
-from gatehouse_operator.keys.sealed_values import FIELD
+from gatehouse_operator.keys.sealed_values import FIELD, Scope, SealingKeys
 from gatehouse_operator.kube import WATCHED_SELECTOR
 from gatehouse_operator.kube.errors import Forbidden
 from gatehouse_operator.kube.objects import resource_of
@@ -123,7 +124,7 @@ def watched_of(read: CredentialRead) -> list[Verdict]:
 def compiled(runtime: Runtime, connection: Resource, origin: str) -> Compiled:
     """The connection as its spec.tls is compiled: an unchanged client certificate is neither
     checked nor encrypted again (runtime.encrypter), so the proxies keep the TLS context made
-    for it."""
+    for it; a sealed one is resealed once per value and active key (runtime.resealer)."""
 
     def certify(
         chain: bytes, key: bytes, check: Callable[[], CheckedCertificate]
@@ -132,7 +133,10 @@ def compiled(runtime: Runtime, connection: Resource, origin: str) -> Compiled:
             chain, key, check, connection_uid=connection.uid, origin=origin
         )
 
-    return Compiled(connection.namespace, connection.name, connection.uid, origin, certify)
+    def reseal(keys: SealingKeys, sealed: str, scope: Scope) -> str:
+        return runtime.resealer.resealed(connection.uid, keys, sealed, scope, SEALED_FIELD)
+
+    return Compiled(connection.namespace, connection.name, connection.uid, origin, certify, reseal)
 
 
 async def reconcile(runtime: Runtime, connection: Resource, secret_data: Any = _UNSET) -> None:
@@ -167,10 +171,20 @@ async def parsed_spec(
             EXTERNAL_CONNECTION,
             connection,
             [verdict, ready([verdict], "", "")],
-            ExternalConnectionStatus(has_secret=False, resealed_secret=""),
+            invalid_status(connection),
             key,
         )
         return None
+
+
+def invalid_status(connection: Resource) -> ExternalConnectionStatus:
+    """An invalid connection's status: no secret, and no offer to reseal one (an offer made for
+    an earlier value must not be written over a changed file's)."""
+    if "resealedClientCertificate" in connection.status:
+        return ExternalConnectionStatus(
+            has_secret=False, resealed_secret="", resealed_client_certificate=""
+        )
+    return ExternalConnectionStatus(has_secret=False, resealed_secret="")
 
 
 def accepted(runtime: Runtime, spec: ExternalConnectionSpec) -> tuple[list[Verdict], str, str]:
@@ -333,6 +347,7 @@ async def publish_route(
             has_secret=credential.encrypted is not None,
             resealed_secret=resealed,
             client_certificate=certificate_summary(read.tls.certificate),
+            resealed_client_certificate=read.tls.resealed,
         )
     if refusal is not None:
         # Left out of the table (its apps report the link broken); Accepted says what to shrink.

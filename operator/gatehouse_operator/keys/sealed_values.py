@@ -318,32 +318,37 @@ class SealingKeys:
                 f"{field} does not open with key {sealed.key}: it was altered or cut",
             ) from None
 
-    def reseal(self, text: str, scope: Scope) -> str | None:
+    def reseal(self, text: str, scope: Scope, field: str = FIELD) -> str | None:
         """``text`` sealed again with the active key, or None when it already is."""
-        sealed = SealedValue.parse(text)
+        sealed = SealedValue.parse(text, field)
         if sealed.key == self.active:
             return None
-        return self.public().seal(self._open(sealed, scope), scope)
+        return self.public().seal(self._open(sealed, scope, field), scope)
 
 
 class Resealer:
     """Offers connections' values sealed in Git resealed with the active sealing key (their
-    status's ``resealedSecret``), again only when the value or the active key changed: resealing
-    makes a new ciphertext each time, so it is made once, not per reconcile."""
+    status's ``resealedSecret`` and ``resealedClientCertificate``), again only when the value or
+    the active key changed: resealing makes a new ciphertext each time, so it is made once, not
+    per reconcile."""
 
     def __init__(self) -> None:
-        # Per connection uid: its sealed value and the active key, and the value resealed.
-        self._resealed: dict[str, tuple[tuple[str, str], str]] = {}
+        # Per connection uid, per use (Scope.use): its sealed value and the active key, and the
+        # value resealed.
+        self._resealed: dict[str, dict[str, tuple[tuple[str, str], str]]] = {}
 
-    def resealed(self, connection_uid: str, keys: SealingKeys, text: str, scope: Scope) -> str:
+    def resealed(
+        self, connection_uid: str, keys: SealingKeys, text: str, scope: Scope, field: str = FIELD
+    ) -> str:
         """``text`` sealed with the active sealing key; empty when it already is. Raises
-        SealedValueProblem as SealingKeys.open does."""
+        SealedValueProblem as SealingKeys.open does, naming ``field``."""
         inputs = (text, keys.active)
-        cached = self._resealed.get(connection_uid)
+        uses = self._resealed.setdefault(connection_uid, {})
+        cached = uses.get(scope.use)
         if cached is not None and cached[0] == inputs:
             return cached[1]
-        value = keys.reseal(text, scope) or ""
-        self._resealed[connection_uid] = (inputs, value)
+        value = keys.reseal(text, scope, field) or ""
+        uses[scope.use] = (inputs, value)
         return value
 
     def forget(self, connection_uid: str) -> None:
