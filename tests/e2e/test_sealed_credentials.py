@@ -293,7 +293,18 @@ def test_a_sealed_client_certificate_is_resealed_and_still_presented_once_the_ol
         body = get(cluster, namespace, "externalconnection/vendor") or {}
         return str(body.get("status", {}).get("resealedClientCertificate", ""))
 
-    wait_for(offered, timeout=15, interval=0.2, what="status.resealedClientCertificate")
+    def offered_with_the_rotated_key() -> bool:
+        # An offer made before the rotation (sealed with the key active then, if the value was
+        # sealed with an older one) is not the one asked for: reseal refuses it, rightly.
+        offer = offered()
+        return bool(offer) and SealedValue.parse(offer).key == rotated.active
+
+    wait_for(
+        offered_with_the_rotated_key,
+        timeout=15,
+        interval=0.2,
+        what="status.resealedClientCertificate with the rotated key",
+    )
     done = gatehouse(cluster.kubeconfig, "reseal", "-f", str(path), "-w", *PUBLIC)
     assert done.returncode == 0, done.stderr
     assert f"{namespace}/vendor: spec.tls.clientCertificate.sealed resealed" in done.stderr
