@@ -43,6 +43,7 @@ from gatehouse_contract.routes import CredentialScope as CredentialScope
 from gatehouse_contract.routes import PayloadSigning as PayloadSigning
 from gatehouse_operator.api.meta import (
     DNS_SUBDOMAIN,
+    SEALED_VALUE,
     Kind,
     Model,
     PrinterColumn,
@@ -603,7 +604,7 @@ class Auth(Model):
     sealed_secret: str | None = Field(
         default=None,
         max_length=MAX_SEALED_CHARS,
-        pattern=r"^gh1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$",
+        pattern=SEALED_VALUE,
         description="The secret sealed to the operator (gatehouse seal), instead of secretRef: "
         "safe to commit, opened only by the operator, and only for this connection's name, "
         "namespace and baseURL.",

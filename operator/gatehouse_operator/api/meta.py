@@ -27,6 +27,8 @@ _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _SUBDOMAIN = rf"{_LABEL}(\.{_LABEL})*"
 DNS_LABEL = rf"^{_LABEL}$"
 DNS_SUBDOMAIN = rf"^{_SUBDOMAIN}$"
+# A value sealed to the operator (gatehouse seal), as the CRD checks its shape.
+SEALED_VALUE = r"^gh1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$"
 
 
 class Model(BaseModel):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from gatehouse_contract.routes import MAX_CA_BUNDLE_CHARS
-from gatehouse_operator.api.meta import DNS_SUBDOMAIN, Model
+from gatehouse_operator.api.meta import DNS_SUBDOMAIN, SEALED_VALUE, Model
 from gatehouse_operator.cel import cel, validations
 
 # A client certificate's chain and key, sealed (the chain may be three or four RSA certificates).
@@ -64,7 +64,7 @@ class ClientCertificate(Model):
     sealed: str | None = Field(
         default=None,
         max_length=MAX_SEALED_CERTIFICATE_CHARS,
-        pattern=r"^gh1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$",
+        pattern=SEALED_VALUE,
         description="The certificate chain and private key (PEM) sealed to the operator "
         "(gatehouse seal --tls-cert --tls-key), instead of secretRef: safe to commit, opened "
         "only by the operator, and only for this connection's name, namespace and baseURL.",
