@@ -108,3 +108,38 @@ def test_sealed_values_open_for_their_connection_and_are_offered_resealed(
         [api.statuses, api.events, [entry.extra.model_dump(mode="json") for entry in routed]]
     )
     assert CANARY.decode() not in everything
+
+
+def test_new_sealing_keys_are_published_before_any_connection_is_offered_resealed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gatehouse reseal takes an offer only when it is sealed with the active key the ConfigMap
+    names: were the offers made first, a user resealing in between would be refused (CI saw
+    it), so the keys' change is published before the connections are reconciled."""
+    from gatehouse_operator.wiring import key_following
+
+    keys_file = tmp_path / SEALING_KEYS_FILE
+    keys = SealingKeys.generate()
+    keys_file.write_text(keys.dump())
+    settings = OperatorSettings(
+        keyring_file=tmp_path / "keyring.json", sealing_keys_config_map="gatehouse/sealing-keys"
+    )
+    runtime = assemble(settings, kube_of(SecretsApi(None, False)), StaticKeyring())
+    happened: list[str] = []
+
+    async def publish(namespace: str, name: str, data: dict[str, str]) -> bool:
+        happened.append(f"published {data['active']}")
+        return True
+
+    async def reconcile(_: Any, keys: list[str]) -> None:
+        happened.append("reconciled")
+
+    monkeypatch.setattr(runtime.kube.secrets, "publish_config_map", publish, raising=False)
+    monkeypatch.setattr(key_following, "reconcile_connections", reconcile)
+    follower = key_following.SealingKeysFollower(runtime)
+    asyncio.run(follower.follow())
+    assert happened == []  # the first look: the start-up publish and reconcile have it
+    rotated = keys.rotated()
+    keys_file.write_text(rotated.dump())
+    asyncio.run(follower.follow())
+    assert happened == [f"published {rotated.active}", "reconciled"]

@@ -75,6 +75,9 @@ class SealingKeysFollower:
             log.info(
                 "sealing keys changed (active %s): reconciling sealed values", now[0] or "none"
             )
+            # Published first: gatehouse reseal takes an offer only when it is sealed with the
+            # active key the ConfigMap names, so an offer must never be ahead of it.
+            await self.publish()
             await reconcile_connections(self.runtime, sealed_connections(self.runtime))
 
 
