@@ -6,8 +6,8 @@ EKS gives a Pod whose service account is associated with a role two settings: th
 holding a token for it (``AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE``, which the kubelet rotates:
 read again at each ask). The agent answers the keys as JSON (``AccessKeyId``,
 ``SecretAccessKey``, ``Token``, ``Expiration``). They are the Pod's alone, so each worker keeps its
-own, asked once for the requests that need them and again five minutes before they expire; the
-role keys signed with them are what the fleet shares.
+own, asked once for the requests that need them and again five minutes before they expire (an
+hour at most); the role keys signed with them are what the fleet shares.
 
 Where the agent is asked is the installation's: http only to the addresses AWS's SDKs allow for
 it (EKS's and ECS's agents, loopback), anything else https. Its answer is read within bounds
@@ -38,9 +38,10 @@ AGENT_ADDRESSES = frozenset(
 # The agent's token is a service account token, about 1 KiB; its answer is under 2 KiB.
 MAX_AGENT_TOKEN_BYTES = 16 * 1024
 MAX_ANSWER_BYTES = 16 * 1024
-# Asked again this long before the keys expire (the agent's are valid for hours; a role's keys
-# minted at the last moment must not outlive the keys that signed their request).
+# Asked again this long before the keys expire, and at least this often whatever the agent says
+# (its keys live six hours).
 RENEW_BEFORE_SECONDS = 300.0
+MAX_HELD_SECONDS = 3600.0
 
 
 def agent_url(url: str) -> str:
@@ -75,23 +76,30 @@ class _Held:
 
 class PodIdentity:
     """The Pod's keys from EKS Pod Identity's agent, kept until five minutes before they
-    expire."""
+    expire (an hour at most)."""
 
-    def __init__(self, url: str, token_file: Path | None) -> None:
+    def __init__(self, url: str, token_file: Path | None, timeout: float = 10.0) -> None:
         self.url = url
         self.token_file = token_file
+        # The installation's bound for an ask, not the first waiter's: a connection's short
+        # timeout must not fail the ask every other connection waits on.
+        self.timeout = timeout
         self._held: _Held | None = None
         self._asking: asyncio.Task[_Held] | None = None
         self._session: aiohttp.ClientSession | None = None
+        self._closed = False
 
     async def keys(self, seconds: float) -> AwsKeys:
-        """The Pod's keys, asked of the agent (within ``seconds``) when none are held or they
-        are due; a ProxyError ``credential_failed`` saying why not (never a value)."""
+        """The Pod's keys, asked of the agent when none are held or they are due, waited for
+        at most ``seconds``; a ProxyError ``credential_failed`` saying why not (never a
+        value)."""
         held = self._held
         if held is not None and time.monotonic() < held.renew_at:
             return held.keys
+        if self._closed:
+            raise ProxyError("credential_failed", "the proxy is stopping")
         if self._asking is None:  # one ask for every request that comes while it is made
-            self._asking = asyncio.create_task(self._ask(seconds), name="eks-pod-identity")
+            self._asking = asyncio.create_task(self._ask(), name="eks-pod-identity")
             self._asking.add_done_callback(self._asked)
         try:
             async with asyncio.timeout(seconds):
@@ -100,6 +108,14 @@ class PodIdentity:
             raise ProxyError(
                 "credential_failed", "EKS Pod Identity's agent did not answer in time"
             ) from None
+        except asyncio.CancelledError:
+            if not self._closed:
+                raise  # this request's own cancellation
+            raise ProxyError("credential_failed", "the proxy is stopping") from None
+
+    def forget(self) -> None:
+        """Drops the keys held (STS refused a request they signed): the next mint asks again."""
+        self._held = None
 
     def _asked(self, task: asyncio.Task[_Held]) -> None:
         self._asking = None
@@ -108,26 +124,28 @@ class PodIdentity:
             self._held = task.result()
 
     async def close(self) -> None:
+        self._closed = True
         if self._asking is not None:
             self._asking.cancel()
         if self._session is not None:
             await self._session.close()
 
-    async def _ask(self, seconds: float) -> _Held:
+    async def _ask(self) -> _Held:
         headers = {"Authorization": await self._token()} if self.token_file else {}
         if self._session is None:
             # Its own pool: the agent is the installation's, on an address no upstream may use.
             self._session = aiohttp.ClientSession(trust_env=False)
         try:
-            async with asyncio.timeout(seconds):
+            async with asyncio.timeout(self.timeout):
                 async with self._session.get(
                     self.url, headers=headers, allow_redirects=False
                 ) as answer:
-                    body = await answer.content.read(MAX_ANSWER_BYTES + 1)
                     status = answer.status
+                    body = await _read_answer(answer.content)
         except (TimeoutError, aiohttp.ClientError, OSError):
             raise ProxyError(
-                "credential_failed", "EKS Pod Identity's agent did not answer in time"
+                "credential_failed",
+                "EKS Pod Identity's agent could not be reached or did not answer in time",
             ) from None
         if status != 200:
             raise ProxyError(
@@ -135,8 +153,6 @@ class PodIdentity:
                 f"EKS Pod Identity's agent answered {status} (is the proxies' service account "
                 "associated with a role?)",
             )
-        if len(body) > MAX_ANSWER_BYTES:
-            raise ProxyError("credential_failed", "EKS Pod Identity's answer is over 16 KiB")
         return _held_of(body, time.time())
 
     async def _token(self) -> str:
@@ -158,21 +174,35 @@ class PodIdentity:
         return token
 
 
+async def _read_answer(content: aiohttp.StreamReader) -> bytes:
+    """The whole answer (however it is split on the wire), refused past its bound."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in content.iter_chunked(MAX_ANSWER_BYTES):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise ProxyError("credential_failed", "EKS Pod Identity's answer is over 16 KiB")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _held_of(body: bytes, now: float) -> _Held:
     """The keys in the agent's answer, held until they are due; a ProxyError naming what is
     wrong."""
     try:
         answer = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         answer = None
     if not isinstance(answer, dict):
         raise ProxyError("credential_failed", "EKS Pod Identity's answer is not a JSON object")
-    try:
-        keys = AwsKeys(
-            str(answer.get("AccessKeyId", "")),
-            str(answer.get("SecretAccessKey", "")),
-            str(answer.get("Token", "")),
+    fields = [answer.get(name) for name in ("AccessKeyId", "SecretAccessKey", "Token")]
+    if not all(isinstance(field, str) for field in fields):
+        raise ProxyError(
+            "credential_failed",
+            "EKS Pod Identity's answer lacks AccessKeyId, SecretAccessKey or Token as strings",
         )
+    try:
+        keys = AwsKeys(*(str(field) for field in fields))
         AwsKeys.parse(keys.stored())  # held to what a stored key is held to
         expiration = datetime.fromisoformat(str(answer["Expiration"]))
     except AwsKeysError as error:
@@ -184,8 +214,15 @@ def _held_of(body: bytes, now: float) -> _Held:
     if expiration.tzinfo is None:
         expiration = expiration.replace(tzinfo=UTC)
     lifetime = expiration.timestamp() - now
-    # Keys living less than the margin are used once, for the request that asked.
-    return _Held(keys, time.monotonic() + max(0.0, lifetime - RENEW_BEFORE_SECONDS))
+    if lifetime <= 0:
+        raise ProxyError(
+            "credential_failed",
+            "EKS Pod Identity's keys have expired already (check the proxy's clock)",
+        )
+    # Asked again five minutes before they expire, and at least hourly; keys living less than
+    # that are used for the requests that waited on them alone.
+    held = min(lifetime - RENEW_BEFORE_SECONDS, MAX_HELD_SECONDS)
+    return _Held(keys, time.monotonic() + max(0.0, held))
 
 
 def _read_bounded(path: Path) -> bytes:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -57,7 +58,15 @@ LEAST_LIFETIME_SECONDS = 5.0
 # AWS's limit for a role's keys asked with another role's (role chaining).
 CHAINED_MAX_SECONDS = 3600
 FORM_TYPE = "application/x-www-form-urlencoded"
+# The region STS signs for is its endpoint's: sts.<region>.amazonaws.com(.cn), sts-fips.<region>,
+# an interface endpoint's <id>.sts.<region>.vpce.amazonaws.com; the global one's is us-east-1.
 GLOBAL_STS_HOST = "sts.amazonaws.com"
+_STS_HOST = re.compile(
+    r"(?:[a-z0-9-]+\.)*sts(?:-fips)?\.([a-z]{2}(?:-[a-z]+)+-\d+)\.(?:vpce\.)?amazonaws\.com(?:\.cn)?"
+)
+# How STS's AccessDenied names the caller: with Pod Identity, the proxies' own role and Pod,
+# which are the installation's, not a tenant's to read.
+_ASSUMED_ROLE = re.compile(r"arn:aws[a-z-]*:sts::\d{12}:assumed-role/\S+")
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,21 @@ def _sts_error(body: bytes, redact: Redactor, describe: bool) -> tuple[str, str]
     except (ValueError, ElementTree.ParseError):
         return "", ""
     return explained(fields.get("Code"), fields.get("Message") if describe else None, redact)
+
+
+def _chained_sts_error(body: bytes, redact: Redactor, describe: bool) -> tuple[str, str]:
+    """STS's error to an AssumeRole, the proxies' own role's session left out."""
+    code, said = _sts_error(body, redact, describe)
+    return code, _ASSUMED_ROLE.sub("the proxies' role", said)
+
+
+def signing_region(host: str, region: str) -> str:
+    """The region a request to STS at ``host`` is signed for; ``region`` (the connection's)
+    where the host names none."""
+    if host == GLOBAL_STS_HOST:
+        return "us-east-1"
+    found = _STS_HOST.fullmatch(host)
+    return found.group(1) if found else region
 
 
 def keys_of(body: bytes, now: float) -> MintedToken:
@@ -254,22 +278,27 @@ class RoleMinter:
                 payload_hash([sent_forms.form_body(form)]),
             ),
             pod,
-            # STS's global endpoint signs for us-east-1; a regional one for its region.
-            Scope("us-east-1" if target.host == GLOBAL_STS_HOST else region, "sts"),
+            Scope(signing_region(target.host or "", region), "sts"),
             datetime.now(UTC),
         )
         said = (*sent_forms.aws_session_token(pod.session_token).forms, signed.signature)
-        body = await self.client.posted(
-            GrantRequest(
-                url,
-                form=form,
-                headers={"Host": host, **dict(signed.headers)},
-                seconds=max(0.0, seconds - (time.monotonic() - started)),
-                code="credential_failed",
-                redact=Redactor(said),
-                read_error=_sts_error,
+        try:
+            body = await self.client.posted(
+                GrantRequest(
+                    url,
+                    form=form,
+                    headers={"Host": host, **dict(signed.headers)},
+                    seconds=max(0.0, seconds - (time.monotonic() - started)),
+                    code="credential_failed",
+                    redact=Redactor(said),
+                    read_error=_chained_sts_error,
+                )
             )
-        )
+        except ProxyError:
+            # Keys STS no longer takes (expired early, revoked) are not used again: the next
+            # mint asks the agent, whatever STS's reason was.
+            identity.forget()
+            raise
         return keys_of(body, time.time())
 
     async def _identity_token(self) -> str:

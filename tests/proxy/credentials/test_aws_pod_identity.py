@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,12 +21,13 @@ from aiohttp import web
 from gatehouse_contract.aws_keys import AwsKeys
 from gatehouse_contract.routes import AwsSigning, WebIdentity
 from gatehouse_dev.sigv4_verifier import Account, Received, verify
-from gatehouse_proxy.credentials.aws_pod_identity import PodIdentity, agent_url
-from gatehouse_proxy.credentials.aws_roles import AwsSettings, RoleMinter
+from gatehouse_proxy.credentials.aws_pod_identity import PodIdentity, _held_of, agent_url
+from gatehouse_proxy.credentials.aws_roles import AwsSettings, RoleMinter, signing_region
 from gatehouse_proxy.errors import ProxyError
 from tests.proxy.credentials.test_aws_roles import answer
 from tests.proxy.credentials.test_injectors import client_for
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 AGENT_TOKEN = "eyJhbGciOiJSUzI1NiJ9.the-agents-audience.signature"
 POD = Account(
     "ASIAPODIDENTITY00001",
@@ -38,6 +39,32 @@ POD = Account(
 ROLE = WebIdentity(role_arn="arn:aws:iam::111122223333:role/reports", duration_seconds=7200)
 KEY = "shop/reports"
 AWS = AwsSigning(region="eu-west-1", service="execute-api", web_identity=ROLE)
+
+
+def _agent_answer(lifetime: float) -> bytes:
+    expires = datetime.fromtimestamp(time.time() + lifetime, UTC)
+    return json.dumps(
+        {
+            "AccessKeyId": POD.access_key_id,
+            "SecretAccessKey": POD.secret_access_key,
+            "Token": POD.session_token,
+            "Expiration": expires.isoformat(),
+        }
+    ).encode()
+
+
+@asynccontextmanager
+async def agent(handler: Handler) -> AsyncIterator[str]:
+    """An agent answering as ``handler`` does: its URL."""
+    app = web.Application()
+    app.router.add_get("/v1/credentials", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1/credentials"
+    finally:
+        await runner.cleanup()
 
 
 @dataclass
@@ -198,18 +225,18 @@ def test_an_agent_that_does_not_answer_keys_is_refused_naming_what_is_wrong(
                 await pod.keys(2.0)
         finally:
             await pod.close()
-        assert "did not answer" in refused.value.message
+        assert "could not be reached" in refused.value.message
         absent = PodIdentity("http://127.0.0.1:9/v1/credentials", tmp_path / "absent")
         with pytest.raises(ProxyError) as refused:
             await absent.keys(2.0)
         assert "token file cannot be read" in refused.value.message
 
     asyncio.run(run())
-    from gatehouse_proxy.credentials.aws_pod_identity import _held_of
-
     for body, said in (
         (b"[]", "not a JSON object"),
-        (json.dumps({"AccessKeyId": "A", "SecretAccessKey": "s"}).encode(), "keys:"),
+        (json.dumps({"AccessKeyId": "A", "SecretAccessKey": "s", "Token": "t"}).encode(), "keys:"),
+        (b"[" * 8000, "not a JSON object"),
+        (json.dumps({"AccessKeyId": 12345678901234567890, "Token": {}}).encode(), "as strings"),
         (
             json.dumps(
                 {
@@ -220,6 +247,7 @@ def test_an_agent_that_does_not_answer_keys_is_refused_naming_what_is_wrong(
             ).encode(),
             "no Expiration",
         ),
+        (_agent_answer(-60), "expired already"),
     ):
         with pytest.raises(ProxyError) as refused:
             _held_of(body, time.time())
@@ -278,3 +306,133 @@ def test_a_web_identity_is_used_before_pod_identity_as_awss_sdks_do(
         assert seen.agent_asked == []
 
     asyncio.run(run())
+
+
+def test_an_answer_written_in_pieces_is_read_whole() -> None:
+    async def run() -> None:
+        async def pieces(request: web.Request) -> web.StreamResponse:
+            answer = web.StreamResponse()
+            answer.content_type = "application/json"
+            await answer.prepare(request)  # chunked
+            body = _agent_answer(3600)
+            await answer.write(body[:20])
+            await asyncio.sleep(0.05)
+            await answer.write(body[20:])
+            await answer.write_eof()
+            return answer
+
+        async with agent(pieces) as url:
+            pod = PodIdentity(url, None)
+            try:
+                assert (await pod.keys(5.0)).access_key_id == POD.access_key_id
+            finally:
+                await pod.close()
+
+    asyncio.run(run())
+
+
+def test_a_short_wait_of_one_connection_fails_no_other_waiting_on_the_same_ask() -> None:
+    """The ask is bounded by the installation, each waiter by its own connection's timeout."""
+
+    async def run() -> None:
+        async def slow(request: web.Request) -> web.StreamResponse:
+            await asyncio.sleep(1.2)
+            return web.Response(body=_agent_answer(3600), content_type="application/json")
+
+        async with agent(slow) as url:
+            pod = PodIdentity(url, None)
+            try:
+                short = asyncio.create_task(pod.keys(0.5))
+                await asyncio.sleep(0)
+                patient = asyncio.create_task(pod.keys(10.0))
+                found = await asyncio.gather(short, patient, return_exceptions=True)
+            finally:
+                await pod.close()
+        assert isinstance(found[0], ProxyError)
+        assert found[1] == AwsKeys(POD.access_key_id, POD.secret_access_key, POD.session_token)
+
+    asyncio.run(run())
+
+
+def test_keys_are_held_an_hour_at_most_and_a_stopping_proxy_says_so() -> None:
+    held = _held_of(
+        json.dumps(
+            {
+                "AccessKeyId": POD.access_key_id,
+                "SecretAccessKey": POD.secret_access_key,
+                "Token": POD.session_token,
+                "Expiration": "9999-12-31T23:59:59Z",
+            }
+        ).encode(),
+        time.time(),
+    )
+    assert held.renew_at - time.monotonic() <= 3600
+
+    async def run() -> None:
+        async def slow(request: web.Request) -> web.StreamResponse:
+            await asyncio.sleep(2)
+            return web.Response(body=_agent_answer(3600), content_type="application/json")
+
+        async with agent(slow) as url:
+            pod = PodIdentity(url, None)
+            waiting = asyncio.create_task(pod.keys(5.0))
+            await asyncio.sleep(0.1)
+            await pod.close()
+            found = await asyncio.gather(waiting, return_exceptions=True)
+            with pytest.raises(ProxyError, match="stopping"):
+                await pod.keys(5.0)
+        assert isinstance(found[0], ProxyError)
+        assert "stopping" in found[0].message
+
+    asyncio.run(run())
+
+
+def test_keys_sts_refuses_are_asked_of_the_agent_again(token_file: Path) -> None:
+    async def run() -> None:
+        async with aws() as seen, chained(seen, token_file) as roles:
+            seen.sts_answer = (
+                "<ErrorResponse><Error><Code>ExpiredToken</Code><Message>The security token "
+                "included in the request is expired</Message></Error></ErrorResponse>"
+            )
+            with pytest.raises(ProxyError):
+                await roles.mint(KEY, AWS, ROLE, 10.0)
+            seen.sts_answer = ""
+            await roles.mint(KEY, AWS, ROLE, 10.0)
+        assert seen.agent_asked == [AGENT_TOKEN, AGENT_TOKEN]
+
+    asyncio.run(run())
+
+
+def test_sts_naming_the_proxies_own_role_and_pod_tells_the_app_neither(token_file: Path) -> None:
+    async def run() -> None:
+        async with aws() as seen, chained(seen, token_file) as roles:
+            seen.sts_answer = (
+                "<ErrorResponse><Error><Code>AccessDenied</Code><Message>User: "
+                "arn:aws:sts::111122223333:assumed-role/gatehouse-proxy/eks-analytics-gatehouse-"
+                "proxy-7d9f-1a2b is not authorized to perform: sts:AssumeRole on resource: "
+                f"{ROLE.role_arn}</Message></Error></ErrorResponse>"
+            )
+            with pytest.raises(ProxyError) as refused:
+                await roles.mint(KEY, AWS, ROLE, 10.0)
+        assert "gatehouse-proxy" not in refused.value.message
+        assert "User: the proxies' role is not authorized" in refused.value.message
+        assert ROLE.role_arn in refused.value.message
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    ("host", "region"),
+    [
+        ("sts.amazonaws.com", "us-east-1"),
+        ("sts.eu-west-1.amazonaws.com", "eu-west-1"),
+        ("sts-fips.us-gov-west-1.amazonaws.com", "us-gov-west-1"),
+        ("sts.cn-north-1.amazonaws.com.cn", "cn-north-1"),
+        ("vpce-0abc-12de.sts.ap-southeast-2.vpce.amazonaws.com", "ap-southeast-2"),
+        ("127.0.0.1", "eu-central-1"),  # names none: the connection's
+    ],
+)
+def test_sts_requests_are_signed_for_the_region_their_endpoint_serves(
+    host: str, region: str
+) -> None:
+    assert signing_region(host, "eu-central-1") == region
