@@ -11,7 +11,8 @@ hour at most); the role keys signed with them are what the fleet shares.
 
 Where the agent is asked is the installation's: http only to the addresses AWS's SDKs allow for
 it (EKS's and ECS's agents, loopback), anything else https. Its answer is read within bounds
-(size, time) and never followed elsewhere.
+(size, time) and never followed elsewhere. A service account token in a file, the agent's or a
+web identity, is read by :func:`token_in_file`.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from gatehouse_proxy.errors import ProxyError
 AGENT_ADDRESSES = frozenset(
     ipaddress.ip_address(address) for address in ("169.254.170.23", "169.254.170.2", "fd00:ec2::23")
 )
-# The agent's token is a service account token, about 1 KiB; its answer is under 2 KiB.
-MAX_AGENT_TOKEN_BYTES = 16 * 1024
+# A service account token is about 1 KiB (the agent's, a web identity); the agent's answer is
+# under 2 KiB.
+MAX_TOKEN_FILE_BYTES = 16 * 1024
 MAX_ANSWER_BYTES = 16 * 1024
 # Asked again this long before the keys expire, and at least this often whatever the agent says
 # (its keys live six hours).
@@ -131,7 +133,12 @@ class PodIdentity:
             await self._session.close()
 
     async def _ask(self) -> _Held:
-        headers = {"Authorization": await self._token()} if self.token_file else {}
+        token_file = self.token_file
+        headers = (
+            {"Authorization": await token_in_file(token_file, "EKS Pod Identity's")}
+            if token_file
+            else {}
+        )
         if self._session is None:
             # Its own pool: the agent is the installation's, on an address no upstream may use.
             self._session = aiohttp.ClientSession(trust_env=False)
@@ -154,24 +161,6 @@ class PodIdentity:
                 "associated with a role?)",
             )
         return _held_of(body, time.time())
-
-    async def _token(self) -> str:
-        """The agent's token as the kubelet last wrote it."""
-        assert self.token_file is not None
-        try:
-            raw = await asyncio.to_thread(_read_bounded, self.token_file)
-        except OSError:
-            raise ProxyError(
-                "credential_failed", "EKS Pod Identity's token file cannot be read"
-            ) from None
-        token = raw.decode("ascii", "replace").strip()
-        if not token or len(raw) > MAX_AGENT_TOKEN_BYTES or not token.isprintable():
-            raise ProxyError(
-                "credential_failed",
-                "EKS Pod Identity's token file holds no token (empty, over 16 KiB, or not "
-                "printable)",
-            )
-        return token
 
 
 async def _read_answer(content: aiohttp.StreamReader) -> bytes:
@@ -225,6 +214,22 @@ def _held_of(body: bytes, now: float) -> _Held:
     return _Held(keys, time.monotonic() + max(0.0, held))
 
 
+async def token_in_file(path: Path, whose: str) -> str:
+    """The service account token in ``path`` as the kubelet last wrote it (read again each time:
+    it rotates); a ProxyError saying why not, ``whose`` naming it."""
+    try:
+        raw = await asyncio.to_thread(_read_bounded, path)
+    except OSError:
+        raise ProxyError("credential_failed", f"{whose} token file cannot be read") from None
+    token = raw.decode("ascii", "replace").strip()
+    if not token or len(raw) > MAX_TOKEN_FILE_BYTES or not token.isprintable():
+        raise ProxyError(
+            "credential_failed",
+            f"{whose} token file holds no token (empty, over 16 KiB, or not printable)",
+        )
+    return token
+
+
 def _read_bounded(path: Path) -> bytes:
     with path.open("rb") as file:
-        return file.read(MAX_AGENT_TOKEN_BYTES + 1)
+        return file.read(MAX_TOKEN_FILE_BYTES + 1)

@@ -19,7 +19,6 @@ ever declared, let alone expanded).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import time
@@ -35,7 +34,7 @@ from gatehouse_contract import sent_forms
 from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
 from gatehouse_contract.redaction import Redactor
 from gatehouse_contract.routes import AWS_REGION, AwsSigning, WebIdentity, role_session_name
-from gatehouse_proxy.credentials.aws_pod_identity import PodIdentity, agent_url
+from gatehouse_proxy.credentials.aws_pod_identity import PodIdentity, agent_url, token_in_file
 from gatehouse_proxy.credentials.aws_signing import Scope, SigningRequest, payload_hash, sign
 from gatehouse_proxy.credentials.token_grants import (
     MAX_LIFETIME_SECONDS,
@@ -49,8 +48,6 @@ from gatehouse_proxy.errors import ProxyError
 # The region's own endpoint: the global one (us-east-1) is slower and AWS advises against it.
 DEFAULT_STS_URL = "https://sts.{region}.amazonaws.com/"
 STS_VERSION = "2011-06-15"
-# A projected service account token is about 1 KiB; anything larger is not one.
-MAX_IDENTITY_TOKEN_BYTES = 16 * 1024
 # STS grants at least 15 minutes: keys that expire sooner than this (a signed request may arrive
 # after they do) say the proxy's clock is wrong. The fleet renews them a quarter of their life
 # (at most a minute) before they expire.
@@ -311,22 +308,4 @@ class RoleMinter:
                 "nor EKS Pod Identity (AWS_CONTAINER_CREDENTIALS_FULL_URI: its service account "
                 "associated with a role)",
             )
-        try:
-            raw = await asyncio.to_thread(_read_bounded, self.token_file)
-        except OSError:
-            raise ProxyError(
-                "credential_failed", "the proxy's web identity token file cannot be read"
-            ) from None
-        token = raw.decode("ascii", "replace").strip()
-        if not token or len(raw) > MAX_IDENTITY_TOKEN_BYTES or not token.isprintable():
-            raise ProxyError(
-                "credential_failed",
-                "the proxy's web identity token file holds no token (empty, over 16 KiB, or "
-                "not printable)",
-            )
-        return token
-
-
-def _read_bounded(path: Path) -> bytes:
-    with path.open("rb") as file:
-        return file.read(MAX_IDENTITY_TOKEN_BYTES + 1)
+        return await token_in_file(self.token_file, "the proxy's web identity")
