@@ -8,6 +8,12 @@ STS's XML, living ``DurationSeconds`` (or less: ``POST /lifetime`` ``{"seconds":
 short, for renewal tests), and counts each role's requests (``/stats``). A refused token is
 STS's XML error (``InvalidIdentityToken``, ``ExpiredTokenException``).
 
+EKS Pod Identity as its agent and STS meet it: ``GET /v1/credentials`` is the agent, answering
+the Pod's own role's keys (JSON, as the agent does) to the token ``POST /pod-identity`` made (the
+kubelet's, in EKS); ``Action=AssumeRole`` is STS verifying the request's SigV4 signature with
+those keys (:mod:`gatehouse_dev.sigv4_verifier`), and refusing more than an hour as AWS refuses
+it for role chaining. ``/stats`` counts the agent's answers too.
+
 ``/api/...`` is a service that verifies AWS Signature Version 4 (:mod:`gatehouse_dev.
 sigv4_verifier`, written apart from the proxy's signer) with the keys it issued, found by the
 access key id in the request's credential scope; keys past their expiration are refused as AWS
@@ -84,6 +90,10 @@ def _public_keys(jwks: dict[str, Any]) -> dict[str, rsa.RSAPublicKey]:
     }
 
 
+# AWS's limit for role chaining (a role's keys asked with another role's).
+CHAINED_MAX_SECONDS = 3600
+
+
 class Sts:
     def __init__(self, keys: dict[str, rsa.RSAPublicKey], issuer: str) -> None:
         self.keys = keys
@@ -92,6 +102,9 @@ class Sts:
         self.requests: Counter[str] = Counter()  # per role ARN, refused ones too
         self.issued: dict[str, Issued] = {}
         self.answers: Counter[str] = Counter()  # the API's, by AWS's code ("OK" verified)
+        self.pod_token = ""  # the agent's token: "" until made
+        self.pod_keys: dict[str, Account] = {}  # the keys the agent answered, by their id
+        self.agent: Counter[str] = Counter()  # the agent's answers ("OK" or the refusal)
 
     def verified(self, token: str) -> dict[str, Any]:
         """The web identity token's claims, as STS checks an OIDC provider's token."""
@@ -118,11 +131,24 @@ class Sts:
             raise Refused("ExpiredTokenException", "Token is expired")
         return claims
 
+    def signed_by_the_pod(self, request: web.Request, body: bytes) -> None:
+        """AssumeRole's SigV4 signature, verified with keys the agent answered."""
+        found = _CREDENTIAL.search(request.headers.get("Authorization", ""))
+        pod = self.pod_keys.get(found.group(1)) if found else None
+        if pod is None:
+            raise Refused("InvalidClientTokenId", "The security token included is invalid")
+        received = Received(request.method, request.raw_path, list(request.headers.items()), body)
+        verdict = verify(received, pod, datetime.now(UTC))
+        if not verdict.verified:
+            raise Refused(verdict.code, verdict.message)
+
     async def assume(self, request: web.Request) -> web.Response:
+        body = await request.read()
         form = {name: str(value) for name, value in (await request.post()).items()}
         role = form.get("RoleArn", "")
         self.requests[role] += 1
-        if form.get("Action") != "AssumeRoleWithWebIdentity" or form.get("Version") != (
+        action = form.get("Action")
+        if action not in ("AssumeRoleWithWebIdentity", "AssumeRole") or form.get("Version") != (
             "2011-06-15"
         ):
             return _error(400, "InvalidAction", "Could not find operation")
@@ -130,11 +156,22 @@ class Sts:
             form.get("RoleSessionName", "")
         ):
             return _error(400, "ValidationError", "RoleArn or RoleSessionName is not valid")
-        try:
-            claims = self.verified(form.get("WebIdentityToken", ""))
-        except Refused as refused:
-            return _error(400, refused.code, str(refused))
         asked = int(form.get("DurationSeconds", "3600"))
+        try:
+            if action == "AssumeRole":
+                self.signed_by_the_pod(request, body)
+                if asked > CHAINED_MAX_SECONDS:
+                    return _error(
+                        400,
+                        "ValidationError",
+                        "The requested DurationSeconds exceeds the 1 hour session limit for "
+                        "roles assumed by role chaining.",
+                    )
+                claims: dict[str, Any] = {}
+            else:
+                claims = self.verified(form.get("WebIdentityToken", ""))
+        except Refused as refused:
+            return _error(403 if action == "AssumeRole" else 400, refused.code, str(refused))
         lifetime = min(asked, self.lifetime) if self.lifetime else asked
         expires = time.time() + lifetime
         keys = Account(
@@ -148,8 +185,8 @@ class Sts:
         expiration = datetime.fromtimestamp(expires, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return web.Response(
             content_type="text/xml",
-            text=f"""<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
-  <AssumeRoleWithWebIdentityResult>
+            text=f"""<{action}Response xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+  <{action}Result>
     <SubjectFromWebIdentityToken>{claims.get("sub", "")}</SubjectFromWebIdentityToken>
     <Credentials>
       <AccessKeyId>{keys.access_key_id}</AccessKeyId>
@@ -158,8 +195,8 @@ class Sts:
       <Expiration>{expiration}</Expiration>
     </Credentials>
     <AssumedRoleUser><Arn>{role}/{form["RoleSessionName"]}</Arn></AssumedRoleUser>
-  </AssumeRoleWithWebIdentityResult>
-</AssumeRoleWithWebIdentityResponse>""",
+  </{action}Result>
+</{action}Response>""",
         )
 
     async def api(self, request: web.Request) -> web.Response:
@@ -187,12 +224,48 @@ class Sts:
             )
         return web.json_response({"verified": True, "role": issued.role_arn})
 
+    async def make_pod_token(self, request: web.Request) -> web.Response:
+        """A new token for the agent (the kubelet's, in EKS): the one before no longer opens."""
+        self.pod_token = secrets.token_urlsafe(32)
+        return web.json_response({"token": self.pod_token})
+
+    async def pod_identity(self, request: web.Request) -> web.Response:
+        """The agent: the Pod's role's keys, for an hour, to its token alone."""
+        if not self.pod_token or request.headers.get("Authorization") != self.pod_token:
+            self.agent["refused"] += 1
+            return web.json_response({"message": "Service account token is not valid"}, status=400)
+        self.agent["OK"] += 1
+        keys = Account(
+            "ASIA" + secrets.token_hex(8).upper(),
+            secrets.token_urlsafe(30),
+            REGION,
+            "sts",
+            session_token="IQoJb3JpZ2luX2VjEPOD" + secrets.token_urlsafe(200),
+        )
+        self.pod_keys[keys.access_key_id] = keys
+        expires = datetime.fromtimestamp(time.time() + 3600, UTC)
+        return web.json_response(
+            {
+                "AccessKeyId": keys.access_key_id,
+                "SecretAccessKey": keys.secret_access_key,
+                "Token": keys.session_token,
+                "AccountId": "111122223333",
+                "Expiration": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        )
+
     async def set_lifetime(self, request: web.Request) -> web.Response:
         self.lifetime = float((await request.json())["seconds"])
         return web.json_response({"lifetime": self.lifetime})
 
     async def stats(self, request: web.Request) -> web.Response:
-        return web.json_response({"requests": dict(self.requests), "api": dict(self.answers)})
+        return web.json_response(
+            {
+                "requests": dict(self.requests),
+                "api": dict(self.answers),
+                "agent": dict(self.agent),
+            }
+        )
 
 
 def create_app(sts: Sts) -> web.Application:
@@ -200,6 +273,8 @@ def create_app(sts: Sts) -> web.Application:
     app.router.add_post("/", sts.assume)
     app.router.add_post("/lifetime", sts.set_lifetime)
     app.router.add_get("/stats", sts.stats)
+    app.router.add_post("/pod-identity", sts.make_pod_token)
+    app.router.add_get("/v1/credentials", sts.pod_identity)
     app.router.add_route("*", "/api/{tail:.*}", sts.api)
     return app
 

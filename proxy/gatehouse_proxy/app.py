@@ -117,6 +117,7 @@ class Proxy:
         self.connection_tls = ConnectionContexts(
             functools.partial(decrypt_client_certificate, keyring), ca_file
         )
+        pod = settings.aws.pod_identity()
         async with opened(settings.store) as store:
             self.shared_store = store
             self.quotas = Quotas(
@@ -152,7 +153,9 @@ class Proxy:
                 GoogleMinter(tokens, settings.google_token_url),
                 tokens,
                 grants,
-                RoleMinter(tokens, settings.aws.web_identity_token_file, settings.aws.sts_url),
+                RoleMinter(
+                    tokens, settings.aws.web_identity_token_file, settings.aws.sts_url, pod=pod
+                ),
             )
             passage = Passage(
                 self.tracing,
@@ -190,6 +193,8 @@ class Proxy:
                 await grants.close()
                 await self.pools.close()
                 await token_session.close()
+                if pod is not None:
+                    await pod.close()
                 await jwks.close()
                 await asyncio.to_thread(self.tracing.close)
 

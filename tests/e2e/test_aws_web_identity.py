@@ -6,6 +6,9 @@ API server's own JWKS, as AWS verifies a cluster's OIDC provider. Its API verifi
 SigV4 signature with the keys it issued, independently of the proxy's signer, and refuses keys
 past their expiration.
 
+The same with EKS Pod Identity in place of a web identity: the dev STS is also the Pod Identity
+agent, and verifies the ``AssumeRole`` signed with the keys it answered.
+
 Every count is what STS saw.
 """
 
@@ -94,12 +97,36 @@ def fleet(
         yield started
 
 
+@pytest.fixture(scope="module")
+def pod_fleet(
+    stack: Stack, sts: Endpoint, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Fleet]:
+    """Proxies whose AWS identity is EKS Pod Identity alone: the agent's URL and the token
+    file EKS mounts for it."""
+    folder = tmp_path_factory.mktemp("pod-fleet")
+    token = folder / "eks-pod-identity-token"
+    made = httpx.post(f"{sts.url}/pod-identity", timeout=5)
+    token.write_text(made.raise_for_status().json()["token"])
+    settings = {
+        "GATEHOUSE_AWS_STS_URL": f"{sts.url}/",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI": f"{sts.url}/v1/credentials",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": str(token),
+    }
+    with started_fleet(stack.local, folder, settings) as started:
+        yield started
+
+
 def _role() -> str:
     return f"{ROLE_PREFIX}{secrets.token_hex(4)}"
 
 
 def _signed(
-    cluster: Cluster, namespace: str, sts: Endpoint, role: str, name: str = "reports"
+    cluster: Cluster,
+    namespace: str,
+    sts: Endpoint,
+    role: str,
+    name: str = "reports",
+    seconds: int = 900,
 ) -> str:
     """A connection to STS's API signing with ``role`` by web identity, and an app linking it
     as 'aws'; returns the app's token."""
@@ -108,7 +135,7 @@ def _signed(
         "awsSigV4": {
             "region": "us-east-1",
             "service": "execute-api",
-            "webIdentity": {"roleArn": role, "durationSeconds": 900},
+            "webIdentity": {"roleArn": role, "durationSeconds": seconds},
         },
     }
     apply(
@@ -177,6 +204,27 @@ def test_keys_are_renewed_once_for_the_fleet_before_they_expire_and_no_fetch_fai
     # 33 s of 12-second keys renewed at 9 s: the first and three renewals, once each, for
     # 4 workers on 2 replicas (a fifth at most, for a renewal that came due at the very end).
     assert 3 <= _stats(sts)["requests"][role] <= 5
+
+
+def test_with_eks_pod_identity_500_concurrent_fetches_ask_the_agent_and_sts_once(
+    cluster: Cluster, namespace: str, sts: Endpoint, pod_fleet: Fleet
+) -> None:
+    """The proxies' own role's keys from the agent sign one AssumeRole for the fleet; the
+    connection's two hours are asked as one (STS refuses more for role chaining)."""
+    _lifetime(sts, 0)
+    role = _role()
+    agent_before = _stats(sts)["agent"].get("OK", 0)
+    token = _signed(cluster, namespace, sts, role, seconds=7200)
+    statuses = asyncio.run(_burst(pod_fleet.urls, token, 500, 128))
+    assert statuses == [200] * 500
+    stats = _stats(sts)
+    assert stats["requests"][role] == 1
+    assert stats["agent"]["OK"] == agent_before + 1  # the one worker that minted asked it
+    assert "refused" not in stats["agent"]
+    assert fetch(pod_fleet.urls[1], token, "aws", "/api/reports").json() == {
+        "verified": True,
+        "role": role,
+    }
 
 
 def test_a_role_the_installation_does_not_list_for_the_namespace_is_refused(

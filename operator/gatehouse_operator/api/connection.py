@@ -470,8 +470,9 @@ DEFAULT_ROLE_SECONDS = 3600
 
 
 class AwsWebIdentity(Model):
-    """A role's keys, asked of AWS STS with the proxies' own web identity (IRSA): no secret is
-    stored. The installation says which roles each namespace may sign as
+    """A role's keys, asked of AWS STS with the proxies' own identity: their web identity
+    (IRSA), else their EKS Pod Identity role's keys (role chaining). No secret is stored. The
+    installation says which roles each namespace may sign as
     (installation.aws.webIdentity.roles)."""
 
     role_arn: str = Field(
@@ -479,8 +480,9 @@ class AwsWebIdentity(Model):
         max_length=600,
         pattern=ROLE_ARN_PATTERN,
         description="The IAM role the proxies assume (arn:aws:iam::<account>:role/<name>). Its "
-        "trust policy must trust the proxies' service account, and may require the session "
-        "name, which is <namespace>.<connection name>.",
+        "trust policy must trust the proxies' service account (or, with EKS Pod Identity, the "
+        "role associated with it), and may require the session name, which is "
+        "<namespace>.<connection name>.",
     )
     duration_seconds: int = Field(
         default=DEFAULT_ROLE_SECONDS,
@@ -488,7 +490,8 @@ class AwsWebIdentity(Model):
         ge=900,
         le=43_200,
         description="How long each of the role's keys lives (900 to 43200 seconds, at most the "
-        "role's maximum session duration); the proxies renew them before they expire.",
+        "role's maximum session duration; with EKS Pod Identity at most 3600, AWS's limit for "
+        "role chaining); the proxies renew them before they expire.",
     )
 
 
@@ -521,8 +524,9 @@ class AwsSigV4Auth(Model):
     web_identity: AwsWebIdentity | None = Field(
         default=None,
         alias="webIdentity",
-        description="Sign with a role's keys, asked of AWS STS with the proxies' web identity, "
-        "in place of stored keys (then neither auth.secretRef nor auth.sealedSecret).",
+        description="Sign with a role's keys, asked of AWS STS with the proxies' own identity "
+        "(web identity or EKS Pod Identity), in place of stored keys (then neither "
+        "auth.secretRef nor auth.sealedSecret).",
     )
 
     def placed(self, credential: Credential, token_url: str) -> Credential:

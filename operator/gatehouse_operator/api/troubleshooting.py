@@ -134,12 +134,14 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
     Reason.ROLE_BY_WEB_IDENTITY: Troubleshooting(
         "ExternalConnection (CredentialReady)",
         "`auth.awsSigV4.webIdentity`: the proxies sign with the role's keys, asked of AWS STS "
-        "with their own web identity; nothing is stored. If fetches fail with "
-        "`credential_failed`, the message gives STS's code: `InvalidIdentityToken` (the proxies "
-        "have no web identity: `installation.aws.webIdentity.enabled`, or the cluster's OIDC "
-        "provider is not registered in IAM), `AccessDenied` (the role's trust policy does not "
-        "trust the proxies' service account, or requires another session name: it is "
-        "`<namespace>.<connection>`).",
+        "with their own identity (their web identity token, else EKS Pod Identity's role); "
+        "nothing is stored. If fetches fail with `credential_failed`, the message gives STS's "
+        "code: `InvalidIdentityToken` (the proxies have no web identity: "
+        "`installation.aws.webIdentity.enabled`, or the cluster's OIDC provider is not "
+        "registered in IAM), `AccessDenied` (the role's trust policy does not trust the "
+        "proxies' service account, or their Pod Identity role, or requires another session "
+        "name: it is `<namespace>.<connection>`). With Pod Identity, a message naming the agent "
+        "says the proxies' service account has no association.",
         working=True,
     ),
     Reason.ROLE_NOT_ALLOWED: Troubleshooting(

@@ -274,7 +274,7 @@ def verdict_for(problem: CredentialProblem | None, auth: Auth) -> Verdict:
             ConditionType.CREDENTIAL_READY,
             "True",
             Reason.ROLE_BY_WEB_IDENTITY,
-            "the proxies sign with the role's keys, asked of AWS STS with their web identity",
+            "the proxies sign with the role's keys, asked of AWS STS with their own identity",
         )
     return Verdict(
         ConditionType.CREDENTIAL_READY,

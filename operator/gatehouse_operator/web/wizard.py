@@ -102,11 +102,12 @@ PAYLOAD_SIGNING_TITLES: dict[PayloadSigning, str] = {
     "unsigned": "Unsigned (UNSIGNED-PAYLOAD, for services that accept it, such as S3)",
 }
 # Whose keys sign an AWS connection's requests: stored ones (the secret), or a role's, asked of
-# AWS STS with the proxies' own web identity (auth.awsSigV4.webIdentity, no secret).
+# AWS STS with the proxies' own identity (auth.awsSigV4.webIdentity, no secret).
 AwsKeysFrom = Literal["keys", "role"]
 AWS_KEYS_FROM: dict[AwsKeysFrom, str] = {
     "keys": "Stored keys (an access key id and its secret access key)",
-    "role": "A role (web identity): the proxies ask AWS STS for its keys, nothing is stored",
+    "role": "A role: the proxies ask AWS STS for its keys with their own identity; nothing "
+    "is stored",
 }
 LINK_POLICY_TITLES: dict[LinkPolicy, str] = {
     "AdminsOnly": "Admins only",

@@ -177,7 +177,7 @@ def test_a_proxy_without_a_web_identity_says_so(tmp_path: Path) -> None:
         async with minter("http://127.0.0.1:9/", None) as roles:
             with pytest.raises(ProxyError) as refused:
                 await roles.mint(KEY, AWS, ROLE, 10.0)
-        assert "AWS_WEB_IDENTITY_TOKEN_FILE is not set" in refused.value.message
+        assert "no AWS identity: neither a web identity token" in refused.value.message
         async with minter("http://127.0.0.1:9/", tmp_path / "absent") as roles:
             with pytest.raises(ProxyError) as refused:
                 await roles.mint(KEY, AWS, ROLE, 10.0)
