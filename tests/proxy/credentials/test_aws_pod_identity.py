@@ -67,6 +67,16 @@ async def agent(handler: Handler) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
+def _slow(seconds: float) -> Handler:
+    """An agent answering good keys after ``seconds``."""
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(seconds)
+        return web.Response(body=_agent_answer(3600), content_type="application/json")
+
+    return slow
+
+
 @dataclass
 class Aws:
     """What the agent and STS saw."""
@@ -196,23 +206,50 @@ def test_the_pods_keys_are_asked_once_for_concurrent_mints_and_again_before_they
     asyncio.run(run())
 
 
+def _sts_error(code: str, message: str) -> str:
+    return (
+        f"<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}"
+        "</Message></Error></ErrorResponse>"
+    )
+
+
+def _refused_by_sts(token_file: Path, code: str, message: str) -> str:
+    """What a mint is told when STS answers ``code`` with ``message``."""
+
+    async def run() -> str:
+        async with aws() as seen, chained(seen, token_file) as roles:
+            seen.sts_answer = _sts_error(code, message)
+            with pytest.raises(ProxyError) as refused:
+                await roles.mint(KEY, AWS, ROLE, 10.0)
+        return refused.value.message
+
+    return asyncio.run(run())
+
+
 def test_sts_refusing_is_said_with_its_code_and_the_pods_session_token_scrubbed(
     token_file: Path,
 ) -> None:
-    async def run() -> None:
-        async with aws() as seen, chained(seen, token_file) as roles:
-            seen.sts_answer = (
-                "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>"
-                f"session {POD.session_token} is not authorized to perform sts:AssumeRole"
-                "</Message></Error></ErrorResponse>"
-            )
-            with pytest.raises(ProxyError) as refused:
-                await roles.mint(KEY, AWS, ROLE, 10.0)
-        assert "AccessDenied" in refused.value.message
-        assert "not authorized to perform sts:AssumeRole" in refused.value.message
-        assert POD.session_token not in refused.value.message
+    said = _refused_by_sts(
+        token_file,
+        "AccessDenied",
+        f"session {POD.session_token} is not authorized to perform sts:AssumeRole",
+    )
+    assert "AccessDenied" in said
+    assert "not authorized to perform sts:AssumeRole" in said
+    assert POD.session_token not in said
 
-    asyncio.run(run())
+
+def test_sts_naming_the_proxies_own_role_and_pod_tells_the_app_neither(token_file: Path) -> None:
+    said = _refused_by_sts(
+        token_file,
+        "AccessDenied",
+        "User: arn:aws:sts::111122223333:assumed-role/gatehouse-proxy/eks-analytics-gatehouse-"
+        "proxy-7d9f-1a2b is not authorized to perform: sts:AssumeRole on resource: "
+        f"{ROLE.role_arn}",
+    )
+    assert "gatehouse-proxy" not in said
+    assert "User: the proxies' role is not authorized" in said
+    assert ROLE.role_arn in said
 
 
 def test_an_agent_that_does_not_answer_keys_is_refused_naming_what_is_wrong(
@@ -335,11 +372,7 @@ def test_a_short_wait_of_one_connection_fails_no_other_waiting_on_the_same_ask()
     """The ask is bounded by the installation, each waiter by its own connection's timeout."""
 
     async def run() -> None:
-        async def slow(request: web.Request) -> web.StreamResponse:
-            await asyncio.sleep(1.2)
-            return web.Response(body=_agent_answer(3600), content_type="application/json")
-
-        async with agent(slow) as url:
+        async with agent(_slow(1.2)) as url:
             pod = PodIdentity(url, None)
             try:
                 short = asyncio.create_task(pod.keys(0.5))
@@ -369,11 +402,7 @@ def test_keys_are_held_an_hour_at_most_and_a_stopping_proxy_says_so() -> None:
     assert held.renew_at - time.monotonic() <= 3600
 
     async def run() -> None:
-        async def slow(request: web.Request) -> web.StreamResponse:
-            await asyncio.sleep(2)
-            return web.Response(body=_agent_answer(3600), content_type="application/json")
-
-        async with agent(slow) as url:
+        async with agent(_slow(2)) as url:
             pod = PodIdentity(url, None)
             waiting = asyncio.create_task(pod.keys(5.0))
             await asyncio.sleep(0.1)
@@ -390,33 +419,14 @@ def test_keys_are_held_an_hour_at_most_and_a_stopping_proxy_says_so() -> None:
 def test_keys_sts_refuses_are_asked_of_the_agent_again(token_file: Path) -> None:
     async def run() -> None:
         async with aws() as seen, chained(seen, token_file) as roles:
-            seen.sts_answer = (
-                "<ErrorResponse><Error><Code>ExpiredToken</Code><Message>The security token "
-                "included in the request is expired</Message></Error></ErrorResponse>"
+            seen.sts_answer = _sts_error(
+                "ExpiredToken", "The security token included in the request is expired"
             )
             with pytest.raises(ProxyError):
                 await roles.mint(KEY, AWS, ROLE, 10.0)
             seen.sts_answer = ""
             await roles.mint(KEY, AWS, ROLE, 10.0)
         assert seen.agent_asked == [AGENT_TOKEN, AGENT_TOKEN]
-
-    asyncio.run(run())
-
-
-def test_sts_naming_the_proxies_own_role_and_pod_tells_the_app_neither(token_file: Path) -> None:
-    async def run() -> None:
-        async with aws() as seen, chained(seen, token_file) as roles:
-            seen.sts_answer = (
-                "<ErrorResponse><Error><Code>AccessDenied</Code><Message>User: "
-                "arn:aws:sts::111122223333:assumed-role/gatehouse-proxy/eks-analytics-gatehouse-"
-                "proxy-7d9f-1a2b is not authorized to perform: sts:AssumeRole on resource: "
-                f"{ROLE.role_arn}</Message></Error></ErrorResponse>"
-            )
-            with pytest.raises(ProxyError) as refused:
-                await roles.mint(KEY, AWS, ROLE, 10.0)
-        assert "gatehouse-proxy" not in refused.value.message
-        assert "User: the proxies' role is not authorized" in refused.value.message
-        assert ROLE.role_arn in refused.value.message
 
     asyncio.run(run())
 
