@@ -140,8 +140,10 @@ TROUBLESHOOTING: dict[Reason, Troubleshooting] = {
         "`installation.aws.webIdentity.enabled`, or the cluster's OIDC provider is not "
         "registered in IAM), `AccessDenied` (the role's trust policy does not trust the "
         "proxies' service account, or their Pod Identity role, or requires another session "
-        "name: it is `<namespace>.<connection>`). With Pod Identity, a message naming the agent "
-        "says the proxies' service account has no association.",
+        'name: it is `<namespace>.<connection>`). "This proxy has no AWS identity": neither a '
+        "web identity token nor EKS Pod Identity (an association made after the proxies "
+        "started needs a restart); a message naming Pod Identity's agent: it refused or could "
+        "not be reached.",
         working=True,
     ),
     Reason.ROLE_NOT_ALLOWED: Troubleshooting(
