@@ -30,6 +30,7 @@ from yarl import URL
 
 from gatehouse_contract.aws_keys import AwsKeys, AwsKeysError
 from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.http.bounded_reads import read_within
 
 # What AWS's SDKs send a container credentials URL over http to (EKS Pod Identity's agent,
 # ECS's, in IPv4 and IPv6); loopback is allowed too.
@@ -165,14 +166,10 @@ class PodIdentity:
 
 async def _read_answer(content: aiohttp.StreamReader) -> bytes:
     """The whole answer (however it is split on the wire), refused past its bound."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in content.iter_chunked(MAX_ANSWER_BYTES):
-        size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
-            raise ProxyError("credential_failed", "EKS Pod Identity's answer is over 16 KiB")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    body = await read_within(content.iter_chunked(MAX_ANSWER_BYTES), MAX_ANSWER_BYTES)
+    if body is None:
+        raise ProxyError("credential_failed", "EKS Pod Identity's answer is over 16 KiB")
+    return body
 
 
 def _held_of(body: bytes, now: float) -> _Held:

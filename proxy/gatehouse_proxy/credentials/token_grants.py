@@ -25,6 +25,7 @@ from gatehouse_contract import sent_forms
 from gatehouse_contract.errors import RefusalCode
 from gatehouse_contract.redaction import Redactor
 from gatehouse_proxy.errors import ProxyError
+from gatehouse_proxy.http.bounded_reads import read_within
 from gatehouse_proxy.upstream.forwarder import is_redirect
 from gatehouse_proxy.upstream.network_guard import BlockedAddressError, NetworkPolicy
 
@@ -212,16 +213,10 @@ async def _post_for_token(
 
 
 async def _read_bounded(content: aiohttp.StreamReader, code: RefusalCode) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in content.iter_chunked(16 * 1024):
-        size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
-            raise ProxyError(
-                code, f"the token endpoint's answer is over {MAX_ANSWER_BYTES:,} bytes"
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
+    body = await read_within(content.iter_chunked(16 * 1024), MAX_ANSWER_BYTES)
+    if body is None:
+        raise ProxyError(code, f"the token endpoint's answer is over {MAX_ANSWER_BYTES:,} bytes")
+    return body
 
 
 def _grant(grant: dict[str, object], code: RefusalCode, max_token_chars: int) -> MintedToken:

@@ -1,2 +1,2 @@
 """HTTP's own grammar, with no policy of Gatehouse's: media types, `Retry-After`, content
-codings."""
+codings, a body read whole within a bound."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import aiohttp
 
+from gatehouse_proxy.http.bounded_reads import read_within
 from gatehouse_proxy.viewers.issuer_keys import Load
 from gatehouse_proxy.viewers.keys import MAX_JWKS_BYTES, KeysUnreadable
 from gatehouse_proxy.viewers.trust import TrustedIssuer
@@ -51,15 +52,13 @@ class JwksClient:
                     raise KeysUnreadable(f"the JWKS URL answered {answer.status}")
                 if (answer.content_length or 0) > MAX_JWKS_BYTES:
                     raise KeysUnreadable(f"the key set is over {MAX_JWKS_BYTES} bytes")
-                body = bytearray()
-                async for chunk in answer.content.iter_chunked(16 * 1024):
-                    body += chunk
-                    if len(body) > MAX_JWKS_BYTES:
-                        raise KeysUnreadable(f"the key set is over {MAX_JWKS_BYTES} bytes")
+                body = await read_within(answer.content.iter_chunked(16 * 1024), MAX_JWKS_BYTES)
+                if body is None:
+                    raise KeysUnreadable(f"the key set is over {MAX_JWKS_BYTES} bytes")
         except (aiohttp.ClientError, TimeoutError) as error:
             problem = f"the JWKS URL could not be read ({type(error).__name__})"
             raise KeysUnreadable(problem) from None
-        return bytes(body)
+        return body
 
     async def close(self) -> None:
         if self._session is not None:
