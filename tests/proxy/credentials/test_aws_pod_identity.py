@@ -26,6 +26,7 @@ from gatehouse_proxy.credentials.aws_roles import AwsSettings, RoleMinter, signi
 from gatehouse_proxy.errors import ProxyError
 from tests.proxy.credentials.test_aws_roles import answer
 from tests.proxy.credentials.test_injectors import client_for
+from tests.proxy.serving import upstream
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 AGENT_TOKEN = "eyJhbGciOiJSUzI1NiJ9.the-agents-audience.signature"
@@ -58,13 +59,8 @@ async def agent(handler: Handler) -> AsyncIterator[str]:
     """An agent answering as ``handler`` does: its URL."""
     app = web.Application()
     app.router.add_get("/v1/credentials", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1/credentials"
-    finally:
-        await runner.cleanup()
+    async with upstream(app) as url:
+        yield f"{url}/v1/credentials"
 
 
 def _slow(seconds: float) -> Handler:
@@ -127,14 +123,9 @@ async def aws() -> AsyncIterator[Aws]:
     app = web.Application()
     app.router.add_get("/v1/credentials", credentials)
     app.router.add_post("/{region}/", assume)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    seen.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    try:
+    async with upstream(app) as url:
+        seen.url = url
         yield seen
-    finally:
-        await runner.cleanup()
 
 
 @asynccontextmanager
